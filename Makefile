@@ -1,0 +1,40 @@
+# vllm.c: front for the README commands. The build itself is CMake (build/).
+#   make run    installs missing Debian packages, builds, generates a story with the bundled model
+#   make test   builds and runs every test (ctest)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+DEPS = build-essential cmake pkg-config libjansson-dev
+SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all build deps run test test-asan test-clang clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: deps build
+	$(BUILD)/vllmc generate --model models/stories260K --prompt "Once upon a time" --max-tokens 256 --temperature 0.8 --seed 42 --stats
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite
+test-asan:
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVLLM_SANITIZE=ON >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+
+# clang must build without warnings too
+test-clang:
+	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build-clang -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan build-clang

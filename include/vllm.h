@@ -1,0 +1,165 @@
+/*
+ * vllm.h: the public C API of libvllmc.
+ *
+ * Opaque handles with create/free pairs, option structs filled by
+ * *_default_*() functions, and a status code from every fallible call.
+ * On failure, vllm_last_error() gives a one-line message (thread-local)
+ * naming the file, field or request concerned.
+ *
+ * Compiles as C11 and as C++.
+ */
+#ifndef VLLM_H
+#define VLLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VLLM_VERSION "0.1.0"
+
+/* Status codes: 0 is success, every error is negative. */
+typedef enum vllm_status {
+    VLLM_OK = 0,
+    VLLM_ERR_INVALID_ARG = -1,  /* a bad parameter or option value */
+    VLLM_ERR_IO = -2,           /* a file could not be opened, read or mapped */
+    VLLM_ERR_FORMAT = -3,       /* a file is malformed (bad JSON, bad header, wrong shape) */
+    VLLM_ERR_UNSUPPORTED = -4,  /* valid but not supported (architecture, dtype, feature) */
+    VLLM_ERR_NO_MEMORY = -5,    /* an allocation failed (host or device) */
+    VLLM_ERR_BACKEND = -6,      /* the compute backend failed */
+    VLLM_ERR_TOO_LONG = -7,     /* a prompt or sequence exceeds the model's limits */
+    VLLM_ERR_NOT_FOUND = -8,    /* a named thing (tensor, request, token) does not exist */
+    VLLM_ERR_INTERNAL = -9,     /* a bug: an invariant did not hold */
+} vllm_status;
+
+/* Message of the calling thread's last failure ("" if none). */
+const char *vllm_last_error(void);
+/* Short constant name of a status ("ok", "invalid argument", ...). */
+const char *vllm_status_str(vllm_status status);
+
+/* ------------------------------------------------------------------ */
+/* Engine                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct vllm_engine vllm_engine;
+
+typedef enum vllm_load_format {
+    VLLM_LOAD_AUTO = 0,   /* safetensors from the model folder */
+    VLLM_LOAD_DUMMY = 1,  /* random weights from config.json alone (benchmarks) */
+} vllm_load_format;
+
+typedef struct vllm_engine_options {
+    const char *device;          /* "cpu" (default) or "cuda" */
+    int num_threads;             /* CPU worker threads; 0 = all cores */
+    int block_size;              /* tokens per KV cache block (default 16) */
+    int num_kv_blocks;           /* KV cache blocks; 0 = sized from kv_cache_memory */
+    size_t kv_cache_memory;      /* bytes for the KV cache when num_kv_blocks is 0 */
+    int max_model_len;           /* 0 = the model's max_position_embeddings */
+    int max_num_seqs;            /* sequences running at once (default 256) */
+    int max_num_batched_tokens;  /* tokens per step (default 8192) */
+    vllm_load_format load_format;
+    uint64_t seed;               /* seed for dummy weights and unseeded sampling */
+} vllm_engine_options;
+
+vllm_engine_options vllm_engine_default_options(void);
+
+/* Loads the model folder (config.json, *.safetensors, tokenizer files). */
+vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options *options,
+                               vllm_engine **out);
+void vllm_engine_free(vllm_engine *engine);
+
+/* True when the model folder had a tokenizer. */
+bool vllm_engine_has_tokenizer(const vllm_engine *engine);
+
+/* ------------------------------------------------------------------ */
+/* Sampling                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct vllm_sampling_params {
+    int max_tokens;        /* tokens to generate at most (default 16) */
+    float temperature;     /* 0 = greedy (default 1.0) */
+    int top_k;             /* 0 or -1 = off */
+    float top_p;           /* 1.0 = off */
+    float min_p;           /* 0 = off */
+    bool has_seed;         /* use seed for this request */
+    uint64_t seed;
+    bool ignore_eos;       /* keep going past EOS */
+    int min_tokens;        /* EOS suppressed before this many tokens */
+    bool skip_special_tokens; /* drop special tokens from text (default true) */
+} vllm_sampling_params;
+
+vllm_sampling_params vllm_sampling_default_params(void);
+/* The defaults with the model's generation_config.json (temperature, top_p,
+ * top_k) applied, as vLLM does. */
+vllm_sampling_params vllm_engine_default_sampling(const vllm_engine *engine);
+/* Checks ranges; VLLM_ERR_INVALID_ARG with a message naming the field. */
+vllm_status vllm_sampling_params_validate(const vllm_sampling_params *params);
+
+/* ------------------------------------------------------------------ */
+/* Offline generation                                                  */
+/* ------------------------------------------------------------------ */
+
+typedef enum vllm_finish_reason {
+    VLLM_FINISH_NONE = 0,    /* still running */
+    VLLM_FINISH_STOP = 1,    /* EOS or a stop token */
+    VLLM_FINISH_LENGTH = 2,  /* max_tokens or max_model_len */
+    VLLM_FINISH_ABORT = 3,   /* aborted */
+} vllm_finish_reason;
+
+const char *vllm_finish_reason_str(vllm_finish_reason reason);
+
+/* A prompt: text (tokenized with special tokens) or token ids. */
+typedef struct vllm_prompt {
+    const char *text;            /* NULL when token_ids is given */
+    const int32_t *token_ids;
+    size_t num_token_ids;
+} vllm_prompt;
+
+/* One finished request. Arrays are owned by the completion. */
+typedef struct vllm_completion {
+    int32_t *prompt_token_ids;
+    size_t num_prompt_tokens;
+    int32_t *token_ids;          /* generated ids */
+    float *logprobs;             /* log p(token_ids[i]) under the model's raw distribution */
+    size_t num_tokens;
+    char *text;                  /* decoded generated text; NULL without a tokenizer */
+    vllm_finish_reason finish_reason;
+} vllm_completion;
+
+/* Timing of the last vllm_generate call. */
+typedef struct vllm_generate_stats {
+    size_t prompt_tokens;        /* tokens prefilled */
+    size_t generated_tokens;     /* tokens sampled */
+    double prefill_seconds;      /* time in steps that held prompt tokens */
+    double decode_seconds;       /* time in decode-only steps */
+    size_t steps;                /* engine steps (forward passes) */
+    size_t preemptions;          /* requests preempted for lack of KV blocks */
+} vllm_generate_stats;
+
+/* Runs all prompts together (continuous batching) until each finishes.
+ * params is one struct for all prompts, or an array of num_prompts when
+ * per_prompt_params is true. *out receives num_prompts completions in
+ * input order; free them with vllm_completions_free. */
+vllm_status vllm_generate(vllm_engine *engine, const vllm_prompt *prompts, size_t num_prompts,
+                          const vllm_sampling_params *params, bool per_prompt_params,
+                          vllm_completion **out, vllm_generate_stats *stats);
+void vllm_completions_free(vllm_completion *completions, size_t num);
+
+/* ------------------------------------------------------------------ */
+/* Tokenizer access                                                    */
+/* ------------------------------------------------------------------ */
+
+/* Encodes text; *ids is malloc'd (free with free()). */
+vllm_status vllm_tokenize(vllm_engine *engine, const char *text, bool add_special_tokens,
+                          int32_t **ids, size_t *num_ids);
+/* Decodes ids; *text is malloc'd (free with free()). */
+vllm_status vllm_detokenize(vllm_engine *engine, const int32_t *ids, size_t num_ids,
+                            bool skip_special_tokens, char **text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VLLM_H */

@@ -1,0 +1,298 @@
+/*
+ * generate.c: `vllmc generate`: offline generation from a prompt, token
+ * ids or a JSONL file of prompts, printed as text or as JSON lines.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cli/cli.h"
+#include "vllm.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: vllmc generate --model DIR (--prompt TEXT | --prompt-token-ids 1,2,3 | --prompts-file F.jsonl) [options]\n\n"
+            "prompts:\n"
+            "  --prompt TEXT               a text prompt (tokenized with special tokens)\n"
+            "  --prompt-token-ids IDS      comma-separated token ids (no tokenizer needed)\n"
+            "  --prompts-file F            JSONL: {\"prompt\": \"...\"} or {\"prompt_token_ids\": [...]} per line\n"
+            "sampling:\n"
+            "  --max-tokens N              tokens to generate at most (default 256)\n"
+            "  --temperature T             0 = greedy (default: generation_config.json, else 1.0)\n"
+            "  --top-k K  --top-p P  --min-p P\n"
+            "  --seed S                    seed (same seed, same output)\n"
+            "  --min-tokens N  --ignore-eos  --no-skip-special-tokens\n"
+            "output:\n"
+            "  --json                      one JSON object per prompt: prompt_token_ids, token_ids, logprobs, text, finish_reason\n"
+            "  --stats                     print prefill/decode speed and peak memory to stderr\n"
+            "engine:\n"
+            "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
+            "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n");
+}
+
+typedef struct prompt_list {
+    vllm_prompt *items;
+    char **texts;        /* owned strings */
+    int32_t **ids;       /* owned id arrays */
+    size_t n, cap;
+} prompt_list;
+
+static bool list_push(prompt_list *l, char *text, int32_t *ids, size_t nids) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        vllm_prompt *a = realloc(l->items, cap * sizeof *a);
+        if (a) l->items = a;
+        char **t = realloc(l->texts, cap * sizeof *t);
+        if (t) l->texts = t;
+        int32_t **d = realloc(l->ids, cap * sizeof *d);
+        if (d) l->ids = d;
+        if (!a || !t || !d) return false;
+        l->cap = cap;
+    }
+    l->items[l->n] = (vllm_prompt){.text = text, .token_ids = ids, .num_token_ids = nids};
+    l->texts[l->n] = text;
+    l->ids[l->n] = ids;
+    l->n++;
+    return true;
+}
+
+static void list_free(prompt_list *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->texts[i]);
+        free(l->ids[i]);
+    }
+    free(l->items);
+    free(l->texts);
+    free(l->ids);
+}
+
+static bool load_prompts_file(const char *path, prompt_list *l) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "vllmc: %s: cannot open\n", path);
+        return false;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0;
+    bool ok = true;
+    while (ok && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (len == 0) continue;
+        json_error_t err;
+        json_t *o = json_loadb(line, (size_t)len, 0, &err);
+        json_t *p = o ? json_object_get(o, "prompt") : NULL;
+        json_t *ids = o ? json_object_get(o, "prompt_token_ids") : NULL;
+        if (!o || !json_is_object(o)) {
+            fprintf(stderr, "vllmc: %s:%d: invalid JSON: %s\n", path, lineno, o ? "not an object" : err.text);
+            ok = false;
+        } else if (json_is_string(p)) {
+            char *t = strdup(json_string_value(p));
+            ok = t && list_push(l, t, NULL, 0);
+            if (!ok) free(t);
+        } else if (json_is_array(ids) && json_array_size(ids) > 0) {
+            size_t n = json_array_size(ids);
+            int32_t *a = malloc(n * sizeof *a);
+            ok = a != NULL;
+            for (size_t i = 0; ok && i < n; i++) {
+                json_t *v = json_array_get(ids, i);
+                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+                    fprintf(stderr, "vllmc: %s:%d: prompt_token_ids[%zu] is not a valid token id\n", path, lineno, i);
+                    ok = false;
+                } else {
+                    a[i] = (int32_t)json_integer_value(v);
+                }
+            }
+            if (ok) ok = list_push(l, NULL, a, n);
+            if (!ok) free(a);
+        } else {
+            fprintf(stderr, "vllmc: %s:%d: needs \"prompt\" (string) or \"prompt_token_ids\" (non-empty array)\n", path,
+                    lineno);
+            ok = false;
+        }
+        json_decref(o);
+    }
+    free(line);
+    fclose(f);
+    if (ok && l->n == 0) {
+        fprintf(stderr, "vllmc: %s: no prompts\n", path);
+        ok = false;
+    }
+    return ok;
+}
+
+static void print_json(const vllm_completion *c) {
+    json_t *o = json_object();
+    json_t *p = json_array(), *t = json_array(), *lp = json_array();
+    for (size_t i = 0; i < c->num_prompt_tokens; i++) json_array_append_new(p, json_integer(c->prompt_token_ids[i]));
+    for (size_t i = 0; i < c->num_tokens; i++) {
+        json_array_append_new(t, json_integer(c->token_ids[i]));
+        json_array_append_new(lp, json_real((double)c->logprobs[i]));
+    }
+    json_object_set_new(o, "prompt_token_ids", p);
+    json_object_set_new(o, "token_ids", t);
+    json_object_set_new(o, "logprobs", lp);
+    if (c->text) json_object_set_new(o, "text", json_string(c->text));
+    json_object_set_new(o, "finish_reason", json_string(vllm_finish_reason_str(c->finish_reason)));
+    char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(9));
+    if (s) printf("%s\n", s);
+    free(s);
+    json_decref(o);
+}
+
+#define NEED_ARG()                                                              \
+    do {                                                                        \
+        if (i + 1 >= argc) {                                                    \
+            fprintf(stderr, "vllmc generate: %s needs a value\n", a);           \
+            goto bad;                                                           \
+        }                                                                       \
+    } while (0)
+
+int cmd_generate(int argc, char **argv) {
+    const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *file = NULL;
+    vllm_engine_options eo = vllm_engine_default_options();
+    bool json = false, stats_flag = false;
+    /* sampling overrides (applied over the model's defaults) */
+    long long max_tokens = 256, top_k = -2, min_tokens = 0, seed = -1, v;
+    double temperature = -1, top_p = -1, min_p = -1;
+    bool ignore_eos = false, keep_special = false;
+    int rc = 1;
+    prompt_list pl = {0};
+    vllm_engine *engine = NULL;
+    vllm_completion *comps = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        double d;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--model")) { NEED_ARG(); model = argv[++i];
+        } else if (!strcmp(a, "--prompt")) { NEED_ARG(); prompt = argv[++i];
+        } else if (!strcmp(a, "--prompt-token-ids")) { NEED_ARG(); ids_arg = argv[++i];
+        } else if (!strcmp(a, "--prompts-file")) { NEED_ARG(); file = argv[++i];
+        } else if (!strcmp(a, "--json")) { json = true;
+        } else if (!strcmp(a, "--stats")) { stats_flag = true;
+        } else if (!strcmp(a, "--ignore-eos")) { ignore_eos = true;
+        } else if (!strcmp(a, "--no-skip-special-tokens")) { keep_special = true;
+        } else if (!strcmp(a, "--device")) { NEED_ARG(); eo.device = argv[++i];
+        } else if (!strcmp(a, "--load-format")) {
+            NEED_ARG();
+            const char *f = argv[++i];
+            if (!strcmp(f, "dummy")) eo.load_format = VLLM_LOAD_DUMMY;
+            else if (!strcmp(f, "auto") || !strcmp(f, "safetensors")) eo.load_format = VLLM_LOAD_AUTO;
+            else { fprintf(stderr, "vllmc generate: --load-format must be auto or dummy\n"); goto bad; }
+        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
+            NEED_ARG();
+            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }
+            if (!strcmp(a, "--temperature")) temperature = d;
+            else if (!strcmp(a, "--top-p")) top_p = d;
+            else min_p = d;
+        } else if (!strcmp(a, "--max-tokens") || !strcmp(a, "--top-k") || !strcmp(a, "--seed") ||
+                   !strcmp(a, "--min-tokens") || !strcmp(a, "--threads") || !strcmp(a, "--block-size") ||
+                   !strcmp(a, "--num-kv-blocks") || !strcmp(a, "--max-model-len") || !strcmp(a, "--max-num-seqs") ||
+                   !strcmp(a, "--max-num-batched-tokens") || !strcmp(a, "--kv-cache-memory")) {
+            NEED_ARG();
+            if (!cli_parse_int(argv[++i], -1, INT32_MAX, &v)) {
+                fprintf(stderr, "vllmc generate: %s needs an integer, got '%s'\n", a, argv[i]);
+                goto bad;
+            }
+            if (!strcmp(a, "--max-tokens")) max_tokens = v;
+            else if (!strcmp(a, "--top-k")) top_k = v;
+            else if (!strcmp(a, "--seed")) seed = v;
+            else if (!strcmp(a, "--min-tokens")) min_tokens = v;
+            else if (!strcmp(a, "--threads")) eo.num_threads = (int)v;
+            else if (!strcmp(a, "--block-size")) eo.block_size = (int)v;
+            else if (!strcmp(a, "--num-kv-blocks")) eo.num_kv_blocks = (int)v;
+            else if (!strcmp(a, "--max-model-len")) eo.max_model_len = (int)v;
+            else if (!strcmp(a, "--max-num-seqs")) eo.max_num_seqs = (int)v;
+            else if (!strcmp(a, "--max-num-batched-tokens")) eo.max_num_batched_tokens = (int)v;
+            else eo.kv_cache_memory = (size_t)(v < 0 ? 0 : v) << 20;
+        } else {
+            fprintf(stderr, "vllmc generate: unknown option '%s'\n", a);
+            goto bad;
+        }
+    }
+    if (!model) { fprintf(stderr, "vllmc generate: --model is required\n"); goto bad; }
+    if (!!prompt + !!ids_arg + !!file != 1) {
+        fprintf(stderr, "vllmc generate: give exactly one of --prompt, --prompt-token-ids, --prompts-file\n");
+        goto bad;
+    }
+    if (prompt) {
+        char *t = strdup(prompt);
+        if (!t || !list_push(&pl, t, NULL, 0)) { free(t); goto out; }
+    } else if (ids_arg) {
+        int32_t *ids;
+        size_t n;
+        if (!cli_parse_ids(ids_arg, &ids, &n)) {
+            fprintf(stderr, "vllmc generate: --prompt-token-ids must be comma-separated non-negative integers\n");
+            goto bad;
+        }
+        if (!list_push(&pl, NULL, ids, n)) { free(ids); goto out; }
+    } else if (!load_prompts_file(file, &pl)) {
+        goto out;
+    }
+    if (seed >= 0) eo.seed = (uint64_t)seed;
+
+    if (vllm_engine_create(model, &eo, &engine) != VLLM_OK) {
+        fprintf(stderr, "vllmc: %s\n", vllm_last_error());
+        goto out;
+    }
+    for (size_t i = 0; i < pl.n; i++)
+        if (pl.items[i].text && !vllm_engine_has_tokenizer(engine)) {
+            fprintf(stderr, "vllmc: %s has no tokenizer.json: use --prompt-token-ids\n", model);
+            goto out;
+        }
+    vllm_sampling_params sp = vllm_engine_default_sampling(engine);
+    sp.max_tokens = (int)max_tokens;
+    if (temperature >= 0 || temperature < -1) sp.temperature = (float)temperature;
+    if (top_p != -1) sp.top_p = (float)top_p;
+    if (min_p != -1) sp.min_p = (float)min_p;
+    if (top_k != -2) sp.top_k = (int)top_k;
+    sp.min_tokens = (int)min_tokens;
+    sp.ignore_eos = ignore_eos;
+    sp.skip_special_tokens = !keep_special;
+    if (vllm_sampling_params_validate(&sp) != VLLM_OK) {
+        fprintf(stderr, "vllmc: %s\n", vllm_last_error());
+        goto bad;
+    }
+    vllm_generate_stats st;
+    if (vllm_generate(engine, pl.items, pl.n, &sp, false, &comps, &st) != VLLM_OK) {
+        fprintf(stderr, "vllmc: %s\n", vllm_last_error());
+        goto out;
+    }
+    for (size_t i = 0; i < pl.n; i++) {
+        if (json) {
+            print_json(&comps[i]);
+        } else if (comps[i].text) {
+            printf("%s\n", comps[i].text);
+        } else {
+            for (size_t j = 0; j < comps[i].num_tokens; j++) printf("%s%d", j ? "," : "", comps[i].token_ids[j]);
+            printf("\n");
+        }
+    }
+    fflush(stdout);
+    if (stats_flag) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        size_t decoded = st.generated_tokens > pl.n ? st.generated_tokens - pl.n : 0;
+        fprintf(stderr, "prefill: %zu tokens in %.4f s (%.1f tok/s)\n", st.prompt_tokens, st.prefill_seconds,
+                st.prefill_seconds > 0 ? (double)st.prompt_tokens / st.prefill_seconds : 0.0);
+        fprintf(stderr, "decode: %zu tokens in %.4f s (%.1f tok/s)\n", decoded, st.decode_seconds,
+                st.decode_seconds > 0 ? (double)decoded / st.decode_seconds : 0.0);
+        fprintf(stderr, "steps: %zu, peak RSS: %.1f MiB\n", st.steps, (double)ru.ru_maxrss / 1024.0);
+    }
+    rc = 0;
+    goto out;
+bad:
+    rc = 2;
+out:
+    vllm_completions_free(comps, pl.n);
+    vllm_engine_free(engine);
+    list_free(&pl);
+    return rc;
+}

@@ -1,0 +1,169 @@
+/*
+ * sampler.c: host sampling of one logits row.
+ * Order as vLLM's sampler: temperature -> top-k -> top-p -> min-p, then a
+ * draw from the renormalised distribution. Greedy (temperature 0) is an
+ * argmax that picks the lowest id on ties, as torch.argmax.
+ */
+#include "engine/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+void sampler_rng_seed(sampler_rng *rng, uint64_t seed) {
+    uint64_t z = seed;
+    for (int i = 0; i < 4; i++) { /* splitmix64 */
+        z += 0x9E3779B97F4A7C15ull;
+        uint64_t t = z;
+        t = (t ^ (t >> 30)) * 0xBF58476D1CE4E5B9ull;
+        t = (t ^ (t >> 27)) * 0x94D049BB133111EBull;
+        rng->s[i] = t ^ (t >> 31);
+    }
+}
+
+double sampler_rng_uniform(sampler_rng *rng) {
+    uint64_t *s = rng->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return (double)(result >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void sampler_scratch_free(sampler_scratch *s) {
+    free(s->probs);
+    free(s->idx);
+    s->probs = NULL;
+    s->idx = NULL;
+    s->cap = 0;
+}
+
+double sampler_logprob(const float *logits, int vocab, int32_t token) {
+    double mx = -INFINITY;
+    for (int i = 0; i < vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0.0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
+    return (double)logits[token] - mx - log(sum);
+}
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* idx sorted by probs descending (qsort_r comparator; ctx = probs) */
+static int cmp_desc(const void *a, const void *b, void *ctx) {
+    const float *probs = ctx;
+    float pa = probs[*(const int32_t *)a], pb = probs[*(const int32_t *)b];
+    if (pa > pb) return -1;
+    if (pa < pb) return 1;
+    return (*(const int32_t *)a > *(const int32_t *)b) - (*(const int32_t *)a < *(const int32_t *)b);
+}
+
+/* Moves the k largest-probability ids to idx[0..k) (unordered), quickselect. */
+static void select_top_k(const float *probs, int32_t *idx, int n, int k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = probs[idx[(lo + hi) / 2]];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (probs[idx[i]] > pivot) i++;
+            while (probs[idx[j]] < pivot) j--;
+            if (i <= j) {
+                int32_t t = idx[i];
+                idx[i] = idx[j];
+                idx[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+}
+
+int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_params *p, sampler_rng *rng,
+                       sampler_scratch *sc) {
+    if (p->temperature < 1e-5f) return argmax(logits, vocab);
+    if (sc->cap < vocab) {
+        sampler_scratch_free(sc);
+        sc->probs = malloc((size_t)vocab * sizeof *sc->probs);
+        sc->idx = malloc((size_t)vocab * sizeof *sc->idx);
+        if (!sc->probs || !sc->idx) {
+            sampler_scratch_free(sc);
+            vt_error(VLLM_ERR_NO_MEMORY, "sampler: out of memory");
+            return -1;
+        }
+        sc->cap = vocab;
+    }
+    /* softmax(logits / T) */
+    float *probs = sc->probs;
+    int32_t *idx = sc->idx;
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    if (mx == -INFINITY) {
+        vt_error(VLLM_ERR_INVALID_ARG, "sampler: every token is banned");
+        return -1;
+    }
+    double inv_t = 1.0 / p->temperature, sum = 0.0;
+    for (int i = 0; i < vocab; i++) {
+        double e = exp(((double)logits[i] - mx) * inv_t);
+        probs[i] = (float)e;
+        sum += e;
+    }
+    for (int i = 0; i < vocab; i++) {
+        probs[i] = (float)(probs[i] / sum);
+        idx[i] = i;
+    }
+    /* candidates: all, or the top k */
+    int n = vocab;
+    if (p->top_k > 0 && p->top_k < vocab) {
+        select_top_k(probs, idx, vocab, p->top_k);
+        n = p->top_k;
+    }
+    bool need_sort = p->top_p < 1.0f || p->min_p > 0.0f;
+    if (need_sort) {
+        qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, probs);
+        if (p->top_p < 1.0f) {
+            /* renormalised over the candidates; keep the smallest prefix whose mass reaches top_p */
+            double mass = 0.0;
+            for (int i = 0; i < n; i++) mass += probs[idx[i]];
+            double cum = 0.0;
+            int keep = n;
+            for (int i = 0; i < n; i++) {
+                cum += probs[idx[i]] / mass;
+                if (cum >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            n = keep;
+        }
+        if (p->min_p > 0.0f) {
+            float thresh = p->min_p * probs[idx[0]];
+            int keep = 1;
+            while (keep < n && probs[idx[keep]] >= thresh) keep++;
+            n = keep;
+        }
+    }
+    double mass = 0.0;
+    for (int i = 0; i < n; i++) mass += probs[idx[i]];
+    double u = sampler_rng_uniform(rng) * mass, cum = 0.0;
+    for (int i = 0; i < n; i++) {
+        cum += probs[idx[i]];
+        if (u < cum) return idx[i];
+    }
+    return idx[n - 1];
+}

@@ -1,0 +1,216 @@
+/*
+ * scheduler.c: step planning over the block pool (see scheduler.h).
+ * Mirrors vllm/v1/core/sched/scheduler.py: running requests are served
+ * first (a decode, or the next chunk of a partial prefill), then waiting
+ * requests are admitted while the token budget, max_num_seqs and free
+ * blocks allow. When a running request cannot grow, the most recently
+ * admitted request is preempted (its blocks freed, recomputed later).
+ */
+#include "engine/scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    vllm_status st = block_pool_init(&s->pool, num_blocks);
+    if (st != VLLM_OK) return st;
+    size_t T = (size_t)cfg->max_num_batched_tokens, S = (size_t)cfg->max_num_seqs;
+    s->running = calloc(S, sizeof *s->running);
+    s->step_reqs = calloc(S, sizeof *s->step_reqs);
+    s->step_tokens = calloc(S, sizeof *s->step_tokens);
+    s->step_sampled = calloc(S, sizeof *s->step_sampled);
+    s->ids = malloc(T * sizeof *s->ids);
+    s->positions = malloc(T * sizeof *s->positions);
+    s->slots = malloc(T * sizeof *s->slots);
+    s->qsl = malloc((S + 1) * sizeof *s->qsl);
+    s->seq_lens = malloc(S * sizeof *s->seq_lens);
+    s->logits_idx = malloc(S * sizeof *s->logits_idx);
+    s->block_tables = malloc(S * (size_t)cfg->max_blocks_per_seq * sizeof *s->block_tables);
+    if (!s->running || !s->step_reqs || !s->step_tokens || !s->step_sampled || !s->ids || !s->positions || !s->slots || !s->qsl ||
+        !s->seq_lens || !s->logits_idx || !s->block_tables) {
+        sched_destroy(s);
+        return vt_error(VLLM_ERR_NO_MEMORY, "scheduler: out of memory");
+    }
+    return VLLM_OK;
+}
+
+void sched_destroy(scheduler *s) {
+    block_pool_destroy(&s->pool);
+    free(s->waiting);
+    free(s->running);
+    free(s->step_reqs);
+    free(s->step_tokens);
+    free(s->step_sampled);
+    free(s->ids);
+    free(s->positions);
+    free(s->slots);
+    free(s->qsl);
+    free(s->seq_lens);
+    free(s->logits_idx);
+    free(s->block_tables);
+    memset(s, 0, sizeof *s);
+}
+
+static vllm_status push_waiting(scheduler *s, request *r, bool front) {
+    if (s->num_waiting == s->cap_waiting) {
+        int cap = s->cap_waiting ? 2 * s->cap_waiting : 64;
+        request **nw = realloc(s->waiting, (size_t)cap * sizeof *nw);
+        if (!nw) return vt_error(VLLM_ERR_NO_MEMORY, "scheduler: out of memory");
+        s->waiting = nw;
+        s->cap_waiting = cap;
+    }
+    if (front) {
+        memmove(s->waiting + 1, s->waiting, (size_t)s->num_waiting * sizeof *s->waiting);
+        s->waiting[0] = r;
+    } else {
+        s->waiting[s->num_waiting] = r;
+    }
+    s->num_waiting++;
+    r->state = REQ_WAITING;
+    return VLLM_OK;
+}
+
+vllm_status sched_add(scheduler *s, request *r) { return push_waiting(s, r, false); }
+
+bool sched_has_work(const scheduler *s) { return s->num_waiting > 0 || s->num_running > 0; }
+
+static void free_blocks(scheduler *s, request *r) {
+    for (int i = 0; i < r->num_blocks; i++) block_pool_release(&s->pool, r->blocks[i]);
+    r->num_blocks = 0;
+}
+
+static void remove_running(scheduler *s, request *r) {
+    for (int i = 0; i < s->num_running; i++) {
+        if (s->running[i] == r) {
+            memmove(s->running + i, s->running + i + 1, (size_t)(s->num_running - i - 1) * sizeof *s->running);
+            s->num_running--;
+            return;
+        }
+    }
+}
+
+void sched_finish(scheduler *s, request *r) {
+    free_blocks(s, r);
+    remove_running(s, r);
+    r->state = REQ_FINISHED;
+}
+
+/* Grows r's block table to hold `tokens` tokens; false when the pool is dry. */
+static bool ensure_blocks(scheduler *s, request *r, int tokens) {
+    int need = (tokens + s->cfg.block_size - 1) / s->cfg.block_size;
+    while (r->num_blocks < need) {
+        int b = block_pool_alloc(&s->pool);
+        if (b < 0) return false;
+        r->blocks[r->num_blocks++] = b;
+    }
+    return true;
+}
+
+/* Preempts by recompute: drop the cache, return to the front of waiting. */
+static vllm_status preempt(scheduler *s, request *r) {
+    free_blocks(s, r);
+    remove_running(s, r);
+    r->num_computed = 0;
+    s->num_preemptions++;
+    LOG_D("preempted request %zu (%d tokens)", r->index, r->num_tokens);
+    return push_waiting(s, r, true);
+}
+
+static void schedule(scheduler *s, request *r, int n) {
+    s->step_reqs[s->num_step] = r;
+    s->step_tokens[s->num_step] = n;
+    s->num_step++;
+}
+
+vllm_status sched_step(scheduler *s, fwd_batch *b) {
+    memset(b, 0, sizeof *b);
+    s->num_step = 0;
+    int budget = s->cfg.max_num_batched_tokens;
+    bool preempted = false;
+
+    /* 1. running requests, in admission order */
+    for (int i = 0; i < s->num_running && budget > 0;) {
+        request *r = s->running[i];
+        int n = r->num_tokens - r->num_computed;
+        if (n > budget) n = budget;
+        if (n <= 0) { i++; continue; }
+        while (!ensure_blocks(s, r, r->num_computed + n)) {
+            request *victim = s->running[s->num_running - 1];
+            vllm_status st = preempt(s, victim);
+            if (st != VLLM_OK) return st;
+            preempted = true;
+            if (victim == r) break;
+        }
+        if (r->state != REQ_RUNNING) continue; /* r itself was preempted; i now points past the end */
+        schedule(s, r, n);
+        budget -= n;
+        i++;
+    }
+
+    /* 2. waiting requests, FCFS, unless this step had to preempt */
+    while (!preempted && s->num_waiting > 0 && budget > 0 && s->num_running < s->cfg.max_num_seqs) {
+        request *r = s->waiting[0];
+        int n = r->num_tokens - r->num_computed;
+        if (n > budget) n = budget;
+        if (!ensure_blocks(s, r, r->num_computed + n)) {
+            free_blocks(s, r);
+            break;
+        }
+        memmove(s->waiting, s->waiting + 1, (size_t)(s->num_waiting - 1) * sizeof *s->waiting);
+        s->num_waiting--;
+        r->state = REQ_RUNNING;
+        s->running[s->num_running++] = r;
+        schedule(s, r, n);
+        budget -= n;
+    }
+
+    /* 3. the flattened batch */
+    int T = 0, nl = 0, mb = s->cfg.max_blocks_per_seq;
+    s->qsl[0] = 0;
+    for (int i = 0; i < s->num_step; i++) {
+        request *r = s->step_reqs[i];
+        int n = s->step_tokens[i];
+        for (int j = 0; j < n; j++) {
+            int pos = r->num_computed + j;
+            s->ids[T] = r->tokens[pos];
+            s->positions[T] = pos;
+            s->slots[T] = (int64_t)r->blocks[pos / s->cfg.block_size] * s->cfg.block_size + pos % s->cfg.block_size;
+            T++;
+        }
+        s->qsl[i + 1] = T;
+        s->seq_lens[i] = r->num_computed + n;
+        memcpy(s->block_tables + (size_t)i * mb, r->blocks, (size_t)r->num_blocks * sizeof(int32_t));
+        for (int j = r->num_blocks; j < mb; j++) s->block_tables[(size_t)i * mb + j] = 0;
+        s->step_sampled[i] = r->num_computed + n == r->num_tokens;
+        if (s->step_sampled[i]) s->logits_idx[nl++] = T - 1;
+    }
+    b->num_tokens = T;
+    b->num_seqs = s->num_step;
+    b->token_ids = s->ids;
+    b->positions = s->positions;
+    b->query_start_loc = s->qsl;
+    b->seq_lens = s->seq_lens;
+    b->block_tables = s->block_tables;
+    b->max_blocks_per_seq = mb;
+    b->slot_mapping = s->slots;
+    b->num_logits = nl;
+    b->logits_indices = s->logits_idx;
+    return VLLM_OK;
+}
+
+bool sched_is_sampled(const scheduler *s, int i) { return s->step_sampled[i]; }
+
+void sched_reset(scheduler *s) {
+    for (int i = 0; i < s->num_running; i++) free_blocks(s, s->running[i]);
+    for (int i = 0; i < s->num_waiting; i++) free_blocks(s, s->waiting[i]);
+    s->num_running = s->num_waiting = s->num_step = 0;
+}
+
+void sched_commit(scheduler *s) {
+    for (int i = 0; i < s->num_step; i++) s->step_reqs[i]->num_computed += s->step_tokens[i];
+}

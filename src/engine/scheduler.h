@@ -1,0 +1,76 @@
+/*
+ * scheduler.h: requests and the per-step schedule (vLLM v1 semantics):
+ * one token budget per step, running requests first then waiting ones
+ * FCFS, chunked prefill, preemption by recompute when blocks run out.
+ * Each step becomes one flattened fwd_batch over the paged KV cache.
+ */
+#ifndef VLLM_ENGINE_SCHEDULER_H
+#define VLLM_ENGINE_SCHEDULER_H
+
+#include <stddef.h>
+
+#include "engine/block_pool.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+
+typedef enum req_state { REQ_WAITING = 0, REQ_RUNNING, REQ_FINISHED } req_state;
+
+typedef struct request {
+    size_t index;                 /* caller's index (output order) */
+    int32_t *tokens;              /* prompt then generated ids (cap_tokens) */
+    int num_prompt;
+    int num_tokens;
+    int cap_tokens;
+    float *logprobs;              /* (cap_tokens - num_prompt) raw logprob per generated id */
+    int num_computed;             /* tokens whose K/V are in the cache */
+    int *blocks;                  /* (max_blocks_per_seq) physical block ids */
+    int num_blocks;
+    vllm_sampling_params params;
+    sampler_rng rng;
+    vllm_finish_reason finish;
+    req_state state;
+} request;
+
+typedef struct sched_config {
+    int max_num_seqs;
+    int max_num_batched_tokens;
+    int block_size;
+    int max_blocks_per_seq;
+} sched_config;
+
+typedef struct scheduler {
+    sched_config cfg;
+    block_pool pool;
+    request **waiting;            /* FCFS; preempted requests return to the front */
+    int num_waiting, cap_waiting;
+    request **running;            /* admission order */
+    int num_running;
+    /* the current step */
+    request **step_reqs;          /* (num_step) scheduled requests, batch order */
+    int *step_tokens;             /* tokens each contributes */
+    bool *step_sampled;           /* whether each is sampled (prompt fully computed) */
+    int num_step;
+    /* host arrays of the batch */
+    int32_t *ids, *positions, *qsl, *seq_lens, *block_tables, *logits_idx;
+    int64_t *slots;
+    size_t num_preemptions;       /* total so far */
+} scheduler;
+
+vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks);
+void sched_destroy(scheduler *s);
+vllm_status sched_add(scheduler *s, request *r);
+/* Plans the next step into b (arrays owned by s). b->num_tokens is 0 when
+ * there is nothing to run. Logit row i belongs to the i-th request of
+ * step_reqs whose prompt (and generated tokens) are now all computed. */
+vllm_status sched_step(scheduler *s, fwd_batch *b);
+/* Marks the step's tokens computed. */
+void sched_commit(scheduler *s);
+/* True when the request of step slot i is sampled this step. */
+bool sched_is_sampled(const scheduler *s, int i);
+/* Drops every queued and running request (after an error). */
+void sched_reset(scheduler *s);
+/* Releases a finished request's blocks and removes it from running. */
+void sched_finish(scheduler *s, request *r);
+bool sched_has_work(const scheduler *s);
+
+#endif

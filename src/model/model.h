@@ -1,0 +1,66 @@
+/*
+ * model.h: a loaded model and its forward pass over one flattened batch.
+ *
+ * The forward takes vLLM v1's batch layout: T tokens from S sequences
+ * (prefill chunks and decodes mixed), their positions, per-sequence query
+ * offsets and context lengths, block tables and a slot mapping into the
+ * paged KV cache. Logits are computed only for the rows the caller asks for.
+ */
+#ifndef VLLM_MODEL_MODEL_H
+#define VLLM_MODEL_MODEL_H
+
+#include "model/config.h"
+#include "tensor/backend.h"
+#include "vllm.h"
+
+typedef struct model model;
+
+/* Host-side description of one step's batch. All arrays are host memory;
+ * the forward uploads them. */
+typedef struct fwd_batch {
+    int num_tokens;                 /* T */
+    int num_seqs;                   /* S */
+    const int32_t *token_ids;       /* (T) */
+    const int32_t *positions;       /* (T) */
+    const int32_t *query_start_loc; /* (S + 1) */
+    const int32_t *seq_lens;        /* (S) context length after this step */
+    const int32_t *block_tables;    /* (S, max_blocks_per_seq) */
+    int max_blocks_per_seq;
+    const int64_t *slot_mapping;    /* (T) */
+    int num_logits;                 /* rows whose logits are wanted */
+    const int32_t *logits_indices;  /* (num_logits) indices into [0, T) */
+} fwd_batch;
+
+/* The per-request state of every layer: paged K/V blocks for attention
+ * layers (later: recurrent state slots for linear-attention layers). */
+typedef struct model_cache {
+    int num_blocks;
+    int block_size;
+    int num_layers;
+    tensor *k;   /* per layer: (num_blocks, block_size, nkv, head_dim), or data NULL */
+    tensor *v;
+    size_t bytes;  /* total device bytes */
+} model_cache;
+
+typedef struct model_load_options {
+    bool dummy;        /* random weights from config.json alone */
+    uint64_t seed;     /* seed for dummy weights */
+    int max_model_len; /* positions the RoPE table must cover (0 = config max) */
+} model_load_options;
+
+/* Reads config.json, finds the architecture in the registry and loads the
+ * weights (memory-mapped safetensors, used in place on the CPU). */
+vllm_status model_load(const char *dir, backend *be, const model_load_options *opt, model **out);
+void model_free(model *m);
+const model_config *model_get_config(const model *m);
+
+/* Bytes of KV cache one token needs across all layers. */
+size_t model_cache_bytes_per_token(const model *m);
+vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_cache **out);
+void model_cache_free(model *m, model_cache *c);
+
+/* Runs the batch; *logits receives a backend tensor (num_logits, vocab) F32
+ * owned by the model, valid until the next forward. */
+vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits);
+
+#endif

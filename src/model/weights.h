@@ -1,0 +1,27 @@
+/*
+ * weights.h: where a model's weights come from: the memory-mapped
+ * safetensors of the folder, or (load format "dummy") random values
+ * generated from config.json alone, as vLLM's --load-format dummy.
+ * The source must outlive the model: the CPU backend uses weights in place.
+ */
+#ifndef VLLM_MODEL_WEIGHTS_H
+#define VLLM_MODEL_WEIGHTS_H
+
+#include "model/config.h"
+#include "tensor/tensor.h"
+#include "core/error.h"
+#include "vllm.h"
+
+typedef struct weight_source weight_source;
+
+vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, uint64_t seed,
+                    weight_source **out);
+void ws_close(weight_source *ws);
+/* A host tensor `name` of exactly this shape (F32/F16/BF16), or an error
+ * naming the file and tensor. */
+vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out);
+/* printf-style name; convenience for per-layer names. */
+vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape,
+                    const char *fmt, ...) VT_PRINTF(5, 6);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * backend.h: the compute backend interface, a table of function pointers.
+ *
+ * The model forward and the engine call every op through this table, so a
+ * backend (src/cpu/, src/cuda/) is chosen at run time and no model or engine
+ * code knows which device it runs on. Tensors passed to ops live in the
+ * backend's memory (be_alloc / be_import); host arrays cross with
+ * be_upload / be_download.
+ *
+ * Conventions for every op:
+ *  - activations are in be->act_dtype (F32 on the CPU), KV caches in
+ *    be->kv_dtype; weights keep the checkpoint dtype (F32, F16 or BF16);
+ *  - inputs may be strided on dim 0 (tensor.row_stride, a column slice of a
+ *    wider buffer); outputs are contiguous unless the op works in place;
+ *  - accumulation is in f32 or wider.
+ */
+#ifndef VLLM_TENSOR_BACKEND_H
+#define VLLM_TENSOR_BACKEND_H
+
+#include "tensor/tensor.h"
+#include "vllm.h"
+
+typedef struct backend backend;
+
+/* A linear layer's weights, prepared once by the backend: one or more
+ * (out_i, in) weight matrices that share the input, concatenated along
+ * the output (q|k|v, gate|up), each with an optional bias. */
+typedef struct be_linear be_linear;
+
+/* Paged attention metadata for one flattened batch of T tokens from S
+ * sequences (vLLM v1 layout). Sequence s owns query tokens
+ * [query_start_loc[s], query_start_loc[s+1]); they are the last q_len
+ * tokens of its seq_lens[s]-token context, so query j attends to keys
+ * 0 .. seq_lens[s] - q_len + j (causal). */
+typedef struct attn_meta {
+    int num_seqs;              /* S */
+    int num_tokens;            /* T */
+    int max_query_len;         /* max over s of q_len */
+    int max_seq_len;           /* max over s of seq_lens[s] */
+    int block_size;            /* tokens per KV block */
+    int max_blocks_per_seq;    /* columns of block_tables */
+    tensor query_start_loc;    /* (S + 1) I32 */
+    tensor seq_lens;           /* (S) I32 */
+    tensor block_tables;       /* (S, max_blocks_per_seq) I32, physical block ids */
+    tensor slot_mapping;       /* (T) I64: block * block_size + offset of each new token */
+} attn_meta;
+
+/* Per-layer attention options. */
+typedef struct attn_params {
+    float scale;               /* softmax scale, usually 1/sqrt(head_dim) */
+    int sliding_window;        /* keys older than this many positions are masked; 0 = off */
+    int num_heads;             /* query heads */
+    int num_kv_heads;          /* key/value heads (GQA: num_heads % num_kv_heads == 0) */
+    int head_dim;
+} attn_params;
+
+typedef struct backend_ops {
+    void (*destroy)(backend *be);
+
+    /* ---- memory ---- */
+    /* Allocates a contiguous tensor of the shape in *t (t->data is set). */
+    vllm_status (*alloc)(backend *be, tensor *t);
+    void (*release)(backend *be, tensor *t);
+    /* Makes a host tensor (e.g. from a memory-mapped checkpoint) usable by
+     * ops. The CPU returns a view of the same memory (no copy); a GPU
+     * uploads. Release with release_import. */
+    vllm_status (*import)(backend *be, const tensor *host, tensor *out);
+    void (*release_import)(backend *be, tensor *t);
+    /* Copies nbytes between host memory and the start of a backend tensor. */
+    vllm_status (*upload)(backend *be, tensor *dst, const void *src, size_t nbytes);
+    vllm_status (*download)(backend *be, void *dst, const tensor *src, size_t nbytes);
+    /* Sets every byte of a backend tensor to 0. */
+    vllm_status (*zero)(backend *be, tensor *t);
+    /* Waits for queued work to finish. */
+    vllm_status (*synchronize)(backend *be);
+
+    /* ---- weights ---- */
+    /* weights[i]: (out_i, in) host tensors of one dtype; biases: NULL, or an
+     * array of n host tensors (out_i) (entries may be NULL). */
+    vllm_status (*linear_create)(backend *be, const tensor *const *weights,
+                                 const tensor *const *biases, int n, be_linear **out);
+    void (*linear_free)(backend *be, be_linear *lin);
+
+    /* ---- ops ---- */
+    /* y (T, sum out_i) = x (T, in) @ W^T + b */
+    void (*linear)(backend *be, const be_linear *lin, const tensor *x, tensor *y);
+    /* out (T, D) = table[ids] ; table (V, D) any float dtype, ids (T) I32 */
+    void (*embedding)(backend *be, const tensor *table, const tensor *ids, tensor *out);
+    /* RMSNorm over groups of w's length along each row:
+     * out = x / sqrt(mean(x^2) + eps) * w ; x (T, D) with D % len(w) == 0.
+     * out may be x (in place, keeping x's stride). */
+    void (*rms_norm)(backend *be, const tensor *x, const tensor *w, float eps, tensor *out);
+    /* x (T, D) += y (T, D) */
+    void (*add)(backend *be, tensor *x, const tensor *y);
+    /* out (T, I) = silu(gate_up[:, :I]) * gate_up[:, I:] ; gate_up (T, 2I) */
+    void (*silu_mul)(backend *be, const tensor *gate_up, tensor *out);
+    /* Rotary embedding in place on q (T, nq*head_dim) and k (T, nk*head_dim).
+     * cos_sin (max_pos, rot_dim) F32: [cos(p*f_0..f_{r/2-1}) | sin(...)].
+     * neox: rotate halves (i, i + rot_dim/2) (HF Llama); else adjacent pairs. */
+    void (*rope)(backend *be, tensor *q, tensor *k, const tensor *positions /* (T) I32 */,
+                 const tensor *cos_sin, int head_dim, int rot_dim, bool neox);
+    /* Writes k, v (T, nkv*head_dim) into the paged caches
+     * (num_blocks, block_size, nkv, head_dim) at m->slot_mapping. */
+    void (*kv_write)(backend *be, const tensor *k, const tensor *v, tensor *k_cache,
+                     tensor *v_cache, const attn_meta *m);
+    /* out (T, nh*hd) = causal softmax(q k^T * scale) v over the paged caches. */
+    void (*attention)(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache,
+                      const attn_meta *m, const attn_params *p, tensor *out);
+    /* out (N, D) = x[idx] ; idx (N) I32 */
+    void (*gather_rows)(backend *be, const tensor *x, const tensor *idx, tensor *out);
+} backend_ops;
+
+struct backend {
+    const backend_ops *ops;
+    const char *name;     /* "cpu", "cuda" */
+    dtype act_dtype;      /* dtype of activations */
+    dtype kv_dtype;       /* dtype of the KV cache */
+    void *impl;           /* backend private state */
+};
+
+typedef struct backend_options {
+    int num_threads;      /* CPU worker threads; 0 = all cores */
+    int device_id;        /* GPU ordinal */
+} backend_options;
+
+/* Creates a backend by name ("cpu", "cuda"). VLLM_ERR_UNSUPPORTED when
+ * the name is unknown or the backend was not built. */
+vllm_status backend_create(const char *name, const backend_options *opt, backend **out);
+void backend_free(backend *be);
+
+#endif

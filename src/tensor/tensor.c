@@ -1,0 +1,94 @@
+/* tensor.c: dtype tables, tensor shape helpers and f32 -> f16 rounding. */
+#include "tensor/tensor.h"
+
+#include <math.h>
+
+static const struct { const char *name; size_t size; } DTYPES[DTYPE_COUNT] = {
+    [DTYPE_F32] = {"F32", 4}, [DTYPE_F16] = {"F16", 2}, [DTYPE_BF16] = {"BF16", 2},
+    [DTYPE_I32] = {"I32", 4}, [DTYPE_I64] = {"I64", 8}, [DTYPE_U8] = {"U8", 1},
+};
+
+size_t dtype_size(dtype t) { return (unsigned)t < DTYPE_COUNT ? DTYPES[t].size : 0; }
+const char *dtype_name(dtype t) { return (unsigned)t < DTYPE_COUNT ? DTYPES[t].name : "?"; }
+
+bool dtype_from_name(const char *name, dtype *out) {
+    for (int i = 0; i < DTYPE_COUNT; i++) {
+        if (!strcmp(name, DTYPES[i].name)) {
+            *out = (dtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+tensor tensor_make(dtype t, void *data, int ndim, const int64_t *shape) {
+    tensor x;
+    memset(&x, 0, sizeof x);
+    x.dtype = t;
+    x.ndim = ndim;
+    for (int i = 0; i < ndim && i < TENSOR_MAX_DIMS; i++) x.shape[i] = shape[i];
+    x.data = data;
+    return x;
+}
+
+tensor tensor_2d(dtype t, void *data, int64_t d0, int64_t d1) {
+    int64_t s[2] = {d0, d1};
+    return tensor_make(t, data, 2, s);
+}
+
+tensor tensor_1d(dtype t, void *data, int64_t d0) { return tensor_make(t, data, 1, &d0); }
+
+int64_t tensor_numel(const tensor *x) {
+    int64_t n = 1;
+    for (int i = 0; i < x->ndim; i++) n *= x->shape[i];
+    return n;
+}
+
+int64_t tensor_row_len(const tensor *x) {
+    int64_t n = 1;
+    for (int i = 1; i < x->ndim; i++) n *= x->shape[i];
+    return n;
+}
+
+int64_t tensor_row_stride(const tensor *x) {
+    return x->row_stride ? x->row_stride : tensor_row_len(x);
+}
+
+size_t tensor_nbytes(const tensor *x) { return (size_t)tensor_numel(x) * dtype_size(x->dtype); }
+
+tensor tensor_cols(const tensor *x, int64_t col0, int64_t ncols) {
+    tensor v = *x;
+    v.row_stride = tensor_row_stride(x);
+    v.shape[1] = ncols;
+    v.data = (char *)x->data + (size_t)col0 * dtype_size(x->dtype);
+    return v;
+}
+
+tensor tensor_rows(const tensor *x, int64_t row0, int64_t nrows) {
+    tensor v = *x;
+    v.shape[0] = nrows;
+    v.data = (char *)x->data + (size_t)(row0 * tensor_row_stride(x)) * dtype_size(x->dtype);
+    return v;
+}
+
+uint16_t f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t absu = u & 0x7fffffffu;
+    if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);           /* NaN */
+    if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);          /* overflow -> inf */
+    if (absu < 0x38800000u) {                                            /* subnormal or zero */
+        float a;
+        memcpy(&a, &absu, 4);
+        /* scale so the f16 subnormal unit (2^-24) becomes 1, round to nearest even */
+        float r = nearbyintf(a * 16777216.0f);
+        return (uint16_t)(sign | (uint16_t)r);
+    }
+    uint32_t mant = absu & 0x7fffffu;
+    uint32_t exp = (absu >> 23) - 127 + 15;
+    uint32_t h = (exp << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}

@@ -25,7 +25,14 @@ void vt_error_prefix(const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_error, sizeof old);
-    snprintf(g_error, sizeof g_error, "%s: %s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n > VT_ERROR_MAX - 3) n = VT_ERROR_MAX - 3;
+    memcpy(g_error, prefix, n);
+    memcpy(g_error + n, ": ", 2);
+    size_t room = VT_ERROR_MAX - n - 3, m = strlen(old);
+    if (m > room) m = room;
+    memcpy(g_error + n + 2, old, m);
+    g_error[n + 2 + m] = '\0';
 }
 
 void vt_error_clear(void) { g_error[0] = '\0'; }

@@ -1,0 +1,422 @@
+/*
+ * hf_config.c: config.json + generation_config.json -> model_config.
+ *
+ * Each field is read with a typed getter that names the field and the file
+ * in its error message; defaults follow transformers' config classes
+ * (LlamaConfig, Qwen2Config, Qwen3Config, MistralConfig).
+ */
+#include "loader/hf_config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "core/error.h"
+
+/* config files larger than this are not configs */
+#define HF_MAX_CONFIG_BYTES (16u * 1024u * 1024u)
+
+/* ------------------------------------------------------------------ */
+/* typed getters: absent and null give the default                    */
+/* ------------------------------------------------------------------ */
+
+/* Looks up key; NULL when absent or null. */
+static const json_t *hf_get(const json_t *obj, const char *key) {
+    const json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* An int in [min, INT_MAX]. *found says whether it was there (may be NULL when required). */
+static vllm_status hf_int(const json_t *obj, const char *what, const char *key, bool required, int def, int min,
+                          int *out, bool *found) {
+    const json_t *v = hf_get(obj, key);
+    if (found) *found = v != NULL;
+    if (!v) {
+        if (required) return vt_error(VLLM_ERR_FORMAT, "%s: %s missing", what, key);
+        *out = def;
+        return VLLM_OK;
+    }
+    json_int_t x = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (!json_is_integer(v) || x < min || x > INT_MAX) {
+        const char *kind = min == 1 ? "a positive integer" : min == 0 ? "a non-negative integer" : "an integer";
+        if (json_is_integer(v) && x > INT_MAX)
+            return vt_error(VLLM_ERR_FORMAT, "%s: %s %lld is too large", what, key, (long long)x);
+        return vt_error(VLLM_ERR_FORMAT, "%s: %s must be %s", what, key, kind);
+    }
+    *out = (int)x;
+    return VLLM_OK;
+}
+
+/* A finite number (integer or real) > min_excl. */
+static vllm_status hf_num(const json_t *obj, const char *what, const char *key, bool required, double def,
+                          double min_excl, double *out, bool *found) {
+    const json_t *v = hf_get(obj, key);
+    if (found) *found = v != NULL;
+    if (!v) {
+        if (required) return vt_error(VLLM_ERR_FORMAT, "%s: %s missing", what, key);
+        *out = def;
+        return VLLM_OK;
+    }
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!json_is_number(v) || !isfinite(x)) return vt_error(VLLM_ERR_FORMAT, "%s: %s must be a number", what, key);
+    if (!(x > min_excl)) return vt_error(VLLM_ERR_FORMAT, "%s: %s must be greater than %g", what, key, min_excl);
+    *out = x;
+    return VLLM_OK;
+}
+
+static vllm_status hf_bool(const json_t *obj, const char *what, const char *key, bool def, bool *out) {
+    const json_t *v = hf_get(obj, key);
+    if (!v) {
+        *out = def;
+        return VLLM_OK;
+    }
+    if (!json_is_boolean(v)) return vt_error(VLLM_ERR_FORMAT, "%s: %s must be true or false", what, key);
+    *out = json_is_true(v);
+    return VLLM_OK;
+}
+
+/* A string or NULL (absent/null). */
+static vllm_status hf_str(const json_t *obj, const char *what, const char *key, const char **out) {
+    const json_t *v = hf_get(obj, key);
+    *out = NULL;
+    if (!v) return VLLM_OK;
+    if (!json_is_string(v)) return vt_error(VLLM_ERR_FORMAT, "%s: %s must be a string", what, key);
+    *out = json_string_value(v);
+    return VLLM_OK;
+}
+
+/* A token id: a non-negative int, or -1 when absent/null. */
+static vllm_status hf_token_id(const json_t *obj, const char *what, const char *key, int *out) {
+    return hf_int(obj, what, key, false, -1, 0, out, NULL);
+}
+
+/* eos_token_id: an int or a list of ints. Leaves cfg untouched when absent/null. */
+static vllm_status hf_eos(const json_t *obj, const char *what, model_config *cfg) {
+    const json_t *v = hf_get(obj, "eos_token_id");
+    if (!v) return VLLM_OK;
+    if (json_is_integer(v)) {
+        int id;
+        vllm_status st = hf_int(obj, what, "eos_token_id", false, -1, 0, &id, NULL);
+        if (st) return st;
+        cfg->eos_token_ids[0] = id;
+        cfg->num_eos = 1;
+        return VLLM_OK;
+    }
+    if (!json_is_array(v)) return vt_error(VLLM_ERR_FORMAT, "%s: eos_token_id must be an integer or a list", what);
+    size_t n = json_array_size(v);
+    if (n > MODEL_MAX_EOS)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: eos_token_id has %zu ids (at most %d supported)", what, n,
+                        MODEL_MAX_EOS);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_array_get(v, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT_MAX)
+            return vt_error(VLLM_ERR_FORMAT, "%s: eos_token_id[%zu] must be a non-negative integer", what, i);
+        cfg->eos_token_ids[i] = (int)json_integer_value(x);
+    }
+    cfg->num_eos = (int)n;
+    return VLLM_OK;
+}
+
+/* Parses text into a JSON object; "WHAT: invalid JSON at line N: ..." otherwise. */
+static vllm_status hf_load_json(const char *text, const char *what, json_t **out) {
+    json_error_t jerr;
+    *out = NULL;
+    json_t *root = json_loads(text, 0, &jerr);
+    if (!root) return vt_error(VLLM_ERR_FORMAT, "%s: invalid JSON at line %d: %s", what, jerr.line, jerr.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return vt_error(VLLM_ERR_FORMAT, "%s: not a JSON object", what);
+    }
+    *out = root;
+    return VLLM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* rope                                                                */
+/* ------------------------------------------------------------------ */
+
+static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, rope_config *rope) {
+    vllm_status st;
+    memset(rope, 0, sizeof *rope);
+    rope->type = ROPE_DEFAULT;
+    rope->factor = 1.0;
+
+    /* v5: rope_parameters {rope_type, rope_theta, factor, ...}; v4: rope_theta + rope_scaling */
+    const json_t *params = hf_get(root, "rope_parameters");
+    if (params && !json_is_object(params)) return vt_error(VLLM_ERR_FORMAT, "%s: rope_parameters must be an object", what);
+    const json_t *scaling = hf_get(root, "rope_scaling");
+    if (scaling && !json_is_object(scaling)) return vt_error(VLLM_ERR_FORMAT, "%s: rope_scaling must be an object", what);
+
+    bool found = false;
+    if (params) {
+        st = hf_num(params, what, "rope_theta", false, 10000.0, 0.0, &rope->theta, &found);
+        if (st) return st;
+    }
+    if (!found) {
+        st = hf_num(root, what, "rope_theta", false, 10000.0, 0.0, &rope->theta, NULL);
+        if (st) return st;
+    }
+    found = false;
+    if (params) {
+        st = hf_num(params, what, "partial_rotary_factor", false, 1.0, 0.0, &rope->partial_rotary_factor, &found);
+        if (st) return st;
+    }
+    if (!found) {
+        st = hf_num(root, what, "partial_rotary_factor", false, 1.0, 0.0, &rope->partial_rotary_factor, NULL);
+        if (st) return st;
+    }
+    if (rope->partial_rotary_factor > 1.0)
+        return vt_error(VLLM_ERR_FORMAT, "%s: partial_rotary_factor must be in (0, 1]", what);
+
+    const json_t *sc = scaling ? scaling : params;
+    if (!sc) return VLLM_OK;
+    const char *type = NULL;
+    st = hf_str(sc, what, "rope_type", &type);
+    if (st) return st;
+    if (!type) {
+        st = hf_str(sc, what, "type", &type);  /* legacy spelling */
+        if (st) return st;
+    }
+    if (!type || !strcmp(type, "default")) return VLLM_OK;
+    if (!strcmp(type, "linear")) {
+        rope->type = ROPE_LINEAR;
+        return hf_num(sc, what, "factor", true, 1.0, 0.0, &rope->factor, NULL);
+    }
+    if (!strcmp(type, "llama3")) {
+        rope->type = ROPE_LLAMA3;
+        if ((st = hf_num(sc, what, "factor", true, 1.0, 0.0, &rope->factor, NULL)) ||
+            (st = hf_num(sc, what, "low_freq_factor", true, 1.0, 0.0, &rope->low_freq_factor, NULL)) ||
+            (st = hf_num(sc, what, "high_freq_factor", true, 4.0, 0.0, &rope->high_freq_factor, NULL)) ||
+            (st = hf_int(sc, what, "original_max_position_embeddings", true, max_pos, 1,
+                         &rope->original_max_position, NULL)))
+            return st;
+        if (!(rope->high_freq_factor > rope->low_freq_factor))
+            return vt_error(VLLM_ERR_FORMAT, "%s: rope llama3 high_freq_factor %g must exceed low_freq_factor %g", what,
+                            rope->high_freq_factor, rope->low_freq_factor);
+        return VLLM_OK;
+    }
+    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: rope type '%.64s' is not supported (default, linear, llama3)", what,
+                    type);
+}
+
+/* ------------------------------------------------------------------ */
+/* config.json                                                         */
+/* ------------------------------------------------------------------ */
+
+static bool hf_is_qwen(const char *arch) { return !strncmp(arch, "Qwen2", 5) || !strncmp(arch, "Qwen3", 5); }
+
+static vllm_status hf_parse_config(const json_t *root, const char *what, model_config *c) {
+    vllm_status st;
+
+    /* architectures[0], model_type */
+    const json_t *archs = hf_get(root, "architectures");
+    if (!archs) return vt_error(VLLM_ERR_FORMAT, "%s: architectures missing", what);
+    if (!json_is_array(archs) || json_array_size(archs) == 0 || !json_is_string(json_array_get(archs, 0)))
+        return vt_error(VLLM_ERR_FORMAT, "%s: architectures must be a non-empty list of strings", what);
+    const char *arch = json_string_value(json_array_get(archs, 0));
+    if (arch[0] == '\0' || strlen(arch) >= sizeof c->architecture)
+        return vt_error(VLLM_ERR_FORMAT, "%s: architectures[0] '%.80s' is empty or too long", what, arch);
+    strcpy(c->architecture, arch);
+    const char *mt;
+    if ((st = hf_str(root, what, "model_type", &mt))) return st;
+    if (mt) {
+        if (strlen(mt) >= sizeof c->model_type)
+            return vt_error(VLLM_ERR_FORMAT, "%s: model_type '%.80s' is too long", what, mt);
+        strcpy(c->model_type, mt);
+    }
+
+    /* sizes */
+    if ((st = hf_int(root, what, "vocab_size", true, 0, 1, &c->vocab_size, NULL)) ||
+        (st = hf_int(root, what, "hidden_size", true, 0, 1, &c->hidden_size, NULL)) ||
+        (st = hf_int(root, what, "intermediate_size", true, 0, 1, &c->intermediate_size, NULL)) ||
+        (st = hf_int(root, what, "num_hidden_layers", true, 0, 1, &c->num_layers, NULL)) ||
+        (st = hf_int(root, what, "num_attention_heads", true, 0, 1, &c->num_heads, NULL)) ||
+        (st = hf_int(root, what, "num_key_value_heads", false, c->num_heads, 1, &c->num_kv_heads, NULL)) ||
+        (st = hf_int(root, what, "max_position_embeddings", false, 2048, 1, &c->max_position_embeddings, NULL)))
+        return st;
+    if (c->num_layers > MODEL_MAX_LAYERS)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: num_hidden_layers %d exceeds the limit %d", what, c->num_layers,
+                        MODEL_MAX_LAYERS);
+    if (c->num_heads % c->num_kv_heads != 0)
+        return vt_error(VLLM_ERR_FORMAT, "%s: num_key_value_heads %d does not divide num_attention_heads %d", what,
+                        c->num_kv_heads, c->num_heads);
+    bool has_head_dim;
+    if ((st = hf_int(root, what, "head_dim", false, 0, 1, &c->head_dim, &has_head_dim))) return st;
+    if (!has_head_dim) {
+        if (c->hidden_size % c->num_heads != 0)
+            return vt_error(VLLM_ERR_FORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d (and no head_dim)",
+                            what, c->hidden_size, c->num_heads);
+        c->head_dim = c->hidden_size / c->num_heads;
+    }
+    /* q, k, v projections fused: (num_heads + 2 * num_kv_heads) * head_dim rows; gate + up: 2 * intermediate */
+    int64_t qkv = ((int64_t)c->num_heads + 2 * (int64_t)c->num_kv_heads) * c->head_dim;
+    if (qkv > INT_MAX)
+        return vt_error(VLLM_ERR_FORMAT, "%s: (num_attention_heads + 2 * num_key_value_heads) * head_dim is too large",
+                        what);
+    if (2 * (int64_t)c->intermediate_size > INT_MAX)
+        return vt_error(VLLM_ERR_FORMAT, "%s: intermediate_size %d is too large", what, c->intermediate_size);
+
+    if ((st = hf_num(root, what, "rms_norm_eps", false, 1e-6, 0.0, &c->rms_norm_eps, NULL)) ||
+        (st = hf_bool(root, what, "tie_word_embeddings", false, &c->tie_word_embeddings)) ||
+        (st = hf_bool(root, what, "attention_bias", false, &c->attention_bias)))
+        return st;
+
+    /* per-architecture features */
+    if (!strcmp(arch, "Qwen2ForCausalLM")) c->attention_bias = true;
+    c->qk_norm = !strcmp(arch, "Qwen3ForCausalLM") || !strcmp(arch, "Qwen3MoeForCausalLM");
+    c->sliding_window = 0;
+    if (!strcmp(arch, "MistralForCausalLM")) {
+        if ((st = hf_int(root, what, "sliding_window", false, 0, 0, &c->sliding_window, NULL))) return st;
+    } else if (hf_is_qwen(arch)) {
+        bool use_sw;
+        if ((st = hf_bool(root, what, "use_sliding_window", false, &use_sw))) return st;
+        if (use_sw) return vt_error(VLLM_ERR_UNSUPPORTED, "%s: use_sliding_window is not supported yet", what);
+    }
+
+    if ((st = hf_rope(root, what, c->max_position_embeddings, &c->rope))) return st;
+
+    /* dtype (v5) or torch_dtype (v4) */
+    const char *dt = NULL;
+    const char *dt_key = "dtype";
+    if ((st = hf_str(root, what, "dtype", &dt))) return st;
+    if (!dt) {
+        dt_key = "torch_dtype";
+        if ((st = hf_str(root, what, "torch_dtype", &dt))) return st;
+    }
+    c->torch_dtype = DTYPE_BF16;
+    if (dt) {
+        if (!strcmp(dt, "bfloat16")) c->torch_dtype = DTYPE_BF16;
+        else if (!strcmp(dt, "float16")) c->torch_dtype = DTYPE_F16;
+        else if (!strcmp(dt, "float32")) c->torch_dtype = DTYPE_F32;
+        else
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.32s' is not supported (bfloat16, float16, float32)",
+                            what, dt_key, dt);
+    }
+
+    /* token ids */
+    if ((st = hf_token_id(root, what, "bos_token_id", &c->bos_token_id)) ||
+        (st = hf_token_id(root, what, "pad_token_id", &c->pad_token_id)) || (st = hf_eos(root, what, c)))
+        return st;
+
+    for (int i = 0; i < c->num_layers; i++) {
+        c->layer_kinds[i] = LAYER_ATTENTION;
+        c->mlp_kinds[i] = MLP_DENSE;
+    }
+    return VLLM_OK;
+}
+
+/* generation_config.json: eos list replaces config's, bos when present, sampling defaults. */
+static vllm_status hf_parse_generation(const json_t *root, model_config *c) {
+    const char *what = "generation_config.json";
+    vllm_status st;
+    if ((st = hf_eos(root, what, c))) return st;
+    if (hf_get(root, "bos_token_id") && (st = hf_token_id(root, what, "bos_token_id", &c->bos_token_id))) return st;
+    double t;
+    bool found;
+    if ((st = hf_num(root, what, "temperature", false, 0.0, -HUGE_VAL, &t, &found))) return st;
+    if (found) {
+        if (t < 0.0) return vt_error(VLLM_ERR_FORMAT, "%s: temperature must be >= 0", what);
+        c->has_temperature = true;
+        c->gen_temperature = t;
+    }
+    if ((st = hf_num(root, what, "top_p", false, 1.0, 0.0, &t, &found))) return st;
+    if (found) {
+        if (t > 1.0) return vt_error(VLLM_ERR_FORMAT, "%s: top_p must be in (0, 1]", what);
+        c->has_top_p = true;
+        c->gen_top_p = t;
+    }
+    int k;
+    if ((st = hf_int(root, what, "top_k", false, 0, -1, &k, &found))) return st;
+    if (found) {
+        c->has_top_k = true;
+        c->gen_top_k = k;
+    }
+    return VLLM_OK;
+}
+
+vllm_status hf_config_parse(const char *config_json, const char *gen_json, const char *what, model_config *cfg) {
+    if (!what) what = "config.json";
+    if (!config_json || !cfg) return vt_error(VLLM_ERR_INVALID_ARG, "%s: hf_config_parse: NULL argument", what);
+    /* parse into a local copy so that cfg is only written on success */
+    model_config *c = calloc(1, sizeof *c);
+    if (!c) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory", what);
+    c->bos_token_id = c->pad_token_id = -1;
+    for (int i = 0; i < MODEL_MAX_EOS; i++) c->eos_token_ids[i] = -1;
+
+    json_t *root = NULL, *gen = NULL;
+    vllm_status st = hf_load_json(config_json, what, &root);
+    if (!st) st = hf_parse_config(root, what, c);
+    if (!st && gen_json) {
+        st = hf_load_json(gen_json, "generation_config.json", &gen);
+        if (!st) st = hf_parse_generation(gen, c);
+    }
+    if (!st) *cfg = *c;
+    json_decref(root);
+    json_decref(gen);
+    free(c);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* files                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Reads dir/name into a NUL-terminated buffer. *text is NULL (and VLLM_OK returned) when the file
+   does not exist and optional is set. */
+static vllm_status hf_read_file(const char *dir, const char *name, bool optional, char **text) {
+    *text = NULL;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return vt_error(VLLM_ERR_INVALID_ARG, "%s: path too long", dir);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        if (optional && errno == ENOENT) return VLLM_OK;
+        return vt_error(VLLM_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(fp);
+        return vt_error(VLLM_ERR_IO, "%s: not a regular file", path);
+    }
+    if (sb.st_size > (off_t)HF_MAX_CONFIG_BYTES) {
+        fclose(fp);
+        return vt_error(VLLM_ERR_FORMAT, "%s: %lld bytes is too large for a config file", name, (long long)sb.st_size);
+    }
+    size_t size = (size_t)sb.st_size;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        fclose(fp);
+        return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory", path);
+    }
+    size_t got = fread(buf, 1, size, fp);
+    bool err = ferror(fp) != 0;
+    fclose(fp);
+    if (err || got != size) {
+        free(buf);
+        return vt_error(VLLM_ERR_IO, "%s: read failed", path);
+    }
+    buf[size] = '\0';
+    if (strlen(buf) != size) {
+        free(buf);
+        return vt_error(VLLM_ERR_FORMAT, "%s: contains a NUL byte", name);
+    }
+    *text = buf;
+    return VLLM_OK;
+}
+
+vllm_status hf_config_load(const char *dir, model_config *cfg) {
+    if (!dir || !cfg) return vt_error(VLLM_ERR_INVALID_ARG, "hf_config_load: NULL argument");
+    char *config = NULL, *gen = NULL;
+    vllm_status st = hf_read_file(dir, "config.json", false, &config);
+    if (!st) st = hf_read_file(dir, "generation_config.json", true, &gen);
+    if (!st) st = hf_config_parse(config, gen, "config.json", cfg);
+    free(config);
+    free(gen);
+    return st;
+}

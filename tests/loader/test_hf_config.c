@@ -1,0 +1,344 @@
+/* test_hf_config.c: config.json / generation_config.json parsing of real model configs and error cases. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "loader/hf_config.h"
+#include "test.h"
+
+#define EXPECT_ERR(expr, want, w1, w2)                                                               \
+    do {                                                                                             \
+        vllm_status s_ = (expr);                                                                     \
+        CHECK_MSG(s_ == (want), "status %d (%s), want %d: %s", s_, vllm_status_str(s_), (int)(want), \
+                  vllm_last_error());                                                                \
+        CHECK_MSG(strstr(vllm_last_error(), (w1)) != NULL, "'%s' not in: %s", (w1), vllm_last_error()); \
+        CHECK_MSG(strstr(vllm_last_error(), (w2)) != NULL, "'%s' not in: %s", (w2), vllm_last_error()); \
+    } while (0)
+
+/* meta-llama/Llama-3.2-1B-Instruct (transformers v4 spelling) */
+static const char *LLAMA =
+    "{\n"
+    "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 128000,\n"
+    "  \"eos_token_id\": [128001, 128008, 128009],\n"
+    "  \"head_dim\": 64,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 2048,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 8192,\n"
+    "  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 32,\n"
+    "  \"num_hidden_layers\": 16,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n"
+    "  \"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0,\n"
+    "                   \"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"},\n"
+    "  \"rope_theta\": 500000.0,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.45.0.dev0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"vocab_size\": 128256\n"
+    "}\n";
+
+static const char *LLAMA_GEN =
+    "{\"bos_token_id\": 128000, \"do_sample\": true, \"eos_token_id\": [128001, 128008, 128009],\n"
+    " \"temperature\": 0.6, \"top_p\": 0.9, \"transformers_version\": \"4.45.0.dev0\"}";
+
+/* Qwen/Qwen2.5-0.5B-Instruct */
+static const char *QWEN2 =
+    "{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643,"
+    " \"eos_token_id\": 151645, \"hidden_act\": \"silu\", \"hidden_size\": 896, \"initializer_range\": 0.02,"
+    " \"intermediate_size\": 4864, \"max_position_embeddings\": 32768, \"max_window_layers\": 21,"
+    " \"model_type\": \"qwen2\", \"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2,"
+    " \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 32768, \"tie_word_embeddings\": true,"
+    " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.43.1\", \"use_cache\": true,"
+    " \"use_sliding_window\": false, \"vocab_size\": 151936}";
+
+static const char *QWEN2_GEN =
+    "{\"bos_token_id\": 151643, \"pad_token_id\": 151643, \"do_sample\": true, \"eos_token_id\": [151645, 151643],"
+    " \"repetition_penalty\": 1.1, \"temperature\": 0.7, \"top_p\": 0.8, \"top_k\": 20}";
+
+/* Qwen/Qwen3-0.6B */
+static const char *QWEN3 =
+    "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+    " \"bos_token_id\": 151643, \"eos_token_id\": 151645, \"head_dim\": 128, \"hidden_act\": \"silu\","
+    " \"hidden_size\": 1024, \"initializer_range\": 0.02, \"intermediate_size\": 3072,"
+    " \"max_position_embeddings\": 40960, \"max_window_layers\": 28, \"model_type\": \"qwen3\","
+    " \"num_attention_heads\": 16, \"num_hidden_layers\": 28, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06,"
+    " \"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": null, \"tie_word_embeddings\": true,"
+    " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.51.0\", \"use_cache\": true,"
+    " \"use_sliding_window\": false, \"vocab_size\": 151936}";
+
+/* mistralai/Mistral-7B-v0.1 */
+static const char *MISTRAL =
+    "{\"architectures\": [\"MistralForCausalLM\"], \"bos_token_id\": 1, \"eos_token_id\": 2, \"hidden_act\": \"silu\","
+    " \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 14336,"
+    " \"max_position_embeddings\": 32768, \"model_type\": \"mistral\", \"num_attention_heads\": 32,"
+    " \"num_hidden_layers\": 32, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0,"
+    " \"sliding_window\": 4096, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\","
+    " \"transformers_version\": \"4.34.0.dev0\", \"use_cache\": true, \"vocab_size\": 32000}";
+
+/* transformers v5 save_pretrained: dtype + rope_parameters */
+static const char *V5 =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"dtype\": \"float16\","
+    " \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+    " \"num_key_value_heads\": null, \"head_dim\": null, \"vocab_size\": 256, \"pad_token_id\": null,"
+    " \"bos_token_id\": 1, \"eos_token_id\": 2,"
+    " \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 50000.0,"
+    " \"partial_rotary_factor\": 0.5}, \"transformers_version\": \"5.0.0\"}";
+
+/* smallest valid config, for the error cases to edit */
+static const char *MINI_FMT =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128,"
+    " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 256%s}";
+
+static void test_llama(void) {
+    model_config c;
+    CHECK_OK(hf_config_parse(LLAMA, NULL, "config.json", &c));
+    CHECK(!strcmp(c.architecture, "LlamaForCausalLM") && !strcmp(c.model_type, "llama"));
+    CHECK(c.vocab_size == 128256 && c.hidden_size == 2048 && c.intermediate_size == 8192);
+    CHECK(c.num_layers == 16 && c.num_heads == 32 && c.num_kv_heads == 8 && c.head_dim == 64);
+    CHECK(c.max_position_embeddings == 131072);
+    CHECK_NEAR(c.rms_norm_eps, 1e-5, 1e-12);
+    CHECK(c.rope.type == ROPE_LLAMA3);
+    CHECK_NEAR(c.rope.theta, 500000.0, 0);
+    CHECK_NEAR(c.rope.factor, 32.0, 0);
+    CHECK_NEAR(c.rope.low_freq_factor, 1.0, 0);
+    CHECK_NEAR(c.rope.high_freq_factor, 4.0, 0);
+    CHECK(c.rope.original_max_position == 8192);
+    CHECK_NEAR(c.rope.partial_rotary_factor, 1.0, 0);
+    CHECK(c.tie_word_embeddings && !c.attention_bias && !c.qk_norm && c.sliding_window == 0);
+    CHECK(c.torch_dtype == DTYPE_BF16);
+    CHECK(c.bos_token_id == 128000 && c.pad_token_id == -1);
+    CHECK(c.num_eos == 3 && c.eos_token_ids[0] == 128001 && c.eos_token_ids[2] == 128009);
+    CHECK(!c.has_temperature && !c.has_top_p && !c.has_top_k);
+    int kinds_ok = 1;
+    for (int i = 0; i < c.num_layers; i++) kinds_ok &= c.layer_kinds[i] == LAYER_ATTENTION && c.mlp_kinds[i] == MLP_DENSE;
+    CHECK(kinds_ok);
+
+    CHECK_OK(hf_config_parse(LLAMA, LLAMA_GEN, "config.json", &c));
+    CHECK(c.has_temperature && c.has_top_p && !c.has_top_k);
+    CHECK_NEAR(c.gen_temperature, 0.6, 1e-12);
+    CHECK_NEAR(c.gen_top_p, 0.9, 1e-12);
+}
+
+static void test_qwen(void) {
+    model_config c;
+    CHECK_OK(hf_config_parse(QWEN2, QWEN2_GEN, "config.json", &c));
+    CHECK(!strcmp(c.architecture, "Qwen2ForCausalLM"));
+    CHECK(c.attention_bias);  /* forced: Qwen2 always has q/k/v bias */
+    CHECK(!c.qk_norm && c.sliding_window == 0);
+    CHECK(c.num_heads == 14 && c.num_kv_heads == 2 && c.head_dim == 64);
+    CHECK_NEAR(c.rope.theta, 1e6, 0);
+    CHECK(c.rope.type == ROPE_DEFAULT);
+    /* generation_config's eos list replaces config's single eos */
+    CHECK(c.num_eos == 2 && c.eos_token_ids[0] == 151645 && c.eos_token_ids[1] == 151643);
+    CHECK(c.has_top_k && c.gen_top_k == 20);
+    CHECK_NEAR(c.gen_temperature, 0.7, 1e-12);
+    CHECK_NEAR(c.gen_top_p, 0.8, 1e-12);
+    CHECK(c.pad_token_id == -1);  /* generation_config's pad is not config's */
+
+    CHECK_OK(hf_config_parse(QWEN3, NULL, "config.json", &c));
+    CHECK(!strcmp(c.architecture, "Qwen3ForCausalLM") && !strcmp(c.model_type, "qwen3"));
+    CHECK(c.head_dim == 128 && c.hidden_size == 1024 && c.num_heads == 16);  /* heads * head_dim != hidden */
+    CHECK(c.qk_norm && !c.attention_bias && c.sliding_window == 0);
+    CHECK(c.num_eos == 1 && c.eos_token_ids[0] == 151645);
+    CHECK(c.rope.type == ROPE_DEFAULT);
+    CHECK_NEAR(c.rope.theta, 1e6, 0);
+}
+
+static void test_mistral_v5(void) {
+    model_config c;
+    CHECK_OK(hf_config_parse(MISTRAL, NULL, "config.json", &c));
+    CHECK(c.sliding_window == 4096 && !c.tie_word_embeddings && c.head_dim == 128);
+    CHECK(c.bos_token_id == 1 && c.num_eos == 1 && c.eos_token_ids[0] == 2);
+
+    char buf[2048];
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"architectures\": [\"MistralForCausalLM\"], \"sliding_window\": null");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.sliding_window == 0);
+
+    CHECK_OK(hf_config_parse(V5, NULL, "config.json", &c));
+    CHECK(c.torch_dtype == DTYPE_F16);
+    CHECK(c.num_kv_heads == 4 && c.head_dim == 16);  /* nulls take the defaults */
+    CHECK(c.rope.type == ROPE_LINEAR);
+    CHECK_NEAR(c.rope.factor, 2.0, 0);
+    CHECK_NEAR(c.rope.theta, 50000.0, 0);
+    CHECK_NEAR(c.rope.partial_rotary_factor, 0.5, 0);
+    CHECK(c.pad_token_id == -1 && c.bos_token_id == 1);
+    CHECK(c.max_position_embeddings == 2048);  /* default */
+    CHECK_NEAR(c.rms_norm_eps, 1e-6, 0);
+
+    /* defaults of the smallest config */
+    snprintf(buf, sizeof buf, MINI_FMT, "");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.num_kv_heads == 4 && c.head_dim == 16 && c.torch_dtype == DTYPE_BF16 && c.num_eos == 0);
+    CHECK(c.bos_token_id == -1 && c.rope.type == ROPE_DEFAULT && c.model_type[0] == '\0');
+    CHECK_NEAR(c.rope.theta, 10000.0, 0);
+    CHECK(!c.tie_word_embeddings && !c.attention_bias);
+
+    /* legacy "type" spelling, v5 default rope_parameters */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 4}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.rope.type == ROPE_LINEAR);
+    CHECK_NEAR(c.rope.factor, 4.0, 0);
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.rope.type == ROPE_DEFAULT);
+    CHECK_NEAR(c.rope.theta, 1e6, 0);
+
+    /* generation_config eos as an int, bos override */
+    CHECK_OK(hf_config_parse(QWEN3, "{\"eos_token_id\": 7, \"bos_token_id\": 3, \"top_k\": -1}", NULL, &c));
+    CHECK(c.num_eos == 1 && c.eos_token_ids[0] == 7 && c.bos_token_id == 3 && c.has_top_k && c.gen_top_k == -1);
+    CHECK_OK(hf_config_parse(QWEN3, "{\"eos_token_id\": null, \"temperature\": 0}", NULL, &c));
+    CHECK(c.num_eos == 1 && c.eos_token_ids[0] == 151645 && c.has_temperature && c.gen_temperature == 0.0);
+}
+
+/* One bad config built from MINI_FMT + extra (later keys replace earlier ones in jansson). */
+#define BAD(extra, want, w1, w2)                                               \
+    do {                                                                       \
+        snprintf(buf, sizeof buf, MINI_FMT, extra);                            \
+        c.vocab_size = 12345;                                                  \
+        EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), want, w1, w2); \
+        CHECK(c.vocab_size == 12345); /* untouched on failure */               \
+    } while (0)
+
+static void test_errors(void) {
+    model_config c;
+    char buf[2048];
+    EXPECT_ERR(hf_config_parse("{\n  \"a\": 1,\n  \"b\": }\n", NULL, "config.json", &c), VLLM_ERR_FORMAT,
+               "config.json: invalid JSON at line 3", "");
+    EXPECT_ERR(hf_config_parse("[1]", NULL, "config.json", &c), VLLM_ERR_FORMAT, "config.json", "object");
+    EXPECT_ERR(hf_config_parse("{\"architectures\": [\"X\"]}", NULL, "config.json", &c), VLLM_ERR_FORMAT,
+               "config.json: vocab_size missing", "");
+    EXPECT_ERR(hf_config_parse("{\"vocab_size\": 3}", NULL, "config.json", &c), VLLM_ERR_FORMAT,
+               "config.json: architectures missing", "");
+    BAD(", \"hidden_size\": \"2048\"", VLLM_ERR_FORMAT, "config.json: hidden_size must be a positive integer", "");
+    BAD(", \"hidden_size\": 0", VLLM_ERR_FORMAT, "config.json: hidden_size must be a positive integer", "");
+    BAD(", \"hidden_size\": 64.5", VLLM_ERR_FORMAT, "hidden_size must be a positive integer", "");
+    BAD(", \"hidden_size\": null", VLLM_ERR_FORMAT, "config.json: hidden_size missing", "");
+    BAD(", \"hidden_size\": 4294967360", VLLM_ERR_FORMAT, "hidden_size", "too large");
+    BAD(", \"architectures\": []", VLLM_ERR_FORMAT, "architectures", "non-empty");
+    BAD(", \"architectures\": [3]", VLLM_ERR_FORMAT, "architectures", "strings");
+    BAD(", \"architectures\": \"LlamaForCausalLM\"", VLLM_ERR_FORMAT, "architectures", "list");
+    BAD(", \"num_key_value_heads\": 3", VLLM_ERR_FORMAT, "num_key_value_heads 3", "num_attention_heads 4");
+    BAD(", \"num_key_value_heads\": 0", VLLM_ERR_FORMAT, "num_key_value_heads", "positive");
+    BAD(", \"num_attention_heads\": 5", VLLM_ERR_FORMAT, "hidden_size 64", "num_attention_heads 5");
+    BAD(", \"num_hidden_layers\": 0", VLLM_ERR_FORMAT, "num_hidden_layers", "positive");
+    BAD(", \"num_hidden_layers\": 513", VLLM_ERR_UNSUPPORTED, "num_hidden_layers 513", "512");
+    BAD(", \"head_dim\": 1073741824", VLLM_ERR_FORMAT, "head_dim", "too large");
+    BAD(", \"intermediate_size\": 2147483647", VLLM_ERR_FORMAT, "intermediate_size", "too large");
+    BAD(", \"rms_norm_eps\": \"1e-5\"", VLLM_ERR_FORMAT, "rms_norm_eps", "number");
+    BAD(", \"rms_norm_eps\": -1", VLLM_ERR_FORMAT, "rms_norm_eps", "greater than 0");
+    BAD(", \"tie_word_embeddings\": 1", VLLM_ERR_FORMAT, "tie_word_embeddings", "true or false");
+    BAD(", \"rope_theta\": \"big\"", VLLM_ERR_FORMAT, "rope_theta", "number");
+    BAD(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}", VLLM_ERR_UNSUPPORTED, "config.json",
+        "rope type 'yarn' is not supported");
+    BAD(", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}", VLLM_ERR_UNSUPPORTED, "'dynamic'", "");
+    BAD(", \"rope_parameters\": {\"rope_type\": \"longrope\"}", VLLM_ERR_UNSUPPORTED, "'longrope'", "");
+    BAD(", \"rope_scaling\": {\"rope_type\": \"linear\"}", VLLM_ERR_FORMAT, "factor missing", "");
+    BAD(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1}", VLLM_ERR_FORMAT,
+        "high_freq_factor missing", "");
+    BAD(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4, "
+        "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}",
+        VLLM_ERR_FORMAT, "high_freq_factor", "low_freq_factor");
+    BAD(", \"rope_scaling\": [1]", VLLM_ERR_FORMAT, "rope_scaling", "object");
+    BAD(", \"rope_scaling\": {\"rope_type\": 3}", VLLM_ERR_FORMAT, "rope_type", "string");
+    BAD(", \"partial_rotary_factor\": 1.5", VLLM_ERR_FORMAT, "partial_rotary_factor", "");
+    BAD(", \"torch_dtype\": \"float64\"", VLLM_ERR_UNSUPPORTED, "torch_dtype 'float64'", "");
+    BAD(", \"dtype\": 16", VLLM_ERR_FORMAT, "dtype", "string");
+    BAD(", \"architectures\": [\"Qwen2ForCausalLM\"], \"use_sliding_window\": true", VLLM_ERR_UNSUPPORTED,
+        "config.json", "use_sliding_window is not supported yet");
+    BAD(", \"architectures\": [\"Qwen3ForCausalLM\"], \"use_sliding_window\": true", VLLM_ERR_UNSUPPORTED,
+        "use_sliding_window", "");
+    BAD(", \"architectures\": [\"MistralForCausalLM\"], \"sliding_window\": -5", VLLM_ERR_FORMAT, "sliding_window",
+        "non-negative");
+    BAD(", \"eos_token_id\": \"</s>\"", VLLM_ERR_FORMAT, "eos_token_id", "integer or a list");
+    BAD(", \"eos_token_id\": [1, -2]", VLLM_ERR_FORMAT, "eos_token_id[1]", "");
+    BAD(", \"eos_token_id\": [1,2,3,4,5,6,7,8,9]", VLLM_ERR_UNSUPPORTED, "eos_token_id", "9 ids");
+    BAD(", \"bos_token_id\": -3", VLLM_ERR_FORMAT, "bos_token_id", "");
+    BAD(", \"pad_token_id\": \"x\"", VLLM_ERR_FORMAT, "pad_token_id", "");
+
+    /* generation_config.json errors name that file */
+    snprintf(buf, sizeof buf, MINI_FMT, "");
+    EXPECT_ERR(hf_config_parse(buf, "{\"top_p\": ", "config.json", &c), VLLM_ERR_FORMAT,
+               "generation_config.json: invalid JSON at line 1", "");
+    EXPECT_ERR(hf_config_parse(buf, "{\"top_p\": 2}", "config.json", &c), VLLM_ERR_FORMAT,
+               "generation_config.json", "top_p");
+    EXPECT_ERR(hf_config_parse(buf, "{\"temperature\": -1}", "config.json", &c), VLLM_ERR_FORMAT,
+               "generation_config.json", "temperature");
+    EXPECT_ERR(hf_config_parse(buf, "{\"top_k\": 2.5}", "config.json", &c), VLLM_ERR_FORMAT,
+               "generation_config.json", "top_k");
+    EXPECT_ERR(hf_config_parse(buf, "{\"eos_token_id\": {}}", "config.json", &c), VLLM_ERR_FORMAT,
+               "generation_config.json", "eos_token_id");
+    EXPECT_ERR(hf_config_parse(NULL, NULL, "config.json", &c), VLLM_ERR_INVALID_ARG, "", "");
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void test_load(void) {
+    char dir[] = "/tmp/vllm_test_hf_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0);
+        return;
+    }
+    char cfg_path[256], gen_path[256], want[300];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    snprintf(gen_path, sizeof gen_path, "%s/generation_config.json", dir);
+    model_config c;
+
+    snprintf(want, sizeof want, "%s/config.json: No such file or directory", dir);
+    EXPECT_ERR(hf_config_load(dir, &c), VLLM_ERR_IO, want, "");
+
+    write_text(cfg_path, QWEN2);
+    CHECK_OK(hf_config_load(dir, &c));
+    CHECK(c.num_eos == 1 && !c.has_temperature && c.attention_bias);
+
+    write_text(gen_path, QWEN2_GEN);
+    CHECK_OK(hf_config_load(dir, &c));
+    CHECK(c.num_eos == 2 && c.has_temperature && c.gen_top_k == 20);
+
+    write_text(gen_path, "{\"eos_token_id\": [1,");
+    EXPECT_ERR(hf_config_load(dir, &c), VLLM_ERR_FORMAT, "generation_config.json", "invalid JSON");
+
+    write_text(cfg_path, "{\"architectures\": [\"X\"],\n\"hidden_size\": true}");
+    unlink(gen_path);
+    EXPECT_ERR(hf_config_load(dir, &c), VLLM_ERR_FORMAT, "config.json: ", "");
+
+    FILE *fp = fopen(cfg_path, "wb");  /* embedded NUL */
+    if (fp) {
+        fwrite("{\"a\": 1}\0xx", 1, 11, fp);
+        fclose(fp);
+    }
+    EXPECT_ERR(hf_config_load(dir, &c), VLLM_ERR_FORMAT, "config.json", "NUL");
+
+    unlink(cfg_path);
+    mkdir(cfg_path, 0700);  /* a directory where the file should be */
+    EXPECT_ERR(hf_config_load(dir, &c), VLLM_ERR_IO, "config.json", "");
+    rmdir(cfg_path);
+    rmdir(dir);
+}
+
+int main(void) {
+    test_llama();
+    test_qwen();
+    test_mistral_v5();
+    test_errors();
+    test_load();
+    TEST_END();
+}

@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""
+make_fixtures.py: builds tiny random Hugging Face models plus greedy-decoding
+reference outputs from transformers, the parity fixtures for vllm.c's tests.
+
+Usage:  python3 tools/make_fixtures.py --out tests/fixtures/models [--device cpu|cuda]
+
+For each case it writes DIR/<case>/{config.json, model.safetensors,
+generation_config.json, expected.json}. Weights are saved in bf16 (one case
+in f16), then reloaded from disk and run in float32 with eager attention, so
+the reference sees exactly the rounded weights that vllm.c will load.
+
+expected.json:
+  {"case", "transformers", "torch", "dtype", "rope", "sliding_window",
+   "prompts": [{"prompt_token_ids", "token_ids", "logprobs", "top2_gap"}, ...]}
+token_ids are 12 greedy tokens (no EOS stop), logprobs their log_softmax
+values, top2_gap the top1 - top2 logprob margin at each step (a test should
+only demand exact token agreement where the gap is comfortably > 0).
+
+Needs: python3, torch, transformers (tested against 5.x, with fallbacks for
+4.x config keys), safetensors.
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import random
+import sys
+
+import torch
+import transformers
+from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
+
+try:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+except ImportError:  # transformers < 4.51
+    Qwen3Config = Qwen3ForCausalLM = None
+
+from safetensors import safe_open
+
+SEED = 1234
+STD = 0.3         # every weight and bias ~ N(0, STD); norm weights 1 + STD*N(0, 1)
+EMBED_STD = 1.0   # embed_tokens / lm_head: larger, so logits (std ~8) are peaked and
+                  # greedy top-1/top-2 gaps are mostly well clear of bf16 noise
+PROMPT_LENS = [1, 5, 17, 40]
+NEW_TOKENS = 12
+BOS, EOS = 1, 2
+
+# -----------------------------------------------------------------------------
+# cases
+
+COMMON = dict(vocab_size=512, hidden_size=64, max_position_embeddings=256,
+              rms_norm_eps=1e-5, hidden_act="silu", bos_token_id=BOS,
+              eos_token_id=EOS, pad_token_id=None, use_cache=False)
+
+CASES = [
+    dict(name="llama_gqa", cfg_cls=LlamaConfig, model_cls=LlamaForCausalLM,
+         dtype=torch.bfloat16,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=128,
+                   tie_word_embeddings=False, attention_bias=False, mlp_bias=False),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    dict(name="llama3_mqa_tied", cfg_cls=LlamaConfig, model_cls=LlamaForCausalLM,
+         dtype=torch.bfloat16,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=1, head_dim=32, intermediate_size=96,
+                   max_position_embeddings=1024, tie_word_embeddings=True,
+                   attention_bias=False, mlp_bias=False),
+         head_dim=32,
+         rope=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0,
+                   low_freq_factor=1.0, high_freq_factor=4.0,
+                   original_max_position_embeddings=64)),
+    dict(name="mistral_swa", cfg_cls=MistralConfig, model_cls=MistralForCausalLM,
+         dtype=torch.bfloat16,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=8,
+                   num_key_value_heads=2, head_dim=8, intermediate_size=128,
+                   sliding_window=16, tie_word_embeddings=False),
+         head_dim=8,
+         rope=dict(rope_type="linear", rope_theta=10000.0, factor=2.0),
+         rope_optional=True),  # falls back to default rope if Mistral refuses scaling
+    dict(name="qwen2_bias_tied", cfg_cls=Qwen2Config, model_cls=Qwen2ForCausalLM,
+         dtype=torch.bfloat16,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=96,
+                   tie_word_embeddings=True, use_sliding_window=False,
+                   sliding_window=None),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=1000000.0)),
+    dict(name="qwen3_qknorm", cfg_cls=Qwen3Config, model_cls=Qwen3ForCausalLM,
+         dtype=torch.bfloat16,
+         base=dict(COMMON, num_hidden_layers=3, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=32, intermediate_size=128,
+                   tie_word_embeddings=False, attention_bias=False,
+                   use_sliding_window=False, sliding_window=None),
+         head_dim=32,
+         rope=dict(rope_type="default", rope_theta=1000000.0)),
+    dict(name="llama_mha_f16", cfg_cls=LlamaConfig, model_cls=LlamaForCausalLM,
+         dtype=torch.float16,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=4, intermediate_size=128,
+                   tie_word_embeddings=False, attention_bias=False, mlp_bias=False),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+]
+
+# -----------------------------------------------------------------------------
+# rope: what inv_freq the model must end up with (checked against the model's
+# rotary embedding, so a config key transformers silently ignored is caught)
+
+def expected_inv_freq(rope, head_dim):
+    base = rope["rope_theta"]
+    inv = [1.0 / (base ** (i / head_dim)) for i in range(0, head_dim, 2)]
+    kind = rope["rope_type"]
+    if kind == "default":
+        return inv
+    if kind == "linear":
+        return [f / rope["factor"] for f in inv]
+    if kind == "llama3":
+        factor, lo, hi = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+        old = rope["original_max_position_embeddings"]
+        lo_wavelen, hi_wavelen = old / lo, old / hi
+        out = []
+        for f in inv:
+            wavelen = 2 * math.pi / f
+            if wavelen < hi_wavelen:
+                out.append(f)
+            elif wavelen > lo_wavelen:
+                out.append(f / factor)
+            else:
+                smooth = (old / wavelen - lo) / (hi - lo)
+                out.append((1 - smooth) * f / factor + smooth * f)
+        return out
+    raise ValueError(f"unknown rope_type {kind}")
+
+
+def rotary_inv_freq(model):
+    for m in model.modules():
+        if type(m).__name__.endswith("RotaryEmbedding") and hasattr(m, "inv_freq"):
+            return [float(x) for x in m.inv_freq.detach().float().cpu()]
+    raise RuntimeError("no rotary embedding module with inv_freq found")
+
+
+def inv_freq_matches(model, rope, head_dim):
+    got = rotary_inv_freq(model)
+    want = expected_inv_freq(rope, head_dim)
+    if len(got) != len(want):
+        return False
+    return all(abs(g - w) <= 1e-5 * abs(w) + 1e-12 for g, w in zip(got, want))
+
+
+def config_attempts(case, rope):
+    """Config kwargs to try, newest transformers spelling first."""
+    base = dict(case["base"])
+    scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
+    # transformers 5: one rope_parameters dict carrying rope_theta too
+    yield dict(base, rope_parameters=dict(rope))
+    # transformers 4.x: rope_theta + rope_scaling (None for default rope)
+    legacy = dict(base, rope_theta=rope["rope_theta"])
+    if rope["rope_type"] != "default":
+        legacy["rope_scaling"] = dict(scaling, type=rope["rope_type"])
+    yield legacy
+
+
+def build_config(case, rope):
+    """Returns (config, fresh model) whose rotary inv_freq matches `rope`, or None."""
+    errors = []
+    for kw in config_attempts(case, rope):
+        try:
+            cfg = case["cfg_cls"](**kw)
+            try:
+                cfg._attn_implementation = "eager"
+            except Exception:
+                pass
+            model = case["model_cls"](cfg)
+        except Exception as e:  # a key this version rejects
+            errors.append(f"{type(e).__name__}: {e}")
+            continue
+        if inv_freq_matches(model, rope, case["head_dim"]):
+            return cfg, model
+        errors.append(f"inv_freq mismatch with kwargs {sorted(kw)}")
+    print(f"  [{case['name']}] rope {rope} not accepted: " + " | ".join(errors))
+    return None
+
+# -----------------------------------------------------------------------------
+# init, save, reload
+
+def randomise(model):
+    """Overwrite every parameter: weights/biases ~ N(0, STD), norm weights 1 + STD*N,
+    embeddings / lm_head ~ N(0, EMBED_STD)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # tied params appear once
+            if "norm" in name and p.dim() == 1:
+                p.copy_(1.0 + STD * torch.randn(p.shape))
+            elif "embed_tokens" in name or "lm_head" in name:
+                p.copy_(EMBED_STD * torch.randn(p.shape))
+            else:
+                p.copy_(STD * torch.randn(p.shape))
+
+
+def save(model, out_dir, dtype):
+    model = model.to(dtype)
+    try:
+        model.save_pretrained(out_dir, safe_serialization=True)
+    except TypeError:  # safe_serialization dropped (always safetensors)
+        model.save_pretrained(out_dir)
+    GenerationConfig(bos_token_id=BOS, eos_token_id=EOS).save_pretrained(out_dir)
+    path = os.path.join(out_dir, "model.safetensors")
+    if not os.path.exists(path):
+        raise RuntimeError(f"{out_dir}: save_pretrained wrote no model.safetensors: "
+                           f"{sorted(os.listdir(out_dir))}")
+    # config.json must state the saved dtype ("torch_dtype" in 4.x, "dtype" in 5.x)
+    cfg_path = os.path.join(out_dir, "config.json")
+    with open(cfg_path) as f:
+        cfg_json = json.load(f)
+    dname = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[dtype]
+    keys = [k for k in ("dtype", "torch_dtype") if k in cfg_json] or ["torch_dtype"]
+    if any(cfg_json.get(k) != dname for k in keys):
+        for k in keys:
+            cfg_json[k] = dname
+        with open(cfg_path, "w") as f:
+            json.dump(cfg_json, f, indent=2, sort_keys=True)
+            f.write("\n")
+    want = {torch.bfloat16: "BF16", torch.float16: "F16"}[dtype]
+    with safe_open(path, framework="pt") as f:
+        names = list(f.keys())
+        for n in names:
+            got = str(f.get_slice(n).get_dtype())
+            if got != want:
+                raise RuntimeError(f"{path}: tensor {n} saved as {got}, expected {want}")
+    # keep the saved-precision weights for the reload comparison
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}, names
+
+
+def reload(case, out_dir):
+    model, info = case["model_cls"].from_pretrained(
+        out_dir, attn_implementation="eager", output_loading_info=True)
+    bad = [k for k in info.get("missing_keys", []) if "lm_head" not in k]
+    if bad or info.get("unexpected_keys") or info.get("mismatched_keys"):
+        raise RuntimeError(f"{out_dir}: reload problems: {info}")
+    return model.float().eval()
+
+# -----------------------------------------------------------------------------
+# greedy reference
+
+@torch.no_grad()
+def greedy(model, prompt, device):
+    ids = list(prompt)
+    toks, lps, gaps = [], [], []
+    for _ in range(NEW_TOKENS):
+        x = torch.tensor([ids], dtype=torch.long, device=device)
+        logits = model(input_ids=x, use_cache=False).logits[0, -1].float()
+        lp = torch.log_softmax(logits, dim=-1)
+        tok = int(torch.argmax(lp))
+        top2 = torch.topk(lp, 2).values
+        toks.append(tok)
+        lps.append(float(lp[tok]))
+        gaps.append(float(top2[0] - top2[1]))
+        ids.append(tok)
+    return toks, lps, gaps
+
+
+@torch.no_grad()
+def last_logits(model, prompt, device):
+    x = torch.tensor([prompt], dtype=torch.long, device=device)
+    return model(input_ids=x, use_cache=False).logits[0, -1].float().cpu()
+
+
+def make_prompts(case_index, vocab):
+    rng = random.Random(SEED * 100 + case_index)
+    return [[rng.randrange(3, vocab) for _ in range(n)] for n in PROMPT_LENS]
+
+
+def run_case(index, case, out_root, device):
+    name = case["name"]
+    if case["cfg_cls"] is None:
+        print(f"  [{name}] skipped: this transformers has no such model class")
+        return None
+    out_dir = os.path.join(out_root, name)
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(out_dir):  # stale files from an earlier run
+        if f.endswith((".safetensors", ".json")):
+            os.remove(os.path.join(out_dir, f))
+
+    rope = case["rope"]
+    built = build_config(case, rope)
+    if built is None and case.get("rope_optional"):
+        rope = dict(rope_type="default", rope_theta=rope["rope_theta"])
+        print(f"  [{name}] falling back to default rope")
+        built = build_config(case, rope)
+    if built is None:
+        raise RuntimeError(f"{name}: could not build a config with rope {rope}")
+    cfg, model = built
+
+    torch.manual_seed(SEED + index)
+    randomise(model)
+    saved, names = save(model, out_dir, case["dtype"])
+    tied = bool(getattr(cfg, "tie_word_embeddings", False))
+    if tied and "lm_head.weight" in names:
+        print(f"  [{name}] note: tied model still saved lm_head.weight")
+
+    model = reload(case, out_dir)
+    # reloaded weights must be exactly the saved (rounded) ones
+    sd = model.state_dict()
+    for k, v in saved.items():
+        if k not in sd or not torch.equal(sd[k].float(), v.float()):
+            raise RuntimeError(f"{name}: reloaded tensor {k} differs from the saved one")
+    if not inv_freq_matches(model, rope, case["head_dim"]):
+        raise RuntimeError(f"{name}: reloaded model lost rope config {rope}")
+    model.to(device)
+
+    prompts = make_prompts(index, cfg.vocab_size)
+    results = []
+    for p in prompts:
+        toks, lps, gaps = greedy(model, p, device)
+        results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
+
+    # does the sliding window actually change anything for the long prompt?
+    # (same weights in a model built without it)
+    swa_effective = None
+    sw = getattr(model.config, "sliding_window", None)
+    if sw:
+        cfg2 = copy.deepcopy(model.config)
+        cfg2.sliding_window = None
+        full = case["model_cls"](cfg2)
+        full.load_state_dict(model.state_dict())
+        full = full.float().eval().to(device)
+        a = last_logits(model, prompts[-1], device)
+        b = last_logits(full, prompts[-1], device)
+        swa_effective = not torch.allclose(a, b)
+        if not swa_effective:
+            print(f"  [{name}] WARNING: sliding_window={sw} made no difference to "
+                  f"the {len(prompts[-1])}-token prompt's logits")
+
+    expected = {
+        "case": name,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "dtype": {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case["dtype"]],
+        "rope": rope,
+        "sliding_window": sw or None,
+        "sliding_window_effective": swa_effective,
+        "new_tokens": NEW_TOKENS,
+        "prompts": results,
+    }
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+
+    size = os.path.getsize(os.path.join(out_dir, "model.safetensors"))
+    all_gaps = [g for r in results for g in r["top2_gap"]]
+    return dict(case=name, params=sum(p.numel() for p in model.parameters()),
+                size=size, min_gap=min(all_gaps),
+                small=sum(g < 0.05 for g in all_gaps), n=len(all_gaps),
+                rope=rope["rope_type"], swa=swa_effective)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--out", required=True, help="output folder (one subfolder per case)")
+    ap.add_argument("--device", default="cpu", help="torch device for the reference (cpu)")
+    ap.add_argument("--only", default=None, help="comma-separated case names")
+    args = ap.parse_args()
+
+    torch.set_grad_enabled(False)
+    if torch.cuda.is_available():  # full-precision fp32 matmuls for the reference
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    try:
+        torch.set_float32_matmul_precision("highest")
+    except Exception:
+        pass
+    try:
+        transformers.logging.set_verbosity_error()
+    except Exception:
+        pass
+
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}, "
+          f"device {args.device}")
+    only = set(args.only.split(",")) if args.only else None
+    rows, failed = [], []
+    for i, case in enumerate(CASES):
+        if only and case["name"] not in only:
+            continue
+        print(f"case {case['name']} ...")
+        try:
+            row = run_case(i, case, args.out, args.device)
+        except Exception as e:
+            import traceback
+            traceback.print_exc()
+            failed.append(case["name"])
+            print(f"  [{case['name']}] FAILED: {type(e).__name__}: {e}")
+            continue
+        if row:
+            rows.append(row)
+
+    print()
+    print(f"{'case':<18} {'params':>8} {'bytes':>8} {'rope':>8} {'swa':>5} "
+          f"{'min gap':>9} {'gaps<0.05':>10}")
+    for r in rows:
+        swa = "-" if r["swa"] is None else ("yes" if r["swa"] else "NO")
+        print(f"{r['case']:<18} {r['params']:>8} {r['size']:>8} {r['rope']:>8} {swa:>5} "
+              f"{r['min_gap']:>9.4f} {r['small']:>5}/{r['n']:<4}")
+    if failed:
+        print(f"FAILED cases: {', '.join(failed)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

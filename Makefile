@@ -3,7 +3,7 @@
 #   make test   builds and runs every test (ctest)
 BUILD ?= build
 JOBS ?= $(shell nproc)
-DEPS = build-essential cmake pkg-config libjansson-dev
+DEPS = build-essential cmake pkg-config libjansson-dev libonig-dev libutf8proc-dev
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build deps run test test-asan test-clang clean

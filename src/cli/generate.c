@@ -157,8 +157,9 @@ int cmd_generate(int argc, char **argv) {
     vllm_engine_options eo = vllm_engine_default_options();
     bool json = false, stats_flag = false;
     /* sampling overrides (applied over the model's defaults) */
-    long long max_tokens = 256, top_k = -2, min_tokens = 0, seed = -1, v;
-    double temperature = -1, top_p = -1, min_p = -1;
+    long long max_tokens = 256, top_k = 0, min_tokens = 0, seed = -1, v;
+    double temperature = 0, top_p = 0, min_p = 0;
+    bool set_temperature = false, set_top_p = false, set_min_p = false, set_top_k = false;
     bool ignore_eos = false, keep_special = false;
     int rc = 1;
     prompt_list pl = {0};
@@ -189,9 +190,9 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
             NEED_ARG();
             if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }
-            if (!strcmp(a, "--temperature")) temperature = d;
-            else if (!strcmp(a, "--top-p")) top_p = d;
-            else min_p = d;
+            if (!strcmp(a, "--temperature")) temperature = d, set_temperature = true;
+            else if (!strcmp(a, "--top-p")) top_p = d, set_top_p = true;
+            else min_p = d, set_min_p = true;
         } else if (!strcmp(a, "--max-tokens") || !strcmp(a, "--top-k") || !strcmp(a, "--seed") ||
                    !strcmp(a, "--min-tokens") || !strcmp(a, "--threads") || !strcmp(a, "--block-size") ||
                    !strcmp(a, "--num-kv-blocks") || !strcmp(a, "--max-model-len") || !strcmp(a, "--max-num-seqs") ||
@@ -202,7 +203,7 @@ int cmd_generate(int argc, char **argv) {
                 goto bad;
             }
             if (!strcmp(a, "--max-tokens")) max_tokens = v;
-            else if (!strcmp(a, "--top-k")) top_k = v;
+            else if (!strcmp(a, "--top-k")) top_k = v, set_top_k = true;
             else if (!strcmp(a, "--seed")) seed = v;
             else if (!strcmp(a, "--min-tokens")) min_tokens = v;
             else if (!strcmp(a, "--threads")) eo.num_threads = (int)v;
@@ -249,10 +250,10 @@ int cmd_generate(int argc, char **argv) {
         }
     vllm_sampling_params sp = vllm_engine_default_sampling(engine);
     sp.max_tokens = (int)max_tokens;
-    if (temperature >= 0 || temperature < -1) sp.temperature = (float)temperature;
-    if (top_p != -1) sp.top_p = (float)top_p;
-    if (min_p != -1) sp.min_p = (float)min_p;
-    if (top_k != -2) sp.top_k = (int)top_k;
+    if (set_temperature) sp.temperature = (float)temperature;
+    if (set_top_p) sp.top_p = (float)top_p;
+    if (set_min_p) sp.min_p = (float)min_p;
+    if (set_top_k) sp.top_k = (int)top_k;
     sp.min_tokens = (int)min_tokens;
     sp.ignore_eos = ignore_eos;
     sp.skip_special_tokens = !keep_special;

@@ -159,7 +159,7 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     for (int i = 0; i < e->cfg->num_eos; i++) e->eos_ids[e->num_eos++] = e->cfg->eos_token_ids[i];
     if (e->num_eos == 0 && e->tok && tok_eos_id(e->tok) >= 0) e->eos_ids[e->num_eos++] = tok_eos_id(e->tok);
 
-    int num_blocks;
+    int num_blocks = 0;
     if ((st = plan_cache(e, &num_blocks))) goto fail;
     if ((st = model_cache_create(e->model, num_blocks, e->opt.block_size, &e->cache))) goto fail;
     sched_config sc = {

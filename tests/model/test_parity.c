@@ -111,8 +111,8 @@ int main(void) {
     closedir(d);
     for (int k = 0; k < cases; k++) {
         char dir[1024], path[1100];
-        snprintf(dir, sizeof dir, "%s/%s", root, names[k]);
-        snprintf(path, sizeof path, "%s/expected.json", dir);
+        if (snprintf(dir, sizeof dir, "%s/%s", root, names[k]) >= (int)sizeof dir) continue;
+        if (snprintf(path, sizeof path, "%s/expected.json", dir) >= (int)sizeof path) continue;
         json_error_t err;
         json_t *exp = json_load_file(path, 0, &err);
         CHECK_MSG(exp != NULL, "%s: %s", path, err.text);

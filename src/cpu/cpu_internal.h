@@ -1,0 +1,200 @@
+/*
+ * cpu_internal.h: private state and helpers shared by the CPU backend's files
+ * (cpu_backend.c and the ops_*.c kernel groups).
+ *
+ * Every op validates its arguments on the calling thread before it starts
+ * any work; a failure is recorded with cpu_fail() (the first one wins), the
+ * op does nothing, and the next synchronize/download reports it.
+ */
+#ifndef VLLM_CPU_CPU_INTERNAL_H
+#define VLLM_CPU_CPU_INTERNAL_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "core/error.h"
+#include "cpu/threadpool.h"
+#include "tensor/backend.h"
+
+#if defined(__GNUC__)
+#define CPU_INLINE static inline __attribute__((always_inline))
+#else
+#define CPU_INLINE static inline
+#endif
+
+/* Fused multiply-add when the target has it (one rounding, and gcc in ISO
+ * mode does not contract a * b + c by itself); a plain multiply-add else. */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define CPU_FMA(a, b, c) fmaf((a), (b), (c))
+#else
+#define CPU_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* Accumulator lanes of the dot-product loops (one AVX-512 register). */
+#define CPU_LANES 16
+/* Largest head_dim the attention kernel supports (its accumulator is on the stack). */
+#define CPU_MAX_HEAD_DIM 1024
+
+typedef struct cpu_state {
+    tp_pool *pool;
+    int num_threads;
+    vllm_status err;   /* first op failure since the last synchronize; VLLM_OK = none */
+    char err_msg[512];
+} cpu_state;
+
+static inline cpu_state *cpu_of(backend *be) { return (cpu_state *)be->impl; }
+
+/* Records an op failure (kept only if none is pending). Calling thread only. */
+void cpu_fail(cpu_state *cpu, const char *fmt, ...) VT_PRINTF(2, 3);
+
+/* Argument checks: on failure they call cpu_fail naming op and arg and
+ * return false. A matrix is t viewed as (shape[0], product of the other
+ * dims) with t's row stride; rows/cols < 0 accept any size. dt may be
+ * CPU_ANY_FLOAT (F32, F16 or BF16). */
+#define CPU_ANY_FLOAT DTYPE_COUNT
+bool cpu_check_mat(cpu_state *cpu, const char *op, const char *arg, const tensor *t, dtype dt,
+                   int64_t rows, int64_t cols);
+/* A contiguous tensor of n elements (any shape); n < 0 accepts any count. */
+bool cpu_check_vec(cpu_state *cpu, const char *op, const char *arg, const tensor *t, dtype dt, int64_t n);
+
+static inline int64_t cpu_rows(const tensor *t) { return t->ndim > 0 ? t->shape[0] : 1; }
+
+/* ---- widening loads (any alignment: checkpoint memory may be only byte aligned) ---- */
+
+/* f16 -> f32 without branches so that loops over it vectorise: move the
+ * exponent and mantissa into place and rescale by 2^112 (exact, subnormals
+ * included), then patch inf/nan and the sign. */
+static inline float cpu_f16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)(h & 0x7fffu) << 13;
+    float f;
+    memcpy(&f, &bits, 4);
+    f *= 0x1p112f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (h & 0x7c00u) == 0x7c00u ? (bits | 0x7f800000u) : u;
+    u |= (uint32_t)(h & 0x8000u) << 16;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* dst[0 .. n) = the n elements of float dtype dt at src, widened to f32. */
+CPU_INLINE void cpu_widen(float *dst, const void *src, dtype dt, int64_t n) {
+    const unsigned char *s = (const unsigned char *)src;
+    if (dt == DTYPE_F32) {
+        memcpy(dst, s, (size_t)n * 4);
+    } else if (dt == DTYPE_BF16) {
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            dst[i] = bf16_to_f32(h);
+        }
+    } else {
+        int64_t i = 0;
+        /* the hardware conversion, as wide as the vectors the FMA loops load
+         * back (a narrower store than the load would defeat store forwarding) */
+#if defined(__AVX512F__)
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i))));
+#elif defined(__F16C__)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i))));
+#endif
+        for (; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            dst[i] = cpu_f16_to_f32(h);
+        }
+    }
+}
+
+/* One element of float dtype dt at src[i]. */
+CPU_INLINE float cpu_load(const void *src, dtype dt, int64_t i) {
+    const unsigned char *s = (const unsigned char *)src;
+    if (dt == DTYPE_F32) {
+        float f;
+        memcpy(&f, s + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, s + 2 * i, 2);
+    return dt == DTYPE_BF16 ? bf16_to_f32(h) : cpu_f16_to_f32(h);
+}
+
+/* Sum of a[0 .. n) * b[0 .. n) in f32, with CPU_LANES accumulators and a
+ * fixed summation order. */
+CPU_INLINE float cpu_dot(const float *a, const float *b, int64_t n) {
+    float acc[CPU_LANES] = {0};
+    int64_t k = 0;
+    for (; k + CPU_LANES <= n; k += CPU_LANES) {
+        const float *ak = a + k, *bk = b + k;
+#pragma GCC unroll 1  /* keeps gcc from unrolling this before it vectorises it */
+        for (int j = 0; j < CPU_LANES; j++) acc[j] = CPU_FMA(ak[j], bk[j], acc[j]);
+    }
+    float tail = 0.0f;
+    for (; k < n; k++) tail = CPU_FMA(a[k], b[k], tail);
+    for (int w = CPU_LANES / 2; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+    return acc[0] + tail;
+}
+
+/* exp(x) written so that loops over it vectorise (libm's expf does not
+ * without -fno-math-errno): x = n ln2 + r with |r| <= ln2 / 2, e^r by its
+ * degree-7 Taylor polynomial (relative error < 2e-7), 2^n through the
+ * exponent bits. x is clamped to [-87, 88], so tiny results are about
+ * 1.6e-38 instead of denormals or 0 and huge ones about 1.7e38 instead of
+ * inf; NaN stays NaN. */
+static inline float cpu_expf(float x) {
+    float xc = x < -87.0f ? -87.0f : x;
+    xc = xc > 88.0f ? 88.0f : xc;
+    xc = xc == xc ? xc : 0.0f;  /* NaN: computed on 0, returned as NaN below */
+    const float round_magic = 12582912.0f;  /* 1.5 * 2^23: adding it rounds to an integer */
+    float n = CPU_FMA(xc, 1.44269504f, round_magic) - round_magic;
+    float r = CPU_FMA(n, -0.693145752f, xc);  /* ln2 split in a high part exact in float ... */
+    r = CPU_FMA(n, -1.42860677e-6f, r);      /* ... and the rest */
+    float p = 1.0f / 5040;
+    p = CPU_FMA(p, r, 1.0f / 720);
+    p = CPU_FMA(p, r, 1.0f / 120);
+    p = CPU_FMA(p, r, 1.0f / 24);
+    p = CPU_FMA(p, r, 1.0f / 6);
+    p = CPU_FMA(p, r, 0.5f);
+    p = CPU_FMA(p, r, 1.0f);
+    p = CPU_FMA(p, r, 1.0f);
+    int32_t e = (int32_t)n + 127;
+    uint32_t bits = (uint32_t)e << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return x == x ? p * scale : x;
+}
+
+/* ---- ops (one file per kernel group) ---- */
+
+/* ops_linear.c */
+vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const tensor *const *biases,
+                              int n, be_linear **out);
+void cpu_linear_free(backend *be, be_linear *lin);
+void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y);
+
+/* ops_elementwise.c */
+void cpu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *out);
+void cpu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tensor *out);
+void cpu_add(backend *be, tensor *x, const tensor *y);
+void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
+void cpu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *out);
+
+/* ops_rope.c */
+void cpu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const tensor *cos_sin,
+              int head_dim, int rot_dim, bool neox);
+
+/* ops_attention.c */
+void cpu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache, tensor *v_cache,
+                  const attn_meta *m);
+void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache,
+                   const attn_meta *m, const attn_params *p, tensor *out);
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * ops_linear.c: the CPU linear layer, y = x @ W^T + b, the hot op.
+ *
+ * Weights stay where the checkpoint put them (F32, F16 or BF16, any
+ * alignment). The kernel widens LIN_K weights at a time into a stack buffer
+ * and multiply-adds them against up to LIN_NT token rows, so one pass over
+ * a weight row serves several tokens. Every (token, output) value is
+ * computed by the same sequence of f32 operations whatever the grouping or
+ * the thread split, so results do not depend on the thread count.
+ *
+ * Work items are (token tile, row tile) pairs: a row tile is LIN_ROWS
+ * outputs, a token tile as many tokens as keep their x rows in L2.
+ */
+#include <stdlib.h>
+
+#include "cpu/cpu_internal.h"
+
+#define LIN_K 64            /* weight elements widened per step = accumulators per token */
+_Static_assert(LIN_K == 64, "lin_dot's reduction is written for 64 lanes");
+/* tokens per pass over a weight row: LIN_NT * LIN_K / 16 AVX-512 registers hold the accumulators */
+#if defined(__AVX512F__)
+#define LIN_NT 4
+#else
+#define LIN_NT 2
+#endif
+#define LIN_ROWS 16         /* output rows per work item */
+#define LIN_X_TILE_BYTES (256 * 1024)  /* x rows of one token tile (stay in L2) */
+#define LIN_MAX_TOK_TILE 64
+
+typedef struct lin_part {
+    const unsigned char *w;     /* (rows, in) of the layer's dtype */
+    size_t w_row_bytes;         /* bytes between weight rows */
+    int64_t rows;               /* out_i */
+    int64_t row0;               /* first output column of this part */
+    const unsigned char *bias;  /* (rows) or NULL */
+    dtype bias_dt;
+} lin_part;
+
+struct be_linear {
+    int n;            /* parts */
+    int64_t in;       /* input features */
+    int64_t out;      /* sum of the parts' rows */
+    dtype dt;         /* weight dtype */
+    lin_part *parts;
+};
+
+vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const tensor *const *biases,
+                              int n, be_linear **out) {
+    (void)be;
+    *out = NULL;
+    if (n < 1 || !weights) return vt_error(VLLM_ERR_INVALID_ARG, "linear: %d weight parts", n);
+    const tensor *w0 = weights[0];
+    if (!w0 || w0->ndim != 2)
+        return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 must be a 2-D (out, in) tensor");
+    dtype dt = w0->dtype;
+    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16 or BF16)",
+                        dtype_name(dt));
+    int64_t in = w0->shape[1];
+    if (in <= 0) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features",
+                                 (long long)in);
+
+    be_linear *lin = calloc(1, sizeof *lin);
+    lin_part *parts = calloc((size_t)n, sizeof *parts);
+    if (!lin || !parts) {
+        free(lin);
+        free(parts);
+        return vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
+    }
+    lin->n = n;
+    lin->in = in;
+    lin->dt = dt;
+    lin->parts = parts;
+    vllm_status st = VLLM_OK;
+    int64_t total = 0;
+    for (int i = 0; i < n && st == VLLM_OK; i++) {
+        const tensor *w = weights[i];
+        if (!w || w->ndim != 2 || w->dtype != dt || w->shape[1] != in || w->shape[0] < 0) {
+            st = vt_error(VLLM_ERR_INVALID_ARG,
+                          "linear: weight %d must be (out, %lld) %s like weight 0", i, (long long)in,
+                          dtype_name(dt));
+            break;
+        }
+        int64_t stride = w->row_stride ? w->row_stride : in;
+        if (stride < in || stride > INT64_MAX / 4 || w->shape[0] > INT64_MAX - total ||
+            (w->shape[0] > 0 && !w->data)) {
+            st = vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d has a bad stride, size or no data", i);
+            break;
+        }
+        parts[i].w = w->data;
+        parts[i].w_row_bytes = (size_t)stride * dtype_size(dt);
+        parts[i].rows = w->shape[0];
+        parts[i].row0 = total;
+        total += w->shape[0];
+        const tensor *b = biases ? biases[i] : NULL;
+        if (b) {
+            if (!b->data || b->ndim != 1 || b->shape[0] != w->shape[0] ||
+                (b->dtype != DTYPE_F32 && b->dtype != DTYPE_F16 && b->dtype != DTYPE_BF16)) {
+                st = vt_error(VLLM_ERR_INVALID_ARG, "linear: bias %d must be a (%lld) float vector", i,
+                              (long long)w->shape[0]);
+                break;
+            }
+            parts[i].bias = b->data;
+            parts[i].bias_dt = b->dtype;
+        }
+    }
+    if (st == VLLM_OK && total == 0) st = vt_error(VLLM_ERR_INVALID_ARG, "linear: no output features");
+    if (st != VLLM_OK) {
+        free(parts);
+        free(lin);
+        return st;
+    }
+    lin->out = total;
+    *out = lin;
+    return VLLM_OK;
+}
+
+void cpu_linear_free(backend *be, be_linear *lin) {
+    (void)be;
+    if (!lin) return;
+    free(lin->parts);
+    free(lin);
+}
+
+/* ---- kernel ---- */
+
+/* out[t] = dot(x[t][0 .. in), w[0 .. in)) for t < nt (nt <= LIN_NT), w of dtype dt.
+ * Each token has LIN_K accumulators (lane j takes the elements k with
+ * k % LIN_K == j) reduced by a fixed tree at the end: written like this gcc
+ * and clang keep all nt * LIN_K accumulators in vector registers, and the
+ * operations for one token do not depend on nt. */
+CPU_INLINE void lin_dot(int nt, const float *const *x, const unsigned char *w, dtype dt, int64_t in,
+                        float *out) {
+    const size_t es = dt == DTYPE_F32 ? 4 : 2;
+    float acc[LIN_NT][LIN_K];
+    float wf[LIN_K];
+    for (int t = 0; t < nt; t++)
+        for (int j = 0; j < LIN_K; j++) acc[t][j] = 0.0f;
+    int64_t k = 0;
+    for (; k + LIN_K <= in; k += LIN_K) {
+        cpu_widen(wf, w + (size_t)k * es, dt, LIN_K);
+        for (int t = 0; t < nt; t++) {
+            const float *xt = x[t] + k;
+            for (int j = 0; j < LIN_K; j++) acc[t][j] = CPU_FMA(xt[j], wf[j], acc[t][j]);
+        }
+    }
+    int rem = (int)(in - k);
+    if (rem > 0) {
+        cpu_widen(wf, w + (size_t)k * es, dt, rem);
+        for (int t = 0; t < nt; t++) {
+            const float *xt = x[t] + k;
+            for (int j = 0; j < rem; j++) acc[t][j] = CPU_FMA(xt[j], wf[j], acc[t][j]);
+        }
+    }
+    for (int t = 0; t < nt; t++) {  /* fixed-order reduction: 64 lanes -> 16 -> 1 */
+        float r[16];
+        for (int j = 0; j < 16; j++) r[j] = (acc[t][j] + acc[t][j + 16]) + (acc[t][j + 32] + acc[t][j + 48]);
+        for (int h = 8; h > 0; h /= 2)
+            for (int j = 0; j < h; j++) r[j] += r[j + h];
+        out[t] = r[0];
+    }
+}
+
+typedef struct lin_ctx {
+    const be_linear *lin;
+    const float *x;
+    int64_t xs;        /* x row stride (elements) */
+    float *y;
+    int64_t ys;        /* y row stride (elements) */
+    int64_t T;
+    int64_t tok_tile;  /* tokens per item (multiple of LIN_NT) */
+    int64_t row_tiles; /* items per token tile */
+} lin_ctx;
+
+/* Items [i0, i1): each is output rows [r0, r0 + LIN_ROWS) for tokens
+ * [t0, t0 + tok_tile). dt is a constant at each call site, so the kernel
+ * is specialised per dtype. */
+CPU_INLINE void lin_items(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
+    const be_linear *lin = c->lin;
+    for (int64_t item = i0; item < i1; item++) {
+        int64_t t0 = item / c->row_tiles * c->tok_tile;
+        int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
+        int64_t r0 = item % c->row_tiles * LIN_ROWS;
+        int64_t r1 = r0 + LIN_ROWS < lin->out ? r0 + LIN_ROWS : lin->out;
+        for (int p = 0; p < lin->n; p++) {
+            const lin_part *part = &lin->parts[p];
+            int64_t lo = r0 > part->row0 ? r0 : part->row0;
+            int64_t hi = r1 < part->row0 + part->rows ? r1 : part->row0 + part->rows;
+            for (int64_t r = lo; r < hi; r++) {
+                int64_t pr = r - part->row0;
+                const unsigned char *w = part->w + (size_t)pr * part->w_row_bytes;
+                float b = part->bias ? cpu_load(part->bias, part->bias_dt, pr) : 0.0f;
+                for (int64_t t = t0; t < t1; t += LIN_NT) {
+                    const float *xr[LIN_NT];
+                    float o[LIN_NT];
+                    int nt = t1 - t < LIN_NT ? (int)(t1 - t) : LIN_NT;
+                    for (int i = 0; i < nt; i++) xr[i] = c->x + (t + i) * c->xs;
+                    switch (nt) {
+#if LIN_NT > 2
+                    case 4: lin_dot(4, xr, w, dt, lin->in, o); break;
+                    case 3: lin_dot(3, xr, w, dt, lin->in, o); break;
+#endif
+                    case 2: lin_dot(2, xr, w, dt, lin->in, o); break;
+                    default: lin_dot(1, xr, w, dt, lin->in, o); break;
+                    }
+                    for (int i = 0; i < nt; i++) c->y[(t + i) * c->ys + r] = o[i] + b;
+                }
+            }
+        }
+    }
+}
+
+static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const lin_ctx *c = ctx;
+    switch (c->lin->dt) {
+    case DTYPE_BF16: lin_items(c, i0, i1, DTYPE_BF16); break;
+    case DTYPE_F16: lin_items(c, i0, i1, DTYPE_F16); break;
+    default: lin_items(c, i0, i1, DTYPE_F32); break;
+    }
+}
+
+// x (T, in), W (out, in) -> y (T, out)
+void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
+    cpu_state *cpu = cpu_of(be);
+    if (!lin) {
+        cpu_fail(cpu, "linear: no layer");
+        return;
+    }
+    if (!cpu_check_mat(cpu, "linear", "x", x, DTYPE_F32, -1, lin->in) ||
+        !cpu_check_mat(cpu, "linear", "y", y, DTYPE_F32, cpu_rows(x), lin->out))
+        return;
+    int64_t T = cpu_rows(x);
+    if (T == 0) return;
+
+    lin_ctx c = {
+        .lin = lin,
+        .x = x->data,
+        .xs = tensor_row_stride(x),
+        .y = y->data,
+        .ys = tensor_row_stride(y),
+        .T = T,
+        .row_tiles = (lin->out + LIN_ROWS - 1) / LIN_ROWS,
+    };
+    int64_t tile = LIN_X_TILE_BYTES / (lin->in * 4) / LIN_NT * LIN_NT;
+    if (tile < LIN_NT) tile = LIN_NT;
+    if (tile > LIN_MAX_TOK_TILE) tile = LIN_MAX_TOK_TILE;
+    c.tok_tile = tile;
+    int64_t tok_tiles = (T + tile - 1) / tile;
+    int64_t tokens_per_item = T < tile ? T : tile;
+    double cost = (double)LIN_ROWS * (double)tokens_per_item * (double)lin->in;
+    tp_run_cost(cpu->pool, tok_tiles * c.row_tiles, cost, lin_task, &c);
+}

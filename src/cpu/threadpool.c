@@ -1,0 +1,271 @@
+/*
+ * threadpool.c: the CPU backend's persistent worker pool (see threadpool.h).
+ *
+ * Protocol. The caller publishes a job by writing its fields and then
+ * storing job_word = (generation << 16 | threads in the job) under the
+ * mutex and broadcasting work_cv. Generation and thread count live in one
+ * atomic word so that a worker reads them consistently. Worker i (1-based)
+ * takes part when i < threads; participants claim chunks of items from an
+ * atomic counter, and the last one to finish drops `pending` to 0 and
+ * signals done_cv if the caller went to sleep. The caller never rewrites the
+ * job fields before pending is 0, so participants can read them plainly.
+ * Both sides spin for up to TP_SPIN_NS before sleeping.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "cpu/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+#define TP_MAX_THREADS 1024
+#define TP_SPIN_NS 200000       /* how long an idle thread spins before sleeping */
+#define TP_YIELD_EVERY 128      /* spin iterations between sched_yield calls */
+#define TP_CHUNKS_PER_THREAD 4  /* dynamic scheduling granularity */
+
+typedef struct tp_worker {
+    tp_pool *pool;
+    int index;  /* 1 .. num_threads - 1; also the tid passed to fn */
+} tp_worker;
+
+struct tp_pool {
+    int num_threads;  /* including the caller */
+    double min_work;
+    pthread_t *threads;
+    tp_worker *workers;
+    int started;      /* workers actually started */
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;  /* workers wait here for a new job */
+    pthread_cond_t done_cv;  /* the caller waits here for the job to finish */
+    int caller_sleeping;     /* guarded by mu */
+
+    _Atomic uint64_t job_word;  /* generation << 16 | threads taking part (caller included) */
+    atomic_int stop;
+    atomic_int pending;         /* participating workers not done yet */
+    _Atomic int64_t next;       /* next unclaimed item */
+
+    /* the current job: written by the caller before publishing job_word */
+    tp_fn fn;
+    void *ctx;
+    int64_t n;
+    int64_t chunk;
+};
+
+static inline void tp_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t tp_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Claims and runs chunks until the job's items are exhausted. */
+static void tp_work(tp_pool *p, int tid) {
+    for (;;) {
+        int64_t start = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
+        if (start >= p->n) break;
+        int64_t end = start + p->chunk < p->n ? start + p->chunk : p->n;
+        p->fn(p->ctx, start, end, tid);
+    }
+}
+
+static void *tp_worker_main(void *arg) {
+    tp_worker *w = arg;
+    tp_pool *p = w->pool;
+    uint64_t seen = 0;  /* generation 0 is the "no job yet" state set before workers start */
+    for (;;) {
+        /* wait for a new generation: spin, then sleep */
+        uint64_t word = atomic_load_explicit(&p->job_word, memory_order_acquire);
+        if ((word >> 16) == seen && !atomic_load_explicit(&p->stop, memory_order_relaxed)) {
+            int64_t t0 = tp_now_ns();
+            for (int i = 1;; i++) {
+                tp_relax();
+                word = atomic_load_explicit(&p->job_word, memory_order_acquire);
+                if ((word >> 16) != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
+                if (i % TP_YIELD_EVERY != 0) continue;
+                sched_yield();  /* lets a descheduled thread run when cores are oversubscribed */
+                if (tp_now_ns() - t0 > TP_SPIN_NS) {
+                    pthread_mutex_lock(&p->mu);
+                    for (;;) {
+                        word = atomic_load_explicit(&p->job_word, memory_order_acquire);
+                        if ((word >> 16) != seen || atomic_load_explicit(&p->stop, memory_order_relaxed))
+                            break;
+                        pthread_cond_wait(&p->work_cv, &p->mu);
+                    }
+                    pthread_mutex_unlock(&p->mu);
+                    break;
+                }
+            }
+        }
+        if (atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
+        seen = word >> 16;
+        if (w->index >= (int)(word & 0xffff)) continue;  /* not needed for this job */
+
+        tp_work(p, w->index);
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            if (p->caller_sleeping) pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    return NULL;
+}
+
+static int tp_default_threads(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+vllm_status tp_create(int num_threads, tp_pool **out) {
+    *out = NULL;
+    if (num_threads < 0)
+        return vt_error(VLLM_ERR_INVALID_ARG, "cpu backend: num_threads %d is negative", num_threads);
+    if (num_threads == 0) num_threads = tp_default_threads();
+    if (num_threads > TP_MAX_THREADS) num_threads = TP_MAX_THREADS;
+
+    tp_pool *p = calloc(1, sizeof *p);
+    if (!p) return vt_error(VLLM_ERR_NO_MEMORY, "cpu backend: out of memory (thread pool)");
+    p->num_threads = num_threads;
+    p->min_work = TP_DEFAULT_MIN_WORK;
+    atomic_init(&p->job_word, 0);
+    atomic_init(&p->stop, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->next, 0);
+    if (pthread_mutex_init(&p->mu, NULL)) {
+        free(p);
+        return vt_error(VLLM_ERR_INTERNAL, "cpu backend: pthread_mutex_init failed");
+    }
+    if (pthread_cond_init(&p->work_cv, NULL)) {
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return vt_error(VLLM_ERR_INTERNAL, "cpu backend: pthread_cond_init failed");
+    }
+    if (pthread_cond_init(&p->done_cv, NULL)) {
+        pthread_cond_destroy(&p->work_cv);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return vt_error(VLLM_ERR_INTERNAL, "cpu backend: pthread_cond_init failed");
+    }
+
+    int nw = num_threads - 1;
+    if (nw > 0) {
+        p->threads = calloc((size_t)nw, sizeof *p->threads);
+        p->workers = calloc((size_t)nw, sizeof *p->workers);
+        if (!p->threads || !p->workers) {
+            tp_free(p);
+            return vt_error(VLLM_ERR_NO_MEMORY, "cpu backend: out of memory (thread pool)");
+        }
+        for (int i = 0; i < nw; i++) {
+            p->workers[i].pool = p;
+            p->workers[i].index = i + 1;
+            if (pthread_create(&p->threads[i], NULL, tp_worker_main, &p->workers[i])) {
+                tp_free(p);
+                return vt_error(VLLM_ERR_INTERNAL, "cpu backend: could not start worker thread %d of %d",
+                                i + 1, nw);
+            }
+            p->started++;
+        }
+    }
+    *out = p;
+    return VLLM_OK;
+}
+
+void tp_free(tp_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store_explicit(&p->stop, 1, memory_order_relaxed);
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->started; i++) pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->threads);
+    free(p->workers);
+    free(p);
+}
+
+int tp_num_threads(const tp_pool *p) { return p->num_threads; }
+
+void tp_set_min_work(tp_pool *p, double min_work) { p->min_work = min_work > 0 ? min_work : 0; }
+
+/* Runs a job on `threads` threads (caller included, 2 <= threads <= num_threads). */
+static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx) {
+    int64_t chunk = n / ((int64_t)threads * TP_CHUNKS_PER_THREAD);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    p->chunk = chunk > 0 ? chunk : 1;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, threads - 1, memory_order_relaxed);
+
+    pthread_mutex_lock(&p->mu);
+    uint64_t gen = (atomic_load_explicit(&p->job_word, memory_order_relaxed) >> 16) + 1;
+    atomic_store_explicit(&p->job_word, gen << 16 | (uint64_t)threads, memory_order_release);
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+
+    tp_work(p, 0);
+
+    /* wait for the workers: spin, then sleep */
+    if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
+    int64_t t0 = tp_now_ns();
+    for (int i = 1;; i++) {
+        tp_relax();
+        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
+        if (i % TP_YIELD_EVERY != 0) continue;
+        sched_yield();
+        if (tp_now_ns() - t0 > TP_SPIN_NS) break;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->caller_sleeping = 1;
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    p->caller_sleeping = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void tp_run(tp_pool *p, int64_t n, tp_fn fn, void *ctx) {
+    if (n <= 0) return;
+    int threads = p->num_threads;
+    if (n < threads) threads = (int)n;
+    if (threads <= 1) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    tp_dispatch(p, n, threads, fn, ctx);
+}
+
+void tp_run_cost(tp_pool *p, int64_t n, double item_cost, tp_fn fn, void *ctx) {
+    if (n <= 0) return;
+    double threads = p->num_threads;
+    if ((double)n < threads) threads = (double)n;
+    if (p->min_work > 0) {
+        double by_work = (double)n * item_cost / p->min_work;
+        if (by_work < threads) threads = by_work;
+    }
+    if (threads < 2) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    tp_dispatch(p, n, (int)threads, fn, ctx);
+}

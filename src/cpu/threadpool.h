@@ -1,0 +1,47 @@
+/*
+ * threadpool.h: a persistent pthreads worker pool for the CPU backend.
+ *
+ * tp_run splits the items [0, n) across the workers and the calling thread
+ * and returns when every item is done. Workers spin briefly after each job
+ * (a decode step issues ~60 small ops back to back) and then sleep on a
+ * condition variable. Small jobs run inline on the caller without waking
+ * anyone.
+ *
+ * One thread at a time may call tp_run on a pool (the engine thread), and fn
+ * must not call tp_run on the same pool.
+ */
+#ifndef VLLM_CPU_THREADPOOL_H
+#define VLLM_CPU_THREADPOOL_H
+
+#include <stdint.h>
+
+#include "vllm.h"
+
+typedef struct tp_pool tp_pool;
+
+/* Processes items [start, end) on thread `tid` (0 = the caller, then
+ * 1 .. tp_num_threads - 1). Called several times per job with disjoint
+ * ranges; which ranges land on which thread is not deterministic. */
+typedef void (*tp_fn)(void *ctx, int64_t start, int64_t end, int tid);
+
+/* Work (in the units of tp_run_cost's item_cost, roughly one multiply-add)
+ * below which a thread is not worth waking. */
+#define TP_DEFAULT_MIN_WORK 32768.0
+
+/* num_threads counts the caller: num_threads - 1 workers are started.
+ * 0 = all cores available to the process. */
+vllm_status tp_create(int num_threads, tp_pool **out);
+void tp_free(tp_pool *pool);
+int tp_num_threads(const tp_pool *pool);
+
+/* Each thread that is woken must get at least min_work of work (jobs with
+ * less in total run inline). 0 parallelises every job with n > 1 (tests). */
+void tp_set_min_work(tp_pool *pool, double min_work);
+
+/* Runs fn over [0, n) on up to all threads, with no work threshold. */
+void tp_run(tp_pool *pool, int64_t n, tp_fn fn, void *ctx);
+/* Same, but uses only as many threads as n * item_cost / min_work; runs
+ * inline when that is one. */
+void tp_run_cost(tp_pool *pool, int64_t n, double item_cost, tp_fn fn, void *ctx);
+
+#endif

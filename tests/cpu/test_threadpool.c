@@ -1,0 +1,136 @@
+/*
+ * test_threadpool.c: the CPU backend's worker pool: every item runs once,
+ * thread ids are in range, 10,000 back-to-back dispatches, wake-up after the
+ * workers went to sleep, the inline path for small jobs, create/free cycles.
+ * Also run under -fsanitize=thread.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "cpu/threadpool.h"
+#include "test.h"
+
+typedef struct job {
+    int64_t n;
+    int *hits;           /* hits[i]: times item i ran (each item is written by one thread) */
+    int64_t *value;      /* value[i] = i * i, to sum afterwards */
+    int num_threads;
+    atomic_int bad_tid;
+    atomic_int calls;
+    atomic_int max_tid;
+} job;
+
+static void job_fn(void *ctx, int64_t start, int64_t end, int tid) {
+    job *j = ctx;
+    if (tid < 0 || tid >= j->num_threads || start < 0 || end > j->n || start >= end)
+        atomic_fetch_add(&j->bad_tid, 1);
+    int m = atomic_load(&j->max_tid);
+    while (tid > m && !atomic_compare_exchange_weak(&j->max_tid, &m, tid)) {}
+    atomic_fetch_add(&j->calls, 1);
+    for (int64_t i = start; i < end; i++) {
+        j->hits[i]++;
+        j->value[i] = i * i;
+    }
+}
+
+/* Runs one job of n items and checks it. Returns 1 when all is well. */
+static int run_job(tp_pool *p, int64_t n, double cost, int *used_workers) {
+    job j = {.n = n, .num_threads = tp_num_threads(p)};
+    atomic_init(&j.bad_tid, 0);
+    atomic_init(&j.calls, 0);
+    atomic_init(&j.max_tid, 0);
+    j.hits = calloc((size_t)(n > 0 ? n : 1), sizeof *j.hits);
+    j.value = calloc((size_t)(n > 0 ? n : 1), sizeof *j.value);
+    if (cost < 0) tp_run(p, n, job_fn, &j);
+    else tp_run_cost(p, n, cost, job_fn, &j);
+    int ok = atomic_load(&j.bad_tid) == 0;
+    int64_t sum = 0, want = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ok &= j.hits[i] == 1;
+        sum += j.value[i];
+        want += i * i;
+    }
+    ok &= sum == want;
+    if (used_workers) *used_workers = atomic_load(&j.max_tid) > 0;
+    free(j.hits);
+    free(j.value);
+    return ok;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int main(void) {
+    tp_pool *p = NULL;
+
+    /* bad argument */
+    CHECK(tp_create(-1, &p) == VLLM_ERR_INVALID_ARG);
+    CHECK(p == NULL);
+
+    /* 0 = all cores */
+    CHECK_OK(tp_create(0, &p));
+    CHECK(p && tp_num_threads(p) >= 1);
+    CHECK(run_job(p, 1000, -1, NULL));
+    tp_free(p);
+    tp_free(NULL);
+
+    /* 4 threads: sizes around the thread count, 0 and 1 items */
+    CHECK_OK(tp_create(4, &p));
+    CHECK(tp_num_threads(p) == 4);
+    int64_t sizes[] = {0, 1, 2, 3, 4, 5, 7, 16, 17, 100, 1000, 100000};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        CHECK_MSG(run_job(p, sizes[i], -1, NULL), "n=%lld", (long long)sizes[i]);
+
+    /* 10,000 back-to-back dispatches of small jobs */
+    int all_ok = 1;
+    for (int i = 0; i < 10000; i++) all_ok &= run_job(p, 4 + i % 61, -1, NULL);
+    CHECK(all_ok);
+
+    /* workers asleep (idle longer than the spin time) still wake up */
+    for (int i = 0; i < 5; i++) {
+        sleep_ms(3);
+        CHECK(run_job(p, 64, -1, NULL));
+    }
+
+    /* the work threshold: tiny jobs stay on the caller, big ones spread */
+    int used = 1;
+    CHECK(run_job(p, 1000, 1.0, &used));
+    CHECK(!used);  /* 1000 units < TP_DEFAULT_MIN_WORK */
+    CHECK(run_job(p, 1000, 1e6, NULL));
+    tp_set_min_work(p, 0);
+    CHECK(run_job(p, 2, 1.0, NULL));
+    tp_free(p);
+
+    /* single-threaded pool runs everything inline */
+    CHECK_OK(tp_create(1, &p));
+    used = 1;
+    CHECK(run_job(p, 1000, -1, &used));
+    CHECK(!used);
+    tp_free(p);
+
+    /* create/free cycles, with and without a job in between */
+    int counts[] = {1, 2, 3, 8};
+    for (int r = 0; r < 20; r++) {
+        CHECK_OK(tp_create(counts[r % 4], &p));
+        if (r % 2) CHECK(run_job(p, 257, -1, NULL));
+        tp_free(p);
+    }
+
+    /* two pools at once */
+    tp_pool *a = NULL, *b = NULL;
+    CHECK_OK(tp_create(3, &a));
+    CHECK_OK(tp_create(2, &b));
+    for (int i = 0; i < 100; i++) {
+        CHECK(run_job(a, 50, -1, NULL));
+        CHECK(run_job(b, 50, -1, NULL));
+    }
+    tp_free(a);
+    tp_free(b);
+    TEST_END();
+}

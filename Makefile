@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 DEPS = build-essential cmake pkg-config libjansson-dev libonig-dev libutf8proc-dev
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build deps run test test-asan test-clang clean
+.PHONY: all build deps run test test-asan test-tsan test-clang clean
 
 all: build
 
@@ -20,7 +20,8 @@ build:
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: deps build
-	$(BUILD)/vllmc generate --model models/stories260K --prompt "Once upon a time" --max-tokens 256 --temperature 0.8 --seed 42 --stats
+	@printf 'Once upon a time'
+	@$(BUILD)/vllmc generate --model models/stories260K --prompt "Once upon a time" --max-tokens 256 --temperature 0.8 --seed 42 --stats
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -31,10 +32,16 @@ test-asan:
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
+# ThreadSanitizer on the multi-threaded parts: the CPU thread pool, ops and the engine
+test-tsan:
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DVLLM_TSAN=ON >/dev/null
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_'
+
 # clang must build without warnings too
 test-clang:
 	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build-clang -j $(JOBS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-clang
+	rm -rf $(BUILD) build-asan build-tsan build-clang

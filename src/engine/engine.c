@@ -6,10 +6,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -208,12 +208,6 @@ vllm_status vllm_detokenize(vllm_engine *e, const int32_t *ids, size_t n, bool s
     return tok_decode(e->tok, ids, n, skip_special, text);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void request_free(request *r) {
     if (!r) return;
     free(r->tokens);
@@ -337,7 +331,7 @@ static vllm_status run_loop(vllm_engine *e, vllm_generate_stats *stats) {
         vllm_status st = sched_step(&e->sched, &b);
         if (st != VLLM_OK) return st;
         if (b.num_tokens == 0) return vt_error(VLLM_ERR_INTERNAL, "scheduler made no progress");
-        double t0 = now_s();
+        double t0 = progress_now();
         const tensor *logits;
         if ((st = model_forward(e->model, e->cache, &b, &logits))) return st;
         if (b.num_logits > 0 &&
@@ -358,7 +352,7 @@ static vllm_status run_loop(vllm_engine *e, vllm_generate_stats *stats) {
             request *r = e->sched.step_reqs[i];
             if (r->finish != VLLM_FINISH_NONE && r->state == REQ_RUNNING) sched_finish(&e->sched, r);
         }
-        double dt = now_s() - t0;
+        double dt = progress_now() - t0;
         if (stats) {
             stats->steps++;
             stats->generated_tokens += (size_t)b.num_logits;

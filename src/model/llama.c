@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "model/model_internal.h"
 #include "model/rope.h"
 
@@ -142,8 +143,12 @@ static vllm_status llama_build_common(model *m, weight_source *ws, bool qkv_bias
     const tensor *head_w[1] = {c->tie_word_embeddings ? &t_embed : &t_head};
     if ((st = be->ops->linear_create(be, head_w, NULL, 1, &lm->lm_head))) return st;
 
-    for (int l = 0; l < c->num_layers; l++)
+    progress pr;
+    progress_start(&pr, "loading weights", c->num_layers);
+    for (int l = 0; l < c->num_layers; l++) {
         if ((st = build_layer(m, ws, l, &lm->layers[l], qkv_bias, o_bias))) return st;
+        progress_update(&pr, l + 1);
+    }
 
     /* RoPE table (max_pos, rot_dim), computed on the host once */
     lm->rot_dim = (int)(c->head_dim * c->rope.partial_rotary_factor);

@@ -156,8 +156,12 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     }
 
     e->max_model_len = e->opt.max_model_len ? e->opt.max_model_len : e->cfg->max_position_embeddings;
-    for (int i = 0; i < e->cfg->num_eos; i++) e->eos_ids[e->num_eos++] = e->cfg->eos_token_ids[i];
-    if (e->num_eos == 0 && e->tok && tok_eos_id(e->tok) >= 0) e->eos_ids[e->num_eos++] = tok_eos_id(e->tok);
+    /* EOS ids: generation_config / config, else the tokenizer's; ids outside the vocabulary are ignored */
+    for (int i = 0; i < e->cfg->num_eos; i++)
+        if (e->cfg->eos_token_ids[i] >= 0 && e->cfg->eos_token_ids[i] < e->cfg->vocab_size)
+            e->eos_ids[e->num_eos++] = e->cfg->eos_token_ids[i];
+    if (e->num_eos == 0 && e->tok && tok_eos_id(e->tok) >= 0 && tok_eos_id(e->tok) < e->cfg->vocab_size)
+        e->eos_ids[e->num_eos++] = tok_eos_id(e->tok);
 
     int num_blocks = 0;
     if ((st = plan_cache(e, &num_blocks))) goto fail;
@@ -235,11 +239,15 @@ static vllm_status request_init(vllm_engine *e, request *r, size_t i, const vllm
         }
     } else {
         n = p->num_token_ids;
-        for (size_t j = 0; j < n; j++)
-            if (p->token_ids[j] < 0 || p->token_ids[j] >= e->cfg->vocab_size)
-                return vt_error(VLLM_ERR_INVALID_ARG, "prompt %zu: token id %d out of range [0, %d)", i,
-                                p->token_ids[j], e->cfg->vocab_size);
     }
+    const int32_t *src = ids ? ids : p->token_ids;
+    for (size_t j = 0; j < n; j++)
+        if (src[j] < 0 || src[j] >= e->cfg->vocab_size) {
+            st = vt_error(VLLM_ERR_INVALID_ARG, "prompt %zu: token id %d out of range [0, %d)", i, src[j],
+                          e->cfg->vocab_size);
+            free(ids);
+            return st;
+        }
     if (n == 0) {
         free(ids);
         return vt_error(VLLM_ERR_INVALID_ARG, "prompt %zu is empty", i);
@@ -259,7 +267,7 @@ static vllm_status request_init(vllm_engine *e, request *r, size_t i, const vllm
         free(ids);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }
-    memcpy(r->tokens, ids ? ids : p->token_ids, n * sizeof *r->tokens);
+    memcpy(r->tokens, src, n * sizeof *r->tokens);
     free(ids);
     sampler_rng_seed(&r->rng, sp->has_seed ? sp->seed : e->next_seed++ * 0x9E3779B97F4A7C15ull + 1);
     return VLLM_OK;

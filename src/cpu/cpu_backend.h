@@ -6,7 +6,9 @@
  * Ops cannot return errors: a bad argument (shape mismatch, token id out of
  * range, ...) skips the op and is reported by the next synchronize() as
  * VLLM_ERR_BACKEND with a message naming the op and the argument.
- * alloc() does not initialise memory (use zero()).
+ * alloc() does not initialise memory (use zero()). The ops of one backend
+ * must be called from one thread at a time (the engine thread); two
+ * backends in one process are independent.
  */
 #ifndef VLLM_CPU_CPU_BACKEND_H
 #define VLLM_CPU_CPU_BACKEND_H

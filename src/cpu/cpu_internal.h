@@ -99,11 +99,15 @@ CPU_INLINE void cpu_widen(float *dst, const void *src, dtype dt, int64_t n) {
         /* the hardware conversion, as wide as the vectors the FMA loops load
          * back (a narrower store than the load would defeat store forwarding) */
 #if defined(__AVX512F__)
-        for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i))));
+        for (; i + 16 <= n; i += 16) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
+            _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+        }
 #elif defined(__F16C__)
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i))));
+        for (; i + 8 <= n; i += 8) {
+            __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i));
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+        }
 #endif
         for (; i < n; i++) {
             uint16_t h;

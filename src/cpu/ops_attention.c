@@ -307,7 +307,7 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
         .num_seqs = (int)S, .nh = nh, .group = group, .hd = hd, .window = p->sliding_window, .pass = pass,
         .scale = p->scale, .out = out->data, .os = tensor_row_stride(out),
     };
-    /* cost: a query sees about max_seq_len / 2 keys on average, 2 * hd flops each */
+    /* cost: a query sees about max_seq_len / 2 keys on average, 4 * hd flops each per head */
     int64_t avg_keys = m->max_seq_len > 2 ? m->max_seq_len / 2 : 1;
     tp_run_cost(cpu->pool, T * (nh / pass), 4.0 * pass * (double)hd * (double)avg_keys, attn_task, &c);
 }

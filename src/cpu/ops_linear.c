@@ -3,20 +3,23 @@
  *
  * Weights stay where the checkpoint put them (F32, F16 or BF16, any
  * alignment). The kernel widens LIN_K weights at a time into a stack buffer
- * and multiply-adds them against up to LIN_NT token rows, so one pass over
- * a weight row serves several tokens. Every (token, output) value is
- * computed by the same sequence of f32 operations whatever the grouping or
- * the thread split, so results do not depend on the thread count.
+ * and multiply-adds them into LIN_K accumulator lanes for each of up to
+ * LIN_NT tokens, so one read of a weight serves several tokens. Every
+ * (token, output) value is computed by the same sequence of f32 operations
+ * whatever the batch, the grouping or the thread split, so results do not
+ * depend on the thread count.
  *
  * Work items are (token tile, row tile) pairs: a row tile is LIN_ROWS
- * outputs, a token tile as many tokens as keep their x rows in L2.
+ * outputs, a token tile as many tokens as keep their x rows in L2. Inside
+ * an item, each group of LIN_NT tokens runs over all the tile's rows while
+ * its x rows are in L1.
  */
 #include <stdlib.h>
 
 #include "cpu/cpu_internal.h"
 
 #define LIN_K 64            /* weight elements widened per step = accumulators per token */
-_Static_assert(LIN_K == 64, "lin_dot's reduction is written for 64 lanes");
+_Static_assert(LIN_K == 64, "lin_reduce is written for 64 lanes");
 /* tokens per pass over a weight row: LIN_NT * LIN_K / 16 AVX-512 registers hold the accumulators */
 #if defined(__AVX512F__)
 #define LIN_NT 4
@@ -24,6 +27,7 @@ _Static_assert(LIN_K == 64, "lin_dot's reduction is written for 64 lanes");
 #define LIN_NT 2
 #endif
 #define LIN_ROWS 16         /* output rows per work item */
+#define LIN_KB 1024         /* input block for several tokens: their x rows stay in L1 */
 #define LIN_X_TILE_BYTES (256 * 1024)  /* x rows of one token tile (stay in L2) */
 #define LIN_MAX_TOK_TILE 64
 
@@ -124,41 +128,44 @@ void cpu_linear_free(backend *be, be_linear *lin) {
 
 /* ---- kernel ---- */
 
-/* out[t] = dot(x[t][0 .. in), w[0 .. in)) for t < nt (nt <= LIN_NT), w of dtype dt.
- * Each token has LIN_K accumulators (lane j takes the elements k with
- * k % LIN_K == j) reduced by a fixed tree at the end: written like this gcc
- * and clang keep all nt * LIN_K accumulators in vector registers, and the
- * operations for one token do not depend on nt. */
-CPU_INLINE void lin_dot(int nt, const float *const *x, const unsigned char *w, dtype dt, int64_t in,
-                        float *out) {
+/* acc[t][j] += x[t][k] * w[k] for the k in [k0, k1) with k % LIN_K == j, for
+ * t < nt (nt <= LIN_NT); w of dtype dt. k0 is a multiple of LIN_K. Written
+ * like this gcc and clang keep the nt * LIN_K accumulators in vector
+ * registers, and what happens to one token does not depend on nt. */
+CPU_INLINE void lin_accumulate(int nt, const float *const *x, const unsigned char *w, dtype dt, int64_t k0,
+                               int64_t k1, float acc[LIN_NT][LIN_K]) {
     const size_t es = dt == DTYPE_F32 ? 4 : 2;
-    float acc[LIN_NT][LIN_K];
+    float a[LIN_NT][LIN_K];
     float wf[LIN_K];
     for (int t = 0; t < nt; t++)
-        for (int j = 0; j < LIN_K; j++) acc[t][j] = 0.0f;
-    int64_t k = 0;
-    for (; k + LIN_K <= in; k += LIN_K) {
+        for (int j = 0; j < LIN_K; j++) a[t][j] = acc[t][j];
+    int64_t k = k0;
+    for (; k + LIN_K <= k1; k += LIN_K) {
         cpu_widen(wf, w + (size_t)k * es, dt, LIN_K);
         for (int t = 0; t < nt; t++) {
             const float *xt = x[t] + k;
-            for (int j = 0; j < LIN_K; j++) acc[t][j] = CPU_FMA(xt[j], wf[j], acc[t][j]);
+            for (int j = 0; j < LIN_K; j++) a[t][j] = CPU_FMA(xt[j], wf[j], a[t][j]);
         }
     }
-    int rem = (int)(in - k);
+    int rem = (int)(k1 - k);
     if (rem > 0) {
         cpu_widen(wf, w + (size_t)k * es, dt, rem);
         for (int t = 0; t < nt; t++) {
             const float *xt = x[t] + k;
-            for (int j = 0; j < rem; j++) acc[t][j] = CPU_FMA(xt[j], wf[j], acc[t][j]);
+            for (int j = 0; j < rem; j++) a[t][j] = CPU_FMA(xt[j], wf[j], a[t][j]);
         }
     }
-    for (int t = 0; t < nt; t++) {  /* fixed-order reduction: 64 lanes -> 16 -> 1 */
-        float r[16];
-        for (int j = 0; j < 16; j++) r[j] = (acc[t][j] + acc[t][j + 16]) + (acc[t][j + 32] + acc[t][j + 48]);
-        for (int h = 8; h > 0; h /= 2)
-            for (int j = 0; j < h; j++) r[j] += r[j + h];
-        out[t] = r[0];
-    }
+    for (int t = 0; t < nt; t++)
+        for (int j = 0; j < LIN_K; j++) acc[t][j] = a[t][j];
+}
+
+/* The dot product from a token's LIN_K lanes, in a fixed order: 64 -> 16 -> 1. */
+static inline float lin_reduce(const float *acc) {
+    float r[16];
+    for (int j = 0; j < 16; j++) r[j] = (acc[j] + acc[j + 16]) + (acc[j + 32] + acc[j + 48]);
+    for (int h = 8; h > 0; h /= 2)
+        for (int j = 0; j < h; j++) r[j] += r[j + h];
+    return r[0];
 }
 
 typedef struct lin_ctx {
@@ -170,42 +177,55 @@ typedef struct lin_ctx {
     int64_t T;
     int64_t tok_tile;  /* tokens per item (multiple of LIN_NT) */
     int64_t row_tiles; /* items per token tile */
+    int64_t kb;        /* input block (a multiple of LIN_K) */
 } lin_ctx;
 
 /* Items [i0, i1): each is output rows [r0, r0 + LIN_ROWS) for tokens
- * [t0, t0 + tok_tile). dt is a constant at each call site, so the kernel
- * is specialised per dtype. */
+ * [t0, t0 + tok_tile), done LIN_NT tokens at a time; for each group of
+ * tokens the input is walked in blocks of LIN_KB so that the group's x and
+ * the tile's weight rows stay in L1 while every row of the tile uses them.
+ * dt is a constant at each call site, so the kernel is specialised per dtype. */
 CPU_INLINE void lin_items(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
     const be_linear *lin = c->lin;
+    float acc[LIN_ROWS][LIN_NT][LIN_K];
+    const unsigned char *wrow[LIN_ROWS];
+    float bias[LIN_ROWS];
     for (int64_t item = i0; item < i1; item++) {
         int64_t t0 = item / c->row_tiles * c->tok_tile;
         int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
         int64_t r0 = item % c->row_tiles * LIN_ROWS;
-        int64_t r1 = r0 + LIN_ROWS < lin->out ? r0 + LIN_ROWS : lin->out;
-        for (int p = 0; p < lin->n; p++) {
+        int nr = (int)(r0 + LIN_ROWS < lin->out ? LIN_ROWS : lin->out - r0);
+        /* the tile's weight rows and biases (a tile may straddle parts) */
+        int p = 0;
+        for (int i = 0; i < nr; i++) {
+            int64_t r = r0 + i;
+            while (r >= lin->parts[p].row0 + lin->parts[p].rows) p++;
             const lin_part *part = &lin->parts[p];
-            int64_t lo = r0 > part->row0 ? r0 : part->row0;
-            int64_t hi = r1 < part->row0 + part->rows ? r1 : part->row0 + part->rows;
-            for (int64_t r = lo; r < hi; r++) {
-                int64_t pr = r - part->row0;
-                const unsigned char *w = part->w + (size_t)pr * part->w_row_bytes;
-                float b = part->bias ? cpu_load(part->bias, part->bias_dt, pr) : 0.0f;
-                for (int64_t t = t0; t < t1; t += LIN_NT) {
-                    const float *xr[LIN_NT];
-                    float o[LIN_NT];
-                    int nt = t1 - t < LIN_NT ? (int)(t1 - t) : LIN_NT;
-                    for (int i = 0; i < nt; i++) xr[i] = c->x + (t + i) * c->xs;
+            wrow[i] = part->w + (size_t)(r - part->row0) * part->w_row_bytes;
+            bias[i] = part->bias ? cpu_load(part->bias, part->bias_dt, r - part->row0) : 0.0f;
+        }
+        for (int64_t t = t0; t < t1; t += LIN_NT) {
+            const float *xr[LIN_NT];
+            int nt = t1 - t < LIN_NT ? (int)(t1 - t) : LIN_NT;
+            for (int i = 0; i < LIN_NT; i++) xr[i] = c->x + (t + (i < nt ? i : 0)) * c->xs;
+            for (int i = 0; i < nr; i++)
+                for (int ti = 0; ti < nt; ti++)
+                    for (int j = 0; j < LIN_K; j++) acc[i][ti][j] = 0.0f;
+            for (int64_t k0 = 0; k0 < lin->in; k0 += c->kb) {
+                int64_t k1 = k0 + c->kb < lin->in ? k0 + c->kb : lin->in;
+                for (int i = 0; i < nr; i++) {
                     switch (nt) {
 #if LIN_NT > 2
-                    case 4: lin_dot(4, xr, w, dt, lin->in, o); break;
-                    case 3: lin_dot(3, xr, w, dt, lin->in, o); break;
+                    case 4: lin_accumulate(4, xr, wrow[i], dt, k0, k1, acc[i]); break;
+                    case 3: lin_accumulate(3, xr, wrow[i], dt, k0, k1, acc[i]); break;
 #endif
-                    case 2: lin_dot(2, xr, w, dt, lin->in, o); break;
-                    default: lin_dot(1, xr, w, dt, lin->in, o); break;
+                    case 2: lin_accumulate(2, xr, wrow[i], dt, k0, k1, acc[i]); break;
+                    default: lin_accumulate(1, xr, wrow[i], dt, k0, k1, acc[i]); break;
                     }
-                    for (int i = 0; i < nt; i++) c->y[(t + i) * c->ys + r] = o[i] + b;
                 }
             }
+            for (int i = 0; i < nr; i++)
+                for (int ti = 0; ti < nt; ti++) c->y[(t + ti) * c->ys + r0 + i] = lin_reduce(acc[i][ti]) + bias[i];
         }
     }
 }
@@ -220,7 +240,7 @@ static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
     }
 }
 
-// x (T, in), W (out, in) -> y (T, out)
+// x (T, in), W (out, in) -> y (T, out); y must not overlap x
 void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
     cpu_state *cpu = cpu_of(be);
     if (!lin) {
@@ -246,6 +266,9 @@ void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
     if (tile < LIN_NT) tile = LIN_NT;
     if (tile > LIN_MAX_TOK_TILE) tile = LIN_MAX_TOK_TILE;
     c.tok_tile = tile;
+    /* blocking the input only pays when several tokens share each weight row:
+     * alone, one token streams each row straight through (prefetch friendly) */
+    c.kb = T > 1 ? LIN_KB : (lin->in + LIN_K - 1) / LIN_K * LIN_K;
     int64_t tok_tiles = (T + tile - 1) / tile;
     int64_t tokens_per_item = T < tile ? T : tile;
     double cost = (double)LIN_ROWS * (double)tokens_per_item * (double)lin->in;

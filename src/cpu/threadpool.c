@@ -5,11 +5,14 @@
  * storing job_word = (generation << 16 | threads in the job) under the
  * mutex and broadcasting work_cv. Generation and thread count live in one
  * atomic word so that a worker reads them consistently. Worker i (1-based)
- * takes part when i < threads; participants claim chunks of items from an
- * atomic counter, and the last one to finish drops `pending` to 0 and
- * signals done_cv if the caller went to sleep. The caller never rewrites the
- * job fields before pending is 0, so participants can read them plainly.
- * Both sides spin for up to TP_SPIN_NS before sleeping.
+ * takes part when i < threads: it runs its own first chunk of items, claims
+ * further chunks from an atomic counter, then stores the generation in its
+ * own `done` word (one cache line per worker, so finishing costs no shared
+ * read-modify-write) and signals done_cv if the caller went to sleep. The
+ * caller never rewrites the job fields before every participant is done,
+ * so participants read them plainly. Both sides spin (with a sched_yield
+ * now and then, for oversubscribed cores) for up to TP_SPIN_NS before
+ * sleeping.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -19,18 +22,24 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 
-#define TP_MAX_THREADS 1024
+#define TP_MAX_THREADS 1024     /* fits the 16 bits of job_word's thread count */
+#define TP_GEN_MASK ((1ull << 48) - 1)  /* generations wrap within job_word's 48 bits */
 #define TP_SPIN_NS 200000       /* how long an idle thread spins before sleeping */
 #define TP_YIELD_EVERY 128      /* spin iterations between sched_yield calls */
 #define TP_CHUNKS_PER_THREAD 4  /* dynamic scheduling granularity */
 
+#define TP_LINE 64  /* cache line: hot atomics get their own */
+
 typedef struct tp_worker {
+    _Alignas(TP_LINE) _Atomic uint64_t done;  /* last generation this worker finished */
     tp_pool *pool;
     int index;  /* 1 .. num_threads - 1; also the tid passed to fn */
 } tp_worker;
@@ -45,18 +54,17 @@ struct tp_pool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv;  /* workers wait here for a new job */
     pthread_cond_t done_cv;  /* the caller waits here for the job to finish */
-    int caller_sleeping;     /* guarded by mu */
-
-    _Atomic uint64_t job_word;  /* generation << 16 | threads taking part (caller included) */
-    atomic_int stop;
-    atomic_int pending;         /* participating workers not done yet */
-    _Atomic int64_t next;       /* next unclaimed item */
 
     /* the current job: written by the caller before publishing job_word */
     tp_fn fn;
     void *ctx;
     int64_t n;
     int64_t chunk;
+
+    _Alignas(TP_LINE) _Atomic uint64_t job_word;  /* generation << 16 | threads taking part (caller included) */
+    atomic_int stop;
+    _Alignas(TP_LINE) _Atomic int64_t next;      /* next unclaimed item */
+    _Alignas(TP_LINE) atomic_int caller_sleeping;
 };
 
 static inline void tp_relax(void) {
@@ -73,13 +81,15 @@ static int64_t tp_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Claims and runs chunks until the job's items are exhausted. */
+/* Runs chunk `tid` of the job, then claims and runs chunks until the items
+ * are exhausted (`next` starts past the threads' first chunks). */
 static void tp_work(tp_pool *p, int tid) {
-    for (;;) {
-        int64_t start = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
-        if (start >= p->n) break;
+    int64_t start = (int64_t)tid * p->chunk;
+    while (start < p->n) {
         int64_t end = start + p->chunk < p->n ? start + p->chunk : p->n;
         p->fn(p->ctx, start, end, tid);
+        if (atomic_load_explicit(&p->next, memory_order_relaxed) >= p->n) break;
+        start = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
     }
 }
 
@@ -116,9 +126,12 @@ static void *tp_worker_main(void *arg) {
         if (w->index >= (int)(word & 0xffff)) continue;  /* not needed for this job */
 
         tp_work(p, w->index);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+        /* seq_cst store then load, against the caller's store of caller_sleeping
+         * then load of done: one of the two sides sees the other */
+        atomic_store(&w->done, seen);
+        if (atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->mu);
-            if (p->caller_sleeping) pthread_cond_signal(&p->done_cv);
+            pthread_cond_signal(&p->done_cv);
             pthread_mutex_unlock(&p->mu);
         }
     }
@@ -142,14 +155,16 @@ vllm_status tp_create(int num_threads, tp_pool **out) {
     if (num_threads == 0) num_threads = tp_default_threads();
     if (num_threads > TP_MAX_THREADS) num_threads = TP_MAX_THREADS;
 
-    tp_pool *p = calloc(1, sizeof *p);
+    size_t pool_bytes = (sizeof(tp_pool) + TP_LINE - 1) / TP_LINE * TP_LINE;
+    tp_pool *p = aligned_alloc(TP_LINE, pool_bytes);
     if (!p) return vt_error(VLLM_ERR_NO_MEMORY, "cpu backend: out of memory (thread pool)");
+    memset(p, 0, pool_bytes);
     p->num_threads = num_threads;
     p->min_work = TP_DEFAULT_MIN_WORK;
     atomic_init(&p->job_word, 0);
     atomic_init(&p->stop, 0);
-    atomic_init(&p->pending, 0);
     atomic_init(&p->next, 0);
+    atomic_init(&p->caller_sleeping, 0);
     if (pthread_mutex_init(&p->mu, NULL)) {
         free(p);
         return vt_error(VLLM_ERR_INTERNAL, "cpu backend: pthread_mutex_init failed");
@@ -169,12 +184,15 @@ vllm_status tp_create(int num_threads, tp_pool **out) {
     int nw = num_threads - 1;
     if (nw > 0) {
         p->threads = calloc((size_t)nw, sizeof *p->threads);
-        p->workers = calloc((size_t)nw, sizeof *p->workers);
+        /* sizeof *p->workers is a multiple of TP_LINE, as aligned_alloc wants */
+        p->workers = aligned_alloc(TP_LINE, (size_t)nw * sizeof *p->workers);
+        if (p->workers) memset(p->workers, 0, (size_t)nw * sizeof *p->workers);
         if (!p->threads || !p->workers) {
             tp_free(p);
             return vt_error(VLLM_ERR_NO_MEMORY, "cpu backend: out of memory (thread pool)");
         }
         for (int i = 0; i < nw; i++) {
+            atomic_init(&p->workers[i].done, 0);
             p->workers[i].pool = p;
             p->workers[i].index = i + 1;
             if (pthread_create(&p->threads[i], NULL, tp_worker_main, &p->workers[i])) {
@@ -208,6 +226,13 @@ int tp_num_threads(const tp_pool *p) { return p->num_threads; }
 
 void tp_set_min_work(tp_pool *p, double min_work) { p->min_work = min_work > 0 ? min_work : 0; }
 
+/* True when workers 1 .. threads - 1 have finished generation gen. */
+static bool tp_all_done(tp_pool *p, int threads, uint64_t gen) {
+    for (int i = 1; i < threads; i++)
+        if (atomic_load(&p->workers[i - 1].done) != gen) return false;
+    return true;
+}
+
 /* Runs a job on `threads` threads (caller included, 2 <= threads <= num_threads). */
 static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx) {
     int64_t chunk = n / ((int64_t)threads * TP_CHUNKS_PER_THREAD);
@@ -215,32 +240,34 @@ static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx)
     p->ctx = ctx;
     p->n = n;
     p->chunk = chunk > 0 ? chunk : 1;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->pending, threads - 1, memory_order_relaxed);
+    atomic_store_explicit(&p->next, (int64_t)threads * p->chunk, memory_order_relaxed);
 
     pthread_mutex_lock(&p->mu);
-    uint64_t gen = (atomic_load_explicit(&p->job_word, memory_order_relaxed) >> 16) + 1;
+    uint64_t gen = ((atomic_load_explicit(&p->job_word, memory_order_relaxed) >> 16) + 1) & TP_GEN_MASK;
     atomic_store_explicit(&p->job_word, gen << 16 | (uint64_t)threads, memory_order_release);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
 
     tp_work(p, 0);
 
-    /* wait for the workers: spin, then sleep */
-    if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
+    /* wait for the workers, one after the other: spin, then sleep */
+    int i = 1;
     int64_t t0 = tp_now_ns();
-    for (int i = 1;; i++) {
+    for (int spins = 1; i < threads; spins++) {
+        if (atomic_load_explicit(&p->workers[i - 1].done, memory_order_acquire) == gen) {
+            i++;
+            continue;
+        }
         tp_relax();
-        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
-        if (i % TP_YIELD_EVERY != 0) continue;
+        if (spins % TP_YIELD_EVERY != 0) continue;
         sched_yield();
         if (tp_now_ns() - t0 > TP_SPIN_NS) break;
     }
+    if (i == threads) return;
     pthread_mutex_lock(&p->mu);
-    p->caller_sleeping = 1;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
-        pthread_cond_wait(&p->done_cv, &p->mu);
-    p->caller_sleeping = 0;
+    atomic_store(&p->caller_sleeping, 1);
+    while (!tp_all_done(p, threads, gen)) pthread_cond_wait(&p->done_cv, &p->mu);
+    atomic_store(&p->caller_sleeping, 0);
     pthread_mutex_unlock(&p->mu);
 }
 

@@ -181,5 +181,8 @@ void model_cache_free(model *m, model_cache *c) {
 }
 
 vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
-    return m->arch->forward(m, cache, b, logits);
+    vllm_status st = m->arch->forward(m, cache, b, logits);
+    if (st != VLLM_OK) return st;
+    /* ops report failures (bad arguments, device errors) at the next synchronize */
+    return m->be->ops->synchronize(m->be);
 }

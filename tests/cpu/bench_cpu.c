@@ -53,6 +53,23 @@ static void bench_linear(backend *be, dtype dt, int64_t T, int64_t in, int64_t o
     free(y);
 }
 
+static void noop_task(void *ctx, int64_t start, int64_t end, int tid) {
+    (void)tid;
+    float *x = ctx;
+    for (int64_t i = start; i < end; i++) x[i * 16] += 1.0f;  /* one cache line per item */
+}
+
+/* Cost of waking every thread for a trivial job, back to back. */
+static void bench_dispatch(backend *be) {
+    tp_pool *pool = cpu_of(be)->pool;
+    int n = tp_num_threads(pool);
+    float *x = calloc((size_t)n * 16, sizeof(float));
+    double s;
+    TIME_IT(s, tp_run(pool, n, noop_task, x));
+    printf("dispatch to %d threads: %.2f us\n", n, s * 1e6);
+    free(x);
+}
+
 static void bench_small_ops(backend *be) {
     const int64_t D = 896;
     float *x = malloc(D * sizeof(float)), *h = malloc(D * sizeof(float));
@@ -107,6 +124,7 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
     backend *be = ct_backend(threads, 0);
     printf("threads: %d\n", cpu_of(be)->num_threads);
+    bench_dispatch(be);
     bench_small_ops(be);
     for (int d = 0; d < 3; d++) {
         dtype dt = CT_WDTYPES[d];

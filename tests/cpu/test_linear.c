@@ -2,7 +2,8 @@
  * test_linear.c: the CPU linear op against a naive double-precision
  * reference, for F32, F16 and BF16 weights (also misaligned), several parts
  * with and without biases, odd shapes, strided x and y, and 1 vs 4 threads
- * (which must agree bit for bit). Also linear_create's argument checks and
+ * (which must agree bit for bit); a token's output does not depend on the
+ * batch it is in. Also linear_create's argument checks and
  * the sticky error of a bad call.
  */
 #include <stdlib.h>
@@ -124,8 +125,8 @@ static void run_case(backend *be[CT_NBE], const lin_case *lc, dtype wdt) {
 }
 
 /* The same token gives the same output whatever the batch around it. */
-static void test_batch_invariance(backend *be, dtype wdt) {
-    const int64_t T = 9, in = 131, out = 21;
+static void test_batch_invariance(backend *be, dtype wdt, int64_t in) {
+    const int64_t T = 9, out = 21;
     unsigned char *w = malloc((size_t)(out * in) * dtype_size(wdt));
     for (int64_t i = 0; i < out * in; i++) ct_store(w, wdt, i, ct_uniform());
     tensor wt = tensor_2d(wdt, w, out, in);
@@ -203,10 +204,14 @@ int main(void) {
         {.T = 33, .in = 300, .nparts = 1, .outs = {100}, .bias_mask = 1},
         {.T = 70, .in = 1000, .nparts = 1, .outs = {37}, .x_pad = 4},  /* two token tiles */
         {.T = 2, .in = 513, .nparts = 2, .outs = {17, 300}, .bias_mask = 2, .misalign = 1},
+        {.T = 6, .in = 2100, .nparts = 1, .outs = {19}, .x_pad = 1},  /* three input blocks */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int d = 0; d < 3; d++) run_case(be, &cases[i], CT_WDTYPES[d]);
-    for (int d = 0; d < 3; d++) test_batch_invariance(be[1], CT_WDTYPES[d]);
+    for (int d = 0; d < 3; d++) {
+        test_batch_invariance(be[1], CT_WDTYPES[d], 131);
+        test_batch_invariance(be[0], CT_WDTYPES[d], 2100);  /* input blocks for T > 1, not for T = 1 */
+    }
     test_errors(be[0]);
     ct_backends_free(be);
     TEST_END();

@@ -218,7 +218,8 @@ static void test_add_silu_gather(backend *be[CT_NBE]) {
         ops->add(be[b], &x, &y);
         int ok = 1;
         for (int64_t t = 0; t < T; t++) {
-            for (int64_t i = 0; i < D; i++) ok &= xb[t * (D + 3) + 3 + i] == x0[t * (D + 3) + 3 + i] + y0[t * (D + 5) + 1 + i];
+            for (int64_t i = 0; i < D; i++)
+                ok &= xb[t * (D + 3) + 3 + i] == x0[t * (D + 3) + 3 + i] + y0[t * (D + 5) + 1 + i];
             for (int64_t i = 0; i < 3; i++) ok &= xb[t * (D + 3) + i] == x0[t * (D + 3) + i];
         }
         CHECK_MSG(ok, "add backend %d", b);

@@ -133,12 +133,36 @@ CPU_INLINE float cpu_load(const void *src, dtype dt, int64_t i) {
 /* Sum of a[0 .. n) * b[0 .. n) in f32, with CPU_LANES accumulators and a
  * fixed summation order. */
 CPU_INLINE float cpu_dot(const float *a, const float *b, int64_t n) {
+#if defined(__AVX2__) && defined(__FMA__) && CPU_LANES == 16
+    /* the portable loop's arithmetic, in registers: lanes 0-7 and 8-15 */
+    {
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+        int64_t k = 0;
+        for (; k + 16 <= n; k += 16) {
+            lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), lo);
+            hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), hi);
+        }
+        for (; k + 8 <= n; k += 8) lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), lo);
+        float tail = 0.0f;
+        for (; k < n; k++) tail = CPU_FMA(a[k], b[k], tail);
+        __m256 v = _mm256_add_ps(lo, hi);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+        return _mm_cvtss_f32(h) + tail;
+    }
+#endif
     float acc[CPU_LANES] = {0};
     int64_t k = 0;
     for (; k + CPU_LANES <= n; k += CPU_LANES) {
         const float *ak = a + k, *bk = b + k;
 #pragma GCC unroll 1  /* keeps gcc from unrolling this before it vectorises it */
         for (int j = 0; j < CPU_LANES; j++) acc[j] = CPU_FMA(ak[j], bk[j], acc[j]);
+    }
+    /* 8 columns at a time (head_dim 8, 24, 40 ...), into the first lanes */
+    for (; k + 8 <= n; k += 8) {
+        const float *ak = a + k, *bk = b + k;
+        for (int j = 0; j < 8; j++) acc[j] = CPU_FMA(ak[j], bk[j], acc[j]);
     }
     float tail = 0.0f;
     for (; k < n; k++) tail = CPU_FMA(a[k], b[k], tail);

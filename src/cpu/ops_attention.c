@@ -140,6 +140,15 @@ CPU_INLINE void attn_accumulate(float *a, const float *p, const float *const *v,
         }
         for (int e = 0; e < CPU_LANES; e++) a[d0 + e] = r[e];
     }
+    for (; d0 + 8 <= hd; d0 += 8) { /* small heads (head_dim 8, 24, ...) */
+        float r[8];
+        for (int e = 0; e < 8; e++) r[e] = a[d0 + e];
+        for (int j = 0; j < n; j++) {
+            const float pj = p[j], *vj = v[j] + d0;
+            for (int e = 0; e < 8; e++) r[e] = CPU_FMA(pj, vj[e], r[e]);
+        }
+        for (int e = 0; e < 8; e++) a[d0 + e] = r[e];
+    }
     for (; d0 < hd; d0++) {
         float r = a[d0];
         for (int j = 0; j < n; j++) r = CPU_FMA(p[j], v[j][d0], r);

@@ -230,9 +230,85 @@ CPU_INLINE void lin_items(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
     }
 }
 
+/* Short rows (in <= LIN_SMALL_IN): a plain 16-lane dot product per (token,
+ * output), without the 64-lane accumulator tiles whose setup would cost more
+ * than the arithmetic. Chosen by `in` alone, so a token's result still does
+ * not depend on the batch or the thread split. */
+#define LIN_SMALL_IN 256
+
+CPU_INLINE float lin_dot_small(const float *x, const unsigned char *w, dtype dt, int64_t n) {
+    const size_t es = dt == DTYPE_F32 ? 4 : 2;
+    float a[16] = {0};
+    float wf[16];
+    int64_t k = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    /* the same arithmetic as the portable loop below, kept in registers
+     * (the compiler spills the 16 lanes and reduces them through memory) */
+    if (dt == DTYPE_F32) {
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+        const float *wp = (const float *)(const void *)w;
+        for (; k + 16 <= n; k += 16) {
+            lo = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(wp + k), lo);
+            hi = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8), _mm256_loadu_ps(wp + k + 8), hi);
+        }
+        _mm256_storeu_ps(a, lo);
+        _mm256_storeu_ps(a + 8, hi);
+        if (k < n) {
+            for (int j = 0; j < (int)(n - k); j++) a[j] = CPU_FMA(x[k + j], wp[k + j], a[j]);
+            lo = _mm256_loadu_ps(a);
+            hi = _mm256_loadu_ps(a + 8);
+        }
+        __m256 v = _mm256_add_ps(lo, hi);                                          /* a[j] + a[j + 8] */
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* + 4 */
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                    /* + 2 */
+        h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));                                /* + 1 */
+        return _mm_cvtss_f32(h);
+    }
+#endif
+    for (; k + 16 <= n; k += 16) {
+        cpu_widen(wf, w + (size_t)k * es, dt, 16);
+        for (int j = 0; j < 16; j++) a[j] = CPU_FMA(x[k + j], wf[j], a[j]);
+    }
+    if (k < n) {
+        int rem = (int)(n - k);
+        cpu_widen(wf, w + (size_t)k * es, dt, rem);
+        for (int j = 0; j < rem; j++) a[j] = CPU_FMA(x[k + j], wf[j], a[j]);
+    }
+    for (int h = 8; h > 0; h /= 2)
+        for (int j = 0; j < h; j++) a[j] += a[j + h];
+    return a[0];
+}
+
+CPU_INLINE void lin_items_small(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
+    const be_linear *lin = c->lin;
+    for (int64_t item = i0; item < i1; item++) {
+        int64_t t0 = item / c->row_tiles * c->tok_tile;
+        int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
+        int64_t r0 = item % c->row_tiles * LIN_ROWS;
+        int64_t r1 = r0 + LIN_ROWS < lin->out ? r0 + LIN_ROWS : lin->out;
+        int p = 0;
+        for (int64_t r = r0; r < r1; r++) {
+            while (r >= lin->parts[p].row0 + lin->parts[p].rows) p++;
+            const lin_part *part = &lin->parts[p];
+            const unsigned char *wr = part->w + (size_t)(r - part->row0) * part->w_row_bytes;
+            float b = part->bias ? cpu_load(part->bias, part->bias_dt, r - part->row0) : 0.0f;
+            for (int64_t t = t0; t < t1; t++)
+                c->y[t * c->ys + r] = lin_dot_small(c->x + t * c->xs, wr, dt, lin->in) + b;
+        }
+    }
+}
+
 static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     const lin_ctx *c = ctx;
+    if (c->lin->in <= LIN_SMALL_IN) {
+        switch (c->lin->dt) {
+        case DTYPE_BF16: lin_items_small(c, i0, i1, DTYPE_BF16); break;
+        case DTYPE_F16: lin_items_small(c, i0, i1, DTYPE_F16); break;
+        default: lin_items_small(c, i0, i1, DTYPE_F32); break;
+        }
+        return;
+    }
     switch (c->lin->dt) {
     case DTYPE_BF16: lin_items(c, i0, i1, DTYPE_BF16); break;
     case DTYPE_F16: lin_items(c, i0, i1, DTYPE_F16); break;

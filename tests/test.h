@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int t_failures = 0;
 static int t_checks = 0;
@@ -53,6 +54,29 @@ static int t_checks = 0;
                     t_st, vllm_last_error());                                    \
         }                                                                        \
     } while (0)
+
+/* A call that must fail with status `want` and a message holding w1 and w2. */
+#define EXPECT_ERR(expr, want, w1, w2)                                                               \
+    do {                                                                                             \
+        vllm_status s_ = (expr);                                                                     \
+        CHECK_MSG(s_ == (want), "status %d (%s), want %d: %s", s_, vllm_status_str(s_), (int)(want), \
+                  vllm_last_error());                                                                \
+        CHECK_MSG(strstr(vllm_last_error(), (w1)) != NULL, "'%s' not in: %s", (w1), vllm_last_error()); \
+        CHECK_MSG(strstr(vllm_last_error(), (w2)) != NULL, "'%s' not in: %s", (w2), vllm_last_error()); \
+    } while (0)
+
+/* A whole file as a NUL-terminated string (malloc'd), or NULL. */
+static inline char *t_slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = NULL;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) s = malloc((size_t)n + 1);
+    if (s) s[fread(s, 1, (size_t)n, f)] = 0;
+    fclose(f);
+    return s;
+}
 
 /* Ends main: prints a summary line, returns the ctest exit code. */
 #define TEST_END()                                                               \

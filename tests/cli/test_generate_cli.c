@@ -15,19 +15,6 @@
 
 static char g_tmp[256];
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return strdup("");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
 /* Runs vllmc with args; returns the exit code, fills out/err (malloc'd). */
 static int run(const char *args, char **out, char **err) {
     char cmd[4096], o[300], e[300];
@@ -35,8 +22,10 @@ static int run(const char *args, char **out, char **err) {
     snprintf(e, sizeof e, "%s/stderr", g_tmp);
     snprintf(cmd, sizeof cmd, "VLLM_LOG_LEVEL=error %s %s >%s 2>%s", VLLMC_BIN, args, o, e);
     int rc = system(cmd);
-    *out = slurp(o);
-    *err = slurp(e);
+    *out = t_slurp(o);
+    *err = t_slurp(e);
+    if (!*out) *out = strdup("");
+    if (!*err) *err = strdup("");
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
@@ -175,7 +164,7 @@ static void test_errors(void) {
     snprintf(path, sizeof path, "%s/config.json", dir);
     write_file(path, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64,,}");
     expect_error(args, "config.json");
-    char *cfg = slurp(FIX "/config.json");
+    char *cfg = t_slurp(FIX "/config.json");
     char *p = strstr(cfg, "LlamaForCausalLM");
     memcpy(p, "GPTXForCausalLMX", 16);
     write_file(path, cfg);

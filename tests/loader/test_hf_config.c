@@ -9,14 +9,6 @@
 #include "loader/hf_config.h"
 #include "test.h"
 
-#define EXPECT_ERR(expr, want, w1, w2)                                                               \
-    do {                                                                                             \
-        vllm_status s_ = (expr);                                                                     \
-        CHECK_MSG(s_ == (want), "status %d (%s), want %d: %s", s_, vllm_status_str(s_), (int)(want), \
-                  vllm_last_error());                                                                \
-        CHECK_MSG(strstr(vllm_last_error(), (w1)) != NULL, "'%s' not in: %s", (w1), vllm_last_error()); \
-        CHECK_MSG(strstr(vllm_last_error(), (w2)) != NULL, "'%s' not in: %s", (w2), vllm_last_error()); \
-    } while (0)
 
 /* meta-llama/Llama-3.2-1B-Instruct (transformers v4 spelling) */
 static const char *LLAMA =

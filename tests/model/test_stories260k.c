@@ -11,21 +11,8 @@
 #include "test.h"
 #include "vllm.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
 int main(void) {
-    char *card = slurp(VLLM_SOURCE_DIR "/tests/fixtures/stories260K_greedy.txt");
+    char *card = t_slurp(VLLM_SOURCE_DIR "/tests/fixtures/stories260K_greedy.txt");
     CHECK(card != NULL);
     vllm_engine *e = NULL;
     vllm_engine_options o = vllm_engine_default_options();

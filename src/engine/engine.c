@@ -303,6 +303,29 @@ static int32_t sample_one(vllm_engine *e, request *r, float *row) {
     return t;
 }
 
+/* The completion's text as it continues the prompt's: decode(prompt +
+ * generated) minus decode(prompt), which keeps the space a SentencePiece
+ * "▁word" token carries after a prompt (what vLLM's incremental detokenizer
+ * yields); decode(generated) alone when the two do not line up (a character
+ * split between prompt and completion). */
+static vllm_status decode_continuation(vllm_engine *e, request *r, vllm_completion *c) {
+    bool skip = r->params.skip_special_tokens;
+    char *full = NULL, *pre = NULL;
+    vllm_status st = tok_decode(e->tok, r->tokens, (size_t)r->num_tokens, skip, &full);
+    if (st == VLLM_OK) st = tok_decode(e->tok, r->tokens, (size_t)r->num_prompt, skip, &pre);
+    if (st == VLLM_OK && !strncmp(full, pre, strlen(pre))) {
+        size_t n = strlen(pre);
+        memmove(full, full + n, strlen(full) - n + 1);
+        c->text = full;
+        full = NULL;
+    } else if (st == VLLM_OK) {
+        st = tok_decode(e->tok, c->token_ids, c->num_tokens, skip, &c->text);
+    }
+    free(full);
+    free(pre);
+    return st;
+}
+
 static vllm_status fill_completion(vllm_engine *e, request *r, vllm_completion *c) {
     size_t ng = (size_t)(r->num_tokens - r->num_prompt);
     c->num_prompt_tokens = (size_t)r->num_prompt;
@@ -315,7 +338,7 @@ static vllm_status fill_completion(vllm_engine *e, request *r, vllm_completion *
     memcpy(c->prompt_token_ids, r->tokens, (size_t)r->num_prompt * sizeof(int32_t));
     memcpy(c->token_ids, r->tokens + r->num_prompt, ng * sizeof(int32_t));
     memcpy(c->logprobs, r->logprobs, ng * sizeof(float));
-    if (e->tok) return tok_decode(e->tok, c->token_ids, ng, r->params.skip_special_tokens, &c->text);
+    if (e->tok) return decode_continuation(e, r, c);
     return VLLM_OK;
 }
 

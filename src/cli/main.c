@@ -13,8 +13,11 @@ static void usage(FILE *f) {
             "vllmc %s: LLM inference and serving in C\n\n"
             "usage: vllmc <command> [options]\n\n"
             "commands:\n"
-            "  generate   offline generation (vllmc generate --help)\n"
-            "  version    print the version\n",
+            "  generate        offline generation (vllmc generate --help)\n"
+            "  tokenize        text -> token ids as JSON\n"
+            "  detokenize      token ids -> text as JSON\n"
+            "  chat-template   render a model's chat template for a conversation\n"
+            "  version         print the version\n",
             VLLM_VERSION);
 }
 
@@ -86,6 +89,9 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat-template")) return cmd_chat_template(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("vllmc %s\n", VLLM_VERSION);
         return 0;

@@ -3,6 +3,7 @@
  * ids or a JSONL file of prompts, printed as text or as JSON lines.
  */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,10 @@ static bool load_prompts_file(const char *path, prompt_list *l) {
         }
         json_decref(o);
     }
+    if (ok && ferror(f)) {
+        fprintf(stderr, "vllmc: %s: cannot read\n", path);
+        ok = false;
+    }
     free(line);
     fclose(f);
     if (ok && l->n == 0) {
@@ -131,7 +136,7 @@ static void print_json(const vllm_completion *c) {
     for (size_t i = 0; i < c->num_prompt_tokens; i++) json_array_append_new(p, json_integer(c->prompt_token_ids[i]));
     for (size_t i = 0; i < c->num_tokens; i++) {
         json_array_append_new(t, json_integer(c->token_ids[i]));
-        json_array_append_new(lp, json_real((double)c->logprobs[i]));
+        json_array_append_new(lp, isfinite(c->logprobs[i]) ? json_real((double)c->logprobs[i]) : json_null());
     }
     json_object_set_new(o, "prompt_token_ids", p);
     json_object_set_new(o, "token_ids", t);

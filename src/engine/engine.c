@@ -156,12 +156,22 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     }
 
     e->max_model_len = e->opt.max_model_len ? e->opt.max_model_len : e->cfg->max_position_embeddings;
-    /* EOS ids: generation_config / config, else the tokenizer's; ids outside the vocabulary are ignored */
-    for (int i = 0; i < e->cfg->num_eos; i++)
-        if (e->cfg->eos_token_ids[i] >= 0 && e->cfg->eos_token_ids[i] < e->cfg->vocab_size)
-            e->eos_ids[e->num_eos++] = e->cfg->eos_token_ids[i];
-    if (e->num_eos == 0 && e->tok && tok_eos_id(e->tok) >= 0 && tok_eos_id(e->tok) < e->cfg->vocab_size)
-        e->eos_ids[e->num_eos++] = tok_eos_id(e->tok);
+    if (e->max_model_len > e->cfg->max_position_embeddings) {
+        /* as vLLM: a longer context than the model was built for needs rope scaling, not a flag */
+        st = vt_error(VLLM_ERR_INVALID_ARG, "max_model_len %d exceeds the model's max_position_embeddings %d",
+                      e->max_model_len, e->cfg->max_position_embeddings);
+        goto fail;
+    }
+    /* EOS ids: the tokenizer's eos_token plus generation_config / config's (vLLM stops on both);
+     * duplicates and ids outside the vocabulary are dropped */
+    int cand[MODEL_MAX_EOS + 1], nc = 0;
+    if (e->tok) cand[nc++] = tok_eos_id(e->tok);
+    for (int i = 0; i < e->cfg->num_eos && nc < MODEL_MAX_EOS + 1; i++) cand[nc++] = e->cfg->eos_token_ids[i];
+    for (int i = 0; i < nc; i++) {
+        bool dup = false;
+        for (int j = 0; j < e->num_eos; j++) dup |= e->eos_ids[j] == cand[i];
+        if (!dup && cand[i] >= 0 && cand[i] < e->cfg->vocab_size) e->eos_ids[e->num_eos++] = cand[i];
+    }
 
     int num_blocks = 0;
     if ((st = plan_cache(e, &num_blocks))) goto fail;
@@ -239,6 +249,7 @@ static vllm_status request_init(vllm_engine *e, request *r, size_t i, const vllm
         }
     } else {
         n = p->num_token_ids;
+        if (n > 0 && !p->token_ids) return vt_error(VLLM_ERR_INVALID_ARG, "prompt %zu: token_ids is NULL", i);
     }
     const int32_t *src = ids ? ids : p->token_ids;
     for (size_t j = 0; j < n; j++)
@@ -290,6 +301,11 @@ static int32_t sample_one(vllm_engine *e, request *r, float *row) {
         for (int i = 0; i < e->num_eos; i++) {
             saved[i] = row[e->eos_ids[i]];
             row[e->eos_ids[i]] = -INFINITY;
+        }
+    for (int i = 0; i < V; i++)
+        if (isnan(row[i])) {
+            vt_error(VLLM_ERR_BACKEND, "request %zu: the model produced NaN logits", r->index);
+            return -1;
         }
     int32_t t = sampler_sample(row, V, &r->params, &r->rng, &e->scratch);
     if (mask_eos)
@@ -376,7 +392,7 @@ static vllm_status run_loop(vllm_engine *e, vllm_generate_stats *stats) {
         for (int i = 0; i < e->sched.num_step; i++) {
             request *r = e->sched.step_reqs[i];
             if (!sched_is_sampled(&e->sched, i)) continue;
-            if (sample_one(e, r, e->logits_host + (size_t)row * V) < 0) return VLLM_ERR_INVALID_ARG;
+            if (sample_one(e, r, e->logits_host + (size_t)row * V) < 0) return VLLM_ERR_BACKEND;
             row++;
         }
         for (int i = 0; i < e->sched.num_step; i++) {

@@ -1,6 +1,6 @@
 /*
  * sampler.c: host sampling of one logits row.
- * Order as vLLM's sampler: temperature -> top-k -> top-p -> min-p, then a
+ * Order as vLLM v1: temperature -> min-p -> top-k -> top-p, then a
  * draw from the renormalised distribution. Greedy (temperature 0) is an
  * argmax that picks the lowest id on ties, as torch.argmax.
  */
@@ -127,36 +127,46 @@ int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_param
         probs[i] = (float)(probs[i] / sum);
         idx[i] = i;
     }
-    /* candidates: all, or the top k */
+    /* min-p first (vLLM v1 applies it as a logits processor, before top-k/top-p):
+     * drop tokens below min_p * the largest probability */
     int n = vocab;
-    if (p->top_k > 0 && p->top_k < vocab) {
-        select_top_k(probs, idx, vocab, p->top_k);
-        n = p->top_k;
+    if (p->min_p > 0.0f) {
+        float pmax = 0.0f;
+        for (int i = 0; i < vocab; i++) pmax = probs[i] > pmax ? probs[i] : pmax;
+        float thresh = p->min_p * pmax;
+        n = 0;
+        for (int i = 0; i < vocab; i++)
+            if (probs[i] >= thresh) idx[n++] = i;
     }
-    bool need_sort = p->top_p < 1.0f || p->min_p > 0.0f;
-    if (need_sort) {
-        qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, probs);
-        if (p->top_p < 1.0f) {
-            /* renormalised over the candidates; keep the smallest prefix whose mass reaches top_p */
-            double mass = 0.0;
-            for (int i = 0; i < n; i++) mass += probs[idx[i]];
-            double cum = 0.0;
-            int keep = n;
-            for (int i = 0; i < n; i++) {
-                cum += probs[idx[i]] / mass;
-                if (cum >= p->top_p) {
-                    keep = i + 1;
-                    break;
-                }
+    /* top-k: the k largest, and every token tied with the k-th (vLLM masks logits < the k-th value) */
+    if (p->top_k > 0 && p->top_k < n) {
+        select_top_k(probs, idx, n, p->top_k);
+        float kth = probs[idx[0]];
+        for (int i = 1; i < p->top_k; i++) kth = probs[idx[i]] < kth ? probs[idx[i]] : kth;
+        int keep = p->top_k;
+        for (int i = p->top_k; i < n; i++)
+            if (probs[idx[i]] >= kth) {
+                int32_t t = idx[keep];
+                idx[keep++] = idx[i];
+                idx[i] = t;
             }
-            n = keep;
+        n = keep;
+    }
+    /* top-p over the renormalised survivors: the smallest prefix (by probability) whose mass reaches top_p */
+    if (p->top_p < 1.0f) {
+        qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, probs);
+        double mass = 0.0;
+        for (int i = 0; i < n; i++) mass += probs[idx[i]];
+        double cum = 0.0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += probs[idx[i]] / mass;
+            if (cum >= p->top_p) {
+                keep = i + 1;
+                break;
+            }
         }
-        if (p->min_p > 0.0f) {
-            float thresh = p->min_p * probs[idx[0]];
-            int keep = 1;
-            while (keep < n && probs[idx[keep]] >= thresh) keep++;
-            n = keep;
-        }
+        n = keep;
     }
     double mass = 0.0;
     for (int i = 0; i < n; i++) mass += probs[idx[i]];

@@ -127,6 +127,9 @@ static vllm_status llama_build_common(model *m, weight_source *ws, bool qkv_bias
     if (!lm->layers) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     if (c->head_dim % 2 || c->head_dim > 1024)
         return vt_error(VLLM_ERR_UNSUPPORTED, "config.json: head_dim %d not supported (even, <= 1024)", c->head_dim);
+    if (!(c->rope.theta > 0 && isfinite(c->rope.theta)) ||
+        (c->rope.type != ROPE_DEFAULT && !(c->rope.factor > 0 && isfinite(c->rope.factor))))
+        return vt_error(VLLM_ERR_FORMAT, "config.json: rope_theta and the rope scaling factor must be positive");
     if (c->num_heads % c->num_kv_heads)
         return vt_error(VLLM_ERR_FORMAT, "config.json: num_attention_heads %d not a multiple of num_key_value_heads %d",
                         c->num_heads, c->num_kv_heads);
@@ -227,10 +230,13 @@ static vllm_status llama_forward(model *m, model_cache *cache, const fwd_batch *
         ops->linear(be, L->down, &a, &o);                                 /* (T, D) */
         ops->add(be, &x, &o);
     }
-    /* logits only for the sampled rows: gather, final norm, lm_head */
-    ops->gather_rows(be, &x, &s.logits_idx, &sel);                    /* (N, D) */
-    ops->rms_norm(be, &sel, &lm->final_norm, (float)c->rms_norm_eps, &sel);
-    ops->linear(be, lm->lm_head, &sel, &lg);                          /* (N, V) */
+    /* logits only for the sampled rows: gather, final norm, lm_head
+     * (none when the step only advances partial prefills) */
+    if (N > 0) {
+        ops->gather_rows(be, &x, &s.logits_idx, &sel);                /* (N, D) */
+        ops->rms_norm(be, &sel, &lm->final_norm, (float)c->rms_norm_eps, &sel);
+        ops->linear(be, lm->lm_head, &sel, &lg);                      /* (N, V) */
+    }
     lm->logits_view = lg;
     *logits = &lm->logits_view;
     return VLLM_OK;

@@ -14,11 +14,11 @@
 #include "model/model_internal.h"
 
 vllm_status model_buf_ensure(backend *be, ws_buf *buf, dtype dt, int64_t rows, int64_t cols, tensor *out) {
-    if (rows < 1) rows = 1;
-    if (!buf->t.data || buf->cap_rows < rows || buf->t.shape[1] != cols || buf->t.dtype != dt) {
-        int64_t cap = buf->cap_rows > rows ? buf->cap_rows : rows;
-        if (buf->t.data && buf->t.shape[1] == cols && buf->t.dtype == dt && cap < 2 * buf->cap_rows)
-            cap = 2 * buf->cap_rows; /* grow geometrically */
+    int64_t need = rows < 1 ? 1 : rows; /* the buffer always exists; the view has `rows` rows */
+    if (!buf->t.data || buf->cap_rows < need || buf->t.shape[1] != cols || buf->t.dtype != dt) {
+        bool same_kind = buf->t.data && buf->t.shape[1] == cols && buf->t.dtype == dt;
+        int64_t cap = need;
+        if (same_kind && cap < 2 * buf->cap_rows) cap = 2 * buf->cap_rows; /* grow geometrically */
         model_buf_release(be, buf);
         buf->t = tensor_2d(dt, NULL, cap, cols);
         vllm_status st = be->ops->alloc(be, &buf->t);

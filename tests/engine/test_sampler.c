@@ -69,6 +69,26 @@ int main(void) {
         CHECK(t != 1 && t != 3);
     }
 
+    /* vLLM v1 order: min-p before top-p. probs 0.5 / 0.3 / 20 x 0.01, min_p 0.5 keeps
+     * only token 0, so top_p 0.6 can no longer admit token 1 */
+    {
+        float lg[22];
+        lg[0] = logf(0.5f);
+        lg[1] = logf(0.3f);
+        for (int i = 2; i < 22; i++) lg[i] = logf(0.01f);
+        vllm_sampling_params q = vllm_sampling_default_params();
+        q.top_p = 0.6f;
+        q.min_p = 0.5f;
+        for (int i = 0; i < 300; i++) CHECK(sampler_sample(lg, 22, &q, &rng, &sc) == 0);
+        /* top-k keeps every token tied with the k-th */
+        float tie[4] = {1.0f, 3.0f, 3.0f, 3.0f};
+        q = vllm_sampling_default_params();
+        q.top_k = 1;
+        int seen[4] = {0};
+        for (int i = 0; i < 600; i++) seen[sampler_sample(tie, 4, &q, &rng, &sc)]++;
+        CHECK(seen[0] == 0 && seen[1] > 100 && seen[2] > 100 && seen[3] > 100);
+    }
+
     /* same seed, same sequence */
     sampler_rng a, b;
     sampler_rng_seed(&a, 42);

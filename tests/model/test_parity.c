@@ -28,6 +28,7 @@ static const layout LAYOUTS[] = {
     {"chunked prefill, block 7, 3 threads", 7, 9, 0, 256, 3, 128},
     {"block 1, 2 seqs at a time", 1, 8192, 0, 2, 2, 128},
     {"tight KV cache (preemption)", 4, 8192, 24, 256, 1, 64},
+    {"one sequence, 5-token chunks (prefill-only steps)", 16, 5, 0, 1, 2, 128},
 };
 
 static void run_case(const char *dir, json_t *expected) {

@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 DEPS = build-essential cmake pkg-config libjansson-dev libonig-dev libutf8proc-dev
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build deps run test test-asan test-tsan test-clang clean
+.PHONY: all build deps run test test-asan test-tsan test-clang fuzz clean
 
 all: build
 
@@ -38,10 +38,20 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_'
 
+# libFuzzer targets (tests/fuzz/fuzz_*.c), FUZZ_SECONDS each
+FUZZ_SECONDS ?= 120
+fuzz:
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DVLLM_FUZZ=ON >/dev/null
+	cmake --build build-fuzz -j $(JOBS) --target $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c)))
+	for f in $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c))); do \
+	  mkdir -p build-fuzz/corpus-$$f && \
+	  build-fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 build-fuzz/corpus-$$f || exit 1; \
+	done
+
 # clang must build without warnings too
 test-clang:
 	CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build-clang -j $(JOBS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-clang
+	rm -rf $(BUILD) build-asan build-tsan build-clang build-fuzz

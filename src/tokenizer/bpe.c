@@ -109,6 +109,35 @@ static vllm_status merge_token_id(const tok_bpe *m, const char *s, size_t len, c
     return VLLM_OK;
 }
 
+/* Splits a legacy "left right" merge; false when it is not exactly two parts. */
+static bool split_legacy(const char *s, size_t len, size_t *a_len, const char **b, size_t *b_len) {
+    const char *sp = memchr(s, ' ', len);
+    if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - s))) return false;
+    *a_len = (size_t)(sp - s);
+    *b = sp + 1;
+    *b_len = len - *a_len - 1;
+    return true;
+}
+
+/* Adds merge number i (a, b) with the next rank; joined is scratch. */
+static vllm_status add_merge(tok_bpe *m, const char *a, size_t a_len, const char *b, size_t b_len, const char *path,
+                             size_t i, uint32_t *rank, tok_buf *joined) {
+    int32_t a_id, b_id, new_id;
+    vllm_status st;
+    if ((st = merge_token_id(m, a, a_len, path, i, &a_id))) return st;
+    if ((st = merge_token_id(m, b, b_len, path, i, &b_id))) return st;
+    /* merged token = a + b without its continuing_subword_prefix */
+    if (b_len < m->prefix_len || (b_len > m->prefix_len && ((unsigned char)b[m->prefix_len] & 0xC0) == 0x80))
+        return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s.merges[%zu]: '%.*s' is shorter than continuing_subword_prefix",
+                        path, i, (int)(b_len > 200 ? 200 : b_len), b);
+    joined->len = 0;
+    if ((st = tok_buf_append(joined, a, a_len))) return st;
+    if ((st = tok_buf_append(joined, b + m->prefix_len, b_len - m->prefix_len))) return st;
+    if ((st = merge_token_id(m, joined->data, joined->len, path, i, &new_id))) return st;
+    /* Duplicate pairs: the later rank wins, as HF's HashMap collect does. */
+    return tok_pairmap_put(&m->merges, a_id, b_id, (*rank)++, new_id);
+}
+
 static vllm_status load_merges(tok_bpe *m, json_t *merges, const char *path) {
     if (!merges || json_is_null(merges)) merges = NULL;
     else if (!json_is_array(merges)) return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s.merges must be an array", path);
@@ -125,14 +154,10 @@ static vllm_status load_merges(tok_bpe *m, json_t *merges, const char *path) {
             a = json_string_value(e);
             size_t len = json_string_length(e);
             if (len >= 8 && memcmp(a, "#version", 8) == 0) continue;
-            const char *sp = memchr(a, ' ', len);
-            if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - a))) {
+            if (!split_legacy(a, len, &a_len, &b, &b_len)) {
                 st = vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s.merges[%zu] '%s' is not \"left right\"", path, i, a);
                 break;
             }
-            a_len = (size_t)(sp - a);
-            b = sp + 1;
-            b_len = len - a_len - 1;
         } else if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
                    json_is_string(json_array_get(e, 1))) {
             a = json_string_value(json_array_get(e, 0));
@@ -144,22 +169,175 @@ static vllm_status load_merges(tok_bpe *m, json_t *merges, const char *path) {
                           path, i);
             break;
         }
-        int32_t a_id, b_id, new_id;
-        if ((st = merge_token_id(m, a, a_len, path, i, &a_id))) break;
-        if ((st = merge_token_id(m, b, b_len, path, i, &b_id))) break;
-        /* merged token = a + b without its continuing_subword_prefix */
-        if (b_len < m->prefix_len || (b_len > m->prefix_len && ((unsigned char)b[m->prefix_len] & 0xC0) == 0x80)) {
-            st = vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s.merges[%zu]: '%s' is shorter than continuing_subword_prefix",
-                          path, i, b);
+        st = add_merge(m, a, a_len, b, b_len, path, i, &rank, &joined);
+    }
+    tok_buf_free(&joined);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fast loading from the raw text (scan.c found the ranges)            */
+/* ------------------------------------------------------------------ */
+
+static vllm_status syntax(const char *path, const char *what, const char *base, const char *at) {
+    return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s: invalid JSON at byte %zu of the value: %s", path,
+                    (size_t)(at - base), what);
+}
+
+typedef struct vocab_entry {
+    size_t off, len; /* key in the keys buffer */
+    int32_t id;
+} vocab_entry;
+
+static vllm_status load_vocab_raw(tok_bpe *m, const char *text, size_t len, const char *path) {
+    const char *p = text, *end = text + len;
+    char vpath[TOK_PATH_MAX];
+    tok_pathf(vpath, "%s.vocab", path);
+    tok_buf keys = {0}, key = {0};
+    vocab_entry *ents = NULL;
+    size_t n = 0, cap = 0;
+    int64_t max_id = -1;
+    vllm_status st = VLLM_OK;
+    if (p >= end || *p != '{') return syntax(vpath, "expected '{'", text, p);
+    p++;
+    tok_scan_ws(&p, end);
+    bool empty = p < end && *p == '}';
+    if (empty) p++;
+    while (!empty && !st) {
+        tok_scan_ws(&p, end);
+        if ((st = tok_scan_string(&p, end, vpath, &key))) break;
+        tok_scan_ws(&p, end);
+        if (p >= end || *p != ':') {
+            st = syntax(vpath, "expected ':'", text, p);
             break;
         }
-        joined.len = 0;
-        if ((st = tok_buf_append(&joined, a, a_len))) break;
-        if ((st = tok_buf_append(&joined, b + m->prefix_len, b_len - m->prefix_len))) break;
-        if ((st = merge_token_id(m, joined.data, joined.len, path, i, &new_id))) break;
-        /* Duplicate pairs: the later rank wins, as HF's HashMap collect does. */
-        st = tok_pairmap_put(&m->merges, a_id, b_id, rank++, new_id);
+        p++;
+        tok_scan_ws(&p, end);
+        int64_t id;
+        int r = tok_scan_int(&p, end, TOK_MAX_ID - 1, &id);
+        if (r == -1 || r == -2) {
+            st = vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s['%s'] must be an integer id", vpath, key.data);
+            break;
+        }
+        if (r == 1) {
+            st = vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s['%s'] id out of range [0, %d)", vpath, key.data, TOK_MAX_ID);
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            vocab_entry *e = realloc(ents, cap * sizeof *e);
+            if (!e) {
+                st = oom();
+                break;
+            }
+            ents = e;
+        }
+        ents[n++] = (vocab_entry){keys.len, key.len, (int32_t)id};
+        if ((st = tok_buf_append(&keys, key.data, key.len))) break;
+        if (id > max_id) max_id = id;
+        tok_scan_ws(&p, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == '}') {
+            p++;
+            break;
+        }
+        st = syntax(vpath, "expected ',' or '}'", text, p);
     }
+    tok_scan_ws(&p, end);
+    if (!st && p != end) st = syntax(vpath, "trailing characters", text, p);
+    if (!st) {
+        m->size = (int32_t)(max_id + 1);
+        m->pieces = calloc(m->size ? (size_t)m->size : 1, sizeof *m->pieces);
+        if (!m->pieces) st = oom();
+    }
+    if (!st) st = tok_strmap_init(&m->vocab, n);
+    for (size_t i = 0; i < n && !st; i++) {
+        const char *stored;
+        size_t before = m->vocab.count;
+        st = tok_strmap_put(&m->vocab, keys.data + ents[i].off, ents[i].len, ents[i].id, &stored);
+        if (!st && m->vocab.count == before) /* a repeated key: let jansson's rules decide */
+            st = vt_error(VLLM_ERR_UNSUPPORTED, TOK_FILE ": %s: repeated key", vpath);
+        if (!st && !m->pieces[ents[i].id]) m->pieces[ents[i].id] = stored;
+    }
+    free(ents);
+    tok_buf_free(&keys);
+    tok_buf_free(&key);
+    return st;
+}
+
+static vllm_status load_merges_raw(tok_bpe *m, const char *text, size_t len, const char *path) {
+    const char *p = text, *end = text + len;
+    char mpath[TOK_PATH_MAX];
+    tok_pathf(mpath, "%s.merges", path);
+    /* Size the table from the commas (two per entry in the ["left", "right"] form); it grows
+     * if the guess is short. */
+    size_t guess = 0;
+    for (const char *q = text; q < end; q++) guess += *q == ',';
+    const char *first = text + 1;
+    tok_scan_ws(&first, end);
+    if (first < end && *first == '[') guess /= 2;
+    vllm_status st = tok_pairmap_init(&m->merges, guess + 1);
+    if (st) return st;
+    tok_buf a = {0}, b = {0}, joined = {0};
+    uint32_t rank = 0;
+    if (p >= end || *p != '[') return syntax(mpath, "expected '['", text, p);
+    p++;
+    tok_scan_ws(&p, end);
+    bool empty = p < end && *p == ']';
+    if (empty) p++;
+    for (size_t i = 0; !empty && !st; i++) {
+        tok_scan_ws(&p, end);
+        const char *bs;
+        size_t a_len, b_len;
+        if (p < end && *p == '"') { /* legacy "left right" */
+            if ((st = tok_scan_string(&p, end, mpath, &a))) break;
+            if (!(a.len >= 8 && memcmp(a.data, "#version", 8) == 0)) {
+                if (!split_legacy(a.data, a.len, &a_len, &bs, &b_len)) {
+                    st = vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s[%zu] '%s' is not \"left right\"", mpath, i, a.data);
+                    break;
+                }
+                st = add_merge(m, a.data, a_len, bs, b_len, path, i, &rank, &joined);
+            }
+        } else if (p < end && *p == '[') {
+            p++;
+            tok_scan_ws(&p, end);
+            if (p < end && *p != '"') goto bad_entry;
+            if ((st = tok_scan_string(&p, end, mpath, &a))) break;
+            tok_scan_ws(&p, end);
+            if (p >= end || *p != ',') goto bad_entry;
+            p++;
+            tok_scan_ws(&p, end);
+            if (p < end && *p != '"') goto bad_entry;
+            if ((st = tok_scan_string(&p, end, mpath, &b))) break;
+            tok_scan_ws(&p, end);
+            if (p >= end || *p != ']') goto bad_entry;
+            p++;
+            st = add_merge(m, a.data, a.len, b.data, b.len, path, i, &rank, &joined);
+        } else {
+        bad_entry:
+            st = vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s[%zu] must be \"left right\" or [\"left\", \"right\"]", mpath,
+                          i);
+            break;
+        }
+        if (st) break;
+        tok_scan_ws(&p, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == ']') {
+            p++;
+            break;
+        }
+        st = syntax(mpath, "expected ',' or ']'", text, p);
+    }
+    tok_scan_ws(&p, end);
+    if (!st && p != end) st = syntax(mpath, "trailing characters", text, p);
+    tok_buf_free(&a);
+    tok_buf_free(&b);
     tok_buf_free(&joined);
     return st;
 }
@@ -173,7 +351,7 @@ static vllm_status dup_opt_str(json_t *j, const char *key, const char *path, cha
     return tok_strndup(s, n, out);
 }
 
-vllm_status tok_bpe_load(json_t *j, const char *path, tok_bpe **out) {
+vllm_status tok_bpe_load(json_t *j, const char *path, const tok_bpe_raw *raw, tok_bpe **out) {
     *out = NULL;
     tok_bpe *m = calloc(1, sizeof *m);
     if (!m) return oom();
@@ -197,8 +375,12 @@ vllm_status tok_bpe_load(json_t *j, const char *path, tok_bpe **out) {
     if ((st = tok_json_bool(j, "fuse_unk", false, path, &m->fuse_unk))) goto fail;
     if ((st = tok_json_bool(j, "byte_fallback", false, path, &m->byte_fallback))) goto fail;
     if ((st = tok_json_bool(j, "ignore_merges", false, path, &m->ignore_merges))) goto fail;
-    if ((st = load_vocab(m, json_object_get(j, "vocab"), path))) goto fail;
-    if ((st = load_merges(m, json_object_get(j, "merges"), path))) goto fail;
+    if (raw && raw->vocab) st = load_vocab_raw(m, raw->vocab, raw->vocab_len, path);
+    else st = load_vocab(m, json_object_get(j, "vocab"), path);
+    if (st) goto fail;
+    if (raw && raw->merges) st = load_merges_raw(m, raw->merges, raw->merges_len, path);
+    else st = load_merges(m, json_object_get(j, "merges"), path);
+    if (st) goto fail;
     if (m->unk_token) m->unk_id = tok_strmap_get(&m->vocab, m->unk_token, strlen(m->unk_token));
     for (int b = 0; b < 256; b++) {
         char name[8];

@@ -8,6 +8,8 @@
  * postprocessor.c post-processors (TemplateProcessing, ByteLevel, Bert, Roberta, Sequence)
  * decoder.c       decoders (Sequence, Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel)
  * tokenizer.c     loading, added tokens, encode/decode
+ * scan.c          raw JSON scanning of the vocab and merges (fast load)
+ * stream.c        incremental detokenization (tok_stream)
  *
  * Load errors name "tokenizer.json" and the JSON path of the field, e.g.
  * "tokenizer.json: normalizer.normalizers[1].type 'Foo' not supported yet".
@@ -105,13 +107,14 @@ int tok_bytelevel_byte(uint32_t cp);
 /* ------------------------------------------------------------------ */
 
 /* String -> int32 map. Keys are copied into an arena owned by the map; their copies are
- * NUL-terminated and stay at a fixed address until tok_strmap_free. */
+ * NUL-terminated and stay at a fixed address until tok_strmap_free. Open addressing with
+ * 16-byte slots (a key's length is stored in the arena just before it), at most 3/4 full:
+ * the 150k-entry vocabularies fit in 4 MiB, which keeps loading and lookups cache-friendly. */
 typedef struct tok_arena_block tok_arena_block;
 typedef struct tok_strmap_slot {
-    const char *key;  /* NULL: empty */
-    uint32_t len;
+    const char *key; /* NULL: empty */
+    uint32_t hash;
     int32_t value;
-    uint64_t hash;
 } tok_strmap_slot;
 
 typedef struct tok_strmap {
@@ -127,11 +130,15 @@ vllm_status tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t v
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len); /* -1 when absent */
 void tok_strmap_free(tok_strmap *m);
 
-/* (int32, int32) -> (rank, new id) map for BPE merges. */
+/* (int32, int32) -> (rank, new id) map for BPE merges (one 16-byte slot per pair). */
+typedef struct tok_pair_slot {
+    uint64_t key; /* UINT64_MAX: empty */
+    uint32_t rank;
+    int32_t new_id;
+} tok_pair_slot;
+
 typedef struct tok_pairmap {
-    uint64_t *keys; /* UINT64_MAX: empty */
-    uint32_t *ranks;
-    int32_t *new_ids;
+    tok_pair_slot *slots;
     size_t cap, count;
 } tok_pairmap;
 
@@ -239,9 +246,31 @@ vllm_status tok_pretokenizer_load(json_t *j, const char *path, tok_pretokenizer 
 vllm_status tok_pretokenizer_apply(const tok_pretokenizer *p, tok_pieces *pieces, tok_pieces *scratch);
 void tok_pretokenizer_free(tok_pretokenizer *p);
 
+/* ------------------------------------------------------------------ */
+/* scan.c: raw JSON scanning of model.vocab / model.merges (fast load)  */
+/* ------------------------------------------------------------------ */
+
+/* Byte ranges of the model.vocab object and the model.merges array in the file text (NULL:
+ * take them from the jansson tree instead). */
+typedef struct tok_bpe_raw {
+    const char *vocab, *merges;
+    size_t vocab_len, merges_len;
+} tok_bpe_raw;
+
+/* Finds the ranges; *rest (malloc'd) is the text with those values replaced by {} and [] (same
+ * line count). false when the text is not shaped as expected (the caller falls back to jansson). */
+bool tok_scan_model(const char *json, size_t len, tok_bpe_raw *raw, char **rest, size_t *rest_len);
+void tok_scan_ws(const char **p, const char *end);
+/* Parses the JSON string at *p into out (cleared; NULL: only check it); path names the field
+ * in the error. */
+vllm_status tok_scan_string(const char **p, const char *end, const char *path, tok_buf *out);
+/* Parses a JSON integer at *p: 0 ok, 1 out of [0, max], -1 not a number, -2 a real number. */
+int tok_scan_int(const char **p, const char *end, int64_t max, int64_t *out);
+
 typedef struct tok_bpe tok_bpe;
 typedef struct tok_bpe_scratch tok_bpe_scratch;
-vllm_status tok_bpe_load(json_t *j, const char *path, tok_bpe **out);
+/* raw (may be NULL): vocab / merges to parse from the text instead of from j. */
+vllm_status tok_bpe_load(json_t *j, const char *path, const tok_bpe_raw *raw, tok_bpe **out);
 /* Appends the ids of one pre-tokenized piece. */
 vllm_status tok_bpe_tokenize(const tok_bpe *m, const char *s, size_t len, tok_bpe_scratch **scratch,
                              tok_ids *out);

@@ -78,7 +78,7 @@ void tok_free(tokenizer *tok) {
 /* Loading                                                             */
 /* ------------------------------------------------------------------ */
 
-static vllm_status load_model(tokenizer *tok, json_t *root) {
+static vllm_status load_model(tokenizer *tok, json_t *root, const tok_bpe_raw *raw) {
     json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": model missing or not an object");
     json_t *type = json_object_get(model, "type");
@@ -88,7 +88,7 @@ static vllm_status load_model(tokenizer *tok, json_t *root) {
     if (!t) return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": model.type missing");
     if (strcmp(t, "BPE") != 0)
         return vt_error(VLLM_ERR_UNSUPPORTED, TOK_FILE ": model type '%s' not supported yet", t);
-    return tok_bpe_load(model, "model", &tok->model);
+    return tok_bpe_load(model, "model", raw, &tok->model);
 }
 
 /* Loads an optional component: a missing or null field leaves *out NULL. */
@@ -254,9 +254,9 @@ static vllm_status load_config(tokenizer *tok, const char *text, size_t len) {
     return st;
 }
 
-static vllm_status load_root(tokenizer *tok, json_t *root) {
+static vllm_status load_root(tokenizer *tok, json_t *root, const tok_bpe_raw *raw) {
     if (!json_is_object(root)) return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": must be a JSON object");
-    vllm_status st = load_model(tok, root);
+    vllm_status st = load_model(tok, root, raw);
     if (st) return st;
     LOAD_COMPONENT(root, "normalizer", tok_normalizer_load, &tok->normalizer);
     LOAD_COMPONENT(root, "pre_tokenizer", tok_pretokenizer_load, &tok->pre);
@@ -269,12 +269,11 @@ static vllm_status load_root(tokenizer *tok, json_t *root) {
     return build_id_tables(tok);
 }
 
-vllm_status tok_load_json(const char *json, size_t len, const char *config_json, size_t config_len,
-                          tokenizer **out) {
-    if (!out || !json) return vt_error(VLLM_ERR_INVALID_ARG, "tok_load_json: NULL argument");
-    *out = NULL;
+/* Parses text (raw: the vocab and merges come from the text, not the tree) into a tokenizer. */
+static vllm_status load_text(const char *text, size_t len, const tok_bpe_raw *raw, const char *config_json,
+                             size_t config_len, tokenizer **out) {
     json_error_t err;
-    json_t *root = json_loadb(json, len, 0, &err);
+    json_t *root = json_loadb(text, len, 0, &err);
     if (!root)
         return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": invalid JSON at line %d column %d: %s", err.line, err.column,
                         err.text);
@@ -284,7 +283,7 @@ vllm_status tok_load_json(const char *json, size_t len, const char *config_json,
         return oom();
     }
     tok->bos_id = tok->eos_id = -1;
-    vllm_status st = load_root(tok, root);
+    vllm_status st = load_root(tok, root, raw);
     json_decref(root);
     if (!st && config_json) st = load_config(tok, config_json, config_len);
     if (st) {
@@ -293,6 +292,24 @@ vllm_status tok_load_json(const char *json, size_t len, const char *config_json,
     }
     *out = tok;
     return VLLM_OK;
+}
+
+vllm_status tok_load_json(const char *json, size_t len, const char *config_json, size_t config_len,
+                          tokenizer **out) {
+    if (!out || !json) return vt_error(VLLM_ERR_INVALID_ARG, "tok_load_json: NULL argument");
+    *out = NULL;
+    /* Fast path: jansson parses the file without model.vocab / model.merges, which bpe.c reads
+     * straight from the text. On any failure the whole file goes through jansson, so errors
+     * (and any corner case the scanner does not take) behave exactly as the plain path. */
+    tok_bpe_raw raw;
+    char *rest = NULL;
+    size_t rest_len = 0;
+    if (tok_scan_model(json, len, &raw, &rest, &rest_len)) {
+        vllm_status st = load_text(rest, rest_len, &raw, config_json, config_len, out);
+        free(rest);
+        if (st == VLLM_OK) return VLLM_OK;
+    }
+    return load_text(json, len, NULL, config_json, config_len, out);
 }
 
 /* Reads a whole file; VLLM_ERR_NOT_FOUND when it does not exist. */
@@ -531,6 +548,12 @@ vllm_status tok_encode(const tokenizer *tok, const char *text, size_t len, bool 
 }
 
 vllm_status tok_decode(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special, char **text) {
+    return tok_decode_len(tok, ids, n, skip_special, text, NULL);
+}
+
+vllm_status tok_decode_len(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special, char **text,
+                           size_t *len) {
+    if (len) *len = 0;
     if (!text) return vt_error(VLLM_ERR_INVALID_ARG, "tok_decode: NULL output");
     *text = NULL;
     if (!tok || (!ids && n)) return vt_error(VLLM_ERR_INVALID_ARG, "tok_decode: NULL argument");
@@ -561,6 +584,7 @@ vllm_status tok_decode(const tokenizer *tok, const int32_t *ids, size_t n, bool 
         return st;
     }
     *text = out.data;
+    if (len) *len = out.len;
     return VLLM_OK;
 }
 

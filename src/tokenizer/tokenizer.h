@@ -34,6 +34,10 @@ vllm_status tok_encode(const tokenizer *tok, const char *text, size_t len, bool 
  * HF does; ids out of range -> VLLM_ERR_INVALID_ARG. */
 vllm_status tok_decode(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special,
                        char **text);
+/* Same, also giving the byte length (the text may hold U+0000, from a byte token, which ends
+ * the C string early); len may be NULL. */
+vllm_status tok_decode_len(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special,
+                           char **text, size_t *len);
 
 int tok_vocab_size(const tokenizer *tok);            /* model vocab + added tokens (max id + 1) */
 int tok_bos_id(const tokenizer *tok);                /* -1 when none */
@@ -41,5 +45,30 @@ int tok_eos_id(const tokenizer *tok);                /* -1 when none */
 bool tok_is_special(const tokenizer *tok, int32_t id);
 const char *tok_id_to_piece(const tokenizer *tok, int32_t id);   /* raw vocab string, NULL if out of range */
 int32_t tok_piece_to_id(const tokenizer *tok, const char *piece); /* -1 if absent */
+
+/* ------------------------------------------------------------------ */
+/* Incremental detokenization for streaming (vLLM's detokenize_incrementally: a prefix offset
+ * and a read offset over the request's token list). Each push decodes only a short window
+ * tokens[prefix_offset:], so a push costs O(1) in the length of the request. Text that ends in
+ * U+FFFD (a possibly unfinished UTF-8 sequence) is held back until later tokens complete it or
+ * tok_stream_finish flushes it. Every piece is valid UTF-8; their concatenation is the full
+ * decode's continuation of the prompt, decode(prompt + generated) minus decode(prompt),
+ * whenever that is well defined (it is not when, e.g., an invalid byte makes HF's ByteFallback
+ * decoder rewrite already streamed text as U+FFFD). A tok_stream borrows the tokenizer. */
+/* ------------------------------------------------------------------ */
+typedef struct tok_stream tok_stream;
+
+/* prompt: the request's prompt ids (its last few set the initial offsets; may be NULL when
+ * n_prompt is 0). skip_special: drop special tokens, as tok_decode. */
+vllm_status tok_stream_create(const tokenizer *tok, const int32_t *prompt, size_t n_prompt, bool skip_special,
+                              tok_stream **out);
+/* Appends one generated id; *piece receives the newly completed text (malloc'd, NUL-terminated,
+ * possibly ""), *len (optional, may be NULL) its byte length, which counts any U+0000 in it.
+ * Ids outside the vocabulary add no text (as vLLM). */
+vllm_status tok_stream_push(tok_stream *s, int32_t id, char **piece, size_t *len);
+/* Flushes what is still held back at the end (an unfinished byte sequence -> U+FFFD, as the
+ * full decode gives); *piece malloc'd, possibly "". Pushing after finish starts from there. */
+vllm_status tok_stream_finish(tok_stream *s, char **piece, size_t *len);
+void tok_stream_free(tok_stream *s);
 
 #endif

@@ -306,20 +306,23 @@ static char *arena_alloc(tok_arena_block **head, size_t n) {
     return p;
 }
 
-static uint64_t hash_bytes(const char *s, size_t n) {
+static uint32_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
     for (size_t i = 0; i < n; i++) {
         h ^= (unsigned char)s[i];
         h *= 1099511628211ULL;
     }
-    return h ^ (h >> 29);
+    return (uint32_t)(h ^ (h >> 32));
 }
 
+/* Smallest power of two that holds `expected` entries at most 3/4 full. */
 static size_t table_cap(size_t expected) {
     size_t cap = 16;
-    while (cap < expected * 2 && cap < ((size_t)1 << 40)) cap *= 2;
+    while (cap - cap / 4 <= expected && cap < ((size_t)1 << 40)) cap *= 2;
     return cap;
 }
+
+static bool table_full(size_t count, size_t cap) { return count + 1 > cap - cap / 4; }
 
 vllm_status tok_strmap_init(tok_strmap *m, size_t expected) {
     memset(m, 0, sizeof *m);
@@ -329,12 +332,18 @@ vllm_status tok_strmap_init(tok_strmap *m, size_t expected) {
     return VLLM_OK;
 }
 
-static tok_strmap_slot *strmap_find(const tok_strmap *m, const char *key, size_t len, uint64_t h) {
+static uint32_t key_len(const char *key) {
+    uint32_t len;
+    memcpy(&len, key - sizeof len, sizeof len);
+    return len;
+}
+
+static tok_strmap_slot *strmap_find(const tok_strmap *m, const char *key, size_t len, uint32_t h) {
     size_t mask = m->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         tok_strmap_slot *s = &m->slots[i];
         if (!s->key) return s;
-        if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0) return s;
+        if (s->hash == h && key_len(s->key) == len && memcmp(s->key, key, len) == 0) return s;
     }
 }
 
@@ -357,20 +366,24 @@ static vllm_status strmap_grow(tok_strmap *m) {
 
 vllm_status tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t value,
                            const char **stored) {
-    if (len > UINT32_MAX - 1) return vt_error(VLLM_ERR_FORMAT, "tokenizer: key too long");
-    if ((m->count + 1) * 2 > m->cap) {
+    if (len > UINT32_MAX - 8) return vt_error(VLLM_ERR_FORMAT, "tokenizer: key too long");
+    if (table_full(m->count, m->cap)) {
         vllm_status st = strmap_grow(m);
         if (st) return st;
     }
-    uint64_t h = hash_bytes(key, len);
+    uint32_t h = hash_bytes(key, len);
     tok_strmap_slot *s = strmap_find(m, key, len, h);
     if (!s->key) {
-        char *copy = arena_alloc(&m->arena, len + 1);
+        /* [uint32 length][key bytes][NUL], the length 4-byte aligned */
+        size_t need = (sizeof(uint32_t) + len + 1 + 3) & ~(size_t)3;
+        char *copy = arena_alloc(&m->arena, need);
         if (!copy) return oom("string map keys");
+        uint32_t len32 = (uint32_t)len;
+        memcpy(copy, &len32, sizeof len32);
+        copy += sizeof len32;
         memcpy(copy, key, len);
         copy[len] = '\0';
         s->key = copy;
-        s->len = (uint32_t)len;
         s->hash = h;
         m->count++;
     }
@@ -411,64 +424,52 @@ static uint64_t pair_key(int32_t a, int32_t b) {
 vllm_status tok_pairmap_init(tok_pairmap *m, size_t expected) {
     memset(m, 0, sizeof *m);
     m->cap = table_cap(expected);
-    m->keys = malloc(m->cap * sizeof(uint64_t));
-    m->ranks = malloc(m->cap * sizeof(uint32_t));
-    m->new_ids = malloc(m->cap * sizeof(int32_t));
-    if (!m->keys || !m->ranks || !m->new_ids) {
-        tok_pairmap_free(m);
-        return oom("merge map");
-    }
-    memset(m->keys, 0xFF, m->cap * sizeof(uint64_t));
+    m->slots = malloc(m->cap * sizeof(tok_pair_slot));
+    if (!m->slots) return oom("merge map");
+    for (size_t i = 0; i < m->cap; i++) m->slots[i].key = UINT64_MAX;
     return VLLM_OK;
 }
 
-static size_t pairmap_slot(const uint64_t *keys, size_t cap, uint64_t key) {
+static size_t pairmap_slot(const tok_pair_slot *slots, size_t cap, uint64_t key) {
     size_t mask = cap - 1;
     size_t i = mix64(key) & mask;
-    while (keys[i] != UINT64_MAX && keys[i] != key) i = (i + 1) & mask;
+    while (slots[i].key != UINT64_MAX && slots[i].key != key) i = (i + 1) & mask;
     return i;
 }
 
 vllm_status tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t new_id) {
-    if ((m->count + 1) * 2 > m->cap) {
+    if (table_full(m->count, m->cap)) {
         tok_pairmap g;
         vllm_status st = tok_pairmap_init(&g, m->cap); /* doubles */
         if (st) return st;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (m->keys[i] == UINT64_MAX) continue;
-            size_t j = pairmap_slot(g.keys, g.cap, m->keys[i]);
-            g.keys[j] = m->keys[i];
-            g.ranks[j] = m->ranks[i];
-            g.new_ids[j] = m->new_ids[i];
-        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slots[i].key != UINT64_MAX) g.slots[pairmap_slot(g.slots, g.cap, m->slots[i].key)] = m->slots[i];
         g.count = m->count;
         tok_pairmap_free(m);
         *m = g;
     }
     uint64_t key = pair_key(a, b);
-    size_t i = pairmap_slot(m->keys, m->cap, key);
-    if (m->keys[i] == UINT64_MAX) {
-        m->keys[i] = key;
+    tok_pair_slot *s = &m->slots[pairmap_slot(m->slots, m->cap, key)];
+    if (s->key == UINT64_MAX) {
+        s->key = key;
         m->count++;
     }
-    m->ranks[i] = rank;
-    m->new_ids[i] = new_id;
+    s->rank = rank;
+    s->new_id = new_id;
     return VLLM_OK;
 }
 
 bool tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *new_id) {
-    if (!m->keys) return false;
-    size_t i = pairmap_slot(m->keys, m->cap, pair_key(a, b));
-    if (m->keys[i] == UINT64_MAX) return false;
-    *rank = m->ranks[i];
-    *new_id = m->new_ids[i];
+    if (!m->slots) return false;
+    const tok_pair_slot *s = &m->slots[pairmap_slot(m->slots, m->cap, pair_key(a, b))];
+    if (s->key == UINT64_MAX) return false;
+    *rank = s->rank;
+    *new_id = s->new_id;
     return true;
 }
 
 void tok_pairmap_free(tok_pairmap *m) {
-    free(m->keys);
-    free(m->ranks);
-    free(m->new_ids);
+    free(m->slots);
     memset(m, 0, sizeof *m);
 }
 

@@ -423,6 +423,51 @@ static void test_errors(void) {
     tok_free(NULL);
 }
 
+/* The fast loader (scan.c + bpe.c read model.vocab / model.merges from the text): escapes,
+ * both merge forms, file order, and its fallbacks to jansson (repeated keys, bad JSON). */
+static void test_fast_load(void) {
+    tokenizer *tok = NULL;
+    const char *json =
+        "{ \"model\" : { \"merges\" : [ [ \"a\" , \"b\" ] ,\n \"ab \\u00e9\" ],\n"
+        "  \"vocab\" : { \"a\" : 0 , \"b\":1, \"ab\":2, \"\\u00e9\":3, \"ab\\u00e9\":4, \"\\ud83d\\ude00\":5,\n"
+        "   \"q\\\"\\\\\\/\\n\\t\":6, \"-0\": -0 }, \"type\" : \"BPE\" }, \"added_tokens\": [] }";
+    CHECK_OK(load_str(json, NULL, &tok));
+    if (tok) {
+        CHECK(tok_vocab_size(tok) == 7);
+        CHECK(tok_piece_to_id(tok, "\xC3\xA9") == 3 && tok_piece_to_id(tok, "\xF0\x9F\x98\x80") == 5);
+        CHECK(tok_piece_to_id(tok, "q\"\\/\n\t") == 6 && tok_piece_to_id(tok, "-0") == 0);
+        CHECK(tok_id_to_piece(tok, 4) && strcmp(tok_id_to_piece(tok, 4), "ab\xC3\xA9") == 0);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK_OK(tok_encode(tok, "ab\xC3\xA9" "a", 5, false, &ids, &n));
+        CHECK(n == 2 && ids && ids[0] == 4 && ids[1] == 0);
+        free(ids);
+        tok_free(tok);
+    }
+    /* a repeated vocab key: jansson's rule (the last one wins) */
+    tok = NULL;
+    CHECK_OK(load_str("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"a\":2},\"merges\":[]}}", NULL, &tok));
+    CHECK(tok && tok_piece_to_id(tok, "a") == 2);
+    tok_free(tok);
+    /* a repeated "model": the last one */
+    tok = NULL;
+    CHECK_OK(load_str("{\"model\":{\"vocab\":{\"x\":0}},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                      NULL, &tok));
+    CHECK(tok && tok_piece_to_id(tok, "a") == 0 && tok_piece_to_id(tok, "x") == -1);
+    tok_free(tok);
+    /* broken JSON inside the scanned parts: jansson's message */
+    check_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,},\"merges\":[]}}", NULL, VLLM_ERR_FORMAT,
+                     "invalid JSON at line 1");
+    check_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\" \"b\"]}}", NULL,
+                     VLLM_ERR_FORMAT, "invalid JSON");
+    check_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"\\ud800\":0},\"merges\":[]}}", NULL, VLLM_ERR_FORMAT,
+                     "invalid JSON");
+    check_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1.5},\"merges\":[]}}", NULL, VLLM_ERR_FORMAT,
+                     "model.vocab['a'] must be an integer id");
+    check_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}} x", NULL, VLLM_ERR_FORMAT,
+                     "invalid JSON");
+}
+
 /* A loaded tokenizer is shared read-only: encodes from several threads agree. */
 typedef struct thread_job {
     const tokenizer *tok;
@@ -475,6 +520,7 @@ int main(void) {
     test_spm_api();
     test_config_bos_eos();
     test_errors();
+    test_fast_load();
     test_threads();
     TEST_END();
 }

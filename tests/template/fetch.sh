@@ -7,6 +7,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cache="$root/.cache/npm"
 version=3.7.2
 mkdir -p "$cache/template"
+# one fetch at a time (ctest runs tests that call this in parallel)
+if command -v flock >/dev/null 2>&1 && [ -z "${VLLMC_FETCH_LOCKED:-}" ]; then
+    export VLLMC_FETCH_LOCKED=1
+    exec flock "$cache/template.lock" "$0" "$@"
+fi
 for name in qwen3 llama3 gemma3 deepseek_v3; do
     dest="$cache/template/$name"
     [ -f "$dest/tokenizer_config.json" ] && continue

@@ -58,6 +58,18 @@ int main(void) {
     R_EQ("{% set a, b = 1, 2 %}{{ a }}{{ b }}", "{}", "12");
     /* macros, call blocks, filter blocks */
     R_EQ("{% macro f(a, b='d') %}{{ a }}-{{ b }}{% endmacro %}{{ f(1) }} {{ f(1, b=2) }}", "{}", "1-d 1-2");
+    /* what gpt-oss / Llama 3.1 / Mistral Nemo need: recursive macros whose output is set into a
+       variable, `in` on a mapping, `is iterable` on strings, reject with a test, slicing tojson */
+    R_EQ("{%- macro t(s) -%}{%- if s.type == 'array' -%}{%- set i = t(s['items']) -%}{{ i + '[]' }}{%- else -%}{{ s.type }}{%- endif -%}"
+         "{%- endmacro -%}{{ t(x) }}|{{ 'items' in x }}|{{ 'type' in x['items'] }}",
+         "{\"x\": {\"type\": \"array\", \"items\": {\"type\": \"array\", \"items\": {\"type\": \"object\"}}}}",
+         "object[][]|True|True");
+    R_EQ("{{ 'x' is iterable }} {{ 1 is iterable }} {{ {} is iterable }}", "{}", "True False True");
+    R_EQ("{{ 'T: ' + l | reject('equalto', 'b') | join(', ') + '.' }}", "{\"l\": [\"a\", \"b\", \"c\"]}", "T: a, c.");
+    R_EQ("{% set o = f|tojson %}{{ o[:-1] }}, \"id\": 1}", "{\"f\": {\"name\": \"g\", \"arguments\": {}}}",
+         "{\"name\": \"g\", \"arguments\": {}, \"id\": 1}");
+    R_EQ("{% set ns = namespace(name=none) %}{{ ns.name is none }}{% for a, b in d | items %}{{ a }}={{ b }}{% endfor %}",
+         "{\"d\": {\"q\": \"v\"}}", "Trueq=v");
     R_EQ("{% macro w() %}<{{ caller() }}>{% endmacro %}{% call w() %}in{% endcall %}", "{}", "<in>");
     R_EQ("{% filter upper %}abc{% endfilter %}", "{}", "ABC");
     /* whitespace control, trim_blocks, lstrip_blocks, comments */

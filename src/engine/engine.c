@@ -327,15 +327,16 @@ static int32_t sample_one(vllm_engine *e, request *r, float *row) {
 static vllm_status decode_continuation(vllm_engine *e, request *r, vllm_completion *c) {
     bool skip = r->params.skip_special_tokens;
     char *full = NULL, *pre = NULL;
-    vllm_status st = tok_decode(e->tok, r->tokens, (size_t)r->num_tokens, skip, &full);
-    if (st == VLLM_OK) st = tok_decode(e->tok, r->tokens, (size_t)r->num_prompt, skip, &pre);
+    /* no clean_up_tokenization_spaces: vLLM's detokenizer never applies it */
+    vllm_status st = tok_decode_ex(e->tok, r->tokens, (size_t)r->num_tokens, skip, false, &full, NULL);
+    if (st == VLLM_OK) st = tok_decode_ex(e->tok, r->tokens, (size_t)r->num_prompt, skip, false, &pre, NULL);
     if (st == VLLM_OK && !strncmp(full, pre, strlen(pre))) {
         size_t n = strlen(pre);
         memmove(full, full + n, strlen(full) - n + 1);
         c->text = full;
         full = NULL;
     } else if (st == VLLM_OK) {
-        st = tok_decode(e->tok, c->token_ids, c->num_tokens, skip, &c->text);
+        st = tok_decode_ex(e->tok, c->token_ids, c->num_tokens, skip, false, &c->text, NULL);
     }
     free(full);
     free(pre);

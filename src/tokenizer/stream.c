@@ -91,7 +91,7 @@ vllm_status tok_stream_create(const tokenizer *tok, const int32_t *prompt, size_
     for (int k = 0; k < STREAM_BACK_MAX && s->prefix > 0 && !st; k++) {
         char *text = NULL;
         size_t len = 0;
-        st = tok_decode_len(tok, s->ids + s->prefix, s->read - s->prefix, false, &text, &len);
+        st = tok_decode_ex(tok, s->ids + s->prefix, s->read - s->prefix, false, false, &text, &len);
         bool bad = !st && len >= 3 && memcmp(text, "\xEF\xBF\xBD", 3) == 0;
         free(text);
         if (!bad) break;
@@ -127,8 +127,8 @@ static bool ends_with_fffd(const char *t, size_t len) {
 static vllm_status advance(tok_stream *s, bool force, char **piece, size_t *len) {
     char *prev = NULL, *cur = NULL;
     size_t prev_len = 0, cur_len = 0;
-    vllm_status st = tok_decode_len(s->tok, s->ids + s->prefix, s->read - s->prefix, false, &prev, &prev_len);
-    if (!st) st = tok_decode_len(s->tok, s->ids + s->prefix, s->n - s->prefix, false, &cur, &cur_len);
+    vllm_status st = tok_decode_ex(s->tok, s->ids + s->prefix, s->read - s->prefix, false, false, &prev, &prev_len);
+    if (!st) st = tok_decode_ex(s->tok, s->ids + s->prefix, s->n - s->prefix, false, false, &cur, &cur_len);
     if (st) {
         free(prev);
         free(cur);

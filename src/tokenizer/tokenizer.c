@@ -49,6 +49,7 @@ struct tokenizer {
     tok_decoder *decoder;
     int32_t vocab_size;
     bool add_bos, add_eos;
+    bool cleanup; /* tokenizer_config.json clean_up_tokenization_spaces */
     int32_t bos_id, eos_id;
 };
 
@@ -240,9 +241,10 @@ static vllm_status load_config(tokenizer *tok, const char *text, size_t len) {
                         err.column, err.text);
     vllm_status st = VLLM_OK;
     if (!json_is_object(cfg)) st = vt_error(VLLM_ERR_FORMAT, TOK_CONFIG_FILE ": must be a JSON object");
-    static const char *flags[2] = {"add_bos_token", "add_eos_token"};
-    bool *dst[2] = {&tok->add_bos, &tok->add_eos};
-    for (int i = 0; i < 2 && !st; i++) {
+    /* clean_up_tokenization_spaces: transformers' default is false since v4.45 */
+    static const char *flags[3] = {"add_bos_token", "add_eos_token", "clean_up_tokenization_spaces"};
+    bool *dst[3] = {&tok->add_bos, &tok->add_eos, &tok->cleanup};
+    for (int i = 0; i < 3 && !st; i++) {
         json_t *v = json_object_get(cfg, flags[i]);
         if (!v || json_is_null(v)) continue;
         if (!json_is_boolean(v)) st = vt_error(VLLM_ERR_FORMAT, TOK_CONFIG_FILE ": %s must be a boolean", flags[i]);
@@ -547,12 +549,40 @@ vllm_status tok_encode(const tokenizer *tok, const char *text, size_t len, bool 
     return VLLM_OK;
 }
 
+/* transformers' clean_up_tokenization: these replacements, each over the whole text, in order
+ * (Python str.replace: non-overlapping, left to right). All shrink, so they run in place. */
+static void clean_up_tokenization(tok_buf *b) {
+    static const struct { const char *from, *to; } rules[] = {
+        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+        {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+    };
+    for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {
+        size_t fl = strlen(rules[k].from), tl = strlen(rules[k].to), r = 0, w = 0;
+        while (r < b->len) {
+            if (b->len - r >= fl && !memcmp(b->data + r, rules[k].from, fl)) {
+                memcpy(b->data + w, rules[k].to, tl); /* w <= r: never overwrites unread text */
+                w += tl;
+                r += fl;
+            } else {
+                b->data[w++] = b->data[r++];
+            }
+        }
+        b->len = w;
+        if (b->data) b->data[w] = '\0';
+    }
+}
+
 vllm_status tok_decode(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special, char **text) {
     return tok_decode_len(tok, ids, n, skip_special, text, NULL);
 }
 
 vllm_status tok_decode_len(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special, char **text,
                            size_t *len) {
+    return tok_decode_ex(tok, ids, n, skip_special, tok && tok->cleanup, text, len);
+}
+
+vllm_status tok_decode_ex(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special, bool cleanup,
+                          char **text, size_t *len) {
     if (len) *len = 0;
     if (!text) return vt_error(VLLM_ERR_INVALID_ARG, "tok_decode: NULL output");
     *text = NULL;
@@ -577,6 +607,7 @@ vllm_status tok_decode_len(const tokenizer *tok, const int32_t *ids, size_t n, b
         if (!st) st = tok_buf_append(&out, tok_piece_str(&tokens, i), tokens.items[i].len);
     }
     if (!st && !out.data) st = tok_buf_append(&out, "", 0);
+    if (!st && cleanup) clean_up_tokenization(&out);
     tok_pieces_free(&tokens);
     tok_pieces_free(&scratch);
     if (st) {

@@ -18,7 +18,7 @@
 typedef struct tokenizer tokenizer;
 
 /* Loads dir/tokenizer.json (+ dir/tokenizer_config.json when present: add_bos_token, add_eos_token,
- * bos_token, eos_token (string or {"content": ...} object)).
+ * bos_token, eos_token (string or {"content": ...} object), clean_up_tokenization_spaces).
  * VLLM_ERR_NOT_FOUND when dir has no tokenizer.json. */
 vllm_status tok_load_dir(const char *dir, tokenizer **out);
 /* Same from JSON text in memory; config_json may be NULL (no tokenizer_config.json). */
@@ -31,13 +31,20 @@ void tok_free(tokenizer *tok);
 vllm_status tok_encode(const tokenizer *tok, const char *text, size_t len, bool add_special,
                        int32_t **ids, size_t *n);
 /* text malloc'd, NUL-terminated; invalid UTF-8 produced by byte tokens is replaced by U+FFFD as
- * HF does; ids out of range -> VLLM_ERR_INVALID_ARG. */
+ * HF does; ids out of range -> VLLM_ERR_INVALID_ARG. When tokenizer_config.json sets
+ * clean_up_tokenization_spaces, transformers' clean_up_tokenization follows (" ." -> ".",
+ * " n't" -> "n't", ...), as PreTrainedTokenizerFast.decode. */
 vllm_status tok_decode(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special,
                        char **text);
 /* Same, also giving the byte length (the text may hold U+0000, from a byte token, which ends
  * the C string early); len may be NULL. */
 vllm_status tok_decode_len(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special,
                            char **text, size_t *len);
+/* Same with the clean-up forced on or off whatever the config says. cleanup=false is what vLLM's
+ * incremental detokenizer yields (it never cleans up), so a completion's text built from
+ * decodes, as the streamed one, should use it. */
+vllm_status tok_decode_ex(const tokenizer *tok, const int32_t *ids, size_t n, bool skip_special, bool cleanup,
+                          char **text, size_t *len);
 
 int tok_vocab_size(const tokenizer *tok);            /* model vocab + added tokens (max id + 1) */
 int tok_bos_id(const tokenizer *tok);                /* -1 when none */
@@ -54,7 +61,10 @@ int32_t tok_piece_to_id(const tokenizer *tok, const char *piece); /* -1 if absen
  * tok_stream_finish flushes it. Every piece is valid UTF-8; their concatenation is the full
  * decode's continuation of the prompt, decode(prompt + generated) minus decode(prompt),
  * whenever that is well defined (it is not when, e.g., an invalid byte makes HF's ByteFallback
- * decoder rewrite already streamed text as U+FFFD). A tok_stream borrows the tokenizer. */
+ * decoder rewrite already streamed text as U+FFFD). The stream never applies
+ * clean_up_tokenization_spaces: vLLM's incremental detokenizer does not either
+ * (convert_tokens_to_string / tokenizers' DecodeStream), so its continuation is that of the
+ * decode without the clean-up. A tok_stream borrows the tokenizer. */
 /* ------------------------------------------------------------------ */
 typedef struct tok_stream tok_stream;
 

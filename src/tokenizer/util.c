@@ -489,6 +489,237 @@ static void onig_init_once(void) {
     g_onig_rc = onig_initialize(encs, 1);
 }
 
+/* Unicode property escapes. The system Oniguruma may carry older Unicode tables than HF's, so
+ * before compiling, every general-category escape (\p{L}, \p{Lu}, \P{N}, \p{^S}, long names like
+ * \p{Letter}) is replaced by an explicit code-point class built from utf8proc's category table,
+ * and \d / \w (\D, \W) get the current Nd / word characters added to Oniguruma's own set.
+ * Other escapes (scripts, \s, \h, ...) are left to Oniguruma. */
+
+#define CAT(c) (1u << UTF8PROC_CATEGORY_##c)
+#define MASK_L (CAT(LU) | CAT(LL) | CAT(LT) | CAT(LM) | CAT(LO))
+#define MASK_M (CAT(MN) | CAT(MC) | CAT(ME))
+#define MASK_N (CAT(ND) | CAT(NL) | CAT(NO))
+#define MASK_P (CAT(PC) | CAT(PD) | CAT(PS) | CAT(PE) | CAT(PI) | CAT(PF) | CAT(PO))
+#define MASK_S (CAT(SM) | CAT(SC) | CAT(SK) | CAT(SO))
+#define MASK_Z (CAT(ZS) | CAT(ZL) | CAT(ZP))
+#define MASK_C (CAT(CC) | CAT(CF) | CAT(CS) | CAT(CO) | CAT(CN))
+#define MASK_WORD (MASK_L | MASK_M | CAT(ND) | CAT(NL) | CAT(PC))
+
+/* Oniguruma's general-category names; matched ignoring case, spaces, '_' and '-'. */
+static const struct { const char *name; uint32_t mask; } g_gc_names[] = {
+    {"l", MASK_L}, {"letter", MASK_L}, {"lc", CAT(LU) | CAT(LL) | CAT(LT)},
+    {"casedletter", CAT(LU) | CAT(LL) | CAT(LT)},
+    {"lu", CAT(LU)}, {"uppercaseletter", CAT(LU)}, {"ll", CAT(LL)}, {"lowercaseletter", CAT(LL)},
+    {"lt", CAT(LT)}, {"titlecaseletter", CAT(LT)}, {"lm", CAT(LM)}, {"modifierletter", CAT(LM)},
+    {"lo", CAT(LO)}, {"otherletter", CAT(LO)},
+    {"m", MASK_M}, {"mark", MASK_M}, {"combiningmark", MASK_M}, {"mn", CAT(MN)},
+    {"nonspacingmark", CAT(MN)}, {"mc", CAT(MC)}, {"spacingmark", CAT(MC)}, {"me", CAT(ME)},
+    {"enclosingmark", CAT(ME)},
+    {"n", MASK_N}, {"number", MASK_N}, {"nd", CAT(ND)}, {"decimalnumber", CAT(ND)},
+    {"nl", CAT(NL)}, {"letternumber", CAT(NL)}, {"no", CAT(NO)}, {"othernumber", CAT(NO)},
+    {"p", MASK_P}, {"punctuation", MASK_P}, {"pc", CAT(PC)}, {"connectorpunctuation", CAT(PC)},
+    {"pd", CAT(PD)}, {"dashpunctuation", CAT(PD)}, {"ps", CAT(PS)}, {"openpunctuation", CAT(PS)},
+    {"pe", CAT(PE)}, {"closepunctuation", CAT(PE)}, {"pi", CAT(PI)}, {"initialpunctuation", CAT(PI)},
+    {"pf", CAT(PF)}, {"finalpunctuation", CAT(PF)}, {"po", CAT(PO)}, {"otherpunctuation", CAT(PO)},
+    {"s", MASK_S}, {"symbol", MASK_S}, {"sm", CAT(SM)}, {"mathsymbol", CAT(SM)}, {"sc", CAT(SC)},
+    {"currencysymbol", CAT(SC)}, {"sk", CAT(SK)}, {"modifiersymbol", CAT(SK)}, {"so", CAT(SO)},
+    {"othersymbol", CAT(SO)},
+    {"z", MASK_Z}, {"separator", MASK_Z}, {"zs", CAT(ZS)}, {"spaceseparator", CAT(ZS)},
+    {"zl", CAT(ZL)}, {"lineseparator", CAT(ZL)}, {"zp", CAT(ZP)}, {"paragraphseparator", CAT(ZP)},
+    {"c", MASK_C}, {"other", MASK_C}, {"cc", CAT(CC)}, {"control", CAT(CC)}, {"cf", CAT(CF)},
+    {"format", CAT(CF)}, {"cs", CAT(CS)}, {"surrogate", CAT(CS)}, {"co", CAT(CO)},
+    {"privateuse", CAT(CO)}, {"cn", CAT(CN)}, {"unassigned", CAT(CN)},
+};
+
+/* Category mask of a property name (0: not a general category, left to Oniguruma). */
+static uint32_t gc_mask(const char *name, size_t len) {
+    char norm[32];
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (c == ' ' || c == '_' || c == '-') continue;
+        if (n + 1 >= sizeof norm) return 0;
+        norm[n++] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    norm[n] = '\0';
+    for (size_t i = 0; i < sizeof g_gc_names / sizeof g_gc_names[0]; i++)
+        if (!strcmp(norm, g_gc_names[i].name)) return g_gc_names[i].mask;
+    return 0;
+}
+
+/* The code points as runs of one category, computed once (~3.3k runs). Surrogates are left
+ * out: they never occur in valid UTF-8 and Oniguruma's UTF-8 classes need not hold them. */
+typedef struct gc_run {
+    uint32_t lo, hi;
+    uint8_t cat;
+} gc_run;
+
+static gc_run *g_runs;
+static size_t g_nruns;
+static pthread_once_t g_runs_once = PTHREAD_ONCE_INIT;
+
+static void gc_runs_init(void) {
+    size_t cap = 4096, n = 0;
+    gc_run *r = malloc(cap * sizeof *r);
+    if (!r) return;
+    for (uint32_t cp = 0; cp <= 0x10FFFF; cp++) {
+        if (cp == 0xD800) cp = 0xE000;
+        uint8_t cat = (uint8_t)utf8proc_category((utf8proc_int32_t)cp);
+        if (n && r[n - 1].cat == cat && r[n - 1].hi + 1 == cp) {
+            r[n - 1].hi = cp;
+            continue;
+        }
+        if (n == cap) {
+            gc_run *g = realloc(r, 2 * cap * sizeof *r);
+            if (!g) {
+                free(r);
+                return;
+            }
+            r = g;
+            cap *= 2;
+        }
+        r[n++] = (gc_run){cp, cp, cat};
+    }
+    g_runs = r;
+    g_nruns = n;
+}
+
+/* Cache of class bodies ("\x{41}-\x{5a}..."), one per (mask, negated); lives until exit. */
+typedef struct gc_class {
+    uint32_t mask;
+    bool neg;
+    char *body;
+    size_t len;
+    struct gc_class *next;
+} gc_class;
+
+static gc_class *g_classes;
+static pthread_mutex_t g_classes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static vllm_status append_range(tok_buf *b, uint32_t lo, uint32_t hi) {
+    char tmp[40];
+    int n = lo == hi ? snprintf(tmp, sizeof tmp, "\\x{%X}", (unsigned)lo)
+                     : snprintf(tmp, sizeof tmp, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)hi);
+    return tok_buf_append(b, tmp, (size_t)n);
+}
+
+/* The ranges (no brackets) of the code points whose category is in mask, or of all the others
+ * (neg), surrogates excluded. *body points into the cache. */
+static vllm_status gc_class_body(uint32_t mask, bool neg, const char **body, size_t *len) {
+    pthread_once(&g_runs_once, gc_runs_init);
+    if (!g_runs) return oom("unicode category table");
+    pthread_mutex_lock(&g_classes_lock);
+    vllm_status st = VLLM_OK;
+    gc_class *c = g_classes;
+    while (c && !(c->mask == mask && c->neg == neg)) c = c->next;
+    if (!c) {
+        tok_buf b = {0};
+        bool open = false; /* a range [lo, hi] is pending */
+        uint32_t lo = 0, hi = 0;
+        for (size_t i = 0; i < g_nruns && !st; i++) {
+            bool in = ((mask >> g_runs[i].cat) & 1u) != neg;
+            if (!in) continue;
+            if (open && hi + 1 == g_runs[i].lo) {
+                hi = g_runs[i].hi;
+                continue;
+            }
+            if (open) st = append_range(&b, lo, hi);
+            lo = g_runs[i].lo, hi = g_runs[i].hi, open = true;
+        }
+        if (!st && open) st = append_range(&b, lo, hi);
+        if (!st && !b.data) st = tok_buf_append(&b, "", 0);
+        if (!st && !(c = malloc(sizeof *c))) st = oom("unicode class cache");
+        if (st) {
+            tok_buf_free(&b);
+        } else {
+            *c = (gc_class){mask, neg, b.data, b.len, g_classes};
+            g_classes = c;
+        }
+    }
+    if (c) {
+        *body = c->body;
+        *len = c->len;
+    }
+    pthread_mutex_unlock(&g_classes_lock);
+    return st;
+}
+
+/* Appends the class for mask: in_class: the bare ranges (inside an enclosing [...]; a negated
+ * set gives the complement ranges), else a bracketed class. keep: an Oniguruma escape ("\\d")
+ * kept in the class as well (union with its own tables); then a negated set inside a class
+ * becomes a nested [^...]. */
+static vllm_status emit_class(tok_buf *out, uint32_t mask, bool neg, bool in_class, const char *keep) {
+    const char *body = NULL;
+    size_t blen = 0;
+    bool nested = !in_class || (keep && neg);
+    vllm_status st = gc_class_body(mask, nested ? false : neg, &body, &blen);
+    if (st) return st;
+    if (nested && (st = tok_buf_append(out, neg ? "[^" : "[", neg ? 2 : 1))) return st;
+    if (keep && (st = tok_buf_append(out, keep, strlen(keep)))) return st;
+    if ((st = tok_buf_append(out, body, blen))) return st;
+    return nested ? tok_buf_append(out, "]", 1) : VLLM_OK;
+}
+
+/* Rewrites pattern into out (see above). Tracks character classes ([...], nested, POSIX
+ * brackets [:alpha:]) to know whether an escape stands inside one. */
+static vllm_status regex_rewrite(const char *p, size_t len, tok_buf *out) {
+    int depth = 0;
+    size_t i = 0;
+    vllm_status st = VLLM_OK;
+    while (i < len && !st) {
+        char c = p[i];
+        if (c == '\\' && i + 1 < len) {
+            char e = p[i + 1];
+            if ((e == 'p' || e == 'P') && i + 2 < len && p[i + 2] == '{') {
+                const char *name = p + i + 3, *close = memchr(name, '}', len - (i + 3));
+                if (close) {
+                    bool neg = e == 'P';
+                    size_t nlen = (size_t)(close - name);
+                    if (nlen && name[0] == '^') neg = !neg, name++, nlen--;
+                    uint32_t mask = gc_mask(name, nlen);
+                    if (mask) {
+                        st = emit_class(out, mask, neg, depth > 0, NULL);
+                        i = (size_t)(close - p) + 1;
+                        continue;
+                    }
+                }
+            } else if (e == 'd' || e == 'D' || e == 'w' || e == 'W') {
+                bool word = e == 'w' || e == 'W', neg = e == 'D' || e == 'W';
+                st = emit_class(out, word ? MASK_WORD : CAT(ND), neg, depth > 0, word ? "\\w" : "\\d");
+                i += 2;
+                continue;
+            }
+            size_t n = 1 + tok_utf8_char_len(p + i + 1, len - i - 1); /* the escape, verbatim */
+            st = tok_buf_append(out, p + i, n);
+            i += n;
+            continue;
+        }
+        if (c == '[') {
+            if (depth > 0 && i + 1 < len && p[i + 1] == ':') { /* POSIX bracket [:alpha:] */
+                size_t j = i + 2;
+                while (j < len && j < i + 16 && ((p[j] >= 'a' && p[j] <= 'z') || p[j] == '^')) j++;
+                if (j + 1 < len && p[j] == ':' && p[j + 1] == ']') {
+                    st = tok_buf_append(out, p + i, j + 2 - i);
+                    i = j + 2;
+                    continue;
+                }
+            }
+            depth++;
+            size_t j = i + 1;
+            if (j < len && p[j] == '^') j++;
+            if (j < len && p[j] == ']') j++; /* a leading ']' is literal */
+            st = tok_buf_append(out, p + i, j - i);
+            i = j;
+            continue;
+        }
+        if (c == ']' && depth > 0) depth--;
+        st = tok_buf_append(out, p + i, 1);
+        i++;
+    }
+    if (!st && !out->data) st = tok_buf_append(out, "", 0);
+    return st;
+}
+
 vllm_status tok_regex_new(const char *pattern, size_t len, const char *path, tok_regex **out) {
     *out = NULL;
     pthread_once(&g_onig_once, onig_init_once);
@@ -496,15 +727,23 @@ vllm_status tok_regex_new(const char *pattern, size_t len, const char *path, tok
         return vt_error(VLLM_ERR_INTERNAL, "tokenizer: Oniguruma failed to initialize (%d)", g_onig_rc);
     tok_regex *r = calloc(1, sizeof *r);
     if (!r) return oom("regex");
+    tok_buf pat = {0};
+    vllm_status st = regex_rewrite(pattern, len, &pat);
+    if (st) {
+        free(r);
+        return st;
+    }
     OnigErrorInfo einfo;
-    const OnigUChar *p = (const OnigUChar *)pattern;
-    int rc = onig_new(&r->re, p, p + len, ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_RUBY, &einfo);
+    const OnigUChar *p = (const OnigUChar *)pat.data;
+    int rc = onig_new(&r->re, p, p + pat.len, ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_RUBY, &einfo);
     if (rc != ONIG_NORMAL) {
         OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
-        onig_error_code_to_str(msg, rc, &einfo);
+        onig_error_code_to_str(msg, rc, &einfo); /* einfo may point into pat */
+        tok_buf_free(&pat);
         free(r);
         return vt_error(VLLM_ERR_FORMAT, TOK_FILE ": %s: bad regex: %s", path, (const char *)msg);
     }
+    tok_buf_free(&pat);
     *out = r;
     return VLLM_OK;
 }

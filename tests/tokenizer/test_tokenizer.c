@@ -20,7 +20,7 @@
 #endif
 #define DATA VLLM_SOURCE_DIR "/tests/tokenizer/data"
 
-static const char *DIRS[] = {"spm", "bytelevel", "gpt2", "misc", "wp"};
+static const char *DIRS[] = {"spm", "bytelevel", "gpt2", "misc", "wp", "unicode", "unicode_w", "opts_a", "opts_b", "opts_c"};
 #define N_DIRS (sizeof DIRS / sizeof DIRS[0])
 
 static tokenizer *load(const char *name) {
@@ -339,6 +339,91 @@ static void test_config_bos_eos(void) {
     tok_free(tok);
 }
 
+/* tokenizer_config.json clean_up_tokenization_spaces: tok_decode applies transformers'
+ * clean_up_tokenization; tok_decode_ex(cleanup=false) and the stream (as vLLM) do not. */
+static void test_cleanup(void) {
+    static const char *model = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\".\":1,\"n't\":2,"
+                               "\"'s\":3,\"'\":4,\"b\":5,\"?\":6,\",\":7},\"merges\":[]}}";
+    int32_t ids[] = {0, 2, 3, 4, 5, 6, 7}, dot[] = {0, 1};
+    const char *raw = "a n't 's ' b ? ,";
+    for (int on = 0; on < 2; on++) {
+        tokenizer *tok = NULL;
+        CHECK_OK(load_str(model, on ? "{\"clean_up_tokenization_spaces\":true}" : "{}", &tok));
+        if (!tok) continue;
+        char *text = NULL;
+        CHECK_OK(tok_decode(tok, ids, 7, false, &text));
+        CHECK_MSG(text && strcmp(text, on ? "an't's'b?," : raw) == 0, "cleanup %d: '%s'", on, text);
+        free(text);
+        CHECK_OK(tok_decode(tok, dot, 2, false, &text));
+        CHECK(text && strcmp(text, on ? "a." : "a .") == 0);
+        free(text);
+        size_t len = 0;
+        CHECK_OK(tok_decode_ex(tok, ids, 7, false, false, &text, &len));
+        CHECK(text && strcmp(text, raw) == 0 && len == strlen(raw));
+        free(text);
+        /* the stream continues the prompt "a" without the clean-up */
+        tok_stream *st = NULL;
+        CHECK_OK(tok_stream_create(tok, ids, 1, false, &st));
+        char all[64] = "";
+        for (int i = 1; st && i < 7; i++) {
+            char *piece = NULL;
+            CHECK_OK(tok_stream_push(st, ids[i], &piece, NULL));
+            if (piece && strlen(all) + strlen(piece) < sizeof all) strcat(all, piece);
+            free(piece);
+        }
+        CHECK_MSG(strcmp(all, raw + 1) == 0, "stream: '%s'", all);
+        tok_stream_free(st);
+        tok_free(tok);
+    }
+    tokenizer *tok = (tokenizer *)1;
+    CHECK(load_str(model, "{\"clean_up_tokenization_spaces\":1}", &tok) == VLLM_ERR_FORMAT && tok == NULL);
+}
+
+/* General-category escapes are rewritten from utf8proc's tables (Unicode 15): they must class
+ * Unicode 15 characters as HF does, inside and outside brackets, negated or not. */
+static void check_regex(const char *pattern, const char *text, const char *want) {
+    tok_pattern p = {0};
+    tok_spans sp = {0};
+    tok_buf got = {0};
+    vllm_status st = tok_regex_new(pattern, strlen(pattern), "test", &p.regex);
+    CHECK_MSG(st == VLLM_OK, "%s: %s", pattern, vllm_last_error());
+    if (!st) st = tok_pattern_find(&p, text, strlen(text), &sp);
+    for (size_t i = 0; !st && i < sp.n; i++) {
+        if (i) tok_buf_append(&got, "|", 1);
+        tok_buf_append(&got, text + sp.data[i].start, sp.data[i].end - sp.data[i].start);
+    }
+    CHECK_MSG(!st && strcmp(got.data ? got.data : "", want) == 0, "%s on '%s': '%s', want '%s'", pattern, text,
+              got.data ? got.data : "", want);
+    tok_buf_free(&got);
+    tok_spans_free(&sp);
+    tok_regex_free(p.regex);
+}
+
+static void test_unicode_classes(void) {
+    /* U+1FA77 So, U+31350 Lo, U+11F50 Nd, U+11F00 Mn: all new in Unicode 15 */
+    const char *t = "a\U0001FA77B\U00031350 7\U00011F50\U00011F00!";
+    check_regex("\\p{S}", t, "\U0001FA77");
+    check_regex("\\p{L}+", t, "a|B\U00031350");
+    check_regex("\\p{Lo}|\\p{Lu}", t, "B|\U00031350");
+    check_regex("[\\p{N}\\p{M}]+", t, "7\U00011F50\U00011F00");
+    check_regex("\\d+", t, "7\U00011F50");
+    check_regex("\\w+", t, "a|B\U00031350|7\U00011F50\U00011F00");
+    check_regex("\\W+", t, "\U0001FA77| |!");
+    check_regex("[^\\w\\s]+", t, "\U0001FA77|!");
+    check_regex("\\P{L}+", t, "\U0001FA77| 7\U00011F50\U00011F00!");
+    check_regex("[^\\P{L}]+", t, "a|B\U00031350");
+    check_regex("\\p{^N}+", t, "a\U0001FA77B\U00031350 |\U00011F00!");
+    check_regex("[\\P{N}&&[^a-z]]+", t, "\U0001FA77B\U00031350 |\U00011F00!");
+    check_regex("\\p{Symbol}|\\p{other_letter}", t, "\U0001FA77|\U00031350");
+    check_regex(" ?[\\p{P}\\p{S}]+[\\r\\n]*", "x \U0001FA77!\n", " \U0001FA77!\n");
+    check_regex("[[:alpha:]]+", "ab1", "ab");         /* POSIX brackets pass through */
+    check_regex("\\p{Greek}+", "a\u03b1\u03b2", "\u03b1\u03b2"); /* scripts left to Oniguruma */
+    check_regex("[]a]+", "]a]b", "]a]");              /* a leading ']' is literal */
+    check_regex("\\\\p{L}", "\\p{L}", "\\p{L}");        /* an escaped backslash */
+    tok_regex *re = NULL;
+    CHECK(tok_regex_new("\\p{L&}", 6, "test", &re) == VLLM_ERR_FORMAT && re == NULL); /* as Oniguruma */
+}
+
 static void check_load_error(const char *json, const char *config, vllm_status want, const char *msg) {
     tokenizer *tok = (tokenizer *)1;
     vllm_status st = load_str(json, config, &tok);
@@ -519,6 +604,8 @@ int main(void) {
     test_roundtrip();
     test_spm_api();
     test_config_bos_eos();
+    test_cleanup();
+    test_unicode_classes();
     test_errors();
     test_fast_load();
     test_threads();

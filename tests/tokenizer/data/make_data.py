@@ -250,9 +250,83 @@ def make_wp():
     })
 
 
+def make_unicode():
+    # Unicode 15 characters (U+1FA77 So, U+31350 Lo, U+11F50 Nd, U+11F00 Mn, ...) are unassigned
+    # in older regex tables: removing the property classes shows which ones the regex knows.
+    merges, made = train(byte_words(), 60)
+    vocab = vocab_from([B2U[b] for b in range(256)] + made)
+    for name, rx in (("unicode", r"\p{S}|[\p{Lo}\p{Mn}]|\d|[^\P{Lu}]"), ("unicode_w", r"[^\w\s]")):
+        write(name, {
+            "added_tokens": [],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": rx}, "behavior": "Removed", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+            "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            "model": bpe(vocab, [[a, b] for a, b in merges]),
+        })
+
+
+def make_opts():
+    # Options the real tokenizers do not use, one folder each: normalizers NFD / NFKC / Strip,
+    # Split behaviors Removed / MergedWithNext / Contiguous and invert, Whitespace, Digits
+    # (individual_digits false), Metaspace split=false and prepend_scheme always / never,
+    # decoders Replace (regex) and Strip (stop > 0).
+    words = Counter()
+    for w in re.findall(r"\S+", CORPUS):
+        words[tuple(w)] += 1
+        words[tuple(META + w)] += 1
+    chars = sorted(set(CORPUS.replace("\n", "") + META + "0123456789"))
+    merges, made = train(words, 80)
+    vocab = vocab_from(["<unk>", "<s>", "</s>"] + chars + made)
+    model = bpe(vocab, [a + " " + b for a, b in merges], unk_token="<unk>")
+    specials = [added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")]
+    write("opts_a", {
+        "added_tokens": specials,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "NFKC"}, {"type": "Strip", "strip_left": True, "strip_right": True}]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Whitespace"}, {"type": "Digits", "individual_digits": False}]},
+        "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1],
+                           "trim_offsets": False, "add_prefix_space": True},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"Regex": "[aeiou]+"}, "content": "_"},
+            {"type": "Strip", "content": "e", "start": 0, "stop": 1}]},
+        "model": model,
+    })
+    write("opts_b", {
+        "added_tokens": specials,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "NFD"}, {"type": "Strip", "strip_left": False, "strip_right": True}]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "[,.!?]"}, "behavior": "MergedWithNext", "invert": False},
+            {"type": "Split", "pattern": {"String": " "}, "behavior": "Contiguous", "invert": False},
+            {"type": "Split", "pattern": {"Regex": "[aeiou]+"}, "behavior": "Isolated", "invert": True},
+            {"type": "Metaspace", "replacement": META, "prepend_scheme": "always", "split": False}]},
+        "post_processor": None,
+        "decoder": {"type": "Metaspace", "replacement": META, "prepend_scheme": "always", "split": False},
+        "model": model,
+    })
+    write("opts_c", {
+        "added_tokens": specials,
+        "normalizer": {"type": "Strip", "strip_left": True, "strip_right": False},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "\\d+"}, "behavior": "Removed", "invert": False},
+            {"type": "Split", "pattern": {"Regex": "[A-Z][a-z]*"}, "behavior": "MergedWithNext", "invert": True},
+            {"type": "Split", "pattern": {"String": "e"}, "behavior": "Removed", "invert": True},
+            {"type": "Metaspace", "replacement": META, "prepend_scheme": "never", "split": True}]},
+        "post_processor": None,
+        "decoder": {"type": "Metaspace", "replacement": META, "prepend_scheme": "never", "split": True},
+        "model": model,
+    })
+
+
 if __name__ == "__main__":
     make_spm()
     make_bytelevel()
     make_gpt2()
     make_misc()
     make_wp()
+    make_unicode()
+    make_opts()

@@ -13,7 +13,7 @@ const path = require("path");
 const { Tokenizer } = require("tokenizers");
 
 const here = __dirname;
-const dirs = ["spm", "bytelevel", "gpt2", "misc", "wp"];
+const dirs = ["spm", "bytelevel", "gpt2", "misc", "wp", "unicode", "unicode_w", "opts_a", "opts_b", "opts_c"];
 const texts = [
   "Hello world",
   "hello world! How are you?",
@@ -44,6 +44,10 @@ const texts = [
   "\u2581already\u2581meta \u2581",
   "\u0000nul and \u007f del",
   "def main(): return x + y  # code",
+  // Unicode 15.0 (not newer: the package's own tables may be newer than utf8proc's)
+  "a \u{1FA77} b\u{1F6DC}c \u{1FAE8}! Pink",
+  "CJK ext H \u{31350}\u{31351}x Kawi \u{11F04}\u{11F05} \u{11F50}\u{11F51}9 \u{11F00}",
+  "Nag Mundari \u{1E4D0}\u{1E4F1}\u{1E4EC}",
 ];
 
 function lcg(seed) {

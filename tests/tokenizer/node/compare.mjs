@@ -103,18 +103,7 @@ function expectedEncode(tok, cfg, text, add) {
 
 // Known vllm.c differences (reported, not failing unless --strict): each predicate says whether
 // a difference is fully explained by one known issue. Remove an entry once it is fixed.
-const UNICODE15 = /[\u{1F6DC}\u{1FA75}-\u{1FA77}\u{1FA87}\u{1FA88}\u{1FAAD}-\u{1FAAF}\u{1FABB}-\u{1FABD}\u{1FABF}\u{1FACE}\u{1FACF}\u{1FADA}\u{1FADB}\u{1FAE8}\u{1FAF7}\u{1FAF8}]/u;
-function hfCleanup(s) { // transformers' clean_up_tokenization
-    return s.replaceAll(" .", ".").replaceAll(" ?", "?").replaceAll(" !", "!").replaceAll(" ,", ",")
-        .replaceAll(" ' ", "'").replaceAll(" n't", "n't").replaceAll(" 'm", "'m").replaceAll(" 's", "'s")
-        .replaceAll(" 've", "'ve").replaceAll(" 're", "'re");
-}
-const KNOWN = [
-    { id: "cleanup-spaces", why: "tokenizer_config.json clean_up_tokenization_spaces=true is not applied by tok_decode",
-      match: (k) => k.op === "decode" && k.cfg.clean_up_tokenization_spaces === true && hfCleanup(k.got) === k.want },
-    { id: "onig-unicode14", why: "the system Oniguruma (6.9.8, Unicode 14) does not class Unicode 15 symbols (e.g. U+1FA77) as \\p{S}",
-      match: (k) => k.op === "encode" && UNICODE15.test(k.text) },
-];
+const KNOWN = [];
 
 async function compareOne(name, args, corpus) {
     const dir = path.join(args.tokDir, name);

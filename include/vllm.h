@@ -60,6 +60,7 @@ typedef struct vllm_engine_options {
     int max_model_len;           /* 0 = the model's max_position_embeddings */
     int max_num_seqs;            /* sequences running at once (default 256) */
     int max_num_batched_tokens;  /* tokens per step (default 8192) */
+    bool enable_prefix_caching;  /* share KV blocks of common prompt prefixes (default true) */
     vllm_load_format load_format;
     uint64_t seed;               /* seed for dummy weights and unseeded sampling */
 } vllm_engine_options;
@@ -87,8 +88,27 @@ typedef struct vllm_sampling_params {
     bool has_seed;         /* use seed for this request */
     uint64_t seed;
     bool ignore_eos;       /* keep going past EOS */
-    int min_tokens;        /* EOS suppressed before this many tokens */
+    int min_tokens;        /* EOS and stop_token_ids suppressed before this many tokens */
     bool skip_special_tokens; /* drop special tokens from text (default true) */
+    int n;                 /* completions per prompt (default 1) */
+    float presence_penalty;   /* [-2, 2]: subtract from logits of tokens already generated */
+    float frequency_penalty;  /* [-2, 2]: subtract count * this from logits of generated tokens */
+    float repetition_penalty; /* > 0 (1 = off): divide positive / multiply negative logits of
+                                 tokens in the prompt or the output */
+    const int32_t *logit_bias_ids;   /* (num_logit_bias) token ids */
+    const float *logit_bias_values;  /* (num_logit_bias) added to their logits, in [-100, 100] */
+    size_t num_logit_bias;
+    const int32_t *allowed_token_ids; /* (num_allowed_token_ids) only these may be sampled; NULL = all */
+    size_t num_allowed_token_ids;
+    const char *const *bad_words;    /* (num_bad_words) words never generated (as token sequences) */
+    size_t num_bad_words;
+    const char *const *stop;         /* (num_stop) stop strings, matched across token boundaries */
+    size_t num_stop;
+    bool include_stop_str_in_output; /* keep the matched stop string in the text */
+    const int32_t *stop_token_ids;   /* (num_stop_token_ids) extra ids that end generation */
+    size_t num_stop_token_ids;
+    int logprobs;          /* -1 = none; k >= 0: the sampled token's plus the top k per generated token */
+    int prompt_logprobs;   /* -1 = none; k >= 0: per prompt token (from the second) */
 } vllm_sampling_params;
 
 vllm_sampling_params vllm_sampling_default_params(void);

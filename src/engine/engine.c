@@ -42,6 +42,7 @@ vllm_engine_options vllm_engine_default_options(void) {
     o.max_model_len = 0;
     o.max_num_seqs = 256;
     o.max_num_batched_tokens = 8192;
+    o.enable_prefix_caching = true;
     o.load_format = VLLM_LOAD_AUTO;
     o.seed = 0;
     return o;
@@ -56,6 +57,10 @@ vllm_sampling_params vllm_sampling_default_params(void) {
     p.top_p = 1.0f;
     p.min_p = 0.0f;
     p.skip_special_tokens = true;
+    p.n = 1;
+    p.repetition_penalty = 1.0f;
+    p.logprobs = -1;
+    p.prompt_logprobs = -1;
     return p;
 }
 
@@ -77,6 +82,12 @@ vllm_status vllm_sampling_params_validate(const vllm_sampling_params *p) {
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
         return vt_error(VLLM_ERR_INVALID_ARG, "min_p must be in [0, 1], got %g", (double)p->min_p);
     if (p->min_tokens < 0) return vt_error(VLLM_ERR_INVALID_ARG, "min_tokens must be non-negative, got %d", p->min_tokens);
+    if (p->n != 1 || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f || p->repetition_penalty != 1.0f ||
+        p->num_logit_bias || p->num_allowed_token_ids || p->num_bad_words || p->num_stop || p->num_stop_token_ids ||
+        p->logprobs >= 0 || p->prompt_logprobs >= 0)
+        return vt_error(VLLM_ERR_UNSUPPORTED,
+                        "sampling: n, penalties, logit_bias, allowed_token_ids, bad_words, stop, stop_token_ids, "
+                        "logprobs and prompt_logprobs are not supported yet");
     if (p->min_tokens > p->max_tokens)
         return vt_error(VLLM_ERR_INVALID_ARG, "min_tokens (%d) must not exceed max_tokens (%d)", p->min_tokens, p->max_tokens);
     return VLLM_OK;

@@ -169,6 +169,40 @@ vllm_status vllm_generate(vllm_engine *engine, const vllm_prompt *prompts, size_
 void vllm_completions_free(vllm_completion *completions, size_t num);
 
 /* ------------------------------------------------------------------ */
+/* Request-level engine (vLLM's LLMEngine: add_request / step / abort)  */
+/* ------------------------------------------------------------------ */
+
+/* What one step produced for one request. Pointers stay valid until the
+ * next vllm_engine_step / vllm_engine_free on the same engine. */
+typedef struct vllm_request_output {
+    const char *request_id;
+    const int32_t *new_token_ids;    /* tokens sampled this step (0 or 1) */
+    const float *new_logprobs;       /* their raw logprobs */
+    size_t num_new_tokens;
+    const char *new_text;            /* newly completed text (valid UTF-8, maybe ""); "" without a tokenizer */
+    size_t new_text_len;
+    vllm_finish_reason finish_reason; /* VLLM_FINISH_NONE while running */
+    const char *stop_reason;         /* the matched stop string, or NULL */
+    size_t prompt_tokens;            /* usage: prompt length */
+    size_t completion_tokens;        /* usage: tokens generated so far */
+    size_t cached_prompt_tokens;     /* usage: prompt tokens served from the prefix cache */
+} vllm_request_output;
+
+/* Queues a request. request_id must be unique among unfinished requests.
+ * Errors (bad parameters, prompt too long) leave the engine unchanged. */
+vllm_status vllm_engine_add_request(vllm_engine *engine, const char *request_id, const vllm_prompt *prompt,
+                                    const vllm_sampling_params *params);
+/* Aborts an unfinished request: its blocks are freed and the next step
+ * reports it with finish_reason VLLM_FINISH_ABORT. VLLM_ERR_NOT_FOUND when
+ * no unfinished request has this id. */
+vllm_status vllm_engine_abort_request(vllm_engine *engine, const char *request_id);
+/* Runs one step (one forward over the flattened batch) and returns one
+ * output per request that produced something or finished. */
+vllm_status vllm_engine_step(vllm_engine *engine, const vllm_request_output **outputs, size_t *num_outputs);
+/* True while any request is queued or running. */
+bool vllm_engine_has_unfinished(const vllm_engine *engine);
+
+/* ------------------------------------------------------------------ */
 /* Tokenizer access                                                    */
 /* ------------------------------------------------------------------ */
 

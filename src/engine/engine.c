@@ -1,7 +1,8 @@
 /*
- * engine.c: vllm_engine: the backend, model, KV cache, tokenizer and
- * scheduler together, and the offline generation loop of vllm.h
- * (vllm_generate): schedule a step, run the forward, sample, stop.
+ * engine.c: vllm_engine: creating the backend, model, KV cache, tokenizer
+ * and scheduler together; options, sampling defaults and validation;
+ * tokenizer access. Requests and steps are in engine_step.c, the offline
+ * batch in generate.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -10,26 +11,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
-#include "engine/scheduler.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
-#include "vllm.h"
+#include "engine/engine_internal.h"
 
-struct vllm_engine {
-    vllm_engine_options opt;
-    backend *be;
-    model *model;
-    model_cache *cache;
-    tokenizer *tok;              /* NULL when the folder has none */
-    const model_config *cfg;
-    int max_model_len;
-    int eos_ids[MODEL_MAX_EOS + 1];
-    int num_eos;
-    scheduler sched;
-    sampler_scratch scratch;
-    float *logits_host;          /* (max_num_seqs, vocab) */
-    uint64_t next_seed;          /* seeds for requests without one */
-};
 
 vllm_engine_options vllm_engine_default_options(void) {
     vllm_engine_options o;
@@ -211,6 +194,7 @@ fail:
 
 void vllm_engine_free(vllm_engine *e) {
     if (!e) return;
+    engine_requests_free(e);
     sched_destroy(&e->sched);
     sampler_scratch_free(&e->scratch);
     free(e->logits_host);
@@ -233,228 +217,3 @@ vllm_status vllm_detokenize(vllm_engine *e, const int32_t *ids, size_t n, bool s
     return tok_decode(e->tok, ids, n, skip_special, text);
 }
 
-static void request_free(request *r) {
-    if (!r) return;
-    free(r->tokens);
-    free(r->logprobs);
-    free(r->blocks);
-}
-
-/* Builds request i from its prompt: tokenizes text, validates lengths. */
-static vllm_status request_init(vllm_engine *e, request *r, size_t i, const vllm_prompt *p,
-                                const vllm_sampling_params *sp) {
-    memset(r, 0, sizeof *r);
-    r->index = i;
-    r->params = *sp;
-    vllm_status st = vllm_sampling_params_validate(sp);
-    if (st != VLLM_OK) {
-        vt_error_prefix("prompt %zu", i);
-        return st;
-    }
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (p->text && !p->token_ids) {
-        if ((st = vllm_tokenize(e, p->text, true, &ids, &n))) {
-            vt_error_prefix("prompt %zu", i);
-            return st;
-        }
-    } else {
-        n = p->num_token_ids;
-        if (n > 0 && !p->token_ids) return vt_error(VLLM_ERR_INVALID_ARG, "prompt %zu: token_ids is NULL", i);
-    }
-    const int32_t *src = ids ? ids : p->token_ids;
-    for (size_t j = 0; j < n; j++)
-        if (src[j] < 0 || src[j] >= e->cfg->vocab_size) {
-            st = vt_error(VLLM_ERR_INVALID_ARG, "prompt %zu: token id %d out of range [0, %d)", i, src[j],
-                          e->cfg->vocab_size);
-            free(ids);
-            return st;
-        }
-    if (n == 0) {
-        free(ids);
-        return vt_error(VLLM_ERR_INVALID_ARG, "prompt %zu is empty", i);
-    }
-    if (n >= (size_t)e->max_model_len) {
-        free(ids);
-        return vt_error(VLLM_ERR_TOO_LONG, "prompt %zu has %zu tokens; max_model_len is %d", i, n, e->max_model_len);
-    }
-    long long cap = (long long)n + sp->max_tokens;
-    if (cap > e->max_model_len) cap = e->max_model_len;
-    r->cap_tokens = (int)cap;
-    r->num_prompt = r->num_tokens = (int)n;
-    r->tokens = malloc((size_t)cap * sizeof *r->tokens);
-    r->logprobs = malloc((size_t)(cap - (long long)n + 1) * sizeof *r->logprobs);
-    r->blocks = malloc((size_t)e->sched.cfg.max_blocks_per_seq * sizeof *r->blocks);
-    if (!r->tokens || !r->logprobs || !r->blocks) {
-        free(ids);
-        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
-    }
-    memcpy(r->tokens, src, n * sizeof *r->tokens);
-    free(ids);
-    sampler_rng_seed(&r->rng, sp->has_seed ? sp->seed : e->next_seed++ * 0x9E3779B97F4A7C15ull + 1);
-    return VLLM_OK;
-}
-
-static bool is_eos(const vllm_engine *e, int32_t t) {
-    for (int i = 0; i < e->num_eos; i++)
-        if (e->eos_ids[i] == t) return true;
-    return false;
-}
-
-/* Samples the request's next token from its logits row and applies the
- * stop rules; returns the sampled id or -1 on error. */
-static int32_t sample_one(vllm_engine *e, request *r, float *row) {
-    int V = e->cfg->vocab_size;
-    int generated = r->num_tokens - r->num_prompt;
-    float saved[MODEL_MAX_EOS + 1];
-    bool mask_eos = generated < r->params.min_tokens;
-    if (mask_eos)
-        for (int i = 0; i < e->num_eos; i++) {
-            saved[i] = row[e->eos_ids[i]];
-            row[e->eos_ids[i]] = -INFINITY;
-        }
-    for (int i = 0; i < V; i++)
-        if (isnan(row[i])) {
-            vt_error(VLLM_ERR_BACKEND, "request %zu: the model produced NaN logits", r->index);
-            return -1;
-        }
-    int32_t t = sampler_sample(row, V, &r->params, &r->rng, &e->scratch);
-    if (mask_eos)
-        for (int i = 0; i < e->num_eos; i++) row[e->eos_ids[i]] = saved[i];
-    if (t < 0) return -1;
-    r->logprobs[generated] = (float)sampler_logprob(row, V, t);
-    r->tokens[r->num_tokens++] = t;
-    generated++;
-    if (!r->params.ignore_eos && is_eos(e, t)) r->finish = VLLM_FINISH_STOP;
-    else if (generated >= r->params.max_tokens || r->num_tokens >= e->max_model_len) r->finish = VLLM_FINISH_LENGTH;
-    return t;
-}
-
-/* The completion's text as it continues the prompt's: decode(prompt +
- * generated) minus decode(prompt), which keeps the space a SentencePiece
- * "▁word" token carries after a prompt (what vLLM's incremental detokenizer
- * yields); decode(generated) alone when the two do not line up (a character
- * split between prompt and completion). */
-static vllm_status decode_continuation(vllm_engine *e, request *r, vllm_completion *c) {
-    bool skip = r->params.skip_special_tokens;
-    char *full = NULL, *pre = NULL;
-    /* no clean_up_tokenization_spaces: vLLM's detokenizer never applies it */
-    vllm_status st = tok_decode_ex(e->tok, r->tokens, (size_t)r->num_tokens, skip, false, &full, NULL);
-    if (st == VLLM_OK) st = tok_decode_ex(e->tok, r->tokens, (size_t)r->num_prompt, skip, false, &pre, NULL);
-    if (st == VLLM_OK && !strncmp(full, pre, strlen(pre))) {
-        size_t n = strlen(pre);
-        memmove(full, full + n, strlen(full) - n + 1);
-        c->text = full;
-        full = NULL;
-    } else if (st == VLLM_OK) {
-        st = tok_decode_ex(e->tok, c->token_ids, c->num_tokens, skip, false, &c->text, NULL);
-    }
-    free(full);
-    free(pre);
-    return st;
-}
-
-static vllm_status fill_completion(vllm_engine *e, request *r, vllm_completion *c) {
-    size_t ng = (size_t)(r->num_tokens - r->num_prompt);
-    c->num_prompt_tokens = (size_t)r->num_prompt;
-    c->num_tokens = ng;
-    c->finish_reason = r->finish;
-    c->prompt_token_ids = malloc(((size_t)r->num_prompt) * sizeof(int32_t));
-    c->token_ids = malloc((ng + 1) * sizeof(int32_t));
-    c->logprobs = malloc((ng + 1) * sizeof(float));
-    if (!c->prompt_token_ids || !c->token_ids || !c->logprobs) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
-    memcpy(c->prompt_token_ids, r->tokens, (size_t)r->num_prompt * sizeof(int32_t));
-    memcpy(c->token_ids, r->tokens + r->num_prompt, ng * sizeof(int32_t));
-    memcpy(c->logprobs, r->logprobs, ng * sizeof(float));
-    if (e->tok) return decode_continuation(e, r, c);
-    return VLLM_OK;
-}
-
-void vllm_completions_free(vllm_completion *c, size_t n) {
-    if (!c) return;
-    for (size_t i = 0; i < n; i++) {
-        free(c[i].prompt_token_ids);
-        free(c[i].token_ids);
-        free(c[i].logprobs);
-        free(c[i].text);
-    }
-    free(c);
-}
-
-/* Runs steps until every request finished. */
-static vllm_status run_loop(vllm_engine *e, vllm_generate_stats *stats) {
-    int V = e->cfg->vocab_size;
-    size_t preempt0 = e->sched.num_preemptions;
-    while (sched_has_work(&e->sched)) {
-        fwd_batch b;
-        vllm_status st = sched_step(&e->sched, &b);
-        if (st != VLLM_OK) return st;
-        if (b.num_tokens == 0) return vt_error(VLLM_ERR_INTERNAL, "scheduler made no progress");
-        double t0 = progress_now();
-        const tensor *logits;
-        if ((st = model_forward(e->model, e->cache, &b, &logits))) return st;
-        if (b.num_logits > 0 &&
-            (st = e->be->ops->download(e->be, e->logits_host, logits, (size_t)b.num_logits * (size_t)V * sizeof(float))))
-            return st;
-        bool prefill = false;
-        for (int i = 0; i < e->sched.num_step; i++)
-            if (e->sched.step_reqs[i]->num_computed < e->sched.step_reqs[i]->num_prompt) prefill = true;
-        sched_commit(&e->sched);
-        int row = 0;
-        for (int i = 0; i < e->sched.num_step; i++) {
-            request *r = e->sched.step_reqs[i];
-            if (!sched_is_sampled(&e->sched, i)) continue;
-            if (sample_one(e, r, e->logits_host + (size_t)row * V) < 0) return VLLM_ERR_BACKEND;
-            row++;
-        }
-        for (int i = 0; i < e->sched.num_step; i++) {
-            request *r = e->sched.step_reqs[i];
-            if (r->finish != VLLM_FINISH_NONE && r->state == REQ_RUNNING) sched_finish(&e->sched, r);
-        }
-        double dt = progress_now() - t0;
-        if (stats) {
-            stats->steps++;
-            stats->generated_tokens += (size_t)b.num_logits;
-            if (prefill) stats->prefill_seconds += dt;
-            else stats->decode_seconds += dt;
-            stats->preemptions = e->sched.num_preemptions - preempt0;
-        }
-    }
-    return VLLM_OK;
-}
-
-vllm_status vllm_generate(vllm_engine *e, const vllm_prompt *prompts, size_t num, const vllm_sampling_params *params,
-                          bool per_prompt, vllm_completion **out, vllm_generate_stats *stats) {
-    *out = NULL;
-    if (stats) memset(stats, 0, sizeof *stats);
-    if (num == 0) return vt_error(VLLM_ERR_INVALID_ARG, "no prompts");
-    vllm_sampling_params defaults = vllm_sampling_default_params();
-    request *reqs = calloc(num, sizeof *reqs);
-    vllm_completion *comp = calloc(num, sizeof *comp);
-    vllm_status st = VLLM_OK;
-    if (!reqs || !comp) {
-        st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < num; i++) {
-        const vllm_sampling_params *sp = params ? (per_prompt ? &params[i] : params) : &defaults;
-        if ((st = request_init(e, &reqs[i], i, &prompts[i], sp))) goto done;
-        if (stats) stats->prompt_tokens += (size_t)reqs[i].num_prompt;
-    }
-    for (size_t i = 0; i < num; i++)
-        if ((st = sched_add(&e->sched, &reqs[i]))) goto done;
-    if ((st = run_loop(e, stats))) goto done;
-    for (size_t i = 0; i < num; i++)
-        if ((st = fill_completion(e, &reqs[i], &comp[i]))) goto done;
-done:
-    if (st != VLLM_OK) {
-        /* drop whatever is still queued so the engine stays usable */
-        sched_reset(&e->sched);
-        vllm_completions_free(comp, num);
-        comp = NULL;
-    }
-    for (size_t i = 0; reqs && i < num; i++) request_free(&reqs[i]);
-    free(reqs);
-    *out = comp;
-    return st;
-}

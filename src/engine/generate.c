@@ -1,0 +1,102 @@
+/*
+ * generate.c: vllm_generate, the offline batch of vllm.h, on top of the
+ * request-level engine: add every prompt, step until all finish, collect
+ * each completion in input order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "engine/engine_internal.h"
+
+void vllm_completions_free(vllm_completion *c, size_t n) {
+    if (!c) return;
+    for (size_t i = 0; i < n; i++) {
+        free(c[i].prompt_token_ids);
+        free(c[i].token_ids);
+        free(c[i].logprobs);
+        free(c[i].text);
+    }
+    free(c);
+}
+
+/* Copies a finished request into its completion. */
+static vllm_status fill_completion(const vllm_engine *e, const ereq *q, vllm_completion *c) {
+    const request *r = &q->r;
+    size_t ng = (size_t)(r->num_tokens - r->num_prompt);
+    c->num_prompt_tokens = (size_t)r->num_prompt;
+    c->num_tokens = ng;
+    c->finish_reason = r->finish;
+    c->prompt_token_ids = malloc((size_t)r->num_prompt * sizeof(int32_t));
+    c->token_ids = malloc((ng + 1) * sizeof(int32_t));
+    c->logprobs = malloc((ng + 1) * sizeof(float));
+    if (!c->prompt_token_ids || !c->token_ids || !c->logprobs) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    memcpy(c->prompt_token_ids, r->tokens, (size_t)r->num_prompt * sizeof(int32_t));
+    memcpy(c->token_ids, r->tokens + r->num_prompt, ng * sizeof(int32_t));
+    memcpy(c->logprobs, r->logprobs, ng * sizeof(float));
+    if (e->tok) {
+        c->text = malloc(q->text_len + 1);
+        if (!c->text) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        memcpy(c->text, q->text ? q->text : "", q->text_len);
+        c->text[q->text_len] = '\0';
+    }
+    return VLLM_OK;
+}
+
+vllm_status vllm_generate(vllm_engine *e, const vllm_prompt *prompts, size_t num, const vllm_sampling_params *params,
+                          bool per_prompt, vllm_completion **out, vllm_generate_stats *stats) {
+    *out = NULL;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (num == 0) return vt_error(VLLM_ERR_INVALID_ARG, "no prompts");
+    if (vllm_engine_has_unfinished(e))
+        return vt_error(VLLM_ERR_INVALID_ARG, "vllm_generate: the engine has unfinished requests");
+    vllm_completion *comp = calloc(num, sizeof *comp);
+    if (!comp) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    engine_counters c0 = e->counters;
+    size_t preempt0 = e->sched.num_preemptions, added = 0, finished = 0;
+    vllm_status st = VLLM_OK;
+    char id[64];
+    for (size_t i = 0; i < num && st == VLLM_OK; i++) {
+        snprintf(id, sizeof id, "generate-%zu", i);
+        const vllm_sampling_params *sp = params ? (per_prompt ? &params[i] : params) : NULL;
+        st = vllm_engine_add_request(e, id, &prompts[i], sp);
+        if (st == VLLM_OK) added++;
+        else vt_error_prefix("prompt %zu", i);
+    }
+    while (st == VLLM_OK && finished < num) {
+        const vllm_request_output *o;
+        size_t n;
+        if ((st = vllm_engine_step(e, &o, &n))) break;
+        for (size_t k = 0; k < n && st == VLLM_OK; k++) {
+            if (o[k].finish_reason == VLLM_FINISH_NONE) continue;
+            size_t i = (size_t)strtoull(o[k].request_id + strlen("generate-"), NULL, 10);
+            const ereq *q = NULL;
+            for (size_t j = 0; j < e->num_reqs; j++)
+                if (!strcmp(e->reqs[j]->id, o[k].request_id)) q = e->reqs[j];
+            if (!q || i >= num) {
+                st = vt_error(VLLM_ERR_INTERNAL, "vllm_generate: lost request %s", o[k].request_id);
+                break;
+            }
+            st = fill_completion(e, q, &comp[i]);
+            finished++;
+        }
+    }
+    if (st != VLLM_OK) {
+        /* drop every request so the engine stays usable */
+        vllm_status keep = st;
+        engine_drop_all(e);
+        vllm_completions_free(comp, num);
+        return keep;
+    }
+    if (stats) {
+        stats->steps = e->counters.steps - c0.steps;
+        stats->generated_tokens = e->counters.sampled_tokens - c0.sampled_tokens;
+        stats->prefill_seconds = e->counters.prefill_seconds - c0.prefill_seconds;
+        stats->decode_seconds = e->counters.decode_seconds - c0.decode_seconds;
+        stats->preemptions = e->sched.num_preemptions - preempt0;
+        for (size_t i = 0; i < num; i++) stats->prompt_tokens += comp[i].num_prompt_tokens;
+    }
+    *out = comp;
+    return VLLM_OK;
+}

@@ -10,6 +10,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Parses "1,2,3" into a malloc'd array; false on a malformed list. */
 bool cli_parse_ids(const char *s, int32_t **ids, size_t *n);

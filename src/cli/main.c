@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  tokenize        text -> token ids as JSON\n"
             "  detokenize      token ids -> text as JSON\n"
             "  chat-template   render a model's chat template for a conversation\n"
+            "  bench           latency and throughput benchmarks (vllmc bench --help)\n"
             "  version         print the version\n",
             VLLM_VERSION);
 }
@@ -92,6 +93,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat-template")) return cmd_chat_template(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("vllmc %s\n", VLLM_VERSION);
         return 0;

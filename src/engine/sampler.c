@@ -1,5 +1,6 @@
 /*
- * sampler.c: host sampling of one logits row.
+ * sampler.c: host sampling of one logits row, after the logits processors
+ * and penalties of logits_proc.c (vllm/v1/sample/sampler.py Sampler.sample).
  * Order as vLLM v1: temperature -> min-p -> top-k -> top-p, then a
  * draw from the renormalised distribution. Greedy (temperature 0) is an
  * argmax that picks the lowest id on ties, as torch.argmax.
@@ -95,7 +96,11 @@ static void select_top_k(const float *probs, int32_t *idx, int n, int k) {
 
 int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_params *p, sampler_rng *rng,
                        sampler_scratch *sc) {
-    if (p->temperature < 1e-5f) return argmax(logits, vocab);
+    /* vLLM: SamplingParams.__post_init__ raises 0 < T < 0.01 to 0.01
+     * (_MAX_TEMP), so only T == 0 is greedy (T < _SAMPLING_EPS) */
+    float temperature = p->temperature;
+    if (!(temperature > 0.0f)) return argmax(logits, vocab);
+    if (temperature < 0.01f) temperature = 0.01f;
     if (sc->cap < vocab) {
         sampler_scratch_free(sc);
         sc->probs = malloc((size_t)vocab * sizeof *sc->probs);
@@ -117,7 +122,7 @@ int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_param
         vt_error(VLLM_ERR_INVALID_ARG, "sampler: every token is banned");
         return -1;
     }
-    double inv_t = 1.0 / p->temperature, sum = 0.0;
+    double inv_t = 1.0 / temperature, sum = 0.0;
     for (int i = 0; i < vocab; i++) {
         double e = exp(((double)logits[i] - mx) * inv_t);
         probs[i] = (float)e;
@@ -152,21 +157,36 @@ int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_param
             }
         n = keep;
     }
-    /* top-p over the renormalised survivors: the smallest prefix (by probability) whose mass reaches top_p */
+    /* top-p over the renormalised survivors: the smallest prefix (by probability) whose mass reaches top_p.
+     * Sorting only the m most probable (m = 256, x4 while not enough) keeps this O(V) in practice
+     * instead of sorting the whole vocabulary; a cut that lands on a tie with the m-th token grows m,
+     * so the result is the full sort's. */
     if (p->top_p < 1.0f) {
-        qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, probs);
         double mass = 0.0;
         for (int i = 0; i < n; i++) mass += probs[idx[i]];
-        double cum = 0.0;
-        int keep = n;
-        for (int i = 0; i < n; i++) {
-            cum += probs[idx[i]] / mass;
-            if (cum >= p->top_p) {
-                keep = i + 1;
+        int m = n < 256 ? n : 256;
+        for (;;) {
+            if (m < n) select_top_k(probs, idx, n, m);
+            qsort_r(idx, (size_t)m, sizeof *idx, cmp_desc, probs);
+            double cum = 0.0;
+            int keep = 0;
+            for (int i = 0; i < m; i++) {
+                cum += probs[idx[i]] / mass;
+                if (cum >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            if (m == n) {
+                n = keep ? keep : n;
                 break;
             }
+            if (keep && probs[idx[keep - 1]] > probs[idx[m - 1]]) {
+                n = keep;
+                break;
+            }
+            m = m > n / 4 ? n : m * 4;
         }
-        n = keep;
     }
     double mass = 0.0;
     for (int i = 0; i < n; i++) mass += probs[idx[i]];

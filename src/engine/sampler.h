@@ -31,7 +31,11 @@ void sampler_scratch_free(sampler_scratch *s);
 double sampler_logprob(const float *logits, int vocab, int32_t token);
 
 /* Samples from logits (vocab) under params; logits may hold -INFINITY for
- * banned tokens. Returns the token id, or -1 (with a message) on failure. */
+ * banned tokens. The row should already have been through
+ * sampler_process_logits (logits_proc.h). Greedy (argmax, lowest id on ties)
+ * when temperature == 0; a temperature in (0, 0.01) counts as 0.01 (vLLM's
+ * _MAX_TEMP). Then temperature -> min_p -> top_k -> top_p -> draw.
+ * Returns the token id, or -1 (with a message) on failure. */
 int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_params *p, sampler_rng *rng,
                        sampler_scratch *scratch);
 

@@ -145,7 +145,11 @@ typedef struct vllm_completion {
     int32_t *token_ids;          /* generated ids */
     float *logprobs;             /* log p(token_ids[i]) under the model's raw distribution */
     size_t num_tokens;
+    int32_t *top_logprob_ids;    /* (num_tokens, num_top_logprobs) when logprobs >= 0, else NULL */
+    float *top_logprobs;
+    int num_top_logprobs;
     char *text;                  /* decoded generated text; NULL without a tokenizer */
+    char *stop_reason;           /* the stop string that ended it, or NULL */
     vllm_finish_reason finish_reason;
 } vllm_completion;
 
@@ -178,6 +182,9 @@ typedef struct vllm_request_output {
     const char *request_id;
     const int32_t *new_token_ids;    /* tokens sampled this step (0 or 1) */
     const float *new_logprobs;       /* their raw logprobs */
+    const int32_t *top_logprob_ids;  /* (num_new_tokens, num_top_logprobs) when logprobs >= 0 */
+    const float *top_logprobs;       /* (num_new_tokens, num_top_logprobs) */
+    int num_top_logprobs;
     size_t num_new_tokens;
     const char *new_text;            /* newly completed text (valid UTF-8, maybe ""); "" without a tokenizer */
     size_t new_text_len;

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "engine/engine_internal.h"
+#include "engine/logits_proc.h"
 
 
 vllm_engine_options vllm_engine_default_options(void) {
@@ -56,23 +57,10 @@ vllm_sampling_params vllm_engine_default_sampling(const vllm_engine *e) {
 }
 
 vllm_status vllm_sampling_params_validate(const vllm_sampling_params *p) {
-    if (p->max_tokens < 1) return vt_error(VLLM_ERR_INVALID_ARG, "max_tokens must be at least 1, got %d", p->max_tokens);
-    if (!(p->temperature >= 0.0f) || isinf(p->temperature))
-        return vt_error(VLLM_ERR_INVALID_ARG, "temperature must be non-negative, got %g", (double)p->temperature);
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return vt_error(VLLM_ERR_INVALID_ARG, "top_p must be in (0, 1], got %g", (double)p->top_p);
-    if (p->top_k < -1) return vt_error(VLLM_ERR_INVALID_ARG, "top_k must be -1 (disable) or at least 1, got %d", p->top_k);
-    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
-        return vt_error(VLLM_ERR_INVALID_ARG, "min_p must be in [0, 1], got %g", (double)p->min_p);
-    if (p->min_tokens < 0) return vt_error(VLLM_ERR_INVALID_ARG, "min_tokens must be non-negative, got %d", p->min_tokens);
-    if (p->n != 1 || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f || p->repetition_penalty != 1.0f ||
-        p->num_logit_bias || p->num_allowed_token_ids || p->num_bad_words || p->num_stop || p->num_stop_token_ids ||
-        p->logprobs >= 0 || p->prompt_logprobs >= 0)
-        return vt_error(VLLM_ERR_UNSUPPORTED,
-                        "sampling: n, penalties, logit_bias, allowed_token_ids, bad_words, stop, stop_token_ids, "
-                        "logprobs and prompt_logprobs are not supported yet");
-    if (p->min_tokens > p->max_tokens)
-        return vt_error(VLLM_ERR_INVALID_ARG, "min_tokens (%d) must not exceed max_tokens (%d)", p->min_tokens, p->max_tokens);
+    vllm_status st = sampler_validate(p, 0); /* token ranges are checked per engine at add_request */
+    if (st != VLLM_OK) return st;
+    if (p->n != 1 || p->prompt_logprobs >= 0)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "sampling: n > 1 and prompt_logprobs are not supported yet");
     return VLLM_OK;
 }
 
@@ -175,11 +163,18 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         .max_num_batched_tokens = e->opt.max_num_batched_tokens,
         .block_size = e->opt.block_size,
         .max_blocks_per_seq = (e->max_model_len + e->opt.block_size - 1) / e->opt.block_size,
+        .enable_prefix_caching = e->opt.enable_prefix_caching,
     };
     if ((st = sched_init(&e->sched, &sc, num_blocks))) goto fail;
     e->logits_host = malloc((size_t)e->opt.max_num_seqs * (size_t)e->cfg->vocab_size * sizeof(float));
     if (!e->logits_host) {
         st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory (logits)");
+        goto fail;
+    }
+    if ((st = sampler_proc_scratch_init(&e->proc, e->cfg->vocab_size))) goto fail;
+    e->raw_row = malloc((size_t)e->cfg->vocab_size * sizeof(float));
+    if (!e->raw_row) {
+        st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
     e->next_seed = e->opt.seed;
@@ -197,6 +192,8 @@ void vllm_engine_free(vllm_engine *e) {
     engine_requests_free(e);
     sched_destroy(&e->sched);
     sampler_scratch_free(&e->scratch);
+    sampler_proc_scratch_free(&e->proc);
+    free(e->raw_row);
     free(e->logits_host);
     if (e->model) model_cache_free(e->model, e->cache);
     model_free(e->model);

@@ -5,6 +5,7 @@
 #ifndef VLLM_ENGINE_INTERNAL_H
 #define VLLM_ENGINE_INTERNAL_H
 
+#include "engine/logits_proc.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -20,6 +21,17 @@ typedef struct ereq {
     size_t text_reported;        /* bytes of text already returned by a step */
     int tokens_reported;         /* generated tokens already returned by a step */
     bool aborted;                /* aborted: report once as VLLM_FINISH_ABORT */
+    const char *stop_reason;     /* the matched stop string (points into own_stop) */
+    /* owned copies of the caller's parameter arrays (r.params points at them) */
+    int32_t *own_bias_ids, *own_allowed, *own_stop_ids;
+    float *own_bias_vals;
+    char **own_stop, **own_bad;
+    size_t max_stop_len;         /* longest stop string, bytes */
+    int32_t *bad_ids;            /* bad words as token sequences */
+    size_t *bad_offsets;
+    sampler_token_seqs bad;
+    int32_t *top_ids;            /* (max generated, logprobs) top logprobs per generated token */
+    float *top_lps;
     bool done;                   /* finished and reported: freed at the next step */
 } ereq;
 
@@ -41,6 +53,8 @@ struct vllm_engine {
     int num_eos;
     scheduler sched;
     sampler_scratch scratch;
+    sampler_proc_scratch proc;   /* logits processing (penalties, bias, masks) */
+    float *raw_row;              /* (vocab) the raw logits of the row being sampled */
     float *logits_host;          /* (max_num_seqs, vocab) */
     uint64_t next_seed;          /* seeds for requests without one */
     ereq **reqs;                 /* live requests (unfinished, or finished and not yet freed) */

@@ -22,6 +22,18 @@ static void ereq_free(ereq *q) {
     tok_stream_free(q->stream);
     free(q->text);
     free(q->id);
+    free(q->own_bias_ids);
+    free(q->own_bias_vals);
+    free(q->own_allowed);
+    free(q->own_stop_ids);
+    for (size_t i = 0; q->own_stop && i < q->r.params.num_stop; i++) free(q->own_stop[i]);
+    free(q->own_stop);
+    for (size_t i = 0; q->own_bad && i < q->r.params.num_bad_words; i++) free(q->own_bad[i]);
+    free(q->own_bad);
+    free(q->bad_ids);
+    free(q->bad_offsets);
+    free(q->top_ids);
+    free(q->top_lps);
     free(q);
 }
 
@@ -65,12 +77,107 @@ static void sched_drop(scheduler *s, request *r) {
     sched_finish(s, r);
 }
 
+static void *dup_array(const void *src, size_t n, size_t size, bool *ok) {
+    if (!n) return NULL;
+    void *d = malloc(n * size);
+    if (!d) *ok = false;
+    else memcpy(d, src, n * size);
+    return d;
+}
+
+static char **dup_strings(const char *const *src, size_t n, bool *ok) {
+    if (!n) return NULL;
+    char **d = calloc(n, sizeof *d);
+    if (!d) {
+        *ok = false;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!(d[i] = strdup(src[i]))) *ok = false;
+    return d;
+}
+
+/* Bad words as token sequences, as vLLM's update_from_tokenizer: each word
+ * (left-stripped) encoded alone, and with a leading space when that gives a
+ * different first token and the same length. */
+static vllm_status tokenize_bad_words(vllm_engine *e, ereq *q) {
+    const vllm_sampling_params *p = &q->r.params;
+    if (!p->num_bad_words) return VLLM_OK;
+    if (!e->tok) return vt_error(VLLM_ERR_UNSUPPORTED, "bad_words needs the model's tokenizer");
+    size_t cap_ids = 0, n_ids = 0, n_seq = 0;
+    q->bad_offsets = malloc((2 * p->num_bad_words + 1) * sizeof *q->bad_offsets);
+    if (!q->bad_offsets) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    q->bad_offsets[0] = 0;
+    for (size_t w = 0; w < p->num_bad_words; w++) {
+        const char *word = p->bad_words[w];
+        while (*word == ' ' || *word == '\t' || *word == '\n' || *word == '\r') word++;
+        char *spaced = malloc(strlen(word) + 2);
+        if (!spaced) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        spaced[0] = ' ';
+        strcpy(spaced + 1, word);
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        vllm_status st = tok_encode(e->tok, word, strlen(word), false, &a, &na);
+        if (st == VLLM_OK) st = tok_encode(e->tok, spaced, strlen(spaced), false, &b, &nb);
+        free(spaced);
+        if (st == VLLM_OK) {
+            const int32_t *seqs[2] = {a, b};
+            size_t lens[2] = {na, (nb == na && nb > 0 && na > 0 && b[0] != a[0]) ? nb : 0};
+            for (int k = 0; k < 2 && st == VLLM_OK; k++) {
+                if (!lens[k]) continue;
+                if (n_ids + lens[k] > cap_ids) {
+                    cap_ids = 2 * (n_ids + lens[k]);
+                    int32_t *ni = realloc(q->bad_ids, cap_ids * sizeof *ni);
+                    if (!ni) st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+                    else q->bad_ids = ni;
+                }
+                if (st == VLLM_OK) {
+                    memcpy(q->bad_ids + n_ids, seqs[k], lens[k] * sizeof(int32_t));
+                    n_ids += lens[k];
+                    q->bad_offsets[++n_seq] = n_ids;
+                }
+            }
+        }
+        free(a);
+        free(b);
+        if (st != VLLM_OK) return st;
+    }
+    q->bad = (sampler_token_seqs){.ids = q->bad_ids, .offsets = q->bad_offsets, .num = n_seq};
+    return VLLM_OK;
+}
+
+/* Copies the parameters with every caller-owned array, so the request does
+ * not depend on the caller's memory after add_request returns. */
+static vllm_status copy_params(vllm_engine *e, ereq *q, const vllm_sampling_params *sp) {
+    vllm_sampling_params *p = &q->r.params;
+    *p = *sp;
+    bool ok = true;
+    q->own_bias_ids = dup_array(sp->logit_bias_ids, sp->num_logit_bias, sizeof(int32_t), &ok);
+    q->own_bias_vals = dup_array(sp->logit_bias_values, sp->num_logit_bias, sizeof(float), &ok);
+    q->own_allowed = dup_array(sp->allowed_token_ids, sp->num_allowed_token_ids, sizeof(int32_t), &ok);
+    q->own_stop_ids = dup_array(sp->stop_token_ids, sp->num_stop_token_ids, sizeof(int32_t), &ok);
+    q->own_stop = dup_strings(sp->stop, sp->num_stop, &ok);
+    q->own_bad = dup_strings(sp->bad_words, sp->num_bad_words, &ok);
+    p->logit_bias_ids = q->own_bias_ids;
+    p->logit_bias_values = q->own_bias_vals;
+    p->allowed_token_ids = q->own_allowed;
+    p->stop_token_ids = q->own_stop_ids;
+    p->stop = (const char *const *)q->own_stop;
+    p->bad_words = (const char *const *)q->own_bad;
+    if (!ok) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; i < p->num_stop; i++)
+        if (strlen(p->stop[i]) > q->max_stop_len) q->max_stop_len = strlen(p->stop[i]);
+    if (p->num_stop && !e->tok) return vt_error(VLLM_ERR_UNSUPPORTED, "stop strings need the model's tokenizer");
+    return tokenize_bad_words(e, q);
+}
+
 /* Tokenizes and validates the prompt into q->r. */
 static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const vllm_prompt *p,
                                 const vllm_sampling_params *sp) {
     request *r = &q->r;
-    r->params = *sp;
     vllm_status st = vllm_sampling_params_validate(sp);
+    if (st == VLLM_OK) st = sampler_validate(sp, e->cfg->vocab_size);
+    if (st == VLLM_OK) st = copy_params(e, q, sp);
     if (st != VLLM_OK) {
         vt_error_prefix("request %s", id);
         return st;
@@ -110,6 +217,15 @@ static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const v
     r->tokens = malloc((size_t)cap * sizeof *r->tokens);
     r->logprobs = malloc((size_t)(cap - (long long)n + 1) * sizeof *r->logprobs);
     r->blocks = malloc((size_t)e->sched.cfg.max_blocks_per_seq * sizeof *r->blocks);
+    if (sp->logprobs > 0) {
+        size_t cells = (size_t)(cap - (long long)n + 1) * (size_t)sp->logprobs;
+        q->top_ids = malloc(cells * sizeof *q->top_ids);
+        q->top_lps = malloc(cells * sizeof *q->top_lps);
+        if (!q->top_ids || !q->top_lps) {
+            free(ids);
+            return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        }
+    }
     if (!r->tokens || !r->logprobs || !r->blocks) {
         free(ids);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
@@ -172,32 +288,53 @@ static bool is_eos(const vllm_engine *e, int32_t t) {
     return false;
 }
 
-/* Samples the request's next token from its logits row and applies the
- * stop rules; returns the sampled id or -1 on error. */
-static int32_t sample_one(vllm_engine *e, request *r, float *row) {
+static bool in_list(const int32_t *a, size_t n, int32_t t) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i] == t) return true;
+    return false;
+}
+
+/* Samples the request's next token from its logits row (vLLM v1 order:
+ * raw logprobs, logits processors and penalties, then the sampler) and
+ * applies the stop rules (vllm/v1/core/sched/utils.py check_stop).
+ * Returns the sampled id or -1 on error. */
+static int32_t sample_one(vllm_engine *e, ereq *q, float *row) {
+    request *r = &q->r;
+    const vllm_sampling_params *p = &r->params;
     int V = e->cfg->vocab_size;
     int generated = r->num_tokens - r->num_prompt;
-    float saved[MODEL_MAX_EOS + 1];
-    bool mask_eos = generated < r->params.min_tokens;
     for (int i = 0; i < V; i++)
         if (isnan(row[i])) {
             vt_error(VLLM_ERR_BACKEND, "the model produced NaN logits");
             return -1;
         }
-    if (mask_eos)
-        for (int i = 0; i < e->num_eos; i++) {
-            saved[i] = row[e->eos_ids[i]];
-            row[e->eos_ids[i]] = -INFINITY;
-        }
-    int32_t t = sampler_sample(row, V, &r->params, &r->rng, &e->scratch);
-    if (mask_eos)
-        for (int i = e->num_eos - 1; i >= 0; i--) row[e->eos_ids[i]] = saved[i];
+    memcpy(e->raw_row, row, (size_t)V * sizeof *row);
+    int32_t eos[MODEL_MAX_EOS + 1];
+    for (int i = 0; i < e->num_eos; i++) eos[i] = e->eos_ids[i];
+    sampler_context ctx = {
+        .prompt = r->tokens, .n_prompt = (size_t)r->num_prompt,
+        .output = r->tokens + r->num_prompt, .n_output = (size_t)generated,
+        .eos_ids = eos, .n_eos = (size_t)e->num_eos,
+        .bad_words = q->bad.num ? &q->bad : NULL,
+    };
+    if (sampler_process_logits(row, V, p, &ctx, &e->proc) != VLLM_OK) return -1;
+    int32_t t = sampler_sample(row, V, p, &r->rng, &e->scratch);
     if (t < 0) return -1;
-    r->logprobs[generated] = (float)sampler_logprob(row, V, t);
+    r->logprobs[generated] = (float)sampler_logprob(e->raw_row, V, t);
+    if (p->logprobs > 0)
+        sampler_top_logprobs(e->raw_row, V, p->logprobs, q->top_ids + (size_t)generated * (size_t)p->logprobs,
+                             q->top_lps + (size_t)generated * (size_t)p->logprobs);
     r->tokens[r->num_tokens++] = t;
     generated++;
-    if (!r->params.ignore_eos && is_eos(e, t)) r->finish = VLLM_FINISH_STOP;
-    else if (generated >= r->params.max_tokens || r->num_tokens >= e->max_model_len) r->finish = VLLM_FINISH_LENGTH;
+    if (generated < p->min_tokens) {
+        if (r->num_tokens >= e->max_model_len) r->finish = VLLM_FINISH_LENGTH;
+    } else if (!p->ignore_eos && is_eos(e, t)) {
+        r->finish = VLLM_FINISH_STOP;
+    } else if (in_list(p->stop_token_ids, p->num_stop_token_ids, t)) {
+        r->finish = VLLM_FINISH_STOP;
+    } else if (generated >= p->max_tokens || r->num_tokens >= e->max_model_len) {
+        r->finish = VLLM_FINISH_LENGTH;
+    }
     return t;
 }
 
@@ -219,16 +356,41 @@ static vllm_status text_append(ereq *q, const char *s, size_t n) {
 }
 
 /* Detokenizes the request's new tokens (and flushes at the end). */
+/* Looks for a stop string that ends in the text added since `from`
+ * (vLLM's check_stop_strings); on a match truncates the text and stops. */
+static void check_stop_strings(ereq *q, size_t from) {
+    const vllm_sampling_params *p = &q->r.params;
+    if (!p->num_stop || q->r.num_tokens - q->r.num_prompt <= p->min_tokens) return;
+    size_t start = from > q->max_stop_len ? from - q->max_stop_len + 1 : 0, best = SIZE_MAX;
+    const char *hit = NULL;
+    for (size_t i = 0; i < p->num_stop; i++) {
+        const char *m = strstr(q->text + start, p->stop[i]);
+        if (m && (size_t)(m - q->text) < best) {
+            best = (size_t)(m - q->text);
+            hit = p->stop[i];
+        }
+    }
+    if (!hit) return;
+    q->text_len = best + (p->include_stop_str_in_output ? strlen(hit) : 0);
+    q->text[q->text_len] = '\0';
+    q->stop_reason = hit;
+    q->r.finish = VLLM_FINISH_STOP;
+}
+
 static vllm_status detokenize_new(ereq *q) {
     if (!q->stream) return VLLM_OK;
     request *r = &q->r;
     vllm_status st = VLLM_OK;
+    bool was_running = r->finish == VLLM_FINISH_NONE;
     for (int i = q->r.num_prompt + q->tokens_reported; st == VLLM_OK && i < r->num_tokens; i++) {
         char *piece = NULL;
-        size_t n = 0;
+        size_t n = 0, before = q->text_len;
         st = tok_stream_push(q->stream, r->tokens[i], &piece, &n);
         if (st == VLLM_OK) st = text_append(q, piece, n);
         free(piece);
+        if (st == VLLM_OK && (was_running || r->finish != VLLM_FINISH_ABORT) && !q->stop_reason)
+            check_stop_strings(q, before);
+        if (q->stop_reason) return VLLM_OK;
     }
     if (st == VLLM_OK && r->finish != VLLM_FINISH_NONE) {
         char *piece = NULL;
@@ -285,18 +447,31 @@ static vllm_status collect_outputs(vllm_engine *e, size_t *num_out) {
         o->new_token_ids = r->tokens + r->num_prompt + q->tokens_reported;
         o->new_logprobs = r->logprobs + q->tokens_reported;
         o->num_new_tokens = (size_t)(gen - q->tokens_reported);
-        size_t tl = q->text_len - q->text_reported;
+        /* with stop strings, hold back what could still become one (vLLM's stop_buffer_length) */
+        size_t limit = q->text_len;
+        if (r->finish == VLLM_FINISH_NONE && q->max_stop_len > 1) {
+            limit = q->text_len > q->max_stop_len - 1 ? q->text_len - (q->max_stop_len - 1) : 0;
+            while (limit > q->text_reported && ((unsigned char)q->text[limit] & 0xC0) == 0x80) limit--;
+            if (limit < q->text_reported) limit = q->text_reported;
+        }
+        size_t tl = limit - q->text_reported;
         if (tl) memcpy(e->out_text + off, q->text + q->text_reported, tl);
         e->out_text[off + tl] = '\0';
         o->new_text = e->out_text + off;
         o->new_text_len = tl;
         off += tl + 1;
         o->finish_reason = r->finish;
+        o->stop_reason = q->stop_reason;
+        if (r->params.logprobs > 0) {
+            o->num_top_logprobs = r->params.logprobs;
+            o->top_logprob_ids = q->top_ids + (size_t)q->tokens_reported * (size_t)r->params.logprobs;
+            o->top_logprobs = q->top_lps + (size_t)q->tokens_reported * (size_t)r->params.logprobs;
+        }
         o->prompt_tokens = (size_t)r->num_prompt;
         o->completion_tokens = (size_t)gen;
-        o->cached_prompt_tokens = 0;
+        o->cached_prompt_tokens = (size_t)r->num_cached_tokens;
         q->tokens_reported = gen;
-        q->text_reported = q->text_len;
+        q->text_reported = limit;
         if (r->finish != VLLM_FINISH_NONE) q->done = true;
     }
     *num_out = k;
@@ -335,7 +510,7 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         for (int i = 0; i < e->sched.num_step; i++) {
             request *r = e->sched.step_reqs[i];
             if (!sched_is_sampled(&e->sched, i)) continue;
-            if (sample_one(e, r, e->logits_host + (size_t)row * V) < 0) {
+            if (sample_one(e, (ereq *)r, e->logits_host + (size_t)row * V) < 0) {
                 /* a bad row (NaN logits) ends this request only */
                 LOG_W("request %s: %s", ((ereq *)r)->id, vllm_last_error());
                 r->finish = VLLM_FINISH_ABORT;
@@ -344,8 +519,8 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         }
         for (int i = 0; i < e->sched.num_step; i++) {
             request *r = e->sched.step_reqs[i];
+            if ((st = detokenize_new((ereq *)r))) return st; /* may stop on a stop string */
             if (r->finish != VLLM_FINISH_NONE && r->state == REQ_RUNNING) sched_finish(&e->sched, r);
-            if ((st = detokenize_new((ereq *)r))) return st;
         }
         double dt = progress_now() - t0;
         e->counters.steps++;

@@ -17,6 +17,9 @@ void vllm_completions_free(vllm_completion *c, size_t n) {
         free(c[i].token_ids);
         free(c[i].logprobs);
         free(c[i].text);
+        free(c[i].stop_reason);
+        free(c[i].top_logprob_ids);
+        free(c[i].top_logprobs);
     }
     free(c);
 }
@@ -35,6 +38,17 @@ static vllm_status fill_completion(const vllm_engine *e, const ereq *q, vllm_com
     memcpy(c->prompt_token_ids, r->tokens, (size_t)r->num_prompt * sizeof(int32_t));
     memcpy(c->token_ids, r->tokens + r->num_prompt, ng * sizeof(int32_t));
     memcpy(c->logprobs, r->logprobs, ng * sizeof(float));
+    int k = r->params.logprobs;
+    if (k > 0) {
+        c->num_top_logprobs = k;
+        c->top_logprob_ids = malloc((ng + 1) * (size_t)k * sizeof(int32_t));
+        c->top_logprobs = malloc((ng + 1) * (size_t)k * sizeof(float));
+        if (!c->top_logprob_ids || !c->top_logprobs) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        memcpy(c->top_logprob_ids, q->top_ids, ng * (size_t)k * sizeof(int32_t));
+        memcpy(c->top_logprobs, q->top_lps, ng * (size_t)k * sizeof(float));
+    }
+    if (q->stop_reason && !(c->stop_reason = strdup(q->stop_reason)))
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     if (e->tok) {
         c->text = malloc(q->text_len + 1);
         if (!c->text) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");

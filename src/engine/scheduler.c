@@ -5,6 +5,9 @@
  * requests are admitted while the token budget, max_num_seqs and free
  * blocks allow. When a running request cannot grow, the most recently
  * admitted request is preempted (its blocks freed, recomputed later).
+ * Prefix caching follows kv_cache_manager.py: get_computed_blocks on
+ * admission (hits capped below the last token), allocate_slots caching
+ * every block the step fills.
  */
 #include "engine/scheduler.h"
 
@@ -17,7 +20,7 @@
 vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
-    vllm_status st = block_pool_init(&s->pool, num_blocks);
+    vllm_status st = kv_init(&s->pool, num_blocks, cfg->block_size, cfg->enable_prefix_caching);
     if (st != VLLM_OK) return st;
     size_t T = (size_t)cfg->max_num_batched_tokens, S = (size_t)cfg->max_num_seqs;
     s->running = calloc(S, sizeof *s->running);
@@ -31,7 +34,8 @@ vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
     s->seq_lens = malloc(S * sizeof *s->seq_lens);
     s->logits_idx = malloc(S * sizeof *s->logits_idx);
     s->block_tables = malloc(S * (size_t)cfg->max_blocks_per_seq * sizeof *s->block_tables);
-    if (!s->running || !s->step_reqs || !s->step_tokens || !s->step_sampled || !s->ids || !s->positions || !s->slots || !s->qsl ||
+    s->step_cached = malloc((size_t)num_blocks * sizeof *s->step_cached);
+    if (!s->step_cached ||!s->running || !s->step_reqs || !s->step_tokens || !s->step_sampled || !s->ids || !s->positions || !s->slots || !s->qsl ||
         !s->seq_lens || !s->logits_idx || !s->block_tables) {
         sched_destroy(s);
         return vt_error(VLLM_ERR_NO_MEMORY, "scheduler: out of memory");
@@ -40,7 +44,8 @@ vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
 }
 
 void sched_destroy(scheduler *s) {
-    block_pool_destroy(&s->pool);
+    kv_destroy(&s->pool);
+    free(s->step_cached);
     free(s->waiting);
     free(s->running);
     free(s->step_reqs);
@@ -79,10 +84,15 @@ vllm_status sched_add(scheduler *s, request *r) { return push_waiting(s, r, fals
 
 bool sched_has_work(const scheduler *s) { return s->num_waiting > 0 || s->num_running > 0; }
 
+/* Releases r's blocks, last first (its tail is evicted before its head). */
 static void free_blocks(scheduler *s, request *r) {
-    for (int i = 0; i < r->num_blocks; i++) block_pool_release(&s->pool, r->blocks[i]);
+    kv_free_blocks(&s->pool, r->blocks, r->num_blocks);
     r->num_blocks = 0;
 }
+
+int sched_num_free_blocks(const scheduler *s) { return kv_num_free(&s->pool); }
+
+kv_stats sched_prefix_cache_stats(const scheduler *s) { return s->pool.stats; }
 
 static void remove_running(scheduler *s, request *r) {
     for (int i = 0; i < s->num_running; i++) {
@@ -104,7 +114,7 @@ void sched_finish(scheduler *s, request *r) {
 static bool ensure_blocks(scheduler *s, request *r, int tokens) {
     int need = (tokens + s->cfg.block_size - 1) / s->cfg.block_size;
     while (r->num_blocks < need) {
-        int b = block_pool_alloc(&s->pool);
+        int b = kv_alloc(&s->pool);
         if (b < 0) return false;
         r->blocks[r->num_blocks++] = b;
     }
@@ -121,14 +131,62 @@ static vllm_status preempt(scheduler *s, request *r) {
     return push_waiting(s, r, true);
 }
 
+/* Adds r's next n tokens to the step; caches the blocks they fill. */
 static void schedule(scheduler *s, request *r, int n) {
+    kv_cache_full_blocks(&s->pool, r->tokens, r->num_computed + n, r->blocks, &r->chain, s->step_cached,
+                         &s->num_step_cached);
     s->step_reqs[s->num_step] = r;
     s->step_tokens[s->num_step] = n;
     s->num_step++;
 }
 
+/* Forgets the blocks an uncommitted step cached. */
+static void rollback_cached(scheduler *s) {
+    for (int i = 0; i < s->num_step_cached; i++) kv_uncache(&s->pool, s->step_cached[i]);
+    s->num_step_cached = 0;
+    s->step_pending = false;
+}
+
+/* Admits the head of waiting if its first chunk fits: looks up its cached
+ * prefix, takes references on the hits and allocates the rest. Returns the
+ * tokens scheduled, 0 when it does not fit. */
+static int admit(scheduler *s, request *r, int budget) {
+    int bs = s->cfg.block_size;
+    /* prompt logprobs need every prompt position computed (vLLM skips reading the cache too) */
+    int hit = 0;
+    if (r->params.prompt_logprobs < 0)
+        hit = kv_find_prefix(&s->pool, r->tokens, r->num_tokens, r->blocks, s->cfg.max_blocks_per_seq, &r->chain);
+    else
+        r->chain = (kv_chain){0};
+    int computed = hit * bs;
+    int n = r->num_tokens - computed;
+    if (n > budget) n = budget;
+    int need = (computed + n + bs - 1) / bs - hit + kv_num_evictable(&s->pool, r->blocks, hit);
+    if (need > kv_num_free(&s->pool)) return 0;
+    kv_touch(&s->pool, r->blocks, hit);
+    r->num_blocks = hit;
+    r->num_computed = computed;
+    if (!ensure_blocks(s, r, computed + n)) { /* cannot happen: counted above */
+        free_blocks(s, r);
+        r->num_computed = 0;
+        return 0;
+    }
+    if (s->pool.caching) {
+        s->pool.stats.requests++;
+        s->pool.stats.queries += (uint64_t)r->num_tokens;
+        s->pool.stats.hits += (uint64_t)computed;
+    }
+    if (!r->admitted) {
+        r->admitted = true;
+        r->num_cached_tokens = computed;
+    }
+    return n;
+}
+
 vllm_status sched_step(scheduler *s, fwd_batch *b) {
     memset(b, 0, sizeof *b);
+    if (s->step_pending) rollback_cached(s);
+    s->step_pending = true;
     s->num_step = 0;
     int budget = s->cfg.max_num_batched_tokens;
     bool preempted = false;
@@ -155,12 +213,8 @@ vllm_status sched_step(scheduler *s, fwd_batch *b) {
     /* 2. waiting requests, FCFS, unless this step had to preempt */
     while (!preempted && s->num_waiting > 0 && budget > 0 && s->num_running < s->cfg.max_num_seqs) {
         request *r = s->waiting[0];
-        int n = r->num_tokens - r->num_computed;
-        if (n > budget) n = budget;
-        if (!ensure_blocks(s, r, r->num_computed + n)) {
-            free_blocks(s, r);
-            break;
-        }
+        int n = admit(s, r, budget);
+        if (n == 0) break;
         memmove(s->waiting, s->waiting + 1, (size_t)(s->num_waiting - 1) * sizeof *s->waiting);
         s->num_waiting--;
         r->state = REQ_RUNNING;
@@ -209,8 +263,13 @@ void sched_reset(scheduler *s) {
     for (int i = 0; i < s->num_running; i++) free_blocks(s, s->running[i]);
     for (int i = 0; i < s->num_waiting; i++) free_blocks(s, s->waiting[i]);
     s->num_running = s->num_waiting = s->num_step = 0;
+    kv_reset_cache(&s->pool);
+    s->num_step_cached = 0;
+    s->step_pending = false;
 }
 
 void sched_commit(scheduler *s) {
     for (int i = 0; i < s->num_step; i++) s->step_reqs[i]->num_computed += s->step_tokens[i];
+    s->num_step_cached = 0;
+    s->step_pending = false;
 }

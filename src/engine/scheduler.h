@@ -3,13 +3,18 @@
  * one token budget per step, running requests first then waiting ones
  * FCFS, chunked prefill, preemption by recompute when blocks run out.
  * Each step becomes one flattened fwd_batch over the paged KV cache.
+ * With prefix caching, an admitted request starts from the longest cached
+ * run of full blocks of its tokens (num_computed = the hit), and every
+ * block that this step fills is hashed and cached as it is allocated
+ * (vLLM's allocate_slots): a request admitted later in the same step may
+ * already share it, as the forward writes all K/V before attention.
  */
 #ifndef VLLM_ENGINE_SCHEDULER_H
 #define VLLM_ENGINE_SCHEDULER_H
 
 #include <stddef.h>
 
-#include "engine/block_pool.h"
+#include "engine/kv_manager.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 
@@ -25,6 +30,9 @@ typedef struct request {
     int num_computed;             /* tokens whose K/V are in the cache */
     int *blocks;                  /* (max_blocks_per_seq) physical block ids */
     int num_blocks;
+    int num_cached_tokens;        /* prompt tokens served from the prefix cache at first admission */
+    bool admitted;                /* admitted at least once (num_cached_tokens is set) */
+    kv_chain chain;               /* prefix caching: full blocks hashed so far */
     vllm_sampling_params params;
     sampler_rng rng;
     vllm_finish_reason finish;
@@ -36,11 +44,12 @@ typedef struct sched_config {
     int max_num_batched_tokens;
     int block_size;
     int max_blocks_per_seq;
+    bool enable_prefix_caching;   /* false: plain allocation, no hashing */
 } sched_config;
 
 typedef struct scheduler {
     sched_config cfg;
-    block_pool pool;
+    kv_manager pool;              /* blocks, free queue, prefix cache and its counters */
     request **waiting;            /* FCFS; preempted requests return to the front */
     int num_waiting, cap_waiting;
     request **running;            /* admission order */
@@ -54,6 +63,11 @@ typedef struct scheduler {
     int32_t *ids, *positions, *qsl, *seq_lens, *block_tables, *logits_idx;
     int64_t *slots;
     size_t num_preemptions;       /* total so far */
+    /* blocks cached by the current step: forgotten again if the step is
+     * not committed (the forward failed, so their K/V were never written) */
+    int32_t *step_cached;         /* (num_blocks) */
+    int num_step_cached;
+    bool step_pending;            /* sched_step ran, sched_commit not yet */
 } scheduler;
 
 vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks);
@@ -63,14 +77,19 @@ vllm_status sched_add(scheduler *s, request *r);
  * there is nothing to run. Logit row i belongs to the i-th request of
  * step_reqs whose prompt (and generated tokens) are now all computed. */
 vllm_status sched_step(scheduler *s, fwd_batch *b);
-/* Marks the step's tokens computed. */
+/* Marks the step's tokens computed (and the blocks it cached valid). */
 void sched_commit(scheduler *s);
 /* True when the request of step slot i is sampled this step. */
 bool sched_is_sampled(const scheduler *s, int i);
-/* Drops every queued and running request (after an error). */
+/* Drops every queued and running request (after an error) and forgets the
+ * prefix cache. */
 void sched_reset(scheduler *s);
 /* Releases a finished request's blocks and removes it from running. */
 void sched_finish(scheduler *s, request *r);
 bool sched_has_work(const scheduler *s);
+/* Free blocks (cached or not): equals the pool size when no request holds any. */
+int sched_num_free_blocks(const scheduler *s);
+/* Prefix cache counters: admissions, their tokens, tokens served from the cache. */
+kv_stats sched_prefix_cache_stats(const scheduler *s);
 
 #endif

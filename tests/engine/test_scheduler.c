@@ -1,5 +1,6 @@
 /* test_scheduler.c: token budget, chunked prefill, FCFS admission,
- * block accounting and preemption by recompute, without a model. */
+ * block accounting, preemption by recompute and prefix caching (on and
+ * off: the same batches, fewer computed tokens), without a model. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +50,146 @@ static void check_batch(const scheduler *s, const fwd_batch *b) {
     }
 }
 
+/* One step's shape, to compare runs with and without prefix caching. */
+typedef struct step_rec {
+    int num_seqs, num_tokens, num_logits;
+    size_t idx[4];
+    int seq_lens[4], query[4];
+} step_rec;
+
+/* Runs requests (prompts sharing a 64-token prefix) to completion with
+ * max_new generated tokens each; records every step. Returns the steps. */
+static int run_shared_prefix(bool caching, int num_blocks, int budget, step_rec *rec, int max_steps, int *cached,
+                             kv_stats *stats, size_t *preemptions) {
+    enum { N = 3, MAX_NEW = 6 };
+    sched_config cfg = {.max_num_seqs = 4, .max_num_batched_tokens = budget, .block_size = 16,
+                        .max_blocks_per_seq = 8, .enable_prefix_caching = caching};
+    int prompt_len[N] = {80, 90, 70};
+    scheduler s;
+    CHECK_OK(sched_init(&s, &cfg, num_blocks));
+    request *r[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = make_req((size_t)i, prompt_len[i], MAX_NEW, 8);
+        for (int j = 64; j < prompt_len[i]; j++) r[i]->tokens[j] = (int32_t)(1000 * (i + 1) + j); /* own suffix */
+        CHECK_OK(sched_add(&s, r[i]));
+    }
+    int steps = 0;
+    fwd_batch fb;
+    while (sched_has_work(&s) && steps < max_steps) {
+        CHECK_OK(sched_step(&s, &fb));
+        CHECK(fb.num_tokens > 0);
+        check_batch(&s, &fb);
+        step_rec *x = &rec[steps++];
+        memset(x, 0, sizeof *x);
+        x->num_seqs = fb.num_seqs;
+        x->num_tokens = fb.num_tokens;
+        x->num_logits = fb.num_logits;
+        for (int i = 0; i < fb.num_seqs && i < 4; i++) {
+            x->idx[i] = s.step_reqs[i]->index;
+            x->seq_lens[i] = fb.seq_lens[i];
+            x->query[i] = fb.query_start_loc[i + 1] - fb.query_start_loc[i];
+        }
+        sched_commit(&s);
+        fake_sample(&s);
+        for (int i = 0; i < s.num_step; i++) {
+            request *q = s.step_reqs[i];
+            if (q->num_tokens - q->num_prompt >= MAX_NEW && q->state == REQ_RUNNING) sched_finish(&s, q);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK(r[i]->state == REQ_FINISHED && r[i]->num_tokens == prompt_len[i] + MAX_NEW);
+        cached[i] = r[i]->num_cached_tokens;
+        free_req(r[i]);
+    }
+    CHECK(sched_num_free_blocks(&s) == num_blocks); /* no leak */
+    *stats = sched_prefix_cache_stats(&s);
+    *preemptions = s.num_preemptions;
+    sched_destroy(&s);
+    return steps;
+}
+
+static void test_prefix_caching(void) {
+    enum { MAXS = 64 };
+    step_rec off[MAXS], on[MAXS];
+    int coff[3], con[3];
+    kv_stats soff, son;
+    size_t poff, pon;
+    /* all three fit in one step: the second and third share the first's
+     * 4 prefix blocks, cached as the first's blocks are allocated */
+    int noff = run_shared_prefix(false, 64, 512, off, MAXS, coff, &soff, &poff);
+    int non = run_shared_prefix(true, 64, 512, on, MAXS, con, &son, &pon);
+    CHECK(noff == non && noff == 6);
+    CHECK(coff[0] == 0 && coff[1] == 0 && coff[2] == 0);
+    CHECK(con[0] == 0 && con[1] == 64 && con[2] == 64);
+    CHECK(soff.requests == 0 && soff.queries == 0 && soff.hits == 0);
+    CHECK(son.requests == 3 && son.queries == 240 && son.hits == 128);
+    CHECK(on[0].num_tokens == 80 + 26 + 6 && off[0].num_tokens == 240);
+    for (int i = 0; i < noff && i < non; i++) {
+        CHECK(off[i].num_seqs == on[i].num_seqs && off[i].num_logits == on[i].num_logits);
+        for (int j = 0; j < off[i].num_seqs && j < 4; j++) {
+            CHECK(off[i].idx[j] == on[i].idx[j]);
+            CHECK(off[i].seq_lens[j] == on[i].seq_lens[j]);
+            if (i > 0) CHECK(off[i].query[j] == on[i].query[j]); /* decodes */
+        }
+    }
+    /* chunked (budget 48): the later requests are admitted in later steps
+     * and hit the prefix the first computed */
+    noff = run_shared_prefix(false, 64, 48, off, MAXS, coff, &soff, &poff);
+    non = run_shared_prefix(true, 64, 48, on, MAXS, con, &son, &pon);
+    CHECK(non < noff);
+    CHECK(con[0] == 0 && con[1] == 64 && con[2] == 64);
+    CHECK(son.hits == 128);
+    /* tiny pools (16 and 8 blocks of 16 tokens): preemption with and
+     * without caching, every request finishes, no block leaks */
+    noff = run_shared_prefix(false, 16, 512, off, MAXS, coff, &soff, &poff);
+    CHECK(noff < MAXS && poff > 0);
+    non = run_shared_prefix(true, 8, 512, on, MAXS, con, &son, &pon);
+    CHECK(non < MAXS && pon > 0);
+    CHECK(con[1] == 64 && con[2] == 64);
+    CHECK(son.requests == 3 + pon && son.hits > 128); /* a preempted request resumes from its cached blocks */
+}
+
+/* A step that is planned but never committed (the forward failed) leaves
+ * nothing cached behind: its blocks were never written. */
+static void test_uncommitted_step(void) {
+    sched_config cfg = {.max_num_seqs = 4, .max_num_batched_tokens = 64, .block_size = 4, .max_blocks_per_seq = 8,
+                        .enable_prefix_caching = true};
+    scheduler s;
+    CHECK_OK(sched_init(&s, &cfg, 16));
+    request *a = make_req(0, 10, 2, 8);
+    CHECK_OK(sched_add(&s, a));
+    fwd_batch fb;
+    CHECK_OK(sched_step(&s, &fb));
+    CHECK(s.pool.num_cached == 2);
+    sched_finish(&s, a); /* aborted after the failed step */
+    request *b = make_req(1, 10, 2, 8);
+    CHECK_OK(sched_add(&s, b));
+    CHECK_OK(sched_step(&s, &fb)); /* forgets a's blocks first */
+    CHECK(b->num_cached_tokens == 0 && fb.num_tokens == 10);
+    sched_commit(&s);
+    CHECK(s.pool.num_cached == 2);
+    /* a request wanting prompt logprobs computes its whole prompt */
+    request *c = make_req(2, 10, 2, 8), *d = make_req(3, 10, 2, 8);
+    c->params.prompt_logprobs = 0;
+    CHECK_OK(sched_add(&s, c));
+    CHECK_OK(sched_add(&s, d));
+    CHECK_OK(sched_step(&s, &fb));
+    CHECK(fb.num_seqs == 2 && fb.num_tokens == 10 + 2); /* b has nothing to run (not sampled here) */
+    CHECK(c->num_cached_tokens == 0 && d->num_cached_tokens == 8);
+    sched_commit(&s);
+    sched_reset(&s);
+    CHECK(s.pool.num_cached == 0 && sched_num_free_blocks(&s) == 16);
+    sched_destroy(&s);
+    free_req(a);
+    free_req(b);
+    free_req(c);
+    free_req(d);
+}
+
 int main(void) {
+    test_prefix_caching();
+    test_uncommitted_step();
+
     /* chunked prefill under a 10-token budget */
     sched_config cfg = {.max_num_seqs = 4, .max_num_batched_tokens = 10, .block_size = 4, .max_blocks_per_seq = 16};
     scheduler s;
@@ -79,7 +219,7 @@ int main(void) {
     sched_commit(&s);
     sched_finish(&s, a);
     sched_finish(&s, b);
-    CHECK(s.pool.num_free == 64);
+    CHECK(sched_num_free_blocks(&s) == 64);
     CHECK(!sched_has_work(&s));
     sched_destroy(&s);
     free_req(a);
@@ -103,12 +243,12 @@ int main(void) {
             if (r->num_tokens - r->num_prompt >= 12 && r->state == REQ_RUNNING) sched_finish(&s, r);
         }
         if (s.num_preemptions) preempted_seen = 1;
-        CHECK(s.pool.num_free >= 0);
+        CHECK(sched_num_free_blocks(&s) >= 0);
     }
     CHECK(preempted_seen);
     CHECK(x->state == REQ_FINISHED && y->state == REQ_FINISHED);
     CHECK(x->num_tokens == 20 && y->num_tokens == 20);
-    CHECK(s.pool.num_free == 6);
+    CHECK(sched_num_free_blocks(&s) == 6);
     sched_destroy(&s);
     free_req(x);
     free_req(y);

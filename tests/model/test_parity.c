@@ -21,14 +21,16 @@
 typedef struct layout {
     const char *name;
     int block_size, max_num_batched_tokens, num_kv_blocks, max_num_seqs, threads, max_model_len;
+    bool no_prefix_caching;
 } layout;
 
 static const layout LAYOUTS[] = {
-    {"one batch", 16, 8192, 0, 256, 1, 128},
-    {"chunked prefill, block 7, 3 threads", 7, 9, 0, 256, 3, 128},
-    {"block 1, 2 seqs at a time", 1, 8192, 0, 2, 2, 128},
-    {"tight KV cache (preemption)", 4, 8192, 24, 256, 1, 64},
-    {"one sequence, 5-token chunks (prefill-only steps)", 16, 5, 0, 1, 2, 128},
+    {"one batch", 16, 8192, 0, 256, 1, 128, false},
+    {"chunked prefill, block 7, 3 threads", 7, 9, 0, 256, 3, 128, false},
+    {"block 1, 2 seqs at a time", 1, 8192, 0, 2, 2, 128, false},
+    {"tight KV cache (preemption)", 4, 8192, 24, 256, 1, 64, false},
+    {"one sequence, 5-token chunks (prefill-only steps)", 16, 5, 0, 1, 2, 128, false},
+    {"prefix caching off", 4, 8192, 0, 256, 1, 128, true},
 };
 
 static void run_case(const char *dir, json_t *expected) {
@@ -58,6 +60,7 @@ static void run_case(const char *dir, json_t *expected) {
         o.max_num_seqs = lay->max_num_seqs;
         o.num_threads = lay->threads;
         o.max_model_len = lay->max_model_len;
+        o.enable_prefix_caching = !lay->no_prefix_caching;
         vllm_engine *e = NULL;
         vllm_status st = vllm_engine_create(dir, &o, &e);
         CHECK_MSG(st == VLLM_OK, "%s: %s", dir, vllm_last_error());

@@ -25,12 +25,17 @@ static void usage(FILE *f) {
             "  --top-k K  --top-p P  --min-p P\n"
             "  --seed S                    seed (same seed, same output)\n"
             "  --min-tokens N  --ignore-eos  --no-skip-special-tokens\n"
+            "  --stop S (repeatable)  --include-stop-str-in-output  --stop-token-ids IDS\n"
+            "  --presence-penalty P  --frequency-penalty P  --repetition-penalty P\n"
+            "  --bad-words W (repeatable)  --allowed-token-ids IDS  --logit-bias ID:VALUE[,ID:VALUE...]\n"
+            "  --logprobs K                also print the top K logprobs per generated token (--json)\n"
             "output:\n"
             "  --json                      one JSON object per prompt: prompt_token_ids, token_ids, logprobs, text, finish_reason\n"
             "  --stats                     print prefill/decode speed and peak memory to stderr\n"
             "engine:\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
-            "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n");
+            "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
+            "  --no-enable-prefix-caching\n");
 }
 
 typedef struct prompt_list {
@@ -143,6 +148,23 @@ static void print_json(const vllm_completion *c) {
     json_object_set_new(o, "logprobs", lp);
     if (c->text) json_object_set_new(o, "text", json_string(c->text));
     json_object_set_new(o, "finish_reason", json_string(vllm_finish_reason_str(c->finish_reason)));
+    if (c->stop_reason) json_object_set_new(o, "stop_reason", json_string(c->stop_reason));
+    if (c->num_top_logprobs > 0) {
+        /* top_logprobs[i] = [[id, logprob], ...] for generated token i */
+        json_t *all = json_array();
+        for (size_t i = 0; i < c->num_tokens; i++) {
+            json_t *row = json_array();
+            for (int j = 0; j < c->num_top_logprobs; j++) {
+                size_t at = i * (size_t)c->num_top_logprobs + (size_t)j;
+                json_t *pair = json_array();
+                json_array_append_new(pair, json_integer(c->top_logprob_ids[at]));
+                json_array_append_new(pair, isfinite(c->top_logprobs[at]) ? json_real(c->top_logprobs[at]) : json_null());
+                json_array_append_new(row, pair);
+            }
+            json_array_append_new(all, row);
+        }
+        json_object_set_new(o, "top_logprobs", all);
+    }
     char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(9));
     if (s) printf("%s\n", s);
     free(s);
@@ -165,7 +187,14 @@ int cmd_generate(int argc, char **argv) {
     long long max_tokens = 256, top_k = 0, min_tokens = 0, seed = -1, v;
     double temperature = 0, top_p = 0, min_p = 0;
     bool set_temperature = false, set_top_p = false, set_min_p = false, set_top_k = false;
-    bool ignore_eos = false, keep_special = false;
+    bool ignore_eos = false, keep_special = false, include_stop = false;
+    double presence = 0, frequency = 0, repetition = 1;
+    long long logprobs_k = -1;
+    const char **stops = NULL, **bad_words = NULL;
+    size_t num_stops = 0, num_bad = 0;
+    int32_t *stop_ids = NULL, *allowed = NULL, *bias_ids = NULL;
+    float *bias_vals = NULL;
+    size_t num_stop_ids = 0, num_allowed = 0, num_bias = 0;
     int rc = 1;
     prompt_list pl = {0};
     vllm_engine *engine = NULL;
@@ -185,6 +214,67 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--stats")) { stats_flag = true;
         } else if (!strcmp(a, "--ignore-eos")) { ignore_eos = true;
         } else if (!strcmp(a, "--no-skip-special-tokens")) { keep_special = true;
+        } else if (!strcmp(a, "--include-stop-str-in-output")) { include_stop = true;
+        } else if (!strcmp(a, "--no-enable-prefix-caching")) { eo.enable_prefix_caching = false;
+        } else if (!strcmp(a, "--enable-prefix-caching")) { eo.enable_prefix_caching = true;
+        } else if (!strcmp(a, "--stop") || !strcmp(a, "--bad-words")) {
+            NEED_ARG();
+            const char ***list = !strcmp(a, "--stop") ? &stops : &bad_words;
+            size_t *cnt = !strcmp(a, "--stop") ? &num_stops : &num_bad;
+            const char **nl = realloc(*list, (*cnt + 1) * sizeof *nl);
+            if (!nl) goto out;
+            *list = nl;
+            nl[(*cnt)++] = argv[++i];
+        } else if (!strcmp(a, "--stop-token-ids") || !strcmp(a, "--allowed-token-ids")) {
+            NEED_ARG();
+            int32_t **dst = !strcmp(a, "--stop-token-ids") ? &stop_ids : &allowed;
+            size_t *cnt = !strcmp(a, "--stop-token-ids") ? &num_stop_ids : &num_allowed;
+            free(*dst);
+            if (!cli_parse_ids(argv[++i], dst, cnt)) {
+                fprintf(stderr, "vllmc generate: %s must be comma-separated token ids\n", a);
+                goto bad;
+            }
+        } else if (!strcmp(a, "--logit-bias")) {
+            NEED_ARG();
+            const char *q = argv[++i];
+            size_t cap = 1;
+            for (const char *t = q; *t; t++) cap += *t == ',';
+            free(bias_ids);
+            free(bias_vals);
+            bias_ids = malloc(cap * sizeof *bias_ids);
+            bias_vals = malloc(cap * sizeof *bias_vals);
+            if (!bias_ids || !bias_vals) goto out;
+            num_bias = 0;
+            while (*q) {
+                char *end;
+                long id = strtol(q, &end, 10);
+                if (end == q || *end != ':' || id < 0 || id > INT32_MAX) break;
+                q = end + 1;
+                double v = strtod(q, &end);
+                if (end == q) break;
+                bias_ids[num_bias] = (int32_t)id;
+                bias_vals[num_bias++] = (float)v;
+                q = end;
+                if (*q == ',') q++;
+                else if (*q) break;
+            }
+            if (*q || num_bias == 0) {
+                fprintf(stderr, "vllmc generate: --logit-bias must be ID:VALUE[,ID:VALUE...]\n");
+                goto bad;
+            }
+        } else if (!strcmp(a, "--presence-penalty") || !strcmp(a, "--frequency-penalty") ||
+                   !strcmp(a, "--repetition-penalty")) {
+            NEED_ARG();
+            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }
+            if (!strcmp(a, "--presence-penalty")) presence = d;
+            else if (!strcmp(a, "--frequency-penalty")) frequency = d;
+            else repetition = d;
+        } else if (!strcmp(a, "--logprobs")) {
+            NEED_ARG();
+            if (!cli_parse_int(argv[++i], 0, 1000, &logprobs_k)) {
+                fprintf(stderr, "vllmc generate: --logprobs needs a non-negative integer\n");
+                goto bad;
+            }
         } else if (!strcmp(a, "--device")) { NEED_ARG(); eo.device = argv[++i];
         } else if (!strcmp(a, "--load-format")) {
             NEED_ARG();
@@ -262,6 +352,22 @@ int cmd_generate(int argc, char **argv) {
     sp.min_tokens = (int)min_tokens;
     sp.ignore_eos = ignore_eos;
     sp.skip_special_tokens = !keep_special;
+    sp.stop = stops;
+    sp.num_stop = num_stops;
+    sp.include_stop_str_in_output = include_stop;
+    sp.bad_words = bad_words;
+    sp.num_bad_words = num_bad;
+    sp.stop_token_ids = stop_ids;
+    sp.num_stop_token_ids = num_stop_ids;
+    sp.allowed_token_ids = allowed;
+    sp.num_allowed_token_ids = num_allowed;
+    sp.logit_bias_ids = bias_ids;
+    sp.logit_bias_values = bias_vals;
+    sp.num_logit_bias = num_bias;
+    sp.presence_penalty = (float)presence;
+    sp.frequency_penalty = (float)frequency;
+    sp.repetition_penalty = (float)repetition;
+    sp.logprobs = (int)logprobs_k;
     if (vllm_sampling_params_validate(&sp) != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
         goto bad;
@@ -300,5 +406,11 @@ out:
     vllm_completions_free(comps, pl.n);
     vllm_engine_free(engine);
     list_free(&pl);
+    free(stops);
+    free(bad_words);
+    free(stop_ids);
+    free(allowed);
+    free(bias_ids);
+    free(bias_vals);
     return rc;
 }

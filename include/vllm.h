@@ -90,7 +90,9 @@ typedef struct vllm_sampling_params {
     bool ignore_eos;       /* keep going past EOS */
     int min_tokens;        /* EOS and stop_token_ids suppressed before this many tokens */
     bool skip_special_tokens; /* drop special tokens from text (default true) */
-    int n;                 /* completions per prompt (default 1) */
+    int n;                 /* completions per prompt (default 1): n independent samples of the same
+                              prompt (the prompt's KV is shared through the prefix cache); with a
+                              seed, sample i uses seed + i */
     float presence_penalty;   /* [-2, 2]: subtract from logits of tokens already generated */
     float frequency_penalty;  /* [-2, 2]: subtract count * this from logits of generated tokens */
     float repetition_penalty; /* > 0 (1 = off): divide positive / multiply negative logits of
@@ -108,7 +110,9 @@ typedef struct vllm_sampling_params {
     const int32_t *stop_token_ids;   /* (num_stop_token_ids) extra ids that end generation */
     size_t num_stop_token_ids;
     int logprobs;          /* -1 = none; k >= 0: the sampled token's plus the top k per generated token */
-    int prompt_logprobs;   /* -1 = none; k >= 0: per prompt token (from the second) */
+    int prompt_logprobs;   /* -1 = none; k >= 0: per prompt token (from the second), its raw logprob
+                              given the tokens before it, plus the top k; such a request does not
+                              read the prefix cache (every prompt position is computed) */
 } vllm_sampling_params;
 
 vllm_sampling_params vllm_sampling_default_params(void);
@@ -138,7 +142,10 @@ typedef struct vllm_prompt {
     size_t num_token_ids;
 } vllm_prompt;
 
-/* One finished request. Arrays are owned by the completion. */
+/* One finished request. Arrays are owned by the completion.
+ * With n > 1, the entry of a prompt is its sample 0 and `siblings` holds
+ * samples 1 .. n-1 (each a full completion with its own copy of the prompt
+ * ids, index i in siblings[i - 1]); vllm_completions_free frees them too. */
 typedef struct vllm_completion {
     int32_t *prompt_token_ids;
     size_t num_prompt_tokens;
@@ -151,6 +158,17 @@ typedef struct vllm_completion {
     char *text;                  /* decoded generated text; NULL without a tokenizer */
     char *stop_reason;           /* the stop string that ended it, or NULL */
     vllm_finish_reason finish_reason;
+    /* prompt_logprobs >= 0 (sample 0 only, else NULL): prompt_logprobs[i] =
+     * log p(prompt_token_ids[i] | prompt_token_ids[< i]) under the raw
+     * distribution; [0] is NaN (the first token has none, None in vLLM) */
+    float *prompt_logprobs;          /* (num_prompt_tokens) */
+    int32_t *prompt_top_logprob_ids; /* (num_prompt_tokens, num_prompt_top_logprobs) when
+                                        prompt_logprobs > 0, else NULL; row 0 is -1 */
+    float *prompt_top_logprobs;      /* same shape; row 0 is NaN */
+    int num_prompt_top_logprobs;
+    size_t index;                    /* which of the prompt's n samples (vLLM's CompletionOutput.index) */
+    struct vllm_completion *siblings; /* n > 1: samples 1 .. n-1 of the same prompt, else NULL */
+    size_t num_siblings;             /* n - 1 */
 } vllm_completion;
 
 /* Timing of the last vllm_generate call. */
@@ -166,7 +184,8 @@ typedef struct vllm_generate_stats {
 /* Runs all prompts together (continuous batching) until each finishes.
  * params is one struct for all prompts, or an array of num_prompts when
  * per_prompt_params is true. *out receives num_prompts completions in
- * input order; free them with vllm_completions_free. */
+ * input order (with n > 1, the other samples in each one's siblings);
+ * free them with vllm_completions_free(*out, num_prompts). */
 vllm_status vllm_generate(vllm_engine *engine, const vllm_prompt *prompts, size_t num_prompts,
                           const vllm_sampling_params *params, bool per_prompt_params,
                           vllm_completion **out, vllm_generate_stats *stats);
@@ -177,9 +196,13 @@ void vllm_completions_free(vllm_completion *completions, size_t num);
 /* ------------------------------------------------------------------ */
 
 /* What one step produced for one request. Pointers stay valid until the
- * next vllm_engine_step / vllm_engine_free on the same engine. */
+ * next vllm_engine_step / vllm_engine_free on the same engine.
+ * A request with n > 1 runs as n samples (vLLM's child requests
+ * "{index}_{request_id}"): each reports its own outputs, under the
+ * request's id and its index, and finishes on its own. */
 typedef struct vllm_request_output {
     const char *request_id;
+    size_t index;                    /* which of the request's n samples (0 .. n-1) */
     const int32_t *new_token_ids;    /* tokens sampled this step (0 or 1) */
     const float *new_logprobs;       /* their raw logprobs */
     const int32_t *top_logprob_ids;  /* (num_new_tokens, num_top_logprobs) when logprobs >= 0 */
@@ -193,15 +216,22 @@ typedef struct vllm_request_output {
     size_t prompt_tokens;            /* usage: prompt length */
     size_t completion_tokens;        /* usage: tokens generated so far */
     size_t cached_prompt_tokens;     /* usage: prompt tokens served from the prefix cache */
+    /* prompt_logprobs >= 0: once, on the step that samples the first token
+     * (sample 0 only), as vllm_completion's; NULL on every other output */
+    const float *prompt_logprobs;          /* (prompt_tokens); [0] is NaN */
+    const int32_t *prompt_top_logprob_ids; /* (prompt_tokens, num_prompt_top_logprobs) when prompt_logprobs > 0 */
+    const float *prompt_top_logprobs;
+    int num_prompt_top_logprobs;
 } vllm_request_output;
 
 /* Queues a request. request_id must be unique among unfinished requests.
  * Errors (bad parameters, prompt too long) leave the engine unchanged. */
 vllm_status vllm_engine_add_request(vllm_engine *engine, const char *request_id, const vllm_prompt *prompt,
                                     const vllm_sampling_params *params);
-/* Aborts an unfinished request: its blocks are freed and the next step
- * reports it with finish_reason VLLM_FINISH_ABORT. VLLM_ERR_NOT_FOUND when
- * no unfinished request has this id. */
+/* Aborts an unfinished request (with n > 1, every unfinished sample): its
+ * blocks are freed and the next step reports it with finish_reason
+ * VLLM_FINISH_ABORT. VLLM_ERR_NOT_FOUND when no unfinished request has
+ * this id. */
 vllm_status vllm_engine_abort_request(vllm_engine *engine, const char *request_id);
 /* Runs one step (one forward over the flattened batch) and returns one
  * output per request that produced something or finished. */
@@ -219,6 +249,85 @@ vllm_status vllm_tokenize(vllm_engine *engine, const char *text, bool add_specia
 /* Decodes ids; *text is malloc'd (free with free()). */
 vllm_status vllm_detokenize(vllm_engine *engine, const int32_t *ids, size_t num_ids,
                             bool skip_special_tokens, char **text);
+
+/* ------------------------------------------------------------------ */
+/* Thread-safe front (vLLM's AsyncLLM): an engine thread and streams    */
+/* ------------------------------------------------------------------ */
+
+/* One engine thread owns a vllm_engine and steps it while there is work
+ * (sleeping when idle). Any thread may add and abort requests; each
+ * request's outputs arrive on its own vllm_stream, read by any one thread.
+ * Every call is thread-safe except vllm_async_engine_free, which must not
+ * overlap new calls on the same engine (consumers may keep reading and
+ * freeing their streams during and after it). */
+typedef struct vllm_async_engine vllm_async_engine;
+typedef struct vllm_stream vllm_stream;
+
+/* vllm_stream_next's status when timeout_ms passed without a chunk. Not an
+ * error (positive; nothing is recorded in vllm_last_error). */
+#define VLLM_STREAM_TIMEOUT ((vllm_status)1)
+
+/* One piece of a request's output: a deep copy owned by the caller (free
+ * with vllm_stream_chunk_clear). Each chunk belongs to one sample (index;
+ * always 0 when n = 1); a sample's chunk with finish_reason !=
+ * VLLM_FINISH_NONE is its last, and the stream's last chunk has `last` set
+ * (with n = 1: the chunk that finishes the request). */
+typedef struct vllm_stream_chunk {
+    size_t index;                /* which of the request's n samples */
+    bool last;                   /* the stream's last chunk: every sample has finished */
+    int32_t *token_ids;          /* (num_tokens) new generated ids */
+    float *logprobs;             /* (num_tokens) their raw logprobs */
+    size_t num_tokens;
+    int32_t *top_logprob_ids;    /* (num_tokens, num_top_logprobs) when logprobs > 0, else NULL */
+    float *top_logprobs;
+    int num_top_logprobs;
+    char *text;                  /* new text, NUL-terminated ("" when none or without a tokenizer;
+                                    NULL only if memory ran out) */
+    size_t text_len;
+    vllm_finish_reason finish_reason; /* VLLM_FINISH_NONE while running */
+    char *stop_reason;           /* the matched stop string, or NULL */
+    char *error;                 /* when the engine failed (finish_reason abort): why; else NULL */
+    size_t prompt_tokens;        /* usage: prompt length */
+    size_t completion_tokens;    /* usage: tokens generated so far */
+    size_t cached_prompt_tokens; /* usage: prompt tokens served from the prefix cache */
+    /* prompt_logprobs >= 0: once (sample 0's first token), as vllm_request_output's; else NULL */
+    float *prompt_logprobs;          /* (prompt_tokens); [0] is NaN */
+    int32_t *prompt_top_logprob_ids; /* (prompt_tokens, num_prompt_top_logprobs) */
+    float *prompt_top_logprobs;
+    int num_prompt_top_logprobs;
+} vllm_stream_chunk;
+
+void vllm_stream_chunk_clear(vllm_stream_chunk *chunk);
+
+/* Loads the model (on the calling thread) and starts the engine thread. */
+vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_options *options,
+                                     vllm_async_engine **out);
+/* Stops the engine thread: every unfinished sample ends with a chunk of
+ * finish_reason abort (error "the async engine was freed"). Streams stay
+ * valid until their own vllm_stream_free. */
+void vllm_async_engine_free(vllm_async_engine *ae);
+/* vllm_engine_default_sampling / vllm_engine_has_tokenizer of the engine. */
+vllm_sampling_params vllm_async_engine_default_sampling(const vllm_async_engine *ae);
+bool vllm_async_engine_has_tokenizer(const vllm_async_engine *ae);
+
+/* Queues a request (as vllm_engine_add_request, which runs on the engine
+ * thread; this call waits for its verdict, so bad parameters, a too-long
+ * prompt or an id in use fail here with the engine's message). prompt and
+ * params are copied before it returns. On success *out is the request's
+ * stream. */
+vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+                                   const vllm_sampling_params *params, vllm_stream **out);
+/* Aborts an unfinished request (every unfinished sample); its stream ends
+ * with finish_reason abort (unless it finished first). VLLM_ERR_NOT_FOUND when no unfinished
+ * request has this id. */
+vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id);
+/* Waits for the next chunk (timeout_ms < 0: forever; 0: poll). VLLM_OK
+ * fills *chunk; VLLM_STREAM_TIMEOUT leaves it empty; VLLM_ERR_NOT_FOUND
+ * after the last chunk (chunk.last) was returned. One consumer thread per stream. */
+vllm_status vllm_stream_next(vllm_stream *s, vllm_stream_chunk *chunk, int timeout_ms);
+const char *vllm_stream_request_id(const vllm_stream *s);
+/* Frees the stream; an unfinished request is aborted. */
+void vllm_stream_free(vllm_stream *s);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@ static void usage(FILE *f) {
             "  --presence-penalty P  --frequency-penalty P  --repetition-penalty P\n"
             "  --bad-words W (repeatable)  --allowed-token-ids IDS  --logit-bias ID:VALUE[,ID:VALUE...]\n"
             "  --logprobs K                also print the top K logprobs per generated token (--json)\n"
+            "  --n N                       N samples per prompt (printed one after the other, with \"index\" in --json)\n"
             "output:\n"
             "  --json                      one JSON object per prompt: prompt_token_ids, token_ids, logprobs, text, finish_reason\n"
             "  --stats                     print prefill/decode speed and peak memory to stderr\n"
@@ -135,7 +136,7 @@ static bool load_prompts_file(const char *path, prompt_list *l) {
     return ok;
 }
 
-static void print_json(const vllm_completion *c) {
+static void print_json(const vllm_completion *c, bool with_index) {
     json_t *o = json_object();
     json_t *p = json_array(), *t = json_array(), *lp = json_array();
     for (size_t i = 0; i < c->num_prompt_tokens; i++) json_array_append_new(p, json_integer(c->prompt_token_ids[i]));
@@ -148,6 +149,7 @@ static void print_json(const vllm_completion *c) {
     json_object_set_new(o, "logprobs", lp);
     if (c->text) json_object_set_new(o, "text", json_string(c->text));
     json_object_set_new(o, "finish_reason", json_string(vllm_finish_reason_str(c->finish_reason)));
+    if (with_index) json_object_set_new(o, "index", json_integer((json_int_t)c->index));
     if (c->stop_reason) json_object_set_new(o, "stop_reason", json_string(c->stop_reason));
     if (c->num_top_logprobs > 0) {
         /* top_logprobs[i] = [[id, logprob], ...] for generated token i */
@@ -189,7 +191,7 @@ int cmd_generate(int argc, char **argv) {
     bool set_temperature = false, set_top_p = false, set_min_p = false, set_top_k = false;
     bool ignore_eos = false, keep_special = false, include_stop = false;
     double presence = 0, frequency = 0, repetition = 1;
-    long long logprobs_k = -1;
+    long long logprobs_k = -1, n_samples = 1;
     const char **stops = NULL, **bad_words = NULL;
     size_t num_stops = 0, num_bad = 0;
     int32_t *stop_ids = NULL, *allowed = NULL, *bias_ids = NULL;
@@ -269,6 +271,12 @@ int cmd_generate(int argc, char **argv) {
             if (!strcmp(a, "--presence-penalty")) presence = d;
             else if (!strcmp(a, "--frequency-penalty")) frequency = d;
             else repetition = d;
+        } else if (!strcmp(a, "--n")) {
+            NEED_ARG();
+            if (!cli_parse_int(argv[++i], 1, 4096, &n_samples)) {
+                fprintf(stderr, "vllmc generate: --n needs an integer in [1, 4096]\n");
+                goto bad;
+            }
         } else if (!strcmp(a, "--logprobs")) {
             NEED_ARG();
             if (!cli_parse_int(argv[++i], 0, 1000, &logprobs_k)) {
@@ -368,6 +376,7 @@ int cmd_generate(int argc, char **argv) {
     sp.frequency_penalty = (float)frequency;
     sp.repetition_penalty = (float)repetition;
     sp.logprobs = (int)logprobs_k;
+    sp.n = (int)n_samples;
     if (vllm_sampling_params_validate(&sp) != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
         goto bad;
@@ -378,13 +387,17 @@ int cmd_generate(int argc, char **argv) {
         goto out;
     }
     for (size_t i = 0; i < pl.n; i++) {
-        if (json) {
-            print_json(&comps[i]);
-        } else if (comps[i].text) {
-            printf("%s\n", comps[i].text);
-        } else {
-            for (size_t j = 0; j < comps[i].num_tokens; j++) printf("%s%d", j ? "," : "", comps[i].token_ids[j]);
-            printf("\n");
+        /* with --n, the prompt's samples follow each other (index 0 .. n-1) */
+        for (size_t k = 0; k <= comps[i].num_siblings; k++) {
+            const vllm_completion *c = k ? &comps[i].siblings[k - 1] : &comps[i];
+            if (json) {
+                print_json(c, n_samples > 1);
+            } else if (c->text) {
+                printf("%s\n", c->text);
+            } else {
+                for (size_t j = 0; j < c->num_tokens; j++) printf("%s%d", j ? "," : "", c->token_ids[j]);
+                printf("\n");
+            }
         }
     }
     fflush(stdout);

@@ -1,6 +1,12 @@
 /*
  * engine_internal.h: the vllm_engine struct and the per-request state the
  * engine keeps around the scheduler's view of a request.
+ *
+ * A request with n > 1 becomes n child ereqs (vLLM v1's ParentRequest,
+ * vllm/v1/engine/parallel_sampling.py): child i has n = 1, seed + i when
+ * seeded, and shares the caller's id; outputs name it by (id, index).
+ * Only child 0 computes prompt logprobs (the others may then reuse its
+ * prompt blocks through the prefix cache).
  */
 #ifndef VLLM_ENGINE_INTERNAL_H
 #define VLLM_ENGINE_INTERNAL_H
@@ -14,7 +20,9 @@
 /* A request as the engine sees it. */
 typedef struct ereq {
     request r;                   /* the scheduler's view (first member) */
-    char *id;                    /* caller's request id */
+    char *id;                    /* caller's request id (shared by the n children of a request) */
+    char *child_id;              /* "{index}_{id}" as vLLM names children (n > 1), else NULL; for logs */
+    size_t index;                /* which of the request's n samples (0 .. n-1) */
     tok_stream *stream;          /* incremental detokenizer (NULL without a tokenizer) */
     char *text;                  /* all text produced so far */
     size_t text_len, text_cap;
@@ -32,6 +40,12 @@ typedef struct ereq {
     sampler_token_seqs bad;
     int32_t *top_ids;            /* (max generated, logprobs) top logprobs per generated token */
     float *top_lps;
+    /* prompt logprobs (r.params.prompt_logprobs >= 0): entry p is log P(prompt[p] | prompt[<p]) */
+    float *prompt_lps;           /* (num_prompt); [0] = NaN */
+    int32_t *prompt_top_ids;     /* (num_prompt, prompt_logprobs) when prompt_logprobs > 0; row 0: -1 */
+    float *prompt_top_lps;       /* (num_prompt, prompt_logprobs); row 0: NaN */
+    int prompt_lp_done;          /* prompt tokens whose logprobs are filled (1 .. num_prompt) */
+    bool prompt_lp_reported;     /* returned by a step already */
     bool done;                   /* finished and reported: freed at the next step */
 } ereq;
 
@@ -55,22 +69,28 @@ struct vllm_engine {
     sampler_scratch scratch;
     sampler_proc_scratch proc;   /* logits processing (penalties, bias, masks) */
     float *raw_row;              /* (vocab) the raw logits of the row being sampled */
-    float *logits_host;          /* (max_num_seqs, vocab) */
+    float *logits_host;          /* (logits_rows, vocab) */
+    size_t logits_rows;          /* rows logits_host holds; 0 = the max_num_seqs of engine_create */
+    /* the step's logit rows: per scheduled request, its prompt-logprob rows then its sampled row */
+    int32_t *step_rows;          /* (max_num_batched_tokens) indices into the flattened batch */
+    int *step_lp_from;           /* (max_num_seqs) first prompt position with a row this step */
+    int *step_lp_count;          /* (max_num_seqs) prompt positions with a row this step */
     uint64_t next_seed;          /* seeds for requests without one */
     ereq **reqs;                 /* live requests (unfinished, or finished and not yet freed) */
     size_t num_reqs, cap_reqs;
     vllm_request_output *outs;   /* the last step's outputs */
+    ereq **out_reqs;             /* (cap_outs) the request behind each output */
     size_t cap_outs;
     char *out_text;              /* text pieces of the last step's outputs */
     size_t cap_out_text;
     engine_counters counters;
 };
 
-/* Frees every live request (engine teardown). */
+/* Frees every live request and the step's arrays (engine teardown). */
 void engine_requests_free(vllm_engine *e);
 /* Drops every request without reporting it (after an error). */
 void engine_drop_all(vllm_engine *e);
-/* The live request with this id, or NULL. */
+/* A live, not yet reported request with this id (any of its children), or NULL. */
 ereq *engine_find(vllm_engine *e, const char *id);
 
 #endif

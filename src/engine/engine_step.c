@@ -1,9 +1,11 @@
 /*
  * engine_step.c: the request-level engine of vllm.h (vLLM's LLMEngine):
- * add_request (tokenize, validate, queue), step (schedule, forward, sample,
- * detokenize incrementally, stop), abort; and the outputs of each step.
+ * add_request (tokenize, validate, queue; n > 1 as n child requests),
+ * step (schedule, forward, prompt logprobs, sample, detokenize
+ * incrementally, stop), abort; and the outputs of each step.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +24,10 @@ static void ereq_free(ereq *q) {
     tok_stream_free(q->stream);
     free(q->text);
     free(q->id);
+    free(q->child_id);
+    free(q->prompt_lps);
+    free(q->prompt_top_ids);
+    free(q->prompt_top_lps);
     free(q->own_bias_ids);
     free(q->own_bias_vals);
     free(q->own_allowed);
@@ -41,10 +47,17 @@ void engine_requests_free(vllm_engine *e) {
     for (size_t i = 0; i < e->num_reqs; i++) ereq_free(e->reqs[i]);
     free(e->reqs);
     free(e->outs);
+    free(e->out_reqs);
     free(e->out_text);
+    free(e->step_rows);
+    free(e->step_lp_from);
+    free(e->step_lp_count);
     e->reqs = NULL;
     e->outs = NULL;
+    e->out_reqs = NULL;
     e->out_text = NULL;
+    e->step_rows = NULL;
+    e->step_lp_from = e->step_lp_count = NULL;
     e->num_reqs = e->cap_reqs = e->cap_outs = e->cap_out_text = 0;
 }
 
@@ -171,6 +184,28 @@ static vllm_status copy_params(vllm_engine *e, ereq *q, const vllm_sampling_para
     return tokenize_bad_words(e, q);
 }
 
+/* Prompt logprob arrays, all NaN (ids -1) until computed; entry 0 stays so. */
+static vllm_status prompt_logprobs_init(ereq *q) {
+    const request *r = &q->r;
+    int k = r->params.prompt_logprobs;
+    if (k < 0) return VLLM_OK;
+    size_t n = (size_t)r->num_prompt, cells = n * (size_t)k;
+    q->prompt_lps = malloc(n * sizeof *q->prompt_lps);
+    if (k > 0) {
+        q->prompt_top_ids = malloc(cells * sizeof *q->prompt_top_ids);
+        q->prompt_top_lps = malloc(cells * sizeof *q->prompt_top_lps);
+    }
+    if (!q->prompt_lps || (k > 0 && (!q->prompt_top_ids || !q->prompt_top_lps)))
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (prompt logprobs)");
+    for (size_t i = 0; i < n; i++) q->prompt_lps[i] = NAN;
+    for (size_t i = 0; i < cells; i++) {
+        q->prompt_top_ids[i] = -1;
+        q->prompt_top_lps[i] = NAN;
+    }
+    q->prompt_lp_done = 1;
+    return VLLM_OK;
+}
+
 /* Tokenizes and validates the prompt into q->r. */
 static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const vllm_prompt *p,
                                 const vllm_sampling_params *sp) {
@@ -232,12 +267,23 @@ static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const v
     }
     memcpy(r->tokens, src, n * sizeof *r->tokens);
     free(ids);
+    if ((st = prompt_logprobs_init(q))) return st;
     sampler_rng_seed(&r->rng, sp->has_seed ? sp->seed : e->next_seed++ * 0x9E3779B97F4A7C15ull + 1);
     if (e->tok) {
         st = tok_stream_create(e->tok, r->tokens, n, sp->skip_special_tokens, &q->stream);
         if (st != VLLM_OK) return st;
     }
     return VLLM_OK;
+}
+
+/* Child i's parameters (vLLM's ParentRequest._get_child_sampling_params):
+ * n = 1, seed + i when seeded; prompt logprobs only for child 0. */
+static vllm_sampling_params child_params(const vllm_sampling_params *sp, int i) {
+    vllm_sampling_params c = *sp;
+    c.n = 1;
+    if (sp->has_seed) c.seed = sp->seed + (uint64_t)i;
+    if (i > 0) c.prompt_logprobs = -1;
+    return c;
 }
 
 vllm_status vllm_engine_add_request(vllm_engine *e, const char *id, const vllm_prompt *p,
@@ -247,36 +293,61 @@ vllm_status vllm_engine_add_request(vllm_engine *e, const char *id, const vllm_p
     if (engine_find(e, id)) return vt_error(VLLM_ERR_INVALID_ARG, "request id '%s' is already in use", id);
     vllm_sampling_params defaults = vllm_sampling_default_params();
     if (!sp) sp = &defaults;
-    if (e->num_reqs == e->cap_reqs) {
-        size_t cap = e->cap_reqs ? 2 * e->cap_reqs : 64;
+    vllm_status st = vllm_sampling_params_validate(sp);
+    if (st != VLLM_OK) {
+        vt_error_prefix("request %s", id);
+        return st;
+    }
+    size_t n = (size_t)sp->n;
+    if (e->num_reqs + n > e->cap_reqs) {
+        size_t cap = e->cap_reqs ? e->cap_reqs : 64;
+        while (cap < e->num_reqs + n) cap *= 2;
         ereq **nr = realloc(e->reqs, cap * sizeof *nr);
         if (!nr) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
         e->reqs = nr;
         e->cap_reqs = cap;
     }
-    ereq *q = calloc(1, sizeof *q);
-    if (!q || !(q->id = strdup(id))) {
-        free(q);
-        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    /* n > 1: n children, all queued or none */
+    size_t first = e->num_reqs;
+    for (size_t i = 0; i < n; i++) {
+        ereq *q = calloc(1, sizeof *q);
+        if (!q || !(q->id = strdup(id))) {
+            free(q);
+            st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        } else {
+            q->index = i;
+            if (n > 1 && !(q->child_id = malloc(strlen(id) + 24))) st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+            else if (n > 1) sprintf(q->child_id, "%zu_%s", i, id);
+            vllm_sampling_params cp = child_params(sp, (int)i);
+            if (st == VLLM_OK) st = request_init(e, q, id, p, &cp);
+            if (st == VLLM_OK) st = sched_add(&e->sched, &q->r);
+            if (st != VLLM_OK) ereq_free(q);
+        }
+        if (st != VLLM_OK) {
+            while (e->num_reqs > first) {
+                ereq *prev = e->reqs[--e->num_reqs];
+                sched_drop(&e->sched, &prev->r);
+                ereq_free(prev);
+            }
+            return st;
+        }
+        q->r.index = e->num_reqs;
+        e->reqs[e->num_reqs++] = q;
     }
-    vllm_status st = request_init(e, q, id, p, sp);
-    if (st == VLLM_OK) st = sched_add(&e->sched, &q->r);
-    if (st != VLLM_OK) {
-        ereq_free(q);
-        return st;
-    }
-    q->r.index = e->num_reqs;
-    e->reqs[e->num_reqs++] = q;
     return VLLM_OK;
 }
 
 vllm_status vllm_engine_abort_request(vllm_engine *e, const char *id) {
-    ereq *q = id ? engine_find(e, id) : NULL;
-    if (!q || q->r.finish != VLLM_FINISH_NONE)
-        return vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", id ? id : "(null)");
-    sched_drop(&e->sched, &q->r);
-    q->r.finish = VLLM_FINISH_ABORT;
-    q->aborted = true;
+    size_t hits = 0;
+    for (size_t i = 0; id && i < e->num_reqs; i++) {
+        ereq *q = e->reqs[i];
+        if (q->done || q->r.finish != VLLM_FINISH_NONE || strcmp(q->id, id)) continue;
+        sched_drop(&e->sched, &q->r);
+        q->r.finish = VLLM_FINISH_ABORT;
+        q->aborted = true;
+        hits++;
+    }
+    if (!hits) return vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", id ? id : "(null)");
     return VLLM_OK;
 }
 
@@ -336,6 +407,76 @@ static int32_t sample_one(vllm_engine *e, ereq *q, float *row) {
         r->finish = VLLM_FINISH_LENGTH;
     }
     return t;
+}
+
+/* ---- prompt logprobs ---- */
+
+/* Lists the step's logit rows into b (vLLM's gpu_model_runner computes the
+ * logits of every prompt position of a chunk for prompt logprobs): for each
+ * scheduled request, the positions q of this chunk whose row gives a still
+ * missing prompt logprob (row q: log P(prompt[q + 1] | prompt[<= q])), then
+ * its last position when it is sampled. Grows logits_host to hold them.
+ * Called before sched_commit (num_computed is the chunk's start). */
+static vllm_status plan_logit_rows(vllm_engine *e, fwd_batch *b) {
+    scheduler *s = &e->sched;
+    size_t V = (size_t)e->cfg->vocab_size;
+    if (!e->step_rows) {
+        e->step_rows = malloc((size_t)s->cfg.max_num_batched_tokens * sizeof *e->step_rows);
+        e->step_lp_from = malloc((size_t)s->cfg.max_num_seqs * sizeof *e->step_lp_from);
+        e->step_lp_count = malloc((size_t)s->cfg.max_num_seqs * sizeof *e->step_lp_count);
+        if (!e->step_rows || !e->step_lp_from || !e->step_lp_count) {
+            free(e->step_rows);
+            free(e->step_lp_from);
+            free(e->step_lp_count);
+            e->step_rows = NULL;
+            e->step_lp_from = e->step_lp_count = NULL;
+            return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (logit rows)");
+        }
+    }
+    int nl = 0;
+    for (int i = 0; i < s->num_step; i++) {
+        ereq *q = (ereq *)s->step_reqs[i];
+        const request *r = &q->r;
+        int c0 = r->num_computed, c1 = c0 + s->step_tokens[i], from = c0, count = 0;
+        if (q->prompt_lps) {
+            if (q->prompt_lp_done - 1 > from) from = q->prompt_lp_done - 1;
+            int to = c1 < r->num_prompt - 1 ? c1 : r->num_prompt - 1;
+            count = to > from ? to - from : 0;
+            for (int pos = from; pos < from + count; pos++) e->step_rows[nl++] = b->query_start_loc[i] + (pos - c0);
+        }
+        e->step_lp_from[i] = from;
+        e->step_lp_count[i] = count;
+        if (sched_is_sampled(s, i)) e->step_rows[nl++] = b->query_start_loc[i + 1] - 1;
+    }
+    if (nl > b->num_tokens) return vt_error(VLLM_ERR_INTERNAL, "more logit rows (%d) than tokens (%d)", nl, b->num_tokens);
+    b->num_logits = nl;
+    b->logits_indices = e->step_rows;
+    size_t have = e->logits_rows ? e->logits_rows : (size_t)e->opt.max_num_seqs;
+    if ((size_t)nl > have) {
+        if ((size_t)nl > SIZE_MAX / V / sizeof(float))
+            return vt_error(VLLM_ERR_NO_MEMORY, "logits of %d rows overflow", nl);
+        float *l = realloc(e->logits_host, (size_t)nl * V * sizeof(float));
+        if (!l) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (logits of %d rows)", nl);
+        e->logits_host = l;
+        e->logits_rows = (size_t)nl;
+    }
+    return VLLM_OK;
+}
+
+/* Prompt logprob of token pos + 1 from the raw logits row of position pos. */
+static void prompt_logprob_row(vllm_engine *e, ereq *q, int pos, const float *row) {
+    const request *r = &q->r;
+    int V = e->cfg->vocab_size, k = r->params.prompt_logprobs, p = pos + 1;
+    q->prompt_lps[p] = (float)sampler_logprob(row, V, r->tokens[p]);
+    if (k > 0) {
+        int32_t *ids = q->prompt_top_ids + (size_t)p * (size_t)k;
+        float *lps = q->prompt_top_lps + (size_t)p * (size_t)k;
+        for (int j = sampler_top_logprobs(row, V, k, ids, lps); j < k; j++) {
+            ids[j] = -1;
+            lps[j] = NAN;
+        }
+    }
+    if (p + 1 > q->prompt_lp_done) q->prompt_lp_done = p + 1;
 }
 
 /* ---- outputs ---- */
@@ -427,6 +568,9 @@ static vllm_status collect_outputs(vllm_engine *e, size_t *num_out) {
         vllm_request_output *o = realloc(e->outs, n * sizeof *o);
         if (!o) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
         e->outs = o;
+        ereq **oq = realloc(e->out_reqs, n * sizeof *oq);
+        if (!oq) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        e->out_reqs = oq;
         e->cap_outs = n;
     }
     if (text_bytes > e->cap_out_text) {
@@ -441,9 +585,11 @@ static vllm_status collect_outputs(vllm_engine *e, size_t *num_out) {
         request *r = &q->r;
         int gen = r->num_tokens - r->num_prompt;
         if (!(gen > q->tokens_reported || r->finish != VLLM_FINISH_NONE)) continue;
+        e->out_reqs[k] = q;
         vllm_request_output *o = &e->outs[k++];
         memset(o, 0, sizeof *o);
         o->request_id = q->id;
+        o->index = q->index;
         o->new_token_ids = r->tokens + r->num_prompt + q->tokens_reported;
         o->new_logprobs = r->logprobs + q->tokens_reported;
         o->num_new_tokens = (size_t)(gen - q->tokens_reported);
@@ -470,6 +616,15 @@ static vllm_status collect_outputs(vllm_engine *e, size_t *num_out) {
         o->prompt_tokens = (size_t)r->num_prompt;
         o->completion_tokens = (size_t)gen;
         o->cached_prompt_tokens = (size_t)r->num_cached_tokens;
+        if (q->prompt_lps && !q->prompt_lp_reported && q->prompt_lp_done == r->num_prompt) {
+            o->prompt_logprobs = q->prompt_lps;
+            if (r->params.prompt_logprobs > 0) {
+                o->num_prompt_top_logprobs = r->params.prompt_logprobs;
+                o->prompt_top_logprob_ids = q->prompt_top_ids;
+                o->prompt_top_logprobs = q->prompt_top_lps;
+            }
+            q->prompt_lp_reported = true;
+        }
         q->tokens_reported = gen;
         q->text_reported = limit;
         if (r->finish != VLLM_FINISH_NONE) q->done = true;
@@ -490,6 +645,7 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         fwd_batch b;
         if ((st = sched_step(&e->sched, &b))) return st;
         if (b.num_tokens == 0) return vt_error(VLLM_ERR_INTERNAL, "scheduler made no progress");
+        if ((st = plan_logit_rows(e, &b))) return st;
         double t0 = progress_now();
         const tensor *logits;
         if ((st = model_forward(e->model, e->cache, &b, &logits)) ||
@@ -507,15 +663,20 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         }
         sched_commit(&e->sched);
         int row = 0;
+        size_t sampled = 0;
         for (int i = 0; i < e->sched.num_step; i++) {
             request *r = e->sched.step_reqs[i];
+            ereq *q = (ereq *)r;
+            for (int j = 0; j < e->step_lp_count[i]; j++, row++)
+                prompt_logprob_row(e, q, e->step_lp_from[i] + j, e->logits_host + (size_t)row * V);
             if (!sched_is_sampled(&e->sched, i)) continue;
-            if (sample_one(e, (ereq *)r, e->logits_host + (size_t)row * V) < 0) {
+            if (sample_one(e, q, e->logits_host + (size_t)row * V) < 0) {
                 /* a bad row (NaN logits) ends this request only */
-                LOG_W("request %s: %s", ((ereq *)r)->id, vllm_last_error());
+                LOG_W("request %s: %s", q->child_id ? q->child_id : q->id, vllm_last_error());
                 r->finish = VLLM_FINISH_ABORT;
             }
             row++;
+            sampled++;
         }
         for (int i = 0; i < e->sched.num_step; i++) {
             request *r = e->sched.step_reqs[i];
@@ -524,7 +685,7 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         }
         double dt = progress_now() - t0;
         e->counters.steps++;
-        e->counters.sampled_tokens += (size_t)b.num_logits;
+        e->counters.sampled_tokens += sampled;
         e->counters.prefill_tokens += prefill_tokens;
         if (prefill) e->counters.prefill_seconds += dt;
         else e->counters.decode_seconds += dt;

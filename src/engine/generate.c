@@ -1,7 +1,8 @@
 /*
  * generate.c: vllm_generate, the offline batch of vllm.h, on top of the
  * request-level engine: add every prompt, step until all finish, collect
- * each completion in input order.
+ * each completion in input order (with n > 1, samples 1 .. n-1 of a prompt
+ * in its siblings).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,10 @@ void vllm_completions_free(vllm_completion *c, size_t n) {
         free(c[i].stop_reason);
         free(c[i].top_logprob_ids);
         free(c[i].top_logprobs);
+        free(c[i].prompt_logprobs);
+        free(c[i].prompt_top_logprob_ids);
+        free(c[i].prompt_top_logprobs);
+        vllm_completions_free(c[i].siblings, c[i].num_siblings);
     }
     free(c);
 }
@@ -28,6 +33,7 @@ void vllm_completions_free(vllm_completion *c, size_t n) {
 static vllm_status fill_completion(const vllm_engine *e, const ereq *q, vllm_completion *c) {
     const request *r = &q->r;
     size_t ng = (size_t)(r->num_tokens - r->num_prompt);
+    c->index = q->index;
     c->num_prompt_tokens = (size_t)r->num_prompt;
     c->num_tokens = ng;
     c->finish_reason = r->finish;
@@ -46,6 +52,21 @@ static vllm_status fill_completion(const vllm_engine *e, const ereq *q, vllm_com
         if (!c->top_logprob_ids || !c->top_logprobs) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
         memcpy(c->top_logprob_ids, q->top_ids, ng * (size_t)k * sizeof(int32_t));
         memcpy(c->top_logprobs, q->top_lps, ng * (size_t)k * sizeof(float));
+    }
+    if (q->prompt_lps) {
+        size_t np = (size_t)r->num_prompt;
+        int pk = r->params.prompt_logprobs;
+        if (!(c->prompt_logprobs = malloc(np * sizeof(float)))) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        memcpy(c->prompt_logprobs, q->prompt_lps, np * sizeof(float));
+        if (pk > 0) {
+            c->num_prompt_top_logprobs = pk;
+            c->prompt_top_logprob_ids = malloc(np * (size_t)pk * sizeof(int32_t));
+            c->prompt_top_logprobs = malloc(np * (size_t)pk * sizeof(float));
+            if (!c->prompt_top_logprob_ids || !c->prompt_top_logprobs)
+                return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+            memcpy(c->prompt_top_logprob_ids, q->prompt_top_ids, np * (size_t)pk * sizeof(int32_t));
+            memcpy(c->prompt_top_logprobs, q->prompt_top_lps, np * (size_t)pk * sizeof(float));
+        }
     }
     if (q->stop_reason && !(c->stop_reason = strdup(q->stop_reason)))
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
@@ -68,31 +89,40 @@ vllm_status vllm_generate(vllm_engine *e, const vllm_prompt *prompts, size_t num
     vllm_completion *comp = calloc(num, sizeof *comp);
     if (!comp) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     engine_counters c0 = e->counters;
-    size_t preempt0 = e->sched.num_preemptions, added = 0, finished = 0;
+    size_t preempt0 = e->sched.num_preemptions, total = 0, finished = 0;
     vllm_status st = VLLM_OK;
     char id[64];
     for (size_t i = 0; i < num && st == VLLM_OK; i++) {
         snprintf(id, sizeof id, "generate-%zu", i);
         const vllm_sampling_params *sp = params ? (per_prompt ? &params[i] : params) : NULL;
         st = vllm_engine_add_request(e, id, &prompts[i], sp);
-        if (st == VLLM_OK) added++;
-        else vt_error_prefix("prompt %zu", i);
+        if (st != VLLM_OK) {
+            vt_error_prefix("prompt %zu", i);
+            break;
+        }
+        size_t n = sp ? (size_t)sp->n : 1;
+        total += n;
+        if (n > 1) {
+            if (!(comp[i].siblings = calloc(n - 1, sizeof *comp[i].siblings)))
+                st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+            else
+                comp[i].num_siblings = n - 1;
+        }
     }
-    while (st == VLLM_OK && finished < num) {
+    while (st == VLLM_OK && finished < total) {
         const vllm_request_output *o;
         size_t n;
         if ((st = vllm_engine_step(e, &o, &n))) break;
         for (size_t k = 0; k < n && st == VLLM_OK; k++) {
             if (o[k].finish_reason == VLLM_FINISH_NONE) continue;
-            size_t i = (size_t)strtoull(o[k].request_id + strlen("generate-"), NULL, 10);
-            const ereq *q = NULL;
-            for (size_t j = 0; j < e->num_reqs; j++)
-                if (!strcmp(e->reqs[j]->id, o[k].request_id)) q = e->reqs[j];
-            if (!q || i >= num) {
+            const ereq *q = e->out_reqs[k];
+            bool ours = !strncmp(o[k].request_id, "generate-", strlen("generate-"));
+            size_t i = ours ? (size_t)strtoull(o[k].request_id + strlen("generate-"), NULL, 10) : num;
+            if (i >= num || q->index > comp[i].num_siblings) {
                 st = vt_error(VLLM_ERR_INTERNAL, "vllm_generate: lost request %s", o[k].request_id);
                 break;
             }
-            st = fill_completion(e, q, &comp[i]);
+            st = fill_completion(e, q, q->index ? &comp[i].siblings[q->index - 1] : &comp[i]);
             finished++;
         }
     }

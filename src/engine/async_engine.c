@@ -1,0 +1,602 @@
+/*
+ * async_engine.c: the thread-safe front of vllm.h (vLLM's AsyncLLM): one
+ * engine thread owns a vllm_engine and steps it while there is work;
+ * other threads add requests (and wait for the engine thread's verdict, so
+ * errors reach them synchronously), abort them, and read each request's
+ * vllm_stream of deep-copied output chunks.
+ *
+ * Locks: ae->mu guards the add queue, the stop flag, the caller count and
+ * the live-stream table (written only by the engine thread); each stream's
+ * mu guards its chunk queue, flags and reference count. Order: ae->mu
+ * before a stream's mu, never the reverse. A stream is referenced by its
+ * consumer and, while its request is live, by the engine thread; the last
+ * reference frees it, so the engine never touches a freed stream.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/async_engine.h"
+#include "engine/engine_internal.h"
+
+#define AE_MSG_MAX 1024
+
+typedef struct chunk_node {
+    struct chunk_node *next;
+    vllm_stream_chunk c;
+} chunk_node;
+
+struct vllm_stream {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;           /* a chunk arrived */
+    char *id;
+    chunk_node *head, *tail;     /* chunks not yet read */
+    bool ended;                  /* the engine queued the last chunk */
+    bool delivered_last;         /* the consumer read the last chunk */
+    bool cancel;                 /* abort requested (vllm_async_abort or vllm_stream_free) */
+    bool abandoned;              /* the consumer freed it: outputs are dropped */
+    int refs;
+    /* engine thread only */
+    bool cancel_sent;            /* abort passed to the engine */
+    struct sample_state {
+        bool done;               /* finished */
+        size_t completion_tokens; /* tokens delivered so far */
+    } *samples;                  /* (num_samples) */
+    size_t num_samples, num_finished;
+    size_t prompt_tokens, cached_prompt_tokens; /* usage from the last output */
+};
+
+/* A caller's add, on the caller's stack until the engine thread sets done. */
+typedef struct add_cmd {
+    struct add_cmd *next;
+    const char *id;
+    const vllm_prompt *prompt;
+    const vllm_sampling_params *params;
+    vllm_stream *stream;
+    bool done;
+    vllm_status status;
+    char msg[AE_MSG_MAX];
+} add_cmd;
+
+struct vllm_async_engine {
+    vllm_engine *e;              /* touched only by the engine thread once it runs */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;         /* engine thread: adds queued, stop */
+    pthread_cond_t done;         /* callers: verdicts given; free: callers gone */
+    add_cmd *adds_head, *adds_tail;
+    bool stop;
+    int callers;                 /* threads inside add / abort */
+    bool fail_next_step;         /* test hooks */
+    bool paused;
+    size_t steps;
+    vllm_stream **live;          /* (num_live) streams of unfinished requests */
+    size_t num_live, cap_live;
+};
+
+/* ---- chunks ---- */
+
+void vllm_stream_chunk_clear(vllm_stream_chunk *c) {
+    if (!c) return;
+    free(c->token_ids);
+    free(c->logprobs);
+    free(c->top_logprob_ids);
+    free(c->top_logprobs);
+    free(c->text);
+    free(c->stop_reason);
+    free(c->error);
+    free(c->prompt_logprobs);
+    free(c->prompt_top_logprob_ids);
+    free(c->prompt_top_logprobs);
+    memset(c, 0, sizeof *c);
+}
+
+static void *dup_mem(const void *src, size_t n, size_t size, bool *ok) {
+    if (!n || !src) return NULL;
+    void *d = malloc(n * size);
+    if (!d) *ok = false;
+    else memcpy(d, src, n * size);
+    return d;
+}
+
+/* Deep copy of one step output. On failure the chunk is cleared. */
+static vllm_status chunk_from_output(const vllm_request_output *o, vllm_stream_chunk *c) {
+    memset(c, 0, sizeof *c);
+    bool ok = true;
+    size_t n = o->num_new_tokens;
+    c->num_tokens = n;
+    c->token_ids = dup_mem(o->new_token_ids, n, sizeof(int32_t), &ok);
+    c->logprobs = dup_mem(o->new_logprobs, n, sizeof(float), &ok);
+    if (o->num_top_logprobs > 0 && o->top_logprob_ids && o->top_logprobs) {
+        c->num_top_logprobs = o->num_top_logprobs;
+        c->top_logprob_ids = dup_mem(o->top_logprob_ids, n * (size_t)o->num_top_logprobs, sizeof(int32_t), &ok);
+        c->top_logprobs = dup_mem(o->top_logprobs, n * (size_t)o->num_top_logprobs, sizeof(float), &ok);
+    }
+    c->text_len = o->new_text ? o->new_text_len : 0;
+    c->text = malloc(c->text_len + 1);
+    if (c->text) {
+        if (c->text_len) memcpy(c->text, o->new_text, c->text_len);
+        c->text[c->text_len] = '\0';
+    } else {
+        ok = false;
+    }
+    if (o->stop_reason && !(c->stop_reason = strdup(o->stop_reason))) ok = false;
+    c->finish_reason = o->finish_reason;
+    c->prompt_tokens = o->prompt_tokens;
+    c->completion_tokens = o->completion_tokens;
+    c->cached_prompt_tokens = o->cached_prompt_tokens;
+    c->index = o->index;
+    if (o->prompt_logprobs) {
+        size_t np = o->prompt_tokens, k = o->num_prompt_top_logprobs > 0 ? (size_t)o->num_prompt_top_logprobs : 0;
+        c->prompt_logprobs = dup_mem(o->prompt_logprobs, np, sizeof(float), &ok);
+        if (k && o->prompt_top_logprob_ids && o->prompt_top_logprobs) {
+            c->num_prompt_top_logprobs = (int)k;
+            c->prompt_top_logprob_ids = dup_mem(o->prompt_top_logprob_ids, np * k, sizeof(int32_t), &ok);
+            c->prompt_top_logprobs = dup_mem(o->prompt_top_logprobs, np * k, sizeof(float), &ok);
+        }
+    }
+    if (!ok) {
+        vllm_stream_chunk_clear(c);
+        return vt_error(VLLM_ERR_NO_MEMORY, "request %s: out of memory copying an output", o->request_id);
+    }
+    return VLLM_OK;
+}
+
+/* ---- streams ---- */
+
+static vllm_stream *stream_new(const char *id) {
+    vllm_stream *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    if (!(s->id = strdup(id))) {
+        free(s);
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->refs = 1;
+    return s;
+}
+
+static void stream_drain(vllm_stream *s) {
+    while (s->head) {
+        chunk_node *n = s->head;
+        s->head = n->next;
+        vllm_stream_chunk_clear(&n->c);
+        free(n);
+    }
+    s->tail = NULL;
+}
+
+static void stream_release(vllm_stream *s) {
+    pthread_mutex_lock(&s->mu);
+    bool last = --s->refs == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!last) return;
+    stream_drain(s);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->samples);
+    free(s->id);
+    free(s);
+}
+
+/* Queues a chunk (taking ownership of its arrays); the last one (c->last)
+ * ends the stream. Dropped when the consumer has gone. Out of
+ * memory, the chunk is lost; a lost last chunk ends the stream anyway
+ * (vllm_stream_next then answers VLLM_ERR_NOT_FOUND after the queued ones). */
+static void stream_push(vllm_stream *s, vllm_stream_chunk *c) {
+    chunk_node *n = malloc(sizeof *n);
+    bool last = c->last;
+    pthread_mutex_lock(&s->mu);
+    if (last) s->ended = true;
+    if (s->abandoned || !n) {
+        if (!s->abandoned) LOG_E("request %s: out of memory queueing an output (dropped)", s->id);
+        if (last) s->delivered_last = true; /* nothing more will come */
+        vllm_stream_chunk_clear(c);
+        free(n);
+    } else {
+        n->c = *c;
+        n->next = NULL;
+        if (s->tail) s->tail->next = n;
+        else s->head = n;
+        s->tail = n;
+    }
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    memset(c, 0, sizeof *c);
+}
+
+/* Engine thread: records that sample i finished; true when it was the
+ * stream's last unfinished sample. */
+static bool stream_sample_finished(vllm_stream *s, size_t i) {
+    if (i < s->num_samples && !s->samples[i].done) {
+        s->samples[i].done = true;
+        s->num_finished++;
+    }
+    return s->num_finished == s->num_samples;
+}
+
+/* Ends every unfinished sample of a stream with an abort chunk carrying
+ * `error` (may be NULL). */
+static void stream_end_all(vllm_stream *s, const char *error) {
+    for (size_t i = 0; i < s->num_samples; i++) {
+        if (s->samples[i].done) continue;
+        vllm_stream_chunk c;
+        memset(&c, 0, sizeof c);
+        c.index = i;
+        c.prompt_tokens = s->prompt_tokens;
+        c.cached_prompt_tokens = s->cached_prompt_tokens;
+        c.completion_tokens = s->samples[i].completion_tokens;
+        c.finish_reason = VLLM_FINISH_ABORT;
+        c.last = stream_sample_finished(s, i);
+        c.text = strdup("");
+        if (error) c.error = strdup(error);
+        stream_push(s, &c);
+    }
+}
+
+const char *vllm_stream_request_id(const vllm_stream *s) { return s ? s->id : NULL; }
+
+static void deadline_after(struct timespec *ts, int ms) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+vllm_status vllm_stream_next(vllm_stream *s, vllm_stream_chunk *chunk, int timeout_ms) {
+    if (!s || !chunk) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_stream_next: stream or chunk missing");
+    memset(chunk, 0, sizeof *chunk);
+    struct timespec deadline;
+    if (timeout_ms > 0) deadline_after(&deadline, timeout_ms);
+    pthread_mutex_lock(&s->mu);
+    while (!s->head && !s->delivered_last) {
+        if (timeout_ms == 0) break;
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        } else if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    if (!s->head) {
+        bool ended = s->delivered_last;
+        pthread_mutex_unlock(&s->mu);
+        if (ended) return vt_error(VLLM_ERR_NOT_FOUND, "request %s: the stream has ended", s->id);
+        return VLLM_STREAM_TIMEOUT;
+    }
+    chunk_node *n = s->head;
+    s->head = n->next;
+    if (!s->head) s->tail = NULL;
+    if (n->c.last) s->delivered_last = true;
+    pthread_mutex_unlock(&s->mu);
+    *chunk = n->c;
+    free(n);
+    return VLLM_OK;
+}
+
+void vllm_stream_free(vllm_stream *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->abandoned = true;
+    if (!s->ended) s->cancel = true; /* the engine thread aborts it at its next step */
+    stream_drain(s);
+    pthread_mutex_unlock(&s->mu);
+    stream_release(s);
+}
+
+/* ---- the engine thread ---- */
+
+static ssize_t live_find(vllm_async_engine *ae, const char *id) {
+    for (size_t i = 0; i < ae->num_live; i++)
+        if (!strcmp(ae->live[i]->id, id)) return (ssize_t)i;
+    return -1;
+}
+
+/* Takes live stream i out of the table and drops the engine's reference. */
+static void live_remove(vllm_async_engine *ae, size_t i) {
+    vllm_stream *s = ae->live[i];
+    pthread_mutex_lock(&ae->mu);
+    ae->live[i] = ae->live[--ae->num_live];
+    pthread_mutex_unlock(&ae->mu);
+    stream_release(s);
+}
+
+/* Runs queued adds on the engine, answering each caller as soon as its
+ * add is done (the caller's add_cmd must not be touched afterwards). */
+static void run_adds(vllm_async_engine *ae, add_cmd *cmd) {
+    while (cmd) {
+        add_cmd *next = cmd->next;
+        vllm_status st = VLLM_OK;
+        pthread_mutex_lock(&ae->mu);
+        if (ae->num_live == ae->cap_live) {
+            size_t cap = ae->cap_live ? 2 * ae->cap_live : 64;
+            vllm_stream **nl = realloc(ae->live, cap * sizeof *nl);
+            if (!nl) {
+                st = vt_error(VLLM_ERR_NO_MEMORY, "request %s: out of memory", cmd->id);
+            } else {
+                ae->live = nl;
+                ae->cap_live = cap;
+            }
+        }
+        pthread_mutex_unlock(&ae->mu);
+        if (st == VLLM_OK && live_find(ae, cmd->id) >= 0)
+            st = vt_error(VLLM_ERR_INVALID_ARG, "request id '%s' is already in use", cmd->id);
+        if (st == VLLM_OK) st = vllm_engine_add_request(ae->e, cmd->id, cmd->prompt, cmd->params);
+        if (st == VLLM_OK) {
+            /* validated by the engine: n samples of this request now exist */
+            size_t n = cmd->params && cmd->params->n > 1 ? (size_t)cmd->params->n : 1;
+            if (!(cmd->stream->samples = calloc(n, sizeof *cmd->stream->samples))) {
+                vllm_engine_abort_request(ae->e, cmd->id); /* its abort outputs are ignored */
+                st = vt_error(VLLM_ERR_NO_MEMORY, "request %s: out of memory", cmd->id);
+            } else {
+                cmd->stream->num_samples = n;
+            }
+        }
+        if (st == VLLM_OK) {
+            pthread_mutex_lock(&cmd->stream->mu);
+            cmd->stream->refs++;
+            pthread_mutex_unlock(&cmd->stream->mu);
+        }
+        pthread_mutex_lock(&ae->mu);
+        if (st == VLLM_OK) ae->live[ae->num_live++] = cmd->stream;
+        cmd->status = st;
+        if (st != VLLM_OK) snprintf(cmd->msg, sizeof cmd->msg, "%s", vllm_last_error());
+        cmd->done = true;
+        pthread_cond_broadcast(&ae->done);
+        pthread_mutex_unlock(&ae->mu);
+        cmd = next;
+    }
+}
+
+/* Passes aborts requested through streams (vllm_async_abort, an early
+ * vllm_stream_free) to the engine. */
+static void run_cancels(vllm_async_engine *ae) {
+    for (size_t i = 0; i < ae->num_live; i++) {
+        vllm_stream *s = ae->live[i];
+        if (s->cancel_sent) continue;
+        pthread_mutex_lock(&s->mu);
+        bool cancel = s->cancel;
+        pthread_mutex_unlock(&s->mu);
+        if (!cancel) continue;
+        s->cancel_sent = true;
+        if (vllm_engine_abort_request(ae->e, s->id) != VLLM_OK) vt_error_clear(); /* finished meanwhile */
+    }
+}
+
+/* Ends every live request with an abort chunk carrying msg and drops them
+ * from the engine, which stays usable. */
+static void fail_all(vllm_async_engine *ae, const char *msg) {
+    LOG_E("engine step failed: %s (aborting %zu requests)", msg, ae->num_live);
+    while (ae->num_live) {
+        stream_end_all(ae->live[ae->num_live - 1], msg);
+        live_remove(ae, ae->num_live - 1);
+    }
+    engine_drop_all(ae->e);
+}
+
+static void run_step(vllm_async_engine *ae) {
+    pthread_mutex_lock(&ae->mu);
+    bool fail = ae->fail_next_step;
+    ae->fail_next_step = false;
+    pthread_mutex_unlock(&ae->mu);
+    const vllm_request_output *outs = NULL;
+    size_t n = 0;
+    vllm_status st = fail ? vt_error(VLLM_ERR_BACKEND, "injected step failure (test hook)")
+                          : vllm_engine_step(ae->e, &outs, &n);
+    pthread_mutex_lock(&ae->mu);
+    ae->steps++;
+    pthread_mutex_unlock(&ae->mu);
+    if (st != VLLM_OK) {
+        char msg[AE_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", vllm_last_error());
+        fail_all(ae, msg);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        ssize_t i = live_find(ae, outs[k].request_id);
+        if (i < 0) {
+            if (outs[k].finish_reason != VLLM_FINISH_ABORT)
+                LOG_E("async engine: output for unknown request %s", outs[k].request_id);
+            continue;
+        }
+        vllm_stream *s = ae->live[i];
+        vllm_stream_chunk c;
+        if (chunk_from_output(&outs[k], &c) != VLLM_OK) {
+            LOG_E("%s", vllm_last_error());
+            if (outs[k].finish_reason == VLLM_FINISH_NONE) {
+                /* the stream would miss tokens: end the request instead */
+                if (vllm_engine_abort_request(ae->e, s->id) == VLLM_OK) s->cancel_sent = true;
+                continue;
+            }
+            memset(&c, 0, sizeof c);
+            c.index = outs[k].index;
+            c.finish_reason = outs[k].finish_reason;
+        }
+        s->prompt_tokens = outs[k].prompt_tokens;
+        s->cached_prompt_tokens = outs[k].cached_prompt_tokens;
+        if (outs[k].index < s->num_samples) s->samples[outs[k].index].completion_tokens = outs[k].completion_tokens;
+        bool last = c.finish_reason != VLLM_FINISH_NONE && stream_sample_finished(s, outs[k].index);
+        c.last = last;
+        stream_push(s, &c);
+        if (last) live_remove(ae, (size_t)i);
+    }
+}
+
+static void *engine_main(void *arg) {
+    vllm_async_engine *ae = arg;
+    bool busy = false;
+    pthread_mutex_lock(&ae->mu);
+    for (;;) {
+        while (!ae->stop && !ae->adds_head && (!busy || ae->paused)) pthread_cond_wait(&ae->wake, &ae->mu);
+        if (ae->stop) break;
+        add_cmd *adds = ae->adds_head;
+        ae->adds_head = ae->adds_tail = NULL;
+        bool paused = ae->paused;
+        pthread_mutex_unlock(&ae->mu);
+        run_adds(ae, adds);
+        if (!paused) {
+            run_cancels(ae);
+            if (vllm_engine_has_unfinished(ae->e)) run_step(ae);
+        }
+        busy = vllm_engine_has_unfinished(ae->e);
+        pthread_mutex_lock(&ae->mu);
+    }
+    /* stopping: adds still queued are refused */
+    for (add_cmd *c = ae->adds_head, *next; c; c = next) {
+        next = c->next;
+        c->status = VLLM_ERR_INVALID_ARG;
+        snprintf(c->msg, sizeof c->msg, "request %s: the async engine is shutting down", c->id);
+        c->done = true;
+    }
+    ae->adds_head = ae->adds_tail = NULL;
+    pthread_cond_broadcast(&ae->done);
+    pthread_mutex_unlock(&ae->mu);
+    return NULL;
+}
+
+/* ---- the engine handle ---- */
+
+vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_options *options,
+                                     vllm_async_engine **out) {
+    if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_engine_create: out missing");
+    *out = NULL;
+    vllm_async_engine *ae = calloc(1, sizeof *ae);
+    if (!ae) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    vllm_status st = vllm_engine_create(model_dir, options, &ae->e);
+    if (st != VLLM_OK) {
+        free(ae);
+        return st;
+    }
+    pthread_mutex_init(&ae->mu, NULL);
+    pthread_cond_init(&ae->wake, NULL);
+    pthread_cond_init(&ae->done, NULL);
+    int rc = pthread_create(&ae->thread, NULL, engine_main, ae);
+    if (rc != 0) {
+        pthread_cond_destroy(&ae->done);
+        pthread_cond_destroy(&ae->wake);
+        pthread_mutex_destroy(&ae->mu);
+        vllm_engine_free(ae->e);
+        free(ae);
+        return vt_error(VLLM_ERR_NO_MEMORY, "vllm_async_engine_create: cannot start the engine thread (%s)",
+                        strerror(rc));
+    }
+    *out = ae;
+    return VLLM_OK;
+}
+
+void vllm_async_engine_free(vllm_async_engine *ae) {
+    if (!ae) return;
+    pthread_mutex_lock(&ae->mu);
+    ae->stop = true;
+    pthread_cond_signal(&ae->wake);
+    pthread_mutex_unlock(&ae->mu);
+    pthread_join(ae->thread, NULL);
+    /* callers answered by the stopping thread may still be leaving */
+    pthread_mutex_lock(&ae->mu);
+    while (ae->callers > 0) pthread_cond_wait(&ae->done, &ae->mu);
+    pthread_mutex_unlock(&ae->mu);
+    while (ae->num_live) {
+        stream_end_all(ae->live[ae->num_live - 1], "the async engine was freed");
+        live_remove(ae, ae->num_live - 1);
+    }
+    free(ae->live);
+    vllm_engine_free(ae->e);
+    pthread_cond_destroy(&ae->done);
+    pthread_cond_destroy(&ae->wake);
+    pthread_mutex_destroy(&ae->mu);
+    free(ae);
+}
+
+/* Immutable after create: safe from any thread. */
+vllm_sampling_params vllm_async_engine_default_sampling(const vllm_async_engine *ae) {
+    return vllm_engine_default_sampling(ae->e);
+}
+
+bool vllm_async_engine_has_tokenizer(const vllm_async_engine *ae) { return ae && vllm_engine_has_tokenizer(ae->e); }
+
+static void caller_leave(vllm_async_engine *ae) {
+    ae->callers--;
+    if (ae->stop && ae->callers == 0) pthread_cond_broadcast(&ae->done);
+}
+
+vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+                                   const vllm_sampling_params *params, vllm_stream **out) {
+    if (out) *out = NULL;
+    if (!ae || !out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_add_request: engine or out missing");
+    if (!request_id || !*request_id) return vt_error(VLLM_ERR_INVALID_ARG, "request id missing");
+    if (!prompt) return vt_error(VLLM_ERR_INVALID_ARG, "request %s: no prompt", request_id);
+    vllm_stream *s = stream_new(request_id);
+    if (!s) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    add_cmd cmd = {.id = request_id, .prompt = prompt, .params = params, .stream = s};
+    pthread_mutex_lock(&ae->mu);
+    if (ae->stop) {
+        pthread_mutex_unlock(&ae->mu);
+        stream_release(s);
+        return vt_error(VLLM_ERR_INVALID_ARG, "request %s: the async engine is shutting down", request_id);
+    }
+    ae->callers++;
+    if (ae->adds_tail) ae->adds_tail->next = &cmd;
+    else ae->adds_head = &cmd;
+    ae->adds_tail = &cmd;
+    pthread_cond_signal(&ae->wake);
+    while (!cmd.done) pthread_cond_wait(&ae->done, &ae->mu);
+    caller_leave(ae);
+    pthread_mutex_unlock(&ae->mu);
+    if (cmd.status != VLLM_OK) {
+        stream_release(s);
+        return vt_error(cmd.status, "%s", cmd.msg);
+    }
+    *out = s;
+    return VLLM_OK;
+}
+
+vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id) {
+    if (!ae || !request_id) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_abort: engine or request id missing");
+    pthread_mutex_lock(&ae->mu);
+    ssize_t i = live_find(ae, request_id);
+    if (i >= 0) {
+        vllm_stream *s = ae->live[i];
+        pthread_mutex_lock(&s->mu);
+        s->cancel = true;
+        pthread_mutex_unlock(&s->mu);
+        pthread_cond_signal(&ae->wake);
+    }
+    pthread_mutex_unlock(&ae->mu);
+    if (i < 0) return vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", request_id);
+    return VLLM_OK;
+}
+
+/* ---- test hooks ---- */
+
+void async_engine_fail_next_step(vllm_async_engine *ae) {
+    pthread_mutex_lock(&ae->mu);
+    ae->fail_next_step = true;
+    pthread_mutex_unlock(&ae->mu);
+}
+
+void async_engine_pause(vllm_async_engine *ae, bool paused) {
+    pthread_mutex_lock(&ae->mu);
+    ae->paused = paused;
+    pthread_cond_signal(&ae->wake);
+    pthread_mutex_unlock(&ae->mu);
+}
+
+size_t async_engine_steps(vllm_async_engine *ae) {
+    pthread_mutex_lock(&ae->mu);
+    size_t n = ae->steps;
+    pthread_mutex_unlock(&ae->mu);
+    return n;
+}

@@ -11,23 +11,8 @@
 #include <unistd.h>
 
 #include "loader/safetensors.h"
-#include "test.h"
+#include "cli/cli_test_util.h"
 
-static char g_tmp[256];
-
-/* Runs vllmc with args; returns the exit code, fills out/err (malloc'd). */
-static int run(const char *args, char **out, char **err) {
-    char cmd[4096], o[300], e[300];
-    snprintf(o, sizeof o, "%s/stdout", g_tmp);
-    snprintf(e, sizeof e, "%s/stderr", g_tmp);
-    snprintf(cmd, sizeof cmd, "VLLM_LOG_LEVEL=error %s %s >%s 2>%s", VLLMC_BIN, args, o, e);
-    int rc = system(cmd);
-    *out = t_slurp(o);
-    *err = t_slurp(e);
-    if (!*out) *out = strdup("");
-    if (!*err) *err = strdup("");
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
 
 static int count_lines(const char *s) {
     int n = 0;

@@ -75,6 +75,36 @@ void vllm_engine_free(vllm_engine *engine);
 /* True when the model folder had a tokenizer. */
 bool vllm_engine_has_tokenizer(const vllm_engine *engine);
 
+/* What the engine was built with (after defaults and KV sizing). */
+typedef struct vllm_engine_info {
+    const char *architecture;    /* config.json architectures[0] (owned by the engine) */
+    int vocab_size;              /* logits per token */
+    int max_model_len;           /* longest prompt + output, tokens */
+    int block_size;              /* tokens per KV block */
+    int num_kv_blocks;           /* blocks in the KV pool */
+    int max_num_seqs;
+    int max_num_batched_tokens;
+} vllm_engine_info;
+
+void vllm_engine_get_info(const vllm_engine *engine, vllm_engine_info *out);
+
+/* A snapshot of the engine's load and lifetime counters (vLLM's
+ * SchedulerStats plus running totals), for metrics. */
+typedef struct vllm_engine_stats {
+    int num_running;             /* samples being run (scheduled with KV blocks) */
+    int num_waiting;             /* samples queued, including preempted ones */
+    int num_free_kv_blocks;      /* free blocks, cached-but-evictable ones included */
+    double kv_cache_usage;       /* 1 - free / num_kv_blocks, in [0, 1] (vLLM's usage) */
+    uint64_t prefix_cache_queries; /* prompt tokens looked up in the prefix cache */
+    uint64_t prefix_cache_hits;    /* of which served from it */
+    uint64_t num_preemptions;    /* samples preempted for lack of KV blocks */
+    uint64_t prompt_tokens;      /* prompt tokens computed by forward passes */
+    uint64_t generation_tokens;  /* tokens sampled */
+    uint64_t steps;              /* engine steps run */
+} vllm_engine_stats;
+
+void vllm_engine_get_stats(const vllm_engine *engine, vllm_engine_stats *out);
+
 /* ------------------------------------------------------------------ */
 /* Sampling                                                            */
 /* ------------------------------------------------------------------ */
@@ -309,6 +339,16 @@ void vllm_async_engine_free(vllm_async_engine *ae);
 /* vllm_engine_default_sampling / vllm_engine_has_tokenizer of the engine. */
 vllm_sampling_params vllm_async_engine_default_sampling(const vllm_async_engine *ae);
 bool vllm_async_engine_has_tokenizer(const vllm_async_engine *ae);
+/* vllm_engine_get_info of the engine (fixed after create). */
+void vllm_async_engine_get_info(const vllm_async_engine *ae, vllm_engine_info *out);
+/* The engine's stats as of its last step (a copy taken by the engine thread). */
+void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out);
+/* vllm_tokenize / vllm_detokenize from any thread (the tokenizer is
+ * immutable once loaded). */
+vllm_status vllm_async_tokenize(vllm_async_engine *ae, const char *text, bool add_special_tokens,
+                                int32_t **ids, size_t *num_ids);
+vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, size_t num_ids,
+                                  bool skip_special_tokens, char **text);
 
 /* Queues a request (as vllm_engine_add_request, which runs on the engine
  * thread; this call waits for its verdict, so bad parameters, a too-long

@@ -76,6 +76,7 @@ struct vllm_async_engine {
     bool fail_next_step;         /* test hooks */
     bool paused;
     size_t steps;
+    vllm_engine_stats stats;     /* the engine's stats after its last step (under mu) */
     vllm_stream **live;          /* (num_live) streams of unfinished requests */
     size_t num_live, cap_live;
 };
@@ -396,8 +397,11 @@ static void run_step(vllm_async_engine *ae) {
     size_t n = 0;
     vllm_status st = fail ? vt_error(VLLM_ERR_BACKEND, "injected step failure (test hook)")
                           : vllm_engine_step(ae->e, &outs, &n);
+    vllm_engine_stats stats;
+    vllm_engine_get_stats(ae->e, &stats);
     pthread_mutex_lock(&ae->mu);
     ae->steps++;
+    ae->stats = stats;
     pthread_mutex_unlock(&ae->mu);
     if (st != VLLM_OK) {
         char msg[AE_MSG_MAX];
@@ -483,6 +487,7 @@ vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_op
     pthread_mutex_init(&ae->mu, NULL);
     pthread_cond_init(&ae->wake, NULL);
     pthread_cond_init(&ae->done, NULL);
+    vllm_engine_get_stats(ae->e, &ae->stats);
     int rc = pthread_create(&ae->thread, NULL, engine_main, ae);
     if (rc != 0) {
         pthread_cond_destroy(&ae->done);
@@ -526,6 +531,26 @@ vllm_sampling_params vllm_async_engine_default_sampling(const vllm_async_engine 
 }
 
 bool vllm_async_engine_has_tokenizer(const vllm_async_engine *ae) { return ae && vllm_engine_has_tokenizer(ae->e); }
+
+void vllm_async_engine_get_info(const vllm_async_engine *ae, vllm_engine_info *out) {
+    vllm_engine_get_info(ae->e, out); /* fixed after create: no lock needed */
+}
+
+void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out) {
+    pthread_mutex_lock(&ae->mu);
+    *out = ae->stats;
+    pthread_mutex_unlock(&ae->mu);
+}
+
+vllm_status vllm_async_tokenize(vllm_async_engine *ae, const char *text, bool add_special, int32_t **ids,
+                                size_t *n) {
+    return vllm_tokenize(ae->e, text, add_special, ids, n); /* the tokenizer is read-only */
+}
+
+vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, size_t n, bool skip_special,
+                                  char **text) {
+    return vllm_detokenize(ae->e, ids, n, skip_special, text);
+}
 
 static void caller_leave(vllm_async_engine *ae) {
     ae->callers--;

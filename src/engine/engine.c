@@ -215,3 +215,32 @@ vllm_status vllm_detokenize(vllm_engine *e, const int32_t *ids, size_t n, bool s
     return tok_decode(e->tok, ids, n, skip_special, text);
 }
 
+
+void vllm_engine_get_info(const vllm_engine *e, vllm_engine_info *out) {
+    *out = (vllm_engine_info){
+        .architecture = e->cfg->architecture,
+        .vocab_size = e->cfg->vocab_size,
+        .max_model_len = e->max_model_len,
+        .block_size = e->opt.block_size,
+        .num_kv_blocks = e->sched.pool.num_blocks,
+        .max_num_seqs = e->opt.max_num_seqs,
+        .max_num_batched_tokens = e->opt.max_num_batched_tokens,
+    };
+}
+
+void vllm_engine_get_stats(const vllm_engine *e, vllm_engine_stats *out) {
+    const kv_manager *kv = &e->sched.pool;
+    int free_blocks = kv_num_free(kv);
+    *out = (vllm_engine_stats){
+        .num_running = e->sched.num_running,
+        .num_waiting = e->sched.num_waiting,
+        .num_free_kv_blocks = free_blocks,
+        .kv_cache_usage = kv->num_blocks ? 1.0 - (double)free_blocks / kv->num_blocks : 0.0,
+        .prefix_cache_queries = kv->stats.queries,
+        .prefix_cache_hits = kv->stats.hits,
+        .num_preemptions = e->sched.num_preemptions,
+        .prompt_tokens = e->counters.prefill_tokens,
+        .generation_tokens = e->counters.sampled_tokens,
+        .steps = e->counters.steps,
+    };
+}

@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "engine/engine_internal.h"
-#include "engine/logits_proc.h"
+#include "sample/logits_proc.h"
 
 
 vllm_engine_options vllm_engine_default_options(void) {

@@ -11,7 +11,7 @@
 #ifndef VLLM_ENGINE_INTERNAL_H
 #define VLLM_ENGINE_INTERNAL_H
 
-#include "engine/logits_proc.h"
+#include "sample/logits_proc.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"

@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "engine/kv_manager.h"
-#include "engine/sampler.h"
+#include "sample/sampler.h"
 #include "model/model.h"
 
 typedef enum req_state { REQ_WAITING = 0, REQ_RUNNING, REQ_FINISHED } req_state;

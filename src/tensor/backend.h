@@ -17,6 +17,7 @@
 #ifndef VLLM_TENSOR_BACKEND_H
 #define VLLM_TENSOR_BACKEND_H
 
+#include "sample/sample.h"
 #include "tensor/tensor.h"
 #include "vllm.h"
 
@@ -108,6 +109,15 @@ typedef struct backend_ops {
                       const attn_meta *m, const attn_params *p, tensor *out);
     /* out (N, D) = x[idx] ; idx (N) I32 */
     void (*gather_rows)(backend *be, const tensor *x, const tensor *idx, tensor *out);
+
+    /* ---- sampling (sample/sample.h) ---- */
+    /* Samples rows b->rows of logits (B, V) as sample_row_ref does, writing
+     * only b's host outputs; may overwrite the sampled rows. Row failures
+     * are reported in b->tokens (SAMPLE_* codes), not as a status. */
+    vllm_status (*sample)(backend *be, tensor *logits, const sample_batch *b);
+    /* Raw logprobs of b->targets and the top k of rows b->rows of logits
+     * (B, V), as logprob_row_ref. Run before sample on the same tensor. */
+    vllm_status (*logprobs)(backend *be, const tensor *logits, const logprob_batch *b);
 } backend_ops;
 
 struct backend {

@@ -5,7 +5,7 @@
  * draw from the renormalised distribution. Greedy (temperature 0) is an
  * argmax that picks the lowest id on ties, as torch.argmax.
  */
-#include "engine/sampler.h"
+#include "sample/sampler.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "sample/sampler.h"
 #include "test.h"
 
 #define V 8

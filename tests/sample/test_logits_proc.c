@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/logits_proc.h"
-#include "engine/sampler.h"
+#include "sample/logits_proc.h"
+#include "sample/sampler.h"
 #include "test.h"
 
 #define V 50

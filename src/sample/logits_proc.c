@@ -3,7 +3,7 @@
  * processors / penalties applied to one row before sampling, with vLLM v1
  * semantics (see logits_proc.h for the order and the vLLM sources).
  */
-#include "engine/logits_proc.h"
+#include "sample/logits_proc.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,8 +3,8 @@
  * top-k, top-p, min-p, with a per-request random generator so that the
  * same seed gives the same output whatever else is in the batch.
  */
-#ifndef VLLM_ENGINE_SAMPLER_H
-#define VLLM_ENGINE_SAMPLER_H
+#ifndef VLLM_SAMPLE_SAMPLER_H
+#define VLLM_SAMPLE_SAMPLER_H
 
 #include <stdint.h>
 

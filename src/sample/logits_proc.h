@@ -25,8 +25,8 @@
  * All functions work in place on one row, in O(V) or less, and allocate
  * nothing per call: the scratch is sized once per vocabulary.
  */
-#ifndef VLLM_ENGINE_LOGITS_PROC_H
-#define VLLM_ENGINE_LOGITS_PROC_H
+#ifndef VLLM_SAMPLE_LOGITS_PROC_H
+#define VLLM_SAMPLE_LOGITS_PROC_H
 
 #include <stddef.h>
 #include <stdint.h>

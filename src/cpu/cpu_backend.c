@@ -224,7 +224,10 @@ static vllm_status cpu_zero(backend *be, tensor *t) {
 static void cpu_destroy(backend *be) {
     if (!be) return;
     cpu_state *cpu = cpu_of(be);
-    if (cpu) tp_free(cpu->pool);
+    if (cpu) {
+        cpu_sample_free(cpu);
+        tp_free(cpu->pool);
+    }
     free(cpu);
     free(be);
 }
@@ -250,6 +253,8 @@ static const backend_ops CPU_OPS = {
     .kv_write = cpu_kv_write,
     .attention = cpu_attention,
     .gather_rows = cpu_gather_rows,
+    .sample = cpu_sample,
+    .logprobs = cpu_logprobs,
 };
 
 vllm_status cpu_backend_create(const backend_options *opt, backend **out) {

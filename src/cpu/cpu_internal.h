@@ -46,6 +46,7 @@ typedef struct cpu_state {
     int num_threads;
     vllm_status err;   /* first op failure since the last synchronize; VLLM_OK = none */
     char err_msg[512];
+    sample_ws *sample_ws; /* (num_threads) sampling workspaces, made on first use */
 } cpu_state;
 
 static inline cpu_state *cpu_of(backend *be) { return (cpu_state *)be->impl; }
@@ -214,6 +215,9 @@ void cpu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tens
 void cpu_add(backend *be, tensor *x, const tensor *y);
 void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
 void cpu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *out);
+vllm_status cpu_sample(backend *be, tensor *logits, const sample_batch *b);
+vllm_status cpu_logprobs(backend *be, const tensor *logits, const logprob_batch *b);
+void cpu_sample_free(cpu_state *cpu);
 
 /* ops_rope.c */
 void cpu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const tensor *cos_sin,

@@ -147,7 +147,8 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     }
     /* EOS ids: the tokenizer's eos_token plus generation_config / config's (vLLM stops on both);
      * duplicates and ids outside the vocabulary are dropped */
-    int cand[MODEL_MAX_EOS + 1], nc = 0;
+    int32_t cand[MODEL_MAX_EOS + 1];
+    int nc = 0;
     if (e->tok) cand[nc++] = tok_eos_id(e->tok);
     for (int i = 0; i < e->cfg->num_eos && nc < MODEL_MAX_EOS + 1; i++) cand[nc++] = e->cfg->eos_token_ids[i];
     for (int i = 0; i < nc; i++) {
@@ -167,17 +168,6 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         .enable_prefix_caching = e->opt.enable_prefix_caching,
     };
     if ((st = sched_init(&e->sched, &sc, num_blocks))) goto fail;
-    e->logits_host = malloc((size_t)e->opt.max_num_seqs * (size_t)e->cfg->vocab_size * sizeof(float));
-    if (!e->logits_host) {
-        st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory (logits)");
-        goto fail;
-    }
-    if ((st = sampler_proc_scratch_init(&e->proc, e->cfg->vocab_size))) goto fail;
-    e->raw_row = malloc((size_t)e->cfg->vocab_size * sizeof(float));
-    if (!e->raw_row) {
-        st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
-        goto fail;
-    }
     e->next_seed = e->opt.seed;
     LOG_I("KV cache: %d blocks of %d tokens (%.1f MiB), max_model_len %d", num_blocks, e->opt.block_size,
           (double)e->cache->bytes / (1 << 20), e->max_model_len);
@@ -192,10 +182,6 @@ void vllm_engine_free(vllm_engine *e) {
     if (!e) return;
     engine_requests_free(e);
     sched_destroy(&e->sched);
-    sampler_scratch_free(&e->scratch);
-    sampler_proc_scratch_free(&e->proc);
-    free(e->raw_row);
-    free(e->logits_host);
     if (e->model) model_cache_free(e->model, e->cache);
     model_free(e->model);
     tok_free(e->tok);

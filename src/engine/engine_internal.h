@@ -49,6 +49,29 @@ typedef struct ereq {
     bool done;                   /* finished and reported: freed at the next step */
 } ereq;
 
+/* Host arrays of one step's sampling work (sample/sample.h), sized for
+ * max_num_seqs sampled rows and max_num_batched_tokens prompt-logprob rows. */
+typedef struct step_sampling {
+    /* sampled rows */
+    int32_t *rows;
+    const vllm_sampling_params **params;
+    sampler_context *ctx;
+    double *uniform;
+    int32_t *tokens;
+    float *logprobs;
+    int32_t **top_ids;
+    float **top_lps;
+    ereq **reqs;                 /* the request of each sampled row */
+    /* prompt-logprob rows */
+    int32_t *lp_rows, *lp_targets;
+    int *lp_k;
+    float *lp_vals;
+    int32_t **lp_top_ids;
+    float **lp_top_lps;
+    ereq **lp_reqs;              /* the request of each row */
+    int *lp_pos;                 /* the prompt position whose logprob the row gives */
+} step_sampling;
+
 /* Counters over the engine's lifetime (vllm_generate reports differences). */
 typedef struct engine_counters {
     size_t steps, sampled_tokens, prefill_tokens;
@@ -63,14 +86,10 @@ struct vllm_engine {
     tokenizer *tok;              /* NULL when the folder has none */
     const model_config *cfg;
     int max_model_len;
-    int eos_ids[MODEL_MAX_EOS + 1];
+    int32_t eos_ids[MODEL_MAX_EOS + 1];
     int num_eos;
     scheduler sched;
-    sampler_scratch scratch;
-    sampler_proc_scratch proc;   /* logits processing (penalties, bias, masks) */
-    float *raw_row;              /* (vocab) the raw logits of the row being sampled */
-    float *logits_host;          /* (logits_rows, vocab) */
-    size_t logits_rows;          /* rows logits_host holds; 0 = the max_num_seqs of engine_create */
+    step_sampling ss;            /* the step's sample / logprobs batches for the backend */
     /* the step's logit rows: per scheduled request, its prompt-logprob rows then its sampled row */
     int32_t *step_rows;          /* (max_num_batched_tokens) indices into the flattened batch */
     int *step_lp_from;           /* (max_num_seqs) first prompt position with a row this step */
@@ -86,6 +105,7 @@ struct vllm_engine {
     engine_counters counters;
 };
 
+void step_sampling_free(step_sampling *ss);
 /* Frees every live request and the step's arrays (engine teardown). */
 void engine_requests_free(vllm_engine *e);
 /* Drops every request without reporting it (after an error). */

@@ -52,6 +52,7 @@ void engine_requests_free(vllm_engine *e) {
     free(e->step_rows);
     free(e->step_lp_from);
     free(e->step_lp_count);
+    step_sampling_free(&e->ss);
     e->reqs = NULL;
     e->outs = NULL;
     e->out_reqs = NULL;
@@ -365,36 +366,13 @@ static bool in_list(const int32_t *a, size_t n, int32_t t) {
     return false;
 }
 
-/* Samples the request's next token from its logits row (vLLM v1 order:
- * raw logprobs, logits processors and penalties, then the sampler) and
- * applies the stop rules (vllm/v1/core/sched/utils.py check_stop).
- * Returns the sampled id or -1 on error. */
-static int32_t sample_one(vllm_engine *e, ereq *q, float *row) {
+/* Appends the token the backend sampled for q and applies the stop rules
+ * (vllm/v1/core/sched/utils.py check_stop). */
+static void accept_token(vllm_engine *e, ereq *q, int32_t t, float logprob) {
     request *r = &q->r;
     const vllm_sampling_params *p = &r->params;
-    int V = e->cfg->vocab_size;
     int generated = r->num_tokens - r->num_prompt;
-    for (int i = 0; i < V; i++)
-        if (isnan(row[i])) {
-            vt_error(VLLM_ERR_BACKEND, "the model produced NaN logits");
-            return -1;
-        }
-    memcpy(e->raw_row, row, (size_t)V * sizeof *row);
-    int32_t eos[MODEL_MAX_EOS + 1];
-    for (int i = 0; i < e->num_eos; i++) eos[i] = e->eos_ids[i];
-    sampler_context ctx = {
-        .prompt = r->tokens, .n_prompt = (size_t)r->num_prompt,
-        .output = r->tokens + r->num_prompt, .n_output = (size_t)generated,
-        .eos_ids = eos, .n_eos = (size_t)e->num_eos,
-        .bad_words = q->bad.num ? &q->bad : NULL,
-    };
-    if (sampler_process_logits(row, V, p, &ctx, &e->proc) != VLLM_OK) return -1;
-    int32_t t = sampler_sample(row, V, p, &r->rng, &e->scratch);
-    if (t < 0) return -1;
-    r->logprobs[generated] = (float)sampler_logprob(e->raw_row, V, t);
-    if (p->logprobs > 0)
-        sampler_top_logprobs(e->raw_row, V, p->logprobs, q->top_ids + (size_t)generated * (size_t)p->logprobs,
-                             q->top_lps + (size_t)generated * (size_t)p->logprobs);
+    r->logprobs[generated] = logprob;
     r->tokens[r->num_tokens++] = t;
     generated++;
     if (generated < p->min_tokens) {
@@ -406,33 +384,81 @@ static int32_t sample_one(vllm_engine *e, ereq *q, float *row) {
     } else if (generated >= p->max_tokens || r->num_tokens >= e->max_model_len) {
         r->finish = VLLM_FINISH_LENGTH;
     }
-    return t;
 }
 
 /* ---- prompt logprobs ---- */
+
+void step_sampling_free(step_sampling *ss) {
+    free(ss->rows);
+    free(ss->params);
+    free(ss->ctx);
+    free(ss->uniform);
+    free(ss->tokens);
+    free(ss->logprobs);
+    free(ss->top_ids);
+    free(ss->top_lps);
+    free(ss->reqs);
+    free(ss->lp_rows);
+    free(ss->lp_targets);
+    free(ss->lp_k);
+    free(ss->lp_vals);
+    free(ss->lp_top_ids);
+    free(ss->lp_top_lps);
+    free(ss->lp_reqs);
+    free(ss->lp_pos);
+    memset(ss, 0, sizeof *ss);
+}
+
+/* The step's arrays, sized once for the scheduler's limits. */
+static vllm_status step_arrays_init(vllm_engine *e) {
+    if (e->step_rows) return VLLM_OK;
+    size_t S = (size_t)e->sched.cfg.max_num_seqs, T = (size_t)e->sched.cfg.max_num_batched_tokens;
+    step_sampling *ss = &e->ss;
+    e->step_rows = malloc(T * sizeof *e->step_rows);
+    e->step_lp_from = malloc(S * sizeof *e->step_lp_from);
+    e->step_lp_count = malloc(S * sizeof *e->step_lp_count);
+    ss->rows = malloc(S * sizeof *ss->rows);
+    ss->params = malloc(S * sizeof *ss->params);
+    ss->ctx = malloc(S * sizeof *ss->ctx);
+    ss->uniform = malloc(S * sizeof *ss->uniform);
+    ss->tokens = malloc(S * sizeof *ss->tokens);
+    ss->logprobs = malloc(S * sizeof *ss->logprobs);
+    ss->top_ids = malloc(S * sizeof *ss->top_ids);
+    ss->top_lps = malloc(S * sizeof *ss->top_lps);
+    ss->reqs = malloc(S * sizeof *ss->reqs);
+    ss->lp_rows = malloc(T * sizeof *ss->lp_rows);
+    ss->lp_targets = malloc(T * sizeof *ss->lp_targets);
+    ss->lp_k = malloc(T * sizeof *ss->lp_k);
+    ss->lp_vals = malloc(T * sizeof *ss->lp_vals);
+    ss->lp_top_ids = malloc(T * sizeof *ss->lp_top_ids);
+    ss->lp_top_lps = malloc(T * sizeof *ss->lp_top_lps);
+    ss->lp_reqs = malloc(T * sizeof *ss->lp_reqs);
+    ss->lp_pos = malloc(T * sizeof *ss->lp_pos);
+    if (!e->step_rows || !e->step_lp_from || !e->step_lp_count || !ss->rows || !ss->params || !ss->ctx ||
+        !ss->uniform || !ss->tokens || !ss->logprobs || !ss->top_ids || !ss->top_lps || !ss->reqs || !ss->lp_rows ||
+        !ss->lp_targets || !ss->lp_k || !ss->lp_vals || !ss->lp_top_ids || !ss->lp_top_lps || !ss->lp_reqs ||
+        !ss->lp_pos) {
+        free(e->step_rows);
+        free(e->step_lp_from);
+        free(e->step_lp_count);
+        e->step_rows = NULL;
+        e->step_lp_from = e->step_lp_count = NULL;
+        step_sampling_free(ss);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (step arrays)");
+    }
+    return VLLM_OK;
+}
 
 /* Lists the step's logit rows into b (vLLM's gpu_model_runner computes the
  * logits of every prompt position of a chunk for prompt logprobs): for each
  * scheduled request, the positions q of this chunk whose row gives a still
  * missing prompt logprob (row q: log P(prompt[q + 1] | prompt[<= q])), then
- * its last position when it is sampled. Grows logits_host to hold them.
+ * its last position when it is sampled.
  * Called before sched_commit (num_computed is the chunk's start). */
 static vllm_status plan_logit_rows(vllm_engine *e, fwd_batch *b) {
     scheduler *s = &e->sched;
-    size_t V = (size_t)e->cfg->vocab_size;
-    if (!e->step_rows) {
-        e->step_rows = malloc((size_t)s->cfg.max_num_batched_tokens * sizeof *e->step_rows);
-        e->step_lp_from = malloc((size_t)s->cfg.max_num_seqs * sizeof *e->step_lp_from);
-        e->step_lp_count = malloc((size_t)s->cfg.max_num_seqs * sizeof *e->step_lp_count);
-        if (!e->step_rows || !e->step_lp_from || !e->step_lp_count) {
-            free(e->step_rows);
-            free(e->step_lp_from);
-            free(e->step_lp_count);
-            e->step_rows = NULL;
-            e->step_lp_from = e->step_lp_count = NULL;
-            return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (logit rows)");
-        }
-    }
+    vllm_status st = step_arrays_init(e);
+    if (st != VLLM_OK) return st;
     int nl = 0;
     for (int i = 0; i < s->num_step; i++) {
         ereq *q = (ereq *)s->step_reqs[i];
@@ -451,32 +477,57 @@ static vllm_status plan_logit_rows(vllm_engine *e, fwd_batch *b) {
     if (nl > b->num_tokens) return vt_error(VLLM_ERR_INTERNAL, "more logit rows (%d) than tokens (%d)", nl, b->num_tokens);
     b->num_logits = nl;
     b->logits_indices = e->step_rows;
-    size_t have = e->logits_rows ? e->logits_rows : (size_t)e->opt.max_num_seqs;
-    if ((size_t)nl > have) {
-        if ((size_t)nl > SIZE_MAX / V / sizeof(float))
-            return vt_error(VLLM_ERR_NO_MEMORY, "logits of %d rows overflow", nl);
-        float *l = realloc(e->logits_host, (size_t)nl * V * sizeof(float));
-        if (!l) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (logits of %d rows)", nl);
-        e->logits_host = l;
-        e->logits_rows = (size_t)nl;
-    }
     return VLLM_OK;
 }
 
-/* Prompt logprob of token pos + 1 from the raw logits row of position pos. */
-static void prompt_logprob_row(vllm_engine *e, ereq *q, int pos, const float *row) {
-    const request *r = &q->r;
-    int V = e->cfg->vocab_size, k = r->params.prompt_logprobs, p = pos + 1;
-    q->prompt_lps[p] = (float)sampler_logprob(row, V, r->tokens[p]);
-    if (k > 0) {
-        int32_t *ids = q->prompt_top_ids + (size_t)p * (size_t)k;
-        float *lps = q->prompt_top_lps + (size_t)p * (size_t)k;
-        for (int j = sampler_top_logprobs(row, V, k, ids, lps); j < k; j++) {
-            ids[j] = -1;
-            lps[j] = NAN;
+/* Builds the step's sampling work from the planned rows (row i of the
+ * logits is the i-th entry of step_rows): the prompt-logprob rows into
+ * *lb and the sampled rows into *sb, with outputs pointing into the
+ * requests' buffers. Draws each sampled row's uniform from its request's
+ * generator (only when temperature > 0, as the sampler consumes it). */
+static void build_sampling(vllm_engine *e, sample_batch *sb, logprob_batch *lb) {
+    scheduler *s = &e->sched;
+    step_sampling *ss = &e->ss;
+    int row = 0, ns = 0, nl = 0;
+    for (int i = 0; i < s->num_step; i++) {
+        ereq *q = (ereq *)s->step_reqs[i];
+        request *r = &q->r;
+        int k = r->params.prompt_logprobs;
+        for (int j = 0; j < e->step_lp_count[i]; j++, row++, nl++) {
+            int pos = e->step_lp_from[i] + j, p = pos + 1;
+            ss->lp_rows[nl] = row;
+            ss->lp_targets[nl] = r->tokens[p];
+            ss->lp_k[nl] = k > 0 ? k : 0;
+            ss->lp_top_ids[nl] = k > 0 ? q->prompt_top_ids + (size_t)p * (size_t)k : NULL;
+            ss->lp_top_lps[nl] = k > 0 ? q->prompt_top_lps + (size_t)p * (size_t)k : NULL;
+            ss->lp_reqs[nl] = q;
+            ss->lp_pos[nl] = p;
         }
+        if (!sched_is_sampled(s, i)) continue;
+        const vllm_sampling_params *p = &r->params;
+        size_t generated = (size_t)(r->num_tokens - r->num_prompt);
+        ss->rows[ns] = row++;
+        ss->params[ns] = p;
+        ss->ctx[ns] = (sampler_context){
+            .prompt = r->tokens, .n_prompt = (size_t)r->num_prompt,
+            .output = r->tokens + r->num_prompt, .n_output = generated,
+            .eos_ids = e->eos_ids, .n_eos = (size_t)e->num_eos,
+            .bad_words = q->bad.num ? &q->bad : NULL,
+        };
+        ss->uniform[ns] = p->temperature > 0.0f ? sampler_rng_uniform(&r->rng) : 0.0;
+        ss->top_ids[ns] = p->logprobs > 0 ? q->top_ids + generated * (size_t)p->logprobs : NULL;
+        ss->top_lps[ns] = p->logprobs > 0 ? q->top_lps + generated * (size_t)p->logprobs : NULL;
+        ss->reqs[ns] = q;
+        ns++;
     }
-    if (p + 1 > q->prompt_lp_done) q->prompt_lp_done = p + 1;
+    *sb = (sample_batch){
+        .num_rows = ns, .rows = ss->rows, .params = ss->params, .ctx = ss->ctx, .uniform = ss->uniform,
+        .tokens = ss->tokens, .logprobs = ss->logprobs, .top_ids = ss->top_ids, .top_lps = ss->top_lps,
+    };
+    *lb = (logprob_batch){
+        .num_rows = nl, .rows = ss->lp_rows, .targets = ss->lp_targets, .k = ss->lp_k, .logprobs = ss->lp_vals,
+        .top_ids = ss->lp_top_ids, .top_lps = ss->lp_top_lps,
+    };
 }
 
 /* ---- outputs ---- */
@@ -639,7 +690,6 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
     *outputs = NULL;
     *num_outputs = 0;
     reap(e);
-    int V = e->cfg->vocab_size;
     vllm_status st = VLLM_OK;
     if (sched_has_work(&e->sched)) {
         fwd_batch b;
@@ -648,9 +698,15 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         if ((st = plan_logit_rows(e, &b))) return st;
         double t0 = progress_now();
         const tensor *logits;
-        if ((st = model_forward(e->model, e->cache, &b, &logits)) ||
-            (b.num_logits > 0 && (st = e->be->ops->download(e->be, e->logits_host, logits,
-                                                           (size_t)b.num_logits * (size_t)V * sizeof(float)))))
+        if ((st = model_forward(e->model, e->cache, &b, &logits))) return st;
+        /* prompt logprobs and sampling run on the backend over the (num_logits, V)
+         * logits; only ids and logprobs come back */
+        sample_batch sb;
+        logprob_batch lb;
+        build_sampling(e, &sb, &lb);
+        tensor lt = *logits;
+        if ((lb.num_rows > 0 && (st = e->be->ops->logprobs(e->be, &lt, &lb))) ||
+            (sb.num_rows > 0 && (st = e->be->ops->sample(e->be, &lt, &sb))))
             return st;
         bool prefill = false;
         size_t prefill_tokens = 0;
@@ -662,22 +718,27 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
             }
         }
         sched_commit(&e->sched);
-        int row = 0;
-        size_t sampled = 0;
-        for (int i = 0; i < e->sched.num_step; i++) {
-            request *r = e->sched.step_reqs[i];
-            ereq *q = (ereq *)r;
-            for (int j = 0; j < e->step_lp_count[i]; j++, row++)
-                prompt_logprob_row(e, q, e->step_lp_from[i] + j, e->logits_host + (size_t)row * V);
-            if (!sched_is_sampled(&e->sched, i)) continue;
-            if (sample_one(e, q, e->logits_host + (size_t)row * V) < 0) {
-                /* a bad row (NaN logits) ends this request only */
-                LOG_W("request %s: %s", q->child_id ? q->child_id : q->id, vllm_last_error());
-                r->finish = VLLM_FINISH_ABORT;
-            }
-            row++;
-            sampled++;
+        for (int j = 0; j < lb.num_rows; j++) {
+            ereq *q = e->ss.lp_reqs[j];
+            int p = e->ss.lp_pos[j];
+            q->prompt_lps[p] = lb.logprobs[j];
+            if (p + 1 > q->prompt_lp_done) q->prompt_lp_done = p + 1;
         }
+        for (int j = 0; j < sb.num_rows; j++) {
+            ereq *q = e->ss.reqs[j];
+            int32_t t = sb.tokens[j];
+            if (t < 0) {
+                /* a bad row ends this request only */
+                LOG_W("request %s: %s", q->child_id ? q->child_id : q->id,
+                      t == SAMPLE_NAN_LOGITS   ? "the model produced NaN logits"
+                      : t == SAMPLE_ALL_BANNED ? "every token is banned (allowed_token_ids, bad_words, logit_bias)"
+                                               : "sampling failed");
+                q->r.finish = VLLM_FINISH_ABORT;
+                continue;
+            }
+            accept_token(e, q, t, sb.logprobs[j]);
+        }
+        size_t sampled = (size_t)sb.num_rows;
         for (int i = 0; i < e->sched.num_step; i++) {
             request *r = e->sched.step_reqs[i];
             if ((st = detokenize_new((ereq *)r))) return st; /* may stop on a stop string */

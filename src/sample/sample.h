@@ -27,6 +27,7 @@
 /* Sampled-token codes for rows that could not be sampled. */
 #define SAMPLE_NAN_LOGITS (-1)  /* the row holds a NaN */
 #define SAMPLE_ALL_BANNED (-2)  /* every token is at -inf after processing */
+#define SAMPLE_FAILED (-3)      /* the workspace does not fit the vocabulary (a bug) */
 
 /* One step's sampling work: num_rows rows of a logits tensor. */
 typedef struct sample_batch {

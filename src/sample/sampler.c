@@ -96,6 +96,12 @@ static void select_top_k(const float *probs, int32_t *idx, int n, int k) {
 
 int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_params *p, sampler_rng *rng,
                        sampler_scratch *sc) {
+    double u = p->temperature > 0.0f ? sampler_rng_uniform(rng) : 0.0;
+    return sampler_sample_u(logits, vocab, p, u, sc);
+}
+
+int32_t sampler_sample_u(const float *logits, int vocab, const vllm_sampling_params *p, double u,
+                         sampler_scratch *sc) {
     /* vLLM: SamplingParams.__post_init__ raises 0 < T < 0.01 to 0.01
      * (_MAX_TEMP), so only T == 0 is greedy (T < _SAMPLING_EPS) */
     float temperature = p->temperature;
@@ -190,7 +196,8 @@ int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_param
     }
     double mass = 0.0;
     for (int i = 0; i < n; i++) mass += probs[idx[i]];
-    double u = sampler_rng_uniform(rng) * mass, cum = 0.0;
+    double cum = 0.0;
+    u *= mass;
     for (int i = 0; i < n; i++) {
         cum += probs[idx[i]];
         if (u < cum) return idx[i];

@@ -35,7 +35,12 @@ double sampler_logprob(const float *logits, int vocab, int32_t token);
  * sampler_process_logits (logits_proc.h). Greedy (argmax, lowest id on ties)
  * when temperature == 0; a temperature in (0, 0.01) counts as 0.01 (vLLM's
  * _MAX_TEMP). Then temperature -> min_p -> top_k -> top_p -> draw.
- * Returns the token id, or -1 (with a message) on failure. */
+ * Returns the token id, or -1 (with a message) on failure.
+ * u is the uniform draw in [0, 1) (unused when greedy). */
+int32_t sampler_sample_u(const float *logits, int vocab, const vllm_sampling_params *p, double u,
+                         sampler_scratch *scratch);
+/* sampler_sample_u with u drawn from rng, only when temperature > 0 (a
+ * greedy request leaves its generator untouched). */
 int32_t sampler_sample(const float *logits, int vocab, const vllm_sampling_params *p, sampler_rng *rng,
                        sampler_scratch *scratch);
 

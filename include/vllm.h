@@ -56,7 +56,10 @@ typedef struct vllm_engine_options {
     int num_threads;             /* CPU worker threads; 0 = all cores */
     int block_size;              /* tokens per KV cache block (default 16) */
     int num_kv_blocks;           /* KV cache blocks; 0 = sized from kv_cache_memory */
-    size_t kv_cache_memory;      /* bytes for the KV cache when num_kv_blocks is 0 */
+    size_t kv_cache_memory;      /* bytes for the KV cache when num_kv_blocks is 0; 0 = auto:
+                                    2 GiB on the CPU, gpu_memory_utilization on a GPU */
+    float gpu_memory_utilization; /* GPU: fraction of the device's memory this engine may use for
+                                     weights, activations and KV cache (default 0.9, as vLLM) */
     int max_model_len;           /* 0 = the model's max_position_embeddings */
     int max_num_seqs;            /* sequences running at once (default 256) */
     int max_num_batched_tokens;  /* tokens per step (default 8192) */

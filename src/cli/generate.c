@@ -36,6 +36,7 @@ static void usage(FILE *f) {
             "engine:\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
+            "  --gpu-memory-utilization F  (GPU: share of device memory for weights + activations + KV, 0.9)\n"
             "  --no-enable-prefix-caching\n");
 }
 
@@ -290,6 +291,10 @@ int cmd_generate(int argc, char **argv) {
             if (!strcmp(f, "dummy")) eo.load_format = VLLM_LOAD_DUMMY;
             else if (!strcmp(f, "auto") || !strcmp(f, "safetensors")) eo.load_format = VLLM_LOAD_AUTO;
             else { fprintf(stderr, "vllmc generate: --load-format must be auto or dummy\n"); goto bad; }
+        } else if (!strcmp(a, "--gpu-memory-utilization")) {
+            NEED_ARG();
+            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }
+            eo.gpu_memory_utilization = (float)d;
         } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
             NEED_ARG();
             if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }

@@ -22,7 +22,8 @@ vllm_engine_options vllm_engine_default_options(void) {
     o.num_threads = 0;
     o.block_size = 16;
     o.num_kv_blocks = 0;
-    o.kv_cache_memory = (size_t)2 << 30;
+    o.kv_cache_memory = 0;
+    o.gpu_memory_utilization = 0.9f;
     o.max_model_len = 0;
     o.max_num_seqs = 256;
     o.max_num_batched_tokens = 8192;
@@ -79,8 +80,47 @@ static vllm_status check_options(const vllm_engine_options *o) {
         return vt_error(VLLM_ERR_INVALID_ARG, "block_size must be in [1, 1024], got %d", o->block_size);
     if (o->max_num_seqs < 1) return vt_error(VLLM_ERR_INVALID_ARG, "max_num_seqs must be positive");
     if (o->max_num_batched_tokens < 1) return vt_error(VLLM_ERR_INVALID_ARG, "max_num_batched_tokens must be positive");
+    if (!(o->gpu_memory_utilization > 0.0f && o->gpu_memory_utilization <= 1.0f))
+        return vt_error(VLLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1], got %g",
+                        (double)o->gpu_memory_utilization);
     if (o->num_kv_blocks < 0 || o->max_model_len < 0 || o->num_threads < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "num_kv_blocks, max_model_len and num_threads must not be negative");
+    return VLLM_OK;
+}
+
+/* Device memory kept out of the KV cache for cuBLAS workspaces, CUDA graphs
+ * and the sampler's buffers. */
+#define ENGINE_DEVICE_RESERVE ((size_t)512 << 20)
+
+/* The KV cache budget when kv_cache_memory is 0: 2 GiB on host memory; on a
+ * device, what gpu_memory_utilization leaves once the weights and the
+ * largest step's activations are allocated (vLLM's determine_available_memory:
+ * total * utilization - memory in use). */
+static vllm_status kv_budget(vllm_engine *e, size_t *bytes) {
+    const vllm_engine_options *o = &e->opt;
+    *bytes = o->kv_cache_memory;
+    if (*bytes) return VLLM_OK;
+    if (!e->be->ops->mem_info) {
+        *bytes = (size_t)2 << 30;
+        return VLLM_OK;
+    }
+    int max_blocks = (e->max_model_len + o->block_size - 1) / o->block_size;
+    vllm_status st = model_reserve(e->model, o->max_num_batched_tokens, o->max_num_seqs, max_blocks);
+    size_t free_b = 0, total = 0;
+    if (st == VLLM_OK) st = e->be->ops->synchronize(e->be);
+    if (st == VLLM_OK) st = e->be->ops->mem_info(e->be, &free_b, &total);
+    if (st != VLLM_OK) return st;
+    double allowed = (double)total * o->gpu_memory_utilization, used = (double)(total - free_b);
+    double left = allowed - used - (double)ENGINE_DEVICE_RESERVE;
+    LOG_I("device memory: %.2f GiB total, %.2f GiB in use after weights and activations, %.2f GiB allowed "
+          "(gpu_memory_utilization %.2f)", total / 1073741824.0, used / 1073741824.0, allowed / 1073741824.0,
+          (double)o->gpu_memory_utilization);
+    if (left <= 0)
+        return vt_error(VLLM_ERR_NO_MEMORY,
+                        "no device memory left for the KV cache (%.2f GiB in use of %.2f GiB allowed); raise "
+                        "gpu_memory_utilization or lower max_num_batched_tokens",
+                        used / 1073741824.0, allowed / 1073741824.0);
+    *bytes = (size_t)left;
     return VLLM_OK;
 }
 
@@ -88,17 +128,22 @@ static vllm_status check_options(const vllm_engine_options *o) {
  * what max_num_seqs full-length sequences need. */
 static vllm_status plan_cache(vllm_engine *e, int *num_blocks) {
     const vllm_engine_options *o = &e->opt;
+    size_t budget = 0;
+    if (o->num_kv_blocks == 0) {
+        vllm_status st = kv_budget(e, &budget);
+        if (st != VLLM_OK) return st;
+    }
     size_t per_block = model_cache_bytes_per_token(e->model) * (size_t)o->block_size;
     int blocks_per_seq = (e->max_model_len + o->block_size - 1) / o->block_size;
     long long want = (long long)blocks_per_seq * o->max_num_seqs;
     long long n = o->num_kv_blocks;
     if (n == 0) {
-        n = per_block ? (long long)(o->kv_cache_memory / per_block) : want;
+        n = per_block ? (long long)(budget / per_block) : want;
         if (n > want) n = want;
         if (n < blocks_per_seq && o->max_model_len == 0 && n > 0) {
             int fit = (int)(n * o->block_size);
-            LOG_W("KV cache of %zu MiB holds %d tokens: max_model_len lowered from %d to %d",
-                  o->kv_cache_memory >> 20, fit, e->max_model_len, fit);
+            LOG_W("KV cache of %zu MiB holds %d tokens: max_model_len lowered from %d to %d", budget >> 20, fit,
+                  e->max_model_len, fit);
             e->max_model_len = fit;
             blocks_per_seq = (int)n;
         }

@@ -176,6 +176,36 @@ static vllm_status build_qwen3(model *m, weight_source *ws) {
     return llama_build_common(m, ws, m->cfg.attention_bias, m->cfg.attention_bias);
 }
 
+/* Views of the step's activations, T rows (N for the logits rows). */
+typedef struct llama_bufs {
+    tensor x, h, qkv, attn, o, gu, a, sel, lg;
+} llama_bufs;
+
+static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) {
+    llama *lm = m->impl;
+    const model_config *c = &m->cfg;
+    backend *be = m->be;
+    int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
+    dtype act = be->act_dtype;
+    vllm_status st;
+    if ((st = model_buf_ensure(be, &lm->x, act, T, D, &t->x)) || (st = model_buf_ensure(be, &lm->h, act, T, D, &t->h)) ||
+        (st = model_buf_ensure(be, &lm->qkv, act, T, qd + 2 * kvd, &t->qkv)) ||
+        (st = model_buf_ensure(be, &lm->attn, act, T, qd, &t->attn)) ||
+        (st = model_buf_ensure(be, &lm->o, act, T, D, &t->o)) ||
+        (st = model_buf_ensure(be, &lm->gu, act, T, 2 * I, &t->gu)) ||
+        (st = model_buf_ensure(be, &lm->act, act, T, I, &t->a)) ||
+        (st = model_buf_ensure(be, &lm->sel, act, N, D, &t->sel)) ||
+        (st = model_buf_ensure(be, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg)))
+        return st;
+    return VLLM_OK;
+}
+
+static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logits) {
+    llama_bufs t;
+    return llama_buffers(m, max_tokens, max_logits, &t);
+}
+
 static vllm_status llama_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
     llama *lm = m->impl;
     const model_config *c = &m->cfg;
@@ -185,19 +215,11 @@ static vllm_status llama_forward(model *m, model_cache *cache, const fwd_batch *
     vllm_status st = model_upload_batch(m, b, cache->block_size, &s);
     if (st != VLLM_OK) return st;
 
-    int64_t T = b->num_tokens, N = b->num_logits, D = c->hidden_size, I = c->intermediate_size;
-    int64_t hd = c->head_dim, qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
-    dtype act = be->act_dtype;
-    tensor x, h, qkv, attn, o, gu, a, sel, lg;
-    if ((st = model_buf_ensure(be, &lm->x, act, T, D, &x)) || (st = model_buf_ensure(be, &lm->h, act, T, D, &h)) ||
-        (st = model_buf_ensure(be, &lm->qkv, act, T, qd + 2 * kvd, &qkv)) ||
-        (st = model_buf_ensure(be, &lm->attn, act, T, qd, &attn)) ||
-        (st = model_buf_ensure(be, &lm->o, act, T, D, &o)) ||
-        (st = model_buf_ensure(be, &lm->gu, act, T, 2 * I, &gu)) ||
-        (st = model_buf_ensure(be, &lm->act, act, T, I, &a)) ||
-        (st = model_buf_ensure(be, &lm->sel, act, N, D, &sel)) ||
-        (st = model_buf_ensure(be, &lm->logits, DTYPE_F32, N, c->vocab_size, &lg)))
-        return st;
+    int64_t T = b->num_tokens, N = b->num_logits, hd = c->head_dim, qd = (int64_t)c->num_heads * hd,
+            kvd = (int64_t)c->num_kv_heads * hd;
+    llama_bufs t;
+    if ((st = llama_buffers(m, T, N, &t))) return st;
+    tensor x = t.x, h = t.h, qkv = t.qkv, attn = t.attn, o = t.o, gu = t.gu, a = t.a, sel = t.sel, lg = t.lg;
 
     attn_params ap = {
         .scale = 1.0f / sqrtf((float)hd),
@@ -243,7 +265,8 @@ static vllm_status llama_forward(model *m, model_cache *cache, const fwd_batch *
 }
 
 #define LLAMA_ARCH(var, arch_name, builder) \
-    const model_arch var = {.name = arch_name, .build = builder, .forward = llama_forward, .destroy = llama_destroy}
+    const model_arch var = {.name = arch_name, .build = builder, .reserve = llama_reserve, .forward = llama_forward, \
+                            .destroy = llama_destroy}
 
 LLAMA_ARCH(llama_arch_llama, "LlamaForCausalLM", build_llama);
 LLAMA_ARCH(llama_arch_mistral, "MistralForCausalLM", build_mistral);

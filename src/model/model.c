@@ -87,6 +87,20 @@ vllm_status model_upload_batch(model *m, const fwd_batch *b, int block_size, mod
     return VLLM_OK;
 }
 
+vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq) {
+    tensor t;
+    vllm_status st;
+    if ((st = model_buf_ensure(m->be, &m->ids, DTYPE_I32, max_tokens, 1, &t)) ||
+        (st = model_buf_ensure(m->be, &m->positions, DTYPE_I32, max_tokens, 1, &t)) ||
+        (st = model_buf_ensure(m->be, &m->logits_idx, DTYPE_I32, max_tokens, 1, &t)) ||
+        (st = model_buf_ensure(m->be, &m->qsl, DTYPE_I32, max_seqs + 1, 1, &t)) ||
+        (st = model_buf_ensure(m->be, &m->seq_lens, DTYPE_I32, max_seqs, 1, &t)) ||
+        (st = model_buf_ensure(m->be, &m->block_tables, DTYPE_I32, max_seqs, max_blocks_per_seq, &t)) ||
+        (st = model_buf_ensure(m->be, &m->slots, DTYPE_I64, max_tokens, 1, &t)))
+        return st;
+    return m->arch->reserve ? m->arch->reserve(m, max_tokens, max_seqs) : VLLM_OK;
+}
+
 vllm_status model_load(const char *dir, backend *be, const model_load_options *opt, model **out) {
     model_load_options defaults = {0};
     if (!opt) opt = &defaults;

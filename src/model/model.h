@@ -59,6 +59,12 @@ size_t model_cache_bytes_per_token(const model *m);
 vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_cache **out);
 void model_cache_free(model *m, model_cache *c);
 
+/* Allocates every per-step buffer for the largest step (max_tokens tokens
+ * from max_seqs sequences, one logits row per sequence) so that steps up to
+ * that size allocate nothing (device backends; prompt-logprob steps with
+ * more logits rows may still grow the logits buffer). */
+vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);
+
 /* Runs the batch; *logits receives a backend tensor (num_logits, vocab) F32
  * owned by the model, valid until the next forward. */
 vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits);

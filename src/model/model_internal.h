@@ -12,6 +12,8 @@ typedef struct model_arch {
     const char *name;   /* architectures[0] in config.json */
     /* Loads weights from ws and prepares them on m->be (m->cfg is filled). */
     vllm_status (*build)(model *m, weight_source *ws);
+    /* allocates the activations of a max_tokens-token step with max_logits logits rows */
+    vllm_status (*reserve)(model *m, int64_t max_tokens, int64_t max_logits);
     vllm_status (*forward)(model *m, model_cache *c, const fwd_batch *b, const tensor **logits);
     void (*destroy)(model *m);
 } model_arch;

@@ -74,6 +74,9 @@ typedef struct backend_ops {
     vllm_status (*zero)(backend *be, tensor *t);
     /* Waits for queued work to finish. */
     vllm_status (*synchronize)(backend *be);
+    /* Free and total bytes of the device's own memory; NULL for backends on
+     * host memory (the CPU), whose KV cache is sized by kv_cache_memory. */
+    vllm_status (*mem_info)(backend *be, size_t *free_bytes, size_t *total_bytes);
 
     /* ---- weights ---- */
     /* weights[i]: (out_i, in) host tensors of one dtype; biases: NULL, or an

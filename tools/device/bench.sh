@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# tools/device/bench.sh: issue 6's benchmarks on the GPU machine, in one device call.
+#
+# Builds vllm.c with CUDA, makes random-init models with real shapes (Qwen3-0.6B saved with
+# transformers save_pretrained in bf16; Qwen3-8B as config.json only, run with
+# --load-format dummy), runs vllmc bench latency / throughput, runs transformers on the same
+# shapes in the same call as the peer (generate with a static cache + torch.compile), and
+# prints a table with the memory-bandwidth floor (weight bytes / 4.25 TB/s, the measured
+# device copy bandwidth, DEVICE.md).
+#
+#   tools/device/bench.sh [--quick] [--skip-peer] [--only 0.6b|8b]
+# Results go to stdout and, as JSON lines, to ${OUT:-/tmp}/bench.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+QUICK=0; PEER=1; ONLY=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --skip-peer) PEER=0 ;;
+    --only) ONLY="$2"; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+OUTDIR=${OUT:-/tmp}
+RES="$OUTDIR/bench.jsonl"; : > "$RES"
+WORK=${BENCH_WORK:-/tmp/vllmc-bench}; mkdir -p "$WORK"
+
+# Debian -dev packages carried in .devdeps (DEVICE.md)
+if [ -d .devdeps ]; then
+  mkdir -p /tmp/deps && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/deps; done
+  export PKG_CONFIG_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/pkgconfig CPATH=/tmp/deps/usr/include \
+         LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
+fi
+echo "== build ($(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON >/dev/null
+cmake --build build-cuda -j "$(nproc)" --target vllmc_cli 2>&1 | grep -E "error|warning" || true
+VLLMC=build-cuda/vllmc
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+echo "== models"
+python3 - "$WORK" "$ONLY" <<'PY'
+import json, os, sys
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+work, only = sys.argv[1], sys.argv[2]
+shapes = {
+  "qwen3-0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                     num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=True),
+  "qwen3-8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                   num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=False),
+}
+for name, kw in shapes.items():
+    if only and not name.endswith(only): continue
+    d = os.path.join(work, name)
+    if os.path.exists(os.path.join(d, "config.json")): continue
+    cfg = Qwen3Config(max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                      torch_dtype="bfloat16", bos_token_id=151643, eos_token_id=151645, **kw)
+    if name == "qwen3-0.6b":
+        torch.manual_seed(0)
+        m = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
+        m.save_pretrained(d)
+    else:
+        os.makedirs(d, exist_ok=True)
+        cfg.save_pretrained(d)
+    print("made", d, flush=True)
+PY
+
+record() { echo "$1" >> "$RES"; }
+# bench latency: prints "Avg latency: X seconds"
+lat() { # model extra-args...
+  local m=$1; shift
+  "$VLLMC" bench latency --model "$m" --device cuda --num-iters-warmup 2 --num-iters $([ $QUICK = 1 ] && echo 3 || echo 10) "$@" 2>&1 |
+    tee -a "$OUTDIR/vllmc.log" | awk '/^Avg latency/ {print $3}'
+}
+for name in qwen3-0.6b qwen3-8b; do
+  [ -n "$ONLY" ] && [[ $name != *"$ONLY" ]] && continue
+  d="$WORK/$name"; fmt=(); [ "$name" = qwen3-8b ] && fmt=(--load-format dummy)
+  echo "== vllmc $name"
+  full=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 128 --output-len 128)
+  pre=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 128 --output-len 1)
+  p512=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 512 --output-len 1)
+  python3 -c "import json;f,p,q=$full,$pre,$p512;print(json.dumps({'engine':'vllmc','model':'$name','decode_tok_s':127/(f-p),'prefill512_tok_s':512/q,'latency_128_128_s':f}))" | tee -a "$RES"
+  if [ "$name" = qwen3-8b ] && [ $QUICK = 0 ]; then
+    "$VLLMC" bench throughput --model "$d" "${fmt[@]}" --device cuda --num-prompts 256 --input-len 128 \
+      --output-len 128 --max-num-seqs 256 2>&1 | tee -a "$OUTDIR/vllmc.log" | grep -E "Throughput|tokens/s" || true
+  fi
+done
+
+if [ $PEER = 1 ]; then
+  echo "== transformers peer (static cache + torch.compile)"
+  python3 - "$WORK" "$ONLY" "$RES" <<'PY'
+import json, os, sys, time
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+work, only, res = sys.argv[1:4]
+for name in ["qwen3-0.6b", "qwen3-8b"]:
+    if only and not name.endswith(only): continue
+    d = os.path.join(work, name)
+    cfg = AutoConfig.from_pretrained(d)
+    with torch.device("cuda"):
+        m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+    m.eval()
+    m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
+    ids = torch.randint(0, cfg.vocab_size, (1, 128), device="cuda")
+    def gen(n):
+        torch.cuda.synchronize(); t = time.perf_counter()
+        m.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, cache_implementation="static")
+        torch.cuda.synchronize(); return time.perf_counter() - t
+    for _ in range(3): gen(128)  # compile + warm up
+    full = min(gen(128) for _ in range(3)); pre = min(gen(1) for _ in range(3))
+    with torch.no_grad():
+        x = torch.randint(0, cfg.vocab_size, (1, 512), device="cuda")
+        for _ in range(2): m(x)
+        torch.cuda.synchronize(); t = time.perf_counter(); m(x); torch.cuda.synchronize(); p512 = time.perf_counter() - t
+    r = {"engine": "transformers-static-compile", "model": name, "decode_tok_s": 127 / (full - pre),
+         "prefill512_tok_s": 512 / p512}
+    print(json.dumps(r), flush=True)
+    open(res, "a").write(json.dumps(r) + "\n")
+    del m; torch.cuda.empty_cache()
+PY
+fi
+
+echo "== table"
+python3 - "$RES" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+weights = {"qwen3-0.6b": 2 * (151936 * 1024 + 28 * (1024 * (4096 + 2048) + 2048 * 1024 + 3 * 1024 * 3072)),
+           "qwen3-8b": 2 * (2 * 151936 * 4096 + 36 * (4096 * (4096 + 2048) + 4096 * 4096 + 3 * 4096 * 12288))}
+print(f"{'model':<12} {'engine':<30} {'decode tok/s':>13} {'floor':>7} {'prefill512 tok/s':>17}")
+for r in rows:
+    floor = 4.25e12 / weights[r["model"]]
+    print(f"{r['model']:<12} {r['engine']:<30} {r['decode_tok_s']:>13.0f} {floor:>7.0f} {r['prefill512_tok_s']:>17.0f}")
+PY

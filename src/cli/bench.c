@@ -30,7 +30,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: vllmc bench latency --model DIR [options]\n"
-            "       vllmc bench throughput --model DIR (--input-len N | --dataset F.jsonl) [options]\n\n"
+            "       vllmc bench throughput --model DIR (--input-len N | --dataset F.jsonl) [options]\n"
+            "       vllmc bench serve [options]   against a running server (vllmc bench serve --help)\n\n"
             "latency: one batch of random prompts, timed end to end over several iterations\n"
             "  --input-len N               prompt tokens per request (default 32)\n"
             "  --output-len N              tokens generated per request (default 128)\n"
@@ -569,12 +570,15 @@ out:
 /* Entry                                                               */
 /* ------------------------------------------------------------------ */
 
+int cmd_bench_serve(int argc, char **argv); /* bench_serve.c: `vllmc bench serve` (online, over HTTP) */
+
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "vllmc bench: give a benchmark: latency or throughput (vllmc bench --help)\n");
+        fprintf(stderr, "vllmc bench: give a benchmark: latency or throughput (or serve; vllmc bench --help)\n");
         return 2;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "serve")) return cmd_bench_serve(argc - 1, argv + 1);
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
         usage(stdout);
         return 0;

@@ -8,6 +8,8 @@
 #include "cli/cli.h"
 #include "vllm.h"
 
+int cmd_serve(int argc, char **argv); /* serve.c: `vllmc serve` */
+
 static void usage(FILE *f) {
     fprintf(f,
             "vllmc %s: LLM inference and serving in C\n\n"
@@ -18,6 +20,7 @@ static void usage(FILE *f) {
             "  detokenize      token ids -> text as JSON\n"
             "  chat-template   render a model's chat template for a conversation\n"
             "  bench           latency and throughput benchmarks (vllmc bench --help)\n"
+            "  serve           OpenAI-compatible HTTP server (vllmc serve MODEL --help)\n"
             "  version         print the version\n",
             VLLM_VERSION);
 }
@@ -94,6 +97,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat-template")) return cmd_chat_template(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1); /* serve.c */
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("vllmc %s\n", VLLM_VERSION);
         return 0;

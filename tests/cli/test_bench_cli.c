@@ -184,7 +184,7 @@ static void test_throughput(void) {
 static void test_errors(void) {
     char args[1024], path[300];
     expect_error("bench", "latency or throughput");
-    expect_error("bench serve", "unknown benchmark 'serve'");
+    expect_error("bench nosuch", "unknown benchmark 'nosuch'");
     expect_error("bench latency --input-len 4", "--model is required");
     expect_error("bench latency --model " FIX " --batch-size 0", "--batch-size");
     expect_error("bench latency --model " FIX " --num-iters abc", "--num-iters");

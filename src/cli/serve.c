@@ -1,0 +1,426 @@
+/*
+ * serve.c: `vllmc serve MODEL`: loads the model into the async engine,
+ * starts the OpenAI-compatible HTTP server (src/server/) and runs until
+ * SIGINT / SIGTERM, then shuts down gracefully and exits 0.
+ *
+ * Flags follow `vllm serve` (vllm/entrypoints/openai/cli_args.py and
+ * vllm/engine/arg_utils.py) where they apply; the served model names
+ * default to the model path as given (api_server.py, init_app_state), the
+ * API key falls back to VLLM_API_KEY, and the chat template comes from
+ * --chat-template (a file, or the template text itself, as vLLM's
+ * load_chat_template) or the model folder.
+ *
+ * stdout carries one line, once the server accepts requests:
+ *   vllmc: serving MODEL as NAME on http://HOST:PORT
+ * (with the real port when --port 0 asked for a free one); logs go to stderr.
+ *
+ * Shutdown: the signal handler only writes the signal number to a pipe. The
+ * main thread then stops accepting, lets in-flight requests finish for up to
+ * --shutdown-timeout seconds, aborts the rest (a second signal aborts them at
+ * once; their streams end cleanly with finish_reason "abort"), closes the
+ * remaining connections and frees the engine.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "server/server.h"
+#include "template/chat_template.h"
+#include "vllm.h"
+
+int cmd_serve(int argc, char **argv);
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: vllmc serve MODEL [options]   (or --model MODEL)\n\n"
+            "An OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /tokenize,\n"
+            "/detokenize, /health, /ping, /version, /metrics.\n\n"
+            "server:\n"
+            "  --host H                    bind address (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
+            "  --port N                    port (default 8000; 0 = a free port, printed on the ready line)\n"
+            "  --served-model-name N...    model names clients may use (default: MODEL as given)\n"
+            "  --api-key KEY               require \"Authorization: Bearer KEY\" on /v1/* (repeatable;\n"
+            "                              default: $VLLM_API_KEY)\n"
+            "  --chat-template T           a chat template file (or the template text); default: the model's\n"
+            "  --generation-config auto|vllm  default sampling from generation_config.json (auto) or vLLM's (vllm)\n"
+            "  --max-pending N             generation requests in flight before answering 503 (default 1024; 0 = no cap)\n"
+            "  --max-body-mb N             request body limit, MiB (default 4; larger bodies get 413)\n"
+            "  --timeout-keep-alive S      idle keep-alive connections close after S seconds (default 5)\n"
+            "  --request-timeout S         a request body not received within S seconds gets 408 (default 30)\n"
+            "  --shutdown-timeout S        on SIGINT/SIGTERM, in-flight requests get S seconds to finish (default 5)\n"
+            "  --log-level L               debug, info, warning or error (default info; alias --uvicorn-log-level)\n"
+            "engine:\n"
+            "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N\n"
+            "  --enable-prefix-caching / --no-enable-prefix-caching (default on)\n"
+            "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
+            "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n");
+}
+
+/* ---- signals: the handler only writes to a pipe ---- */
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(sig_pipe[1], &b, 1) < 0) { /* pipe full: a signal is pending anyway */ }
+    errno = saved;
+}
+
+static bool install_signals(void) {
+    if (pipe(sig_pipe) != 0) return false;
+    for (int i = 0; i < 2; i++) {
+        int fl = fcntl(sig_pipe[i], F_GETFL);
+        fcntl(sig_pipe[i], F_SETFL, fl | O_NONBLOCK);
+        fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) return false;
+    signal(SIGPIPE, SIG_IGN);
+    return true;
+}
+
+/* Waits up to timeout_ms (< 0: forever) for a signal; its number, or 0. */
+static int wait_signal(int timeout_ms) {
+    struct pollfd p = {.fd = sig_pipe[0], .events = POLLIN};
+    int rc = poll(&p, 1, timeout_ms);
+    if (rc <= 0) return 0;
+    unsigned char b = 0;
+    return read(sig_pipe[0], &b, 1) == 1 ? b : 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- chat template and special tokens ---- */
+
+static char *read_text_file(const char *path, size_t limit) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 8192;
+            char *t = cap > limit + 1 ? NULL : realloc(s, cap);
+            if (!t) {
+                free(s);
+                fclose(f);
+                return NULL;
+            }
+            s = t;
+        }
+        size_t n = fread(s + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) break;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(s);
+        return NULL;
+    }
+    s[len] = 0;
+    return s;
+}
+
+/* tokenizer_config.json's bos_token / eos_token (a string or {"content": ...}); NULL when absent. */
+static void read_special_tokens(const char *dir, char **bos, char **eos) {
+    *bos = *eos = NULL;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/tokenizer_config.json", dir) >= (int)sizeof path) return;
+    json_t *cfg = json_load_file(path, 0, NULL);
+    if (!json_is_object(cfg)) {
+        json_decref(cfg);
+        return;
+    }
+    const char *keys[2] = {"bos_token", "eos_token"};
+    char **outs[2] = {bos, eos};
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(cfg, keys[i]);
+        if (json_is_object(v)) v = json_object_get(v, "content");
+        if (json_is_string(v)) *outs[i] = strdup(json_string_value(v));
+    }
+    json_decref(cfg);
+}
+
+/* --chat-template: a readable file, else the text itself when it looks like
+ * a template (vLLM's load_chat_template); else the model folder's template
+ * (none: chat completions answer 400). */
+static bool load_template(const char *model, const char *arg, char **tpl, char **bos, char **eos) {
+    *tpl = *bos = *eos = NULL;
+    char *dir_tpl = NULL, *dir_bos = NULL, *dir_eos = NULL;
+    vllm_status st = ct_load_dir(model, &dir_tpl, &dir_bos, &dir_eos);
+    if (st != VLLM_OK && st != VLLM_ERR_NOT_FOUND) {
+        fprintf(stderr, "vllmc serve: %s\n", vllm_last_error());
+        return false;
+    }
+    if (st == VLLM_ERR_NOT_FOUND) read_special_tokens(model, &dir_bos, &dir_eos);
+    *bos = dir_bos;
+    *eos = dir_eos;
+    if (!arg) {
+        *tpl = dir_tpl;
+        if (!dir_tpl)
+            fprintf(stderr, "vllmc serve: warning: %s has no chat template: /v1/chat/completions needs --chat-template\n",
+                    model);
+        return true;
+    }
+    free(dir_tpl);
+    if ((*tpl = read_text_file(arg, 16u << 20))) return true;
+    if (strstr(arg, "{{") || strstr(arg, "{%")) {
+        *tpl = strdup(arg);
+        return *tpl != NULL;
+    }
+    fprintf(stderr, "vllmc serve: --chat-template %s: cannot read the file (%s)\n", arg, strerror(errno));
+    return false;
+}
+
+/* ---- options ---- */
+
+#define NEED_ARG()                                                        \
+    do {                                                                  \
+        if (i + 1 >= argc) {                                              \
+            fprintf(stderr, "vllmc serve: %s needs a value\n", a);        \
+            goto bad;                                                     \
+        }                                                                 \
+    } while (0)
+
+#define INT_ARG(lo, hi, dst)                                                                     \
+    do {                                                                                         \
+        NEED_ARG();                                                                              \
+        long long v_;                                                                            \
+        if (!cli_parse_int(argv[++i], (lo), (hi), &v_)) {                                        \
+            fprintf(stderr, "vllmc serve: %s needs an integer in [%lld, %lld], got '%s'\n", a,   \
+                    (long long)(lo), (long long)(hi), argv[i]);                                  \
+            goto bad;                                                                            \
+        }                                                                                        \
+        (dst) = v_;                                                                              \
+    } while (0)
+
+int cmd_serve(int argc, char **argv) {
+    const char *model = NULL, *chat_template_arg = NULL;
+    const char **names = NULL, **keys = NULL;
+    size_t num_names = 0, num_keys = 0;
+    bool keys_given = false;
+    vllm_engine_options eo = vllm_engine_default_options();
+    server_options so = server_default_options();
+    long long body_mb = 4, kv_mib = -1, shutdown_timeout = 5, seed = -1, v;
+    char *tpl = NULL, *bos = NULL, *eos = NULL;
+    vllm_async_engine *ae = NULL;
+    server *srv = NULL;
+    int rc = 1;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            free(names);
+            free(keys);
+            return 0;
+        } else if (a[0] != '-') {
+            if (model) {
+                fprintf(stderr, "vllmc serve: unexpected argument '%s' (the model is %s)\n", a, model);
+                goto bad;
+            }
+            model = a;
+        } else if (!strcmp(a, "--model")) { NEED_ARG(); model = argv[++i];
+        } else if (!strcmp(a, "--host")) { NEED_ARG(); so.host = argv[++i];
+        } else if (!strcmp(a, "--port")) { INT_ARG(0, 65535, v); so.port = (int)v;
+        } else if (!strcmp(a, "--served-model-name")) {
+            /* one or more names (vLLM: nargs="+") */
+            NEED_ARG();
+            while (i + 1 < argc && argv[i + 1][0] != '-') {
+                const char **nl = realloc(names, (num_names + 1) * sizeof *nl);
+                if (!nl) goto out;
+                names = nl;
+                names[num_names++] = argv[++i];
+            }
+            if (num_names == 0) {
+                fprintf(stderr, "vllmc serve: --served-model-name needs a name\n");
+                goto bad;
+            }
+        } else if (!strcmp(a, "--api-key")) {
+            NEED_ARG();
+            keys_given = true; /* even empty ones: --api-key wins over $VLLM_API_KEY */
+            if (!argv[i + 1][0]) { /* an empty key is no key (vLLM drops them) */
+                i++;
+                continue;
+            }
+            const char **nk = realloc(keys, (num_keys + 1) * sizeof *nk);
+            if (!nk) goto out;
+            keys = nk;
+            keys[num_keys++] = argv[++i];
+        } else if (!strcmp(a, "--chat-template")) { NEED_ARG(); chat_template_arg = argv[++i];
+        } else if (!strcmp(a, "--generation-config")) {
+            NEED_ARG();
+            const char *g = argv[++i];
+            if (!strcmp(g, "auto")) so.use_generation_config = true;
+            else if (!strcmp(g, "vllm")) so.use_generation_config = false;
+            else {
+                fprintf(stderr, "vllmc serve: --generation-config must be auto or vllm (a folder path is not supported)\n");
+                goto bad;
+            }
+        } else if (!strcmp(a, "--log-level") || !strcmp(a, "--uvicorn-log-level")) {
+            NEED_ARG();
+            const char *l = argv[++i], *env = NULL;
+            if (!strcmp(l, "debug") || !strcmp(l, "trace")) env = "debug";
+            else if (!strcmp(l, "info")) env = "info";
+            else if (!strcmp(l, "warning") || !strcmp(l, "warn")) env = "warn";
+            else if (!strcmp(l, "error") || !strcmp(l, "critical")) env = "error";
+            else {
+                fprintf(stderr, "vllmc serve: --log-level must be debug, info, warning or error\n");
+                goto bad;
+            }
+            setenv("VLLM_LOG_LEVEL", env, 1);
+        } else if (!strcmp(a, "--enable-prefix-caching")) { eo.enable_prefix_caching = true;
+        } else if (!strcmp(a, "--no-enable-prefix-caching")) { eo.enable_prefix_caching = false;
+        } else if (!strcmp(a, "--device")) { NEED_ARG(); eo.device = argv[++i];
+        } else if (!strcmp(a, "--load-format")) {
+            NEED_ARG();
+            const char *f = argv[++i];
+            if (!strcmp(f, "dummy")) eo.load_format = VLLM_LOAD_DUMMY;
+            else if (!strcmp(f, "auto") || !strcmp(f, "safetensors")) eo.load_format = VLLM_LOAD_AUTO;
+            else {
+                fprintf(stderr, "vllmc serve: --load-format must be auto or dummy\n");
+                goto bad;
+            }
+        } else if (!strcmp(a, "--num-threads") || !strcmp(a, "--threads")) { INT_ARG(0, 4096, v); eo.num_threads = (int)v;
+        } else if (!strcmp(a, "--block-size")) { INT_ARG(1, 1 << 16, v); eo.block_size = (int)v;
+        } else if (!strcmp(a, "--num-kv-blocks")) { INT_ARG(0, INT32_MAX, v); eo.num_kv_blocks = (int)v;
+        } else if (!strcmp(a, "--kv-cache-memory")) { INT_ARG(1, 1LL << 30, kv_mib);
+        } else if (!strcmp(a, "--max-model-len")) { INT_ARG(1, INT32_MAX, v); eo.max_model_len = (int)v;
+        } else if (!strcmp(a, "--max-num-seqs")) { INT_ARG(1, 1 << 20, v); eo.max_num_seqs = (int)v;
+        } else if (!strcmp(a, "--max-num-batched-tokens")) { INT_ARG(1, INT32_MAX, v); eo.max_num_batched_tokens = (int)v;
+        } else if (!strcmp(a, "--seed")) { INT_ARG(0, INT64_MAX, seed);
+        } else if (!strcmp(a, "--max-pending")) { INT_ARG(0, 1 << 20, v); so.max_pending = (int)v;
+        } else if (!strcmp(a, "--max-body-mb")) { INT_ARG(1, 1 << 20, body_mb);
+        } else if (!strcmp(a, "--timeout-keep-alive")) { INT_ARG(0, 86400, v); so.timeout_keep_alive = (int)v;
+        } else if (!strcmp(a, "--request-timeout")) { INT_ARG(1, 86400, v); so.request_timeout = (int)v;
+        } else if (!strcmp(a, "--shutdown-timeout")) { INT_ARG(0, 86400, shutdown_timeout);
+        } else {
+            fprintf(stderr, "vllmc serve: unknown option '%s' (vllmc serve --help)\n", a);
+            goto bad;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "vllmc serve: give the model folder (vllmc serve MODEL)\n");
+        goto bad;
+    }
+    if (!keys_given) {
+        const char *env = getenv("VLLM_API_KEY");
+        if (env && *env) {
+            keys = malloc(sizeof *keys);
+            if (!keys) goto out;
+            keys[num_keys++] = env;
+        }
+    }
+    if (num_names == 0) {
+        names = malloc(sizeof *names);
+        if (!names) goto out;
+        names[num_names++] = model;
+    }
+    if (kv_mib > 0) eo.kv_cache_memory = (size_t)kv_mib << 20;
+    if (seed >= 0) eo.seed = (uint64_t)seed;
+    so.max_body_bytes = (size_t)body_mb << 20;
+    if (!load_template(model, chat_template_arg, &tpl, &bos, &eos)) goto out;
+
+    fprintf(stderr, "vllmc: loading %s\n", model);
+    double t0 = now_s();
+    if (vllm_async_engine_create(model, &eo, &ae) != VLLM_OK) {
+        fprintf(stderr, "vllmc serve: %s\n", vllm_last_error());
+        goto out;
+    }
+    vllm_engine_info info;
+    vllm_async_engine_get_info(ae, &info);
+    fprintf(stderr, "vllmc: loaded %s (%s) in %.1f s: max_model_len %d, %d KV blocks of %d tokens\n", model,
+            info.architecture, now_s() - t0, info.max_model_len, info.num_kv_blocks, info.block_size);
+
+    if (!install_signals()) {
+        fprintf(stderr, "vllmc serve: cannot install signal handlers: %s\n", strerror(errno));
+        goto out;
+    }
+    so.served_model_names = names;
+    so.num_served_model_names = num_names;
+    so.model_root = model;
+    so.api_keys = keys;
+    so.num_api_keys = num_keys;
+    so.chat_template = tpl;
+    so.bos_token = bos;
+    so.eos_token = eos;
+    /* the HTTP threads (one per connection, short-lived) inherit a mask without
+     * SIGINT / SIGTERM: the signals go to the long-lived threads */
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+    vllm_status st = server_start(ae, &so, &srv);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    if (st != VLLM_OK) {
+        fprintf(stderr, "vllmc serve: %s\n", vllm_last_error());
+        goto out;
+    }
+    const char *host = so.host;
+    bool v6 = strchr(host, ':') != NULL;
+    printf("vllmc: serving %s as %s on http://%s%s%s:%d\n", model, names[0], v6 ? "[" : "", host, v6 ? "]" : "",
+           server_port(srv));
+    fflush(stdout);
+
+    int sig = 0;
+    while (!(sig = wait_signal(-1))) {
+    }
+    fprintf(stderr, "vllmc: %s: shutting down (%d requests in flight get %lld s; signal again to abort them)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", server_in_flight(srv), shutdown_timeout);
+    server_begin_shutdown(srv);
+    double t_stop = now_s(), t_abort = 0;
+    for (;;) {
+        int n = server_in_flight(srv);
+        if (n == 0) break;
+        double now = now_s();
+        if (t_abort == 0 && now - t_stop >= (double)shutdown_timeout) {
+            fprintf(stderr, "vllmc: aborting %d requests still in flight\n", n);
+            server_abort_requests(srv);
+            t_abort = now;
+        }
+        if (t_abort > 0 && now - t_abort > 10) {
+            fprintf(stderr, "vllmc: %d requests did not end: closing their connections\n", n);
+            break;
+        }
+        if (wait_signal(100) && t_abort == 0) {
+            fprintf(stderr, "vllmc: aborting %d requests in flight\n", n);
+            server_abort_requests(srv);
+            t_abort = now_s();
+        }
+    }
+    rc = 0;
+    goto out;
+bad:
+    rc = 2;
+out:
+    server_free(srv);
+    vllm_async_engine_free(ae);
+    free(tpl);
+    free(bos);
+    free(eos);
+    free(names);
+    free(keys);
+    for (int k = 0; k < 2; k++)
+        if (sig_pipe[k] >= 0) close(sig_pipe[k]), sig_pipe[k] = -1;
+    if (rc == 0) fprintf(stderr, "vllmc: server stopped\n");
+    return rc;
+}

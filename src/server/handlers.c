@@ -1,0 +1,52 @@
+/*
+ * handlers.c: the server's small endpoints: GET /health and /ping, GET
+ * /version, GET /metrics, GET /v1/models, POST /tokenize and /detokenize.
+ *
+ * vLLM: vllm/entrypoints/openai/api_server.py (health: 200 with an empty
+ * body; ping: the same for GET and POST; version: {"version": ...};
+ * show_available_models; tokenize / detokenize through
+ * OpenAIServingTokenization) and vllm/entrypoints/openai/api_server.py's
+ * /metrics (prometheus_client's exposition, text/plain; version=0.0.4).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/handlers.h"
+
+enum MHD_Result handle_health(http_request *r) { return reply_body(r, MHD_HTTP_OK, NULL, NULL, 0); }
+
+enum MHD_Result handle_version(http_request *r) {
+    char *json = strdup("{\"version\":\"" VLLM_VERSION "\"}");
+    return reply_json(r, MHD_HTTP_OK, json);
+}
+
+enum MHD_Result handle_metrics(http_request *r) {
+    server *s = r->srv;
+    vllm_engine_stats st;
+    vllm_async_engine_get_stats(s->ae, &st);
+    char *text = NULL;
+    size_t len = 0;
+    if (metrics_render(s->metrics, &st, s->info.num_kv_blocks, &text, &len) != VLLM_OK) return reply_json(r, 500, NULL);
+    return reply_body(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}
+
+enum MHD_Result handle_models(http_request *r) {
+    server *s = r->srv;
+    const char *root = s->opt.model_root ? s->opt.model_root : s->opt.served_model_names[0];
+    return reply_json(r, MHD_HTTP_OK, oai_models_json(&s->ctx, root));
+}
+
+enum MHD_Result handle_tokenize(http_request *r) {
+    oai_error err;
+    char *resp = NULL;
+    if (oai_tokenize_request(&r->srv->ctx, r->body, r->body_len, &resp, &err) != VLLM_OK) return reply_error(r, &err);
+    return reply_json(r, MHD_HTTP_OK, resp);
+}
+
+enum MHD_Result handle_detokenize(http_request *r) {
+    oai_error err;
+    char *resp = NULL;
+    if (oai_detokenize_request(&r->srv->ctx, r->body, r->body_len, &resp, &err) != VLLM_OK) return reply_error(r, &err);
+    return reply_json(r, MHD_HTTP_OK, resp);
+}

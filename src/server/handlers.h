@@ -1,0 +1,108 @@
+/*
+ * handlers.h: what server.c and the endpoint handlers (handlers.c,
+ * handlers_generate.c) share: the server object, the per-request state MHD
+ * keeps for us, and the reply helpers. Internal to src/server/.
+ */
+#ifndef VLLM_SERVER_HANDLERS_H
+#define VLLM_SERVER_HANDLERS_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/metrics.h"
+#include "server/oai_protocol.h"
+#include "server/server.h"
+
+struct server {
+    vllm_async_engine *ae;
+    server_options opt;          /* strings borrowed from the caller */
+    vllm_engine_info info;
+    oai_server_ctx ctx;          /* what the protocol parsers read (read-only once started) */
+    char **token_strs;           /* (info.vocab_size) each id decoded alone, for logprobs; NULL without a tokenizer */
+    metrics *metrics;
+    struct MHD_Daemon *daemon;
+    int listen_fd;               /* ours until MHD owns it (then -1) */
+    int port;
+
+    pthread_mutex_t mu;          /* guards everything below; may be held while taking the metrics'
+                                    lock (never the other way round) */
+    pthread_cond_t cv;           /* watchdog wake-ups and in-flight changes */
+    int in_flight;               /* generation requests being served */
+    bool stopping;               /* server_begin_shutdown was called */
+    bool aborting;               /* server_abort_requests was called: jobs abort their engine requests */
+    bool watchdog_stop;
+    bool watchdog_started;
+    pthread_t watchdog;
+    struct http_request *watch_head; /* requests still receiving their body (slow-client watchdog) */
+};
+
+/* The routes (paths) the server knows. */
+typedef enum route_id {
+    ROUTE_NONE = 0,
+    ROUTE_HEALTH,
+    ROUTE_PING,
+    ROUTE_VERSION,
+    ROUTE_METRICS,
+    ROUTE_MODELS,
+    ROUTE_TOKENIZE,
+    ROUTE_DETOKENIZE,
+    ROUTE_COMPLETIONS,
+    ROUTE_CHAT,
+} route_id;
+
+/* One HTTP request (MHD's *con_cls), from its headers to the request-completed callback. */
+typedef struct http_request {
+    server *srv;
+    struct MHD_Connection *conn;
+    int fd;                      /* the connection's socket (for the watchdog and disconnect checks) */
+    route_id route;
+    bool is_head;                /* HEAD of a GET route */
+    double arrival;              /* monotonic seconds when the headers arrived */
+    char *body;                  /* the request body (NUL-terminated), up to max_body_bytes */
+    size_t body_len, body_cap;
+    size_t body_seen;            /* bytes received, kept or not */
+    oai_error deferred;          /* an error decided before the body ended (status 0 = none): the body is
+                                    read and dropped, then this is the reply */
+    /* slow-client watchdog (guarded by srv->mu) */
+    bool watched;                /* in srv->watch_head's list */
+    bool timed_out;              /* the watchdog answered 408 and shut the socket */
+    double deadline;
+    struct http_request *watch_prev, *watch_next;
+    int status;                  /* the status replied (for the access log) */
+    char method[12];             /* for the access log (truncated) */
+    char path[96];
+} http_request;
+
+double server_now(void);         /* monotonic seconds */
+
+/* Replies: queue a response on r's connection. Bodies passed in are
+ * malloc'd and owned by the call (freed on every path); a NULL body (out of
+ * memory) becomes a 500 with a static error JSON, except reply_body's
+ * (NULL, 0), which is an empty body. */
+enum MHD_Result reply_body(http_request *r, int status, const char *content_type, char *body, size_t len);
+enum MHD_Result reply_json(http_request *r, int status, char *json);
+enum MHD_Result reply_error(http_request *r, const oai_error *err);
+
+/* True when the client closed its side or reset the connection (checked
+ * without consuming anything: a pipelined request is not a hang-up). */
+bool client_gone(int fd);
+
+/* Endpoints, called once the whole body is in r->body (handlers.c). */
+enum MHD_Result handle_health(http_request *r);
+enum MHD_Result handle_version(http_request *r);
+enum MHD_Result handle_metrics(http_request *r);
+enum MHD_Result handle_models(http_request *r);
+enum MHD_Result handle_tokenize(http_request *r);
+enum MHD_Result handle_detokenize(http_request *r);
+/* POST /v1/completions and /v1/chat/completions (handlers_generate.c). */
+enum MHD_Result handle_generate(http_request *r, oai_kind kind);
+
+/* In-flight accounting for --max-pending (server.c): false (and err = 503)
+ * when the cap is reached or the server is shutting down. */
+bool server_acquire_slot(server *s, oai_error *err);
+void server_release_slot(server *s);
+
+#endif

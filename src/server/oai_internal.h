@@ -1,0 +1,102 @@
+/*
+ * oai_internal.h: helpers shared by the oai_*.c files (not used outside
+ * src/server/oai_*): a growable string buffer, UTF-8 utilities, compact JSON
+ * dumping, random ids and the param guess for engine error messages.
+ */
+#ifndef VLLM_SERVER_OAI_INTERNAL_H
+#define VLLM_SERVER_OAI_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/oai_protocol.h"
+
+/* The most logprobs a request may ask for (vLLM's default max_logprobs). */
+#define OAI_MAX_LOGPROBS 20
+/* vLLM's VLLM_MAX_COMPLETION_PROMPTS default. */
+#define OAI_MAX_PROMPTS 1024
+/* Choices (prompts x n) one request may ask for: bounds the memory of one reply. */
+#define OAI_MAX_CHOICES 16384
+
+/* A growable byte buffer; any failed append sets oom and later appends are no-ops. */
+typedef struct oai_buf {
+    char *data; /* NUL-terminated when non-NULL */
+    size_t len;
+    size_t cap;
+    bool oom;
+} oai_buf;
+
+void oai_buf_put(oai_buf *b, const char *s, size_t n);
+void oai_buf_puts(oai_buf *b, const char *s);
+void oai_buf_free(oai_buf *b);
+/* Hands the data over (never NULL unless oom: "" for an empty buffer); the buffer is reset. */
+char *oai_buf_take(oai_buf *b, size_t *len);
+
+/* True when s[0..n) is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+bool oai_utf8_valid(const char *s, size_t n);
+/* Unicode code points in s[0..n) (Python's len() of the decoded string; invalid
+ * bytes count one each, as U+FFFD would). */
+size_t oai_utf8_chars(const char *s, size_t n);
+/* A JSON string of s[0..n); invalid UTF-8 sequences become U+FFFD (Python's
+ * errors="replace"). NULL only when out of memory. */
+json_t *oai_json_str(const char *s, size_t n);
+/* The UTF-8 bytes of s with invalid sequences replaced, as a JSON array of ints
+ * (Python's list(s.encode("utf-8", errors="replace"))). */
+json_t *oai_json_bytes(const char *s);
+/* A float as JSON: -inf (and anything below) -> -9999.0 as vLLM clamps; NaN -> null. */
+json_t *oai_json_logprob(float x);
+
+/* Compact JSON text (no spaces, keys in insertion order, floats with 9
+ * significant digits: float32 values round-trip). malloc'd; NULL when out of memory. */
+char *oai_json_dump(const json_t *j, size_t *len);
+
+/* nhex random lowercase hex digits + NUL into out (out has nhex + 1 bytes). */
+void oai_random_hex(char *out, size_t nhex);
+
+/* The request field an engine / sampler message is about (its earliest
+ * known field name), or NULL. */
+const char *oai_guess_param(const char *message);
+
+/* ------------------------------------------------------------------ */
+/* Typed access to request fields (oai_field.c)                        */
+/* ------------------------------------------------------------------ */
+/* Each getter leaves *out untouched when the key is absent or JSON null
+ * (the field's default), and on a wrong JSON type fills err (400, param =
+ * param or key) and returns VLLM_ERR_INVALID_ARG. */
+
+/* "a string", "an integer", "a number", "a boolean", "an array", "an object", "null". */
+const char *oai_json_kind(const json_t *v);
+/* 400 "<param>: Input should be <want>, got <kind>". */
+vllm_status oai_type_error(oai_error *err, const char *param, const char *want, const json_t *v);
+/* obj[key], or NULL when absent or null. */
+json_t *oai_field(const json_t *obj, const char *key);
+vllm_status oai_get_bool(const json_t *obj, const char *key, bool *out, oai_error *err);
+/* Integers (and integral reals, as pydantic accepts 5.0) in int64. */
+vllm_status oai_get_ll(const json_t *v, const char *param, long long *out, oai_error *err);
+vllm_status oai_get_int64(const json_t *obj, const char *key, long long *out, bool *present, oai_error *err);
+/* As oai_get_int64, clamped to [-INT_MAX, INT_MAX] (range checks come later). */
+vllm_status oai_get_int(const json_t *obj, const char *key, int *out, bool *present, oai_error *err);
+vllm_status oai_get_float(const json_t *obj, const char *key, float *out, bool *present, oai_error *err);
+vllm_status oai_get_string(const json_t *obj, const char *key, const char **out, oai_error *err);
+/* Parses a request body: must be a JSON object (400 otherwise). */
+vllm_status oai_parse_body(const char *body, size_t len, json_t **root, oai_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Chat prompts (oai_chat.c)                                           */
+/* ------------------------------------------------------------------ */
+
+/* Validates body's messages, tools, tool_choice, chat_template_kwargs,
+ * documents, reasoning_effort, add_generation_prompt, continue_final_message
+ * and chat_template, and renders the prompt with ctx's template. *prompt:
+ * the rendered text; *role: the role of the reply (vLLM's
+ * get_chat_request_role); *last_content: the last message's text content
+ * and *last_role its role (for echo). All malloc'd. */
+/* response_format: only {"type": "text"} (400 for json_object / json_schema / structural_tag). */
+vllm_status oai_check_response_format(const json_t *body, oai_error *err);
+
+vllm_status oai_chat_render(const oai_server_ctx *ctx, const json_t *body, char **prompt, char **role,
+                            char **last_content, char **last_role, oai_error *err);
+
+#endif

@@ -1,0 +1,251 @@
+/*
+ * oai_protocol.h: the OpenAI / vLLM wire protocol, without HTTP or threads.
+ *
+ * Owns: parsing and validating request bodies of POST /v1/completions and
+ * POST /v1/chat/completions (and /tokenize, /detokenize) into engine inputs
+ * (token-id prompts + vllm_sampling_params), the served-model check, and the
+ * JSON the server sends back: text_completion / chat.completion objects,
+ * streamed chunks as Server-Sent Events, usage, logprobs in both formats,
+ * error bodies.
+ *
+ * Semantics follow vLLM's vllm/entrypoints/openai/ (protocol.py,
+ * serving_completion.py, serving_chat.py, serving_engine.py) and OpenAI's API
+ * reference; each function cites the part it follows in oai_*.c.
+ *
+ * Typical use by a handler:
+ *   oai_request *req; oai_error err;
+ *   if (oai_parse_completion(&ctx, body, len, &req, &err)) -> send err (oai_error_json, err.status)
+ *   oai_response *res; oai_response_create(&ctx, req, NULL, &res);
+ *   for each prompt i: vllm_async_add_request(ae, id_i, &req->prompts[i].prompt, &req->prompts[i].params, &s_i)
+ *       (a failure there: oai_error_from_status(&err, st, vllm_last_error()))
+ *   streaming:     for each chunk c of stream i: oai_response_stream_chunk(res, i, &c, &sse, &n) -> send sse
+ *                  then oai_response_stream_end(res, &sse, &n) -> send (usage chunk + "data: [DONE]")
+ *   non-streaming: for each chunk c of stream i: oai_response_add(res, i, &c)
+ *                  then oai_response_body(res, &json, &n) -> send with status 200
+ */
+#ifndef VLLM_SERVER_OAI_PROTOCOL_H
+#define VLLM_SERVER_OAI_PROTOCOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vllm.h"
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+/* An error for the client: HTTP status + OpenAI's error object. */
+typedef struct oai_error {
+    int status;            /* HTTP status: 400, 401, 404, 413, 500, 503, ... */
+    char type[40];         /* "BadRequestError", "NotFoundError", ... (vLLM's err_type) */
+    char param[64];        /* the offending request field ("" = JSON null) */
+    char message[1024];    /* one line, UTF-8 */
+} oai_error;
+
+/* Fills e: status, its type (oai_error_type), param (NULL = none) and a
+ * printf message (truncated to fit, never cut inside a UTF-8 sequence). */
+void oai_error_set(oai_error *e, int status, const char *param, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* vLLM's err_type for an HTTP status: 400 BadRequestError, 401
+ * AuthenticationError, 403 PermissionDeniedError, 404 NotFoundError, 405
+ * MethodNotAllowed, 408 RequestTimeout, 413 RequestEntityTooLarge, 422
+ * UnprocessableEntityError, 429 RateLimitError,
+ * 500 InternalServerError, 501 NotImplementedError, 503
+ * ServiceUnavailableError; others "Error". */
+const char *oai_error_type(int status);
+/* Maps an engine status (from vllm_async_add_request and friends) to an
+ * error: INVALID_ARG / TOO_LONG / UNSUPPORTED / FORMAT -> 400, NOT_FOUND ->
+ * 404, NO_MEMORY / BACKEND / INTERNAL / IO -> 500. param is guessed from the
+ * message's leading field name when it names a request field. */
+void oai_error_from_status(oai_error *e, vllm_status st, const char *message);
+/* {"error":{"message":...,"type":...,"param":...|null,"code":<status>}}
+ * (vLLM's ErrorResponse); malloc'd, NULL only when out of memory. */
+char *oai_error_json(const oai_error *e);
+/* The same object as one SSE event, "data: {...}\n\n": what vLLM streams
+ * when a request fails mid-stream (send "data: [DONE]\n\n" after it). */
+char *oai_error_sse(const oai_error *e);
+/* The 401 body for a missing or wrong API key. */
+char *oai_error_unauthorized_json(void);
+
+/* ------------------------------------------------------------------ */
+/* Server context                                                      */
+/* ------------------------------------------------------------------ */
+
+/* What parsing needs from the server, filled once at startup and read-only
+ * afterwards (shared by all HTTP threads). All pointers are borrowed. */
+typedef struct oai_server_ctx {
+    const char *const *served_model_names; /* [0] is the name put in responses */
+    size_t num_served_model_names;
+    int max_model_len;                    /* vllm_engine_info.max_model_len */
+    int vocab_size;                       /* token ids are checked against it */
+    vllm_sampling_params default_sampling; /* vllm_async_engine_default_sampling() */
+    const char *chat_template;            /* NULL: chat requests are rejected (400) */
+    const char *bos_token;                /* for the template; may be NULL */
+    const char *eos_token;
+    /* Tokenizer access (any thread). tokenize/detokenize may be NULL when the
+     * model has no tokenizer: text prompts are then rejected with a 400. */
+    void *tok_ctx;
+    /* *ids malloc'd (free()), as vllm_async_tokenize */
+    vllm_status (*tokenize)(void *tok_ctx, const char *text, bool add_special_tokens, int32_t **ids,
+                            size_t *num_ids);
+    /* *text malloc'd (free()), as vllm_async_detokenize */
+    vllm_status (*detokenize)(void *tok_ctx, const int32_t *ids, size_t num_ids, bool skip_special_tokens,
+                              char **text);
+    /* One token's text for logprobs (vLLM decodes each id alone). The string
+     * must stay valid while the context lives (a table built at startup);
+     * NULL or missing callback -> the token is shown as "token_id:<id>".
+     * Invalid UTF-8 is replaced by U+FFFD in the JSON. */
+    const char *(*token_str)(void *tok_ctx, int32_t id);
+    /* vLLM's --enable-prompt-tokens-details: usage carries
+     * prompt_tokens_details.cached_tokens (prefix-cache hits). */
+    bool enable_prompt_tokens_details;
+} oai_server_ctx;
+
+/* The served-model check (vLLM's _check_model): model NULL or "" is
+ * accepted (vLLM allows it); a name not in served_model_names -> 404
+ * NotFoundError "The model `x` does not exist." with param "model".
+ * oai_parse_* call it; exposed for other endpoints. Returns true if ok. */
+bool oai_check_model(const oai_server_ctx *ctx, const char *model, oai_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Requests                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef enum oai_kind {
+    OAI_KIND_COMPLETION = 0,  /* POST /v1/completions */
+    OAI_KIND_CHAT = 1,        /* POST /v1/chat/completions */
+} oai_kind;
+
+/* One prompt, ready for vllm_async_add_request. */
+typedef struct oai_prompt {
+    vllm_prompt prompt;           /* token ids only (text prompts are tokenized here:
+                                     completions with special tokens, chat without, as vLLM) */
+    vllm_sampling_params params;  /* the request's params with this prompt's max_tokens resolved
+                                     (completions: 16 when absent or null, as vLLM; chat: absent
+                                     max_completion_tokens / max_tokens = max_model_len - prompt
+                                     length); arrays point into the oai_request */
+    char *text;                   /* the prompt text: as given, rendered (chat), or decoded from
+                                     ids when echo needs it; else NULL */
+} oai_prompt;
+
+/* A parsed, validated request; owns every string and array it points to. */
+typedef struct oai_request {
+    oai_kind kind;
+    char *model;                  /* as sent (NULL when absent) */
+    oai_prompt *prompts;          /* (num_prompts) completions: one per prompt; chat: exactly 1 */
+    size_t num_prompts;
+    int n;                        /* choices per prompt (= params.n) */
+    bool stream;
+    bool include_usage;           /* stream_options.include_usage: a final usage chunk */
+    bool continuous_usage_stats;  /* stream_options.continuous_usage_stats: usage in every chunk */
+    bool echo;                    /* completions: prompt text prepended to the output; chat: the last
+                                     message's content prepended when its role is assistant */
+    int logprobs;                 /* -1 = none; completions: logprobs k; chat: top_logprobs
+                                     (0 when logprobs is true without top_logprobs) */
+    int prompt_logprobs;          /* -1 = none (also set from logprobs when echo + logprobs) */
+    bool echo_only;               /* completions echo with max_tokens 0: the reply is the prompt alone
+                                     (the engine still runs 1 token, as vLLM) */
+    char *echo_text;              /* chat echo: the content prepended, else NULL */
+    char *chat_role;              /* chat: the reply's role ("assistant", or the last message's
+                                     role when add_generation_prompt is false) */
+    char *request_id;             /* the body's request_id (vLLM extension), else NULL: the
+                                     response id is "cmpl-<request_id>" / "chatcmpl-<request_id>" */
+    bool return_tokens_as_token_ids; /* logprobs tokens as "token_id:<id>" */
+    /* storage behind prompts[i].params arrays (owned) */
+    char **stop;
+    size_t num_stop;
+    char **bad_words;
+    size_t num_bad_words;
+    int32_t *stop_token_ids;
+    size_t num_stop_token_ids;
+    int32_t *allowed_token_ids;
+    size_t num_allowed_token_ids;
+    int32_t *logit_bias_ids;
+    float *logit_bias_values;
+    size_t num_logit_bias;
+} oai_request;
+
+/* Parses and validates a /v1/completions body (len bytes, need not be
+ * NUL-terminated), checks the model name, tokenizes text prompts (with
+ * special tokens unless add_special_tokens is false), applies
+ * truncate_prompt_tokens and checks prompt + max_tokens against
+ * max_model_len (400, param "input_tokens", as vLLM). Each prompt's params
+ * passed vllm_sampling_params_validate; token ids are checked against
+ * vocab_size. Unknown fields are ignored.
+ * VLLM_OK and *out, or an error status with err filled (400 / 404 / 500)
+ * and *out NULL. */
+vllm_status oai_parse_completion(const oai_server_ctx *ctx, const char *body, size_t len, oai_request **out,
+                                 oai_error *err);
+/* The same for /v1/chat/completions: messages rendered with ctx's chat
+ * template (tools, chat_template_kwargs, add_generation_prompt,
+ * continue_final_message), tokenized without special tokens unless
+ * add_special_tokens is true. */
+vllm_status oai_parse_chat(const oai_server_ctx *ctx, const char *body, size_t len, oai_request **out,
+                           oai_error *err);
+void oai_request_free(oai_request *r);
+
+/* POST /tokenize: {"model"?, "prompt": str, "add_special_tokens"?: bool (true)}
+ * or {"model"?, "messages": [...], "add_generation_prompt"?, "continue_final_message"?,
+ * "add_special_tokens"?: bool (false), "chat_template_kwargs"?, "tools"?};
+ * "return_token_strs"?: bool. On success *resp is the response
+ * {"count", "max_model_len", "tokens", "token_strs": null|[...]} (malloc'd). */
+vllm_status oai_tokenize_request(const oai_server_ctx *ctx, const char *body, size_t len, char **resp,
+                                 oai_error *err);
+/* POST /detokenize: {"model"?, "tokens": [ids]} -> {"prompt": "..."} (malloc'd). */
+vllm_status oai_detokenize_request(const oai_server_ctx *ctx, const char *body, size_t len, char **resp,
+                                   oai_error *err);
+/* GET /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by":"vllm",
+ * "root","parent":null,"max_model_len","permission":[...]}]} (malloc'd; created = now). */
+char *oai_models_json(const oai_server_ctx *ctx, const char *root);
+
+/* ------------------------------------------------------------------ */
+/* Responses                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Builds the reply of one request from its streams' chunks: accumulates for
+ * the non-streaming body, or formats each chunk as SSE events. One per HTTP
+ * request, used by one thread at a time. Choice index of sample s of prompt
+ * p is p * n + s (vLLM). */
+typedef struct oai_response oai_response;
+
+typedef struct oai_response_options {
+    const char *id;   /* NULL: "cmpl-<32 hex>" / "chatcmpl-<32 hex>" (random) */
+    long long created; /* 0: time(NULL) */
+} oai_response_options;
+
+/* opt may be NULL. Borrows ctx and req (both must outlive the response).
+ * Without opt->id the id is "cmpl-"/"chatcmpl-" + the body's request_id when
+ * it had one (so engine request ids derived from it should also carry a
+ * server-unique part), else + 32 random hex digits. */
+vllm_status oai_response_create(const oai_server_ctx *ctx, const oai_request *req, const oai_response_options *opt,
+                                oai_response **out);
+void oai_response_free(oai_response *r);
+/* The response id ("cmpl-..." / "chatcmpl-..."); engine request ids can be
+ * derived from it (e.g. "<id>-<prompt index>"). */
+const char *oai_response_id(const oai_response *r);
+
+/* Non-streaming: records one chunk of prompt prompt_index's stream (text,
+ * ids, logprobs, finish/stop reason, usage). A chunk with error set is
+ * remembered: oai_response_body then fails with a 500. */
+vllm_status oai_response_add(oai_response *r, size_t prompt_index, const vllm_stream_chunk *chunk);
+/* Non-streaming: the text_completion / chat.completion JSON (malloc'd). On
+ * VLLM_ERR_BACKEND (an engine error was recorded) err holds the 500. */
+vllm_status oai_response_body(oai_response *r, char **body, size_t *len, oai_error *err);
+
+/* Streaming: the SSE bytes for one chunk ("data: {...}\n\n" events; may be
+ * "" when there is nothing to send), malloc'd. Chat: the first chunk of a
+ * choice also emits the {"role":"assistant","content":""} delta; a finishing
+ * chunk carries finish_reason (and stop_reason). A chunk with error set
+ * yields an error event (the caller then ends the stream). */
+vllm_status oai_response_stream_chunk(oai_response *r, size_t prompt_index, const vllm_stream_chunk *chunk,
+                                      char **sse, size_t *len);
+/* Streaming: after every stream ended: the usage chunk ("choices": []) when
+ * include_usage, then "data: [DONE]\n\n" (malloc'd). */
+vllm_status oai_response_stream_end(oai_response *r, char **sse, size_t *len);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * test_server_concurrency.c: ctest wrapper of tests/server/node/concurrency.mjs: 64
+ * concurrent streaming chat completions (greedy) against `vllmc serve` on stories260K;
+ * every stream complete and well-formed, outputs identical to the same requests sent one
+ * by one. The server must exit 0 on SIGTERM afterwards.
+ * Skips (77) when node, npm or the npm registry is unavailable.
+ */
+#include "server/test_server_util.h"
+
+int main(void) {
+    int rc = node_setup();
+    if (rc == 77) TEST_SKIP("node, npm or the npm registry is not available (see above)");
+    CHECK_MSG(rc == 0, "tests/server/node/setup.sh failed (exit %d)", rc);
+    if (rc != 0 || !srv_tmpdir("concurrency")) TEST_END();
+
+    srv_proc s;
+    bool up = srv_start(&s, "server", "", 120);
+    CHECK_MSG(up, "vllmc serve did not start");
+    if (up) {
+        rc = node_run("concurrency.mjs", s.url);
+        CHECK_MSG(rc == 0, "concurrency.mjs failed (exit %d)", rc);
+        srv_stop_check(&s, rc != 0);
+    }
+    srv_cleanup();
+    TEST_END();
+}

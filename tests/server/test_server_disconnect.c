@@ -1,0 +1,26 @@
+/*
+ * test_server_disconnect.c: ctest wrapper of tests/server/node/disconnect.mjs: clients
+ * that hang up mid-request (streamed completion, streamed chat, a non-streamed request,
+ * eight streams at once) against `vllmc serve` on stories260K; /metrics must show the
+ * requests gone and every KV block free again. The server must exit 0 on SIGTERM.
+ * Skips (77) when node, npm or the npm registry is unavailable.
+ */
+#include "server/test_server_util.h"
+
+int main(void) {
+    int rc = node_setup();
+    if (rc == 77) TEST_SKIP("node, npm or the npm registry is not available (see above)");
+    CHECK_MSG(rc == 0, "tests/server/node/setup.sh failed (exit %d)", rc);
+    if (rc != 0 || !srv_tmpdir("disconnect")) TEST_END();
+
+    srv_proc s;
+    bool up = srv_start(&s, "server", "", 120);
+    CHECK_MSG(up, "vllmc serve did not start");
+    if (up) {
+        rc = node_run("disconnect.mjs", s.url);
+        CHECK_MSG(rc == 0, "disconnect.mjs failed (exit %d)", rc);
+        srv_stop_check(&s, rc != 0);
+    }
+    srv_cleanup();
+    TEST_END();
+}

@@ -124,6 +124,10 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     if (st != VLLM_OK) goto fail;
     st = m->arch->build(m, m->ws);
     if (st != VLLM_OK) goto fail;
+    if (be->import_copies) { /* the device holds its own copy: drop the mapping / dummy buffers */
+        ws_close(m->ws);
+        m->ws = NULL;
+    }
     *out = m;
     return VLLM_OK;
 fail:

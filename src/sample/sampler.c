@@ -162,6 +162,9 @@ int32_t sampler_sample_u(const float *logits, int vocab, const vllm_sampling_par
                 idx[i] = t;
             }
         n = keep;
+        /* draw in (probability desc, id asc) order, as the GPU sampler does, so
+         * both backends pick the same token for the same uniform */
+        if (!(p->top_p < 1.0f)) qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, probs);
     }
     /* top-p over the renormalised survivors: the smallest prefix (by probability) whose mass reaches top_p.
      * Sorting only the m most probable (m = 256, x4 while not enough) keeps this O(V) in practice

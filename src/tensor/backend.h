@@ -128,6 +128,8 @@ struct backend {
     const char *name;     /* "cpu", "cuda" */
     dtype act_dtype;      /* dtype of activations */
     dtype kv_dtype;       /* dtype of the KV cache */
+    bool import_copies;   /* import / linear_create copy the host data (a GPU): the host
+                             source (mmap, dummy buffers) may be freed after loading */
     void *impl;           /* backend private state */
 };
 

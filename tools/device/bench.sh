@@ -26,12 +26,7 @@ OUTDIR=${OUT:-/tmp}
 RES="$OUTDIR/bench.jsonl"; : > "$RES"
 WORK=${BENCH_WORK:-/tmp/vllmc-bench}; mkdir -p "$WORK"
 
-# Debian -dev packages carried in .devdeps (DEVICE.md)
-if [ -d .devdeps ]; then
-  mkdir -p /tmp/deps && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/deps; done
-  export PKG_CONFIG_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu/pkgconfig CPATH=/tmp/deps/usr/include \
-         LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-fi
+source tools/device/env.sh
 echo "== build ($(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON >/dev/null
 cmake --build build-cuda -j "$(nproc)" --target vllmc_cli 2>&1 | grep -E "error|warning" || true

@@ -1,0 +1,502 @@
+/*
+ * cuda_backend.cu: the CUDA backend object: creation on a device, the op
+ * table, device memory (cudaMalloc; imports are uploaded copies), the
+ * stream, the argument checks and the error reporting of synchronize /
+ * download (host-side argument failures and the device-side error record
+ * that kernels write). The kernels live in ops_*.cu.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_internal.h"
+
+#define CU_ALIGN 256
+
+/* ---- errors ---- */
+
+void cu_fail(cu_state *cu, const char *fmt, ...) {
+    if (cu->err != VLLM_OK) return; /* keep the first failure */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cu->err_msg, sizeof cu->err_msg, fmt, ap);
+    va_end(ap);
+    cu->err = VLLM_ERR_BACKEND;
+    LOG_E("cuda backend: %s", cu->err_msg);
+}
+
+bool cu_ok(cu_state *cu, cudaError_t e, const char *op, const char *what) {
+    if (e == cudaSuccess) return true;
+    cu_fail(cu, "%s: %s failed: %s", op, what, cudaGetErrorString(e));
+    return false;
+}
+
+bool cu_launched(cu_state *cu, const char *op) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return true;
+    cu_fail(cu, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
+    return false;
+}
+
+vllm_status cu_buf_reserve(cu_state *cu, cu_buf *b, size_t bytes, const char *what) {
+    if (b->p && b->cap >= bytes) return VLLM_OK;
+    size_t cap = b->cap * 2 > bytes ? b->cap * 2 : bytes;
+    if (cap < CU_ALIGN) cap = CU_ALIGN;
+    /* the stream may still read the old buffer */
+    cudaStreamSynchronize(cu->stream);
+    if (b->p) {
+        cudaFree(b->p);
+        cu->bytes_allocated -= b->cap;
+    }
+    b->p = NULL;
+    b->cap = 0;
+    cudaError_t e = cudaMalloc(&b->p, cap);
+    if (e != cudaSuccess) {
+        b->p = NULL;
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_NO_MEMORY, "cuda: out of device memory for %s (%zu bytes): %s", what, cap,
+                        cudaGetErrorString(e));
+    }
+    b->cap = cap;
+    cu->bytes_allocated += cap;
+    return VLLM_OK;
+}
+
+void cu_buf_free(cu_buf *b) {
+    if (b->p) cudaFree(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+vllm_status cu_hbuf_reserve(cu_buf *b, size_t bytes, const char *what) {
+    if (b->p && b->cap >= bytes) return VLLM_OK;
+    size_t cap = b->cap * 2 > bytes ? b->cap * 2 : bytes;
+    if (cap < CU_ALIGN) cap = CU_ALIGN;
+    if (b->p) cudaFreeHost(b->p);
+    b->p = NULL;
+    b->cap = 0;
+    cudaError_t e = cudaMallocHost(&b->p, cap);
+    if (e != cudaSuccess) {
+        b->p = NULL;
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_NO_MEMORY, "cuda: out of pinned host memory for %s (%zu bytes): %s", what, cap,
+                        cudaGetErrorString(e));
+    }
+    b->cap = cap;
+    return VLLM_OK;
+}
+
+void cu_hbuf_free(cu_buf *b) {
+    if (b->p) cudaFreeHost(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+/* ---- argument checks ---- */
+
+static bool cu_row_len(const tensor *t, int64_t *out) {
+    if (t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS) return false;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0) return false;
+        if (i == 0) continue;
+        if (t->shape[i] != 0 && n > INT64_MAX / t->shape[i]) return false;
+        n *= t->shape[i];
+    }
+    *out = n;
+    return true;
+}
+
+int64_t cu_extent_bytes(const tensor *t) {
+    int64_t len;
+    if ((unsigned)t->dtype >= DTYPE_COUNT || !cu_row_len(t, &len)) return -1;
+    int64_t rows = t->ndim > 0 ? t->shape[0] : 1;
+    int64_t stride = t->row_stride ? t->row_stride : len;
+    int64_t es = (int64_t)dtype_size(t->dtype);
+    if (es == 0 || stride < len) return -1;
+    if (rows == 0 || len == 0) return 0;
+    if (rows - 1 > 0 && stride > INT64_MAX / (rows - 1)) return -1;
+    int64_t elems = (rows - 1) * stride;
+    if (elems > INT64_MAX - len) return -1;
+    elems += len;
+    if (elems > INT64_MAX / es) return -1;
+    return elems * es;
+}
+
+static const char *cu_mask_name(unsigned mask) {
+    if (mask == CU_FLOAT) return "F32, F16 or BF16";
+    if (mask == CU_ACT) return "F32 or BF16";
+    for (int t = 0; t < DTYPE_COUNT; t++)
+        if (mask == CU_DT(t)) return dtype_name((dtype)t);
+    return "another dtype";
+}
+
+bool cu_check_mat(cu_state *cu, const char *op, const char *arg, const tensor *t, unsigned mask, int64_t rows,
+                  int64_t cols) {
+    if (!t || !t->data) {
+        cu_fail(cu, "%s: %s has no data", op, arg);
+        return false;
+    }
+    if ((unsigned)t->dtype >= DTYPE_COUNT || !(mask & CU_DT(t->dtype))) {
+        cu_fail(cu, "%s: %s is %s, expected %s", op, arg,
+                (unsigned)t->dtype < DTYPE_COUNT ? dtype_name(t->dtype) : "?", cu_mask_name(mask));
+        return false;
+    }
+    int64_t len;
+    if (t->ndim < 1 || cu_extent_bytes(t) < 0 || !cu_row_len(t, &len)) {
+        cu_fail(cu, "%s: %s has a bad shape or stride (ndim %d)", op, arg, t->ndim);
+        return false;
+    }
+    if (rows >= 0 && t->shape[0] != rows) {
+        cu_fail(cu, "%s: %s has %lld rows, expected %lld", op, arg, (long long)t->shape[0], (long long)rows);
+        return false;
+    }
+    if (cols >= 0 && len != cols) {
+        cu_fail(cu, "%s: %s has rows of %lld elements, expected %lld", op, arg, (long long)len, (long long)cols);
+        return false;
+    }
+    return true;
+}
+
+bool cu_check_vec(cu_state *cu, const char *op, const char *arg, const tensor *t, unsigned mask, int64_t n) {
+    if (!t || !t->data) {
+        cu_fail(cu, "%s: %s has no data", op, arg);
+        return false;
+    }
+    if ((unsigned)t->dtype >= DTYPE_COUNT || !(mask & CU_DT(t->dtype))) {
+        cu_fail(cu, "%s: %s is %s, expected %s", op, arg,
+                (unsigned)t->dtype < DTYPE_COUNT ? dtype_name(t->dtype) : "?", cu_mask_name(mask));
+        return false;
+    }
+    int64_t len;
+    if (cu_extent_bytes(t) < 0 || !cu_row_len(t, &len) || (t->row_stride && t->row_stride != len)) {
+        cu_fail(cu, "%s: %s has a bad shape or is not contiguous", op, arg);
+        return false;
+    }
+    int64_t numel = t->ndim > 0 ? t->shape[0] : 1;
+    if (numel != 0 && len > INT64_MAX / numel) {
+        cu_fail(cu, "%s: %s is too large", op, arg);
+        return false;
+    }
+    numel *= len;
+    if (n >= 0 && numel != n) {
+        cu_fail(cu, "%s: %s has %lld elements, expected %lld", op, arg, (long long)numel, (long long)n);
+        return false;
+    }
+    return true;
+}
+
+/* ---- memory ---- */
+
+static vllm_status cu_alloc_bytes(cu_state *cu, size_t bytes, void **out, const char *what) {
+    size_t size = bytes < CU_ALIGN ? CU_ALIGN : bytes;
+    cudaError_t e = cudaMalloc(out, size);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        return vt_error(VLLM_ERR_NO_MEMORY, "cuda %s: out of device memory (%zu bytes asked, %zu MiB free of %zu MiB): %s",
+                        what, size, free_b >> 20, total_b >> 20, cudaGetErrorString(e));
+    }
+    cu->bytes_allocated += size;
+    return VLLM_OK;
+}
+
+static vllm_status cu_alloc(backend *be, tensor *t) {
+    cu_state *cu = cu_of(be);
+    if ((unsigned)t->dtype >= DTYPE_COUNT || t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS)
+        return vt_error(VLLM_ERR_INVALID_ARG, "cuda alloc: bad dtype or ndim (%d)", t->ndim);
+    t->row_stride = 0;
+    int64_t bytes = cu_extent_bytes(t);
+    if (bytes < 0 || (uint64_t)bytes > (uint64_t)SIZE_MAX - CU_ALIGN)
+        return vt_error(VLLM_ERR_INVALID_ARG, "cuda alloc: bad or too large shape for %s tensor", dtype_name(t->dtype));
+    return cu_alloc_bytes(cu, (size_t)bytes, &t->data, "alloc");
+}
+
+static void cu_release(backend *be, tensor *t) {
+    (void)be;
+    if (!t) return;
+    if (t->data) cudaFree(t->data);
+    t->data = NULL;
+}
+
+/* Uploads a host tensor (any dtype, rows possibly strided) into a new
+ * contiguous device tensor of the same dtype and shape. */
+static vllm_status cu_import(backend *be, const tensor *host, tensor *out) {
+    cu_state *cu = cu_of(be);
+    int64_t extent = cu_extent_bytes(host);
+    if (extent < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: bad dtype, shape or stride");
+    if (!host->data && extent > 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: tensor has no data");
+    tensor t = *host;
+    t.row_stride = 0;
+    t.data = NULL;
+    int64_t bytes = cu_extent_bytes(&t);
+    if (bytes < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: bad shape");
+    vllm_status st = cu_alloc_bytes(cu, (size_t)bytes, &t.data, "import");
+    if (st != VLLM_OK) return st;
+    if (bytes > 0) {
+        int64_t rows = cu_rows(host), es = (int64_t)dtype_size(host->dtype);
+        int64_t row_bytes = rows ? bytes / rows : 0;
+        int64_t pitch = (host->row_stride ? host->row_stride * es : row_bytes);
+        /* on the backend's stream, so that later kernels see the data; from pageable
+         * memory the copy is staged before this returns */
+        cudaError_t e = pitch == row_bytes
+                            ? cudaMemcpyAsync(t.data, host->data, (size_t)bytes, cudaMemcpyHostToDevice, cu->stream)
+                            : cudaMemcpy2DAsync(t.data, (size_t)row_bytes, host->data, (size_t)pitch,
+                                                (size_t)row_bytes, (size_t)rows, cudaMemcpyHostToDevice, cu->stream);
+        if (e != cudaSuccess) {
+            cudaFree(t.data);
+            cudaGetLastError();
+            return vt_error(VLLM_ERR_BACKEND, "cuda import: upload of %lld bytes failed: %s", (long long)bytes,
+                            cudaGetErrorString(e));
+        }
+    }
+    *out = t;
+    return VLLM_OK;
+}
+
+static vllm_status cu_copy_check(const char *what, const tensor *t, const void *host, size_t nbytes) {
+    int64_t extent = cu_extent_bytes(t);
+    if (extent < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: bad tensor shape or stride", what);
+    if ((uint64_t)nbytes > (uint64_t)extent)
+        return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: %zu bytes do not fit a tensor of %lld bytes", what, nbytes,
+                        (long long)extent);
+    if (nbytes && (!t->data || !host)) return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: NULL pointer", what);
+    return VLLM_OK;
+}
+
+static vllm_status cu_upload(backend *be, tensor *dst, const void *src, size_t nbytes) {
+    cu_state *cu = cu_of(be);
+    vllm_status st = cu_copy_check("upload", dst, src, nbytes);
+    if (st != VLLM_OK || !nbytes) return st;
+    /* from pageable memory the copy is staged before this returns, so src may be reused at once */
+    cudaError_t e = cudaMemcpyAsync(dst->data, src, nbytes, cudaMemcpyHostToDevice, cu->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda upload of %zu bytes failed: %s", nbytes, cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+static const char *cu_dev_message(const cu_dev_err *d, char *buf, size_t n) {
+    long long a = d->a, b = d->b, c = d->c;
+    switch (d->code) {
+    case CU_DEV_EMBED_ID: snprintf(buf, n, "embedding: token id %lld at position %lld is out of range [0, %lld)", b, a, c); break;
+    case CU_DEV_GATHER_IDX: snprintf(buf, n, "gather_rows: index %lld at %lld is out of range [0, %lld)", b, a, c); break;
+    case CU_DEV_ROPE_POS: snprintf(buf, n, "rope: position %lld of token %lld is out of range [0, %lld)", b, a, c); break;
+    case CU_DEV_KV_SLOT: snprintf(buf, n, "kv_write: slot %lld of token %lld is past the cache's %lld slots", b, a, c); break;
+    case CU_DEV_ATTN_META:
+        snprintf(buf, n, "attention: sequence %lld has %lld queries and %lld context tokens (more queries than "
+                 "context, or more context than its block table holds)", a, b, c);
+        break;
+    case CU_DEV_ATTN_QSL:
+        snprintf(buf, n, "attention: query_start_loc[%lld] = %lld is not in order within [0, num_tokens %lld]", a, b, c);
+        break;
+    case CU_DEV_ATTN_BLOCK:
+        snprintf(buf, n, "attention: sequence %lld block %lld is %lld, outside the cache's blocks", a, b, c);
+        break;
+    default: snprintf(buf, n, "device error code %d", d->code); break;
+    }
+    return buf;
+}
+
+vllm_status cu_sync(backend *be) {
+    cu_state *cu = cu_of(be);
+    cudaError_t e = cudaStreamSynchronize(cu->stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) cu_fail(cu, "device failure: %s", cudaGetErrorString(e));
+    volatile cu_dev_err *d = cu->derr;
+    if (d->code != 0) {
+        char msg[300];
+        cu_dev_err copy = {d->code, 0, d->a, d->b, d->c};
+        cu_fail(cu, "%s", cu_dev_message(&copy, msg, sizeof msg));
+        d->code = 0;
+    }
+    if (cu->err == VLLM_OK) return VLLM_OK;
+    vllm_status st = vt_error(cu->err, "cuda backend: %s", cu->err_msg);
+    cu->err = VLLM_OK;
+    cu->err_msg[0] = '\0';
+    return st;
+}
+
+/* Reports a pending op failure first, then copies (and waits for the copy). */
+static vllm_status cu_download(backend *be, void *dst, const tensor *src, size_t nbytes) {
+    cu_state *cu = cu_of(be);
+    vllm_status st = cu_sync(be);
+    if (st != VLLM_OK) return st;
+    st = cu_copy_check("download", src, dst, nbytes);
+    if (st != VLLM_OK || !nbytes) return st;
+    cudaError_t e = cudaMemcpyAsync(dst, src->data, nbytes, cudaMemcpyDeviceToHost, cu->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda download of %zu bytes failed: %s", nbytes, cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+static vllm_status cu_zero(backend *be, tensor *t) {
+    cu_state *cu = cu_of(be);
+    int64_t len;
+    if (cu_extent_bytes(t) < 0 || !cu_row_len(t, &len))
+        return vt_error(VLLM_ERR_INVALID_ARG, "cuda zero: bad tensor shape or stride");
+    int64_t rows = cu_rows(t);
+    size_t es = dtype_size(t->dtype);
+    if (rows == 0 || len == 0) return VLLM_OK;
+    if (!t->data) return vt_error(VLLM_ERR_INVALID_ARG, "cuda zero: tensor has no data");
+    cudaError_t e;
+    if (!t->row_stride || t->row_stride == len)
+        e = cudaMemsetAsync(t->data, 0, (size_t)(rows * len) * es, cu->stream);
+    else
+        e = cudaMemset2DAsync(t->data, (size_t)t->row_stride * es, 0, (size_t)len * es, (size_t)rows, cu->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda zero failed: %s", cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+/* ---- the backend object ---- */
+
+static void cu_destroy(backend *be) {
+    if (!be) return;
+    cu_state *cu = cu_of(be);
+    if (cu) {
+        if (cu->stream) cudaStreamSynchronize(cu->stream);
+        LOG_D("cuda backend: %zu MiB of device memory held at exit", cu->bytes_allocated >> 20);
+        cu_sample_free(cu);
+        cu_plans_free(cu);
+        if (cu->mm_desc) cublasLtMatmulDescDestroy(cu->mm_desc);
+        if (cu->lt) cublasLtDestroy(cu->lt);
+        if (cu->blas) cublasDestroy(cu->blas);
+        cu_buf_free(&cu->lt_ws);
+        cu_buf_free(&cu->attn_ws);
+        if (cu->derr) cudaFreeHost(cu->derr);
+        if (cu->stream) cudaStreamDestroy(cu->stream);
+        free(cu);
+    }
+    free(be);
+}
+
+static vllm_status cu_mem_info(backend *be, size_t *free_bytes, size_t *total_bytes) {
+    (void)be;
+    cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda mem_info: %s", cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+static const backend_ops CU_OPS = {
+    .destroy = cu_destroy,
+    .alloc = cu_alloc,
+    .release = cu_release,
+    .import = cu_import,
+    .release_import = cu_release,
+    .upload = cu_upload,
+    .download = cu_download,
+    .zero = cu_zero,
+    .synchronize = cu_sync,
+    .mem_info = cu_mem_info,
+    .linear_create = cu_linear_create,
+    .linear_free = cu_linear_free,
+    .linear = cu_linear,
+    .embedding = cu_embedding,
+    .rms_norm = cu_rms_norm,
+    .add = cu_add,
+    .silu_mul = cu_silu_mul,
+    .rope = cu_rope,
+    .kv_write = cu_kv_write,
+    .attention = cu_attention,
+    .gather_rows = cu_gather_rows,
+    .sample = cu_sample,
+    .logprobs = cu_logprobs,
+};
+
+
+#define CU_LT_WORKSPACE ((size_t)32 << 20)
+
+extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend **out) {
+    *out = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_UNSUPPORTED, "device 'cuda': no CUDA device (%s)",
+                        e != cudaSuccess ? cudaGetErrorString(e) : "the runtime found 0 GPUs");
+    }
+    int dev = opt ? opt->device_id : 0;
+    if (dev < 0 || dev >= count)
+        return vt_error(VLLM_ERR_INVALID_ARG, "device 'cuda': GPU %d does not exist (%d found)", dev, count);
+    backend *be = (backend *)calloc(1, sizeof *be);
+    cu_state *cu = (cu_state *)calloc(1, sizeof *cu);
+    if (!be || !cu) {
+        free(be);
+        free(cu);
+        return vt_error(VLLM_ERR_NO_MEMORY, "cuda backend: out of memory");
+    }
+    be->ops = &CU_OPS;
+    be->name = "cuda";
+    be->act_dtype = DTYPE_BF16;
+    be->kv_dtype = DTYPE_BF16;
+    be->import_copies = true;
+    be->impl = cu;
+    cu->device = dev;
+    vllm_status st = VLLM_OK;
+    cudaDeviceProp prop;
+    const char *what = "cudaSetDevice";
+    if ((e = cudaSetDevice(dev)) != cudaSuccess) goto cuda_fail;
+    what = "cudaGetDeviceProperties";
+    if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) goto cuda_fail;
+    cu->num_sms = prop.multiProcessorCount;
+    what = "cudaStreamCreate";
+    if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;
+    what = "cudaHostAlloc (error record)";
+    if ((e = cudaHostAlloc((void **)&cu->derr, sizeof *cu->derr, cudaHostAllocMapped)) != cudaSuccess) goto cuda_fail;
+    memset(cu->derr, 0, sizeof *cu->derr);
+    what = "cudaHostGetDevicePointer";
+    if ((e = cudaHostGetDevicePointer((void **)&cu->derr_dev, cu->derr, 0)) != cudaSuccess) goto cuda_fail;
+    if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->stream) != CUBLAS_STATUS_SUCCESS) {
+        cu->blas = NULL;
+        st = vt_error(VLLM_ERR_BACKEND, "cuda backend: cuBLAS could not be initialised");
+        goto fail;
+    }
+    if (cublasLtCreate(&cu->lt) != CUBLAS_STATUS_SUCCESS) {
+        cu->lt = NULL;
+        st = vt_error(VLLM_ERR_BACKEND, "cuda backend: cuBLASLt could not be initialised");
+        goto fail;
+    }
+    {
+        cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        if (cublasLtMatmulDescCreate(&cu->mm_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulDescSetAttribute(cu->mm_desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) !=
+                CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulDescSetAttribute(cu->mm_desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) !=
+                CUBLAS_STATUS_SUCCESS) {
+            st = vt_error(VLLM_ERR_BACKEND, "cuda backend: cuBLASLt matmul descriptor");
+            goto fail;
+        }
+    }
+    if ((st = cu_buf_reserve(cu, &cu->lt_ws, CU_LT_WORKSPACE, "cuBLASLt workspace"))) goto fail;
+    if (cublasSetWorkspace(cu->blas, cu->lt_ws.p, cu->lt_ws.cap) != CUBLAS_STATUS_SUCCESS) {
+        st = vt_error(VLLM_ERR_BACKEND, "cuda backend: cuBLAS workspace");
+        goto fail;
+    }
+    {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        LOG_I("cuda backend: %s (sm_%d%d, %d SMs), %zu MiB free of %zu MiB", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, free_b >> 20, total_b >> 20);
+    }
+    *out = be;
+    return VLLM_OK;
+cuda_fail:
+    cudaGetLastError();
+    st = vt_error(VLLM_ERR_BACKEND, "cuda backend: %s on GPU %d failed: %s", what, dev, cudaGetErrorString(e));
+fail:
+    cu_destroy(be);
+    return st;
+}

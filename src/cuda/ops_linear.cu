@@ -1,0 +1,382 @@
+/*
+ * ops_linear.cu: the CUDA linear layer, y = x @ W^T + b, through cuBLASLt
+ * (cuBLAS's GemmEx where cuBLASLt offers no algorithm).
+ *
+ * linear_create concatenates the parts (q|k|v, gate|up) into one BF16
+ * (sum out_i, in) matrix on the device, converting F32 / F16 checkpoints
+ * there (the host tensors are read once, in place), and the biases into one
+ * F32 vector (zeros for parts without one). A forward is one GEMM with BF16
+ * inputs, f32 accumulation and a BF16 or F32 output (the logits), plus a
+ * bias pass when the layer has biases. Batches of up to 8 tokens take a
+ * bandwidth-bound GEMV kernel instead (decode).
+ *
+ * Row-major y (T, out) = x (T, in) W^T is, in cuBLAS's column-major terms,
+ * D (out, T) = op(A) B with A = W seen as (in, out) and transposed, B = x
+ * seen as (in, T): m = out, n = T, k = in, lda = in, ldb = x's row stride,
+ * ldc = y's row stride. Layouts and the heuristic's algorithm are cached
+ * per shape (CU_LT_PLANS entries, replaced on collision).
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_internal.h"
+
+#define CU_LT_PLANS 256
+
+struct be_linear {
+    int64_t in;            /* input features (k) */
+    int64_t out;           /* sum of the parts' rows (m) */
+    __nv_bfloat16 *w;      /* (out, in) BF16, device */
+    float *bias;           /* (out) F32, device, or NULL */
+};
+
+struct cu_lt_plan {
+    bool used;
+    bool lt_ok;            /* false: cuBLASLt had no algorithm, use GemmEx */
+    int64_t m, n, k, ldb, ldc;
+    int ydt;
+    unsigned align;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+};
+
+/* ---- weights ---- */
+
+vllm_status cu_linear_create(backend *be, const tensor *const *weights, const tensor *const *biases, int n,
+                             be_linear **out) {
+    cu_state *cu = cu_of(be);
+    *out = NULL;
+    if (n < 1 || !weights) return vt_error(VLLM_ERR_INVALID_ARG, "linear: %d weight parts", n);
+    const tensor *w0 = weights[0];
+    if (!w0 || w0->ndim != 2) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 must be a 2-D (out, in) tensor");
+    dtype dt = w0->dtype;
+    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16 or BF16)", dtype_name(dt));
+    int64_t in = w0->shape[1];
+    if (in <= 0 || in > INT_MAX) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features", (long long)in);
+
+    /* validate every part first: total rows, strides, biases */
+    int64_t total = 0, max_rows = 0;
+    bool any_bias = false;
+    for (int i = 0; i < n; i++) {
+        const tensor *w = weights[i];
+        if (!w || w->ndim != 2 || w->dtype != dt || w->shape[1] != in || w->shape[0] < 0)
+            return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d must be (out, %lld) %s like weight 0", i,
+                            (long long)in, dtype_name(dt));
+        int64_t stride = w->row_stride ? w->row_stride : in;
+        if (stride < in || stride > INT64_MAX / 4 || w->shape[0] > INT_MAX - total || (w->shape[0] > 0 && !w->data))
+            return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d has a bad stride, size or no data", i);
+        total += w->shape[0];
+        if (w->shape[0] > max_rows) max_rows = w->shape[0];
+        const tensor *b = biases ? biases[i] : NULL;
+        if (b) {
+            if (!b->data || b->ndim != 1 || b->shape[0] != w->shape[0] ||
+                (b->dtype != DTYPE_F32 && b->dtype != DTYPE_F16 && b->dtype != DTYPE_BF16))
+                return vt_error(VLLM_ERR_INVALID_ARG, "linear: bias %d must be a (%lld) float vector", i,
+                                (long long)w->shape[0]);
+            any_bias = true;
+        }
+    }
+    if (total == 0) return vt_error(VLLM_ERR_INVALID_ARG, "linear: no output features");
+    if (total > INT64_MAX / in / 2) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weights too large");
+
+    be_linear *lin = (be_linear *)calloc(1, sizeof *lin);
+    if (!lin) return vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
+    lin->in = in;
+    lin->out = total;
+    vllm_status st = VLLM_OK;
+    void *stage = NULL;
+    float *hb = NULL;
+    size_t wbytes = (size_t)total * (size_t)in * 2;
+    cudaError_t e = cudaMalloc((void **)&lin->w, wbytes);
+    if (e != cudaSuccess) {
+        lin->w = NULL;
+        cudaGetLastError();
+        st = vt_error(VLLM_ERR_NO_MEMORY, "linear: out of device memory for a (%lld, %lld) weight", (long long)total,
+                      (long long)in);
+        goto done;
+    }
+    cu->bytes_allocated += wbytes;
+    if (dt != DTYPE_BF16) {
+        size_t sbytes = (size_t)max_rows * (size_t)in * dtype_size(dt);
+        e = cudaMalloc(&stage, sbytes ? sbytes : 256);
+        if (e != cudaSuccess) {
+            stage = NULL;
+            cudaGetLastError();
+            st = vt_error(VLLM_ERR_NO_MEMORY, "linear: out of device memory for conversion (%zu bytes)", sbytes);
+            goto done;
+        }
+    }
+    {
+        int64_t row0 = 0;
+        size_t es = dtype_size(dt);
+        for (int i = 0; i < n && st == VLLM_OK; i++) {
+            const tensor *w = weights[i];
+            int64_t rows = w->shape[0], stride = w->row_stride ? w->row_stride : in;
+            if (rows == 0) continue;
+            __nv_bfloat16 *dst = lin->w + row0 * in;
+            if (dt == DTYPE_BF16) {
+                e = cudaMemcpy2DAsync(dst, (size_t)in * 2, w->data, (size_t)stride * 2, (size_t)in * 2, (size_t)rows,
+                                      cudaMemcpyHostToDevice, cu->stream);
+            } else {
+                e = cudaMemcpy2DAsync(stage, (size_t)in * es, w->data, (size_t)stride * es, (size_t)in * es,
+                                      (size_t)rows, cudaMemcpyHostToDevice, cu->stream);
+                if (e == cudaSuccess && !cu_convert_bf16(cu, dst, stage, dt, rows, in, in)) e = cudaErrorLaunchFailure;
+                if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* the stage is reused */
+            }
+            if (e != cudaSuccess) {
+                cudaGetLastError();
+                st = vt_error(VLLM_ERR_BACKEND, "linear: upload of weight %d failed: %s", i, cudaGetErrorString(e));
+            }
+            row0 += rows;
+        }
+    }
+    if (st == VLLM_OK && any_bias) {
+        hb = (float *)calloc((size_t)total, sizeof *hb);
+        if (!hb) {
+            st = vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
+            goto done;
+        }
+        int64_t row0 = 0;
+        for (int i = 0; i < n; i++) {
+            const tensor *b = biases[i];
+            int64_t rows = weights[i]->shape[0];
+            for (int64_t r = 0; b && r < rows; r++) {
+                const unsigned char *p = (const unsigned char *)b->data;
+                if (b->dtype == DTYPE_F32) {
+                    memcpy(&hb[row0 + r], p + 4 * r, 4);
+                } else {
+                    uint16_t h;
+                    memcpy(&h, p + 2 * r, 2);
+                    hb[row0 + r] = b->dtype == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+                }
+            }
+            row0 += rows;
+        }
+        e = cudaMalloc((void **)&lin->bias, (size_t)total * sizeof(float));
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(lin->bias, hb, (size_t)total * sizeof(float), cudaMemcpyHostToDevice, cu->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* hb is freed below */
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            st = vt_error(VLLM_ERR_BACKEND, "linear: bias upload failed: %s", cudaGetErrorString(e));
+        }
+    }
+    if (st == VLLM_OK && cu->err != VLLM_OK) st = vt_error(cu->err, "linear: %s", cu->err_msg);
+done:
+    if (stage) cudaFree(stage);
+    free(hb);
+    if (st != VLLM_OK) {
+        cu_linear_free(be, lin);
+        return st;
+    }
+    *out = lin;
+    return VLLM_OK;
+}
+
+void cu_linear_free(backend *be, be_linear *lin) {
+    (void)be;
+    if (!lin) return;
+    if (lin->w) cudaFree(lin->w);
+    if (lin->bias) cudaFree(lin->bias);
+    free(lin);
+}
+
+/* ---- plans ---- */
+
+static void plan_clear(cu_lt_plan *p) {
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+    memset(p, 0, sizeof *p);
+}
+
+void cu_plans_free(cu_state *cu) {
+    if (!cu->plans) return;
+    for (int i = 0; i < CU_LT_PLANS; i++) plan_clear(&cu->plans[i]);
+    free(cu->plans);
+    cu->plans = NULL;
+}
+
+/* Largest power of two (<= 256) dividing the address. */
+static unsigned ptr_align(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    unsigned al = 256;
+    while (al > 1 && (a & (al - 1))) al >>= 1;
+    return al;
+}
+
+/* The cached plan for this shape, made (layouts + heuristic) on a miss. */
+static cu_lt_plan *plan_get(cu_state *cu, int64_t m, int64_t n, int64_t k, int64_t ldb, int64_t ldc, dtype ydt,
+                            unsigned align) {
+    if (!cu->plans) {
+        cu->plans = (cu_lt_plan *)calloc(CU_LT_PLANS, sizeof *cu->plans);
+        if (!cu->plans) return NULL;
+    }
+    uint64_t h = 1469598103934665603ull;
+    int64_t key[7] = {m, n, k, ldb, ldc, (int64_t)ydt, (int64_t)align};
+    for (int i = 0; i < 7; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    cu_lt_plan *p = &cu->plans[h % CU_LT_PLANS];
+    if (p->used && p->m == m && p->n == n && p->k == k && p->ldb == ldb && p->ldc == ldc && p->ydt == (int)ydt &&
+        p->align == align)
+        return p;
+    plan_clear(p);
+    p->used = true;
+    p->m = m;
+    p->n = n;
+    p->k = k;
+    p->ldb = ldb;
+    p->ldc = ldc;
+    p->ydt = (int)ydt;
+    p->align = align;
+    cudaDataType_t yt = ydt == DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
+    if (cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, ldb) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&p->c, yt, (uint64_t)m, (uint64_t)n, ldc) != CUBLAS_STATUS_SUCCESS)
+        return p; /* lt_ok stays false */
+    cublasLtMatmulPreference_t pref = NULL;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return p;
+    size_t ws = cu->lt_ws.cap;
+    uint32_t al = align;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(cu->lt, cu->mm_desc, p->a, p->b, p->c, p->c, pref, 1, &res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && nres > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+        p->algo = res.algo;
+        p->lt_ok = true;
+    } else {
+        LOG_D("cuda linear: no cuBLASLt algorithm for m %lld n %lld k %lld; using cublasGemmEx", (long long)m,
+              (long long)n, (long long)k);
+    }
+    return p;
+}
+
+/* ---- forward ---- */
+
+/* Decode-sized batches (T <= 8): one warp per output row streams its
+ * weights with 16-byte loads and keeps the T dot products in registers;
+ * the batch's x rows are re-read from L1/L2. cuBLAS's tiled kernels leave
+ * most of the memory bandwidth unused at these shapes. Needs K % 8 == 0 and
+ * 16-byte aligned x rows. */
+#define GEMV_MAX_T 8
+#define GEMV_WARPS 8
+
+__device__ __forceinline__ void bf16x8_to_f32(uint4 r, float *f) {
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&r;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 v = __bfloat1622float2(h[i]);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+
+// x (T, K) BF16, W (N, K) BF16 -> y (T, N) BF16 or F32; T <= TT
+template <int TT>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(const __nv_bfloat16 *__restrict__ W,
+                                                          const __nv_bfloat16 *__restrict__ x, int64_t xs, void *y,
+                                                          int ydt, int64_t ys, int T, int N, int K) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n = blockIdx.x * GEMV_WARPS + warp;
+    if (n >= N) return;
+    const __nv_bfloat16 *w = W + (int64_t)n * K;
+    float acc[TT];
+#pragma unroll
+    for (int t = 0; t < TT; t++) acc[t] = 0.0f;
+#pragma unroll 4
+    for (int k = lane * 8; k < K; k += 32 * 8) {
+        float wf[8];
+        bf16x8_to_f32(__ldg((const uint4 *)(w + k)), wf);
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            if (t < T) {
+                float xf[8];
+                bf16x8_to_f32(*(const uint4 *)(x + (int64_t)t * xs + k), xf);
+                float s = acc[t];
+#pragma unroll
+                for (int i = 0; i < 8; i++) s += wf[i] * xf[i];
+                acc[t] = s;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        float v = acc[t];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0 && t < T) cu_st(y, ydt, (int64_t)t * ys + n, v);
+    }
+}
+
+static bool gemv_fits(const be_linear *lin, const tensor *x, int64_t T) {
+    return T <= GEMV_MAX_T && lin->in % 8 == 0 && lin->out <= INT_MAX &&
+           ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
+}
+
+static void gemv(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y, int T) {
+    dim3 grid((unsigned)((lin->out + GEMV_WARPS - 1) / GEMV_WARPS));
+    const __nv_bfloat16 *xp = (const __nv_bfloat16 *)x->data;
+    int64_t xs = tensor_row_stride(x), ys = tensor_row_stride(y);
+    int N = (int)lin->out, K = (int)lin->in;
+    if (T == 1) k_gemv<1><<<grid, GEMV_WARPS * 32, 0, cu->stream>>>(lin->w, xp, xs, y->data, y->dtype, ys, T, N, K);
+    else if (T <= 4) k_gemv<4><<<grid, GEMV_WARPS * 32, 0, cu->stream>>>(lin->w, xp, xs, y->data, y->dtype, ys, T, N, K);
+    else k_gemv<8><<<grid, GEMV_WARPS * 32, 0, cu->stream>>>(lin->w, xp, xs, y->data, y->dtype, ys, T, N, K);
+    cu_launched(cu, "linear (gemv)");
+}
+
+// x (T, in) BF16, W (out, in) -> y (T, out) BF16 or F32; y must not overlap x
+void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
+    cu_state *cu = cu_of(be);
+    if (!lin) {
+        cu_fail(cu, "linear: no layer");
+        return;
+    }
+    if (!cu_check_mat(cu, "linear", "x", x, CU_DT(DTYPE_BF16), -1, lin->in) ||
+        !cu_check_mat(cu, "linear", "y", y, CU_ACT, cu_rows(x), lin->out))
+        return;
+    int64_t T = cu_rows(x), xs = tensor_row_stride(x), ys = tensor_row_stride(y);
+    if (T == 0) return;
+    if (T > INT_MAX || xs > INT_MAX || ys > INT_MAX) {
+        cu_fail(cu, "linear: %lld rows (row strides %lld, %lld) exceed cuBLAS's int range", (long long)T,
+                (long long)xs, (long long)ys);
+        return;
+    }
+    if (gemv_fits(lin, x, T)) {
+        gemv(cu, lin, x, y, (int)T);
+        if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
+        return;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    unsigned align = ptr_align(lin->w);
+    unsigned ax = ptr_align(x->data), ay = ptr_align(y->data);
+    if (ax < align) align = ax;
+    if (ay < align) align = ay;
+    /* strides that are not multiples of the alignment lower it too */
+    while (align > 2 && (((size_t)xs * 2) % align || ((size_t)ys * dtype_size(y->dtype)) % align)) align >>= 1;
+    cu_lt_plan *p = plan_get(cu, lin->out, T, lin->in, xs, ys, y->dtype, align);
+    bool done = false;
+    if (p && p->lt_ok) {
+        cublasStatus_t s = cublasLtMatmul(cu->lt, cu->mm_desc, &alpha, lin->w, p->a, x->data, p->b, &beta, y->data,
+                                          p->c, y->data, p->c, &p->algo, cu->lt_ws.p, cu->lt_ws.cap, cu->stream);
+        if (s == CUBLAS_STATUS_SUCCESS) done = true;
+        else p->lt_ok = false; /* don't try this plan again */
+    }
+    if (!done) {
+        cublasStatus_t s = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)lin->out, (int)T, (int)lin->in,
+                                        &alpha, lin->w, CUDA_R_16BF, (int)lin->in, x->data, CUDA_R_16BF, (int)xs,
+                                        &beta, y->data, y->dtype == DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF, (int)ys,
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            cu_fail(cu, "linear: cuBLAS GEMM (m %lld, n %lld, k %lld) failed: %s", (long long)lin->out, (long long)T,
+                    (long long)lin->in, cublasGetStatusString(s));
+            return;
+        }
+    }
+    if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
+}

@@ -1,0 +1,803 @@
+/*
+ * ops_sample.cu: the CUDA sample and logprobs ops (contract and reference:
+ * src/sample/sample.h, sample.c, logits_proc.c, sampler.c). Only the
+ * sampled ids, their logprobs and the requested top logprobs cross back to
+ * the host.
+ *
+ * The host packs each row's parameters into a cu_srow and its sparse logits
+ * edits into cu_edit entries, one per distinct token (logits_proc.c's
+ * processors, in vLLM v1's order, vllm/v1/sample/sampler.py):
+ * allowed_token_ids (every other token -> -inf), bad words and min_tokens
+ * (-> -inf), logit_bias (+= clamp(b), the last value of a repeated id), and
+ * the penalties (repetition on prompt + output tokens, frequency and
+ * presence on output counts; vllm/model_executor/layers/utils.py
+ * apply_penalties). One CTA per row then, on the device:
+ *   1. NaN check, max and log-sum-exp of the raw row (f32 exponentials
+ *      summed in double), the top-k
+ *      raw logprobs (k argmax passes, ties to the lower id);
+ *   2. the processed row in a workspace (the raw row stays for logprobs);
+ *   3. greedy: argmax, lowest id on ties (torch.argmax);
+ *   4. else probabilities softmax(l / T) computed as sampler.c does (exp in
+ *      double, rounded to float, divided by the double sum), then min_p,
+ *      top_k (the k-th largest probability and every tie with it), top_p
+ *      (the shortest prefix in (probability desc, id asc) order whose mass
+ *      reaches top_p; ties at the cut taken by lowest id), found by
+ *      bisection on the float bits of a threshold (non-negative floats
+ *      order as their bits), and the inverse-CDF draw of b->uniform over
+ *      the survivors, walked in sampler.c's order: token id order when
+ *      neither top_k nor top_p cut, else (probability desc, id asc).
+ * Dropped tokens are marked by a probability of -1 in the workspace.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_internal.h"
+
+#define SM_THREADS 512
+#define SM_WARPS (SM_THREADS / 32)
+#define SM_MAXK SAMPLER_MAX_LOGPROBS
+#define FULL_MASK 0xffffffffu
+
+/* cu_srow.flags */
+#define SR_GREEDY 1
+#define SR_ALLOWED 2   /* the row has allowed_token_ids: unlisted tokens -> -inf */
+#define SR_LOGPROBS 4  /* the logprobs op: target logprob + top k only */
+
+/* cu_edit.flags */
+#define ED_ALLOWED 1
+#define ED_BANNED 2
+#define ED_BIAS 4
+#define ED_PENALTY 8
+
+typedef struct cu_srow {
+    int32_t row;           /* row of the logits tensor */
+    int32_t flags;
+    float temperature;     /* >= 0.01 when sampling */
+    float top_p, min_p;
+    int32_t top_k;         /* 0 = off */
+    float rp, fp, pp;      /* repetition, frequency, presence penalties */
+    int32_t edit_off, n_edit;
+    int32_t k_top;         /* top logprobs wanted */
+    int32_t target;        /* logprobs op: the token whose logprob is wanted */
+    double u;              /* the uniform draw */
+} cu_srow;
+
+typedef struct cu_edit {
+    int32_t token;
+    uint32_t flags;
+    float bias;
+    int32_t count;         /* occurrences in the output */
+} cu_edit;
+
+typedef struct cu_sout {
+    int32_t token;
+    float logprob;
+    int32_t top_ids[SM_MAXK];
+    float top_lps[SM_MAXK];
+} cu_sout;
+
+struct cu_sample_ws {
+    cu_buf h_rows, h_edits, h_outs;   /* pinned host */
+    cu_buf d_rows, d_edits, d_outs;   /* device */
+    cu_buf d_work;                     /* (rows, V) F32 processed logits / probabilities */
+    int32_t *slot_of;                  /* (vocab) host: token -> edit index of the row being packed, -1 */
+    int vocab;
+};
+
+/* ------------------------------------------------------------------ */
+/* block-wide primitives (SM_THREADS threads, every thread gets the result) */
+/* ------------------------------------------------------------------ */
+
+typedef struct sm_red {
+    double d[SM_WARPS];
+    long long ll[SM_WARPS];
+    float f[SM_WARPS];
+    int i[SM_WARPS];
+} sm_red;
+
+__device__ double bsum_d(double v, sm_red *r) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) r->d[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int w = 0; w < SM_WARPS; w++) s += r->d[w];
+    return s;
+}
+
+__device__ long long bsum_ll(long long v, sm_red *r) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) r->ll[threadIdx.x >> 5] = v;
+    __syncthreads();
+    long long s = 0;
+    for (int w = 0; w < SM_WARPS; w++) s += r->ll[w];
+    return s;
+}
+
+__device__ float bmax_f(float v, sm_red *r) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) r->f[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = r->f[0];
+    for (int w = 1; w < SM_WARPS; w++) s = fmaxf(s, r->f[w]);
+    return s;
+}
+
+__device__ float bmin_f(float v, sm_red *r) {
+    for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) r->f[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = r->f[0];
+    for (int w = 1; w < SM_WARPS; w++) s = fminf(s, r->f[w]);
+    return s;
+}
+
+__device__ int bmin_i(int v, sm_red *r) {
+    for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(FULL_MASK, v, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) r->i[threadIdx.x >> 5] = v;
+    __syncthreads();
+    int s = r->i[0];
+    for (int w = 1; w < SM_WARPS; w++) s = min(s, r->i[w]);
+    return s;
+}
+
+__device__ int bmax_i(int v, sm_red *r) {
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) r->i[threadIdx.x >> 5] = v;
+    __syncthreads();
+    int s = r->i[0];
+    for (int w = 1; w < SM_WARPS; w++) s = max(s, r->i[w]);
+    return s;
+}
+
+/* (a, ia) better than (b, ib): larger value, then lower id */
+__device__ __forceinline__ bool better(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
+
+/* Argmax (value, id) over the block; id INT_MAX when no thread had one. */
+__device__ void bargmax(float *v, int *id, sm_red *r) {
+    float x = *v;
+    int ix = *id;
+    for (int o = 16; o > 0; o >>= 1) {
+        float y = __shfl_xor_sync(FULL_MASK, x, o);
+        int iy = __shfl_xor_sync(FULL_MASK, ix, o);
+        if (better(y, iy, x, ix)) {
+            x = y;
+            ix = iy;
+        }
+    }
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+        r->f[threadIdx.x >> 5] = x;
+        r->i[threadIdx.x >> 5] = ix;
+    }
+    __syncthreads();
+    x = r->f[0];
+    ix = r->i[0];
+    for (int w = 1; w < SM_WARPS; w++)
+        if (better(r->f[w], r->i[w], x, ix)) {
+            x = r->f[w];
+            ix = r->i[w];
+        }
+    *v = x;
+    *id = ix;
+}
+
+/* Exclusive prefix sums over the threads in thread order. */
+__device__ double bscan_d(double v, sm_red *r) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    double x = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        double y = __shfl_up_sync(FULL_MASK, x, o);
+        if (lane >= o) x += y;
+    }
+    double ex = __shfl_up_sync(FULL_MASK, x, 1);
+    if (lane == 0) ex = 0.0;
+    __syncthreads();
+    if (lane == 31) r->d[w] = x;
+    __syncthreads();
+    double off = 0.0;
+    for (int i = 0; i < w; i++) off += r->d[i];
+    return off + ex;
+}
+
+__device__ long long bscan_ll(long long v, sm_red *r) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    long long x = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        long long y = __shfl_up_sync(FULL_MASK, x, o);
+        if (lane >= o) x += y;
+    }
+    long long ex = __shfl_up_sync(FULL_MASK, x, 1);
+    if (lane == 0) ex = 0;
+    __syncthreads();
+    if (lane == 31) r->ll[w] = x;
+    __syncthreads();
+    long long off = 0;
+    for (int i = 0; i < w; i++) off += r->ll[i];
+    return off + ex;
+}
+
+/* tokens with probability >= tau (tau >= 0, so dropped tokens never count) */
+__device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
+    long long c = 0;
+    for (int v = threadIdx.x; v < V; v += SM_THREADS) c += w[v] >= tau;
+    return bsum_ll(c, r);
+}
+
+__device__ double sum_ge(const float *w, int V, float tau, sm_red *r) {
+    double s = 0.0;
+    for (int v = threadIdx.x; v < V; v += SM_THREADS) {
+        float x = w[v];
+        if (x >= tau) s += x;
+    }
+    return bsum_d(s, r);
+}
+
+/* This thread's contiguous slice of [0, V) (for the ordered walks). */
+__device__ __forceinline__ void my_slice(int V, int *v0, int *v1) {
+    int seg = (V + SM_THREADS - 1) / SM_THREADS;
+    long long a = (long long)threadIdx.x * seg, b = a + seg;
+    *v0 = (int)(a < V ? a : V);
+    *v1 = (int)(b < V ? b : V);
+}
+
+/* The token with the given rank (0-based, in id order) among those whose
+ * probability equals tau; INT_MAX if there are not that many. */
+__device__ int nth_tie(const float *w, int V, float tau, long long rank, sm_red *r) {
+    int v0, v1;
+    my_slice(V, &v0, &v1);
+    long long c = 0;
+    for (int v = v0; v < v1; v++) c += w[v] == tau;
+    long long base = bscan_ll(c, r);
+    int found = INT_MAX;
+    for (int v = v0; v < v1 && base <= rank; v++)
+        if (w[v] == tau) {
+            if (base == rank) found = v;
+            base++;
+        }
+    return bmin_i(found, r);
+}
+
+/* ------------------------------------------------------------------ */
+/* the kernel                                                          */
+/* ------------------------------------------------------------------ */
+
+__device__ __forceinline__ float raw_at(const void *logits, int ldt, int64_t base, int v) {
+    return cu_ld(logits, ldt, base + v);
+}
+
+// logits (B, V) row-major with row stride ls; one CTA per packed row
+__global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int ldt, int64_t ls, int V,
+                                                       const cu_srow *rows, const cu_edit *edits, float *work,
+                                                       cu_sout *outs) {
+    __shared__ sm_red red;
+    __shared__ int top_id[SM_MAXK];
+    __shared__ float top_lp[SM_MAXK];
+    const cu_srow r = rows[blockIdx.x];
+    cu_sout *out = outs + blockIdx.x;
+    const int64_t base = (int64_t)r.row * ls;
+    float *w = work + (int64_t)blockIdx.x * V;
+    const int tid = threadIdx.x;
+
+    /* 1. NaN check and max of the raw row */
+    float mx = -INFINITY;
+    int nan = 0;
+    for (int v = tid; v < V; v += SM_THREADS) {
+        float x = raw_at(logits, ldt, base, v);
+        if (isnan(x)) nan = 1;
+        mx = fmaxf(mx, x);
+    }
+    nan = bmax_i(nan, &red);
+    mx = bmax_f(mx, &red);
+    const int k_top = r.k_top;
+    if (nan) {
+        if (tid == 0) {
+            out->token = SAMPLE_NAN_LOGITS;
+            out->logprob = NAN;
+        }
+        for (int j = tid; j < k_top; j += SM_THREADS) {
+            out->top_ids[j] = -1;
+            out->top_lps[j] = NAN;
+        }
+        return;
+    }
+    /* log-sum-exp in double (sampler_logprob) */
+    double se = 0.0;  /* f32 exponentials (relative error ~1e-7), summed in double */
+    for (int v = tid; v < V; v += SM_THREADS) se += (double)expf(raw_at(logits, ldt, base, v) - mx);
+    se = bsum_d(se, &red);
+    const double lse = (double)mx + log(se);
+
+    /* top-k raw logprobs: the next pick is the best of the tokens after the
+     * previous one in (logit desc, id asc) order */
+    {
+        float pv = INFINITY;
+        int pid = -1;
+        for (int j = 0; j < k_top; j++) {
+            float bv = -INFINITY;
+            int bid = INT_MAX;
+            for (int v = tid; v < V; v += SM_THREADS) {
+                float x = raw_at(logits, ldt, base, v);
+                bool after = x < pv || (x == pv && v > pid);
+                if (after && better(x, v, bv, bid)) {
+                    bv = x;
+                    bid = v;
+                }
+            }
+            bargmax(&bv, &bid, &red);
+            if (tid == 0) {
+                top_id[j] = bid == INT_MAX ? -1 : bid;
+                top_lp[j] = bid == INT_MAX ? NAN : (float)((double)bv - lse);
+            }
+            pv = bv;
+            pid = bid;
+        }
+    }
+    __syncthreads();
+
+    int token = SAMPLE_ALL_BANNED;
+    if (r.flags & SR_LOGPROBS) {
+        token = r.target;  /* the logprob of a given token */
+    } else {
+        /* 2. the processed row (a greedy row without edits takes the raw row's argmax) */
+        const bool allowed = (r.flags & SR_ALLOWED) != 0;
+        const bool raw_argmax = (r.flags & SR_GREEDY) && !allowed && r.n_edit == 0;
+        if (!raw_argmax)
+            for (int v = tid; v < V; v += SM_THREADS) w[v] = allowed ? -INFINITY : raw_at(logits, ldt, base, v);
+        __syncthreads();
+        for (int i = tid; i < r.n_edit; i += SM_THREADS) {
+            cu_edit e = edits[r.edit_off + i];
+            float l = raw_at(logits, ldt, base, e.token);
+            if (allowed && !(e.flags & ED_ALLOWED)) l = -INFINITY;
+            if (e.flags & ED_BANNED) l = -INFINITY;
+            if (e.flags & ED_BIAS) l = __fadd_rn(l, e.bias);
+            if (e.flags & ED_PENALTY) { /* logits_proc.c penalize(): repetition, frequency, presence */
+                l = __fmul_rn(l, l > 0.0f ? __fdiv_rn(1.0f, r.rp) : r.rp);
+                l = __fsub_rn(l, __fmul_rn(r.fp, (float)e.count));
+                l = __fsub_rn(l, __fmul_rn(r.pp, e.count > 0 ? 1.0f : 0.0f));
+            }
+            w[e.token] = l;
+        }
+        __syncthreads();
+        /* 3. argmax of the processed row (greedy; its max for sampling) */
+        float bv = -INFINITY;
+        int bid = INT_MAX;
+        for (int v = tid; v < V; v += SM_THREADS) {
+            float x = raw_argmax ? raw_at(logits, ldt, base, v) : w[v];
+            if (better(x, v, bv, bid)) {
+                bv = x;
+                bid = v;
+            }
+        }
+        bargmax(&bv, &bid, &red);
+        if (r.flags & SR_GREEDY) {
+            token = bid == INT_MAX ? 0 : bid;  /* all -inf: token 0, as argmax */
+        } else if (bv != -INFINITY) {
+            /* 4. probabilities as sampler.c */
+            const double m2 = (double)bv, inv_t = 1.0 / (double)r.temperature;
+            double s = 0.0;
+            for (int v = tid; v < V; v += SM_THREADS) {
+                double e = exp(((double)w[v] - m2) * inv_t);
+                w[v] = (float)e;
+                s += e;
+            }
+            s = bsum_d(s, &red);
+            float pmax = 0.0f;
+            for (int v = tid; v < V; v += SM_THREADS) {
+                float p = (float)((double)w[v] / s);
+                w[v] = p;
+                pmax = fmaxf(pmax, p);
+            }
+            pmax = bmax_f(pmax, &red);
+            long long n = V;
+            /* min_p: drop p < min_p * max p */
+            if (r.min_p > 0.0f) {
+                const float thresh = __fmul_rn(r.min_p, pmax);
+                long long c = 0;
+                for (int v = tid; v < V; v += SM_THREADS) {
+                    if (w[v] < thresh) w[v] = -1.0f;
+                    else c++;
+                }
+                n = bsum_ll(c, &red);
+            }
+            bool sorted = false;
+            const unsigned hi0 = __float_as_uint(pmax) + 1u; /* no probability reaches this */
+            /* top_k: the largest tau with count(p >= tau) >= k is the k-th probability */
+            if (r.top_k > 0 && r.top_k < n) {
+                unsigned lo = 0, hi = hi0;
+                while (hi - lo > 1) {
+                    unsigned mid = lo + (hi - lo) / 2;
+                    if (count_ge(w, V, __uint_as_float(mid), &red) >= r.top_k) lo = mid;
+                    else hi = mid;
+                }
+                const float kth = __uint_as_float(lo);
+                for (int v = tid; v < V; v += SM_THREADS)
+                    if (w[v] >= 0.0f && w[v] < kth) w[v] = -1.0f;
+                __syncthreads();
+                sorted = true;
+            }
+            /* top_p: the cut is at the largest tau with mass(p >= tau) / mass >= top_p */
+            if (r.top_p < 1.0f) {
+                const double mass = sum_ge(w, V, 0.0f, &red);
+                const double top_p = (double)r.top_p;
+                if (sum_ge(w, V, 0.0f, &red) / mass >= top_p) {
+                    unsigned lo = 0, hi = hi0;
+                    while (hi - lo > 1) {
+                        unsigned mid = lo + (hi - lo) / 2;
+                        if (sum_ge(w, V, __uint_as_float(mid), &red) / mass >= top_p) lo = mid;
+                        else hi = mid;
+                    }
+                    const float tau = __uint_as_float(lo);
+                    if (lo > 0) { /* tau == 0: the positive mass never reaches top_p, keep all (sampler.c keep == 0) */
+                        const double cum_gt = sum_ge(w, V, __uint_as_float(lo + 1), &red) / mass;
+                        const long long ties = count_ge(w, V, tau, &red) - count_ge(w, V, __uint_as_float(lo + 1), &red);
+                        /* ties at the cut, in id order: keep the first j that reach top_p */
+                        long long j = (long long)ceil((top_p - cum_gt) / ((double)tau / mass));
+                        if (j < 1) j = 1;
+                        if (j > ties) j = ties;
+                        int v0, v1;
+                        my_slice(V, &v0, &v1);
+                        long long c = 0;
+                        for (int v = v0; v < v1; v++) c += w[v] == tau;
+                        long long rank = bscan_ll(c, &red);
+                        for (int v = v0; v < v1; v++) {
+                            float x = w[v];
+                            if (x < 0.0f) continue;
+                            if (x < tau) w[v] = -1.0f;
+                            else if (x == tau) {
+                                if (rank >= j) w[v] = -1.0f;
+                                rank++;
+                            }
+                        }
+                        __syncthreads();
+                    }
+                }
+                sorted = true;
+            }
+            /* 5. the draw: target = u * mass of the survivors */
+            const double mass = sum_ge(w, V, 0.0f, &red);
+            const double target = r.u * mass;
+            int pick = INT_MAX;
+            if (!sorted) {
+                /* id order: the first token whose running mass passes target */
+                int v0, v1;
+                my_slice(V, &v0, &v1);
+                double part = 0.0;
+                for (int v = v0; v < v1; v++)
+                    if (w[v] >= 0.0f) part += w[v];
+                double cum = bscan_d(part, &red);
+                for (int v = v0; v < v1; v++) {
+                    if (w[v] < 0.0f) continue;
+                    cum += w[v];
+                    if (target < cum) {
+                        pick = v;
+                        break;
+                    }
+                }
+                pick = bmin_i(pick, &red);
+                if (pick == INT_MAX) { /* rounding: the last survivor */
+                    int last = -1;
+                    for (int v = tid; v < V; v += SM_THREADS)
+                        if (w[v] >= 0.0f) last = v;
+                    pick = bmax_i(last, &red);
+                }
+            } else {
+                /* (probability desc, id asc) order: the level tau where the mass of p >= tau first passes target */
+                if (sum_ge(w, V, 0.0f, &red) > target) {
+                    unsigned lo = 0, hi = hi0;
+                    while (hi - lo > 1) {
+                        unsigned mid = lo + (hi - lo) / 2;
+                        if (sum_ge(w, V, __uint_as_float(mid), &red) > target) lo = mid;
+                        else hi = mid;
+                    }
+                    if (lo > 0) {
+                        const float tau = __uint_as_float(lo);
+                        const double cum_gt = sum_ge(w, V, __uint_as_float(lo + 1), &red);
+                        const long long ties = count_ge(w, V, tau, &red) - count_ge(w, V, __uint_as_float(lo + 1), &red);
+                        long long j = (long long)floor((target - cum_gt) / (double)tau) + 1;
+                        if (j < 1) j = 1;
+                        if (j > ties) j = ties;
+                        pick = nth_tie(w, V, tau, j - 1, &red);
+                    }
+                }
+                if (pick == INT_MAX) { /* rounding: the last in that order (lowest p, highest id) */
+                    float pmin = INFINITY;
+                    for (int v = tid; v < V; v += SM_THREADS)
+                        if (w[v] >= 0.0f) pmin = fminf(pmin, w[v]);
+                    pmin = bmin_f(pmin, &red);
+                    int last = -1;
+                    for (int v = tid; v < V; v += SM_THREADS)
+                        if (w[v] == pmin) last = v;
+                    pick = bmax_i(last, &red);
+                }
+            }
+            token = pick >= 0 && pick < V ? pick : SAMPLE_ALL_BANNED;
+        }
+    }
+
+    /* outputs: the raw logprob of the token, the top list when it is valid */
+    if (tid == 0) {
+        bool ok = token >= 0 && token < V;
+        out->token = (r.flags & SR_LOGPROBS) ? r.target : token;
+        out->logprob = ok ? (float)((double)raw_at(logits, ldt, base, token) - lse) : NAN;
+        bool tops = ok || (r.flags & SR_LOGPROBS);
+        for (int j = 0; j < k_top; j++) {
+            out->top_ids[j] = tops ? top_id[j] : -1;
+            out->top_lps[j] = tops ? top_lp[j] : NAN;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* host side                                                           */
+/* ------------------------------------------------------------------ */
+
+void cu_sample_free(cu_state *cu) {
+    cu_sample_ws *s = cu->sample;
+    if (!s) return;
+    cu_hbuf_free(&s->h_rows);
+    cu_hbuf_free(&s->h_edits);
+    cu_hbuf_free(&s->h_outs);
+    cu_buf_free(&s->d_rows);
+    cu_buf_free(&s->d_edits);
+    cu_buf_free(&s->d_outs);
+    cu_buf_free(&s->d_work);
+    free(s->slot_of);
+    free(s);
+    cu->sample = NULL;
+}
+
+/* Common checks; sets *V. Reports a pending op failure first. */
+static vllm_status sample_prepare(backend *be, const tensor *logits, const int32_t *rows, int n, const char *op,
+                                  int *V) {
+    cu_state *cu = cu_of(be);
+    vllm_status st = cu_sync(be);
+    if (st != VLLM_OK) return st;
+    if (!logits || !logits->data || logits->ndim != 2 || (logits->dtype != DTYPE_F32 && logits->dtype != DTYPE_BF16) ||
+        logits->shape[1] <= 0 || logits->shape[1] > INT32_MAX / 2 || cu_extent_bytes(logits) < 0)
+        return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: logits must be a (rows, vocab) F32 or BF16 matrix", op);
+    if (n < 0 || (n > 0 && !rows)) return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: bad row list", op);
+    for (int i = 0; i < n; i++)
+        if (rows[i] < 0 || rows[i] >= logits->shape[0])
+            return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: row %d outside the %lld logits rows", op, (int)rows[i],
+                            (long long)logits->shape[0]);
+    *V = (int)logits->shape[1];
+    if (!cu->sample) {
+        cu->sample = (cu_sample_ws *)calloc(1, sizeof *cu->sample);
+        if (!cu->sample) return vt_error(VLLM_ERR_NO_MEMORY, "cuda %s: out of memory", op);
+    }
+    cu_sample_ws *s = cu->sample;
+    if (s->vocab != *V) {
+        free(s->slot_of);
+        s->slot_of = (int32_t *)malloc((size_t)*V * sizeof *s->slot_of);
+        if (!s->slot_of) {
+            s->vocab = 0;
+            return vt_error(VLLM_ERR_NO_MEMORY, "cuda %s: out of memory for a %d-token vocabulary", op, *V);
+        }
+        for (int v = 0; v < *V; v++) s->slot_of[v] = -1;
+        s->vocab = *V;
+    }
+    if ((st = cu_hbuf_reserve(&s->h_rows, (size_t)(n ? n : 1) * sizeof(cu_srow), "sampling rows")) ||
+        (st = cu_hbuf_reserve(&s->h_outs, (size_t)(n ? n : 1) * sizeof(cu_sout), "sampling outputs")) ||
+        (st = cu_buf_reserve(cu, &s->d_rows, (size_t)(n ? n : 1) * sizeof(cu_srow), "sampling rows")) ||
+        (st = cu_buf_reserve(cu, &s->d_outs, (size_t)(n ? n : 1) * sizeof(cu_sout), "sampling outputs")))
+        return st;
+    return VLLM_OK;
+}
+
+/* The edit of token t in the row being packed (made on first use). */
+static cu_edit *edit_of(cu_sample_ws *s, int32_t t, int32_t row_off, int32_t *n_edits) {
+    if (s->slot_of[t] < 0) {
+        s->slot_of[t] = *n_edits - row_off;
+        cu_edit *e = (cu_edit *)s->h_edits.p + *n_edits;
+        e->token = t;
+        e->flags = 0;
+        e->bias = 0.0f;
+        e->count = 0;
+        (*n_edits)++;
+    }
+    return (cu_edit *)s->h_edits.p + row_off + s->slot_of[t];
+}
+
+/* Most edits one row can produce (each source id adds at most one entry). */
+static size_t row_edit_bound(const vllm_sampling_params *p, const sampler_context *c) {
+    size_t n = p->num_allowed_token_ids + p->num_logit_bias + p->num_stop_token_ids + c->n_eos + c->n_output +
+               c->n_prompt;
+    if (c->bad_words) n += c->bad_words->num;
+    return n;
+}
+
+/* Packs row i's logits processors and penalties as sparse edits (the
+ * semantics of logits_proc.c, in its order). */
+static void pack_edits(cu_sample_ws *s, const vllm_sampling_params *p, const sampler_context *c, int V, cu_srow *r,
+                       int32_t *n_edits) {
+    const int32_t off = *n_edits;
+    r->edit_off = off;
+    /* 1. allowed_token_ids (sampler_apply_allowed: a no-op when empty) */
+    if (p->allowed_token_ids && p->num_allowed_token_ids > 0) {
+        r->flags |= SR_ALLOWED;
+        for (size_t i = 0; i < p->num_allowed_token_ids; i++) {
+            int32_t t = p->allowed_token_ids[i];
+            if (t >= 0 && t < V) edit_of(s, t, off, n_edits)->flags |= ED_ALLOWED;
+        }
+    }
+    /* 2. bad words (sampler_apply_bad_words) */
+    if (c->bad_words) {
+        const sampler_token_seqs *bw = c->bad_words;
+        for (size_t wi = 0; wi < bw->num; wi++) {
+            const int32_t *word = bw->ids + bw->offsets[wi];
+            size_t len = bw->offsets[wi + 1] - bw->offsets[wi];
+            if (len == 0 || len > c->n_output + 1) continue;
+            size_t prefix = len - 1;
+            if (prefix && memcmp(word, c->output + (c->n_output - prefix), prefix * sizeof *word) != 0) continue;
+            int32_t last = word[prefix];
+            if (last >= 0 && last < V) edit_of(s, last, off, n_edits)->flags |= ED_BANNED;
+        }
+    }
+    /* 3a. min_tokens: EOS and stop ids banned while the output is short */
+    if (p->min_tokens > 0 && c->n_output < (size_t)p->min_tokens) {
+        for (size_t i = 0; i < c->n_eos; i++)
+            if (c->eos_ids[i] >= 0 && c->eos_ids[i] < V) edit_of(s, c->eos_ids[i], off, n_edits)->flags |= ED_BANNED;
+        for (size_t i = 0; p->stop_token_ids && i < p->num_stop_token_ids; i++)
+            if (p->stop_token_ids[i] >= 0 && p->stop_token_ids[i] < V)
+                edit_of(s, p->stop_token_ids[i], off, n_edits)->flags |= ED_BANNED;
+    }
+    /* 3b. logit_bias: from the end, so that the last value of a repeated id wins */
+    for (size_t i = p->num_logit_bias; p->logit_bias_ids && p->logit_bias_values && i-- > 0;) {
+        int32_t t = p->logit_bias_ids[i];
+        float b = p->logit_bias_values[i];
+        if (t < 0 || t >= V || isnan(b)) continue;
+        cu_edit *e = edit_of(s, t, off, n_edits);
+        if (e->flags & ED_BIAS) continue;
+        if (b > SAMPLER_MAX_LOGIT_BIAS) b = SAMPLER_MAX_LOGIT_BIAS;
+        if (b < -SAMPLER_MAX_LOGIT_BIAS) b = -SAMPLER_MAX_LOGIT_BIAS;
+        e->flags |= ED_BIAS;
+        e->bias = b;
+    }
+    /* 4. penalties (off when all three are neutral, vLLM's no_penalties) */
+    if (!(p->repetition_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f)) {
+        for (size_t i = 0; i < c->n_output; i++) {
+            int32_t t = c->output[i];
+            if (t < 0 || t >= V) continue;
+            cu_edit *e = edit_of(s, t, off, n_edits);
+            e->flags |= ED_PENALTY;
+            e->count++;
+        }
+        if (p->repetition_penalty != 1.0f)
+            for (size_t i = 0; i < c->n_prompt; i++) {
+                int32_t t = c->prompt[i];
+                if (t >= 0 && t < V) edit_of(s, t, off, n_edits)->flags |= ED_PENALTY;
+            }
+    }
+    r->n_edit = *n_edits - off;
+    /* reset the token map for the next row */
+    for (int32_t i = off; i < *n_edits; i++) s->slot_of[((cu_edit *)s->h_edits.p)[i].token] = -1;
+}
+
+/* Uploads rows and edits, runs the kernel, downloads the outputs. */
+static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t n_edits, const char *op) {
+    cu_state *cu = cu_of(be);
+    cu_sample_ws *s = cu->sample;
+    int V = (int)logits->shape[1];
+    vllm_status st;
+    if ((st = cu_buf_reserve(cu, &s->d_edits, (size_t)(n_edits ? n_edits : 1) * sizeof(cu_edit), "sampling edits")) ||
+        (st = cu_buf_reserve(cu, &s->d_work, (size_t)n * (size_t)V * sizeof(float), "sampling workspace")))
+        return st;
+    cudaError_t e = cudaMemcpyAsync(s->d_rows.p, s->h_rows.p, (size_t)n * sizeof(cu_srow), cudaMemcpyHostToDevice,
+                                    cu->stream);
+    if (e == cudaSuccess && n_edits)
+        e = cudaMemcpyAsync(s->d_edits.p, s->h_edits.p, (size_t)n_edits * sizeof(cu_edit), cudaMemcpyHostToDevice,
+                            cu->stream);
+    if (e == cudaSuccess) {
+        k_sample<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, tensor_row_stride(logits), V,
+                                                            (const cu_srow *)s->d_rows.p, (const cu_edit *)s->d_edits.p,
+                                                            (float *)s->d_work.p, (cu_sout *)s->d_outs.p);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(s->h_outs.p, s->d_outs.p, (size_t)n * sizeof(cu_sout), cudaMemcpyDeviceToHost, cu->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda %s: %s", op, cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b) {
+    cu_state *cu = cu_of(be);
+    int V = 0;
+    if (b->num_rows <= 0) return VLLM_OK;
+    vllm_status st = sample_prepare(be, logits, b->rows, b->num_rows, "sample", &V);
+    if (st != VLLM_OK) return st;
+    cu_sample_ws *s = cu->sample;
+    const int n = b->num_rows;
+    /* room for the edits */
+    size_t bound = 0;
+    for (int i = 0; i < n; i++) {
+        if (!b->params[i]) return vt_error(VLLM_ERR_INVALID_ARG, "cuda sample: row %d has no parameters", i);
+        bound += row_edit_bound(b->params[i], &b->ctx[i]);
+    }
+    if (bound > (size_t)INT32_MAX / 2) return vt_error(VLLM_ERR_INVALID_ARG, "cuda sample: too many token ids");
+    if ((st = cu_hbuf_reserve(&s->h_edits, (bound ? bound : 1) * sizeof(cu_edit), "sampling edits"))) return st;
+    cu_srow *rows = (cu_srow *)s->h_rows.p;
+    int32_t n_edits = 0;
+    for (int i = 0; i < n; i++) {
+        const vllm_sampling_params *p = b->params[i];
+        cu_srow *r = &rows[i];
+        memset(r, 0, sizeof *r);
+        r->row = b->rows[i];
+        int k = b->top_ids && b->top_ids[i] ? p->logprobs : 0;
+        if (k < 0) k = 0;
+        if (k > SM_MAXK)
+            return vt_error(VLLM_ERR_INVALID_ARG, "cuda sample: row %d asks for %d top logprobs (at most %d)", i, k,
+                            SM_MAXK);
+        r->k_top = k;
+        if (!(p->temperature > 0.0f)) {
+            r->flags |= SR_GREEDY;
+        } else {
+            r->temperature = p->temperature < 0.01f ? 0.01f : p->temperature; /* vLLM's _MAX_TEMP */
+            r->u = b->uniform[i];
+        }
+        r->top_k = p->top_k > 0 ? p->top_k : 0;
+        r->top_p = p->top_p;
+        r->min_p = p->min_p;
+        r->rp = p->repetition_penalty;
+        r->fp = p->frequency_penalty;
+        r->pp = p->presence_penalty;
+        pack_edits(s, p, &b->ctx[i], V, r, &n_edits);
+    }
+    if ((st = sample_run(be, logits, n, n_edits, "sample"))) return st;
+    const cu_sout *o = (const cu_sout *)s->h_outs.p;
+    for (int i = 0; i < n; i++) {
+        b->tokens[i] = o[i].token;
+        b->logprobs[i] = o[i].logprob;
+        int k = rows[i].k_top;
+        for (int j = 0; j < k; j++) {
+            b->top_ids[i][j] = o[i].top_ids[j];
+            b->top_lps[i][j] = o[i].top_lps[j];
+        }
+    }
+    return VLLM_OK;
+}
+
+vllm_status cu_logprobs(backend *be, const tensor *logits, const logprob_batch *b) {
+    cu_state *cu = cu_of(be);
+    int V = 0;
+    if (b->num_rows <= 0) return VLLM_OK;
+    vllm_status st = sample_prepare(be, logits, b->rows, b->num_rows, "logprobs", &V);
+    if (st != VLLM_OK) return st;
+    cu_sample_ws *s = cu->sample;
+    const int n = b->num_rows;
+    cu_srow *rows = (cu_srow *)s->h_rows.p;
+    for (int i = 0; i < n; i++) {
+        cu_srow *r = &rows[i];
+        memset(r, 0, sizeof *r);
+        r->row = b->rows[i];
+        r->flags = SR_LOGPROBS;
+        r->target = b->targets[i];
+        int k = b->k[i] > 0 && b->top_ids && b->top_ids[i] ? b->k[i] : 0;
+        if (k > SM_MAXK)
+            return vt_error(VLLM_ERR_INVALID_ARG, "cuda logprobs: row %d asks for %d top logprobs (at most %d)", i, k,
+                            SM_MAXK);
+        r->k_top = k;
+    }
+    if ((st = sample_run(be, logits, n, 0, "logprobs"))) return st;
+    const cu_sout *o = (const cu_sout *)s->h_outs.p;
+    for (int i = 0; i < n; i++) {
+        int32_t t = b->targets[i];
+        b->logprobs[i] = t >= 0 && t < V ? o[i].logprob : NAN;
+        int k = rows[i].k_top;
+        for (int j = 0; j < k; j++) {
+            b->top_ids[i][j] = o[i].top_ids[j];
+            b->top_lps[i][j] = o[i].top_lps[j];
+        }
+    }
+    return VLLM_OK;
+}

@@ -1,0 +1,937 @@
+/*
+ * test_cuda_ops.c: every op of the CUDA backend against the CPU backend
+ * (the reference) on random inputs.
+ *
+ * Inputs are drawn once, rounded to BF16 (the GPU's activation dtype) and
+ * given to both backends, so the only differences are the GPU's summation
+ * order and its BF16 outputs: relative error (‖gpu - cpu‖ / ‖cpu‖) within
+ * 1e-2 and every element within 2% of the largest; NaN never passes, and
+ * every output is poisoned with NaN before the op runs. Paged attention
+ * runs over several layouts (mixed prefill/decode, block sizes 16 and 7,
+ * MHA/GQA/MQA, head_dim 6 to 256, sliding window, long contexts that take
+ * the split-KV path) with NaN in every cache slot no query may read.
+ * Sampling is compared with the reference of src/sample/ (sample_row_ref):
+ * greedy exactly, seeded draws exactly on well-separated logits, the
+ * min_p / top_k / top_p masks, penalties, bias, allowed ids, bad words,
+ * min_tokens, and logprobs within 1e-4. Bad indices found on the device
+ * must come back as errors from synchronize, naming the op.
+ *
+ * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sample/sample.h"
+#include "tensor/backend.h"
+#include "test.h"
+
+static backend *cpu, *gpu;
+
+/* ---- random numbers ---- */
+
+static uint64_t rng_state = 0x243f6a8885a308d3ull;
+
+static uint32_t rnd_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* uniform in [-1, 1) */
+static float rnd(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+static double rnd01(void) { return (double)rnd_u32() / 4294967296.0; }
+static int rnd_int(int n) { return (int)(rnd_u32() % (uint32_t)n); }
+
+static float round_to(dtype dt, float f) {
+    if (dt == DTYPE_BF16) return bf16_to_f32(f32_to_bf16(f));
+    if (dt == DTYPE_F16) return f16_to_f32(f32_to_f16(f));
+    return f;
+}
+
+/* ---- host <-> backend helpers ---- */
+
+/* n floats of host values stored as dtype dt (malloc'd bytes). */
+static void *pack(const float *x, int64_t n, dtype dt) {
+    size_t es = dtype_size(dt);
+    unsigned char *b = malloc((size_t)n * es + 1);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == DTYPE_F32) {
+            memcpy(b + 4 * i, &x[i], 4);
+        } else {
+            uint16_t h = dt == DTYPE_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+            memcpy(b + 2 * i, &h, 2);
+        }
+    }
+    return b;
+}
+
+static void unpack(const void *b, int64_t n, dtype dt, float *x) {
+    const unsigned char *p = b;
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == DTYPE_F32) {
+            memcpy(&x[i], p + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            x[i] = dt == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+        }
+    }
+}
+
+/* A backend tensor of shape (d0, d1) in dt holding x (host values). */
+static tensor put(backend *be, dtype dt, int64_t d0, int64_t d1, const float *x) {
+    tensor t = tensor_2d(dt, NULL, d0, d1);
+    if (be->ops->alloc(be, &t) != VLLM_OK) {
+        fprintf(stderr, "alloc failed: %s\n", vllm_last_error());
+        exit(1);
+    }
+    if (x) {
+        void *b = pack(x, d0 * d1, dt);
+        CHECK_OK(be->ops->upload(be, &t, b, (size_t)(d0 * d1) * dtype_size(dt)));
+        free(b);
+    }
+    return t;
+}
+
+static tensor put_i32(backend *be, const int32_t *x, int64_t n) {
+    tensor t = tensor_1d(DTYPE_I32, NULL, n);
+    CHECK_OK(be->ops->alloc(be, &t));
+    CHECK_OK(be->ops->upload(be, &t, x, (size_t)n * 4));
+    return t;
+}
+
+static tensor put_i64(backend *be, const int64_t *x, int64_t n) {
+    tensor t = tensor_1d(DTYPE_I64, NULL, n);
+    CHECK_OK(be->ops->alloc(be, &t));
+    CHECK_OK(be->ops->upload(be, &t, x, (size_t)n * 8));
+    return t;
+}
+
+/* Fills a GPU tensor (contiguous, its whole extent) with NaN bytes. */
+static void poison(tensor *t) {
+    size_t n = tensor_nbytes(t);
+    unsigned char *b = malloc(n + 1);
+    memset(b, 0xff, n);
+    CHECK_OK(gpu->ops->upload(gpu, t, b, n));
+    free(b);
+}
+
+/* The whole (contiguous) tensor as floats. */
+static float *get(backend *be, const tensor *t) {
+    int64_t n = tensor_numel(t);
+    size_t bytes = (size_t)n * dtype_size(t->dtype);
+    void *b = malloc(bytes + 1);
+    vllm_status st = be->ops->download(be, b, t, bytes);
+    CHECK_MSG(st == VLLM_OK, "download (%s): %s", be->name, vllm_last_error());
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    if (st == VLLM_OK) unpack(b, n, t->dtype, x);
+    else for (int64_t i = 0; i < n; i++) x[i] = NAN;
+    free(b);
+    return x;
+}
+
+static void drop(backend *be, tensor *t) { be->ops->release(be, t); }
+
+/* gpu vs cpu values: NaN fails; ‖d‖/‖ref‖ <= rel and |d| <= elem * max|ref| + rel * |ref| each. */
+static void compare(const char *what, const float *g, const float *c, int64_t n, double rel, double elem) {
+    double num = 0, den = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(c[i]));
+    int64_t bad = 0, first = -1, nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(g[i]) || isnan(c[i])) {
+            if (!nan++ && first < 0) first = i;
+            continue;
+        }
+        double d = (double)g[i] - c[i];
+        num += d * d;
+        den += (double)c[i] * c[i];
+        if (fabs(d) > elem * mx + rel * fabs(c[i]) + 1e-30) {
+            if (first < 0) first = i;
+            bad++;
+        }
+    }
+    double err = den > 0 ? sqrt(num / den) : sqrt(num);
+    printf("  %-72s rel err %.2e\n", what, err);
+    CHECK_MSG(nan == 0 && bad == 0 && err <= rel,
+              "%s: rel err %.3g, %lld elements off, %lld NaN; first at %lld: gpu %.6g cpu %.6g", what, err,
+              (long long)bad, (long long)nan, (long long)first, first >= 0 ? (double)g[first] : 0.0,
+              first >= 0 ? (double)c[first] : 0.0);
+}
+
+#define REL 1e-2
+#define ELEM 2e-2
+
+/* Checks that the GPU reports an error naming `op` at synchronize, and is usable afterwards. */
+static void expect_device_error(const char *op) {
+    vllm_status st = gpu->ops->synchronize(gpu);
+    CHECK_MSG(st == VLLM_ERR_BACKEND, "%s: status %d, want a backend error", op, st);
+    CHECK_MSG(strstr(vllm_last_error(), op) != NULL, "'%s' not in: %s", op, vllm_last_error());
+    CHECK_OK(gpu->ops->synchronize(gpu));
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_memory(void) {
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = rnd();
+    tensor t = put(gpu, DTYPE_F32, 8, 8, x);
+    float *y = get(gpu, &t);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+    free(y);
+    /* zero a strided view: columns 2..5 of every row */
+    tensor v = tensor_cols(&t, 2, 4);
+    CHECK_OK(gpu->ops->zero(gpu, &v));
+    y = get(gpu, &t);
+    int ok = 1;
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 8; c++) ok &= y[r * 8 + c] == ((c >= 2 && c < 6) ? 0.0f : x[r * 8 + c]);
+    CHECK(ok);
+    free(y);
+    drop(gpu, &t);
+    /* import of a strided host tensor keeps the rows, not the padding */
+    tensor host = tensor_2d(DTYPE_F32, x, 4, 16);
+    tensor hv = tensor_cols(&host, 3, 5), imp;
+    CHECK_OK(gpu->ops->import(gpu, &hv, &imp));
+    CHECK(imp.row_stride == 0 && imp.shape[0] == 4 && imp.shape[1] == 5);
+    y = get(gpu, &imp);
+    ok = 1;
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 5; c++) ok &= y[r * 5 + c] == x[r * 16 + 3 + c];
+    CHECK(ok);
+    free(y);
+    gpu->ops->release_import(gpu, &imp);
+    size_t fr = 0, tot = 0;
+    CHECK(gpu->ops->mem_info != NULL);
+    if (gpu->ops->mem_info) {
+        CHECK_OK(gpu->ops->mem_info(gpu, &fr, &tot));
+        CHECK(tot > 0 && fr <= tot);
+    }
+}
+
+static void test_embedding(void) {
+    const dtype dts[3] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    const int V = 50, D = 96, T = 37;
+    for (int di = 0; di < 3; di++) {
+        float *w = malloc((size_t)V * D * sizeof *w);
+        for (int i = 0; i < V * D; i++) w[i] = round_to(dts[di], rnd());
+        void *wb = pack(w, V * D, dts[di]);
+        tensor host = tensor_2d(dts[di], wb, V, D), tc, tg;
+        CHECK_OK(cpu->ops->import(cpu, &host, &tc));
+        CHECK_OK(gpu->ops->import(gpu, &host, &tg));
+        int32_t ids[37];
+        for (int i = 0; i < T; i++) ids[i] = rnd_int(V);
+        tensor ic = put_i32(cpu, ids, T), ig = put_i32(gpu, ids, T);
+        tensor oc = put(cpu, DTYPE_F32, T, D, NULL), og = put(gpu, DTYPE_BF16, T, D, NULL);
+        poison(&og);
+        cpu->ops->embedding(cpu, &tc, &ic, &oc);
+        gpu->ops->embedding(gpu, &tg, &ig, &og);
+        float *c = get(cpu, &oc), *g = get(gpu, &og);
+        for (int i = 0; i < T * D; i++) c[i] = round_to(DTYPE_BF16, c[i]);
+        compare("embedding", g, c, (int64_t)T * D, 1e-6, 0);
+        free(c);
+        free(g);
+        if (di == 0) { /* a bad id is reported */
+            ids[5] = V + 3;
+            tensor bad = put_i32(gpu, ids, T);
+            gpu->ops->embedding(gpu, &tg, &bad, &og);
+            expect_device_error("embedding");
+            drop(gpu, &bad);
+        }
+        drop(cpu, &ic);
+        drop(gpu, &ig);
+        drop(cpu, &oc);
+        drop(gpu, &og);
+        cpu->ops->release_import(cpu, &tc);
+        gpu->ops->release_import(gpu, &tg);
+        free(wb);
+        free(w);
+    }
+}
+
+/* x (T, W) random bf16 on both backends */
+static void rand_pair(int64_t T, int64_t W, float scale, float **h, tensor *c, tensor *g) {
+    *h = malloc((size_t)(T * W) * sizeof **h);
+    for (int64_t i = 0; i < T * W; i++) (*h)[i] = round_to(DTYPE_BF16, rnd() * scale);
+    *c = put(cpu, DTYPE_F32, T, W, *h);
+    *g = put(gpu, DTYPE_BF16, T, W, *h);
+}
+
+static void test_rms_norm(void) {
+    const dtype dts[3] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    for (int di = 0; di < 3; di++) {
+        /* (a) the hidden state: x a strided view, w (D), a separate output (block kernel) */
+        const int T = 9, D = 1536, W = D + 40;
+        float *h, wv[1536];
+        tensor xc, xg;
+        rand_pair(T, W, 2.0f, &h, &xc, &xg);
+        for (int i = 0; i < D; i++) wv[i] = round_to(dts[di], 1.0f + 0.5f * rnd());
+        void *wb = pack(wv, D, dts[di]);
+        tensor wh = tensor_1d(dts[di], wb, D), wc, wg;
+        CHECK_OK(cpu->ops->import(cpu, &wh, &wc));
+        CHECK_OK(gpu->ops->import(gpu, &wh, &wg));
+        tensor xvc = tensor_cols(&xc, 17, D), xvg = tensor_cols(&xg, 17, D);
+        tensor oc = put(cpu, DTYPE_F32, T, D, NULL), og = put(gpu, DTYPE_BF16, T, D, NULL);
+        poison(&og);
+        cpu->ops->rms_norm(cpu, &xvc, &wc, 1e-6f, &oc);
+        gpu->ops->rms_norm(gpu, &xvg, &wg, 1e-6f, &og);
+        float *c = get(cpu, &oc), *g = get(gpu, &og);
+        compare("rms_norm (hidden, strided x)", g, c, (int64_t)T * D, REL, ELEM);
+        free(c);
+        free(g);
+        drop(cpu, &oc);
+        drop(gpu, &og);
+        cpu->ops->release_import(cpu, &wc);
+        gpu->ops->release_import(gpu, &wg);
+        free(wb);
+        drop(cpu, &xc);
+        drop(gpu, &xg);
+        free(h);
+
+        /* (b) per-head norm in place on a column slice (groups of 64: warp kernel; 512: block kernel) */
+        const int G[2] = {64, 512};
+        for (int gi = 0; gi < 2; gi++) {
+            const int heads = 4, QD = heads * G[gi], W2 = QD + 2 * G[gi] + 3, T2 = 5;
+            rand_pair(T2, W2, 3.0f, &h, &xc, &xg);
+            float wq[512];
+            for (int i = 0; i < G[gi]; i++) wq[i] = round_to(dts[di], 1.0f + 0.5f * rnd());
+            void *wqb = pack(wq, G[gi], dts[di]);
+            tensor wqh = tensor_1d(dts[di], wqb, G[gi]), wqc, wqg;
+            CHECK_OK(cpu->ops->import(cpu, &wqh, &wqc));
+            CHECK_OK(gpu->ops->import(gpu, &wqh, &wqg));
+            tensor qc = tensor_cols(&xc, G[gi], QD), qg = tensor_cols(&xg, G[gi], QD);
+            cpu->ops->rms_norm(cpu, &qc, &wqc, 1e-5f, &qc);
+            gpu->ops->rms_norm(gpu, &qg, &wqg, 1e-5f, &qg);
+            c = get(cpu, &xc);
+            g = get(gpu, &xg);
+            for (int i = 0; i < T2 * W2; i++) c[i] = round_to(DTYPE_BF16, c[i]);
+            compare(gi ? "rms_norm (in place, groups of 512)" : "rms_norm (in place, groups of 64)", g, c,
+                    (int64_t)T2 * W2, REL, ELEM);
+            free(c);
+            free(g);
+            cpu->ops->release_import(cpu, &wqc);
+            gpu->ops->release_import(gpu, &wqg);
+            free(wqb);
+            drop(cpu, &xc);
+            drop(gpu, &xg);
+            free(h);
+        }
+    }
+}
+
+static void test_add_silu_gather(void) {
+    /* add: x (T, D) += y strided */
+    const int T = 13, D = 700;
+    float *hx, *hy;
+    tensor xc, xg, yc, yg;
+    rand_pair(T, D, 1.0f, &hx, &xc, &xg);
+    rand_pair(T, D + 11, 1.0f, &hy, &yc, &yg);
+    tensor yvc = tensor_cols(&yc, 5, D), yvg = tensor_cols(&yg, 5, D);
+    cpu->ops->add(cpu, &xc, &yvc);
+    gpu->ops->add(gpu, &xg, &yvg);
+    float *c = get(cpu, &xc), *g = get(gpu, &xg);
+    compare("add", g, c, (int64_t)T * D, REL, ELEM);
+    free(c);
+    free(g);
+
+    /* silu_mul: gate_up (T, 2I) strided -> out (T, I) */
+    const int I = 300;
+    float *hgu;
+    tensor guc, gug;
+    rand_pair(T, 2 * I + 7, 4.0f, &hgu, &guc, &gug);
+    tensor gvc = tensor_cols(&guc, 3, 2 * I), gvg = tensor_cols(&gug, 3, 2 * I);
+    tensor oc = put(cpu, DTYPE_F32, T, I, NULL), og = put(gpu, DTYPE_BF16, T, I, NULL);
+    poison(&og);
+    cpu->ops->silu_mul(cpu, &gvc, &oc);
+    gpu->ops->silu_mul(gpu, &gvg, &og);
+    c = get(cpu, &oc);
+    g = get(gpu, &og);
+    compare("silu_mul", g, c, (int64_t)T * I, REL, ELEM);
+    free(c);
+    free(g);
+
+    /* gather_rows: same dtype, and widened to F32 */
+    int32_t idx[6] = {12, 0, 5, 5, 7, 3};
+    tensor ic = put_i32(cpu, idx, 6), ig = put_i32(gpu, idx, 6);
+    tensor goc = put(cpu, DTYPE_F32, 6, D, NULL), gog = put(gpu, DTYPE_BF16, 6, D, NULL),
+           gof = put(gpu, DTYPE_F32, 6, D, NULL);
+    poison(&gog);
+    poison(&gof);
+    cpu->ops->gather_rows(cpu, &xc, &ic, &goc);
+    gpu->ops->gather_rows(gpu, &xg, &ig, &gog);
+    gpu->ops->gather_rows(gpu, &xg, &ig, &gof);
+    float *gx = get(gpu, &xg), *want = malloc((size_t)6 * D * sizeof *want);
+    for (int r = 0; r < 6; r++) memcpy(want + r * D, gx + idx[r] * D, (size_t)D * sizeof *want);
+    g = get(gpu, &gog);
+    compare("gather_rows (bf16)", g, want, 6 * D, 0, 0);
+    free(g);
+    g = get(gpu, &gof);
+    compare("gather_rows (to f32)", g, want, 6 * D, 0, 0);
+    free(g);
+    c = get(cpu, &goc);
+    compare("gather_rows (vs cpu)", want, c, 6 * D, REL, ELEM);
+    free(c);
+    free(gx);
+    free(want);
+    idx[2] = 13;
+    tensor bad = put_i32(gpu, idx, 6);
+    gpu->ops->gather_rows(gpu, &xg, &bad, &gog);
+    expect_device_error("gather_rows");
+
+    /* a host-side argument error: rms_norm's w length does not divide the row */
+    float w9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    tensor w7g = tensor_1d(DTYPE_F32, NULL, 9);
+    CHECK_OK(gpu->ops->alloc(gpu, &w7g));
+    CHECK_OK(gpu->ops->upload(gpu, &w7g, w9, sizeof w9));
+    gpu->ops->rms_norm(gpu, &xg, &w7g, 1e-5f, &xg);
+    expect_device_error("rms_norm");
+
+    tensor *ts_c[] = {&xc, &yc, &guc, &oc, &ic, &goc}, *ts_g[] = {&xg, &yg, &gug, &og, &ig, &gog, &gof, &bad, &w7g};
+    for (size_t i = 0; i < sizeof ts_c / sizeof *ts_c; i++) drop(cpu, ts_c[i]);
+    for (size_t i = 0; i < sizeof ts_g / sizeof *ts_g; i++) drop(gpu, ts_g[i]);
+    free(hx);
+    free(hy);
+    free(hgu);
+}
+
+static void test_rope(void) {
+    const int T = 11, max_pos = 300;
+    const int hds[2] = {64, 128};
+    for (int hi = 0; hi < 2; hi++) {
+        for (int variant = 0; variant < 4; variant++) {
+            int hd = hds[hi], nq = 4, nk = 2;
+            bool neox = variant % 2 == 0;
+            int rot = variant < 2 ? hd : hd / 2; /* partial rotary */
+            int W = (nq + 2 * nk) * hd + 5;
+            float *h;
+            tensor xc, xg;
+            rand_pair(T, W, 1.0f, &h, &xc, &xg);
+            float *cs = malloc((size_t)max_pos * rot * sizeof *cs);
+            for (int p = 0; p < max_pos; p++)
+                for (int i = 0; i < rot / 2; i++) {
+                    double f = pow(10000.0, -2.0 * i / rot);
+                    cs[p * rot + i] = (float)cos(p * f);
+                    cs[p * rot + rot / 2 + i] = (float)sin(p * f);
+                }
+            tensor csc = put(cpu, DTYPE_F32, max_pos, rot, cs), csg = put(gpu, DTYPE_F32, max_pos, rot, cs);
+            int32_t pos[11];
+            for (int t = 0; t < T; t++) pos[t] = rnd_int(max_pos);
+            tensor pc = put_i32(cpu, pos, T), pg = put_i32(gpu, pos, T);
+            tensor qc = tensor_cols(&xc, 0, nq * hd), kc = tensor_cols(&xc, nq * hd, nk * hd);
+            tensor qg = tensor_cols(&xg, 0, nq * hd), kg = tensor_cols(&xg, nq * hd, nk * hd);
+            cpu->ops->rope(cpu, &qc, &kc, &pc, &csc, hd, rot, neox);
+            gpu->ops->rope(gpu, &qg, &kg, &pg, &csg, hd, rot, neox);
+            float *c = get(cpu, &xc), *g = get(gpu, &xg);
+            for (int i = 0; i < T * W; i++) c[i] = round_to(DTYPE_BF16, c[i]);
+            char what[64];
+            snprintf(what, sizeof what, "rope (hd %d, rot %d, %s)", hd, rot, neox ? "neox" : "interleaved");
+            compare(what, g, c, (int64_t)T * W, REL, ELEM);
+            free(c);
+            free(g);
+            if (hi == 0 && variant == 0) {
+                pos[3] = max_pos;
+                tensor bad = put_i32(gpu, pos, T);
+                gpu->ops->rope(gpu, &qg, &kg, &bad, &csg, hd, rot, neox);
+                expect_device_error("rope");
+                drop(gpu, &bad);
+            }
+            drop(cpu, &csc);
+            drop(gpu, &csg);
+            drop(cpu, &pc);
+            drop(gpu, &pg);
+            drop(cpu, &xc);
+            drop(gpu, &xg);
+            free(cs);
+            free(h);
+        }
+    }
+}
+
+/* ---- attention ---- */
+
+typedef struct attn_layout {
+    const char *name;
+    int nh, nkv, hd, bs, window, S;
+    int q_len[4], ctx[4];
+} attn_layout;
+
+static const attn_layout LAYOUTS[] = {
+    {"mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}},
+    {"MHA, head_dim 128, block 7", 4, 4, 128, 7, 0, 3, {3, 1, 12}, {30, 17, 12}},
+    {"MQA, sliding window 16", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}},
+    {"long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}},
+    {"head_dim 256, group 8, block 7", 16, 2, 256, 7, 0, 2, {2, 1}, {300, 33}},
+    {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}},
+    {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}},
+    {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}},
+};
+
+static void test_attention_layout(const attn_layout *L) {
+    const int nh = L->nh, nkv = L->nkv, hd = L->hd, bs = L->bs, S = L->S;
+    const int64_t kvd = (int64_t)nkv * hd, qd = (int64_t)nh * hd, W = qd + 2 * kvd + 3;
+    int32_t qsl[5] = {0}, seq_lens[4];
+    int max_q = 0, max_ctx = 0, max_blocks = 0, total_blocks = 0;
+    for (int s = 0; s < S; s++) {
+        qsl[s + 1] = qsl[s] + L->q_len[s];
+        seq_lens[s] = L->ctx[s];
+        max_q = L->q_len[s] > max_q ? L->q_len[s] : max_q;
+        max_ctx = L->ctx[s] > max_ctx ? L->ctx[s] : max_ctx;
+        int nb = (L->ctx[s] + bs - 1) / bs;
+        max_blocks = nb > max_blocks ? nb : max_blocks;
+        total_blocks += nb;
+    }
+    const int T = qsl[S], num_blocks = total_blocks + 3;
+    /* random block tables over a shuffled pool (spare blocks stay NaN) */
+    int *perm = malloc((size_t)num_blocks * sizeof *perm);
+    for (int i = 0; i < num_blocks; i++) perm[i] = i;
+    for (int i = num_blocks - 1; i > 0; i--) {
+        int j = rnd_int(i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int32_t *bt = malloc((size_t)S * max_blocks * sizeof *bt);
+    for (int i = 0; i < S * max_blocks; i++) bt[i] = -1;
+    for (int s = 0, next = 0; s < S; s++)
+        for (int b = 0; b < (L->ctx[s] + bs - 1) / bs; b++) bt[s * max_blocks + b] = perm[next++];
+    /* caches: NaN everywhere, random bf16 K/V at the cached (not new) positions that some query may read */
+    const int64_t cache_n = (int64_t)num_blocks * bs * kvd;
+    float *kh = malloc((size_t)cache_n * sizeof *kh), *vh = malloc((size_t)cache_n * sizeof *vh);
+    for (int64_t i = 0; i < cache_n; i++) kh[i] = vh[i] = NAN;
+    int64_t *slots = malloc((size_t)T * sizeof *slots);
+    for (int s = 0; s < S; s++) {
+        int first_new = L->ctx[s] - L->q_len[s];
+        int lo = 0;
+        if (L->window > 0 && first_new - L->window + 1 > 0) lo = first_new - L->window + 1;
+        for (int p = 0; p < L->ctx[s]; p++) {
+            int64_t slot = (int64_t)bt[s * max_blocks + p / bs] * bs + p % bs;
+            if (p >= first_new) {
+                slots[qsl[s] + p - first_new] = slot;
+            } else if (p >= lo) {
+                for (int64_t i = 0; i < kvd; i++) {
+                    kh[slot * kvd + i] = round_to(DTYPE_BF16, rnd());
+                    vh[slot * kvd + i] = round_to(DTYPE_BF16, rnd());
+                }
+            }
+        }
+    }
+    int64_t shape[4] = {num_blocks, bs, nkv, hd};
+    tensor kcc = tensor_make(DTYPE_F32, NULL, 4, shape), vcc = kcc, kcg = tensor_make(DTYPE_BF16, NULL, 4, shape),
+           vcg = kcg;
+    CHECK_OK(cpu->ops->alloc(cpu, &kcc));
+    CHECK_OK(cpu->ops->alloc(cpu, &vcc));
+    CHECK_OK(gpu->ops->alloc(gpu, &kcg));
+    CHECK_OK(gpu->ops->alloc(gpu, &vcg));
+    void *b;
+    CHECK_OK(cpu->ops->upload(cpu, &kcc, kh, (size_t)cache_n * 4));
+    CHECK_OK(cpu->ops->upload(cpu, &vcc, vh, (size_t)cache_n * 4));
+    b = pack(kh, cache_n, DTYPE_BF16);
+    CHECK_OK(gpu->ops->upload(gpu, &kcg, b, (size_t)cache_n * 2));
+    free(b);
+    b = pack(vh, cache_n, DTYPE_BF16);
+    CHECK_OK(gpu->ops->upload(gpu, &vcg, b, (size_t)cache_n * 2));
+    free(b);
+
+    /* the fused qkv of the new tokens; k, v go in through kv_write */
+    float *h;
+    tensor xc, xg;
+    rand_pair(T, W, 1.0f, &h, &xc, &xg);
+    tensor qc = tensor_cols(&xc, 0, qd), kc = tensor_cols(&xc, qd, kvd), vc = tensor_cols(&xc, qd + kvd, kvd);
+    tensor qg = tensor_cols(&xg, 0, qd), kg = tensor_cols(&xg, qd, kvd), vg = tensor_cols(&xg, qd + kvd, kvd);
+    attn_meta mc = {.num_seqs = S, .num_tokens = T, .max_query_len = max_q, .max_seq_len = max_ctx,
+                    .block_size = bs, .max_blocks_per_seq = max_blocks};
+    attn_meta mg = mc;
+    mc.query_start_loc = put_i32(cpu, qsl, S + 1);
+    mg.query_start_loc = put_i32(gpu, qsl, S + 1);
+    mc.seq_lens = put_i32(cpu, seq_lens, S);
+    mg.seq_lens = put_i32(gpu, seq_lens, S);
+    mc.block_tables = tensor_2d(DTYPE_I32, NULL, S, max_blocks);
+    mg.block_tables = mc.block_tables;
+    CHECK_OK(cpu->ops->alloc(cpu, &mc.block_tables));
+    CHECK_OK(gpu->ops->alloc(gpu, &mg.block_tables));
+    CHECK_OK(cpu->ops->upload(cpu, &mc.block_tables, bt, (size_t)S * max_blocks * 4));
+    CHECK_OK(gpu->ops->upload(gpu, &mg.block_tables, bt, (size_t)S * max_blocks * 4));
+    mc.slot_mapping = put_i64(cpu, slots, T);
+    mg.slot_mapping = put_i64(gpu, slots, T);
+    cpu->ops->kv_write(cpu, &kc, &vc, &kcc, &vcc, &mc);
+    gpu->ops->kv_write(gpu, &kg, &vg, &kcg, &vcg, &mg);
+
+    attn_params ap = {.scale = 1.0f / sqrtf((float)hd), .sliding_window = L->window, .num_heads = nh,
+                      .num_kv_heads = nkv, .head_dim = hd};
+    tensor oc = put(cpu, DTYPE_F32, T, qd, NULL), og = put(gpu, DTYPE_BF16, T, qd, NULL);
+    poison(&og);
+    cpu->ops->attention(cpu, &qc, &kcc, &vcc, &mc, &ap, &oc);
+    gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mg, &ap, &og);
+    float *c = get(cpu, &oc), *g = get(gpu, &og);
+    char what[160];
+    snprintf(what, sizeof what, "attention [%s]", L->name);
+    compare(what, g, c, (int64_t)T * qd, REL, ELEM);
+    free(c);
+    free(g);
+    /* kv_write wrote the same values (bit for bit after rounding) */
+    c = get(cpu, &kcc);
+    g = get(gpu, &kcg);
+    int64_t diff = 0;
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < kvd; i++)
+            diff += round_to(DTYPE_BF16, c[slots[t] * kvd + i]) != g[slots[t] * kvd + i];
+    CHECK_MSG(diff == 0, "kv_write [%s]: %lld K values differ", L->name, (long long)diff);
+    free(c);
+    free(g);
+
+    if (L == &LAYOUTS[0]) {
+        /* bad indices: a slot past the cache, a block id past the pool */
+        int64_t bad_slot = slots[2];
+        slots[2] = (int64_t)num_blocks * bs;
+        tensor sg = put_i64(gpu, slots, T);
+        attn_meta mb = mg;
+        mb.slot_mapping = sg;
+        gpu->ops->kv_write(gpu, &kg, &vg, &kcg, &vcg, &mb);
+        expect_device_error("kv_write");
+        drop(gpu, &sg);
+        slots[2] = bad_slot;
+        int32_t save = bt[0];
+        bt[0] = num_blocks + 7;
+        tensor btg = tensor_2d(DTYPE_I32, NULL, S, max_blocks);
+        CHECK_OK(gpu->ops->alloc(gpu, &btg));
+        CHECK_OK(gpu->ops->upload(gpu, &btg, bt, (size_t)S * max_blocks * 4));
+        mb = mg;
+        mb.block_tables = btg;
+        gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mb, &ap, &og);
+        expect_device_error("attention");
+        drop(gpu, &btg);
+        bt[0] = save;
+    }
+
+    tensor *tc[] = {&kcc, &vcc, &xc, &oc, &mc.query_start_loc, &mc.seq_lens, &mc.block_tables, &mc.slot_mapping};
+    tensor *tg[] = {&kcg, &vcg, &xg, &og, &mg.query_start_loc, &mg.seq_lens, &mg.block_tables, &mg.slot_mapping};
+    for (size_t i = 0; i < sizeof tc / sizeof *tc; i++) drop(cpu, tc[i]);
+    for (size_t i = 0; i < sizeof tg / sizeof *tg; i++) drop(gpu, tg[i]);
+    free(h);
+    free(kh);
+    free(vh);
+    free(slots);
+    free(bt);
+    free(perm);
+}
+
+/* ---- linear ---- */
+
+static void test_linear_case(dtype wdt, int T, int in, int nparts, const int *outs, bool bias, dtype ydt) {
+    int total = 0;
+    for (int i = 0; i < nparts; i++) total += outs[i];
+    const tensor *wh[3], *bh[3];
+    tensor wt[3], bt_[3], wtc[3], btc[3];
+    void *wb[3], *bb[3];
+    float *wf[3], *bf[3];
+    for (int i = 0; i < nparts; i++) {
+        int64_t n = (int64_t)outs[i] * in;
+        wf[i] = malloc((size_t)n * sizeof *wf[i]);
+        for (int64_t j = 0; j < n; j++) wf[i][j] = round_to(wdt, rnd() * 0.1f);
+        wb[i] = pack(wf[i], n, wdt);
+        wt[i] = tensor_2d(wdt, wb[i], outs[i], in);
+        /* the CPU gets the BF16-rounded weights the GPU computes with, in F32 */
+        for (int64_t j = 0; j < n; j++) wf[i][j] = round_to(DTYPE_BF16, wf[i][j]);
+        wtc[i] = tensor_2d(DTYPE_F32, wf[i], outs[i], in);
+        bf[i] = malloc((size_t)outs[i] * sizeof *bf[i]);
+        for (int j = 0; j < outs[i]; j++) bf[i][j] = round_to(wdt, rnd());
+        bb[i] = pack(bf[i], outs[i], wdt);
+        bt_[i] = tensor_1d(wdt, bb[i], outs[i]);
+        btc[i] = tensor_1d(DTYPE_F32, bf[i], outs[i]);
+    }
+    be_linear *lc = NULL, *lg = NULL;
+    for (int i = 0; i < nparts; i++) {
+        wh[i] = &wtc[i];
+        bh[i] = bias && i != 1 ? &btc[i] : NULL; /* part 1 has none */
+    }
+    CHECK_OK(cpu->ops->linear_create(cpu, wh, bias ? bh : NULL, nparts, &lc));
+    for (int i = 0; i < nparts; i++) {
+        wh[i] = &wt[i];
+        bh[i] = bias && i != 1 ? &bt_[i] : NULL;
+    }
+    CHECK_OK(gpu->ops->linear_create(gpu, wh, bias ? bh : NULL, nparts, &lg));
+    float *h;
+    tensor xc, xg;
+    rand_pair(T, in + 8, 1.0f, &h, &xc, &xg);
+    tensor xvc = tensor_cols(&xc, 8, in), xvg = tensor_cols(&xg, 8, in);
+    tensor yc = put(cpu, DTYPE_F32, T, total, NULL), yg = put(gpu, ydt, T, total, NULL);
+    poison(&yg);
+    if (lc && lg) {
+        cpu->ops->linear(cpu, lc, &xvc, &yc);
+        gpu->ops->linear(gpu, lg, &xvg, &yg);
+        float *c = get(cpu, &yc), *g = get(gpu, &yg);
+        char what[128];
+        snprintf(what, sizeof what, "linear (%s weights, T %d, in %d, out %d%s, %s out)", dtype_name(wdt), T, in,
+                 total, bias ? ", biases" : "", dtype_name(ydt));
+        compare(what, g, c, (int64_t)T * total, REL, ELEM);
+        free(c);
+        free(g);
+    }
+    cpu->ops->linear_free(cpu, lc);
+    gpu->ops->linear_free(gpu, lg);
+    drop(cpu, &xc);
+    drop(gpu, &xg);
+    drop(cpu, &yc);
+    drop(gpu, &yg);
+    free(h);
+    for (int i = 0; i < nparts; i++) {
+        free(wf[i]);
+        free(wb[i]);
+        free(bf[i]);
+        free(bb[i]);
+    }
+}
+
+static void test_linear(void) {
+    const int qkv[3] = {128, 64, 64}, one[1] = {256}, big[1] = {512}, vocab[1] = {1000};
+    const dtype dts[3] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    const int Ts[4] = {1, 7, 64, 300};
+    for (int di = 0; di < 3; di++)
+        for (int ti = 0; ti < 4; ti++) test_linear_case(dts[di], Ts[ti], 96, 3, qkv, ti % 2 == 1, DTYPE_BF16);
+    test_linear_case(DTYPE_BF16, 33, 4096, 1, big, false, DTYPE_BF16);
+    test_linear_case(DTYPE_BF16, 1, 2048, 1, one, false, DTYPE_BF16);
+    test_linear_case(DTYPE_BF16, 3, 64, 1, vocab, false, DTYPE_F32); /* logits */
+    test_linear_case(DTYPE_F32, 5, 200, 1, vocab, true, DTYPE_F32);
+}
+
+/* ---- sampling ---- */
+
+#define SV 3000   /* vocabulary of the sampling tests */
+#define SB 24     /* rows */
+
+static void test_sampling(void) {
+    /* logits: well separated (scale 4); row 7 holds a NaN */
+    const int B = SB, V = SV;
+    float *lg = malloc((size_t)B * V * sizeof *lg);
+    for (int i = 0; i < B * V; i++) lg[i] = rnd() * 4.0f;
+    lg[7 * V + 123] = NAN;
+    tensor lgg = put(gpu, DTYPE_F32, B, V, lg);
+
+    static vllm_sampling_params ps[SB];
+    const vllm_sampling_params *pp[SB];
+    sampler_context ctx[SB];
+    double uni[SB];
+    int32_t rows[SB], tok_c[SB], tok_g[SB], top_ids_c[SB][8], top_ids_g[SB][8];
+    float lp_c[SB], lp_g[SB], top_lps_c[SB][8], top_lps_g[SB][8];
+    int32_t *tic[SB], *tig[SB];
+    float *tlc[SB], *tlg[SB];
+    int32_t prompt[10], output[6], eos[1] = {17}, allowed[5], bias_ids[3];
+    float bias_v[3] = {5.0f, -300.0f, 2.0f};
+    int32_t bw_ids[3];
+    size_t bw_off[3] = {0, 1, 3};
+    sampler_token_seqs bw = {bw_ids, bw_off, 2};
+    for (int i = 0; i < 10; i++) prompt[i] = rnd_int(V);
+    for (int i = 0; i < 6; i++) output[i] = rnd_int(V);
+    for (int i = 0; i < 5; i++) allowed[i] = rnd_int(V);
+    for (int i = 0; i < 3; i++) bias_ids[i] = rnd_int(V);
+    bias_ids[2] = bias_ids[0]; /* repeated: the last value wins */
+    bw_ids[0] = rnd_int(V);     /* a one-token bad word: always banned */
+    bw_ids[1] = output[5];      /* a two-token word whose prefix is the last output token */
+    bw_ids[2] = rnd_int(V);
+
+    int trials = 12;
+    for (int trial = 0; trial < trials; trial++) {
+        for (int i = 0; i < B; i++) {
+            vllm_sampling_params *p = &ps[i];
+            *p = vllm_sampling_default_params();
+            p->temperature = i < 6 ? 0.0f : 0.4f + 0.1f * (float)(i % 5);
+            ctx[i] = (sampler_context){.prompt = prompt, .n_prompt = 10, .output = output, .n_output = 6,
+                                       .eos_ids = eos, .n_eos = 1, .bad_words = NULL};
+            int kind = i % 6;
+            if (i >= 6) kind = (i - 6) % 9;
+            switch (kind) {
+            case 1: p->allowed_token_ids = allowed; p->num_allowed_token_ids = 5; break;
+            case 2: ctx[i].bad_words = &bw; break;
+            case 3: p->min_tokens = 10; p->stop_token_ids = &allowed[0]; p->num_stop_token_ids = 1; break;
+            case 4: p->logit_bias_ids = bias_ids; p->logit_bias_values = bias_v; p->num_logit_bias = 3; break;
+            case 5: p->repetition_penalty = 1.3f; p->frequency_penalty = 0.5f; p->presence_penalty = -0.4f; break;
+            case 6: p->min_p = 0.05f; break;
+            case 7: p->top_p = 0.7f; break;
+            case 8: p->top_k = 20; p->top_p = 0.9f; break;
+            default: break;
+            }
+            if (i == 11) { /* top_k alone: the CPU draws in quickselect order; check the mask only */
+                *p = vllm_sampling_default_params();
+                p->temperature = 0.8f;
+                p->top_k = 7;
+            }
+            if (i == 12) { p->top_k = 50; p->min_p = 0.01f; p->top_p = 0.95f; p->repetition_penalty = 0.8f; }
+            p->logprobs = i % 4 == 0 ? 5 : -1;
+            pp[i] = p;
+            rows[i] = (i * 7 + trial) % B;
+            uni[i] = rnd01();
+            tic[i] = p->logprobs > 0 ? top_ids_c[i] : NULL;
+            tig[i] = p->logprobs > 0 ? top_ids_g[i] : NULL;
+            tlc[i] = p->logprobs > 0 ? top_lps_c[i] : NULL;
+            tlg[i] = p->logprobs > 0 ? top_lps_g[i] : NULL;
+        }
+        sample_batch sg = {.num_rows = B, .rows = rows, .params = pp, .ctx = ctx, .uniform = uni, .tokens = tok_g,
+                           .logprobs = lp_g, .top_ids = tig, .top_lps = tlg};
+        sample_batch sc = sg;
+        sc.tokens = tok_c;
+        sc.logprobs = lp_c;
+        sc.top_ids = tic;
+        sc.top_lps = tlc;
+        vllm_status st = gpu->ops->sample(gpu, &lgg, &sg);
+        CHECK_MSG(st == VLLM_OK, "sample: %s", vllm_last_error());
+        if (st != VLLM_OK) break;
+        sample_ws ws = {0};
+        CHECK_OK(sample_ws_init(&ws, V));
+        float *row = malloc((size_t)V * sizeof *row);
+        for (int i = 0; i < B; i++) {
+            memcpy(row, lg + (size_t)rows[i] * V, (size_t)V * sizeof *row);
+            sample_row_ref(row, V, &sc, i, &ws);
+        }
+        for (int i = 0; i < B; i++) {
+            bool nan_row = rows[i] == 7;
+            if (i == 11 && !nan_row) {
+                /* top_k alone: the GPU's token must be among the 7 most probable (processed = raw here) */
+                const float *r = lg + (size_t)rows[i] * V;
+                int above = 0;
+                for (int v = 0; v < V && tok_g[i] >= 0; v++) above += r[v] > r[tok_g[i]];
+                CHECK_MSG(tok_g[i] >= 0 && above < 7, "sample row %d (top_k 7): token %d has %d better", i, tok_g[i],
+                          above);
+                continue;
+            }
+            CHECK_MSG(tok_g[i] == tok_c[i], "sample trial %d row %d (logits row %d, T %.2f): gpu %d cpu %d", trial, i,
+                      rows[i], (double)ps[i].temperature, tok_g[i], tok_c[i]);
+            if (tok_g[i] != tok_c[i]) continue;
+            if (nan_row) {
+                CHECK(tok_g[i] == SAMPLE_NAN_LOGITS && isnan(lp_g[i]));
+                continue;
+            }
+            CHECK_MSG(fabsf(lp_g[i] - lp_c[i]) <= 1e-4f, "sample row %d: logprob gpu %g cpu %g", i, (double)lp_g[i],
+                      (double)lp_c[i]);
+            for (int j = 0; tig[i] && j < ps[i].logprobs; j++) {
+                CHECK_MSG(tig[i][j] == tic[i][j], "row %d top %d: gpu %d cpu %d", i, j, tig[i][j], tic[i][j]);
+                CHECK_MSG(fabsf(tlg[i][j] - tlc[i][j]) <= 1e-4f, "row %d top %d lp: gpu %g cpu %g", i, j,
+                          (double)tlg[i][j], (double)tlc[i][j]);
+            }
+        }
+        free(row);
+        sample_ws_free(&ws);
+    }
+
+    /* every token banned: greedy gives token 0 (argmax of all -inf), sampling SAMPLE_ALL_BANNED */
+    {
+        int32_t only[1] = {bw_ids[0]};
+        vllm_sampling_params p2[2];
+        for (int i = 0; i < 2; i++) {
+            p2[i] = vllm_sampling_default_params();
+            p2[i].allowed_token_ids = only;
+            p2[i].num_allowed_token_ids = 1;
+            p2[i].temperature = i ? 0.8f : 0.0f;
+        }
+        const vllm_sampling_params *pp2[2] = {&p2[0], &p2[1]};
+        sampler_context c2[2] = {{.bad_words = &bw}, {.bad_words = &bw}};
+        int32_t r2[2] = {0, 1}, t2[2];
+        float l2[2];
+        double u2[2] = {0.3, 0.6};
+        sample_batch b2 = {.num_rows = 2, .rows = r2, .params = pp2, .ctx = c2, .uniform = u2, .tokens = t2,
+                           .logprobs = l2};
+        CHECK_OK(gpu->ops->sample(gpu, &lgg, &b2));
+        CHECK_MSG(t2[0] == 0 && t2[1] == SAMPLE_ALL_BANNED, "all banned: %d %d", t2[0], t2[1]);
+    }
+
+    /* logprobs of given tokens (prompt logprobs) */
+    {
+        int32_t r3[SB], tg3[SB];
+        int k3[SB];
+        float l3c[SB], l3g[SB];
+        for (int i = 0; i < B; i++) {
+            r3[i] = i;
+            tg3[i] = i == 3 ? V + 5 : rnd_int(V);  /* row 3: a target past the vocabulary */
+            k3[i] = i % 3 == 0 ? 0 : 1 + i % 8;
+            tic[i] = k3[i] ? top_ids_c[i] : NULL;
+            tig[i] = k3[i] ? top_ids_g[i] : NULL;
+            tlc[i] = k3[i] ? top_lps_c[i] : NULL;
+            tlg[i] = k3[i] ? top_lps_g[i] : NULL;
+        }
+        logprob_batch lb = {.num_rows = B, .rows = r3, .targets = tg3, .k = k3, .logprobs = l3g, .top_ids = tig,
+                            .top_lps = tlg};
+        CHECK_OK(gpu->ops->logprobs(gpu, &lgg, &lb));
+        lb.logprobs = l3c;
+        lb.top_ids = tic;
+        lb.top_lps = tlc;
+        for (int i = 0; i < B; i++) logprob_row_ref(lg + (size_t)i * V, V, &lb, i);
+        for (int i = 0; i < B; i++) {
+            bool both_nan = isnan(l3g[i]) && isnan(l3c[i]);
+            CHECK_MSG(both_nan || fabsf(l3g[i] - l3c[i]) <= 1e-4f, "logprobs row %d: gpu %g cpu %g", i, (double)l3g[i],
+                      (double)l3c[i]);
+            for (int j = 0; j < k3[i]; j++) {
+                CHECK_MSG(tig[i][j] == tic[i][j], "logprobs row %d top %d: gpu %d cpu %d", i, j, tig[i][j], tic[i][j]);
+                bool bn = isnan(tlg[i][j]) && isnan(tlc[i][j]);
+                CHECK_MSG(bn || fabsf(tlg[i][j] - tlc[i][j]) <= 1e-4f, "logprobs row %d top %d", i, j);
+            }
+        }
+    }
+
+    /* a large vocabulary (Qwen's) in BF16 logits, greedy and sampled */
+    {
+        const int V2 = 151936;
+        float *l2 = malloc((size_t)2 * V2 * sizeof *l2);
+        for (int i = 0; i < 2 * V2; i++) l2[i] = round_to(DTYPE_BF16, rnd() * 8.0f);
+        tensor t2 = put(gpu, DTYPE_BF16, 2, V2, l2);
+        vllm_sampling_params p2[2];
+        p2[0] = vllm_sampling_default_params();
+        p2[0].temperature = 0;
+        p2[1] = vllm_sampling_default_params();
+        p2[1].temperature = 0.9f;
+        p2[1].top_p = 0.9f;
+        const vllm_sampling_params *pp2[2] = {&p2[0], &p2[1]};
+        sampler_context c2[2] = {{0}, {0}};
+        int32_t r2[2] = {0, 1}, tg[2], tc[2];
+        float lpg[2], lpc[2];
+        double u2[2] = {0.5, 0.37};
+        sample_batch b2 = {.num_rows = 2, .rows = r2, .params = pp2, .ctx = c2, .uniform = u2, .tokens = tg,
+                           .logprobs = lpg};
+        CHECK_OK(gpu->ops->sample(gpu, &t2, &b2));
+        b2.tokens = tc;
+        b2.logprobs = lpc;
+        sample_ws ws = {0};
+        CHECK_OK(sample_ws_init(&ws, V2));
+        float *row = malloc((size_t)V2 * sizeof *row);
+        for (int i = 0; i < 2; i++) {
+            memcpy(row, l2 + (size_t)i * V2, (size_t)V2 * sizeof *row);
+            sample_row_ref(row, V2, &b2, i, &ws);
+        }
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(tg[i] == tc[i] && fabsf(lpg[i] - lpc[i]) <= 1e-4f, "vocab 151936 row %d: gpu %d (%g) cpu %d (%g)",
+                      i, tg[i], (double)lpg[i], tc[i], (double)lpc[i]);
+        free(row);
+        sample_ws_free(&ws);
+        drop(gpu, &t2);
+        free(l2);
+    }
+    drop(gpu, &lgg);
+    free(lg);
+}
+
+int main(void) {
+    vllm_status st = backend_create("cuda", NULL, &gpu);
+    if (st != VLLM_OK) {
+        printf("no CUDA device: skipped (%s)\n", vllm_last_error());
+        return 77;
+    }
+    backend_options co = {.num_threads = 2};
+    CHECK_OK(backend_create("cpu", &co, &cpu));
+    if (!cpu) TEST_END();
+    CHECK(gpu->act_dtype == DTYPE_BF16 && gpu->kv_dtype == DTYPE_BF16);
+
+    test_memory();
+    test_embedding();
+    test_rms_norm();
+    test_add_silu_gather();
+    test_rope();
+    for (size_t i = 0; i < sizeof LAYOUTS / sizeof *LAYOUTS; i++) test_attention_layout(&LAYOUTS[i]);
+    test_linear();
+    test_sampling();
+
+    CHECK_OK(gpu->ops->synchronize(gpu));
+    CHECK_OK(cpu->ops->synchronize(cpu));
+    backend_free(gpu);
+    backend_free(cpu);
+    TEST_END();
+}

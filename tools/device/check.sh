@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# tools/device/check.sh: issue 6's correctness checks on the GPU machine, in one device call.
+#
+# Builds vllm.c with the CUDA backend (Release), then runs
+#   - tests/cuda/test_cuda_ops.c: every CUDA op against the CPU backend on random inputs;
+#   - tests/cuda/test_cuda_parity.c: the model fixtures (tests/fixtures/models/*) generated on
+#     CUDA against their expected.json (transformers), under three engine layouts;
+#   - vllmc generate --device cuda on the bundled stories260K (greedy, against --device cpu);
+#   - compute-sanitizer --tool memcheck on a short sampled generation;
+# and prints a pass/fail table last. Logs go to ${OUT:-/tmp/vllmc-check}/.
+#
+#   tools/device/check.sh [--no-sanitizer]
+# Device call (DEVICE.md): run with carry [".devdeps"].
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+LOG=${OUT:-/tmp/vllmc-check}
+mkdir -p "$LOG"
+SAN=1
+[ "${1:-}" = --no-sanitizer ] && SAN=0
+
+source tools/device/env.sh
+
+ROWS=()
+FAILS=0
+row() { # name status detail
+  ROWS+=("$(printf '%-58s %-5s %s' "$1" "$2" "$3")")
+  [ "$2" = FAIL ] && FAILS=$((FAILS + 1))
+  return 0
+}
+table() {
+  echo
+  echo "== check.sh results ($(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+  printf '%s\n' "${ROWS[@]}"
+  echo "== $FAILS failed"
+}
+
+t0=$(date +%s)
+if cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON > "$LOG/cmake.log" 2>&1 &&
+   cmake --build build-cuda -j "$(nproc)" --target vllmc_cli cuda_test_cuda_ops cuda_test_cuda_parity \
+     > "$LOG/build.log" 2>&1; then
+  row "build (cmake -DVLLM_CUDA=ON, Release)" pass "$(($(date +%s) - t0)) s"
+else
+  tail -n 40 "$LOG/cmake.log" "$LOG/build.log"
+  row "build (cmake -DVLLM_CUDA=ON, Release)" FAIL "see build.log"
+  table
+  exit 1
+fi
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
+
+# a test binary: pass (0), skip (77) or FAIL; the first failures are shown
+run_test() { # name binary
+  local t=$(date +%s) rc
+  "$2" > "$LOG/$1.log" 2>&1
+  rc=$?
+  local summary
+  summary=$(grep -E "checks, [0-9]+ failures" "$LOG/$1.log" | tail -1 | sed 's/.*: //')
+  if [ $rc = 0 ]; then row "$1" pass "$summary, $(($(date +%s) - t))s"
+  elif [ $rc = 77 ]; then row "$1" skip "$(head -1 "$LOG/$1.log")"
+  else
+    echo "== $1 failures (rc $rc)"
+    grep -E "CHECK|failed|error" "$LOG/$1.log" | head -40
+    row "$1" FAIL "rc $rc, ${summary:-crashed}"
+  fi
+}
+
+echo "== test_cuda_ops"
+run_test cuda_test_cuda_ops build-cuda/cuda_test_cuda_ops
+echo "== test_cuda_parity"
+run_test cuda_test_cuda_parity build-cuda/cuda_test_cuda_parity
+while read -r _ name layout_and_rest; do
+  status=$(echo "$layout_and_rest" | grep -oE ' (pass|FAIL) ' | tr -d ' ')
+  layout=${layout_and_rest%% pass *}; layout=${layout%% FAIL *}
+  detail=${layout_and_rest#*"$status"}
+  ROWS+=("$(printf '  parity %-49s %-5s %s' "$name: $(echo $layout)" "$status" "$(echo $detail)")")
+done < <(grep '^PARITY' "$LOG/cuda_test_cuda_parity.log" 2>/dev/null)
+
+# the yardstick for the parity tolerances: transformers itself in bf16 (teacher-forced on the
+# recorded continuations) against the fixtures' f32 reference
+echo "== transformers bf16 drift"
+PYTHONUNBUFFERED=1 python3 - > "$LOG/hf_bf16.log" 2>&1 <<'PY'
+import json, os, torch
+from transformers import AutoModelForCausalLM
+root = "tests/fixtures/models"
+for name in sorted(os.listdir(root)):
+    d = os.path.join(root, name)
+    exp = json.load(open(os.path.join(d, "expected.json")))
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+    worst, tot, n, flips = 0.0, 0.0, 0, 0
+    for p in exp["prompts"]:
+        P = len(p["prompt_token_ids"])
+        x = torch.tensor([p["prompt_token_ids"] + p["token_ids"]], device="cuda")
+        with torch.no_grad():
+            lp = torch.log_softmax(m(x).logits[0].float(), -1)
+        for j, t in enumerate(p["token_ids"]):
+            dv = abs(lp[P - 1 + j, t].item() - p["logprobs"][j])
+            worst, tot, n = max(worst, dv), tot + dv, n + 1
+            flips += int(lp[P - 1 + j].argmax().item() != t)
+    print(f"HFBF16 {name} max|d| {worst:.4f} mean|d| {tot / n:.4f} argmax flips {flips}/{n}", flush=True)
+PY
+while read -r _ name rest; do
+  ROWS+=("$(printf '  transformers bf16 vs f32: %-31s %-5s %s' "$name" info "$rest")")
+done < <(grep '^HFBF16' "$LOG/hf_bf16.log")
+grep -q '^HFBF16' "$LOG/hf_bf16.log" || { tail -n 5 "$LOG/hf_bf16.log"; row "transformers bf16 drift" FAIL "see hf_bf16.log"; }
+
+# the bundled model, greedy: CUDA against the CPU (BF16 may part from f32 at a near-tie)
+echo "== vllmc generate stories260K"
+V=build-cuda/vllmc
+if $V generate --model models/stories260K --prompt-token-ids 1 --max-tokens 200 --temperature 0 --json \
+     --device cuda > "$LOG/stories_cuda.json" 2> "$LOG/stories_cuda.err" &&
+   $V generate --model models/stories260K --prompt-token-ids 1 --max-tokens 200 --temperature 0 --json \
+     --device cpu > "$LOG/stories_cpu.json" 2> "$LOG/stories_cpu.err"; then
+  detail=$(python3 - "$LOG/stories_cuda.json" "$LOG/stories_cpu.json" <<'PY'
+import json, sys
+g, c = (json.loads(open(p).readline()) for p in sys.argv[1:3])
+a, b = g["token_ids"], c["token_ids"]
+n = 0
+while n < min(len(a), len(b)) and a[n] == b[n]: n += 1
+print(f"{len(a)} tokens, first {n} equal to the CPU's; max |dlogprob| over them "
+      f"{max([abs(x - y) for x, y in zip(g['logprobs'][:n], c['logprobs'][:n])] or [0]):.4f}")
+PY
+)
+  ntok=$(echo "$detail" | awk '{print $1}')
+  if [ "$ntok" = 200 ]; then row "vllmc generate --device cuda (stories260K, greedy)" pass "$detail"
+  else row "vllmc generate --device cuda (stories260K, greedy)" FAIL "$detail"; fi
+  head -c 300 "$LOG/stories_cuda.json"; echo
+else
+  tail -n 5 "$LOG/stories_cuda.err" "$LOG/stories_cpu.err"
+  row "vllmc generate --device cuda (stories260K, greedy)" FAIL "see stories_cuda.err"
+fi
+
+# sampled generation with penalties and logprobs under compute-sanitizer memcheck
+if [ $SAN = 1 ]; then
+  echo "== compute-sanitizer"
+  if command -v compute-sanitizer > /dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 3 $V generate --model tests/fixtures/models/mistral_swa \
+      --prompt-token-ids 1,5,9,200,31,7,7,8,100,3,4,5,6,7,8,9,10,11,12,13,14,15 --max-tokens 24 --n 2 \
+      --temperature 0.8 --top-p 0.9 --top-k 40 --repetition-penalty 1.2 --logprobs 3 --seed 7 --json \
+      --block-size 7 --device cuda > "$LOG/sanitizer.log" 2>&1
+    rc=$?
+    summary=$(grep -E "ERROR SUMMARY" "$LOG/sanitizer.log" | tail -1)
+    if [ $rc = 0 ]; then row "compute-sanitizer memcheck (generate, mistral_swa)" pass "$summary"
+    else
+      tail -n 30 "$LOG/sanitizer.log"
+      row "compute-sanitizer memcheck (generate, mistral_swa)" FAIL "rc $rc, $summary"
+    fi
+  else
+    row "compute-sanitizer memcheck" skip "not installed"
+  fi
+fi
+
+table
+[ $FAILS = 0 ]

@@ -58,6 +58,8 @@ typedef struct vllm_engine_options {
     int num_kv_blocks;           /* KV cache blocks; 0 = sized from kv_cache_memory */
     size_t kv_cache_memory;      /* bytes for the KV cache when num_kv_blocks is 0; 0 = auto:
                                     2 GiB on the CPU, gpu_memory_utilization on a GPU */
+    bool enforce_eager;          /* GPU: run decode steps op by op instead of replaying recorded
+                                    CUDA graphs (default false) */
     float gpu_memory_utilization; /* GPU: fraction of the device's memory this engine may use for
                                      weights, activations and KV cache (default 0.9, as vLLM) */
     int max_model_len;           /* 0 = the model's max_position_embeddings */

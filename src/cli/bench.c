@@ -113,13 +113,18 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             a->eo.enable_prefix_caching = false;
             continue;
         }
+        if (!strcmp(arg, "--enforce-eager")) {
+            a->eo.enforce_eager = true;
+            continue;
+        }
         /* everything else takes a value */
         const int_opt *io = NULL;
         for (size_t k = 0; k < num_opts; k++)
             if (!strcmp(arg, opts[k].name)) io = &opts[k];
         if (!strcmp(arg, "--dataset-path")) arg = "--dataset"; /* vLLM's newer name */
         bool known = io || !strcmp(arg, "--model") || !strcmp(arg, "--dataset") ||
-                     !strcmp(arg, "--output-json") || !strcmp(arg, "--device") || !strcmp(arg, "--load-format");
+                     !strcmp(arg, "--output-json") || !strcmp(arg, "--device") || !strcmp(arg, "--load-format") ||
+                     !strcmp(arg, "--gpu-memory-utilization");
         if (!known) {
             fprintf(stderr, "vllmc bench %s: unknown option '%s'\n", a->cmd, arg);
             return 2;
@@ -150,6 +155,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             a->output_json = val;
         } else if (!strcmp(arg, "--device")) {
             a->eo.device = val;
+        } else if (!strcmp(arg, "--gpu-memory-utilization")) {
+            double d;
+            if (!cli_parse_float(val, &d) || !(d > 0.0 && d <= 1.0)) {
+                fprintf(stderr, "vllmc bench %s: --gpu-memory-utilization must be in (0, 1], got '%s'\n", a->cmd, val);
+                return 2;
+            }
+            a->eo.gpu_memory_utilization = (float)d;
         } else { /* --load-format */
             if (!strcmp(val, "dummy")) {
                 a->eo.load_format = VLLM_LOAD_DUMMY;

@@ -37,6 +37,7 @@ static void usage(FILE *f) {
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
             "  --gpu-memory-utilization F  (GPU: share of device memory for weights + activations + KV, 0.9)\n"
+            "  --enforce-eager             (GPU: no CUDA graphs for decode steps)\n"
             "  --no-enable-prefix-caching\n");
 }
 
@@ -218,6 +219,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--ignore-eos")) { ignore_eos = true;
         } else if (!strcmp(a, "--no-skip-special-tokens")) { keep_special = true;
         } else if (!strcmp(a, "--include-stop-str-in-output")) { include_stop = true;
+        } else if (!strcmp(a, "--enforce-eager")) { eo.enforce_eager = true;
         } else if (!strcmp(a, "--no-enable-prefix-caching")) { eo.enable_prefix_caching = false;
         } else if (!strcmp(a, "--enable-prefix-caching")) { eo.enable_prefix_caching = true;
         } else if (!strcmp(a, "--stop") || !strcmp(a, "--bad-words")) {

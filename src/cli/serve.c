@@ -61,6 +61,7 @@ static void usage(FILE *f) {
             "engine:\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching (default on)\n"
+            "  --gpu-memory-utilization F (GPU, default 0.9)  --enforce-eager (GPU: no CUDA graphs)\n"
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n");
 }
@@ -289,6 +290,15 @@ int cmd_serve(int argc, char **argv) {
             setenv("VLLM_LOG_LEVEL", env, 1);
         } else if (!strcmp(a, "--enable-prefix-caching")) { eo.enable_prefix_caching = true;
         } else if (!strcmp(a, "--no-enable-prefix-caching")) { eo.enable_prefix_caching = false;
+        } else if (!strcmp(a, "--enforce-eager")) { eo.enforce_eager = true;
+        } else if (!strcmp(a, "--gpu-memory-utilization")) {
+            NEED_ARG();
+            double d;
+            if (!cli_parse_float(argv[++i], &d) || !(d > 0.0 && d <= 1.0)) {
+                fprintf(stderr, "vllmc serve: --gpu-memory-utilization must be in (0, 1]\n");
+                goto bad;
+            }
+            eo.gpu_memory_utilization = (float)d;
         } else if (!strcmp(a, "--device")) { NEED_ARG(); eo.device = argv[++i];
         } else if (!strcmp(a, "--load-format")) {
             NEED_ARG();

@@ -215,6 +215,10 @@ void cpu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tens
 void cpu_add(backend *be, tensor *x, const tensor *y);
 void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
 void cpu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *out);
+void cpu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);
+void cpu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
+                         const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
+                         int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);
 vllm_status cpu_sample(backend *be, tensor *logits, const sample_batch *b);
 vllm_status cpu_logprobs(backend *be, const tensor *logits, const logprob_batch *b);
 void cpu_sample_free(cpu_state *cpu);

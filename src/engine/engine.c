@@ -213,6 +213,12 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         .enable_prefix_caching = e->opt.enable_prefix_caching,
     };
     if ((st = sched_init(&e->sched, &sc, num_blocks))) goto fail;
+    /* decode steps as recorded graphs (vLLM's cudagraph capture sizes, capped at max_num_seqs) */
+    if (!e->opt.enforce_eager) {
+        int max_batch = e->opt.max_num_seqs < 512 ? e->opt.max_num_seqs : 512;
+        if (max_batch > e->opt.max_num_batched_tokens) max_batch = e->opt.max_num_batched_tokens;
+        if ((st = model_enable_graphs(e->model, max_batch, e->max_model_len))) goto fail;
+    }
     e->next_seed = e->opt.seed;
     LOG_I("KV cache: %d blocks of %d tokens (%.1f MiB), max_model_len %d", num_blocks, e->opt.block_size,
           (double)e->cache->bytes / (1 << 20), e->max_model_len);

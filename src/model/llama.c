@@ -189,14 +189,14 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
     int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
     dtype act = be->act_dtype;
     vllm_status st;
-    if ((st = model_buf_ensure(be, &lm->x, act, T, D, &t->x)) || (st = model_buf_ensure(be, &lm->h, act, T, D, &t->h)) ||
-        (st = model_buf_ensure(be, &lm->qkv, act, T, qd + 2 * kvd, &t->qkv)) ||
-        (st = model_buf_ensure(be, &lm->attn, act, T, qd, &t->attn)) ||
-        (st = model_buf_ensure(be, &lm->o, act, T, D, &t->o)) ||
-        (st = model_buf_ensure(be, &lm->gu, act, T, 2 * I, &t->gu)) ||
-        (st = model_buf_ensure(be, &lm->act, act, T, I, &t->a)) ||
-        (st = model_buf_ensure(be, &lm->sel, act, N, D, &t->sel)) ||
-        (st = model_buf_ensure(be, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg)))
+    if ((st = model_buf_ensure(m, &lm->x, act, T, D, &t->x)) || (st = model_buf_ensure(m, &lm->h, act, T, D, &t->h)) ||
+        (st = model_buf_ensure(m, &lm->qkv, act, T, qd + 2 * kvd, &t->qkv)) ||
+        (st = model_buf_ensure(m, &lm->attn, act, T, qd, &t->attn)) ||
+        (st = model_buf_ensure(m, &lm->o, act, T, D, &t->o)) ||
+        (st = model_buf_ensure(m, &lm->gu, act, T, 2 * I, &t->gu)) ||
+        (st = model_buf_ensure(m, &lm->act, act, T, I, &t->a)) ||
+        (st = model_buf_ensure(m, &lm->sel, act, N, D, &t->sel)) ||
+        (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg)))
         return st;
     return VLLM_OK;
 }
@@ -206,17 +206,22 @@ static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logit
     return llama_buffers(m, max_tokens, max_logits, &t);
 }
 
-static vllm_status llama_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
+static vllm_status llama_logits(model *m, int n, const tensor **logits) {
+    llama *lm = m->impl;
+    lm->logits_view = tensor_2d(DTYPE_F32, lm->logits.t.data, n, m->cfg.vocab_size);
+    *logits = &lm->logits_view;
+    return VLLM_OK;
+}
+
+static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, const tensor **logits) {
     llama *lm = m->impl;
     const model_config *c = &m->cfg;
     backend *be = m->be;
     const backend_ops *ops = be->ops;
-    model_step s;
-    vllm_status st = model_upload_batch(m, b, cache->block_size, &s);
-    if (st != VLLM_OK) return st;
-
-    int64_t T = b->num_tokens, N = b->num_logits, hd = c->head_dim, qd = (int64_t)c->num_heads * hd,
+    vllm_status st;
+    int64_t T = s->meta.num_tokens, N = s->num_logits, hd = c->head_dim, qd = (int64_t)c->num_heads * hd,
             kvd = (int64_t)c->num_kv_heads * hd;
+    float eps = (float)c->rms_norm_eps;
     llama_bufs t;
     if ((st = llama_buffers(m, T, N, &t))) return st;
     tensor x = t.x, h = t.h, qkv = t.qkv, attn = t.attn, o = t.o, gu = t.gu, a = t.a, sel = t.sel, lg = t.lg;
@@ -232,31 +237,29 @@ static vllm_status llama_forward(model *m, model_cache *cache, const fwd_batch *
     tensor k = tensor_cols(&qkv, qd, kvd);        /* (T, nkv*hd) strided */
     tensor v = tensor_cols(&qkv, qd + kvd, kvd);  /* (T, nkv*hd) strided */
 
-    ops->embedding(be, &lm->embed, &s.ids, &x);                     /* x (T, D) */
+    ops->embedding(be, &lm->embed, &s->ids, &x);                    /* x (T, D) */
+    ops->rms_norm(be, &x, &lm->layers[0].in_norm, eps, &h);           /* h (T, D) */
     for (int l = 0; l < c->num_layers; l++) {
         llama_layer *L = &lm->layers[l];
-        ops->rms_norm(be, &x, &L->in_norm, (float)c->rms_norm_eps, &h);   /* h (T, D) */
-        ops->linear(be, L->qkv, &h, &qkv);                                /* (T, qd + 2 kvd) */
-        if (c->qk_norm) {                                                 /* per-head norm */
-            ops->rms_norm(be, &q, &L->q_norm, (float)c->rms_norm_eps, &q);
-            ops->rms_norm(be, &k, &L->k_norm, (float)c->rms_norm_eps, &k);
-        }
-        ops->rope(be, &q, &k, &s.positions, &lm->cos_sin, (int)hd, lm->rot_dim, true);
-        ops->kv_write(be, &k, &v, &cache->k[l], &cache->v[l], &s.meta);
-        ops->attention(be, &q, &cache->k[l], &cache->v[l], &s.meta, &ap, &attn); /* (T, qd) */
-        ops->linear(be, L->o, &attn, &o);                                 /* (T, D) */
-        ops->add(be, &x, &o);
-        ops->rms_norm(be, &x, &L->post_norm, (float)c->rms_norm_eps, &h);
-        ops->linear(be, L->gate_up, &h, &gu);                             /* (T, 2I) */
-        ops->silu_mul(be, &gu, &a);                                       /* (T, I) */
-        ops->linear(be, L->down, &a, &o);                                 /* (T, D) */
-        ops->add(be, &x, &o);
+        ops->linear(be, L->qkv, &h, &qkv);                            /* (T, qd + 2 kvd) */
+        /* per-head q/k norm (Qwen3), rope, k/v into the paged cache */
+        ops->qk_norm_rope_kv(be, &q, &k, &v, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL, eps,
+                             &s->positions, &lm->cos_sin, (int)hd, lm->rot_dim, true, &cache->k[l], &cache->v[l],
+                             &s->meta);
+        ops->attention(be, &q, &cache->k[l], &cache->v[l], &s->meta, &ap, &attn); /* (T, qd) */
+        ops->linear(be, L->o, &attn, &o);                             /* (T, D) */
+        ops->add_rms_norm(be, &x, &o, &L->post_norm, eps, &h);        /* x += o; h = norm(x) */
+        ops->linear(be, L->gate_up, &h, &gu);                         /* (T, 2I) */
+        ops->silu_mul(be, &gu, &a);                                   /* (T, I) */
+        ops->linear(be, L->down, &a, &o);                             /* (T, D) */
+        /* x += o, then the next layer's input norm (or the final norm) into h */
+        const tensor *next = l + 1 < c->num_layers ? &lm->layers[l + 1].in_norm : &lm->final_norm;
+        ops->add_rms_norm(be, &x, &o, next, eps, &h);
     }
-    /* logits only for the sampled rows: gather, final norm, lm_head
+    /* logits only for the sampled rows: gather the final-normed rows, lm_head
      * (none when the step only advances partial prefills) */
     if (N > 0) {
-        ops->gather_rows(be, &x, &s.logits_idx, &sel);                /* (N, D) */
-        ops->rms_norm(be, &sel, &lm->final_norm, (float)c->rms_norm_eps, &sel);
+        ops->gather_rows(be, &h, &s->logits_idx, &sel);               /* (N, D) */
         ops->linear(be, lm->lm_head, &sel, &lg);                      /* (N, V) */
     }
     lm->logits_view = lg;
@@ -265,8 +268,8 @@ static vllm_status llama_forward(model *m, model_cache *cache, const fwd_batch *
 }
 
 #define LLAMA_ARCH(var, arch_name, builder) \
-    const model_arch var = {.name = arch_name, .build = builder, .reserve = llama_reserve, .forward = llama_forward, \
-                            .destroy = llama_destroy}
+    const model_arch var = {.name = arch_name, .build = builder, .reserve = llama_reserve, .run = llama_run,          \
+                            .logits = llama_logits, .destroy = llama_destroy}
 
 LLAMA_ARCH(llama_arch_llama, "LlamaForCausalLM", build_llama);
 LLAMA_ARCH(llama_arch_mistral, "MistralForCausalLM", build_mistral);

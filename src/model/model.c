@@ -13,7 +13,8 @@
 #include "loader/hf_config.h"
 #include "model/model_internal.h"
 
-vllm_status model_buf_ensure(backend *be, ws_buf *buf, dtype dt, int64_t rows, int64_t cols, tensor *out) {
+vllm_status model_buf_ensure(model *m, ws_buf *buf, dtype dt, int64_t rows, int64_t cols, tensor *out) {
+    backend *be = m->be;
     int64_t need = rows < 1 ? 1 : rows; /* the buffer always exists; the view has `rows` rows */
     if (!buf->t.data || buf->cap_rows < need || buf->t.shape[1] != cols || buf->t.dtype != dt) {
         bool same_kind = buf->t.data && buf->t.shape[1] == cols && buf->t.dtype == dt;
@@ -27,6 +28,7 @@ vllm_status model_buf_ensure(backend *be, ws_buf *buf, dtype dt, int64_t rows, i
             return st;
         }
         buf->cap_rows = cap;
+        m->buf_gen++; /* recorded graphs point at the old buffer */
     }
     *out = tensor_2d(dt, buf->t.data, rows, cols);
     return VLLM_OK;
@@ -37,18 +39,43 @@ void model_buf_release(backend *be, ws_buf *buf) {
     memset(buf, 0, sizeof *buf);
 }
 
-static vllm_status upload_array(model *m, ws_buf *buf, dtype dt, int64_t rows, int64_t cols,
-                                const void *src, tensor *out) {
-    vllm_status st = model_buf_ensure(m->be, buf, dt, rows, cols, out);
-    if (st != VLLM_OK) return st;
-    size_t n = (size_t)(rows * cols) * dtype_size(dt);
-    if (n == 0) return VLLM_OK;
-    return m->be->ops->upload(m->be, out, src, n);
+/* Step metadata packed in one buffer (one upload per step), in this order
+ * so that every part is aligned: slot_mapping (T) I64, then I32 arrays:
+ * ids (T), positions (T), logits_idx (N), query_start_loc (S + 1),
+ * seq_lens (S), block_tables (S, max_blocks). Offsets in int32 units. */
+typedef struct meta_layout {
+    size_t slots, ids, pos, lidx, qsl, seq_lens, bt, total;
+} meta_layout;
+
+static meta_layout meta_plan(int64_t T, int64_t N, int64_t S, int64_t mb) {
+    meta_layout l;
+    l.slots = 0;
+    l.ids = (size_t)(2 * T);
+    l.pos = l.ids + (size_t)T;
+    l.lidx = l.pos + (size_t)T;
+    l.qsl = l.lidx + (size_t)N;
+    l.seq_lens = l.qsl + (size_t)(S + 1);
+    l.bt = l.seq_lens + (size_t)S;
+    l.total = l.bt + (size_t)(S * mb);
+    return l;
 }
 
-vllm_status model_upload_batch(model *m, const fwd_batch *b, int block_size, model_step *s) {
-    int T = b->num_tokens, S = b->num_seqs;
-    if (T <= 0 || S <= 0 || b->num_logits < 0 || b->num_logits > T)
+static vllm_status staging_ensure(model *m, size_t n) {
+    if (n <= m->meta_host_cap) return VLLM_OK;
+    int32_t *h = realloc(m->meta_host, n * sizeof *h);
+    if (!h) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (step metadata)");
+    m->meta_host = h;
+    m->meta_host_cap = n;
+    return VLLM_OK;
+}
+
+/* Checks b, packs it (padded to `pad` sequences of one token each when
+ * pad > S: token 0, position 0, slot -1, seq_len 1, block row of zeros,
+ * logits row 0) into the staging buffer and uploads it; fills s with views. */
+static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, int pad, int max_seq_len,
+                                model_step *s) {
+    int T = b->num_tokens, S = b->num_seqs, N = b->num_logits, mb = b->max_blocks_per_seq;
+    if (T <= 0 || S <= 0 || N < 0 || N > T || mb <= 0)
         return vt_error(VLLM_ERR_INTERNAL, "forward: empty or inconsistent batch");
     for (int i = 0; i < T; i++) {
         if (b->token_ids[i] < 0 || b->token_ids[i] >= m->cfg.vocab_size)
@@ -58,47 +85,148 @@ vllm_status model_upload_batch(model *m, const fwd_batch *b, int block_size, mod
             return vt_error(VLLM_ERR_TOO_LONG, "position %d beyond the model's %d", b->positions[i],
                             m->max_pos);
     }
-    vllm_status st;
-    memset(s, 0, sizeof *s);
-    if ((st = upload_array(m, &m->ids, DTYPE_I32, T, 1, b->token_ids, &s->ids)) ||
-        (st = upload_array(m, &m->positions, DTYPE_I32, T, 1, b->positions, &s->positions)) ||
-        (st = upload_array(m, &m->logits_idx, DTYPE_I32, b->num_logits, 1, b->logits_indices,
-                           &s->logits_idx)) ||
-        (st = upload_array(m, &m->qsl, DTYPE_I32, S + 1, 1, b->query_start_loc,
-                           &s->meta.query_start_loc)) ||
-        (st = upload_array(m, &m->seq_lens, DTYPE_I32, S, 1, b->seq_lens, &s->meta.seq_lens)) ||
-        (st = upload_array(m, &m->block_tables, DTYPE_I32, S, b->max_blocks_per_seq, b->block_tables,
-                           &s->meta.block_tables)) ||
-        (st = upload_array(m, &m->slots, DTYPE_I64, T, 1, b->slot_mapping, &s->meta.slot_mapping)))
+    int P = pad > S ? pad : S;         /* padded sequences (decode: one token each) */
+    int PT = T + (P - S), PN = pad > S ? P : N;
+    meta_layout l = meta_plan(PT, PN, P, mb);
+    vllm_status st = staging_ensure(m, l.total);
+    if (st != VLLM_OK) return st;
+    int32_t *h = m->meta_host;
+    int64_t *slots = (int64_t *)(void *)(h + l.slots);
+    memcpy(slots, b->slot_mapping, (size_t)T * sizeof *slots);
+    memcpy(h + l.ids, b->token_ids, (size_t)T * sizeof *h);
+    memcpy(h + l.pos, b->positions, (size_t)T * sizeof *h);
+    memcpy(h + l.lidx, b->logits_indices, (size_t)N * sizeof *h);
+    memcpy(h + l.qsl, b->query_start_loc, (size_t)(S + 1) * sizeof *h);
+    memcpy(h + l.seq_lens, b->seq_lens, (size_t)S * sizeof *h);
+    memcpy(h + l.bt, b->block_tables, (size_t)S * (size_t)mb * sizeof *h);
+    for (int i = T; i < PT; i++) {
+        slots[i] = -1;
+        h[l.ids + i] = 0;
+        h[l.pos + i] = 0;
+    }
+    for (int i = N; i < PN; i++) h[l.lidx + i] = 0;
+    for (int i = S; i < P; i++) {
+        h[l.qsl + i + 1] = h[l.qsl + i] + 1;
+        h[l.seq_lens + i] = 1;
+    }
+    memset(h + l.bt + (size_t)S * (size_t)mb, 0, (size_t)(P - S) * (size_t)mb * sizeof *h);
+    tensor all;
+    if ((st = model_buf_ensure(m, &m->meta, DTYPE_I32, (int64_t)l.total, 1, &all)) ||
+        (st = m->be->ops->upload(m->be, &all, h, l.total * sizeof *h)))
         return st;
-    /* 1-D views */
-    s->ids.ndim = s->positions.ndim = s->logits_idx.ndim = 1;
-    s->meta.query_start_loc.ndim = s->meta.seq_lens.ndim = s->meta.slot_mapping.ndim = 1;
-    s->logits_idx.shape[0] = b->num_logits;
-    s->meta.num_seqs = S;
-    s->meta.num_tokens = T;
+    int32_t *d = all.data;
+    memset(s, 0, sizeof *s);
+    s->ids = tensor_1d(DTYPE_I32, d + l.ids, PT);
+    s->positions = tensor_1d(DTYPE_I32, d + l.pos, PT);
+    s->logits_idx = tensor_1d(DTYPE_I32, d + l.lidx, PN);
+    s->num_logits = PN;
+    s->meta.query_start_loc = tensor_1d(DTYPE_I32, d + l.qsl, P + 1);
+    s->meta.seq_lens = tensor_1d(DTYPE_I32, d + l.seq_lens, P);
+    s->meta.block_tables = tensor_2d(DTYPE_I32, d + l.bt, P, mb);
+    s->meta.slot_mapping = tensor_1d(DTYPE_I64, d + l.slots, PT);
+    s->meta.num_seqs = P;
+    s->meta.num_tokens = PT;
     s->meta.block_size = block_size;
-    s->meta.max_blocks_per_seq = b->max_blocks_per_seq;
+    s->meta.max_blocks_per_seq = mb;
     for (int i = 0; i < S; i++) {
         int q = b->query_start_loc[i + 1] - b->query_start_loc[i];
         if (q > s->meta.max_query_len) s->meta.max_query_len = q;
         if (b->seq_lens[i] > s->meta.max_seq_len) s->meta.max_seq_len = b->seq_lens[i];
     }
+    if (P > S && s->meta.max_query_len < 1) s->meta.max_query_len = 1;
+    if (max_seq_len > s->meta.max_seq_len) s->meta.max_seq_len = max_seq_len; /* a graph's upper bound */
     return VLLM_OK;
 }
 
 vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq) {
     tensor t;
+    meta_layout l = meta_plan(max_tokens, max_tokens, max_seqs, max_blocks_per_seq);
     vllm_status st;
-    if ((st = model_buf_ensure(m->be, &m->ids, DTYPE_I32, max_tokens, 1, &t)) ||
-        (st = model_buf_ensure(m->be, &m->positions, DTYPE_I32, max_tokens, 1, &t)) ||
-        (st = model_buf_ensure(m->be, &m->logits_idx, DTYPE_I32, max_tokens, 1, &t)) ||
-        (st = model_buf_ensure(m->be, &m->qsl, DTYPE_I32, max_seqs + 1, 1, &t)) ||
-        (st = model_buf_ensure(m->be, &m->seq_lens, DTYPE_I32, max_seqs, 1, &t)) ||
-        (st = model_buf_ensure(m->be, &m->block_tables, DTYPE_I32, max_seqs, max_blocks_per_seq, &t)) ||
-        (st = model_buf_ensure(m->be, &m->slots, DTYPE_I64, max_tokens, 1, &t)))
+    if ((st = staging_ensure(m, l.total)) ||
+        (st = model_buf_ensure(m, &m->meta, DTYPE_I32, (int64_t)l.total, 1, &t)))
         return st;
     return m->arch->reserve ? m->arch->reserve(m, max_tokens, max_seqs) : VLLM_OK;
+}
+
+/* ---- CUDA-graph-style replay of decode steps ---- */
+
+/* vLLM's cudagraph capture sizes: 1, 2, 4, then every multiple of 8. */
+static int graph_size_for(int n) {
+    if (n <= 2) return n;
+    if (n <= 4) return 4;
+    return (n + 7) / 8 * 8;
+}
+
+vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len) {
+    if (!m->be->ops->graph_begin || max_batch <= 0) return VLLM_OK; /* the backend has none */
+    int top = graph_size_for(max_batch);
+    m->graphs = calloc((size_t)top + 1, sizeof *m->graphs);
+    if (!m->graphs) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (graphs)");
+    m->graph_max = top;
+    m->graph_seq_len = max_seq_len;
+    return VLLM_OK;
+}
+
+static void graphs_free(model *m) {
+    for (int i = 0; m->graphs && i <= m->graph_max; i++)
+        if (m->graphs[i]) m->be->ops->graph_free(m->be, m->graphs[i]);
+    free(m->graphs);
+    m->graphs = NULL;
+    m->graph_max = 0;
+}
+
+/* Drops every recording when a step buffer was reallocated since they were made. */
+static void graphs_check_buffers(model *m) {
+    if (m->graph_gen == m->buf_gen) return;
+    for (int i = 0; i <= m->graph_max; i++)
+        if (m->graphs[i]) {
+            m->be->ops->graph_free(m->be, m->graphs[i]);
+            m->graphs[i] = NULL;
+        }
+    m->graph_gen = m->buf_gen;
+}
+
+/* A decode-only batch (one token per sequence, every row's logits in order). */
+static bool is_plain_decode(const fwd_batch *b) {
+    if (b->num_tokens != b->num_seqs || b->num_logits != b->num_seqs) return false;
+    for (int i = 0; i < b->num_logits; i++)
+        if (b->logits_indices[i] != i) return false;
+    return true;
+}
+
+vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
+    model_step s;
+    vllm_status st;
+    int g = m->graphs && is_plain_decode(b) ? graph_size_for(b->num_seqs) : 0;
+    if (g == 0 || g > m->graph_max) {
+        if ((st = upload_batch(m, b, cache->block_size, 0, 0, &s))) return st;
+        return m->arch->run(m, cache, &s, logits);
+    }
+    /* padded to g sequences, with the attention bounds the graph is recorded with */
+    if ((st = upload_batch(m, b, cache->block_size, g, m->graph_seq_len, &s))) return st;
+    const backend_ops *ops = m->be->ops;
+    graphs_check_buffers(m);
+    if (m->graphs[g]) {
+        if ((st = ops->graph_launch(m->be, m->graphs[g]))) return st;
+        st = m->arch->logits(m, b->num_logits, logits);
+    } else {
+        /* first step of this size: run it eagerly (its results are this step's, and every
+         * workspace reaches its size outside the recording), then record it */
+        if ((st = m->arch->run(m, cache, &s, logits)) || (st = ops->synchronize(m->be))) return st;
+        graphs_check_buffers(m); /* the eager run may have grown buffers */
+        if ((st = ops->graph_begin(m->be))) return st;
+        const tensor *ignored;
+        vllm_status rst = m->arch->run(m, cache, &s, &ignored);
+        be_graph *rec = NULL;
+        if ((st = ops->graph_end(m->be, &rec)) != VLLM_OK || (st = rst) != VLLM_OK) {
+            if (rec) ops->graph_free(m->be, rec);
+            return st;
+        }
+        m->graphs[g] = rec;
+        LOG_D("recorded the decode graph for batch size %d", g);
+        st = m->arch->logits(m, b->num_logits, logits);
+    }
+    return st;
 }
 
 vllm_status model_load(const char *dir, backend *be, const model_load_options *opt, model **out) {
@@ -138,8 +266,9 @@ fail:
 void model_free(model *m) {
     if (!m) return;
     if (m->arch && m->impl) m->arch->destroy(m);
-    ws_buf *bufs[] = {&m->ids, &m->positions, &m->logits_idx, &m->qsl, &m->seq_lens, &m->block_tables, &m->slots};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(m->be, bufs[i]);
+    graphs_free(m);
+    model_buf_release(m->be, &m->meta);
+    free(m->meta_host);
     ws_close(m->ws);
     free(m);
 }
@@ -198,9 +327,3 @@ void model_cache_free(model *m, model_cache *c) {
     free(c);
 }
 
-vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
-    vllm_status st = m->arch->forward(m, cache, b, logits);
-    if (st != VLLM_OK) return st;
-    /* ops report failures (bad arguments, device errors) at the next synchronize */
-    return m->be->ops->synchronize(m->be);
-}

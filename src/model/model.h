@@ -65,6 +65,11 @@ void model_cache_free(model *m, model_cache *c);
  * more logits rows may still grow the logits buffer). */
 vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);
 
+/* Replays decode-only steps of up to max_batch sequences as recorded graphs
+ * (padded to 1, 2, 4, 8, 16, 24, ...), each recorded on first use, with
+ * contexts up to max_seq_len tokens. No-op on backends without graphs. */
+vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len);
+
 /* Runs the batch; *logits receives a backend tensor (num_logits, vocab) F32
  * owned by the model, valid until the next forward. */
 vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits);

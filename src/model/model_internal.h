@@ -8,13 +8,25 @@
 #include "model/model.h"
 #include "model/weights.h"
 
+/* Batch metadata uploaded to the backend for one step (views into one buffer). */
+typedef struct model_step {
+    tensor ids, positions;       /* (T) */
+    tensor logits_idx;           /* (num_logits) rows of the batch whose logits are computed */
+    int num_logits;
+    attn_meta meta;
+} model_step;
+
 typedef struct model_arch {
     const char *name;   /* architectures[0] in config.json */
     /* Loads weights from ws and prepares them on m->be (m->cfg is filled). */
     vllm_status (*build)(model *m, weight_source *ws);
     /* allocates the activations of a max_tokens-token step with max_logits logits rows */
     vllm_status (*reserve)(model *m, int64_t max_tokens, int64_t max_logits);
-    vllm_status (*forward)(model *m, model_cache *c, const fwd_batch *b, const tensor **logits);
+    /* issues the ops of one step whose metadata is uploaded (s); *logits
+     * receives (s->num_logits, vocab) F32. Ops only: it may be recorded as a graph */
+    vllm_status (*run)(model *m, model_cache *c, const model_step *s, const tensor **logits);
+    /* *logits = the first n rows of the logits the last run (or replay) wrote */
+    vllm_status (*logits)(model *m, int n, const tensor **logits);
     void (*destroy)(model *m);
 } model_arch;
 
@@ -30,17 +42,9 @@ typedef struct ws_buf {
 } ws_buf;
 
 /* Ensures buf holds (rows, cols) of dt; returns a tensor of exactly that shape. */
-vllm_status model_buf_ensure(backend *be, ws_buf *buf, dtype dt, int64_t rows, int64_t cols, tensor *out);
+vllm_status model_buf_ensure(model *m, ws_buf *buf, dtype dt, int64_t rows, int64_t cols, tensor *out);
 void model_buf_release(backend *be, ws_buf *buf);
 
-/* Batch metadata uploaded to the backend for one step. */
-typedef struct model_step {
-    tensor ids, positions, logits_idx;
-    attn_meta meta;
-} model_step;
-
-/* Uploads the batch arrays into the model's metadata buffers. */
-vllm_status model_upload_batch(model *m, const fwd_batch *b, int block_size, model_step *st);
 
 struct model {
     model_config cfg;
@@ -49,8 +53,14 @@ struct model {
     weight_source *ws;
     void *impl;                 /* family-specific weights and state */
     int max_pos;                /* rows of the RoPE table */
-    /* metadata buffers */
-    ws_buf ids, positions, logits_idx, qsl, seq_lens, block_tables, slots;
+    ws_buf meta;                /* the step's metadata, packed (one upload per step) */
+    int32_t *meta_host;         /* (meta_host_cap) host staging of it */
+    size_t meta_host_cap;
+    be_graph **graphs;          /* (graph_max + 1) recorded decode steps by padded batch size, or NULL */
+    int graph_max;              /* largest padded batch size recorded; 0 = graphs off */
+    int graph_seq_len;          /* max_seq_len bound the graphs are recorded with */
+    uint64_t buf_gen;           /* bumped whenever a step buffer is reallocated */
+    uint64_t graph_gen;         /* buf_gen the recorded graphs were made with */
 };
 
 #endif

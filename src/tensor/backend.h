@@ -28,11 +28,18 @@ typedef struct backend backend;
  * the output (q|k|v, gate|up), each with an optional bias. */
 typedef struct be_linear be_linear;
 
+/* A recorded sequence of ops that can be replayed (a CUDA graph). */
+typedef struct be_graph be_graph;
+
 /* Paged attention metadata for one flattened batch of T tokens from S
  * sequences (vLLM v1 layout). Sequence s owns query tokens
  * [query_start_loc[s], query_start_loc[s+1]); they are the last q_len
  * tokens of its seq_lens[s]-token context, so query j attends to keys
- * 0 .. seq_lens[s] - q_len + j (causal). */
+ * 0 .. seq_lens[s] - q_len + j (causal).
+ * max_query_len and max_seq_len are upper bounds (a recorded graph keeps
+ * the values it was recorded with and is replayed with shorter contexts):
+ * kernels size their grids from them and read the exact lengths from the
+ * tensors. A slot_mapping entry < 0 is a padding token: kv_write skips it. */
 typedef struct attn_meta {
     int num_seqs;              /* S */
     int num_tokens;            /* T */
@@ -96,6 +103,9 @@ typedef struct backend_ops {
     void (*rms_norm)(backend *be, const tensor *x, const tensor *w, float eps, tensor *out);
     /* x (T, D) += y (T, D) */
     void (*add)(backend *be, tensor *x, const tensor *y);
+    /* The residual add fused with the next norm:
+     * x (T, D) += y (T, D); out (T, D) = rms_norm(x) * w  (as add then rms_norm) */
+    void (*add_rms_norm)(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);
     /* out (T, I) = silu(gate_up[:, :I]) * gate_up[:, I:] ; gate_up (T, 2I) */
     void (*silu_mul)(backend *be, const tensor *gate_up, tensor *out);
     /* Rotary embedding in place on q (T, nq*head_dim) and k (T, nk*head_dim).
@@ -107,6 +117,14 @@ typedef struct backend_ops {
      * (num_blocks, block_size, nkv, head_dim) at m->slot_mapping. */
     void (*kv_write)(backend *be, const tensor *k, const tensor *v, tensor *k_cache,
                      tensor *v_cache, const attn_meta *m);
+    /* The attention prologue fused: per-head RMSNorm of q and k when
+     * q_norm / k_norm (head_dim) are given (Qwen3; NULL = none), RoPE on q and
+     * k, then k and v written to the paged caches; as rms_norm (x2), rope and
+     * kv_write in that order. q is updated in place; k may be too. */
+    void (*qk_norm_rope_kv)(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
+                            const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
+                            int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache,
+                            const attn_meta *m);
     /* out (T, nh*hd) = causal softmax(q k^T * scale) v over the paged caches. */
     void (*attention)(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache,
                       const attn_meta *m, const attn_params *p, tensor *out);
@@ -121,6 +139,17 @@ typedef struct backend_ops {
     /* Raw logprobs of b->targets and the top k of rows b->rows of logits
      * (B, V), as logprob_row_ref. Run before sample on the same tensor. */
     vllm_status (*logprobs)(backend *be, const tensor *logits, const logprob_batch *b);
+
+    /* ---- graphs (NULL where the backend has none, e.g. the CPU) ---- */
+    /* Records the ops issued until graph_end instead of running them. Ops
+     * recorded must not allocate, synchronize or read device data on the
+     * host; a replay runs them on the same tensors (whose contents, e.g. the
+     * step's metadata uploaded before the launch, may change). */
+    vllm_status (*graph_begin)(backend *be);
+    /* Ends the recording; an op failure during it is returned here. */
+    vllm_status (*graph_end)(backend *be, be_graph **out);
+    vllm_status (*graph_launch)(backend *be, be_graph *g);
+    void (*graph_free)(backend *be, be_graph *g);
 } backend_ops;
 
 struct backend {

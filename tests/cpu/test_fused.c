@@ -1,0 +1,98 @@
+/*
+ * test_fused.c: the CPU backend's fused ops (add_rms_norm, qk_norm_rope_kv)
+ * give exactly what their single ops give in sequence, on strided q/k/v
+ * views of one qkv buffer, with a padding token (slot -1) that must leave
+ * the cache alone; with 1 and N threads.
+ */
+#include <math.h>
+
+#include "cpu_test_util.h"
+
+enum { T = 5, D = 48, NQ = 4, NK = 2, HD = 16, ROT = 16, NB = 3, BS = 4, MAXPOS = 64 };
+
+static void test_add_rms_norm(backend *be) {
+    float x1[T * D], x2[T * D], y[T * D], w[D], h1[T * D], h2[T * D];
+    ct_fill(x1, T * D, 2.0f);
+    ct_fill(y, T * D, 1.0f);
+    ct_fill(w, D, 1.0f);
+    memcpy(x2, x1, sizeof x1);
+    tensor X1 = tensor_2d(DTYPE_F32, x1, T, D), X2 = tensor_2d(DTYPE_F32, x2, T, D);
+    tensor Y = tensor_2d(DTYPE_F32, y, T, D), W = tensor_1d(DTYPE_F32, w, D);
+    tensor H1 = tensor_2d(DTYPE_F32, h1, T, D), H2 = tensor_2d(DTYPE_F32, h2, T, D);
+    be->ops->add_rms_norm(be, &X1, &Y, &W, 1e-6f, &H1);
+    be->ops->add(be, &X2, &Y);
+    be->ops->rms_norm(be, &X2, &W, 1e-6f, &H2);
+    CHECK_OK(be->ops->synchronize(be));
+    CHECK(!memcmp(x1, x2, sizeof x1));
+    CHECK(!memcmp(h1, h2, sizeof h1));
+}
+
+static void test_qk_norm_rope_kv(backend *be, bool with_norm) {
+    enum { W = (NQ + 2 * NK) * HD };
+    static float qkv1[T * W], qkv2[T * W], kc1[NB * BS * NK * HD], vc1[NB * BS * NK * HD], kc2[NB * BS * NK * HD],
+        vc2[NB * BS * NK * HD], cs[MAXPOS * ROT];
+    float qn[HD], kn[HD];
+    ct_fill(qkv1, T * W, 1.5f);
+    memcpy(qkv2, qkv1, sizeof qkv1);
+    ct_fill(kc1, NB * BS * NK * HD, 1.0f);
+    memcpy(kc2, kc1, sizeof kc1);
+    static float kc0[NB * BS * NK * HD];
+    memcpy(kc0, kc1, sizeof kc1);
+    ct_fill(vc1, NB * BS * NK * HD, 1.0f);
+    memcpy(vc2, vc1, sizeof vc1);
+    ct_fill(qn, HD, 1.0f);
+    ct_fill(kn, HD, 1.0f);
+    for (int p = 0; p < MAXPOS; p++)
+        for (int i = 0; i < ROT / 2; i++) {
+            double f = p * pow(10000.0, -2.0 * i / ROT);
+            cs[p * ROT + i] = (float)cos(f);
+            cs[p * ROT + ROT / 2 + i] = (float)sin(f);
+        }
+    int32_t pos[T] = {3, 4, 5, 0, 9};
+    int64_t slots[T] = {3, 4, 5, -1, 9}; /* token 3 is padding */
+    int32_t qsl[3] = {0, 3, 5}, seq_lens[2] = {6, 10}, bt[2 * NB] = {0, 1, 2, 0, 1, 2};
+    attn_meta m = {
+        .num_seqs = 2, .num_tokens = T, .max_query_len = 3, .max_seq_len = 10, .block_size = BS,
+        .max_blocks_per_seq = NB,
+        .query_start_loc = tensor_1d(DTYPE_I32, qsl, 3), .seq_lens = tensor_1d(DTYPE_I32, seq_lens, 2),
+        .block_tables = tensor_2d(DTYPE_I32, bt, 2, NB), .slot_mapping = tensor_1d(DTYPE_I64, slots, T),
+    };
+    int64_t cshape[4] = {NB, BS, NK, HD};
+    tensor KC1 = tensor_make(DTYPE_F32, kc1, 4, cshape), VC1 = tensor_make(DTYPE_F32, vc1, 4, cshape);
+    tensor KC2 = tensor_make(DTYPE_F32, kc2, 4, cshape), VC2 = tensor_make(DTYPE_F32, vc2, 4, cshape);
+    tensor P = tensor_1d(DTYPE_I32, pos, T), CS = tensor_2d(DTYPE_F32, cs, MAXPOS, ROT);
+    tensor QN = tensor_1d(DTYPE_F32, qn, HD), KN = tensor_1d(DTYPE_F32, kn, HD);
+    tensor A1 = tensor_2d(DTYPE_F32, qkv1, T, W), A2 = tensor_2d(DTYPE_F32, qkv2, T, W);
+    tensor q1 = tensor_cols(&A1, 0, NQ * HD), k1 = tensor_cols(&A1, NQ * HD, NK * HD),
+           v1 = tensor_cols(&A1, (NQ + NK) * HD, NK * HD);
+    tensor q2 = tensor_cols(&A2, 0, NQ * HD), k2 = tensor_cols(&A2, NQ * HD, NK * HD),
+           v2 = tensor_cols(&A2, (NQ + NK) * HD, NK * HD);
+    be->ops->qk_norm_rope_kv(be, &q1, &k1, &v1, with_norm ? &QN : NULL, with_norm ? &KN : NULL, 1e-6f, &P, &CS, HD,
+                             ROT, true, &KC1, &VC1, &m);
+    if (with_norm) {
+        be->ops->rms_norm(be, &q2, &QN, 1e-6f, &q2);
+        be->ops->rms_norm(be, &k2, &KN, 1e-6f, &k2);
+    }
+    be->ops->rope(be, &q2, &k2, &P, &CS, HD, ROT, true);
+    be->ops->kv_write(be, &k2, &v2, &KC2, &VC2, &m);
+    CHECK_OK(be->ops->synchronize(be));
+    CHECK(!memcmp(qkv1, qkv2, sizeof qkv1));
+    CHECK(!memcmp(kc1, kc2, sizeof kc1));
+    CHECK(!memcmp(vc1, vc2, sizeof vc1));
+    /* slots 0-2 and 6-8 belong to no token (the padding one has slot -1): untouched */
+    CHECK(!memcmp(kc1, kc0, 3 * NK * HD * sizeof(float)));
+    CHECK(!memcmp(kc1 + 6 * NK * HD, kc0 + 6 * NK * HD, 3 * NK * HD * sizeof(float)));
+}
+
+int main(void) {
+    backend *be[CT_NBE];
+    ct_backends(be);
+    for (int b = 0; b < CT_NBE; b++) {
+        ct_seed(11 + (uint64_t)b);
+        test_add_rms_norm(be[b]);
+        test_qk_norm_rope_kv(be[b], true);
+        test_qk_norm_rope_kv(be[b], false);
+    }
+    ct_backends_free(be);
+    TEST_END();
+}

@@ -3,13 +3,13 @@
  * (vllm/benchmarks/serve.py + lib/endpoint_request_func.py) against a running
  * OpenAI-compatible server (`vllmc serve`, `vllm serve`, ...).
  *
- * Owns: the options (vLLM's names and defaults), the random and JSONL
- * datasets, request arrival times (all at once for --request-rate inf, else a
- * Poisson process or, with --burstiness != 1, gamma-distributed gaps, rescaled
- * as vLLM's get_request so the last arrival is at num_prompts / rate), the
- * client threads (one per request in flight, at most --max-concurrency), the
- * streamed requests and their timestamps, the metrics and vLLM's printed
- * result block, and the optional result JSON.
+ * Owns: the options (vLLM's names and defaults), the random dataset (JSONL
+ * files are read by dataset.c), request arrival times (all at once for
+ * --request-rate inf, else a Poisson process or, with --burstiness != 1,
+ * gamma-distributed gaps, rescaled as vLLM's get_request so the last arrival
+ * is at num_prompts / rate), the client threads (one per request in flight,
+ * at most --max-concurrency), the streamed requests and their timestamps, the
+ * metrics and vLLM's printed result block, and the optional result JSON.
  *
  * Metric definitions (vLLM's calculate_metrics and async_request_openai_*):
  *   TTFT     time from sending the request to the first SSE chunk with a
@@ -22,10 +22,9 @@
  * Mean, median, standard deviation (population) and percentiles with numpy's
  * default linear interpolation.
  *
- * HTTP is src/cli/http_client.c. The result block goes to stdout; progress
- * and the run's preamble to stderr.
+ * HTTP is src/cli/http_client.c, the statistics src/cli/bench_util.c. The
+ * result block goes to stdout; progress and the run's preamble to stderr.
  */
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -36,7 +35,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "cli/dataset.h"
 #include "cli/http_client.h"
 #include "core/progress.h"
 #include "vllm.h"
@@ -263,10 +264,7 @@ static int parse_args(int argc, char **argv, bs_args *a) {
             fprintf(stderr, "vllmc bench serve: unknown option '%s' (vllmc bench serve --help)\n", arg);
             return 2;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "vllmc bench serve: %s needs a value\n", arg);
-            return 2;
-        }
+        if (!cli_has_value(argc, argv, i, "vllmc bench serve")) return 2;
         const char *val = argv[++i];
         if (io) {
             long long v;
@@ -332,15 +330,9 @@ static int parse_args(int argc, char **argv, bs_args *a) {
 /* Small helpers                                                       */
 /* ------------------------------------------------------------------ */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void sleep_until(double t) {
     for (;;) {
-        double d = t - now_s();
+        double d = t - cli_now();
         if (d <= 0) return;
         struct timespec ts = {.tv_sec = (time_t)d, .tv_nsec = (long)((d - (double)(time_t)d) * 1e9)};
         if (nanosleep(&ts, NULL) == 0) return;
@@ -355,20 +347,14 @@ static const char *py_float(double v, char *buf, size_t cap) {
     return buf;
 }
 
-/* splitmix64 and the distributions built on it */
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+/* distributions built on splitmix64 (cli_rng_next) */
 
 /* uniform in (0, 1) */
-static double rng_unit(uint64_t *s) { return ((double)(rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static double rng_unit(uint64_t *s) { return ((double)(cli_rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 /* uniform integer in [lo, hi] */
 static long long rng_int(uint64_t *s, long long lo, long long hi) {
-    return lo + (long long)(rng_next(s) % (uint64_t)(hi - lo + 1));
+    return lo + (long long)(cli_rng_next(s) % (uint64_t)(hi - lo + 1));
 }
 
 static double rng_normal(uint64_t *s) {
@@ -449,18 +435,6 @@ static bool first_model(const bs_server *sv, char **id, char **root) {
     return *id != NULL;
 }
 
-/* vocab_size from DIR/config.json (or its text_config), 0 when absent. */
-static long long dir_vocab_size(const char *dir) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path) return 0;
-    json_t *cfg = json_load_file(path, 0, NULL);
-    json_t *v = cfg ? json_object_get(cfg, "vocab_size") : NULL;
-    if (!json_is_integer(v) && cfg) v = json_object_get(json_object_get(cfg, "text_config"), "vocab_size");
-    long long n = json_is_integer(v) ? json_integer_value(v) : 0;
-    json_decref(cfg);
-    return n > 0 && n <= INT32_MAX ? n : 0;
-}
-
 /* Is token id accepted by POST /detokenize? -1 on a transport failure. */
 static int detok_accepts(const bs_server *sv, const char *model, long long id) {
     json_t *body = json_pack("{s:s, s:[I]}", "model", model, "tokens", (json_int_t)id);
@@ -477,12 +451,12 @@ static int detok_accepts(const bs_server *sv, const char *model, long long id) {
  * root folder, or the largest id /detokenize accepts (binary search). */
 static long long find_vocab(const bs_args *a, const bs_server *sv, const char *model, const char *root) {
     if (a->tokenizer) {
-        long long v = dir_vocab_size(a->tokenizer);
+        long long v = cli_model_vocab_size(a->tokenizer);
         if (!v) fprintf(stderr, "vllmc bench serve: --tokenizer %s: no vocab_size in its config.json\n", a->tokenizer);
         return v;
     }
     if (root) {
-        long long v = dir_vocab_size(root);
+        long long v = cli_model_vocab_size(root);
         if (v) {
             fprintf(stderr, "Vocabulary size %lld from %s/config.json (the server's model root)\n", v, root);
             return v;
@@ -515,47 +489,13 @@ static long long find_vocab(const bs_args *a, const bs_server *sv, const char *m
 /* Dataset                                                             */
 /* ------------------------------------------------------------------ */
 
-typedef struct bs_item {
-    char *text;          /* text prompt (owned), or NULL */
-    int32_t *ids;        /* token-id prompt (owned), or NULL */
-    size_t num_ids;
-    int prompt_len;      /* known length (ids), else 0 until usage reports it */
-    int output_len;      /* max tokens requested */
-} bs_item;
-
-typedef struct bs_dataset {
-    bs_item *items;
-    size_t n, cap;
-} bs_dataset;
-
-static void dataset_free(bs_dataset *d) {
-    for (size_t i = 0; i < d->n; i++) {
-        free(d->items[i].text);
-        free(d->items[i].ids);
-    }
-    free(d->items);
-    memset(d, 0, sizeof *d);
-}
-
-static bool dataset_push(bs_dataset *d, bs_item it) {
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 64;
-        bs_item *n = realloc(d->items, cap * sizeof *n);
-        if (!n) return false;
-        d->items = n;
-        d->cap = cap;
-    }
-    d->items[d->n++] = it;
-    return true;
-}
-
 /* vLLM's RandomDataset (datasets/random.py): lengths drawn uniformly from
  * [floor(len * (1 - r)), ceil(len * (1 + r))] (output at least 1), a shared
  * random prefix, then ids (offset + i + k) % vocab with a random offset per
  * request. vLLM skips the tokenizer's special ids and decodes to text; here
  * every id of the vocabulary is used and sent as a token-id prompt (chat
  * prompts are decoded by the server's /detokenize later). */
-static bool random_dataset(const bs_args *a, long long vocab, bs_dataset *d) {
+static bool random_dataset(const bs_args *a, long long vocab, cli_dataset *d) {
     uint64_t rng = (uint64_t)a->seed;
     long long in_lo = (long long)floor((double)a->input_len * (1 - a->range_ratio));
     long long in_hi = (long long)ceil((double)a->input_len * (1 + a->range_ratio));
@@ -592,8 +532,7 @@ static bool random_dataset(const bs_args *a, long long vocab, bs_dataset *d) {
         }
         if (a->prefix_len) memcpy(ids, prefix, (size_t)a->prefix_len * sizeof *ids);
         for (long long k = 0; k < in; k++) ids[a->prefix_len + k] = (int32_t)((offset + i + k) % vocab);
-        bs_item it = {.ids = ids, .num_ids = n, .prompt_len = (int)n, .output_len = (int)out};
-        if (!dataset_push(d, it)) {
+        if (!cli_dataset_push(d, (cli_prompt){.ids = ids, .num_ids = n, .output_len = (int)out})) {
             free(ids);
             ok = false;
         }
@@ -603,92 +542,10 @@ static bool random_dataset(const bs_args *a, long long vocab, bs_dataset *d) {
     return ok;
 }
 
-/* The JSONL dataset: {"prompt": "text" | "prompt_token_ids": [...], "output_len" | "output_tokens": N}. */
-static bool jsonl_dataset(const bs_args *a, bs_dataset *d) {
-    const char *path = a->dataset_path;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "vllmc bench serve: %s: cannot open: %s\n", path, strerror(errno));
-        return false;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long lineno = 0;
-    bool ok = true;
-    size_t max = a->set_num_prompts ? (size_t)a->num_prompts : SIZE_MAX;
-    while (ok && d->n < max && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (len == 0) continue;
-        json_error_t err;
-        json_t *o = json_loadb(line, (size_t)len, 0, &err);
-        json_t *text = json_object_get(o, "prompt");
-        json_t *ids = json_object_get(o, "prompt_token_ids");
-        json_t *olen = json_object_get(o, "output_len");
-        if (!olen) olen = json_object_get(o, "output_tokens");
-        bs_item it = {0};
-        if (!json_is_object(o)) {
-            fprintf(stderr, "vllmc bench serve: %s:%ld: invalid JSON: %s\n", path, lineno, o ? "not an object" : err.text);
-            ok = false;
-        } else if (a->set_output_len) {
-            it.output_len = (int)a->output_len;
-        } else if (!json_is_integer(olen) || json_integer_value(olen) < 1 || json_integer_value(olen) > INT32_MAX) {
-            fprintf(stderr, "vllmc bench serve: %s:%ld: needs \"output_len\" (a positive integer) or --output-len\n",
-                    path, lineno);
-            ok = false;
-        } else {
-            it.output_len = (int)json_integer_value(olen);
-        }
-        if (!ok) {
-        } else if (json_is_string(text)) {
-            it.text = strdup(json_string_value(text));
-            ok = it.text != NULL;
-        } else if (json_is_array(ids) && json_array_size(ids) > 0 && json_array_size(ids) <= INT32_MAX) {
-            size_t n = json_array_size(ids);
-            it.ids = malloc(n * sizeof *it.ids);
-            it.num_ids = n;
-            it.prompt_len = (int)n;
-            ok = it.ids != NULL;
-            for (size_t k = 0; ok && k < n; k++) {
-                json_t *v = json_array_get(ids, k);
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-                    fprintf(stderr, "vllmc bench serve: %s:%ld: prompt_token_ids[%zu] is not a token id\n", path,
-                            lineno, k);
-                    ok = false;
-                } else {
-                    it.ids[k] = (int32_t)json_integer_value(v);
-                }
-            }
-        } else {
-            fprintf(stderr, "vllmc bench serve: %s:%ld: needs \"prompt\" (string) or \"prompt_token_ids\" (non-empty array)\n",
-                    path, lineno);
-            ok = false;
-        }
-        if (ok && !dataset_push(d, it)) ok = false;
-        if (!ok) {
-            free(it.text);
-            free(it.ids);
-        }
-        json_decref(o);
-    }
-    if (ok && ferror(f)) {
-        fprintf(stderr, "vllmc bench serve: %s: read error\n", path);
-        ok = false;
-    }
-    free(line);
-    fclose(f);
-    if (ok && d->n == 0) {
-        fprintf(stderr, "vllmc bench serve: %s: no prompts\n", path);
-        ok = false;
-    }
-    return ok;
-}
-
 /* Chat needs text: token-id prompts are decoded by the server's /detokenize. */
-static bool detokenize_prompts(const bs_server *sv, const char *model, bs_dataset *d) {
+static bool detokenize_prompts(const bs_server *sv, const char *model, cli_dataset *d) {
     for (size_t i = 0; i < d->n; i++) {
-        bs_item *it = &d->items[i];
+        cli_prompt *it = &d->items[i];
         if (it->text) continue;
         json_t *toks = json_array();
         for (size_t k = 0; toks && k < it->num_ids; k++) json_array_append_new(toks, json_integer(it->ids[k]));
@@ -718,13 +575,31 @@ static bool detokenize_prompts(const bs_server *sv, const char *model, bs_datase
 /* One streamed request                                                */
 /* ------------------------------------------------------------------ */
 
+/* A growing array of seconds: a request's inter-token latencies, a metric's values. */
+typedef struct bs_series {
+    double *v;              /* (n) */
+    size_t n, cap;
+} bs_series;
+
+static bool series_push(bs_series *s, double x) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        if (cap < s->cap || cap > SIZE_MAX / sizeof *s->v) return false;
+        double *n = realloc(s->v, cap * sizeof *n);
+        if (!n) return false;
+        s->v = n;
+        s->cap = cap;
+    }
+    s->v[s->n++] = x;
+    return true;
+}
+
 typedef struct bs_result {
     bool success;
     double start;           /* when the request was sent (monotonic s) */
     double queue_time;      /* start - arrival (waiting for a free slot) */
     double ttft, latency;
-    double *itl;            /* (num_itl) */
-    size_t num_itl, cap_itl;
+    bs_series itl;          /* gaps between streamed chunks */
     int prompt_len;         /* usage.prompt_tokens, else the dataset's */
     int output_tokens;      /* usage.completion_tokens (0 when not reported) */
     char *text;             /* generated text (--save-detailed) */
@@ -733,7 +608,7 @@ typedef struct bs_result {
 } bs_result;
 
 static void result_clear(bs_result *r) {
-    free(r->itl);
+    free(r->itl.v);
     free(r->text);
     free(r->error);
     memset(r, 0, sizeof *r);
@@ -747,18 +622,6 @@ static void result_fail(bs_result *r, const char *fmt, const char *detail) {
     r->success = false;
 }
 
-static bool push_itl(bs_result *r, double v) {
-    if (r->num_itl == r->cap_itl) {
-        size_t cap = r->cap_itl ? r->cap_itl * 2 : 64;
-        double *n = realloc(r->itl, cap * sizeof *n);
-        if (!n) return false;
-        r->itl = n;
-        r->cap_itl = cap;
-    }
-    r->itl[r->num_itl++] = v;
-    return true;
-}
-
 static void append_text(bs_result *r, const char *s) {
     size_t n = strlen(s);
     char *t = realloc(r->text, r->text_len + n + 1);
@@ -769,7 +632,7 @@ static void append_text(bs_result *r, const char *s) {
 }
 
 /* The request body for one item (vLLM's payloads: endpoint_request_func.py). */
-static char *request_body(const bs_args *a, const char *model, const bs_item *it) {
+static char *request_body(const bs_args *a, const char *model, const cli_prompt *it) {
     json_t *o = json_object();
     if (!o) return NULL;
     json_object_set_new(o, "model", json_string(model));
@@ -833,17 +696,17 @@ static vllm_status client_start(bs_client *c, const char *body, hc_response *hea
 }
 
 /* One request: vLLM's async_request_openai_completions / _chat_completions. */
-static void client_run(bs_client *c, const bs_item *it, bs_result *r, bool keep_text) {
+static void client_run(bs_client *c, const cli_prompt *it, bs_result *r, bool keep_text) {
     const bs_args *a = c->a;
     memset(r, 0, sizeof *r);
-    r->prompt_len = it->prompt_len;
+    r->prompt_len = (int)it->num_ids; /* known for token-id prompts; usage.prompt_tokens replaces it */
     char *body = request_body(a, c->model, it);
     if (!body) {
         result_fail(r, "out of memory building the request%s", NULL);
         return;
     }
     hc_response head;
-    double st = now_s();
+    double st = cli_now();
     r->start = st;
     double last = st;
     bool first = false;
@@ -876,7 +739,7 @@ static void client_run(bs_client *c, const bs_item *it, bs_result *r, bool keep_
         }
         if (eof) break;
         if (n == 6 && !memcmp(data, "[DONE]", 6)) continue; /* the body ends right after */
-        double ts = now_s();
+        double ts = cli_now();
         json_t *o = json_loadb(data, n, 0, NULL);
         if (!json_is_object(o)) {
             result_fail(r, "invalid JSON in the stream: %.200s", data);
@@ -893,7 +756,7 @@ static void client_run(bs_client *c, const bs_item *it, bs_result *r, bool keep_
             if (!first) {
                 first = true;
                 r->ttft = ts - st;
-            } else if (!push_itl(r, ts - last)) {
+            } else if (!series_push(&r->itl, ts - last)) {
                 result_fail(r, "out of memory%s", NULL);
             }
             last = ts;
@@ -928,7 +791,7 @@ typedef struct bs_run {
     const bs_args *a;
     const bs_server *sv;
     const char *model;
-    const bs_dataset *d;
+    const cli_dataset *d;
     const size_t *order;     /* item of request i (warmups repeat item 0) */
     size_t n;                /* requests */
     const double *arrival;   /* (n) seconds after t0, or NULL: all at t0 */
@@ -978,7 +841,7 @@ static bool run_requests(bs_run *run, size_t threads, const char *what) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 512 * 1024);
     size_t started = 0;
-    run->t0 = now_s();
+    run->t0 = cli_now();
     for (; started < threads; started++)
         if (pthread_create(&tids[started], &attr, client_thread, run) != 0) break;
     pthread_attr_destroy(&attr);
@@ -1025,37 +888,6 @@ static double *arrival_times(const bs_args *a, size_t n, bool *oom) {
 /* Metrics                                                             */
 /* ------------------------------------------------------------------ */
 
-typedef struct bs_series {
-    double *v;
-    size_t n, cap;
-} bs_series;
-
-static bool series_push(bs_series *s, double x) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        double *n = realloc(s->v, cap * sizeof *n);
-        if (!n) return false;
-        s->v = n;
-        s->cap = cap;
-    }
-    s->v[s->n++] = x;
-    return true;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* numpy.percentile's default (linear) on sorted values; 0 for none (vLLM's `or 0`). */
-static double percentile(const double *sorted, size_t n, double p) {
-    if (n == 0) return 0;
-    double pos = p / 100.0 * (double)(n - 1);
-    size_t lo = (size_t)floor(pos);
-    size_t hi = lo + 1 < n ? lo + 1 : lo;
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - (double)lo);
-}
-
 typedef struct bs_stat {
     double mean, median, std, pct[BS_MAX_PERCENTILES];
 } bs_stat;
@@ -1064,15 +896,11 @@ typedef struct bs_stat {
 static bs_stat series_stat(bs_series *s, const bs_args *a) {
     bs_stat st = {0};
     if (s->n == 0) return st;
-    qsort(s->v, s->n, sizeof *s->v, cmp_double);
-    double sum = 0, sq = 0;
-    for (size_t i = 0; i < s->n; i++) sum += s->v[i];
-    st.mean = sum / (double)s->n;
-    for (size_t i = 0; i < s->n; i++) sq += (s->v[i] - st.mean) * (s->v[i] - st.mean);
-    st.std = sqrt(sq / (double)s->n) * 1000;
+    cli_sort_mean_std(s->v, s->n, &st.mean, &st.std);
     st.mean *= 1000;
-    st.median = percentile(s->v, s->n, 50) * 1000;
-    for (int k = 0; k < a->num_percentiles; k++) st.pct[k] = percentile(s->v, s->n, a->percentiles[k]) * 1000;
+    st.std *= 1000;
+    st.median = cli_percentile(s->v, s->n, 50) * 1000;
+    for (int k = 0; k < a->num_percentiles; k++) st.pct[k] = cli_percentile(s->v, s->n, a->percentiles[k]) * 1000;
     return st;
 }
 
@@ -1108,12 +936,12 @@ static bool compute_metrics(const bs_args *a, const bs_result *res, size_t n, do
             continue;
         }
         /* no usage chunk: one token per streamed chunk (vLLM re-tokenizes the text instead) */
-        int out = r->output_tokens ? r->output_tokens : (int)r->num_itl + 1;
+        int out = r->output_tokens ? r->output_tokens : (int)r->itl.n + 1;
         m->output_lens[i] = out;
         m->total_output += out;
         m->total_input += r->prompt_len;
         if (out > 1) ok = ok && series_push(&s[1], (r->latency - r->ttft) / (out - 1));
-        for (size_t k = 0; ok && k < r->num_itl; k++) ok = series_push(&s[2], r->itl[k]);
+        for (size_t k = 0; ok && k < r->itl.n; k++) ok = series_push(&s[2], r->itl.v[k]);
         ok = ok && series_push(&s[0], r->ttft) && series_push(&s[3], r->latency);
         m->completed++;
         if (r->start < min_start) min_start = r->start;
@@ -1130,8 +958,8 @@ static bool compute_metrics(const bs_args *a, const bs_result *res, size_t n, do
             const bs_result *r = &res[i];
             if (!r->success) continue;
             double t = r->start + r->ttft;
-            for (size_t k = 0; k <= r->num_itl; k++) {
-                if (k > 0) t += r->itl[k - 1];
+            for (size_t k = 0; k <= r->itl.n; k++) {
+                if (k > 0) t += r->itl.v[k - 1];
                 double b = floor(t - min_start);
                 if (b >= 0 && b < (double)buckets) tok[(size_t)b] += 1;
             }
@@ -1286,7 +1114,7 @@ static bool save_results(const bs_args *a, const char *model, const bs_metrics *
             json_array_append_new(ol, json_integer(m->output_lens[i]));
             json_array_append_new(tt, json_real(r->ttft));
             json_t *one = json_array();
-            for (size_t k = 0; k < r->num_itl; k++) json_array_append_new(one, json_real(r->itl[k]));
+            for (size_t k = 0; k < r->itl.n; k++) json_array_append_new(one, json_real(r->itl.v[k]));
             json_array_append_new(it, one);
             json_array_append_new(lat, json_real(r->latency));
             json_array_append_new(stt, json_real(r->start));
@@ -1370,14 +1198,16 @@ int cmd_bench_serve(int argc, char **argv) {
     const char *model = a.served_name ? a.served_name : model_id;
 
     int rc = 1;
-    bs_dataset d = {0};
+    cli_dataset d = {0};
     bs_result *results = NULL;
     double *arrival = NULL;
     bs_metrics m = {0};
     if (!strcmp(a.dataset_name, "random")) {
         long long vocab = find_vocab(&a, &sv, model, root ? root : (a.model ? a.model : NULL));
         if (!vocab || !random_dataset(&a, vocab, &d)) goto out;
-    } else if (!jsonl_dataset(&a, &d)) {
+    } else if (!cli_dataset_read_jsonl("vllmc bench serve", a.dataset_path,
+                                       a.set_num_prompts ? (size_t)a.num_prompts : SIZE_MAX,
+                                       a.set_output_len ? (int)a.output_len : CLI_OUTPUT_LEN_FROM_FILE, &d)) {
         goto out;
     }
     if (a.chat && !detokenize_prompts(&sv, model, &d)) goto out;
@@ -1390,13 +1220,13 @@ int cmd_bench_serve(int argc, char **argv) {
         server_path(&sv, a.endpoint, c.path, sizeof c.path);
         if (a.ready_timeout > 0) {
             fprintf(stderr, "Waiting for the endpoint (up to %lld s)...\n", a.ready_timeout);
-            double deadline = now_s() + (double)a.ready_timeout;
+            double deadline = cli_now() + (double)a.ready_timeout;
             for (;;) {
                 client_run(&c, &d.items[0], &r0, false);
                 bool ok = r0.success;
-                if (!ok && now_s() < deadline) {
+                if (!ok && cli_now() < deadline) {
                     result_clear(&r0);
-                    sleep_until(now_s() + 1);
+                    sleep_until(cli_now() + 1);
                     continue;
                 }
                 if (!ok) fprintf(stderr, "vllmc bench serve: initial test run failed: %s\n", r0.error ? r0.error : "?");
@@ -1446,7 +1276,7 @@ int cmd_bench_serve(int argc, char **argv) {
     bs_run run = {.a = &a, .sv = &sv, .model = model, .d = &d, .n = n, .arrival = arrival, .results = results,
                   .keep_text = a.save_detailed, .show_progress = !a.disable_tqdm};
     if (!run_requests(&run, threads, "requests")) goto out;
-    double duration = now_s() - run.t0;
+    double duration = cli_now() - run.t0;
 
     if (!compute_metrics(&a, results, n, duration, &m)) {
         fprintf(stderr, "vllmc bench serve: out of memory computing the metrics\n");
@@ -1468,7 +1298,7 @@ out:
     free(results);
     free(arrival);
     free(m.output_lens);
-    dataset_free(&d);
+    cli_dataset_free(&d);
     free(model_id);
     free(root);
     return rc;

@@ -38,23 +38,17 @@ int cmd_chat_template(int argc, char **argv) {
     if (!ctx) return fail(NULL, "out of memory");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool has_val = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); json_decref(ctx); return 0; }
         if (!strcmp(a, "--no-generation-prompt")) { gen_prompt = false; continue; }
-        if (!has_val && (!strcmp(a, "--model") || !strcmp(a, "--messages") || !strcmp(a, "--tools") || !strcmp(a, "--var"))) {
-            fprintf(stderr, "vllmc: %s needs a value\n", a);
-            json_decref(ctx);
-            return EXIT_USAGE;
-        }
-        if (!strcmp(a, "--model")) model = argv[++i];
-        else if (!strcmp(a, "--messages")) messages = argv[++i];
-        else if (!strcmp(a, "--tools")) tools = argv[++i];
+        if (!strcmp(a, "--model")) { CLI_NEED_VALUE("vllmc"); model = argv[++i]; }
+        else if (!strcmp(a, "--messages")) { CLI_NEED_VALUE("vllmc"); messages = argv[++i]; }
+        else if (!strcmp(a, "--tools")) { CLI_NEED_VALUE("vllmc"); tools = argv[++i]; }
         else if (!strcmp(a, "--var")) {
+            CLI_NEED_VALUE("vllmc");
             const char *kv = argv[++i], *eq = strchr(kv, '=');
             if (!eq || eq == kv) {
                 fprintf(stderr, "vllmc: --var needs key=value, got '%s'\n", kv);
-                json_decref(ctx);
-                return EXIT_USAGE;
+                goto bad;
             }
             char *key = strndup(kv, (size_t)(eq - kv));
             if (!key) return fail(ctx, "out of memory");
@@ -66,15 +60,13 @@ int cmd_chat_template(int argc, char **argv) {
         } else {
             fprintf(stderr, "vllmc: chat-template: unknown option '%s'\n", a);
             usage(stderr);
-            json_decref(ctx);
-            return EXIT_USAGE;
+            goto bad;
         }
     }
     if (!model || !messages) {
         fprintf(stderr, "vllmc: chat-template needs --model DIR and --messages F.json\n");
         usage(stderr);
-        json_decref(ctx);
-        return EXIT_USAGE;
+        goto bad;
     }
     char msg[4600];
     json_error_t jerr;
@@ -124,4 +116,7 @@ int cmd_chat_template(int argc, char **argv) {
     json_decref(ctx);
     if (!ok) { fprintf(stderr, "vllmc: cannot write the prompt to stdout\n"); return EXIT_FAIL; }
     return 0;
+bad:
+    json_decref(ctx);
+    return EXIT_USAGE;
 }

@@ -1,10 +1,12 @@
-/* cli.h: the vllmc subcommands and the small argument helpers they share. */
+/* cli.h: the vllmc subcommands and the small argument helpers they share (cli_util.c). */
 #ifndef VLLM_CLI_CLI_H
 #define VLLM_CLI_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+
+#include "vllm.h"
 
 int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -17,5 +19,26 @@ bool cli_parse_ids(const char *s, int32_t **ids, size_t *n);
 /* Strict number parsing; false when s is not entirely a number in range. */
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 bool cli_parse_float(const char *s, double *out);
+
+/* Option loops `for (int i = 1; i < argc; i++)` with argv[i] the option:
+ * true when a value follows it, else prints "CMD: OPTION needs a value". */
+bool cli_has_value(int argc, char **argv, int i, const char *cmd);
+
+/* The same inside such a loop in a function whose `bad:` label is its usage-error exit. */
+#define CLI_NEED_VALUE(cmd)                                 \
+    do {                                                    \
+        if (!cli_has_value(argc, argv, i, (cmd))) goto bad; \
+    } while (0)
+
+/* The engine flags of generate, serve and bench (--enforce-eager, --enable-prefix-caching,
+ * --no-enable-prefix-caching): true when arg is one of them, applied to eo. */
+bool cli_engine_flag(const char *arg, vllm_engine_options *eo);
+
+/* --load-format VAL: auto (alias safetensors) or dummy; else prints "CMD: --load-format must be
+ * auto or dummy, got 'VAL'" and returns false. */
+bool cli_load_format(const char *cmd, const char *val, vllm_load_format *out);
+
+/* Monotonic clock, seconds. */
+double cli_now(void);
 
 #endif

@@ -10,7 +10,10 @@
 #include <sys/resource.h>
 
 #include "cli/cli.h"
+#include "cli/dataset.h"
 #include "vllm.h"
+
+#define CMD "vllmc generate" /* message prefix */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -39,103 +42,6 @@ static void usage(FILE *f) {
             "  --gpu-memory-utilization F  (GPU: share of device memory for weights + activations + KV, 0.9)\n"
             "  --enforce-eager             (GPU: no CUDA graphs for decode steps)\n"
             "  --no-enable-prefix-caching\n");
-}
-
-typedef struct prompt_list {
-    vllm_prompt *items;
-    char **texts;        /* owned strings */
-    int32_t **ids;       /* owned id arrays */
-    size_t n, cap;
-} prompt_list;
-
-static bool list_push(prompt_list *l, char *text, int32_t *ids, size_t nids) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 8;
-        vllm_prompt *a = realloc(l->items, cap * sizeof *a);
-        if (a) l->items = a;
-        char **t = realloc(l->texts, cap * sizeof *t);
-        if (t) l->texts = t;
-        int32_t **d = realloc(l->ids, cap * sizeof *d);
-        if (d) l->ids = d;
-        if (!a || !t || !d) return false;
-        l->cap = cap;
-    }
-    l->items[l->n] = (vllm_prompt){.text = text, .token_ids = ids, .num_token_ids = nids};
-    l->texts[l->n] = text;
-    l->ids[l->n] = ids;
-    l->n++;
-    return true;
-}
-
-static void list_free(prompt_list *l) {
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->texts[i]);
-        free(l->ids[i]);
-    }
-    free(l->items);
-    free(l->texts);
-    free(l->ids);
-}
-
-static bool load_prompts_file(const char *path, prompt_list *l) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "vllmc: %s: cannot open\n", path);
-        return false;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int lineno = 0;
-    bool ok = true;
-    while (ok && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (len == 0) continue;
-        json_error_t err;
-        json_t *o = json_loadb(line, (size_t)len, 0, &err);
-        json_t *p = o ? json_object_get(o, "prompt") : NULL;
-        json_t *ids = o ? json_object_get(o, "prompt_token_ids") : NULL;
-        if (!o || !json_is_object(o)) {
-            fprintf(stderr, "vllmc: %s:%d: invalid JSON: %s\n", path, lineno, o ? "not an object" : err.text);
-            ok = false;
-        } else if (json_is_string(p)) {
-            char *t = strdup(json_string_value(p));
-            ok = t && list_push(l, t, NULL, 0);
-            if (!ok) free(t);
-        } else if (json_is_array(ids) && json_array_size(ids) > 0) {
-            size_t n = json_array_size(ids);
-            int32_t *a = malloc(n * sizeof *a);
-            ok = a != NULL;
-            for (size_t i = 0; ok && i < n; i++) {
-                json_t *v = json_array_get(ids, i);
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-                    fprintf(stderr, "vllmc: %s:%d: prompt_token_ids[%zu] is not a valid token id\n", path, lineno, i);
-                    ok = false;
-                } else {
-                    a[i] = (int32_t)json_integer_value(v);
-                }
-            }
-            if (ok) ok = list_push(l, NULL, a, n);
-            if (!ok) free(a);
-        } else {
-            fprintf(stderr, "vllmc: %s:%d: needs \"prompt\" (string) or \"prompt_token_ids\" (non-empty array)\n", path,
-                    lineno);
-            ok = false;
-        }
-        json_decref(o);
-    }
-    if (ok && ferror(f)) {
-        fprintf(stderr, "vllmc: %s: cannot read\n", path);
-        ok = false;
-    }
-    free(line);
-    fclose(f);
-    if (ok && l->n == 0) {
-        fprintf(stderr, "vllmc: %s: no prompts\n", path);
-        ok = false;
-    }
-    return ok;
 }
 
 static void print_json(const vllm_completion *c, bool with_index) {
@@ -175,14 +81,6 @@ static void print_json(const vllm_completion *c, bool with_index) {
     json_decref(o);
 }
 
-#define NEED_ARG()                                                              \
-    do {                                                                        \
-        if (i + 1 >= argc) {                                                    \
-            fprintf(stderr, "vllmc generate: %s needs a value\n", a);           \
-            goto bad;                                                           \
-        }                                                                       \
-    } while (0)
-
 int cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *file = NULL;
     vllm_engine_options eo = vllm_engine_default_options();
@@ -200,7 +98,8 @@ int cmd_generate(int argc, char **argv) {
     float *bias_vals = NULL;
     size_t num_stop_ids = 0, num_allowed = 0, num_bias = 0;
     int rc = 1;
-    prompt_list pl = {0};
+    cli_dataset prompts = {0};
+    vllm_prompt *items = NULL;  /* (prompts.n) views of prompts */
     vllm_engine *engine = NULL;
     vllm_completion *comps = NULL;
 
@@ -210,20 +109,18 @@ int cmd_generate(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--model")) { NEED_ARG(); model = argv[++i];
-        } else if (!strcmp(a, "--prompt")) { NEED_ARG(); prompt = argv[++i];
-        } else if (!strcmp(a, "--prompt-token-ids")) { NEED_ARG(); ids_arg = argv[++i];
-        } else if (!strcmp(a, "--prompts-file")) { NEED_ARG(); file = argv[++i];
+        } else if (!strcmp(a, "--model")) { CLI_NEED_VALUE(CMD); model = argv[++i];
+        } else if (!strcmp(a, "--prompt")) { CLI_NEED_VALUE(CMD); prompt = argv[++i];
+        } else if (!strcmp(a, "--prompt-token-ids")) { CLI_NEED_VALUE(CMD); ids_arg = argv[++i];
+        } else if (!strcmp(a, "--prompts-file")) { CLI_NEED_VALUE(CMD); file = argv[++i];
         } else if (!strcmp(a, "--json")) { json = true;
         } else if (!strcmp(a, "--stats")) { stats_flag = true;
         } else if (!strcmp(a, "--ignore-eos")) { ignore_eos = true;
         } else if (!strcmp(a, "--no-skip-special-tokens")) { keep_special = true;
         } else if (!strcmp(a, "--include-stop-str-in-output")) { include_stop = true;
-        } else if (!strcmp(a, "--enforce-eager")) { eo.enforce_eager = true;
-        } else if (!strcmp(a, "--no-enable-prefix-caching")) { eo.enable_prefix_caching = false;
-        } else if (!strcmp(a, "--enable-prefix-caching")) { eo.enable_prefix_caching = true;
+        } else if (cli_engine_flag(a, &eo)) { /* --enforce-eager, --[no-]enable-prefix-caching */
         } else if (!strcmp(a, "--stop") || !strcmp(a, "--bad-words")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             const char ***list = !strcmp(a, "--stop") ? &stops : &bad_words;
             size_t *cnt = !strcmp(a, "--stop") ? &num_stops : &num_bad;
             const char **nl = realloc(*list, (*cnt + 1) * sizeof *nl);
@@ -231,16 +128,16 @@ int cmd_generate(int argc, char **argv) {
             *list = nl;
             nl[(*cnt)++] = argv[++i];
         } else if (!strcmp(a, "--stop-token-ids") || !strcmp(a, "--allowed-token-ids")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             int32_t **dst = !strcmp(a, "--stop-token-ids") ? &stop_ids : &allowed;
             size_t *cnt = !strcmp(a, "--stop-token-ids") ? &num_stop_ids : &num_allowed;
             free(*dst);
             if (!cli_parse_ids(argv[++i], dst, cnt)) {
-                fprintf(stderr, "vllmc generate: %s must be comma-separated token ids\n", a);
+                fprintf(stderr, CMD ": %s must be comma-separated token ids\n", a);
                 goto bad;
             }
         } else if (!strcmp(a, "--logit-bias")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             const char *q = argv[++i];
             size_t cap = 1;
             for (const char *t = q; *t; t++) cap += *t == ',';
@@ -264,42 +161,39 @@ int cmd_generate(int argc, char **argv) {
                 else if (*q) break;
             }
             if (*q || num_bias == 0) {
-                fprintf(stderr, "vllmc generate: --logit-bias must be ID:VALUE[,ID:VALUE...]\n");
+                fprintf(stderr, CMD ": --logit-bias must be ID:VALUE[,ID:VALUE...]\n");
                 goto bad;
             }
         } else if (!strcmp(a, "--presence-penalty") || !strcmp(a, "--frequency-penalty") ||
                    !strcmp(a, "--repetition-penalty")) {
-            NEED_ARG();
-            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }
+            CLI_NEED_VALUE(CMD);
+            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, CMD ": %s needs a number\n", a); goto bad; }
             if (!strcmp(a, "--presence-penalty")) presence = d;
             else if (!strcmp(a, "--frequency-penalty")) frequency = d;
             else repetition = d;
         } else if (!strcmp(a, "--n")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             if (!cli_parse_int(argv[++i], 1, 4096, &n_samples)) {
-                fprintf(stderr, "vllmc generate: --n needs an integer in [1, 4096]\n");
+                fprintf(stderr, CMD ": --n needs an integer in [1, 4096]\n");
                 goto bad;
             }
         } else if (!strcmp(a, "--logprobs")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             if (!cli_parse_int(argv[++i], 0, 1000, &logprobs_k)) {
-                fprintf(stderr, "vllmc generate: --logprobs needs a non-negative integer\n");
+                fprintf(stderr, CMD ": --logprobs needs a non-negative integer\n");
                 goto bad;
             }
-        } else if (!strcmp(a, "--device")) { NEED_ARG(); eo.device = argv[++i];
+        } else if (!strcmp(a, "--device")) { CLI_NEED_VALUE(CMD); eo.device = argv[++i];
         } else if (!strcmp(a, "--load-format")) {
-            NEED_ARG();
-            const char *f = argv[++i];
-            if (!strcmp(f, "dummy")) eo.load_format = VLLM_LOAD_DUMMY;
-            else if (!strcmp(f, "auto") || !strcmp(f, "safetensors")) eo.load_format = VLLM_LOAD_AUTO;
-            else { fprintf(stderr, "vllmc generate: --load-format must be auto or dummy\n"); goto bad; }
+            CLI_NEED_VALUE(CMD);
+            if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;
         } else if (!strcmp(a, "--gpu-memory-utilization")) {
-            NEED_ARG();
-            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }
+            CLI_NEED_VALUE(CMD);
+            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, CMD ": %s needs a number\n", a); goto bad; }
             eo.gpu_memory_utilization = (float)d;
         } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
-            NEED_ARG();
-            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, "vllmc generate: %s needs a number\n", a); goto bad; }
+            CLI_NEED_VALUE(CMD);
+            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, CMD ": %s needs a number\n", a); goto bad; }
             if (!strcmp(a, "--temperature")) temperature = d, set_temperature = true;
             else if (!strcmp(a, "--top-p")) top_p = d, set_top_p = true;
             else min_p = d, set_min_p = true;
@@ -307,9 +201,9 @@ int cmd_generate(int argc, char **argv) {
                    !strcmp(a, "--min-tokens") || !strcmp(a, "--threads") || !strcmp(a, "--block-size") ||
                    !strcmp(a, "--num-kv-blocks") || !strcmp(a, "--max-model-len") || !strcmp(a, "--max-num-seqs") ||
                    !strcmp(a, "--max-num-batched-tokens") || !strcmp(a, "--kv-cache-memory")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             if (!cli_parse_int(argv[++i], -1, INT32_MAX, &v)) {
-                fprintf(stderr, "vllmc generate: %s needs an integer, got '%s'\n", a, argv[i]);
+                fprintf(stderr, CMD ": %s needs an integer, got '%s'\n", a, argv[i]);
                 goto bad;
             }
             if (!strcmp(a, "--max-tokens")) max_tokens = v;
@@ -324,37 +218,37 @@ int cmd_generate(int argc, char **argv) {
             else if (!strcmp(a, "--max-num-batched-tokens")) eo.max_num_batched_tokens = (int)v;
             else eo.kv_cache_memory = (size_t)(v < 0 ? 0 : v) << 20;
         } else {
-            fprintf(stderr, "vllmc generate: unknown option '%s'\n", a);
+            fprintf(stderr, CMD ": unknown option '%s'\n", a);
             goto bad;
         }
     }
-    if (!model) { fprintf(stderr, "vllmc generate: --model is required\n"); goto bad; }
+    if (!model) { fprintf(stderr, CMD ": --model is required\n"); goto bad; }
     if (!!prompt + !!ids_arg + !!file != 1) {
-        fprintf(stderr, "vllmc generate: give exactly one of --prompt, --prompt-token-ids, --prompts-file\n");
+        fprintf(stderr, CMD ": give exactly one of --prompt, --prompt-token-ids, --prompts-file\n");
         goto bad;
     }
     if (prompt) {
-        char *t = strdup(prompt);
-        if (!t || !list_push(&pl, t, NULL, 0)) { free(t); goto out; }
+        cli_prompt p = {.text = strdup(prompt)};
+        if (!p.text || !cli_dataset_push(&prompts, p)) { free(p.text); goto out; }
     } else if (ids_arg) {
-        int32_t *ids;
-        size_t n;
-        if (!cli_parse_ids(ids_arg, &ids, &n)) {
-            fprintf(stderr, "vllmc generate: --prompt-token-ids must be comma-separated non-negative integers\n");
+        cli_prompt p = {0};
+        if (!cli_parse_ids(ids_arg, &p.ids, &p.num_ids)) {
+            fprintf(stderr, CMD ": --prompt-token-ids must be comma-separated non-negative integers\n");
             goto bad;
         }
-        if (!list_push(&pl, NULL, ids, n)) { free(ids); goto out; }
-    } else if (!load_prompts_file(file, &pl)) {
+        if (!cli_dataset_push(&prompts, p)) { free(p.ids); goto out; }
+    } else if (!cli_dataset_read_jsonl("vllmc", file, SIZE_MAX, CLI_OUTPUT_LEN_IGNORE, &prompts)) {
         goto out;
     }
+    if (!(items = cli_dataset_prompts(&prompts))) goto out;
     if (seed >= 0) eo.seed = (uint64_t)seed;
 
     if (vllm_engine_create(model, &eo, &engine) != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
         goto out;
     }
-    for (size_t i = 0; i < pl.n; i++)
-        if (pl.items[i].text && !vllm_engine_has_tokenizer(engine)) {
+    for (size_t i = 0; i < prompts.n; i++)
+        if (prompts.items[i].text && !vllm_engine_has_tokenizer(engine)) {
             fprintf(stderr, "vllmc: %s has no tokenizer.json: use --prompt-token-ids\n", model);
             goto out;
         }
@@ -389,11 +283,11 @@ int cmd_generate(int argc, char **argv) {
         goto bad;
     }
     vllm_generate_stats st;
-    if (vllm_generate(engine, pl.items, pl.n, &sp, false, &comps, &st) != VLLM_OK) {
+    if (vllm_generate(engine, items, prompts.n, &sp, false, &comps, &st) != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
         goto out;
     }
-    for (size_t i = 0; i < pl.n; i++) {
+    for (size_t i = 0; i < prompts.n; i++) {
         /* with --n, the prompt's samples follow each other (index 0 .. n-1) */
         for (size_t k = 0; k <= comps[i].num_siblings; k++) {
             const vllm_completion *c = k ? &comps[i].siblings[k - 1] : &comps[i];
@@ -411,7 +305,7 @@ int cmd_generate(int argc, char **argv) {
     if (stats_flag) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        size_t decoded = st.generated_tokens > pl.n ? st.generated_tokens - pl.n : 0;
+        size_t decoded = st.generated_tokens > prompts.n ? st.generated_tokens - prompts.n : 0;
         fprintf(stderr, "prefill: %zu tokens in %.4f s (%.1f tok/s)\n", st.prompt_tokens, st.prefill_seconds,
                 st.prefill_seconds > 0 ? (double)st.prompt_tokens / st.prefill_seconds : 0.0);
         fprintf(stderr, "decode: %zu tokens in %.4f s (%.1f tok/s)\n", decoded, st.decode_seconds,
@@ -423,9 +317,10 @@ int cmd_generate(int argc, char **argv) {
 bad:
     rc = 2;
 out:
-    vllm_completions_free(comps, pl.n);
+    vllm_completions_free(comps, prompts.n);
     vllm_engine_free(engine);
-    list_free(&pl);
+    free(items);
+    cli_dataset_free(&prompts);
     free(stops);
     free(bad_words);
     free(stop_ids);

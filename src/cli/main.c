@@ -1,6 +1,4 @@
 /* main.c: the vllmc entry point: dispatches to subcommands. */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,67 +21,6 @@ static void usage(FILE *f) {
             "  serve           OpenAI-compatible HTTP server (vllmc serve MODEL --help)\n"
             "  version         print the version\n",
             VLLM_VERSION);
-}
-
-bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-bool cli_parse_float(const char *s, double *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return false;
-    *out = v;
-    return true;
-}
-
-bool cli_parse_ids(const char *s, int32_t **ids, size_t *n) {
-    *ids = NULL;
-    *n = 0;
-    size_t cap = 1;
-    for (const char *p = s; *p; p++) cap += *p == ',';
-    int32_t *a = malloc(cap * sizeof *a);
-    if (!a) return false;
-    const char *p = s;
-    size_t k = 0;
-    while (*p) {
-        char *end;
-        errno = 0;
-        while (*p == ' ') p++;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX) {
-            free(a);
-            return false;
-        }
-        a[k++] = (int32_t)v;
-        p = end;
-        while (*p == ' ') p++;
-        if (*p == ',') {
-            p++;
-            if (!*p) {
-                free(a);
-                return false;
-            }
-        } else if (*p) {
-            free(a);
-            return false;
-        }
-    }
-    if (k == 0) {
-        free(a);
-        return false;
-    }
-    *ids = a;
-    *n = k;
-    return true;
 }
 
 int main(int argc, char **argv) {

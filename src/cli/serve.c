@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -38,6 +37,8 @@
 #include "vllm.h"
 
 int cmd_serve(int argc, char **argv);
+
+#define CMD "vllmc serve" /* message prefix */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -102,12 +103,6 @@ static int wait_signal(int timeout_ms) {
     return read(sig_pipe[0], &b, 1) == 1 ? b : 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- chat template and special tokens ---- */
 
 static char *read_text_file(const char *path, size_t limit) {
@@ -168,7 +163,7 @@ static bool load_template(const char *model, const char *arg, char **tpl, char *
     char *dir_tpl = NULL, *dir_bos = NULL, *dir_eos = NULL;
     vllm_status st = ct_load_dir(model, &dir_tpl, &dir_bos, &dir_eos);
     if (st != VLLM_OK && st != VLLM_ERR_NOT_FOUND) {
-        fprintf(stderr, "vllmc serve: %s\n", vllm_last_error());
+        fprintf(stderr, CMD ": %s\n", vllm_last_error());
         return false;
     }
     if (st == VLLM_ERR_NOT_FOUND) read_special_tokens(model, &dir_bos, &dir_eos);
@@ -177,7 +172,7 @@ static bool load_template(const char *model, const char *arg, char **tpl, char *
     if (!arg) {
         *tpl = dir_tpl;
         if (!dir_tpl)
-            fprintf(stderr, "vllmc serve: warning: %s has no chat template: /v1/chat/completions needs --chat-template\n",
+            fprintf(stderr, CMD ": warning: %s has no chat template: /v1/chat/completions needs --chat-template\n",
                     model);
         return true;
     }
@@ -187,30 +182,23 @@ static bool load_template(const char *model, const char *arg, char **tpl, char *
         *tpl = strdup(arg);
         return *tpl != NULL;
     }
-    fprintf(stderr, "vllmc serve: --chat-template %s: cannot read the file (%s)\n", arg, strerror(errno));
+    fprintf(stderr, CMD ": --chat-template %s: cannot read the file (%s)\n", arg, strerror(errno));
     return false;
 }
 
 /* ---- options ---- */
 
-#define NEED_ARG()                                                        \
-    do {                                                                  \
-        if (i + 1 >= argc) {                                              \
-            fprintf(stderr, "vllmc serve: %s needs a value\n", a);        \
-            goto bad;                                                     \
-        }                                                                 \
-    } while (0)
-
-#define INT_ARG(lo, hi, dst)                                                                     \
-    do {                                                                                         \
-        NEED_ARG();                                                                              \
-        long long v_;                                                                            \
-        if (!cli_parse_int(argv[++i], (lo), (hi), &v_)) {                                        \
-            fprintf(stderr, "vllmc serve: %s needs an integer in [%lld, %lld], got '%s'\n", a,   \
-                    (long long)(lo), (long long)(hi), argv[i]);                                  \
-            goto bad;                                                                            \
-        }                                                                                        \
-        (dst) = v_;                                                                              \
+/* An integer option's value in [lo, hi] into dst, else a usage error. */
+#define INT_ARG(lo, hi, dst)                                                               \
+    do {                                                                                   \
+        CLI_NEED_VALUE(CMD);                                                               \
+        long long v_;                                                                      \
+        if (!cli_parse_int(argv[++i], (lo), (hi), &v_)) {                                  \
+            fprintf(stderr, CMD ": %s needs an integer in [%lld, %lld], got '%s'\n", a,    \
+                    (long long)(lo), (long long)(hi), argv[i]);                            \
+            goto bad;                                                                      \
+        }                                                                                  \
+        (dst) = v_;                                                                        \
     } while (0)
 
 int cmd_serve(int argc, char **argv) {
@@ -235,16 +223,16 @@ int cmd_serve(int argc, char **argv) {
             return 0;
         } else if (a[0] != '-') {
             if (model) {
-                fprintf(stderr, "vllmc serve: unexpected argument '%s' (the model is %s)\n", a, model);
+                fprintf(stderr, CMD ": unexpected argument '%s' (the model is %s)\n", a, model);
                 goto bad;
             }
             model = a;
-        } else if (!strcmp(a, "--model")) { NEED_ARG(); model = argv[++i];
-        } else if (!strcmp(a, "--host")) { NEED_ARG(); so.host = argv[++i];
+        } else if (!strcmp(a, "--model")) { CLI_NEED_VALUE(CMD); model = argv[++i];
+        } else if (!strcmp(a, "--host")) { CLI_NEED_VALUE(CMD); so.host = argv[++i];
         } else if (!strcmp(a, "--port")) { INT_ARG(0, 65535, v); so.port = (int)v;
         } else if (!strcmp(a, "--served-model-name")) {
             /* one or more names (vLLM: nargs="+") */
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             while (i + 1 < argc && argv[i + 1][0] != '-') {
                 const char **nl = realloc(names, (num_names + 1) * sizeof *nl);
                 if (!nl) goto out;
@@ -252,11 +240,11 @@ int cmd_serve(int argc, char **argv) {
                 names[num_names++] = argv[++i];
             }
             if (num_names == 0) {
-                fprintf(stderr, "vllmc serve: --served-model-name needs a name\n");
+                fprintf(stderr, CMD ": --served-model-name needs a name\n");
                 goto bad;
             }
         } else if (!strcmp(a, "--api-key")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             keys_given = true; /* even empty ones: --api-key wins over $VLLM_API_KEY */
             if (!argv[i + 1][0]) { /* an empty key is no key (vLLM drops them) */
                 i++;
@@ -266,49 +254,41 @@ int cmd_serve(int argc, char **argv) {
             if (!nk) goto out;
             keys = nk;
             keys[num_keys++] = argv[++i];
-        } else if (!strcmp(a, "--chat-template")) { NEED_ARG(); chat_template_arg = argv[++i];
+        } else if (!strcmp(a, "--chat-template")) { CLI_NEED_VALUE(CMD); chat_template_arg = argv[++i];
         } else if (!strcmp(a, "--generation-config")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             const char *g = argv[++i];
             if (!strcmp(g, "auto")) so.use_generation_config = true;
             else if (!strcmp(g, "vllm")) so.use_generation_config = false;
             else {
-                fprintf(stderr, "vllmc serve: --generation-config must be auto or vllm (a folder path is not supported)\n");
+                fprintf(stderr, CMD ": --generation-config must be auto or vllm (a folder path is not supported)\n");
                 goto bad;
             }
         } else if (!strcmp(a, "--log-level") || !strcmp(a, "--uvicorn-log-level")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             const char *l = argv[++i], *env = NULL;
             if (!strcmp(l, "debug") || !strcmp(l, "trace")) env = "debug";
             else if (!strcmp(l, "info")) env = "info";
             else if (!strcmp(l, "warning") || !strcmp(l, "warn")) env = "warn";
             else if (!strcmp(l, "error") || !strcmp(l, "critical")) env = "error";
             else {
-                fprintf(stderr, "vllmc serve: --log-level must be debug, info, warning or error\n");
+                fprintf(stderr, CMD ": --log-level must be debug, info, warning or error\n");
                 goto bad;
             }
             setenv("VLLM_LOG_LEVEL", env, 1);
-        } else if (!strcmp(a, "--enable-prefix-caching")) { eo.enable_prefix_caching = true;
-        } else if (!strcmp(a, "--no-enable-prefix-caching")) { eo.enable_prefix_caching = false;
-        } else if (!strcmp(a, "--enforce-eager")) { eo.enforce_eager = true;
+        } else if (cli_engine_flag(a, &eo)) { /* --enforce-eager, --[no-]enable-prefix-caching */
         } else if (!strcmp(a, "--gpu-memory-utilization")) {
-            NEED_ARG();
+            CLI_NEED_VALUE(CMD);
             double d;
             if (!cli_parse_float(argv[++i], &d) || !(d > 0.0 && d <= 1.0)) {
-                fprintf(stderr, "vllmc serve: --gpu-memory-utilization must be in (0, 1]\n");
+                fprintf(stderr, CMD ": --gpu-memory-utilization must be in (0, 1]\n");
                 goto bad;
             }
             eo.gpu_memory_utilization = (float)d;
-        } else if (!strcmp(a, "--device")) { NEED_ARG(); eo.device = argv[++i];
+        } else if (!strcmp(a, "--device")) { CLI_NEED_VALUE(CMD); eo.device = argv[++i];
         } else if (!strcmp(a, "--load-format")) {
-            NEED_ARG();
-            const char *f = argv[++i];
-            if (!strcmp(f, "dummy")) eo.load_format = VLLM_LOAD_DUMMY;
-            else if (!strcmp(f, "auto") || !strcmp(f, "safetensors")) eo.load_format = VLLM_LOAD_AUTO;
-            else {
-                fprintf(stderr, "vllmc serve: --load-format must be auto or dummy\n");
-                goto bad;
-            }
+            CLI_NEED_VALUE(CMD);
+            if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;
         } else if (!strcmp(a, "--num-threads") || !strcmp(a, "--threads")) { INT_ARG(0, 4096, v); eo.num_threads = (int)v;
         } else if (!strcmp(a, "--block-size")) { INT_ARG(1, 1 << 16, v); eo.block_size = (int)v;
         } else if (!strcmp(a, "--num-kv-blocks")) { INT_ARG(0, INT32_MAX, v); eo.num_kv_blocks = (int)v;
@@ -323,12 +303,12 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--request-timeout")) { INT_ARG(1, 86400, v); so.request_timeout = (int)v;
         } else if (!strcmp(a, "--shutdown-timeout")) { INT_ARG(0, 86400, shutdown_timeout);
         } else {
-            fprintf(stderr, "vllmc serve: unknown option '%s' (vllmc serve --help)\n", a);
+            fprintf(stderr, CMD ": unknown option '%s' (vllmc serve --help)\n", a);
             goto bad;
         }
     }
     if (!model) {
-        fprintf(stderr, "vllmc serve: give the model folder (vllmc serve MODEL)\n");
+        fprintf(stderr, CMD ": give the model folder (vllmc serve MODEL)\n");
         goto bad;
     }
     if (!keys_given) {
@@ -350,18 +330,18 @@ int cmd_serve(int argc, char **argv) {
     if (!load_template(model, chat_template_arg, &tpl, &bos, &eos)) goto out;
 
     fprintf(stderr, "vllmc: loading %s\n", model);
-    double t0 = now_s();
+    double t0 = cli_now();
     if (vllm_async_engine_create(model, &eo, &ae) != VLLM_OK) {
-        fprintf(stderr, "vllmc serve: %s\n", vllm_last_error());
+        fprintf(stderr, CMD ": %s\n", vllm_last_error());
         goto out;
     }
     vllm_engine_info info;
     vllm_async_engine_get_info(ae, &info);
     fprintf(stderr, "vllmc: loaded %s (%s) in %.1f s: max_model_len %d, %d KV blocks of %d tokens\n", model,
-            info.architecture, now_s() - t0, info.max_model_len, info.num_kv_blocks, info.block_size);
+            info.architecture, cli_now() - t0, info.max_model_len, info.num_kv_blocks, info.block_size);
 
     if (!install_signals()) {
-        fprintf(stderr, "vllmc serve: cannot install signal handlers: %s\n", strerror(errno));
+        fprintf(stderr, CMD ": cannot install signal handlers: %s\n", strerror(errno));
         goto out;
     }
     so.served_model_names = names;
@@ -382,7 +362,7 @@ int cmd_serve(int argc, char **argv) {
     vllm_status st = server_start(ae, &so, &srv);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     if (st != VLLM_OK) {
-        fprintf(stderr, "vllmc serve: %s\n", vllm_last_error());
+        fprintf(stderr, CMD ": %s\n", vllm_last_error());
         goto out;
     }
     const char *host = so.host;
@@ -397,11 +377,11 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "vllmc: %s: shutting down (%d requests in flight get %lld s; signal again to abort them)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", server_in_flight(srv), shutdown_timeout);
     server_begin_shutdown(srv);
-    double t_stop = now_s(), t_abort = 0;
+    double t_stop = cli_now(), t_abort = 0;
     for (;;) {
         int n = server_in_flight(srv);
         if (n == 0) break;
-        double now = now_s();
+        double now = cli_now();
         if (t_abort == 0 && now - t_stop >= (double)shutdown_timeout) {
             fprintf(stderr, "vllmc: aborting %d requests still in flight\n", n);
             server_abort_requests(srv);
@@ -414,7 +394,7 @@ int cmd_serve(int argc, char **argv) {
         if (wait_signal(100) && t_abort == 0) {
             fprintf(stderr, "vllmc: aborting %d requests in flight\n", n);
             server_abort_requests(srv);
-            t_abort = now_s();
+            t_abort = cli_now();
         }
     }
     rc = 0;

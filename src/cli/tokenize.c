@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "vllm.h"
 
@@ -119,47 +119,11 @@ static bool decode_print(const tokenizer *tok, const int32_t *ids, size_t n, boo
     return ok;
 }
 
-/* Reads F.jsonl line by line, calling fn(line object, where) for every non-blank line. */
-typedef bool (*line_fn)(const tokenizer *tok, json_t *o, bool flag, const char *where);
-
-static bool for_each_line(const char *path, const tokenizer *tok, bool flag, line_fn fn) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        fprintf(stderr, "vllmc: %s: cannot open: %s\n", path, strerror(errno));
-        return false;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long long lineno = 0;
-    bool ok = true;
-    char where[512];
-    while (ok && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        snprintf(where, sizeof where, "%s:%lld", path, lineno);
-        size_t k = (size_t)len;
-        while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ' || line[k - 1] == '\t')) k--;
-        size_t b = 0;
-        while (b < k && (line[b] == ' ' || line[b] == '\t')) b++;
-        if (b == k) continue;
-        json_error_t err;
-        json_t *o = json_loadb(line + b, k - b, JSON_ALLOW_NUL, &err);
-        if (!o || !json_is_object(o)) {
-            fprintf(stderr, "vllmc: %s: invalid JSON: %s\n", where, o ? "not an object" : err.text);
-            ok = false;
-        } else {
-            ok = fn(tok, o, flag, where);
-        }
-        json_decref(o);
-    }
-    if (ok && ferror(f)) {
-        fprintf(stderr, "vllmc: %s: read error: %s\n", path, strerror(errno));
-        ok = false;
-    }
-    free(line);
-    if (f != stdin) fclose(f);
-    return ok;
-}
+/* What the --input line callbacks need. */
+typedef struct line_ctx {
+    const tokenizer *tok;
+    bool flag;           /* --add-special-tokens / --skip-special-tokens, a line may override it */
+} line_ctx;
 
 /* The optional boolean field `key` of a line; false (with the error printed) when it is not a boolean. */
 static bool line_flag(json_t *o, const char *key, bool dflt, const char *where, bool *out) {
@@ -174,112 +138,110 @@ static bool line_flag(json_t *o, const char *key, bool dflt, const char *where, 
     return true;
 }
 
-static bool tokenize_line(const tokenizer *tok, json_t *o, bool flag, const char *where) {
+static cli_jsonl_step tokenize_line(json_t *o, const char *where, void *arg) {
+    const line_ctx *c = arg;
     json_t *t = json_object_get(o, "text");
     if (!json_is_string(t)) {
         fprintf(stderr, "vllmc: %s: needs \"text\" (a string)\n", where);
-        return false;
+        return CLI_JSONL_FAIL;
     }
     bool add;
-    if (!line_flag(o, "add_special_tokens", flag, where, &add)) return false;
-    return encode_print(tok, json_string_value(t), json_string_length(t), add, where);
+    if (!line_flag(o, "add_special_tokens", c->flag, where, &add)) return CLI_JSONL_FAIL;
+    bool ok = encode_print(c->tok, json_string_value(t), json_string_length(t), add, where);
+    return ok ? CLI_JSONL_NEXT : CLI_JSONL_FAIL;
 }
 
-static bool detokenize_line(const tokenizer *tok, json_t *o, bool flag, const char *where) {
+static cli_jsonl_step detokenize_line(json_t *o, const char *where, void *arg) {
+    const line_ctx *c = arg;
     json_t *a = json_object_get(o, "ids");
     if (!json_is_array(a)) {
         fprintf(stderr, "vllmc: %s: needs \"ids\" (an array of token ids)\n", where);
-        return false;
+        return CLI_JSONL_FAIL;
     }
     bool skip;
-    if (!line_flag(o, "skip_special_tokens", flag, where, &skip)) return false;
+    if (!line_flag(o, "skip_special_tokens", c->flag, where, &skip)) return CLI_JSONL_FAIL;
     size_t n = json_array_size(a);
     if (n > SIZE_MAX / sizeof(int32_t) - 1) {
         fprintf(stderr, "vllmc: %s: too many ids\n", where);
-        return false;
+        return CLI_JSONL_FAIL;
     }
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) {
         fprintf(stderr, "vllmc: %s: out of memory (%zu ids)\n", where, n);
-        return false;
+        return CLI_JSONL_FAIL;
     }
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(a, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
             fprintf(stderr, "vllmc: %s: ids[%zu] is not a token id (a non-negative integer)\n", where, i);
             free(ids);
-            return false;
+            return CLI_JSONL_FAIL;
         }
         ids[i] = (int32_t)json_integer_value(v);
     }
-    bool ok = decode_print(tok, ids, n, skip, where);
+    bool ok = decode_print(c->tok, ids, n, skip, where);
     free(ids);
-    return ok;
+    return ok ? CLI_JSONL_NEXT : CLI_JSONL_FAIL;
 }
 
-#define NEED_ARG(cmd, usage_fn)                                              \
-    do {                                                                     \
-        if (i + 1 >= argc) {                                                 \
-            fprintf(stderr, "vllmc: %s: %s needs a value\n", cmd, argv[i]);  \
-            usage_fn(stderr);                                                \
-            return EXIT_USAGE;                                               \
-        }                                                                    \
-    } while (0)
+/* The options of both commands: --model DIR, exactly one of VALUE_OPT or --input, and FLAG_OPT. */
+typedef struct tok_args {
+    const char *cmd;         /* "tokenize" or "detokenize" */
+    const char *value_opt;   /* "--text" or "--ids" */
+    const char *flag_opt;    /* "--add-special-tokens" or "--skip-special-tokens" */
+    void (*usage)(FILE *f);
+    const char *model, *value, *input;
+    bool flag;
+} tok_args;
 
-int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *text = NULL, *input = NULL;
-    bool add_special = false;
+/* 0: parsed; 1: --help printed; 2: a usage error printed (then the usage). */
+static int parse_tok_args(int argc, char **argv, tok_args *t) {
+    char who[32];
+    snprintf(who, sizeof who, "vllmc: %s", t->cmd);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            tokenize_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model")) { NEED_ARG("tokenize", tokenize_usage); model = argv[++i];
-        } else if (!strcmp(a, "--text")) { NEED_ARG("tokenize", tokenize_usage); text = argv[++i];
-        } else if (!strcmp(a, "--input")) { NEED_ARG("tokenize", tokenize_usage); input = argv[++i];
-        } else if (!strcmp(a, "--add-special-tokens")) { add_special = true;
+            t->usage(stdout);
+            return 1;
+        } else if (!strcmp(a, "--model")) { CLI_NEED_VALUE(who); t->model = argv[++i];
+        } else if (!strcmp(a, t->value_opt)) { CLI_NEED_VALUE(who); t->value = argv[++i];
+        } else if (!strcmp(a, "--input")) { CLI_NEED_VALUE(who); t->input = argv[++i];
+        } else if (!strcmp(a, t->flag_opt)) { t->flag = true;
         } else {
-            fprintf(stderr, "vllmc: tokenize: unknown option '%s'\n", a);
-            tokenize_usage(stderr);
-            return EXIT_USAGE;
+            fprintf(stderr, "%s: unknown option '%s'\n", who, a);
+            goto bad;
         }
     }
-    if (!model || !!text + !!input != 1) {
-        fprintf(stderr, "vllmc: tokenize: needs --model and exactly one of --text, --input\n");
-        tokenize_usage(stderr);
-        return EXIT_USAGE;
+    if (!t->model || !!t->value + !!t->input != 1) {
+        fprintf(stderr, "%s: needs --model and exactly one of %s, --input\n", who, t->value_opt);
+        goto bad;
     }
-    tokenizer *tok = load_tokenizer(model);
+    return 0;
+bad:
+    t->usage(stderr);
+    return 2;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    tok_args t = {.cmd = "tokenize", .value_opt = "--text", .flag_opt = "--add-special-tokens",
+                  .usage = tokenize_usage};
+    int prc = parse_tok_args(argc, argv, &t);
+    if (prc) return prc == 1 ? 0 : EXIT_USAGE;
+    tokenizer *tok = load_tokenizer(t.model);
     if (!tok) return EXIT_FAIL;
-    bool ok = text ? encode_print(tok, text, strlen(text), add_special, "--text")
-                   : for_each_line(input, tok, add_special, tokenize_line);
+    line_ctx c = {.tok = tok, .flag = t.flag};
+    bool ok = t.value ? encode_print(tok, t.value, strlen(t.value), t.flag, "--text")
+                      : cli_jsonl_foreach("vllmc", t.input, JSON_ALLOW_NUL, tokenize_line, &c);
     tok_free(tok);
     return finish_stdout(ok ? 0 : EXIT_FAIL);
 }
 
 int cmd_detokenize(int argc, char **argv) {
-    const char *model = NULL, *ids_arg = NULL, *input = NULL;
-    bool skip_special = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            detokenize_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model")) { NEED_ARG("detokenize", detokenize_usage); model = argv[++i];
-        } else if (!strcmp(a, "--ids")) { NEED_ARG("detokenize", detokenize_usage); ids_arg = argv[++i];
-        } else if (!strcmp(a, "--input")) { NEED_ARG("detokenize", detokenize_usage); input = argv[++i];
-        } else if (!strcmp(a, "--skip-special-tokens")) { skip_special = true;
-        } else {
-            fprintf(stderr, "vllmc: detokenize: unknown option '%s'\n", a);
-            detokenize_usage(stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (!model || !!ids_arg + !!input != 1) {
-        fprintf(stderr, "vllmc: detokenize: needs --model and exactly one of --ids, --input\n");
-        detokenize_usage(stderr);
-        return EXIT_USAGE;
-    }
+    tok_args t = {.cmd = "detokenize", .value_opt = "--ids", .flag_opt = "--skip-special-tokens",
+                  .usage = detokenize_usage};
+    int prc = parse_tok_args(argc, argv, &t);
+    if (prc) return prc == 1 ? 0 : EXIT_USAGE;
+    const char *ids_arg = t.value;
     int32_t *ids = NULL;
     size_t n = 0;
     if (ids_arg) {
@@ -290,13 +252,14 @@ int cmd_detokenize(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
-    tokenizer *tok = load_tokenizer(model);
+    tokenizer *tok = load_tokenizer(t.model);
     if (!tok) {
         free(ids);
         return EXIT_FAIL;
     }
-    bool ok = ids_arg ? decode_print(tok, ids, n, skip_special, "--ids")
-                      : for_each_line(input, tok, skip_special, detokenize_line);
+    line_ctx c = {.tok = tok, .flag = t.flag};
+    bool ok = ids_arg ? decode_print(tok, ids, n, t.flag, "--ids")
+                      : cli_jsonl_foreach("vllmc", t.input, JSON_ALLOW_NUL, detokenize_line, &c);
     free(ids);
     tok_free(tok);
     return finish_stdout(ok ? 0 : EXIT_FAIL);

@@ -14,29 +14,8 @@
 #include "cli/cli_test_util.h"
 
 
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Expects failure with exactly one stderr line containing `needle`. */
-static void expect_error(const char *args, const char *needle) {
-    char *out, *err;
-    int rc = run(args, &out, &err);
-    CHECK_MSG(rc != 0 && rc != 128, "exit %d for: %s", rc, args);
-    CHECK_MSG(strstr(err, needle) != NULL, "stderr '%s' lacks '%s' for: %s", err, needle, args);
-    CHECK_MSG(count_lines(err) == 1, "expected one error line, got: %s", err);
-    CHECK_MSG(out[0] == 0, "stdout not empty: %s", out);
-    free(out);
-    free(err);
-}
+static void expect_error(const char *args, const char *needle) { expect_error_rc(args, needle, -1); }
 
 static void copy_file(const char *from, const char *to, long truncate_to) {
     char *data;
@@ -109,6 +88,14 @@ static void test_prompts_file(void) {
     free(err);
     free(single_out);
     free(single_err);
+
+    /* a malformed file (src/cli/dataset.c, tested in test_dataset.c): one line naming the file
+     * and line, before the model loads */
+    snprintf(args, sizeof args, "generate --model /nonexistent/model --prompts-file %s", path);
+    write_file(path, "{\"prompt_token_ids\": [1]}\n{\"prompt_token_ids\": [1, -2]}\n");
+    expect_error(args, "vllmc: ");
+    expect_error(args, "prompts.jsonl:2: prompt_token_ids[1] is not a valid token id");
+    expect_error("generate --model " FIX " --prompts-file /nonexistent/p.jsonl", "p.jsonl: cannot open");
 }
 
 static void test_seed(void) {
@@ -184,14 +171,11 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/vllmc_cli_XXXXXX");
-    if (!mkdtemp(g_tmp)) TEST_SKIP("mkdtemp failed");
+    if (!cli_tmp_begin("vllmc_cli")) TEST_SKIP("mkdtemp failed");
     test_json_contract();
     test_prompts_file();
     test_seed();
     test_errors();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
-    CHECK(system(cmd) == 0);
+    cli_tmp_end();
     TEST_END();
 }

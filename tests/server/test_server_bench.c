@@ -219,17 +219,48 @@ static void test_api_key(const srv_proc *keyed) {
     free(err);
 }
 
-/* exit 2 and one line on stderr holding needle */
-static void expect_usage_error(const char *args, const char *needle) {
+/* exit want_rc and one line on stderr holding needle */
+static void expect_error_rc(const char *args, const char *needle, int want_rc) {
     char *out, *err;
     int rc = bench(NULL, args, &out, &err);
-    CHECK_MSG(rc == 2, "exit %d for: %s", rc, args);
+    CHECK_MSG(rc == want_rc, "exit %d (want %d) for: %s", rc, want_rc, args);
     CHECK_MSG(strstr(err, needle) != NULL, "stderr '%s' lacks '%s'", err, needle);
     int lines = 0;
     for (const char *p = err; *p; p++) lines += *p == '\n';
     CHECK_MSG(lines == 1 && out[0] == 0, "one error line, empty stdout for: %s (%s)", args, err);
     free(out);
     free(err);
+}
+
+static void expect_usage_error(const char *args, const char *needle) { expect_error_rc(args, needle, 2); }
+
+/* A malformed --dataset-path: one line naming the file and line, exit 1. With --model
+ * the file is read before any request, so no server is needed. */
+static void test_bad_jsonl(void) {
+    char path[300], args[600];
+    snprintf(path, sizeof path, "%s/bad.jsonl", g_srv_tmp);
+    snprintf(args, sizeof args, "--model m --dataset-name jsonl --dataset-path %s", path);
+    static const struct {
+        const char *text, *error;
+    } cases[] = {
+        {"{\"prompt\": \"a\", \"output_len\": 2}\n{\"prompt\": \"b\"\n", "bad.jsonl:2: invalid JSON"},
+        {"{\"prompt\": \"a\"}\n", "bad.jsonl:1: no \"output_len\" or \"output_tokens\" (or give --output-len)"},
+        {"{\"prompt\": \"a\", \"output_tokens\": 0}\n", "bad.jsonl:1: output_tokens must be a positive integer"},
+        {"{\"prompt_token_ids\": [1, -2], \"output_len\": 3}\n",
+         "bad.jsonl:1: prompt_token_ids[1] is not a valid token id"},
+        {"{\"text\": \"a\", \"output_len\": 3}\n", "bad.jsonl:1: needs \"prompt\" (string) or \"prompt_token_ids\""},
+        {"\n  \n", "bad.jsonl: no prompts"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        FILE *f = fopen(path, "w");
+        if (!f) return;
+        fputs(cases[k].text, f);
+        fclose(f);
+        expect_error_rc(args, cases[k].error, 1);
+        expect_error_rc(args, "vllmc bench serve: ", 1);
+    }
+    expect_error_rc("--model m --dataset-name jsonl --dataset-path /nonexistent/d.jsonl",
+                    "vllmc bench serve: /nonexistent/d.jsonl: cannot open", 1);
 }
 
 static void test_bad_options(void) {
@@ -264,6 +295,7 @@ static void test_bad_options(void) {
 int main(void) {
     if (!srv_tmpdir("bench")) TEST_SKIP("no scratch folder in /tmp");
     test_bad_options();
+    test_bad_jsonl();
     srv_proc s, keyed;
     bool a = srv_start(&s, "server", "", 120);
     bool b = srv_start(&keyed, "keyed", "--api-key sk-bench", 120);

@@ -1,0 +1,113 @@
+/*
+ * cli_util.c: the helpers cli.h declares for every vllmc subcommand: strict
+ * number and id-list parsing, option values, the engine flags and
+ * --load-format that generate, serve and bench share, and the clock.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_float(const char *s, double *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_ids(const char *s, int32_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *a = malloc(cap * sizeof *a);
+    if (!a) return false;
+    const char *p = s;
+    size_t k = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        while (*p == ' ') p++;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            free(a);
+            return false;
+        }
+        a[k++] = (int32_t)v;
+        p = end;
+        while (*p == ' ') p++;
+        if (*p == ',') {
+            p++;
+            if (!*p) {
+                free(a);
+                return false;
+            }
+        } else if (*p) {
+            free(a);
+            return false;
+        }
+    }
+    if (k == 0) {
+        free(a);
+        return false;
+    }
+    *ids = a;
+    *n = k;
+    return true;
+}
+
+bool cli_has_value(int argc, char **argv, int i, const char *cmd) {
+    if (i + 1 < argc) return true;
+    fprintf(stderr, "%s: %s needs a value\n", cmd, argv[i]);
+    return false;
+}
+
+/* vLLM's EngineArgs flags (vllm/engine/arg_utils.py, add_cli_args): --enforce-eager and the
+ * paired --enable-prefix-caching / --no-enable-prefix-caching (argparse.BooleanOptionalAction). */
+bool cli_engine_flag(const char *arg, vllm_engine_options *eo) {
+    if (!strcmp(arg, "--enforce-eager")) {
+        eo->enforce_eager = true;
+    } else if (!strcmp(arg, "--enable-prefix-caching")) {
+        eo->enable_prefix_caching = true;
+    } else if (!strcmp(arg, "--no-enable-prefix-caching")) {
+        eo->enable_prefix_caching = false;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+bool cli_load_format(const char *cmd, const char *val, vllm_load_format *out) {
+    if (!strcmp(val, "dummy")) {
+        *out = VLLM_LOAD_DUMMY;
+    } else if (!strcmp(val, "auto") || !strcmp(val, "safetensors")) {
+        *out = VLLM_LOAD_AUTO;
+    } else {
+        fprintf(stderr, "%s: --load-format must be auto or dummy, got '%s'\n", cmd, val);
+        return false;
+    }
+    return true;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

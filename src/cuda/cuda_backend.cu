@@ -1,9 +1,10 @@
 /*
  * cuda_backend.cu: the CUDA backend object: creation on a device, the op
  * table, device memory (cudaMalloc; imports are uploaded copies), the
- * stream, the argument checks and the error reporting of synchronize /
- * download (host-side argument failures and the device-side error record
- * that kernels write). The kernels live in ops_*.cu.
+ * stream, uploads through a pinned staging ring, the argument checks, the
+ * error reporting of synchronize / download (host-side argument failures
+ * and the device-side error record that kernels write) and CUDA graphs
+ * (stream capture). The kernels live in ops_*.cu.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,8 +40,20 @@ bool cu_launched(cu_state *cu, const char *op) {
     return false;
 }
 
+bool cu_capture_guard(cu_state *cu, const char *what) {
+    if (!cu->capturing) return true;
+    cu_fail(cu, "%s is not allowed while a graph is being recorded", what);
+    return false;
+}
+
 vllm_status cu_buf_reserve(cu_state *cu, cu_buf *b, size_t bytes, const char *what) {
     if (b->p && b->cap >= bytes) return VLLM_OK;
+    if (cu->capturing) {
+        /* growing would synchronize and allocate: the step must run eagerly once first */
+        cu_fail(cu, "%s: its device workspace must grow to %zu bytes while a graph is being recorded "
+                "(run the same step shape eagerly before recording it)", what, bytes);
+        return vt_error(VLLM_ERR_BACKEND, "cuda: %s", cu->err_msg);
+    }
     size_t cap = b->cap * 2 > bytes ? b->cap * 2 : bytes;
     if (cap < CU_ALIGN) cap = CU_ALIGN;
     /* the stream may still read the old buffer */
@@ -206,6 +219,7 @@ static vllm_status cu_alloc_bytes(cu_state *cu, size_t bytes, void **out, const 
 
 static vllm_status cu_alloc(backend *be, tensor *t) {
     cu_state *cu = cu_of(be);
+    if (!cu_capture_guard(cu, "alloc")) return vt_error(VLLM_ERR_BACKEND, "cuda alloc: %s", cu->err_msg);
     if ((unsigned)t->dtype >= DTYPE_COUNT || t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS)
         return vt_error(VLLM_ERR_INVALID_ARG, "cuda alloc: bad dtype or ndim (%d)", t->ndim);
     t->row_stride = 0;
@@ -216,8 +230,8 @@ static vllm_status cu_alloc(backend *be, tensor *t) {
 }
 
 static void cu_release(backend *be, tensor *t) {
-    (void)be;
     if (!t) return;
+    if (!cu_capture_guard(cu_of(be), "release")) return; /* the caller may release it after the recording */
     if (t->data) cudaFree(t->data);
     t->data = NULL;
 }
@@ -226,6 +240,7 @@ static void cu_release(backend *be, tensor *t) {
  * contiguous device tensor of the same dtype and shape. */
 static vllm_status cu_import(backend *be, const tensor *host, tensor *out) {
     cu_state *cu = cu_of(be);
+    if (!cu_capture_guard(cu, "import")) return vt_error(VLLM_ERR_BACKEND, "cuda import: %s", cu->err_msg);
     int64_t extent = cu_extent_bytes(host);
     if (extent < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: bad dtype, shape or stride");
     if (!host->data && extent > 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: tensor has no data");
@@ -267,11 +282,78 @@ static vllm_status cu_copy_check(const char *what, const tensor *t, const void *
     return VLLM_OK;
 }
 
+/* ---- uploads ---- */
+
+#define CU_STAGE_MIN ((size_t)1 << 20)
+#define CU_STAGE_MAX ((size_t)64 << 20)  /* larger uploads are copied from the caller's memory */
+
+/* Waits for the pending copies out of the ring: those up to and including
+ * the newest one whose range overlaps [lo, hi) (all when hi == 0). Copies
+ * run in stream order, so the older ones are done when it is. */
+static bool stage_wait(cu_state *cu, size_t lo, size_t hi) {
+    cu_stage *sg = &cu->stage;
+    int newest = -1;
+    for (int i = 0; i < sg->count; i++) {
+        const cu_stage_rec *r = &sg->recs[(sg->first + i) % CU_STAGE_RECS];
+        if (hi == 0 || (r->lo < hi && lo < r->hi)) newest = i;
+    }
+    if (newest < 0) return true;
+    cudaError_t e = cudaEventSynchronize(sg->recs[(sg->first + newest) % CU_STAGE_RECS].ev);
+    sg->first = (sg->first + newest + 1) % CU_STAGE_RECS;
+    sg->count -= newest + 1;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        vt_error(VLLM_ERR_BACKEND, "cuda upload: waiting for an earlier copy failed: %s", cudaGetErrorString(e));
+        return false;
+    }
+    return true;
+}
+
+/* Copies n bytes of src into the ring and queues their copy to dst; src
+ * may be reused when this returns. */
+static vllm_status stage_upload(cu_state *cu, void *dst, const void *src, size_t n) {
+    cu_stage *sg = &cu->stage;
+    size_t need = (n + 255) & ~(size_t)255;
+    if (need > sg->buf.cap) {
+        if (!stage_wait(cu, 0, 0)) return VLLM_ERR_BACKEND;
+        size_t cap = sg->buf.cap * 2 > need ? sg->buf.cap * 2 : need;
+        if (cap < CU_STAGE_MIN) cap = CU_STAGE_MIN;
+        cu_hbuf_free(&sg->buf);
+        vllm_status st = cu_hbuf_reserve(&sg->buf, cap, "upload staging");
+        if (st != VLLM_OK) return st;
+        sg->head = 0;
+    }
+    if (sg->head + need > sg->buf.cap) sg->head = 0;
+    size_t lo = sg->head, hi = lo + need;
+    if (sg->count == CU_STAGE_RECS && !stage_wait(cu, sg->recs[sg->first].lo, sg->recs[sg->first].hi))
+        return VLLM_ERR_BACKEND;
+    if (!stage_wait(cu, lo, hi)) return VLLM_ERR_BACKEND;
+    memcpy((char *)sg->buf.p + lo, src, n);
+    cu_stage_rec *r = &sg->recs[(sg->first + sg->count) % CU_STAGE_RECS];
+    cudaError_t e = cudaMemcpyAsync(dst, (char *)sg->buf.p + lo, n, cudaMemcpyHostToDevice, cu->stream);
+    if (e == cudaSuccess) e = cudaEventRecord(r->ev, cu->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        /* the copy may be queued: let nothing reuse the ring before the stream drains */
+        cudaStreamSynchronize(cu->stream);
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda upload of %zu bytes failed: %s", n, cudaGetErrorString(e));
+    }
+    r->lo = lo;
+    r->hi = hi;
+    sg->count++;
+    sg->head = hi;
+    return VLLM_OK;
+}
+
 static vllm_status cu_upload(backend *be, tensor *dst, const void *src, size_t nbytes) {
     cu_state *cu = cu_of(be);
     vllm_status st = cu_copy_check("upload", dst, src, nbytes);
     if (st != VLLM_OK || !nbytes) return st;
-    /* from pageable memory the copy is staged before this returns, so src may be reused at once */
+    /* a recorded copy would replay the staging memory of the recording */
+    if (!cu_capture_guard(cu, "upload")) return vt_error(VLLM_ERR_BACKEND, "cuda upload: %s", cu->err_msg);
+    if (nbytes <= CU_STAGE_MAX) return stage_upload(cu, dst->data, src, nbytes);
+    /* large: from pageable memory the copy is staged by the driver before this returns */
     cudaError_t e = cudaMemcpyAsync(dst->data, src, nbytes, cudaMemcpyHostToDevice, cu->stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -304,9 +386,11 @@ static const char *cu_dev_message(const cu_dev_err *d, char *buf, size_t n) {
 
 vllm_status cu_sync(backend *be) {
     cu_state *cu = cu_of(be);
+    if (!cu_capture_guard(cu, "synchronize")) return vt_error(VLLM_ERR_BACKEND, "cuda synchronize: %s", cu->err_msg);
     cudaError_t e = cudaStreamSynchronize(cu->stream);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) cu_fail(cu, "device failure: %s", cudaGetErrorString(e));
+    else cu->stage.count = 0; /* every staged copy is done */
     volatile cu_dev_err *d = cu->derr;
     if (d->code != 0) {
         char msg[300];
@@ -338,7 +422,7 @@ static vllm_status cu_download(backend *be, void *dst, const tensor *src, size_t
 }
 
 static vllm_status cu_zero(backend *be, tensor *t) {
-    cu_state *cu = cu_of(be);
+    cu_state *cu = cu_of(be); /* a memset node when recorded */
     int64_t len;
     if (cu_extent_bytes(t) < 0 || !cu_row_len(t, &len))
         return vt_error(VLLM_ERR_INVALID_ARG, "cuda zero: bad tensor shape or stride");
@@ -358,12 +442,107 @@ static vllm_status cu_zero(backend *be, tensor *t) {
     return VLLM_OK;
 }
 
+/* ---- graphs ---- */
+
+struct be_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+/* Ops issued from here until graph_end are recorded on the stream, not run. */
+static vllm_status cu_graph_begin(backend *be) {
+    cu_state *cu = cu_of(be);
+    if (cu->capturing) return vt_error(VLLM_ERR_INVALID_ARG, "cuda graph_begin: a graph is already being recorded");
+    /* earlier failures belong to the eager work: report them now */
+    vllm_status st = cu_sync(be);
+    if (st != VLLM_OK) return st;
+    /* thread-local: other threads' CUDA calls neither break nor join the capture */
+    cudaError_t e = cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda graph_begin: %s", cudaGetErrorString(e));
+    }
+    cu->capturing = true;
+    return VLLM_OK;
+}
+
+static void graph_destroy(be_graph *g) {
+    if (!g) return;
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    if (g->graph) cudaGraphDestroy(g->graph);
+    free(g);
+}
+
+/* Ends the recording; an op failure during it (a bad argument, a workspace
+ * that had to grow, a forbidden call) fails it with that op's message. */
+static vllm_status cu_graph_end(backend *be, be_graph **out) {
+    cu_state *cu = cu_of(be);
+    *out = NULL;
+    if (!cu->capturing) return vt_error(VLLM_ERR_INVALID_ARG, "cuda graph_end: no graph is being recorded");
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(cu->stream, &graph);
+    cu->capturing = false;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (cu->err == VLLM_OK) cu_fail(cu, "recording failed: %s", cudaGetErrorString(e));
+    }
+    if (cu->err != VLLM_OK) {
+        if (graph) cudaGraphDestroy(graph);
+        vllm_status st = vt_error(cu->err, "cuda graph_end: %s", cu->err_msg);
+        cu->err = VLLM_OK;
+        cu->err_msg[0] = '\0';
+        return st;
+    }
+    be_graph *g = (be_graph *)calloc(1, sizeof *g);
+    if (!g) {
+        cudaGraphDestroy(graph);
+        return vt_error(VLLM_ERR_NO_MEMORY, "cuda graph_end: out of memory");
+    }
+    g->graph = graph;
+    e = cudaGraphInstantiateWithFlags(&g->exec, graph, 0);
+    if (e == cudaSuccess) e = cudaGraphUpload(g->exec, cu->stream); /* the first launch is as fast as the next */
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        g->exec = NULL;
+        graph_destroy(g);
+        return vt_error(VLLM_ERR_BACKEND, "cuda graph_end: instantiating the graph failed: %s", cudaGetErrorString(e));
+    }
+    *out = g;
+    return VLLM_OK;
+}
+
+static vllm_status cu_graph_launch(backend *be, be_graph *g) {
+    cu_state *cu = cu_of(be);
+    if (!g) return vt_error(VLLM_ERR_INVALID_ARG, "cuda graph_launch: no graph");
+    if (cu->capturing) return vt_error(VLLM_ERR_INVALID_ARG, "cuda graph_launch: a graph is being recorded");
+    cudaError_t e = cudaGraphLaunch(g->exec, cu->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda graph_launch: %s", cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+static void cu_graph_free(backend *be, be_graph *g) {
+    cu_state *cu = cu_of(be);
+    if (!g) return;
+    /* a replay may still be running */
+    if (!cu->capturing) cudaStreamSynchronize(cu->stream);
+    graph_destroy(g);
+}
+
 /* ---- the backend object ---- */
 
 static void cu_destroy(backend *be) {
     if (!be) return;
     cu_state *cu = cu_of(be);
     if (cu) {
+        if (cu->capturing) {
+            cudaGraph_t g = NULL;
+            cudaStreamEndCapture(cu->stream, &g);
+            if (g) cudaGraphDestroy(g);
+            cudaGetLastError();
+        }
         if (cu->stream) cudaStreamSynchronize(cu->stream);
         LOG_D("cuda backend: %zu MiB of device memory held at exit", cu->bytes_allocated >> 20);
         cu_sample_free(cu);
@@ -373,6 +552,10 @@ static void cu_destroy(backend *be) {
         if (cu->blas) cublasDestroy(cu->blas);
         cu_buf_free(&cu->lt_ws);
         cu_buf_free(&cu->attn_ws);
+        cu_buf_free(&cu->attn_cnt);
+        cu_hbuf_free(&cu->stage.buf);
+        for (int i = 0; i < CU_STAGE_RECS; i++)
+            if (cu->stage.recs[i].ev) cudaEventDestroy(cu->stage.recs[i].ev);
         if (cu->derr) cudaFreeHost(cu->derr);
         if (cu->stream) cudaStreamDestroy(cu->stream);
         free(cu);
@@ -407,13 +590,19 @@ static const backend_ops CU_OPS = {
     .embedding = cu_embedding,
     .rms_norm = cu_rms_norm,
     .add = cu_add,
+    .add_rms_norm = cu_add_rms_norm,
     .silu_mul = cu_silu_mul,
     .rope = cu_rope,
     .kv_write = cu_kv_write,
+    .qk_norm_rope_kv = cu_qk_norm_rope_kv,
     .attention = cu_attention,
     .gather_rows = cu_gather_rows,
     .sample = cu_sample,
     .logprobs = cu_logprobs,
+    .graph_begin = cu_graph_begin,
+    .graph_end = cu_graph_end,
+    .graph_launch = cu_graph_launch,
+    .graph_free = cu_graph_free,
 };
 
 
@@ -452,8 +641,14 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     what = "cudaGetDeviceProperties";
     if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) goto cuda_fail;
     cu->num_sms = prop.multiProcessorCount;
+    cu->pdl = prop.major >= 9 && !getenv("VLLM_CUDA_NO_PDL");
+    cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
+    cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
     what = "cudaStreamCreate";
     if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;
+    what = "cudaEventCreate";
+    for (int i = 0; i < CU_STAGE_RECS; i++)
+        if ((e = cudaEventCreateWithFlags(&cu->stage.recs[i].ev, cudaEventDisableTiming)) != cudaSuccess) goto cuda_fail;
     what = "cudaHostAlloc (error record)";
     if ((e = cudaHostAlloc((void **)&cu->derr, sizeof *cu->derr, cudaHostAllocMapped)) != cudaSuccess) goto cuda_fail;
     memset(cu->derr, 0, sizeof *cu->derr);
@@ -485,6 +680,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
         st = vt_error(VLLM_ERR_BACKEND, "cuda backend: cuBLAS workspace");
         goto fail;
     }
+    if ((st = cu_attention_reserve(cu))) goto fail;
     {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);

@@ -13,6 +13,12 @@
  * download() as VLLM_ERR_BACKEND with a message naming the op and the value.
  * The ops of one backend must be called from one thread at a time.
  *
+ * Decode-path kernels use programmatic dependent launch (cuda_internal.h)
+ * and every op can be recorded into a CUDA graph (graph_begin / graph_end /
+ * graph_launch). Switches for comparisons (read at creation):
+ * VLLM_CUDA_NO_PDL (plain launches), VLLM_CUDA_GEMV=rows (the one-row-per-
+ * warp GEMV only), VLLM_CUDA_NO_TC_ATTN (prefill attention on CUDA cores).
+ *
  * This header is C (included by src/tensor/backend.c); the implementation
  * is CUDA C++ in the .cu files of src/cuda/.
  */

@@ -8,6 +8,22 @@
  * positions, slots, block tables) are checked by the kernels, which record
  * the first bad one in a cu_dev_err in mapped host memory and skip it.
  * synchronize() / download() report either as VLLM_ERR_BACKEND.
+ *
+ * Launches: kernels on the decode path are launched with programmatic
+ * dependent launch (PDL, Hopper): such a kernel may start while the
+ * previous kernel of the stream is finishing, so it must call pdl_wait()
+ * before it reads anything an earlier op of the step wrote and before its
+ * first global write. Before that it may read only what no kernel of the
+ * step writes: weights, and the step's metadata and the KV cache entries of
+ * positions before the step's new tokens, which uploads and earlier steps
+ * wrote (every step starts with an upload, a copy that waits for all
+ * earlier work). It calls pdl_launch() early to let the next kernel start
+ * likewise. cu_launch() launches with or without the attribute (without on
+ * GPUs before sm_90, or with VLLM_CUDA_NO_PDL set).
+ *
+ * Graph capture (graph_begin .. graph_end): ops only queue work; anything
+ * that would allocate, synchronize or read device data on the host fails
+ * the capture with a message (cu_capture_guard), reported by graph_end.
  */
 #ifndef VLLM_CUDA_CUDA_INTERNAL_H
 #define VLLM_CUDA_CUDA_INTERNAL_H
@@ -18,6 +34,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <utility>
 
 extern "C" {
 #include "core/error.h"
@@ -64,6 +82,22 @@ typedef struct cu_buf {
     size_t cap;
 } cu_buf;
 
+/* The upload staging ring: pinned host memory the uploads are copied into
+ * before an asynchronous copy; each copy's range is guarded by an event
+ * until the copy is done (cuda_backend.cu). */
+#define CU_STAGE_RECS 64
+typedef struct cu_stage_rec {
+    size_t lo, hi;                 /* bytes of the ring the copy reads */
+    cudaEvent_t ev;                /* recorded after the copy */
+} cu_stage_rec;
+
+typedef struct cu_stage {
+    cu_buf buf;                    /* pinned host memory */
+    size_t head;                   /* next free byte */
+    cu_stage_rec recs[CU_STAGE_RECS]; /* pending copies, oldest first from first */
+    int first, count;
+} cu_stage;
+
 typedef struct cu_lt_plan cu_lt_plan;  /* ops_linear.cu: cached cuBLASLt layouts + algorithm */
 typedef struct cu_sample_ws cu_sample_ws;  /* ops_sample.cu: sampling buffers */
 
@@ -78,8 +112,16 @@ typedef struct cu_state {
     cu_lt_plan *plans;             /* (CU_LT_PLANS) cache of layouts and algorithms per shape */
     cu_dev_err *derr;              /* mapped pinned host memory (host address) */
     cu_dev_err *derr_dev;          /* the same memory's device address, given to kernels */
+    bool pdl;                      /* programmatic dependent launch (sm_90+) */
+    bool no_tc_attention;          /* VLLM_CUDA_NO_TC_ATTN: prefill attention on the CUDA cores (comparisons) */
+    bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
+    bool capturing;                /* between graph_begin and graph_end */
+    cu_stage stage;                /* upload staging */
     cu_buf attn_ws;                /* split-KV partial results (device) */
+    cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
+    int gemv_occ[4][4];            /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS>, 0 = not asked yet */
+    int gemv_rows_occ[4];          /* the same for k_gemv_rows<T> */
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
     vllm_status err;               /* first op failure since the last synchronize */
     char err_msg[512];
@@ -96,8 +138,12 @@ void cu_fail(cu_state *cu, const char *fmt, ...) VT_PRINTF(2, 3);
 bool cu_launched(cu_state *cu, const char *op);
 /* Checks a CUDA runtime call made by op; false (and cu_fail) on error. */
 bool cu_ok(cu_state *cu, cudaError_t e, const char *op, const char *what);
-/* Grows a device buffer to at least bytes (contents are not kept). */
+/* Grows a device buffer to at least bytes (contents are not kept). Fails
+ * (VLLM_ERR_BACKEND) when it would have to grow during a graph capture. */
 vllm_status cu_buf_reserve(cu_state *cu, cu_buf *b, size_t bytes, const char *what);
+/* false (and the capture fails with a message) when a graph is being
+ * recorded: for what may not be recorded (synchronize, host reads). */
+bool cu_capture_guard(cu_state *cu, const char *what);
 void cu_buf_free(cu_buf *b);
 /* Same for pinned host memory. */
 vllm_status cu_hbuf_reserve(cu_buf *b, size_t bytes, const char *what);
@@ -121,7 +167,76 @@ int64_t cu_extent_bytes(const tensor *t);
 
 static inline int64_t cu_rows(const tensor *t) { return t->ndim > 0 ? t->shape[0] : 1; }
 
+/* ---- launches ---- */
+
+/* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream, with
+ * programmatic dependent launch when pdl (the kernel calls pdl_wait()) and
+ * the GPU has it; records a failure naming op. */
+template <typename... KArgs, typename... Args>
+static inline bool cu_launch(cu_state *cu, const char *op, bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                             size_t smem, Args &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = cu->stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl && cu->pdl ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cu_fail(cu, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
+        return false;
+    }
+    return true;
+}
+
+/* PDL: wait until the previous kernel's writes are visible (a no-op when
+ * the kernel was launched without the attribute or before sm_90). */
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* PDL: the next kernel may be scheduled now (it still waits in pdl_wait). */
+__device__ __forceinline__ void pdl_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 /* ---- device helpers ---- */
+
+/* 8 BF16 values (16 bytes) widened to f32. */
+__device__ __forceinline__ void bf16x8_to_f32(uint4 r, float *f) {
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&r;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 v = __bfloat1622float2(h[i]);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+
+/* 8 f32 values rounded to BF16 (nearest even), packed in 16 bytes. */
+__device__ __forceinline__ uint4 f32_to_bf16x8(const float *f) {
+    uint4 r;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&r;
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    return r;
+}
+
+/* Sum / max over a warp (every lane gets it). */
+__device__ __forceinline__ float cu_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
 
 /* One element of float dtype dt (F32, F16, BF16) at p[i], widened. */
 __device__ __forceinline__ float cu_ld(const void *p, int dt, int64_t i) {
@@ -155,6 +270,10 @@ void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y);
 void cu_plans_free(cu_state *cu);
 
 /* ops_elementwise.cu */
+void cu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);
+void cu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
+                        const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
+                        int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);
 void cu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *out);
 void cu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tensor *out);
 void cu_add(backend *be, tensor *x, const tensor *y);
@@ -168,6 +287,17 @@ bool cu_convert_bf16(cu_state *cu, void *dst, const void *src, dtype sdt, int64_
 bool cu_add_bias(cu_state *cu, void *y, dtype ydt, int64_t ys, const float *bias, int64_t T, int64_t N);
 
 /* ops_attention.cu */
+/* Checks a paged cache: BF16 (num_blocks, block_size, nkv, head_dim). */
+bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv, int hd);
+/* ops_attention_tc.cu: prefill chunks on the tensor cores (sequences with at
+ * least TC_MIN_Q new tokens, head_dim 64 / 128, BF16 q and out) */
+#define TC_MIN_Q 16
+vllm_status cu_attention_tc_init(cu_state *cu);
+bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out, int hd, int max_query_len);
+void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
+                     const attn_params *p, tensor *out);
+/* Allocates the split-KV workspace at its largest (at creation). */
+vllm_status cu_attention_reserve(cu_state *cu);
 void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache, tensor *v_cache,
                  const attn_meta *m);
 void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,

@@ -9,7 +9,13 @@
  * Attention is flash-attention style (online softmax in f32, no score
  * matrix in memory) over the block tables, for any mix of prefill chunks
  * and decodes (vLLM v1's flattened batch, as its unified attention kernel,
- * vllm/v1/attention/ops/triton_unified_attention.py). One CTA of 4 warps
+ * vllm/v1/attention/ops/triton_unified_attention.py), in three kernels:
+ *  - head_dim 64 / 128, sequences with >= TC_MIN_Q new tokens: the
+ *    tensor-core kernel of ops_attention_tc.cu;
+ *  - head_dim 64 / 128 / 256, the other tokens: k_attn_decode (flash
+ *    decoding, below), whose split count the device cuts to each token's
+ *    context, so max_seq_len / max_query_len may be upper bounds (graphs);
+ *  - other head dims: the generic k_attention, described here. One CTA of 4 warps
  * takes one query token and up to AT_HP query heads of one KV head (GQA:
  * the heads of a group share each K/V load) and one segment of the keys
  * that token sees (causal, sliding window). Its warps take 32 keys at a
@@ -29,7 +35,6 @@
 #define AT_THREADS (AT_WARPS * 32)
 #define AT_HP 8          /* query heads per CTA at most */
 #define AT_MAX_HD 256    /* head_dim supported (32 * the largest NACC) */
-#define AT_MAX_SPLIT 32
 
 /* ---- kv_write ---- */
 
@@ -37,6 +42,8 @@
 __global__ void k_kv_write(const void *k, const void *v, int dt, int64_t ks, int64_t vs, __nv_bfloat16 *kc,
                            __nv_bfloat16 *vc, const int64_t *slots, int64_t T, int64_t kvd, int64_t num_slots,
                            cu_dev_err *err) {
+    pdl_launch();
+    pdl_wait();
     for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
         int64_t s = slots[t];
         if (s < 0) continue; /* padding */
@@ -51,8 +58,7 @@ __global__ void k_kv_write(const void *k, const void *v, int dt, int64_t ks, int
     }
 }
 
-/* Checks a paged cache: BF16 (num_blocks, block_size, nkv, head_dim). */
-static bool cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv,
+bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv,
                         int hd) {
     if (!cu_check_vec(cu, op, arg, c, CU_DT(DTYPE_BF16), -1)) return false;
     if (c->ndim != 4 || c->shape[1] != block_size || c->shape[2] != nkv || c->shape[3] != hd) {
@@ -74,8 +80,8 @@ void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache,
         return;
     }
     int nkv = (int)k_cache->shape[2], hd = (int)k_cache->shape[3];
-    if (!cache_check(cu, "kv_write", "k_cache", k_cache, m->block_size, nkv, hd) ||
-        !cache_check(cu, "kv_write", "v_cache", v_cache, m->block_size, nkv, hd))
+    if (!cu_cache_check(cu, "kv_write", "k_cache", k_cache, m->block_size, nkv, hd) ||
+        !cu_cache_check(cu, "kv_write", "v_cache", v_cache, m->block_size, nkv, hd))
         return;
     if (v_cache->shape[0] != k_cache->shape[0]) {
         cu_fail(cu, "kv_write: k_cache and v_cache have different block counts");
@@ -92,12 +98,10 @@ void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache,
         return;
     }
     if (T == 0) return;
-    k_kv_write<<<cu_grid(T, 1), 256, 0, cu->stream>>>(k->data, v->data, k->dtype, tensor_row_stride(k),
-                                                      tensor_row_stride(v), (__nv_bfloat16 *)k_cache->data,
-                                                      (__nv_bfloat16 *)v_cache->data,
-                                                      (const int64_t *)m->slot_mapping.data, T, kvd,
-                                                      k_cache->shape[0] * m->block_size, cu->derr_dev);
-    cu_launched(cu, "kv_write");
+    cu_launch(cu, "kv_write", true, k_kv_write, dim3(cu_grid(T, 1)), dim3(256), 0, (const void *)k->data,
+              (const void *)v->data, (int)k->dtype, tensor_row_stride(k), tensor_row_stride(v),
+              (__nv_bfloat16 *)k_cache->data, (__nv_bfloat16 *)v_cache->data, (const int64_t *)m->slot_mapping.data, T,
+              kvd, k_cache->shape[0] * (int64_t)m->block_size, cu->derr_dev);
 }
 
 /* ---- attention ---- */
@@ -145,6 +149,8 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
     float *wacc = wl + AT_WARPS * AT_HP;        /* (AT_WARPS, hp, hd) */
     __shared__ int meta[4];                     /* seq, ok */
 
+    pdl_launch();
+    pdl_wait();
     const int t = blockIdx.x;
     const int kvh = blockIdx.y / a.npass, pass = blockIdx.y % a.npass;
     const int h0 = kvh * a.group + pass * hp;
@@ -346,6 +352,8 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
 
 /* grid (T * nh): merges the nsplit partial results of each (token, head). */
 __global__ void k_attn_combine(const float *ws, int T, int nh, int hd, int nsplit, void *out, int odt, int64_t os) {
+    pdl_launch();
+    pdl_wait();
     for (int64_t th = blockIdx.x; th < (int64_t)T * nh; th += gridDim.x) {
         int64_t t = th / nh;
         int head = (int)(th % nh);
@@ -372,6 +380,400 @@ static size_t at_smem_bytes(int hp, int hd) {
     return (size_t)(5 * hp * hd + AT_WARPS * AT_HP * 32 + 2 * AT_WARPS * AT_HP) * sizeof(float);
 }
 
+/* ---- flash decoding (head_dim 64, 128, 256) ---- */
+
+/* One CTA of 4 warps per (query token, KV head, head pass, split), as the
+ * generic kernel, but laid out for bandwidth: a key's K (and V) row is
+ * read by LPK = head_dim / 8 lanes with one 16-byte load each, so a warp
+ * reads 32 / LPK whole rows per load instruction, and each "key group" of
+ * LPK lanes takes every NGRP-th key of the split, DA_U keys per iteration
+ * with all their loads in flight. Each group keeps its own online softmax
+ * (base 2: q is pre-scaled by scale * log2(e)) for up to GP heads; the
+ * groups are merged in shared memory. A token's split count is cut on the
+ * device to its own context (at least MINK keys per split), so
+ * max_seq_len may be an upper bound. With several splits, each CTA writes
+ * its unnormalised output, max and sum, and the last CTA of the (token,
+ * KV head) to arrive (an atomic counter, reset by it) merges them:
+ * vLLM's flash-decoding reduce (triton_unified_attention.py's
+ * reduce_segments) without a second launch. */
+#define DA_WARPS 4
+#define DA_THREADS (DA_WARPS * 32)
+#define DA_CHUNK 256      /* keys whose block ids are staged in shared memory at once */
+#define DA_MAX_SPLIT 32
+
+template <int HD, int GP>
+struct da_shape {
+    static constexpr int LPK = HD / 8;                 /* lanes per key */
+    static constexpr int KPW = 32 / LPK;               /* keys per warp load */
+    static constexpr int NGRP = DA_WARPS * KPW;        /* key groups per CTA */
+    static constexpr int U = GP >= 8 ? 2 : 4;          /* keys per group per iteration */
+    static constexpr int MINK = NGRP * U;              /* keys per CTA iteration: the smallest split */
+};
+
+typedef struct da_args {
+    const void *q;
+    int qdt;
+    int64_t qs;
+    const __nv_bfloat16 *kc, *vc;
+    int64_t kvd, num_blocks;
+    int bs;
+    const int32_t *qsl, *seq_lens, *bt;
+    int64_t bt_stride;
+    int max_blocks;
+    int S, T, nh, group, hp, window, nsplit;
+    int tc_min_q;           /* > 0: sequences with this many new tokens are the tensor-core kernel's */
+    float scale_log2;       /* softmax scale * log2(e) */
+    void *out;
+    int odt;
+    int64_t os;
+    float *ws;              /* nsplit > 1: (T, nh, nsplit, HD + 2) partials */
+    int *cnt;               /* nsplit > 1: (T, gridDim.y) arrival counters, 0 between launches */
+    cu_dev_err *err;
+} da_args;
+
+template <int HD, int GP>
+__global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
+    using SH = da_shape<HD, GP>;
+    constexpr int LPK = SH::LPK, NGRP = SH::NGRP, U = SH::U;
+    extern __shared__ float smem[];
+    float *gacc = smem;                            /* (NGRP, hp, HD) */
+    float *gm = gacc + NGRP * a.hp * HD;           /* (NGRP, GP) */
+    float *gl = gm + NGRP * GP;                    /* (NGRP, GP) */
+    __shared__ int blk_s[DA_CHUNK + 2];
+    __shared__ int info[8];                        /* ok, seq, splits, lo, hi, first new position, last */
+
+    pdl_launch();
+    const int t = blockIdx.x, split = blockIdx.z;
+    const int npass = (a.group + a.hp - 1) / a.hp;
+    const int kvh = blockIdx.y / npass, pass = blockIdx.y % npass;
+    const int h0 = kvh * a.group + pass * a.hp;
+    const int nhp = min(a.hp, a.group - pass * a.hp);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int grp = warp * SH::KPW + lane / LPK;   /* this lane's key group */
+    const int e0 = (lane % LPK) * 8;               /* its 8 elements of a row */
+
+    /* Until pdl_wait() the CTA reads only what no kernel of this step writes
+     * (cuda_internal.h): the metadata (an upload), the block ids, and the K/V
+     * of keys before the step's new tokens (written by earlier steps). */
+    if (threadIdx.x == 0) {
+        /* the sequence that owns token t: the last s with qsl[s] <= t; in a decode batch, s = t */
+        int s = t < a.S ? t : a.S - 1, ok = 1;
+        int q0 = a.qsl[s], q1 = a.qsl[s + 1], ctx = a.seq_lens[s];
+        if (!(q0 <= t && t < q1)) {
+            int lo = 0, hi = a.S - 1;
+            while (lo < hi) {
+                int mid = lo + (hi - lo + 1) / 2;
+                if (a.qsl[mid] <= t) lo = mid;
+                else hi = mid - 1;
+            }
+            s = lo;
+            q0 = a.qsl[s];
+            q1 = a.qsl[s + 1];
+            ctx = a.seq_lens[s];
+        }
+        const bool reporter = blockIdx.y == 0 && split == 0;
+        if (t == 0 && reporter && (a.qsl[0] != 0 || a.qsl[a.S] != a.T))
+            cu_report(a.err, CU_DEV_ATTN_QSL, a.qsl[0] != 0 ? 0 : a.S, a.qsl[0] != 0 ? a.qsl[0] : a.qsl[a.S], a.T);
+        if (!(q0 <= t && t < q1)) {
+            ok = 0;
+            if (reporter) cu_report(a.err, CU_DEV_ATTN_QSL, s + 1, q1, a.T);
+        } else if (ctx < q1 - q0 || (int64_t)ctx > (int64_t)a.max_blocks * a.bs) {
+            ok = 0;
+            if (reporter) cu_report(a.err, CU_DEV_ATTN_META, s, q1 - q0, ctx);
+        }
+        if (ok && a.tc_min_q > 0 && q1 - q0 >= a.tc_min_q) ok = 0; /* ops_attention_tc.cu's */
+        int splits = 1, klo = 0, khi = 0;
+        if (ok) {
+            const int pos = ctx - (q1 - q0) + (t - q0);  /* absolute position of the query */
+            int k_lo = 0;
+            if (a.window > 0 && pos - a.window + 1 > 0) k_lo = pos - a.window + 1;
+            const int n_keys = pos - k_lo + 1;
+            splits = min(a.nsplit, (n_keys + SH::MINK - 1) / SH::MINK);
+            if (splits < 1) splits = 1;
+            const int seg = (n_keys + splits - 1) / splits;
+            klo = k_lo + split * seg;
+            khi = min(klo + seg, pos + 1);
+        }
+        info[0] = ok;
+        info[1] = s;
+        info[2] = splits;
+        info[3] = klo;
+        info[4] = khi;
+        info[5] = ctx - (q1 - q0); /* the first position this step writes */
+    }
+    __syncthreads();
+    const int splits = info[2];
+    if (!info[0] || split >= splits) return;
+    const int s = info[1], klo = info[3], khi = info[4], first_new = info[5];
+    const int32_t *blocks = a.bt + (int64_t)s * a.bt_stride;
+
+    float qv[GP][8], m[GP], l[GP], acc[GP][8];
+#pragma unroll
+    for (int h = 0; h < GP; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[h][i] = qv[h][i] = 0.0f;
+    }
+    const int64_t head_off = (int64_t)kvh * HD + e0;
+    const bool pow2 = (a.bs & (a.bs - 1)) == 0;
+    const int bs_shift = __ffs(a.bs) - 1;
+
+    /* K/V of this group's keys kb + grp + u NGRP (u < U) of the chunk staged at b0; old_only: only
+     * keys before first_new (pend marks the others) */
+    auto load_keys = [&](int kb, int c1, int b0, bool old_only, uint4 *kr, uint4 *vr, bool *val, bool *pend) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int key = kb + grp + u * NGRP;
+            val[u] = pend[u] = false;
+            kr[u] = make_uint4(0, 0, 0, 0);
+            vr[u] = make_uint4(0, 0, 0, 0);
+            if (key < c1) {
+                const int col = pow2 ? key >> bs_shift : key / a.bs, off_in = pow2 ? key & (a.bs - 1) : key % a.bs;
+                const int blk = blk_s[col - b0];
+                if (blk >= 0) {
+                    if (old_only && key >= first_new) {
+                        pend[u] = true;
+                    } else {
+                        const int64_t off = ((int64_t)blk * a.bs + off_in) * a.kvd + head_off;
+                        kr[u] = __ldcg((const uint4 *)(a.kc + off));
+                        vr[u] = __ldcg((const uint4 *)(a.vc + off));
+                        val[u] = true;
+                    }
+                }
+            }
+        }
+    };
+    bool first = true;
+    for (int c0 = klo; c0 < khi; c0 += DA_CHUNK) {
+        const int c1 = min(c0 + DA_CHUNK, khi);
+        const int b0 = pow2 ? c0 >> bs_shift : c0 / a.bs, b1 = pow2 ? (c1 - 1) >> bs_shift : (c1 - 1) / a.bs;
+        __syncthreads(); /* the previous chunk is done with blk_s */
+        for (int i = threadIdx.x; i <= b1 - b0; i += DA_THREADS) {
+            int32_t blk = blocks[b0 + i];
+            if (blk < 0 || blk >= a.num_blocks) {
+                cu_report(a.err, CU_DEV_ATTN_BLOCK, s, b0 + i, blk);
+                blk = -1;
+            }
+            blk_s[i] = blk;
+        }
+        __syncthreads();
+        /* every lane runs the same iterations (the shuffles need whole warps) */
+        for (int kb = c0; kb < c1; kb += NGRP * U) {
+            uint4 kr[U], vr[U];
+            bool val[U], pend[U];
+            if (first) {
+                /* the old keys' loads go out before the wait, the new ones and q after it */
+                load_keys(kb, c1, b0, true, kr, vr, val, pend);
+                pdl_wait();
+                first = false;
+#pragma unroll
+                for (int h = 0; h < GP; h++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        qv[h][i] = h < nhp ? cu_ld(a.q, a.qdt, (int64_t)t * a.qs + (int64_t)(h0 + h) * HD + e0 + i) *
+                                                 a.scale_log2
+                                           : 0.0f;
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    if (pend[u]) {
+                        const int key = kb + grp + u * NGRP;
+                        const int col = pow2 ? key >> bs_shift : key / a.bs;
+                        const int off_in = pow2 ? key & (a.bs - 1) : key % a.bs;
+                        const int64_t off = ((int64_t)blk_s[col - b0] * a.bs + off_in) * a.kvd + head_off;
+                        kr[u] = __ldcg((const uint4 *)(a.kc + off));
+                        vr[u] = __ldcg((const uint4 *)(a.vc + off));
+                        val[u] = true;
+                    }
+                }
+            } else {
+                load_keys(kb, c1, b0, false, kr, vr, val, pend);
+            }
+            float sc[U][GP];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float kf[8];
+                bf16x8_to_f32(kr[u], kf);
+#pragma unroll
+                for (int h = 0; h < GP; h++) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) d += qv[h][i] * kf[i];
+#pragma unroll
+                    for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                    sc[u][h] = val[u] ? d : -INFINITY;
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < GP; h++) {
+                float mx = m[h];
+#pragma unroll
+                for (int u = 0; u < U; u++) mx = fmaxf(mx, sc[u][h]);
+                if (mx == -INFINITY) continue; /* no key yet (uniform over the group) */
+                const float corr = exp2f(m[h] - mx);
+                float lsum = l[h] * corr;
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc[h][i] *= corr;
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const float p = exp2f(sc[u][h] - mx); /* 0 for invalid keys */
+                    lsum += p;
+                    float vf[8];
+                    bf16x8_to_f32(vr[u], vf);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[h][i] += p * vf[i];
+                }
+                l[h] = lsum;
+                m[h] = mx;
+            }
+        }
+    }
+    if (first) pdl_wait(); /* an empty split: its results are still written below */
+
+    /* merge the key groups */
+#pragma unroll
+    for (int h = 0; h < GP; h++) {
+        if (h < nhp) {
+            if (lane % LPK == 0) {
+                gm[grp * GP + h] = m[h];
+                gl[grp * GP + h] = l[h];
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++) gacc[(grp * a.hp + h) * HD + e0 + i] = acc[h][i];
+        }
+    }
+    __syncthreads();
+    const bool single = splits == 1;
+    for (int idx = threadIdx.x; idx < nhp * HD; idx += DA_THREADS) {
+        const int h = idx / HD, d = idx % HD;
+        float M = -INFINITY;
+        for (int g = 0; g < NGRP; g++) M = fmaxf(M, gm[g * GP + h]);
+        float L = 0.0f, O = 0.0f;
+        if (M != -INFINITY) {
+            for (int g = 0; g < NGRP; g++) {
+                const float mg = gm[g * GP + h];
+                if (mg == -INFINITY) continue;
+                const float f = exp2f(mg - M);
+                L += gl[g * GP + h] * f;
+                O += gacc[(g * a.hp + h) * HD + d] * f;
+            }
+        }
+        const int head = h0 + h;
+        if (single) {
+            cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)head * HD + d, L > 0.0f ? O / L : 0.0f);
+        } else {
+            float *part = a.ws + (((int64_t)t * a.nh + head) * a.nsplit + split) * (HD + 2);
+            part[d] = O;
+            if (d == 0) {
+                part[HD] = M;
+                part[HD + 1] = L;
+            }
+        }
+    }
+    if (single) return;
+
+    /* the last split of this (token, KV head, pass) to finish merges them all */
+    __threadfence();
+    __syncthreads();
+    int *cnt = a.cnt + (int64_t)t * gridDim.y + blockIdx.y;
+    if (threadIdx.x == 0) info[6] = atomicAdd(cnt, 1) == splits - 1;
+    __syncthreads();
+    if (!info[6]) return;
+    __threadfence();
+    /* every split's max and sum at once into shared memory (the group buffers are free now),
+     * then each output element's splits with their loads in flight together */
+    float *sm_m = gacc, *sm_f = gacc + DA_MAX_SPLIT * GP, *sm_l = sm_f + DA_MAX_SPLIT * GP;
+    for (int i = threadIdx.x; i < splits * nhp; i += DA_THREADS) {
+        const int sp = i / nhp, h = i % nhp;
+        const float *ps = a.ws + (((int64_t)t * a.nh + h0 + h) * a.nsplit + sp) * (HD + 2);
+        sm_m[sp * GP + h] = __ldcg(ps + HD);
+        sm_l[sp * GP + h] = __ldcg(ps + HD + 1);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < splits * nhp; i += DA_THREADS) {
+        const int sp = i / nhp, h = i % nhp;
+        float M = -INFINITY;
+        for (int q = 0; q < splits; q++) M = fmaxf(M, sm_m[q * GP + h]);
+        const float ms = sm_m[sp * GP + h];
+        sm_f[sp * GP + h] = ms == -INFINITY ? 0.0f : exp2f(ms - M);
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < nhp * HD; idx += DA_THREADS) {
+        const int h = idx / HD, d = idx % HD;
+        const float *part = a.ws + ((int64_t)t * a.nh + h0 + h) * a.nsplit * (HD + 2) + d;
+        float L = 0.0f, O = 0.0f;
+        int sp = 0;
+        for (; sp + 4 <= splits; sp += 4) {
+            float o[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) o[q] = __ldcg(part + (sp + q) * (HD + 2));
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const float f = sm_f[(sp + q) * GP + h];
+                O += f * o[q];
+                L += f * sm_l[(sp + q) * GP + h];
+            }
+        }
+        for (; sp < splits; sp++) {
+            const float f = sm_f[sp * GP + h];
+            O += f * __ldcg(part + sp * (HD + 2));
+            L += f * sm_l[sp * GP + h];
+        }
+        cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)(h0 + h) * HD + d, L > 0.0f ? O / L : 0.0f);
+    }
+    if (threadIdx.x == 0) *cnt = 0; /* ready for the next launch */
+}
+
+/* The split count most CTAs can use: splits fill the GPU twice over when the
+ * (token, KV head, pass) CTAs alone would not. It depends on the batch
+ * shape only, so the workspace it sizes is the same for a step run eagerly
+ * and recorded in a graph with upper-bound lengths. */
+static int attn_split_cap(const cu_state *cu, int64_t ctas) {
+    const int64_t target = 2 * (int64_t)cu->num_sms;
+    if (ctas >= target) return 1;
+    int64_t want = (target + ctas - 1) / ctas;
+    return (int)(want < DA_MAX_SPLIT ? want : DA_MAX_SPLIT);
+}
+
+/* The split-KV workspace is made once, at its largest: with c = T * nkv *
+ * npass CTAs below the 2 * SMs target and cap = ceil(target / c), the
+ * partials T * nh * cap <= hp * c * cap < 2 * hp * target rows of
+ * (hd + 2) floats, and fewer than target counters; so no step (and no graph
+ * recording) ever has to grow it. */
+vllm_status cu_attention_reserve(cu_state *cu) {
+    const size_t target = 2 * (size_t)cu->num_sms;
+    vllm_status st = cu_buf_reserve(cu, &cu->attn_ws, 2 * AT_HP * target * (AT_MAX_HD + 2) * sizeof(float),
+                                    "attention (split-KV workspace)");
+    if (st == VLLM_OK) st = cu_buf_reserve(cu, &cu->attn_cnt, target * sizeof(int), "attention (split-KV counters)");
+    if (st == VLLM_OK && cudaMemsetAsync(cu->attn_cnt.p, 0, cu->attn_cnt.cap, cu->stream) != cudaSuccess) {
+        cudaGetLastError();
+        st = vt_error(VLLM_ERR_BACKEND, "cuda backend: clearing the split-KV counters failed");
+    }
+    if (st == VLLM_OK) st = cu_attention_tc_init(cu);
+    return st;
+}
+
+template <int HD, int GP>
+static void da_launch(cu_state *cu, const da_args &a, dim3 grid) {
+    using SH = da_shape<HD, GP>;
+    size_t smem = (size_t)(SH::NGRP * a.hp * HD + 2 * SH::NGRP * GP) * sizeof(float);
+    cu_launch(cu, "attention", true, k_attn_decode<HD, GP>, grid, dim3(DA_THREADS), smem, a);
+}
+
+template <int HD>
+static void da_dispatch(cu_state *cu, const da_args &a, dim3 grid) {
+    if (a.hp <= 1) da_launch<HD, 1>(cu, a, grid);
+    else if (a.hp <= 2) da_launch<HD, 2>(cu, a, grid);
+    else if (a.hp <= 4) da_launch<HD, 4>(cu, a, grid);
+    else da_launch<HD, 8>(cu, a, grid);
+}
+
+/* MINK of the kernel da_dispatch picks (keys per CTA iteration). */
+static int da_min_keys(int hd, int hp) {
+    int lpk = hd / 8, ngrp = DA_WARPS * (32 / lpk), u = hp > 4 ? 2 : 4;
+    return ngrp * u;
+}
+
 // q (T, nh*hd), caches (num_blocks, block_size, nkv, hd) -> out (T, nh*hd)
 void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                   const attn_params *p, tensor *out) {
@@ -390,8 +792,8 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     const int64_t T = m->num_tokens, S = m->num_seqs;
     if (!cu_check_mat(cu, "attention", "q", q, CU_ACT, T, (int64_t)nh * hd) ||
         !cu_check_mat(cu, "attention", "out", out, CU_ACT, T, (int64_t)nh * hd) ||
-        !cache_check(cu, "attention", "k_cache", k_cache, bs, nkv, hd) ||
-        !cache_check(cu, "attention", "v_cache", v_cache, bs, nkv, hd) ||
+        !cu_cache_check(cu, "attention", "k_cache", k_cache, bs, nkv, hd) ||
+        !cu_cache_check(cu, "attention", "v_cache", v_cache, bs, nkv, hd) ||
         !cu_check_vec(cu, "attention", "query_start_loc", &m->query_start_loc, CU_DT(DTYPE_I32), -1) ||
         !cu_check_vec(cu, "attention", "seq_lens", &m->seq_lens, CU_DT(DTYPE_I32), -1) ||
         !cu_check_mat(cu, "attention", "block_tables", &m->block_tables, CU_DT(DTYPE_I32), -1, m->max_blocks_per_seq))
@@ -417,15 +819,76 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         cu_fail(cu, "attention: %d kv heads x %d head passes exceed the grid", nkv, npass);
         return;
     }
-    /* split the keys when the (token, kv head) CTAs would not fill the GPU twice over */
+    const int64_t ctas = T * nkv * npass;
+    const int cap = attn_split_cap(cu, ctas);
+    const bool decode = hd == 64 || hd == 128 || hd == 256;
+    /* split the keys (device-side, each token to its own length; max_seq_len bounds them) */
+    const int64_t max_len = m->max_seq_len > 0 ? m->max_seq_len : (int64_t)m->max_blocks_per_seq * bs;
     int nsplit = 1;
-    int64_t ctas = T * nkv * npass;
-    if (m->max_seq_len > 256 && ctas < 2 * (int64_t)cu->num_sms) {
-        int64_t want = (2 * (int64_t)cu->num_sms + ctas - 1) / ctas;
-        int64_t by_len = ((int64_t)m->max_seq_len + 127) / 128;
-        nsplit = (int)(want < by_len ? want : by_len);
-        if (nsplit > AT_MAX_SPLIT) nsplit = AT_MAX_SPLIT;
+    if (cap > 1) {
+        if (decode) {
+            int64_t by_len = (max_len + da_min_keys(hd, hp) - 1) / da_min_keys(hd, hp);
+            nsplit = (int)(by_len < cap ? by_len : cap);
+        } else if (max_len > 256) {
+            int64_t by_len = (max_len + 127) / 128;
+            nsplit = (int)(by_len < cap ? by_len : cap);
+        }
         if (nsplit < 1) nsplit = 1;
+    }
+    float *ws = NULL;
+    int *cnt = NULL;
+    if (cap > 1) {
+        /* sized by the cap, not nsplit: the same for any max_seq_len */
+        size_t bytes = (size_t)T * nh * cap * (hd + 2) * sizeof(float);
+        size_t cbytes = (size_t)ctas * sizeof(int);
+        size_t had = cu->attn_cnt.cap;
+        if (cu_buf_reserve(cu, &cu->attn_ws, bytes, "attention (split-KV workspace)") != VLLM_OK ||
+            cu_buf_reserve(cu, &cu->attn_cnt, cbytes, "attention (split-KV counters)") != VLLM_OK)
+            return; /* recorded by cu_buf_reserve */
+        if (cu->attn_cnt.cap != had &&
+            !cu_ok(cu, cudaMemsetAsync(cu->attn_cnt.p, 0, cu->attn_cnt.cap, cu->stream), "attention",
+                   "clearing the split-KV counters"))
+            return;
+        ws = (float *)cu->attn_ws.p;
+        cnt = (int *)cu->attn_cnt.p;
+    }
+    dim3 grid((unsigned)T, (unsigned)(nkv * npass), (unsigned)nsplit);
+    const bool tc = decode && cu_attention_tc_fits(cu, q, out, hd, m->max_query_len);
+    if (tc) cu_attention_tc(cu, q, k_cache, v_cache, m, p, out); /* the prefill sequences */
+    if (decode) {
+        da_args d;
+        d.q = q->data;
+        d.qdt = q->dtype;
+        d.qs = tensor_row_stride(q);
+        d.kc = (const __nv_bfloat16 *)k_cache->data;
+        d.vc = (const __nv_bfloat16 *)v_cache->data;
+        d.kvd = (int64_t)nkv * hd;
+        d.num_blocks = k_cache->shape[0];
+        d.bs = bs;
+        d.qsl = (const int32_t *)m->query_start_loc.data;
+        d.seq_lens = (const int32_t *)m->seq_lens.data;
+        d.bt = (const int32_t *)m->block_tables.data;
+        d.bt_stride = tensor_row_stride(&m->block_tables);
+        d.max_blocks = m->max_blocks_per_seq;
+        d.S = (int)S;
+        d.T = (int)T;
+        d.nh = nh;
+        d.group = group;
+        d.hp = hp;
+        d.window = p->sliding_window;
+        d.nsplit = nsplit;
+        d.tc_min_q = tc ? TC_MIN_Q : 0;
+        d.scale_log2 = p->scale * 1.4426950408889634f;
+        d.out = out->data;
+        d.odt = out->dtype;
+        d.os = tensor_row_stride(out);
+        d.ws = ws;
+        d.cnt = cnt;
+        d.err = cu->derr_dev;
+        if (hd == 64) da_dispatch<64>(cu, d, grid);
+        else if (hd == 128) da_dispatch<128>(cu, d, grid);
+        else da_dispatch<256>(cu, d, grid);
+        return;
     }
     at_args a;
     a.q = q->data;
@@ -454,25 +917,13 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     a.out = out->data;
     a.odt = out->dtype;
     a.os = tensor_row_stride(out);
-    a.ws = NULL;
+    a.ws = ws;
     a.err = cu->derr_dev;
-    if (nsplit > 1) {
-        size_t bytes = (size_t)T * nh * nsplit * (hd + 2) * sizeof(float);
-        if (cu_buf_reserve(cu, &cu->attn_ws, bytes, "split-KV attention") != VLLM_OK) {
-            cu_fail(cu, "attention: %s", vllm_last_error());
-            return;
-        }
-        a.ws = (float *)cu->attn_ws.p;
-    }
-    dim3 grid((unsigned)T, (unsigned)(nkv * npass), (unsigned)nsplit);
     size_t smem = at_smem_bytes(hp, hd);
-    if (hd <= 64) k_attention<2><<<grid, AT_THREADS, smem, cu->stream>>>(a);
-    else if (hd <= 128) k_attention<4><<<grid, AT_THREADS, smem, cu->stream>>>(a);
-    else k_attention<8><<<grid, AT_THREADS, smem, cu->stream>>>(a);
-    if (!cu_launched(cu, "attention")) return;
-    if (nsplit > 1) {
-        k_attn_combine<<<cu_grid(T * nh, 1), 128, 0, cu->stream>>>(a.ws, (int)T, nh, hd, nsplit, out->data,
-                                                                   out->dtype, a.os);
-        cu_launched(cu, "attention combine");
-    }
+    if (hd <= 64) cu_launch(cu, "attention", true, k_attention<2>, grid, dim3(AT_THREADS), smem, a);
+    else if (hd <= 128) cu_launch(cu, "attention", true, k_attention<4>, grid, dim3(AT_THREADS), smem, a);
+    else cu_launch(cu, "attention", true, k_attention<8>, grid, dim3(AT_THREADS), smem, a);
+    if (nsplit > 1)
+        cu_launch(cu, "attention combine", true, k_attn_combine, dim3(cu_grid(T * nh, 1)), dim3(128), 0,
+                  (const float *)a.ws, (int)T, nh, hd, nsplit, out->data, (int)out->dtype, a.os);
 }

@@ -27,6 +27,8 @@
  *      the survivors, walked in sampler.c's order: token id order when
  *      neither top_k nor top_p cut, else (probability desc, id asc).
  * Dropped tokens are marked by a probability of -1 in the workspace.
+ * Rows with no edits, cuts or top logprobs (greedy, or plain temperature
+ * sampling) take a path over many CTAs per row instead (k_fast_*).
  */
 #include <limits.h>
 #include <math.h>
@@ -44,6 +46,7 @@
 #define SR_GREEDY 1
 #define SR_ALLOWED 2   /* the row has allowed_token_ids: unlisted tokens -> -inf */
 #define SR_LOGPROBS 4  /* the logprobs op: target logprob + top k only */
+#define SR_FAST 8      /* no edits, cuts or top logprobs: the multi-CTA path (k_fast_*) */
 
 /* cu_edit.flags */
 #define ED_ALLOWED 1
@@ -78,9 +81,21 @@ typedef struct cu_sout {
     float top_lps[SM_MAXK];
 } cu_sout;
 
+/* Per (row, chunk) results of the fast path's first pass. */
+typedef struct cu_chunk_stats {
+    float cmax;            /* max of the chunk's raw logits */
+    int32_t carg;          /* lowest id holding it (INT_MAX: none) */
+    int32_t nan;           /* the chunk holds a NaN */
+    int32_t pad;
+    double csum;           /* sum of expf(x - cmax) */
+    double csum_t;         /* sum of exp((x - cmax) / temperature) (sampled rows) */
+    double mass;           /* second pass: the chunk's probability mass */
+} cu_chunk_stats;
+
 struct cu_sample_ws {
     cu_buf h_rows, h_edits, h_outs;   /* pinned host */
     cu_buf d_rows, d_edits, d_outs;   /* device */
+    cu_buf d_stats;                   /* (rows, chunks) cu_chunk_stats */
     cu_buf d_work;                     /* (rows, V) F32 processed logits / probabilities */
     int32_t *slot_of;                  /* (vocab) host: token -> edit index of the row being packed, -1 */
     int vocab;
@@ -281,6 +296,7 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
     __shared__ int top_id[SM_MAXK];
     __shared__ float top_lp[SM_MAXK];
     const cu_srow r = rows[blockIdx.x];
+    if (r.flags & SR_FAST) return; /* k_fast_* */
     cu_sout *out = outs + blockIdx.x;
     const int64_t base = (int64_t)r.row * ls;
     float *w = work + (int64_t)blockIdx.x * V;
@@ -535,6 +551,202 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
 }
 
 /* ------------------------------------------------------------------ */
+/* the fast path: rows without edits, cuts or top logprobs             */
+/* ------------------------------------------------------------------ */
+
+/* Greedy and plain temperature sampling (vLLM's benchmarks sample with
+ * temperature 1, top_p 1) over many CTAs per row: the row is cut into
+ * `chunks` pieces of `chunk` tokens. Pass 1 (k_fast_stats): each chunk's
+ * max, argmax, NaN flag and exponential sums; pass 2 (k_fast_mass, sampled
+ * rows): each chunk's probability mass, with the row's max and sum merged
+ * from pass 1; pass 3 (k_fast_pick, one CTA per row): the token, greedy
+ * from the merged argmax, else the inverse-CDF draw walked in id order
+ * inside the chunk where the running mass passes u * mass (the
+ * probabilities as the main kernel computes them, sampler.c's). */
+#define FS_THREADS SM_THREADS /* the block primitives assume it */
+#define FS_MAX_CHUNKS 64
+#define FS_MIN_CHUNK 1024
+
+/* The row's max, argmax, NaN flag and log-sum-exp merged from its chunks;
+ * every thread gets them (shared memory through r). */
+__device__ void fast_merge(const cu_chunk_stats *st, int chunks, float *mx, int *arg, int *nan, double *lse,
+                           sm_red *r) {
+    float m = -INFINITY;
+    int a = INT_MAX, n = 0;
+    for (int c = threadIdx.x; c < chunks; c += FS_THREADS) {
+        n |= st[c].nan;
+        if (better(st[c].cmax, st[c].carg, m, a)) {
+            m = st[c].cmax;
+            a = st[c].carg;
+        }
+    }
+    bargmax(&m, &a, r);
+    n = bmax_i(n, r);
+    double se = 0.0;
+    if (m != -INFINITY)
+        for (int c = threadIdx.x; c < chunks; c += FS_THREADS)
+            if (st[c].cmax != -INFINITY) se += st[c].csum * exp((double)st[c].cmax - (double)m);
+    se = bsum_d(se, r);
+    *mx = m;
+    *arg = a;
+    *nan = n;
+    *lse = m == -INFINITY ? (double)m : (double)m + log(se);
+}
+
+// grid (chunks, rows)
+__global__ void __launch_bounds__(FS_THREADS) k_fast_stats(const void *logits, int ldt, int64_t ls, int V, int chunk,
+                                                           const cu_srow *rows, cu_chunk_stats *stats, int chunks) {
+    __shared__ sm_red red;
+    const cu_srow r = rows[blockIdx.y];
+    if (!(r.flags & SR_FAST)) return;
+    const int64_t base = (int64_t)r.row * ls;
+    const int v0 = blockIdx.x * chunk, v1 = min(V, v0 + chunk);
+    float bv = -INFINITY;
+    int bid = INT_MAX, nan = 0;
+    for (int v = v0 + threadIdx.x; v < v1; v += FS_THREADS) {
+        float x = raw_at(logits, ldt, base, v);
+        if (isnan(x)) nan = 1;
+        else if (better(x, v, bv, bid)) {
+            bv = x;
+            bid = v;
+        }
+    }
+    bargmax(&bv, &bid, &red);
+    nan = bmax_i(nan, &red);
+    double s = 0.0, st = 0.0;
+    const bool sampled = !(r.flags & SR_GREEDY);
+    const double inv_t = sampled ? 1.0 / (double)r.temperature : 0.0;
+    if (!nan && bv != -INFINITY) {
+        for (int v = v0 + threadIdx.x; v < v1; v += FS_THREADS) {
+            float x = raw_at(logits, ldt, base, v);
+            s += (double)expf(x - bv);
+            if (sampled) st += exp(((double)x - (double)bv) * inv_t);
+        }
+    }
+    s = bsum_d(s, &red);
+    st = bsum_d(st, &red);
+    if (threadIdx.x == 0) {
+        cu_chunk_stats *o = stats + (int64_t)blockIdx.y * chunks + blockIdx.x;
+        o->cmax = bv;
+        o->carg = bid;
+        o->nan = nan;
+        o->csum = s;
+        o->csum_t = st;
+        o->mass = 0.0;
+    }
+}
+
+/* The row's max and sum of exp((x - max) / T) (the softmax denominator). */
+__device__ void fast_denominator(const cu_chunk_stats *st, int chunks, double inv_t, float *mx, double *s, int *nan,
+                                 sm_red *r) {
+    float m = -INFINITY;
+    int n = 0;
+    for (int c = threadIdx.x; c < chunks; c += FS_THREADS) {
+        n |= st[c].nan;
+        m = fmaxf(m, st[c].cmax);
+    }
+    m = bmax_f(m, r);
+    n = bmax_i(n, r);
+    double sum = 0.0;
+    if (m != -INFINITY)
+        for (int c = threadIdx.x; c < chunks; c += FS_THREADS)
+            if (st[c].cmax != -INFINITY) sum += st[c].csum_t * exp(((double)st[c].cmax - (double)m) * inv_t);
+    *s = bsum_d(sum, r);
+    *mx = m;
+    *nan = n;
+}
+
+/* p(v) as the main kernel computes it: exp in double, rounded to float,
+ * divided by the double sum and rounded again. */
+__device__ __forceinline__ float fast_prob(float x, double m2, double inv_t, double s) {
+    return (float)((double)(float)exp(((double)x - m2) * inv_t) / s);
+}
+
+// grid (chunks, rows): sampled rows only
+__global__ void __launch_bounds__(FS_THREADS) k_fast_mass(const void *logits, int ldt, int64_t ls, int V, int chunk,
+                                                          const cu_srow *rows, cu_chunk_stats *stats, int chunks) {
+    __shared__ sm_red red;
+    const cu_srow r = rows[blockIdx.y];
+    if (!(r.flags & SR_FAST) || (r.flags & SR_GREEDY)) return;
+    cu_chunk_stats *st = stats + (int64_t)blockIdx.y * chunks;
+    const double inv_t = 1.0 / (double)r.temperature;
+    float m;
+    double s;
+    int nan;
+    fast_denominator(st, chunks, inv_t, &m, &s, &nan, &red);
+    if (nan || m == -INFINITY) return;
+    const int64_t base = (int64_t)r.row * ls;
+    const int v0 = blockIdx.x * chunk, v1 = min(V, v0 + chunk);
+    double mass = 0.0;
+    for (int v = v0 + threadIdx.x; v < v1; v += FS_THREADS) mass += fast_prob(raw_at(logits, ldt, base, v), m, inv_t, s);
+    mass = bsum_d(mass, &red);
+    if (threadIdx.x == 0) st[blockIdx.x].mass = mass;
+}
+
+// one CTA per row
+__global__ void __launch_bounds__(FS_THREADS) k_fast_pick(const void *logits, int ldt, int64_t ls, int V, int chunk,
+                                                          const cu_srow *rows, const cu_chunk_stats *stats,
+                                                          int chunks, cu_sout *outs) {
+    __shared__ sm_red red;
+    __shared__ double pre[FS_MAX_CHUNKS + 1];
+    const cu_srow r = rows[blockIdx.x];
+    if (!(r.flags & SR_FAST)) return;
+    const cu_chunk_stats *st = stats + (int64_t)blockIdx.x * chunks;
+    cu_sout *out = outs + blockIdx.x;
+    const int64_t base = (int64_t)r.row * ls;
+    float mx;
+    int arg, nan;
+    double lse;
+    fast_merge(st, chunks, &mx, &arg, &nan, &lse, &red);
+    int token = SAMPLE_ALL_BANNED;
+    if (nan) {
+        token = SAMPLE_NAN_LOGITS;
+    } else if (r.flags & SR_GREEDY) {
+        token = arg == INT_MAX ? 0 : arg; /* all -inf: token 0, as argmax */
+    } else if (mx != -INFINITY) {
+        const double inv_t = 1.0 / (double)r.temperature;
+        float m;
+        double s;
+        int n2;
+        fast_denominator(st, chunks, inv_t, &m, &s, &n2, &red);
+        if (threadIdx.x == 0) {
+            double acc = 0.0;
+            for (int c = 0; c < chunks; c++) {
+                pre[c] = acc;
+                acc += st[c].mass;
+            }
+            pre[chunks] = acc;
+        }
+        __syncthreads();
+        const double target = r.u * pre[chunks];
+        int c = 0;
+        while (c < chunks - 1 && !(target < pre[c + 1])) c++;
+        /* walk chunk c in id order: thread slices, a block scan of their masses */
+        const int v0 = c * chunk, v1 = min(V, v0 + chunk);
+        const int n = v1 - v0, seg = (n + FS_THREADS - 1) / FS_THREADS;
+        const int a0 = min(v1, v0 + (int)threadIdx.x * seg), a1 = min(v1, a0 + seg);
+        double part = 0.0;
+        for (int v = a0; v < a1; v++) part += fast_prob(raw_at(logits, ldt, base, v), m, inv_t, s);
+        double cum = pre[c] + bscan_d(part, &red);
+        int pick = INT_MAX;
+        for (int v = a0; v < a1; v++) {
+            cum += fast_prob(raw_at(logits, ldt, base, v), m, inv_t, s);
+            if (target < cum) {
+                pick = v;
+                break;
+            }
+        }
+        pick = bmin_i(pick, &red);
+        token = pick == INT_MAX ? V - 1 : pick; /* rounding: the last survivor (every token survives here) */
+    }
+    if (threadIdx.x == 0) {
+        bool ok = token >= 0 && token < V;
+        out->token = token;
+        out->logprob = ok ? (float)((double)raw_at(logits, ldt, base, token) - lse) : NAN;
+    }
+}
+
+/* ------------------------------------------------------------------ */
 /* host side                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -548,6 +760,7 @@ void cu_sample_free(cu_state *cu) {
     cu_buf_free(&s->d_edits);
     cu_buf_free(&s->d_outs);
     cu_buf_free(&s->d_work);
+    cu_buf_free(&s->d_stats);
     free(s->slot_of);
     free(s);
     cu->sample = NULL;
@@ -680,14 +893,22 @@ static void pack_edits(cu_sample_ws *s, const vllm_sampling_params *p, const sam
     for (int32_t i = off; i < *n_edits; i++) s->slot_of[((cu_edit *)s->h_edits.p)[i].token] = -1;
 }
 
-/* Uploads rows and edits, runs the kernel, downloads the outputs. */
-static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t n_edits, const char *op) {
+/* Uploads rows and edits, runs the kernels, downloads the outputs. n_fast /
+ * n_fast_sampled: rows flagged SR_FAST, and those of them not greedy. */
+static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t n_edits, int n_fast,
+                              int n_fast_sampled, const char *op) {
     cu_state *cu = cu_of(be);
     cu_sample_ws *s = cu->sample;
     int V = (int)logits->shape[1];
+    int chunks = (V + FS_MIN_CHUNK - 1) / FS_MIN_CHUNK;
+    if (chunks > FS_MAX_CHUNKS) chunks = FS_MAX_CHUNKS;
+    if (chunks < 1) chunks = 1;
+    const int chunk = (V + chunks - 1) / chunks;
     vllm_status st;
     if ((st = cu_buf_reserve(cu, &s->d_edits, (size_t)(n_edits ? n_edits : 1) * sizeof(cu_edit), "sampling edits")) ||
-        (st = cu_buf_reserve(cu, &s->d_work, (size_t)n * (size_t)V * sizeof(float), "sampling workspace")))
+        (n > n_fast &&
+         (st = cu_buf_reserve(cu, &s->d_work, (size_t)n * (size_t)V * sizeof(float), "sampling workspace"))) ||
+        (st = cu_buf_reserve(cu, &s->d_stats, (size_t)n * chunks * sizeof(cu_chunk_stats), "sampling statistics")))
         return st;
     cudaError_t e = cudaMemcpyAsync(s->d_rows.p, s->h_rows.p, (size_t)n * sizeof(cu_srow), cudaMemcpyHostToDevice,
                                     cu->stream);
@@ -695,9 +916,24 @@ static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t 
         e = cudaMemcpyAsync(s->d_edits.p, s->h_edits.p, (size_t)n_edits * sizeof(cu_edit), cudaMemcpyHostToDevice,
                             cu->stream);
     if (e == cudaSuccess) {
-        k_sample<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, tensor_row_stride(logits), V,
-                                                            (const cu_srow *)s->d_rows.p, (const cu_edit *)s->d_edits.p,
-                                                            (float *)s->d_work.p, (cu_sout *)s->d_outs.p);
+        const int64_t ls = tensor_row_stride(logits);
+        const cu_srow *rows = (const cu_srow *)s->d_rows.p;
+        cu_chunk_stats *stats = (cu_chunk_stats *)s->d_stats.p;
+        cu_sout *outs = (cu_sout *)s->d_outs.p;
+        if (n > n_fast)
+            k_sample<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, rows,
+                                                                (const cu_edit *)s->d_edits.p, (float *)s->d_work.p,
+                                                                outs);
+        if (n_fast) {
+            dim3 grid((unsigned)chunks, (unsigned)n);
+            k_fast_stats<<<grid, FS_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, chunk, rows, stats,
+                                                              chunks);
+            if (n_fast_sampled)
+                k_fast_mass<<<grid, FS_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, chunk, rows,
+                                                                 stats, chunks);
+            k_fast_pick<<<(unsigned)n, FS_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, chunk, rows,
+                                                                   stats, chunks, outs);
+        }
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
@@ -728,6 +964,7 @@ vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b) {
     if ((st = cu_hbuf_reserve(&s->h_edits, (bound ? bound : 1) * sizeof(cu_edit), "sampling edits"))) return st;
     cu_srow *rows = (cu_srow *)s->h_rows.p;
     int32_t n_edits = 0;
+    int n_fast = 0, n_fast_sampled = 0;
     for (int i = 0; i < n; i++) {
         const vllm_sampling_params *p = b->params[i];
         cu_srow *r = &rows[i];
@@ -752,8 +989,15 @@ vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b) {
         r->fp = p->frequency_penalty;
         r->pp = p->presence_penalty;
         pack_edits(s, p, &b->ctx[i], V, r, &n_edits);
+        const bool greedy = (r->flags & SR_GREEDY) != 0;
+        if (r->n_edit == 0 && !(r->flags & SR_ALLOWED) && r->k_top == 0 &&
+            (greedy || (!(r->min_p > 0.0f) && (r->top_k <= 0 || r->top_k >= V) && !(r->top_p < 1.0f)))) {
+            r->flags |= SR_FAST;
+            n_fast++;
+            n_fast_sampled += !greedy;
+        }
     }
-    if ((st = sample_run(be, logits, n, n_edits, "sample"))) return st;
+    if ((st = sample_run(be, logits, n, n_edits, n_fast, n_fast_sampled, "sample"))) return st;
     const cu_sout *o = (const cu_sout *)s->h_outs.p;
     for (int i = 0; i < n; i++) {
         b->tokens[i] = o[i].token;
@@ -788,7 +1032,7 @@ vllm_status cu_logprobs(backend *be, const tensor *logits, const logprob_batch *
                             SM_MAXK);
         r->k_top = k;
     }
-    if ((st = sample_run(be, logits, n, 0, "logprobs"))) return st;
+    if ((st = sample_run(be, logits, n, 0, 0, 0, "logprobs"))) return st;
     const cu_sout *o = (const cu_sout *)s->h_outs.p;
     for (int i = 0; i < n; i++) {
         int32_t t = b->targets[i];

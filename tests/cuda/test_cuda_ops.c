@@ -9,7 +9,13 @@
  * every output is poisoned with NaN before the op runs. Paged attention
  * runs over several layouts (mixed prefill/decode, block sizes 16 and 7,
  * MHA/GQA/MQA, head_dim 6 to 256, sliding window, long contexts that take
- * the split-KV path) with NaN in every cache slot no query may read.
+ * the split-KV path, prefill chunks on the tensor cores) with NaN in every
+ * cache slot no query may read, and again with max_query_len /
+ * max_seq_len as upper bounds. The fused ops (add_rms_norm,
+ * qk_norm_rope_kv) are compared with the CPU backend's composites, padding
+ * slots (-1) must leave the caches alone, and a recorded graph replayed on
+ * new inputs must equal the eager ops; failures while recording are
+ * reported by graph_end.
  * Sampling is compared with the reference of src/sample/ (sample_row_ref):
  * greedy exactly, seeded draws exactly on well-separated logits, the
  * min_p / top_k / top_p masks, penalties, bias, allowed ids, bad words,
@@ -204,6 +210,39 @@ static void test_memory(void) {
     CHECK(ok);
     free(y);
     gpu->ops->release_import(gpu, &imp);
+    /* many uploads queued without a synchronize, from a host buffer rewritten after each:
+     * the staging ring must copy the data at once and wrap without overwriting pending copies */
+    {
+        const int n = 300, chunk = 50000; /* 15 MB over a 1 MiB ring at first */
+        tensor big = tensor_1d(DTYPE_I32, NULL, (int64_t)n * chunk);
+        CHECK_OK(gpu->ops->alloc(gpu, &big));
+        int32_t *src = malloc((size_t)chunk * sizeof *src);
+        for (int i = 0; i < n; i++) {
+            for (int j = 0; j < chunk; j++) src[j] = i * 7919 + j;
+            tensor part = tensor_1d(DTYPE_I32, (int32_t *)big.data + (size_t)i * chunk, chunk);
+            size_t bytes = (size_t)chunk * 4;
+            CHECK_OK(gpu->ops->upload(gpu, &part, src, bytes));
+        }
+        int32_t *back = malloc((size_t)n * chunk * sizeof *back);
+        CHECK_OK(gpu->ops->download(gpu, back, &big, (size_t)n * chunk * 4));
+        int64_t bad = 0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < chunk; j++) bad += back[(size_t)i * chunk + j] != i * 7919 + j;
+        CHECK_MSG(bad == 0, "staged uploads: %lld values differ", (long long)bad);
+        /* one upload larger than the ring (it grows) */
+        int32_t *large = malloc((size_t)n * chunk * sizeof *large);
+        for (int64_t i = 0; i < (int64_t)n * chunk; i++) large[i] = (int32_t)(i ^ 0x5a5a);
+        CHECK_OK(gpu->ops->upload(gpu, &big, large, (size_t)n * chunk * 4));
+        memset(large, 0, (size_t)n * chunk * 4);
+        CHECK_OK(gpu->ops->download(gpu, back, &big, (size_t)n * chunk * 4));
+        bad = 0;
+        for (int64_t i = 0; i < (int64_t)n * chunk; i++) bad += back[i] != (int32_t)(i ^ 0x5a5a);
+        CHECK_MSG(bad == 0, "large staged upload: %lld values differ", (long long)bad);
+        free(large);
+        free(back);
+        free(src);
+        drop(gpu, &big);
+    }
     size_t fr = 0, tot = 0;
     CHECK(gpu->ops->mem_info != NULL);
     if (gpu->ops->mem_info) {
@@ -450,6 +489,175 @@ static void test_rope(void) {
     }
 }
 
+/* ---- fused ops (against the CPU backend's composites, src/cpu/ops_fused.c) ---- */
+
+static void test_add_rms_norm(void) {
+    const int Ds[2] = {1024, 700}; /* the vector kernel; the two-op fallback (D % 8 != 0) */
+    const dtype wdts[2] = {DTYPE_BF16, DTYPE_F32};
+    for (int di = 0; di < 2; di++)
+        for (int wi = 0; wi < 2; wi++) {
+            const int T = 9, D = Ds[di];
+            float *hx, *hy;
+            tensor xc, xg, yc, yg;
+            rand_pair(T, D, 2.0f, &hx, &xc, &xg);
+            rand_pair(T, D + 24, 2.0f, &hy, &yc, &yg);
+            tensor yvc = tensor_cols(&yc, 8, D), yvg = tensor_cols(&yg, 8, D); /* strided y */
+            float *wv = malloc((size_t)D * sizeof *wv);
+            for (int i = 0; i < D; i++) wv[i] = round_to(wdts[wi], 1.0f + 0.5f * rnd());
+            void *wb = pack(wv, D, wdts[wi]);
+            tensor wh = tensor_1d(wdts[wi], wb, D), wc, wg;
+            CHECK_OK(cpu->ops->import(cpu, &wh, &wc));
+            CHECK_OK(gpu->ops->import(gpu, &wh, &wg));
+            tensor oc = put(cpu, DTYPE_F32, T, D, NULL), og = put(gpu, DTYPE_BF16, T, D, NULL);
+            poison(&og);
+            cpu->ops->add_rms_norm(cpu, &xc, &yvc, &wc, 1e-6f, &oc);
+            gpu->ops->add_rms_norm(gpu, &xg, &yvg, &wg, 1e-6f, &og);
+            char what[96];
+            float *c = get(cpu, &xc), *g = get(gpu, &xg);
+            snprintf(what, sizeof what, "add_rms_norm: x += y (D %d, %s weight)", D, dtype_name(wdts[wi]));
+            compare(what, g, c, (int64_t)T * D, REL, ELEM);
+            free(c);
+            free(g);
+            c = get(cpu, &oc);
+            g = get(gpu, &og);
+            snprintf(what, sizeof what, "add_rms_norm: out (D %d, %s weight)", D, dtype_name(wdts[wi]));
+            compare(what, g, c, (int64_t)T * D, REL, ELEM);
+            free(c);
+            free(g);
+            cpu->ops->release_import(cpu, &wc);
+            gpu->ops->release_import(gpu, &wg);
+            tensor *tc[] = {&xc, &yc, &oc}, *tg[] = {&xg, &yg, &og};
+            for (int i = 0; i < 3; i++) {
+                drop(cpu, tc[i]);
+                drop(gpu, tg[i]);
+            }
+            free(wb);
+            free(wv);
+            free(hx);
+            free(hy);
+        }
+}
+
+/* q/k norm + rope + kv write, with a padding token (slot -1) that must leave the caches alone */
+static void test_qk_norm_rope_kv(void) {
+    const int T = 7, nq = 4, nk = 2, max_pos = 200, nb = 5, bs = 16;
+    for (int variant = 0; variant < 6; variant++) {
+        const int hd = variant < 4 ? 128 : 64;
+        const bool norm = variant != 1 && variant != 5, neox = variant != 2;
+        const int rot = variant == 3 ? hd / 2 : hd;
+        const int64_t qd = (int64_t)nq * hd, kvd = (int64_t)nk * hd, W = qd + 2 * kvd + 3;
+        float *h;
+        tensor xc, xg;
+        rand_pair(T, W, 1.0f, &h, &xc, &xg);
+        tensor qc = tensor_cols(&xc, 0, qd), kc = tensor_cols(&xc, qd, kvd), vc = tensor_cols(&xc, qd + kvd, kvd);
+        tensor qg = tensor_cols(&xg, 0, qd), kg = tensor_cols(&xg, qd, kvd), vg = tensor_cols(&xg, qd + kvd, kvd);
+        float *cs = malloc((size_t)max_pos * rot * sizeof *cs);
+        for (int p = 0; p < max_pos; p++)
+            for (int i = 0; i < rot / 2; i++) {
+                double f = pow(10000.0, -2.0 * i / rot);
+                cs[p * rot + i] = (float)cos(p * f);
+                cs[p * rot + rot / 2 + i] = (float)sin(p * f);
+            }
+        tensor csc = put(cpu, DTYPE_F32, max_pos, rot, cs), csg = put(gpu, DTYPE_F32, max_pos, rot, cs);
+        int32_t pos[7];
+        int64_t slots[7];
+        for (int t = 0; t < T; t++) {
+            pos[t] = rnd_int(max_pos);
+            slots[t] = (int64_t)t * 11 + variant; /* distinct, spread over the blocks */
+        }
+        slots[2] = -1; /* padding */
+        tensor pc = put_i32(cpu, pos, T), pg = put_i32(gpu, pos, T);
+        float wq[128], wk[128];
+        for (int i = 0; i < hd; i++) {
+            wq[i] = round_to(DTYPE_BF16, 1.0f + 0.5f * rnd());
+            wk[i] = round_to(DTYPE_BF16, 1.0f + 0.5f * rnd());
+        }
+        void *wqb = pack(wq, hd, DTYPE_BF16), *wkb = pack(wk, hd, DTYPE_BF16);
+        tensor wqh = tensor_1d(DTYPE_BF16, wqb, hd), wkh = tensor_1d(DTYPE_BF16, wkb, hd), wqc, wkc, wqg, wkg;
+        CHECK_OK(cpu->ops->import(cpu, &wqh, &wqc));
+        CHECK_OK(cpu->ops->import(cpu, &wkh, &wkc));
+        CHECK_OK(gpu->ops->import(gpu, &wqh, &wqg));
+        CHECK_OK(gpu->ops->import(gpu, &wkh, &wkg));
+        /* caches start with the same random values on both sides */
+        const int64_t cn = (int64_t)nb * bs * kvd;
+        float *init = malloc((size_t)cn * sizeof *init);
+        for (int64_t i = 0; i < cn; i++) init[i] = round_to(DTYPE_BF16, rnd());
+        int64_t shape[4] = {nb, bs, nk, hd};
+        tensor kcc = tensor_make(DTYPE_F32, NULL, 4, shape), vcc = kcc, kcg = tensor_make(DTYPE_BF16, NULL, 4, shape),
+               vcg = kcg;
+        CHECK_OK(cpu->ops->alloc(cpu, &kcc));
+        CHECK_OK(cpu->ops->alloc(cpu, &vcc));
+        CHECK_OK(gpu->ops->alloc(gpu, &kcg));
+        CHECK_OK(gpu->ops->alloc(gpu, &vcg));
+        void *ib = pack(init, cn, DTYPE_BF16);
+        CHECK_OK(cpu->ops->upload(cpu, &kcc, init, (size_t)cn * 4));
+        CHECK_OK(cpu->ops->upload(cpu, &vcc, init, (size_t)cn * 4));
+        CHECK_OK(gpu->ops->upload(gpu, &kcg, ib, (size_t)cn * 2));
+        CHECK_OK(gpu->ops->upload(gpu, &vcg, ib, (size_t)cn * 2));
+        attn_meta mc = {.num_seqs = 1, .num_tokens = T, .max_query_len = T, .max_seq_len = T, .block_size = bs,
+                        .max_blocks_per_seq = nb};
+        attn_meta mg = mc;
+        mc.slot_mapping = put_i64(cpu, slots, T);
+        mg.slot_mapping = put_i64(gpu, slots, T);
+        cpu->ops->qk_norm_rope_kv(cpu, &qc, &kc, &vc, norm ? &wqc : NULL, norm ? &wkc : NULL, 1e-6f, &pc, &csc, hd,
+                                  rot, neox, &kcc, &vcc, &mc);
+        gpu->ops->qk_norm_rope_kv(gpu, &qg, &kg, &vg, norm ? &wqg : NULL, norm ? &wkg : NULL, 1e-6f, &pg, &csg, hd,
+                                  rot, neox, &kcg, &vcg, &mg);
+        char what[128];
+        snprintf(what, sizeof what, "qk_norm_rope_kv: q, k (hd %d, rot %d, %s, %s)", hd, rot, neox ? "neox" : "interleaved",
+                 norm ? "q/k norm" : "no norm");
+        float *c = get(cpu, &xc), *g = get(gpu, &xg);
+        /* q and k columns only (v is an input) */
+        float *cq = malloc((size_t)T * (qd + kvd) * sizeof *cq), *gq = malloc((size_t)T * (qd + kvd) * sizeof *gq);
+        for (int t = 0; t < T; t++)
+            for (int64_t i = 0; i < qd + kvd; i++) {
+                cq[t * (qd + kvd) + i] = c[t * W + i];
+                gq[t * (qd + kvd) + i] = g[t * W + i];
+            }
+        compare(what, gq, cq, (int64_t)T * (qd + kvd), REL, ELEM);
+        free(cq);
+        free(gq);
+        free(c);
+        free(g);
+        snprintf(what, sizeof what, "qk_norm_rope_kv: k cache (hd %d, rot %d, padding slot)", hd, rot);
+        c = get(cpu, &kcc);
+        g = get(gpu, &kcg);
+        compare(what, g, c, cn, REL, ELEM);
+        free(c);
+        free(g);
+        snprintf(what, sizeof what, "qk_norm_rope_kv: v cache (hd %d)", hd);
+        c = get(cpu, &vcc);
+        g = get(gpu, &vcg);
+        compare(what, g, c, cn, 1e-6, 0);
+        free(c);
+        free(g);
+        if (variant == 0) { /* a slot past the cache is reported */
+            slots[4] = (int64_t)nb * bs;
+            tensor bad = put_i64(gpu, slots, T);
+            attn_meta mb = mg;
+            mb.slot_mapping = bad;
+            gpu->ops->qk_norm_rope_kv(gpu, &qg, &kg, &vg, &wqg, &wkg, 1e-6f, &pg, &csg, hd, rot, neox, &kcg, &vcg, &mb);
+            expect_device_error("kv_write");
+            drop(gpu, &bad);
+        }
+        cpu->ops->release_import(cpu, &wqc);
+        cpu->ops->release_import(cpu, &wkc);
+        gpu->ops->release_import(gpu, &wqg);
+        gpu->ops->release_import(gpu, &wkg);
+        tensor *tc[] = {&xc, &csc, &pc, &kcc, &vcc, &mc.slot_mapping}, *tg[] = {&xg, &csg, &pg, &kcg, &vcg, &mg.slot_mapping};
+        for (int i = 0; i < 6; i++) {
+            drop(cpu, tc[i]);
+            drop(gpu, tg[i]);
+        }
+        free(ib);
+        free(init);
+        free(wqb);
+        free(wkb);
+        free(cs);
+        free(h);
+    }
+}
+
 /* ---- attention ---- */
 
 typedef struct attn_layout {
@@ -467,6 +675,10 @@ static const attn_layout LAYOUTS[] = {
     {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}},
     {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}},
     {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}},
+    /* prefill chunks of >= 16 tokens take the tensor-core kernel (head_dim 64, 128), the rest the decode kernel */
+    {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 32, 8, 128, 16, 0, 2, {100, 1}, {300, 40}},
+    {"prefills, head_dim 64, sliding window 40, block 7 (tensor cores)", 8, 2, 64, 7, 40, 3, {70, 33, 2}, {70, 90, 50}},
+    {"prefill of 130, head_dim 128, group 16 (tensor cores)", 16, 1, 128, 16, 0, 1, {130}, {130}},
 };
 
 static void test_attention_layout(const attn_layout *L) {
@@ -568,8 +780,20 @@ static void test_attention_layout(const attn_layout *L) {
     char what[160];
     snprintf(what, sizeof what, "attention [%s]", L->name);
     compare(what, g, c, (int64_t)T * qd, REL, ELEM);
-    free(c);
     free(g);
+    /* max_query_len / max_seq_len as upper bounds (a graph recorded for longer contexts) */
+    {
+        attn_meta mu = mg;
+        mu.max_query_len = max_q + 5;
+        mu.max_seq_len = 8 * max_ctx + 100;
+        poison(&og);
+        gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mu, &ap, &og);
+        g = get(gpu, &og);
+        snprintf(what, sizeof what, "attention [%s], upper-bound lengths", L->name);
+        compare(what, g, c, (int64_t)T * qd, REL, ELEM);
+        free(g);
+    }
+    free(c);
     /* kv_write wrote the same values (bit for bit after rounding) */
     c = get(cpu, &kcc);
     g = get(gpu, &kcg);
@@ -694,6 +918,15 @@ static void test_linear(void) {
     test_linear_case(DTYPE_BF16, 1, 2048, 1, one, false, DTYPE_BF16);
     test_linear_case(DTYPE_BF16, 3, 64, 1, vocab, false, DTYPE_F32); /* logits */
     test_linear_case(DTYPE_F32, 5, 200, 1, vocab, true, DTYPE_F32);
+    /* the GEMV's split-K (few rows, long K), with and without biases */
+    const int down[1] = {1024}, small[3] = {104, 96, 100};
+    test_linear_case(DTYPE_BF16, 3, 3072, 1, down, false, DTYPE_BF16);
+    test_linear_case(DTYPE_BF16, 8, 1024, 3, small, true, DTYPE_BF16);
+    test_linear_case(DTYPE_BF16, 2, 2048, 3, small, true, DTYPE_F32);
+    /* rows filling more than a wave of CTAs: the one-row-per-warp kernel with K % 256 == 0 */
+    const int many[1] = {12000};
+    test_linear_case(DTYPE_BF16, 1, 256, 1, many, true, DTYPE_BF16);
+    test_linear_case(DTYPE_BF16, 5, 512, 1, many, false, DTYPE_F32);
 }
 
 /* ---- sampling ---- */
@@ -871,21 +1104,28 @@ static void test_sampling(void) {
     /* a large vocabulary (Qwen's) in BF16 logits, greedy and sampled */
     {
         const int V2 = 151936;
-        float *l2 = malloc((size_t)2 * V2 * sizeof *l2);
-        for (int i = 0; i < 2 * V2; i++) l2[i] = round_to(DTYPE_BF16, rnd() * 8.0f);
-        tensor t2 = put(gpu, DTYPE_BF16, 2, V2, l2);
-        vllm_sampling_params p2[2];
-        p2[0] = vllm_sampling_default_params();
+        float *l2 = malloc((size_t)3 * V2 * sizeof *l2);
+        for (int i = 0; i < 3 * V2; i++) l2[i] = round_to(DTYPE_BF16, rnd() * 8.0f);
+        l2[2 * V2 + 100000] = NAN; /* row 2 holds a NaN */
+        tensor t2 = put(gpu, DTYPE_BF16, 3, V2, l2);
+        /* greedy; top_p; plain temperature (the multi-CTA path) at three draws; both on the NaN row */
+        enum { NR = 7 };
+        vllm_sampling_params p2[NR];
+        for (int i = 0; i < NR; i++) p2[i] = vllm_sampling_default_params();
         p2[0].temperature = 0;
-        p2[1] = vllm_sampling_default_params();
         p2[1].temperature = 0.9f;
         p2[1].top_p = 0.9f;
-        const vllm_sampling_params *pp2[2] = {&p2[0], &p2[1]};
-        sampler_context c2[2] = {{0}, {0}};
-        int32_t r2[2] = {0, 1}, tg[2], tc[2];
-        float lpg[2], lpc[2];
-        double u2[2] = {0.5, 0.37};
-        sample_batch b2 = {.num_rows = 2, .rows = r2, .params = pp2, .ctx = c2, .uniform = u2, .tokens = tg,
+        p2[2].temperature = 1.0f;
+        p2[3].temperature = 0.7f;
+        p2[4].temperature = 1.3f;
+        p2[5].temperature = 0;
+        p2[6].temperature = 1.0f;
+        const vllm_sampling_params *pp2[NR] = {&p2[0], &p2[1], &p2[2], &p2[3], &p2[4], &p2[5], &p2[6]};
+        sampler_context c2[NR] = {{0}, {0}, {0}, {0}, {0}, {0}, {0}};
+        int32_t r2[NR] = {0, 1, 1, 0, 1, 2, 2}, tg[NR], tc[NR];
+        float lpg[NR], lpc[NR];
+        double u2[NR] = {0.5, 0.37, 0.61, 0.05, 0.999, 0.5, 0.5};
+        sample_batch b2 = {.num_rows = NR, .rows = r2, .params = pp2, .ctx = c2, .uniform = u2, .tokens = tg,
                            .logprobs = lpg};
         CHECK_OK(gpu->ops->sample(gpu, &t2, &b2));
         b2.tokens = tc;
@@ -893,13 +1133,16 @@ static void test_sampling(void) {
         sample_ws ws = {0};
         CHECK_OK(sample_ws_init(&ws, V2));
         float *row = malloc((size_t)V2 * sizeof *row);
-        for (int i = 0; i < 2; i++) {
-            memcpy(row, l2 + (size_t)i * V2, (size_t)V2 * sizeof *row);
+        for (int i = 0; i < NR; i++) {
+            memcpy(row, l2 + (size_t)r2[i] * V2, (size_t)V2 * sizeof *row);
             sample_row_ref(row, V2, &b2, i, &ws);
         }
-        for (int i = 0; i < 2; i++)
-            CHECK_MSG(tg[i] == tc[i] && fabsf(lpg[i] - lpc[i]) <= 1e-4f, "vocab 151936 row %d: gpu %d (%g) cpu %d (%g)",
-                      i, tg[i], (double)lpg[i], tc[i], (double)lpc[i]);
+        for (int i = 0; i < NR; i++) {
+            bool nans = isnan(lpg[i]) && isnan(lpc[i]);
+            CHECK_MSG(tg[i] == tc[i] && (nans || fabsf(lpg[i] - lpc[i]) <= 1e-4f),
+                      "vocab 151936 row %d: gpu %d (%g) cpu %d (%g)", i, tg[i], (double)lpg[i], tc[i], (double)lpc[i]);
+        }
+        CHECK(tg[5] == SAMPLE_NAN_LOGITS && tg[6] == SAMPLE_NAN_LOGITS);
         free(row);
         sample_ws_free(&ws);
         drop(gpu, &t2);
@@ -907,6 +1150,314 @@ static void test_sampling(void) {
     }
     drop(gpu, &lgg);
     free(lg);
+}
+
+/* ---- graphs ---- */
+
+/* A random (out, in) BF16 linear layer on the GPU. */
+static be_linear *rand_linear(int out, int in, float scale) {
+    float *w = malloc((size_t)out * in * sizeof *w);
+    for (int64_t i = 0; i < (int64_t)out * in; i++) w[i] = rnd() * scale;
+    void *b = pack(w, (int64_t)out * in, DTYPE_BF16);
+    tensor t = tensor_2d(DTYPE_BF16, b, out, in);
+    const tensor *ws[1] = {&t};
+    be_linear *l = NULL;
+    CHECK_OK(gpu->ops->linear_create(gpu, ws, NULL, 1, &l));
+    free(b);
+    free(w);
+    return l;
+}
+
+static tensor rand_vec(int n, float base, float scale) {
+    float *w = malloc((size_t)n * sizeof *w);
+    for (int i = 0; i < n; i++) w[i] = base + scale * rnd();
+    void *b = pack(w, n, DTYPE_BF16);
+    tensor h = tensor_1d(DTYPE_BF16, b, n), t;
+    CHECK_OK(gpu->ops->import(gpu, &h, &t));
+    free(b);
+    free(w);
+    return t;
+}
+
+/* A 2-layer Qwen3-style decoder over 4 decode slots (3 sequences and a padding one) */
+#define GD 256
+#define GNH 4
+#define GNKV 2
+#define GHD 64
+#define GI 512
+#define GV 1000
+#define GL 2
+#define GS 4
+#define GBS 16
+#define GNB 40
+#define GMB 8       /* block table columns */
+#define GMAXPOS 256
+
+typedef struct gmodel {
+    tensor embed, cos_sin, in_norm[GL], post_norm[GL], qn[GL], kn[GL], final_norm;
+    be_linear *qkv[GL], *o[GL], *gu[GL], *down[GL], *head;
+    tensor kc[GL], vc[GL];
+    tensor x, h, qkvb, attn, ob, gub, ab, sel, logits;
+    tensor meta;                         /* the step's metadata, one I32 buffer */
+    tensor ids, pos, qsl, seq_lens, bt, lidx, slots;
+    attn_meta m;
+} gmodel;
+
+/* offsets (in I32 units) of the metadata arrays in gmodel.meta */
+enum { GO_IDS = 0, GO_POS = GO_IDS + GS, GO_QSL = GO_POS + GS, GO_LENS = GO_QSL + GS + 1, GO_BT = GO_LENS + GS,
+       GO_LIDX = GO_BT + GS * GMB, GO_SLOTS = (GO_LIDX + GS + 1) & ~1, GO_END = GO_SLOTS + 2 * GS };
+
+static void gmodel_init(gmodel *g) {
+    memset(g, 0, sizeof *g);
+    g->embed = rand_vec(GV * GD, 0.0f, 1.0f);
+    g->embed.ndim = 2;
+    g->embed.shape[0] = GV;
+    g->embed.shape[1] = GD;
+    float *cs = malloc((size_t)GMAXPOS * GHD * sizeof *cs);
+    for (int p = 0; p < GMAXPOS; p++)
+        for (int i = 0; i < GHD / 2; i++) {
+            double f = pow(1000000.0, -2.0 * i / GHD);
+            cs[p * GHD + i] = (float)cos(p * f);
+            cs[p * GHD + GHD / 2 + i] = (float)sin(p * f);
+        }
+    g->cos_sin = put(gpu, DTYPE_F32, GMAXPOS, GHD, cs);
+    free(cs);
+    int64_t shape[4] = {GNB, GBS, GNKV, GHD};
+    for (int l = 0; l < GL; l++) {
+        g->in_norm[l] = rand_vec(GD, 1.0f, 0.2f);
+        g->post_norm[l] = rand_vec(GD, 1.0f, 0.2f);
+        g->qn[l] = rand_vec(GHD, 1.0f, 0.2f);
+        g->kn[l] = rand_vec(GHD, 1.0f, 0.2f);
+        g->qkv[l] = rand_linear((GNH + 2 * GNKV) * GHD, GD, 0.1f);
+        g->o[l] = rand_linear(GD, GNH * GHD, 0.1f);
+        g->gu[l] = rand_linear(2 * GI, GD, 0.1f);
+        g->down[l] = rand_linear(GD, GI, 0.1f);
+        g->kc[l] = tensor_make(DTYPE_BF16, NULL, 4, shape);
+        g->vc[l] = g->kc[l];
+        CHECK_OK(gpu->ops->alloc(gpu, &g->kc[l]));
+        CHECK_OK(gpu->ops->alloc(gpu, &g->vc[l]));
+        /* earlier tokens' K/V: random */
+        int64_t n = (int64_t)GNB * GBS * GNKV * GHD;
+        float *r = malloc((size_t)n * sizeof *r);
+        for (int64_t i = 0; i < n; i++) r[i] = rnd();
+        void *b = pack(r, n, DTYPE_BF16);
+        CHECK_OK(gpu->ops->upload(gpu, &g->kc[l], b, (size_t)n * 2));
+        for (int64_t i = 0; i < n; i++) r[i] = rnd();
+        free(b);
+        b = pack(r, n, DTYPE_BF16);
+        CHECK_OK(gpu->ops->upload(gpu, &g->vc[l], b, (size_t)n * 2));
+        free(b);
+        free(r);
+    }
+    g->final_norm = rand_vec(GD, 1.0f, 0.2f);
+    g->head = rand_linear(GV, GD, 0.1f);
+    g->x = put(gpu, DTYPE_BF16, GS, GD, NULL);
+    g->h = put(gpu, DTYPE_BF16, GS, GD, NULL);
+    g->qkvb = put(gpu, DTYPE_BF16, GS, (GNH + 2 * GNKV) * GHD, NULL);
+    g->attn = put(gpu, DTYPE_BF16, GS, GNH * GHD, NULL);
+    g->ob = put(gpu, DTYPE_BF16, GS, GD, NULL);
+    g->gub = put(gpu, DTYPE_BF16, GS, 2 * GI, NULL);
+    g->ab = put(gpu, DTYPE_BF16, GS, GI, NULL);
+    g->sel = put(gpu, DTYPE_BF16, GS, GD, NULL);
+    g->logits = put(gpu, DTYPE_F32, GS, GV, NULL);
+    g->meta = tensor_1d(DTYPE_I32, NULL, GO_END);
+    CHECK_OK(gpu->ops->alloc(gpu, &g->meta));
+    int32_t *mp = g->meta.data;
+    g->ids = tensor_1d(DTYPE_I32, mp + GO_IDS, GS);
+    g->pos = tensor_1d(DTYPE_I32, mp + GO_POS, GS);
+    g->qsl = tensor_1d(DTYPE_I32, mp + GO_QSL, GS + 1);
+    g->seq_lens = tensor_1d(DTYPE_I32, mp + GO_LENS, GS);
+    g->bt = tensor_2d(DTYPE_I32, mp + GO_BT, GS, GMB);
+    g->lidx = tensor_1d(DTYPE_I32, mp + GO_LIDX, GS);
+    g->slots = tensor_1d(DTYPE_I64, mp + GO_SLOTS, GS);
+    g->m = (attn_meta){.num_seqs = GS, .num_tokens = GS, .max_query_len = 1, .max_seq_len = GMB * GBS,
+                       .block_size = GBS, .max_blocks_per_seq = GMB, .query_start_loc = g->qsl,
+                       .seq_lens = g->seq_lens, .block_tables = g->bt, .slot_mapping = g->slots};
+}
+
+static void gmodel_free(gmodel *g) {
+    for (int l = 0; l < GL; l++) {
+        tensor *ts[] = {&g->in_norm[l], &g->post_norm[l], &g->qn[l], &g->kn[l]};
+        for (int i = 0; i < 4; i++) gpu->ops->release_import(gpu, ts[i]);
+        be_linear *ls[] = {g->qkv[l], g->o[l], g->gu[l], g->down[l]};
+        for (int i = 0; i < 4; i++) gpu->ops->linear_free(gpu, ls[i]);
+        drop(gpu, &g->kc[l]);
+        drop(gpu, &g->vc[l]);
+    }
+    gpu->ops->linear_free(gpu, g->head);
+    gpu->ops->release_import(gpu, &g->embed);
+    gpu->ops->release_import(gpu, &g->final_norm);
+    tensor *ts[] = {&g->cos_sin, &g->x, &g->h, &g->qkvb, &g->attn, &g->ob, &g->gub, &g->ab, &g->sel, &g->logits, &g->meta};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) drop(gpu, ts[i]);
+}
+
+/* The step's metadata: 3 decoding sequences with contexts of ctx0 + 5 s tokens on
+ * blocks 1.. (block 0 is left to the padding slot), then the padding slot. */
+static void gmodel_meta(gmodel *g, int ctx0, int32_t *host) {
+    memset(host, 0, GO_END * sizeof *host);
+    for (int s = 0; s < GS; s++) {
+        host[GO_QSL + s + 1] = s + 1;
+        host[GO_LIDX + s] = s < GS - 1 ? s : 0;
+        int64_t slot = -1;
+        if (s < GS - 1) {
+            int len = ctx0 + 5 * s;
+            host[GO_IDS + s] = rnd_int(GV);
+            host[GO_POS + s] = len - 1;
+            host[GO_LENS + s] = len;
+            for (int b = 0; b < GMB; b++) host[GO_BT + s * GMB + b] = 1 + s * 12 + b; /* distinct, within GNB */
+            slot = (int64_t)host[GO_BT + s * GMB + (len - 1) / GBS] * GBS + (len - 1) % GBS;
+        } else {
+            host[GO_IDS + s] = 0; /* padding: token 0, position 0, seq_len 1, block row of zeros, slot -1 */
+            host[GO_POS + s] = 0;
+            host[GO_LENS + s] = 1;
+        }
+        memcpy(&host[GO_SLOTS + 2 * s], &slot, sizeof slot);
+    }
+    (void)g;
+}
+
+/* The ops of one decode step (as llama.c's forward with the fused ops). */
+static void gmodel_step(gmodel *g) {
+    const backend_ops *o = gpu->ops;
+    const int64_t qd = GNH * GHD, kvd = GNKV * GHD;
+    tensor q = tensor_cols(&g->qkvb, 0, qd), k = tensor_cols(&g->qkvb, qd, kvd), v = tensor_cols(&g->qkvb, qd + kvd, kvd);
+    attn_params ap = {.scale = 0.125f, .sliding_window = 0, .num_heads = GNH, .num_kv_heads = GNKV, .head_dim = GHD};
+    o->embedding(gpu, &g->embed, &g->ids, &g->x);
+    o->rms_norm(gpu, &g->x, &g->in_norm[0], 1e-6f, &g->h);
+    for (int l = 0; l < GL; l++) {
+        o->linear(gpu, g->qkv[l], &g->h, &g->qkvb);
+        o->qk_norm_rope_kv(gpu, &q, &k, &v, &g->qn[l], &g->kn[l], 1e-6f, &g->pos, &g->cos_sin, GHD, GHD, true,
+                           &g->kc[l], &g->vc[l], &g->m);
+        o->attention(gpu, &q, &g->kc[l], &g->vc[l], &g->m, &ap, &g->attn);
+        o->linear(gpu, g->o[l], &g->attn, &g->ob);
+        o->add_rms_norm(gpu, &g->x, &g->ob, &g->post_norm[l], 1e-6f, &g->h);
+        o->linear(gpu, g->gu[l], &g->h, &g->gub);
+        o->silu_mul(gpu, &g->gub, &g->ab);
+        o->linear(gpu, g->down[l], &g->ab, &g->ob);
+        if (l + 1 < GL) o->add_rms_norm(gpu, &g->x, &g->ob, &g->in_norm[l + 1], 1e-6f, &g->h);
+        else o->add(gpu, &g->x, &g->ob);
+    }
+    o->gather_rows(gpu, &g->x, &g->lidx, &g->sel);
+    o->rms_norm(gpu, &g->sel, &g->final_norm, 1e-6f, &g->sel);
+    o->linear(gpu, g->head, &g->sel, &g->logits);
+}
+
+static float *gmodel_logits(gmodel *g) {
+    float *l = malloc((size_t)GS * GV * sizeof *l);
+    CHECK_OK(gpu->ops->download(gpu, l, &g->logits, (size_t)GS * GV * sizeof *l));
+    return l;
+}
+
+static void test_graph(void) {
+    CHECK(gpu->ops->graph_begin && gpu->ops->graph_end && gpu->ops->graph_launch && gpu->ops->graph_free);
+    if (!gpu->ops->graph_begin) return;
+    gmodel g;
+    gmodel_init(&g);
+    int32_t host[GO_END];
+    const size_t mbytes = GO_END * sizeof(int32_t);
+
+    /* step A eagerly (every workspace reaches its size) */
+    gmodel_meta(&g, 40, host);
+    CHECK_OK(gpu->ops->upload(gpu, &g.meta, host, mbytes));
+    gmodel_step(&g);
+    float *la = gmodel_logits(&g);
+
+    /* record the step (nothing runs) */
+    be_graph *gr = NULL;
+    CHECK_OK(gpu->ops->graph_begin(gpu));
+    gmodel_step(&g);
+    CHECK_OK(gpu->ops->graph_end(gpu, &gr));
+    float *same = gmodel_logits(&g);
+    CHECK_MSG(memcmp(same, la, (size_t)GS * GV * sizeof *la) == 0, "recording a graph ran its ops");
+    free(same);
+
+    for (int rep = 0; rep < 2 && gr; rep++) {
+        /* step B (new contents in the same buffers): the replay, then the same eagerly */
+        gmodel_meta(&g, rep ? 100 : 17, host);
+        int64_t cn = (int64_t)GNB * GBS * GNKV * GHD;
+        tensor kc0 = g.kc[0];
+        float *before = get(gpu, &kc0);
+        CHECK_OK(gpu->ops->upload(gpu, &g.meta, host, mbytes));
+        CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+        float *lg = gmodel_logits(&g);
+        float *after = get(gpu, &kc0);
+        /* only the 3 real tokens' slots changed: the padding slot (-1) wrote nothing */
+        int64_t changed_rows = 0, outside = 0;
+        for (int64_t r = 0; r < (int64_t)GNB * GBS; r++) {
+            bool ch = memcmp(before + r * GNKV * GHD, after + r * GNKV * GHD, GNKV * GHD * sizeof(float)) != 0;
+            bool real = false;
+            for (int s = 0; s < GS - 1; s++) {
+                int64_t slot;
+                memcpy(&slot, &host[GO_SLOTS + 2 * s], sizeof slot);
+                real |= slot == r;
+            }
+            changed_rows += ch;
+            outside += ch && !real;
+        }
+        CHECK_MSG(changed_rows == GS - 1 && outside == 0, "graph replay: %lld cache rows changed, %lld not the step's",
+                  (long long)changed_rows, (long long)outside);
+        (void)cn;
+        CHECK_OK(gpu->ops->upload(gpu, &g.meta, host, mbytes));
+        gmodel_step(&g);
+        float *le = gmodel_logits(&g);
+        int64_t nan = 0, differ = 0, same_as_a = 0;
+        for (int i = 0; i < GS * GV; i++) {
+            nan += isnan(lg[i]) && i < (GS - 1) * GV;
+            differ += memcmp(&lg[i], &le[i], sizeof *lg) != 0;
+            same_as_a += lg[i] == la[i];
+        }
+        printf("  graph replay %d: %lld of %d logits differ from eager, %lld equal to the recording's inputs'\n", rep,
+               (long long)differ, GS * GV, (long long)same_as_a);
+        CHECK_MSG(nan == 0 && differ == 0, "graph replay %d vs eager: %lld NaN, %lld differ", rep, (long long)nan,
+                  (long long)differ);
+        CHECK_MSG(same_as_a < GS * GV / 2, "graph replay %d did not see the new inputs", rep);
+        free(le);
+        free(lg);
+        free(before);
+        free(after);
+    }
+    gpu->ops->graph_free(gpu, gr);
+    free(la);
+
+    /* failures while recording are reported by graph_end, and the backend stays usable */
+    {
+        float w9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+        tensor w = tensor_1d(DTYPE_F32, NULL, 9);
+        CHECK_OK(gpu->ops->alloc(gpu, &w));
+        CHECK_OK(gpu->ops->upload(gpu, &w, w9, sizeof w9));
+        be_graph *bad = NULL;
+        CHECK_OK(gpu->ops->graph_begin(gpu));
+        gpu->ops->rms_norm(gpu, &g.x, &w, 1e-6f, &g.x);
+        vllm_status st = gpu->ops->graph_end(gpu, &bad);
+        CHECK_MSG(st == VLLM_ERR_BACKEND && bad == NULL && strstr(vllm_last_error(), "rms_norm"),
+                  "bad op while recording: status %d: %s", st, vllm_last_error());
+        CHECK_OK(gpu->ops->graph_begin(gpu));
+        st = gpu->ops->upload(gpu, &w, w9, sizeof w9);
+        CHECK_MSG(st != VLLM_OK, "upload while recording succeeded");
+        st = gpu->ops->graph_end(gpu, &bad);
+        CHECK_MSG(st == VLLM_ERR_BACKEND && strstr(vllm_last_error(), "upload"), "upload while recording: %s",
+                  vllm_last_error());
+        CHECK_OK(gpu->ops->graph_begin(gpu));
+        st = gpu->ops->synchronize(gpu);
+        CHECK_MSG(st != VLLM_OK, "synchronize while recording succeeded");
+        st = gpu->ops->graph_end(gpu, &bad);
+        CHECK_MSG(st == VLLM_ERR_BACKEND && strstr(vllm_last_error(), "synchronize"), "synchronize while recording: %s",
+                  vllm_last_error());
+        st = gpu->ops->graph_end(gpu, &bad);
+        CHECK_MSG(st == VLLM_ERR_INVALID_ARG, "graph_end without graph_begin: %d", st);
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        /* still works */
+        gmodel_meta(&g, 30, host);
+        CHECK_OK(gpu->ops->upload(gpu, &g.meta, host, mbytes));
+        gmodel_step(&g);
+        float *l2 = gmodel_logits(&g);
+        int64_t nan = 0;
+        for (int i = 0; i < (GS - 1) * GV; i++) nan += isnan(l2[i]);
+        CHECK(nan == 0);
+        free(l2);
+        drop(gpu, &w);
+    }
+    gmodel_free(&g);
 }
 
 int main(void) {
@@ -925,9 +1476,12 @@ int main(void) {
     test_rms_norm();
     test_add_silu_gather();
     test_rope();
+    test_add_rms_norm();
+    test_qk_norm_rope_kv();
     for (size_t i = 0; i < sizeof LAYOUTS / sizeof *LAYOUTS; i++) test_attention_layout(&LAYOUTS[i]);
     test_linear();
     test_sampling();
+    test_graph();
 
     CHECK_OK(gpu->ops->synchronize(gpu));
     CHECK_OK(cpu->ops->synchronize(cpu));

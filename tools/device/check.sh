@@ -5,18 +5,33 @@
 #   - tests/cuda/test_cuda_ops.c: every CUDA op against the CPU backend on random inputs;
 #   - tests/cuda/test_cuda_parity.c: the model fixtures (tests/fixtures/models/*) generated on
 #     CUDA against their expected.json (transformers), under three engine layouts;
+#   - tests/cuda/test_cuda_perf.c: decode / prefill timings of synthetic Qwen3-0.6B / 8B shapes
+#     through the ops (eager, graphs, per op, sampling): informational rows;
 #   - vllmc generate --device cuda on the bundled stories260K (greedy, against --device cpu);
 #   - compute-sanitizer --tool memcheck on a short sampled generation;
 # and prints a pass/fail table last. Logs go to ${OUT:-/tmp/vllmc-check}/.
 #
-#   tools/device/check.sh [--no-sanitizer]
-# Device call (DEVICE.md): run with carry [".devdeps"].
+#   tools/device/check.sh [--no-sanitizer] [--quick] [--prebuilt DIR]
+#     --quick: no sanitizer and no transformers bf16 drift (saves device time);
+#     --prebuilt DIR: use DIR/{vllmc,cuda_test_cuda_ops,cuda_test_cuda_parity,cuda_test_cuda_perf}
+#       built elsewhere (-DVLLM_NATIVE=OFF) instead of building here.
+# Device call (DEVICE.md): run with carry [".devdeps"] (and DIR when prebuilt).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp/vllmc-check}
 mkdir -p "$LOG"
 SAN=1
-[ "${1:-}" = --no-sanitizer ] && SAN=0
+HF=1
+PREBUILT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-sanitizer) SAN=0 ;;
+    --quick) SAN=0; HF=0 ;;
+    --prebuilt) PREBUILT="$2"; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 
 source tools/device/env.sh
 
@@ -35,9 +50,13 @@ table() {
 }
 
 t0=$(date +%s)
-if cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON > "$LOG/cmake.log" 2>&1 &&
+B=build-cuda
+if [ -n "$PREBUILT" ]; then
+  B=$PREBUILT
+  row "build" skip "prebuilt binaries in $B"
+elif cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON > "$LOG/cmake.log" 2>&1 &&
    cmake --build build-cuda -j "$(nproc)" --target vllmc_cli cuda_test_cuda_ops cuda_test_cuda_parity \
-     > "$LOG/build.log" 2>&1; then
+     cuda_test_cuda_perf > "$LOG/build.log" 2>&1; then
   row "build (cmake -DVLLM_CUDA=ON, Release)" pass "$(($(date +%s) - t0)) s"
 else
   tail -n 40 "$LOG/cmake.log" "$LOG/build.log"
@@ -48,9 +67,9 @@ fi
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
 
 # a test binary: pass (0), skip (77) or FAIL; the first failures are shown
-run_test() { # name binary
+run_test() { # name binary (killed after 300 s: a hung kernel must not eat the device call)
   local t=$(date +%s) rc
-  "$2" > "$LOG/$1.log" 2>&1
+  timeout 300 "$2" > "$LOG/$1.log" 2>&1
   rc=$?
   local summary
   summary=$(grep -E "checks, [0-9]+ failures" "$LOG/$1.log" | tail -1 | sed 's/.*: //')
@@ -64,9 +83,9 @@ run_test() { # name binary
 }
 
 echo "== test_cuda_ops"
-run_test cuda_test_cuda_ops build-cuda/cuda_test_cuda_ops
+run_test cuda_test_cuda_ops $B/cuda_test_cuda_ops
 echo "== test_cuda_parity"
-run_test cuda_test_cuda_parity build-cuda/cuda_test_cuda_parity
+run_test cuda_test_cuda_parity $B/cuda_test_cuda_parity
 while read -r _ name layout_and_rest; do
   status=$(echo "$layout_and_rest" | grep -oE ' (pass|FAIL) ' | tr -d ' ')
   layout=${layout_and_rest%% pass *}; layout=${layout%% FAIL *}
@@ -74,10 +93,18 @@ while read -r _ name layout_and_rest; do
   ROWS+=("$(printf '  parity %-49s %-5s %s' "$name: $(echo $layout)" "$status" "$(echo $detail)")")
 done < <(grep '^PARITY' "$LOG/cuda_test_cuda_parity.log" 2>/dev/null)
 
+# decode / prefill timings through the ops (synthetic Qwen3 shapes; the table is in the log)
+echo "== test_cuda_perf"
+run_test cuda_test_cuda_perf $B/cuda_test_cuda_perf
+grep -vE "^ *$|^PERF|checks, " "$LOG/cuda_test_cuda_perf.log" | head -80
+while read -r _ name rest; do
+  ROWS+=("$(printf '  perf (ops, synthetic): %-34s %-5s %s' "$name" info "$rest")")
+done < <(grep '^PERF' "$LOG/cuda_test_cuda_perf.log")
+
 # the yardstick for the parity tolerances: transformers itself in bf16 (teacher-forced on the
 # recorded continuations) against the fixtures' f32 reference
-echo "== transformers bf16 drift"
-PYTHONUNBUFFERED=1 python3 - > "$LOG/hf_bf16.log" 2>&1 <<'PY'
+[ $HF = 1 ] && echo "== transformers bf16 drift"
+[ $HF = 1 ] && PYTHONUNBUFFERED=1 python3 - > "$LOG/hf_bf16.log" 2>&1 <<'PY'
 import json, os, torch
 from transformers import AutoModelForCausalLM
 root = "tests/fixtures/models"
@@ -99,12 +126,14 @@ for name in sorted(os.listdir(root)):
 PY
 while read -r _ name rest; do
   ROWS+=("$(printf '  transformers bf16 vs f32: %-31s %-5s %s' "$name" info "$rest")")
-done < <(grep '^HFBF16' "$LOG/hf_bf16.log")
-grep -q '^HFBF16' "$LOG/hf_bf16.log" || { tail -n 5 "$LOG/hf_bf16.log"; row "transformers bf16 drift" FAIL "see hf_bf16.log"; }
+done < <(grep '^HFBF16' "$LOG/hf_bf16.log" 2>/dev/null)
+if [ $HF = 1 ]; then
+  grep -q '^HFBF16' "$LOG/hf_bf16.log" || { tail -n 5 "$LOG/hf_bf16.log"; row "transformers bf16 drift" FAIL "see hf_bf16.log"; }
+fi
 
 # the bundled model, greedy: CUDA against the CPU (BF16 may part from f32 at a near-tie)
 echo "== vllmc generate stories260K"
-V=build-cuda/vllmc
+V=$B/vllmc
 if $V generate --model models/stories260K --prompt-token-ids 1 --max-tokens 200 --temperature 0 --json \
      --device cuda > "$LOG/stories_cuda.json" 2> "$LOG/stories_cuda.err" &&
    $V generate --model models/stories260K --prompt-token-ids 1 --max-tokens 200 --temperature 0 --json \

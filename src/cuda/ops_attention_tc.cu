@@ -1,0 +1,353 @@
+/*
+ * ops_attention_tc.cu: paged attention for prefill chunks on the tensor
+ * cores (mma.sync m16n8k16, BF16 operands, f32 accumulation), for
+ * head_dim 64 and 128.
+ *
+ * FlashAttention-2's loop (Dao, 2023) over vLLM v1's paged, varlen,
+ * causal batch (vllm/v1/attention/ops/triton_unified_attention.py,
+ * kernel_unified_attention_2d: a tile of one sequence's query tokens for one
+ * head, keys walked block by block through the block table, online softmax,
+ * sliding window). A CTA of 4 warps takes TC_BM = 64 query tokens of one
+ * sequence (one with at least TC_MIN_Q new tokens) for one query head; each
+ * warp owns 16 of the rows. Keys come TC_BN = 64 at a time, gathered from
+ * the paged cache into shared memory with cp.async, two stages deep; Q K^T
+ * and P V are mma.sync with operands from ldmatrix (V transposed), P kept in
+ * registers (the score fragments repacked as the A operand). Keys outside a
+ * row's causal / window range get -inf; key rows outside the tile's range
+ * are zero-filled so that stale cache contents (NaN) never reach P V.
+ * Shorter sequences in the same batch are left to the decode kernel
+ * (ops_attention.cu), which skips these.
+ */
+#include "cuda/cuda_internal.h"
+
+#define TC_BM 64
+#define TC_BN 64
+#define TC_WARPS 4
+#define TC_THREADS (TC_WARPS * 32)
+
+typedef struct tc_args {
+    const __nv_bfloat16 *q;
+    int64_t qs;
+    const __nv_bfloat16 *kc, *vc;
+    int64_t kvd, num_blocks;
+    int bs;
+    const int32_t *qsl, *seq_lens, *bt;
+    int64_t bt_stride;
+    int max_blocks;
+    int S, nh, group, window;
+    float scale_log2;
+    __nv_bfloat16 *out;
+    int64_t os;
+    cu_dev_err *err;
+} tc_args;
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16 bytes global -> shared, or 16 zero bytes when !valid (src-size 0) */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+/* c (16x8, f32) += a (16x16, bf16, row) b (16x8, bf16, col) */
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+template <int HD>
+static constexpr size_t tc_smem_bytes() {
+    return (size_t)(TC_BM + 4 * TC_BN) * (HD + 8) * sizeof(__nv_bfloat16);
+}
+
+// grid (tiles upper bound, num_heads): q (T, nh*HD) BF16, caches -> out (T, nh*HD) BF16
+template <int HD>
+__global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
+    constexpr int LD = HD + 8; /* padded shared-memory rows: ldmatrix rows land on distinct banks */
+    constexpr int CPR = HD / 8; /* 16-byte chunks per row */
+    extern __shared__ __align__(16) unsigned char tc_sm[];
+    __nv_bfloat16 *sq = (__nv_bfloat16 *)tc_sm;       /* (BM, LD) */
+    __nv_bfloat16 *sk = sq + TC_BM * LD;               /* 2 stages of (BN, LD) */
+    __nv_bfloat16 *sv = sk + 2 * TC_BN * LD;           /* 2 stages of (BN, LD) */
+    __shared__ long long sslot[2][TC_BN];
+    __shared__ int wsum[TC_WARPS];
+    __shared__ int info[4];                            /* seq, first row, found */
+
+    pdl_launch();
+    pdl_wait();
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int h = blockIdx.y, kvh = h / a.group;
+
+    /* which tile: tiles are numbered over the sequences with >= TC_MIN_Q new tokens, in order */
+    if (tid == 0) info[2] = 0;
+    __syncthreads();
+    int base = 0;
+    for (int c = 0; c < a.S; c += TC_THREADS) {
+        const int s = c + tid;
+        int n = 0;
+        if (s < a.S) {
+            const int ql = a.qsl[s + 1] - a.qsl[s];
+            n = ql >= TC_MIN_Q ? (ql + TC_BM - 1) / TC_BM : 0;
+        }
+        int incl = n;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += y;
+        }
+        if (lane == 31) wsum[warp] = incl;
+        __syncthreads();
+        int off = 0, total = 0;
+        for (int w = 0; w < TC_WARPS; w++) {
+            off += w < warp ? wsum[w] : 0;
+            total += wsum[w];
+        }
+        incl += off;
+        const int excl = incl - n;
+        if (n && (int)blockIdx.x >= base + excl && (int)blockIdx.x < base + incl) {
+            info[0] = s;
+            info[1] = ((int)blockIdx.x - base - excl) * TC_BM;
+            info[2] = 1;
+        }
+        base += total;
+        __syncthreads();
+        if (info[2]) break;
+    }
+    if (!info[2]) return;
+    const int s = info[0], r0 = info[1];
+    const int q0 = a.qsl[s], q_len = a.qsl[s + 1] - q0, ctx = a.seq_lens[s];
+    if (ctx < q_len || (int64_t)ctx > (int64_t)a.max_blocks * a.bs) {
+        if (tid == 0 && h == 0 && r0 == 0) cu_report(a.err, CU_DEV_ATTN_META, s, q_len, ctx);
+        return;
+    }
+    const int rows = min(TC_BM, q_len - r0);
+    const int p_first = ctx - q_len + r0, p_last = p_first + rows - 1;
+    const int k_lo = a.window > 0 && p_first - a.window + 1 > 0 ? p_first - a.window + 1 : 0;
+    const int k_hi = p_last + 1;
+    const int nkb = (k_hi - k_lo + TC_BN - 1) / TC_BN;
+    const int32_t *blocks = a.bt + (int64_t)s * a.bt_stride;
+    const __nv_bfloat16 *kbase = a.kc + (int64_t)kvh * HD, *vbase = a.vc + (int64_t)kvh * HD;
+
+    /* Q tile (rows past the sequence's tokens are zero) */
+    for (int i = tid; i < TC_BM * CPR; i += TC_THREADS) {
+        const int r = i / CPR, c = i % CPR;
+        const bool valid = r < rows;
+        const __nv_bfloat16 *src = valid ? a.q + (int64_t)(q0 + r0 + r) * a.qs + (int64_t)h * HD + c * 8 : a.q;
+        cp_async16(sq + r * LD + c * 8, src, valid);
+    }
+    /* the keys [kb0, kb0 + BN) of the tile's range into stage st */
+    auto issue = [&](int st, int kb0) {
+        if (tid < TC_BN) {
+            const int key = kb0 + tid;
+            long long slot = -1;
+            if (key >= k_lo && key < k_hi) {
+                const int col = key / a.bs;
+                const int32_t blk = blocks[col];
+                if (blk < 0 || blk >= a.num_blocks) cu_report(a.err, CU_DEV_ATTN_BLOCK, s, col, blk);
+                else slot = (long long)blk * a.bs + key % a.bs;
+            }
+            sslot[st][tid] = slot;
+        }
+        __syncthreads();
+        for (int i = tid; i < TC_BN * CPR; i += TC_THREADS) {
+            const int r = i / CPR, c = i % CPR;
+            const long long slot = sslot[st][r];
+            const bool valid = slot >= 0;
+            const int64_t off = valid ? slot * a.kvd + c * 8 : 0;
+            cp_async16(sk + (st * TC_BN + r) * LD + c * 8, kbase + off, valid);
+            cp_async16(sv + (st * TC_BN + r) * LD + c * 8, vbase + off, valid);
+        }
+        cp_async_commit();
+    };
+    issue(0, k_lo); /* with the Q tile in the same group */
+
+    const int g = lane >> 2, qd = lane & 3; /* fragment row (and row + 8), column pair */
+    const int wr = warp * 16;               /* the warp's first row of the tile */
+    uint32_t qf[HD / 16][4];
+    float o[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+    /* absolute positions of the thread's two rows (past the tokens: masked everywhere) */
+    const int pr[2] = {wr + g < rows ? p_first + wr + g : -1, wr + g + 8 < rows ? p_first + wr + g + 8 : -1};
+
+    for (int it = 0; it < nkb; it++) {
+        if (it + 1 < nkb) {
+            issue((it + 1) & 1, k_lo + (it + 1) * TC_BN);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (it == 0) {
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+                ldsm_x4(qf[kk], sq + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+        }
+        const __nv_bfloat16 *kt = sk + (it & 1) * TC_BN * LD, *vt = sv + (it & 1) * TC_BN * LD;
+        /* S = Q K^T: (16 rows, 64 keys) per warp */
+        float sc[TC_BN / 8][4];
+#pragma unroll
+        for (int n = 0; n < TC_BN / 8; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+#pragma unroll
+            for (int np = 0; np < TC_BN / 16; np++) {
+                uint32_t b[4];
+                ldsm_x4(b, kt + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+                mma16816(sc[2 * np], qf[kk], b[0], b[1]);
+                mma16816(sc[2 * np + 1], qf[kk], b[2], b[3]);
+            }
+        }
+        /* mask, scale, online softmax (base 2) */
+        const int kb0 = k_lo + it * TC_BN;
+        float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+        for (int n = 0; n < TC_BN / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kb0 + n * 8 + 2 * qd + (e & 1), p = pr[e >> 1];
+                const bool ok = key <= p && key < k_hi && (a.window <= 0 || key > p - a.window);
+                const float v = ok ? sc[n][e] * a.scale_log2 : -INFINITY;
+                sc[n][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float use = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(mrow[r] - use); /* 0 while the row had nothing */
+            mrow[r] = mx[r];
+            lrow[r] *= corr[r];
+        }
+#pragma unroll
+        for (int n = 0; n < TC_BN / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float use = mrow[e >> 1] == -INFINITY ? 0.0f : mrow[e >> 1];
+                const float pv = exp2f(sc[n][e] - use);
+                sc[n][e] = pv;
+                lrow[e >> 1] += pv;
+            }
+#pragma unroll
+        for (int d = 0; d < HD / 8; d++) {
+            o[d][0] *= corr[0];
+            o[d][1] *= corr[0];
+            o[d][2] *= corr[1];
+            o[d][3] *= corr[1];
+        }
+        /* O += P V: the score fragments of key tiles 2j, 2j + 1 are the A operand of keys 16j .. 16j + 15 */
+#pragma unroll
+        for (int j = 0; j < TC_BN / 16; j++) {
+            uint32_t pa[4] = {pack_bf16(sc[2 * j][0], sc[2 * j][1]), pack_bf16(sc[2 * j][2], sc[2 * j][3]),
+                              pack_bf16(sc[2 * j + 1][0], sc[2 * j + 1][1]),
+                              pack_bf16(sc[2 * j + 1][2], sc[2 * j + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < HD / 16; dp++) {
+                uint32_t b[4];
+                ldsm_x4_t(b, vt + (j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+                mma16816(o[2 * dp], pa, b[0], b[1]);
+                mma16816(o[2 * dp + 1], pa, b[2], b[3]);
+            }
+        }
+        __syncthreads(); /* the stage is refilled by the next iteration's issue */
+    }
+    /* the rows' sums over the quad, then out = O / l */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+        lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wr + g + 8 * r;
+        if (row >= rows) continue;
+        const float inv = lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f;
+        __nv_bfloat16 *dst = a.out + (int64_t)(q0 + r0 + row) * a.os + (int64_t)h * HD + 2 * qd;
+#pragma unroll
+        for (int d = 0; d < HD / 8; d++)
+            *(uint32_t *)(dst + d * 8) = pack_bf16(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+    }
+}
+
+vllm_status cu_attention_tc_init(cu_state *cu) {
+    (void)cu;
+    cudaError_t e = cudaFuncSetAttribute(k_attn_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)tc_smem_bytes<64>());
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attn_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)tc_smem_bytes<128>());
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda backend: prefill attention shared memory: %s", cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out, int hd, int max_query_len) {
+    return !cu->no_tc_attention && (hd == 64 || hd == 128) && max_query_len >= TC_MIN_Q && q->dtype == DTYPE_BF16 &&
+           out->dtype == DTYPE_BF16 && ((uintptr_t)q->data & 15) == 0 && tensor_row_stride(q) % 8 == 0 &&
+           ((uintptr_t)out->data & 3) == 0 && tensor_row_stride(out) % 2 == 0;
+}
+
+// the prefill sequences (>= TC_MIN_Q new tokens) of the batch; the decode kernel takes the rest
+void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
+                     const attn_params *p, tensor *out) {
+    tc_args a;
+    a.q = (const __nv_bfloat16 *)q->data;
+    a.qs = tensor_row_stride(q);
+    a.kc = (const __nv_bfloat16 *)k_cache->data;
+    a.vc = (const __nv_bfloat16 *)v_cache->data;
+    a.kvd = (int64_t)p->num_kv_heads * p->head_dim;
+    a.num_blocks = k_cache->shape[0];
+    a.bs = m->block_size;
+    a.qsl = (const int32_t *)m->query_start_loc.data;
+    a.seq_lens = (const int32_t *)m->seq_lens.data;
+    a.bt = (const int32_t *)m->block_tables.data;
+    a.bt_stride = tensor_row_stride(&m->block_tables);
+    a.max_blocks = m->max_blocks_per_seq;
+    a.S = m->num_seqs;
+    a.nh = p->num_heads;
+    a.group = p->num_heads / p->num_kv_heads;
+    a.window = p->sliding_window;
+    a.scale_log2 = p->scale * 1.4426950408889634f;
+    a.out = (__nv_bfloat16 *)out->data;
+    a.os = tensor_row_stride(out);
+    a.err = cu->derr_dev;
+    /* tiles: sum over prefill sequences of ceil(q_len / BM) <= T / BM + (number of such sequences) */
+    const int64_t T = m->num_tokens, S = m->num_seqs;
+    int64_t pre = T / TC_MIN_Q < S ? T / TC_MIN_Q : S;
+    int64_t tiles = T / TC_BM + pre + 1;
+    if (tiles > INT32_MAX) tiles = INT32_MAX;
+    dim3 grid((unsigned)tiles, (unsigned)p->num_heads);
+    if (p->head_dim == 64)
+        cu_launch(cu, "attention (prefill)", true, k_attn_tc<64>, grid, dim3(TC_THREADS), tc_smem_bytes<64>(), a);
+    else
+        cu_launch(cu, "attention (prefill)", true, k_attn_tc<128>, grid, dim3(TC_THREADS), tc_smem_bytes<128>(), a);
+}

@@ -1,0 +1,515 @@
+/*
+ * test_cuda_perf.c: timings of the CUDA backend's decode and prefill paths
+ * on synthetic decoders with the shapes of Qwen3-0.6B and Qwen3-8B (random
+ * BF16 weights, every layer's weights a separate device copy so that they
+ * stream from device memory as a real model's do), issued through the
+ * backend ops as llama.c issues them (fused add + norm, fused q/k norm +
+ * rope + KV write, one metadata upload per step): a 512-token prefill, a
+ * decode step at context 257 run eagerly and as a graph (batch 1, 8, 32),
+ * each decode op alone in a graph over all layers, and sampling (greedy
+ * and temperature 1) over the 151,936-token vocabulary. It checks that the
+ * outputs are finite and that a graph replay equals the eager step, and
+ * prints a table; the times are for the reader (tools/device/check.sh).
+ *
+ * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
+ * VLLM_PERF_SHAPES=0.6b|8b picks one shape (default: both).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sample/sample.h"
+#include "tensor/backend.h"
+#include "test.h"
+
+static backend *gpu;
+
+typedef struct shape {
+    const char *name;
+    int D, I, nh, nkv, hd, L, V;
+} shape;
+
+static const shape SHAPES[] = {
+    {"qwen3-0.6b", 1024, 3072, 16, 8, 128, 28, 151936},
+    {"qwen3-8b", 4096, 12288, 32, 8, 128, 36, 151936},
+};
+
+#define BS 16          /* KV block size */
+#define CTX_BLOCKS 40  /* blocks per sequence: 640 tokens */
+#define MAX_T 512      /* the largest step (the prefill) */
+#define MAX_S 32       /* the largest decode batch */
+#define DECODE_POS 256 /* decode steps run at position 256 (context 257) */
+#define MAX_POS 1024
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd_u32(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rnd(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+
+/* n BF16 values of scale * uniform(-1, 1): 16M random values, tiled */
+static uint16_t *rand_bf16(size_t n, float scale) {
+    uint16_t *p = malloc(n * sizeof *p);
+    if (!p) return NULL;
+    size_t base = n < ((size_t)1 << 24) ? n : ((size_t)1 << 24);
+    for (size_t i = 0; i < base; i++) p[i] = f32_to_bf16(scale * rnd());
+    for (size_t i = base; i < n; i += base) memcpy(p + i, p, (n - i < base ? n - i : base) * sizeof *p);
+    return p;
+}
+
+typedef struct model {
+    shape sh;
+    tensor embed, cos_sin, final_norm;
+    tensor *in_norm, *post_norm, *qn, *kn, *kc, *vc;
+    be_linear **qkv, **o, **gu, **down, *head;
+    tensor x, h, qkv_b, attn, ob, gu_b, a, sel, logits;
+    tensor meta;   /* I32: ids, positions, qsl, seq_lens, block tables, logits rows, slots (I64) */
+} model;
+
+/* One step's views into the model's buffers. */
+typedef struct step {
+    int T, S, N;
+    tensor ids, pos, lidx, x, h, qkv_b, attn, ob, gu_b, a, sel, logits;
+    attn_meta m;
+    int32_t *host;   /* the metadata, packed as model.meta */
+    size_t host_bytes;
+} step;
+
+static vllm_status import_bf16(const uint16_t *src, int64_t rows, int64_t cols, tensor *out) {
+    tensor h = tensor_2d(DTYPE_BF16, (void *)src, rows, cols);
+    if (rows == 1) {
+        h = tensor_1d(DTYPE_BF16, (void *)src, cols);
+    }
+    return gpu->ops->import(gpu, &h, out);
+}
+
+static be_linear *linear_from(const uint16_t *src, int64_t out, int64_t in) {
+    tensor w = tensor_2d(DTYPE_BF16, (void *)src, out, in);
+    const tensor *ws[1] = {&w};
+    be_linear *l = NULL;
+    vllm_status st = gpu->ops->linear_create(gpu, ws, NULL, 1, &l);
+    CHECK_MSG(st == VLLM_OK, "linear_create (%lld, %lld): %s", (long long)out, (long long)in, vllm_last_error());
+    return l;
+}
+
+static tensor act(dtype dt, int64_t rows, int64_t cols) {
+    tensor t = tensor_2d(dt, NULL, rows, cols);
+    vllm_status st = gpu->ops->alloc(gpu, &t);
+    CHECK_MSG(st == VLLM_OK, "alloc: %s", vllm_last_error());
+    return t;
+}
+
+static bool model_build(model *md, const shape *sh) {
+    memset(md, 0, sizeof *md);
+    md->sh = *sh;
+    const int64_t D = sh->D, I = sh->I, qd = (int64_t)sh->nh * sh->hd, kvd = (int64_t)sh->nkv * sh->hd;
+    size_t pool_n = (size_t)sh->V * D;
+    if ((size_t)(qd + 2 * kvd) * D > pool_n) pool_n = (size_t)(qd + 2 * kvd) * D;
+    if ((size_t)2 * I * D > pool_n) pool_n = (size_t)2 * I * D;
+    uint16_t *pool = rand_bf16(pool_n, 0.05f), *norm = rand_bf16((size_t)D, 0.2f);
+    if (!pool || !norm) {
+        free(pool);
+        free(norm);
+        printf("  %s: out of host memory\n", sh->name);
+        return false;
+    }
+    for (int64_t i = 0; i < D; i++) norm[i] = f32_to_bf16(1.0f + bf16_to_f32(norm[i]));
+    const int L = sh->L;
+    md->in_norm = calloc((size_t)L, sizeof(tensor));
+    md->post_norm = calloc((size_t)L, sizeof(tensor));
+    md->qn = calloc((size_t)L, sizeof(tensor));
+    md->kn = calloc((size_t)L, sizeof(tensor));
+    md->kc = calloc((size_t)L, sizeof(tensor));
+    md->vc = calloc((size_t)L, sizeof(tensor));
+    md->qkv = calloc((size_t)L, sizeof(be_linear *));
+    md->o = calloc((size_t)L, sizeof(be_linear *));
+    md->gu = calloc((size_t)L, sizeof(be_linear *));
+    md->down = calloc((size_t)L, sizeof(be_linear *));
+    double t0 = now();
+    CHECK_OK(import_bf16(pool, sh->V, D, &md->embed));
+    CHECK_OK(import_bf16(norm, 1, D, &md->final_norm));
+    md->head = linear_from(pool, sh->V, D);
+    int64_t cshape[4] = {(int64_t)MAX_S * CTX_BLOCKS, BS, sh->nkv, sh->hd};
+    for (int l = 0; l < L; l++) {
+        CHECK_OK(import_bf16(norm, 1, D, &md->in_norm[l]));
+        CHECK_OK(import_bf16(norm, 1, D, &md->post_norm[l]));
+        CHECK_OK(import_bf16(norm, 1, sh->hd, &md->qn[l]));
+        CHECK_OK(import_bf16(norm, 1, sh->hd, &md->kn[l]));
+        md->qkv[l] = linear_from(pool, qd + 2 * kvd, D);
+        md->o[l] = linear_from(pool, D, qd);
+        md->gu[l] = linear_from(pool, 2 * I, D);
+        md->down[l] = linear_from(pool, D, I);
+        md->kc[l] = tensor_make(DTYPE_BF16, NULL, 4, cshape);
+        md->vc[l] = md->kc[l];
+        CHECK_OK(gpu->ops->alloc(gpu, &md->kc[l]));
+        CHECK_OK(gpu->ops->alloc(gpu, &md->vc[l]));
+        CHECK_OK(gpu->ops->zero(gpu, &md->kc[l]));
+        CHECK_OK(gpu->ops->zero(gpu, &md->vc[l]));
+    }
+    free(pool);
+    free(norm);
+    float *cs = malloc((size_t)MAX_POS * sh->hd * sizeof *cs);
+    for (int p = 0; p < MAX_POS; p++)
+        for (int i = 0; i < sh->hd / 2; i++) {
+            double f = pow(1000000.0, -2.0 * i / sh->hd);
+            cs[p * sh->hd + i] = (float)cos(p * f);
+            cs[p * sh->hd + sh->hd / 2 + i] = (float)sin(p * f);
+        }
+    md->cos_sin = act(DTYPE_F32, MAX_POS, sh->hd);
+    CHECK_OK(gpu->ops->upload(gpu, &md->cos_sin, cs, (size_t)MAX_POS * sh->hd * sizeof *cs));
+    free(cs);
+    md->x = act(DTYPE_BF16, MAX_T, D);
+    md->h = act(DTYPE_BF16, MAX_T, D);
+    md->qkv_b = act(DTYPE_BF16, MAX_T, qd + 2 * kvd);
+    md->attn = act(DTYPE_BF16, MAX_T, qd);
+    md->ob = act(DTYPE_BF16, MAX_T, D);
+    md->gu_b = act(DTYPE_BF16, MAX_T, 2 * I);
+    md->a = act(DTYPE_BF16, MAX_T, I);
+    md->sel = act(DTYPE_BF16, MAX_S, D);
+    md->logits = act(DTYPE_F32, MAX_S, sh->V);
+    md->meta = tensor_1d(DTYPE_I32, NULL, 8 * MAX_T + MAX_S * (CTX_BLOCKS + 4));
+    CHECK_OK(gpu->ops->alloc(gpu, &md->meta));
+    CHECK_OK(gpu->ops->synchronize(gpu));
+    printf("  %s: weights uploaded in %.1f s\n", sh->name, now() - t0);
+    return t_failures == 0;
+}
+
+static void model_free(model *md) {
+    backend_ops const *o = gpu->ops;
+    for (int l = 0; l < md->sh.L; l++) {
+        if (md->in_norm && md->in_norm[l].data) o->release_import(gpu, &md->in_norm[l]);
+        if (md->post_norm && md->post_norm[l].data) o->release_import(gpu, &md->post_norm[l]);
+        if (md->qn && md->qn[l].data) o->release_import(gpu, &md->qn[l]);
+        if (md->kn && md->kn[l].data) o->release_import(gpu, &md->kn[l]);
+        if (md->kc && md->kc[l].data) o->release(gpu, &md->kc[l]);
+        if (md->vc && md->vc[l].data) o->release(gpu, &md->vc[l]);
+        if (md->qkv) o->linear_free(gpu, md->qkv[l]);
+        if (md->o) o->linear_free(gpu, md->o[l]);
+        if (md->gu) o->linear_free(gpu, md->gu[l]);
+        if (md->down) o->linear_free(gpu, md->down[l]);
+    }
+    free(md->in_norm);
+    free(md->post_norm);
+    free(md->qn);
+    free(md->kn);
+    free(md->kc);
+    free(md->vc);
+    free(md->qkv);
+    free(md->o);
+    free(md->gu);
+    free(md->down);
+    if (md->head) o->linear_free(gpu, md->head);
+    if (md->embed.data) o->release_import(gpu, &md->embed);
+    if (md->final_norm.data) o->release_import(gpu, &md->final_norm);
+    tensor *ts[] = {&md->cos_sin, &md->x, &md->h, &md->qkv_b, &md->attn, &md->ob, &md->gu_b, &md->a, &md->sel,
+                    &md->logits, &md->meta};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        if (ts[i]->data) o->release(gpu, ts[i]);
+}
+
+/* A step of S sequences: one prefill of T tokens (S == 1), or S decodes at
+ * DECODE_POS; the logits of each sequence's last token. */
+static void step_make(model *md, step *s, int T, int S) {
+    memset(s, 0, sizeof *s);
+    s->T = T;
+    s->S = S;
+    s->N = S;
+    int32_t *base = md->meta.data;
+    const int o_ids = 0, o_pos = o_ids + T, o_qsl = o_pos + T, o_lens = o_qsl + S + 1, o_bt = o_lens + S,
+              o_lidx = o_bt + S * CTX_BLOCKS, o_slots = (o_lidx + S + 1) & ~1, end = o_slots + 2 * T;
+    s->host_bytes = (size_t)end * sizeof(int32_t);
+    s->host = calloc((size_t)end, sizeof(int32_t));
+    for (int i = 0; i < T; i++) {
+        int seq = S == 1 ? 0 : i, p = S == 1 ? (T == 1 ? DECODE_POS : i) : DECODE_POS;
+        s->host[o_ids + i] = (int32_t)(rnd_u32() % (uint32_t)md->sh.V);
+        s->host[o_pos + i] = p;
+        int64_t slot = (int64_t)(seq * CTX_BLOCKS + p / BS) * BS + p % BS;
+        memcpy(&s->host[o_slots + 2 * i], &slot, sizeof slot);
+    }
+    for (int q = 0; q <= S; q++) s->host[o_qsl + q] = S == 1 ? (q ? T : 0) : q;
+    int max_len = 0;
+    for (int q = 0; q < S; q++) {
+        int len = S == 1 && T > 1 ? T : DECODE_POS + 1;
+        s->host[o_lens + q] = len;
+        max_len = len > max_len ? len : max_len;
+        for (int b = 0; b < CTX_BLOCKS; b++) s->host[o_bt + q * CTX_BLOCKS + b] = q * CTX_BLOCKS + b;
+        s->host[o_lidx + q] = S == 1 ? T - 1 : q;
+    }
+    s->ids = tensor_1d(DTYPE_I32, base + o_ids, T);
+    s->pos = tensor_1d(DTYPE_I32, base + o_pos, T);
+    s->lidx = tensor_1d(DTYPE_I32, base + o_lidx, S);
+    s->m = (attn_meta){.num_seqs = S, .num_tokens = T, .max_query_len = S == 1 ? T : 1,
+                       .max_seq_len = CTX_BLOCKS * BS, /* an upper bound, as a recorded graph has */
+                       .block_size = BS, .max_blocks_per_seq = CTX_BLOCKS,
+                       .query_start_loc = tensor_1d(DTYPE_I32, base + o_qsl, S + 1),
+                       .seq_lens = tensor_1d(DTYPE_I32, base + o_lens, S),
+                       .block_tables = tensor_2d(DTYPE_I32, base + o_bt, S, CTX_BLOCKS),
+                       .slot_mapping = tensor_1d(DTYPE_I64, base + o_slots, T)};
+    (void)max_len;
+    s->x = tensor_rows(&md->x, 0, T);
+    s->h = tensor_rows(&md->h, 0, T);
+    s->qkv_b = tensor_rows(&md->qkv_b, 0, T);
+    s->attn = tensor_rows(&md->attn, 0, T);
+    s->ob = tensor_rows(&md->ob, 0, T);
+    s->gu_b = tensor_rows(&md->gu_b, 0, T);
+    s->a = tensor_rows(&md->a, 0, T);
+    s->sel = tensor_rows(&md->sel, 0, S);
+    s->logits = tensor_rows(&md->logits, 0, S);
+}
+
+static void step_upload(model *md, step *s) { CHECK_OK(gpu->ops->upload(gpu, &md->meta, s->host, s->host_bytes)); }
+
+/* what run_ops issues: everything, or one kind of op over every layer */
+enum { OP_ALL, OP_QKV, OP_PROLOGUE, OP_ATTN, OP_O, OP_ADDNORM, OP_GU, OP_SILU, OP_DOWN, OP_HEAD, OP_KINDS };
+static const char *OP_NAMES[OP_KINDS] = {"step", "linear qkv", "qk_norm_rope_kv", "attention", "linear o",
+                                         "add_rms_norm", "linear gate_up", "silu_mul", "linear down", "lm_head"};
+
+/* only: OP_ALL (the step) or one kind alone; skip: a kind left out of the step (OP_ALL: none) */
+static void run_ops_skip(model *md, step *s, int only, int skip) {
+    const backend_ops *o = gpu->ops;
+    const shape *sh = &md->sh;
+    const int64_t qd = (int64_t)sh->nh * sh->hd, kvd = (int64_t)sh->nkv * sh->hd;
+    tensor q = tensor_cols(&s->qkv_b, 0, qd), k = tensor_cols(&s->qkv_b, qd, kvd), v = tensor_cols(&s->qkv_b, qd + kvd, kvd);
+    attn_params ap = {.scale = 1.0f / sqrtf((float)sh->hd), .sliding_window = 0, .num_heads = sh->nh,
+                      .num_kv_heads = sh->nkv, .head_dim = sh->hd};
+    const bool all = only == OP_ALL;
+#define RUN(kind) ((all && skip != (kind)) || only == (kind))
+    if (all) {
+        o->embedding(gpu, &md->embed, &s->ids, &s->x);
+        o->rms_norm(gpu, &s->x, &md->in_norm[0], 1e-6f, &s->h);
+    }
+    for (int l = 0; l < sh->L; l++) {
+        if (RUN(OP_QKV)) o->linear(gpu, md->qkv[l], &s->h, &s->qkv_b);
+        if (RUN(OP_PROLOGUE))
+            o->qk_norm_rope_kv(gpu, &q, &k, &v, &md->qn[l], &md->kn[l], 1e-6f, &s->pos, &md->cos_sin, sh->hd, sh->hd,
+                               true, &md->kc[l], &md->vc[l], &s->m);
+        if (RUN(OP_ATTN)) o->attention(gpu, &q, &md->kc[l], &md->vc[l], &s->m, &ap, &s->attn);
+        if (RUN(OP_O)) o->linear(gpu, md->o[l], &s->attn, &s->ob);
+        if (RUN(OP_ADDNORM)) o->add_rms_norm(gpu, &s->x, &s->ob, &md->post_norm[l], 1e-6f, &s->h);
+        if (RUN(OP_GU)) o->linear(gpu, md->gu[l], &s->h, &s->gu_b);
+        if (RUN(OP_SILU)) o->silu_mul(gpu, &s->gu_b, &s->a);
+        if (RUN(OP_DOWN)) o->linear(gpu, md->down[l], &s->a, &s->ob);
+        if (all && skip != OP_ADDNORM) {
+            if (l + 1 < sh->L) o->add_rms_norm(gpu, &s->x, &s->ob, &md->in_norm[l + 1], 1e-6f, &s->h);
+            else o->add(gpu, &s->x, &s->ob);
+        }
+    }
+    if (all) {
+        o->gather_rows(gpu, &s->x, &s->lidx, &s->sel);
+        o->rms_norm(gpu, &s->sel, &md->final_norm, 1e-6f, &s->sel);
+    }
+    if (RUN(OP_HEAD)) o->linear(gpu, md->head, &s->sel, &s->logits);
+#undef RUN
+}
+
+static void run_ops(model *md, step *s, int only) { run_ops_skip(md, s, only, OP_ALL); }
+
+static double median(double *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[n / 2];
+}
+
+/* seconds per eager step (upload + ops + synchronize), the median of n */
+static double time_eager(model *md, step *s, int n) {
+    double t[64];
+    if (n > 64) n = 64;
+    for (int i = 0; i < n; i++) {
+        double t0 = now();
+        step_upload(md, s);
+        run_ops(md, s, OP_ALL);
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        t[i] = now() - t0;
+    }
+    return median(t, n);
+}
+
+/* seconds per replay of g: batches of reps launches between synchronizes, the median batch */
+static double time_graph(model *md, step *s, be_graph *g, int reps, bool upload) {
+    double t[9];
+    for (int i = 0; i < 9; i++) {
+        double t0 = now();
+        for (int r = 0; r < reps; r++) {
+            if (upload) step_upload(md, s);
+            CHECK_OK(gpu->ops->graph_launch(gpu, g));
+        }
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        t[i] = (now() - t0) / reps;
+    }
+    return median(t, 9);
+}
+
+static be_graph *record_skip(model *md, step *s, int only, int skip) {
+    be_graph *g = NULL;
+    CHECK_OK(gpu->ops->graph_begin(gpu));
+    run_ops_skip(md, s, only, skip);
+    vllm_status st = gpu->ops->graph_end(gpu, &g);
+    CHECK_MSG(st == VLLM_OK, "recording %s: %s", OP_NAMES[only], vllm_last_error());
+    return g;
+}
+
+static be_graph *record(model *md, step *s, int only) { return record_skip(md, s, only, OP_ALL); }
+
+static float *logits_of(model *md, step *s) {
+    size_t n = (size_t)s->N * md->sh.V;
+    float *l = malloc(n * sizeof *l);
+    CHECK_OK(gpu->ops->download(gpu, l, &s->logits, n * sizeof *l));
+    return l;
+}
+
+static int64_t count_nonfinite(const float *x, size_t n) {
+    int64_t c = 0;
+    for (size_t i = 0; i < n; i++) c += !isfinite(x[i]);
+    return c;
+}
+
+/* seconds per sample call over the step's logits rows */
+static double time_sample(model *md, step *s, float temperature) {
+    enum { R = MAX_S };
+    vllm_sampling_params p = vllm_sampling_default_params();
+    p.temperature = temperature;
+    const vllm_sampling_params *pp[R];
+    sampler_context ctx[R];
+    int32_t rows[R], tok[R];
+    float lp[R];
+    double u[R];
+    for (int i = 0; i < R; i++) {
+        pp[i] = &p;
+        ctx[i] = (sampler_context){0};
+        rows[i] = i;
+        u[i] = (i + 0.5) / R;
+    }
+    sample_batch b = {.num_rows = s->N, .rows = rows, .params = pp, .ctx = ctx, .uniform = u, .tokens = tok,
+                      .logprobs = lp};
+    double t[15];
+    for (int i = 0; i < 15; i++) {
+        double t0 = now();
+        vllm_status st = gpu->ops->sample(gpu, &s->logits, &b);
+        t[i] = now() - t0;
+        CHECK_MSG(st == VLLM_OK, "sample: %s", vllm_last_error());
+    }
+    for (int i = 0; i < s->N; i++) CHECK_MSG(tok[i] >= 0 && tok[i] < md->sh.V, "sampled token %d", tok[i]);
+    return median(t, 15);
+}
+
+static void run_shape(const shape *sh) {
+    model md;
+    printf("\n== %s (hidden %d, %d layers, vocab %d)\n", sh->name, sh->D, sh->L, sh->V);
+    if (!model_build(&md, sh)) {
+        model_free(&md);
+        return;
+    }
+    /* prefill: 512 tokens of sequence 0 (fills its cache) */
+    step pf;
+    step_make(&md, &pf, MAX_T, 1);
+    double t_pf = time_eager(&md, &pf, 4);
+    float *l = logits_of(&md, &pf);
+    CHECK_MSG(count_nonfinite(l, (size_t)sh->V) == 0, "%s prefill: non-finite logits", sh->name);
+    free(l);
+    printf("  prefill 512 tokens (eager): %8.2f ms  = %8.0f tok/s\n", 1e3 * t_pf, MAX_T / t_pf);
+    {
+        /* where the prefill's time goes: as a graph, and without attention / without the linears */
+        be_graph *ga = record(&md, &pf, OP_ALL), *gn = record_skip(&md, &pf, OP_ALL, OP_ATTN);
+        if (ga && gn) {
+            double tga = time_graph(&md, &pf, ga, 3, true), tgn = time_graph(&md, &pf, gn, 3, true);
+            printf("  prefill as a graph %.2f ms; attention %.2f ms of it (%.1f us per layer)\n", 1e3 * tga,
+                   1e3 * (tga - tgn), 1e6 * (tga - tgn) / sh->L);
+        }
+        if (ga) gpu->ops->graph_free(gpu, ga);
+        if (gn) gpu->ops->graph_free(gpu, gn);
+    }
+
+    const int batches[3] = {1, 8, 32};
+    double t_step1 = 0, t_sample_g = 0, t_sample_t = 0;
+    for (int bi = 0; bi < 3; bi++) {
+        const int S = batches[bi];
+        step st;
+        step_make(&md, &st, S, S);
+        double te = time_eager(&md, &st, 10);
+        float *le = logits_of(&md, &st);
+        be_graph *g = record(&md, &st, OP_ALL);
+        if (!g) {
+            free(le);
+            free(st.host);
+            continue;
+        }
+        double tg = time_graph(&md, &st, g, 10, true);
+        step_upload(&md, &st);
+        CHECK_OK(gpu->ops->graph_launch(gpu, g));
+        float *lg = logits_of(&md, &st);
+        size_t n = (size_t)S * sh->V;
+        CHECK_MSG(count_nonfinite(le, n) == 0, "%s batch %d: non-finite logits", sh->name, S);
+        CHECK_MSG(memcmp(le, lg, n * sizeof *le) == 0, "%s batch %d: graph replay differs from the eager step",
+                  sh->name, S);
+        printf("  decode batch %2d: eager %7.3f ms, graph %7.3f ms/step = %8.0f tok/s (graph, sampling excluded)\n", S,
+               1e3 * te, 1e3 * tg, S / tg);
+        double ts_g = time_sample(&md, &st, 0.0f), ts_t = time_sample(&md, &st, 1.0f);
+        printf("                   sample: greedy %.3f ms, temperature 1 %.3f ms\n", 1e3 * ts_g, 1e3 * ts_t);
+        if (S == 1) {
+            t_step1 = tg;
+            t_sample_g = ts_g;
+            t_sample_t = ts_t;
+            /* each op alone, over every layer, in a graph */
+            printf("  batch 1, per op: alone in a graph over all layers | in the step (step - step without it)\n");
+            double sum = 0, sum_in = 0;
+            for (int k = OP_QKV; k < OP_KINDS; k++) {
+                be_graph *gk = record(&md, &st, k);
+                be_graph *gs = record_skip(&md, &st, OP_ALL, k);
+                if (!gk || !gs) continue;
+                int calls = k == OP_HEAD ? 1 : sh->L * (k == OP_ADDNORM ? 2 : 1);
+                int alone_calls = k == OP_HEAD ? 1 : sh->L;
+                double t = time_graph(&md, &st, gk, 10, false) / alone_calls;
+                double without = time_graph(&md, &st, gs, 10, true);
+                double in_step = (tg - without) / calls;
+                sum += t * calls;
+                sum_in += in_step * calls;
+                printf("    %-16s %8.2f us | %8.2f us  x %2d = %8.1f | %8.1f us\n", OP_NAMES[k], 1e6 * t, 1e6 * in_step,
+                       calls, 1e6 * t * calls, 1e6 * in_step * calls);
+                gpu->ops->graph_free(gpu, gk);
+                gpu->ops->graph_free(gpu, gs);
+            }
+            printf("    %-16s %30.1f | %8.1f us (the step: %.1f us)\n", "sum", 1e6 * sum, 1e6 * sum_in, 1e6 * tg);
+        }
+        gpu->ops->graph_free(gpu, g);
+        free(le);
+        free(lg);
+        free(st.host);
+    }
+    printf("  => %s batch-1 decode: %.0f tok/s with temperature-1 sampling, %.0f greedy (graph step + sample)\n",
+           sh->name, 1.0 / (t_step1 + t_sample_t), 1.0 / (t_step1 + t_sample_g));
+    printf("PERF %s decode1_tok_s %.0f prefill512_tok_s %.0f\n", sh->name, 1.0 / (t_step1 + t_sample_t), MAX_T / t_pf);
+    free(pf.host);
+    model_free(&md);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+}
+
+int main(void) {
+    vllm_status st = backend_create("cuda", NULL, &gpu);
+    if (st != VLLM_OK) {
+        printf("no CUDA device: skipped (%s)\n", vllm_last_error());
+        return 77;
+    }
+    const char *only = getenv("VLLM_PERF_SHAPES");
+    for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
+        if (only && *only && strcmp(only, "all") != 0 && !strstr(SHAPES[i].name, only)) continue;
+        run_shape(&SHAPES[i]);
+    }
+    backend_free(gpu);
+    TEST_END();
+}

@@ -9,6 +9,8 @@
 # device copy bandwidth, DEVICE.md).
 #
 #   tools/device/bench.sh [--quick] [--skip-peer] [--only 0.6b|8b]
+# VLLMC_BIN=path uses a prebuilt vllmc instead of building; COMMIT names the commit measured;
+# PEER_MODELS=qwen3-8b limits the transformers peer to those models.
 # Results go to stdout and, as JSON lines, to ${OUT:-/tmp}/bench.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,10 +29,14 @@ RES="$OUTDIR/bench.jsonl"; : > "$RES"
 WORK=${BENCH_WORK:-/tmp/vllmc-bench}; mkdir -p "$WORK"
 
 source tools/device/env.sh
-echo "== build ($(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
-cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON >/dev/null
-cmake --build build-cuda -j "$(nproc)" --target vllmc_cli 2>&1 | grep -E "error|warning" || true
-VLLMC=build-cuda/vllmc
+echo "== commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+if [ -n "${VLLMC_BIN:-}" ] && [ -x "$VLLMC_BIN" ]; then
+  VLLMC=$VLLMC_BIN            # prebuilt (carried) binary: no build on the device
+else
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON >/dev/null
+  cmake --build build-cuda -j "$(nproc)" --target vllmc_cli 2>&1 | grep -E "error|warning" || true
+  VLLMC=build-cuda/vllmc
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 echo "== models"
@@ -89,8 +95,9 @@ import json, os, sys, time
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 work, only, res = sys.argv[1:4]
+peer_models = os.environ.get("PEER_MODELS", "qwen3-0.6b,qwen3-8b").split(",")
 for name in ["qwen3-0.6b", "qwen3-8b"]:
-    if only and not name.endswith(only): continue
+    if (only and not name.endswith(only)) or name not in peer_models: continue
     d = os.path.join(work, name)
     cfg = AutoConfig.from_pretrained(d)
     with torch.device("cuda"):

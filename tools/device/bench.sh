@@ -55,7 +55,7 @@ for name, kw in shapes.items():
     if only and not name.endswith(only): continue
     d = os.path.join(work, name)
     if os.path.exists(os.path.join(d, "config.json")): continue
-    cfg = Qwen3Config(max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+    cfg = Qwen3Config(architectures=["Qwen3ForCausalLM"], max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
                       torch_dtype="bfloat16", bos_token_id=151643, eos_token_id=151645, **kw)
     if name == "qwen3-0.6b":
         torch.manual_seed(0)

@@ -103,7 +103,10 @@ for name in ["qwen3-0.6b", "qwen3-8b"]:
     with torch.device("cuda"):
         m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
     m.eval()
-    m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
+    # generate() compiles the decode step itself when the cache is static (transformers'
+    # auto-compile, GenerationMixin._valid_auto_compile_criteria); wrapping m.forward in
+    # torch.compile(mode="reduce-overhead") by hand fails in 5.17 ("accessing tensor output of
+    # CUDAGraphs that has been overwritten"), seen on 2026-11-30
     ids = torch.randint(0, cfg.vocab_size, (1, 128), device="cuda")
     def gen(n):
         torch.cuda.synchronize(); t = time.perf_counter()

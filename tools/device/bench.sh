@@ -130,7 +130,7 @@ echo "== table"
 python3 - "$RES" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-weights = {"qwen3-0.6b": 2 * (151936 * 1024 + 28 * (1024 * (4096 + 2048) + 2048 * 1024 + 3 * 1024 * 3072)),
+weights = {"qwen3-0.6b": 2 * (151936 * 1024 + 28 * (1024 * 4096 + 2048 * 1024 + 3 * 1024 * 3072)),
            "qwen3-8b": 2 * (2 * 151936 * 4096 + 36 * (4096 * (4096 + 2048) + 4096 * 4096 + 3 * 4096 * 12288))}
 print(f"{'model':<12} {'engine':<30} {'decode tok/s':>13} {'floor':>7} {'prefill512 tok/s':>17}")
 for r in rows:

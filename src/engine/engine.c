@@ -220,8 +220,9 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         if ((st = model_enable_graphs(e->model, max_batch, e->max_model_len))) goto fail;
     }
     e->next_seed = e->opt.seed;
-    LOG_I("KV cache: %d blocks of %d tokens (%.1f MiB), max_model_len %d", num_blocks, e->opt.block_size,
-          (double)e->cache->bytes / (1 << 20), e->max_model_len);
+    LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB), max_model_len %d", num_blocks,
+          e->opt.block_size, (long long)num_blocks * e->opt.block_size, (double)e->cache->bytes / (1 << 20),
+          e->max_model_len);
     *out = e;
     return VLLM_OK;
 fail:

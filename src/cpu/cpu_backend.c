@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "cpu/cpu_internal.h"
+#include "tensor/tensor_check.h"
 
 #define CPU_ALIGN 64
 
@@ -27,99 +28,22 @@ void cpu_fail(cpu_state *cpu, const char *fmt, ...) {
     LOG_E("cpu backend: %s", cpu->err_msg);
 }
 
-static bool cpu_dtype_ok(dtype have, dtype want) {
-    if (want == CPU_ANY_FLOAT) return have == DTYPE_F32 || have == DTYPE_F16 || have == DTYPE_BF16;
-    return have == want;
-}
-
-static const char *cpu_dtype_want(dtype want) {
-    return want == CPU_ANY_FLOAT ? "F32, F16 or BF16" : dtype_name(want);
-}
-
-/* Row length (product of dims 1..) of t, checking dims and overflow. */
-static bool cpu_row_len(const tensor *t, int64_t *out) {
-    if (t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS) return false;
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] < 0) return false;
-        if (i == 0) continue;
-        if (t->shape[i] != 0 && n > INT64_MAX / t->shape[i]) return false;
-        n *= t->shape[i];
-    }
-    *out = n;
-    return true;
-}
-
-/* Bytes spanned by t's rows (last row's end), or -1 on overflow / bad shape. */
-static int64_t cpu_extent_bytes(const tensor *t) {
-    int64_t len;
-    if (!cpu_row_len(t, &len)) return -1;
-    int64_t rows = t->ndim > 0 ? t->shape[0] : 1;
-    int64_t stride = t->row_stride ? t->row_stride : len;
-    int64_t es = (int64_t)dtype_size(t->dtype);
-    if (es == 0 || stride < len) return -1;
-    if (rows == 0 || len == 0) return 0;
-    if (rows - 1 > 0 && stride > INT64_MAX / (rows - 1)) return -1;
-    int64_t elems = (rows - 1) * stride;
-    if (elems > INT64_MAX - len) return -1;
-    elems += len;
-    if (elems > INT64_MAX / es) return -1;
-    return elems * es;
-}
+/* CPU op checks: the shared tensor checks (tensor/tensor_check.h), reported through cpu_fail. */
+static unsigned cpu_dtypes(dtype dt) { return dt == CPU_ANY_FLOAT ? TENSOR_FLOAT : TENSOR_DT(dt); }
 
 bool cpu_check_mat(cpu_state *cpu, const char *op, const char *arg, const tensor *t, dtype dt,
                    int64_t rows, int64_t cols) {
-    if (!t || !t->data) {
-        cpu_fail(cpu, "%s: %s has no data", op, arg);
-        return false;
-    }
-    if (!cpu_dtype_ok(t->dtype, dt)) {
-        cpu_fail(cpu, "%s: %s is %s, expected %s", op, arg, dtype_name(t->dtype), cpu_dtype_want(dt));
-        return false;
-    }
-    int64_t len;
-    if (t->ndim < 1 || cpu_extent_bytes(t) < 0 || !cpu_row_len(t, &len)) {
-        cpu_fail(cpu, "%s: %s has a bad shape or stride (ndim %d)", op, arg, t->ndim);
-        return false;
-    }
-    if (rows >= 0 && t->shape[0] != rows) {
-        cpu_fail(cpu, "%s: %s has %lld rows, expected %lld", op, arg, (long long)t->shape[0],
-                 (long long)rows);
-        return false;
-    }
-    if (cols >= 0 && len != cols) {
-        cpu_fail(cpu, "%s: %s has rows of %lld elements, expected %lld", op, arg, (long long)len,
-                 (long long)cols);
-        return false;
-    }
-    return true;
+    char msg[sizeof cpu->err_msg];
+    if (tensor_check_mat(t, cpu_dtypes(dt), rows, cols, op, arg, msg, sizeof msg)) return true;
+    cpu_fail(cpu, "%s", msg);
+    return false;
 }
 
 bool cpu_check_vec(cpu_state *cpu, const char *op, const char *arg, const tensor *t, dtype dt, int64_t n) {
-    if (!t || !t->data) {
-        cpu_fail(cpu, "%s: %s has no data", op, arg);
-        return false;
-    }
-    if (!cpu_dtype_ok(t->dtype, dt)) {
-        cpu_fail(cpu, "%s: %s is %s, expected %s", op, arg, dtype_name(t->dtype), cpu_dtype_want(dt));
-        return false;
-    }
-    int64_t len;
-    if (cpu_extent_bytes(t) < 0 || !cpu_row_len(t, &len) || (t->row_stride && t->row_stride != len)) {
-        cpu_fail(cpu, "%s: %s has a bad shape or is not contiguous", op, arg);
-        return false;
-    }
-    int64_t numel = t->ndim > 0 ? t->shape[0] : 1;
-    if (numel != 0 && len > INT64_MAX / numel) {
-        cpu_fail(cpu, "%s: %s is too large", op, arg);
-        return false;
-    }
-    numel *= len;
-    if (n >= 0 && numel != n) {
-        cpu_fail(cpu, "%s: %s has %lld elements, expected %lld", op, arg, (long long)numel, (long long)n);
-        return false;
-    }
-    return true;
+    char msg[sizeof cpu->err_msg];
+    if (tensor_check_vec(t, cpu_dtypes(dt), n, op, arg, msg, sizeof msg)) return true;
+    cpu_fail(cpu, "%s", msg);
+    return false;
 }
 
 /* ---- memory ---- */
@@ -129,7 +53,7 @@ static vllm_status cpu_alloc(backend *be, tensor *t) {
     if ((unsigned)t->dtype >= DTYPE_COUNT || t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS)
         return vt_error(VLLM_ERR_INVALID_ARG, "cpu alloc: bad dtype or ndim (%d)", t->ndim);
     t->row_stride = 0;
-    int64_t bytes = cpu_extent_bytes(t);
+    int64_t bytes = tensor_extent_bytes(t);
     if (bytes < 0 || (uint64_t)bytes > (uint64_t)SIZE_MAX - CPU_ALIGN)
         return vt_error(VLLM_ERR_INVALID_ARG, "cpu alloc: bad or too large shape for %s tensor",
                         dtype_name(t->dtype));
@@ -150,9 +74,9 @@ static void cpu_release(backend *be, tensor *t) {
 
 static vllm_status cpu_import(backend *be, const tensor *host, tensor *out) {
     (void)be;
-    if ((unsigned)host->dtype >= DTYPE_COUNT || cpu_extent_bytes(host) < 0)
+    if ((unsigned)host->dtype >= DTYPE_COUNT || tensor_extent_bytes(host) < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "cpu import: bad dtype, shape or stride");
-    if (!host->data && cpu_extent_bytes(host) > 0)
+    if (!host->data && tensor_extent_bytes(host) > 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "cpu import: tensor has no data");
     *out = *host;  /* a view: the CPU computes on host memory directly */
     return VLLM_OK;
@@ -164,7 +88,7 @@ static void cpu_release_import(backend *be, tensor *t) {
 }
 
 static vllm_status cpu_copy_check(const char *what, const tensor *t, const void *host, size_t nbytes) {
-    int64_t extent = cpu_extent_bytes(t);
+    int64_t extent = tensor_extent_bytes(t);
     if (extent < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cpu %s: bad tensor shape or stride", what);
     if ((uint64_t)nbytes > (uint64_t)extent)
         return vt_error(VLLM_ERR_INVALID_ARG, "cpu %s: %zu bytes do not fit a tensor of %lld bytes", what,
@@ -204,7 +128,7 @@ static vllm_status cpu_download(backend *be, void *dst, const tensor *src, size_
 static vllm_status cpu_zero(backend *be, tensor *t) {
     (void)be;
     int64_t len;
-    if (cpu_extent_bytes(t) < 0 || !cpu_row_len(t, &len))
+    if (tensor_extent_bytes(t) < 0 || !tensor_row_len_checked(t, &len))
         return vt_error(VLLM_ERR_INVALID_ARG, "cpu zero: bad tensor shape or stride");
     int64_t rows = t->ndim > 0 ? t->shape[0] : 1;
     size_t es = dtype_size(t->dtype);

@@ -108,96 +108,19 @@ void cu_hbuf_free(cu_buf *b) {
 
 /* ---- argument checks ---- */
 
-static bool cu_row_len(const tensor *t, int64_t *out) {
-    if (t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS) return false;
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] < 0) return false;
-        if (i == 0) continue;
-        if (t->shape[i] != 0 && n > INT64_MAX / t->shape[i]) return false;
-        n *= t->shape[i];
-    }
-    *out = n;
-    return true;
-}
-
-int64_t cu_extent_bytes(const tensor *t) {
-    int64_t len;
-    if ((unsigned)t->dtype >= DTYPE_COUNT || !cu_row_len(t, &len)) return -1;
-    int64_t rows = t->ndim > 0 ? t->shape[0] : 1;
-    int64_t stride = t->row_stride ? t->row_stride : len;
-    int64_t es = (int64_t)dtype_size(t->dtype);
-    if (es == 0 || stride < len) return -1;
-    if (rows == 0 || len == 0) return 0;
-    if (rows - 1 > 0 && stride > INT64_MAX / (rows - 1)) return -1;
-    int64_t elems = (rows - 1) * stride;
-    if (elems > INT64_MAX - len) return -1;
-    elems += len;
-    if (elems > INT64_MAX / es) return -1;
-    return elems * es;
-}
-
-static const char *cu_mask_name(unsigned mask) {
-    if (mask == CU_FLOAT) return "F32, F16 or BF16";
-    if (mask == CU_ACT) return "F32 or BF16";
-    for (int t = 0; t < DTYPE_COUNT; t++)
-        if (mask == CU_DT(t)) return dtype_name((dtype)t);
-    return "another dtype";
-}
-
 bool cu_check_mat(cu_state *cu, const char *op, const char *arg, const tensor *t, unsigned mask, int64_t rows,
                   int64_t cols) {
-    if (!t || !t->data) {
-        cu_fail(cu, "%s: %s has no data", op, arg);
-        return false;
-    }
-    if ((unsigned)t->dtype >= DTYPE_COUNT || !(mask & CU_DT(t->dtype))) {
-        cu_fail(cu, "%s: %s is %s, expected %s", op, arg,
-                (unsigned)t->dtype < DTYPE_COUNT ? dtype_name(t->dtype) : "?", cu_mask_name(mask));
-        return false;
-    }
-    int64_t len;
-    if (t->ndim < 1 || cu_extent_bytes(t) < 0 || !cu_row_len(t, &len)) {
-        cu_fail(cu, "%s: %s has a bad shape or stride (ndim %d)", op, arg, t->ndim);
-        return false;
-    }
-    if (rows >= 0 && t->shape[0] != rows) {
-        cu_fail(cu, "%s: %s has %lld rows, expected %lld", op, arg, (long long)t->shape[0], (long long)rows);
-        return false;
-    }
-    if (cols >= 0 && len != cols) {
-        cu_fail(cu, "%s: %s has rows of %lld elements, expected %lld", op, arg, (long long)len, (long long)cols);
-        return false;
-    }
-    return true;
+    char msg[512];
+    if (tensor_check_mat(t, mask, rows, cols, op, arg, msg, sizeof msg)) return true;
+    cu_fail(cu, "%s", msg);
+    return false;
 }
 
 bool cu_check_vec(cu_state *cu, const char *op, const char *arg, const tensor *t, unsigned mask, int64_t n) {
-    if (!t || !t->data) {
-        cu_fail(cu, "%s: %s has no data", op, arg);
-        return false;
-    }
-    if ((unsigned)t->dtype >= DTYPE_COUNT || !(mask & CU_DT(t->dtype))) {
-        cu_fail(cu, "%s: %s is %s, expected %s", op, arg,
-                (unsigned)t->dtype < DTYPE_COUNT ? dtype_name(t->dtype) : "?", cu_mask_name(mask));
-        return false;
-    }
-    int64_t len;
-    if (cu_extent_bytes(t) < 0 || !cu_row_len(t, &len) || (t->row_stride && t->row_stride != len)) {
-        cu_fail(cu, "%s: %s has a bad shape or is not contiguous", op, arg);
-        return false;
-    }
-    int64_t numel = t->ndim > 0 ? t->shape[0] : 1;
-    if (numel != 0 && len > INT64_MAX / numel) {
-        cu_fail(cu, "%s: %s is too large", op, arg);
-        return false;
-    }
-    numel *= len;
-    if (n >= 0 && numel != n) {
-        cu_fail(cu, "%s: %s has %lld elements, expected %lld", op, arg, (long long)numel, (long long)n);
-        return false;
-    }
-    return true;
+    char msg[512];
+    if (tensor_check_vec(t, mask, n, op, arg, msg, sizeof msg)) return true;
+    cu_fail(cu, "%s", msg);
+    return false;
 }
 
 /* ---- memory ---- */
@@ -223,7 +146,7 @@ static vllm_status cu_alloc(backend *be, tensor *t) {
     if ((unsigned)t->dtype >= DTYPE_COUNT || t->ndim < 0 || t->ndim > TENSOR_MAX_DIMS)
         return vt_error(VLLM_ERR_INVALID_ARG, "cuda alloc: bad dtype or ndim (%d)", t->ndim);
     t->row_stride = 0;
-    int64_t bytes = cu_extent_bytes(t);
+    int64_t bytes = tensor_extent_bytes(t);
     if (bytes < 0 || (uint64_t)bytes > (uint64_t)SIZE_MAX - CU_ALIGN)
         return vt_error(VLLM_ERR_INVALID_ARG, "cuda alloc: bad or too large shape for %s tensor", dtype_name(t->dtype));
     return cu_alloc_bytes(cu, (size_t)bytes, &t->data, "alloc");
@@ -241,13 +164,13 @@ static void cu_release(backend *be, tensor *t) {
 static vllm_status cu_import(backend *be, const tensor *host, tensor *out) {
     cu_state *cu = cu_of(be);
     if (!cu_capture_guard(cu, "import")) return vt_error(VLLM_ERR_BACKEND, "cuda import: %s", cu->err_msg);
-    int64_t extent = cu_extent_bytes(host);
+    int64_t extent = tensor_extent_bytes(host);
     if (extent < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: bad dtype, shape or stride");
     if (!host->data && extent > 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: tensor has no data");
     tensor t = *host;
     t.row_stride = 0;
     t.data = NULL;
-    int64_t bytes = cu_extent_bytes(&t);
+    int64_t bytes = tensor_extent_bytes(&t);
     if (bytes < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: bad shape");
     vllm_status st = cu_alloc_bytes(cu, (size_t)bytes, &t.data, "import");
     if (st != VLLM_OK) return st;
@@ -273,7 +196,7 @@ static vllm_status cu_import(backend *be, const tensor *host, tensor *out) {
 }
 
 static vllm_status cu_copy_check(const char *what, const tensor *t, const void *host, size_t nbytes) {
-    int64_t extent = cu_extent_bytes(t);
+    int64_t extent = tensor_extent_bytes(t);
     if (extent < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: bad tensor shape or stride", what);
     if ((uint64_t)nbytes > (uint64_t)extent)
         return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: %zu bytes do not fit a tensor of %lld bytes", what, nbytes,
@@ -424,7 +347,7 @@ static vllm_status cu_download(backend *be, void *dst, const tensor *src, size_t
 static vllm_status cu_zero(backend *be, tensor *t) {
     cu_state *cu = cu_of(be); /* a memset node when recorded */
     int64_t len;
-    if (cu_extent_bytes(t) < 0 || !cu_row_len(t, &len))
+    if (tensor_extent_bytes(t) < 0 || !tensor_row_len_checked(t, &len))
         return vt_error(VLLM_ERR_INVALID_ARG, "cuda zero: bad tensor shape or stride");
     int64_t rows = cu_rows(t);
     size_t es = dtype_size(t->dtype);

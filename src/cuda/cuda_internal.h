@@ -41,6 +41,7 @@ extern "C" {
 #include "core/error.h"
 #include "core/log.h"
 #include "tensor/backend.h"
+#include "tensor/tensor_check.h"
 }
 #include "cuda/cuda_backend.h"
 
@@ -149,11 +150,11 @@ void cu_buf_free(cu_buf *b);
 vllm_status cu_hbuf_reserve(cu_buf *b, size_t bytes, const char *what);
 void cu_hbuf_free(cu_buf *b);
 
-/* ---- argument checks (as the CPU backend's) ---- */
+/* ---- argument checks (tensor/tensor_check.h, reported through cu_fail) ---- */
 
 /* dtype masks */
-#define CU_DT(t) (1u << (t))
-#define CU_FLOAT (CU_DT(DTYPE_F32) | CU_DT(DTYPE_F16) | CU_DT(DTYPE_BF16))
+#define CU_DT(t) TENSOR_DT(t)
+#define CU_FLOAT TENSOR_FLOAT
 #define CU_ACT (CU_DT(DTYPE_F32) | CU_DT(DTYPE_BF16))
 
 /* t viewed as a (shape[0], product of the other dims) matrix with t's row
@@ -162,8 +163,6 @@ bool cu_check_mat(cu_state *cu, const char *op, const char *arg, const tensor *t
                   int64_t cols);
 /* A contiguous tensor of n elements (n < 0: any). */
 bool cu_check_vec(cu_state *cu, const char *op, const char *arg, const tensor *t, unsigned mask, int64_t n);
-/* Bytes spanned by t's rows (-1 on a bad shape or overflow). */
-int64_t cu_extent_bytes(const tensor *t);
 
 static inline int64_t cu_rows(const tensor *t) { return t->ndim > 0 ? t->shape[0] : 1; }
 

@@ -773,7 +773,7 @@ static vllm_status sample_prepare(backend *be, const tensor *logits, const int32
     vllm_status st = cu_sync(be);
     if (st != VLLM_OK) return st;
     if (!logits || !logits->data || logits->ndim != 2 || (logits->dtype != DTYPE_F32 && logits->dtype != DTYPE_BF16) ||
-        logits->shape[1] <= 0 || logits->shape[1] > INT32_MAX / 2 || cu_extent_bytes(logits) < 0)
+        logits->shape[1] <= 0 || logits->shape[1] > INT32_MAX / 2 || tensor_extent_bytes(logits) < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: logits must be a (rows, vocab) F32 or BF16 matrix", op);
     if (n < 0 || (n > 0 && !rows)) return vt_error(VLLM_ERR_INVALID_ARG, "cuda %s: bad row list", op);
     for (int i = 0; i < n; i++)

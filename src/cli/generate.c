@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "cli/cli.h"
 #include "cli/dataset.h"
+#include "core/meminfo.h"
 #include "vllm.h"
 
 #define CMD "vllmc generate" /* message prefix */
@@ -303,14 +303,12 @@ int cmd_generate(int argc, char **argv) {
     }
     fflush(stdout);
     if (stats_flag) {
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
         size_t decoded = st.generated_tokens > prompts.n ? st.generated_tokens - prompts.n : 0;
         fprintf(stderr, "prefill: %zu tokens in %.4f s (%.1f tok/s)\n", st.prompt_tokens, st.prefill_seconds,
                 st.prefill_seconds > 0 ? (double)st.prompt_tokens / st.prefill_seconds : 0.0);
         fprintf(stderr, "decode: %zu tokens in %.4f s (%.1f tok/s)\n", decoded, st.decode_seconds,
                 st.decode_seconds > 0 ? (double)decoded / st.decode_seconds : 0.0);
-        fprintf(stderr, "steps: %zu, peak RSS: %.1f MiB\n", st.steps, (double)ru.ru_maxrss / 1024.0);
+        fprintf(stderr, "steps: %zu, peak RSS: %.1f MiB\n", st.steps, (double)vt_peak_rss_bytes() / (1 << 20));
     }
     rc = 0;
     goto out;

@@ -512,6 +512,80 @@ static void gemv(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y,
               (const __nv_bfloat16 *)lin->w, xp, xs, y->data, (int)y->dtype, ys, (const float *)lin->bias, T, N, K);
 }
 
+/* ---- weight prefetch (a hint) ----
+ * Decode is bound by weight bytes, but a step also has latency-bound
+ * stretches (the attention, the norms) where the memory system idles. A
+ * prefetch issued before such a stretch streams the next layers' weights
+ * into L2 meanwhile (Hopper's cp.async.bulk.prefetch.L2: fire and forget,
+ * no registers held), so their GEMV reads L2 instead of DRAM. The kernel
+ * only issues the prefetches; it ends with pdl_wait() so that it never
+ * completes before its predecessor (the next kernel's pdl_wait() relies on
+ * the chain). */
+#define PF_CHUNK (32u << 10)
+
+struct pf_range {
+    const char *p;
+    size_t bytes;
+};
+struct pf_args {
+    pf_range r[8];
+    int n;
+};
+
+__global__ void k_prefetch_l2(pf_args a) {
+    pdl_launch();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (int k = 0; k < a.n; k++) {
+        const size_t chunks = (a.r[k].bytes + PF_CHUNK - 1) / PF_CHUNK;
+        for (; i < chunks; i += stride) {
+            const size_t off = i * PF_CHUNK, left = a.r[k].bytes - off;
+            const uint32_t sz = (uint32_t)(left < PF_CHUNK ? left : PF_CHUNK) & ~15u;
+            if (sz) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.r[k].p + off), "r"(sz) : "memory");
+        }
+        i -= chunks; /* the threads go on with the next range where they stopped */
+    }
+#endif
+    pdl_wait();
+}
+
+void cu_prefetch(backend *be, const be_linear *const *lins, int n) {
+    cu_state *cu = cu_of(be);
+    if (cu->no_prefetch || !lins || n <= 0 || cu->l2_bytes == 0) return;
+    pf_args a = {};
+    size_t budget = cu->l2_bytes / 10 * 7;
+    for (int i = 0; i < n && a.n < 8 && budget > 0; i++) {
+        if (!lins[i]) continue;
+        size_t bytes = (size_t)lins[i]->out * (size_t)lins[i]->in * 2;
+        if (bytes > budget) bytes = budget;
+        a.r[a.n].p = (const char *)lins[i]->w;
+        a.r[a.n].bytes = bytes;
+        a.n++;
+        budget -= bytes;
+    }
+    /* nothing new since the last prefetch (a small model's next layers already went in whole) */
+    bool covered = a.n > 0;
+    for (int k = 0; k < a.n && covered; k++) {
+        bool in = false;
+        for (int j = 0; j < cu->pf_count && !in; j++)
+            in = a.r[k].p >= (const char *)cu->pf_ptr[j] &&
+                 a.r[k].p + a.r[k].bytes <= (const char *)cu->pf_ptr[j] + cu->pf_bytes[j];
+        covered = in;
+    }
+    if (a.n == 0 || covered) return;
+    cu->pf_count = a.n;
+    size_t chunks = 0;
+    for (int k = 0; k < a.n; k++) {
+        cu->pf_ptr[k] = a.r[k].p;
+        cu->pf_bytes[k] = a.r[k].bytes;
+        chunks += (a.r[k].bytes + PF_CHUNK - 1) / PF_CHUNK;
+    }
+    unsigned grid = (unsigned)((chunks + 127) / 128);
+    if (grid > (unsigned)cu->num_sms) grid = (unsigned)cu->num_sms;
+    cu_launch(cu, "prefetch", true, k_prefetch_l2, dim3(grid), dim3(128), 0, a);
+}
+
 // x (T, in) BF16, W (out, in) -> y (T, out) BF16 or F32; y must not overlap x
 void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
     cu_state *cu = cu_of(be);

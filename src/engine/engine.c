@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/meminfo.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "engine/engine_internal.h"
@@ -223,6 +224,8 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB), max_model_len %d", num_blocks,
           e->opt.block_size, (long long)num_blocks * e->opt.block_size, (double)e->cache->bytes / (1 << 20),
           e->max_model_len);
+    LOG_I("host memory after load: %.1f MiB resident (peak %.1f MiB)", (double)vt_rss_bytes() / (1 << 20),
+          (double)vt_peak_rss_bytes() / (1 << 20));
     *out = e;
     return VLLM_OK;
 fail:

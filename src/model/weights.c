@@ -43,6 +43,12 @@ void ws_close(weight_source *ws) {
     free(ws);
 }
 
+void ws_release_copied(weight_source *ws) {
+    if (!ws) return;
+    for (size_t i = 0; i < ws->num_buffers; i++) free(ws->buffers[i]);
+    ws->num_buffers = 0;
+}
+
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -20,6 +20,11 @@ void ws_close(weight_source *ws);
 /* A host tensor `name` of exactly this shape (F32/F16/BF16), or an error
  * naming the file and tensor. */
 vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out);
+/* Frees the dummy weights handed out so far (a backend that copies what it
+ * imports no longer needs them: the host then never holds the whole model).
+ * Tensors from earlier ws_get calls must not be used afterwards. A no-op for
+ * safetensors, whose mapping ws_close releases. */
+void ws_release_copied(weight_source *ws);
 /* printf-style name; convenience for per-layer names. */
 vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape,
                     const char *fmt, ...) VT_PRINTF(5, 6);

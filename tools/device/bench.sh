@@ -81,7 +81,11 @@ for name in qwen3-0.6b qwen3-8b; do
   full=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 128 --output-len 128)
   pre=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 128 --output-len 1)
   p512=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 512 --output-len 1)
-  python3 -c "import json;f,p,q=$full,$pre,$p512;print(json.dumps({'engine':'vllmc','model':'$name','decode_tok_s':127/(f-p),'prefill512_tok_s':512/q,'latency_128_128_s':f}))" | tee -a "$RES"
+  # the engine's start-up line "host memory after load: X MiB resident (peak Y MiB)" of the last run
+  rss=$(grep -o 'host memory after load: [0-9.]* MiB resident (peak [0-9.]* MiB)' "$OUTDIR/vllmc.log" | tail -1 |
+        grep -oE '[0-9.]+' | tr '\n' ' ')
+  set -- $rss
+  python3 -c "import json;f,p,q=$full,$pre,$p512;print(json.dumps({'engine':'vllmc','model':'$name','decode_tok_s':127/(f-p),'prefill512_tok_s':512/q,'latency_128_128_s':f,'host_rss_mib':${1:-0},'host_peak_rss_mib':${2:-0}}))" | tee -a "$RES"
   if [ "$name" = qwen3-8b ] && [ $QUICK = 0 ]; then
     "$VLLMC" bench throughput --model "$d" "${fmt[@]}" --device cuda --num-prompts 256 --input-len 128 \
       --output-len 128 --max-num-seqs 256 2>&1 | tee -a "$OUTDIR/vllmc.log" | grep -E "Throughput|tokens/s" || true
@@ -132,8 +136,9 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 weights = {"qwen3-0.6b": 2 * (151936 * 1024 + 28 * (1024 * 4096 + 2048 * 1024 + 3 * 1024 * 3072)),
            "qwen3-8b": 2 * (2 * 151936 * 4096 + 36 * (4096 * (4096 + 2048) + 4096 * 4096 + 3 * 4096 * 12288))}
-print(f"{'model':<12} {'engine':<30} {'decode tok/s':>13} {'floor':>7} {'prefill512 tok/s':>17}")
+print(f"{'model':<12} {'engine':<30} {'decode tok/s':>13} {'floor':>7} {'prefill512 tok/s':>17} {'host MiB after load':>20}")
 for r in rows:
     floor = 4.25e12 / weights[r["model"]]
-    print(f"{r['model']:<12} {r['engine']:<30} {r['decode_tok_s']:>13.0f} {floor:>7.0f} {r['prefill512_tok_s']:>17.0f}")
+    rss = f"{r['host_rss_mib']:.0f} (peak {r['host_peak_rss_mib']:.0f})" if "host_rss_mib" in r else "-"
+    print(f"{r['model']:<12} {r['engine']:<30} {r['decode_tok_s']:>13.0f} {floor:>7.0f} {r['prefill512_tok_s']:>17.0f} {rss:>20}")
 PY

@@ -5,6 +5,8 @@
 #   - tests/cuda/test_cuda_ops.c: every CUDA op against the CPU backend on random inputs;
 #   - tests/cuda/test_cuda_parity.c: the model fixtures (tests/fixtures/models/*) generated on
 #     CUDA against their expected.json (transformers), under three engine layouts;
+#   - the same on a random-init model with Qwen3-0.6B's shapes, whose transformers reference
+#     tools/make_fixtures.py makes here (teacher-forced, bounds from transformers' bf16 drift);
 #   - tests/cuda/test_cuda_perf.c: decode / prefill timings of synthetic Qwen3-0.6B / 8B shapes
 #     through the ops (eager, graphs, per op, sampling): informational rows;
 #   - vllmc generate --device cuda on the bundled stories260K (greedy, against --device cpu);
@@ -67,9 +69,9 @@ fi
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
 
 # a test binary: pass (0), skip (77) or FAIL; the first failures are shown
-run_test() { # name binary (killed after 300 s: a hung kernel must not eat the device call)
+run_test() { # name binary [args] (killed after 300 s: a hung kernel must not eat the device call)
   local t=$(date +%s) rc
-  timeout 300 "$2" > "$LOG/$1.log" 2>&1
+  timeout 300 "${@:2}" > "$LOG/$1.log" 2>&1
   rc=$?
   local summary
   summary=$(grep -E "checks, [0-9]+ failures" "$LOG/$1.log" | tail -1 | sed 's/.*: //')
@@ -84,14 +86,34 @@ run_test() { # name binary (killed after 300 s: a hung kernel must not eat the d
 
 echo "== test_cuda_ops"
 run_test cuda_test_cuda_ops $B/cuda_test_cuda_ops
+parity_rows() { # log: one row per PARITY line
+  while read -r _ name layout_and_rest; do
+    status=$(echo "$layout_and_rest" | grep -oE ' (pass|FAIL) ' | tr -d ' ')
+    layout=${layout_and_rest%% pass *}; layout=${layout%% FAIL *}
+    detail=${layout_and_rest#*"$status"}
+    ROWS+=("$(printf '  parity %-49s %-5s %s' "$name: $(echo $layout)" "$status" "$(echo $detail)")")
+  done < <(grep '^PARITY' "$1" 2>/dev/null)
+}
 echo "== test_cuda_parity"
 run_test cuda_test_cuda_parity $B/cuda_test_cuda_parity
-while read -r _ name layout_and_rest; do
-  status=$(echo "$layout_and_rest" | grep -oE ' (pass|FAIL) ' | tr -d ' ')
-  layout=${layout_and_rest%% pass *}; layout=${layout%% FAIL *}
-  detail=${layout_and_rest#*"$status"}
-  ROWS+=("$(printf '  parity %-49s %-5s %s' "$name: $(echo $layout)" "$status" "$(echo $detail)")")
-done < <(grep '^PARITY' "$LOG/cuda_test_cuda_parity.log" 2>/dev/null)
+parity_rows "$LOG/cuda_test_cuda_parity.log"
+
+# a random-init model with Qwen3-0.6B's real shapes (transformers' own init), made here by
+# tools/make_fixtures.py (f32 reference, and transformers' bf16 drift setting the bounds),
+# through the same teacher-forced and greedy checks
+echo "== Qwen3-0.6B-shaped model against transformers"
+t=$(date +%s)
+if PYTHONUNBUFFERED=1 python3 tools/make_fixtures.py --out "$LOG/hf06" --device cuda --only qwen3_0.6b_shape \
+     > "$LOG/hf06_make.log" 2>&1; then
+  row "transformers reference for the Qwen3-0.6B shape" pass "$(grep -o 'bf16 vs f32.*' "$LOG/hf06_make.log" | head -1), $(($(date +%s) - t)) s"
+  run_test cuda_test_cuda_parity_qwen3_0.6b $B/cuda_test_cuda_parity "$LOG/hf06"
+  parity_rows "$LOG/cuda_test_cuda_parity_qwen3_0.6b.log"
+else
+  tail -n 20 "$LOG/hf06_make.log"
+  row "transformers reference for the Qwen3-0.6B shape" FAIL "see hf06_make.log"
+fi
+cp "$LOG/hf06/qwen3_0.6b_shape/expected.json" "$LOG/hf06_expected.json" 2>/dev/null
+rm -rf "$LOG/hf06" # 1.2 GB of weights: not brought back
 
 # decode / prefill timings through the ops (synthetic Qwen3 shapes; the table is in the log)
 echo "== test_cuda_perf"

@@ -386,7 +386,6 @@ static vllm_status cu_graph_begin(backend *be) {
         return vt_error(VLLM_ERR_BACKEND, "cuda graph_begin: %s", cudaGetErrorString(e));
     }
     cu->capturing = true;
-    cu->pf_count = 0; /* the recording issues its own prefetches */
     return VLLM_OK;
 }
 
@@ -406,7 +405,6 @@ static vllm_status cu_graph_end(backend *be, be_graph **out) {
     cudaGraph_t graph = NULL;
     cudaError_t e = cudaStreamEndCapture(cu->stream, &graph);
     cu->capturing = false;
-    cu->pf_count = 0;
     if (e != cudaSuccess) {
         cudaGetLastError();
         if (cu->err == VLLM_OK) cu_fail(cu, "recording failed: %s", cudaGetErrorString(e));
@@ -511,7 +509,6 @@ static const backend_ops CU_OPS = {
     .mem_info = cu_mem_info,
     .linear_create = cu_linear_create,
     .linear_free = cu_linear_free,
-    .prefetch = cu_prefetch,
     .linear = cu_linear,
     .embedding = cu_embedding,
     .rms_norm = cu_rms_norm,
@@ -570,8 +567,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->pdl = prop.major >= 9 && !getenv("VLLM_CUDA_NO_PDL");
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
-    cu->l2_bytes = prop.l2CacheSize > 0 ? (size_t)prop.l2CacheSize : 0;
-    cu->no_prefetch = getenv("VLLM_CUDA_NO_PREFETCH") != NULL || prop.major < 9;
     what = "cudaStreamCreate";
     if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;
     what = "cudaEventCreate";

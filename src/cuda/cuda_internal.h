@@ -123,11 +123,6 @@ typedef struct cu_state {
     cu_sample_ws *sample;          /* lazily created */
     int gemv_occ[4][4];            /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS>, 0 = not asked yet */
     int gemv_rows_occ[4];          /* the same for k_gemv_rows<T> */
-    size_t l2_bytes;               /* the device's L2 cache size */
-    bool no_prefetch;              /* VLLM_CUDA_NO_PREFETCH: weight prefetch hints ignored (comparisons) */
-    int pf_count;                  /* ops_linear.cu: the last prefetch's ranges, to skip repeats */
-    const void *pf_ptr[8];
-    size_t pf_bytes[8];
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
     vllm_status err;               /* first op failure since the last synchronize */
     char err_msg[512];
@@ -272,7 +267,6 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
 void cu_linear_free(backend *be, be_linear *lin);
 void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y);
 void cu_plans_free(cu_state *cu);
-void cu_prefetch(backend *be, const be_linear *const *lins, int n);
 
 /* ops_elementwise.cu */
 void cu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);

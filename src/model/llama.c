@@ -215,19 +215,6 @@ static vllm_status llama_logits(model *m, int n, const tensor **logits) {
     return VLLM_OK;
 }
 
-/* The backend's prefetch hint (backend.h) for the linears of layer l that
- * run after stage `from` (0: o, 1: gate_up, 2: down, 3: the next layer's
- * qkv, or the lm_head after the last layer), in the order they run. */
-static void prefetch_after(model *m, int l, int from, bool logits) {
-    backend *be = m->be;
-    if (!be->ops->prefetch) return;
-    const llama *lm = m->impl;
-    const llama_layer *L = &lm->layers[l];
-    const be_linear *next[4] = {L->o, L->gate_up, L->down,
-                                l + 1 < m->cfg.num_layers ? lm->layers[l + 1].qkv : logits ? lm->lm_head : NULL};
-    be->ops->prefetch(be, next + from, 4 - from);
-}
-
 static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, const tensor **logits) {
     llama *lm = m->impl;
     const model_config *c = &m->cfg;
@@ -252,26 +239,21 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     tensor k = tensor_cols(&qkv, qd, kvd);        /* (T, nkv*hd) strided */
     tensor v = tensor_cols(&qkv, qd + kvd, kvd);  /* (T, nkv*hd) strided */
 
-    const bool logits_wanted = N > 0;
     ops->embedding(be, &lm->embed, &s->ids, &x);                    /* x (T, D) */
     ops->rms_norm(be, &x, &lm->layers[0].in_norm, eps, &h);           /* h (T, D) */
     for (int l = 0; l < c->num_layers; l++) {
         llama_layer *L = &lm->layers[l];
         ops->linear(be, L->qkv, &h, &qkv);                            /* (T, qd + 2 kvd) */
-        prefetch_after(m, l, 0, logits_wanted); /* o, gate_up, ... stream in during the attention */
         /* per-head q/k norm (Qwen3), rope, k/v into the paged cache */
         ops->qk_norm_rope_kv(be, &q, &k, &v, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL, eps,
                              &s->positions, &lm->cos_sin, (int)hd, lm->rot_dim, true, &cache->k[l], &cache->v[l],
                              &s->meta);
         ops->attention(be, &q, &cache->k[l], &cache->v[l], &s->meta, &ap, &attn); /* (T, qd) */
         ops->linear(be, L->o, &attn, &o);                             /* (T, D) */
-        prefetch_after(m, l, 1, logits_wanted);
         ops->add_rms_norm(be, &x, &o, &L->post_norm, eps, &h);        /* x += o; h = norm(x) */
         ops->linear(be, L->gate_up, &h, &gu);                         /* (T, 2I) */
-        prefetch_after(m, l, 2, logits_wanted);
         ops->silu_mul(be, &gu, &a);                                   /* (T, I) */
         ops->linear(be, L->down, &a, &o);                             /* (T, D) */
-        prefetch_after(m, l, 3, logits_wanted);
         /* x += o, then the next layer's input norm (or the final norm) into h */
         const tensor *next = l + 1 < c->num_layers ? &lm->layers[l + 1].in_norm : &lm->final_norm;
         ops->add_rms_norm(be, &x, &o, next, eps, &h);

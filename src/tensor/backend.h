@@ -92,13 +92,6 @@ typedef struct backend_ops {
                                  const tensor *const *biases, int n, be_linear **out);
     void (*linear_free)(backend *be, be_linear *lin);
 
-    /* A hint, optional (NULL: none): lins[0..n) are read next, in that order.
-     * The backend may start moving their weights into a cache now, while
-     * the ops between run (CUDA: an L2 prefetch of the first ~70% of L2's
-     * worth, which streams during latency-bound ops such as attention).
-     * Changes no results. */
-    void (*prefetch)(backend *be, const be_linear *const *lins, int n);
-
     /* ---- ops ---- */
     /* y (T, sum out_i) = x (T, in) @ W^T + b */
     void (*linear)(backend *be, const be_linear *lin, const tensor *x, tensor *y);

@@ -4,8 +4,7 @@
  * BF16 weights, every layer's weights a separate device copy so that they
  * stream from device memory as a real model's do), issued through the
  * backend ops as llama.c issues them (fused add + norm, fused q/k norm +
- * rope + KV write, llama.c's weight prefetch hints, one metadata upload
- * per step): a 512-token prefill, a
+ * rope + KV write, one metadata upload per step): a 512-token prefill, a
  * decode step at context 257 run eagerly and as a graph (batch 1, 8, 32),
  * each decode op alone in a graph over all layers, and sampling (greedy
  * and temperature 1) over the 151,936-token vocabulary. It checks that the
@@ -291,29 +290,17 @@ static void run_ops_skip(model *md, step *s, int only, int skip) {
         o->embedding(gpu, &md->embed, &s->ids, &s->x);
         o->rms_norm(gpu, &s->x, &md->in_norm[0], 1e-6f, &s->h);
     }
-    /* the prefetch hints llama.c gives (after each linear: the linears that follow) */
-#define PREFETCH(l, from)                                                                                          \
-    do {                                                                                                           \
-        if (all && o->prefetch) {                                                                                  \
-            const be_linear *nx[4] = {md->o[l], md->gu[l], md->down[l], (l) + 1 < sh->L ? md->qkv[(l) + 1] : md->head}; \
-            o->prefetch(gpu, nx + (from), 4 - (from));                                                             \
-        }                                                                                                          \
-    } while (0)
     for (int l = 0; l < sh->L; l++) {
         if (RUN(OP_QKV)) o->linear(gpu, md->qkv[l], &s->h, &s->qkv_b);
-        PREFETCH(l, 0);
         if (RUN(OP_PROLOGUE))
             o->qk_norm_rope_kv(gpu, &q, &k, &v, &md->qn[l], &md->kn[l], 1e-6f, &s->pos, &md->cos_sin, sh->hd, sh->hd,
                                true, &md->kc[l], &md->vc[l], &s->m);
         if (RUN(OP_ATTN)) o->attention(gpu, &q, &md->kc[l], &md->vc[l], &s->m, &ap, &s->attn);
         if (RUN(OP_O)) o->linear(gpu, md->o[l], &s->attn, &s->ob);
-        PREFETCH(l, 1);
         if (RUN(OP_ADDNORM)) o->add_rms_norm(gpu, &s->x, &s->ob, &md->post_norm[l], 1e-6f, &s->h);
         if (RUN(OP_GU)) o->linear(gpu, md->gu[l], &s->h, &s->gu_b);
-        PREFETCH(l, 2);
         if (RUN(OP_SILU)) o->silu_mul(gpu, &s->gu_b, &s->a);
         if (RUN(OP_DOWN)) o->linear(gpu, md->down[l], &s->a, &s->ob);
-        PREFETCH(l, 3);
         if (all && skip != OP_ADDNORM) {
             if (l + 1 < sh->L) o->add_rms_norm(gpu, &s->x, &s->ob, &md->in_norm[l + 1], 1e-6f, &s->h);
             else o->add(gpu, &s->x, &s->ob);
@@ -324,7 +311,6 @@ static void run_ops_skip(model *md, step *s, int only, int skip) {
         o->rms_norm(gpu, &s->sel, &md->final_norm, 1e-6f, &s->sel);
     }
     if (RUN(OP_HEAD)) o->linear(gpu, md->head, &s->sel, &s->logits);
-#undef PREFETCH
 #undef RUN
 }
 

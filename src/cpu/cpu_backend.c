@@ -169,6 +169,7 @@ static const backend_ops CPU_OPS = {
     .linear_create = cpu_linear_create,
     .linear_free = cpu_linear_free,
     .linear = cpu_linear,
+    .linear_fused = cpu_linear_fused,
     .embedding = cpu_embedding,
     .rms_norm = cpu_rms_norm,
     .add = cpu_add,

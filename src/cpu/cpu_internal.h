@@ -216,6 +216,7 @@ void cpu_add(backend *be, tensor *x, const tensor *y);
 void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
 void cpu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *out);
 void cpu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);
+void cpu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
 void cpu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
                          const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
                          int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);

@@ -3,6 +3,7 @@
  * single ops: the reference that a GPU backend's fused kernels must match.
  */
 #include "cpu/cpu_internal.h"
+#include "tensor/op_composite.h"
 
 // x (T, D) += y (T, D); out (T, D) = rms_norm(x) * w
 void cpu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out) {
@@ -18,4 +19,10 @@ void cpu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, con
     if (k_norm) cpu_rms_norm(be, k, k_norm, eps, k);
     cpu_rope(be, q, k, positions, cos_sin, head_dim, rot_dim, neox);
     cpu_kv_write(be, k, v, k_cache, v_cache, m);
+}
+
+// the linear layer with its norm, gated product or residual add (backend.h linear_fuse)
+void cpu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y) {
+    const char *err = linear_fused_composite(be, lin, x, f, y);
+    if (err) cpu_fail(cpu_of(be), "%s", err);
 }

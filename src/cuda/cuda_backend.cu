@@ -510,6 +510,7 @@ static const backend_ops CU_OPS = {
     .linear_create = cu_linear_create,
     .linear_free = cu_linear_free,
     .linear = cu_linear,
+    .linear_fused = cu_linear_fused,
     .embedding = cu_embedding,
     .rms_norm = cu_rms_norm,
     .add = cu_add,

@@ -122,7 +122,7 @@ typedef struct cu_state {
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
     int gemv_occ[4][4];            /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS>, 0 = not asked yet */
-    int gemv_rows_occ[4];          /* the same for k_gemv_rows<T> */
+    int gemv_rows_occ[2][4];       /* the same for k_gemv_rows<T, NR> (plain, gated) */
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
     vllm_status err;               /* first op failure since the last synchronize */
     char err_msg[512];
@@ -266,6 +266,7 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
                              be_linear **out);
 void cu_linear_free(backend *be, be_linear *lin);
 void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y);
+void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
 void cu_plans_free(cu_state *cu);
 
 /* ops_elementwise.cu */

@@ -22,6 +22,10 @@
 
 #include "cuda/cuda_internal.h"
 
+extern "C" {
+#include "tensor/op_composite.h"
+}
+
 #define CU_LT_PLANS 256
 
 struct be_linear {
@@ -288,44 +292,114 @@ static cu_lt_plan *plan_get(cu_state *cu, int64_t m, int64_t n, int64_t k, int64
 
 __device__ __forceinline__ uint4 ld_stream(const uint4 *p) { return __ldcs(p); }
 
-/* acc[t] += dot(w chunk, x[t] chunk c) for t < T */
-template <int TT>
-__device__ __forceinline__ void gemv_fma(uint4 w, const __nv_bfloat16 *x, int64_t xs, int c, int T, float *acc) {
-    float wf[8];
-    bf16x8_to_f32(w, wf);
+/* What a GEMV launch computes: y (T, N) (= or +=) f(x (T, K) [* norm]) W^T + bias.
+ * GLU kernels (k_gemv_rows<TT, 2>) read W as (2N, K): output n is
+ * silu(row n . in) * (row N + n . in). */
+struct gv_args {
+    const __nv_bfloat16 *W;      /* (N or 2N, K) */
+    const __nv_bfloat16 *x;      /* (T, K), row stride xs */
+    int64_t xs;
+    void *y;                     /* (T, N) of dtype ydt, row stride ys */
+    int ydt;
+    int64_t ys;
+    const float *bias;           /* per weight row, or NULL */
+    int T, N, K;
+    const __nv_bfloat16 *nw;     /* (K) RMSNorm weight: in = x / rms(x) * nw; NULL: in = x */
+    float eps;
+    bool acc;                    /* y += instead of y = (the residual add) */
+};
+
+/* acc[r][t] += dot(w[r] chunk, in[t] chunk c) for t < T, r < NR. With a norm,
+ * in = x * nw here; the rows' 1 / rms factors are applied to the sums. */
+template <int TT, int NR>
+__device__ __forceinline__ void gemv_fma(const uint4 *w, const gv_args &a, int c, float (*acc)[TT]) {
+    float wf[NR][8], nf[8];
+#pragma unroll
+    for (int r = 0; r < NR; r++) bf16x8_to_f32(w[r], wf[r]);
+    if (a.nw) bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
 #pragma unroll
     for (int t = 0; t < TT; t++) {
-        if (t < T) {
+        if (t < a.T) {
             float xf[8];
-            bf16x8_to_f32(*((const uint4 *)(x + (int64_t)t * xs) + c), xf);
-            float sum = acc[t];
+            bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
+            if (a.nw)
 #pragma unroll
-            for (int i = 0; i < 8; i++) sum += wf[i] * xf[i];
-            acc[t] = sum;
+                for (int i = 0; i < 8; i++) xf[i] *= nf[i];
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                float sum = acc[r][t];
+#pragma unroll
+                for (int i = 0; i < 8; i++) sum += wf[r][i] * xf[i];
+                acc[r][t] = sum;
+            }
         }
     }
 }
 
+/* With a norm: inv[t] = 1 / sqrt(mean(x[t]^2) + eps) for the batch's rows,
+ * by the whole CTA (after pdl_wait; red is GEMV_WARPS x TT scratch); else 1. */
+template <int TT>
+__device__ __forceinline__ void gemv_norm_factors(const gv_args &a, float (*red)[TT], float *inv) {
+    if (!a.nw) {
+#pragma unroll
+        for (int t = 0; t < TT; t++) inv[t] = 1.0f;
+        return;
+    }
+    float ss[TT];
+#pragma unroll
+    for (int t = 0; t < TT; t++) ss[t] = 0.0f;
+    for (int c = threadIdx.x; c < (a.K >> 3); c += blockDim.x) {
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            if (t < a.T) {
+                float xf[8];
+                bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
+#pragma unroll
+                for (int i = 0; i < 8; i++) ss[t] += xf[i] * xf[i];
+            }
+        }
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        ss[t] = cu_warp_sum(ss[t]);
+        if (lane == 0) red[warp][t] = ss[t];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        float tot = 0.0f;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
+        inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.eps);
+    }
+    __syncthreads(); /* red is reused */
+}
+
+/* y[t, n] = v, or += v */
+__device__ __forceinline__ void gemv_put(const gv_args &a, int t, int n, float v) {
+    const int64_t i = (int64_t)t * a.ys + n;
+    if (a.acc) v += cu_ld(a.y, a.ydt, i);
+    cu_st(a.y, a.ydt, i, v);
+}
+
 // x (T, K) BF16, W (N, K) BF16 -> y (T, N) BF16 or F32 (+ bias (N) F32); T <= TT
 template <int TT, int KS>
-__global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(const __nv_bfloat16 *__restrict__ W,
-                                                          const __nv_bfloat16 *__restrict__ x, int64_t xs, void *y,
-                                                          int ydt, int64_t ys, const float *__restrict__ bias, int T,
-                                                          int N, int K) {
+__global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(gv_args a) {
     __shared__ float red[GEMV_WARPS][TT];
     constexpr int RPC = GEMV_WARPS / KS; /* rows per group */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int rw = warp / KS, ks = warp % KS;
     pdl_launch();
+    const int N = a.N;
     const int G = (N + RPC - 1) / RPC;
     const int g0 = (int)((int64_t)blockIdx.x * G / gridDim.x), g1 = (int)((int64_t)(blockIdx.x + 1) * G / gridDim.x);
-    const int64_t row_chunks = K >> 3;
+    const int64_t row_chunks = a.K >> 3;
     const int m = (int)(row_chunks / KS) >> 5; /* chunks per lane per row (the slice is a multiple of 32) */
     const int c0 = ks * (int)(row_chunks / KS) + lane; /* this lane's first chunk of a row */
     const int total = (g1 - g0) * m;                  /* this lane's chunks over all its rows */
     /* the load cursor walks the lane's stream: chunk li of row lrow (rows RPC apart) */
     int li = 0, lrow = g0 * RPC + rw, loaded = 0;
-    const uint4 *lp = (const uint4 *)W + (int64_t)lrow * row_chunks + c0;
+    const uint4 *lp = (const uint4 *)a.W + (int64_t)lrow * row_chunks + c0;
     auto next = [&]() -> uint4 {
         uint4 v = make_uint4(0, 0, 0, 0);
         if (loaded < total && lrow < N) v = ld_stream(lp + 32 * li);
@@ -341,9 +415,11 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(const
 #pragma unroll
     for (int u = 0; u < GV_U; u++) cur[u] = next();
     pdl_wait();
-    float acc[TT];
+    float inv[TT];
+    gemv_norm_factors<TT>(a, red, inv);
+    float acc[1][TT];
 #pragma unroll
-    for (int t = 0; t < TT; t++) acc[t] = 0.0f;
+    for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
     int ci = 0, crow = g0 * RPC + rw; /* the compute cursor */
     for (int j0 = 0; j0 < total; j0 += GV_U) {
         uint4 nxt[GV_U];
@@ -352,14 +428,14 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(const
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             if (j0 + u < total) { /* uniform over the CTA */
-                gemv_fma<TT>(cur[u], x, xs, c0 + 32 * ci, T, acc);
+                gemv_fma<TT, 1>(&cur[u], a, c0 + 32 * ci, acc);
                 if (++ci == m) { /* the end of a row: reduce, write */
 #pragma unroll
-                    for (int t = 0; t < TT; t++) acc[t] = cu_warp_sum(acc[t]);
+                    for (int t = 0; t < TT; t++) acc[0][t] = cu_warp_sum(acc[0][t]);
                     if (KS > 1) {
                         if (lane == 0)
 #pragma unroll
-                            for (int t = 0; t < TT; t++) red[warp][t] = acc[t];
+                            for (int t = 0; t < TT; t++) red[warp][t] = acc[0][t];
                         __syncthreads();
                         if (ks == 0) {
 #pragma unroll
@@ -367,19 +443,19 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(const
                                 float sum = 0.0f;
 #pragma unroll
                                 for (int q = 0; q < KS; q++) sum += red[warp + q][t];
-                                acc[t] = sum;
+                                acc[0][t] = sum;
                             }
                         }
                     }
                     if (ks == 0 && crow < N) {
-                        const float b = bias ? bias[crow] : 0.0f;
+                        const float b = a.bias ? a.bias[crow] : 0.0f;
 #pragma unroll
                         for (int t = 0; t < TT; t++)
-                            if (lane == t && t < T) cu_st(y, ydt, (int64_t)t * ys + crow, acc[t] + b);
+                            if (lane == t && t < a.T) gemv_put(a, t, crow, acc[0][t] * inv[t] + b);
                     }
                     if (KS > 1) __syncthreads(); /* red is reused by the next row */
 #pragma unroll
-                    for (int t = 0; t < TT; t++) acc[t] = 0.0f;
+                    for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
                     ci = 0;
                     crow += RPC;
                 }
@@ -390,58 +466,69 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(const
     }
 }
 
-/* Any K % 8 == 0: one warp per row, a non-persistent grid (the general fallback). */
-template <int TT>
-__global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(const __nv_bfloat16 *__restrict__ W,
-                                                               const __nv_bfloat16 *__restrict__ x, int64_t xs,
-                                                               void *y, int ydt, int64_t ys,
-                                                               const float *__restrict__ bias, int T, int N, int K) {
+/* Any K % 8 == 0: one warp per output, a non-persistent grid (the general
+ * fallback, and the large-N shapes). NR = 2 is the gated form: the warp
+ * streams rows n and N + n and writes silu(first) * second. */
+template <int TT, int NR>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
+    __shared__ float red[GEMV_WARPS][TT];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n = blockIdx.x * GEMV_WARPS + warp;
+    const int n = blockIdx.x * GEMV_WARPS + warp, N = a.N;
     pdl_launch();
-    const int KC = K >> 3;
-    const uint4 *w = (const uint4 *)(W + (int64_t)(n < N ? n : 0) * K);
-    uint4 cur[GV_U];
+    const int KC = a.K >> 3;
+    const uint4 *w[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) w[r] = (const uint4 *)(a.W + ((int64_t)(n < N ? n : 0) + (int64_t)r * N) * a.K);
+    uint4 cur[GV_U][NR];
 #pragma unroll
     for (int u = 0; u < GV_U; u++) {
         const int c = lane + 32 * u;
-        cur[u] = n < N && c < KC ? ld_stream(w + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int r = 0; r < NR; r++) cur[u][r] = n < N && c < KC ? ld_stream(w[r] + c) : make_uint4(0, 0, 0, 0);
     }
     pdl_wait();
-    float acc[TT];
+    float inv[TT];
+    gemv_norm_factors<TT>(a, red, inv);
+    float acc[NR][TT];
 #pragma unroll
-    for (int t = 0; t < TT; t++) acc[t] = 0.0f;
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
     for (int base = 0; base < KC; base += 32 * GV_U) {
-        uint4 nxt[GV_U];
+        uint4 nxt[GV_U][NR];
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             const int c = base + 32 * GV_U + lane + 32 * u;
-            nxt[u] = n < N && c < KC ? ld_stream(w + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+            for (int r = 0; r < NR; r++) nxt[u][r] = n < N && c < KC ? ld_stream(w[r] + c) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             const int c = base + lane + 32 * u;
-            if (c < KC) gemv_fma<TT>(cur[u], x, xs, c, T, acc);
+            if (c < KC) gemv_fma<TT, NR>(cur[u], a, c, acc);
         }
 #pragma unroll
-        for (int u = 0; u < GV_U; u++) cur[u] = nxt[u];
+        for (int u = 0; u < GV_U; u++)
+#pragma unroll
+            for (int r = 0; r < NR; r++) cur[u][r] = nxt[u][r];
     }
     if (n >= N) return;
-    const float b = bias ? bias[n] : 0.0f;
 #pragma unroll
     for (int t = 0; t < TT; t++) {
-        const float v = cu_warp_sum(acc[t]);
-        if (lane == t && t < T) cu_st(y, ydt, (int64_t)t * ys + n, v + b);
+        float v[NR];
+#pragma unroll
+        for (int r = 0; r < NR; r++) v[r] = cu_warp_sum(acc[r][t]) * inv[t] + (a.bias ? a.bias[n + r * N] : 0.0f);
+        if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? v[0] / (1.0f + expf(-v[0])) * v[NR - 1] : v[0]);
     }
 }
 
+/* The GEMV takes BF16 x with K % 8 == 0 and 16-byte aligned rows. */
 static bool gemv_fits(const be_linear *lin, const tensor *x, int64_t T) {
     return T <= GEMV_MAX_T && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
            ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
 }
 
-typedef void (*gemv_kernel)(const __nv_bfloat16 *, const __nv_bfloat16 *, int64_t, void *, int, int64_t,
-                            const float *, int, int, int);
+typedef void (*gemv_kernel)(gv_args);
 
 template <int TT>
 static gemv_kernel gemv_pick(int ks) {
@@ -451,6 +538,11 @@ static gemv_kernel gemv_pick(int ks) {
     case 4: return k_gemv<TT, 4>;
     default: return k_gemv<TT, 8>;
     }
+}
+
+template <int NR>
+static gemv_kernel gemv_rows_pick(int ti) {
+    return ti == 0 ? k_gemv_rows<1, NR> : ti == 1 ? k_gemv_rows<2, NR> : ti == 2 ? k_gemv_rows<4, NR> : k_gemv_rows<8, NR>;
 }
 
 /* CTAs of a GEMV kernel resident per SM (the occupancy API, cached in *slot). */
@@ -467,27 +559,27 @@ static int gemv_occupancy(cu_state *cu, int *slot, gemv_kernel k) {
     return *slot;
 }
 
-static void gemv(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y, int T) {
-    const int N = (int)lin->out, K = (int)lin->in;
+/* One GEMV launch for a (glu: the gated form, N = out / 2 outputs). */
+static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
+    const int N = a.N, K = a.K, T = a.T;
     const int ti = T == 1 ? 0 : T == 2 ? 1 : T <= 4 ? 2 : 3;
     gemv_kernel pick[4];
     for (int i = 0; i < 4; i++) {
         const int ks = 1 << i;
         pick[i] = ti == 0 ? gemv_pick<1>(ks) : ti == 1 ? gemv_pick<2>(ks) : ti == 2 ? gemv_pick<4>(ks) : gemv_pick<8>(ks);
     }
-    const __nv_bfloat16 *xp = (const __nv_bfloat16 *)x->data;
-    const int64_t xs = tensor_row_stride(x), ys = tensor_row_stride(y);
     const char *op = "linear (gemv)";
-    gemv_kernel rows_k = ti == 0 ? k_gemv_rows<1> : ti == 1 ? k_gemv_rows<2> : ti == 2 ? k_gemv_rows<4> : k_gemv_rows<8>;
+    gemv_kernel rows_k = glu ? gemv_rows_pick<2>(ti) : gemv_rows_pick<1>(ti);
     const int64_t rows_ctas = ((int64_t)N + GEMV_WARPS - 1) / GEMV_WARPS;
+    a.W = lin->w;
+    a.bias = lin->bias;
     /* One row per warp and a CTA per 8 rows streams best once the rows fill more than one wave of
      * resident CTAs (lm_head, gate_up: measured 4.2-4.4 TB/s on an H200); below that the
      * persistent split-K kernel keeps more warps streaming (H200, 2026-11-30: o / down projections
-     * 1.6-2.4x faster, see ops_linear.cu's header). */
-    if (K % 256 != 0 || cu->gemv_rows ||
-        rows_ctas > (int64_t)gemv_occupancy(cu, &cu->gemv_rows_occ[ti], rows_k) * cu->num_sms) {
-        cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), 0,
-                  (const __nv_bfloat16 *)lin->w, xp, xs, y->data, (int)y->dtype, ys, (const float *)lin->bias, T, N, K);
+     * 1.6-2.4x faster, see ops_linear.cu's header). The gated form is the row kernel's. */
+    if (glu || K % 256 != 0 || cu->gemv_rows ||
+        rows_ctas > (int64_t)gemv_occupancy(cu, &cu->gemv_rows_occ[glu][ti], rows_k) * cu->num_sms) {
+        cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), 0, a);
         return;
     }
     /* the split whose row groups fill the resident CTAs best (ties: less splitting) */
@@ -508,9 +600,23 @@ static void gemv(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y,
             best_grid = grid;
         }
     }
-    cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), 0,
-              (const __nv_bfloat16 *)lin->w, xp, xs, y->data, (int)y->dtype, ys, (const float *)lin->bias, T, N, K);
+    cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), 0, a);
 }
+
+static gv_args gemv_args(const tensor *x, tensor *y, int T, int N, int K) {
+    gv_args a = {};
+    a.x = (const __nv_bfloat16 *)x->data;
+    a.xs = tensor_row_stride(x);
+    a.y = y->data;
+    a.ydt = (int)y->dtype;
+    a.ys = tensor_row_stride(y);
+    a.T = T;
+    a.N = N;
+    a.K = K;
+    return a;
+}
+
+static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y, bool accumulate);
 
 // x (T, in) BF16, W (out, in) -> y (T, out) BF16 or F32; y must not overlap x
 void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
@@ -519,6 +625,11 @@ void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
         cu_fail(cu, "linear: no layer");
         return;
     }
+    linear_run(cu, lin, x, y, false);
+}
+
+/* y = (accumulate: y +) x W^T + b: the GEMV, or cuBLAS(Lt) with beta 0 or 1 */
+static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y, bool accumulate) {
     if (!cu_check_mat(cu, "linear", "x", x, CU_DT(DTYPE_BF16), -1, lin->in) ||
         !cu_check_mat(cu, "linear", "y", y, CU_ACT, cu_rows(x), lin->out))
         return;
@@ -530,10 +641,12 @@ void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
         return;
     }
     if (gemv_fits(lin, x, T)) {
-        gemv(cu, lin, x, y, (int)T); /* adds the bias */
+        gv_args a = gemv_args(x, y, (int)T, (int)lin->out, (int)lin->in);
+        a.acc = accumulate;
+        gemv(cu, lin, a, false); /* adds the bias */
         return;
     }
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; /* C = D = y */
     unsigned align = ptr_align(lin->w);
     unsigned ax = ptr_align(x->data), ay = ptr_align(y->data);
     if (ax < align) align = ax;
@@ -560,4 +673,42 @@ void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
         }
     }
     if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
+}
+
+/* linear_fused (backend.h): decode-sized batches in one GEMV kernel (the
+ * norm's factors computed by every CTA from x, the gated product and the
+ * residual add in its epilogue); otherwise the composite of single ops. */
+void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y) {
+    cu_state *cu = cu_of(be);
+    if (!lin) {
+        cu_fail(cu, "linear_fused: no layer");
+        return;
+    }
+    const int64_t T = cu_rows(x);
+    const bool glu = f && f->silu_mul;
+    const tensor *nw = f ? f->norm_w : NULL;
+    bool fused = f && !(f->silu_mul && f->accumulate) && gemv_fits(lin, x, T) && x->dtype == DTYPE_BF16 &&
+                 (!glu || lin->out % 2 == 0);
+    if (fused && nw)
+        fused = nw->dtype == DTYPE_BF16 && nw->ndim == 1 && nw->shape[0] == lin->in && nw->data &&
+                ((uintptr_t)nw->data % 16) == 0;
+    if (!fused && f && f->accumulate && !f->norm_w && !f->silu_mul) {
+        linear_run(cu, lin, x, y, true); /* cuBLAS accumulates itself (beta 1) */
+        return;
+    }
+    if (!fused) {
+        const char *err = linear_fused_composite(be, lin, x, f, y);
+        if (err) cu_fail(cu, "%s", err);
+        return;
+    }
+    const int64_t N = glu ? lin->out / 2 : lin->out;
+    if (!cu_check_mat(cu, "linear_fused", "x", x, CU_DT(DTYPE_BF16), -1, lin->in) ||
+        !cu_check_mat(cu, "linear_fused", "y", y, CU_ACT, T, N))
+        return;
+    if (T == 0) return;
+    gv_args a = gemv_args(x, y, (int)T, (int)N, (int)lin->in);
+    a.nw = nw ? (const __nv_bfloat16 *)nw->data : NULL;
+    a.eps = f->eps;
+    a.acc = f->accumulate;
+    gemv(cu, lin, a, glu);
 }

@@ -239,30 +239,31 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     tensor k = tensor_cols(&qkv, qd, kvd);        /* (T, nkv*hd) strided */
     tensor v = tensor_cols(&qkv, qd + kvd, kvd);  /* (T, nkv*hd) strided */
 
+    /* x is the residual stream; each linear_fused (backend.h) carries its
+     * neighbours: the input norm, the SiLU-gated product, the residual add */
     ops->embedding(be, &lm->embed, &s->ids, &x);                    /* x (T, D) */
-    ops->rms_norm(be, &x, &lm->layers[0].in_norm, eps, &h);           /* h (T, D) */
+    const linear_fuse add_to_x = {.accumulate = true, .mid = &o};
     for (int l = 0; l < c->num_layers; l++) {
         llama_layer *L = &lm->layers[l];
-        ops->linear(be, L->qkv, &h, &qkv);                            /* (T, qd + 2 kvd) */
+        const linear_fuse attn_in = {.norm_w = &L->in_norm, .eps = eps, .h = &h};
+        ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);           /* norm(x) -> (T, qd + 2 kvd) */
         /* per-head q/k norm (Qwen3), rope, k/v into the paged cache */
         ops->qk_norm_rope_kv(be, &q, &k, &v, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL, eps,
                              &s->positions, &lm->cos_sin, (int)hd, lm->rot_dim, true, &cache->k[l], &cache->v[l],
                              &s->meta);
         ops->attention(be, &q, &cache->k[l], &cache->v[l], &s->meta, &ap, &attn); /* (T, qd) */
-        ops->linear(be, L->o, &attn, &o);                             /* (T, D) */
-        ops->add_rms_norm(be, &x, &o, &L->post_norm, eps, &h);        /* x += o; h = norm(x) */
-        ops->linear(be, L->gate_up, &h, &gu);                         /* (T, 2I) */
-        ops->silu_mul(be, &gu, &a);                                   /* (T, I) */
-        ops->linear(be, L->down, &a, &o);                             /* (T, D) */
-        /* x += o, then the next layer's input norm (or the final norm) into h */
-        const tensor *next = l + 1 < c->num_layers ? &lm->layers[l + 1].in_norm : &lm->final_norm;
-        ops->add_rms_norm(be, &x, &o, next, eps, &h);
+        ops->linear_fused(be, L->o, &attn, &add_to_x, &x);            /* x += attn Wo */
+        const linear_fuse mlp_in = {.norm_w = &L->post_norm, .eps = eps, .silu_mul = true, .h = &h, .mid = &gu};
+        ops->linear_fused(be, L->gate_up, &x, &mlp_in, &a);          /* silu_mul(norm(x) Wgu) -> (T, I) */
+        ops->linear_fused(be, L->down, &a, &add_to_x, &x);            /* x += a Wd */
     }
-    /* logits only for the sampled rows: gather the final-normed rows, lm_head
-     * (none when the step only advances partial prefills) */
+    /* logits only for the sampled rows: gather them, then the final norm and
+     * lm_head (none when the step only advances partial prefills) */
     if (N > 0) {
-        ops->gather_rows(be, &h, &s->logits_idx, &sel);               /* (N, D) */
-        ops->linear(be, lm->lm_head, &sel, &lg);                      /* (N, V) */
+        ops->gather_rows(be, &x, &s->logits_idx, &sel);               /* (N, D) */
+        tensor hn = tensor_rows(&h, 0, N);
+        const linear_fuse final = {.norm_w = &lm->final_norm, .eps = eps, .h = &hn};
+        ops->linear_fused(be, lm->lm_head, &sel, &final, &lg);        /* (N, V) */
     }
     lm->logits_view = lg;
     *logits = &lm->logits_view;

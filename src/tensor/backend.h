@@ -62,6 +62,23 @@ typedef struct attn_params {
     int head_dim;
 } attn_params;
 
+/* What linear_fused does around the layer, in order:
+ *   in  = norm_w ? rms_norm(x) * norm_w : x                    (T, in)
+ *   mid = in @ W^T + b                                          (T, out)
+ *   r   = silu_mul ? silu(mid[:, :out/2]) * mid[:, out/2:] : mid
+ *   y   = accumulate ? y + r : r        (the residual add: y is the stream)
+ * h (T, in) and mid (T, out) are scratch a backend may write (required when
+ * their stage is asked for: h with norm_w, mid with silu_mul or
+ * accumulate). silu_mul and accumulate do not combine. y must not overlap
+ * x, h or mid. */
+typedef struct linear_fuse {
+    const tensor *norm_w;  /* (in) RMSNorm weight, or NULL for none */
+    float eps;             /* the norm's epsilon */
+    bool silu_mul;         /* the SiLU-gated product of the two output halves */
+    bool accumulate;       /* y += the result instead of y = */
+    tensor *h, *mid;       /* scratch, see above */
+} linear_fuse;
+
 typedef struct backend_ops {
     void (*destroy)(backend *be);
 
@@ -95,6 +112,10 @@ typedef struct backend_ops {
     /* ---- ops ---- */
     /* y (T, sum out_i) = x (T, in) @ W^T + b */
     void (*linear)(backend *be, const be_linear *lin, const tensor *x, tensor *y);
+    /* The linear layer with its neighbours (linear_fuse, below) as one op: a
+     * GPU runs decode-sized batches of it as one kernel; as
+     * linear_fused_composite (tensor/op_composite.h) otherwise. */
+    void (*linear_fused)(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
     /* out (T, D) = table[ids] ; table (V, D) any float dtype, ids (T) I32 */
     void (*embedding)(backend *be, const tensor *table, const tensor *ids, tensor *out);
     /* RMSNorm over groups of w's length along each row:

@@ -1,8 +1,9 @@
 /*
- * test_fused.c: the CPU backend's fused ops (add_rms_norm, qk_norm_rope_kv)
- * give exactly what their single ops give in sequence, on strided q/k/v
- * views of one qkv buffer, with a padding token (slot -1) that must leave
- * the cache alone; with 1 and N threads.
+ * test_fused.c: the CPU backend's fused ops (add_rms_norm, qk_norm_rope_kv,
+ * linear_fused) give exactly what their single ops give in sequence, on
+ * strided q/k/v views of one qkv buffer, with a padding token (slot -1)
+ * that must leave the cache alone; linear_fused with each of its stages and
+ * its refusals; with 1 and N threads.
  */
 #include <math.h>
 
@@ -84,6 +85,62 @@ static void test_qk_norm_rope_kv(backend *be, bool with_norm) {
     CHECK(!memcmp(kc1 + 6 * NK * HD, kc0 + 6 * NK * HD, 3 * NK * HD * sizeof(float)));
 }
 
+/* linear_fused: norm -> linear -> silu_mul / accumulate, against the ops in sequence */
+static void test_linear_fused(backend *be) {
+    enum { IN = 40, OUT = 24 };
+    static float x[T * IN], wt[OUT * IN], b[OUT], nw[IN], y1[T * OUT], y2[T * OUT], h[T * IN], mid[T * OUT],
+        mid2[T * OUT];
+    ct_fill(x, T * IN, 2.0f);
+    ct_fill(wt, OUT * IN, 0.5f);
+    ct_fill(b, OUT, 1.0f);
+    ct_fill(nw, IN, 1.0f);
+    tensor X = tensor_2d(DTYPE_F32, x, T, IN), Wt = tensor_2d(DTYPE_F32, wt, OUT, IN), B = tensor_1d(DTYPE_F32, b, OUT);
+    tensor NW = tensor_1d(DTYPE_F32, nw, IN), H = tensor_2d(DTYPE_F32, h, T, IN);
+    tensor MID = tensor_2d(DTYPE_F32, mid, T, OUT), MID2 = tensor_2d(DTYPE_F32, mid2, T, OUT);
+    const tensor *ws[1] = {&Wt}, *bs[1] = {&B};
+    be_linear *lin = NULL;
+    CHECK_OK(be->ops->linear_create(be, ws, bs, 1, &lin));
+    for (int mode = 0; mode < 4; mode++) { /* plain, norm, norm + silu_mul, accumulate */
+        const bool norm = mode == 1 || mode == 2, glu = mode == 2, acc = mode == 3;
+        const int64_t n = glu ? OUT / 2 : OUT;
+        tensor Y1 = tensor_2d(DTYPE_F32, y1, T, n), Y2 = tensor_2d(DTYPE_F32, y2, T, n);
+        ct_fill(y1, T * OUT, 1.0f);
+        memcpy(y2, y1, sizeof y1);
+        linear_fuse f = {.norm_w = norm ? &NW : NULL, .eps = 1e-5f, .silu_mul = glu, .accumulate = acc, .h = &H,
+                         .mid = &MID};
+        be->ops->linear_fused(be, lin, &X, &f, &Y1);
+        const tensor *in = &X;
+        float hx[T * IN];
+        tensor HX = tensor_2d(DTYPE_F32, hx, T, IN);
+        if (norm) {
+            be->ops->rms_norm(be, &X, &NW, 1e-5f, &HX);
+            in = &HX;
+        }
+        if (glu) {
+            be->ops->linear(be, lin, in, &MID2);
+            be->ops->silu_mul(be, &MID2, &Y2);
+        } else if (acc) {
+            be->ops->linear(be, lin, in, &MID2);
+            be->ops->add(be, &Y2, &MID2);
+        } else {
+            be->ops->linear(be, lin, in, &Y2);
+        }
+        CHECK_OK(be->ops->synchronize(be));
+        CHECK_MSG(!memcmp(y1, y2, sizeof(float) * (size_t)(T * n)), "linear_fused mode %d", mode);
+    }
+    /* refused: no scratch for the norm; silu_mul with accumulate */
+    tensor Y = tensor_2d(DTYPE_F32, y1, T, OUT);
+    linear_fuse bad1 = {.norm_w = &NW, .eps = 1e-5f};
+    be->ops->linear_fused(be, lin, &X, &bad1, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK_MSG(strstr(vllm_last_error(), "h scratch") != NULL, "%s", vllm_last_error());
+    linear_fuse bad2 = {.silu_mul = true, .accumulate = true, .mid = &MID};
+    be->ops->linear_fused(be, lin, &X, &bad2, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK_MSG(strstr(vllm_last_error(), "do not combine") != NULL, "%s", vllm_last_error());
+    be->ops->linear_free(be, lin);
+}
+
 int main(void) {
     backend *be[CT_NBE];
     ct_backends(be);
@@ -92,6 +149,7 @@ int main(void) {
         test_add_rms_norm(be[b]);
         test_qk_norm_rope_kv(be[b], true);
         test_qk_norm_rope_kv(be[b], false);
+        test_linear_fused(be[b]);
     }
     ct_backends_free(be);
     TEST_END();

@@ -929,6 +929,102 @@ static void test_linear(void) {
     test_linear_case(DTYPE_BF16, 5, 512, 1, many, false, DTYPE_F32);
 }
 
+static be_linear *rand_linear(int out, int in, float scale);
+
+/* ---- linear_fused: the GEMV kernel's stages (T <= 8) and the composite (T > 8) ---- */
+
+enum { LF_PLAIN, LF_NORM, LF_NORM_SILU, LF_ACC, LF_SILU, LF_MODES };
+static const char *LF_NAMES[LF_MODES] = {"plain", "norm", "norm + silu_mul", "accumulate", "silu_mul"};
+
+static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) {
+    const bool norm = mode == LF_NORM || mode == LF_NORM_SILU, glu = mode == LF_NORM_SILU || mode == LF_SILU,
+               acc = mode == LF_ACC;
+    const int n = glu ? out / 2 : out;
+    float *w = malloc((size_t)out * in * sizeof *w), *b = malloc((size_t)out * sizeof *b);
+    float *nw = malloc((size_t)in * sizeof *nw), *y0 = malloc((size_t)T * n * sizeof *y0);
+    for (int64_t i = 0; i < (int64_t)out * in; i++) w[i] = round_to(DTYPE_BF16, rnd() * 0.1f);
+    for (int i = 0; i < out; i++) b[i] = round_to(DTYPE_BF16, rnd());
+    for (int i = 0; i < in; i++) nw[i] = round_to(DTYPE_BF16, 1.0f + 0.3f * rnd());
+    for (int64_t i = 0; i < (int64_t)T * n; i++) y0[i] = round_to(DTYPE_BF16, 2.0f * rnd());
+    void *wb = pack(w, (int64_t)out * in, DTYPE_BF16), *bb = pack(b, out, DTYPE_BF16);
+    tensor wc = tensor_2d(DTYPE_F32, w, out, in), wg = tensor_2d(DTYPE_BF16, wb, out, in);
+    tensor bc = tensor_1d(DTYPE_F32, b, out), bg = tensor_1d(DTYPE_BF16, bb, out);
+    const tensor *ws[1], *bs[1];
+    be_linear *lc = NULL, *lg = NULL;
+    ws[0] = &wc;
+    bs[0] = &bc;
+    CHECK_OK(cpu->ops->linear_create(cpu, ws, bias ? bs : NULL, 1, &lc));
+    ws[0] = &wg;
+    bs[0] = &bg;
+    CHECK_OK(gpu->ops->linear_create(gpu, ws, bias ? bs : NULL, 1, &lg));
+    float *hx;
+    tensor xc, xg;
+    rand_pair(T, in, 1.5f, &hx, &xc, &xg);
+    tensor nwc2 = put(cpu, DTYPE_F32, 1, in, nw), nwg2 = put(gpu, DTYPE_BF16, 1, in, nw);
+    tensor nwc = tensor_1d(DTYPE_F32, nwc2.data, in), nwg = tensor_1d(DTYPE_BF16, nwg2.data, in);
+    tensor hc = put(cpu, DTYPE_F32, T, in, NULL), hg = put(gpu, DTYPE_BF16, T, in, NULL);
+    tensor mc = put(cpu, DTYPE_F32, T, out, NULL), mg = put(gpu, DTYPE_BF16, T, out, NULL);
+    tensor yc = put(cpu, DTYPE_F32, T, n, y0), yg = put(gpu, DTYPE_BF16, T, n, y0);
+    if (!acc) poison(&yg);
+    linear_fuse fc = {.norm_w = norm ? &nwc : NULL, .eps = 1e-6f, .silu_mul = glu, .accumulate = acc, .h = &hc,
+                      .mid = &mc};
+    linear_fuse fg = fc;
+    fg.norm_w = norm ? &nwg : NULL;
+    fg.h = &hg;
+    fg.mid = &mg;
+    if (lc && lg) {
+        cpu->ops->linear_fused(cpu, lc, &xc, &fc, &yc);
+        gpu->ops->linear_fused(gpu, lg, &xg, &fg, &yg);
+        float *c = get(cpu, &yc), *g = get(gpu, &yg);
+        char what[128];
+        snprintf(what, sizeof what, "linear_fused %s (T %d, in %d, out %d%s)", LF_NAMES[mode], T, in, out,
+                 bias ? ", biases" : "");
+        compare(what, g, c, (int64_t)T * n, REL, ELEM);
+        free(c);
+        free(g);
+    }
+    cpu->ops->linear_free(cpu, lc);
+    gpu->ops->linear_free(gpu, lg);
+    tensor *cs[] = {&xc, &nwc2, &hc, &mc, &yc}, *gs[] = {&xg, &nwg2, &hg, &mg, &yg};
+    for (int i = 0; i < 5; i++) {
+        drop(cpu, cs[i]);
+        drop(gpu, gs[i]);
+    }
+    free(hx);
+    free(w);
+    free(b);
+    free(nw);
+    free(y0);
+    free(wb);
+    free(bb);
+}
+
+static void test_linear_fused(void) {
+    const int Ts[5] = {1, 2, 5, 8, 20};
+    for (int ti = 0; ti < 5; ti++) {
+        const int T = Ts[ti];
+        for (int mode = 0; mode < LF_MODES; mode++) {
+            const bool glu = mode == LF_NORM_SILU || mode == LF_SILU;
+            /* the persistent split-K kernel (or the row kernel for the gated form) */
+            test_linear_fused_case(T, 1024, glu ? 2 * 384 : 384, mode, ti % 2 == 0);
+            /* the row kernel: K % 256 != 0 */
+            test_linear_fused_case(T, 96, glu ? 2 * 40 : 72, mode, ti % 2 == 1);
+        }
+        /* rows filling more than a wave (the row kernel) with the norm, as lm_head */
+        test_linear_fused_case(T, 256, 12000, LF_NORM, false);
+    }
+    /* refused on the GPU as on the CPU */
+    be_linear *l = rand_linear(64, 64, 0.1f);
+    tensor x = put(gpu, DTYPE_BF16, 2, 64, NULL), y = put(gpu, DTYPE_BF16, 2, 64, NULL);
+    linear_fuse bad = {.silu_mul = true, .accumulate = true, .mid = &y};
+    gpu->ops->linear_fused(gpu, l, &x, &bad, &y);
+    CHECK(gpu->ops->synchronize(gpu) != VLLM_OK);
+    CHECK_MSG(strstr(vllm_last_error(), "do not combine") != NULL, "%s", vllm_last_error());
+    gpu->ops->linear_free(gpu, l);
+    drop(gpu, &x);
+    drop(gpu, &y);
+}
+
 /* ---- sampling ---- */
 
 #define SV 3000   /* vocabulary of the sampling tests */
@@ -1322,20 +1418,20 @@ static void gmodel_step(gmodel *g) {
     const int64_t qd = GNH * GHD, kvd = GNKV * GHD;
     tensor q = tensor_cols(&g->qkvb, 0, qd), k = tensor_cols(&g->qkvb, qd, kvd), v = tensor_cols(&g->qkvb, qd + kvd, kvd);
     attn_params ap = {.scale = 0.125f, .sliding_window = 0, .num_heads = GNH, .num_kv_heads = GNKV, .head_dim = GHD};
+    /* as llama.c: the norms, the gated product and the residual adds ride on linear_fused */
+    const linear_fuse add_to_x = {.accumulate = true, .mid = &g->ob};
     o->embedding(gpu, &g->embed, &g->ids, &g->x);
-    o->rms_norm(gpu, &g->x, &g->in_norm[0], 1e-6f, &g->h);
     for (int l = 0; l < GL; l++) {
-        o->linear(gpu, g->qkv[l], &g->h, &g->qkvb);
+        const linear_fuse attn_in = {.norm_w = &g->in_norm[l], .eps = 1e-6f, .h = &g->h};
+        o->linear_fused(gpu, g->qkv[l], &g->x, &attn_in, &g->qkvb);
         o->qk_norm_rope_kv(gpu, &q, &k, &v, &g->qn[l], &g->kn[l], 1e-6f, &g->pos, &g->cos_sin, GHD, GHD, true,
                            &g->kc[l], &g->vc[l], &g->m);
         o->attention(gpu, &q, &g->kc[l], &g->vc[l], &g->m, &ap, &g->attn);
-        o->linear(gpu, g->o[l], &g->attn, &g->ob);
-        o->add_rms_norm(gpu, &g->x, &g->ob, &g->post_norm[l], 1e-6f, &g->h);
-        o->linear(gpu, g->gu[l], &g->h, &g->gub);
-        o->silu_mul(gpu, &g->gub, &g->ab);
-        o->linear(gpu, g->down[l], &g->ab, &g->ob);
-        if (l + 1 < GL) o->add_rms_norm(gpu, &g->x, &g->ob, &g->in_norm[l + 1], 1e-6f, &g->h);
-        else o->add(gpu, &g->x, &g->ob);
+        o->linear_fused(gpu, g->o[l], &g->attn, &add_to_x, &g->x);
+        const linear_fuse mlp_in = {.norm_w = &g->post_norm[l], .eps = 1e-6f, .silu_mul = true, .h = &g->h,
+                                    .mid = &g->gub};
+        o->linear_fused(gpu, g->gu[l], &g->x, &mlp_in, &g->ab);
+        o->linear_fused(gpu, g->down[l], &g->ab, &add_to_x, &g->x);
     }
     o->gather_rows(gpu, &g->x, &g->lidx, &g->sel);
     o->rms_norm(gpu, &g->sel, &g->final_norm, 1e-6f, &g->sel);
@@ -1480,6 +1576,7 @@ int main(void) {
     test_qk_norm_rope_kv();
     for (size_t i = 0; i < sizeof LAYOUTS / sizeof *LAYOUTS; i++) test_attention_layout(&LAYOUTS[i]);
     test_linear();
+    test_linear_fused();
     test_sampling();
     test_graph();
 

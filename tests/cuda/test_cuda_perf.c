@@ -3,7 +3,8 @@
  * on synthetic decoders with the shapes of Qwen3-0.6B and Qwen3-8B (random
  * BF16 weights, every layer's weights a separate device copy so that they
  * stream from device memory as a real model's do), issued through the
- * backend ops as llama.c issues them (fused add + norm, fused q/k norm +
+ * backend ops as llama.c issues them (linear_fused with the norms, the
+ * gated product and the residual adds; fused q/k norm +
  * rope + KV write, one metadata upload per step): a 512-token prefill, a
  * decode step at context 257 run eagerly and as a graph (batch 1, 8, 32),
  * each decode op alone in a graph over all layers, and sampling (greedy
@@ -81,7 +82,7 @@ typedef struct model {
 /* One step's views into the model's buffers. */
 typedef struct step {
     int T, S, N;
-    tensor ids, pos, lidx, x, h, qkv_b, attn, ob, gu_b, a, sel, logits;
+    tensor ids, pos, lidx, x, h, qkv_b, attn, ob, gu_b, a, sel, sel_h, logits;
     attn_meta m;
     int32_t *host;   /* the metadata, packed as model.meta */
     size_t host_bytes;
@@ -266,15 +267,16 @@ static void step_make(model *md, step *s, int T, int S) {
     s->gu_b = tensor_rows(&md->gu_b, 0, T);
     s->a = tensor_rows(&md->a, 0, T);
     s->sel = tensor_rows(&md->sel, 0, S);
+    s->sel_h = tensor_rows(&md->h, 0, S);
     s->logits = tensor_rows(&md->logits, 0, S);
 }
 
 static void step_upload(model *md, step *s) { CHECK_OK(gpu->ops->upload(gpu, &md->meta, s->host, s->host_bytes)); }
 
 /* what run_ops issues: everything, or one kind of op over every layer */
-enum { OP_ALL, OP_QKV, OP_PROLOGUE, OP_ATTN, OP_O, OP_ADDNORM, OP_GU, OP_SILU, OP_DOWN, OP_HEAD, OP_KINDS };
-static const char *OP_NAMES[OP_KINDS] = {"step", "linear qkv", "qk_norm_rope_kv", "attention", "linear o",
-                                         "add_rms_norm", "linear gate_up", "silu_mul", "linear down", "lm_head"};
+enum { OP_ALL, OP_QKV, OP_PROLOGUE, OP_ATTN, OP_O, OP_GU, OP_DOWN, OP_HEAD, OP_KINDS };
+static const char *OP_NAMES[OP_KINDS] = {"step", "norm+linear qkv", "qk_norm_rope_kv", "attention", "linear o+add",
+                                         "norm+gate_up+silu", "linear down+add", "norm+lm_head"};
 
 /* only: OP_ALL (the step) or one kind alone; skip: a kind left out of the step (OP_ALL: none) */
 static void run_ops_skip(model *md, step *s, int only, int skip) {
@@ -285,32 +287,25 @@ static void run_ops_skip(model *md, step *s, int only, int skip) {
     attn_params ap = {.scale = 1.0f / sqrtf((float)sh->hd), .sliding_window = 0, .num_heads = sh->nh,
                       .num_kv_heads = sh->nkv, .head_dim = sh->hd};
     const bool all = only == OP_ALL;
+    const linear_fuse add_to_x = {.accumulate = true, .mid = &s->ob};
 #define RUN(kind) ((all && skip != (kind)) || only == (kind))
-    if (all) {
-        o->embedding(gpu, &md->embed, &s->ids, &s->x);
-        o->rms_norm(gpu, &s->x, &md->in_norm[0], 1e-6f, &s->h);
-    }
+    if (all) o->embedding(gpu, &md->embed, &s->ids, &s->x);
     for (int l = 0; l < sh->L; l++) {
-        if (RUN(OP_QKV)) o->linear(gpu, md->qkv[l], &s->h, &s->qkv_b);
+        const linear_fuse attn_in = {.norm_w = &md->in_norm[l], .eps = 1e-6f, .h = &s->h};
+        const linear_fuse mlp_in = {.norm_w = &md->post_norm[l], .eps = 1e-6f, .silu_mul = true, .h = &s->h,
+                                    .mid = &s->gu_b};
+        if (RUN(OP_QKV)) o->linear_fused(gpu, md->qkv[l], &s->x, &attn_in, &s->qkv_b);
         if (RUN(OP_PROLOGUE))
             o->qk_norm_rope_kv(gpu, &q, &k, &v, &md->qn[l], &md->kn[l], 1e-6f, &s->pos, &md->cos_sin, sh->hd, sh->hd,
                                true, &md->kc[l], &md->vc[l], &s->m);
         if (RUN(OP_ATTN)) o->attention(gpu, &q, &md->kc[l], &md->vc[l], &s->m, &ap, &s->attn);
-        if (RUN(OP_O)) o->linear(gpu, md->o[l], &s->attn, &s->ob);
-        if (RUN(OP_ADDNORM)) o->add_rms_norm(gpu, &s->x, &s->ob, &md->post_norm[l], 1e-6f, &s->h);
-        if (RUN(OP_GU)) o->linear(gpu, md->gu[l], &s->h, &s->gu_b);
-        if (RUN(OP_SILU)) o->silu_mul(gpu, &s->gu_b, &s->a);
-        if (RUN(OP_DOWN)) o->linear(gpu, md->down[l], &s->a, &s->ob);
-        if (all && skip != OP_ADDNORM) {
-            if (l + 1 < sh->L) o->add_rms_norm(gpu, &s->x, &s->ob, &md->in_norm[l + 1], 1e-6f, &s->h);
-            else o->add(gpu, &s->x, &s->ob);
-        }
+        if (RUN(OP_O)) o->linear_fused(gpu, md->o[l], &s->attn, &add_to_x, &s->x);
+        if (RUN(OP_GU)) o->linear_fused(gpu, md->gu[l], &s->x, &mlp_in, &s->a);
+        if (RUN(OP_DOWN)) o->linear_fused(gpu, md->down[l], &s->a, &add_to_x, &s->x);
     }
-    if (all) {
-        o->gather_rows(gpu, &s->x, &s->lidx, &s->sel);
-        o->rms_norm(gpu, &s->sel, &md->final_norm, 1e-6f, &s->sel);
-    }
-    if (RUN(OP_HEAD)) o->linear(gpu, md->head, &s->sel, &s->logits);
+    if (all) o->gather_rows(gpu, &s->x, &s->lidx, &s->sel);
+    const linear_fuse head_in = {.norm_w = &md->final_norm, .eps = 1e-6f, .h = &s->sel_h};
+    if (RUN(OP_HEAD)) o->linear_fused(gpu, md->head, &s->sel, &head_in, &s->logits);
 #undef RUN
 }
 
@@ -472,7 +467,7 @@ static void run_shape(const shape *sh) {
                 be_graph *gk = record(&md, &st, k);
                 be_graph *gs = record_skip(&md, &st, OP_ALL, k);
                 if (!gk || !gs) continue;
-                int calls = k == OP_HEAD ? 1 : sh->L * (k == OP_ADDNORM ? 2 : 1);
+                int calls = k == OP_HEAD ? 1 : sh->L;
                 int alone_calls = k == OP_HEAD ? 1 : sh->L;
                 double t = time_graph(&md, &st, gk, 10, false) / alone_calls;
                 double without = time_graph(&md, &st, gs, 10, true);

@@ -568,6 +568,9 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->pdl = prop.major >= 9 && !getenv("VLLM_CUDA_NO_PDL");
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
+    cu->gemv_ks = getenv("VLLM_CUDA_GEMV_KS") ? atoi(getenv("VLLM_CUDA_GEMV_KS")) : 0;
+    cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
+    if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     what = "cudaStreamCreate";
     if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;
     what = "cudaEventCreate";

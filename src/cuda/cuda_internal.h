@@ -116,13 +116,15 @@ typedef struct cu_state {
     bool pdl;                      /* programmatic dependent launch (sm_90+) */
     bool no_tc_attention;          /* VLLM_CUDA_NO_TC_ATTN: prefill attention on the CUDA cores (comparisons) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
+    int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
+    int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
     bool capturing;                /* between graph_begin and graph_end */
     cu_stage stage;                /* upload staging */
     cu_buf attn_ws;                /* split-KV partial results (device) */
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
-    int gemv_occ[4][4];            /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS>, 0 = not asked yet */
-    int gemv_rows_occ[2][4];       /* the same for k_gemv_rows<T, NR> (plain, gated) */
+    int gemv_occ[2][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NORM>, 0 = not asked yet */
+    int gemv_rows_occ[2][2][4];    /* the same for k_gemv_rows<T, NR, NORM> ([gated][norm][T class]) */
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
     vllm_status err;               /* first op failure since the last synchronize */
     char err_msg[512];

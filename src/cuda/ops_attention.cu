@@ -422,6 +422,7 @@ typedef struct da_args {
     int max_blocks;
     int S, T, nh, group, hp, window, nsplit;
     int tc_min_q;           /* > 0: sequences with this many new tokens are the tensor-core kernel's */
+    int min_keys;           /* keys per split at least */
     float scale_log2;       /* softmax scale * log2(e) */
     void *out;
     int odt;
@@ -488,7 +489,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
             int k_lo = 0;
             if (a.window > 0 && pos - a.window + 1 > 0) k_lo = pos - a.window + 1;
             const int n_keys = pos - k_lo + 1;
-            splits = min(a.nsplit, (n_keys + SH::MINK - 1) / SH::MINK);
+            splits = min(a.nsplit, (n_keys + a.min_keys - 1) / a.min_keys);
             if (splits < 1) splits = 1;
             const int seg = (n_keys + splits - 1) / splits;
             klo = k_lo + split * seg;
@@ -769,7 +770,8 @@ static void da_dispatch(cu_state *cu, const da_args &a, dim3 grid) {
 }
 
 /* MINK of the kernel da_dispatch picks (keys per CTA iteration). */
-static int da_min_keys(int hd, int hp) {
+static int da_min_keys(const cu_state *cu, int hd, int hp) {
+    if (cu->attn_min_keys > 0) return cu->attn_min_keys;
     int lpk = hd / 8, ngrp = DA_WARPS * (32 / lpk), u = hp > 4 ? 2 : 4;
     return ngrp * u;
 }
@@ -827,7 +829,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     int nsplit = 1;
     if (cap > 1) {
         if (decode) {
-            int64_t by_len = (max_len + da_min_keys(hd, hp) - 1) / da_min_keys(hd, hp);
+            int64_t by_len = (max_len + da_min_keys(cu, hd, hp) - 1) / da_min_keys(cu, hd, hp);
             nsplit = (int)(by_len < cap ? by_len : cap);
         } else if (max_len > 256) {
             int64_t by_len = (max_len + 127) / 128;
@@ -878,6 +880,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         d.window = p->sliding_window;
         d.nsplit = nsplit;
         d.tc_min_q = tc ? TC_MIN_Q : 0;
+        d.min_keys = da_min_keys(cu, hd, hp);
         d.scale_log2 = p->scale * 1.4426950408889634f;
         d.out = out->data;
         d.odt = out->dtype;

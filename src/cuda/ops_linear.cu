@@ -8,7 +8,11 @@
  * F32 vector (zeros for parts without one). A forward is one GEMM with BF16
  * inputs, f32 accumulation and a BF16 or F32 output (the logits), plus a
  * bias pass when the layer has biases. Batches of up to 8 tokens take a
- * bandwidth-bound GEMV kernel instead (decode).
+ * bandwidth-bound GEMV kernel instead (decode), which also carries
+ * linear_fused's stages: the input RMSNorm (each CTA normalises the rows
+ * into shared memory), the SiLU-gated product (a warp streams the gate
+ * and the up row together) and the residual add (in the epilogue). The
+ * residual add of larger batches is cuBLAS's beta = 1.
  *
  * Row-major y (T, out) = x (T, in) W^T is, in cuBLAS's column-major terms,
  * D (out, T) = op(A) B with A = W seen as (in, out) and transposed, B = x
@@ -292,8 +296,9 @@ static cu_lt_plan *plan_get(cu_state *cu, int64_t m, int64_t n, int64_t k, int64
 
 __device__ __forceinline__ uint4 ld_stream(const uint4 *p) { return __ldcs(p); }
 
-/* What a GEMV launch computes: y (T, N) (= or +=) f(x (T, K) [* norm]) W^T + bias.
- * GLU kernels (k_gemv_rows<TT, 2>) read W as (2N, K): output n is
+/* What a GEMV launch computes: y (T, N) (= or +=) in W^T + bias, in = x or,
+ * with a norm, rms_norm(x) * nw (as the rms_norm op rounds it: BF16). GLU
+ * kernels (k_gemv_rows<TT, 2, .>) read W as (2N, K): output n is
  * silu(row n . in) * (row N + n . in). */
 struct gv_args {
     const __nv_bfloat16 *W;      /* (N or 2N, K) */
@@ -304,27 +309,24 @@ struct gv_args {
     int64_t ys;
     const float *bias;           /* per weight row, or NULL */
     int T, N, K;
-    const __nv_bfloat16 *nw;     /* (K) RMSNorm weight: in = x / rms(x) * nw; NULL: in = x */
+    const __nv_bfloat16 *nw;     /* (K) RMSNorm weight (NORM kernels) */
     float eps;
     bool acc;                    /* y += instead of y = (the residual add) */
 };
 
-/* acc[r][t] += dot(w[r] chunk, in[t] chunk c) for t < T, r < NR. With a norm,
- * in = x * nw here; the rows' 1 / rms factors are applied to the sums. */
+/* acc[r][t] += dot(w[r] chunk, x[t] chunk c) for t < T, r < NR; x rows xs apart
+ * (global memory, or the normalised rows in shared memory) */
 template <int TT, int NR>
-__device__ __forceinline__ void gemv_fma(const uint4 *w, const gv_args &a, int c, float (*acc)[TT]) {
-    float wf[NR][8], nf[8];
+__device__ __forceinline__ void gemv_fma(const uint4 *w, const __nv_bfloat16 *x, int64_t xs, int c, int T,
+                                         float (*acc)[TT]) {
+    float wf[NR][8];
 #pragma unroll
     for (int r = 0; r < NR; r++) bf16x8_to_f32(w[r], wf[r]);
-    if (a.nw) bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
 #pragma unroll
     for (int t = 0; t < TT; t++) {
-        if (t < a.T) {
+        if (t < T) {
             float xf[8];
-            bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
-            if (a.nw)
-#pragma unroll
-                for (int i = 0; i < 8; i++) xf[i] *= nf[i];
+            bf16x8_to_f32(*((const uint4 *)(x + (int64_t)t * xs) + c), xf);
 #pragma unroll
             for (int r = 0; r < NR; r++) {
                 float sum = acc[r][t];
@@ -336,19 +338,16 @@ __device__ __forceinline__ void gemv_fma(const uint4 *w, const gv_args &a, int c
     }
 }
 
-/* With a norm: inv[t] = 1 / sqrt(mean(x[t]^2) + eps) for the batch's rows,
- * by the whole CTA (after pdl_wait; red is GEMV_WARPS x TT scratch); else 1. */
+/* The norm's prologue (after pdl_wait), by the whole CTA: xn (T, K) in shared
+ * memory = BF16(x / sqrt(mean(x^2) + eps) * nw), as the rms_norm op writes h.
+ * red: GEMV_WARPS x TT scratch. */
 template <int TT>
-__device__ __forceinline__ void gemv_norm_factors(const gv_args &a, float (*red)[TT], float *inv) {
-    if (!a.nw) {
-#pragma unroll
-        for (int t = 0; t < TT; t++) inv[t] = 1.0f;
-        return;
-    }
+__device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn) {
+    const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float ss[TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) ss[t] = 0.0f;
-    for (int c = threadIdx.x; c < (a.K >> 3); c += blockDim.x) {
+    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
 #pragma unroll
         for (int t = 0; t < TT; t++) {
             if (t < a.T) {
@@ -359,33 +358,50 @@ __device__ __forceinline__ void gemv_norm_factors(const gv_args &a, float (*red)
             }
         }
     }
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
     for (int t = 0; t < TT; t++) {
         ss[t] = cu_warp_sum(ss[t]);
         if (lane == 0) red[warp][t] = ss[t];
     }
     __syncthreads();
+    float inv[TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) {
         float tot = 0.0f;
         for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
         inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.eps);
     }
-    __syncthreads(); /* red is reused */
+    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+        float nf[8];
+        bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            if (t < a.T) {
+                float xf[8];
+                bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
+#pragma unroll
+                for (int i = 0; i < 8; i++) xf[i] = xf[i] * inv[t] * nf[i];
+                ((uint4 *)(xn + (int64_t)t * a.K))[c] = f32_to_bf16x8(xf);
+            }
+        }
+    }
+    __syncthreads();
 }
 
-/* y[t, n] = v, or += v */
-__device__ __forceinline__ void gemv_put(const gv_args &a, int t, int n, float v) {
-    const int64_t i = (int64_t)t * a.ys + n;
-    if (a.acc) v += cu_ld(a.y, a.ydt, i);
-    cu_st(a.y, a.ydt, i, v);
+/* y[t, n] = v, or (acc) yold + v */
+__device__ __forceinline__ void gemv_put(const gv_args &a, int t, int n, float v, float yold) {
+    cu_st(a.y, a.ydt, (int64_t)t * a.ys + n, a.acc ? yold + v : v);
+}
+/* the old y[t, n] when accumulating (loaded a row ahead, so its latency hides) */
+__device__ __forceinline__ float gemv_old(const gv_args &a, int t, int n) {
+    return a.acc && t < a.T && n < a.N ? cu_ld(a.y, a.ydt, (int64_t)t * a.ys + n) : 0.0f;
 }
 
 // x (T, K) BF16, W (N, K) BF16 -> y (T, N) BF16 or F32 (+ bias (N) F32); T <= TT
-template <int TT, int KS>
-__global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(gv_args a) {
+template <int TT, int KS, bool NORM>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_args a) {
     __shared__ float red[GEMV_WARPS][TT];
+    extern __shared__ __align__(16) unsigned char gv_smem[]; /* NORM: the normalised rows (T, K) */
     constexpr int RPC = GEMV_WARPS / KS; /* rows per group */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int rw = warp / KS, ks = warp % KS;
@@ -415,12 +431,18 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(gv_ar
 #pragma unroll
     for (int u = 0; u < GV_U; u++) cur[u] = next();
     pdl_wait();
-    float inv[TT];
-    gemv_norm_factors<TT>(a, red, inv);
+    const __nv_bfloat16 *xin = a.x;
+    int64_t xs = a.xs;
+    if (NORM) {
+        gemv_norm_rows<TT>(a, red, (__nv_bfloat16 *)gv_smem);
+        xin = (const __nv_bfloat16 *)gv_smem;
+        xs = a.K;
+    }
     float acc[1][TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
     int ci = 0, crow = g0 * RPC + rw; /* the compute cursor */
+    float yold = ks == 0 ? gemv_old(a, lane, crow) : 0.0f;
     for (int j0 = 0; j0 < total; j0 += GV_U) {
         uint4 nxt[GV_U];
 #pragma unroll
@@ -428,7 +450,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(gv_ar
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             if (j0 + u < total) { /* uniform over the CTA */
-                gemv_fma<TT, 1>(&cur[u], a, c0 + 32 * ci, acc);
+                gemv_fma<TT, 1>(&cur[u], xin, xs, c0 + 32 * ci, a.T, acc);
                 if (++ci == m) { /* the end of a row: reduce, write */
 #pragma unroll
                     for (int t = 0; t < TT; t++) acc[0][t] = cu_warp_sum(acc[0][t]);
@@ -451,13 +473,14 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(gv_ar
                         const float b = a.bias ? a.bias[crow] : 0.0f;
 #pragma unroll
                         for (int t = 0; t < TT; t++)
-                            if (lane == t && t < a.T) gemv_put(a, t, crow, acc[0][t] * inv[t] + b);
+                            if (lane == t && t < a.T) gemv_put(a, t, crow, acc[0][t] + b, yold);
                     }
                     if (KS > 1) __syncthreads(); /* red is reused by the next row */
 #pragma unroll
                     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
                     ci = 0;
                     crow += RPC;
+                    if (ks == 0) yold = gemv_old(a, lane, crow);
                 }
             }
         }
@@ -469,9 +492,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT == 1 ? 5 : 4) k_gemv(gv_ar
 /* Any K % 8 == 0: one warp per output, a non-persistent grid (the general
  * fallback, and the large-N shapes). NR = 2 is the gated form: the warp
  * streams rows n and N + n and writes silu(first) * second. */
-template <int TT, int NR>
+template <int TT, int NR, bool NORM>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     __shared__ float red[GEMV_WARPS][TT];
+    extern __shared__ __align__(16) unsigned char gv_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n = blockIdx.x * GEMV_WARPS + warp, N = a.N;
     pdl_launch();
@@ -487,8 +511,14 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
         for (int r = 0; r < NR; r++) cur[u][r] = n < N && c < KC ? ld_stream(w[r] + c) : make_uint4(0, 0, 0, 0);
     }
     pdl_wait();
-    float inv[TT];
-    gemv_norm_factors<TT>(a, red, inv);
+    const __nv_bfloat16 *xin = a.x;
+    int64_t xs = a.xs;
+    if (NORM) {
+        gemv_norm_rows<TT>(a, red, (__nv_bfloat16 *)gv_smem);
+        xin = (const __nv_bfloat16 *)gv_smem;
+        xs = a.K;
+    }
+    const float yold = gemv_old(a, lane, n);
     float acc[NR][TT];
 #pragma unroll
     for (int r = 0; r < NR; r++)
@@ -505,7 +535,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             const int c = base + lane + 32 * u;
-            if (c < KC) gemv_fma<TT, NR>(cur[u], a, c, acc);
+            if (c < KC) gemv_fma<TT, NR>(cur[u], xin, xs, c, a.T, acc);
         }
 #pragma unroll
         for (int u = 0; u < GV_U; u++)
@@ -517,8 +547,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     for (int t = 0; t < TT; t++) {
         float v[NR];
 #pragma unroll
-        for (int r = 0; r < NR; r++) v[r] = cu_warp_sum(acc[r][t]) * inv[t] + (a.bias ? a.bias[n + r * N] : 0.0f);
-        if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? v[0] / (1.0f + expf(-v[0])) * v[NR - 1] : v[0]);
+        for (int r = 0; r < NR; r++) v[r] = cu_warp_sum(acc[r][t]) + (a.bias ? a.bias[n + r * N] : 0.0f);
+        if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? v[0] / (1.0f + expf(-v[0])) * v[NR - 1] : v[0], yold);
     }
 }
 
@@ -528,29 +558,41 @@ static bool gemv_fits(const be_linear *lin, const tensor *x, int64_t T) {
            ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
 }
 
+/* The norm's rows staged in shared memory: at most this many bytes (T * K * 2). */
+#define GEMV_NORM_SMEM (32 << 10)
+/* ... and for at most this many outputs (a CTA per 8 of them) */
+#define GEMV_NORM_MAX_N 65536
+
 typedef void (*gemv_kernel)(gv_args);
 
-template <int TT>
+template <int TT, bool NORM>
 static gemv_kernel gemv_pick(int ks) {
     switch (ks) {
-    case 1: return k_gemv<TT, 1>;
-    case 2: return k_gemv<TT, 2>;
-    case 4: return k_gemv<TT, 4>;
-    default: return k_gemv<TT, 8>;
+    case 1: return k_gemv<TT, 1, NORM>;
+    case 2: return k_gemv<TT, 2, NORM>;
+    case 4: return k_gemv<TT, 4, NORM>;
+    default: return k_gemv<TT, 8, NORM>;
     }
 }
 
-template <int NR>
-static gemv_kernel gemv_rows_pick(int ti) {
-    return ti == 0 ? k_gemv_rows<1, NR> : ti == 1 ? k_gemv_rows<2, NR> : ti == 2 ? k_gemv_rows<4, NR> : k_gemv_rows<8, NR>;
+template <bool NORM>
+static gemv_kernel gemv_pick_t(int ti, int ks) {
+    return ti == 0 ? gemv_pick<1, NORM>(ks) : ti == 1 ? gemv_pick<2, NORM>(ks) : ti == 2 ? gemv_pick<4, NORM>(ks)
+                                                                                          : gemv_pick<8, NORM>(ks);
 }
 
-/* CTAs of a GEMV kernel resident per SM (the occupancy API, cached in *slot). */
-static int gemv_occupancy(cu_state *cu, int *slot, gemv_kernel k) {
-    (void)cu;
+template <int NR, bool NORM>
+static gemv_kernel gemv_rows_pick(int ti) {
+    return ti == 0 ? k_gemv_rows<1, NR, NORM> : ti == 1 ? k_gemv_rows<2, NR, NORM>
+                                              : ti == 2 ? k_gemv_rows<4, NR, NORM>
+                                                        : k_gemv_rows<8, NR, NORM>;
+}
+
+/* CTAs of a GEMV kernel resident per SM (the occupancy API with smem bytes, cached in *slot). */
+static int gemv_occupancy(int *slot, gemv_kernel k, size_t smem) {
     if (*slot == 0) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, GEMV_WARPS * 32, 0) != cudaSuccess || n < 1) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, GEMV_WARPS * 32, smem) != cudaSuccess || n < 1) {
             cudaGetLastError();
             n = 1;
         }
@@ -559,48 +601,54 @@ static int gemv_occupancy(cu_state *cu, int *slot, gemv_kernel k) {
     return *slot;
 }
 
-/* One GEMV launch for a (glu: the gated form, N = out / 2 outputs). */
+/* One GEMV launch for a (glu: the gated form, N = out / 2 outputs; a.nw: the norm, whose
+ * rows must fit GEMV_NORM_SMEM). */
 static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
     const int N = a.N, K = a.K, T = a.T;
+    const bool norm = a.nw != NULL;
     const int ti = T == 1 ? 0 : T == 2 ? 1 : T <= 4 ? 2 : 3;
+    const size_t smem = norm ? (size_t)T * K * 2 : 0;
     gemv_kernel pick[4];
-    for (int i = 0; i < 4; i++) {
-        const int ks = 1 << i;
-        pick[i] = ti == 0 ? gemv_pick<1>(ks) : ti == 1 ? gemv_pick<2>(ks) : ti == 2 ? gemv_pick<4>(ks) : gemv_pick<8>(ks);
-    }
+    for (int i = 0; i < 4; i++) pick[i] = norm ? gemv_pick_t<true>(ti, 1 << i) : gemv_pick_t<false>(ti, 1 << i);
     const char *op = "linear (gemv)";
-    gemv_kernel rows_k = glu ? gemv_rows_pick<2>(ti) : gemv_rows_pick<1>(ti);
+    gemv_kernel rows_k = glu ? (norm ? gemv_rows_pick<2, true>(ti) : gemv_rows_pick<2, false>(ti))
+                             : (norm ? gemv_rows_pick<1, true>(ti) : gemv_rows_pick<1, false>(ti));
     const int64_t rows_ctas = ((int64_t)N + GEMV_WARPS - 1) / GEMV_WARPS;
     a.W = lin->w;
     a.bias = lin->bias;
+    /* occupancy depends on the smem of this T: cached per (kernel, T class); the norm's smem for
+     * a T class is at most GEMV_NORM_SMEM, so the cache holds the worst case of the class */
+    const size_t occ_smem = norm ? GEMV_NORM_SMEM : 0;
     /* One row per warp and a CTA per 8 rows streams best once the rows fill more than one wave of
      * resident CTAs (lm_head, gate_up: measured 4.2-4.4 TB/s on an H200); below that the
      * persistent split-K kernel keeps more warps streaming (H200, 2026-11-30: o / down projections
      * 1.6-2.4x faster, see ops_linear.cu's header). The gated form is the row kernel's. */
     if (glu || K % 256 != 0 || cu->gemv_rows ||
-        rows_ctas > (int64_t)gemv_occupancy(cu, &cu->gemv_rows_occ[glu][ti], rows_k) * cu->num_sms) {
-        cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), 0, a);
+        rows_ctas > (int64_t)gemv_occupancy(&cu->gemv_rows_occ[glu][norm][ti], rows_k, occ_smem) * cu->num_sms) {
+        cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), smem, a);
         return;
     }
-    /* the split whose row groups fill the resident CTAs best (ties: less splitting) */
+    /* the split whose row groups fill the resident CTAs best (ties: less splitting, but at least
+     * 2 for K >= 2048: two warps per row measured 5-10% faster than one on Qwen3-8B's o / down /
+     * qkv at equal balance; Qwen3-0.6B's qkv (K 1024) is faster with one; H200 2026-11-30) */
     int best = 0;
     double best_u = -1.0;
     int64_t best_grid = 1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = K >= 2048 && K % 512 == 0 ? 1 : 0; i < 4; i++) {
         const int ks = 1 << i;
         if (K % (256 * ks) != 0) break;
-        const int64_t R = (int64_t)gemv_occupancy(cu, &cu->gemv_occ[ti][i], pick[i]) * cu->num_sms;
+        const int64_t R = (int64_t)gemv_occupancy(&cu->gemv_occ[norm][ti][i], pick[i], occ_smem) * cu->num_sms;
         const int64_t G = ((int64_t)N * ks + GEMV_WARPS - 1) / GEMV_WARPS;
         const int64_t grid = G < R ? G : R;
         const int64_t per_cta = (G + grid - 1) / grid;
         const double u = (double)G / ((double)R * (double)per_cta);
-        if (u > best_u + 0.02) { /* a clearly better balance is worth the extra reductions */
+        if (cu->gemv_ks == ks || (!cu->gemv_ks && u > best_u + 0.02)) { /* a clearly better balance is worth the extra reductions */
             best_u = u;
             best = i;
             best_grid = grid;
         }
     }
-    cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), 0, a);
+    cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), smem, a);
 }
 
 static gv_args gemv_args(const tensor *x, tensor *y, int T, int N, int K) {
@@ -689,9 +737,12 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     const tensor *nw = f ? f->norm_w : NULL;
     bool fused = f && !(f->silu_mul && f->accumulate) && gemv_fits(lin, x, T) && x->dtype == DTYPE_BF16 &&
                  (!glu || lin->out % 2 == 0);
+    /* the norm's prologue runs in every CTA: for a vocabulary-sized layer (tens of thousands of
+     * CTAs) one norm kernel first is cheaper (Qwen3-0.6B lm_head: 87 vs 72 us, H200) */
     if (fused && nw)
         fused = nw->dtype == DTYPE_BF16 && nw->ndim == 1 && nw->shape[0] == lin->in && nw->data &&
-                ((uintptr_t)nw->data % 16) == 0;
+                ((uintptr_t)nw->data % 16) == 0 && T * lin->in * 2 <= GEMV_NORM_SMEM &&
+                (glu ? lin->out / 2 : lin->out) <= GEMV_NORM_MAX_N;
     if (!fused && f && f->accumulate && !f->norm_w && !f->silu_mul) {
         linear_run(cu, lin, x, y, true); /* cuBLAS accumulates itself (beta 1) */
         return;

@@ -8,17 +8,20 @@
 # prints a table with the memory-bandwidth floor (weight bytes / 4.25 TB/s, the measured
 # device copy bandwidth, DEVICE.md).
 #
-#   tools/device/bench.sh [--quick] [--skip-peer] [--only 0.6b|8b]
+#   tools/device/bench.sh [--quick] [--skip-peer | --peer-only] [--only 0.6b|8b]
+# (--skip-peer and --peer-only split one run over two device calls of at most 10 minutes each;
+# the models of the first stay in BENCH_WORK while the machine is warm)
 # VLLMC_BIN=path uses a prebuilt vllmc instead of building; COMMIT names the commit measured;
 # PEER_MODELS=qwen3-8b limits the transformers peer to those models.
 # Results go to stdout and, as JSON lines, to ${OUT:-/tmp}/bench.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-QUICK=0; PEER=1; ONLY=""
+QUICK=0; PEER=1; VLLMC_RUNS=1; ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
     --skip-peer) PEER=0 ;;
+    --peer-only) VLLMC_RUNS=0 ;;
     --only) ONLY="$2"; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -30,7 +33,9 @@ WORK=${BENCH_WORK:-/tmp/vllmc-bench}; mkdir -p "$WORK"
 
 source tools/device/env.sh
 echo "== commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-if [ -n "${VLLMC_BIN:-}" ] && [ -x "$VLLMC_BIN" ]; then
+if [ $VLLMC_RUNS = 0 ]; then
+  VLLMC=none
+elif [ -n "${VLLMC_BIN:-}" ] && [ -x "$VLLMC_BIN" ]; then
   VLLMC=$VLLMC_BIN            # prebuilt (carried) binary: no build on the device
 else
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON >/dev/null
@@ -75,6 +80,7 @@ lat() { # model extra-args...
     tee -a "$OUTDIR/vllmc.log" | awk '/^Avg latency/ {print $3}'
 }
 for name in qwen3-0.6b qwen3-8b; do
+  [ $VLLMC_RUNS = 1 ] || continue
   [ -n "$ONLY" ] && [[ $name != *"$ONLY" ]] && continue
   d="$WORK/$name"; fmt=(); [ "$name" = qwen3-8b ] && fmt=(--load-format dummy)
   echo "== vllmc $name"

@@ -13,7 +13,7 @@
 #   - compute-sanitizer --tool memcheck on a short sampled generation;
 # and prints a pass/fail table last. Logs go to ${OUT:-/tmp/vllmc-check}/.
 #
-#   tools/device/check.sh [--no-sanitizer] [--quick] [--prebuilt DIR]
+#   tools/device/check.sh [--no-sanitizer] [--quick] [--prebuilt DIR]   (COMMIT=hash names the commit)
 #     --quick: no sanitizer and no transformers bf16 drift (saves device time);
 #     --prebuilt DIR: use DIR/{vllmc,cuda_test_cuda_ops,cuda_test_cuda_parity,cuda_test_cuda_perf}
 #       built elsewhere (-DVLLM_NATIVE=OFF) instead of building here.
@@ -46,7 +46,7 @@ row() { # name status detail
 }
 table() {
   echo
-  echo "== check.sh results ($(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+  echo "== check.sh results (${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
   printf '%s\n' "${ROWS[@]}"
   echo "== $FAILS failed"
 }

@@ -344,18 +344,17 @@ __device__ __forceinline__ void gemv_fma(const uint4 *w, const __nv_bfloat16 *x,
 template <int TT>
 __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn) {
     const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    auto x_chunk = [&](int t, int c, float *xf) { bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf); };
     float ss[TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) ss[t] = 0.0f;
     for (int c = threadIdx.x; c < nc; c += blockDim.x) {
 #pragma unroll
         for (int t = 0; t < TT; t++) {
-            if (t < a.T) {
-                float xf[8];
-                bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
+            float xf[8];
+            if (t < a.T) x_chunk(t, c, xf);
 #pragma unroll
-                for (int i = 0; i < 8; i++) ss[t] += xf[i] * xf[i];
-            }
+            for (int i = 0; i < 8; i++) ss[t] += t < a.T ? xf[i] * xf[i] : 0.0f;
         }
     }
 #pragma unroll
@@ -376,13 +375,12 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
         bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
 #pragma unroll
         for (int t = 0; t < TT; t++) {
-            if (t < a.T) {
-                float xf[8];
-                bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
+            if (t >= a.T) continue;
+            float xf[8];
+            x_chunk(t, c, xf);
 #pragma unroll
-                for (int i = 0; i < 8; i++) xf[i] = xf[i] * inv[t] * nf[i];
-                ((uint4 *)(xn + (int64_t)t * a.K))[c] = f32_to_bf16x8(xf);
-            }
+            for (int i = 0; i < 8; i++) xf[i] = xf[i] * inv[t] * nf[i];
+            ((uint4 *)(xn + (int64_t)t * a.K))[c] = f32_to_bf16x8(xf);
         }
     }
     __syncthreads();

@@ -142,6 +142,14 @@ static float *get(backend *be, const tensor *t) {
 
 static void drop(backend *be, tensor *t) { be->ops->release(be, t); }
 
+/* Releases n CPU tensors and their GPU twins. */
+static void drop_pairs(tensor *const *c, tensor *const *g, int n) {
+    for (int i = 0; i < n; i++) {
+        drop(cpu, c[i]);
+        drop(gpu, g[i]);
+    }
+}
+
 /* gpu vs cpu values: NaN fails; ‖d‖/‖ref‖ <= rel and |d| <= elem * max|ref| + rel * |ref| each. */
 static void compare(const char *what, const float *g, const float *c, int64_t n, double rel, double elem) {
     double num = 0, den = 0, mx = 0;
@@ -527,10 +535,7 @@ static void test_add_rms_norm(void) {
             cpu->ops->release_import(cpu, &wc);
             gpu->ops->release_import(gpu, &wg);
             tensor *tc[] = {&xc, &yc, &oc}, *tg[] = {&xg, &yg, &og};
-            for (int i = 0; i < 3; i++) {
-                drop(cpu, tc[i]);
-                drop(gpu, tg[i]);
-            }
+            drop_pairs(tc, tg, 3);
             free(wb);
             free(wv);
             free(hx);
@@ -645,10 +650,7 @@ static void test_qk_norm_rope_kv(void) {
         gpu->ops->release_import(gpu, &wqg);
         gpu->ops->release_import(gpu, &wkg);
         tensor *tc[] = {&xc, &csc, &pc, &kcc, &vcc, &mc.slot_mapping}, *tg[] = {&xg, &csg, &pg, &kcg, &vcg, &mg.slot_mapping};
-        for (int i = 0; i < 6; i++) {
-            drop(cpu, tc[i]);
-            drop(gpu, tg[i]);
-        }
+        drop_pairs(tc, tg, 6);
         free(ib);
         free(init);
         free(wqb);
@@ -986,10 +988,7 @@ static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) 
     cpu->ops->linear_free(cpu, lc);
     gpu->ops->linear_free(gpu, lg);
     tensor *cs[] = {&xc, &nwc2, &hc, &mc, &yc}, *gs[] = {&xg, &nwg2, &hg, &mg, &yg};
-    for (int i = 0; i < 5; i++) {
-        drop(cpu, cs[i]);
-        drop(gpu, gs[i]);
-    }
+    drop_pairs(cs, gs, 5);
     free(hx);
     free(w);
     free(b);

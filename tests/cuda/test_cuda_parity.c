@@ -15,8 +15,11 @@
  * bf16 on these fixtures (tools/device/check.sh measures it) differs from
  * its f32 reference by up to 1.04 nats (mean 0.03 to 0.09 per fixture) and
  * flips 1 to 3 greedy tokens in 48; this backend measured max 0.12 to 0.51,
- * mean 0.023 to 0.047 (H200, 2026-11-30). Prints one PARITY line per case
- * and check.
+ * mean 0.023 to 0.047 (H200, 2026-11-30). So issue 6's "logprobs within
+ * 0.05" is held as the mean over each fixture's tokens, and each single
+ * token within TF_MAX (below transformers' own bf16 drift); on the
+ * Qwen3-0.6B-shaped model (check.sh) every token is within 0.05. Prints
+ * one PARITY line per case and check.
  *
  * A fixture's expected.json may carry its own teacher-forced bounds
  * ("tolerance", from transformers' bf16 drift). An argument names another
@@ -35,8 +38,8 @@
 #include "vllm.h"
 
 #define CUDA_NEAR_TIE 0.5   /* nats between the top two tokens below which a greedy token may flip */
-#define TF_MAX 0.6          /* largest |logprob - reference| */
-#define TF_MEAN 0.06        /* mean |logprob - reference| over a fixture's 48 tokens */
+#define TF_MAX 0.6          /* largest |logprob - reference| (transformers' own bf16: up to 1.04) */
+#define TF_MEAN 0.05        /* mean |logprob - reference| over a fixture's 48 tokens (issue 6: 0.05) */
 
 typedef struct layout {
     const char *name;

@@ -699,39 +699,28 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
         sm_f[sp * GP + h] = ms == -INFINITY ? 0.0f : exp2f(ms - M);
     }
     __syncthreads();
-    /* each thread's EPT output elements: their splits' partials CB splits at a time, all EPT * CB
-     * loads in flight together (a round trip per CB splits, not one per element and 4 splits) */
-    constexpr int EPT = (GP * HD + DA_THREADS - 1) / DA_THREADS, CB = 32 / EPT;
-    const float *part[EPT];
-    float O[EPT];
+    for (int idx = threadIdx.x; idx < nhp * HD; idx += DA_THREADS) {
+        const int h = idx / HD, d = idx % HD;
+        const float *part = a.ws + ((int64_t)t * a.nh + h0 + h) * a.nsplit * (HD + 2) + d;
+        float L = 0.0f, O = 0.0f;
+        int sp = 0;
+        for (; sp + 4 <= splits; sp += 4) {
+            float o[4];
 #pragma unroll
-    for (int e = 0; e < EPT; e++) {
-        const int idx = threadIdx.x + e * DA_THREADS, h = idx / HD, d = idx % HD;
-        part[e] = idx < nhp * HD ? a.ws + ((int64_t)t * a.nh + h0 + h) * a.nsplit * (HD + 2) + d : nullptr;
-        O[e] = 0.0f;
-    }
-    for (int sp0 = 0; sp0 < splits; sp0 += CB) {
-        float o[EPT][CB];
+            for (int q = 0; q < 4; q++) o[q] = __ldcg(part + (sp + q) * (HD + 2));
 #pragma unroll
-        for (int e = 0; e < EPT; e++)
-#pragma unroll
-            for (int q = 0; q < CB; q++)
-                o[e][q] = part[e] && sp0 + q < splits ? __ldcg(part[e] + (sp0 + q) * (HD + 2)) : 0.0f;
-#pragma unroll
-        for (int e = 0; e < EPT; e++) {
-            const int h = (threadIdx.x + e * DA_THREADS) / HD;
-#pragma unroll
-            for (int q = 0; q < CB; q++)
-                if (part[e] && sp0 + q < splits) O[e] += sm_f[(sp0 + q) * GP + h] * o[e][q];
+            for (int q = 0; q < 4; q++) {
+                const float f = sm_f[(sp + q) * GP + h];
+                O += f * o[q];
+                L += f * sm_l[(sp + q) * GP + h];
+            }
         }
-    }
-#pragma unroll
-    for (int e = 0; e < EPT; e++) {
-        if (!part[e]) continue;
-        const int idx = threadIdx.x + e * DA_THREADS, h = idx / HD, d = idx % HD;
-        float L = 0.0f;
-        for (int sp = 0; sp < splits; sp++) L += sm_f[sp * GP + h] * sm_l[sp * GP + h];
-        cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)(h0 + h) * HD + d, L > 0.0f ? O[e] / L : 0.0f);
+        for (; sp < splits; sp++) {
+            const float f = sm_f[sp * GP + h];
+            O += f * __ldcg(part + sp * (HD + 2));
+            L += f * sm_l[sp * GP + h];
+        }
+        cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)(h0 + h) * HD + d, L > 0.0f ? O / L : 0.0f);
     }
     if (threadIdx.x == 0) *cnt = 0; /* ready for the next launch */
 }

@@ -106,16 +106,22 @@ static vllm_status kv_budget(vllm_engine *e, size_t *bytes) {
         return VLLM_OK;
     }
     int max_blocks = (e->max_model_len + o->block_size - 1) / o->block_size;
-    vllm_status st = model_reserve(e->model, o->max_num_batched_tokens, o->max_num_seqs, max_blocks);
     size_t free_b = 0, total = 0;
+    vllm_status st = e->be->ops->synchronize(e->be);
+    if (st == VLLM_OK) st = e->be->ops->mem_info(e->be, &free_b, &total);
+    const double used_weights = (double)(total - free_b); /* the weights and the device context */
+    if (st == VLLM_OK) st = model_reserve(e->model, o->max_num_batched_tokens, o->max_num_seqs, max_blocks);
     if (st == VLLM_OK) st = e->be->ops->synchronize(e->be);
     if (st == VLLM_OK) st = e->be->ops->mem_info(e->be, &free_b, &total);
     if (st != VLLM_OK) return st;
     double allowed = (double)total * o->gpu_memory_utilization, used = (double)(total - free_b);
     double left = allowed - used - (double)ENGINE_DEVICE_RESERVE;
-    LOG_I("device memory: %.2f GiB total, %.2f GiB in use after weights and activations, %.2f GiB allowed "
-          "(gpu_memory_utilization %.2f)", total / 1073741824.0, used / 1073741824.0, allowed / 1073741824.0,
-          (double)o->gpu_memory_utilization);
+    LOG_I("device memory: %.2f GiB total, %.2f GiB allowed (gpu_memory_utilization %.2f): weights %.2f GiB "
+          "(with the device context), activations %.2f GiB, %.2f GiB kept for CUDA graphs (recorded on first "
+          "use of each batch size), cuBLAS and sampling, the rest for the KV cache",
+          total / 1073741824.0, allowed / 1073741824.0, (double)o->gpu_memory_utilization,
+          used_weights / 1073741824.0, (used - used_weights) / 1073741824.0,
+          (double)ENGINE_DEVICE_RESERVE / 1073741824.0);
     if (left <= 0)
         return vt_error(VLLM_ERR_NO_MEMORY,
                         "no device memory left for the KV cache (%.2f GiB in use of %.2f GiB allowed); raise "

@@ -776,6 +776,37 @@ static int da_min_keys(const cu_state *cu, int hd, int hp) {
     return ngrp * u;
 }
 
+/* The fields the generic and the decode kernels' arguments share (A: at_args or da_args). */
+template <typename A>
+static void attn_fill_common(A &a, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
+                             const attn_params *p, tensor *out, int S, int T, int nh, int hd, int group, int hp,
+                             int nsplit, float *ws) {
+    a.q = q->data;
+    a.qdt = q->dtype;
+    a.qs = tensor_row_stride(q);
+    a.kc = (const __nv_bfloat16 *)k_cache->data;
+    a.vc = (const __nv_bfloat16 *)v_cache->data;
+    a.kvd = (int64_t)p->num_kv_heads * hd;
+    a.num_blocks = k_cache->shape[0];
+    a.bs = m->block_size;
+    a.qsl = (const int32_t *)m->query_start_loc.data;
+    a.seq_lens = (const int32_t *)m->seq_lens.data;
+    a.bt = (const int32_t *)m->block_tables.data;
+    a.bt_stride = tensor_row_stride(&m->block_tables);
+    a.max_blocks = m->max_blocks_per_seq;
+    a.S = S;
+    a.T = T;
+    a.nh = nh;
+    a.group = group;
+    a.hp = hp;
+    a.window = p->sliding_window;
+    a.nsplit = nsplit;
+    a.out = out->data;
+    a.odt = out->dtype;
+    a.os = tensor_row_stride(out);
+    a.ws = ws;
+}
+
 // q (T, nh*hd), caches (num_blocks, block_size, nkv, hd) -> out (T, nh*hd)
 void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                   const attn_params *p, tensor *out) {
@@ -859,33 +890,10 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     if (tc) cu_attention_tc(cu, q, k_cache, v_cache, m, p, out); /* the prefill sequences */
     if (decode) {
         da_args d;
-        d.q = q->data;
-        d.qdt = q->dtype;
-        d.qs = tensor_row_stride(q);
-        d.kc = (const __nv_bfloat16 *)k_cache->data;
-        d.vc = (const __nv_bfloat16 *)v_cache->data;
-        d.kvd = (int64_t)nkv * hd;
-        d.num_blocks = k_cache->shape[0];
-        d.bs = bs;
-        d.qsl = (const int32_t *)m->query_start_loc.data;
-        d.seq_lens = (const int32_t *)m->seq_lens.data;
-        d.bt = (const int32_t *)m->block_tables.data;
-        d.bt_stride = tensor_row_stride(&m->block_tables);
-        d.max_blocks = m->max_blocks_per_seq;
-        d.S = (int)S;
-        d.T = (int)T;
-        d.nh = nh;
-        d.group = group;
-        d.hp = hp;
-        d.window = p->sliding_window;
-        d.nsplit = nsplit;
+        attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, hd, group, hp, nsplit, ws);
         d.tc_min_q = tc ? TC_MIN_Q : 0;
         d.min_keys = da_min_keys(cu, hd, hp);
         d.scale_log2 = p->scale * 1.4426950408889634f;
-        d.out = out->data;
-        d.odt = out->dtype;
-        d.os = tensor_row_stride(out);
-        d.ws = ws;
         d.cnt = cnt;
         d.err = cu->derr_dev;
         if (hd == 64) da_dispatch<64>(cu, d, grid);
@@ -894,33 +902,10 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         return;
     }
     at_args a;
-    a.q = q->data;
-    a.qdt = q->dtype;
-    a.qs = tensor_row_stride(q);
-    a.kc = (const __nv_bfloat16 *)k_cache->data;
-    a.vc = (const __nv_bfloat16 *)v_cache->data;
-    a.kvd = (int64_t)nkv * hd;
-    a.num_blocks = k_cache->shape[0];
-    a.bs = bs;
-    a.qsl = (const int32_t *)m->query_start_loc.data;
-    a.seq_lens = (const int32_t *)m->seq_lens.data;
-    a.bt = (const int32_t *)m->block_tables.data;
-    a.bt_stride = tensor_row_stride(&m->block_tables);
-    a.max_blocks = m->max_blocks_per_seq;
-    a.S = (int)S;
-    a.T = (int)T;
-    a.nh = nh;
+    attn_fill_common(a, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, hd, group, hp, nsplit, ws);
     a.hd = hd;
-    a.group = group;
-    a.hp = hp;
     a.npass = npass;
-    a.window = p->sliding_window;
-    a.nsplit = nsplit;
     a.scale = p->scale;
-    a.out = out->data;
-    a.odt = out->dtype;
-    a.os = tensor_row_stride(out);
-    a.ws = ws;
     a.err = cu->derr_dev;
     size_t smem = at_smem_bytes(hp, hd);
     if (hd <= 64) cu_launch(cu, "attention", true, k_attention<2>, grid, dim3(AT_THREADS), smem, a);

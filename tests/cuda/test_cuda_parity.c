@@ -27,13 +27,13 @@
  *
  * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
  */
-#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tensor/backend.h"
+#include "model/fixtures.h"
 #include "test.h"
 #include "vllm.h"
 
@@ -124,19 +124,10 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
     size_t np = json_array_size(prompts);
     CHECK_MSG(np > 0, "%s: no prompts", dir);
     if (!np) return;
-    vllm_prompt *ps = calloc(np, sizeof *ps);
-    int32_t **ids = calloc(np, sizeof *ids);
-    int max_new = 0;
-    for (size_t i = 0; i < np; i++) {
-        json_t *p = json_object_get(json_array_get(prompts, i), "prompt_token_ids");
-        size_t n = json_array_size(p);
-        ids[i] = malloc((n ? n : 1) * sizeof(int32_t));
-        for (size_t j = 0; j < n; j++) ids[i][j] = (int32_t)json_integer_value(json_array_get(p, j));
-        ps[i].token_ids = ids[i];
-        ps[i].num_token_ids = n;
-        int nt = (int)json_array_size(json_object_get(json_array_get(prompts, i), "token_ids"));
-        if (nt > max_new) max_new = nt;
-    }
+    fixture_prompts fp;
+    fixture_prompts_load(prompts, &fp);
+    vllm_prompt *ps = fp.ps;
+    const int max_new = fp.max_new;
     for (size_t L = 0; L < sizeof LAYOUTS / sizeof LAYOUTS[0]; L++) {
         const layout *lay = &LAYOUTS[L];
         int fails_before = t_failures;
@@ -192,12 +183,8 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
                t_failures == fails_before ? "pass" : "FAIL", compared, total, max_dlp);
         fflush(stdout);
     }
-    for (size_t i = 0; i < np; i++) free(ids[i]);
-    free(ids);
-    free(ps);
+    fixture_prompts_free(&fp);
 }
-
-static int cmp_names(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
 int main(int argc, char **argv) {
     backend *probe = NULL;
@@ -209,31 +196,19 @@ int main(int argc, char **argv) {
     /* argv[1]: another folder of fixtures (check.sh's Qwen3-0.6B-shaped one) */
     const bool own = argc < 2;
     const char *root = own ? VLLM_SOURCE_DIR "/tests/fixtures/models" : argv[1];
-    DIR *d = opendir(root);
-    CHECK_MSG(d != NULL, "%s missing", root);
-    if (!d) TEST_END();
-    int cases = 0;
-    struct dirent *ent;
-    static char names[64][256];
-    while ((ent = readdir(d)) && cases < 64) {
-        if (ent->d_name[0] == '.') continue;
-        snprintf(names[cases++], sizeof names[0], "%s", ent->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)cases, sizeof names[0], cmp_names);
-    for (int k = 0; k < cases; k++) {
-        char dir[1024], path[1100];
-        if (snprintf(dir, sizeof dir, "%s/%s", root, names[k]) >= (int)sizeof dir) continue;
-        if (snprintf(path, sizeof path, "%s/expected.json", dir) >= (int)sizeof path) continue;
+    fixture_names names;
+    CHECK_MSG(fixture_list(root, &names), "%s missing", root);
+    for (int k = 0; k < names.n; k++) {
+        char dir[1024];
         json_error_t err;
-        json_t *exp = json_load_file(path, 0, &err);
-        CHECK_MSG(exp != NULL, "%s: %s", path, err.text);
+        json_t *exp = fixture_load(root, names.name[k], dir, sizeof dir, &err);
+        CHECK_MSG(exp != NULL, "%s/%s: %s", root, names.name[k], err.text);
         if (!exp) continue;
-        teacher_forced(names[k], dir, exp);
-        run_case(names[k], dir, exp);
+        teacher_forced(names.name[k], dir, exp);
+        run_case(names.name[k], dir, exp);
         json_decref(exp);
     }
-    CHECK_MSG(cases >= (own ? 5 : 1), "expected at least %d fixture models in %s, found %d", own ? 5 : 1, root,
-              cases);
+    CHECK_MSG(names.n >= (own ? 5 : 1), "expected at least %d fixture models in %s, found %d", own ? 5 : 1, root,
+              names.n);
     TEST_END();
 }

@@ -6,12 +6,12 @@
  * runs under several engine layouts (one batch, chunked prefill, odd block
  * sizes, a KV cache small enough to force preemption) which must all agree.
  */
-#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/fixtures.h"
 #include "test.h"
 #include "vllm.h"
 
@@ -38,19 +38,10 @@ static void run_case(const char *dir, json_t *expected) {
     size_t np = json_array_size(prompts);
     CHECK_MSG(np > 0, "%s: no prompts", dir);
     if (!np) return;
-    vllm_prompt *ps = calloc(np, sizeof *ps);
-    int32_t **ids = calloc(np, sizeof *ids);
-    int max_new = 0;
-    for (size_t i = 0; i < np; i++) {
-        json_t *p = json_object_get(json_array_get(prompts, i), "prompt_token_ids");
-        size_t n = json_array_size(p);
-        ids[i] = malloc(n * sizeof(int32_t));
-        for (size_t j = 0; j < n; j++) ids[i][j] = (int32_t)json_integer_value(json_array_get(p, j));
-        ps[i].token_ids = ids[i];
-        ps[i].num_token_ids = n;
-        int nt = (int)json_array_size(json_object_get(json_array_get(prompts, i), "token_ids"));
-        if (nt > max_new) max_new = nt;
-    }
+    fixture_prompts fp;
+    fixture_prompts_load(prompts, &fp);
+    vllm_prompt *ps = fp.ps;
+    const int max_new = fp.max_new;
     for (size_t L = 0; L < sizeof LAYOUTS / sizeof LAYOUTS[0]; L++) {
         const layout *lay = &LAYOUTS[L];
         vllm_engine_options o = vllm_engine_default_options();
@@ -95,36 +86,23 @@ static void run_case(const char *dir, json_t *expected) {
         vllm_completions_free(c, np);
         vllm_engine_free(e);
     }
-    for (size_t i = 0; i < np; i++) free(ids[i]);
-    free(ids);
-    free(ps);
+    fixture_prompts_free(&fp);
 }
 
 int main(void) {
     const char *root = VLLM_SOURCE_DIR "/tests/fixtures/models";
-    DIR *d = opendir(root);
-    CHECK_MSG(d != NULL, "%s missing", root);
-    if (!d) TEST_END();
-    int cases = 0;
-    struct dirent *ent;
-    char names[64][256];
-    while ((ent = readdir(d)) && cases < 64) {
-        if (ent->d_name[0] == '.') continue;
-        snprintf(names[cases++], sizeof names[0], "%s", ent->d_name);
-    }
-    closedir(d);
-    for (int k = 0; k < cases; k++) {
-        char dir[1024], path[1100];
-        if (snprintf(dir, sizeof dir, "%s/%s", root, names[k]) >= (int)sizeof dir) continue;
-        if (snprintf(path, sizeof path, "%s/expected.json", dir) >= (int)sizeof path) continue;
+    fixture_names names;
+    CHECK_MSG(fixture_list(root, &names), "%s missing", root);
+    for (int k = 0; k < names.n; k++) {
+        char dir[1024];
         json_error_t err;
-        json_t *exp = json_load_file(path, 0, &err);
-        CHECK_MSG(exp != NULL, "%s: %s", path, err.text);
+        json_t *exp = fixture_load(root, names.name[k], dir, sizeof dir, &err);
+        CHECK_MSG(exp != NULL, "%s/%s: %s", root, names.name[k], err.text);
         if (!exp) continue;
-        fprintf(stderr, "case %s\n", names[k]);
+        fprintf(stderr, "case %s\n", names.name[k]);
         run_case(dir, exp);
         json_decref(exp);
     }
-    CHECK_MSG(cases >= 5, "expected at least 5 fixture models, found %d", cases);
+    CHECK_MSG(names.n >= 5, "expected at least 5 fixture models, found %d", names.n);
     TEST_END();
 }

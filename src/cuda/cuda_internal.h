@@ -289,6 +289,21 @@ bool cu_convert_bf16(cu_state *cu, void *dst, const void *src, dtype sdt, int64_
 bool cu_add_bias(cu_state *cu, void *y, dtype ydt, int64_t ys, const float *bias, int64_t T, int64_t N);
 
 /* ops_attention.cu */
+/* The paged-cache fields every attention kernel's arguments carry (A: their struct). */
+template <typename A>
+static inline void cu_attn_fill_paged(A &a, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
+                                      const attn_params *p) {
+    a.kc = (const __nv_bfloat16 *)k_cache->data;
+    a.vc = (const __nv_bfloat16 *)v_cache->data;
+    a.kvd = (int64_t)p->num_kv_heads * p->head_dim;
+    a.num_blocks = k_cache->shape[0];
+    a.bs = m->block_size;
+    a.qsl = (const int32_t *)m->query_start_loc.data;
+    a.seq_lens = (const int32_t *)m->seq_lens.data;
+    a.bt = (const int32_t *)m->block_tables.data;
+    a.bt_stride = tensor_row_stride(&m->block_tables);
+    a.max_blocks = m->max_blocks_per_seq;
+}
 /* Checks a paged cache: BF16 (num_blocks, block_size, nkv, head_dim). */
 bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv, int hd);
 /* ops_attention_tc.cu: prefill chunks on the tensor cores (sequences with at

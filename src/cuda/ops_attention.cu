@@ -779,21 +779,12 @@ static int da_min_keys(const cu_state *cu, int hd, int hp) {
 /* The fields the generic and the decode kernels' arguments share (A: at_args or da_args). */
 template <typename A>
 static void attn_fill_common(A &a, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
-                             const attn_params *p, tensor *out, int S, int T, int nh, int hd, int group, int hp,
-                             int nsplit, float *ws) {
+                             const attn_params *p, tensor *out, int S, int T, int nh, int group, int hp, int nsplit,
+                             float *ws) {
     a.q = q->data;
     a.qdt = q->dtype;
     a.qs = tensor_row_stride(q);
-    a.kc = (const __nv_bfloat16 *)k_cache->data;
-    a.vc = (const __nv_bfloat16 *)v_cache->data;
-    a.kvd = (int64_t)p->num_kv_heads * hd;
-    a.num_blocks = k_cache->shape[0];
-    a.bs = m->block_size;
-    a.qsl = (const int32_t *)m->query_start_loc.data;
-    a.seq_lens = (const int32_t *)m->seq_lens.data;
-    a.bt = (const int32_t *)m->block_tables.data;
-    a.bt_stride = tensor_row_stride(&m->block_tables);
-    a.max_blocks = m->max_blocks_per_seq;
+    cu_attn_fill_paged(a, k_cache, v_cache, m, p);
     a.S = S;
     a.T = T;
     a.nh = nh;
@@ -890,7 +881,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     if (tc) cu_attention_tc(cu, q, k_cache, v_cache, m, p, out); /* the prefill sequences */
     if (decode) {
         da_args d;
-        attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, hd, group, hp, nsplit, ws);
+        attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);
         d.tc_min_q = tc ? TC_MIN_Q : 0;
         d.min_keys = da_min_keys(cu, hd, hp);
         d.scale_log2 = p->scale * 1.4426950408889634f;
@@ -902,7 +893,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         return;
     }
     at_args a;
-    attn_fill_common(a, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, hd, group, hp, nsplit, ws);
+    attn_fill_common(a, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);
     a.hd = hd;
     a.npass = npass;
     a.scale = p->scale;

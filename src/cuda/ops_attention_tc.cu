@@ -322,16 +322,7 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
     tc_args a;
     a.q = (const __nv_bfloat16 *)q->data;
     a.qs = tensor_row_stride(q);
-    a.kc = (const __nv_bfloat16 *)k_cache->data;
-    a.vc = (const __nv_bfloat16 *)v_cache->data;
-    a.kvd = (int64_t)p->num_kv_heads * p->head_dim;
-    a.num_blocks = k_cache->shape[0];
-    a.bs = m->block_size;
-    a.qsl = (const int32_t *)m->query_start_loc.data;
-    a.seq_lens = (const int32_t *)m->seq_lens.data;
-    a.bt = (const int32_t *)m->block_tables.data;
-    a.bt_stride = tensor_row_stride(&m->block_tables);
-    a.max_blocks = m->max_blocks_per_seq;
+    cu_attn_fill_paged(a, k_cache, v_cache, m, p);
     a.S = m->num_seqs;
     a.nh = p->num_heads;
     a.group = p->num_heads / p->num_kv_heads;

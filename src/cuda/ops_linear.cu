@@ -386,6 +386,19 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
     __syncthreads();
 }
 
+/* The GEMV's input rows after pdl_wait: x itself, or (NORM) the normalised rows in shared memory. */
+template <int TT, bool NORM>
+__device__ __forceinline__ const __nv_bfloat16 *gemv_input(const gv_args &a, float (*red)[TT], unsigned char *smem,
+                                                           int64_t *xs) {
+    if (!NORM) {
+        *xs = a.xs;
+        return a.x;
+    }
+    gemv_norm_rows<TT>(a, red, (__nv_bfloat16 *)smem);
+    *xs = a.K;
+    return (const __nv_bfloat16 *)smem;
+}
+
 /* y[t, n] = v, or (acc) yold + v */
 __device__ __forceinline__ void gemv_put(const gv_args &a, int t, int n, float v, float yold) {
     cu_st(a.y, a.ydt, (int64_t)t * a.ys + n, a.acc ? yold + v : v);
@@ -429,13 +442,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
 #pragma unroll
     for (int u = 0; u < GV_U; u++) cur[u] = next();
     pdl_wait();
-    const __nv_bfloat16 *xin = a.x;
-    int64_t xs = a.xs;
-    if (NORM) {
-        gemv_norm_rows<TT>(a, red, (__nv_bfloat16 *)gv_smem);
-        xin = (const __nv_bfloat16 *)gv_smem;
-        xs = a.K;
-    }
+    int64_t xs;
+    const __nv_bfloat16 *xin = gemv_input<TT, NORM>(a, red, gv_smem, &xs);
     float acc[1][TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
@@ -509,13 +517,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
         for (int r = 0; r < NR; r++) cur[u][r] = n < N && c < KC ? ld_stream(w[r] + c) : make_uint4(0, 0, 0, 0);
     }
     pdl_wait();
-    const __nv_bfloat16 *xin = a.x;
-    int64_t xs = a.xs;
-    if (NORM) {
-        gemv_norm_rows<TT>(a, red, (__nv_bfloat16 *)gv_smem);
-        xin = (const __nv_bfloat16 *)gv_smem;
-        xs = a.K;
-    }
+    int64_t xs;
+    const __nv_bfloat16 *xin = gemv_input<TT, NORM>(a, red, gv_smem, &xs);
     const float yold = gemv_old(a, lane, n);
     float acc[NR][TT];
 #pragma unroll

@@ -23,6 +23,7 @@ extern "C" {
 
 /* Status codes: 0 is success, every error is negative. */
 typedef enum vllm_status {
+    VLLM_STREAM_TIMEOUT = 1,    /* not an error: vllm_stream_next's timeout passed without a chunk */
     VLLM_OK = 0,
     VLLM_ERR_INVALID_ARG = -1,  /* a bad parameter or option value */
     VLLM_ERR_IO = -2,           /* a file could not be opened, read or mapped */
@@ -297,10 +298,6 @@ vllm_status vllm_detokenize(vllm_engine *engine, const int32_t *ids, size_t num_
  * freeing their streams during and after it). */
 typedef struct vllm_async_engine vllm_async_engine;
 typedef struct vllm_stream vllm_stream;
-
-/* vllm_stream_next's status when timeout_ms passed without a chunk. Not an
- * error (positive; nothing is recorded in vllm_last_error). */
-#define VLLM_STREAM_TIMEOUT ((vllm_status)1)
 
 /* One piece of a request's output: a deep copy owned by the caller (free
  * with vllm_stream_chunk_clear). Each chunk belongs to one sample (index;

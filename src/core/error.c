@@ -41,6 +41,7 @@ const char *vllm_last_error(void) { return g_error; }
 
 const char *vllm_status_str(vllm_status status) {
     switch (status) {
+    case VLLM_STREAM_TIMEOUT: return "timed out (no chunk yet)";
     case VLLM_OK: return "ok";
     case VLLM_ERR_INVALID_ARG: return "invalid argument";
     case VLLM_ERR_IO: return "i/o error";

@@ -244,8 +244,9 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
                       dir, m->cfg.architecture, model_arch_list());
         goto fail;
     }
-    m->max_pos = m->cfg.max_position_embeddings;
-    if (opt->max_model_len > m->max_pos) m->max_pos = opt->max_model_len;
+    /* the RoPE table covers the positions the engine allows (max_model_len), not the config's
+     * whole context (a 128k-context model at head_dim 128 would take 64 MB for it) */
+    m->max_pos = opt->max_model_len > 0 ? opt->max_model_len : m->cfg.max_position_embeddings;
     LOG_I("loading %s (%s, %d layers, hidden %d)%s", dir, m->cfg.architecture, m->cfg.num_layers,
           m->cfg.hidden_size, opt->dummy ? " with dummy weights" : "");
     st = ws_open(dir, &m->cfg, opt->dummy, opt->seed, &m->ws);

@@ -45,7 +45,7 @@ typedef struct model_cache {
 typedef struct model_load_options {
     bool dummy;        /* random weights from config.json alone */
     uint64_t seed;     /* seed for dummy weights */
-    int max_model_len; /* positions the RoPE table must cover (0 = config max) */
+    int max_model_len; /* positions the RoPE table covers, 0..max_model_len-1 (0 = the config's max) */
 } model_load_options;
 
 /* Reads config.json, finds the architecture in the registry and loads the

@@ -191,13 +191,78 @@ static void stream_release(vllm_stream *s) {
     free(s);
 }
 
+/* Appends src's n elements of size bytes to *dst (holding dn); false when memory ran out (*dst kept). */
+static bool append_mem(void **dst, size_t dn, const void *src, size_t n, size_t size) {
+    if (!n) return true;
+    void *p = realloc(*dst, (dn + n) * size);
+    if (!p) return false;
+    memcpy((char *)p + dn * size, src, n * size);
+    *dst = p;
+    return true;
+}
+
+/* Merges c, a later delta of the same sample, into d, a chunk the consumer
+ * has not read yet (vLLM's output collector merges unread deltas the same
+ * way): a slow consumer then holds one growing chunk per sample instead of
+ * one chunk per step. False (nothing changed) when c must stay separate:
+ * it ends the stream, carries prompt logprobs or an error, or memory ran out. */
+static bool chunk_merge(vllm_stream_chunk *d, vllm_stream_chunk *c) {
+    if (c->last || c->prompt_logprobs || c->error || d->error || !d->text || !c->text ||
+        d->num_top_logprobs != c->num_top_logprobs || d->finish_reason != VLLM_FINISH_NONE)
+        return false;
+    const size_t k = (size_t)c->num_top_logprobs, dn = d->num_tokens, n = c->num_tokens;
+    /* grow every array first, then commit: a failure leaves d's contents as they were */
+    int32_t *ids = d->token_ids;
+    float *lps = d->logprobs;
+    if (!append_mem((void **)&ids, dn, c->token_ids, n, sizeof *ids)) return false;
+    d->token_ids = ids;
+    if (!append_mem((void **)&lps, dn, c->logprobs, n, sizeof *lps)) return false;
+    d->logprobs = lps;
+    if (k && (!append_mem((void **)&d->top_logprob_ids, dn * k, c->top_logprob_ids, n * k, sizeof(int32_t)) ||
+              !append_mem((void **)&d->top_logprobs, dn * k, c->top_logprobs, n * k, sizeof(float))))
+        return false;
+    char *text = realloc(d->text, d->text_len + c->text_len + 1);
+    if (!text) return false;
+    d->text = text;
+    /* the arrays now hold both; counts and the rest follow c */
+    d->num_tokens = dn + n;
+    memcpy(text + d->text_len, c->text, c->text_len);
+    d->text_len += c->text_len;
+    text[d->text_len] = '\0';
+    if (c->stop_reason) {
+        free(d->stop_reason);
+        d->stop_reason = c->stop_reason;
+        c->stop_reason = NULL;
+    }
+    d->finish_reason = c->finish_reason;
+    d->prompt_tokens = c->prompt_tokens;
+    d->completion_tokens = c->completion_tokens;
+    d->cached_prompt_tokens = c->cached_prompt_tokens;
+    vllm_stream_chunk_clear(c);
+    return true;
+}
+
 /* Queues a chunk (taking ownership of its arrays); the last one (c->last)
- * ends the stream. Dropped when the consumer has gone. Out of
- * memory, the chunk is lost; a lost last chunk ends the stream anyway
- * (vllm_stream_next then answers VLLM_ERR_NOT_FOUND after the queued ones). */
+ * ends the stream. An unread chunk of the same sample absorbs it where it
+ * can (chunk_merge). Dropped when the consumer has gone. Out of memory, the
+ * chunk is lost; a lost last chunk ends the stream anyway (vllm_stream_next
+ * then answers VLLM_ERR_NOT_FOUND after the queued ones). */
 static void stream_push(vllm_stream *s, vllm_stream_chunk *c) {
-    chunk_node *n = malloc(sizeof *n);
     bool last = c->last;
+    pthread_mutex_lock(&s->mu);
+    if (!s->abandoned && !last) {
+        chunk_node *same = NULL; /* the latest queued chunk of this sample */
+        for (chunk_node *q = s->head; q; q = q->next)
+            if (q->c.index == c->index) same = q;
+        if (same && chunk_merge(&same->c, c)) {
+            pthread_cond_signal(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            memset(c, 0, sizeof *c);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    chunk_node *n = malloc(sizeof *n);
     pthread_mutex_lock(&s->mu);
     if (last) s->ended = true;
     if (s->abandoned || !n) {

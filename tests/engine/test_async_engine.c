@@ -520,7 +520,48 @@ static void test_samples(void) {
     vllm_completions_free(ref, 1);
 }
 
+/* ---- a consumer that reads only after the request finished ---- */
+
+/* Unread deltas of a sample are merged (vLLM's output collector does the
+ * same): a reader that falls behind gets the whole output in a few chunks,
+ * equal to vllm_generate's, instead of a queue of one chunk per step. */
+static void test_slow_consumer(void) {
+    vllm_async_engine *ae = NULL;
+    vllm_engine_options o = options();
+    CHECK_OK(vllm_async_engine_create(STORIES, &o, &ae));
+    if (!ae) return;
+    vllm_sampling_params sp = greedy(120);
+    sp.ignore_eos = true;
+    sp.logprobs = 2;
+    vllm_prompt p = {.text = "Once upon a time"};
+    vllm_stream *s = NULL;
+    CHECK_OK(vllm_async_add_request(ae, "slow", &p, &sp, &s));
+    vllm_engine *ref_e = NULL;
+    vllm_completion *ref = NULL;
+    CHECK_OK(vllm_engine_create(STORIES, &o, &ref_e));
+    if (ref_e) CHECK_OK(vllm_generate(ref_e, &p, 1, &sp, false, &ref, NULL));
+    for (int i = 0; i < 1000 && s; i++) { /* until all 120 tokens were sampled (~10 ms here, more under sanitizers) */
+        sleep_ms(10);
+        vllm_engine_stats st;
+        vllm_async_engine_get_stats(ae, &st);
+        if (st.generation_tokens >= 120 && st.num_running == 0) break;
+    }
+    if (s && ref) {
+        collected c;
+        CHECK_OK(collect(s, &c, 0));
+        CHECK_MSG(c.chunks <= 3, "a reader behind the engine got %zu chunks for 120 tokens", c.chunks);
+        CHECK(!c.bad && c.finish == VLLM_FINISH_LENGTH && c.n == 120 && c.completion_tokens == 120);
+        CHECK(c.n == ref[0].num_tokens && !memcmp(c.ids, ref[0].token_ids, c.n * sizeof(int32_t)));
+        CHECK(!strcmp(c.text, ref[0].text));
+        vllm_stream_free(s);
+    }
+    vllm_completions_free(ref, 1);
+    vllm_engine_free(ref_e);
+    vllm_async_engine_free(ae);
+}
+
 int main(void) {
+    test_slow_consumer();
     test_producers();
     test_abort_free_timeout();
     test_errors_and_shutdown();

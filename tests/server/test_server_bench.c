@@ -143,9 +143,11 @@ static void test_chat_rate_json(const srv_proc *s) {
         json_t *texts = json_object_get(o, "generated_texts");
         CHECK(json_array_size(texts) == 16 && json_string_length(json_array_get(texts, 0)) > 0);
         json_t *itls = json_object_get(o, "itls");
-        /* chat: the role chunk is the first "token" (vLLM's TTFT), then one chunk per token */
-        CHECK_MSG(json_array_size(json_array_get(itls, 0)) >= 9, "itls[0] has %zu gaps",
-                  json_array_size(json_array_get(itls, 0)));
+        /* chat: the role chunk is the first "token" (vLLM's TTFT), then a chunk per delta: one per
+         * token while the server keeps up, several tokens in one when its reader falls behind (the
+         * async engine merges unread deltas, as vLLM's output collector does); 10 tokens, <= 10 gaps */
+        size_t gaps = json_array_size(json_array_get(itls, 0));
+        CHECK_MSG(gaps >= 1 && gaps <= 10, "itls[0] has %zu gaps", gaps);
         json_decref(o);
     }
     free(out);

@@ -136,6 +136,24 @@ __device__ __forceinline__ float warp_sum_f(float v) {
     return v;
 }
 
+/* A (token t, head, element d) result of split `split`: the output O / L when the
+ * keys were not split (single), else the unnormalised O with the split's max M and
+ * sum L (at d == 0) into the split-KV workspace (A: at_args or da_args). */
+template <typename A>
+__device__ __forceinline__ void attn_put(const A &a, int t, int head, int d, int hd, int split, bool single, float O,
+                                         float M, float L) {
+    if (single) {
+        cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)head * hd + d, L > 0.0f ? O / L : 0.0f);
+        return;
+    }
+    float *part = a.ws + (((int64_t)t * a.nh + head) * a.nsplit + split) * (hd + 2);
+    part[d] = O;
+    if (d == 0) {
+        part[hd] = M;
+        part[hd + 1] = L;
+    }
+}
+
 /* grid (T, nkv * npass, nsplit), AT_THREADS threads, dynamic shared memory
  * of at_smem_floats(hp, hd) floats. head_dim <= 32 * NACC. */
 template <int NACC>
@@ -336,17 +354,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
                 O += wacc[(w * hp + h) * hd + d] * f;
             }
         }
-        int head = h0 + h;
-        if (a.nsplit == 1) {
-            cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)head * hd + d, L > 0.0f ? O / L : 0.0f);
-        } else {
-            float *part = a.ws + (((int64_t)t * a.nh + head) * a.nsplit + split) * (hd + 2);
-            part[d] = O;
-            if (d == 0) {
-                part[hd] = M;
-                part[hd + 1] = L;
-            }
-        }
+        attn_put(a, t, h0 + h, d, hd, split, a.nsplit == 1, O, M, L);
     }
 }
 
@@ -659,17 +667,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                 O += gacc[(g * a.hp + h) * HD + d] * f;
             }
         }
-        const int head = h0 + h;
-        if (single) {
-            cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)head * HD + d, L > 0.0f ? O / L : 0.0f);
-        } else {
-            float *part = a.ws + (((int64_t)t * a.nh + head) * a.nsplit + split) * (HD + 2);
-            part[d] = O;
-            if (d == 0) {
-                part[HD] = M;
-                part[HD + 1] = L;
-            }
-        }
+        attn_put(a, t, h0 + h, d, HD, split, single, O, M, L);
     }
     if (single) return;
 

@@ -444,6 +444,18 @@ static void test_add_silu_gather(void) {
     free(hgu);
 }
 
+/* A (max_pos, rot) RoPE table: [cos(p f_i) | sin(p f_i)], base 10000 (malloc'd). */
+static float *rope_table(int max_pos, int rot) {
+    float *cs = malloc((size_t)max_pos * rot * sizeof *cs);
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < rot / 2; i++) {
+            double f = pow(10000.0, -2.0 * i / rot);
+            cs[p * rot + i] = (float)cos(p * f);
+            cs[p * rot + rot / 2 + i] = (float)sin(p * f);
+        }
+    return cs;
+}
+
 static void test_rope(void) {
     const int T = 11, max_pos = 300;
     const int hds[2] = {64, 128};
@@ -456,13 +468,7 @@ static void test_rope(void) {
             float *h;
             tensor xc, xg;
             rand_pair(T, W, 1.0f, &h, &xc, &xg);
-            float *cs = malloc((size_t)max_pos * rot * sizeof *cs);
-            for (int p = 0; p < max_pos; p++)
-                for (int i = 0; i < rot / 2; i++) {
-                    double f = pow(10000.0, -2.0 * i / rot);
-                    cs[p * rot + i] = (float)cos(p * f);
-                    cs[p * rot + rot / 2 + i] = (float)sin(p * f);
-                }
+            float *cs = rope_table(max_pos, rot);
             tensor csc = put(cpu, DTYPE_F32, max_pos, rot, cs), csg = put(gpu, DTYPE_F32, max_pos, rot, cs);
             int32_t pos[11];
             for (int t = 0; t < T; t++) pos[t] = rnd_int(max_pos);
@@ -556,13 +562,7 @@ static void test_qk_norm_rope_kv(void) {
         rand_pair(T, W, 1.0f, &h, &xc, &xg);
         tensor qc = tensor_cols(&xc, 0, qd), kc = tensor_cols(&xc, qd, kvd), vc = tensor_cols(&xc, qd + kvd, kvd);
         tensor qg = tensor_cols(&xg, 0, qd), kg = tensor_cols(&xg, qd, kvd), vg = tensor_cols(&xg, qd + kvd, kvd);
-        float *cs = malloc((size_t)max_pos * rot * sizeof *cs);
-        for (int p = 0; p < max_pos; p++)
-            for (int i = 0; i < rot / 2; i++) {
-                double f = pow(10000.0, -2.0 * i / rot);
-                cs[p * rot + i] = (float)cos(p * f);
-                cs[p * rot + rot / 2 + i] = (float)sin(p * f);
-            }
+        float *cs = rope_table(max_pos, rot);
         tensor csc = put(cpu, DTYPE_F32, max_pos, rot, cs), csg = put(gpu, DTYPE_F32, max_pos, rot, cs);
         int32_t pos[7];
         int64_t slots[7];

@@ -88,10 +88,9 @@ for name in qwen3-0.6b qwen3-8b; do
   pre=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 128 --output-len 1)
   p512=$(lat "$d" "${fmt[@]}" --batch-size 1 --input-len 512 --output-len 1)
   # the engine's start-up line "host memory after load: X MiB resident (peak Y MiB)" of the last run
-  rss=$(grep -o 'host memory after load: [0-9.]* MiB resident (peak [0-9.]* MiB)' "$OUTDIR/vllmc.log" | tail -1 |
-        grep -oE '[0-9.]+' | tr '\n' ' ')
-  set -- $rss
-  python3 -c "import json;f,p,q=$full,$pre,$p512;print(json.dumps({'engine':'vllmc','model':'$name','decode_tok_s':127/(f-p),'prefill512_tok_s':512/q,'latency_128_128_s':f,'host_rss_mib':${1:-0},'host_peak_rss_mib':${2:-0}}))" | tee -a "$RES"
+  read -r rss_now rss_peak < <(grep -o 'host memory after load: [0-9.]* MiB resident (peak [0-9.]* MiB)' \
+    "$OUTDIR/vllmc.log" | tail -1 | grep -oE '[0-9.]+' | tr '\n' ' '; echo) || true
+  python3 -c "import json;f,p,q=$full,$pre,$p512;print(json.dumps({'engine':'vllmc','model':'$name','decode_tok_s':127/(f-p),'prefill512_tok_s':512/q,'latency_128_128_s':f,'host_rss_mib':${rss_now:-0},'host_peak_rss_mib':${rss_peak:-0}}))" | tee -a "$RES"
   if [ "$name" = qwen3-8b ] && [ $QUICK = 0 ]; then
     "$VLLMC" bench throughput --model "$d" "${fmt[@]}" --device cuda --num-prompts 256 --input-len 128 \
       --output-len 128 --max-num-seqs 256 2>&1 | tee -a "$OUTDIR/vllmc.log" | grep -E "Throughput|tokens/s" || true

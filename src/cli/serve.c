@@ -56,8 +56,17 @@ static void usage(FILE *f) {
             "  --max-pending N             generation requests in flight before answering 503 (default 1024; 0 = no cap)\n"
             "  --max-body-mb N             request body limit, MiB (default 4; larger bodies get 413)\n"
             "  --timeout-keep-alive S      idle keep-alive connections close after S seconds (default 5)\n"
-            "  --request-timeout S         a request body not received within S seconds gets 408 (default 30)\n"
-            "  --shutdown-timeout S        on SIGINT/SIGTERM, in-flight requests get S seconds to finish (default 5)\n"
+            "  --header-timeout S          request headers not received within S seconds (of the connection's start\n"
+            "                              or its previous response) get 408 and the connection closes (default 10)\n"
+            "  --request-timeout S         a request body not received within S seconds of its headers gets 408\n"
+            "                              (default 30)\n"
+            "  --max-connections N         connections at once, each an HTTP thread; more get 503 (default 4096, or\n"
+            "                              2 x --max-pending when that is larger; must exceed --max-pending)\n"
+            "  --max-connections-per-client N  of them from one client address (an IPv6 /64); more get 503\n"
+            "                              (default 1024; 0 = no cap, e.g. behind a proxy)\n"
+            "  --shutdown-timeout S        on SIGINT/SIGTERM the server exits within S seconds (default 5): requests\n"
+            "                              still running 1 s before (S/2 when S < 2) are aborted (their replies end\n"
+            "                              with finish_reason \"abort\"), and at S every connection is closed\n"
             "  --log-level L               debug, info, warning or error (default info; alias --uvicorn-log-level)\n"
             "engine:\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N\n"
@@ -205,7 +214,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *chat_template_arg = NULL;
     const char **names = NULL, **keys = NULL;
     size_t num_names = 0, num_keys = 0;
-    bool keys_given = false;
+    bool keys_given = false, max_conn_given = false;
     vllm_engine_options eo = vllm_engine_default_options();
     server_options so = server_default_options();
     long long body_mb = 4, kv_mib = -1, shutdown_timeout = 5, seed = -1, v;
@@ -301,6 +310,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-body-mb")) { INT_ARG(1, 1 << 20, body_mb);
         } else if (!strcmp(a, "--timeout-keep-alive")) { INT_ARG(0, 86400, v); so.timeout_keep_alive = (int)v;
         } else if (!strcmp(a, "--request-timeout")) { INT_ARG(1, 86400, v); so.request_timeout = (int)v;
+        } else if (!strcmp(a, "--header-timeout")) { INT_ARG(1, 86400, v); so.header_timeout = (int)v;
+        } else if (!strcmp(a, "--max-connections")) { INT_ARG(1, 1 << 20, v); so.max_connections = (int)v; max_conn_given = true;
+        } else if (!strcmp(a, "--max-connections-per-client")) { INT_ARG(0, 1 << 20, v); so.max_connections_per_client = (int)v;
         } else if (!strcmp(a, "--shutdown-timeout")) { INT_ARG(0, 86400, shutdown_timeout);
         } else {
             fprintf(stderr, CMD ": unknown option '%s' (vllmc serve --help)\n", a);
@@ -327,6 +339,7 @@ int cmd_serve(int argc, char **argv) {
     if (kv_mib > 0) eo.kv_cache_memory = (size_t)kv_mib << 20;
     if (seed >= 0) eo.seed = (uint64_t)seed;
     so.max_body_bytes = (size_t)body_mb << 20;
+    if (!max_conn_given && so.max_pending >= so.max_connections) so.max_connections = 2 * so.max_pending;
     if (!load_template(model, chat_template_arg, &tpl, &bos, &eos)) goto out;
 
     fprintf(stderr, "vllmc: loading %s\n", model);
@@ -374,29 +387,37 @@ int cmd_serve(int argc, char **argv) {
     int sig = 0;
     while (!(sig = wait_signal(-1))) {
     }
-    fprintf(stderr, "vllmc: %s: shutting down (%d requests in flight get %lld s; signal again to abort them)\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", server_in_flight(srv), shutdown_timeout);
+    fprintf(stderr, "vllmc: %s: shutting down within %lld s (%d requests in flight; signal again to abort them)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_timeout, server_in_flight(srv));
     server_begin_shutdown(srv);
-    double t_stop = cli_now(), t_abort = 0;
+    /* the whole shutdown takes at most --shutdown-timeout: requests still running a grace
+     * before it are aborted (clients that read get a well-formed end); at it, every connection
+     * is closed, so threads blocked on clients that never read return at once */
+    double t_stop = cli_now(), grace = shutdown_timeout >= 2 ? 1.0 : 0.5 * (double)shutdown_timeout;
+    double t_end = t_stop + (double)shutdown_timeout;
+    bool aborted = false;
     for (;;) {
         int n = server_in_flight(srv);
         if (n == 0) break;
         double now = cli_now();
-        if (t_abort == 0 && now - t_stop >= (double)shutdown_timeout) {
+        if (!aborted && now >= t_end - grace) {
             fprintf(stderr, "vllmc: aborting %d requests still in flight\n", n);
             server_abort_requests(srv);
-            t_abort = now;
+            aborted = true;
         }
-        if (t_abort > 0 && now - t_abort > 10) {
+        if (now >= t_end) {
             fprintf(stderr, "vllmc: %d requests did not end: closing their connections\n", n);
             break;
         }
-        if (wait_signal(100) && t_abort == 0) {
+        int left_ms = (int)((t_end - now) * 1000) + 1;
+        if (wait_signal(left_ms < 100 ? left_ms : 100) && !aborted) {
             fprintf(stderr, "vllmc: aborting %d requests in flight\n", n);
             server_abort_requests(srv);
-            t_abort = cli_now();
+            aborted = true;
+            t_end = cli_now() + grace; /* a second signal: abort now, close after the grace */
         }
     }
+    server_close_connections(srv);
     rc = 0;
     goto out;
 bad:

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/conn_gate.h"
 #include "server/metrics.h"
 #include "server/oai_protocol.h"
 #include "server/server.h"
@@ -24,7 +25,8 @@ struct server {
     char **token_strs;           /* (info.vocab_size) each id decoded alone, for logprobs; NULL without a tokenizer */
     metrics *metrics;
     struct MHD_Daemon *daemon;
-    int listen_fd;               /* ours until MHD owns it (then -1) */
+    struct conn_gate *gate;      /* the accept loop and connection caps */
+    int listen_fd;               /* ours until the gate owns it (then -1) */
     int port;
 
     pthread_mutex_t mu;          /* guards everything below; may be held while taking the metrics'
@@ -36,8 +38,29 @@ struct server {
     bool watchdog_stop;
     bool watchdog_started;
     pthread_t watchdog;
-    struct http_request *watch_head; /* requests still receiving their body (slow-client watchdog) */
+    struct server_conn *conns;   /* every connection MHD holds (watchdog deadlines, forced close) */
 };
+
+/* Where a connection is in its current request, for the watchdog's deadlines. */
+typedef enum conn_phase {
+    CONN_HEADERS = 0,            /* waiting for a request's headers: --header-timeout */
+    CONN_BODY,                   /* waiting for its body: --request-timeout */
+    CONN_BUSY,                   /* the request is being answered: no deadline */
+} conn_phase;
+
+/* One connection (MHD's socket context), from MHD's "started" notification to
+ * its "closed" one (which comes before the socket is closed). Guarded by srv->mu. */
+typedef struct server_conn {
+    int fd;
+    conn_client_key key;
+    conn_phase phase;
+    double deadline;             /* of the phase (monotonic seconds) */
+    bool timed_out;              /* the watchdog answered 408 and shut the socket */
+    int req_count;               /* requests completed on it (the next one's header deadline adds the
+                                    keep-alive idle time) */
+    struct http_request *req;    /* the request in progress, if any */
+    struct server_conn *prev, *next;
+} server_conn;
 
 /* The routes (paths) the server knows. */
 typedef enum route_id {
@@ -66,11 +89,12 @@ typedef struct http_request {
     size_t body_seen;            /* bytes received, kept or not */
     oai_error deferred;          /* an error decided before the body ended (status 0 = none): the body is
                                     read and dropped, then this is the reply */
-    /* slow-client watchdog (guarded by srv->mu) */
-    bool watched;                /* in srv->watch_head's list */
-    bool timed_out;              /* the watchdog answered 408 and shut the socket */
-    double deadline;
-    struct http_request *watch_prev, *watch_next;
+    server_conn *sc;             /* its connection (NULL if MHD gave no socket context) */
+    bool begun;                  /* the access handler has seen it (headers in) */
+    bool bad_target;             /* the raw request target failed http_check_target */
+    bool http11;                 /* HTTP/1.1 (or later): interim 1xx responses are allowed */
+    bool close_after;            /* the reply closes the connection ("Connection: close") */
+    bool answered_raw;           /* an error was written on the socket mid-body (413): drain, then close */
     int status;                  /* the status replied (for the access log) */
     char method[12];             /* for the access log (truncated) */
     char path[96];
@@ -88,7 +112,22 @@ enum MHD_Result reply_error(http_request *r, const oai_error *err);
 
 /* True when the client closed its side or reset the connection (checked
  * without consuming anything: a pipelined request is not a hang-up). */
-bool client_gone(int fd);
+/* What end of input from a client means while its request is answered. A
+ * client may shut down only its sending side (a half-close) and still read
+ * the answer; until the server writes, that looks the same as a client that
+ * closed the connection. */
+typedef enum client_eof {
+    CLIENT_EOF_WRITES_TELL = 0,  /* a streamed reply: its own writes fail when the client is gone */
+    CLIENT_EOF_PROBE,            /* HTTP/1.1, nothing written yet: on end of input write an interim
+                                    "100 Continue" once (RFC 9110 15.2: clients accept any 1xx);
+                                    a closed socket answers it with a reset */
+    CLIENT_EOF_PROBED,           /* that probe was written */
+    CLIENT_EOF_GONE,             /* HTTP/1.0 (no interim responses): end of input = gone */
+} client_eof;
+
+/* Whether the client on fd has gone away (a reset, a closed socket, or end of
+ * input as *eof says; *eof moves from PROBE to PROBED when the probe is written). */
+bool client_gone(int fd, client_eof *eof);
 
 /* Endpoints, called once the whole body is in r->body (handlers.c). */
 enum MHD_Result handle_health(http_request *r);

@@ -46,6 +46,7 @@ typedef struct gen_job {
     size_t rr;                  /* round-robin start among streams */
     double arrival;
     int fd;                     /* the client's socket */
+    client_eof eof;             /* what end of input from the client means (client_gone) */
     double last_check;
     bool abort_sent;            /* shutdown: the engine requests were aborted */
     bool failed;                /* an engine error was streamed: only [DONE] remains */
@@ -85,6 +86,7 @@ static gen_job *job_new(server *s, oai_request *req, const http_request *r) {
     j->n = req->n > 0 ? (size_t)req->n : 1;
     j->arrival = r->arrival;
     j->fd = r->fd;
+    j->eof = req->stream ? CLIENT_EOF_WRITES_TELL : r->http11 ? CLIENT_EOF_PROBE : CLIENT_EOF_GONE;
     j->last_check = server_now();
     size_t ns = j->num_streams ? j->num_streams : 1;
     bool ok = j->num_streams <= SIZE_MAX / sizeof(sample_state) / j->n;
@@ -167,7 +169,7 @@ static bool job_client_alive(gen_job *j) {
             if (!j->done[i] && vllm_async_abort(s->ae, vllm_stream_request_id(j->streams[i])) != VLLM_OK)
                 vt_error_clear(); /* finished meanwhile */
     }
-    return !client_gone(j->fd);
+    return !client_gone(j->fd, &j->eof);
 }
 
 /* ---- non-streaming: collect, then one JSON body ---- */

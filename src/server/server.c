@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,9 +39,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "server/handlers.h"
+#include "server/http_framing.h"
 
 /* a body larger than this many times max_body_bytes is not even read */
 #define BODY_DRAIN_FACTOR 16
+/* seconds a client is asked to wait after a 503 */
+#define RETRY_AFTER "1"
 
 server_options server_default_options(void) {
     return (server_options){
@@ -49,8 +53,10 @@ server_options server_default_options(void) {
         .max_body_bytes = 4u << 20,
         .max_pending = 1024,
         .timeout_keep_alive = 5,
+        .header_timeout = 10,
         .request_timeout = 30,
-        .connection_limit = 1024,
+        .max_connections = 4096,
+        .max_connections_per_client = 1024,
         .use_generation_config = true,
     };
 }
@@ -80,6 +86,8 @@ enum MHD_Result reply_body(http_request *r, int status, const char *content_type
         if (!resp) return MHD_NO;
     }
     if (content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER);
+    if (r->close_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     r->status = status;
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
@@ -95,15 +103,29 @@ enum MHD_Result reply_error(http_request *r, const oai_error *err) {
     return reply_json(r, err->status, oai_error_json(err));
 }
 
-bool client_gone(int fd) {
+bool client_gone(int fd, client_eof *eof) {
     if (fd < 0) return false;
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return true;
-    if (p.revents & POLLIN) {
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true; /* a reset, or closed both ways */
+    bool at_eof = (p.revents & POLLRDHUP) != 0;
+    if (!at_eof && (p.revents & POLLIN)) {
         char c;
         ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+        at_eof = n == 0; /* (n > 0: the client's next request, already sent) */
+    }
+    if (!at_eof) return false;
+    switch (*eof) {
+    case CLIENT_EOF_GONE: return true;
+    case CLIENT_EOF_PROBE: {
+        static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        *eof = CLIENT_EOF_PROBED;
+        return send(fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+               errno != EWOULDBLOCK;
+    }
+    case CLIENT_EOF_PROBED:
+    case CLIENT_EOF_WRITES_TELL: return false;
     }
     return false;
 }
@@ -136,47 +158,42 @@ void server_release_slot(server *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* ---- slow-client watchdog ---- */
+/* ---- connections and the slow-client watchdog ---- */
 
-static void watch_add(server *s, http_request *r) {
-    r->deadline = r->arrival + s->opt.request_timeout;
-    r->watch_prev = NULL;
-    r->watch_next = s->watch_head;
-    if (s->watch_head) s->watch_head->watch_prev = r;
-    s->watch_head = r;
-    r->watched = true;
+/* A new phase for a connection, with its deadline (under s->mu). */
+static void conn_phase_set(server *s, server_conn *c, conn_phase phase, double start) {
+    if (!c) return;
+    c->phase = phase;
+    c->deadline = phase == CONN_HEADERS ? start + s->opt.header_timeout + (c->req_count ? s->opt.timeout_keep_alive : 0)
+                  : phase == CONN_BODY  ? start + s->opt.request_timeout
+                                        : 0;
 }
 
-static void watch_unlink(server *s, http_request *r) {
-    if (!r->watched) return;
-    if (r->watch_prev) r->watch_prev->watch_next = r->watch_next;
-    else s->watch_head = r->watch_next;
-    if (r->watch_next) r->watch_next->watch_prev = r->watch_prev;
-    r->watch_prev = r->watch_next = NULL;
-    r->watched = false;
-}
-
-/* Answers 408 on the raw socket and shuts it down (under s->mu). MHD is
- * only reading this connection (the request is unfinished, nothing was
- * queued), and it calls the request-completed callback, which takes s->mu,
- * before it closes the socket: the fd is still this connection's. */
-static void send_408(server *s, http_request *r) {
-    oai_error err;
-    oai_error_set(&err, MHD_HTTP_REQUEST_TIMEOUT, NULL,
-                  "The request was not received within %d seconds (--request-timeout).", s->opt.request_timeout);
-    char *json = oai_error_json(&err);
-    char head[256];
-    size_t jlen = json ? strlen(json) : 0;
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                     jlen);
-    if (n > 0 && (size_t)n < sizeof head && send(r->fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n && json)
-        (void)send(r->fd, json, jlen, MSG_NOSIGNAL | MSG_DONTWAIT);
-    free(json);
-    shutdown(r->fd, SHUT_RDWR);
-    r->timed_out = true;
-    r->status = MHD_HTTP_REQUEST_TIMEOUT;
+/* The watchdog's answer to a connection past its deadline (under s->mu):
+ * 408 on the raw socket (unless an answer was written already), then the
+ * socket shut down, which ends MHD's read. MHD is only reading this
+ * connection (its request is unfinished, nothing was queued), and it sends
+ * the connection-closed notification, which takes s->mu, before it closes
+ * the socket: the fd is still this connection's. */
+static void conn_time_out(server *s, server_conn *c, int *n_headers, int *n_body) {
+    bool headers = c->phase == CONN_HEADERS;
+    http_request *r = c->req;
+    if (!r || !r->answered_raw) {
+        oai_error err;
+        if (headers)
+            oai_error_set(&err, MHD_HTTP_REQUEST_TIMEOUT, NULL,
+                          "The request headers were not received within %d seconds (--header-timeout).",
+                          s->opt.header_timeout);
+        else
+            oai_error_set(&err, MHD_HTTP_REQUEST_TIMEOUT, NULL,
+                          "The request was not received within %d seconds (--request-timeout).", s->opt.request_timeout);
+        conn_send_error(c->fd, &err, 0);
+        (*(headers ? n_headers : n_body))++;
+    }
+    shutdown(c->fd, SHUT_RDWR);
+    c->timed_out = true;
+    c->phase = CONN_BUSY;
+    if (r && !r->answered_raw) r->status = MHD_HTTP_REQUEST_TIMEOUT;
 }
 
 static void *watchdog_main(void *arg) {
@@ -184,14 +201,15 @@ static void *watchdog_main(void *arg) {
     pthread_mutex_lock(&s->mu);
     while (!s->watchdog_stop) {
         double now = server_now();
-        for (http_request *r = s->watch_head, *next; r; r = next) {
-            next = r->watch_next;
-            if (now < r->deadline) continue;
-            LOG_W("request body not received within %d s: answering 408 and closing the connection",
-                  s->opt.request_timeout);
-            send_408(s, r);
-            watch_unlink(s, r);
-        }
+        int n_headers = 0, n_body = 0; /* one log line per sweep, not per connection */
+        for (server_conn *c = s->conns; c; c = c->next)
+            if (c->phase != CONN_BUSY && now >= c->deadline) conn_time_out(s, c, &n_headers, &n_body);
+        if (n_headers)
+            LOG_W("%d connection%s sent no complete request headers within %d s (--header-timeout): answered 408, "
+                  "closed", n_headers, n_headers > 1 ? "s" : "", s->opt.header_timeout);
+        if (n_body)
+            LOG_W("%d request bod%s not received within %d s (--request-timeout): answered 408, closed", n_body,
+                  n_body > 1 ? "ies" : "y", s->opt.request_timeout);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 200 * 1000000L;
@@ -295,24 +313,61 @@ static enum MHD_Result dispatch(http_request *r) {
     return reply_error(r, &err);
 }
 
+/* A reply that ends the connection: its framing cannot be trusted (RFC 9112 9.6). */
+static enum MHD_Result reply_error_close(http_request *r, const oai_error *err) {
+    r->close_after = true;
+    return reply_error(r, err);
+}
+
+/* MHD's URI-log callback: the first sight of a request (its request line),
+ * with the target as received, before percent-decoding. Its return value
+ * is the request's *con_cls. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
+    server *s = cls;
+    http_request *r = calloc(1, sizeof *r);
+    if (!r) return NULL; /* request_begin tries again, then answers 500 */
+    r->srv = s;
+    r->conn = conn;
+    r->bad_target = !http_check_target(uri, &r->deferred);
+    return r;
+}
+
 /* The first call for a request (headers in, no body yet). */
 static enum MHD_Result request_begin(server *s, struct MHD_Connection *conn, const char *url, const char *method,
-                                     void **con_cls) {
-    http_request *r = calloc(1, sizeof *r);
-    if (!r) return MHD_NO;
+                                     const char *version, void **con_cls) {
+    http_request *r = *con_cls;
+    if (!r && !(r = calloc(1, sizeof *r))) return MHD_NO;
     *con_cls = r;
+    r->begun = true;
     r->srv = s;
     r->conn = conn;
     r->arrival = server_now();
+    r->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
-    for (char *c = r->path; *c; c++) /* the access log gets no control characters from clients */
-        if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '"') *c = '?';
+    for (char *c = r->method; *c; c++) /* the access log gets no quotes from clients (log.c escapes the rest) */
+        if (*c == '"') *c = '?';
+    for (char *c = r->path; *c; c++)
+        if (*c == '"') *c = '?';
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->fd = ci ? ci->connect_fd : -1;
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->sc = ci ? ci->socket_context : NULL;
     /* this request's time limits are ours (the watchdog, then none while the reply is
      * produced); the keep-alive timeout comes back when it completes */
-    if (r->fd >= 0) MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    if (r->fd >= 0 && r->sc) MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    pthread_mutex_lock(&s->mu);
+    bool timed_out = r->sc && r->sc->timed_out;
+    if (r->sc && !timed_out) {
+        r->sc->req = r;
+        conn_phase_set(s, r->sc, CONN_BODY, r->arrival);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (timed_out) return MHD_NO; /* the watchdog answered 408 while the headers came in */
+
+    oai_error err;
+    if (r->bad_target) return reply_error_close(r, &r->deferred);
+    if (!http_check_framing(conn, version, &err)) return reply_error_close(r, &err);
     route_request(s, r, url, method);
 
     /* a declared body far over the limit (or over it, when the client waits for
@@ -323,24 +378,22 @@ static enum MHD_Result request_begin(server *s, struct MHD_Connection *conn, con
     if (parse_size(cl, &declared) &&
         (declared / BODY_DRAIN_FACTOR > s->opt.max_body_bytes ||
          (declared > s->opt.max_body_bytes && expect && !strcasecmp(expect, "100-continue")))) {
-        oai_error err;
         oai_error_set(&err, MHD_HTTP_CONTENT_TOO_LARGE, NULL, "Request body of %llu bytes exceeds the limit of %zu bytes.",
                       declared, s->opt.max_body_bytes);
         if (r->deferred.status == MHD_HTTP_UNAUTHORIZED) err = r->deferred;
-        return reply_error(r, &err);
-    }
-    if (r->fd >= 0) { /* (without its socket, MHD's own timeout stays in charge) */
-        pthread_mutex_lock(&s->mu);
-        watch_add(s, r);
-        pthread_mutex_unlock(&s->mu);
+        return reply_error_close(r, &err);
     }
     return MHD_YES;
 }
 
-/* A piece of the body: kept while within the limit and wanted, else dropped. */
+/* A piece of the body: kept while within the limit and wanted, else dropped.
+ * A body of unknown length (chunked) that passes the limit is answered 413
+ * at once on the socket, then drained until it ends (or its deadline): the
+ * client gets its answer instead of a reset. */
 static enum MHD_Result request_data(server *s, http_request *r, const char *data, size_t n) {
     size_t cap = s->opt.max_body_bytes;
     r->body_seen += n;
+    if (r->answered_raw) return MHD_YES;
     if (r->body_seen < n || r->body_seen / BODY_DRAIN_FACTOR > cap) {
         LOG_W("request body over %d x the limit: closing the connection", BODY_DRAIN_FACTOR);
         return MHD_NO;
@@ -352,6 +405,12 @@ static enum MHD_Result request_data(server *s, http_request *r, const char *data
         free(r->body);
         r->body = NULL;
         r->body_len = r->body_cap = 0;
+        if (r->fd >= 0 && !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+            conn_send_error(r->fd, &r->deferred, 0);
+            shutdown(r->fd, SHUT_WR);
+            r->answered_raw = true;
+            r->status = MHD_HTTP_CONTENT_TOO_LARGE;
+        }
         return MHD_YES;
     }
     if (r->body_len + n + 1 > r->body_cap) {
@@ -375,15 +434,14 @@ static enum MHD_Result request_data(server *s, http_request *r, const char *data
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-    (void)version;
     server *s = cls;
     http_request *r = *con_cls;
-    if (!r) return request_begin(s, conn, url, method, con_cls);
+    if (!r || !r->begun) return request_begin(s, conn, url, method, version, con_cls);
 
     pthread_mutex_lock(&s->mu);
-    bool timed_out = r->timed_out;
+    bool timed_out = r->sc && r->sc->timed_out;
     bool done = *upload_data_size == 0;
-    if (done) watch_unlink(s, r);
+    if (done && r->sc && !timed_out) conn_phase_set(s, r->sc, CONN_BUSY, 0);
     pthread_mutex_unlock(&s->mu);
     if (timed_out) return MHD_NO; /* the watchdog answered 408 */
 
@@ -392,6 +450,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return request_data(s, r, upload_data, n);
     }
+    if (r->answered_raw) return MHD_NO; /* 413 written mid-body: close */
     if (r->deferred.status) {
         if (r->deferred.status != MHD_HTTP_METHOD_NOT_ALLOWED) return reply_error(r, &r->deferred);
         /* 405 carries Allow */
@@ -421,9 +480,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_request *r = *con_cls;
     if (!r) return;
     pthread_mutex_lock(&s->mu);
-    watch_unlink(s, r);
+    if (r->sc) {
+        r->sc->req = NULL;
+        /* the next request on this connection gets --header-timeout from now */
+        r->sc->req_count++;
+        if (!r->sc->timed_out)
+            conn_phase_set(s, r->sc, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? CONN_HEADERS : CONN_BUSY, server_now());
+    }
     pthread_mutex_unlock(&s->mu);
-    if (log_enabled(LOG_INFO)) {
+    if (r->begun && log_enabled(LOG_INFO)) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
         if (ci && ci->client_addr) {
@@ -439,7 +504,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (r->status) snprintf(status, sizeof status, "%d", r->status);
         LOG_I("%s:%s \"%s %s\" %s%s", host, serv, r->method, r->path, status, how);
     }
-    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && r->begun)
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)s->opt.timeout_keep_alive);
     free(r->body);
     free(r);
@@ -453,6 +518,50 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     size_t n = strlen(buf);
     while (n && buf[n - 1] == '\n') buf[--n] = 0;
     LOG_D("libmicrohttpd: %s", buf);
+}
+
+/* MHD's connection notifications: a connection it now holds, and one it is
+ * about to close (the gate counted it when it admitted it). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        server_conn *c = calloc(1, sizeof *c);
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (!c || !fi) { /* not watched: MHD's idle timeout still closes it */
+            free(c);
+            return;
+        }
+        c->fd = fi->connect_fd;
+        c->key = conn_client_key_of(ai ? ai->client_addr : NULL); /* (as the gate counted it) */
+        pthread_mutex_lock(&s->mu);
+        conn_phase_set(s, c, CONN_HEADERS, server_now());
+        c->next = s->conns;
+        if (s->conns) s->conns->prev = c;
+        s->conns = c;
+        pthread_mutex_unlock(&s->mu);
+        *socket_context = c;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        server_conn *c = *socket_context;
+        if (!c) return;
+        pthread_mutex_lock(&s->mu);
+        if (c->prev) c->prev->next = c->next;
+        else s->conns = c->next;
+        if (c->next) c->next->prev = c->prev;
+        pthread_mutex_unlock(&s->mu);
+        conn_gate_untrack(s->gate, c->key);
+        free(c);
+        *socket_context = NULL;
+    }
+}
+
+/* The gate's hand-over of an admitted socket. */
+static bool admit_connection(void *ctx, int fd, const struct sockaddr *addr, socklen_t addrlen) {
+    server *s = ctx;
+    if (MHD_add_connection(s->daemon, fd, addr, addrlen) == MHD_YES) return true;
+    LOG_W("server: cannot take a new connection: %s", strerror(errno)); /* (MHD closed the socket) */
+    return false;
 }
 
 /* ---- tokenizer access for the protocol layer ---- */
@@ -507,7 +616,7 @@ static vllm_status open_listener(const char *host, int port, int *fd_out, int *p
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 512) != 0) {
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 4096) != 0) {
             err = errno;
             close(fd);
             continue;
@@ -531,6 +640,26 @@ static vllm_status open_listener(const char *host, int port, int *fd_out, int *p
     return VLLM_OK;
 }
 
+/* Raises the soft open-file limit towards the hard one so that max_connections
+ * sockets fit (vLLM's set_ulimit raises it to 65535 the same way). */
+static vllm_status raise_file_limit(int max_connections) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return VLLM_OK;
+    rlim_t want = (rlim_t)max_connections + 256; /* + the model files, the engine's, logs, draining sockets */
+    if (want < 65535) want = 65535;
+    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max) want = rl.rlim_max;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) return VLLM_OK;
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = old;
+    if (rl.rlim_cur < (rlim_t)max_connections + 64)
+        return vt_error(VLLM_ERR_INVALID_ARG,
+                        "--max-connections %d does not fit the open-file limit (ulimit -n %llu, hard %llu): lower it "
+                        "or raise the limit",
+                        max_connections, (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+    return VLLM_OK;
+}
+
 vllm_status server_start(vllm_async_engine *ae, const server_options *opt, server **out) {
     *out = NULL;
     if (!ae || !opt) return vt_error(VLLM_ERR_INVALID_ARG, "server_start: engine or options missing");
@@ -539,8 +668,15 @@ vllm_status server_start(vllm_async_engine *ae, const server_options *opt, serve
     if (opt->port < 0 || opt->port > 65535) return vt_error(VLLM_ERR_INVALID_ARG, "--port %d: not in [0, 65535]", opt->port);
     if (opt->max_body_bytes == 0 || opt->max_body_bytes > ((size_t)1 << 40))
         return vt_error(VLLM_ERR_INVALID_ARG, "server: max body size %zu out of range", opt->max_body_bytes);
-    if (opt->timeout_keep_alive < 0 || opt->request_timeout <= 0 || opt->max_pending < 0 || opt->connection_limit <= 0)
+    if (opt->timeout_keep_alive < 0 || opt->header_timeout <= 0 || opt->request_timeout <= 0 || opt->max_pending < 0 ||
+        opt->max_connections <= 0 || opt->max_connections_per_client < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "server: timeouts and limits must be positive");
+    if (opt->max_pending >= opt->max_connections)
+        return vt_error(VLLM_ERR_INVALID_ARG,
+                        "--max-connections %d must exceed --max-pending %d (every request in flight holds a connection)",
+                        opt->max_connections, opt->max_pending);
+    vllm_status lst = raise_file_limit(opt->max_connections);
+    if (lst) return lst;
 
     server *s = calloc(1, sizeof *s);
     if (!s) return vt_error(VLLM_ERR_NO_MEMORY, "server: out of memory");
@@ -584,13 +720,17 @@ vllm_status server_start(vllm_async_engine *ae, const server_options *opt, serve
     }
     s->watchdog_started = true;
 
+    /* MHD gets its connections from the gate (conn_gate.h), which holds the listening socket.
+     * MHD's own limit has slack: it counts a connection a little longer than the gate does
+     * (until after the closed notification), and refusing there would be a reset, not a 503. */
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
-                         MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+                         MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
-                                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)opt->timeout_keep_alive,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opt->connection_limit,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opt->max_connections + 256u,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                  MHD_OPTION_END);
@@ -598,7 +738,16 @@ vllm_status server_start(vllm_async_engine *ae, const server_options *opt, serve
         st = vt_error(VLLM_ERR_IO, "cannot start the HTTP server (libmicrohttpd) on port %d", s->port);
         goto fail;
     }
-    s->listen_fd = -1; /* MHD's now */
+    conn_gate_options go = {
+        .listen_fd = s->listen_fd,
+        .max_connections = opt->max_connections,
+        .max_per_client = opt->max_connections_per_client,
+        .retry_after = atoi(RETRY_AFTER),
+        .admit = admit_connection,
+        .ctx = s,
+    };
+    if ((st = conn_gate_start(&go, &s->gate))) goto fail;
+    s->listen_fd = -1; /* the gate's now */
     *out = s;
     return VLLM_OK;
 fail:
@@ -613,9 +762,13 @@ void server_begin_shutdown(server *s) {
     bool was = s->stopping;
     s->stopping = true;
     pthread_mutex_unlock(&s->mu);
-    if (was || !s->daemon) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon); /* no new connections; the listening socket is ours to close */
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    if (!was) conn_gate_stop_accepting(s->gate); /* no new connections */
+}
+
+void server_close_connections(server *s) {
+    pthread_mutex_lock(&s->mu);
+    for (server_conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&s->mu);
 }
 
 int server_in_flight(server *s) {
@@ -634,11 +787,12 @@ void server_abort_requests(server *s) {
 
 void server_free(server *s) {
     if (!s) return;
+    if (s->gate) server_begin_shutdown(s);
     if (s->daemon) {
-        server_begin_shutdown(s);
         server_abort_requests(s); /* waiting handlers end their requests and return */
         MHD_stop_daemon(s->daemon); /* closes every connection, joins their threads */
     }
+    conn_gate_free(s->gate); /* (after MHD: its closed notifications untrack in the gate) */
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->watchdog_started) {
         pthread_mutex_lock(&s->mu);

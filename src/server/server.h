@@ -28,14 +28,29 @@
  *   - Bodies over max_body_bytes get 413. A body that declares (or sends)
  *     more than 16 x max_body_bytes is refused at once and the connection
  *     closed; smaller ones are read and dropped so the client sees the 413.
- *   - A request whose body has not fully arrived request_timeout seconds
- *     after its headers (a slow or stalled client, "slow loris") gets 408
- *     with the error JSON, written by a watchdog thread, and its connection
- *     is closed; the connection's thread is freed and others are unaffected.
- *     Idle keep-alive connections and clients stalling inside their headers
- *     are closed after timeout_keep_alive seconds (no response: there is no
- *     request yet).
- *   - max_pending caps the generation requests in flight: one more gets 503.
+ *   - Slow clients ("slow loris"): a request's headers must arrive within
+ *     header_timeout seconds (from the connection's start, or from the end
+ *     of its previous request on a kept-alive connection) and its body
+ *     within request_timeout seconds of its headers: total deadlines, not
+ *     idle timers that each byte restarts. Past one, a watchdog thread
+ *     writes 408 with the error JSON and closes the connection. Idle
+ *     keep-alive connections close after timeout_keep_alive seconds.
+ *   - Connections: at most max_connections at once (each is an HTTP
+ *     thread), and at most max_connections_per_client from one client
+ *     address (IPv6: one /64); the accept loop (conn_gate.h) answers a
+ *     connection over either cap with 503 (error JSON, Retry-After) and a
+ *     graceful close, never a TCP reset. The process's open-file limit is
+ *     raised to fit (as vLLM's set_ulimit does).
+ *   - max_pending caps the generation requests in flight: one more gets 503
+ *     (with Retry-After).
+ *   - Framing (http_framing.h): ambiguous or unsupported request framing
+ *     (duplicate Content-Length, Content-Length with Transfer-Encoding, a
+ *     transfer coding other than chunked, HTTP/1.1 without Host, control
+ *     bytes in header values, "%00" in the target, whitespace before a
+ *     header's colon) gets 400 or 501 and the connection is closed. A
+ *     chunked body that passes the size limit is answered 413 at once.
+ *   - A client that half-closes (shuts down its sending side after the
+ *     request) still gets the full response (see client_eof in handlers.h).
  */
 #ifndef VLLM_SERVER_SERVER_H
 #define VLLM_SERVER_SERVER_H
@@ -58,8 +73,11 @@ typedef struct server_options {
     size_t max_body_bytes;                  /* 413 above (default 4 MiB) */
     int max_pending;                        /* 503 beyond this many generation requests in flight; 0 = no cap */
     int timeout_keep_alive;                 /* seconds an idle keep-alive connection stays open (default 5) */
+    int header_timeout;                     /* seconds a request's headers may take to arrive (default 10) -> 408 */
     int request_timeout;                    /* seconds a request's body may take to arrive (default 30) -> 408 */
-    int connection_limit;                   /* connections (= HTTP threads) at once (default 1024) */
+    int max_connections;                    /* connections (= HTTP threads) at once (default 4096; must
+                                               exceed max_pending) -> 503 */
+    int max_connections_per_client;         /* of them from one address (default 1024; 0 = no cap) -> 503 */
     const char *chat_template;              /* NULL: chat completions get 400 */
     const char *bos_token;                  /* for the chat template; may be NULL */
     const char *eos_token;
@@ -85,6 +103,9 @@ int server_port(const server *s);
 void server_begin_shutdown(server *s);
 int server_in_flight(server *s);
 void server_abort_requests(server *s);
+/* Shuts down every connection's socket now (the end of a shutdown: threads
+ * blocked on clients that never read return at once). */
+void server_close_connections(server *s);
 void server_free(server *s);
 
 #endif

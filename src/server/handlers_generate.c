@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "server/handlers.h"
 
@@ -213,6 +214,13 @@ static void job_set_out(gen_job *j, char *sse, size_t len) {
     j->out_off = 0;
 }
 
+/* About the memory of a chunk (text, ids, logprobs and their top-k). */
+static size_t chunk_bytes(const vllm_stream_chunk *c) {
+    size_t per = sizeof(int32_t) + sizeof(float) + (size_t)c->num_top_logprobs * (sizeof(int32_t) + sizeof(float));
+    size_t prompt = c->prompt_logprobs ? c->prompt_tokens * (sizeof(float) + (size_t)c->num_prompt_top_logprobs * 8) : 0;
+    return c->text_len + c->num_tokens * per + prompt;
+}
+
 /* Runs on the connection's thread whenever MHD can send more. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
@@ -251,7 +259,9 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 LOG_E("%s: engine error: %s", oai_response_id(j->res), c.error);
                 j->failed = true;
             }
+            size_t held = chunk_bytes(&c) + len; /* a chunk merged while the reader lagged can be large */
             vllm_stream_chunk_clear(&c);
+            oai_release_memory(held);
             if (st != VLLM_OK) return MHD_CONTENT_READER_END_WITH_ERROR;
             job_set_out(j, sse, len);
         }
@@ -263,6 +273,15 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 }
 
 /* ---- the endpoint ---- */
+
+/* An engine message without its "request <engine id>: " prefix: the client
+ * knows its request by the response id, not by the engine's. */
+static const char *engine_message(const char *msg, const char *engine_id) {
+    size_t n = engine_id ? strlen(engine_id) : 0;
+    if (n && !strncmp(msg, "request ", 8) && !strncmp(msg + 8, engine_id, n) && !strncmp(msg + 8 + n, ": ", 2))
+        return msg + 8 + n + 2;
+    return msg;
+}
 
 enum MHD_Result handle_generate(http_request *r, oai_kind kind) {
     server *s = r->srv;
@@ -286,16 +305,20 @@ enum MHD_Result handle_generate(http_request *r, oai_kind kind) {
         job_free(j);
         return reply_json(r, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
     }
-    /* one engine request per prompt, "<response id>-<prompt index>" (vLLM) */
+    /* one engine request per prompt: "<response id>-<prompt index>" as vLLM, plus a
+       server-unique serial (vLLM appends a random part), so clients that send the same
+       request_id never collide and never learn of each other */
     for (size_t p = 0; p < j->num_streams; p++) {
-        char id[160];
-        snprintf(id, sizeof id, "%s-%zu", oai_response_id(j->res), p);
-        st = vllm_async_add_request(s->ae, id, &req->prompts[p].prompt, &req->prompts[p].params, &j->streams[p]);
+        char *id = oai_response_engine_id(j->res, p);
+        st = id ? vllm_async_add_request(s->ae, id, &req->prompts[p].prompt, &req->prompts[p].params, &j->streams[p])
+                : vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
         if (st != VLLM_OK) {
-            oai_error_from_status(&err, st, vllm_last_error());
+            oai_error_from_status(&err, st, engine_message(vllm_last_error(), id));
+            free(id);
             job_free(j); /* aborts the prompts already added */
             return reply_error(r, &err);
         }
+        free(id);
     }
     if (!req->stream) return collect_and_reply(r, j);
 

@@ -390,9 +390,14 @@ vllm_status oai_chat_render(const oai_server_ctx *ctx, const json_t *body, char 
     if (docs) json_object_set(tctx, "documents", docs);
 
     char *text = NULL;
-    if (ct_render(ctx->chat_template, tctx, &text) != VLLM_OK) {
-        /* a template error (raise_exception included) is the request's fault: 400 as vLLM */
-        st = BAD(NULL, "chat template: %s", vllm_last_error());
+    vllm_status rst = ct_render(ctx->chat_template, tctx, &text);
+    if (rst != VLLM_OK) {
+        /* a template error (raise_exception included) is the request's fault: 400 as vLLM;
+           the renderer's messages already start with "chat template: " */
+        const char *msg = vllm_last_error();
+        const char *prefix = strncmp(msg, "chat template: ", 15) ? "chat template: " : "";
+        oai_error_set(err, rst == VLLM_ERR_NO_MEMORY ? 500 : 400, NULL, "%s%s", prefix, msg);
+        st = rst == VLLM_ERR_NO_MEMORY ? rst : VLLM_ERR_INVALID_ARG;
         goto done;
     }
     json_t *final_msg = json_array_get(conv, json_array_size(conv) - 1);

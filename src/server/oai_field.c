@@ -8,7 +8,6 @@
  * for the Optional fields; integers may come as integral floats (5.0);
  * unknown fields are ignored (OpenAIBaseModel logs a warning).
  */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,12 +53,21 @@ vllm_status oai_get_ll(const json_t *v, const char *param, long long *out, oai_e
     if (json_is_real(v)) {
         double d = json_real_value(v);
         /* pydantic: a float is accepted for an int only when it has no fractional part */
-        if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+        if (d != floor(d)) {
+            oai_error_set(err, 400, param,
+                          "%s: Input should be a valid integer, got a number with a fractional part", param);
+            return VLLM_ERR_INVALID_ARG;
+        }
+        if (d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
             *out = (long long)d;
             return VLLM_OK;
         }
-        oai_error_set(err, 400, param, "%s: Input should be a valid integer, got a number with a fractional part",
-                      param);
+        /* pydantic takes it as a Python int; here integers are int64 (as jansson's) */
+        char num[32];
+        oai_py_float(d, num);
+        oai_error_set(err, 400, param,
+                      "%s: Input should be an integer in [-9223372036854775808, 9223372036854775807], got %s",
+                      param, num);
         return VLLM_ERR_INVALID_ARG;
     }
     return oai_type_error(err, param, "a valid integer", v);
@@ -73,23 +81,11 @@ vllm_status oai_get_int64(const json_t *obj, const char *key, long long *out, bo
     return st;
 }
 
-vllm_status oai_get_int(const json_t *obj, const char *key, int *out, bool *present, oai_error *err) {
-    long long x = 0;
-    bool have = false;
-    vllm_status st = oai_get_int64(obj, key, &x, &have, err);
-    if (st != VLLM_OK || !have) return st;
-    if (x > INT_MAX) x = INT_MAX;
-    if (x < -INT_MAX) x = -INT_MAX;
-    *out = (int)x;
-    if (present) *present = true;
-    return VLLM_OK;
-}
-
-vllm_status oai_get_float(const json_t *obj, const char *key, float *out, bool *present, oai_error *err) {
+vllm_status oai_get_double(const json_t *obj, const char *key, double *out, bool *present, oai_error *err) {
     json_t *v = oai_field(obj, key);
     if (!v) return VLLM_OK;
     if (!json_is_number(v)) return oai_type_error(err, key, "a valid number", v);
-    *out = (float)json_number_value(v); /* out of float range -> +-inf, rejected by range checks */
+    *out = json_number_value(v); /* an integer becomes a float, as pydantic's lax mode */
     if (present) *present = true;
     return VLLM_OK;
 }

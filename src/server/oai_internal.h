@@ -19,6 +19,9 @@
 #define OAI_MAX_PROMPTS 1024
 /* Choices (prompts x n) one request may ask for: bounds the memory of one reply. */
 #define OAI_MAX_CHOICES 16384
+/* The largest n (the engine's bound in vllm_sampling_params_validate; vLLM's
+ * VLLM_MAX_N_SEQUENCES is 16384, but each sample is an engine request here). */
+#define OAI_MAX_N 4096
 
 /* A growable byte buffer; any failed append sets oom and later appends are no-ops. */
 typedef struct oai_buf {
@@ -54,6 +57,13 @@ char *oai_json_dump(const json_t *j, size_t *len);
 
 /* nhex random lowercase hex digits + NUL into out (out has nhex + 1 bytes). */
 void oai_random_hex(char *out, size_t nhex);
+/* A number never returned before in this process (1, 2, ...): the
+ * server-unique part of engine request ids. */
+uint64_t oai_next_serial(void);
+
+/* x as Python's repr(float) writes it (vLLM's messages format floats so):
+ * "2.0", "0.1", "2.0000001", "1e-308", "1e+39", "inf", "nan". */
+void oai_py_float(double x, char out[32]);
 
 /* The request field an engine / sampler message is about (its earliest
  * known field name), or NULL. */
@@ -76,9 +86,9 @@ vllm_status oai_get_bool(const json_t *obj, const char *key, bool *out, oai_erro
 /* Integers (and integral reals, as pydantic accepts 5.0) in int64. */
 vllm_status oai_get_ll(const json_t *v, const char *param, long long *out, oai_error *err);
 vllm_status oai_get_int64(const json_t *obj, const char *key, long long *out, bool *present, oai_error *err);
-/* As oai_get_int64, clamped to [-INT_MAX, INT_MAX] (range checks come later). */
-vllm_status oai_get_int(const json_t *obj, const char *key, int *out, bool *present, oai_error *err);
-vllm_status oai_get_float(const json_t *obj, const char *key, float *out, bool *present, oai_error *err);
+/* The number as JSON gave it (no narrowing to float: ranges are checked on
+ * this value, as vLLM checks the Python float). */
+vllm_status oai_get_double(const json_t *obj, const char *key, double *out, bool *present, oai_error *err);
 vllm_status oai_get_string(const json_t *obj, const char *key, const char **out, oai_error *err);
 /* Parses a request body: must be a JSON object (400 otherwise). */
 vllm_status oai_parse_body(const char *body, size_t len, json_t **root, oai_error *err);

@@ -16,7 +16,8 @@
  *   oai_request *req; oai_error err;
  *   if (oai_parse_completion(&ctx, body, len, &req, &err)) -> send err (oai_error_json, err.status)
  *   oai_response *res; oai_response_create(&ctx, req, NULL, &res);
- *   for each prompt i: vllm_async_add_request(ae, id_i, &req->prompts[i].prompt, &req->prompts[i].params, &s_i)
+ *   for each prompt i: id_i = oai_response_engine_id(res, i);
+ *       vllm_async_add_request(ae, id_i, &req->prompts[i].prompt, &req->prompts[i].params, &s_i)
  *       (a failure there: oai_error_from_status(&err, st, vllm_last_error()))
  *   streaming:     for each chunk c of stream i: oai_response_stream_chunk(res, i, &c, &sse, &n) -> send sse
  *                  then oai_response_stream_end(res, &sse, &n) -> send (usage chunk + "data: [DONE]")
@@ -104,7 +105,21 @@ typedef struct oai_server_ctx {
     /* vLLM's --enable-prompt-tokens-details: usage carries
      * prompt_tokens_details.cached_tokens (prefix-cache hits). */
     bool enable_prompt_tokens_details;
+    /* The most token entries one request's reply may hold (its memory bound:
+     * a non-streamed reply keeps every token, a stream whose reader falls
+     * behind merges them): summed over the prompts, n x (max_tokens x (1 +
+     * logprobs) + prompt tokens x (1 + prompt_logprobs) when prompt logprobs
+     * are asked), max_tokens being the request's or, when omitted, the rest
+     * of the context. More is a 400 naming the fields and the limit.
+     * 0 = OAI_DEFAULT_MAX_RESPONSE_ENTRIES; negative = no limit. */
+    long long max_response_entries;
 } oai_server_ctx;
+
+/* max_response_entries' default: 2^20 entries. Building a non-streamed reply
+ * peaks (measured, JSON tree + text) at about 190 bytes per entry with
+ * logprobs 20 (200 MB at the limit), 650 with logprobs 0 (the most per
+ * entry: 680 MB) and 30 without logprobs (32 MB). */
+#define OAI_DEFAULT_MAX_RESPONSE_ENTRIES (1LL << 20)
 
 /* The served-model check (vLLM's _check_model): model NULL or "" is
  * accepted (vLLM allows it); a name not in served_model_names -> 404
@@ -220,14 +235,20 @@ typedef struct oai_response_options {
 
 /* opt may be NULL. Borrows ctx and req (both must outlive the response).
  * Without opt->id the id is "cmpl-"/"chatcmpl-" + the body's request_id when
- * it had one (so engine request ids derived from it should also carry a
- * server-unique part), else + 32 random hex digits. */
+ * it had one (several requests may share it: engine requests use
+ * oai_response_engine_id), else + 32 random hex digits. Freeing a response
+ * that held a large reply gives the memory back to the system. */
 vllm_status oai_response_create(const oai_server_ctx *ctx, const oai_request *req, const oai_response_options *opt,
                                 oai_response **out);
 void oai_response_free(oai_response *r);
-/* The response id ("cmpl-..." / "chatcmpl-..."); engine request ids can be
- * derived from it (e.g. "<id>-<prompt index>"). */
+/* The response id ("cmpl-..." / "chatcmpl-..."): what the client sees, its
+ * request_id echoed unchanged when it sent one. */
 const char *oai_response_id(const oai_response *r);
+/* The engine request id of prompt prompt_index: "<response id>-<prompt
+ * index>-<serial>", the serial unique in the process (vLLM also appends its
+ * own part), so requests that share a request_id never share an engine id.
+ * malloc'd; NULL when out of memory. */
+char *oai_response_engine_id(const oai_response *r, size_t prompt_index);
 
 /* Non-streaming: records one chunk of prompt prompt_index's stream (text,
  * ids, logprobs, finish/stop reason, usage). A chunk with error set is
@@ -247,5 +268,14 @@ vllm_status oai_response_stream_chunk(oai_response *r, size_t prompt_index, cons
 /* Streaming: after every stream ended: the usage chunk ("choices": []) when
  * include_usage, then "data: [DONE]\n\n" (malloc'd). */
 vllm_status oai_response_stream_end(oai_response *r, char **sse, size_t *len);
+
+/* Replies that held at least this many bytes give their memory back to the
+ * system once freed. */
+#define OAI_TRIM_BYTES ((size_t)16 << 20)
+/* After freeing about `bytes` of reply memory (a response, a large streamed
+ * chunk): from OAI_TRIM_BYTES on, hands the allocator's free pages back to
+ * the system (glibc malloc_trim; a no-op elsewhere): a large reply is
+ * millions of small blocks that free() would otherwise keep. */
+void oai_release_memory(size_t bytes);
 
 #endif

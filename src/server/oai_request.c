@@ -19,7 +19,9 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,12 +183,19 @@ static vllm_status get_logit_bias(const json_t *body, int vocab, oai_request *r,
 /* ------------------------------------------------------------------ */
 
 typedef struct parsed {
-    int max_tokens;             /* -1 = not given: the rest of max_model_len */
+    long long max_tokens;       /* chat: -1 = not given (the rest of max_model_len) */
     const char *max_tokens_param;
     bool add_special_tokens;
     bool have_truncate;
-    int truncate_prompt_tokens; /* -1 = to the longest input that fits */
+    long long truncate_prompt_tokens; /* -1 = to the longest input that fits */
     bool truncate_right;        /* truncation_side "right": keep the first tokens */
+    /* the numbers as the JSON gave them (or the server defaults): checked by
+       check_sampling, then narrowed into vllm_sampling_params by apply_sampling */
+    double temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
+    long long top_k, n, min_tokens;
+    long long logprobs;         /* -1 = none */
+    const char *logprobs_param; /* "logprobs" (completions) or "top_logprobs" (chat) */
+    long long prompt_logprobs;  /* -1 = none */
 } parsed;
 
 /* Fields vLLM defines for features this server does not have: a non-null value is a 400. */
@@ -205,33 +214,35 @@ static vllm_status parse_common(const oai_server_ctx *ctx, const json_t *body, o
     if ((st = oai_get_string(body, "user", &user, err))) return st; /* ignored, as vLLM */
     if ((st = oai_get_string(body, "request_id", &request_id, err))) return st;
     if (request_id) {
+        /* echoed in every chunk of the reply: bounded (a 400, never cut) so that a huge id
+           cannot multiply the size of a stream; the engine's ids add a server-unique
+           part (oai_response_engine_id), so equal ids of concurrent requests are fine */
         if (strlen(request_id) > 256) return BAD("request_id", "request_id must be at most 256 bytes long");
         if (!(r->request_id = strdup(request_id))) return NOMEM();
     }
 
-    /* sampling: the request's value, else the server default (generation_config), else OpenAI's */
+    /* sampling: the request's value, else the server default (generation_config), else
+       OpenAI's; kept as the JSON numbers until check_sampling has seen them */
     *sp = vllm_sampling_default_params();
     const vllm_sampling_params *d = &ctx->default_sampling;
-    sp->temperature = d->temperature, sp->top_p = d->top_p, sp->top_k = d->top_k, sp->min_p = d->min_p;
-    sp->repetition_penalty = d->repetition_penalty;
-    sp->presence_penalty = d->presence_penalty, sp->frequency_penalty = d->frequency_penalty;
-    if ((st = oai_get_float(body, "temperature", &sp->temperature, NULL, err))) return st;
-    if ((st = oai_get_float(body, "top_p", &sp->top_p, NULL, err))) return st;
-    if ((st = oai_get_int(body, "top_k", &sp->top_k, NULL, err))) return st;
-    if ((st = oai_get_float(body, "min_p", &sp->min_p, NULL, err))) return st;
-    if ((st = oai_get_float(body, "presence_penalty", &sp->presence_penalty, NULL, err))) return st;
-    if ((st = oai_get_float(body, "frequency_penalty", &sp->frequency_penalty, NULL, err))) return st;
-    if ((st = oai_get_float(body, "repetition_penalty", &sp->repetition_penalty, NULL, err))) return st;
+    pp->temperature = d->temperature, pp->top_p = d->top_p, pp->top_k = d->top_k, pp->min_p = d->min_p;
+    pp->repetition_penalty = d->repetition_penalty;
+    pp->presence_penalty = d->presence_penalty, pp->frequency_penalty = d->frequency_penalty;
+    pp->n = 1, pp->min_tokens = 0, pp->logprobs = -1, pp->prompt_logprobs = -1;
+    if ((st = oai_get_double(body, "temperature", &pp->temperature, NULL, err))) return st;
+    if ((st = oai_get_double(body, "top_p", &pp->top_p, NULL, err))) return st;
+    if ((st = oai_get_int64(body, "top_k", &pp->top_k, NULL, err))) return st;
+    if ((st = oai_get_double(body, "min_p", &pp->min_p, NULL, err))) return st;
+    if ((st = oai_get_double(body, "presence_penalty", &pp->presence_penalty, NULL, err))) return st;
+    if ((st = oai_get_double(body, "frequency_penalty", &pp->frequency_penalty, NULL, err))) return st;
+    if ((st = oai_get_double(body, "repetition_penalty", &pp->repetition_penalty, NULL, err))) return st;
     long long seed = 0;
     bool have_seed = false;
     if ((st = oai_get_int64(body, "seed", &seed, &have_seed, err))) return st;
     if (have_seed) sp->has_seed = true, sp->seed = (uint64_t)seed; /* vLLM allows any int64 */
-    int n = 1;
-    if ((st = oai_get_int(body, "n", &n, NULL, err))) return st;
-    sp->n = n;
-    r->n = n;
+    if ((st = oai_get_int64(body, "n", &pp->n, NULL, err))) return st;
     if ((st = oai_get_bool(body, "ignore_eos", &sp->ignore_eos, err))) return st;
-    if ((st = oai_get_int(body, "min_tokens", &sp->min_tokens, NULL, err))) return st;
+    if ((st = oai_get_int64(body, "min_tokens", &pp->min_tokens, NULL, err))) return st;
     if ((st = oai_get_bool(body, "skip_special_tokens", &sp->skip_special_tokens, err))) return st;
     bool spaces = true, include_reasoning = true, parallel = true;
     if ((st = oai_get_bool(body, "spaces_between_special_tokens", &spaces, err))) return st; /* accepted */
@@ -257,10 +268,10 @@ static vllm_status parse_common(const oai_server_ctx *ctx, const json_t *body, o
 
     /* prompt_logprobs (check_logprobs) */
     bool have_plp = false;
-    int plp = -1;
+    long long plp = -1;
     json_t *plpv = oai_field(body, "prompt_logprobs");
     if (plpv && !json_is_number(plpv)) return BAD("prompt_logprobs", "`prompt_logprobs` must be an integer.");
-    if ((st = oai_get_int(body, "prompt_logprobs", &plp, &have_plp, err))) return st;
+    if ((st = oai_get_int64(body, "prompt_logprobs", &plp, &have_plp, err))) return st;
     if ((st = oai_get_bool(body, "stream", &r->stream, err))) return st;
     if (have_plp) {
         if (r->stream && (plp > 0 || plp == -1))
@@ -269,7 +280,7 @@ static vllm_status parse_common(const oai_server_ctx *ctx, const json_t *body, o
         if (plp == -1)
             return BAD("prompt_logprobs", "prompt_logprobs=-1 (the whole vocabulary) is not supported; the most is %d",
                        OAI_MAX_LOGPROBS);
-        sp->prompt_logprobs = plp;
+        pp->prompt_logprobs = plp;
     }
 
     /* stream_options (validate_stream_options; StreamOptions.include_usage defaults to true) */
@@ -296,8 +307,8 @@ static vllm_status parse_common(const oai_server_ctx *ctx, const json_t *body, o
     if (ret_ids) return BAD("return_token_ids", "return_token_ids is not supported by this server");
     if ((st = oai_get_bool(body, "use_beam_search", &beam, err))) return st;
     if (beam) return BAD("use_beam_search", "beam search (use_beam_search) is not supported by this server");
-    float length_penalty = 1.0f;
-    if ((st = oai_get_float(body, "length_penalty", &length_penalty, NULL, err))) return st; /* beam search only */
+    double length_penalty = 1.0;
+    if ((st = oai_get_double(body, "length_penalty", &length_penalty, NULL, err))) return st; /* beam search only */
     long long priority = 0;
     if ((st = oai_get_int64(body, "priority", &priority, NULL, err))) return st;
     if (priority != 0)
@@ -308,7 +319,7 @@ static vllm_status parse_common(const oai_server_ctx *ctx, const json_t *body, o
 
     /* tokenization options */
     if ((st = oai_get_bool(body, "add_special_tokens", &pp->add_special_tokens, err))) return st;
-    if ((st = oai_get_int(body, "truncate_prompt_tokens", &pp->truncate_prompt_tokens, &pp->have_truncate, err)))
+    if ((st = oai_get_int64(body, "truncate_prompt_tokens", &pp->truncate_prompt_tokens, &pp->have_truncate, err)))
         return st;
     if (pp->have_truncate && pp->truncate_prompt_tokens < -1)
         return BAD("truncate_prompt_tokens", "truncate_prompt_tokens: Input should be greater than or equal to -1");
@@ -321,7 +332,9 @@ static vllm_status parse_common(const oai_server_ctx *ctx, const json_t *body, o
 }
 
 /* vllm_sampling_params_validate with the error in OpenAI form; the message
- * names the field, which becomes param (as the client spelled it). */
+ * names the field, which becomes param (as the client spelled it). The
+ * numbers were checked before (check_sampling): this catches the rest
+ * (empty stop strings, ...) and guards the narrowing. */
 static vllm_status validate_params(const vllm_sampling_params *sp, oai_kind kind, const parsed *pp, oai_error *err) {
     vllm_status st = vllm_sampling_params_validate(sp);
     if (st == VLLM_OK) return VLLM_OK;
@@ -330,6 +343,133 @@ static vllm_status validate_params(const vllm_sampling_params *sp, oai_kind kind
     if (!strcmp(err->param, "max_tokens") && pp->max_tokens_param)
         snprintf(err->param, sizeof err->param, "%s", pp->max_tokens_param);
     return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Numbers: checked as JSON gave them, then narrowed                   */
+/* ------------------------------------------------------------------ */
+
+/* vLLM's SamplingParams._verify_args (vllm/sampling_params.py) in its order
+ * and words, on the double / int64 the body carried (floats printed as
+ * Python does), then the engine's logprobs cap (vLLM's v1 input processor:
+ * "Requested sample logprobs of ..."). !have_max_tokens: not known yet (chat
+ * without max_tokens: the rest of the context), so its checks wait for
+ * finish_prompt. */
+static vllm_status check_sampling(const parsed *pp, bool have_max_tokens, long long max_tokens, oai_error *err) {
+    char v[32];
+#define FBAD(param, x, ...) (oai_py_float((x), v), BAD((param), __VA_ARGS__))
+    if (pp->n < 1) return BAD("n", "n must be at least 1, got %lld.", pp->n);
+    if (pp->n > OAI_MAX_N) return BAD("n", "n must be at most %d, got %lld.", OAI_MAX_N, pp->n);
+    if (!(pp->presence_penalty >= -2.0 && pp->presence_penalty <= 2.0))
+        return FBAD("presence_penalty", pp->presence_penalty, "presence_penalty must be in [-2, 2], got %s.", v);
+    if (!(pp->frequency_penalty >= -2.0 && pp->frequency_penalty <= 2.0))
+        return FBAD("frequency_penalty", pp->frequency_penalty, "frequency_penalty must be in [-2, 2], got %s.", v);
+    if (!isfinite(pp->repetition_penalty))
+        return FBAD("repetition_penalty", pp->repetition_penalty, "repetition_penalty must be a finite number, got %s.",
+                    v);
+    if (pp->repetition_penalty <= 0.0)
+        return FBAD("repetition_penalty", pp->repetition_penalty,
+                    "repetition_penalty must be greater than zero, got %s.", v);
+    if (!isfinite(pp->temperature))
+        return FBAD("temperature", pp->temperature, "temperature must be a finite number, got %s.", v);
+    if (pp->temperature < 0.0)
+        return FBAD("temperature", pp->temperature, "temperature must be non-negative, got %s.", v);
+    if (pp->temperature > 2.0) /* vLLM #44965: OpenAI's range */
+        return FBAD("temperature", pp->temperature, "temperature must be in [0, 2], got %s.", v);
+    if (!(pp->top_p > 0.0 && pp->top_p <= 1.0)) return FBAD("top_p", pp->top_p, "top_p must be in (0, 1], got %s.", v);
+    if (pp->top_k < -1) return BAD("top_k", "top_k must be 0 (disable), or at least 1, got %lld.", pp->top_k);
+    if (!(pp->min_p >= 0.0 && pp->min_p <= 1.0)) return FBAD("min_p", pp->min_p, "min_p must be in [0, 1], got %s.", v);
+    const char *mt_param = pp->max_tokens_param ? pp->max_tokens_param : "max_tokens";
+    if (have_max_tokens && max_tokens < 1)
+        return BAD(mt_param, "max_tokens must be at least 1, got %lld.", max_tokens);
+    if (pp->min_tokens < 0)
+        return BAD("min_tokens", "min_tokens must be greater than or equal to 0, got %lld.", pp->min_tokens);
+    if (have_max_tokens && pp->min_tokens > max_tokens)
+        return BAD("min_tokens", "min_tokens must be less than or equal to max_tokens=%lld, got %lld.", max_tokens,
+                   pp->min_tokens);
+    if (pp->logprobs > OAI_MAX_LOGPROBS)
+        return BAD(pp->logprobs_param, "Requested sample logprobs of %lld, which is greater than max allowed: %d",
+                   pp->logprobs, OAI_MAX_LOGPROBS);
+    if (pp->prompt_logprobs > OAI_MAX_LOGPROBS)
+        return BAD("prompt_logprobs", "Requested prompt logprobs of %lld, which is greater than max allowed: %d",
+                   pp->prompt_logprobs, OAI_MAX_LOGPROBS);
+    /* _verify_greedy_sampling: 0 < T < 0.01 counts as 0.01 (__post_init__), so only 0 is greedy */
+    if (pp->temperature == 0.0 && pp->n > 1)
+        return BAD("n", "n must be 1 when using greedy sampling, got %lld.", pp->n);
+#undef FBAD
+    return VLLM_OK;
+}
+
+/* A checked double as the engine's float: out-of-float-range magnitudes to
+ * FLT_MAX, a nonzero value that would round to 0 to the smallest float (so
+ * top_p 1e-308 stays in (0, 1] and a tiny temperature stays non-greedy). */
+static float narrow(double x) {
+    if (x > FLT_MAX) return FLT_MAX;
+    if (x < -FLT_MAX) return -FLT_MAX;
+    float f = (float)x;
+    if (f == 0.0f && x != 0.0) return x > 0 ? FLT_TRUE_MIN : -FLT_TRUE_MIN;
+    return f;
+}
+
+/* The checked numbers into sp and r (min_tokens clamped until finish_prompt
+ * knows max_tokens; any top_k past the vocabulary means "off" alike). */
+static void apply_sampling(const parsed *pp, oai_request *r, vllm_sampling_params *sp) {
+    sp->temperature = narrow(pp->temperature);
+    sp->top_p = narrow(pp->top_p);
+    sp->min_p = narrow(pp->min_p);
+    sp->presence_penalty = narrow(pp->presence_penalty);
+    sp->frequency_penalty = narrow(pp->frequency_penalty);
+    sp->repetition_penalty = narrow(pp->repetition_penalty);
+    sp->top_k = pp->top_k > INT_MAX ? INT_MAX : (int)pp->top_k;
+    sp->n = (int)pp->n;
+    sp->min_tokens = pp->min_tokens > INT_MAX ? INT_MAX : (int)pp->min_tokens;
+    sp->logprobs = (int)pp->logprobs;
+    sp->prompt_logprobs = (int)pp->prompt_logprobs;
+    r->n = sp->n;
+    r->logprobs = sp->logprobs;
+    r->prompt_logprobs = sp->prompt_logprobs;
+}
+
+/* ------------------------------------------------------------------ */
+/* The memory one reply may take                                       */
+/* ------------------------------------------------------------------ */
+
+static long long sat_mul(long long a, long long b) {
+    long long p;
+    return __builtin_mul_overflow(a, b, &p) ? LLONG_MAX : p;
+}
+
+static long long sat_add(long long a, long long b) {
+    long long s;
+    return __builtin_add_overflow(a, b, &s) ? LLONG_MAX : s;
+}
+
+/* Every generated token (and with logprobs its top-k alternatives) is
+ * accumulated for a non-streamed reply, or for a stream whose reader falls
+ * behind (merged chunks): n x (max_tokens x (1 + logprobs) + prompt tokens x
+ * (1 + prompt_logprobs)) per prompt must stay within the server's
+ * max_response_entries. Before tokenization (prompt_tokens = 0, a lower
+ * bound) and once every prompt is known. */
+static vllm_status check_entries(const oai_server_ctx *ctx, const parsed *pp, size_t num_prompts, long long max_tokens,
+                                 bool max_tokens_default, long long prompt_tokens, oai_error *err) {
+    long long limit = ctx->max_response_entries ? ctx->max_response_entries : OAI_DEFAULT_MAX_RESPONSE_ENTRIES;
+    if (limit < 0) return VLLM_OK;
+    long long k = pp->logprobs > 0 ? pp->logprobs : 0;
+    long long out = sat_mul(sat_mul((long long)num_prompts, max_tokens), 1 + k);
+    long long in = pp->prompt_logprobs >= 0 ? sat_mul(prompt_tokens, 1 + pp->prompt_logprobs) : 0;
+    long long total = sat_mul(pp->n, sat_add(out, in));
+    if (total <= limit) return VLLM_OK;
+    const char *mt_param = pp->max_tokens_param ? pp->max_tokens_param : "max_tokens";
+    char prompts[48] = "", lp[64] = "", plp[96] = "";
+    if (num_prompts > 1) snprintf(prompts, sizeof prompts, "%zu prompts x ", num_prompts);
+    if (pp->logprobs >= 0) snprintf(lp, sizeof lp, " x (1 + %s=%lld)", pp->logprobs_param, k);
+    if (in) snprintf(plp, sizeof plp, " + %lld prompt tokens x (1 + prompt_logprobs=%lld)", prompt_tokens,
+                     pp->prompt_logprobs);
+    return BAD(mt_param,
+               "n=%lld x (%s%s=%lld%s%s%s) = %lld token entries is more than the %lld one request may ask for (the "
+               "server's --max-response-entries); lower n, %s%s%s",
+               pp->n, prompts, mt_param, max_tokens, max_tokens_default ? " (the rest of the context)" : "", lp, plp,
+               total, limit, mt_param, pp->logprobs >= 0 ? " or " : "", pp->logprobs >= 0 ? pp->logprobs_param : "");
 }
 
 /* ------------------------------------------------------------------ */
@@ -372,10 +512,11 @@ static vllm_status finish_prompt(const oai_server_ctx *ctx, oai_request *r, oai_
     }
     p->prompt.token_ids = tok;
 
-    /* lengths: renderers/params.py _token_len_check after _token_truncation */
+    /* lengths: renderers/params.py _token_len_check after _token_truncation, on the
+       values as given (max_tokens up to 2^63 - 1 is reported as such) */
     long long max_len = ctx->max_model_len;
     long long max_out = pp->max_tokens >= 0 ? pp->max_tokens : 0;
-    long long max_in = max_len - max_out;
+    long long max_in = max_len - max_out; /* max_out >= 0: no overflow */
     if (pp->have_truncate) {
         long long keep = pp->truncate_prompt_tokens == -1 ? max_in : pp->truncate_prompt_tokens;
         if (keep >= 0 && (long long)n > keep) {
@@ -405,10 +546,29 @@ static vllm_status finish_prompt(const oai_server_ctx *ctx, oai_request *r, oai_
         p->text = t;
     }
 
+    /* max_tokens now fits an int: n + max_tokens <= max_model_len */
+    long long mt = r->echo_only ? 1 /* vLLM runs one token and returns the prompt alone */
+                   : pp->max_tokens >= 0 ? pp->max_tokens
+                                         : max_len - (long long)n;
+    if (pp->min_tokens > mt)
+        return BAD("min_tokens", "min_tokens must be less than or equal to max_tokens=%lld, got %lld.", mt,
+                   pp->min_tokens);
     p->params = *sp;
-    if (r->echo_only) p->params.max_tokens = 1; /* vLLM runs one token and returns the prompt alone */
-    else p->params.max_tokens = pp->max_tokens >= 0 ? pp->max_tokens : (int)(max_len - (long long)n);
+    p->params.max_tokens = (int)mt;
+    p->params.min_tokens = (int)pp->min_tokens;
     return validate_params(&p->params, r->kind, pp, err);
+}
+
+/* After every prompt is known: the reply's size, with each prompt's resolved
+ * max_tokens and length (check_entries). */
+static vllm_status check_prompts_entries(const oai_server_ctx *ctx, const oai_request *r, const parsed *pp,
+                                         oai_error *err) {
+    long long prompt_tokens = 0;
+    for (size_t i = 0; i < r->num_prompts; i++)
+        prompt_tokens = sat_add(prompt_tokens, (long long)r->prompts[i].prompt.num_token_ids);
+    /* max_tokens is the same for every prompt (completions), or there is one prompt (chat) */
+    return check_entries(ctx, pp, r->num_prompts, r->prompts[0].params.max_tokens, pp->max_tokens < 0, prompt_tokens,
+                         err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -418,35 +578,34 @@ static vllm_status finish_prompt(const oai_server_ctx *ctx, oai_request *r, oai_
 static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *body, oai_request *r, oai_error *err) {
     vllm_status st;
     vllm_sampling_params sp;
-    parsed pp = {.max_tokens = 16, .max_tokens_param = "max_tokens", .add_special_tokens = true};
+    parsed pp = {.max_tokens = 16, .max_tokens_param = "max_tokens", .add_special_tokens = true,
+                 .logprobs_param = "logprobs"};
     if ((st = parse_common(ctx, body, r, &sp, &pp, err))) return st;
 
     /* max_tokens: 16 when absent or null (normalize_null_max_tokens) */
-    if ((st = oai_get_int(body, "max_tokens", &pp.max_tokens, NULL, err))) return st;
+    if ((st = oai_get_int64(body, "max_tokens", &pp.max_tokens, NULL, err))) return st;
     if (r->echo && pp.max_tokens == 0) r->echo_only = true;
-    int logprobs = -1;
+    long long logprobs = -1;
     json_t *lv = oai_field(body, "logprobs");
     if (lv && !json_is_number(lv)) return BAD("logprobs", "`logprobs` must be an integer.");
-    if ((st = oai_get_int(body, "logprobs", &logprobs, NULL, err))) return st;
+    if ((st = oai_get_int64(body, "logprobs", &logprobs, NULL, err))) return st;
     if (lv) {
         if (logprobs < -1) return BAD("logprobs", "`logprobs` must be a positive value or -1.");
         if (logprobs == -1)
             return BAD("logprobs", "logprobs=-1 (the whole vocabulary) is not supported; the most is %d",
                        OAI_MAX_LOGPROBS);
     }
-    r->logprobs = logprobs;
-    sp.logprobs = logprobs;
-    if (r->echo && !oai_field(body, "prompt_logprobs")) sp.prompt_logprobs = logprobs; /* to_sampling_params */
-    r->prompt_logprobs = sp.prompt_logprobs;
+    pp.logprobs = logprobs;
+    if (r->echo && !oai_field(body, "prompt_logprobs")) pp.prompt_logprobs = logprobs; /* to_sampling_params */
     json_t *suffix = oai_field(body, "suffix");
     if (suffix && !json_is_string(suffix)) return oai_type_error(err, "suffix", "a valid string", suffix);
     if (suffix) return BAD("suffix", "suffix is not currently supported");
     long long best_of = 0;
     bool have_best_of = false;
     if ((st = oai_get_int64(body, "best_of", &best_of, &have_best_of, err))) return st;
-    if (have_best_of && best_of != r->n)
-        return BAD("best_of", "best_of must be equal to n (got best_of=%lld, n=%d): best_of > n is not supported",
-                   best_of, r->n);
+    if (have_best_of && best_of != pp.n)
+        return BAD("best_of", "best_of must be equal to n (got best_of=%lld, n=%lld): best_of > n is not supported",
+                   best_of, pp.n);
     if ((st = oai_check_response_format(body, err))) return st;
 
     /* the prompt: a string, a list of strings, a list of ids or a list of lists of ids */
@@ -475,13 +634,17 @@ static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *bod
     }
     if (num > OAI_MAX_PROMPTS)
         return BAD("prompt", "prompt list length %zu exceeds the maximum allowed count of %d.", num, OAI_MAX_PROMPTS);
-    if (r->n > 0 && num * (size_t)r->n > OAI_MAX_CHOICES)
-        return BAD("n", "%zu prompts x n=%d is more than the %d choices one request may ask for", num, r->n,
-                   OAI_MAX_CHOICES);
 
-    /* ranges before the (costly) tokenization; min_tokens is checked against the final max_tokens */
+    /* ranges before the (costly) tokenization */
+    long long max_tokens = r->echo_only ? 1 : pp.max_tokens;
+    if ((st = check_sampling(&pp, true, max_tokens, err))) return st;
+    if (num * (size_t)pp.n > OAI_MAX_CHOICES)
+        return BAD("n", "%zu prompts x n=%lld is more than the %d choices one request may ask for", num, pp.n,
+                   OAI_MAX_CHOICES);
+    if (max_tokens <= ctx->max_model_len && (st = check_entries(ctx, &pp, num, max_tokens, false, 0, err))) return st;
+    apply_sampling(&pp, r, &sp);
     vllm_sampling_params probe = sp;
-    probe.max_tokens = r->echo_only ? 1 : pp.max_tokens;
+    probe.max_tokens = (int)(max_tokens < INT_MAX ? max_tokens : INT_MAX);
     probe.min_tokens = 0;
     if ((st = validate_params(&probe, r->kind, &pp, err))) return st;
     if (!oai_check_model(ctx, r->model, err)) return VLLM_ERR_NOT_FOUND;
@@ -494,7 +657,7 @@ static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *bod
         const char *text = json_is_string(e) ? json_string_value(e) : NULL;
         if ((st = finish_prompt(ctx, r, &r->prompts[i], text, text ? NULL : e, &sp, &pp, err))) return st;
     }
-    return VLLM_OK;
+    return check_prompts_entries(ctx, r, &pp, err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -504,27 +667,27 @@ static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *bod
 static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai_request *r, oai_error *err) {
     vllm_status st;
     vllm_sampling_params sp;
-    parsed pp = {.max_tokens = -1, .add_special_tokens = false};
+    parsed pp = {.max_tokens = -1, .add_special_tokens = false, .logprobs_param = "top_logprobs"};
     if ((st = parse_common(ctx, body, r, &sp, &pp, err))) return st;
 
     /* max_completion_tokens over the deprecated max_tokens; null = the rest of max_model_len */
     bool have_mct = false, have_mt = false;
-    int mct = 0, mt = 0;
-    if ((st = oai_get_int(body, "max_completion_tokens", &mct, &have_mct, err))) return st;
-    if ((st = oai_get_int(body, "max_tokens", &mt, &have_mt, err))) return st;
+    long long mct = 0, mt = 0;
+    if ((st = oai_get_int64(body, "max_completion_tokens", &mct, &have_mct, err))) return st;
+    if ((st = oai_get_int64(body, "max_tokens", &mt, &have_mt, err))) return st;
     if (have_mct) pp.max_tokens = mct, pp.max_tokens_param = "max_completion_tokens";
     else if (have_mt) pp.max_tokens = mt, pp.max_tokens_param = "max_tokens";
     if (pp.max_tokens_param && pp.max_tokens < 1)
-        return BAD(pp.max_tokens_param, "max_tokens must be at least 1, got %d.", pp.max_tokens);
+        return BAD(pp.max_tokens_param, "max_tokens must be at least 1, got %lld.", pp.max_tokens);
 
     /* logprobs (bool) + top_logprobs (check_logprobs) */
     bool logprobs = false;
     if ((st = oai_get_bool(body, "logprobs", &logprobs, err))) return st;
-    int top = 0;
+    long long top = 0;
     bool have_top = false;
     json_t *tv = oai_field(body, "top_logprobs");
     if (tv && !json_is_number(tv)) return BAD("top_logprobs", "`top_logprobs` must be an integer.");
-    if ((st = oai_get_int(body, "top_logprobs", &top, &have_top, err))) return st;
+    if ((st = oai_get_int64(body, "top_logprobs", &top, &have_top, err))) return st;
     if (have_top) {
         if (top < -1) return BAD("top_logprobs", "`top_logprobs` must be a positive value or -1.");
         if ((top == -1 || top > 0) && !logprobs)
@@ -533,16 +696,19 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
             return BAD("top_logprobs", "top_logprobs=-1 (the whole vocabulary) is not supported; the most is %d",
                        OAI_MAX_LOGPROBS);
     }
-    r->logprobs = logprobs ? top : -1;
-    sp.logprobs = r->logprobs;
+    pp.logprobs = logprobs ? top : -1;
     /* vLLM also asks prompt logprobs for echo without logprobs; here only when logprobs are on */
-    if (r->echo && logprobs && !oai_field(body, "prompt_logprobs")) sp.prompt_logprobs = top;
-    r->prompt_logprobs = sp.prompt_logprobs;
-    if (r->n > OAI_MAX_CHOICES)
-        return BAD("n", "n=%d is more than the %d choices one request may ask for", r->n, OAI_MAX_CHOICES);
+    if (r->echo && logprobs && !oai_field(body, "prompt_logprobs")) pp.prompt_logprobs = top;
 
+    if ((st = check_sampling(&pp, pp.max_tokens_param != NULL, pp.max_tokens, err))) return st;
+    if (pp.n > OAI_MAX_CHOICES)
+        return BAD("n", "n=%lld is more than the %d choices one request may ask for", pp.n, OAI_MAX_CHOICES);
+    if (pp.max_tokens >= 1 && pp.max_tokens <= ctx->max_model_len &&
+        (st = check_entries(ctx, &pp, 1, pp.max_tokens, false, 0, err)))
+        return st;
+    apply_sampling(&pp, r, &sp);
     vllm_sampling_params probe = sp;
-    probe.max_tokens = pp.max_tokens >= 1 ? pp.max_tokens : 1;
+    probe.max_tokens = pp.max_tokens < 1 ? 1 : pp.max_tokens < INT_MAX ? (int)pp.max_tokens : INT_MAX;
     probe.min_tokens = 0;
     if ((st = validate_params(&probe, r->kind, &pp, err))) return st;
 
@@ -568,7 +734,8 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
     r->num_prompts = 1;
     st = finish_prompt(ctx, r, &r->prompts[0], prompt, NULL, &sp, &pp, err);
     free(prompt);
-    return st;
+    if (st != VLLM_OK) return st;
+    return check_prompts_entries(ctx, r, &pp, err);
 }
 
 /* ------------------------------------------------------------------ */

@@ -21,6 +21,7 @@
  *  - the models' field order (pydantic order, exclude_unset for chunks,
  *    exclude_none for the usage chunk).
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,8 @@ struct oai_response {
     const oai_server_ctx *ctx;
     const oai_request *req;
     char *id;
+    uint64_t serial;   /* server-unique: the engine ids' suffix */
+    size_t body_bytes; /* about what the last non-streamed body's JSON tree held (freed) */
     long long created;
     const char *model;
     choice *choices;
@@ -101,6 +104,7 @@ vllm_status oai_response_create(const oai_server_ctx *ctx, const oai_request *re
         else snprintf(r->id, len, "%s%s", prefix, base);
     }
     r->created = opt && opt->created ? opt->created : (long long)time(NULL);
+    r->serial = oai_next_serial();
     if (!r->choices || !r->prompts || !r->id) {
         oai_response_free(r);
         return VLLM_ERR_NO_MEMORY;
@@ -111,20 +115,36 @@ vllm_status oai_response_create(const oai_server_ctx *ctx, const oai_request *re
 
 void oai_response_free(oai_response *r) {
     if (!r) return;
+    size_t bytes = r->body_bytes; /* what this reply held, for oai_release_memory */
     for (size_t i = 0; r->choices && i < r->num_choices; i++) {
         choice *c = &r->choices[i];
+        bytes += c->text.cap + c->cap * (sizeof *c->ids + sizeof *c->lps) +
+                 c->cap * (size_t)(c->k > 0 ? c->k : 1) * (sizeof *c->top_ids + sizeof *c->top_lps);
         oai_buf_free(&c->text);
         free(c->ids), free(c->lps), free(c->top_ids), free(c->top_lps), free(c->stop_reason);
     }
-    for (size_t i = 0; r->prompts && i < r->req->num_prompts; i++)
+    for (size_t i = 0; r->prompts && i < r->req->num_prompts; i++) {
+        bytes += r->req->prompts[i].prompt.num_token_ids * (sizeof(float) + (size_t)r->prompts[i].pk * 8);
         free(r->prompts[i].plp), free(r->prompts[i].ptop_ids), free(r->prompts[i].ptop);
+    }
     free(r->choices);
     free(r->prompts);
     free(r->id);
     free(r);
+    oai_release_memory(bytes);
 }
 
 const char *oai_response_id(const oai_response *r) { return r ? r->id : NULL; }
+
+char *oai_response_engine_id(const oai_response *r, size_t prompt_index) {
+    if (!r) return NULL;
+    /* vLLM: "<request id>-<prompt index>" (serving_completion), then the engine appends
+       a random part (InputProcessor.assign_request_id); here a server-unique serial */
+    size_t len = strlen(r->id) + 48;
+    char *id = malloc(len);
+    if (id) snprintf(id, len, "%s-%zu-%" PRIx64, r->id, prompt_index, r->serial);
+    return id;
+}
 
 /* ------------------------------------------------------------------ */
 /* Chunk intake                                                        */
@@ -613,8 +633,13 @@ vllm_status oai_response_body(oai_response *r, char **body, size_t *len, oai_err
         return VLLM_ERR_BACKEND;
     }
     json_t *o = r->req->kind == OAI_KIND_CHAT ? chat_body(r) : completion_body(r);
-    char *s = o ? oai_json_dump(o, len) : NULL;
+    size_t n = 0;
+    char *s = o ? oai_json_dump(o, &n) : NULL;
     json_decref(o);
+    if (len) *len = n;
+    /* the tree just freed took about 12 to 15 times the text (measured with logprobs):
+       oai_response_free gives it back with the choices' arrays */
+    r->body_bytes = n > SIZE_MAX / 16 ? SIZE_MAX / 16 * 12 : n * 12;
     if (!s) {
         if (err) oai_error_set(err, 500, NULL, "out of memory");
         return VLLM_ERR_NO_MEMORY;

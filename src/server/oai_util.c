@@ -5,11 +5,15 @@
 #include "server/oai_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 /* ------------------------------------------------------------------ */
 /* Buffer                                                              */
@@ -191,6 +195,81 @@ void oai_random_hex(char *out, size_t nhex) {
     }
     for (size_t i = 0; i < nhex; i++) out[i] = hex[(bytes[i / 2] >> (i % 2 ? 0 : 4)) & 15];
     out[nhex] = 0;
+}
+
+uint64_t oai_next_serial(void) {
+    /* process-wide on purpose: ids stay unique across every server (and engine)
+       of the process; an atomic counter is the only state, and never reset */
+    static _Atomic uint64_t serial;
+    return atomic_fetch_add_explicit(&serial, 1, memory_order_relaxed) + 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory                                                              */
+/* ------------------------------------------------------------------ */
+
+void oai_release_memory(size_t bytes) {
+    if (bytes < OAI_TRIM_BYTES) return;
+#if defined(__GLIBC__)
+    /* a large reply is millions of small blocks (JSON nodes, logprob arrays) spread
+       over the arenas of the HTTP threads: free() keeps them for reuse, malloc_trim
+       returns the whole free pages of every arena to the system */
+    malloc_trim(0);
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* Numbers                                                             */
+/* ------------------------------------------------------------------ */
+
+void oai_py_float(double x, char out[32]) {
+    if (isnan(x)) {
+        snprintf(out, 32, "nan");
+        return;
+    }
+    if (isinf(x)) {
+        snprintf(out, 32, "%s", x < 0 ? "-inf" : "inf");
+        return;
+    }
+    if (x == 0) {
+        snprintf(out, 32, "%s", signbit(x) ? "-0.0" : "0.0");
+        return;
+    }
+    /* the shortest digits that read back as x (Python's repr), from "%.*e" */
+    char e[40];
+    for (int prec = 0; prec < 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec, x);
+        if (strtod(e, NULL) == x) break;
+    }
+    char digits[24];
+    size_t nd = 0;
+    const char *p = e;
+    bool neg = *p == '-';
+    if (neg) p++;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9' && nd < sizeof digits - 1) digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0') nd--; /* %.*e pads; repr does not */
+    digits[nd] = 0;
+    int exp10 = *p == 'e' ? atoi(p + 1) : 0; /* x = d.ddd * 10^exp10 */
+    char *o = out;
+    size_t room = 32;
+#define PUT(...) (o += (size_t)snprintf(o, room - (size_t)(o - out), __VA_ARGS__))
+    if (neg) PUT("-");
+    if (exp10 < -4 || exp10 >= 16) {
+        /* repr switches to exponent form outside [1e-4, 1e16): 1e-05, 1.5e+16 */
+        PUT("%c", digits[0]);
+        if (nd > 1) PUT(".%s", digits + 1);
+        PUT("e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    } else if (exp10 < 0) {
+        PUT("0.");
+        for (int i = 0; i < -exp10 - 1; i++) PUT("0");
+        PUT("%s", digits);
+    } else {
+        size_t ip = (size_t)exp10 + 1; /* digits before the point */
+        for (size_t i = 0; i < ip; i++) PUT("%c", i < nd ? digits[i] : '0');
+        PUT(".%s", nd > ip ? digits + ip : "0");
+    }
+#undef PUT
 }
 
 /* ------------------------------------------------------------------ */

@@ -6,6 +6,7 @@
  * `param` the error names. A byte-level fake tokenizer (BOS = 1, byte b ->
  * id b + 3) keeps the expected token ids readable.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,12 +375,13 @@ static void test_completion_invalid(void) {
     BAD_C("{\"prompt\":\"x\",\"logprobs\":true}", 400, "logprobs", "must be an integer");
     /* out-of-range values, as vLLM words them */
     BAD_C("{\"prompt\":\"x\",\"temperature\":-1}", 400, "temperature", "non-negative");
-    BAD_C("{\"prompt\":\"x\",\"temperature\":1e39}", 400, "temperature", "finite");
+    BAD_C("{\"prompt\":\"x\",\"temperature\":1e39}", 400, "temperature", "temperature must be in [0, 2], got 1e+39.");
     BAD_C("{\"prompt\":\"x\",\"top_p\":0}", 400, "top_p", "(0, 1]");
     BAD_C("{\"prompt\":\"x\",\"top_k\":-2}", 400, "top_k", "top_k");
     BAD_C("{\"prompt\":\"x\",\"min_p\":2}", 400, "min_p", "[0, 1]");
     BAD_C("{\"prompt\":\"x\",\"n\":0}", 400, "n", "at least 1");
-    BAD_C("{\"prompt\":\"x\",\"n\":100000}", 400, "n", "choices");
+    BAD_C("{\"prompt\":\"x\",\"n\":100000}", 400, "n", "n must be at most 4096, got 100000.");
+    BAD_C("{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\"],\"n\":4000}", 400, "n", "choices");
     BAD_C("{\"prompt\":\"x\",\"max_tokens\":0}", 400, "max_tokens", "at least 1, got 0");
     BAD_C("{\"prompt\":\"x\",\"max_tokens\":-1}", 400, "max_tokens", "at least 1, got -1");
     BAD_C("{\"prompt\":\"x\",\"max_tokens\":1000000000000}", 400, "input_tokens", "context length is only 64");
@@ -713,6 +715,141 @@ static void test_mutations(void) {
     CHECK_MSG(failures == 0, "%d mutated bodies handled badly", failures);
 }
 
+/* ------------------------------------------------------------------ */
+/* Numbers as the JSON gave them (issue 19, item 8)                    */
+/* ------------------------------------------------------------------ */
+
+static void test_numbers_as_given(void) {
+    /* a double that a float would round to 0 or past the range is still in range */
+    oai_request *r = ok_completion("{\"prompt\":\"x\",\"top_p\":1e-308,\"repetition_penalty\":1e300,"
+                                   "\"temperature\":1e-300,\"n\":2,\"min_p\":1e-310}",
+                                   __LINE__);
+    if (r) {
+        const vllm_sampling_params *sp = &r->prompts[0].params;
+        CHECK(sp->top_p > 0.0f && sp->top_p <= 1.0f);
+        CHECK(sp->repetition_penalty > 0.0f && isfinite(sp->repetition_penalty));
+        CHECK(sp->temperature > 0.0f); /* not greedy: vLLM raises 0 < T < 0.01 to 0.01, so n = 2 is fine */
+        CHECK(sp->min_p >= 0.0f && sp->min_p <= 1.0f && sp->n == 2);
+        CHECK(vllm_sampling_params_validate(sp) == VLLM_OK);
+        oai_request_free(r);
+    }
+    /* just past a bound: rejected, the value printed as Python prints it */
+    BAD_C("{\"prompt\":\"x\",\"presence_penalty\":2.0000001}", 400, "presence_penalty",
+          "presence_penalty must be in [-2, 2], got 2.0000001.");
+    BAD_C("{\"prompt\":\"x\",\"frequency_penalty\":-2.0000000001}", 400, "frequency_penalty",
+          "frequency_penalty must be in [-2, 2], got -2.0000000001.");
+    BAD_C("{\"prompt\":\"x\",\"top_p\":1.00000001}", 400, "top_p", "top_p must be in (0, 1], got 1.00000001.");
+    BAD_C("{\"prompt\":\"x\",\"min_p\":-1e-300}", 400, "min_p", "min_p must be in [0, 1], got -1e-300.");
+    BAD_C("{\"prompt\":\"x\",\"top_p\":0}", 400, "top_p", "top_p must be in (0, 1], got 0.0.");
+    BAD_C("{\"prompt\":\"x\",\"temperature\":-1}", 400, "temperature", "temperature must be non-negative, got -1.0.");
+    BAD_C("{\"prompt\":\"x\",\"temperature\":2.5}", 400, "temperature", "temperature must be in [0, 2], got 2.5.");
+    BAD_C("{\"prompt\":\"x\",\"repetition_penalty\":-0.0}", 400, "repetition_penalty",
+          "repetition_penalty must be greater than zero, got -0.0.");
+    /* integers past int: their real value */
+    BAD_C("{\"prompt\":\"x\",\"max_tokens\":9223372036854775807}", 400, "input_tokens",
+          "You passed 2 input tokens and requested 9223372036854775807 output tokens. However, the model's context "
+          "length is only 64 tokens, resulting in a maximum input length of -9223372036854775743 tokens.");
+    BAD_CHAT("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":4294967296}", 400,
+             "input_tokens", "requested 4294967296 output tokens");
+    BAD_C("{\"prompt\":\"x\",\"max_tokens\":-9223372036854775808}", 400, "max_tokens",
+          "max_tokens must be at least 1, got -9223372036854775808.");
+    BAD_C("{\"prompt\":\"x\",\"top_k\":-4294967296}", 400, "top_k",
+          "top_k must be 0 (disable), or at least 1, got -4294967296.");
+    BAD_C("{\"prompt\":\"x\",\"n\":4294967297}", 400, "n", "n must be at most 4096, got 4294967297.");
+    BAD_C("{\"prompt\":\"x\",\"n\":-4294967296}", 400, "n", "n must be at least 1, got -4294967296.");
+    BAD_C("{\"prompt\":\"x\",\"min_tokens\":4294967296}", 400, "min_tokens",
+          "min_tokens must be less than or equal to max_tokens=16, got 4294967296.");
+    BAD_CHAT("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":4294967296}", 400, "min_tokens",
+             "min_tokens must be less than or equal to max_tokens=");
+    BAD_C("{\"prompt\":\"x\",\"logprobs\":4294967296}", 400, "logprobs",
+          "Requested sample logprobs of 4294967296, which is greater than max allowed: 20");
+    BAD_CHAT("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":4294967296}",
+             400, "top_logprobs", "Requested sample logprobs of 4294967296, which is greater than max allowed: 20");
+    BAD_C("{\"prompt\":\"x\",\"prompt_logprobs\":21}", 400, "prompt_logprobs",
+          "Requested prompt logprobs of 21, which is greater than max allowed: 20");
+    BAD_C("{\"prompt\":\"x\",\"best_of\":4294967297}", 400, "best_of", "best_of=4294967297, n=1");
+    BAD_C("{\"prompt\":\"x\",\"n\":2,\"temperature\":0}", 400, "n", "n must be 1 when using greedy sampling, got 2.");
+    /* an integral number past int64 is not "a number with a fractional part" */
+    BAD_C("{\"prompt\":\"x\",\"max_tokens\":1e19}", 400, "max_tokens",
+          "max_tokens: Input should be an integer in [-9223372036854775808, 9223372036854775807], got 1e+19");
+    BAD_C("{\"prompt\":\"x\",\"max_tokens\":5.5}", 400, "max_tokens", "fractional part");
+    /* integral floats are integers (pydantic), huge truncate_prompt_tokens keeps everything */
+    r = ok_completion("{\"prompt\":\"hello\",\"max_tokens\":4.0,\"truncate_prompt_tokens\":4294967297}", __LINE__);
+    if (r) {
+        CHECK(r->prompts[0].params.max_tokens == 4 && r->prompts[0].prompt.num_token_ids == 6);
+        oai_request_free(r);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* The memory one reply may take (issue 19, item 4)                    */
+/* ------------------------------------------------------------------ */
+
+static void test_response_entries_limit(void) {
+    long long saved = CTX.max_response_entries;
+    CTX.max_response_entries = 1000;
+    /* 2 x 30 x (1 + 20) = 1260 > 1000, before tokenization */
+    BAD_C("{\"prompt\":\"x\",\"n\":2,\"max_tokens\":30,\"logprobs\":20}", 400, "max_tokens",
+          "n=2 x (max_tokens=30 x (1 + logprobs=20)) = 1260 token entries is more than the 1000 one request may ask for");
+    /* prompts multiply, and so do the prompt logprobs (echo asks them) */
+    BAD_C("{\"prompt\":[\"x\",\"y\"],\"max_tokens\":30,\"logprobs\":20}", 400, "max_tokens", "2 prompts x max_tokens=30");
+    BAD_C("{\"prompt\":\"" "01234567890123456789012345678901234567890123456789" "\",\"max_tokens\":2,"
+          "\"logprobs\":20,\"echo\":true}",
+          400, "max_tokens", "+ 51 prompt tokens x (1 + prompt_logprobs=20)) = 1113");
+    /* chat without max_tokens: the rest of the context */
+    BAD_CHAT("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2,\"logprobs\":true,\"top_logprobs\":20}", 400,
+             "max_tokens", "(the rest of the context) x (1 + top_logprobs=20))");
+    BAD_CHAT("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":40,\"logprobs\":true,"
+             "\"top_logprobs\":20,\"n\":2}",
+             400, "max_completion_tokens", "lower n, max_completion_tokens or top_logprobs");
+    /* without logprobs: tokens only */
+    BAD_C("{\"prompt\":\"x\",\"n\":30,\"max_tokens\":40}", 400, "max_tokens",
+          "n=30 x (max_tokens=40) = 1200 token entries is more than the 1000 one request may ask for (the server's "
+          "--max-response-entries); lower n, max_tokens");
+    /* at the limit: fine (2 x 25 x (1 + 19) = 1000) */
+    oai_request *r = ok_completion("{\"prompt\":\"x\",\"n\":2,\"max_tokens\":25,\"logprobs\":19}", __LINE__);
+    oai_request_free(r);
+    /* no logprobs: each token counts once */
+    r = ok_completion("{\"prompt\":[\"a\",\"b\"],\"n\":10,\"max_tokens\":50}", __LINE__);
+    oai_request_free(r);
+    /* 0 = the default (2^20): 4 prompts x n 4096 x 40 x 21 is far past it */
+    CTX.max_response_entries = 0;
+    BAD_C("{\"prompt\":[\"a\",\"b\",\"c\",\"d\"],\"n\":4096,\"max_tokens\":40,\"logprobs\":20}", 400, "max_tokens",
+          "is more than the 1048576 one request may ask for");
+    /* negative: no limit */
+    CTX.max_response_entries = -1;
+    r = ok_completion("{\"prompt\":[\"a\",\"b\",\"c\",\"d\"],\"n\":4096,\"max_tokens\":40,\"logprobs\":20}", __LINE__);
+    oai_request_free(r);
+    CTX.max_response_entries = saved;
+}
+
+/* ------------------------------------------------------------------ */
+/* Error messages say their prefix once (issue 19, item 8)             */
+/* ------------------------------------------------------------------ */
+
+static void test_no_doubled_prefix(void) {
+    const char *saved = CTX.chat_template;
+    const char *templates[] = {
+        "{{ raise_exception('roles must alternate') }}", /* raises */
+        "{{ messages[0].content + }}",                   /* does not parse */
+        "{% for m in messages %}{{ m.content }}",        /* unclosed block */
+    };
+    for (size_t i = 0; i < sizeof templates / sizeof templates[0]; i++) {
+        CTX.chat_template = templates[i];
+        const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
+        oai_request *r = NULL;
+        oai_error err = {0};
+        CHECK(oai_parse_chat(&CTX, body, strlen(body), &r, &err) != VLLM_OK && !r && err.status == 400);
+        CHECK_MSG(!strncmp(err.message, "chat template: ", 15) && !strstr(err.message + 1, "chat template: "),
+                  "template %zu: %s", i, err.message);
+        char *resp = NULL;
+        CHECK(oai_tokenize_request(&CTX, body, strlen(body), &resp, &err) != VLLM_OK && !resp && err.status == 400);
+        CHECK_MSG(!strncmp(err.message, "chat template: ", 15) && !strstr(err.message + 1, "chat template: "),
+                  "/tokenize, template %zu: %s", i, err.message);
+    }
+    CTX.chat_template = saved;
+}
+
 int main(void) {
     CTX = make_ctx();
     test_mutations();
@@ -721,5 +858,8 @@ int main(void) {
     test_chat_valid();
     test_chat_invalid();
     test_tokenize_endpoints();
+    test_numbers_as_given();
+    test_response_entries_limit();
+    test_no_doubled_prefix();
     TEST_END();
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server/oai_protocol.h"
 #include "test.h"
@@ -492,6 +493,101 @@ static void test_ids(void) {
     oai_request_free(req), oai_request_free(chat);
 }
 
+/* Requests that share a request_id (or ids that differ past 159 bytes) get
+ * the client's id back unchanged and distinct engine ids (issue 19, item 3). */
+static void test_engine_ids(void) {
+    char body[600], id_a[260], id_b[260];
+    memset(id_a, 'x', 255), memset(id_b, 'x', 255);
+    id_a[255] = 'A', id_b[255] = 'B', id_a[256] = id_b[256] = 0;
+    snprintf(body, sizeof body, "{\"prompt\":[\"a\",\"b\"],\"request_id\":\"dup\"}");
+    oai_request *q1 = parse(false, body), *q2 = parse(false, body);
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"request_id\":\"%s\"}", id_a);
+    oai_request *la = parse(true, body);
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"request_id\":\"%s\"}", id_b);
+    oai_request *lb = parse(true, body);
+    if (!q1 || !q2 || !la || !lb) goto out;
+    oai_response *r1 = NULL, *r2 = NULL, *ra = NULL, *rb = NULL;
+    CHECK_OK(oai_response_create(&CTX, q1, NULL, &r1));
+    CHECK_OK(oai_response_create(&CTX, q2, NULL, &r2));
+    CHECK_OK(oai_response_create(&CTX, la, NULL, &ra));
+    CHECK_OK(oai_response_create(&CTX, lb, NULL, &rb));
+    /* what the client sees: its id, unchanged */
+    CHECK_STR(oai_response_id(r1), "cmpl-dup");
+    CHECK_STR(oai_response_id(r2), "cmpl-dup");
+    CHECK(!strncmp(oai_response_id(ra), "chatcmpl-", 9) && !strcmp(oai_response_id(ra) + 9, id_a));
+    CHECK(!strncmp(oai_response_id(rb), "chatcmpl-", 9) && !strcmp(oai_response_id(rb) + 9, id_b));
+    /* what the engine sees: "<response id>-<prompt>-<serial>", all different, nothing cut */
+    char *e[6] = {oai_response_engine_id(r1, 0), oai_response_engine_id(r1, 1), oai_response_engine_id(r2, 0),
+                  oai_response_engine_id(r2, 1), oai_response_engine_id(ra, 0), oai_response_engine_id(rb, 0)};
+    for (int i = 0; i < 6; i++) {
+        CHECK(e[i] != NULL);
+        for (int k = 0; k < i; k++) CHECK_MSG(e[i] && e[k] && strcmp(e[i], e[k]), "engine ids %d and %d: %s", k, i, e[i] ? e[i] : "");
+    }
+    CHECK(e[0] && !strncmp(e[0], "cmpl-dup-0-", 11) && e[1] && !strncmp(e[1], "cmpl-dup-1-", 11));
+    CHECK(e[4] && !strncmp(e[4], oai_response_id(ra), strlen(oai_response_id(ra))) &&
+          !strncmp(e[4] + strlen(oai_response_id(ra)), "-0-", 3));
+    CHECK(e[5] && strstr(e[5], id_b));
+    for (int i = 0; i < 6; i++) free(e[i]);
+    oai_response_free(r1), oai_response_free(r2), oai_response_free(ra), oai_response_free(rb);
+out:
+    oai_request_free(q1), oai_request_free(q2), oai_request_free(la), oai_request_free(lb);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+#if defined(__GLIBC__) && !defined(SANITIZED)
+/* The process's resident memory in bytes (0 when unknown). */
+static size_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+#endif
+
+/* A large non-streamed reply (logprobs 20: millions of small JSON blocks) gives
+ * its memory back to the system once freed (issue 19, item 4). */
+static void test_large_reply_memory(void) {
+#if defined(__GLIBC__) && !defined(SANITIZED)
+    CTX.max_model_len = 40000;
+    oai_request *req = parse(false, "{\"prompt\":\"a\",\"max_tokens\":30000,\"logprobs\":20}");
+    CTX.max_model_len = 64;
+    if (!req) return;
+    oai_response *res = respond(req, "cmpl-big");
+    int32_t top_ids[20];
+    float top_lps[20];
+    for (int j = 0; j < 20; j++) top_ids[j] = 10 + j, top_lps[j] = -1.0f - (float)j;
+    for (int t = 0; t < 30000; t++) {
+        int32_t id = 10 + t % 400;
+        float lp = -0.25f;
+        vllm_stream_chunk c = chunk(0, "w", &id, &lp, 1, t == 29999 ? VLLM_FINISH_LENGTH : VLLM_FINISH_NONE, NULL, 2,
+                                    (size_t)t + 1);
+        c.top_logprob_ids = top_ids, c.top_logprobs = top_lps, c.num_top_logprobs = 20;
+        if (oai_response_add(res, 0, &c) != VLLM_OK) break;
+    }
+    size_t before = rss_bytes();
+    char *body = body_of(res); /* builds (and frees) a JSON tree of ~100 MB */
+    size_t built = rss_bytes();
+    oai_response_free(res);
+    size_t after = rss_bytes();
+    size_t len = body ? strlen(body) : 0;
+    /* the tree's pages went back: what stays is about the body text */
+    CHECK_MSG(built > before && after < before + len + (built - before) / 4,
+              "RSS %zu MB before the body, %zu MB with it, %zu MB after freeing the reply (body %zu MB)", before >> 20,
+              built >> 20, after >> 20, len >> 20);
+    free(body);
+    oai_request_free(req);
+#endif
+}
+
 static void test_errors(void) {
     oai_error e;
     oai_error_set(&e, 400, "temperature", "temperature must be non-negative, got %g.", -1.0);
@@ -549,6 +645,8 @@ int main(void) {
     test_chat();
     test_engine_error();
     test_ids();
+    test_engine_ids();
+    test_large_reply_memory();
     test_errors();
     TEST_END();
 }

@@ -1,6 +1,6 @@
 /*
  * test.h: the tiny test harness: CHECK macros that report file:line and
- * keep going, and a summary exit code (0 pass, 1 fail, 77 skip).
+ * keep going, and a summary exit code (0 pass, 1 fail or no check ran, 77 skip).
  */
 #ifndef VLLM_TEST_H
 #define VLLM_TEST_H
@@ -78,12 +78,29 @@ static inline char *t_slurp(const char *path) {
     return s;
 }
 
+/* The end of a test: prints the summary line (stderr) and gives ctest's exit code: 1 when a check failed;
+ * 77 (skip) when `skipped` names a part that could not run (see TEST_END_SKIPPING); 1 when no check ran at
+ * all, because a test that checks nothing proves nothing (a test that cannot run must skip, TEST_SKIP); else 0. */
+static inline int t_end(const char *file, const char *skipped) {
+    fprintf(stderr, "%s: %d checks, %d failures\n", file, t_checks, t_failures);
+    if (t_failures) return 1;
+    if (skipped) {
+        printf("skipped: %s\n", skipped);
+        return 77;
+    }
+    if (t_checks == 0) {
+        fprintf(stderr, "%s: FAILED: no check ran (a test that cannot run must skip: TEST_SKIP, exit 77)\n", file);
+        return 1;
+    }
+    return 0;
+}
+
 /* Ends main: prints a summary line, returns the ctest exit code. */
-#define TEST_END()                                                               \
-    do {                                                                         \
-        fprintf(stderr, "%s: %d checks, %d failures\n", __FILE__, t_checks, t_failures); \
-        return t_failures ? 1 : 0;                                               \
-    } while (0)
+#define TEST_END() return t_end(__FILE__, NULL)
+
+/* Ends main as a skip (77) when `why` is not NULL: a part of the test could not run (its reference is
+ * unavailable), the other parts ran; a failed check still fails the test. */
+#define TEST_END_SKIPPING(why) return t_end(__FILE__, (why))
 
 #define TEST_SKIP(why)                                                           \
     do {                                                                         \

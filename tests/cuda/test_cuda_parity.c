@@ -9,17 +9,23 @@
  *     mean |d| <= TF_MEAN;
  *   - greedy generation under three engine layouts (one batch; chunked
  *     prefill with block size 7; a KV cache small enough to force
- *     preemption): identical tokens up to the first recorded near-tie
- *     (top1 - top2 < CUDA_NEAR_TIE nats) and logprobs within TF_MAX.
+ *     preemption), each prompt's tokens compared from the first until the
+ *     first one that differs (the contexts part there): every compared
+ *     logprob within TF_MAX, and the first difference only where BF16
+ *     rounding can explain it, at a position whose recorded top1 - top2 gap
+ *     is below the bf16 drift bound (greedy_gap(): GREEDY_GAP, or the
+ *     fixture's own measured drift). So the tokens must match at least up to
+ *     the first gap below the bound, and past it as long as they agree.
  * The tolerances are BF16's, not the CPU test's: transformers itself run in
  * bf16 on these fixtures (tools/device/check.sh measures it) differs from
- * its f32 reference by up to 1.04 nats (mean 0.03 to 0.09 per fixture) and
- * flips 1 to 3 greedy tokens in 48; this backend measured max 0.12 to 0.51,
- * mean 0.023 to 0.047 (H200, 2026-11-30). So issue 6's "logprobs within
- * 0.05" is held as the mean over each fixture's tokens, and each single
- * token within TF_MAX (below transformers' own bf16 drift); on the
- * Qwen3-0.6B-shaped model (check.sh) every token is within 0.05. Prints
- * one PARITY line per case and check.
+ * its f32 reference by up to 1.04 nats per token (mean 0.03 to 0.09 per
+ * fixture) and flips 1 to 3 greedy tokens in 48; this backend measured max
+ * 0.11 to 0.51, mean 0.023 to 0.047 (H200, 2026-11-30 and 2026-12-01). So
+ * issue 6's "logprobs within 0.05" is held as the mean over each fixture's
+ * tokens, and each single token within TF_MAX (below transformers' own bf16
+ * drift); on the Qwen3-0.6B-shaped model (check.sh) every token is within
+ * 0.05. Prints one PARITY line per case and check, with the number of
+ * greedy tokens compared.
  *
  * A fixture's expected.json may carry its own teacher-forced bounds
  * ("tolerance", from transformers' bf16 drift). An argument names another
@@ -37,7 +43,17 @@
 #include "test.h"
 #include "vllm.h"
 
-#define CUDA_NEAR_TIE 0.5   /* nats between the top two tokens below which a greedy token may flip */
+/* The bf16 drift bound for the greedy comparison: a greedy token may differ from the f32 reference only where
+ * the reference's top1 - top2 gap is below it. 1.04 nats is the largest per-token |logprob - f32 reference| of
+ * transformers' own bf16 run (eager attention) on these fixtures, teacher-forced on the recorded tokens
+ * (tools/device/check.sh's "transformers bf16 drift" step, transformers 5.17, H200, 2026-11-30; measured again
+ * 2026-12-01 per fixture: llama3_mqa_tied 0.37, llama_gqa 0.24, llama_mha_f16 0.52, mistral_swa 0.43,
+ * qwen2_bias_tied 1.04, qwen3_qknorm 0.15). This backend's greedy tokens first differed from the reference
+ * at gaps of 0.007 to 0.38 nats (same H200 run, all three layouts), so the rule compared (one batch / chunked /
+ * preemption, of 48): llama3_mqa_tied 26/26/26, llama_gqa 38/37/38, llama_mha_f16 43/43/43, mistral_swa
+ * 36/40/36, qwen2_bias_tied 38/30/38, qwen3_qknorm 48/48/48 (stopping at the first gap below 0.5 compared 18,
+ * 8, 23, 26, 8 and 4); check.sh's Qwen3-0.6B-shaped model (bound 0.023, its own bf16_max) 27/36/27. */
+#define GREEDY_GAP 1.04
 #define TF_MAX 0.6          /* largest |logprob - reference| (transformers' own bf16: up to 1.04) */
 #define TF_MEAN 0.05        /* mean |logprob - reference| over a fixture's 48 tokens (issue 6: 0.05) */
 
@@ -52,8 +68,6 @@ static const layout LAYOUTS[] = {
     {"tight KV cache (preemption)", 4, 8192, 24, 256, 64},
 };
 
-/* Every recorded token's logprob given the recorded context, through
- * prompt_logprobs on prompt + continuation. */
 /* The teacher-forced bounds: the fixture's own ("tolerance": tf_max, tf_mean,
  * set from transformers' bf16 drift by tools/make_fixtures.py) or TF_MAX / TF_MEAN. */
 static void tolerances(json_t *expected, double *tf_max, double *tf_mean) {
@@ -63,6 +77,16 @@ static void tolerances(json_t *expected, double *tf_max, double *tf_mean) {
     *tf_mean = json_is_number(mn) ? json_number_value(mn) : TF_MEAN;
 }
 
+/* The greedy comparison's bound: the fixture's own measured bf16 drift ("tolerance": bf16_max, transformers in
+ * bf16 against the f32 reference on the same tokens, written by tools/make_fixtures.py for the cases it builds
+ * with bf16_reference) or GREEDY_GAP. */
+static double greedy_gap(json_t *expected) {
+    json_t *b = json_object_get(json_object_get(expected, "tolerance"), "bf16_max");
+    return json_is_number(b) ? json_number_value(b) : GREEDY_GAP;
+}
+
+/* Every recorded token's logprob given the recorded context, through
+ * prompt_logprobs on prompt + continuation. */
 static void teacher_forced(const char *name, const char *dir, json_t *expected) {
     json_t *prompts = json_object_get(expected, "prompts");
     double tf_max, tf_mean;
@@ -75,12 +99,12 @@ static void teacher_forced(const char *name, const char *dir, json_t *expected) 
     vllm_engine *e = NULL;
     vllm_status st = vllm_engine_create(dir, &o, &e);
     CHECK_MSG(st == VLLM_OK, "%s [teacher-forced]: %s", dir, vllm_last_error());
-    double worst = 0, sum = 0;
-    int n = 0;
+    double worst = 0, sum = 0, flip_gap = 0;
+    int n = 0, flips = 0;
     for (size_t i = 0; st == VLLM_OK && i < np; i++) {
         json_t *p = json_array_get(prompts, i);
         json_t *pids = json_object_get(p, "prompt_token_ids"), *toks = json_object_get(p, "token_ids"),
-               *lps = json_object_get(p, "logprobs");
+               *lps = json_object_get(p, "logprobs"), *gaps = json_object_get(p, "top2_gap");
         size_t P = json_array_size(pids), nt = json_array_size(toks);
         int32_t *ids = malloc((P + nt + 1) * sizeof *ids);
         for (size_t j = 0; j < P; j++) ids[j] = (int32_t)json_integer_value(json_array_get(pids, j));
@@ -89,7 +113,7 @@ static void teacher_forced(const char *name, const char *dir, json_t *expected) 
         vllm_sampling_params sp = vllm_sampling_default_params();
         sp.temperature = 0;
         sp.max_tokens = 1;
-        sp.prompt_logprobs = 0;
+        sp.prompt_logprobs = 1; /* the engine's own top-1 at each position too (reported) */
         vllm_completion *c = NULL;
         st = vllm_generate(e, &pr, 1, &sp, false, &c, NULL);
         CHECK_MSG(st == VLLM_OK && c && c[0].prompt_logprobs, "%s [teacher-forced] prompt %zu: %s", name, i,
@@ -103,6 +127,14 @@ static void teacher_forced(const char *name, const char *dir, json_t *expected) 
                 n++;
                 CHECK_MSG(d <= tf_max, "%s [teacher-forced] prompt %zu token %zu: logprob %.5f want %.5f", name, i,
                           j, got, want);
+                /* reported, not checked: where the engine's own top-1 is not the recorded token */
+                const int k = c[0].num_prompt_top_logprobs;
+                if (k >= 1 && c[0].prompt_top_logprob_ids &&
+                    c[0].prompt_top_logprob_ids[(P + j) * (size_t)k] != ids[P + j]) {
+                    double gap = json_number_value(json_array_get(gaps, j));
+                    if (gap > flip_gap) flip_gap = gap;
+                    flips++;
+                }
             }
         }
         vllm_completions_free(c, 1);
@@ -111,9 +143,10 @@ static void teacher_forced(const char *name, const char *dir, json_t *expected) 
     vllm_engine_free(e);
     CHECK_MSG(n > 0 && sum / n <= tf_mean, "%s [teacher-forced]: mean |d| %.4f over %d logprobs", name,
               n ? sum / n : 0.0, n);
-    printf("PARITY %-18s %-30s %s  %d logprobs, max|d| %.4f, mean|d| %.4f (bounds %.3f / %.3f)\n", name,
-           "teacher-forced", t_failures == fails_before ? "pass" : "FAIL", n, worst, n ? sum / n : 0.0, tf_max,
-           tf_mean);
+    printf("PARITY %-18s %-30s %s  %d logprobs, max|d| %.4f, mean|d| %.4f (bounds %.3f / %.3f); own top-1 another "
+           "token at %d (largest reference gap there %.4f)\n",
+           name, "teacher-forced", t_failures == fails_before ? "pass" : "FAIL", n, worst, n ? sum / n : 0.0, tf_max,
+           tf_mean, flips, flip_gap);
     fflush(stdout);
 }
 
@@ -121,9 +154,21 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
     json_t *prompts = json_object_get(expected, "prompts");
     double tf_max, tf_mean;
     tolerances(expected, &tf_max, &tf_mean);
+    const double gap_bound = greedy_gap(expected);
     size_t np = json_array_size(prompts);
     CHECK_MSG(np > 0, "%s: no prompts", dir);
     if (!np) return;
+    /* the rule's reach, from the reference alone: what every layout must compare */
+    int reach = 0, reach_total = 0;
+    for (size_t i = 0; i < np; i++) {
+        json_t *gaps = json_object_get(json_array_get(prompts, i), "top2_gap");
+        size_t j = 0;
+        while (j < json_array_size(gaps) && json_number_value(json_array_get(gaps, j)) >= gap_bound) j++;
+        reach += (int)j;
+        reach_total += (int)json_array_size(gaps);
+    }
+    printf("PARITY %-18s %-30s pass  %d of %d tokens at least (before the first reference gap below %.3f)\n", name,
+           "greedy, must match", reach, reach_total, gap_bound);
     fixture_prompts fp;
     fixture_prompts_load(prompts, &fp);
     vllm_prompt *ps = fp.ps;
@@ -141,7 +186,8 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
         vllm_engine *e = NULL;
         vllm_status st = vllm_engine_create(dir, &o, &e);
         CHECK_MSG(st == VLLM_OK, "%s [%s]: %s", dir, lay->name, vllm_last_error());
-        int compared = 0, total = 0;
+        int compared = 0, total = 0, differ = 0;
+        char first_diff[80] = "none";
         double max_dlp = 0;
         if (st == VLLM_OK) {
             vllm_sampling_params sp = vllm_sampling_default_params();
@@ -161,14 +207,22 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
                 size_t nt = json_array_size(toks);
                 total += (int)nt;
                 CHECK(c[i].num_tokens == (size_t)max_new);
+                CHECK_MSG(json_array_size(gaps) == nt, "%s: prompt %zu has %zu gaps for %zu tokens", name, i,
+                          json_array_size(gaps), nt);
                 for (size_t j = 0; j < nt && j < c[i].num_tokens; j++) {
-                    /* a near-tie may flip under BF16 rounding: compare no further */
-                    if (json_number_value(json_array_get(gaps, j)) < CUDA_NEAR_TIE) break;
+                    double gap = json_number_value(json_array_get(gaps, j));
                     int want = (int)json_integer_value(json_array_get(toks, j));
+                    if (c[i].token_ids[j] != want) {
+                        /* the first difference: explained by BF16 only at a near-tie; the contexts part here */
+                        CHECK_MSG(gap < gap_bound,
+                                  "%s [%s] prompt %zu token %zu: got %d want %d where the reference's top1 - top2 "
+                                  "gap %.4f is not below the bf16 drift bound %.3f",
+                                  name, lay->name, i, j, c[i].token_ids[j], want, gap, gap_bound);
+                        if (gap < gap_bound && differ++ == 0)
+                            snprintf(first_diff, sizeof first_diff, "prompt %zu token %zu, gap %.3f", i, j, gap);
+                        break;
+                    }
                     double want_lp = json_number_value(json_array_get(lps, j));
-                    CHECK_MSG(c[i].token_ids[j] == want, "%s [%s] prompt %zu token %zu: got %d want %d", name,
-                              lay->name, i, j, c[i].token_ids[j], want);
-                    if (c[i].token_ids[j] != want) break;
                     double d = fabs(c[i].logprobs[j] - want_lp);
                     if (!(d <= max_dlp)) max_dlp = d;
                     CHECK_MSG(d <= tf_max, "%s [%s] prompt %zu token %zu: logprob %.5f want %.5f", name,
@@ -179,8 +233,10 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
             vllm_completions_free(c, np);
             vllm_engine_free(e);
         }
-        printf("PARITY %-18s %-30s %s  tokens %d/%d  max|dlogprob| %.4f\n", name, lay->name,
-               t_failures == fails_before ? "pass" : "FAIL", compared, total, max_dlp);
+        printf("PARITY %-18s %-30s %s  tokens %d/%d compared, max|dlogprob| %.4f; %d prompts part at a gap below "
+               "%.3f (first: %s)\n",
+               name, lay->name, t_failures == fails_before ? "pass" : "FAIL", compared, total, max_dlp, differ,
+               gap_bound, first_diff);
         fflush(stdout);
     }
     fixture_prompts_free(&fp);

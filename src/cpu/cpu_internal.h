@@ -214,9 +214,18 @@ void cpu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *
 void cpu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tensor *out);
 void cpu_add(backend *be, tensor *x, const tensor *y);
 void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
+void cpu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out);
+void cpu_activation(backend *be, be_act act, tensor *x);
+void cpu_softcap(backend *be, tensor *x, float cap);
+void cpu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out);
 void cpu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *out);
 void cpu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);
 void cpu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
+void cpu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
+void cpu_qk_norm_rope_kv_ex(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
+                            const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
+                            int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);
+be_support cpu_supports(backend *be, be_op op, const void *params);
 void cpu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
                          const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
                          int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);

@@ -9,7 +9,8 @@
  * token, group of heads sharing a kv head) when there are enough tokens: it
  * walks the keys the token may see through its sequence's block table,
  * ATT_CHUNK keys at a time, with an online (running max) softmax in f32, so
- * no scratch memory grows with the context length.
+ * no scratch memory grows with the context length. A softcap (Gemma 2)
+ * bends each score s = q.k * scale to tanh(s / cap) * cap first.
  */
 #include <stdlib.h>
 
@@ -111,6 +112,7 @@ typedef struct attn_ctx {
     int num_seqs, nh, group, hd, window;
     int pass;               /* q heads per work item (divides group) */
     float scale;
+    float softcap;          /* > 0: scores become tanh(s / softcap) * softcap */
     float *out;
     int64_t os;
 } attn_ctx;
@@ -190,7 +192,9 @@ static void attn_heads(const attn_ctx *c, const float *q, const int32_t *blocks,
             /* scores of the chunk and their max */
             float sc[ATT_CHUNK], cm = -INFINITY;
             for (int j = 0; j < n; j++) {
-                sc[j] = cpu_dot(qh, kp[j], hd) * c->scale;
+                float s = cpu_dot(qh, kp[j], hd) * c->scale;
+                if (c->softcap > 0.0f) s = tanhf(s / c->softcap) * c->softcap; /* as transformers' eager attention */
+                sc[j] = s;
                 cm = sc[j] > cm ? sc[j] : cm;
             }
             if (cm > mx[h]) {  /* new running max: rescale what was accumulated */
@@ -247,6 +251,10 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
         cpu_fail(cpu, "attention: bad heads %d / kv heads %d / head_dim %d / sliding_window %d "
                  "(need num_heads %% num_kv_heads == 0, head_dim <= %d)",
                  nh, nkv, hd, p->sliding_window, CPU_MAX_HEAD_DIM);
+        return;
+    }
+    if (!(p->softcap >= 0.0f) || isinf(p->softcap)) {
+        cpu_fail(cpu, "attention: softcap %g must be 0 (off) or positive and finite", (double)p->softcap);
         return;
     }
     const int64_t T = m->num_tokens, S = m->num_seqs;
@@ -314,7 +322,7 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
         .kc = k_cache->data, .vc = v_cache->data, .kvd = (int64_t)nkv * hd, .block_size = bs,
         .qsl = qsl, .seq_lens = seq_lens, .bt = bt, .bt_stride = bt_stride,
         .num_seqs = (int)S, .nh = nh, .group = group, .hd = hd, .window = p->sliding_window, .pass = pass,
-        .scale = p->scale, .out = out->data, .os = tensor_row_stride(out),
+        .scale = p->scale, .softcap = p->softcap, .out = out->data, .os = tensor_row_stride(out),
     };
     /* cost: a query sees about max_seq_len / 2 keys on average, 4 * hd flops each per head */
     int64_t avg_keys = m->max_seq_len > 2 ? m->max_seq_len / 2 : 1;

@@ -1,7 +1,10 @@
 /*
- * ops_elementwise.c: the CPU row-wise ops: embedding lookup, RMSNorm,
- * residual add, SiLU-gated product and row gather. Each parallelises over
- * rows and runs inline when the tensor is small.
+ * ops_elementwise.c: the CPU row-wise ops: embedding lookup, the norms
+ * (RMSNorm, Gemma's (1 + w) RMSNorm, LayerNorm), residual add, the gated
+ * product and the plain activations (SiLU, GELU tanh / erf, ReLU), the
+ * softcap and row gather. Each parallelises over rows and runs inline when
+ * the tensor is small; each row is computed the same way whatever the
+ * thread split.
  */
 #include "cpu/cpu_internal.h"
 
@@ -44,57 +47,121 @@ void cpu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *
     tp_run_cost(cpu->pool, T, (double)D, emb_task, &c);
 }
 
-/* ---- RMSNorm ---- */
+/* ---- RMSNorm, Gemma's RMSNorm, LayerNorm ---- */
 
 typedef struct norm_ctx {
     const float *x;
     int64_t xs;
-    const void *w;
-    dtype wdt;
+    const void *w, *b;
+    dtype wdt, bdt;     /* wdt DTYPE_COUNT: no weight (w = 1) */
+    be_norm_kind kind;
     int64_t G, groups;  /* group size (len(w)) and groups per row */
     float eps;
     float *out;
     int64_t os;
 } norm_ctx;
 
-CPU_INLINE void norm_rows(const norm_ctx *c, int64_t r0, int64_t r1, dtype wdt) {
+/* w[i] of dtype wdt, or 1 (the multiplier without a weight) for wdt DTYPE_COUNT */
+CPU_INLINE float norm_w(const void *w, dtype wdt, int64_t i) { return wdt == DTYPE_COUNT ? 1.0f : cpu_load(w, wdt, i); }
+
+/* One group of G elements, x -> o (be_norm_kind):
+ *   RMS:        o = x * (1 / sqrt(mean(x^2) + eps)) * w
+ *   RMS_OFFSET: o = x * (1 / sqrt(mean(x^2) + eps)) * (1 + w)        (w = 0 without a weight)
+ *   LAYER:      o = (x - mean) * (1 / sqrt(var + eps)) * w + b         (var = mean((x - mean)^2))
+ * in f32 (the mean and variance of LAYER summed in double). */
+CPU_INLINE void norm_group(const norm_ctx *c, const float *x, float *o, dtype wdt, be_norm_kind kind) {
     const int64_t G = c->G;
-    for (int64_t r = r0; r < r1; r++) {
-        for (int64_t g = 0; g < c->groups; g++) {
-            const float *x = c->x + r * c->xs + g * G;
-            float *o = c->out + r * c->os + g * G;
-            float scale = 1.0f / sqrtf(cpu_dot(x, x, G) / (float)G + c->eps);
-            for (int64_t i = 0; i < G; i++) o[i] = x[i] * scale * cpu_load(c->w, wdt, i);
+    if (kind == BE_NORM_LAYER) {
+        double sum = 0.0, sq = 0.0;
+        for (int64_t i = 0; i < G; i++) sum += x[i];
+        const float mean = (float)(sum / (double)G);
+        for (int64_t i = 0; i < G; i++) sq += (double)(x[i] - mean) * (double)(x[i] - mean);
+        const float rstd = 1.0f / sqrtf((float)(sq / (double)G) + c->eps);
+        for (int64_t i = 0; i < G; i++) {
+            const float bias = c->b ? cpu_load(c->b, c->bdt, i) : 0.0f;
+            o[i] = (x[i] - mean) * rstd * norm_w(c->w, wdt, i) + bias;
         }
+        return;
+    }
+    float scale = 1.0f / sqrtf(cpu_dot(x, x, G) / (float)G + c->eps);
+    if (kind == BE_NORM_RMS_OFFSET) {
+        for (int64_t i = 0; i < G; i++)
+            o[i] = x[i] * scale * (1.0f + (wdt == DTYPE_COUNT ? 0.0f : cpu_load(c->w, wdt, i)));
+    } else {
+        for (int64_t i = 0; i < G; i++) o[i] = x[i] * scale * norm_w(c->w, wdt, i);
+    }
+}
+
+CPU_INLINE void norm_rows(const norm_ctx *c, int64_t r0, int64_t r1, dtype wdt, be_norm_kind kind) {
+    const int64_t G = c->G;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t g = 0; g < c->groups; g++)
+            norm_group(c, c->x + r * c->xs + g * G, c->out + r * c->os + g * G, wdt, kind);
+}
+
+/* the kernel specialised per weight dtype (constant at each call) */
+CPU_INLINE void norm_rows_kind(const norm_ctx *c, int64_t r0, int64_t r1, be_norm_kind kind) {
+    switch (c->wdt) {
+    case DTYPE_BF16: norm_rows(c, r0, r1, DTYPE_BF16, kind); break;
+    case DTYPE_F16: norm_rows(c, r0, r1, DTYPE_F16, kind); break;
+    case DTYPE_F32: norm_rows(c, r0, r1, DTYPE_F32, kind); break;
+    default: norm_rows(c, r0, r1, DTYPE_COUNT, kind); break;
     }
 }
 
 static void norm_task(void *ctx, int64_t r0, int64_t r1, int tid) {
     (void)tid;
     const norm_ctx *c = ctx;
-    switch (c->wdt) {
-    case DTYPE_BF16: norm_rows(c, r0, r1, DTYPE_BF16); break;
-    case DTYPE_F16: norm_rows(c, r0, r1, DTYPE_F16); break;
-    default: norm_rows(c, r0, r1, DTYPE_F32); break;
+    switch (c->kind) {
+    case BE_NORM_RMS_OFFSET: norm_rows_kind(c, r0, r1, BE_NORM_RMS_OFFSET); break;
+    case BE_NORM_LAYER: norm_rows_kind(c, r0, r1, BE_NORM_LAYER); break;
+    default: norm_rows_kind(c, r0, r1, BE_NORM_RMS); break;
     }
+}
+
+/* Checks and runs a norm of kind over x (T, D) -> out; w (required when need_w) and b may be NULL. */
+static void norm_run(cpu_state *cpu, const char *op, const tensor *x, be_norm_kind kind, const tensor *w,
+                     bool need_w, const tensor *b, float eps, tensor *out) {
+    if (!cpu_check_mat(cpu, op, "x", x, DTYPE_F32, -1, -1) ||
+        ((w || need_w) && !cpu_check_vec(cpu, op, "w", w, CPU_ANY_FLOAT, -1)))
+        return;
+    if ((unsigned)kind >= BE_NORM_COUNT) {
+        cpu_fail(cpu, "%s: norm kind %d is out of range", op, (int)kind);
+        return;
+    }
+    int64_t T = cpu_rows(x), D = tensor_row_len(x), G = w ? tensor_numel(w) : D;
+    if (w && (G <= 0 || D % G != 0)) {
+        cpu_fail(cpu, "%s: row length %lld is not a multiple of the weight length %lld", op, (long long)D,
+                 (long long)G);
+        return;
+    }
+    if (b && kind != BE_NORM_LAYER) {
+        cpu_fail(cpu, "%s: a bias is for BE_NORM_LAYER only", op);
+        return;
+    }
+    if ((b && !cpu_check_vec(cpu, op, "b", b, CPU_ANY_FLOAT, G)) ||
+        !cpu_check_mat(cpu, op, "out", out, DTYPE_F32, T, D))
+        return;
+    if (G == 0) return; /* rows of nothing */
+    norm_ctx c = {x->data, tensor_row_stride(x), w ? w->data : NULL, b ? b->data : NULL,
+                  w ? w->dtype : DTYPE_COUNT, b ? b->dtype : DTYPE_F32, kind, G, D / G, eps,
+                  out->data, tensor_row_stride(out)};
+    tp_run_cost(cpu->pool, T, (kind == BE_NORM_LAYER ? 5.0 : 3.0) * (double)D, norm_task, &c);
 }
 
 // x (T, D), w (G) with D % G == 0 -> out (T, D); out may be x
 void cpu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tensor *out) {
+    norm_run(cpu_of(be), "rms_norm", x, BE_NORM_RMS, w, true, NULL, eps, out);
+}
+
+// x (T, D), n->w, n->b (G) or NULL with D % G == 0 -> out (T, D); out may be x
+void cpu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out) {
     cpu_state *cpu = cpu_of(be);
-    if (!cpu_check_mat(cpu, "rms_norm", "x", x, DTYPE_F32, -1, -1) ||
-        !cpu_check_vec(cpu, "rms_norm", "w", w, CPU_ANY_FLOAT, -1))
-        return;
-    int64_t T = cpu_rows(x), D = tensor_row_len(x), G = tensor_numel(w);
-    if (G <= 0 || D % G != 0) {
-        cpu_fail(cpu, "rms_norm: row length %lld is not a multiple of the weight length %lld", (long long)D,
-                 (long long)G);
+    if (!n) {
+        cpu_fail(cpu, "norm: no be_norm");
         return;
     }
-    if (!cpu_check_mat(cpu, "rms_norm", "out", out, DTYPE_F32, T, D)) return;
-    norm_ctx c = {x->data, tensor_row_stride(x), w->data, w->dtype, G, D / G, eps,
-                  out->data, tensor_row_stride(out)};
-    tp_run_cost(cpu->pool, T, 3.0 * (double)D, norm_task, &c);
+    norm_run(cpu, "norm", x, n->kind, n->w, false, n->b, n->eps, out);
 }
 
 /* ---- add ---- */
@@ -126,38 +193,113 @@ void cpu_add(backend *be, tensor *x, const tensor *y) {
     tp_run_cost(cpu->pool, cpu_rows(x), (double)c.D, add_task, &c);
 }
 
-/* ---- SiLU-gated product ---- */
+/* ---- activations: the gated product, in place, the softcap ---- */
 
-typedef struct silu_ctx {
-    const float *gu;
+/* act(x) in f32 (be_act; transformers' activations.py, PyTorch's formulas:
+ * gelu tanh as at::native's GeluKernel, 0.5 x (1 + tanh(kBeta (x + kKappa x^3)))) */
+CPU_INLINE float cpu_act(be_act act, float x) {
+    switch (act) {
+    case BE_ACT_GELU_TANH: {
+        const float kBeta = 0.7978845608028654f; /* sqrt(2 / pi) */
+        const float kKappa = 0.044715f;
+        const float inner = kBeta * (x + kKappa * (x * x * x));
+        return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    case BE_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); /* x / sqrt(2) */
+    case BE_ACT_RELU: return x < 0.0f ? 0.0f : x;
+    default: return x / (1.0f + cpu_expf(-x)); /* SiLU */
+    }
+}
+
+typedef struct act_ctx {
+    const float *gu;    /* gated: (T, 2I) gate | up; else the input (T, I) */
     int64_t gs;
     float *out;
     int64_t os, I;
-} silu_ctx;
+    be_act act;
+    bool gated;
+    float cap;          /* softcap (act unused) when > 0 */
+} act_ctx;
 
-static void silu_task(void *ctx, int64_t r0, int64_t r1, int tid) {
+// gate (I), up (I) -> o (I) = act(gate) * up, act constant at each call
+CPU_INLINE void act_mul_row(const float *g, const float *u, float *o, int64_t I, be_act act) {
+    for (int64_t i = 0; i < I; i++) o[i] = cpu_act(act, g[i]) * u[i];
+}
+
+static void act_task(void *ctx, int64_t r0, int64_t r1, int tid) {
     (void)tid;
-    const silu_ctx *c = ctx;
+    const act_ctx *c = ctx;
     for (int64_t r = r0; r < r1; r++) {
         const float *g = c->gu + r * c->gs;
-        const float *u = g + c->I;
         float *o = c->out + r * c->os;
-        for (int64_t i = 0; i < c->I; i++) o[i] = g[i] / (1.0f + cpu_expf(-g[i])) * u[i];
+        if (c->cap > 0.0f) { /* softcap: tanh(x / cap) * cap, as transformers writes it */
+            for (int64_t i = 0; i < c->I; i++) o[i] = tanhf(g[i] / c->cap) * c->cap;
+        } else if (c->gated) {
+            switch (c->act) {
+            case BE_ACT_GELU_TANH: act_mul_row(g, g + c->I, o, c->I, BE_ACT_GELU_TANH); break;
+            case BE_ACT_GELU: act_mul_row(g, g + c->I, o, c->I, BE_ACT_GELU); break;
+            case BE_ACT_RELU: act_mul_row(g, g + c->I, o, c->I, BE_ACT_RELU); break;
+            default: { /* SiLU, written out as silu_mul always was */
+                const float *u = g + c->I;
+                for (int64_t i = 0; i < c->I; i++) o[i] = g[i] / (1.0f + cpu_expf(-g[i])) * u[i];
+            }
+            }
+        } else {
+            for (int64_t i = 0; i < c->I; i++) o[i] = cpu_act(c->act, g[i]);
+        }
     }
+}
+
+/* gate_up (T, 2I) -> out (T, I) = act(gate) * up */
+static void act_mul_run(cpu_state *cpu, const char *op, be_act act, const tensor *gate_up, tensor *out) {
+    if ((unsigned)act >= BE_ACT_COUNT) {
+        cpu_fail(cpu, "%s: activation %d is out of range", op, (int)act);
+        return;
+    }
+    if (!cpu_check_mat(cpu, op, "gate_up", gate_up, DTYPE_F32, -1, -1)) return;
+    int64_t T = cpu_rows(gate_up), D = tensor_row_len(gate_up);
+    if (D % 2) {
+        cpu_fail(cpu, "%s: gate_up row length %lld is odd", op, (long long)D);
+        return;
+    }
+    if (!cpu_check_mat(cpu, op, "out", out, DTYPE_F32, T, D / 2)) return;
+    act_ctx c = {gate_up->data, tensor_row_stride(gate_up), out->data, tensor_row_stride(out), D / 2, act, true, 0.0f};
+    tp_run_cost(cpu->pool, T, 8.0 * (double)c.I, act_task, &c);
 }
 
 // gate_up (T, 2I) -> out (T, I) = silu(gate) * up
 void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out) {
+    act_mul_run(cpu_of(be), "silu_mul", BE_ACT_SILU, gate_up, out);
+}
+
+// gate_up (T, 2I) -> out (T, I) = act(gate) * up
+void cpu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out) {
+    act_mul_run(cpu_of(be), "act_mul", act, gate_up, out);
+}
+
+// x (T, I) = act(x) in place
+void cpu_activation(backend *be, be_act act, tensor *x) {
     cpu_state *cpu = cpu_of(be);
-    if (!cpu_check_mat(cpu, "silu_mul", "gate_up", gate_up, DTYPE_F32, -1, -1)) return;
-    int64_t T = cpu_rows(gate_up), D = tensor_row_len(gate_up);
-    if (D % 2) {
-        cpu_fail(cpu, "silu_mul: gate_up row length %lld is odd", (long long)D);
+    if ((unsigned)act >= BE_ACT_COUNT) {
+        cpu_fail(cpu, "activation: activation %d is out of range", (int)act);
         return;
     }
-    if (!cpu_check_mat(cpu, "silu_mul", "out", out, DTYPE_F32, T, D / 2)) return;
-    silu_ctx c = {gate_up->data, tensor_row_stride(gate_up), out->data, tensor_row_stride(out), D / 2};
-    tp_run_cost(cpu->pool, T, 8.0 * (double)c.I, silu_task, &c);
+    if (!cpu_check_mat(cpu, "activation", "x", x, DTYPE_F32, -1, -1)) return;
+    act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), act, false, 0.0f};
+    tp_run_cost(cpu->pool, cpu_rows(x), 8.0 * (double)c.I, act_task, &c);
+}
+
+// x (T, V) = tanh(x / cap) * cap in place
+void cpu_softcap(backend *be, tensor *x, float cap) {
+    cpu_state *cpu = cpu_of(be);
+    if (!(cap > 0.0f) || isinf(cap)) {
+        cpu_fail(cpu, "softcap: cap %g must be positive and finite", (double)cap);
+        return;
+    }
+    if (!cpu_check_mat(cpu, "softcap", "x", x, DTYPE_F32, -1, -1)) return;
+    act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), BE_ACT_SILU, false,
+                 cap};
+    tp_run_cost(cpu->pool, cpu_rows(x), 8.0 * (double)c.I, act_task, &c);
 }
 
 /* ---- gather rows ---- */

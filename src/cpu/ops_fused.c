@@ -1,6 +1,7 @@
 /*
  * ops_fused.c: the CPU backend's fused ops, as plain composites of the
- * single ops: the reference that a GPU backend's fused kernels must match.
+ * single ops (tensor/op_composite.h): the reference that a GPU backend's
+ * fused kernels must match; and the CPU's answer to supports().
  */
 #include "cpu/cpu_internal.h"
 #include "tensor/op_composite.h"
@@ -9,6 +10,12 @@
 void cpu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out) {
     cpu_add(be, x, y);
     cpu_rms_norm(be, x, w, eps, out);
+}
+
+// x (T, D) += y (T, D); out (T, D) = norm(x) (be_norm)
+void cpu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out) {
+    const char *err = add_norm_composite(be, x, y, n, out);
+    if (err) cpu_fail(cpu_of(be), "%s", err);
 }
 
 // q (T, nq*hd), k (T, nk*hd): per-head norm (optional), rope; k, v -> paged caches
@@ -21,8 +28,51 @@ void cpu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, con
     cpu_kv_write(be, k, v, k_cache, v_cache, m);
 }
 
+// q (T, nq*hd), k (T, nk*hd): per-head norms of any kind (optional), rope; k, v -> paged caches
+void cpu_qk_norm_rope_kv_ex(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
+                            const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
+                            int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m) {
+    const char *err = qk_norm_rope_kv_ex_composite(be, q, k, v, q_norm, k_norm, positions, cos_sin, head_dim, rot_dim,
+                                                   neox, k_cache, v_cache, m);
+    if (err) cpu_fail(cpu_of(be), "%s", err);
+}
+
 // the linear layer with its norm, gated product or residual add (backend.h linear_fuse)
 void cpu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y) {
     const char *err = linear_fused_composite(be, lin, x, f, y);
     if (err) cpu_fail(cpu_of(be), "%s", err);
+}
+
+/* Every op runs on the CPU: the elementwise ones natively, the fused ones as
+ * their composites; refused only where the op itself would fail. */
+be_support cpu_supports(backend *be, be_op op, const void *params) {
+    (void)be;
+    switch (op) {
+    case BE_OP_ATTENTION: {
+        const attn_params *p = params;
+        return p && p->head_dim > 0 && p->head_dim <= CPU_MAX_HEAD_DIM && p->softcap >= 0.0f && !isinf(p->softcap)
+                   ? BE_NATIVE
+                   : BE_UNSUPPORTED;
+    }
+    case BE_OP_ACT_MUL:
+    case BE_OP_ACTIVATION:
+        return params && (unsigned)*(const be_act *)params < BE_ACT_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
+    case BE_OP_NORM:
+    case BE_OP_ADD_NORM:
+    case BE_OP_QK_NORM_ROPE_KV: {
+        const be_norm *n = params;
+        if (!n) return op == BE_OP_QK_NORM_ROPE_KV ? BE_COMPOSITE : BE_UNSUPPORTED;
+        if ((unsigned)n->kind >= BE_NORM_COUNT) return BE_UNSUPPORTED;
+        return op == BE_OP_NORM ? BE_NATIVE : BE_COMPOSITE;
+    }
+    case BE_OP_LINEAR_FUSED: {
+        const linear_fuse *f = params;
+        return !f || ((unsigned)f->act < BE_ACT_COUNT && (unsigned)f->norm_kind < BE_NORM_COUNT &&
+                      !(f->silu_mul && f->accumulate))
+                   ? BE_COMPOSITE
+                   : BE_UNSUPPORTED;
+    }
+    case BE_OP_SOFTCAP: return BE_NATIVE;
+    default: return BE_UNSUPPORTED;
+    }
 }

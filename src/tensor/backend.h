@@ -53,31 +53,84 @@ typedef struct attn_meta {
     tensor slot_mapping;       /* (T) I64: block * block_size + offset of each new token */
 } attn_meta;
 
-/* Per-layer attention options. */
+/* Per-layer attention options. Zero-initialised fields are off. */
 typedef struct attn_params {
     float scale;               /* softmax scale, usually 1/sqrt(head_dim) */
     int sliding_window;        /* keys older than this many positions are masked; 0 = off */
     int num_heads;             /* query heads */
     int num_kv_heads;          /* key/value heads (GQA: num_heads % num_kv_heads == 0) */
     int head_dim;
+    float softcap;             /* > 0: scores s = q.k * scale become tanh(s / softcap) * softcap
+                                  before the mask and the softmax (Gemma 2's attn_logit_softcapping,
+                                  transformers' eager_attention_forward); 0 = off */
 } attn_params;
+
+/* Activations, as transformers' ACT2FN names them (activations.py), in f32. */
+typedef enum be_act {
+    BE_ACT_SILU = 0,   /* "silu":              x / (1 + exp(-x)) */
+    BE_ACT_GELU_TANH,  /* "gelu_pytorch_tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    BE_ACT_GELU,       /* "gelu" (exact):      0.5 x (1 + erf(x / sqrt(2))) */
+    BE_ACT_RELU,       /* "relu":              max(x, 0) (NaN stays NaN) */
+    BE_ACT_COUNT
+} be_act;
+
+/* Row normalisations, over groups of G = len(w) elements along each row
+ * (G = the whole row when w is NULL), in f32: */
+typedef enum be_norm_kind {
+    BE_NORM_RMS = 0,     /* x / sqrt(mean(x^2) + eps) * w                        (Llama's RMSNorm) */
+    BE_NORM_RMS_OFFSET,  /* x / sqrt(mean(x^2) + eps) * (1 + w)                  (Gemma's RMSNorm: the
+                            f32 product with 1 + w.float(), then the cast) */
+    BE_NORM_LAYER,       /* (x - mean(x)) / sqrt(var(x) + eps) * w + b, var biased (OPT's nn.LayerNorm) */
+    BE_NORM_COUNT
+} be_norm_kind;
+
+typedef struct be_norm {
+    be_norm_kind kind;
+    const tensor *w;     /* (G) any float dtype, or NULL: w = 1 (BE_NORM_RMS_OFFSET: w = 0) */
+    const tensor *b;     /* (G) BE_NORM_LAYER's bias, any float dtype, or NULL (b = 0) */
+    float eps;
+} be_norm;
 
 /* What linear_fused does around the layer, in order:
  *   in  = norm_w ? rms_norm(x) * norm_w : x                    (T, in)
+ *         (norm_kind != BE_NORM_RMS: that norm of be_norm, with norm_w, norm_b)
  *   mid = in @ W^T + b                                          (T, out)
- *   r   = silu_mul ? silu(mid[:, :out/2]) * mid[:, out/2:] : mid
+ *   r   = silu_mul ? act(mid[:, :out/2]) * mid[:, out/2:] : mid   (act: SiLU unless set)
  *   y   = accumulate ? y + r : r        (the residual add: y is the stream)
  * h (T, in) and mid (T, out) are scratch a backend may write (required when
- * their stage is asked for: h with norm_w, mid with silu_mul or
+ * their stage is asked for: h with the norm, mid with silu_mul or
  * accumulate). silu_mul and accumulate do not combine. y must not overlap
- * x, h or mid. */
+ * x, h or mid. Zero-initialised fields keep the Llama meaning. */
 typedef struct linear_fuse {
-    const tensor *norm_w;  /* (in) RMSNorm weight, or NULL for none */
+    const tensor *norm_w;  /* (in) RMSNorm weight, or NULL for none (see norm_kind) */
     float eps;             /* the norm's epsilon */
-    bool silu_mul;         /* the SiLU-gated product of the two output halves */
+    bool silu_mul;         /* the gated product of the two output halves, act(gate) * up */
     bool accumulate;       /* y += the result instead of y = */
     tensor *h, *mid;       /* scratch, see above */
+    be_act act;            /* the gated product's activation; 0 = BE_ACT_SILU */
+    be_norm_kind norm_kind;/* 0 = BE_NORM_RMS; another kind runs the norm stage even without norm_w */
+    const tensor *norm_b;  /* (in) BE_NORM_LAYER's bias, or NULL */
 } linear_fuse;
+
+/* The ops whose support depends on their parameters (backend_ops.supports). */
+typedef enum be_op {
+    BE_OP_ATTENTION = 0,   /* params: const attn_params * */
+    BE_OP_LINEAR_FUSED,    /* params: const linear_fuse * */
+    BE_OP_ACT_MUL,         /* params: const be_act * */
+    BE_OP_ACTIVATION,      /* params: const be_act * */
+    BE_OP_NORM,            /* params: const be_norm * */
+    BE_OP_ADD_NORM,        /* params: const be_norm * */
+    BE_OP_QK_NORM_ROPE_KV, /* params: const be_norm * (qk_norm_rope_kv_ex's q/k norm), or NULL for none */
+    BE_OP_SOFTCAP,         /* params: NULL */
+    BE_OP_COUNT
+} be_op;
+
+/* What a backend does with an op and its parameters. */
+typedef enum be_support {
+    BE_UNSUPPORTED = 0,    /* refused (the op records an error): the model has to do without */
+    BE_COMPOSITE,          /* runs as its composite of single ops (tensor/op_composite.h) */
+    BE_NATIVE,             /* a kernel of its own (fused; for linear_fused: decode-sized batches) */
+} be_support;
 
 typedef struct backend_ops {
     void (*destroy)(backend *be);
@@ -129,6 +182,18 @@ typedef struct backend_ops {
     void (*add_rms_norm)(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);
     /* out (T, I) = silu(gate_up[:, :I]) * gate_up[:, I:] ; gate_up (T, 2I) */
     void (*silu_mul)(backend *be, const tensor *gate_up, tensor *out);
+    /* out (T, I) = act(gate_up[:, :I]) * gate_up[:, I:] ; gate_up (T, 2I); act
+     * BE_ACT_SILU is silu_mul (Gemma: BE_ACT_GELU_TANH; Phi-3, GLM-4: SiLU). */
+    void (*act_mul)(backend *be, be_act act, const tensor *gate_up, tensor *out);
+    /* x (T, I) = act(x) in place (OPT's fc1: BE_ACT_RELU). */
+    void (*activation)(backend *be, be_act act, tensor *x);
+    /* x (T, V) = tanh(x / cap) * cap in place, cap > 0 (Gemma 2's final_logit_softcapping). */
+    void (*softcap)(backend *be, tensor *x, float cap);
+    /* out (T, D) = the norm n of x (be_norm); x (T, D) with D % G == 0. out may be x
+     * (in place, keeping x's stride). BE_NORM_RMS is rms_norm. */
+    void (*norm)(backend *be, const tensor *x, const be_norm *n, tensor *out);
+    /* x (T, D) += y (T, D); out (T, D) = norm(x) (as add then norm). */
+    void (*add_norm)(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
     /* Rotary embedding in place on q (T, nq*head_dim) and k (T, nk*head_dim).
      * cos_sin (max_pos, rot_dim) F32: [cos(p*f_0..f_{r/2-1}) | sin(...)].
      * neox: rotate halves (i, i + rot_dim/2) (HF Llama); else adjacent pairs. */
@@ -146,7 +211,13 @@ typedef struct backend_ops {
                             const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
                             int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache,
                             const attn_meta *m);
-    /* out (T, nh*hd) = causal softmax(q k^T * scale) v over the paged caches. */
+    /* qk_norm_rope_kv with norms of any kind (be_norm over head_dim; NULL =
+     * none): Gemma 3's (1 + w) q/k norms are BE_NORM_RMS_OFFSET. */
+    void (*qk_norm_rope_kv_ex)(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
+                               const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
+                               int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);
+    /* out (T, nh*hd) = causal softmax(q k^T * scale) v over the paged caches
+     * (softcapped scores when p->softcap > 0). */
     void (*attention)(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache,
                       const attn_meta *m, const attn_params *p, tensor *out);
     /* out (N, D) = x[idx] ; idx (N) I32 */
@@ -160,6 +231,12 @@ typedef struct backend_ops {
     /* Raw logprobs of b->targets and the top k of rows b->rows of logits
      * (B, V), as logprob_row_ref. Run before sample on the same tensor. */
     vllm_status (*logprobs)(backend *be, const tensor *logits, const logprob_batch *b);
+
+    /* ---- capabilities ---- */
+    /* How the backend runs op with these parameters (be_op lists what params
+     * points to): BE_NATIVE, BE_COMPOSITE, or BE_UNSUPPORTED where the op
+     * would fail (backend_require turns that into VLLM_ERR_UNSUPPORTED). */
+    be_support (*supports)(backend *be, be_op op, const void *params);
 
     /* ---- graphs (NULL where the backend has none, e.g. the CPU) ---- */
     /* Records the ops issued until graph_end instead of running them. Ops
@@ -187,6 +264,22 @@ typedef struct backend_options {
     int num_threads;      /* CPU worker threads; 0 = all cores */
     int device_id;        /* GPU ordinal */
 } backend_options;
+
+/* be->ops->supports(be, op, params), BE_UNSUPPORTED for an op or a
+ * backend without it. */
+be_support backend_supports(backend *be, be_op op, const void *params);
+/* VLLM_OK when be can run op with params (natively or as its composite),
+ * else VLLM_ERR_UNSUPPORTED with a message naming the backend, the op and
+ * what (the model's words for it, e.g. "Gemma2ForCausalLM attention"). */
+vllm_status backend_require(backend *be, be_op op, const void *params, const char *what);
+/* The op's name ("attention", "act_mul", ...). */
+const char *be_op_name(be_op op);
+/* The activation's transformers name ("silu", "gelu_pytorch_tanh", ...); NULL when out of range. */
+const char *be_act_name(be_act act);
+/* The activation of a transformers name (hidden_act, hidden_activation,
+ * activation_function): "silu" / "swish", "gelu_pytorch_tanh", "gelu", "relu";
+ * false when unknown. */
+bool be_act_from_name(const char *name, be_act *out);
 
 /* Creates a backend by name ("cpu", "cuda"). VLLM_ERR_UNSUPPORTED when
  * the name is unknown or the backend was not built. */

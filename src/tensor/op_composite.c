@@ -3,6 +3,16 @@
 
 #include <stddef.h>
 
+/* in (T, in) = the linear_fuse's norm of x into h */
+static void fuse_norm(backend *be, const tensor *x, const linear_fuse *f) {
+    if (f->norm_kind == BE_NORM_RMS) {
+        be->ops->rms_norm(be, x, f->norm_w, f->eps, f->h); /* h (T, in) */
+    } else {
+        const be_norm n = {.kind = f->norm_kind, .w = f->norm_w, .b = f->norm_b, .eps = f->eps};
+        be->ops->norm(be, x, &n, f->h); /* h (T, in) */
+    }
+}
+
 const char *linear_fused_composite(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f,
                                    tensor *y) {
     const backend_ops *o = be->ops;
@@ -11,21 +21,44 @@ const char *linear_fused_composite(backend *be, const be_linear *lin, const tens
         return NULL;
     }
     if (f->silu_mul && f->accumulate) return "linear_fused: silu_mul and accumulate do not combine";
-    if (f->norm_w && !f->h) return "linear_fused: a norm needs the h scratch tensor";
+    if ((unsigned)f->act >= BE_ACT_COUNT) return "linear_fused: activation out of range";
+    if ((unsigned)f->norm_kind >= BE_NORM_COUNT) return "linear_fused: norm kind out of range";
+    const bool norm = linear_fuse_has_norm(f);
+    if (norm && !f->h) return "linear_fused: a norm needs the h scratch tensor";
     if ((f->silu_mul || f->accumulate) && !f->mid) return "linear_fused: silu_mul and accumulate need the mid scratch";
     const tensor *in = x;
-    if (f->norm_w) {
-        o->rms_norm(be, x, f->norm_w, f->eps, f->h); /* h (T, in) */
+    if (norm) {
+        fuse_norm(be, x, f);
         in = f->h;
     }
     if (f->silu_mul) {
         o->linear(be, lin, in, f->mid);              /* mid (T, 2I) */
-        o->silu_mul(be, f->mid, y);                  /* y (T, I) */
+        if (f->act == BE_ACT_SILU) o->silu_mul(be, f->mid, y);  /* y (T, I) */
+        else o->act_mul(be, f->act, f->mid, y);
     } else if (f->accumulate) {
         o->linear(be, lin, in, f->mid);              /* mid (T, out) */
         o->add(be, y, f->mid);                       /* y += mid */
     } else {
         o->linear(be, lin, in, y);
     }
+    return NULL;
+}
+
+const char *add_norm_composite(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out) {
+    if (!n) return "add_norm: no be_norm";
+    be->ops->add(be, x, y);                 /* x (T, D) += y */
+    be->ops->norm(be, x, n, out);           /* out (T, D) */
+    return NULL;
+}
+
+const char *qk_norm_rope_kv_ex_composite(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
+                                         const be_norm *k_norm, const tensor *positions, const tensor *cos_sin,
+                                         int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache,
+                                         const attn_meta *m) {
+    const backend_ops *o = be->ops;
+    if (q_norm) o->norm(be, q, q_norm, q);  /* per head: q_norm->w (head_dim) */
+    if (k_norm) o->norm(be, k, k_norm, k);
+    o->rope(be, q, k, positions, cos_sin, head_dim, rot_dim, neox);
+    o->kv_write(be, k, v, k_cache, v_cache, m);
     return NULL;
 }

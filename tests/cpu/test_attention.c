@@ -9,8 +9,9 @@
  * buffer. Unused blocks and keys outside every query's window hold NaN, so
  * a read of anything the kernel should not see shows up in the output.
  * Block sizes 16, 1 and 7; GQA (8 q / 2 kv heads) and MQA; sliding window
- * off and on; 1, 4 and 64 threads (bit-identical; with 64 threads every
- * head is its own work item, with 1 a kv group's heads share one).
+ * off and on; score softcap (Gemma 2) off and on, head_dim 16 to 256; 1, 4
+ * and 64 threads (bit-identical; with 64 threads every head is its own work
+ * item, with 1 a kv group's heads share one).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static const int CTX[NSEQ] = {37, 25, 51};
 
 typedef struct attn_case {
     int nh, nkv, hd, block_size, window;
+    float softcap;
 } attn_case;
 
 static void run_case(backend *be[CT_NBE], const attn_case *ac) {
@@ -90,7 +92,7 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
         .slot_mapping = tensor_1d(DTYPE_I64, slots, T),
     };
     attn_params ap = {.scale = 1.0f / sqrtf((float)hd), .sliding_window = ac->window, .num_heads = nh,
-                      .num_kv_heads = nkv, .head_dim = hd};
+                      .num_kv_heads = nkv, .head_dim = hd, .softcap = ac->softcap};
 
     /* reference, per sequence, over contiguous K/V */
     double *ref = malloc((size_t)(T * qd) * sizeof(double));
@@ -107,6 +109,7 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
                     double d = 0;
                     for (int i = 0; i < hd; i++) d += (double)qv[i] * kref[s][key * kvd + kvh * hd + i];
                     p[key] = d * ap.scale;
+                    if (ac->softcap > 0) p[key] = tanh(p[key] / ac->softcap) * ac->softcap;
                     if (p[key] > mx) mx = p[key];
                 }
                 for (int key = k0; key <= pos; key++) sum += p[key] = exp(p[key] - mx);
@@ -163,8 +166,8 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
                 bad++;
             }
         }
-        CHECK_MSG(bad == 0, "attention nh=%d nkv=%d hd=%d bs=%d window=%d backend %d: %d bad", nh, nkv, hd, bs,
-                  ac->window, b, bad);
+        CHECK_MSG(bad == 0, "attention nh=%d nkv=%d hd=%d bs=%d window=%d softcap=%g backend %d: %d bad", nh, nkv,
+                  hd, bs, ac->window, (double)ac->softcap, b, bad);
         ops->release(be[b], &kc);
         ops->release(be[b], &vc);
     }
@@ -247,6 +250,11 @@ static void test_errors(backend *be) {
     ops->attention(be, &qt, &kc, &vc, &m, &ap, &ot);
     CHECK(ops->synchronize(be) == VLLM_ERR_BACKEND);
     ap.head_dim = HD;
+    ap.softcap = -1.0f;  /* a negative softcap */
+    ops->attention(be, &qt, &kc, &vc, &m, &ap, &ot);
+    CHECK(ops->synchronize(be) == VLLM_ERR_BACKEND);
+    CHECK(strstr(vllm_last_error(), "softcap") != NULL);
+    ap.softcap = 0.0f;
     seq_lens[0] = NB * BS + 1;  /* longer than the block table */
     ops->attention(be, &qt, &kc, &vc, &m, &ap, &ot);
     CHECK(ops->synchronize(be) == VLLM_ERR_BACKEND);
@@ -271,13 +279,20 @@ int main(void) {
     for (int b = 0; b < 3; b++)
         for (int h = 0; h < 2; h++)
             for (int w = 0; w < 3; w++) {
-                attn_case ac = {heads[h][0], heads[h][1], 16, block_sizes[b], windows[w]};
+                attn_case ac = {heads[h][0], heads[h][1], 16, block_sizes[b], windows[w], 0.0f};
                 run_case(be, &ac);
             }
-    attn_case odd = {4, 2, 40, 7, 0};  /* head_dim not a multiple of the vector width */
+    attn_case odd = {4, 2, 40, 7, 0, 0.0f};  /* head_dim not a multiple of the vector width */
     run_case(be, &odd);
-    attn_case mha = {3, 3, 64, 16, 20};
+    attn_case mha = {3, 3, 64, 16, 20, 0.0f};
     run_case(be, &mha);
+    /* Gemma 2's score softcap: a cap that bends the scores (|q.k| * scale reaches ~2), and 50 (Gemma 2's) */
+    attn_case capped = {8, 2, 16, 7, 0, 1.5f};
+    run_case(be, &capped);
+    attn_case capped_window = {8, 1, 16, 16, 8, 1.5f};
+    run_case(be, &capped_window);
+    attn_case gemma = {4, 2, 256, 16, 30, 50.0f};
+    run_case(be, &gemma);
     test_errors(be[0]);
     ct_backends_free(be);
     TEST_END();

@@ -1,8 +1,10 @@
 /*
  * test_ops.c: the CPU backend's memory ops and row-wise ops (embedding,
- * rms_norm, add, silu_mul, gather_rows, rope) against naive double
- * references, with F32 / F16 / BF16 weights, strided and in-place views,
- * 1 vs 4 threads (bit-identical), and the sticky error of bad arguments.
+ * rms_norm, norm (Gemma's (1 + w) RMSNorm, LayerNorm), add, silu_mul,
+ * act_mul and activation (SiLU, GELU tanh / erf, ReLU), softcap,
+ * gather_rows, rope) against naive double references, with F32 / F16 /
+ * BF16 weights, strided and in-place views, 1 vs 4 threads (bit-identical),
+ * and the sticky error of bad arguments.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +184,239 @@ static void test_rms_norm(backend *be[CT_NBE], dtype wdt, int64_t T, int64_t D, 
     tensor x6 = tensor_2d(DTYPE_F32, xs, 1, 6), w4 = tensor_1d(DTYPE_F32, ws, 4);
     be[0]->ops->rms_norm(be[0], &x6, &w4, eps, &x6);
     CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+}
+
+/* ---- norm: Gemma's (1 + w) RMSNorm, LayerNorm; RMSNorm through norm() is rms_norm ---- */
+
+static void test_norm_kind(backend *be[CT_NBE], be_norm_kind kind, dtype wdt, int64_t T, int64_t D, int64_t G,
+                           int pad, int in_place, bool with_w, bool with_b) {
+    const float eps = kind == BE_NORM_LAYER ? 1e-5f : 1e-6f;
+    int64_t W = D + pad;
+    float *xbuf = malloc((size_t)(T * W) * sizeof(float));
+    ct_fill(xbuf, T * W, 2.0f);
+    for (int64_t t = 0; t < T; t++) /* rows with an offset: LayerNorm must take the mean out */
+        for (int64_t i = 0; i < W; i++) xbuf[t * W + i] += kind == BE_NORM_LAYER ? 3.0f : 0.0f;
+    unsigned char *w = malloc((size_t)G * dtype_size(wdt) + 1), *bb = malloc((size_t)G * dtype_size(wdt) + 1);
+    for (int64_t i = 0; i < G; i++) {
+        ct_store(w, wdt, i, kind == BE_NORM_RMS_OFFSET ? 0.5f * ct_uniform() : 1.0f + 0.5f * ct_uniform());
+        ct_store(bb, wdt, i, ct_uniform());
+    }
+    tensor wt = tensor_1d(wdt, w, G), bt = tensor_1d(wdt, bb, G);
+    be_norm n = {.kind = kind, .w = with_w ? &wt : NULL, .b = with_b ? &bt : NULL, .eps = eps};
+    const int64_t g = with_w ? G : D; /* the group */
+    double *ref = malloc((size_t)(T * D) * sizeof(double));
+    for (int64_t t = 0; t < T; t++) {
+        const float *x = xbuf + t * W + pad;
+        for (int64_t q = 0; q < D / g; q++) {
+            const float *xg = x + q * g;
+            double mean = 0, ss = 0;
+            if (kind == BE_NORM_LAYER) {
+                for (int64_t i = 0; i < g; i++) mean += xg[i];
+                mean /= (double)g;
+            }
+            for (int64_t i = 0; i < g; i++) ss += (xg[i] - mean) * (xg[i] - mean);
+            double r = 1.0 / sqrt(ss / (double)g + eps);
+            for (int64_t i = 0; i < g; i++) {
+                double wv = with_w ? ct_load(w, wdt, i) : (kind == BE_NORM_RMS_OFFSET ? 0.0 : 1.0);
+                if (kind == BE_NORM_RMS_OFFSET) wv += 1.0;
+                double bv = with_b ? ct_load(bb, wdt, i) : 0.0;
+                ref[t * D + q * g + i] = (xg[i] - mean) * r * wv + bv;
+            }
+        }
+    }
+    float *res[CT_NBE];
+    for (int b = 0; b < CT_NBE; b++) {
+        float *xb = malloc((size_t)(T * W) * sizeof(float));
+        memcpy(xb, xbuf, (size_t)(T * W) * sizeof(float));
+        tensor full = tensor_2d(DTYPE_F32, xb, T, W);
+        tensor x = pad ? tensor_cols(&full, pad, D) : full;
+        res[b] = malloc((size_t)(T * D) * sizeof(float));
+        int bad;
+        if (in_place) {
+            be[b]->ops->norm(be[b], &x, &n, &x);
+            bad = count_bad(xb + pad, W, ref, T, D, 1e-5, 1e-6);
+            for (int64_t t = 0; t < T; t++) memcpy(res[b] + t * D, xb + t * W + pad, (size_t)D * sizeof(float));
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < pad; i++) bad += xb[t * W + i] != xbuf[t * W + i];
+        } else {
+            tensor o = tensor_2d(DTYPE_F32, res[b], T, D);
+            be[b]->ops->norm(be[b], &x, &n, &o);
+            bad = count_bad(res[b], D, ref, T, D, 1e-5, 1e-6);
+        }
+        CHECK_OK(be[b]->ops->synchronize(be[b]));
+        CHECK_MSG(bad == 0, "norm kind %d %s T=%lld D=%lld G=%lld w=%d b=%d backend %d: %d bad", (int)kind,
+                  dtype_name(wdt), (long long)T, (long long)D, (long long)G, with_w, with_b, b, bad);
+        free(xb);
+    }
+    for (int b = 1; b < CT_NBE; b++) CHECK(!memcmp(res[0], res[b], (size_t)(T * D) * sizeof(float)));
+    for (int b = 0; b < CT_NBE; b++) free(res[b]);
+    free(xbuf);
+    free(w);
+    free(bb);
+    free(ref);
+}
+
+static void test_norm(backend *be[CT_NBE]) {
+    for (int d = 0; d < 3; d++) {
+        dtype dt = CT_WDTYPES[d];
+        test_norm_kind(be, BE_NORM_RMS_OFFSET, dt, 7, 67, 67, 0, 0, true, false);
+        test_norm_kind(be, BE_NORM_RMS_OFFSET, dt, 5, 4 * 16, 16, 24, 1, true, false); /* Gemma 3's q/k norm */
+        test_norm_kind(be, BE_NORM_LAYER, dt, 9, 96, 96, 0, 0, true, true);
+        test_norm_kind(be, BE_NORM_LAYER, dt, 4, 3 * 40, 40, 5, 1, true, true);
+        test_norm_kind(be, BE_NORM_LAYER, dt, 3, 50, 50, 0, 0, true, false);
+    }
+    test_norm_kind(be, BE_NORM_LAYER, DTYPE_F32, 6, 70, 70, 3, 0, false, false);   /* no affine */
+    test_norm_kind(be, BE_NORM_RMS_OFFSET, DTYPE_F32, 2, 33, 33, 0, 1, false, false);
+    test_norm_kind(be, BE_NORM_RMS, DTYPE_F32, 2, 33, 33, 0, 0, false, false);
+
+    /* BE_NORM_RMS through norm() is rms_norm, bit for bit */
+    const int64_t T = 5, D = 96;
+    float x[5 * 96], w[96], o1[5 * 96], o2[5 * 96];
+    ct_fill(x, T * D, 2.0f);
+    ct_fill(w, D, 1.0f);
+    tensor X = tensor_2d(DTYPE_F32, x, T, D), Wt = tensor_1d(DTYPE_F32, w, D);
+    tensor O1 = tensor_2d(DTYPE_F32, o1, T, D), O2 = tensor_2d(DTYPE_F32, o2, T, D);
+    be_norm n = {.kind = BE_NORM_RMS, .w = &Wt, .eps = 1e-6f};
+    be[1]->ops->rms_norm(be[1], &X, &Wt, 1e-6f, &O1);
+    be[1]->ops->norm(be[1], &X, &n, &O2);
+    CHECK_OK(be[1]->ops->synchronize(be[1]));
+    CHECK(!memcmp(o1, o2, sizeof o1));
+
+    /* refusals: a bias outside LayerNorm, a kind out of range, a bias of the wrong length, no be_norm */
+    tensor B = tensor_1d(DTYPE_F32, w, D), B7 = tensor_1d(DTYPE_F32, w, 7);
+    n.b = &B;
+    be[0]->ops->norm(be[0], &X, &n, &O2);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+    CHECK_MSG(strstr(vllm_last_error(), "bias") != NULL, "%s", vllm_last_error());
+    n.b = NULL;
+    n.kind = BE_NORM_COUNT;
+    be[0]->ops->norm(be[0], &X, &n, &O2);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+    n.kind = BE_NORM_LAYER;
+    n.b = &B7;
+    be[0]->ops->norm(be[0], &X, &n, &O2);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+    be[0]->ops->norm(be[0], &X, NULL, &O2);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+}
+
+/* ---- activations: act_mul (gated), activation (in place), softcap ---- */
+
+static double ref_act(be_act act, double x) {
+    switch (act) {
+    case BE_ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case BE_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case BE_ACT_RELU: return x > 0 ? x : 0.0;
+    default: return x / (1.0 + exp(-x));
+    }
+}
+
+static void test_activations(backend *be[CT_NBE]) {
+    const int64_t T = 6, I = 53, W = 2 * I + 5;
+    float *gu = malloc((size_t)(T * W) * sizeof(float));
+    ct_fill(gu, T * W, 5.0f);
+    gu[3] = 0.0f;
+    gu[4] = -0.0f;
+    double *ref = malloc((size_t)(T * I) * sizeof(double));
+    for (int a = 0; a < BE_ACT_COUNT; a++) {
+        /* gated: gate_up a strided view, columns [2, 2 + 2I) */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < I; i++)
+                ref[t * I + i] = ref_act((be_act)a, gu[t * W + 2 + i]) * gu[t * W + 2 + I + i];
+        float *res[CT_NBE];
+        tensor guf = tensor_2d(DTYPE_F32, gu, T, W), gut = tensor_cols(&guf, 2, 2 * I);
+        for (int b = 0; b < CT_NBE; b++) {
+            res[b] = malloc((size_t)(T * I) * sizeof(float));
+            tensor o = tensor_2d(DTYPE_F32, res[b], T, I);
+            be[b]->ops->act_mul(be[b], (be_act)a, &gut, &o);
+            CHECK_OK(be[b]->ops->synchronize(be[b]));
+            CHECK_MSG(count_bad(res[b], I, ref, T, I, 1e-5, 1e-5) == 0, "act_mul %s backend %d",
+                      be_act_name((be_act)a), b);
+        }
+        for (int b = 1; b < CT_NBE; b++) CHECK(!memcmp(res[0], res[b], (size_t)(T * I) * sizeof(float)));
+        if (a == BE_ACT_SILU) { /* act_mul SiLU is silu_mul, bit for bit */
+            float *s = malloc((size_t)(T * I) * sizeof(float));
+            tensor o = tensor_2d(DTYPE_F32, s, T, I);
+            be[1]->ops->silu_mul(be[1], &gut, &o);
+            CHECK_OK(be[1]->ops->synchronize(be[1]));
+            CHECK(!memcmp(s, res[1], (size_t)(T * I) * sizeof(float)));
+            free(s);
+        }
+        for (int b = 0; b < CT_NBE; b++) free(res[b]);
+
+        /* in place on a strided view (T, I) at column 3; the rest of the row untouched */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < I; i++) ref[t * I + i] = ref_act((be_act)a, gu[t * W + 3 + i]);
+        for (int b = 0; b < CT_NBE; b++) {
+            res[b] = malloc((size_t)(T * W) * sizeof(float));
+            memcpy(res[b], gu, (size_t)(T * W) * sizeof(float));
+            tensor xf = tensor_2d(DTYPE_F32, res[b], T, W), x = tensor_cols(&xf, 3, I);
+            be[b]->ops->activation(be[b], (be_act)a, &x);
+            CHECK_OK(be[b]->ops->synchronize(be[b]));
+            int bad = count_bad(res[b] + 3, W, ref, T, I, 1e-5, 1e-6);
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < W; i++)
+                    if (i < 3 || i >= 3 + I) bad += memcmp(&res[b][t * W + i], &gu[t * W + i], sizeof(float)) != 0;
+            CHECK_MSG(bad == 0, "activation %s backend %d: %d bad", be_act_name((be_act)a), b, bad);
+        }
+        for (int b = 1; b < CT_NBE; b++) CHECK(!memcmp(res[0], res[b], (size_t)(T * W) * sizeof(float)));
+        for (int b = 0; b < CT_NBE; b++) free(res[b]);
+    }
+    /* relu keeps NaN; gelu(0) = 0 */
+    float nanv[4] = {NAN, -1.0f, 0.0f, 2.0f};
+    tensor nt = tensor_2d(DTYPE_F32, nanv, 1, 4);
+    be[0]->ops->activation(be[0], BE_ACT_RELU, &nt);
+    CHECK_OK(be[0]->ops->synchronize(be[0]));
+    CHECK(isnan(nanv[0]) && nanv[1] == 0.0f && nanv[2] == 0.0f && nanv[3] == 2.0f);
+
+    /* softcap on logits (T, V) with a strided view; values past the cap saturate */
+    const float cap = 30.0f;
+    const int64_t V = 77;
+    float *lg = malloc((size_t)(T * (V + 4)) * sizeof(float));
+    ct_fill(lg, T * (V + 4), 80.0f);
+    double *lref = malloc((size_t)(T * V) * sizeof(double));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < V; i++) lref[t * V + i] = tanh(lg[t * (V + 4) + 1 + i] / cap) * cap;
+    float *lres[CT_NBE];
+    for (int b = 0; b < CT_NBE; b++) {
+        lres[b] = malloc((size_t)(T * (V + 4)) * sizeof(float));
+        memcpy(lres[b], lg, (size_t)(T * (V + 4)) * sizeof(float));
+        tensor lf = tensor_2d(DTYPE_F32, lres[b], T, V + 4), l = tensor_cols(&lf, 1, V);
+        be[b]->ops->softcap(be[b], &l, cap);
+        CHECK_OK(be[b]->ops->synchronize(be[b]));
+        int bad = count_bad(lres[b] + 1, V + 4, lref, T, V, 1e-6, 1e-5);
+        for (int64_t t = 0; t < T; t++) bad += lres[b][t * (V + 4)] != lg[t * (V + 4)];
+        CHECK_MSG(bad == 0, "softcap backend %d: %d bad", b, bad);
+    }
+    for (int b = 1; b < CT_NBE; b++) CHECK(!memcmp(lres[0], lres[b], (size_t)(T * (V + 4)) * sizeof(float)));
+    for (int b = 0; b < CT_NBE; b++) free(lres[b]);
+
+    /* refusals: activation out of range, odd gate_up, cap <= 0 */
+    tensor guf = tensor_2d(DTYPE_F32, gu, T, W), odd = tensor_cols(&guf, 0, 2 * I + 1);
+    float o[6 * 53];
+    tensor ot = tensor_2d(DTYPE_F32, o, T, I);
+    be[0]->ops->act_mul(be[0], BE_ACT_COUNT, &odd, &ot);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+    be[0]->ops->act_mul(be[0], BE_ACT_GELU_TANH, &odd, &ot);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+    be[0]->ops->activation(be[0], (be_act)-1, &ot);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+    be[0]->ops->softcap(be[0], &ot, 0.0f);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+    be[0]->ops->softcap(be[0], &ot, NAN);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+
+    /* the names */
+    be_act act;
+    CHECK(be_act_from_name("gelu_pytorch_tanh", &act) && act == BE_ACT_GELU_TANH);
+    CHECK(be_act_from_name("silu", &act) && act == BE_ACT_SILU);
+    CHECK(be_act_from_name("relu", &act) && act == BE_ACT_RELU);
+    CHECK(be_act_from_name("gelu", &act) && act == BE_ACT_GELU);
+    CHECK(!be_act_from_name("tanh", &act) && !be_act_from_name(NULL, &act));
+    free(gu);
+    free(ref);
+    free(lg);
+    free(lref);
 }
 
 /* ---- add, silu_mul, gather_rows ---- */
@@ -372,6 +607,8 @@ int main(void) {
         test_rms_norm(be, dt, 33, 3 * 50, 50, 0, 0);
     }
     test_add_silu_gather(be);
+    test_norm(be);
+    test_activations(be);
     test_rope(be, true, 16, 16, 1);
     test_rope(be, true, 16, 8, 1);    /* partial rotary */
     test_rope(be, false, 16, 16, 1);

@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "core/error.h"
+#include "loader/regular_file.h"
 
 /* config files larger than this are not configs */
 #define HF_MAX_CONFIG_BYTES (16u * 1024u * 1024u)
@@ -211,6 +212,72 @@ static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, ro
 
 static bool hf_is_qwen(const char *arch) { return !strncmp(arch, "Qwen2", 5) || !strncmp(arch, "Qwen3", 5); }
 
+/* What transformers' config class of a family takes when config.json leaves a key out (a JSON
+ * null instead means None: the value derived from the others, as for an absent key in
+ * LlamaConfig). Unknown architectures get Llama's (the registry rejects them later). */
+typedef struct hf_family {
+    const char *arch;
+    int max_position_embeddings;
+    int num_kv_heads;    /* 0: num_attention_heads */
+    int head_dim;        /* 0: hidden_size / num_attention_heads */
+    int sliding_window;  /* MistralConfig's; the others have none without use_sliding_window */
+} hf_family;
+
+static const hf_family HF_FAMILIES[] = {
+    /* LlamaConfig: max_position_embeddings 2048, num_key_value_heads / head_dim None */
+    {"LlamaForCausalLM", 2048, 0, 0, 0},
+    /* MistralConfig: max_position_embeddings 4096 * 32, num_key_value_heads 8, sliding_window 4096 */
+    {"MistralForCausalLM", 4096 * 32, 8, 0, 4096},
+    /* Qwen2Config: max_position_embeddings 32768, num_key_value_heads 32 (no head_dim field) */
+    {"Qwen2ForCausalLM", 32768, 32, 0, 0},
+    /* Qwen3Config: max_position_embeddings 32768, num_key_value_heads 32, head_dim 128 */
+    {"Qwen3ForCausalLM", 32768, 32, 128, 0},
+};
+
+static const hf_family *hf_family_of(const char *arch) {
+    for (size_t i = 0; i < sizeof HF_FAMILIES / sizeof HF_FAMILIES[0]; i++)
+        if (!strcmp(HF_FAMILIES[i].arch, arch)) return &HF_FAMILIES[i];
+    return &HF_FAMILIES[0];
+}
+
+/* The key is not in the object at all (null is present: it means None). */
+static bool hf_absent(const json_t *obj, const char *key) { return json_object_get(obj, key) == NULL; }
+
+/* hidden_act: every family here runs transformers' ACT2FN[hidden_act] in a gated MLP, and the
+ * only activation the backends implement is SiLU ("silu", or its alias "swish": both are
+ * SiLUActivation in ACT2FN); vLLM's LlamaMLP likewise raises "Unsupported activation" for
+ * anything but silu. */
+static vllm_status hf_activation(const json_t *root, const char *what) {
+    const char *act;
+    vllm_status st = hf_str(root, what, "hidden_act", &act);
+    if (st) return st;
+    if (!act || !strcmp(act, "silu") || !strcmp(act, "swish")) return VLLM_OK; /* absent: "silu" (all four) */
+    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: hidden_act '%.64s' is not supported (only silu is implemented)", what,
+                    act);
+}
+
+/* layer_types (Qwen2Config / Qwen3Config): one "full_attention" or "sliding_attention" per layer,
+ * as transformers' layer_type_validation demands. A sliding layer only has a window when
+ * use_sliding_window is set (the config then keeps sliding_window, else sets it to None), and
+ * use_sliding_window is refused, so every layer here attends to the whole context. */
+static vllm_status hf_layer_types(const json_t *root, const char *what, int num_layers) {
+    const json_t *lt = hf_get(root, "layer_types");
+    if (!lt) return VLLM_OK;
+    if (!json_is_array(lt)) return vt_error(VLLM_ERR_FORMAT, "%s: layer_types must be a list of strings", what);
+    if (json_array_size(lt) != (size_t)num_layers)
+        return vt_error(VLLM_ERR_FORMAT, "%s: layer_types has %zu entries for %d layers (num_hidden_layers)", what,
+                        json_array_size(lt), num_layers);
+    for (size_t i = 0; i < json_array_size(lt); i++) {
+        const json_t *v = json_array_get(lt, i);
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        if (!s || (strcmp(s, "full_attention") && strcmp(s, "sliding_attention")))
+            return vt_error(VLLM_ERR_UNSUPPORTED,
+                            "%s: layer_types[%zu] '%.64s' is not supported (full_attention, sliding_attention)", what,
+                            i, s ? s : "(not a string)");
+    }
+    return VLLM_OK;
+}
+
 static vllm_status hf_parse_config(const json_t *root, const char *what, model_config *c) {
     vllm_status st;
 
@@ -230,6 +297,7 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
             return vt_error(VLLM_ERR_FORMAT, "%s: model_type '%.80s' is too long", what, mt);
         strcpy(c->model_type, mt);
     }
+    const hf_family *fam = hf_family_of(arch);
 
     /* sizes */
     if ((st = hf_int(root, what, "vocab_size", true, 0, 1, &c->vocab_size, NULL)) ||
@@ -237,8 +305,11 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
         (st = hf_int(root, what, "intermediate_size", true, 0, 1, &c->intermediate_size, NULL)) ||
         (st = hf_int(root, what, "num_hidden_layers", true, 0, 1, &c->num_layers, NULL)) ||
         (st = hf_int(root, what, "num_attention_heads", true, 0, 1, &c->num_heads, NULL)) ||
-        (st = hf_int(root, what, "num_key_value_heads", false, c->num_heads, 1, &c->num_kv_heads, NULL)) ||
-        (st = hf_int(root, what, "max_position_embeddings", false, 2048, 1, &c->max_position_embeddings, NULL)))
+        (st = hf_int(root, what, "num_key_value_heads", false,
+                     hf_absent(root, "num_key_value_heads") && fam->num_kv_heads ? fam->num_kv_heads : c->num_heads, 1,
+                     &c->num_kv_heads, NULL)) ||
+        (st = hf_int(root, what, "max_position_embeddings", false, fam->max_position_embeddings, 1,
+                     &c->max_position_embeddings, NULL)))
         return st;
     if (c->num_layers > MODEL_MAX_LAYERS)
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: num_hidden_layers %d exceeds the limit %d", what, c->num_layers,
@@ -247,7 +318,8 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
         return vt_error(VLLM_ERR_FORMAT, "%s: num_key_value_heads %d does not divide num_attention_heads %d", what,
                         c->num_kv_heads, c->num_heads);
     bool has_head_dim;
-    if ((st = hf_int(root, what, "head_dim", false, 0, 1, &c->head_dim, &has_head_dim))) return st;
+    if ((st = hf_int(root, what, "head_dim", false, fam->head_dim, 1, &c->head_dim, &has_head_dim))) return st;
+    if (!has_head_dim && hf_absent(root, "head_dim") && fam->head_dim) has_head_dim = true; /* Qwen3Config: 128 */
     if (!has_head_dim) {
         if (c->hidden_size % c->num_heads != 0)
             return vt_error(VLLM_ERR_FORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d (and no head_dim)",
@@ -267,19 +339,53 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
         (st = hf_bool(root, what, "attention_bias", false, &c->attention_bias)))
         return st;
 
-    /* per-architecture features */
-    if (!strcmp(arch, "Qwen2ForCausalLM")) c->attention_bias = true;
+    if ((st = hf_activation(root, what))) return st;
+
+    /* per-architecture features (transformers' modeling files):
+     * - LlamaAttention: q/k/v/o biases = attention_bias; LlamaMLP: gate/up/down biases = mlp_bias
+     *   (not implemented: refused). pretraining_tp > 1 only sliced the same matmuls into
+     *   pretraining_tp pieces (concatenated or summed: the same product), so it is ignored.
+     * - MistralAttention / MistralMLP: no biases (attention_bias and mlp_bias are not read);
+     *   sliding_window on every layer (layer_types is not read by MistralForCausalLM).
+     * - Qwen2Attention: q/k/v biases always, o_proj none; Qwen3Attention: q/k/v/o = attention_bias.
+     * - Qwen2 / Qwen3: use_sliding_window (sliding_window on layers >= max_window_layers) is refused. */
     c->qk_norm = !strcmp(arch, "Qwen3ForCausalLM") || !strcmp(arch, "Qwen3MoeForCausalLM");
     c->sliding_window = 0;
-    if (!strcmp(arch, "MistralForCausalLM")) {
-        if ((st = hf_int(root, what, "sliding_window", false, 0, 0, &c->sliding_window, NULL))) return st;
+    if (!strcmp(arch, "LlamaForCausalLM")) {
+        bool mlp_bias;
+        if ((st = hf_bool(root, what, "mlp_bias", false, &mlp_bias))) return st;
+        if (mlp_bias) return vt_error(VLLM_ERR_UNSUPPORTED, "%s: mlp_bias true is not supported (MLP biases)", what);
+    } else if (!strcmp(arch, "MistralForCausalLM")) {
+        c->attention_bias = false;
+        if ((st = hf_int(root, what, "sliding_window", false, hf_absent(root, "sliding_window") ? fam->sliding_window : 0,
+                         0, &c->sliding_window, NULL)))
+            return st;
     } else if (hf_is_qwen(arch)) {
+        if (!strcmp(arch, "Qwen2ForCausalLM")) c->attention_bias = true;
         bool use_sw;
         if ((st = hf_bool(root, what, "use_sliding_window", false, &use_sw))) return st;
         if (use_sw) return vt_error(VLLM_ERR_UNSUPPORTED, "%s: use_sliding_window is not supported yet", what);
+        if ((st = hf_layer_types(root, what, c->num_layers))) return st;
+    }
+
+    /* quantized checkpoints (AWQ, GPTQ, FP8, bitsandbytes, ...): the loader reads F32/F16/BF16 only */
+    const json_t *quant = hf_get(root, "quantization_config");
+    if (quant) {
+        const json_t *qm = json_is_object(quant) ? json_object_get(quant, "quant_method") : NULL;
+        return vt_error(VLLM_ERR_UNSUPPORTED,
+                        "%s: quantization_config (quant_method '%.32s') is not supported: weights must be F32, F16 or BF16",
+                        what, json_is_string(qm) ? json_string_value(qm) : "?");
     }
 
     if ((st = hf_rope(root, what, c->max_position_embeddings, &c->rope))) return st;
+    /* rotary dimension int(head_dim * partial_rotary_factor), as vLLM's get_rope(rotary_dim=...): the
+     * first rot_dim values of each head rotate, as pairs (i, i + rot_dim / 2) */
+    double rot = floor((double)c->head_dim * c->rope.partial_rotary_factor);
+    if (rot < 2 || (long long)rot % 2)
+        return vt_error(VLLM_ERR_UNSUPPORTED,
+                        "%s: partial_rotary_factor %g with head_dim %d gives a rotary dimension of %lld (it must be even "
+                        "and at least 2)",
+                        what, c->rope.partial_rotary_factor, c->head_dim, (long long)rot);
 
     /* dtype (v5) or torch_dtype (v4) */
     const char *dt = NULL;
@@ -367,41 +473,25 @@ vllm_status hf_config_parse(const char *config_json, const char *gen_json, const
 /* files                                                               */
 /* ------------------------------------------------------------------ */
 
-/* Reads dir/name into a NUL-terminated buffer. *text is NULL (and VLLM_OK returned) when the file
-   does not exist and optional is set. */
+/* Reads dir/name into a NUL-terminated buffer (a regular file only: a FIFO or a device there is
+   refused, never waited on). *text is NULL (and VLLM_OK returned) when the file does not exist and
+   optional is set. */
 static vllm_status hf_read_file(const char *dir, const char *name, bool optional, char **text) {
     *text = NULL;
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
         return vt_error(VLLM_ERR_INVALID_ARG, "%s: path too long", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        if (optional && errno == ENOENT) return VLLM_OK;
-        return vt_error(VLLM_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t size;
+    char *buf;
+    vllm_status st = rf_read(path, HF_MAX_CONFIG_BYTES, &buf, &size);
+    if (st == VLLM_ERR_NOT_FOUND) {
+        if (optional) {
+            vt_error_clear();
+            return VLLM_OK;
+        }
+        return VLLM_ERR_IO; /* the message, "PATH: No such file or directory", is set */
     }
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(fp);
-        return vt_error(VLLM_ERR_IO, "%s: not a regular file", path);
-    }
-    if (sb.st_size > (off_t)HF_MAX_CONFIG_BYTES) {
-        fclose(fp);
-        return vt_error(VLLM_ERR_FORMAT, "%s: %lld bytes is too large for a config file", name, (long long)sb.st_size);
-    }
-    size_t size = (size_t)sb.st_size;
-    char *buf = malloc(size + 1);
-    if (!buf) {
-        fclose(fp);
-        return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory", path);
-    }
-    size_t got = fread(buf, 1, size, fp);
-    bool err = ferror(fp) != 0;
-    fclose(fp);
-    if (err || got != size) {
-        free(buf);
-        return vt_error(VLLM_ERR_IO, "%s: read failed", path);
-    }
-    buf[size] = '\0';
+    if (st) return st;
     if (strlen(buf) != size) {
         free(buf);
         return vt_error(VLLM_ERR_FORMAT, "%s: contains a NUL byte", name);

@@ -5,6 +5,14 @@
  * Accepts the transformers v4 spellings (torch_dtype, rope_theta +
  * rope_scaling) and the v5 ones (dtype, rope_parameters). Unknown
  * architectures are not rejected here: the model registry does that.
+ *
+ * Every value a supported family (Llama, Mistral, Qwen2, Qwen3) depends on is
+ * honoured, with transformers' per-family defaults for absent keys, or
+ * refused with VLLM_ERR_UNSUPPORTED naming the field and its value:
+ * hidden_act other than silu / swish, mlp_bias (Llama), use_sliding_window
+ * (Qwen), rope types other than default / linear / llama3, a
+ * partial_rotary_factor giving an odd rotary dimension, quantization_config.
+ * The files are read only when they are regular files (loader/regular_file.h).
  */
 #ifndef VLLM_LOADER_HF_CONFIG_H
 #define VLLM_LOADER_HF_CONFIG_H

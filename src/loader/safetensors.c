@@ -22,9 +22,12 @@
 #include <jansson.h>
 
 #include "core/error.h"
+#include "loader/regular_file.h"
 
 /* More dims than this in a header is treated as malformed (TENSOR_MAX_DIMS is what st_find serves). */
 #define ST_MAX_NDIM 16
+/* An index json larger than this is not an index (a 1T-parameter model's is a few MB). */
+#define ST_MAX_INDEX_BYTES (256u * 1024u * 1024u)
 
 /* ------------------------------------------------------------------ */
 /* dtypes as safetensors spells them                                   */
@@ -187,18 +190,10 @@ static vllm_status st_map_file(st_set *set, const char *path, const char *base, 
     if (!f->path || !f->base) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory", path);
     *index = set->num_files - 1;
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return vt_error(VLLM_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int err = errno;
-        close(fd);
-        return vt_error(VLLM_ERR_IO, "%s: %s", path, strerror(err));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return vt_error(VLLM_ERR_IO, "%s: not a regular file", path);
-    }
+    vllm_status st = rf_open(path, &fd, &sb); /* a FIFO or a device is refused, never waited on */
+    if (st) return st == VLLM_ERR_NOT_FOUND ? VLLM_ERR_IO : st;
     if (sb.st_size < 8) {
         close(fd);
         return vt_error(VLLM_ERR_FORMAT, "%s: file is %lld bytes, too short for the 8-byte header length",
@@ -444,14 +439,14 @@ static int st_cmp_str(const void *a, const void *b) {
 
 static vllm_status st_load_index(st_set *set, const char *dir, const char *index_path) {
     const char *iname = st_basename(index_path);
+    char *text;
+    size_t text_len;
+    vllm_status st = rf_read(index_path, ST_MAX_INDEX_BYTES, &text, &text_len);
+    if (st) return st == VLLM_ERR_NOT_FOUND ? VLLM_ERR_IO : st;
     json_error_t jerr;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        if (json_error_code(&jerr) == json_error_cannot_open_file)
-            return vt_error(VLLM_ERR_IO, "%s: %s", index_path, jerr.text);
-        return vt_error(VLLM_ERR_FORMAT, "%s: invalid JSON at line %d: %s", iname, jerr.line, jerr.text);
-    }
-    vllm_status st = VLLM_OK;
+    json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!root) return vt_error(VLLM_ERR_FORMAT, "%s: invalid JSON at line %d: %s", iname, jerr.line, jerr.text);
     const char **shards = NULL;
     json_t *wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
     if (!json_is_object(root)) {

@@ -157,7 +157,10 @@ static vllm_status llama_build_common(model *m, weight_source *ws, bool qkv_bias
 
     /* RoPE table (max_pos, rot_dim), computed on the host once */
     lm->rot_dim = (int)(c->head_dim * c->rope.partial_rotary_factor);
-    if (lm->rot_dim <= 0 || lm->rot_dim % 2) lm->rot_dim = c->head_dim;
+    if (lm->rot_dim < 2 || lm->rot_dim % 2 || lm->rot_dim > c->head_dim) /* hf_config refuses these */
+        return vt_error(VLLM_ERR_UNSUPPORTED, "config.json: rotary dimension %d (head_dim %d x partial_rotary_factor %g) "
+                        "must be even, at least 2 and at most head_dim", lm->rot_dim, c->head_dim,
+                        c->rope.partial_rotary_factor);
     size_t n = (size_t)m->max_pos * (size_t)lm->rot_dim;
     float *table = malloc(n * sizeof *table);
     if (!table) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (RoPE table)");

@@ -9,7 +9,11 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "loader/regular_file.h"
 #include "template/jinja.h"
+
+/* tokenizer_config.json: the tokenizer reads it with the same bound */
+#define CT_MAX_CONFIG_BYTES ((size_t)1 << 30)
 
 vllm_status ct_render(const char *template_src, const json_t *ctx, char **out) {
     if (!template_src || !out) return vt_error(VLLM_ERR_INVALID_ARG, "chat template: no template");
@@ -21,29 +25,12 @@ vllm_status ct_render(const char *template_src, const json_t *ctx, char **out) {
     return jt_render(template_src, ctx, out);
 }
 
+/* The whole file, or NULL with *st set (VLLM_ERR_NOT_FOUND when it does not exist). A FIFO, a
+ * directory or a device is refused (loader/regular_file.h), never waited on. */
 static char *read_file(const char *path, size_t max, vllm_status *st) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { *st = VLLM_ERR_NOT_FOUND; return NULL; }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); *st = vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory", path); return NULL; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, 4096, f);
-        n += got;
-        if (n > max) { free(buf); fclose(f); *st = vt_error(VLLM_ERR_FORMAT, "%s: file too large", path); return NULL; }
-        if (got < 4096) break;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) { free(buf); *st = vt_error(VLLM_ERR_IO, "%s: read error", path); return NULL; }
-    buf[n] = 0;
-    *st = VLLM_OK;
-    return buf;
+    char *buf;
+    *st = rf_read(path, max, &buf, NULL);
+    return *st ? NULL : buf;
 }
 
 static vllm_status dup_token(const char *path, const char *field, json_t *v, char **out) {
@@ -64,15 +51,24 @@ vllm_status ct_load_dir(const char *dir, char **template_src, char **bos_token, 
     vllm_status st;
     char *jinja = read_file(jpath, 16u << 20, &st);
     if (!jinja && st != VLLM_ERR_NOT_FOUND) return st;
+    size_t cfg_len = 0;
+    char *cfg_text = NULL;
+    st = rf_read(path, CT_MAX_CONFIG_BYTES, &cfg_text, &cfg_len);
+    if (st != VLLM_OK && st != VLLM_ERR_NOT_FOUND) {
+        free(jinja);
+        return st;
+    }
     json_error_t jerr;
-    json_t *cfg = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
-    if (!cfg) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            fclose(f);
+    json_t *cfg = NULL;
+    if (cfg_text) {
+        cfg = json_loadb(cfg_text, cfg_len, JSON_DECODE_INT_AS_REAL, &jerr);
+        free(cfg_text);
+        if (!cfg) {
             free(jinja);
             return vt_error(VLLM_ERR_FORMAT, "%s: line %d: %s", path, jerr.line, jerr.text);
         }
+    }
+    if (!cfg) {
         if (!jinja) return vt_error(VLLM_ERR_NOT_FOUND, "%s: no chat template (no tokenizer_config.json or chat_template.jinja)", dir);
     } else if (!json_is_object(cfg)) {
         json_decref(cfg);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "loader/regular_file.h"
 #include "tokenizer/internal.h"
 
 #define TOK_CONFIG_FILE "tokenizer_config.json"
@@ -314,31 +315,10 @@ vllm_status tok_load_json(const char *json, size_t len, const char *config_json,
     return load_text(json, len, NULL, config_json, config_len, out);
 }
 
-/* Reads a whole file; VLLM_ERR_NOT_FOUND when it does not exist. */
+/* Reads a whole file; VLLM_ERR_NOT_FOUND when it does not exist. A FIFO, a directory or a device
+ * is refused (loader/regular_file.h), never waited on. */
 static vllm_status read_file(const char *path, char **data, size_t *len) {
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) return vt_error(VLLM_ERR_NOT_FOUND, "%s: not found", path);
-        return vt_error(VLLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    vllm_status st = VLLM_OK;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) st = vt_error(VLLM_ERR_IO, "%s: cannot get its size", path);
-    else if ((size_t)size > TOK_MAX_FILE) st = vt_error(VLLM_ERR_FORMAT, "%s: %ld bytes is too large", path, size);
-    else if (!(*data = malloc((size_t)size + 1))) st = oom();
-    else if (fread(*data, 1, (size_t)size, f) != (size_t)size) st = vt_error(VLLM_ERR_IO, "%s: read failed", path);
-    fclose(f);
-    if (st) {
-        free(*data);
-        *data = NULL;
-        return st;
-    }
-    (*data)[size] = '\0';
-    *len = (size_t)size;
-    return VLLM_OK;
+    return rf_read(path, TOK_MAX_FILE, data, len);
 }
 
 vllm_status tok_load_dir(const char *dir, tokenizer **out) {

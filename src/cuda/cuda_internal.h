@@ -253,6 +253,21 @@ __device__ __forceinline__ void cu_st(void *p, int dt, int64_t i, float v) {
     else ((float *)p)[i] = v;
 }
 
+/* act(x) in f32 (be_act, backend.h), the CPU backend's formulas (ops_elementwise.c cpu_act). */
+__device__ __forceinline__ float cu_act(int act, float x) {
+    switch (act) {
+    case BE_ACT_GELU_TANH: {
+        const float kBeta = 0.7978845608028654f; /* sqrt(2 / pi) */
+        const float kKappa = 0.044715f;
+        const float inner = kBeta * (x + kKappa * (x * x * x));
+        return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    case BE_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); /* x / sqrt(2) */
+    case BE_ACT_RELU: return x < 0.0f ? 0.0f : x;
+    default: return x / (1.0f + expf(-x)); /* SiLU */
+    }
+}
+
 /* Blocks of `threads` covering n items, capped (kernels loop with a grid stride). */
 static inline unsigned cu_grid(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
@@ -280,6 +295,14 @@ void cu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *o
 void cu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tensor *out);
 void cu_add(backend *be, tensor *x, const tensor *y);
 void cu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
+void cu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out);
+void cu_activation(backend *be, be_act act, tensor *x);
+void cu_softcap(backend *be, tensor *x, float cap);
+void cu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out);
+void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
+void cu_qk_norm_rope_kv_ex(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
+                           const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
+                           int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);
 void cu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *out);
 void cu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const tensor *cos_sin, int head_dim,
              int rot_dim, bool neox);

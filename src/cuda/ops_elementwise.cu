@@ -1,9 +1,11 @@
 /*
- * ops_elementwise.cu: the CUDA row-wise ops: embedding lookup, RMSNorm
- * (grouped, in place or not, strided input), residual add, SiLU-gated
- * product, row gather, rotary embedding (neox and interleaved), the fused
- * residual add + RMSNorm and q/k norm + RoPE + KV write, and the helpers of
- * linear layers (weight conversion to BF16, bias add).
+ * ops_elementwise.cu: the CUDA row-wise ops: embedding lookup, the norms
+ * (RMSNorm, Gemma's (1 + w) RMSNorm, LayerNorm: grouped, in place or not,
+ * strided input), residual add, the gated product and the plain
+ * activations (SiLU, GELU tanh / erf, ReLU), the softcap, row gather, rotary
+ * embedding (neox and interleaved), the fused residual add + norm and q/k
+ * norm + RoPE + KV write, and the helpers of linear layers (weight
+ * conversion to BF16, bias add).
  *
  * Loads and stores go through cu_ld / cu_st, which switch on the dtype
  * (uniform across a launch, so the branch costs little) and compute in
@@ -46,14 +48,30 @@ void cu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *o
               (int)out->dtype, tensor_row_stride(out), cu->derr_dev);
 }
 
-/* ---- RMSNorm ---- */
+/* ---- norms: RMSNorm, Gemma's (1 + w) RMSNorm, LayerNorm (be_norm_kind) ---- */
 
 /* Shorthand: ws(x) is cu_warp_sum. */
 #define warp_sum cu_warp_sum
 
+/* The multiplier of element i: w, or 1 + w for the offset kind; without a weight 1. */
+template <int KIND>
+__device__ __forceinline__ float norm_wv(const void *w, int wdt, int64_t i) {
+    if (KIND == BE_NORM_RMS_OFFSET) return 1.0f + (w ? cu_ld(w, wdt, i) : 0.0f);
+    return w ? cu_ld(w, wdt, i) : 1.0f;
+}
+
+/* One output element from x, the group's mean (LayerNorm; 0 else) and scale (1 / rms or 1 / std). */
+template <int KIND>
+__device__ __forceinline__ float norm_out(float x, float mean, float scale, const void *w, int wdt, const void *b,
+                                          int bdt, int64_t i) {
+    if (KIND == BE_NORM_LAYER) return (x - mean) * scale * norm_wv<KIND>(w, wdt, i) + (b ? cu_ld(b, bdt, i) : 0.0f);
+    return x * scale * norm_wv<KIND>(w, wdt, i);
+}
+
 // One warp per (row, group) item: small groups (per-head q/k norm).
-__global__ void k_rms_warp(const void *x, int64_t xs, const void *w, int wdt, int64_t G, int64_t groups,
-                           int64_t items, float eps, void *out, int64_t os, int adt) {
+template <int KIND>
+__global__ void k_rms_warp(const void *x, int64_t xs, const void *w, int wdt, const void *b, int bdt, int64_t G,
+                           int64_t groups, int64_t items, float eps, void *out, int64_t os, int adt) {
     pdl_launch();
     pdl_wait();
     int lane = threadIdx.x & 31;
@@ -61,75 +79,101 @@ __global__ void k_rms_warp(const void *x, int64_t xs, const void *w, int wdt, in
     for (int64_t it = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; it < items; it += warps) {
         int64_t r = it / groups, g = it % groups;
         int64_t xo = r * xs + g * G, oo = r * os + g * G;
+        float mean = 0.0f;
+        if constexpr (KIND == BE_NORM_LAYER) {
+            float sum = 0.0f;
+            for (int64_t i = lane; i < G; i += 32) sum += cu_ld(x, adt, xo + i);
+            mean = warp_sum(sum) / (float)G;
+        }
         float ss = 0.0f;
         for (int64_t i = lane; i < G; i += 32) {
             float v = cu_ld(x, adt, xo + i);
+            if constexpr (KIND == BE_NORM_LAYER) v -= mean;
             ss += v * v;
         }
         ss = warp_sum(ss);
         float scale = 1.0f / sqrtf(ss / (float)G + eps);
         for (int64_t i = lane; i < G; i += 32)
-            cu_st(out, adt, oo + i, cu_ld(x, adt, xo + i) * scale * cu_ld(w, wdt, i));
+            cu_st(out, adt, oo + i, norm_out<KIND>(cu_ld(x, adt, xo + i), mean, scale, w, wdt, b, bdt, i));
     }
 }
 
+/* The sum of v over the block, in every thread (part: one float per warp, bc: one; both
+ * free again when it returns). */
+__device__ __forceinline__ float block_sum(float v, float *part, float *bc) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int i = 0; i < (int)(blockDim.x / 32); i++) s += part[i];
+        *bc = s;
+    }
+    __syncthreads();
+    const float r = *bc;
+    __syncthreads();
+    return r;
+}
+
 // One block per (row, group) item: long groups (the hidden state), any dtypes.
-__global__ void k_rms_block(const void *x, int64_t xs, const void *w, int wdt, int64_t G, int64_t groups,
-                            int64_t items, float eps, void *out, int64_t os, int adt) {
+template <int KIND>
+__global__ void k_rms_block(const void *x, int64_t xs, const void *w, int wdt, const void *b, int bdt, int64_t G,
+                            int64_t groups, int64_t items, float eps, void *out, int64_t os, int adt) {
     __shared__ float part[EW_THREADS / 32];
-    __shared__ float scale_s;
+    __shared__ float bc;
     pdl_launch();
     pdl_wait();
     for (int64_t it = blockIdx.x; it < items; it += gridDim.x) {
         int64_t r = it / groups, g = it % groups;
         int64_t xo = r * xs + g * G, oo = r * os + g * G;
+        float mean = 0.0f;
+        if constexpr (KIND == BE_NORM_LAYER) {
+            float sum = 0.0f;
+            for (int64_t i = threadIdx.x; i < G; i += blockDim.x) sum += cu_ld(x, adt, xo + i);
+            mean = block_sum(sum, part, &bc) / (float)G;
+        }
         float ss = 0.0f;
         for (int64_t i = threadIdx.x; i < G; i += blockDim.x) {
             float v = cu_ld(x, adt, xo + i);
+            if constexpr (KIND == BE_NORM_LAYER) v -= mean;
             ss += v * v;
         }
-        ss = warp_sum(ss);
-        if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float s = 0.0f;
-            for (int i = 0; i < (int)(blockDim.x / 32); i++) s += part[i];
-            scale_s = 1.0f / sqrtf(s / (float)G + eps);
-        }
-        __syncthreads();
-        float scale = scale_s;
+        const float scale = 1.0f / sqrtf(block_sum(ss, part, &bc) / (float)G + eps);
         for (int64_t i = threadIdx.x; i < G; i += blockDim.x)
-            cu_st(out, adt, oo + i, cu_ld(x, adt, xo + i) * scale * cu_ld(w, wdt, i));
-        __syncthreads(); /* part / scale_s are reused by the next item */
+            cu_st(out, adt, oo + i, norm_out<KIND>(cu_ld(x, adt, xo + i), mean, scale, w, wdt, b, bdt, i));
     }
 }
 
 /* BF16 rows of D (D % 8 == 0, 16-byte aligned rows), one block per row,
  * each thread holding up to RMS_VPT 8-element chunks in registers:
  * ADD: x += y (rounded to BF16 and stored, as the add op), then
- * out = x / sqrt(mean(x^2) + eps) * w over the stored x (as rms_norm). */
+ * out = the norm of KIND over the stored x (as the norm op): RMSNorm
+ * x / sqrt(mean(x^2) + eps) * w, with (1 + w) for the offset kind, or
+ * LayerNorm (x - mean) / sqrt(var + eps) * w + b. w and b are BF16 (16-byte
+ * aligned), F32 or absent (wdt / bdt < 0). */
 #define RMS_VPT 4
 #define RMS_MAX_THREADS 512
 
-template <bool ADD>
+template <bool ADD, int KIND>
 __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, int64_t xs, const __nv_bfloat16 *y,
-                                                             int64_t ys, const void *w, int wdt, int D, float eps,
-                                                             __nv_bfloat16 *out, int64_t os, int T) {
+                                                             int64_t ys, const void *w, int wdt, const void *b, int bdt,
+                                                             int D, float eps, __nv_bfloat16 *out, int64_t os, int T) {
     __shared__ float part[RMS_MAX_THREADS / 32];
     const int nc = D / 8;
     pdl_launch();
-    /* BF16 weights are constant: read them before waiting for the previous kernel */
-    uint4 wraw[RMS_VPT];
+    /* BF16 weights (and biases) are constant: read them before waiting for the previous kernel */
+    uint4 wraw[RMS_VPT], braw[RMS_VPT];
 #pragma unroll
     for (int j = 0; j < RMS_VPT; j++) {
         int c = threadIdx.x + j * blockDim.x;
         wraw[j] = c < nc && wdt == DTYPE_BF16 ? __ldg((const uint4 *)w + c) : make_uint4(0, 0, 0, 0);
+        braw[j] = KIND == BE_NORM_LAYER && c < nc && bdt == DTYPE_BF16 ? __ldg((const uint4 *)b + c)
+                                                                       : make_uint4(0, 0, 0, 0);
     }
     pdl_wait();
     for (int r = blockIdx.x; r < T; r += gridDim.x) {
         uint4 *xr = (uint4 *)(x + (int64_t)r * xs);
         float v[RMS_VPT][8];
-        float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < RMS_VPT; j++) {
             int c = threadIdx.x + j * blockDim.x;
@@ -144,6 +188,33 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
                     xr[c] = packed;
                     bf16x8_to_f32(packed, v[j]); /* the norm sees the stored (rounded) sum */
                 }
+            }
+        }
+        if constexpr (KIND == BE_NORM_LAYER) { /* the mean first, taken out of v */
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < RMS_VPT; j++)
+                if (threadIdx.x + j * blockDim.x < nc)
+#pragma unroll
+                    for (int i = 0; i < 8; i++) sum += v[j][i];
+            sum = warp_sum(sum);
+            if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = sum;
+            __syncthreads();
+            float tot = 0.0f;
+            for (int i = 0; i < (int)(blockDim.x / 32); i++) tot += part[i];
+            const float mean = tot / (float)D;
+#pragma unroll
+            for (int j = 0; j < RMS_VPT; j++)
+                if (threadIdx.x + j * blockDim.x < nc)
+#pragma unroll
+                    for (int i = 0; i < 8; i++) v[j][i] -= mean;
+            __syncthreads(); /* part is reused below */
+        }
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RMS_VPT; j++) {
+            int c = threadIdx.x + j * blockDim.x;
+            if (c < nc) {
 #pragma unroll
                 for (int i = 0; i < 8; i++) ss += v[j][i] * v[j][i];
             }
@@ -162,12 +233,30 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
                 float wv[8], o[8];
                 if (wdt == DTYPE_BF16) {
                     bf16x8_to_f32(wraw[j], wv);
-                } else {
+                } else if (wdt == DTYPE_F32) {
 #pragma unroll
                     for (int i = 0; i < 8; i++) wv[i] = ((const float *)w)[(int64_t)c * 8 + i];
-                }
+                } else {
 #pragma unroll
-                for (int i = 0; i < 8; i++) o[i] = v[j][i] * scale * wv[i];
+                    for (int i = 0; i < 8; i++) wv[i] = KIND == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f;
+                }
+                if constexpr (KIND == BE_NORM_LAYER) {
+                    float bv[8];
+                    if (bdt == DTYPE_BF16) {
+                        bf16x8_to_f32(braw[j], bv);
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < 8; i++) bv[i] = bdt == DTYPE_F32 ? ((const float *)b)[(int64_t)c * 8 + i] : 0.0f;
+                    }
+#pragma unroll
+                    for (int i = 0; i < 8; i++) o[i] = v[j][i] * scale * wv[i] + bv[i];
+                } else if constexpr (KIND == BE_NORM_RMS_OFFSET) {
+#pragma unroll
+                    for (int i = 0; i < 8; i++) o[i] = v[j][i] * scale * (1.0f + wv[i]);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 8; i++) o[i] = v[j][i] * scale * wv[i];
+                }
                 orow[c] = f32_to_bf16x8(o);
             }
         }
@@ -184,54 +273,109 @@ static bool rms_vec_fits(const tensor *t, int64_t D) {
            tensor_row_stride(t) % 8 == 0;
 }
 
-static void rms_vec_launch(cu_state *cu, const char *op, bool add, tensor *x, const tensor *y, const tensor *w,
-                           float eps, tensor *out) {
+/* A weight or bias the vector kernel reads: absent, F32, or 16-byte aligned BF16. */
+static bool rms_vec_param(const tensor *p) {
+    return !p || p->dtype == DTYPE_F32 || (p->dtype == DTYPE_BF16 && aligned16(p->data));
+}
+
+template <bool ADD, int KIND>
+static void rms_vec_launch_k(cu_state *cu, const char *op, dim3 grid, dim3 block, tensor *x, const tensor *y,
+                             const tensor *w, const tensor *b, float eps, tensor *out) {
+    cu_launch(cu, op, true, k_rms_vec<ADD, KIND>, grid, block, 0, (__nv_bfloat16 *)x->data, tensor_row_stride(x),
+              (const __nv_bfloat16 *)(ADD ? y->data : NULL), ADD ? tensor_row_stride(y) : (int64_t)0,
+              (const void *)(w ? w->data : NULL), w ? (int)w->dtype : -1, (const void *)(b ? b->data : NULL),
+              b ? (int)b->dtype : -1, (int)tensor_row_len(x), eps, (__nv_bfloat16 *)out->data, tensor_row_stride(out),
+              (int)cu_rows(x));
+}
+
+static void rms_vec_launch(cu_state *cu, const char *op, bool add, be_norm_kind kind, tensor *x, const tensor *y,
+                           const tensor *w, const tensor *b, float eps, tensor *out) {
     int64_t T = cu_rows(x), D = tensor_row_len(x);
     int nc = (int)(D / 8);
     /* about two chunks per thread, whole warps */
     int threads = ((nc + 1) / 2 + 31) / 32 * 32;
     if (threads < 32) threads = 32;
     if (threads > RMS_MAX_THREADS) threads = RMS_MAX_THREADS;
-    unsigned grid = cu_grid(T, 1);
-    __nv_bfloat16 *xp = (__nv_bfloat16 *)x->data, *op_ = (__nv_bfloat16 *)out->data;
-    int64_t xs = tensor_row_stride(x), os = tensor_row_stride(out);
-    if (add)
-        cu_launch(cu, op, true, k_rms_vec<true>, dim3(grid), dim3(threads), 0, xp, xs,
-                  (const __nv_bfloat16 *)y->data, tensor_row_stride(y), (const void *)w->data, (int)w->dtype, (int)D,
-                  eps, op_, os, (int)T);
+    dim3 grid(cu_grid(T, 1)), block(threads);
+    switch (kind) {
+    case BE_NORM_RMS_OFFSET:
+        if (add) rms_vec_launch_k<true, BE_NORM_RMS_OFFSET>(cu, op, grid, block, x, y, w, b, eps, out);
+        else rms_vec_launch_k<false, BE_NORM_RMS_OFFSET>(cu, op, grid, block, x, y, w, b, eps, out);
+        break;
+    case BE_NORM_LAYER:
+        if (add) rms_vec_launch_k<true, BE_NORM_LAYER>(cu, op, grid, block, x, y, w, b, eps, out);
+        else rms_vec_launch_k<false, BE_NORM_LAYER>(cu, op, grid, block, x, y, w, b, eps, out);
+        break;
+    default:
+        if (add) rms_vec_launch_k<true, BE_NORM_RMS>(cu, op, grid, block, x, y, w, b, eps, out);
+        else rms_vec_launch_k<false, BE_NORM_RMS>(cu, op, grid, block, x, y, w, b, eps, out);
+        break;
+    }
+}
+
+template <int KIND>
+static void norm_rows_launch(cu_state *cu, const char *op, const tensor *x, const tensor *w, const tensor *b,
+                             int64_t G, float eps, tensor *out) {
+    const int64_t items = cu_rows(x) * (tensor_row_len(x) / G);
+    const void *wp = w ? w->data : NULL, *bp = b ? b->data : NULL;
+    const int wdt = w ? (int)w->dtype : 0, bdt = b ? (int)b->dtype : 0;
+    if (G <= 256)
+        cu_launch(cu, op, true, k_rms_warp<KIND>, dim3(cu_grid(items, EW_THREADS / 32)), dim3(EW_THREADS), 0,
+                  (const void *)x->data, tensor_row_stride(x), wp, wdt, bp, bdt, G, tensor_row_len(x) / G, items, eps,
+                  out->data, tensor_row_stride(out), (int)x->dtype);
     else
-        cu_launch(cu, op, true, k_rms_vec<false>, dim3(grid), dim3(threads), 0, xp, xs,
-                  (const __nv_bfloat16 *)NULL, (int64_t)0, (const void *)w->data, (int)w->dtype, (int)D, eps, op_,
-                  os, (int)T);
+        cu_launch(cu, op, true, k_rms_block<KIND>, dim3(cu_grid(items, 1)), dim3(EW_THREADS), 0, (const void *)x->data,
+                  tensor_row_stride(x), wp, wdt, bp, bdt, G, tensor_row_len(x) / G, items, eps, out->data,
+                  tensor_row_stride(out), (int)x->dtype);
+}
+
+/* Checks and runs a norm of kind: x (T, D), w (G) (required when need_w) and b (G) or NULL -> out (T, D). */
+static void norm_run(cu_state *cu, const char *op, const tensor *x, be_norm_kind kind, const tensor *w, bool need_w,
+                     const tensor *b, float eps, tensor *out) {
+    if (!cu_check_mat(cu, op, "x", x, CU_ACT, -1, -1) || ((w || need_w) && !cu_check_vec(cu, op, "w", w, CU_FLOAT, -1)))
+        return;
+    if ((unsigned)kind >= BE_NORM_COUNT) {
+        cu_fail(cu, "%s: norm kind %d is out of range", op, (int)kind);
+        return;
+    }
+    int64_t T = cu_rows(x), D = tensor_row_len(x), G = w ? tensor_numel(w) : D;
+    if (w && (G <= 0 || D % G != 0)) {
+        cu_fail(cu, "%s: row length %lld is not a multiple of the weight length %lld", op, (long long)D,
+                (long long)G);
+        return;
+    }
+    if (b && kind != BE_NORM_LAYER) {
+        cu_fail(cu, "%s: a bias is for BE_NORM_LAYER only", op);
+        return;
+    }
+    if ((b && !cu_check_vec(cu, op, "b", b, CU_FLOAT, G)) || !cu_check_mat(cu, op, "out", out, CU_DT(x->dtype), T, D))
+        return;
+    if (T == 0 || G == 0) return;
+    if (G == D && rms_vec_fits(x, D) && rms_vec_fits(out, D) && rms_vec_param(w) && rms_vec_param(b) &&
+        T <= INT32_MAX) {
+        rms_vec_launch(cu, op, false, kind, (tensor *)x, NULL, w, b, eps, out);
+    } else if (kind == BE_NORM_RMS_OFFSET) {
+        norm_rows_launch<BE_NORM_RMS_OFFSET>(cu, op, x, w, b, G, eps, out);
+    } else if (kind == BE_NORM_LAYER) {
+        norm_rows_launch<BE_NORM_LAYER>(cu, op, x, w, b, G, eps, out);
+    } else {
+        norm_rows_launch<BE_NORM_RMS>(cu, op, x, w, b, G, eps, out);
+    }
 }
 
 // x (T, D), w (G) with D % G == 0 -> out (T, D); out may be x
 void cu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tensor *out) {
+    norm_run(cu_of(be), "rms_norm", x, BE_NORM_RMS, w, true, NULL, eps, out);
+}
+
+// x (T, D), n->w, n->b (G) or NULL with D % G == 0 -> out (T, D); out may be x
+void cu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out) {
     cu_state *cu = cu_of(be);
-    if (!cu_check_mat(cu, "rms_norm", "x", x, CU_ACT, -1, -1) ||
-        !cu_check_vec(cu, "rms_norm", "w", w, CU_FLOAT, -1))
-        return;
-    int64_t T = cu_rows(x), D = tensor_row_len(x), G = tensor_numel(w);
-    if (G <= 0 || D % G != 0) {
-        cu_fail(cu, "rms_norm: row length %lld is not a multiple of the weight length %lld", (long long)D,
-                (long long)G);
+    if (!n) {
+        cu_fail(cu, "norm: no be_norm");
         return;
     }
-    if (!cu_check_mat(cu, "rms_norm", "out", out, CU_DT(x->dtype), T, D)) return;
-    int64_t groups = D / G, items = T * groups;
-    if (items == 0) return;
-    if (G == D && rms_vec_fits(x, D) && rms_vec_fits(out, D) && (w->dtype == DTYPE_F32 || aligned16(w->data)) &&
-        (w->dtype == DTYPE_BF16 || w->dtype == DTYPE_F32) && T <= INT32_MAX) {
-        rms_vec_launch(cu, "rms_norm", false, (tensor *)x, NULL, w, eps, out);
-    } else if (G <= 256) {
-        cu_launch(cu, "rms_norm", true, k_rms_warp, dim3(cu_grid(items, EW_THREADS / 32)), dim3(EW_THREADS), 0,
-                  (const void *)x->data, tensor_row_stride(x), (const void *)w->data, (int)w->dtype, G, groups, items,
-                  eps, out->data, tensor_row_stride(out), (int)x->dtype);
-    } else {
-        cu_launch(cu, "rms_norm", true, k_rms_block, dim3(cu_grid(items, 1)), dim3(EW_THREADS), 0,
-                  (const void *)x->data, tensor_row_stride(x), (const void *)w->data, (int)w->dtype, G, groups, items,
-                  eps, out->data, tensor_row_stride(out), (int)x->dtype);
-    }
+    norm_run(cu, "norm", x, n->kind, n->w, false, n->b, n->eps, out);
 }
 
 /* ---- add ---- */
@@ -256,43 +400,64 @@ void cu_add(backend *be, tensor *x, const tensor *y) {
               tensor_row_stride(x), (const void *)y->data, (int)y->dtype, tensor_row_stride(y), T, D);
 }
 
-// x (T, D) += y (T, D); out (T, D) = rms_norm(x) * w  (as add then rms_norm; out may be x)
-void cu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out) {
+/* x (T, D) += y (T, D); out (T, D) = the norm of x (as add then the norm; out may be x): one
+ * vector kernel for BF16 rows normalised whole, else the two ops. */
+static void add_norm_run(backend *be, const char *op, tensor *x, const tensor *y, be_norm_kind kind, const tensor *w,
+                         bool need_w, const tensor *b, float eps, tensor *out) {
     cu_state *cu = cu_of(be);
-    if (!cu_check_mat(cu, "add_rms_norm", "x", x, CU_ACT, -1, -1) ||
-        !cu_check_mat(cu, "add_rms_norm", "y", y, CU_ACT, cu_rows(x), tensor_row_len(x)) ||
-        !cu_check_vec(cu, "add_rms_norm", "w", w, CU_FLOAT, tensor_row_len(x)) ||
-        !cu_check_mat(cu, "add_rms_norm", "out", out, CU_DT(x->dtype), cu_rows(x), tensor_row_len(x)))
+    if (!cu_check_mat(cu, op, "x", x, CU_ACT, -1, -1) ||
+        !cu_check_mat(cu, op, "y", y, CU_ACT, cu_rows(x), tensor_row_len(x)) ||
+        ((w || need_w) && !cu_check_vec(cu, op, "w", w, CU_FLOAT, need_w ? tensor_row_len(x) : -1)) ||
+        (b && !cu_check_vec(cu, op, "b", b, CU_FLOAT, -1)) ||
+        !cu_check_mat(cu, op, "out", out, CU_DT(x->dtype), cu_rows(x), tensor_row_len(x)))
         return;
+    if ((unsigned)kind >= BE_NORM_COUNT) {
+        cu_fail(cu, "%s: norm kind %d is out of range", op, (int)kind);
+        return;
+    }
     int64_t T = cu_rows(x), D = tensor_row_len(x);
     if (T == 0 || D == 0) return;
-    if (rms_vec_fits(x, D) && rms_vec_fits(y, D) && rms_vec_fits(out, D) &&
-        (w->dtype == DTYPE_BF16 || w->dtype == DTYPE_F32) && (w->dtype == DTYPE_F32 || aligned16(w->data)) &&
-        T <= INT32_MAX) {
-        rms_vec_launch(cu, "add_rms_norm", true, x, y, w, eps, out);
+    if ((!w || tensor_numel(w) == D) && (!b || (kind == BE_NORM_LAYER && tensor_numel(b) == D)) && rms_vec_fits(x, D) &&
+        rms_vec_fits(y, D) && rms_vec_fits(out, D) && rms_vec_param(w) && rms_vec_param(b) && T <= INT32_MAX) {
+        rms_vec_launch(cu, op, true, kind, x, y, w, b, eps, out);
         return;
     }
     /* other dtypes and layouts: the two ops */
     cu_add(be, x, y);
-    cu_rms_norm(be, x, w, eps, out);
+    norm_run(cu, op, x, kind, w, need_w, b, eps, out);
 }
 
-/* ---- SiLU-gated product ---- */
+// x (T, D) += y (T, D); out (T, D) = rms_norm(x) * w  (as add then rms_norm; out may be x)
+void cu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out) {
+    add_norm_run(be, "add_rms_norm", x, y, BE_NORM_RMS, w, true, NULL, eps, out);
+}
 
-// gate_up (T, 2I) -> out (T, I) = silu(gate) * up
-__global__ void k_silu_mul(const void *gu, int64_t gs, void *out, int64_t os, int dt, int64_t T, int64_t I) {
+// x (T, D) += y (T, D); out (T, D) = norm(x) (be_norm)
+void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out) {
+    if (!n) {
+        cu_fail(cu_of(be), "add_norm: no be_norm");
+        return;
+    }
+    add_norm_run(be, "add_norm", x, y, n->kind, n->w, false, n->b, n->eps, out);
+}
+
+/* ---- activations: the gated product, in place, the softcap ---- */
+
+// gate_up (T, 2I) -> out (T, I) = act(gate) * up
+__global__ void k_act_mul(const void *gu, int64_t gs, void *out, int64_t os, int dt, int64_t T, int64_t I, int act) {
     pdl_launch();
     pdl_wait();
     for (int64_t r = blockIdx.x; r < T; r += gridDim.x)
         for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
             float g = cu_ld(gu, dt, r * gs + i), u = cu_ld(gu, dt, r * gs + I + i);
-            cu_st(out, dt, r * os + i, g / (1.0f + expf(-g)) * u);
+            cu_st(out, dt, r * os + i, cu_act(act, g) * u);
         }
 }
 
 // The same on BF16 with I % 8 == 0 and 16-byte aligned rows: one 8-element chunk per thread.
-__global__ void k_silu_mul_vec(const __nv_bfloat16 *gu, int64_t gs, __nv_bfloat16 *out, int64_t os, int64_t T,
-                               int64_t I) {
+template <int ACT>
+__global__ void k_act_mul_vec(const __nv_bfloat16 *gu, int64_t gs, __nv_bfloat16 *out, int64_t os, int64_t T,
+                              int64_t I) {
     pdl_launch();
     pdl_wait();
     const int64_t nc = I / 8, n = T * nc;
@@ -302,29 +467,83 @@ __global__ void k_silu_mul_vec(const __nv_bfloat16 *gu, int64_t gs, __nv_bfloat1
         bf16x8_to_f32(*(const uint4 *)(gu + r * gs + c * 8), g);
         bf16x8_to_f32(*(const uint4 *)(gu + r * gs + I + c * 8), u);
 #pragma unroll
-        for (int j = 0; j < 8; j++) o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+        for (int j = 0; j < 8; j++) o[j] = cu_act(ACT, g[j]) * u[j];
         *(uint4 *)(out + r * os + c * 8) = f32_to_bf16x8(o);
     }
 }
 
-void cu_silu_mul(backend *be, const tensor *gate_up, tensor *out) {
-    cu_state *cu = cu_of(be);
-    if (!cu_check_mat(cu, "silu_mul", "gate_up", gate_up, CU_ACT, -1, -1)) return;
-    int64_t T = cu_rows(gate_up), D = tensor_row_len(gate_up);
-    if (D % 2) {
-        cu_fail(cu, "silu_mul: gate_up row length %lld is odd", (long long)D);
+static void act_mul_run(cu_state *cu, const char *op, be_act act, const tensor *gate_up, tensor *out) {
+    if ((unsigned)act >= BE_ACT_COUNT) {
+        cu_fail(cu, "%s: activation %d is out of range", op, (int)act);
         return;
     }
-    if (!cu_check_mat(cu, "silu_mul", "out", out, CU_DT(gate_up->dtype), T, D / 2) || T == 0 || D == 0) return;
+    if (!cu_check_mat(cu, op, "gate_up", gate_up, CU_ACT, -1, -1)) return;
+    int64_t T = cu_rows(gate_up), D = tensor_row_len(gate_up);
+    if (D % 2) {
+        cu_fail(cu, "%s: gate_up row length %lld is odd", op, (long long)D);
+        return;
+    }
+    if (!cu_check_mat(cu, op, "out", out, CU_DT(gate_up->dtype), T, D / 2) || T == 0 || D == 0) return;
     int64_t I = D / 2, gs = tensor_row_stride(gate_up), os = tensor_row_stride(out);
     if (gate_up->dtype == DTYPE_BF16 && I % 8 == 0 && gs % 8 == 0 && os % 8 == 0 && aligned16(gate_up->data) &&
         aligned16(out->data)) {
-        cu_launch(cu, "silu_mul", true, k_silu_mul_vec, dim3(cu_grid(T * (I / 8), 128)), dim3(128), 0,
-                  (const __nv_bfloat16 *)gate_up->data, gs, (__nv_bfloat16 *)out->data, os, T, I);
+        void (*k)(const __nv_bfloat16 *, int64_t, __nv_bfloat16 *, int64_t, int64_t, int64_t) =
+            act == BE_ACT_GELU_TANH ? k_act_mul_vec<BE_ACT_GELU_TANH>
+            : act == BE_ACT_GELU    ? k_act_mul_vec<BE_ACT_GELU>
+            : act == BE_ACT_RELU    ? k_act_mul_vec<BE_ACT_RELU>
+                                    : k_act_mul_vec<BE_ACT_SILU>;
+        cu_launch(cu, op, true, k, dim3(cu_grid(T * (I / 8), 128)), dim3(128), 0, (const __nv_bfloat16 *)gate_up->data,
+                  gs, (__nv_bfloat16 *)out->data, os, T, I);
         return;
     }
-    cu_launch(cu, "silu_mul", true, k_silu_mul, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, (const void *)gate_up->data,
-              gs, out->data, os, (int)gate_up->dtype, T, I);
+    cu_launch(cu, op, true, k_act_mul, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, (const void *)gate_up->data, gs,
+              out->data, os, (int)gate_up->dtype, T, I, (int)act);
+}
+
+void cu_silu_mul(backend *be, const tensor *gate_up, tensor *out) {
+    act_mul_run(cu_of(be), "silu_mul", BE_ACT_SILU, gate_up, out);
+}
+
+void cu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out) {
+    act_mul_run(cu_of(be), "act_mul", act, gate_up, out);
+}
+
+// x (T, D) in place: cap > 0: tanh(x / cap) * cap (the softcap), else act(x)
+__global__ void k_unary(void *x, int dt, int64_t xs, int64_t T, int64_t D, int act, float cap) {
+    pdl_launch();
+    pdl_wait();
+    for (int64_t r = blockIdx.x; r < T; r += gridDim.x)
+        for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+            const float v = cu_ld(x, dt, r * xs + i);
+            cu_st(x, dt, r * xs + i, cap > 0.0f ? tanhf(v / cap) * cap : cu_act(act, v));
+        }
+}
+
+void cu_activation(backend *be, be_act act, tensor *x) {
+    cu_state *cu = cu_of(be);
+    if ((unsigned)act >= BE_ACT_COUNT) {
+        cu_fail(cu, "activation: activation %d is out of range", (int)act);
+        return;
+    }
+    if (!cu_check_mat(cu, "activation", "x", x, CU_ACT, -1, -1)) return;
+    int64_t T = cu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D == 0) return;
+    cu_launch(cu, "activation", true, k_unary, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, x->data, (int)x->dtype,
+              tensor_row_stride(x), T, D, (int)act, 0.0f);
+}
+
+// x (T, V) = tanh(x / cap) * cap; logits F32 or BF16
+void cu_softcap(backend *be, tensor *x, float cap) {
+    cu_state *cu = cu_of(be);
+    if (!(cap > 0.0f) || isinf(cap)) {
+        cu_fail(cu, "softcap: cap %g must be positive and finite", (double)cap);
+        return;
+    }
+    if (!cu_check_mat(cu, "softcap", "x", x, CU_ACT, -1, -1)) return;
+    int64_t T = cu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D == 0) return;
+    cu_launch(cu, "softcap", true, k_unary, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, x->data, (int)x->dtype,
+              tensor_row_stride(x), T, D, (int)BE_ACT_SILU, cap);
 }
 
 /* ---- gather rows ---- */
@@ -450,13 +669,23 @@ void cu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const t
  * The position, slot, cos/sin row and norm weights are read before
  * pdl_wait() (qkr_pre), the head and the v head after it: one round trip
  * once the previous kernel is done. The head is RMS-normalised by the
- * per-head weight (Qwen3's q_norm / k_norm; none when NULL), rotated
+ * per-head weight (Qwen3's q_norm / k_norm, Gemma 3's with 1 + w; none when
+ * not given; a LayerNorm takes the ops it fuses), rotated
  * (partners through shared memory), and stored in place; a k head is also
  * written to the paged k cache at the token's slot with the token's v head
  * (slots < 0 are padding and skipped). Unlike the op composite, the
  * normalised value is not rounded before the rotation. */
 #define QKR_WARPS 4
 #define QKR_MAX_HD 512
+
+/* A head's RMSNorm in the fused prologue: off (normalise at all), the (1 + w) kind, eps, weight (or none). */
+struct qkr_norm {
+    const void *w;  /* (head_dim) any float dtype, or NULL (w = 1; the offset kind: 1 + 0) */
+    int wdt;
+    bool on;
+    bool offset;    /* BE_NORM_RMS_OFFSET: the multiplier is 1 + w */
+    float eps;
+};
 
 /* What an item needs that no kernel of the step writes (the position and
  * slot are uploaded, the table and the norm weights constant): loaded before
@@ -469,7 +698,7 @@ struct qkr_pre {
 };
 
 template <int NJ>
-__device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool isk, const void *nw, int ndt,
+__device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool isk, const qkr_norm &n,
                                              const int32_t *pos, const int64_t *slots, const float *cs, int64_t css,
                                              int64_t max_pos, int hd, int half, bool neox, int lane) {
     pr.p = pos[t];
@@ -477,7 +706,8 @@ __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool is
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
         const int i = lane + 32 * j;
-        pr.wv[j] = i < hd && nw ? cu_ld(nw, ndt, i) : 1.0f;
+        const float w = i < hd && n.w ? cu_ld(n.w, n.wdt, i) : (n.offset ? 0.0f : 1.0f);
+        pr.wv[j] = n.offset ? 1.0f + w : w;
     }
     const bool ok = pr.p >= 0 && pr.p < max_pos;
     const float *c = cs + (int64_t)(ok ? pr.p : 0) * css, *sn = c + half;
@@ -496,10 +726,9 @@ __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool is
 
 template <int NJ>
 __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
-    void *q, int64_t qs, int nq, void *k, int64_t ks, int nk, const void *v, int64_t vs, int dt, const void *qn,
-    int qndt, const void *kn, int kndt, float eps, const int32_t *pos, int64_t T, const float *cs, int64_t css,
-    int64_t max_pos, int hd, int half, bool neox, __nv_bfloat16 *kc, __nv_bfloat16 *vc, const int64_t *slots,
-    int64_t num_slots, cu_dev_err *err) {
+    void *q, int64_t qs, int nq, void *k, int64_t ks, int nk, const void *v, int64_t vs, int dt, qkr_norm qn,
+    qkr_norm kn, const int32_t *pos, int64_t T, const float *cs, int64_t css, int64_t max_pos, int hd, int half,
+    bool neox, __nv_bfloat16 *kc, __nv_bfloat16 *vc, const int64_t *slots, int64_t num_slots, cu_dev_err *err) {
     __shared__ float buf[QKR_WARPS][NJ * 32];
     pdl_launch();
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -511,8 +740,7 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
     if (it0 < items) {
         const int h = (int)(it0 % heads);
         const bool isk = h >= nq;
-        qkr_prefetch<NJ>(pr, it0 / heads, isk, isk ? kn : qn, isk ? kndt : qndt, pos, slots, cs, css, max_pos, hd, half,
-                         neox, lane);
+        qkr_prefetch<NJ>(pr, it0 / heads, isk, isk ? kn : qn, pos, slots, cs, css, max_pos, hd, half, neox, lane);
     }
     pdl_wait();
     for (int64_t it = it0; it < items; it += (int64_t)gridDim.x * QKR_WARPS) {
@@ -522,8 +750,8 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
         const int hh = isk ? h - nq : h;
         void *x = isk ? k : q;
         const int64_t base = t * (isk ? ks : qs) + (int64_t)hh * hd;
-        const void *nw = isk ? kn : qn;
-        if (it != it0) qkr_prefetch<NJ>(pr, t, isk, nw, isk ? kndt : qndt, pos, slots, cs, css, max_pos, hd, half, neox, lane);
+        const qkr_norm &n = isk ? kn : qn;
+        if (it != it0) qkr_prefetch<NJ>(pr, t, isk, n, pos, slots, cs, css, max_pos, hd, half, neox, lane);
         float xv[NJ], vv[NJ];
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
@@ -541,12 +769,12 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
             slot = -1;
         }
         float scale = 1.0f;
-        if (nw) {
+        if (n.on) {
             float ss = 0.0f;
 #pragma unroll
             for (int j = 0; j < NJ; j++) ss += xv[j] * xv[j];
             ss = cu_warp_sum(ss);
-            scale = 1.0f / sqrtf(ss / (float)hd + eps);
+            scale = 1.0f / sqrtf(ss / (float)hd + n.eps);
         }
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
@@ -575,13 +803,23 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
     }
 }
 
-// q (T, nq*hd) in place, k (T, nk*hd) in place, v (T, nk*hd); norms (hd) or NULL;
+/* The fused prologue's norm of a be_norm (NULL: none); false for a kind it does not fuse (LayerNorm). */
+static bool qkr_norm_of(const be_norm *n, qkr_norm *out) {
+    *out = qkr_norm{NULL, 0, false, false, 0.0f};
+    if (!n) return true;
+    if (n->kind != BE_NORM_RMS && n->kind != BE_NORM_RMS_OFFSET) return false;
+    *out = qkr_norm{n->w ? n->w->data : NULL, n->w ? (int)n->w->dtype : 0, true, n->kind == BE_NORM_RMS_OFFSET,
+                    n->eps};
+    return true;
+}
+
+// q (T, nq*hd) in place, k (T, nk*hd) in place, v (T, nk*hd); per-head norms (be_norm over hd) or NULL;
 // positions (T); cos_sin (max_pos, rot_dim); caches (num_blocks, block_size, nk, hd) at m->slot_mapping
-void cu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
-                        const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
-                        int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m) {
+static void qk_norm_rope_kv_run(backend *be, const char *op, tensor *q, tensor *k, const tensor *v,
+                                const be_norm *q_norm, const be_norm *k_norm, const tensor *positions,
+                                const tensor *cos_sin, int head_dim, int rot_dim, bool neox, tensor *k_cache,
+                                tensor *v_cache, const attn_meta *m) {
     cu_state *cu = cu_of(be);
-    const char *op = "qk_norm_rope_kv";
     if (head_dim <= 0 || rot_dim <= 0 || rot_dim % 2 || rot_dim > head_dim) {
         cu_fail(cu, "%s: bad head_dim %d / rot_dim %d (need 0 < rot_dim <= head_dim, rot_dim even)", op, head_dim,
                 rot_dim);
@@ -591,13 +829,22 @@ void cu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, cons
         cu_fail(cu, "%s: bad attention metadata", op);
         return;
     }
+    const be_norm *norms[2] = {q_norm, k_norm};
+    for (int i = 0; i < 2; i++) {
+        if (!norms[i]) continue;
+        if ((unsigned)norms[i]->kind >= BE_NORM_COUNT) {
+            cu_fail(cu, "%s: norm kind %d is out of range", op, (int)norms[i]->kind);
+            return;
+        }
+        if ((norms[i]->w && !cu_check_vec(cu, op, i ? "k_norm" : "q_norm", norms[i]->w, CU_FLOAT, head_dim)) ||
+            (norms[i]->b && !cu_check_vec(cu, op, i ? "k_norm bias" : "q_norm bias", norms[i]->b, CU_FLOAT, head_dim)))
+            return;
+    }
     if (!cu_check_vec(cu, op, "positions", positions, CU_DT(DTYPE_I32), m->num_tokens) ||
         !cu_check_mat(cu, op, "cos_sin", cos_sin, CU_DT(DTYPE_F32), -1, rot_dim) ||
         !cu_check_mat(cu, op, "q", q, CU_ACT, m->num_tokens, -1) ||
         !cu_check_mat(cu, op, "k", k, CU_DT(q->dtype), m->num_tokens, -1) ||
         !cu_check_mat(cu, op, "v", v, CU_DT(q->dtype), m->num_tokens, tensor_row_len(k)) ||
-        (q_norm && !cu_check_vec(cu, op, "q_norm", q_norm, CU_FLOAT, head_dim)) ||
-        (k_norm && !cu_check_vec(cu, op, "k_norm", k_norm, CU_FLOAT, head_dim)) ||
         !cu_check_vec(cu, op, "slot_mapping", &m->slot_mapping, CU_DT(DTYPE_I64), -1))
         return;
     const int64_t T = m->num_tokens, QD = tensor_row_len(q), KD = tensor_row_len(k);
@@ -620,28 +867,48 @@ void cu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, cons
         return;
     }
     if (T == 0) return;
-    if (head_dim > QKR_MAX_HD) { /* the ops it fuses */
-        if (q_norm) cu_rms_norm(be, q, q_norm, eps, q);
-        if (k_norm) cu_rms_norm(be, k, k_norm, eps, k);
+    qkr_norm qn, kn;
+    if (head_dim > QKR_MAX_HD || !qkr_norm_of(q_norm, &qn) || !qkr_norm_of(k_norm, &kn)) { /* the ops it fuses */
+        if (q_norm) cu_norm(be, q, q_norm, q);
+        if (k_norm) cu_norm(be, k, k_norm, k);
         cu_rope(be, q, k, positions, cos_sin, head_dim, rot_dim, neox);
         cu_kv_write(be, k, v, k_cache, v_cache, m);
         return;
     }
     const int64_t items = T * (nq + nk);
     const int nj = (head_dim + 31) / 32;
-    void (*kern)(void *, int64_t, int, void *, int64_t, int, const void *, int64_t, int, const void *, int,
-                 const void *, int, float, const int32_t *, int64_t, const float *, int64_t, int64_t, int, int, bool,
-                 __nv_bfloat16 *, __nv_bfloat16 *, const int64_t *, int64_t, cu_dev_err *) =
+    void (*kern)(void *, int64_t, int, void *, int64_t, int, const void *, int64_t, int, qkr_norm, qkr_norm,
+                 const int32_t *, int64_t, const float *, int64_t, int64_t, int, int, bool, __nv_bfloat16 *,
+                 __nv_bfloat16 *, const int64_t *, int64_t, cu_dev_err *) =
         nj <= 2 ? k_qk_norm_rope_kv<2> : nj <= 4 ? k_qk_norm_rope_kv<4> : nj <= 8 ? k_qk_norm_rope_kv<8>
                                                                               : k_qk_norm_rope_kv<16>;
     cu_launch(cu, op, true, kern, dim3(cu_grid(items, QKR_WARPS)), dim3(QKR_WARPS * 32), 0, q->data,
               tensor_row_stride(q), nq, k->data, tensor_row_stride(k), nk, (const void *)v->data, tensor_row_stride(v),
-              (int)q->dtype, q_norm ? (const void *)q_norm->data : (const void *)NULL,
-              q_norm ? (int)q_norm->dtype : 0, k_norm ? (const void *)k_norm->data : (const void *)NULL,
-              k_norm ? (int)k_norm->dtype : 0, eps, (const int32_t *)positions->data, T,
-              (const float *)cos_sin->data, tensor_row_stride(cos_sin), cu_rows(cos_sin), head_dim, rot_dim / 2, neox,
-              (__nv_bfloat16 *)k_cache->data, (__nv_bfloat16 *)v_cache->data, (const int64_t *)m->slot_mapping.data,
+              (int)q->dtype, qn, kn, (const int32_t *)positions->data, T, (const float *)cos_sin->data,
+              tensor_row_stride(cos_sin), cu_rows(cos_sin), head_dim, rot_dim / 2, neox, (__nv_bfloat16 *)k_cache->data,
+              (__nv_bfloat16 *)v_cache->data, (const int64_t *)m->slot_mapping.data,
               k_cache->shape[0] * (int64_t)m->block_size, cu->derr_dev);
+}
+
+void cu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
+                        const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,
+                        int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m) {
+    const be_norm qn = {BE_NORM_RMS, q_norm, NULL, eps}, kn = {BE_NORM_RMS, k_norm, NULL, eps};
+    cu_state *cu = cu_of(be);
+    const char *op = "qk_norm_rope_kv";
+    /* the weights are the norms here: each given one must be a (head_dim) vector */
+    if ((q_norm && !cu_check_vec(cu, op, "q_norm", q_norm, CU_FLOAT, head_dim)) ||
+        (k_norm && !cu_check_vec(cu, op, "k_norm", k_norm, CU_FLOAT, head_dim)))
+        return;
+    qk_norm_rope_kv_run(be, op, q, k, v, q_norm ? &qn : NULL, k_norm ? &kn : NULL, positions, cos_sin, head_dim,
+                        rot_dim, neox, k_cache, v_cache, m);
+}
+
+void cu_qk_norm_rope_kv_ex(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
+                           const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
+                           int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m) {
+    qk_norm_rope_kv_run(be, "qk_norm_rope_kv_ex", q, k, v, q_norm, k_norm, positions, cos_sin, head_dim, rot_dim, neox,
+                        k_cache, v_cache, m);
 }
 
 /* ---- linear helpers ---- */

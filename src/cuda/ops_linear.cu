@@ -9,9 +9,10 @@
  * inputs, f32 accumulation and a BF16 or F32 output (the logits), plus a
  * bias pass when the layer has biases. Batches of up to 8 tokens take a
  * bandwidth-bound GEMV kernel instead (decode), which also carries
- * linear_fused's stages: the input RMSNorm (each CTA normalises the rows
- * into shared memory), the SiLU-gated product (a warp streams the gate
- * and the up row together) and the residual add (in the epilogue). The
+ * linear_fused's stages: the input RMSNorm, plain or Gemma's (1 + w) (each
+ * CTA normalises the rows into shared memory), the gated product (SiLU,
+ * GELU-tanh, GELU, ReLU: a warp streams the gate and the up row together)
+ * and the residual add (in the epilogue). The
  * residual add of larger batches is cuBLAS's beta = 1.
  *
  * Row-major y (T, out) = x (T, in) W^T is, in cuBLAS's column-major terms,
@@ -297,9 +298,9 @@ static cu_lt_plan *plan_get(cu_state *cu, int64_t m, int64_t n, int64_t k, int64
 __device__ __forceinline__ uint4 ld_stream(const uint4 *p) { return __ldcs(p); }
 
 /* What a GEMV launch computes: y (T, N) (= or +=) in W^T + bias, in = x or,
- * with a norm, rms_norm(x) * nw (as the rms_norm op rounds it: BF16). GLU
- * kernels (k_gemv_rows<TT, 2, .>) read W as (2N, K): output n is
- * silu(row n . in) * (row N + n . in). */
+ * with a norm, rms_norm(x) * nw (or * (1 + nw), Gemma's) as the norm op
+ * rounds it: BF16. GLU kernels (k_gemv_rows<TT, 2, .>) read W as (2N, K):
+ * output n is act(row n . in) * (row N + n . in), act SiLU, GELU-tanh, ... */
 struct gv_args {
     const __nv_bfloat16 *W;      /* (N or 2N, K) */
     const __nv_bfloat16 *x;      /* (T, K), row stride xs */
@@ -311,7 +312,9 @@ struct gv_args {
     int T, N, K;
     const __nv_bfloat16 *nw;     /* (K) RMSNorm weight (NORM kernels) */
     float eps;
+    bool norm_offset;            /* the norm multiplies by 1 + nw (Gemma's RMSNorm) */
     bool acc;                    /* y += instead of y = (the residual add) */
+    int act;                     /* be_act of the gated form */
 };
 
 /* acc[r][t] += dot(w[r] chunk, x[t] chunk c) for t < T, r < NR; x rows xs apart
@@ -373,6 +376,10 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
     for (int c = threadIdx.x; c < nc; c += blockDim.x) {
         float nf[8];
         bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
+        if (a.norm_offset) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) nf[i] = 1.0f + nf[i];
+        }
 #pragma unroll
         for (int t = 0; t < TT; t++) {
             if (t >= a.T) continue;
@@ -549,7 +556,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
         float v[NR];
 #pragma unroll
         for (int r = 0; r < NR; r++) v[r] = cu_warp_sum(acc[r][t]) + (a.bias ? a.bias[n + r * N] : 0.0f);
-        if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? v[0] / (1.0f + expf(-v[0])) * v[NR - 1] : v[0], yold);
+        if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? cu_act(a.act, v[0]) * v[NR - 1] : v[0], yold);
     }
 }
 
@@ -736,15 +743,17 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     const int64_t T = cu_rows(x);
     const bool glu = f && f->silu_mul;
     const tensor *nw = f ? f->norm_w : NULL;
+    /* the kernel's norms: RMSNorm with a weight, plain or (1 + w); other stages as the composite */
     bool fused = f && !(f->silu_mul && f->accumulate) && gemv_fits(lin, x, T) && x->dtype == DTYPE_BF16 &&
-                 (!glu || lin->out % 2 == 0);
+                 (!glu || lin->out % 2 == 0) && (unsigned)f->act < BE_ACT_COUNT &&
+                 (f->norm_kind == BE_NORM_RMS || (f->norm_kind == BE_NORM_RMS_OFFSET && nw)) && !f->norm_b;
     /* the norm's prologue runs in every CTA: for a vocabulary-sized layer (tens of thousands of
      * CTAs) one norm kernel first is cheaper (Qwen3-0.6B lm_head: 87 vs 72 us, H200) */
     if (fused && nw)
         fused = nw->dtype == DTYPE_BF16 && nw->ndim == 1 && nw->shape[0] == lin->in && nw->data &&
                 ((uintptr_t)nw->data % 16) == 0 && T * lin->in * 2 <= GEMV_NORM_SMEM &&
                 (glu ? lin->out / 2 : lin->out) <= GEMV_NORM_MAX_N;
-    if (!fused && f && f->accumulate && !f->norm_w && !f->silu_mul) {
+    if (!fused && f && f->accumulate && !linear_fuse_has_norm(f) && !f->silu_mul) {
         linear_run(cu, lin, x, y, true); /* cuBLAS accumulates itself (beta 1) */
         return;
     }
@@ -761,6 +770,8 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     gv_args a = gemv_args(x, y, (int)T, (int)N, (int)lin->in);
     a.nw = nw ? (const __nv_bfloat16 *)nw->data : NULL;
     a.eps = f->eps;
+    a.norm_offset = f->norm_kind == BE_NORM_RMS_OFFSET;
     a.acc = f->accumulate;
+    a.act = (int)f->act;
     gemv(cu, lin, a, glu);
 }

@@ -11,11 +11,14 @@
  * MHA/GQA/MQA, head_dim 6 to 256, sliding window, long contexts that take
  * the split-KV path, prefill chunks on the tensor cores) with NaN in every
  * cache slot no query may read, and again with max_query_len /
- * max_seq_len as upper bounds. The fused ops (add_rms_norm,
- * qk_norm_rope_kv) are compared with the CPU backend's composites, padding
- * slots (-1) must leave the caches alone, and a recorded graph replayed on
- * new inputs must equal the eager ops; failures while recording are
- * reported by graph_end.
+ * max_seq_len as upper bounds. The norm kinds (Gemma's (1 + w) RMSNorm,
+ * LayerNorm), the activations (act_mul, activation: SiLU, GELU tanh / erf,
+ * ReLU) and the softcap run on each of their kernels. The fused ops
+ * (add_rms_norm, add_norm, qk_norm_rope_kv and _ex, linear_fused with
+ * Gemma's and OPT's stages) are compared with the CPU backend's
+ * composites, padding slots (-1) must leave the caches alone, and a
+ * recorded graph replayed on new inputs must equal the eager ops; failures
+ * while recording are reported by graph_end.
  * Sampling is compared with the reference of src/sample/ (sample_row_ref):
  * greedy exactly, seeded draws exactly on well-separated logits, the
  * min_p / top_k / top_p masks, penalties, bias, allowed ids, bad words,
@@ -549,12 +552,226 @@ static void test_add_rms_norm(void) {
         }
 }
 
+/* ---- norm kinds (Gemma's (1 + w) RMSNorm, LayerNorm), activations, softcap ---- */
+
+/* A (n) vector of values v in dtype dt, imported on both backends (*buf: the host bytes, freed by the caller). */
+static void import_pair(const float *v, int n, dtype dt, tensor *c, tensor *g, void **buf) {
+    *buf = pack(v, n, dt);
+    tensor h = tensor_1d(dt, *buf, n);
+    CHECK_OK(cpu->ops->import(cpu, &h, c));
+    CHECK_OK(gpu->ops->import(gpu, &h, g));
+}
+
+/* norm of kind on x (T, D) at column pad of (T, D + pad), groups of G; in place or into out */
+static void norm_case(be_norm_kind kind, dtype wdt, int T, int D, int G, int pad, bool in_place, bool with_w,
+                      bool with_b, const char *label) {
+    const int W = D + pad;
+    float *h = malloc((size_t)T * W * sizeof *h);
+    for (int i = 0; i < T * W; i++) h[i] = round_to(DTYPE_BF16, 2.0f * rnd() + (kind == BE_NORM_LAYER ? 3.0f : 0.0f));
+    tensor xc = put(cpu, DTYPE_F32, T, W, h), xg = put(gpu, DTYPE_BF16, T, W, h);
+    float *wv = malloc((size_t)G * sizeof *wv), *bv = malloc((size_t)G * sizeof *bv);
+    for (int i = 0; i < G; i++) {
+        wv[i] = round_to(wdt, (kind == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f) + 0.5f * rnd());
+        bv[i] = round_to(wdt, rnd());
+    }
+    void *wb, *bb;
+    tensor wc, wg, bc, bg;
+    import_pair(wv, G, wdt, &wc, &wg, &wb);
+    import_pair(bv, G, wdt, &bc, &bg, &bb);
+    const be_norm nc = {kind, with_w ? &wc : NULL, with_b ? &bc : NULL, 1e-5f};
+    const be_norm ng = {kind, with_w ? &wg : NULL, with_b ? &bg : NULL, 1e-5f};
+    tensor xvc = pad ? tensor_cols(&xc, pad, D) : xc, xvg = pad ? tensor_cols(&xg, pad, D) : xg;
+    char what[160];
+    snprintf(what, sizeof what, "norm %s (%s, %s weight%s%s)", kind == BE_NORM_LAYER ? "LayerNorm" : kind == BE_NORM_RMS_OFFSET ? "(1 + w) RMSNorm" : "RMSNorm",
+             label, with_w ? dtype_name(wdt) : "no", with_b ? ", bias" : "", in_place ? ", in place" : "");
+    if (in_place) {
+        cpu->ops->norm(cpu, &xvc, &nc, &xvc);
+        gpu->ops->norm(gpu, &xvg, &ng, &xvg);
+        float *c = get(cpu, &xc), *g = get(gpu, &xg);
+        for (int i = 0; i < T * W; i++) c[i] = round_to(DTYPE_BF16, c[i]);
+        compare(what, g, c, (int64_t)T * W, REL, ELEM);
+        free(c);
+        free(g);
+    } else {
+        tensor oc = put(cpu, DTYPE_F32, T, D, NULL), og = put(gpu, DTYPE_BF16, T, D, NULL);
+        poison(&og);
+        cpu->ops->norm(cpu, &xvc, &nc, &oc);
+        gpu->ops->norm(gpu, &xvg, &ng, &og);
+        float *c = get(cpu, &oc), *g = get(gpu, &og);
+        compare(what, g, c, (int64_t)T * D, REL, ELEM);
+        free(c);
+        free(g);
+        drop(cpu, &oc);
+        drop(gpu, &og);
+    }
+    cpu->ops->release_import(cpu, &wc);
+    gpu->ops->release_import(gpu, &wg);
+    cpu->ops->release_import(cpu, &bc);
+    gpu->ops->release_import(gpu, &bg);
+    drop(cpu, &xc);
+    drop(gpu, &xg);
+    free(wb);
+    free(bb);
+    free(wv);
+    free(bv);
+    free(h);
+}
+
+static void test_norm_kinds(void) {
+    const dtype dts[3] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    const be_norm_kind kinds[2] = {BE_NORM_RMS_OFFSET, BE_NORM_LAYER};
+    for (int ki = 0; ki < 2; ki++) {
+        const be_norm_kind k = kinds[ki];
+        for (int di = 0; di < 3; di++) {
+            /* whole rows: the vector kernel (F16 weights: the block kernel) */
+            norm_case(k, dts[di], 9, 1536, 1536, 40, false, true, k == BE_NORM_LAYER, "hidden, strided x");
+            /* per head, in place: the warp kernel (groups of 64) and the block kernel (groups of 512) */
+            norm_case(k, dts[di], 5, 4 * 64, 64, 64, true, true, k == BE_NORM_LAYER, "groups of 64");
+            norm_case(k, dts[di], 5, 2 * 512, 512, 0, false, true, k == BE_NORM_LAYER, "groups of 512");
+        }
+        norm_case(k, DTYPE_BF16, 3, 1024, 1024, 0, false, false, false, "D 1024");   /* vector kernel */
+        norm_case(k, DTYPE_BF16, 4, 700, 700, 0, false, false, false, "D 700");     /* block kernel */
+        norm_case(k, DTYPE_BF16, 6, 100, 100, 0, true, false, false, "D 100");       /* warp kernel */
+    }
+    norm_case(BE_NORM_RMS, DTYPE_BF16, 4, 1024, 1024, 8, false, false, false, "D 1024"); /* RMSNorm without a weight */
+    norm_case(BE_NORM_RMS, DTYPE_BF16, 4, 1024, 1024, 8, false, true, false, "D 1024");
+
+    /* add_norm of each kind: the vector kernel (D 1024) and the two ops (D 700) */
+    const int Ds[2] = {1024, 700};
+    for (int k = 0; k < BE_NORM_COUNT; k++)
+        for (int di = 0; di < 2; di++) {
+            const int T = 7, D = Ds[di];
+            float *hx, *hy;
+            tensor xc, xg, yc, yg;
+            rand_pair(T, D, 2.0f, &hx, &xc, &xg);
+            rand_pair(T, D, 2.0f, &hy, &yc, &yg);
+            float *wv = malloc((size_t)D * sizeof *wv), *bv = malloc((size_t)D * sizeof *bv);
+            for (int i = 0; i < D; i++) {
+                wv[i] = round_to(DTYPE_BF16, (k == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f) + 0.5f * rnd());
+                bv[i] = round_to(DTYPE_BF16, rnd());
+            }
+            void *wb, *bb;
+            tensor wc, wg, bc, bg;
+            import_pair(wv, D, DTYPE_BF16, &wc, &wg, &wb);
+            import_pair(bv, D, DTYPE_F32, &bc, &bg, &bb);
+            const be_norm nc = {(be_norm_kind)k, &wc, k == BE_NORM_LAYER ? &bc : NULL, 1e-6f};
+            const be_norm ng = {(be_norm_kind)k, &wg, k == BE_NORM_LAYER ? &bg : NULL, 1e-6f};
+            tensor oc = put(cpu, DTYPE_F32, T, D, NULL), og = put(gpu, DTYPE_BF16, T, D, NULL);
+            poison(&og);
+            cpu->ops->add_norm(cpu, &xc, &yc, &nc, &oc);
+            gpu->ops->add_norm(gpu, &xg, &yg, &ng, &og);
+            char what[96];
+            float *c = get(cpu, &xc), *g = get(gpu, &xg);
+            snprintf(what, sizeof what, "add_norm kind %d: x += y (D %d)", k, D);
+            compare(what, g, c, (int64_t)T * D, REL, ELEM);
+            free(c);
+            free(g);
+            c = get(cpu, &oc);
+            g = get(gpu, &og);
+            snprintf(what, sizeof what, "add_norm kind %d: out (D %d)", k, D);
+            compare(what, g, c, (int64_t)T * D, REL, ELEM);
+            free(c);
+            free(g);
+            cpu->ops->release_import(cpu, &wc);
+            gpu->ops->release_import(gpu, &wg);
+            cpu->ops->release_import(cpu, &bc);
+            gpu->ops->release_import(gpu, &bg);
+            tensor *tc[] = {&xc, &yc, &oc}, *tg[] = {&xg, &yg, &og};
+            drop_pairs(tc, tg, 3);
+            free(wb);
+            free(bb);
+            free(wv);
+            free(bv);
+            free(hx);
+            free(hy);
+        }
+
+    /* refused: a bias on an RMSNorm */
+    float one[128];
+    for (int i = 0; i < 128; i++) one[i] = 1.0f;
+    tensor x = put(gpu, DTYPE_BF16, 2, 64, one), b = put(gpu, DTYPE_F32, 1, 64, one);
+    tensor bv = tensor_1d(DTYPE_F32, b.data, 64);
+    const be_norm bad = {BE_NORM_RMS, NULL, &bv, 1e-6f};
+    gpu->ops->norm(gpu, &x, &bad, &x);
+    expect_device_error("norm");
+    drop(gpu, &x);
+    drop(gpu, &b);
+}
+
+static void test_activations(void) {
+    const int T = 11;
+    const int Is[2] = {256, 300}; /* the 16-byte vector kernel; the generic one (I % 8 != 0) */
+    for (int a = 0; a < BE_ACT_COUNT; a++)
+        for (int ii = 0; ii < 2; ii++) {
+            const int I = Is[ii];
+            float *h;
+            tensor guc, gug;
+            rand_pair(T, 2 * I + 8, 4.0f, &h, &guc, &gug);
+            tensor gvc = tensor_cols(&guc, 8, 2 * I), gvg = tensor_cols(&gug, 8, 2 * I);
+            tensor oc = put(cpu, DTYPE_F32, T, I, NULL), og = put(gpu, DTYPE_BF16, T, I, NULL);
+            poison(&og);
+            cpu->ops->act_mul(cpu, (be_act)a, &gvc, &oc);
+            gpu->ops->act_mul(gpu, (be_act)a, &gvg, &og);
+            float *c = get(cpu, &oc), *g = get(gpu, &og);
+            char what[96];
+            snprintf(what, sizeof what, "act_mul %s (I %d)", be_act_name((be_act)a), I);
+            compare(what, g, c, (int64_t)T * I, REL, ELEM);
+            free(c);
+            free(g);
+            /* in place on columns [3, 3 + I) */
+            tensor xvc = tensor_cols(&guc, 3, I), xvg = tensor_cols(&gug, 3, I);
+            cpu->ops->activation(cpu, (be_act)a, &xvc);
+            gpu->ops->activation(gpu, (be_act)a, &xvg);
+            c = get(cpu, &guc);
+            g = get(gpu, &gug);
+            for (int i = 0; i < T * (2 * I + 8); i++) c[i] = round_to(DTYPE_BF16, c[i]);
+            snprintf(what, sizeof what, "activation %s in place (I %d)", be_act_name((be_act)a), I);
+            compare(what, g, c, (int64_t)T * (2 * I + 8), REL, ELEM);
+            free(c);
+            free(g);
+            tensor *tc[] = {&guc, &oc}, *tg[] = {&gug, &og};
+            drop_pairs(tc, tg, 2);
+            free(h);
+        }
+    /* softcap on F32 logits and on a BF16 view; values well past the cap */
+    const int V = 1000;
+    float *l = malloc((size_t)T * (V + 2) * sizeof *l);
+    for (int i = 0; i < T * (V + 2); i++) l[i] = round_to(DTYPE_BF16, 80.0f * rnd());
+    for (int bf = 0; bf < 2; bf++) {
+        tensor lc = put(cpu, DTYPE_F32, T, V + 2, l), lg = put(gpu, bf ? DTYPE_BF16 : DTYPE_F32, T, V + 2, l);
+        tensor vc = tensor_cols(&lc, 1, V), vg = tensor_cols(&lg, 1, V);
+        cpu->ops->softcap(cpu, &vc, 30.0f);
+        gpu->ops->softcap(gpu, &vg, 30.0f);
+        float *c = get(cpu, &lc), *g = get(gpu, &lg);
+        if (bf)
+            for (int i = 0; i < T * (V + 2); i++) c[i] = round_to(DTYPE_BF16, c[i]);
+        compare(bf ? "softcap 30 (BF16 logits)" : "softcap 30 (F32 logits)", g, c, (int64_t)T * (V + 2),
+                bf ? REL : 1e-5, bf ? ELEM : 1e-6);
+        free(c);
+        free(g);
+        drop(cpu, &lc);
+        drop(gpu, &lg);
+    }
+    free(l);
+    /* refusals */
+    tensor x = put(gpu, DTYPE_BF16, 2, 64, NULL), y = put(gpu, DTYPE_BF16, 2, 32, NULL);
+    gpu->ops->act_mul(gpu, BE_ACT_COUNT, &x, &y);
+    expect_device_error("act_mul");
+    gpu->ops->softcap(gpu, &x, -1.0f);
+    expect_device_error("softcap");
+    drop(gpu, &x);
+    drop(gpu, &y);
+}
+
 /* q/k norm + rope + kv write, with a padding token (slot -1) that must leave the caches alone */
 static void test_qk_norm_rope_kv(void) {
     const int T = 7, nq = 4, nk = 2, max_pos = 200, nb = 5, bs = 16;
-    for (int variant = 0; variant < 6; variant++) {
-        const int hd = variant < 4 ? 128 : 64;
+    /* 0-5: qk_norm_rope_kv; 6-8: qk_norm_rope_kv_ex with Gemma's (1 + w) norm (fused, head_dim 128 and 256)
+     * and a per-head LayerNorm (the composite) */
+    for (int variant = 0; variant < 9; variant++) {
+        const int hd = variant < 4 ? 128 : variant < 6 ? 64 : variant == 8 ? 256 : 128;
         const bool norm = variant != 1 && variant != 5, neox = variant != 2;
+        const be_norm_kind kind = variant == 7 ? BE_NORM_LAYER : variant >= 6 ? BE_NORM_RMS_OFFSET : BE_NORM_RMS;
         const int rot = variant == 3 ? hd / 2 : hd;
         const int64_t qd = (int64_t)nq * hd, kvd = (int64_t)nk * hd, W = qd + 2 * kvd + 3;
         float *h;
@@ -572,10 +789,11 @@ static void test_qk_norm_rope_kv(void) {
         }
         slots[2] = -1; /* padding */
         tensor pc = put_i32(cpu, pos, T), pg = put_i32(gpu, pos, T);
-        float wq[128], wk[128];
+        float wq[256], wk[256];
+        const float wbase = kind == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f;
         for (int i = 0; i < hd; i++) {
-            wq[i] = round_to(DTYPE_BF16, 1.0f + 0.5f * rnd());
-            wk[i] = round_to(DTYPE_BF16, 1.0f + 0.5f * rnd());
+            wq[i] = round_to(DTYPE_BF16, wbase + 0.5f * rnd());
+            wk[i] = round_to(DTYPE_BF16, wbase + 0.5f * rnd());
         }
         void *wqb = pack(wq, hd, DTYPE_BF16), *wkb = pack(wk, hd, DTYPE_BF16);
         tensor wqh = tensor_1d(DTYPE_BF16, wqb, hd), wkh = tensor_1d(DTYPE_BF16, wkb, hd), wqc, wkc, wqg, wkg;
@@ -604,13 +822,21 @@ static void test_qk_norm_rope_kv(void) {
         attn_meta mg = mc;
         mc.slot_mapping = put_i64(cpu, slots, T);
         mg.slot_mapping = put_i64(gpu, slots, T);
-        cpu->ops->qk_norm_rope_kv(cpu, &qc, &kc, &vc, norm ? &wqc : NULL, norm ? &wkc : NULL, 1e-6f, &pc, &csc, hd,
-                                  rot, neox, &kcc, &vcc, &mc);
-        gpu->ops->qk_norm_rope_kv(gpu, &qg, &kg, &vg, norm ? &wqg : NULL, norm ? &wkg : NULL, 1e-6f, &pg, &csg, hd,
-                                  rot, neox, &kcg, &vcg, &mg);
+        if (variant < 6) {
+            cpu->ops->qk_norm_rope_kv(cpu, &qc, &kc, &vc, norm ? &wqc : NULL, norm ? &wkc : NULL, 1e-6f, &pc, &csc, hd,
+                                      rot, neox, &kcc, &vcc, &mc);
+            gpu->ops->qk_norm_rope_kv(gpu, &qg, &kg, &vg, norm ? &wqg : NULL, norm ? &wkg : NULL, 1e-6f, &pg, &csg, hd,
+                                      rot, neox, &kcg, &vcg, &mg);
+        } else {
+            const be_norm nqc = {kind, &wqc, NULL, 1e-6f}, nkc = {kind, &wkc, NULL, 1e-6f};
+            const be_norm nqg = {kind, &wqg, NULL, 1e-6f}, nkg = {kind, &wkg, NULL, 1e-6f};
+            cpu->ops->qk_norm_rope_kv_ex(cpu, &qc, &kc, &vc, &nqc, &nkc, &pc, &csc, hd, rot, neox, &kcc, &vcc, &mc);
+            gpu->ops->qk_norm_rope_kv_ex(gpu, &qg, &kg, &vg, &nqg, &nkg, &pg, &csg, hd, rot, neox, &kcg, &vcg, &mg);
+        }
         char what[128];
-        snprintf(what, sizeof what, "qk_norm_rope_kv: q, k (hd %d, rot %d, %s, %s)", hd, rot, neox ? "neox" : "interleaved",
-                 norm ? "q/k norm" : "no norm");
+        snprintf(what, sizeof what, "qk_norm_rope_kv%s: q, k (hd %d, rot %d, %s, %s)", variant < 6 ? "" : "_ex", hd,
+                 rot, neox ? "neox" : "interleaved",
+                 !norm ? "no norm" : kind == BE_NORM_RMS ? "q/k norm" : kind == BE_NORM_LAYER ? "LayerNorm" : "(1 + w) norm");
         float *c = get(cpu, &xc), *g = get(gpu, &xg);
         /* q and k columns only (v is an input) */
         float *cq = malloc((size_t)T * (qd + kvd) * sizeof *cq), *gq = malloc((size_t)T * (qd + kvd) * sizeof *gq);
@@ -935,18 +1161,22 @@ static be_linear *rand_linear(int out, int in, float scale);
 
 /* ---- linear_fused: the GEMV kernel's stages (T <= 8) and the composite (T > 8) ---- */
 
-enum { LF_PLAIN, LF_NORM, LF_NORM_SILU, LF_ACC, LF_SILU, LF_MODES };
-static const char *LF_NAMES[LF_MODES] = {"plain", "norm", "norm + silu_mul", "accumulate", "silu_mul"};
+enum { LF_PLAIN, LF_NORM, LF_NORM_SILU, LF_ACC, LF_SILU, LF_GEMMA, LF_GELU, LF_OPT, LF_MODES };
+static const char *LF_NAMES[LF_MODES] = {"plain", "norm", "norm + silu_mul", "accumulate", "silu_mul",
+                                         "(1 + w) norm + gelu_tanh gate", "gelu_tanh gate", "LayerNorm + bias"};
 
 static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) {
-    const bool norm = mode == LF_NORM || mode == LF_NORM_SILU, glu = mode == LF_NORM_SILU || mode == LF_SILU,
+    const bool norm = mode == LF_NORM || mode == LF_NORM_SILU || mode == LF_GEMMA || mode == LF_OPT,
+               glu = mode == LF_NORM_SILU || mode == LF_SILU || mode == LF_GEMMA || mode == LF_GELU,
                acc = mode == LF_ACC;
+    const be_norm_kind kind = mode == LF_GEMMA ? BE_NORM_RMS_OFFSET : mode == LF_OPT ? BE_NORM_LAYER : BE_NORM_RMS;
+    const be_act act = mode == LF_GEMMA || mode == LF_GELU ? BE_ACT_GELU_TANH : BE_ACT_SILU;
     const int n = glu ? out / 2 : out;
     float *w = malloc((size_t)out * in * sizeof *w), *b = malloc((size_t)out * sizeof *b);
     float *nw = malloc((size_t)in * sizeof *nw), *y0 = malloc((size_t)T * n * sizeof *y0);
     for (int64_t i = 0; i < (int64_t)out * in; i++) w[i] = round_to(DTYPE_BF16, rnd() * 0.1f);
     for (int i = 0; i < out; i++) b[i] = round_to(DTYPE_BF16, rnd());
-    for (int i = 0; i < in; i++) nw[i] = round_to(DTYPE_BF16, 1.0f + 0.3f * rnd());
+    for (int i = 0; i < in; i++) nw[i] = round_to(DTYPE_BF16, (kind == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f) + 0.3f * rnd());
     for (int64_t i = 0; i < (int64_t)T * n; i++) y0[i] = round_to(DTYPE_BF16, 2.0f * rnd());
     void *wb = pack(w, (int64_t)out * in, DTYPE_BF16), *bb = pack(b, out, DTYPE_BF16);
     tensor wc = tensor_2d(DTYPE_F32, w, out, in), wg = tensor_2d(DTYPE_BF16, wb, out, in);
@@ -964,14 +1194,17 @@ static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) 
     rand_pair(T, in, 1.5f, &hx, &xc, &xg);
     tensor nwc2 = put(cpu, DTYPE_F32, 1, in, nw), nwg2 = put(gpu, DTYPE_BF16, 1, in, nw);
     tensor nwc = tensor_1d(DTYPE_F32, nwc2.data, in), nwg = tensor_1d(DTYPE_BF16, nwg2.data, in);
+    tensor nbc2 = put(cpu, DTYPE_F32, 1, in, hx), nbg2 = put(gpu, DTYPE_BF16, 1, in, hx); /* LayerNorm bias: x's first row */
+    tensor nbc = tensor_1d(DTYPE_F32, nbc2.data, in), nbg = tensor_1d(DTYPE_BF16, nbg2.data, in);
     tensor hc = put(cpu, DTYPE_F32, T, in, NULL), hg = put(gpu, DTYPE_BF16, T, in, NULL);
     tensor mc = put(cpu, DTYPE_F32, T, out, NULL), mg = put(gpu, DTYPE_BF16, T, out, NULL);
     tensor yc = put(cpu, DTYPE_F32, T, n, y0), yg = put(gpu, DTYPE_BF16, T, n, y0);
     if (!acc) poison(&yg);
     linear_fuse fc = {.norm_w = norm ? &nwc : NULL, .eps = 1e-6f, .silu_mul = glu, .accumulate = acc, .h = &hc,
-                      .mid = &mc};
+                      .mid = &mc, .act = act, .norm_kind = kind, .norm_b = mode == LF_OPT ? &nbc : NULL};
     linear_fuse fg = fc;
     fg.norm_w = norm ? &nwg : NULL;
+    fg.norm_b = mode == LF_OPT ? &nbg : NULL;
     fg.h = &hg;
     fg.mid = &mg;
     if (lc && lg) {
@@ -987,8 +1220,8 @@ static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) 
     }
     cpu->ops->linear_free(cpu, lc);
     gpu->ops->linear_free(gpu, lg);
-    tensor *cs[] = {&xc, &nwc2, &hc, &mc, &yc}, *gs[] = {&xg, &nwg2, &hg, &mg, &yg};
-    drop_pairs(cs, gs, 5);
+    tensor *cs[] = {&xc, &nwc2, &nbc2, &hc, &mc, &yc}, *gs[] = {&xg, &nwg2, &nbg2, &hg, &mg, &yg};
+    drop_pairs(cs, gs, 6);
     free(hx);
     free(w);
     free(b);
@@ -1003,7 +1236,7 @@ static void test_linear_fused(void) {
     for (int ti = 0; ti < 5; ti++) {
         const int T = Ts[ti];
         for (int mode = 0; mode < LF_MODES; mode++) {
-            const bool glu = mode == LF_NORM_SILU || mode == LF_SILU;
+            const bool glu = mode == LF_NORM_SILU || mode == LF_SILU || mode == LF_GEMMA || mode == LF_GELU;
             /* the persistent split-K kernel (or the row kernel for the gated form) */
             test_linear_fused_case(T, 1024, glu ? 2 * 384 : 384, mode, ti % 2 == 0);
             /* the row kernel: K % 256 != 0 */
@@ -1572,6 +1805,8 @@ int main(void) {
     test_add_silu_gather();
     test_rope();
     test_add_rms_norm();
+    test_norm_kinds();
+    test_activations();
     test_qk_norm_rope_kv();
     for (size_t i = 0; i < sizeof LAYOUTS / sizeof *LAYOUTS; i++) test_attention_layout(&LAYOUTS[i]);
     test_linear();

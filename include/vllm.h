@@ -345,8 +345,8 @@ bool vllm_async_engine_has_tokenizer(const vllm_async_engine *ae);
 void vllm_async_engine_get_info(const vllm_async_engine *ae, vllm_engine_info *out);
 /* The engine's stats as of its last step (a copy taken by the engine thread). */
 void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out);
-/* vllm_tokenize / vllm_detokenize from any thread (the tokenizer is
- * immutable once loaded). */
+/* vllm_tokenize / vllm_detokenize from any thread, on that thread (the
+ * tokenizer is immutable once loaded; the engine thread is not involved). */
 vllm_status vllm_async_tokenize(vllm_async_engine *ae, const char *text, bool add_special_tokens,
                                 int32_t **ids, size_t *num_ids);
 vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, size_t num_ids,
@@ -354,9 +354,10 @@ vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, siz
 
 /* Queues a request (as vllm_engine_add_request, which runs on the engine
  * thread; this call waits for its verdict, so bad parameters, a too-long
- * prompt or an id in use fail here with the engine's message). prompt and
- * params are copied before it returns. On success *out is the request's
- * stream. */
+ * prompt or an id in use fail here with the engine's message). A text
+ * prompt is tokenized here, on the calling thread, never on the engine
+ * thread. prompt and params are copied before it returns. On success *out
+ * is the request's stream. */
 vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
                                    const vllm_sampling_params *params, vllm_stream **out);
 /* Aborts an unfinished request (every unfinished sample); its stream ends

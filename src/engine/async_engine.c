@@ -3,7 +3,9 @@
  * engine thread owns a vllm_engine and steps it while there is work;
  * other threads add requests (and wait for the engine thread's verdict, so
  * errors reach them synchronously), abort them, and read each request's
- * vllm_stream of deep-copied output chunks.
+ * vllm_stream of deep-copied output chunks. Tokenization runs on the
+ * calling threads (text prompts in vllm_async_add_request, and
+ * vllm_async_tokenize / _detokenize), never on the engine thread.
  *
  * Locks: ae->mu guards the add queue, the stop flag, the caller count and
  * the live-stream table (written only by the engine thread); each stream's
@@ -607,6 +609,9 @@ void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out) 
     pthread_mutex_unlock(&ae->mu);
 }
 
+/* Both run on the calling thread (the server's HTTP threads for /tokenize, /detokenize and
+ * prompts): the tokenizer is read-only after load (tokenizer.h) and the engine thread is not
+ * involved. */
 vllm_status vllm_async_tokenize(vllm_async_engine *ae, const char *text, bool add_special, int32_t **ids,
                                 size_t *n) {
     return vllm_tokenize(ae->e, text, add_special, ids, n); /* the tokenizer is read-only */
@@ -630,14 +635,41 @@ vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id
     if (!prompt) return vt_error(VLLM_ERR_INVALID_ARG, "request %s: no prompt", request_id);
     vllm_stream *s = stream_new(request_id);
     if (!s) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
-    add_cmd cmd = {.id = request_id, .prompt = prompt, .params = params, .stream = s};
     pthread_mutex_lock(&ae->mu);
     if (ae->stop) {
         pthread_mutex_unlock(&ae->mu);
         stream_release(s);
         return vt_error(VLLM_ERR_INVALID_ARG, "request %s: the async engine is shutting down", request_id);
     }
-    ae->callers++;
+    ae->callers++; /* from here vllm_async_engine_free waits for this call (the tokenizer stays) */
+    pthread_mutex_unlock(&ae->mu);
+
+    /* A text prompt is tokenized here, on the caller's thread (the tokenizer is immutable once
+     * loaded), once for all n samples: the engine thread, which steps every running request,
+     * never spends its time on a request's tokenization (a megabyte of text is a CPU-second). */
+    vllm_prompt ids_prompt;
+    int32_t *ids = NULL;
+    vllm_status st = VLLM_OK;
+    if (prompt->text && !prompt->token_ids) {
+        size_t n = 0;
+        if ((st = vllm_tokenize(ae->e, prompt->text, true, &ids, &n)) != VLLM_OK) {
+            vt_error_prefix("request %s", request_id);
+        } else {
+            ids_prompt = (vllm_prompt){.token_ids = ids, .num_token_ids = n};
+            prompt = &ids_prompt;
+        }
+    }
+    add_cmd cmd = {.id = request_id, .prompt = prompt, .params = params, .stream = s};
+    pthread_mutex_lock(&ae->mu);
+    if (st == VLLM_OK && ae->stop)
+        st = vt_error(VLLM_ERR_INVALID_ARG, "request %s: the async engine is shutting down", request_id);
+    if (st != VLLM_OK) {
+        caller_leave(ae);
+        pthread_mutex_unlock(&ae->mu);
+        free(ids);
+        stream_release(s);
+        return st;
+    }
     if (ae->adds_tail) ae->adds_tail->next = &cmd;
     else ae->adds_head = &cmd;
     ae->adds_tail = &cmd;
@@ -645,6 +677,7 @@ vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id
     while (!cmd.done) pthread_cond_wait(&ae->done, &ae->mu);
     caller_leave(ae);
     pthread_mutex_unlock(&ae->mu);
+    free(ids); /* the engine copied the prompt */
     if (cmd.status != VLLM_OK) {
         stream_release(s);
         return vt_error(cmd.status, "%s", cmd.msg);

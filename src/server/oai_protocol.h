@@ -102,6 +102,13 @@ typedef struct oai_server_ctx {
      * NULL or missing callback -> the token is shown as "token_id:<id>".
      * Invalid UTF-8 is replaced by U+FFFD in the JSON. */
     const char *(*token_str)(void *tok_ctx, int32_t id);
+    /* /tokenize and /detokenize answer without an API key (as vLLM), so their
+     * cost is capped: a /tokenize text (the prompt, or the rendered chat)
+     * longer than this many bytes, or a /detokenize of more than this many
+     * ids (what a text within the limit can tokenize to), gets a 400 naming
+     * the limit. 0 = OAI_DEFAULT_MAX_TOKENIZE_BYTES. (vllmc serve
+     * --max-tokenize-bytes.) */
+    size_t max_tokenize_bytes;
     /* vLLM's --enable-prompt-tokens-details: usage carries
      * prompt_tokens_details.cached_tokens (prefix-cache hits). */
     bool enable_prompt_tokens_details;
@@ -204,14 +211,22 @@ vllm_status oai_parse_chat(const oai_server_ctx *ctx, const char *body, size_t l
                            oai_error *err);
 void oai_request_free(oai_request *r);
 
+/* max_tokenize_bytes' default: 1 MiB of text, a few hundred thousand tokens
+ * (more than any context window); tokenizing it takes 0.1 to 1 CPU-second
+ * depending on the tokenizer and the text. */
+#define OAI_DEFAULT_MAX_TOKENIZE_BYTES ((size_t)1 << 20)
+
 /* POST /tokenize: {"model"?, "prompt": str, "add_special_tokens"?: bool (true)}
  * or {"model"?, "messages": [...], "add_generation_prompt"?, "continue_final_message"?,
  * "add_special_tokens"?: bool (false), "chat_template_kwargs"?, "tools"?};
  * "return_token_strs"?: bool. On success *resp is the response
- * {"count", "max_model_len", "tokens", "token_strs": null|[...]} (malloc'd). */
+ * {"count", "max_model_len", "tokens", "token_strs": null|[...]} (malloc'd).
+ * Runs the tokenizer on the calling thread (ctx->tokenize); a text over
+ * ctx->max_tokenize_bytes is a 400 (param "prompt" or "messages"). */
 vllm_status oai_tokenize_request(const oai_server_ctx *ctx, const char *body, size_t len, char **resp,
                                  oai_error *err);
-/* POST /detokenize: {"model"?, "tokens": [ids]} -> {"prompt": "..."} (malloc'd). */
+/* POST /detokenize: {"model"?, "tokens": [ids]} -> {"prompt": "..."} (malloc'd).
+ * More than ctx->max_tokenize_bytes ids is a 400 (param "tokens"). */
 vllm_status oai_detokenize_request(const oai_server_ctx *ctx, const char *body, size_t len, char **resp,
                                    oai_error *err);
 /* GET /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by":"vllm",

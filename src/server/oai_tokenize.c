@@ -9,6 +9,11 @@
  * {count, max_model_len, tokens, token_strs}; DetokenizeRequest {tokens} ->
  * {prompt}) and models/serving.py show_available_models (one ModelCard per
  * served name with a ModelPermission).
+ *
+ * Both run the tokenizer on the calling (HTTP) thread through ctx->tokenize /
+ * ctx->detokenize, never on the engine thread, and are capped by
+ * ctx->max_tokenize_bytes (vLLM leaves them open without an API key: the cap
+ * bounds what an unauthenticated request can cost).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,11 @@
 
 #define BAD(param, ...) (oai_error_set(err, 400, (param), __VA_ARGS__), VLLM_ERR_INVALID_ARG)
 #define NOMEM() (oai_error_set(err, 500, NULL, "out of memory"), VLLM_ERR_NO_MEMORY)
+
+/* The cap on /tokenize text bytes and /detokenize ids (oai_server_ctx.max_tokenize_bytes). */
+static size_t tokenize_limit(const oai_server_ctx *ctx) {
+    return ctx->max_tokenize_bytes ? ctx->max_tokenize_bytes : OAI_DEFAULT_MAX_TOKENIZE_BYTES;
+}
 
 static vllm_status dump_to(json_t *o, char **resp, oai_error *err) {
     *resp = o ? oai_json_dump(o, NULL) : NULL;
@@ -58,6 +68,15 @@ vllm_status oai_tokenize_request(const oai_server_ctx *ctx, const char *body, si
     }
     if (!ctx->tokenize) {
         st = BAD(NULL, "this model has no tokenizer");
+        goto done;
+    }
+    /* the endpoint needs no API key: its cost is bounded before the tokenizer runs (on this,
+     * the caller's, thread) */
+    size_t text_len = strlen(prompt), limit = tokenize_limit(ctx);
+    if (text_len > limit) {
+        st = BAD(is_chat ? "messages" : "prompt",
+                 "%s is %zu bytes: /tokenize accepts at most %zu bytes of text (--max-tokenize-bytes)",
+                 is_chat ? "the rendered chat" : "prompt", text_len, limit);
         goto done;
     }
     if ((st = ctx->tokenize(ctx->tok_ctx, prompt, add_special, &ids, &n)) != VLLM_OK) {
@@ -112,6 +131,11 @@ vllm_status oai_detokenize_request(const oai_server_ctx *ctx, const char *body, 
         goto done;
     }
     n = json_array_size(tv);
+    if (n > tokenize_limit(ctx)) {
+        st = BAD("tokens", "tokens has %zu ids: /detokenize accepts at most %zu (--max-tokenize-bytes)", n,
+                 tokenize_limit(ctx));
+        goto done;
+    }
     ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) {
         st = NOMEM();

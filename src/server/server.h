@@ -71,6 +71,8 @@ typedef struct server_options {
     const char *const *api_keys;            /* (num_api_keys); none = no authentication */
     size_t num_api_keys;
     size_t max_body_bytes;                  /* 413 above (default 4 MiB) */
+    size_t max_tokenize_bytes;              /* /tokenize text bytes and /detokenize ids above: 400
+                                               (oai_server_ctx.max_tokenize_bytes; 0 = its default, 1 MiB) */
     int max_pending;                        /* 503 beyond this many generation requests in flight; 0 = no cap */
     int timeout_keep_alive;                 /* seconds an idle keep-alive connection stays open (default 5) */
     int header_timeout;                     /* seconds a request's headers may take to arrive (default 10) -> 408 */

@@ -7,8 +7,9 @@
  * freeing the engine with requests in flight; a failed step ending every
  * current request with an error while later requests still run; invalid
  * requests rejected synchronously; n > 1 samples streamed under one id;
- * top and prompt logprobs copied into chunks. Run under ThreadSanitizer
- * by make test-tsan.
+ * top and prompt logprobs copied into chunks; text prompts tokenized on
+ * the adding thread, not the engine thread. Run under ThreadSanitizer by
+ * make test-tsan.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -560,7 +561,82 @@ static void test_slow_consumer(void) {
     vllm_async_engine_free(ae);
 }
 
+/* ---- tokenization off the engine thread ---- */
+
+static double cpu_s(clockid_t clk) {
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A text prompt is tokenized on the thread that adds it, not on the engine
+ * thread (which would stall every running request meanwhile): nearly all the
+ * CPU time the process spends in an add of a large text prompt is the
+ * caller's own. The prompt is too long for max_model_len, so the add fails
+ * after tokenizing, with the engine's message. */
+static void test_tokenize_on_caller(void) {
+    vllm_async_engine *ae = NULL;
+    vllm_engine_options o = options();
+    CHECK_OK(vllm_async_engine_create(STORIES, &o, &ae));
+    if (!ae) return;
+    const char *words = "Once upon a time, there was a little girl named Lily who loved to play outside. ";
+    size_t wl = strlen(words), cap = (size_t)256 << 10;
+    char *text = malloc(cap + 1);
+    size_t len = 0;
+    while (len + wl <= cap) memcpy(text + len, words, wl), len += wl;
+    text[len] = '\0';
+    vllm_prompt p = {.text = text};
+    vllm_sampling_params sp = greedy(4);
+    vllm_stream *s = NULL;
+    double t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), p0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+    EXPECT_ERR(vllm_async_add_request(ae, "big", &p, &sp, &s), VLLM_ERR_TOO_LONG, "request big: the prompt has",
+               "max_model_len is 256");
+    double caller = cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0, process = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+    CHECK(s == NULL);
+    CHECK_MSG(process > 0.005, "the add took %.4f CPU-s: too little to measure", process);
+    CHECK_MSG(caller >= 0.7 * process, "caller thread %.4f CPU-s of the process's %.4f: tokenized elsewhere", caller,
+              process);
+    /* the same for vllm_async_tokenize (the server's /tokenize and prompts) */
+    int32_t *big = NULL;
+    size_t nbig = 0;
+    t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), p0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+    CHECK_OK(vllm_async_tokenize(ae, text, true, &big, &nbig));
+    caller = cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0, process = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+    CHECK(nbig > 256);
+    CHECK_MSG(caller >= 0.7 * process, "vllm_async_tokenize: caller %.4f CPU-s of %.4f", caller, process);
+    free(big);
+
+    /* a text prompt still generates what its token ids do; tokenization errors keep the request id */
+    p.text = "Once upon a time";
+    CHECK_OK(vllm_async_add_request(ae, "t", &p, &sp, &s));
+    collected a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    if (s) {
+        CHECK_OK(collect(s, &a, 0));
+        vllm_stream_free(s);
+        s = NULL;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK_OK(vllm_async_tokenize(ae, "Once upon a time", true, &ids, &n));
+    vllm_prompt q = {.token_ids = ids, .num_token_ids = n};
+    CHECK_OK(vllm_async_add_request(ae, "i", &q, &sp, &s));
+    if (s) {
+        CHECK_OK(collect(s, &b, 0));
+        vllm_stream_free(s);
+        s = NULL;
+    }
+    CHECK(a.n == 4 && a.n == b.n && !memcmp(a.ids, b.ids, a.n * sizeof a.ids[0]) && !strcmp(a.text, b.text));
+    free(ids);
+    p.text = "\xff\xfe";
+    EXPECT_ERR(vllm_async_add_request(ae, "utf8", &p, &sp, &s), VLLM_ERR_INVALID_ARG, "request utf8", "");
+    free(text);
+    vllm_async_engine_free(ae);
+}
+
 int main(void) {
+    test_tokenize_on_caller();
     test_slow_consumer();
     test_producers();
     test_abort_free_timeout();

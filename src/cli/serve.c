@@ -57,6 +57,8 @@ static void usage(FILE *f) {
             "  --max-body-mb N             request body limit, MiB (default 4; larger bodies get 413)\n"
             "  --max-tokenize-bytes N      /tokenize text (or /detokenize ids) limit, open without --api-key\n"
             "                              as in vLLM (default 1048576; more gets 400)\n"
+            "  --max-response-entries N    one request's n x (max_tokens x (1 + logprobs) + prompt tokens x (1 +\n"
+            "                              prompt_logprobs)) above N gets 400 (default 1048576; -1 = no cap)\n"
             "  --timeout-keep-alive S      idle keep-alive connections close after S seconds (default 5)\n"
             "  --header-timeout S          request headers not received within S seconds (of the connection's start\n"
             "                              or its previous response) get 408 and the connection closes (default 10)\n"
@@ -311,6 +313,7 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-pending")) { INT_ARG(0, 1 << 20, v); so.max_pending = (int)v;
         } else if (!strcmp(a, "--max-body-mb")) { INT_ARG(1, 1 << 20, body_mb);
         } else if (!strcmp(a, "--max-tokenize-bytes")) { INT_ARG(1, 1LL << 40, v); so.max_tokenize_bytes = (size_t)v;
+        } else if (!strcmp(a, "--max-response-entries")) { INT_ARG(-1, INT64_MAX, v); so.max_response_entries = v;
         } else if (!strcmp(a, "--timeout-keep-alive")) { INT_ARG(0, 86400, v); so.timeout_keep_alive = (int)v;
         } else if (!strcmp(a, "--request-timeout")) { INT_ARG(1, 86400, v); so.request_timeout = (int)v;
         } else if (!strcmp(a, "--header-timeout")) { INT_ARG(1, 86400, v); so.header_timeout = (int)v;

@@ -703,6 +703,8 @@ vllm_status server_start(vllm_async_engine *ae, const server_options *opt, serve
         .default_sampling = opt->use_generation_config ? vllm_async_engine_default_sampling(ae)
                                                        : vllm_sampling_default_params(),
         .chat_template = opt->chat_template,
+        .max_tokenize_bytes = opt->max_tokenize_bytes,
+        .max_response_entries = opt->max_response_entries,
         .bos_token = opt->bos_token,
         .eos_token = opt->eos_token,
         .tok_ctx = s,

@@ -73,6 +73,8 @@ typedef struct server_options {
     size_t max_body_bytes;                  /* 413 above (default 4 MiB) */
     size_t max_tokenize_bytes;              /* /tokenize text bytes and /detokenize ids above: 400
                                                (oai_server_ctx.max_tokenize_bytes; 0 = its default, 1 MiB) */
+    long long max_response_entries;         /* one request's n x (max_tokens x (1 + logprobs) + prompt x (1 +
+                                               prompt_logprobs)) above: 400 (0 = the default, 2^20; < 0 = no cap) */
     int max_pending;                        /* 503 beyond this many generation requests in flight; 0 = no cap */
     int timeout_keep_alive;                 /* seconds an idle keep-alive connection stays open (default 5) */
     int header_timeout;                     /* seconds a request's headers may take to arrive (default 10) -> 408 */

@@ -115,6 +115,7 @@ typedef struct cu_state {
     cu_dev_err *derr_dev;          /* the same memory's device address, given to kernels */
     bool pdl;                      /* programmatic dependent launch (sm_90+) */
     bool no_tc_attention;          /* VLLM_CUDA_NO_TC_ATTN: prefill attention on the CUDA cores (comparisons) */
+    bool tc_hd256;                 /* the tensor-core prefill kernel's head_dim 256 fits the GPU's shared memory */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
@@ -330,7 +331,7 @@ static inline void cu_attn_fill_paged(A &a, const tensor *k_cache, const tensor 
 /* Checks a paged cache: BF16 (num_blocks, block_size, nkv, head_dim). */
 bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv, int hd);
 /* ops_attention_tc.cu: prefill chunks on the tensor cores (sequences with at
- * least TC_MIN_Q new tokens, head_dim 64 / 128, BF16 q and out) */
+ * least TC_MIN_Q new tokens, head_dim 64 / 128 / 256 (256: cu->tc_hd256), BF16 q and out) */
 #define TC_MIN_Q 16
 vllm_status cu_attention_tc_init(cu_state *cu);
 bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out, int hd, int max_query_len);

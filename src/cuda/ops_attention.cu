@@ -10,8 +10,9 @@
  * matrix in memory) over the block tables, for any mix of prefill chunks
  * and decodes (vLLM v1's flattened batch, as its unified attention kernel,
  * vllm/v1/attention/ops/triton_unified_attention.py), in three kernels:
- *  - head_dim 64 / 128, sequences with >= TC_MIN_Q new tokens: the
- *    tensor-core kernel of ops_attention_tc.cu;
+ *  - head_dim 64 / 128 / 256, sequences with >= TC_MIN_Q new tokens: the
+ *    tensor-core kernel of ops_attention_tc.cu (256 where the GPU's shared
+ *    memory allows it);
  *  - head_dim 64 / 128 / 256, the other tokens: k_attn_decode (flash
  *    decoding, below), whose split count the device cuts to each token's
  *    context, so max_seq_len / max_query_len may be upper bounds (graphs);
@@ -22,6 +23,10 @@
  * time: lane j scores key j against every head, the warp updates each
  * head's running max and sum, then the lanes split head_dim to accumulate
  * P V. The warps' states are merged in shared memory at the end.
+ *
+ * A softcap (Gemma 2's attn_logit_softcapping) bends every score
+ * s = q.k * scale to tanh(s / cap) * cap before the mask and the softmax,
+ * in all three kernels.
  *
  * Split-KV (flash decoding): when the batch has too few (token, KV head)
  * pairs to fill the GPU and contexts are long, the keys are cut into
@@ -119,6 +124,7 @@ typedef struct at_args {
     int max_blocks;
     int S, T, nh, hd, group, hp, npass, window, nsplit;
     float scale;
+    float softcap;          /* > 0: scores s become tanh(s / softcap) * softcap */
     void *out;
     int odt;
     int64_t os;
@@ -283,7 +289,11 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
 #pragma unroll
         for (int h = 0; h < AT_HP; h++) {
             if (h < nhp) {
-                float x = valid ? sc[h] * a.scale : -INFINITY;
+                float x = -INFINITY;
+                if (valid) {
+                    x = sc[h] * a.scale;
+                    if (a.softcap > 0.0f) x = tanhf(x / a.softcap) * a.softcap;
+                }
                 float cm = warp_max(x);
                 float m_new = fmaxf(m[h], cm);
                 float p = 0.0f, corr = 1.0f;
@@ -431,7 +441,10 @@ typedef struct da_args {
     int S, T, nh, group, hp, window, nsplit;
     int tc_min_q;           /* > 0: sequences with this many new tokens are the tensor-core kernel's */
     int min_keys;           /* keys per split at least */
-    float scale_log2;       /* softmax scale * log2(e) */
+    float qscale;           /* q's factor: the softmax scale * log2(e) (scores in base 2), or with a
+                               softcap the softmax scale (the cap bends the natural score first) */
+    float cap_inv;          /* softcap: 1 / softcap, 0 = off */
+    float cap_log2;         /* softcap: softcap * log2(e) (the capped score in base 2) */
     void *out;
     int odt;
     int64_t os;
@@ -581,7 +594,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
 #pragma unroll
                     for (int i = 0; i < 8; i++)
                         qv[h][i] = h < nhp ? cu_ld(a.q, a.qdt, (int64_t)t * a.qs + (int64_t)(h0 + h) * HD + e0 + i) *
-                                                 a.scale_log2
+                                                 a.qscale
                                            : 0.0f;
 #pragma unroll
                 for (int u = 0; u < U; u++) {
@@ -610,6 +623,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                     for (int i = 0; i < 8; i++) d += qv[h][i] * kf[i];
 #pragma unroll
                     for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                    if (a.cap_inv > 0.0f) d = a.cap_log2 * tanhf(d * a.cap_inv); /* Gemma 2's softcap */
                     sc[u][h] = val[u] ? d : -INFINITY;
                 }
             }
@@ -811,6 +825,10 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
                 nh, nkv, hd, p->sliding_window, AT_MAX_HD);
         return;
     }
+    if (!(p->softcap >= 0.0f) || isinf(p->softcap)) {
+        cu_fail(cu, "attention: softcap %g must be 0 (off) or positive and finite", (double)p->softcap);
+        return;
+    }
     const int64_t T = m->num_tokens, S = m->num_seqs;
     if (!cu_check_mat(cu, "attention", "q", q, CU_ACT, T, (int64_t)nh * hd) ||
         !cu_check_mat(cu, "attention", "out", out, CU_ACT, T, (int64_t)nh * hd) ||
@@ -882,7 +900,9 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);
         d.tc_min_q = tc ? TC_MIN_Q : 0;
         d.min_keys = da_min_keys(cu, hd, hp);
-        d.scale_log2 = p->scale * 1.4426950408889634f;
+        d.qscale = p->softcap > 0.0f ? p->scale : p->scale * 1.4426950408889634f;
+        d.cap_inv = p->softcap > 0.0f ? 1.0f / p->softcap : 0.0f;
+        d.cap_log2 = p->softcap * 1.4426950408889634f;
         d.cnt = cnt;
         d.err = cu->derr_dev;
         if (hd == 64) da_dispatch<64>(cu, d, grid);
@@ -895,6 +915,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     a.hd = hd;
     a.npass = npass;
     a.scale = p->scale;
+    a.softcap = p->softcap;
     a.err = cu->derr_dev;
     size_t smem = at_smem_bytes(hp, hd);
     if (hd <= 64) cu_launch(cu, "attention", true, k_attention<2>, grid, dim3(AT_THREADS), smem, a);

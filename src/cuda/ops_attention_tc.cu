@@ -1,7 +1,9 @@
 /*
  * ops_attention_tc.cu: paged attention for prefill chunks on the tensor
  * cores (mma.sync m16n8k16, BF16 operands, f32 accumulation), for
- * head_dim 64 and 128.
+ * head_dim 64, 128 and 256 (Gemma; Q's fragments then read from shared
+ * memory at each k-step, and the GPU must offer 165 KiB of shared memory
+ * per block), with the optional score softcap (Gemma 2).
  *
  * FlashAttention-2's loop (Dao, 2023) over vLLM v1's paged, varlen,
  * causal batch (vllm/v1/attention/ops/triton_unified_attention.py,
@@ -35,7 +37,9 @@ typedef struct tc_args {
     int64_t bt_stride;
     int max_blocks;
     int S, nh, group, window;
-    float scale_log2;
+    float scale_log2;       /* softmax scale * log2(e): scores in base 2 */
+    float cap_mul;          /* softcap: scale / softcap (0 = off); the score is cap_log2 * tanh(q.k * cap_mul) */
+    float cap_log2;         /* softcap * log2(e) */
     __nv_bfloat16 *out;
     int64_t os;
     cu_dev_err *err;
@@ -187,7 +191,11 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
 
     const int g = lane >> 2, qd = lane & 3; /* fragment row (and row + 8), column pair */
     const int wr = warp * 16;               /* the warp's first row of the tile */
-    uint32_t qf[HD / 16][4];
+    /* Q's fragments stay in registers up to head_dim 128; at 256 they would push the thread
+     * past 255 registers next to O's 128 accumulators, so they are read from the Q tile
+     * (which stays in shared memory) at every k-step instead */
+    constexpr bool QREG = HD <= 128;
+    uint32_t qf[QREG ? HD / 16 : 1][4];
     float o[HD / 8][4];
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -203,10 +211,12 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (it == 0) {
+        if constexpr (QREG) {
+            if (it == 0) {
 #pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++)
-                ldsm_x4(qf[kk], sq + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+                for (int kk = 0; kk < HD / 16; kk++)
+                    ldsm_x4(qf[kk], sq + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+            }
         }
         const __nv_bfloat16 *kt = sk + (it & 1) * TC_BN * LD, *vt = sv + (it & 1) * TC_BN * LD;
         /* S = Q K^T: (16 rows, 64 keys) per warp */
@@ -215,12 +225,19 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
         for (int n = 0; n < TC_BN / 8; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t qa[4];
+            if constexpr (QREG) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) qa[i] = qf[kk][i];
+            } else {
+                ldsm_x4(qa, sq + (wr + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+            }
 #pragma unroll
             for (int np = 0; np < TC_BN / 16; np++) {
                 uint32_t b[4];
                 ldsm_x4(b, kt + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-                mma16816(sc[2 * np], qf[kk], b[0], b[1]);
-                mma16816(sc[2 * np + 1], qf[kk], b[2], b[3]);
+                mma16816(sc[2 * np], qa, b[0], b[1]);
+                mma16816(sc[2 * np + 1], qa, b[2], b[3]);
             }
         }
         /* mask, scale, online softmax (base 2) */
@@ -232,7 +249,9 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
             for (int e = 0; e < 4; e++) {
                 const int key = kb0 + n * 8 + 2 * qd + (e & 1), p = pr[e >> 1];
                 const bool ok = key <= p && key < k_hi && (a.window <= 0 || key > p - a.window);
-                const float v = ok ? sc[n][e] * a.scale_log2 : -INFINITY;
+                const float v = !ok ? -INFINITY
+                                : a.cap_mul > 0.0f ? a.cap_log2 * tanhf(sc[n][e] * a.cap_mul)
+                                                   : sc[n][e] * a.scale_log2;
                 sc[n][e] = v;
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
@@ -297,12 +316,21 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
 }
 
 vllm_status cu_attention_tc_init(cu_state *cu) {
-    (void)cu;
     cudaError_t e = cudaFuncSetAttribute(k_attn_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)tc_smem_bytes<64>());
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_attn_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)tc_smem_bytes<128>());
+    /* head_dim 256 needs 165 KiB of shared memory per CTA: Hopper's 227 KiB has it, an A100's
+     * 163 KiB does not (its prefills then take the decode kernel) */
+    int optin = 0;
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, cu->device);
+    cu->tc_hd256 = false;
+    if (e == cudaSuccess && (size_t)optin >= tc_smem_bytes<256>()) {
+        e = cudaFuncSetAttribute(k_attn_tc<256>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)tc_smem_bytes<256>());
+        cu->tc_hd256 = e == cudaSuccess;
+    }
     if (e != cudaSuccess) {
         cudaGetLastError();
         return vt_error(VLLM_ERR_BACKEND, "cuda backend: prefill attention shared memory: %s", cudaGetErrorString(e));
@@ -311,7 +339,8 @@ vllm_status cu_attention_tc_init(cu_state *cu) {
 }
 
 bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out, int hd, int max_query_len) {
-    return !cu->no_tc_attention && (hd == 64 || hd == 128) && max_query_len >= TC_MIN_Q && q->dtype == DTYPE_BF16 &&
+    return !cu->no_tc_attention && (hd == 64 || hd == 128 || (hd == 256 && cu->tc_hd256)) &&
+           max_query_len >= TC_MIN_Q && q->dtype == DTYPE_BF16 &&
            out->dtype == DTYPE_BF16 && ((uintptr_t)q->data & 15) == 0 && tensor_row_stride(q) % 8 == 0 &&
            ((uintptr_t)out->data & 3) == 0 && tensor_row_stride(out) % 2 == 0;
 }
@@ -328,6 +357,8 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
     a.group = p->num_heads / p->num_kv_heads;
     a.window = p->sliding_window;
     a.scale_log2 = p->scale * 1.4426950408889634f;
+    a.cap_mul = p->softcap > 0.0f ? p->scale / p->softcap : 0.0f;
+    a.cap_log2 = p->softcap * 1.4426950408889634f;
     a.out = (__nv_bfloat16 *)out->data;
     a.os = tensor_row_stride(out);
     a.err = cu->derr_dev;
@@ -339,6 +370,8 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
     dim3 grid((unsigned)tiles, (unsigned)p->num_heads);
     if (p->head_dim == 64)
         cu_launch(cu, "attention (prefill)", true, k_attn_tc<64>, grid, dim3(TC_THREADS), tc_smem_bytes<64>(), a);
-    else
+    else if (p->head_dim == 128)
         cu_launch(cu, "attention (prefill)", true, k_attn_tc<128>, grid, dim3(TC_THREADS), tc_smem_bytes<128>(), a);
+    else
+        cu_launch(cu, "attention (prefill)", true, k_attn_tc<256>, grid, dim3(TC_THREADS), tc_smem_bytes<256>(), a);
 }

@@ -9,7 +9,8 @@
  * every output is poisoned with NaN before the op runs. Paged attention
  * runs over several layouts (mixed prefill/decode, block sizes 16 and 7,
  * MHA/GQA/MQA, head_dim 6 to 256, sliding window, long contexts that take
- * the split-KV path, prefill chunks on the tensor cores) with NaN in every
+ * the split-KV path, prefill chunks on the tensor cores at head_dim 64,
+ * 128 and 256, Gemma 2's score softcap on every kernel) with NaN in every
  * cache slot no query may read, and again with max_query_len /
  * max_seq_len as upper bounds. The norm kinds (Gemma's (1 + w) RMSNorm,
  * LayerNorm), the activations (act_mul, activation: SiLU, GELU tanh / erf,
@@ -892,21 +893,38 @@ typedef struct attn_layout {
     const char *name;
     int nh, nkv, hd, bs, window, S;
     int q_len[4], ctx[4];
+    float softcap;          /* attn_params.softcap (0 = off) */
+    float scale;            /* the softmax scale; 0 = 1 / sqrt(head_dim) */
 } attn_layout;
 
 static const attn_layout LAYOUTS[] = {
-    {"mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}},
-    {"MHA, head_dim 128, block 7", 4, 4, 128, 7, 0, 3, {3, 1, 12}, {30, 17, 12}},
-    {"MQA, sliding window 16", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}},
-    {"long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}},
-    {"head_dim 256, group 8, block 7", 16, 2, 256, 7, 0, 2, {2, 1}, {300, 33}},
-    {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}},
-    {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}},
-    {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}},
-    /* prefill chunks of >= 16 tokens take the tensor-core kernel (head_dim 64, 128), the rest the decode kernel */
-    {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 32, 8, 128, 16, 0, 2, {100, 1}, {300, 40}},
-    {"prefills, head_dim 64, sliding window 40, block 7 (tensor cores)", 8, 2, 64, 7, 40, 3, {70, 33, 2}, {70, 90, 50}},
-    {"prefill of 130, head_dim 128, group 16 (tensor cores)", 16, 1, 128, 16, 0, 1, {130}, {130}},
+    /* name, heads, kv heads, head_dim, block size, window, sequences, q_len, ctx, softcap, scale (0: 1 / sqrt(hd)) */
+    {"mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0},
+    {"MHA, head_dim 128, block 7", 4, 4, 128, 7, 0, 3, {3, 1, 12}, {30, 17, 12}, 0, 0},
+    {"MQA, sliding window 16", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}, 0, 0},
+    {"long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0},
+    {"head_dim 256, group 8, block 7", 16, 2, 256, 7, 0, 2, {2, 1}, {300, 33}, 0, 0},
+    {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}, 0, 0},
+    {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}, 0, 0},
+    {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}, 0, 0},
+    /* prefill chunks of >= 16 tokens take the tensor-core kernel (head_dim 64, 128, 256), the rest the decode kernel */
+    {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 32, 8, 128, 16, 0, 2, {100, 1}, {300, 40},
+     0, 0},
+    {"prefills, head_dim 64, sliding window 40, block 7 (tensor cores)", 8, 2, 64, 7, 40, 3, {70, 33, 2}, {70, 90, 50},
+     0, 0},
+    {"prefill of 130, head_dim 128, group 16 (tensor cores)", 16, 1, 128, 16, 0, 1, {130}, {130}, 0, 0},
+    /* head_dim 256 prefills on the tensor cores (Gemma), with a sliding window and block size 7 */
+    {"prefill chunk after 20 cached, head_dim 256, GQA 2 (tensor cores)", 8, 4, 256, 16, 0, 2, {90, 1}, {110, 70}, 0, 0},
+    {"prefills, head_dim 256, sliding window 48, block 7 (tensor cores)", 4, 1, 256, 7, 48, 3, {70, 16, 3},
+     {70, 100, 40}, 0, 0},
+    /* Gemma 2's score softcap on each kernel; scale 1 and small caps so the cap bends the scores */
+    {"softcap 2, head_dim 128 prefill (tensor cores) + decode", 8, 2, 128, 16, 0, 2, {64, 1}, {80, 300}, 2.0f, 1.0f},
+    {"softcap 3, head_dim 256, window 40 (tensor cores) + decode", 8, 2, 256, 16, 40, 2, {33, 2}, {33, 90}, 3.0f,
+     0.5f},
+    {"softcap 2, long decode (split-KV)", 16, 8, 128, 16, 0, 2, {1, 1}, {2500, 900}, 2.0f, 1.0f},
+    {"softcap 1.5, head_dim 32, MQA (generic kernel)", 8, 1, 32, 16, 0, 2, {1, 20}, {400, 60}, 1.5f, 1.0f},
+    {"softcap 50 (Gemma 2's), head_dim 256, query_pre_attn_scalar scale", 8, 4, 256, 16, 0, 2, {40, 1}, {40, 200},
+     50.0f, 0.0625f},
 };
 
 static void test_attention_layout(const attn_layout *L) {
@@ -998,14 +1016,31 @@ static void test_attention_layout(const attn_layout *L) {
     cpu->ops->kv_write(cpu, &kc, &vc, &kcc, &vcc, &mc);
     gpu->ops->kv_write(gpu, &kg, &vg, &kcg, &vcg, &mg);
 
-    attn_params ap = {.scale = 1.0f / sqrtf((float)hd), .sliding_window = L->window, .num_heads = nh,
-                      .num_kv_heads = nkv, .head_dim = hd};
+    attn_params ap = {.scale = L->scale > 0 ? L->scale : 1.0f / sqrtf((float)hd), .sliding_window = L->window,
+                      .num_heads = nh, .num_kv_heads = nkv, .head_dim = hd, .softcap = L->softcap};
     tensor oc = put(cpu, DTYPE_F32, T, qd, NULL), og = put(gpu, DTYPE_BF16, T, qd, NULL);
     poison(&og);
     cpu->ops->attention(cpu, &qc, &kcc, &vcc, &mc, &ap, &oc);
     gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mg, &ap, &og);
     float *c = get(cpu, &oc), *g = get(gpu, &og);
     char what[160];
+    if (L->softcap > 0 && L->softcap < 10) {
+        /* the cap must matter here: without it the CPU's result is far from the capped one */
+        attn_params nocap = ap;
+        nocap.softcap = 0.0f;
+        tensor on = put(cpu, DTYPE_F32, T, qd, NULL);
+        cpu->ops->attention(cpu, &qc, &kcc, &vcc, &mc, &nocap, &on);
+        float *n = get(cpu, &on);
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < (int64_t)T * qd; i++) {
+            num += ((double)n[i] - c[i]) * ((double)n[i] - c[i]);
+            den += (double)c[i] * c[i];
+        }
+        CHECK_MSG(sqrt(num / den) > 10 * REL, "[%s]: the softcap changes the output by only %.3g", L->name,
+                  sqrt(num / den));
+        free(n);
+        drop(cpu, &on);
+    }
     snprintf(what, sizeof what, "attention [%s]", L->name);
     compare(what, g, c, (int64_t)T * qd, REL, ELEM);
     free(g);

@@ -496,6 +496,41 @@ static vllm_status cu_mem_info(backend *be, size_t *free_bytes, size_t *total_by
     return VLLM_OK;
 }
 
+/* What the CUDA backend runs natively, as a composite, or refuses (backend.h supports). */
+static be_support cu_supports(backend *be, be_op op, const void *params) {
+    (void)be;
+    switch (op) {
+    case BE_OP_ATTENTION: { /* every head_dim the kernels take: even, up to 256 (ops_attention.cu AT_MAX_HD) */
+        const attn_params *p = (const attn_params *)params;
+        return p && p->head_dim > 0 && p->head_dim <= 256 && p->head_dim % 2 == 0 && p->softcap >= 0.0f &&
+                       !isinf(p->softcap)
+                   ? BE_NATIVE
+                   : BE_UNSUPPORTED;
+    }
+    case BE_OP_ACT_MUL:
+    case BE_OP_ACTIVATION:
+        return params && (unsigned)*(const be_act *)params < BE_ACT_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
+    case BE_OP_NORM:
+    case BE_OP_ADD_NORM: /* add_norm: one kernel for BF16 rows normalised whole, the two ops else */
+        return params && (unsigned)((const be_norm *)params)->kind < BE_NORM_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
+    case BE_OP_QK_NORM_ROPE_KV: {
+        const be_norm *n = (const be_norm *)params;
+        if (!n || n->kind == BE_NORM_RMS || n->kind == BE_NORM_RMS_OFFSET) return BE_NATIVE;
+        return (unsigned)n->kind < BE_NORM_COUNT ? BE_COMPOSITE : BE_UNSUPPORTED;
+    }
+    case BE_OP_LINEAR_FUSED: { /* NATIVE: decode-sized batches run as one GEMV kernel */
+        const linear_fuse *f = (const linear_fuse *)params;
+        if (!f) return BE_NATIVE;
+        if ((f->silu_mul && f->accumulate) || (unsigned)f->act >= BE_ACT_COUNT || (unsigned)f->norm_kind >= BE_NORM_COUNT)
+            return BE_UNSUPPORTED;
+        const bool kernel_norm = f->norm_kind == BE_NORM_RMS || (f->norm_kind == BE_NORM_RMS_OFFSET && f->norm_w);
+        return kernel_norm && !f->norm_b ? BE_NATIVE : BE_COMPOSITE;
+    }
+    case BE_OP_SOFTCAP: return BE_NATIVE;
+    default: return BE_UNSUPPORTED;
+    }
+}
+
 static const backend_ops CU_OPS = {
     .destroy = cu_destroy,
     .alloc = cu_alloc,
@@ -529,7 +564,7 @@ static const backend_ops CU_OPS = {
     .gather_rows = cu_gather_rows,
     .sample = cu_sample,
     .logprobs = cu_logprobs,
-    .supports = NULL,
+    .supports = cu_supports,
     .graph_begin = cu_graph_begin,
     .graph_end = cu_graph_end,
     .graph_launch = cu_graph_launch,

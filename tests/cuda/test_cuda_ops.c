@@ -24,7 +24,8 @@
  * greedy exactly, seeded draws exactly on well-separated logits, the
  * min_p / top_k / top_p masks, penalties, bias, allowed ids, bad words,
  * min_tokens, and logprobs within 1e-4. Bad indices found on the device
- * must come back as errors from synchronize, naming the op.
+ * must come back as errors from synchronize, naming the op. supports()
+ * must answer what the kernels take.
  *
  * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
  */
@@ -1823,6 +1824,43 @@ static void test_graph(void) {
     gmodel_free(&g);
 }
 
+/* supports(): what runs natively, as a composite, or is refused (with backend_require's message) */
+static void test_supports(void) {
+    attn_params ap = {.scale = 0.0625f, .num_heads = 8, .num_kv_heads = 4, .head_dim = 256, .softcap = 50.0f};
+    CHECK(backend_supports(gpu, BE_OP_ATTENTION, &ap) == BE_NATIVE);
+    ap.head_dim = 6;
+    CHECK(backend_supports(gpu, BE_OP_ATTENTION, &ap) == BE_NATIVE);
+    ap.head_dim = 512;
+    CHECK(backend_supports(gpu, BE_OP_ATTENTION, &ap) == BE_UNSUPPORTED);
+    vllm_status st = backend_require(gpu, BE_OP_ATTENTION, &ap, "Test attention");
+    CHECK_MSG(st == VLLM_ERR_UNSUPPORTED && strstr(vllm_last_error(), "'cuda'") &&
+                  strstr(vllm_last_error(), "head_dim 512"),
+              "%d: %s", st, vllm_last_error());
+    CHECK(backend_supports(cpu, BE_OP_ATTENTION, &ap) == BE_NATIVE); /* the CPU takes up to 1024 */
+    ap.head_dim = 128;
+    ap.softcap = -1.0f;
+    CHECK(backend_supports(gpu, BE_OP_ATTENTION, &ap) == BE_UNSUPPORTED);
+    for (int a = 0; a < BE_ACT_COUNT; a++) {
+        be_act act = (be_act)a;
+        CHECK(backend_supports(gpu, BE_OP_ACT_MUL, &act) == BE_NATIVE);
+        CHECK(backend_supports(gpu, BE_OP_ACTIVATION, &act) == BE_NATIVE);
+    }
+    be_norm n = {.kind = BE_NORM_RMS_OFFSET};
+    CHECK(backend_supports(gpu, BE_OP_QK_NORM_ROPE_KV, &n) == BE_NATIVE);
+    CHECK(backend_supports(gpu, BE_OP_QK_NORM_ROPE_KV, NULL) == BE_NATIVE);
+    n.kind = BE_NORM_LAYER;
+    CHECK(backend_supports(gpu, BE_OP_NORM, &n) == BE_NATIVE);
+    CHECK(backend_supports(gpu, BE_OP_QK_NORM_ROPE_KV, &n) == BE_COMPOSITE);
+    tensor w = {0};
+    linear_fuse gemma = {.norm_w = &w, .silu_mul = true, .act = BE_ACT_GELU_TANH, .norm_kind = BE_NORM_RMS_OFFSET};
+    CHECK(backend_supports(gpu, BE_OP_LINEAR_FUSED, &gemma) == BE_NATIVE);
+    linear_fuse opt = {.norm_w = &w, .norm_b = &w, .norm_kind = BE_NORM_LAYER};
+    CHECK(backend_supports(gpu, BE_OP_LINEAR_FUSED, &opt) == BE_COMPOSITE);
+    linear_fuse bad = {.silu_mul = true, .accumulate = true};
+    CHECK(backend_supports(gpu, BE_OP_LINEAR_FUSED, &bad) == BE_UNSUPPORTED);
+    CHECK(backend_supports(gpu, BE_OP_SOFTCAP, NULL) == BE_NATIVE);
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -1848,6 +1886,7 @@ int main(void) {
     test_linear_fused();
     test_sampling();
     test_graph();
+    test_supports();
 
     CHECK_OK(gpu->ops->synchronize(gpu));
     CHECK_OK(cpu->ops->synchronize(cpu));

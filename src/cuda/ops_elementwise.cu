@@ -807,7 +807,7 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
 static bool qkr_norm_of(const be_norm *n, qkr_norm *out) {
     *out = qkr_norm{NULL, 0, false, false, 0.0f};
     if (!n) return true;
-    if (n->kind != BE_NORM_RMS && n->kind != BE_NORM_RMS_OFFSET) return false;
+    if ((n->kind != BE_NORM_RMS && n->kind != BE_NORM_RMS_OFFSET) || n->b) return false; /* cu_norm takes or refuses it */
     *out = qkr_norm{n->w ? n->w->data : NULL, n->w ? (int)n->w->dtype : 0, true, n->kind == BE_NORM_RMS_OFFSET,
                     n->eps};
     return true;

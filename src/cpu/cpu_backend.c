@@ -178,6 +178,7 @@ static const backend_ops CPU_OPS = {
     .act_mul = cpu_act_mul,
     .activation = cpu_activation,
     .softcap = cpu_softcap,
+    .scale = cpu_scale,
     .norm = cpu_norm,
     .add_norm = cpu_add_norm,
     .rope = cpu_rope,

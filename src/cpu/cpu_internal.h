@@ -217,6 +217,7 @@ void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
 void cpu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out);
 void cpu_activation(backend *be, be_act act, tensor *x);
 void cpu_softcap(backend *be, tensor *x, float cap);
+void cpu_scale(backend *be, tensor *x, float s);
 void cpu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out);
 void cpu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *out);
 void cpu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);

@@ -219,6 +219,7 @@ typedef struct act_ctx {
     be_act act;
     bool gated;
     float cap;          /* softcap (act unused) when > 0 */
+    float mul;          /* scale (act and cap unused) when != 0 */
 } act_ctx;
 
 // gate (I), up (I) -> o (I) = act(gate) * up, act constant at each call
@@ -232,7 +233,9 @@ static void act_task(void *ctx, int64_t r0, int64_t r1, int tid) {
     for (int64_t r = r0; r < r1; r++) {
         const float *g = c->gu + r * c->gs;
         float *o = c->out + r * c->os;
-        if (c->cap > 0.0f) { /* softcap: tanh(x / cap) * cap, as transformers writes it */
+        if (c->mul != 0.0f) {
+            for (int64_t i = 0; i < c->I; i++) o[i] = g[i] * c->mul;
+        } else if (c->cap > 0.0f) { /* softcap: tanh(x / cap) * cap, as transformers writes it */
             for (int64_t i = 0; i < c->I; i++) o[i] = tanhf(g[i] / c->cap) * c->cap;
         } else if (c->gated) {
             switch (c->act) {
@@ -263,7 +266,7 @@ static void act_mul_run(cpu_state *cpu, const char *op, be_act act, const tensor
         return;
     }
     if (!cpu_check_mat(cpu, op, "out", out, DTYPE_F32, T, D / 2)) return;
-    act_ctx c = {gate_up->data, tensor_row_stride(gate_up), out->data, tensor_row_stride(out), D / 2, act, true, 0.0f};
+    act_ctx c = {gate_up->data, tensor_row_stride(gate_up), out->data, tensor_row_stride(out), D / 2, act, true, 0.0f, 0.0f};
     tp_run_cost(cpu->pool, T, 8.0 * (double)c.I, act_task, &c);
 }
 
@@ -285,7 +288,7 @@ void cpu_activation(backend *be, be_act act, tensor *x) {
         return;
     }
     if (!cpu_check_mat(cpu, "activation", "x", x, DTYPE_F32, -1, -1)) return;
-    act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), act, false, 0.0f};
+    act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), act, false, 0.0f, 0.0f};
     tp_run_cost(cpu->pool, cpu_rows(x), 8.0 * (double)c.I, act_task, &c);
 }
 
@@ -298,8 +301,21 @@ void cpu_softcap(backend *be, tensor *x, float cap) {
     }
     if (!cpu_check_mat(cpu, "softcap", "x", x, DTYPE_F32, -1, -1)) return;
     act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), BE_ACT_SILU, false,
-                 cap};
+                 cap, 0.0f};
     tp_run_cost(cpu->pool, cpu_rows(x), 8.0 * (double)c.I, act_task, &c);
+}
+
+// x (T, D) *= s in place
+void cpu_scale(backend *be, tensor *x, float s) {
+    cpu_state *cpu = cpu_of(be);
+    if (!isfinite(s) || s == 0.0f) {
+        cpu_fail(cpu, "scale: factor %g must be finite and nonzero", (double)s);
+        return;
+    }
+    if (!cpu_check_mat(cpu, "scale", "x", x, DTYPE_F32, -1, -1)) return;
+    act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), BE_ACT_SILU, false,
+                 0.0f, s};
+    tp_run_cost(cpu->pool, cpu_rows(x), 1.0 * (double)c.I, act_task, &c);
 }
 
 /* ---- gather rows ---- */

@@ -554,6 +554,7 @@ static const backend_ops CU_OPS = {
     .act_mul = cu_act_mul,
     .activation = cu_activation,
     .softcap = cu_softcap,
+    .scale = cu_scale,
     .norm = cu_norm,
     .add_norm = cu_add_norm,
     .rope = cu_rope,

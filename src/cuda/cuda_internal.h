@@ -299,6 +299,7 @@ void cu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
 void cu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out);
 void cu_activation(backend *be, be_act act, tensor *x);
 void cu_softcap(backend *be, tensor *x, float cap);
+void cu_scale(backend *be, tensor *x, float s);
 void cu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out);
 void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
 void cu_qk_norm_rope_kv_ex(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,

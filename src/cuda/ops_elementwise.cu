@@ -508,14 +508,14 @@ void cu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out) {
     act_mul_run(cu_of(be), "act_mul", act, gate_up, out);
 }
 
-// x (T, D) in place: cap > 0: tanh(x / cap) * cap (the softcap), else act(x)
-__global__ void k_unary(void *x, int dt, int64_t xs, int64_t T, int64_t D, int act, float cap) {
+// x (T, D) in place: mul != 0: x * mul (scale); cap > 0: tanh(x / cap) * cap (the softcap); else act(x)
+__global__ void k_unary(void *x, int dt, int64_t xs, int64_t T, int64_t D, int act, float cap, float mul) {
     pdl_launch();
     pdl_wait();
     for (int64_t r = blockIdx.x; r < T; r += gridDim.x)
         for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
             const float v = cu_ld(x, dt, r * xs + i);
-            cu_st(x, dt, r * xs + i, cap > 0.0f ? tanhf(v / cap) * cap : cu_act(act, v));
+            cu_st(x, dt, r * xs + i, mul != 0.0f ? v * mul : cap > 0.0f ? tanhf(v / cap) * cap : cu_act(act, v));
         }
 }
 
@@ -529,7 +529,7 @@ void cu_activation(backend *be, be_act act, tensor *x) {
     int64_t T = cu_rows(x), D = tensor_row_len(x);
     if (T == 0 || D == 0) return;
     cu_launch(cu, "activation", true, k_unary, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, x->data, (int)x->dtype,
-              tensor_row_stride(x), T, D, (int)act, 0.0f);
+              tensor_row_stride(x), T, D, (int)act, 0.0f, 0.0f);
 }
 
 // x (T, V) = tanh(x / cap) * cap; logits F32 or BF16
@@ -543,7 +543,21 @@ void cu_softcap(backend *be, tensor *x, float cap) {
     int64_t T = cu_rows(x), D = tensor_row_len(x);
     if (T == 0 || D == 0) return;
     cu_launch(cu, "softcap", true, k_unary, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, x->data, (int)x->dtype,
-              tensor_row_stride(x), T, D, (int)BE_ACT_SILU, cap);
+              tensor_row_stride(x), T, D, (int)BE_ACT_SILU, cap, 0.0f);
+}
+
+// x (T, D) *= s in place
+void cu_scale(backend *be, tensor *x, float s) {
+    cu_state *cu = cu_of(be);
+    if (!isfinite(s) || s == 0.0f) {
+        cu_fail(cu, "scale: factor %g must be finite and nonzero", (double)s);
+        return;
+    }
+    if (!cu_check_mat(cu, "scale", "x", x, CU_ACT, -1, -1)) return;
+    int64_t T = cu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D == 0) return;
+    cu_launch(cu, "scale", true, k_unary, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, x->data, (int)x->dtype,
+              tensor_row_stride(x), T, D, (int)BE_ACT_SILU, 0.0f, s);
 }
 
 /* ---- gather rows ---- */

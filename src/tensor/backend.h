@@ -189,6 +189,9 @@ typedef struct backend_ops {
     void (*activation)(backend *be, be_act act, tensor *x);
     /* x (T, V) = tanh(x / cap) * cap in place, cap > 0 (Gemma 2's final_logit_softcapping). */
     void (*softcap)(backend *be, tensor *x, float cap);
+    /* x (T, D) *= s in place, in f32 then rounded to x's dtype (Gemma's embedding
+     * normaliser: the model passes s already rounded to the activation dtype). */
+    void (*scale)(backend *be, tensor *x, float s);
     /* out (T, D) = the norm n of x (be_norm); x (T, D) with D % G == 0. out may be x
      * (in place, keeping x's stride). BE_NORM_RMS is rms_norm. */
     void (*norm)(backend *be, const tensor *x, const be_norm *n, tensor *out);

@@ -389,6 +389,27 @@ static void test_activations(backend *be[CT_NBE]) {
         CHECK_MSG(bad == 0, "softcap backend %d: %d bad", b, bad);
     }
     for (int b = 1; b < CT_NBE; b++) CHECK(!memcmp(lres[0], lres[b], (size_t)(T * (V + 4)) * sizeof(float)));
+
+    /* scale (Gemma's embedding normaliser) on the same strided view: exact f32 products */
+    for (int b = 0; b < CT_NBE; b++) {
+        memcpy(lres[b], lg, (size_t)(T * (V + 4)) * sizeof(float));
+        tensor lf = tensor_2d(DTYPE_F32, lres[b], T, V + 4), l = tensor_cols(&lf, 1, V);
+        be[b]->ops->scale(be[b], &l, 48.0f);
+        CHECK_OK(be[b]->ops->synchronize(be[b]));
+        int bad = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < V + 4; i++) {
+                float want = i >= 1 && i <= V ? lg[t * (V + 4) + i] * 48.0f : lg[t * (V + 4) + i];
+                bad += lres[b][t * (V + 4) + i] != want;
+            }
+        CHECK_MSG(bad == 0, "scale backend %d: %d bad", b, bad);
+    }
+    {
+        tensor lf = tensor_2d(DTYPE_F32, lres[0], T, V + 4);
+        be[0]->ops->scale(be[0], &lf, 0.0f);
+        CHECK(be[0]->ops->synchronize(be[0]) != VLLM_OK); /* a zero factor is refused */
+        vt_error_clear();
+    }
     for (int b = 0; b < CT_NBE; b++) free(lres[b]);
 
     /* refusals: activation out of range, odd gate_up, cap <= 0 */

@@ -754,6 +754,20 @@ static void test_activations(void) {
         drop(cpu, &lc);
         drop(gpu, &lg);
     }
+    /* scale (the embedding normaliser) on a BF16 view, as the activations are */
+    {
+        tensor lc = put(cpu, DTYPE_F32, T, V + 2, l), lg = put(gpu, DTYPE_BF16, T, V + 2, l);
+        tensor vc = tensor_cols(&lc, 1, V), vg = tensor_cols(&lg, 1, V);
+        cpu->ops->scale(cpu, &vc, 61.75f);
+        gpu->ops->scale(gpu, &vg, 61.75f);
+        float *c = get(cpu, &lc), *g = get(gpu, &lg);
+        for (int i = 0; i < T * (V + 2); i++) c[i] = round_to(DTYPE_BF16, c[i]);
+        compare("scale 61.75 (BF16)", g, c, (int64_t)T * (V + 2), 0.0, 0.0);
+        free(c);
+        free(g);
+        drop(cpu, &lc);
+        drop(gpu, &lg);
+    }
     free(l);
     /* refusals */
     tensor x = put(gpu, DTYPE_BF16, 2, 64, NULL), y = put(gpu, DTYPE_BF16, 2, 32, NULL);

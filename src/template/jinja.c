@@ -84,6 +84,8 @@ typedef struct {
     scope *root;
     jv filter_input;    /* the body of a {% filter %} block */
     const char *src;
+    size_t line_pos;    /* line_at's cursor: src[0, line_pos) holds line_nl newlines */
+    int line_nl;
 } R;
 
 enum { CTRL_BREAK = 1, CTRL_CONTINUE = 2 };
@@ -263,10 +265,13 @@ static void tok_push(R *r, toks *ts, tok t) {
     ts->v[ts->n++] = t;
 }
 
-static int line_at(const char *src, size_t pos) {
-    int line = 1;
-    for (size_t i = 0; i < pos; i++) line += src[i] == '\n';
-    return line;
+/* The line (from 1) of src[pos]. The lexer asks in increasing order: counting on from the last
+   answer keeps lexing linear (a rescan from the start made it quadratic in the template's size). */
+static int line_at(R *r, const char *src, size_t pos) {
+    if (pos < r->line_pos) r->line_pos = 0, r->line_nl = 0;
+    for (size_t i = r->line_pos; i < pos; i++) r->line_nl += src[i] == '\n';
+    r->line_pos = pos;
+    return r->line_nl + 1;
 }
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -283,8 +288,8 @@ static void lex_tag(R *r, toks *ts, const char *src, size_t len, size_t *pos, ch
     size_t i = *pos;
     for (;;) {
         while (i < len && is_ws(src[i])) i++;
-        if (i >= len) { r->line = line_at(src, i); jt_fail(r, "unexpected end of template, tag not closed"); }
-        r->line = line_at(src, i);
+        if (i >= len) { r->line = line_at(r, src, i); jt_fail(r, "unexpected end of template, tag not closed"); }
+        r->line = line_at(r, src, i);
         tok t = {0};
         t.line = r->line;
         char c = src[i];
@@ -416,11 +421,11 @@ static void lex(R *r, const char *src, toks *ts) {
         }
         if (te > ts0) {
             tok t = {0};
-            t.t = T_TEXT, t.p = src + ts0, t.n = te - ts0, t.line = line_at(src, ts0);
+            t.t = T_TEXT, t.p = src + ts0, t.n = te - ts0, t.line = line_at(r, src, ts0);
             tok_push(r, ts, t);
         }
         if (!kind) break;
-        r->line = line_at(src, s);
+        r->line = line_at(r, src, s);
         size_t i = s + 2 + (mod == '-' || mod == '+');
         bool strip_after = false;
         if (kind == '#') {
@@ -482,7 +487,7 @@ static void lex(R *r, const char *src, toks *ts) {
         }
     }
     tok e = {0};
-    e.t = T_EOF, e.line = line_at(src, len);
+    e.t = T_EOF, e.line = line_at(r, src, len);
     tok_push(r, ts, e);
 }
 
@@ -1572,6 +1577,15 @@ static void out_put(R *r, const char *p, size_t n) {
     r->out_n += n;
 }
 
+/* The output written since mark, as a string value, taken off the output. (r->out is NULL until
+   something is written: no pointer arithmetic on it then.) */
+static jv out_take(R *r, size_t mark) {
+    size_t n = r->out_n - mark;
+    jv v = mk_strn(jt_strndup(r, n ? r->out + mark : "", n), n);
+    r->out_n = mark;
+    return v;
+}
+
 static void step(R *r) {
     if (++r->steps > JT_MAX_STEPS) jt_fail(r, "template runs too long (more than %lld loop iterations and calls)", JT_MAX_STEPS);
 }
@@ -1794,6 +1808,7 @@ static jv arith(R *r, const char *op, jv a, jv b) {
         int64_t k = num_i(b);
         size_t unit = a.t == V_STR ? a.u.s.n : a.u.l->n * sizeof(jv);
         if (k > 0 && unit > 0 && (uint64_t)k > JT_MAX_OUTPUT / unit) jt_fail(r, "repetition too large");
+        if (unit == 0) k = 0; /* '' * 10**15 is '' at once, not 10**15 empty appends */
         if (a.t == V_STR) {
             sbuf sb = {0};
             for (int64_t i = 0; i < k; i++) sb_put(r, &sb, a.u.s.p, a.u.s.n);
@@ -2491,8 +2506,7 @@ static jv call_macro(R *r, jt_macro *m, const args *a, jv caller) {
     int saved_ctrl = r->ctrl;
     exec(r, s, m->is_caller ? def->b : def->a);
     r->ctrl = saved_ctrl;
-    jv res = mk_strn(jt_strndup(r, r->out + mark, r->out_n - mark), r->out_n - mark);
-    r->out_n = mark;
+    jv res = out_take(r, mark);
     r->depth--;
     return res;
 }
@@ -2691,8 +2705,7 @@ static void exec(R *r, scope *s, node *n) {
         if (n->c) {
             size_t mark = r->out_n;
             exec(r, s, n->c);
-            v = mk_strn(jt_strndup(r, r->out + mark, r->out_n - mark), r->out_n - mark);
-            r->out_n = mark;
+            v = out_take(r, mark);
             if (n->d) {
                 jv saved = r->filter_input;
                 r->filter_input = v;
@@ -2733,8 +2746,7 @@ static void exec(R *r, scope *s, node *n) {
     case N_FILTERBLOCK: {
         size_t mark = r->out_n;
         exec(r, s, n->b);
-        jv body = mk_strn(jt_strndup(r, r->out + mark, r->out_n - mark), r->out_n - mark);
-        r->out_n = mark;
+        jv body = out_take(r, mark);
         jv saved = r->filter_input;
         r->filter_input = body;
         jv v = eval(r, s, n->a);

@@ -40,14 +40,23 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_|sample_|server_|cli_'
 
-# libFuzzer targets (tests/fuzz/fuzz_*.c), FUZZ_SECONDS each
-FUZZ_SECONDS ?= 120
+# libFuzzer targets (tests/fuzz/fuzz_*.c), FUZZ_SECONDS each, one after the other; stops at the first
+# crash. Each starts from its seed corpus tests/fuzz/corpus/<target> (copied into
+# build-fuzz/corpus-<target>, where what libFuzzer finds accumulates) with its dictionary
+# tests/fuzz/<target>.dict; a crash leaves its input in build-fuzz/<target>-crash-*.
+# (tests/fuzz/make_corpus.py rewrites the seeds and dictionaries.)
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c)))
 fuzz:
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DVLLM_FUZZ=ON >/dev/null
-	cmake --build build-fuzz -j $(JOBS) --target $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c)))
-	for f in $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c))); do \
+	cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	for f in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus-$$f && \
-	  build-fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 build-fuzz/corpus-$$f || exit 1; \
+	  if [ -d tests/fuzz/corpus/$$f ]; then cp tests/fuzz/corpus/$$f/* build-fuzz/corpus-$$f/; fi && \
+	  dict=""; if [ -f tests/fuzz/$$f.dict ]; then dict=-dict=tests/fuzz/$$f.dict; fi; \
+	  echo "== $$f: $(FUZZ_SECONDS) s"; \
+	  build-fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 $$dict \
+	    -artifact_prefix=build-fuzz/$$f- build-fuzz/corpus-$$f || exit 1; \
 	done
 
 # clang must build without warnings too

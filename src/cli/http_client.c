@@ -128,12 +128,11 @@ static vllm_status wait_fd(hc_conn *c, short events, const char *what) {
     }
 }
 
-vllm_status hc_connect(const char *host, int port, int timeout_ms, hc_conn **out) {
-    *out = NULL;
-    if (!host || !*host || port < 1 || port > 65535)
-        return vt_error(VLLM_ERR_INVALID_ARG, "hc_connect: bad host or port");
+/* A connection without a socket yet (fd -1), NULL when out of memory. (Also what
+ * tests/fuzz/fuzz_http_client.c wraps around one end of a socketpair.) */
+static hc_conn *conn_new(int timeout_ms) {
     hc_conn *c = calloc(1, sizeof *c);
-    if (!c) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    if (!c) return NULL;
     c->fd = -1;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
     /* the buffers exist from the start (never NULL; they grow as needed) */
@@ -143,8 +142,17 @@ vllm_status hc_connect(const char *host, int port, int timeout_ms, hc_conn **out
     c->lb = malloc(c->lb_cap);
     if (!c->raw || !c->lb) {
         hc_close(c);
-        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        return NULL;
     }
+    return c;
+}
+
+vllm_status hc_connect(const char *host, int port, int timeout_ms, hc_conn **out) {
+    *out = NULL;
+    if (!host || !*host || port < 1 || port > 65535)
+        return vt_error(VLLM_ERR_INVALID_ARG, "hc_connect: bad host or port");
+    hc_conn *c = conn_new(timeout_ms);
+    if (!c) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     bool v6 = strchr(host, ':') != NULL;
     snprintf(c->where, sizeof c->where, v6 ? "[%s]:%d" : "%s:%d", host, port);
 

@@ -41,6 +41,14 @@ try:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 except ImportError:  # transformers < 4.51
     Qwen3Config = Qwen3ForCausalLM = None
+try:
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+except ImportError:
+    Gemma2Config = Gemma2ForCausalLM = None
+try:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+except ImportError:
+    Gemma3TextConfig = Gemma3ForCausalLM = None
 
 from safetensors import safe_open
 
@@ -108,6 +116,34 @@ CASES = [
                    tie_word_embeddings=False, attention_bias=False, mlp_bias=False),
          head_dim=16,
          rope=dict(rope_type="default", rope_theta=10000.0)),
+    # Gemma 2: sandwich (1 + w) norms, GELU-tanh, query_pre_attn_scalar, alternating
+    # sliding (even layers) / global layers, attention and final-logit softcaps (small
+    # caps, so they bite on these weights). custom: the config class's own RoPE
+    # defaults (rope_theta 10000), no rope kwargs.
+    # embed_std 0.4: (1 + w) norms and the sqrt(hidden) embedding scale make logits
+    # (std ~6 here) as peaked as the other cases' with EMBED_STD
+    dict(name="gemma2_softcap", cfg_cls=Gemma2Config, model_cls=Gemma2ForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True, embed_std=0.4,
+         base=dict(COMMON, hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh",
+                   rms_norm_eps=1e-6, pad_token_id=0, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                   query_pre_attn_scalar=24, sliding_window=8, attn_logit_softcapping=5.0,
+                   final_logit_softcapping=15.0, tie_word_embeddings=True),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    # Gemma 3: as Gemma 2 without softcaps, plus per-head (1 + w) q/k norms and a
+    # second RoPE table (rope_local_base_freq 10000) for the sliding layers; the
+    # global layers keep rope_theta 1e6.
+    dict(name="gemma3_local", cfg_cls=Gemma3TextConfig, model_cls=Gemma3ForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True, embed_std=0.4,
+         base=dict(COMMON, hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh",
+                   rms_norm_eps=1e-6, pad_token_id=0, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=32, intermediate_size=128,
+                   query_pre_attn_scalar=32, sliding_window=8,
+                   layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                   tie_word_embeddings=True),
+         head_dim=32,
+         rope=dict(rope_type="default", rope_theta=1000000.0)),
     # Not a committed fixture (1.2 GB): tools/device/check.sh builds it on the GPU
     # machine (--only qwen3_0.6b_shape) for the teacher-forced comparison of issue 6.
     # Qwen3-0.6B's real shapes with transformers' own random init (hf_init: weights
@@ -185,6 +221,13 @@ def config_attempts(case, rope):
 
 def build_config(case, rope):
     """Returns (config, fresh model) whose rotary inv_freq matches `rope`, or None."""
+    if case.get("custom"):  # the class's own RoPE defaults (several tables: no single inv_freq)
+        cfg = case["cfg_cls"](**case["base"])
+        try:
+            cfg._attn_implementation = "eager"
+        except Exception:
+            pass
+        return cfg, case["model_cls"](cfg)
     errors = []
     for kw in config_attempts(case, rope):
         try:
@@ -206,15 +249,15 @@ def build_config(case, rope):
 # -----------------------------------------------------------------------------
 # init, save, reload
 
-def randomise(model):
+def randomise(model, embed_std=EMBED_STD):
     """Overwrite every parameter: weights/biases ~ N(0, STD), norm weights 1 + STD*N,
-    embeddings / lm_head ~ N(0, EMBED_STD)."""
+    embeddings / lm_head ~ N(0, embed_std)."""
     with torch.no_grad():
         for name, p in model.named_parameters():  # tied params appear once
             if "norm" in name and p.dim() == 1:
                 p.copy_(1.0 + STD * torch.randn(p.shape))
             elif "embed_tokens" in name or "lm_head" in name:
-                p.copy_(EMBED_STD * torch.randn(p.shape))
+                p.copy_(embed_std * torch.randn(p.shape))
             else:
                 p.copy_(STD * torch.randn(p.shape))
 
@@ -337,7 +380,7 @@ def run_case(index, case, out_root, device):
 
     torch.manual_seed(SEED + index)
     if not case.get("hf_init"):
-        randomise(model)
+        randomise(model, case.get("embed_std", EMBED_STD))
     saved, names = save(model, out_dir, case["dtype"])
     tied = bool(getattr(cfg, "tie_word_embeddings", False))
     if tied and "lm_head.weight" in names:
@@ -349,7 +392,7 @@ def run_case(index, case, out_root, device):
     for k, v in saved.items():
         if k not in sd or not torch.equal(sd[k].float(), v.float()):
             raise RuntimeError(f"{name}: reloaded tensor {k} differs from the saved one")
-    if not inv_freq_matches(model, rope, case["head_dim"]):
+    if not case.get("custom") and not inv_freq_matches(model, rope, case["head_dim"]):
         raise RuntimeError(f"{name}: reloaded model lost rope config {rope}")
     model.to(device)
 
@@ -366,12 +409,18 @@ def run_case(index, case, out_root, device):
     if sw:
         cfg2 = copy.deepcopy(model.config)
         cfg2.sliding_window = None
-        full = case["model_cls"](cfg2)
-        full.load_state_dict(model.state_dict())
-        full = full.float().eval().to(device)
-        a = last_logits(model, prompts[-1], device)
-        b = last_logits(full, prompts[-1], device)
-        swa_effective = not torch.allclose(a, b)
+        if getattr(cfg2, "layer_types", None):  # Gemma: every layer global
+            cfg2.sliding_window = 10 ** 6
+        try:
+            full = case["model_cls"](cfg2)
+            full.load_state_dict(model.state_dict())
+            full = full.float().eval().to(device)
+            a = last_logits(model, prompts[-1], device)
+            b = last_logits(full, prompts[-1], device)
+            swa_effective = not torch.allclose(a, b)
+        except Exception as e:
+            print(f"  [{name}] sliding-window check skipped: {type(e).__name__}: {e}")
+            swa_effective = None
         if not swa_effective:
             print(f"  [{name}] WARNING: sliding_window={sw} made no difference to "
                   f"the {len(prompts[-1])}-token prompt's logits")

@@ -2,8 +2,9 @@
  * hf_config.c: config.json + generation_config.json -> model_config.
  *
  * Each field is read with a typed getter that names the field and the file
- * in its error message; defaults follow transformers' config classes
- * (LlamaConfig, Qwen2Config, Qwen3Config, MistralConfig).
+ * in its error message. This file reads the fields every transformers
+ * config shares; an architecture's defaults and its own fields come from
+ * its model_config_family (src/model/arch_*.c): no model names here.
  */
 #include "loader/hf_config.h"
 
@@ -18,6 +19,7 @@
 #include <jansson.h>
 
 #include "core/error.h"
+#include "model/config.h"
 #include "loader/regular_file.h"
 
 /* config files larger than this are not configs */
@@ -28,13 +30,13 @@
 /* ------------------------------------------------------------------ */
 
 /* Looks up key; NULL when absent or null. */
-static const json_t *hf_get(const json_t *obj, const char *key) {
+const json_t *hf_get(const json_t *obj, const char *key) {
     const json_t *v = json_object_get(obj, key);
     return json_is_null(v) ? NULL : v;
 }
 
 /* An int in [min, INT_MAX]. *found says whether it was there (may be NULL when required). */
-static vllm_status hf_int(const json_t *obj, const char *what, const char *key, bool required, int def, int min,
+vllm_status hf_int(const json_t *obj, const char *what, const char *key, bool required, int def, int min,
                           int *out, bool *found) {
     const json_t *v = hf_get(obj, key);
     if (found) *found = v != NULL;
@@ -55,7 +57,7 @@ static vllm_status hf_int(const json_t *obj, const char *what, const char *key, 
 }
 
 /* A finite number (integer or real) > min_excl. */
-static vllm_status hf_num(const json_t *obj, const char *what, const char *key, bool required, double def,
+vllm_status hf_num(const json_t *obj, const char *what, const char *key, bool required, double def,
                           double min_excl, double *out, bool *found) {
     const json_t *v = hf_get(obj, key);
     if (found) *found = v != NULL;
@@ -71,7 +73,7 @@ static vllm_status hf_num(const json_t *obj, const char *what, const char *key, 
     return VLLM_OK;
 }
 
-static vllm_status hf_bool(const json_t *obj, const char *what, const char *key, bool def, bool *out) {
+vllm_status hf_bool(const json_t *obj, const char *what, const char *key, bool def, bool *out) {
     const json_t *v = hf_get(obj, key);
     if (!v) {
         *out = def;
@@ -83,7 +85,7 @@ static vllm_status hf_bool(const json_t *obj, const char *what, const char *key,
 }
 
 /* A string or NULL (absent/null). */
-static vllm_status hf_str(const json_t *obj, const char *what, const char *key, const char **out) {
+vllm_status hf_str(const json_t *obj, const char *what, const char *key, const char **out) {
     const json_t *v = hf_get(obj, key);
     *out = NULL;
     if (!v) return VLLM_OK;
@@ -151,6 +153,12 @@ static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, ro
     /* v5: rope_parameters {rope_type, rope_theta, factor, ...}; v4: rope_theta + rope_scaling */
     const json_t *params = hf_get(root, "rope_parameters");
     if (params && !json_is_object(params)) return vt_error(VLLM_ERR_FORMAT, "%s: rope_parameters must be an object", what);
+    /* v5 models with per-layer-type tables: the global one here, the architecture reads the rest */
+    if (params && hf_get(params, "full_attention")) {
+        params = hf_get(params, "full_attention");
+        if (!json_is_object(params))
+            return vt_error(VLLM_ERR_FORMAT, "%s: rope_parameters.full_attention must be an object", what);
+    }
     const json_t *scaling = hf_get(root, "rope_scaling");
     if (scaling && !json_is_object(scaling)) return vt_error(VLLM_ERR_FORMAT, "%s: rope_scaling must be an object", what);
 
@@ -210,79 +218,15 @@ static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, ro
 /* config.json                                                         */
 /* ------------------------------------------------------------------ */
 
-static bool hf_is_qwen(const char *arch) { return !strncmp(arch, "Qwen2", 5) || !strncmp(arch, "Qwen3", 5); }
-
-/* What transformers' config class of a family takes when config.json leaves a key out (a JSON
- * null instead means None: the value derived from the others, as for an absent key in
- * LlamaConfig). Unknown architectures get Llama's (the registry rejects them later). */
-typedef struct hf_family {
-    const char *arch;
-    int max_position_embeddings;
-    int num_kv_heads;    /* 0: num_attention_heads */
-    int head_dim;        /* 0: hidden_size / num_attention_heads */
-    int sliding_window;  /* MistralConfig's; the others have none without use_sliding_window */
-} hf_family;
-
-static const hf_family HF_FAMILIES[] = {
-    /* LlamaConfig: max_position_embeddings 2048, num_key_value_heads / head_dim None */
-    {"LlamaForCausalLM", 2048, 0, 0, 0},
-    /* MistralConfig: max_position_embeddings 4096 * 32, num_key_value_heads 8, sliding_window 4096 */
-    {"MistralForCausalLM", 4096 * 32, 8, 0, 4096},
-    /* Qwen2Config: max_position_embeddings 32768, num_key_value_heads 32 (no head_dim field) */
-    {"Qwen2ForCausalLM", 32768, 32, 0, 0},
-    /* Qwen3Config: max_position_embeddings 32768, num_key_value_heads 32, head_dim 128 */
-    {"Qwen3ForCausalLM", 32768, 32, 128, 0},
-};
-
-static const hf_family *hf_family_of(const char *arch) {
-    for (size_t i = 0; i < sizeof HF_FAMILIES / sizeof HF_FAMILIES[0]; i++)
-        if (!strcmp(HF_FAMILIES[i].arch, arch)) return &HF_FAMILIES[i];
-    return &HF_FAMILIES[0];
-}
-
 /* The key is not in the object at all (null is present: it means None). */
-static bool hf_absent(const json_t *obj, const char *key) { return json_object_get(obj, key) == NULL; }
+bool hf_absent(const json_t *obj, const char *key) { return json_object_get(obj, key) == NULL; }
 
-/* hidden_act: every family here runs transformers' ACT2FN[hidden_act] in a gated MLP, and the
- * only activation the backends implement is SiLU ("silu", or its alias "swish": both are
- * SiLUActivation in ACT2FN); vLLM's LlamaMLP likewise raises "Unsupported activation" for
- * anything but silu. */
-static vllm_status hf_activation(const json_t *root, const char *what) {
-    const char *act;
-    vllm_status st = hf_str(root, what, "hidden_act", &act);
-    if (st) return st;
-    if (!act || !strcmp(act, "silu") || !strcmp(act, "swish")) return VLLM_OK; /* absent: "silu" (all four) */
-    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: hidden_act '%.64s' is not supported (only silu is implemented)", what,
-                    act);
-}
-
-/* layer_types (Qwen2Config / Qwen3Config): one "full_attention" or "sliding_attention" per layer,
- * as transformers' layer_type_validation demands. A sliding layer only has a window when
- * use_sliding_window is set (the config then keeps sliding_window, else sets it to None), and
- * use_sliding_window is refused, so every layer here attends to the whole context. */
-static vllm_status hf_layer_types(const json_t *root, const char *what, int num_layers) {
-    const json_t *lt = hf_get(root, "layer_types");
-    if (!lt) return VLLM_OK;
-    if (!json_is_array(lt)) return vt_error(VLLM_ERR_FORMAT, "%s: layer_types must be a list of strings", what);
-    if (json_array_size(lt) != (size_t)num_layers)
-        return vt_error(VLLM_ERR_FORMAT, "%s: layer_types has %zu entries for %d layers (num_hidden_layers)", what,
-                        json_array_size(lt), num_layers);
-    for (size_t i = 0; i < json_array_size(lt); i++) {
-        const json_t *v = json_array_get(lt, i);
-        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-        if (!s || (strcmp(s, "full_attention") && strcmp(s, "sliding_attention")))
-            return vt_error(VLLM_ERR_UNSUPPORTED,
-                            "%s: layer_types[%zu] '%.64s' is not supported (full_attention, sliding_attention)", what,
-                            i, s ? s : "(not a string)");
-    }
-    return VLLM_OK;
-}
-
-static vllm_status hf_parse_config(const json_t *root, const char *what, model_config *c) {
+static vllm_status hf_parse_config(const json_t *top, const char *what, model_config *c) {
     vllm_status st;
+    const json_t *root = top; /* the decoder's fields: the top level, or text_config (below) */
 
     /* architectures[0], model_type */
-    const json_t *archs = hf_get(root, "architectures");
+    const json_t *archs = hf_get(top, "architectures");
     if (!archs) return vt_error(VLLM_ERR_FORMAT, "%s: architectures missing", what);
     if (!json_is_array(archs) || json_array_size(archs) == 0 || !json_is_string(json_array_get(archs, 0)))
         return vt_error(VLLM_ERR_FORMAT, "%s: architectures must be a non-empty list of strings", what);
@@ -291,13 +235,22 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
         return vt_error(VLLM_ERR_FORMAT, "%s: architectures[0] '%.80s' is empty or too long", what, arch);
     strcpy(c->architecture, arch);
     const char *mt;
-    if ((st = hf_str(root, what, "model_type", &mt))) return st;
+    if ((st = hf_str(top, what, "model_type", &mt))) return st;
     if (mt) {
         if (strlen(mt) >= sizeof c->model_type)
             return vt_error(VLLM_ERR_FORMAT, "%s: model_type '%.80s' is too long", what, mt);
         strcpy(c->model_type, mt);
     }
-    const hf_family *fam = hf_family_of(arch);
+    /* the architecture's own defaults and fields (src/model/arch_*.c); an unknown one gets
+     * the defaults of the common config class, and the model registry refuses it when the model loads */
+    static const model_config_family unknown = {.max_position_embeddings = 2048};
+    const model_config_family *fam = model_config_family_find(arch);
+    if (!fam) fam = &unknown;
+    if (fam->text_config) {
+        root = hf_get(top, "text_config");
+        if (!root || !json_is_object(root))
+            return vt_error(VLLM_ERR_FORMAT, "%s: text_config missing (the text model's fields of %s)", what, arch);
+    }
 
     /* sizes */
     if ((st = hf_int(root, what, "vocab_size", true, 0, 1, &c->vocab_size, NULL)) ||
@@ -319,7 +272,7 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
                         c->num_kv_heads, c->num_heads);
     bool has_head_dim;
     if ((st = hf_int(root, what, "head_dim", false, fam->head_dim, 1, &c->head_dim, &has_head_dim))) return st;
-    if (!has_head_dim && hf_absent(root, "head_dim") && fam->head_dim) has_head_dim = true; /* Qwen3Config: 128 */
+    if (!has_head_dim && hf_absent(root, "head_dim") && fam->head_dim) has_head_dim = true; /* a class default */
     if (!has_head_dim) {
         if (c->hidden_size % c->num_heads != 0)
             return vt_error(VLLM_ERR_FORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d (and no head_dim)",
@@ -334,42 +287,15 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
     if (2 * (int64_t)c->intermediate_size > INT_MAX)
         return vt_error(VLLM_ERR_FORMAT, "%s: intermediate_size %d is too large", what, c->intermediate_size);
 
-    if ((st = hf_num(root, what, "rms_norm_eps", false, 1e-6, 0.0, &c->rms_norm_eps, NULL)) ||
-        (st = hf_bool(root, what, "tie_word_embeddings", false, &c->tie_word_embeddings)) ||
+    if ((st = hf_num(root, what, "rms_norm_eps", false, fam->rms_norm_eps > 0 ? fam->rms_norm_eps : 1e-6, 0.0,
+                     &c->rms_norm_eps, NULL)) ||
+        (st = hf_bool(root, what, "tie_word_embeddings", fam->tie_word_embeddings, &c->tie_word_embeddings)) ||
         (st = hf_bool(root, what, "attention_bias", false, &c->attention_bias)))
         return st;
 
-    if ((st = hf_activation(root, what))) return st;
-
-    /* per-architecture features (transformers' modeling files):
-     * - LlamaAttention: q/k/v/o biases = attention_bias; LlamaMLP: gate/up/down biases = mlp_bias
-     *   (not implemented: refused). pretraining_tp > 1 only sliced the same matmuls into
-     *   pretraining_tp pieces (concatenated or summed: the same product), so it is ignored.
-     * - MistralAttention / MistralMLP: no biases (attention_bias and mlp_bias are not read);
-     *   sliding_window on every layer (layer_types is not read by MistralForCausalLM).
-     * - Qwen2Attention: q/k/v biases always, o_proj none; Qwen3Attention: q/k/v/o = attention_bias.
-     * - Qwen2 / Qwen3: use_sliding_window (sliding_window on layers >= max_window_layers) is refused. */
-    c->qk_norm = !strcmp(arch, "Qwen3ForCausalLM") || !strcmp(arch, "Qwen3MoeForCausalLM");
-    c->sliding_window = 0;
-    if (!strcmp(arch, "LlamaForCausalLM")) {
-        bool mlp_bias;
-        if ((st = hf_bool(root, what, "mlp_bias", false, &mlp_bias))) return st;
-        if (mlp_bias) return vt_error(VLLM_ERR_UNSUPPORTED, "%s: mlp_bias true is not supported (MLP biases)", what);
-    } else if (!strcmp(arch, "MistralForCausalLM")) {
-        c->attention_bias = false;
-        if ((st = hf_int(root, what, "sliding_window", false, hf_absent(root, "sliding_window") ? fam->sliding_window : 0,
-                         0, &c->sliding_window, NULL)))
-            return st;
-    } else if (hf_is_qwen(arch)) {
-        if (!strcmp(arch, "Qwen2ForCausalLM")) c->attention_bias = true;
-        bool use_sw;
-        if ((st = hf_bool(root, what, "use_sliding_window", false, &use_sw))) return st;
-        if (use_sw) return vt_error(VLLM_ERR_UNSUPPORTED, "%s: use_sliding_window is not supported yet", what);
-        if ((st = hf_layer_types(root, what, c->num_layers))) return st;
-    }
-
     /* quantized checkpoints (AWQ, GPTQ, FP8, bitsandbytes, ...): the loader reads F32/F16/BF16 only */
-    const json_t *quant = hf_get(root, "quantization_config");
+    const json_t *quant = hf_get(top, "quantization_config");
+    if (!quant) quant = hf_get(root, "quantization_config");
     if (quant) {
         const json_t *qm = json_is_object(quant) ? json_object_get(quant, "quant_method") : NULL;
         return vt_error(VLLM_ERR_UNSUPPORTED,
@@ -390,10 +316,14 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
     /* dtype (v5) or torch_dtype (v4) */
     const char *dt = NULL;
     const char *dt_key = "dtype";
-    if ((st = hf_str(root, what, "dtype", &dt))) return st;
-    if (!dt) {
-        dt_key = "torch_dtype";
-        if ((st = hf_str(root, what, "torch_dtype", &dt))) return st;
+    for (const json_t *o = root;; o = top) { /* the text config's, else the top level's */
+        if ((st = hf_str(o, what, "dtype", &dt))) return st;
+        if (!dt) {
+            dt_key = "torch_dtype";
+            if ((st = hf_str(o, what, "torch_dtype", &dt))) return st;
+        }
+        if (dt || o == top) break;
+        dt_key = "dtype";
     }
     c->torch_dtype = DTYPE_BF16;
     if (dt) {
@@ -406,15 +336,19 @@ static vllm_status hf_parse_config(const json_t *root, const char *what, model_c
     }
 
     /* token ids */
-    if ((st = hf_token_id(root, what, "bos_token_id", &c->bos_token_id)) ||
-        (st = hf_token_id(root, what, "pad_token_id", &c->pad_token_id)) || (st = hf_eos(root, what, c)))
+    /* token ids: a multimodal config keeps them at the top (or in text_config) */
+    const json_t *ids = root != top && hf_get(top, "eos_token_id") ? top : root;
+    if ((st = hf_token_id(ids, what, "bos_token_id", &c->bos_token_id)) ||
+        (st = hf_token_id(ids, what, "pad_token_id", &c->pad_token_id)) || (st = hf_eos(ids, what, c)))
         return st;
 
-    for (int i = 0; i < c->num_layers; i++) {
-        c->layer_kinds[i] = LAYER_ATTENTION;
-        c->mlp_kinds[i] = MLP_DENSE;
-    }
-    return VLLM_OK;
+    /* the decoder's spec: every layer global attention + a dense MLP on the one RoPE table,
+     * until the architecture says otherwise */
+    c->ropes[0] = c->rope;
+    c->num_ropes = 1;
+    strcpy(c->weight_prefix, "model.");
+    for (int i = 0; i < c->num_layers; i++) c->layers[i] = (layer_spec){.kind = LAYER_ATTENTION, .mlp = MLP_DENSE};
+    return fam->parse ? fam->parse(root, what, c) : VLLM_OK;
 }
 
 /* generation_config.json: eos list replaces config's, bos when present, sampling defaults. */

@@ -280,7 +280,7 @@ size_t model_cache_bytes_per_token(const model *m) {
     size_t per_layer = 2 * (size_t)m->cfg.num_kv_heads * (size_t)m->cfg.head_dim * dtype_size(m->be->kv_dtype);
     size_t n = 0;
     for (int l = 0; l < m->cfg.num_layers; l++)
-        if (m->cfg.layer_kinds[l] == LAYER_ATTENTION) n += per_layer;
+        if (m->cfg.layers[l].kind == LAYER_ATTENTION) n += per_layer;
     return n;
 }
 
@@ -300,7 +300,7 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_c
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }
     for (int l = 0; l < c->num_layers; l++) {
-        if (m->cfg.layer_kinds[l] != LAYER_ATTENTION) continue;
+        if (m->cfg.layers[l].kind != LAYER_ATTENTION) continue;
         int64_t shape[4] = {num_blocks, block_size, m->cfg.num_kv_heads, m->cfg.head_dim};
         c->k[l] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
         c->v[l] = tensor_make(m->be->kv_dtype, NULL, 4, shape);

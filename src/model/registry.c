@@ -1,20 +1,43 @@
-/* registry.c: the model registry, keyed by config.json architectures[0]. */
+/* registry.c: the model registry, keyed by config.json architectures[0]: each name's config family and decoder. */
 #include <string.h>
 
 #include "model/model_internal.h"
 
-extern const model_arch llama_arch_llama, llama_arch_mistral, llama_arch_qwen2, llama_arch_qwen3;
+extern const model_arch decoder_arch;
+extern const model_config_family llama_family_llama, llama_family_mistral, llama_family_qwen2, llama_family_qwen3,
+    gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm;
 
-static const model_arch *const ARCHS[] = {
-    &llama_arch_llama, &llama_arch_mistral, &llama_arch_qwen2, &llama_arch_qwen3,
+static const struct entry {
+    const char *name;                   /* architectures[0] */
+    const model_config_family *family;  /* its config.json (arch_*.c) */
+    const model_arch *arch;             /* what runs it */
+} ARCHS[] = {
+    {"LlamaForCausalLM", &llama_family_llama, &decoder_arch},
+    {"MistralForCausalLM", &llama_family_mistral, &decoder_arch},
+    {"Qwen2ForCausalLM", &llama_family_qwen2, &decoder_arch},
+    {"Qwen3ForCausalLM", &llama_family_qwen3, &decoder_arch},
+    {"Gemma2ForCausalLM", &gemma_family_gemma2, &decoder_arch},
+    {"Gemma3ForCausalLM", &gemma_family_gemma3, &decoder_arch},
+    {"Gemma3ForConditionalGeneration", &gemma_family_gemma3_mm, &decoder_arch},
 };
 
-const model_arch *model_arch_find(const char *name) {
+static const struct entry *find(const char *name) {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
-        if (!strcmp(ARCHS[i]->name, name)) return ARCHS[i];
+        if (!strcmp(ARCHS[i].name, name)) return &ARCHS[i];
     return NULL;
 }
 
+const model_arch *model_arch_find(const char *name) {
+    const struct entry *e = find(name);
+    return e ? e->arch : NULL;
+}
+
+const model_config_family *model_config_family_find(const char *name) {
+    const struct entry *e = find(name);
+    return e ? e->family : NULL;
+}
+
 const char *model_arch_list(void) {
-    return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+    return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text)";
 }

@@ -96,6 +96,8 @@ vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t 
     return st_get(ws->st, name, ndim, shape, out);
 }
 
+bool ws_has(const weight_source *ws, const char *name) { return !ws->st || st_find(ws->st, name) != NULL; }
+
 vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape, const char *fmt, ...) {
     char name[512];
     va_list ap;

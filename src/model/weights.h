@@ -25,6 +25,8 @@ vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t 
  * Tensors from earlier ws_get calls must not be used afterwards. A no-op for
  * safetensors, whose mapping ws_close releases. */
 void ws_release_copied(weight_source *ws);
+/* Whether the checkpoint holds a tensor of that name (dummy weights hold every name). */
+bool ws_has(const weight_source *ws, const char *name);
 /* printf-style name; convenience for per-layer names. */
 vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape,
                     const char *fmt, ...) VT_PRINTF(5, 6);

@@ -1,4 +1,5 @@
 /* test_hf_config.c: config.json / generation_config.json parsing of real model configs and error cases. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include "core/error.h"
 #include "loader/hf_config.h"
+#include "tensor/backend.h"
 #include "test.h"
 
 
@@ -114,7 +116,7 @@ static void test_llama(void) {
     CHECK(c.num_eos == 3 && c.eos_token_ids[0] == 128001 && c.eos_token_ids[2] == 128009);
     CHECK(!c.has_temperature && !c.has_top_p && !c.has_top_k);
     int kinds_ok = 1;
-    for (int i = 0; i < c.num_layers; i++) kinds_ok &= c.layer_kinds[i] == LAYER_ATTENTION && c.mlp_kinds[i] == MLP_DENSE;
+    for (int i = 0; i < c.num_layers; i++) kinds_ok &= c.layers[i].kind == LAYER_ATTENTION && c.layers[i].mlp == MLP_DENSE && c.layers[i].sliding_window == 0;
     CHECK(kinds_ok);
 
     CHECK_OK(hf_config_parse(LLAMA, LLAMA_GEN, "config.json", &c));
@@ -408,8 +410,77 @@ static void test_load(void) {
     rmdir(dir);
 }
 
+
+/* google/gemma-2-2b-it (trimmed to what the parser reads) */
+static const char *GEMMA2 =
+    "{\"architectures\": [\"Gemma2ForCausalLM\"], \"model_type\": \"gemma2\", \"attn_logit_softcapping\": 50.0,"
+    " \"final_logit_softcapping\": 30.0, \"head_dim\": 256, \"hidden_act\": \"gelu_pytorch_tanh\","
+    " \"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_size\": 2304, \"intermediate_size\": 9216,"
+    " \"max_position_embeddings\": 8192, \"num_attention_heads\": 8, \"num_hidden_layers\": 26,"
+    " \"num_key_value_heads\": 4, \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000.0,"
+    " \"sliding_window\": 4096, \"torch_dtype\": \"float32\", \"vocab_size\": 256000, \"eos_token_id\": [1, 107],"
+    " \"bos_token_id\": 2, \"pad_token_id\": 0}";
+
+/* google/gemma-3-4b-it: the text model nested in text_config (transformers 4.5x spelling) */
+static const char *GEMMA3_MM =
+    "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\","
+    " \"eos_token_id\": [1, 106], \"torch_dtype\": \"bfloat16\", \"mm_tokens_per_image\": 256,"
+    " \"text_config\": {\"hidden_size\": 2560, \"intermediate_size\": 10240, \"model_type\": \"gemma3_text\","
+    "  \"num_hidden_layers\": 34, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"},"
+    "  \"sliding_window\": 1024, \"vocab_size\": 262208, \"num_attention_heads\": 8, \"num_key_value_heads\": 4,"
+    "  \"head_dim\": 256, \"query_pre_attn_scalar\": 256, \"rope_theta\": 1000000.0, \"rope_local_base_freq\": 10000.0,"
+    "  \"sliding_window_pattern\": 6},"
+    " \"vision_config\": {\"hidden_size\": 1152}}";
+
+/* a transformers 5 Gemma 3 text config: layer_types and per-layer-type rope_parameters */
+static const char *GEMMA3_V5 =
+    "{\"architectures\": [\"Gemma3ForCausalLM\"], \"model_type\": \"gemma3_text\", \"hidden_size\": 64,"
+    " \"intermediate_size\": 128, \"num_hidden_layers\": 4, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+    " \"head_dim\": 32, \"vocab_size\": 512, \"sliding_window\": 8, \"query_pre_attn_scalar\": 32,"
+    " \"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"],"
+    " \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1000000.0},"
+    "  \"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}}, \"dtype\": \"bfloat16\"}";
+
+static void test_gemma(void) {
+    model_config c;
+    CHECK_OK(hf_config_parse(GEMMA2, NULL, "config.json", &c));
+    CHECK(c.act == BE_ACT_GELU_TANH && c.norm == NORM_STYLE_RMS_OFFSET && c.sandwich_norms && c.embed_scale_sqrt);
+    CHECK(c.head_dim == 256 && c.num_kv_heads == 4 && c.tie_word_embeddings && !c.qk_norm);
+    CHECK_NEAR(c.attn_scale, 1.0 / 16.0, 1e-12);
+    CHECK(c.attn_softcap == 50.0 && c.final_softcap == 30.0 && c.num_ropes == 1);
+    CHECK(c.layers[0].sliding_window == 4096 && c.layers[1].sliding_window == 0 && c.layers[24].sliding_window == 4096 &&
+          c.layers[25].sliding_window == 0);
+    CHECK(c.num_eos == 2 && c.eos_token_ids[1] == 107 && !strcmp(c.weight_prefix, "model."));
+
+    CHECK_OK(hf_config_parse(GEMMA3_MM, NULL, "config.json", &c));
+    CHECK(c.num_layers == 34 && c.hidden_size == 2560 && c.vocab_size == 262208 && c.qk_norm);
+    CHECK(c.attn_softcap == 0 && c.final_softcap == 0 && c.torch_dtype == DTYPE_BF16);
+    CHECK(c.num_eos == 2 && c.eos_token_ids[1] == 106);
+    CHECK(c.num_ropes == 2 && c.ropes[0].type == ROPE_LINEAR && c.ropes[0].factor == 8.0 && c.ropes[0].theta == 1e6 &&
+          c.ropes[1].type == ROPE_DEFAULT && c.ropes[1].theta == 1e4);
+    /* sliding_window_pattern 6: layers 5, 11, ... global, on the global RoPE table */
+    CHECK(c.layers[0].sliding_window == 1024 && c.layers[0].rope == 1 && c.layers[5].sliding_window == 0 &&
+          c.layers[5].rope == 0 && c.layers[6].sliding_window == 1024 && c.layers[33].sliding_window == 1024);
+
+    CHECK_OK(hf_config_parse(GEMMA3_V5, NULL, "config.json", &c));
+    CHECK(c.ropes[0].theta == 1e6 && c.ropes[1].theta == 1e4 && c.layers[0].rope == 1 && c.layers[1].rope == 0);
+    CHECK(c.layers[2].sliding_window == 8 && c.layers[3].sliding_window == 0);
+    CHECK_NEAR(c.attn_scale, 1.0 / sqrt(32.0), 1e-12);
+
+    /* refused: an unknown activation, a layer type we do not run, a multimodal config without text_config */
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", GEMMA2);
+    char *a = strstr(buf, "\"hidden_activation\": \"gelu_pytorch_tanh\"");
+    memcpy(a + strlen("\"hidden_activation\": \""), "xielu_pytorch_tan", strlen("xielu_pytorch_tan")); /* same length */
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "hidden_activation", "xielu");
+    EXPECT_ERR(hf_config_parse("{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"vision_config\": {}}", NULL,
+                               "config.json", &c),
+               VLLM_ERR_FORMAT, "text_config", "Gemma3ForConditionalGeneration");
+}
+
 int main(void) {
     test_llama();
+    test_gemma();
     test_qwen();
     test_mistral_v5();
     test_family_defaults();

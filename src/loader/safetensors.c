@@ -214,18 +214,21 @@ static vllm_status st_map_file(st_set *set, const char *path, const char *base, 
 
 /* Product of non-negative dims; false on overflow (a zero dim makes it 0 whatever the others). */
 static bool st_numel(const int64_t *shape, int ndim, uint64_t *out) {
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] == 0) {
-            *out = 0;
-            return true;
-        }
+    /* the product of the nonzero dimensions must fit an int64 too (tensor_numel is signed):
+     * [2^32, 2^32, 0] is empty but overflows as soon as anything multiplies its dimensions,
+     * and the Rust safetensors refuses it as well */
     uint64_t n = 1;
+    bool empty = false;
     for (int i = 0; i < ndim; i++) {
         uint64_t d = (uint64_t)shape[i];
-        if (n > UINT64_MAX / d) return false;
+        if (d == 0) {
+            empty = true;
+            continue;
+        }
+        if (n > (uint64_t)INT64_MAX / d) return false;
         n *= d;
     }
-    *out = n;
+    *out = empty ? 0 : n;
     return true;
 }
 

@@ -280,6 +280,9 @@ static void test_malformed(void) {
                "\"data_offsets\": [0, 0]}}", 0, VLLM_ERR_FORMAT, "'a'", "too large");
     BAD_HEADER("{\"a\": {\"dtype\": \"F32\", \"shape\": [2305843009213693952, 2], \"data_offsets\": [0, 0]}}", 0,
                VLLM_ERR_FORMAT, "'a'", "too large");
+    /* empty, but its nonzero dimensions overflow an int64 (found by fuzz_safetensors) */
+    BAD_HEADER("{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 0], \"data_offsets\": [0, 0]}}",
+               0, VLLM_ERR_FORMAT, "'a'", "too large");
     BAD_HEADER("{\"a\": {\"dtype\": \"F32\", \"shape\": [9223372036854775807], \"data_offsets\": [0, 4]}}", 4,
                VLLM_ERR_FORMAT, "'a'", "");
     BAD_HEADER("{\"a\": {\"dtype\": \"F4\", \"shape\": [3], \"data_offsets\": [0, 2]}}", 2, VLLM_ERR_FORMAT, "'a'",

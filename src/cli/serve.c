@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -346,6 +347,18 @@ int cmd_serve(int argc, char **argv) {
     if (seed >= 0) eo.seed = (uint64_t)seed;
     so.max_body_bytes = (size_t)body_mb << 20;
     if (!max_conn_given && so.max_pending >= so.max_connections) so.max_connections = 2 * so.max_pending;
+    if (!max_conn_given) { /* the default fits the open-file limit (an explicit value that does not is refused) */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+            rl.rlim_max < (rlim_t)so.max_connections + 256 && rl.rlim_max > 512) {
+            int fit = (int)(rl.rlim_max - 256);
+            if (fit > so.max_pending) {
+                fprintf(stderr, CMD ": the open-file limit (hard %llu) fits %d connections: --max-connections %d\n",
+                        (unsigned long long)rl.rlim_max, fit, fit);
+                so.max_connections = fit;
+            }
+        }
+    }
     if (!load_template(model, chat_template_arg, &tpl, &bos, &eos)) goto out;
 
     fprintf(stderr, "vllmc: loading %s\n", model);

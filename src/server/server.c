@@ -648,10 +648,12 @@ static vllm_status raise_file_limit(int max_connections) {
     rlim_t want = (rlim_t)max_connections + 256; /* + the model files, the engine's, logs, draining sockets */
     if (want < 65535) want = 65535;
     if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max) want = rl.rlim_max;
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) return VLLM_OK;
-    rlim_t old = rl.rlim_cur;
-    rl.rlim_cur = want;
-    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = old;
+    if (rl.rlim_cur == RLIM_INFINITY) return VLLM_OK;
+    if (rl.rlim_cur < want) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = old;
+    }
     if (rl.rlim_cur < (rlim_t)max_connections + 64)
         return vt_error(VLLM_ERR_INVALID_ARG,
                         "--max-connections %d does not fit the open-file limit (ulimit -n %llu, hard %llu): lower it "

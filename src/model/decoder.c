@@ -321,14 +321,14 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         if (nk == BE_NORM_RMS) {
             ops->qk_norm_rope_kv(be, &q, &k, &v, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL, eps,
                                  &s->positions, &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, true, &cache->k[l],
-                                 &cache->v[l], &s->meta);
+                                 &cache->v[l], model_step_meta(s, l));
         } else {
             const be_norm qn = {.kind = nk, .w = &L->q_norm, .eps = eps}, kn = {.kind = nk, .w = &L->k_norm, .eps = eps};
             ops->qk_norm_rope_kv_ex(be, &q, &k, &v, c->qk_norm ? &qn : NULL, c->qk_norm ? &kn : NULL, &s->positions,
                                     &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, true, &cache->k[l], &cache->v[l],
-                                    &s->meta);
+                                    model_step_meta(s, l));
         }
-        ops->attention(be, &q, &cache->k[l], &cache->v[l], &s->meta, &ap, &attn); /* (T, qd) */
+        ops->attention(be, &q, &cache->k[l], &cache->v[l], model_step_meta(s, l), &ap, &attn); /* (T, qd) */
         if (!c->sandwich_norms) {
             ops->linear_fused(be, L->o, &attn, &add_to_x, &x);        /* x += attn Wo */
             const linear_fuse mlp_in = {.norm_w = &L->post_norm, .eps = eps, .silu_mul = true, .h = &h, .mid = &gu,

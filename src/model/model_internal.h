@@ -16,6 +16,13 @@ typedef struct model_step {
     attn_meta meta;
 } model_step;
 
+/* The attention metadata layer l reads: its KV cache group's block tables
+ * and slot mapping (today one group holds every layer). */
+static inline const attn_meta *model_step_meta(const model_step *s, int layer) {
+    (void)layer;
+    return &s->meta;
+}
+
 typedef struct model_arch {
     const char *name;   /* architectures[0] in config.json */
     /* Loads weights from ws and prepares them on m->be (m->cfg is filled). */

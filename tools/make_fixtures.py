@@ -50,6 +50,21 @@ try:
 except ImportError:
     Gemma3TextConfig = Gemma3ForCausalLM = None
 
+
+def _optional(config_name, model_name):
+    """(config class, model class) from transformers, or (None, None) when this version lacks them."""
+    try:
+        return getattr(transformers, config_name), getattr(transformers, model_name)
+    except AttributeError:
+        return None, None
+
+
+Phi3Config, Phi3ForCausalLM = _optional("Phi3Config", "Phi3ForCausalLM")
+Olmo2Config, Olmo2ForCausalLM = _optional("Olmo2Config", "Olmo2ForCausalLM")
+GraniteConfig, GraniteForCausalLM = _optional("GraniteConfig", "GraniteForCausalLM")
+Glm4Config, Glm4ForCausalLM = _optional("Glm4Config", "Glm4ForCausalLM")
+OPTConfig, OPTForCausalLM = _optional("OPTConfig", "OPTForCausalLM")
+
 from safetensors import safe_open
 
 SEED = 1234
@@ -144,6 +159,74 @@ CASES = [
                    tie_word_embeddings=True),
          head_dim=32,
          rope=dict(rope_type="default", rope_theta=1000000.0)),
+    # Phi-3: fused qkv_proj / gate_up_proj checkpoint tensors, longrope scaling.
+    # original_max_position_embeddings 16 < every sequence (prompts of 17 to 40
+    # tokens): transformers then rotates with long_factor, and so does vLLM (and
+    # vllm.c) whenever max_model_len exceeds it; cos/sin scaled by
+    # sqrt(1 + ln(256/16) / ln(16)).
+    dict(name="phi3_longrope", bf16_reference=True, cfg_cls=Phi3Config, model_cls=Phi3ForCausalLM,
+         dtype=torch.bfloat16, custom=True, prompt_lens=[17, 40, 33, 24],
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=128,
+                   original_max_position_embeddings=16, tie_word_embeddings=False,
+                   pad_token_id=0),
+         variants=[
+             dict(rope_parameters=dict(rope_type="longrope", rope_theta=10000.0,
+                                       short_factor=[1.0 + 0.1 * i for i in range(8)],
+                                       long_factor=[1.0 + 1.5 * i for i in range(8)],
+                                       original_max_position_embeddings=16)),
+             dict(rope_theta=10000.0,
+                  rope_scaling=dict(type="longrope",
+                                    short_factor=[1.0 + 0.1 * i for i in range(8)],
+                                    long_factor=[1.0 + 1.5 * i for i in range(8)])),
+         ],
+         check=lambda m: abs(float(m.model.rotary_emb.attention_scaling) - math.sqrt(2.0)) < 1e-6,
+         head_dim=16,
+         rope=dict(rope_type="longrope", rope_theta=10000.0)),
+    # OLMo-2: no input norms; post-attention / post-feedforward norms on the blocks'
+    # outputs; q/k RMSNorm over the whole projection (nh*hd, nkv*hd) before RoPE.
+    dict(name="olmo2_postnorm", bf16_reference=True, cfg_cls=Olmo2Config, model_cls=Olmo2ForCausalLM,
+         dtype=torch.bfloat16, custom=True,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=128,
+                   tie_word_embeddings=False, attention_bias=False, pad_token_id=0,
+                   rope_theta=500000.0),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=500000.0)),
+    # Granite: embedding / residual / attention multipliers and logits scaling, all
+    # away from 1 so each one matters.
+    dict(name="granite_mult", bf16_reference=True, cfg_cls=GraniteConfig, model_cls=GraniteForCausalLM,
+         dtype=torch.bfloat16, custom=True,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=1, intermediate_size=128,
+                   tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+                   embedding_multiplier=3.0, residual_multiplier=0.5,
+                   attention_multiplier=0.2, logits_scaling=0.5, pad_token_id=0,
+                   rope_theta=10000.0),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    # GLM-4: q/k/v biases, fused gate_up_proj, interleaved RoPE on half of each head
+    # (partial_rotary_factor 0.5), post-attention and post-MLP norms.
+    dict(name="glm4_partial", bf16_reference=True, cfg_cls=Glm4Config, model_cls=Glm4ForCausalLM,
+         dtype=torch.bfloat16, custom=True,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                   tie_word_embeddings=False, attention_bias=True, pad_token_id=0,
+                   partial_rotary_factor=0.5, rope_theta=10000.0),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    # OPT: LayerNorm with bias, learned positions (offset 2), ReLU fc1/fc2 MLP,
+    # biases everywhere, no RoPE, tied lm_head.
+    dict(name="opt_learned", bf16_reference=True, cfg_cls=OPTConfig, model_cls=OPTForCausalLM,
+         dtype=torch.bfloat16, custom=True,
+         base=dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, ffn_dim=128,
+                   num_attention_heads=4, max_position_embeddings=256,
+                   activation_function="relu", do_layer_norm_before=True,
+                   word_embed_proj_dim=64, enable_bias=True, bos_token_id=BOS,
+                   eos_token_id=EOS, pad_token_id=0, use_cache=False,
+                   tie_word_embeddings=True),
+         head_dim=16,
+         rope=dict(rope_type="none", rope_theta=0.0)),
     # Not a committed fixture (1.2 GB): tools/device/check.sh builds it on the GPU
     # machine (--only qwen3_0.6b_shape) for the teacher-forced comparison of issue 6.
     # Qwen3-0.6B's real shapes with transformers' own random init (hf_init: weights
@@ -222,12 +305,24 @@ def config_attempts(case, rope):
 def build_config(case, rope):
     """Returns (config, fresh model) whose rotary inv_freq matches `rope`, or None."""
     if case.get("custom"):  # the class's own RoPE defaults (several tables: no single inv_freq)
-        cfg = case["cfg_cls"](**case["base"])
-        try:
-            cfg._attn_implementation = "eager"
-        except Exception:
-            pass
-        return cfg, case["model_cls"](cfg)
+        errors = []
+        for extra in case.get("variants", [{}]):  # newest transformers spelling first
+            try:
+                cfg = case["cfg_cls"](**dict(case["base"], **extra))
+                try:
+                    cfg._attn_implementation = "eager"
+                except Exception:
+                    pass
+                model = case["model_cls"](cfg)
+            except Exception as e:
+                errors.append(f"{type(e).__name__}: {e}")
+                continue
+            if case.get("check") and not case["check"](model):
+                errors.append(f"check failed with kwargs {sorted(extra)}")
+                continue
+            return cfg, model
+        print(f"  [{case['name']}] no config accepted: " + " | ".join(errors))
+        return None
     errors = []
     for kw in config_attempts(case, rope):
         try:
@@ -351,9 +446,9 @@ def bf16_drift(case, out_dir, results, device):
                 tf_mean=max(0.01, 2 * tot / n))
 
 
-def make_prompts(case_index, vocab):
+def make_prompts(case_index, vocab, lens=PROMPT_LENS):
     rng = random.Random(SEED * 100 + case_index)
-    return [[rng.randrange(3, vocab) for _ in range(n)] for n in PROMPT_LENS]
+    return [[rng.randrange(3, vocab) for _ in range(n)] for n in lens]
 
 
 def run_case(index, case, out_root, device):
@@ -396,7 +491,7 @@ def run_case(index, case, out_root, device):
         raise RuntimeError(f"{name}: reloaded model lost rope config {rope}")
     model.to(device)
 
-    prompts = make_prompts(index, cfg.vocab_size)
+    prompts = make_prompts(index, cfg.vocab_size, case.get("prompt_lens", PROMPT_LENS))
     results = []
     for p in prompts:
         toks, lps, gaps = greedy(model, p, device)

@@ -144,11 +144,58 @@ static vllm_status hf_load_json(const char *text, const char *what, json_t **out
 /* rope                                                                */
 /* ------------------------------------------------------------------ */
 
-static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, rope_config *rope) {
+/* A longrope factor list (short_factor / long_factor): positive numbers, at most ROPE_MAX_FACTORS. */
+static vllm_status rope_factors(const json_t *sc, const char *what, const char *key, float *out, int *n) {
+    const json_t *a = hf_get(sc, key);
+    if (!a || !json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > ROPE_MAX_FACTORS)
+        return vt_error(VLLM_ERR_FORMAT, "%s: rope longrope %s must be a list of 1 to %d numbers", what, key,
+                        ROPE_MAX_FACTORS);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *v = json_array_get(a, i);
+        double x = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(isfinite(x) && x > 0))
+            return vt_error(VLLM_ERR_FORMAT, "%s: rope longrope %s[%zu] must be a positive number", what, key, i);
+        out[i] = (float)x;
+    }
+    if (*n && *n != (int)json_array_size(a))
+        return vt_error(VLLM_ERR_FORMAT, "%s: rope longrope short_factor and long_factor differ in length", what);
+    *n = (int)json_array_size(a);
+    return VLLM_OK;
+}
+
+/* transformers' _compute_longrope_parameters: original_max_position_embeddings from the rope
+ * parameters or the top level (Phi-3 keeps it there), factor = max_position_embeddings / it unless
+ * given, attention_factor = sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1) unless given. */
+static vllm_status hf_longrope(const json_t *root, const json_t *sc, const char *what, int max_pos, rope_config *rope) {
+    vllm_status st;
+    rope->type = ROPE_LONGROPE;
+    if (hf_get(sc, "short_mscale") || hf_get(sc, "long_mscale"))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: rope longrope short_mscale / long_mscale are not supported", what);
+    if ((st = rope_factors(sc, what, "short_factor", rope->short_factor, &rope->num_factors)) ||
+        (st = rope_factors(sc, what, "long_factor", rope->long_factor, &rope->num_factors)))
+        return st;
+    bool found = false;
+    if ((st = hf_int(sc, what, "original_max_position_embeddings", false, max_pos, 1, &rope->original_max_position,
+                     &found)))
+        return st;
+    if (!found && (st = hf_int(root, what, "original_max_position_embeddings", false, max_pos, 1,
+                               &rope->original_max_position, NULL)))
+        return st;
+    if ((st = hf_num(sc, what, "factor", false, (double)max_pos / rope->original_max_position, 0.0, &rope->factor, NULL)))
+        return st;
+    double af = rope->factor <= 1.0 ? 1.0 : sqrt(1.0 + log(rope->factor) / log((double)rope->original_max_position));
+    if (rope->original_max_position < 2 && rope->factor > 1.0)
+        return vt_error(VLLM_ERR_FORMAT, "%s: rope longrope original_max_position_embeddings must be at least 2", what);
+    return hf_num(sc, what, "attention_factor", false, af, 0.0, &rope->attention_factor, NULL);
+}
+
+static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, double partial_default,
+                           rope_config *rope) {
     vllm_status st;
     memset(rope, 0, sizeof *rope);
     rope->type = ROPE_DEFAULT;
     rope->factor = 1.0;
+    rope->attention_factor = 1.0;
 
     /* v5: rope_parameters {rope_type, rope_theta, factor, ...}; v4: rope_theta + rope_scaling */
     const json_t *params = hf_get(root, "rope_parameters");
@@ -173,11 +220,13 @@ static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, ro
     }
     found = false;
     if (params) {
-        st = hf_num(params, what, "partial_rotary_factor", false, 1.0, 0.0, &rope->partial_rotary_factor, &found);
+        st = hf_num(params, what, "partial_rotary_factor", false, partial_default, 0.0, &rope->partial_rotary_factor,
+                    &found);
         if (st) return st;
     }
     if (!found) {
-        st = hf_num(root, what, "partial_rotary_factor", false, 1.0, 0.0, &rope->partial_rotary_factor, NULL);
+        st = hf_num(root, what, "partial_rotary_factor", false, partial_default, 0.0, &rope->partial_rotary_factor,
+                    NULL);
         if (st) return st;
     }
     if (rope->partial_rotary_factor > 1.0)
@@ -210,8 +259,10 @@ static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, ro
                             rope->high_freq_factor, rope->low_freq_factor);
         return VLLM_OK;
     }
-    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: rope type '%.64s' is not supported (default, linear, llama3)", what,
-                    type);
+    if (!strcmp(type, "longrope") || !strcmp(type, "su")) /* "su": Phi3Config's legacy name for it */
+        return hf_longrope(root, sc, what, max_pos, rope);
+    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: rope type '%.64s' is not supported (default, linear, llama3, longrope)",
+                    what, type);
 }
 
 /* ------------------------------------------------------------------ */
@@ -255,7 +306,8 @@ static vllm_status hf_parse_config(const json_t *top, const char *what, model_co
     /* sizes */
     if ((st = hf_int(root, what, "vocab_size", true, 0, 1, &c->vocab_size, NULL)) ||
         (st = hf_int(root, what, "hidden_size", true, 0, 1, &c->hidden_size, NULL)) ||
-        (st = hf_int(root, what, "intermediate_size", true, 0, 1, &c->intermediate_size, NULL)) ||
+        (st = hf_int(root, what, fam->intermediate_key ? fam->intermediate_key : "intermediate_size", true, 0, 1,
+                     &c->intermediate_size, NULL)) ||
         (st = hf_int(root, what, "num_hidden_layers", true, 0, 1, &c->num_layers, NULL)) ||
         (st = hf_int(root, what, "num_attention_heads", true, 0, 1, &c->num_heads, NULL)) ||
         (st = hf_int(root, what, "num_key_value_heads", false,
@@ -290,7 +342,7 @@ static vllm_status hf_parse_config(const json_t *top, const char *what, model_co
     if ((st = hf_num(root, what, "rms_norm_eps", false, fam->rms_norm_eps > 0 ? fam->rms_norm_eps : 1e-6, 0.0,
                      &c->rms_norm_eps, NULL)) ||
         (st = hf_bool(root, what, "tie_word_embeddings", fam->tie_word_embeddings, &c->tie_word_embeddings)) ||
-        (st = hf_bool(root, what, "attention_bias", false, &c->attention_bias)))
+        (st = hf_bool(root, what, "attention_bias", fam->attention_bias, &c->attention_bias)))
         return st;
 
     /* quantized checkpoints (AWQ, GPTQ, FP8, bitsandbytes, ...): the loader reads F32/F16/BF16 only */
@@ -303,7 +355,9 @@ static vllm_status hf_parse_config(const json_t *top, const char *what, model_co
                         what, json_is_string(qm) ? json_string_value(qm) : "?");
     }
 
-    if ((st = hf_rope(root, what, c->max_position_embeddings, &c->rope))) return st;
+    if ((st = hf_rope(root, what, c->max_position_embeddings,
+                      fam->partial_rotary_factor > 0 ? fam->partial_rotary_factor : 1.0, &c->rope)))
+        return st;
     /* rotary dimension int(head_dim * partial_rotary_factor), as vLLM's get_rope(rotary_dim=...): the
      * first rot_dim values of each head rotate, as pairs (i, i + rot_dim / 2) */
     double rot = floor((double)c->head_dim * c->rope.partial_rotary_factor);
@@ -312,6 +366,9 @@ static vllm_status hf_parse_config(const json_t *top, const char *what, model_co
                         "%s: partial_rotary_factor %g with head_dim %d gives a rotary dimension of %lld (it must be even "
                         "and at least 2)",
                         what, c->rope.partial_rotary_factor, c->head_dim, (long long)rot);
+    if (c->rope.type == ROPE_LONGROPE && c->rope.num_factors != (int)rot / 2)
+        return vt_error(VLLM_ERR_FORMAT, "%s: rope longrope short_factor / long_factor have %d entries, the rotary "
+                        "dimension %d needs %d", what, c->rope.num_factors, (int)rot, (int)rot / 2);
 
     /* dtype (v5) or torch_dtype (v4) */
     const char *dt = NULL;

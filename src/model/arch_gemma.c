@@ -28,6 +28,16 @@
 #include "loader/hf_config.h"
 #include "model/model_internal.h"
 
+/* Llama's names with Gemma's four norms per layer */
+static const weight_names gemma_names = {
+    .embed = "embed_tokens", .final_norm = "norm",
+    .attn_norm = "input_layernorm", .attn_out_norm = "post_attention_layernorm",
+    .mlp_norm = "pre_feedforward_layernorm", .mlp_out_norm = "post_feedforward_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+
 /* layer_types, if given: "sliding_attention" / "full_attention" per layer. */
 static vllm_status gemma_layer_types(const json_t *root, const char *what, model_config *c, bool *given) {
     const json_t *lt = hf_get(root, "layer_types");
@@ -71,7 +81,8 @@ static vllm_status parse_gemma(const json_t *root, const char *what, model_confi
                         "%s: hidden_activation '%.64s' is not supported (gelu_pytorch_tanh, gelu, silu, relu)", what, act);
     c->act = (int)a;
     c->norm = NORM_STYLE_RMS_OFFSET;
-    c->sandwich_norms = true;
+    c->norm_layout = NORM_LAYOUT_SANDWICH;
+    c->names = &gemma_names;
     c->embed_scale_sqrt = true;
     c->o_bias = c->attention_bias;
     c->qk_norm = version == 3;

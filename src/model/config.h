@@ -21,7 +21,11 @@ typedef enum rope_type {
     ROPE_DEFAULT = 0,   /* theta^(-2i/d) */
     ROPE_LINEAR,        /* positions divided by factor */
     ROPE_LLAMA3,        /* Llama 3.1 frequency-dependent scaling */
+    ROPE_LONGROPE,      /* Phi-3 LongRoPE: per-dimension short/long factors, scaled cos/sin */
+    ROPE_NONE,          /* no rotary embedding (OPT: learned absolute positions) */
 } rope_type;
+
+#define ROPE_MAX_FACTORS 512 /* LongRoPE factors: one per rotated pair, rot_dim / 2 */
 
 typedef struct rope_config {
     rope_type type;
@@ -31,6 +35,12 @@ typedef struct rope_config {
     double high_freq_factor;        /* llama3 */
     int original_max_position;      /* llama3: original_max_position_embeddings */
     double partial_rotary_factor;   /* fraction of head_dim rotated (default 1) */
+    /* longrope: inv_freq[i] = 1 / (factor[i] * theta^(2i/rot_dim)), with the long factors when the
+       table covers more than original_max_position positions (vLLM: max_model_len > it), cos/sin
+       multiplied by attention_factor */
+    int num_factors;                /* rot_dim / 2 */
+    float short_factor[ROPE_MAX_FACTORS], long_factor[ROPE_MAX_FACTORS];
+    double attention_factor;
 } rope_config;
 
 typedef enum layer_kind {
@@ -39,13 +49,42 @@ typedef enum layer_kind {
 
 typedef enum mlp_kind {
     MLP_DENSE = 0,                  /* gated MLP: down(act(gate(x)) * up(x)) */
+    MLP_DENSE_PLAIN,                /* ungated MLP: down(act(up(x))) (OPT's fc1 / fc2) */
 } mlp_kind;
 
 /* How a layer normalises (transformers' modeling files). */
 typedef enum norm_style {
     NORM_STYLE_RMS = 0,             /* x / rms * w (Llama) */
     NORM_STYLE_RMS_OFFSET,          /* x / rms * (1 + w) in f32 (Gemma) */
+    NORM_STYLE_LAYER,               /* LayerNorm with weight and bias (OPT) */
 } norm_style;
+
+/* Where a layer's norms sit around its two blocks (attention, MLP). */
+typedef enum norm_layout {
+    NORM_LAYOUT_PRE = 0,            /* x += block(norm(x)) (Llama) */
+    NORM_LAYOUT_SANDWICH,           /* x += out_norm(block(in_norm(x))) (Gemma 2/3, GLM-4) */
+    NORM_LAYOUT_POST,               /* x += out_norm(block(x)) (OLMo-2) */
+} norm_layout;
+
+/* Where q/k norms sit, when the model has them. */
+typedef enum qk_norm_kind {
+    QK_NORM_NONE = 0,
+    QK_NORM_HEAD,                   /* per head, over head_dim (Qwen3, Gemma 3) */
+    QK_NORM_PROJ,                   /* over the whole projection, nh*hd and nkv*hd (OLMo-2) */
+} qk_norm_kind;
+
+/* Checkpoint tensor names of the decoder, relative to the weight prefix
+ * ("model.") and, for the per-layer ones, to "layers.<l>."; ".weight" /
+ * ".bias" are appended. NULL: the model has no such tensor. */
+typedef struct weight_names {
+    const char *embed, *pos_embed, *final_norm;
+    const char *attn_norm, *attn_out_norm, *mlp_norm, *mlp_out_norm;
+    const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
+    const char *gate, *up, *gate_up, *down;
+} weight_names;
+
+/* Llama's names (the default): embed_tokens, input_layernorm, self_attn.q_proj, mlp.gate_proj, ... */
+extern const weight_names weight_names_llama;
 
 /* One decoder layer's spec: what it mixes with, what it caches, its MLP. */
 typedef struct layer_spec {
@@ -71,6 +110,9 @@ typedef struct model_config_family {
     int head_dim;                   /* 0: hidden_size / num_attention_heads */
     double rms_norm_eps;            /* 0: 1e-6 */
     bool tie_word_embeddings;
+    bool attention_bias;            /* attention_bias when absent */
+    double partial_rotary_factor;   /* 0: 1 (GLM-4: 0.5) */
+    const char *intermediate_key;   /* the MLP width's key (NULL: "intermediate_size"; OPT: "ffn_dim") */
     bool text_config;               /* the decoder's fields are in config.json's text_config (a multimodal
                                        model whose text model is run) */
     vllm_status (*parse)(const struct json_t *root, const char *what, model_config *c);
@@ -102,9 +144,17 @@ struct model_config {
     /* the decoder's spec (filled by the architecture's parse_config, src/model/arch_*.c) */
     int act;                        /* be_act of the gated MLP (0 = SiLU) */
     norm_style norm;                /* every norm of the model */
-    bool sandwich_norms;            /* post-attention and pre/post-feedforward norms (Gemma 2/3):
-                                       x += post_attn_norm(attn(in_norm(x)));
-                                       x += post_ffn_norm(mlp(pre_ffn_norm(x))) */
+    norm_layout norm_layout;        /* where the blocks' norms sit (sandwich: Gemma 2/3's post-attention
+                                       and pre/post-feedforward norms) */
+    qk_norm_kind qk_norm_kind;      /* with qk_norm: per head (default) or over the whole projection */
+    bool mlp_bias;                  /* the MLP's projections carry biases (OPT) */
+    bool rope_interleaved;          /* RoPE rotates pairs (2i, 2i + 1) (GLM-4), not halves (i, i + r/2) */
+    int pos_embed_offset;           /* learned absolute positions: row position + offset of pos_embed (OPT: 2);
+                                       used when names->pos_embed is set */
+    double embed_multiplier;        /* embeddings multiplied by it (Granite; 0 = 1) */
+    double residual_multiplier;     /* each block's output multiplied by it before the residual add (0 = 1) */
+    double logits_divisor;          /* logits divided by it (Granite's logits_scaling; 0 = 1) */
+    const weight_names *names;      /* checkpoint tensor names (NULL: weight_names_llama) */
     bool embed_scale_sqrt;          /* embeddings multiplied by sqrt(hidden_size) in the activation dtype */
     double attn_scale;              /* softmax scale (0: 1 / sqrt(head_dim)) */
     double attn_softcap;            /* attention logit softcap; 0 = off */
@@ -127,5 +177,25 @@ struct model_config {
     double gen_top_p;
     int gen_top_k;
 };
+
+/* What a layer keeps per sequence between steps (vLLM's KVCacheSpec,
+ * vllm/v1/kv_cache_interface.py). Layers with equal specs form KV cache
+ * groups (src/model/kv_cache_groups.h); later kinds (per-sequence recurrent
+ * state, compressed MLA latent) extend the enum and add their fields. */
+typedef enum cache_kind {
+    CACHE_NONE = 0,                 /* the layer caches nothing */
+    CACHE_FULL_ATTENTION,           /* paged K and V of every position (FullAttentionSpec) */
+    CACHE_SLIDING_WINDOW,           /* paged K and V, only the last sliding_window positions read
+                                       (SlidingWindowSpec): older blocks can be freed */
+} cache_kind;
+
+typedef struct cache_spec {
+    cache_kind kind;
+    int sliding_window;             /* CACHE_SLIDING_WINDOW: keys this many positions back are dropped */
+    int num_kv_heads, head_dim;     /* K and V rows of one token (attention kinds) */
+} cache_spec;
+
+/* Layer l's cache spec, from its layer_spec (src/model/kv_cache_groups.c). */
+cache_spec model_layer_cache_spec(const model_config *c, int l);
 
 #endif

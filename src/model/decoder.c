@@ -32,89 +32,140 @@
 #include "model/model_internal.h"
 #include "model/rope.h"
 
+/* Llama's tensor names, the default of model_config.names. */
+const weight_names weight_names_llama = {
+    .embed = "embed_tokens", .final_norm = "norm",
+    .attn_norm = "input_layernorm", .mlp_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+
+/* A norm's weight and (LayerNorm) bias, imported; data NULL when the model has none. */
+typedef struct dec_norm {
+    tensor w, b;
+} dec_norm;
+
 typedef struct llama_layer {
-    tensor in_norm, post_norm;   /* (D): the attention's input norm, the MLP's input norm */
-    tensor attn_out_norm, mlp_out_norm; /* (D), sandwich norms only */
-    tensor q_norm, k_norm;       /* (head_dim), qk_norm only */
-    be_linear *qkv;              /* (nh*hd + 2*nkv*hd, D) */
-    be_linear *o;                /* (D, nh*hd) */
-    be_linear *gate_up;          /* (2I, D) */
-    be_linear *down;             /* (D, I) */
+    dec_norm in_norm, post_norm;        /* (D): the attention's input norm, the MLP's input norm */
+    dec_norm attn_out_norm, mlp_out_norm; /* (D): sandwich and post layouts */
+    dec_norm q_norm, k_norm;            /* (head_dim) per head, or (nh*hd) / (nkv*hd) over the projection */
+    be_linear *qkv;                     /* (nh*hd + 2*nkv*hd, D) */
+    be_linear *o;                       /* (D, nh*hd) */
+    be_linear *gate_up;                 /* (2I, D) gated; (I, D) plain (OPT's fc1) */
+    be_linear *down;                    /* (D, I) */
 } llama_layer;
 
 typedef struct llama {
     tensor embed;                /* (V, D) imported */
-    tensor final_norm;           /* (D) */
+    tensor pos_embed;            /* (max_pos + offset, D) learned positions, or data NULL */
+    dec_norm final_norm;         /* (D) */
     be_linear *lm_head;          /* (V, D), the embedding when tied */
     llama_layer *layers;
     tensor cos_sin[MODEL_MAX_ROPES]; /* (max_pos, rot_dim) F32, one per rope config */
     float embed_scale;           /* sqrt(hidden_size) rounded to the activation dtype (embed_scale_sqrt) */
-    int rot_dim;
+    int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
     tensor logits_view;
 } llama;
 
+static const weight_names *names_of(const model_config *c) { return c->names ? c->names : &weight_names_llama; }
+
+static be_norm_kind norm_kind_of(const model_config *c) {
+    return c->norm == NORM_STYLE_RMS_OFFSET ? BE_NORM_RMS_OFFSET
+           : c->norm == NORM_STYLE_LAYER    ? BE_NORM_LAYER
+                                            : BE_NORM_RMS;
+}
+
 static vllm_status import(model *m, const tensor *host, tensor *out) {
     return m->be->ops->import(m->be, host, out);
 }
 
-static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *L, bool qkv_bias, bool o_bias) {
+/* The tensor "<prefix>[layers.<l>.]<name>.<suffix>" of the given shape (l < 0: not a layer's). */
+static vllm_status get(weight_source *ws, const model_config *c, int l, const char *name, const char *suffix,
+                       int ndim, const int64_t *shape, tensor *out) {
+    if (l < 0) return ws_getf(ws, out, ndim, shape, "%s%s.%s", c->weight_prefix, name, suffix);
+    return ws_getf(ws, out, ndim, shape, "%slayers.%d.%s.%s", c->weight_prefix, l, name, suffix);
+}
+
+/* Loads and imports a norm of n elements: its weight, and its bias when the norm is a LayerNorm. */
+static vllm_status load_norm(model *m, weight_source *ws, int l, const char *name, int64_t n, dec_norm *out) {
+    tensor t;
+    vllm_status st;
+    if ((st = get(ws, &m->cfg, l, name, "weight", 1, &n, &t)) || (st = import(m, &t, &out->w))) return st;
+    if (m->cfg.norm == NORM_STYLE_LAYER &&
+        ((st = get(ws, &m->cfg, l, name, "bias", 1, &n, &t)) || (st = import(m, &t, &out->b))))
+        return st;
+    return VLLM_OK;
+}
+
+static void release_norm(backend *be, dec_norm *n) {
+    if (n->w.data) be->ops->release_import(be, &n->w);
+    if (n->b.data) be->ops->release_import(be, &n->b);
+}
+
+static be_norm norm_of(const model_config *c, const dec_norm *n) {
+    return (be_norm){.kind = norm_kind_of(c), .w = &n->w, .b = n->b.data ? &n->b : NULL, .eps = (float)c->rms_norm_eps};
+}
+
+/* A linear layer from one fused checkpoint tensor (fused != NULL) or from the parts (names[i], rows[i]),
+ * concatenated along the output as vLLM's QKVParallelLinear / MergedColumnParallelLinear; with biases. */
+static vllm_status load_linear(model *m, weight_source *ws, int l, const char *fused, const char *const *names,
+                               const int64_t *rows, int n, int64_t in, bool bias, be_linear **out) {
+    tensor w[3], b[3];
+    const tensor *wp[3], *bp[3];
+    vllm_status st;
+    int64_t total = 0;
+    if (fused) {
+        for (int i = 0; i < n; i++) total += rows[i];
+        names = &fused;
+        rows = &total;
+        n = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t sw[2] = {rows[i], in};
+        if ((st = get(ws, &m->cfg, l, names[i], "weight", 2, sw, &w[i]))) return st;
+        if (bias && (st = get(ws, &m->cfg, l, names[i], "bias", 1, &rows[i], &b[i]))) return st;
+        wp[i] = &w[i];
+        bp[i] = &b[i];
+    }
+    return m->be->ops->linear_create(m->be, wp, bias ? bp : NULL, n, out);
+}
+
+static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *L) {
     const model_config *c = &m->cfg;
-    backend *be = m->be;
+    const weight_names *nm = names_of(c);
     int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
-    char p[96];
-    snprintf(p, sizeof p, "%slayers", c->weight_prefix);
-    tensor t_in, t_post, wq, wk, wv, wo, wg, wu, wd, bq, bk, bv, bo, t;
     vllm_status st;
-    int64_t sD[1] = {D}, sq[2] = {qd, D}, skv[2] = {kvd, D}, so[2] = {D, qd};
-    int64_t si[2] = {I, D}, sdn[2] = {D, I}, sbq[1] = {qd}, sbk[1] = {kvd}, shd[1] = {hd};
-    /* the MLP's input norm: Llama's post_attention_layernorm; with sandwich norms
-     * post_attention_layernorm normalises the attention's output and
-     * pre_feedforward_layernorm is the MLP's input norm (Gemma2DecoderLayer) */
-    const char *mlp_in = c->sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm";
-    if ((st = ws_getf(ws, &t_in, 1, sD, "%s.%d.input_layernorm.weight", p, l)) ||
-        (st = ws_getf(ws, &t_post, 1, sD, "%s.%d.%s.weight", p, l, mlp_in)) ||
-        (st = ws_getf(ws, &wq, 2, sq, "%s.%d.self_attn.q_proj.weight", p, l)) ||
-        (st = ws_getf(ws, &wk, 2, skv, "%s.%d.self_attn.k_proj.weight", p, l)) ||
-        (st = ws_getf(ws, &wv, 2, skv, "%s.%d.self_attn.v_proj.weight", p, l)) ||
-        (st = ws_getf(ws, &wo, 2, so, "%s.%d.self_attn.o_proj.weight", p, l)) ||
-        (st = ws_getf(ws, &wg, 2, si, "%s.%d.mlp.gate_proj.weight", p, l)) ||
-        (st = ws_getf(ws, &wu, 2, si, "%s.%d.mlp.up_proj.weight", p, l)) ||
-        (st = ws_getf(ws, &wd, 2, sdn, "%s.%d.mlp.down_proj.weight", p, l)))
+    /* the blocks' norms, by layout (Gemma 2's sandwich: post_attention_layernorm normalises the
+     * attention's output and pre_feedforward_layernorm is the MLP's input norm) */
+    if (c->norm_layout != NORM_LAYOUT_POST &&
+        ((st = load_norm(m, ws, l, nm->attn_norm, D, &L->in_norm)) ||
+         (st = load_norm(m, ws, l, nm->mlp_norm, D, &L->post_norm))))
         return st;
-    if (qkv_bias &&
-        ((st = ws_getf(ws, &bq, 1, sbq, "%s.%d.self_attn.q_proj.bias", p, l)) ||
-         (st = ws_getf(ws, &bk, 1, sbk, "%s.%d.self_attn.k_proj.bias", p, l)) ||
-         (st = ws_getf(ws, &bv, 1, sbk, "%s.%d.self_attn.v_proj.bias", p, l))))
+    if (c->norm_layout != NORM_LAYOUT_PRE &&
+        ((st = load_norm(m, ws, l, nm->attn_out_norm, D, &L->attn_out_norm)) ||
+         (st = load_norm(m, ws, l, nm->mlp_out_norm, D, &L->mlp_out_norm))))
         return st;
-    if (o_bias && (st = ws_getf(ws, &bo, 1, sD, "%s.%d.self_attn.o_proj.bias", p, l))) return st;
-    if ((st = import(m, &t_in, &L->in_norm)) || (st = import(m, &t_post, &L->post_norm))) return st;
-    if (c->sandwich_norms) {
-        if ((st = ws_getf(ws, &t, 1, sD, "%s.%d.post_attention_layernorm.weight", p, l)) ||
-            (st = import(m, &t, &L->attn_out_norm)) ||
-            (st = ws_getf(ws, &t, 1, sD, "%s.%d.post_feedforward_layernorm.weight", p, l)) ||
-            (st = import(m, &t, &L->mlp_out_norm)))
-            return st;
-    }
     if (c->qk_norm) {
-        if ((st = ws_getf(ws, &t, 1, shd, "%s.%d.self_attn.q_norm.weight", p, l)) ||
-            (st = import(m, &t, &L->q_norm)) ||
-            (st = ws_getf(ws, &t, 1, shd, "%s.%d.self_attn.k_norm.weight", p, l)) ||
-            (st = import(m, &t, &L->k_norm)))
+        bool proj = c->qk_norm_kind == QK_NORM_PROJ;
+        if ((st = load_norm(m, ws, l, nm->q_norm, proj ? qd : hd, &L->q_norm)) ||
+            (st = load_norm(m, ws, l, nm->k_norm, proj ? kvd : hd, &L->k_norm)))
             return st;
     }
-    /* fused projections, as vLLM's QKVParallelLinear / MergedColumnParallelLinear */
-    const tensor *qkv_w[3] = {&wq, &wk, &wv};
-    const tensor *qkv_b[3] = {&bq, &bk, &bv};
-    const tensor *o_w[1] = {&wo}, *o_b[1] = {&bo};
-    const tensor *gu_w[2] = {&wg, &wu};
-    const tensor *dn_w[1] = {&wd};
-    if ((st = be->ops->linear_create(be, qkv_w, qkv_bias ? qkv_b : NULL, 3, &L->qkv)) ||
-        (st = be->ops->linear_create(be, o_w, o_bias ? o_b : NULL, 1, &L->o)) ||
-        (st = be->ops->linear_create(be, gu_w, NULL, 2, &L->gate_up)) ||
-        (st = be->ops->linear_create(be, dn_w, NULL, 1, &L->down)))
+    const char *qkv_names[3] = {nm->q, nm->k, nm->v};
+    const int64_t qkv_rows[3] = {qd, kvd, kvd};
+    const int64_t o_rows[1] = {D}, down_rows[1] = {D};
+    const bool gated = c->layers[l].mlp == MLP_DENSE;
+    const char *gu_names[2] = {gated ? nm->gate : nm->up, nm->up};
+    const int64_t gu_rows[2] = {I, I};
+    if ((st = load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias, &L->qkv)) ||
+        (st = load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)) ||
+        (st = load_linear(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D, c->mlp_bias,
+                          &L->gate_up)) ||
+        (st = load_linear(m, ws, l, NULL, &nm->down, down_rows, 1, I, c->mlp_bias, &L->down)))
         return st;
     return VLLM_OK;
 }
@@ -126,12 +177,9 @@ static void llama_destroy(model *m) {
     if (lm->layers) {
         for (int l = 0; l < m->cfg.num_layers; l++) {
             llama_layer *L = &lm->layers[l];
-            if (L->in_norm.data) be->ops->release_import(be, &L->in_norm);
-            if (L->post_norm.data) be->ops->release_import(be, &L->post_norm);
-            if (L->attn_out_norm.data) be->ops->release_import(be, &L->attn_out_norm);
-            if (L->mlp_out_norm.data) be->ops->release_import(be, &L->mlp_out_norm);
-            if (L->q_norm.data) be->ops->release_import(be, &L->q_norm);
-            if (L->k_norm.data) be->ops->release_import(be, &L->k_norm);
+            dec_norm *norms[] = {&L->in_norm, &L->post_norm, &L->attn_out_norm, &L->mlp_out_norm, &L->q_norm,
+                                 &L->k_norm};
+            for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) release_norm(be, norms[i]);
             be_linear *lins[] = {L->qkv, L->o, L->gate_up, L->down};
             for (int i = 0; i < 4; i++)
                 if (lins[i]) be->ops->linear_free(be, lins[i]);
@@ -139,7 +187,8 @@ static void llama_destroy(model *m) {
         free(lm->layers);
     }
     if (lm->embed.data) be->ops->release_import(be, &lm->embed);
-    if (lm->final_norm.data) be->ops->release_import(be, &lm->final_norm);
+    if (lm->pos_embed.data) be->ops->release_import(be, &lm->pos_embed);
+    release_norm(be, &lm->final_norm);
     if (lm->lm_head) be->ops->linear_free(be, lm->lm_head);
     for (int r = 0; r < MODEL_MAX_ROPES; r++)
         if (lm->cos_sin[r].data) be->ops->release(be, &lm->cos_sin[r]);
@@ -164,8 +213,8 @@ static vllm_status rope_table(model *m, const rope_config *rc, int rot_dim, tens
 }
 
 static vllm_status decoder_build(model *m, weight_source *ws) {
-    bool qkv_bias = m->cfg.attention_bias, o_bias = m->cfg.o_bias;
     const model_config *c = &m->cfg;
+    const weight_names *nm = names_of(c);
     backend *be = m->be;
     vllm_status st;
     llama *lm = calloc(1, sizeof *lm);
@@ -175,47 +224,67 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
     if (!lm->layers) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     if (c->head_dim % 2 || c->head_dim > 1024)
         return vt_error(VLLM_ERR_UNSUPPORTED, "config.json: head_dim %d not supported (even, <= 1024)", c->head_dim);
-    for (int r = 0; r < c->num_ropes; r++)
+    const bool rope = c->rope.type != ROPE_NONE;
+    for (int r = 0; rope && r < c->num_ropes; r++)
         if (!(c->ropes[r].theta > 0 && isfinite(c->ropes[r].theta)) ||
             (c->ropes[r].type != ROPE_DEFAULT && !(c->ropes[r].factor > 0 && isfinite(c->ropes[r].factor))))
             return vt_error(VLLM_ERR_FORMAT, "config.json: rope_theta and the rope scaling factor must be positive");
     /* what the spec asks of the backend, refused up front with a clear error */
-    const be_norm norm_probe = {.kind = c->norm == NORM_STYLE_RMS_OFFSET ? BE_NORM_RMS_OFFSET : BE_NORM_RMS};
+    const be_norm norm_probe = {.kind = norm_kind_of(c)};
     const be_act act = (be_act)c->act;
     const attn_params ap_probe = {.scale = 1, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
                                   .head_dim = c->head_dim, .softcap = (float)c->attn_softcap};
+    const linear_fuse lf_probe = {.norm_kind = norm_probe.kind, .silu_mul = true, .act = act};
+    bool plain_mlp = false;
+    for (int l = 0; l < c->num_layers; l++) plain_mlp |= c->layers[l].mlp == MLP_DENSE_PLAIN;
     if ((st = backend_require(be, BE_OP_NORM, &norm_probe, c->architecture)) ||
         (st = backend_require(be, BE_OP_ADD_NORM, &norm_probe, c->architecture)) ||
+        (st = backend_require(be, BE_OP_LINEAR_FUSED, &lf_probe, c->architecture)) ||
         (st = backend_require(be, BE_OP_ACT_MUL, &act, c->architecture)) ||
+        (plain_mlp && (st = backend_require(be, BE_OP_ACTIVATION, &act, c->architecture))) ||
         (st = backend_require(be, BE_OP_ATTENTION, &ap_probe, c->architecture)) ||
-        (c->qk_norm && (st = backend_require(be, BE_OP_QK_NORM_ROPE_KV, &norm_probe, c->architecture))) ||
+        (c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ &&
+         (st = backend_require(be, BE_OP_QK_NORM_ROPE_KV, &norm_probe, c->architecture))) ||
         (c->final_softcap > 0 && (st = backend_require(be, BE_OP_SOFTCAP, NULL, c->architecture))))
         return st;
     if (c->num_heads % c->num_kv_heads)
         return vt_error(VLLM_ERR_FORMAT, "config.json: num_attention_heads %d not a multiple of num_key_value_heads %d",
                         c->num_heads, c->num_kv_heads);
+    if (c->qk_norm && !rope)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: q/k norms without a rotary embedding are not supported",
+                        c->architecture);
 
     int64_t V = c->vocab_size, D = c->hidden_size;
-    int64_t se[2] = {V, D}, sD[1] = {D};
-    tensor t_embed, t_norm, t_head;
+    int64_t se[2] = {V, D};
+    tensor t_embed, t_head, t_pos;
     /* a multimodal checkpoint keeps the text model under its own prefix (transformers 5:
      * model.language_model., 4.x: language_model.model.); the rest of it is not loaded */
     static const char *const prefixes[] = {"model.language_model.", "language_model.model."};
     char name[96];
-    snprintf(name, sizeof name, "%sembed_tokens.weight", m->cfg.weight_prefix);
+    snprintf(name, sizeof name, "%s%s.weight", m->cfg.weight_prefix, nm->embed);
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !ws_has(ws, name); i++) {
-        snprintf(name, sizeof name, "%sembed_tokens.weight", prefixes[i]);
+        snprintf(name, sizeof name, "%s%s.weight", prefixes[i], nm->embed);
         if (ws_has(ws, name)) {
             snprintf(m->cfg.weight_prefix, sizeof m->cfg.weight_prefix, "%s", prefixes[i]);
             LOG_I("%s: running the text model (%s*); the other weights of the checkpoint are not loaded",
                   c->architecture, prefixes[i]);
         }
     }
-    if ((st = ws_getf(ws, &t_embed, 2, se, "%sembed_tokens.weight", c->weight_prefix)) ||
-        (st = ws_getf(ws, &t_norm, 1, sD, "%snorm.weight", c->weight_prefix)))
+    if ((st = get(ws, c, -1, nm->embed, "weight", 2, se, &t_embed)) ||
+        (st = load_norm(m, ws, -1, nm->final_norm, D, &lm->final_norm)))
         return st;
+    if (nm->pos_embed) {
+        /* learned absolute positions: rows offset .. offset + max_pos - 1 are read */
+        if (m->max_pos > c->max_position_embeddings)
+            return vt_error(VLLM_ERR_INVALID_ARG, "%s: max_model_len %d exceeds max_position_embeddings %d (learned "
+                            "position embeddings have no rows past it)", c->architecture, m->max_pos,
+                            c->max_position_embeddings);
+        int64_t sp[2] = {(int64_t)c->max_position_embeddings + c->pos_embed_offset, D};
+        if ((st = get(ws, c, -1, nm->pos_embed, "weight", 2, sp, &t_pos)) || (st = import(m, &t_pos, &lm->pos_embed)))
+            return st;
+    }
     if (!c->tie_word_embeddings && (st = ws_get(ws, "lm_head.weight", 2, se, &t_head))) return st;
-    if ((st = import(m, &t_embed, &lm->embed)) || (st = import(m, &t_norm, &lm->final_norm))) return st;
+    if ((st = import(m, &t_embed, &lm->embed))) return st;
     const tensor *head_w[1] = {c->tie_word_embeddings ? &t_embed : &t_head};
     if ((st = be->ops->linear_create(be, head_w, NULL, 1, &lm->lm_head))) return st;
     if (be->import_copies) ws_release_copied(ws); /* the device has them */
@@ -223,19 +292,25 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
     progress pr;
     progress_start(&pr, "loading weights", c->num_layers);
     for (int l = 0; l < c->num_layers; l++) {
-        if ((st = build_layer(m, ws, l, &lm->layers[l], qkv_bias, o_bias))) return st;
+        if ((st = build_layer(m, ws, l, &lm->layers[l]))) return st;
         if (be->import_copies) ws_release_copied(ws);
         progress_update(&pr, l + 1);
     }
 
     /* the RoPE tables (max_pos, rot_dim); every rope config rotates the same dimensions */
-    lm->rot_dim = (int)(c->head_dim * c->rope.partial_rotary_factor);
-    if (lm->rot_dim < 2 || lm->rot_dim % 2 || lm->rot_dim > c->head_dim) /* hf_config refuses these */
-        return vt_error(VLLM_ERR_UNSUPPORTED, "config.json: rotary dimension %d (head_dim %d x partial_rotary_factor %g) "
-                        "must be even, at least 2 and at most head_dim", lm->rot_dim, c->head_dim,
-                        c->rope.partial_rotary_factor);
-    for (int r = 0; r < c->num_ropes; r++)
-        if ((st = rope_table(m, &c->ropes[r], lm->rot_dim, &lm->cos_sin[r]))) return st;
+    if (rope) {
+        lm->rot_dim = (int)(c->head_dim * c->rope.partial_rotary_factor);
+        if (lm->rot_dim < 2 || lm->rot_dim % 2 || lm->rot_dim > c->head_dim) /* hf_config refuses these */
+            return vt_error(VLLM_ERR_UNSUPPORTED, "config.json: rotary dimension %d (head_dim %d x partial_rotary_factor "
+                            "%g) must be even, at least 2 and at most head_dim", lm->rot_dim, c->head_dim,
+                            c->rope.partial_rotary_factor);
+        for (int r = 0; r < c->num_ropes; r++)
+            if ((st = rope_table(m, &c->ropes[r], lm->rot_dim, &lm->cos_sin[r]))) return st;
+        if (c->rope.type == ROPE_LONGROPE)
+            LOG_I("%s: LongRoPE with its %s factors (max_model_len %d %s original_max_position_embeddings %d)",
+                  c->architecture, m->max_pos > c->rope.original_max_position ? "long" : "short", m->max_pos,
+                  m->max_pos > c->rope.original_max_position ? ">" : "<=", c->rope.original_max_position);
+    }
     /* Gemma: torch.tensor(hidden_size ** 0.5, dtype=the activations' dtype) */
     lm->embed_scale = sqrtf((float)c->hidden_size);
     if (be->act_dtype == DTYPE_BF16) lm->embed_scale = bf16_to_f32(f32_to_bf16(lm->embed_scale));
@@ -280,6 +355,26 @@ static vllm_status llama_logits(model *m, int n, const tensor **logits) {
     return VLLM_OK;
 }
 
+/* o = a block's output: x += [out_norm](o) [* residual_multiplier]; with the sandwich layout the
+ * MLP's input norm is fused in (h = mlp_norm(x)). */
+static void residual_add(model *m, const llama_layer *L, tensor *x, tensor *o, tensor *h, const dec_norm *out_norm,
+                         bool then_mlp_norm) {
+    const model_config *c = &m->cfg;
+    backend *be = m->be;
+    if (out_norm && out_norm->w.data) {
+        const be_norm n = norm_of(c, out_norm);
+        be->ops->norm(be, o, &n, o);                                  /* o = out_norm(o) */
+    }
+    if (c->residual_multiplier != 0 && c->residual_multiplier != 1)
+        be->ops->scale(be, o, (float)c->residual_multiplier);        /* o *= residual_multiplier */
+    if (then_mlp_norm) {
+        const be_norm n = norm_of(c, &L->post_norm);
+        be->ops->add_norm(be, x, o, &n, h);                           /* x += o; h = mlp_norm(x) */
+    } else {
+        be->ops->add(be, x, o);                                       /* x += o */
+    }
+}
+
 static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, const tensor **logits) {
     llama *lm = m->impl;
     const model_config *c = &m->cfg;
@@ -293,7 +388,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     if ((st = llama_buffers(m, T, N, &t))) return st;
     tensor x = t.x, h = t.h, qkv = t.qkv, attn = t.attn, o = t.o, gu = t.gu, a = t.a, sel = t.sel, lg = t.lg;
 
-    const be_norm_kind nk = c->norm == NORM_STYLE_RMS_OFFSET ? BE_NORM_RMS_OFFSET : BE_NORM_RMS;
+    const be_norm_kind nk = norm_kind_of(c);
     const be_act act = (be_act)c->act;
     attn_params ap = {
         .scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd),
@@ -305,48 +400,80 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     tensor q = tensor_cols(&qkv, 0, qd);          /* (T, nh*hd) strided */
     tensor k = tensor_cols(&qkv, qd, kvd);        /* (T, nkv*hd) strided */
     tensor v = tensor_cols(&qkv, qd + kvd, kvd);  /* (T, nkv*hd) strided */
+    const bool pre = c->norm_layout == NORM_LAYOUT_PRE, post = c->norm_layout == NORM_LAYOUT_POST;
+    /* the Llama fast path: each residual add fused into the linear before it */
+    const bool fused_residual = pre && (c->residual_multiplier == 0 || c->residual_multiplier == 1);
+    const bool neox = !c->rope_interleaved;
 
     /* x is the residual stream; each linear_fused (backend.h) carries its
      * neighbours: the input norm, the gated product, the residual add */
     ops->embedding(be, &lm->embed, &s->ids, &x);                    /* x (T, D) */
     if (c->embed_scale_sqrt) ops->scale(be, &x, lm->embed_scale);   /* x *= sqrt(D) */
+    if (c->embed_multiplier != 0 && c->embed_multiplier != 1) ops->scale(be, &x, (float)c->embed_multiplier);
+    if (lm->pos_embed.data) {                                        /* x += P[pos + offset] */
+        tensor rows = tensor_rows(&lm->pos_embed, c->pos_embed_offset, m->max_pos);
+        ops->embedding(be, &rows, &s->positions, &h);
+        ops->add(be, &x, &h);
+    }
     const linear_fuse add_to_x = {.accumulate = true, .mid = &o};
     for (int l = 0; l < c->num_layers; l++) {
         llama_layer *L = &lm->layers[l];
         const layer_spec *ls = &c->layers[l];
+        const attn_meta *meta = model_step_meta(s, l);
         ap.sliding_window = ls->sliding_window;
-        const linear_fuse attn_in = {.norm_w = &L->in_norm, .eps = eps, .h = &h, .norm_kind = nk};
-        ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);           /* norm(x) -> (T, qd + 2 kvd) */
-        /* per-head q/k norm, rope, k/v into the paged cache */
-        if (nk == BE_NORM_RMS) {
-            ops->qk_norm_rope_kv(be, &q, &k, &v, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL, eps,
-                                 &s->positions, &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, true, &cache->k[l],
-                                 &cache->v[l], model_step_meta(s, l));
+
+        /* attention: q, k, v = [in_norm](x) Wqkv [+ b] */
+        if (post) {
+            ops->linear(be, L->qkv, &x, &qkv);                        /* (T, qd + 2 kvd) */
         } else {
-            const be_norm qn = {.kind = nk, .w = &L->q_norm, .eps = eps}, kn = {.kind = nk, .w = &L->k_norm, .eps = eps};
-            ops->qk_norm_rope_kv_ex(be, &q, &k, &v, c->qk_norm ? &qn : NULL, c->qk_norm ? &kn : NULL, &s->positions,
-                                    &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, true, &cache->k[l], &cache->v[l],
-                                    model_step_meta(s, l));
+            const linear_fuse attn_in = {.norm_w = &L->in_norm.w, .norm_b = L->in_norm.b.data ? &L->in_norm.b : NULL,
+                                         .eps = eps, .h = &h, .norm_kind = nk};
+            ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);       /* norm(x) -> (T, qd + 2 kvd) */
         }
-        ops->attention(be, &q, &cache->k[l], &cache->v[l], model_step_meta(s, l), &ap, &attn); /* (T, qd) */
-        if (!c->sandwich_norms) {
+        /* q/k norms, rope, k/v into the paged cache */
+        const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
+        if (c->qk_norm && !head_norm) {                               /* over the whole projection (OLMo-2) */
+            const be_norm qn = norm_of(c, &L->q_norm), kn = norm_of(c, &L->k_norm);
+            ops->norm(be, &q, &qn, &q);
+            ops->norm(be, &k, &kn, &k);
+        }
+        if (!lm->rot_dim) {
+            ops->kv_write(be, &k, &v, &cache->k[l], &cache->v[l], meta);
+        } else if (nk == BE_NORM_RMS) {
+            ops->qk_norm_rope_kv(be, &q, &k, &v, head_norm ? &L->q_norm.w : NULL, head_norm ? &L->k_norm.w : NULL,
+                                 eps, &s->positions, &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, neox, &cache->k[l],
+                                 &cache->v[l], meta);
+        } else {
+            const be_norm qn = norm_of(c, &L->q_norm), kn = norm_of(c, &L->k_norm);
+            ops->qk_norm_rope_kv_ex(be, &q, &k, &v, head_norm ? &qn : NULL, head_norm ? &kn : NULL, &s->positions,
+                                    &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, neox, &cache->k[l], &cache->v[l],
+                                    meta);
+        }
+        ops->attention(be, &q, &cache->k[l], &cache->v[l], meta, &ap, &attn); /* (T, qd) */
+        bool mlp_normed = false;                                      /* h = mlp_norm(x) already */
+        if (fused_residual) {
             ops->linear_fused(be, L->o, &attn, &add_to_x, &x);        /* x += attn Wo */
-            const linear_fuse mlp_in = {.norm_w = &L->post_norm, .eps = eps, .silu_mul = true, .h = &h, .mid = &gu,
-                                        .act = act, .norm_kind = nk};
-            ops->linear_fused(be, L->gate_up, &x, &mlp_in, &a);      /* act_mul(norm(x) Wgu) -> (T, I) */
+        } else {
+            ops->linear(be, L->o, &attn, &o);                         /* o = attn Wo (T, D) */
+            mlp_normed = c->norm_layout == NORM_LAYOUT_SANDWICH;
+            residual_add(m, L, &x, &o, &h, &L->attn_out_norm, mlp_normed);
+        }
+
+        /* MLP: a = act(h Wg) * (h Wu) (gated) or act(h Wu) (plain), h = [mlp_norm](x) */
+        const bool gated = ls->mlp == MLP_DENSE;
+        const tensor *mlp_x = mlp_normed ? &h : &x;
+        const bool norm_here = !mlp_normed && !post;
+        const linear_fuse mlp_in = {.norm_w = norm_here ? &L->post_norm.w : NULL,
+                                    .norm_b = norm_here && L->post_norm.b.data ? &L->post_norm.b : NULL,
+                                    .norm_kind = norm_here ? nk : BE_NORM_RMS, .eps = eps, .h = &h,
+                                    .silu_mul = gated, .mid = &gu, .act = act};
+        ops->linear_fused(be, L->gate_up, mlp_x, &mlp_in, &a);       /* (T, I) */
+        if (!gated) ops->activation(be, act, &a);                      /* a = act(a) */
+        if (fused_residual) {
             ops->linear_fused(be, L->down, &a, &add_to_x, &x);        /* x += a Wd */
         } else {
-            const be_norm attn_out = {.kind = nk, .w = &L->attn_out_norm, .eps = eps};
-            const be_norm mlp_in = {.kind = nk, .w = &L->post_norm, .eps = eps};
-            const be_norm mlp_out = {.kind = nk, .w = &L->mlp_out_norm, .eps = eps};
-            ops->linear(be, L->o, &attn, &o);                         /* o = attn Wo (T, D) */
-            ops->norm(be, &o, &attn_out, &o);                         /* o = attn_out_norm(o) */
-            ops->add_norm(be, &x, &o, &mlp_in, &h);                   /* x += o; h = mlp_norm(x) */
-            const linear_fuse gated = {.silu_mul = true, .mid = &gu, .act = act};
-            ops->linear_fused(be, L->gate_up, &h, &gated, &a);       /* act(h Wg) * (h Wu) -> (T, I) */
             ops->linear(be, L->down, &a, &o);                         /* o = a Wd */
-            ops->norm(be, &o, &mlp_out, &o);                          /* o = mlp_out_norm(o) */
-            ops->add(be, &x, &o);                                     /* x += o */
+            residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
         }
     }
     /* logits only for the sampled rows: gather them, then the final norm and
@@ -354,9 +481,12 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     if (N > 0) {
         ops->gather_rows(be, &x, &s->logits_idx, &sel);               /* (N, D) */
         tensor hn = tensor_rows(&h, 0, N);
-        const linear_fuse final = {.norm_w = &lm->final_norm, .eps = eps, .h = &hn, .norm_kind = nk};
+        const linear_fuse final = {.norm_w = &lm->final_norm.w,
+                                   .norm_b = lm->final_norm.b.data ? &lm->final_norm.b : NULL, .eps = eps, .h = &hn,
+                                   .norm_kind = nk};
         ops->linear_fused(be, lm->lm_head, &sel, &final, &lg);        /* (N, V) */
         if (c->final_softcap > 0) ops->softcap(be, &lg, (float)c->final_softcap); /* tanh(lg / cap) * cap */
+        if (c->logits_divisor != 0 && c->logits_divisor != 1) ops->scale(be, &lg, (float)(1.0 / c->logits_divisor));
     }
     lm->logits_view = lg;
     *logits = &lm->logits_view;

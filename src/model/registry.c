@@ -5,7 +5,8 @@
 
 extern const model_arch decoder_arch;
 extern const model_config_family llama_family_llama, llama_family_mistral, llama_family_qwen2, llama_family_qwen3,
-    gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm;
+    gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm, phi3_family, olmo2_family, granite_family,
+    glm4_family, opt_family;
 
 static const struct entry {
     const char *name;                   /* architectures[0] */
@@ -19,6 +20,11 @@ static const struct entry {
     {"Gemma2ForCausalLM", &gemma_family_gemma2, &decoder_arch},
     {"Gemma3ForCausalLM", &gemma_family_gemma3, &decoder_arch},
     {"Gemma3ForConditionalGeneration", &gemma_family_gemma3_mm, &decoder_arch},
+    {"Phi3ForCausalLM", &phi3_family, &decoder_arch},
+    {"Olmo2ForCausalLM", &olmo2_family, &decoder_arch},
+    {"GraniteForCausalLM", &granite_family, &decoder_arch},
+    {"Glm4ForCausalLM", &glm4_family, &decoder_arch},
+    {"OPTForCausalLM", &opt_family, &decoder_arch},
 };
 
 static const struct entry *find(const char *name) {
@@ -39,5 +45,6 @@ const model_config_family *model_config_family_find(const char *name) {
 
 const char *model_arch_list(void) {
     return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
-           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text)";
+           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text), Phi3ForCausalLM, Olmo2ForCausalLM, "
+           "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM";
 }

@@ -1,20 +1,30 @@
 /*
  * rope.c: inverse frequencies and cos/sin tables for rotary embeddings.
  * Follows transformers' modeling_rope_utils (_compute_default_rope_parameters,
- * _compute_linear_scaling_rope_parameters, _compute_llama3_parameters).
+ * _compute_linear_scaling_rope_parameters, _compute_llama3_parameters,
+ * _compute_longrope_parameters).
  */
 #include "model/rope.h"
 
 #include <math.h>
 
-void rope_inv_freq(const rope_config *rc, int rot_dim, float *inv_freq) {
+void rope_inv_freq(const rope_config *rc, int rot_dim, int max_pos, float *inv_freq) {
     int half = rot_dim / 2;
     for (int i = 0; i < half; i++) {
         /* transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in f32 */
         float expo = (float)(2 * i) / (float)rot_dim;
         inv_freq[i] = (float)(1.0 / pow(rc->theta, (double)expo));
     }
-    if (rc->type == ROPE_LINEAR) {
+    if (rc->type == ROPE_LONGROPE) {
+        /* long factors when the table covers positions past the original context, as vLLM's
+         * Phi3LongRoPEScaledRotaryEmbedding (max_model_len > original_max_position_embeddings:
+         * a sequence never switches tables mid-way); inv_freq computed in f32 by transformers: 1 / (ext_factors * base ** (arange(0, dim, 2) / dim)) */
+        const float *f = max_pos > rc->original_max_position ? rc->long_factor : rc->short_factor;
+        for (int i = 0; i < half && i < rc->num_factors; i++) {
+            float base = (float)pow(rc->theta, (double)((float)(2 * i) / (float)rot_dim));
+            inv_freq[i] = 1.0f / (f[i] * base);
+        }
+    } else if (rc->type == ROPE_LINEAR) {
         /* positions / factor  ==  inv_freq / factor */
         for (int i = 0; i < half; i++) inv_freq[i] = (float)(inv_freq[i] / rc->factor);
     } else if (rc->type == ROPE_LLAMA3) {
@@ -42,13 +52,15 @@ void rope_inv_freq(const rope_config *rc, int rot_dim, float *inv_freq) {
 void rope_cos_sin_table(const rope_config *rc, int rot_dim, int max_pos, float *table) {
     int half = rot_dim / 2;
     float inv_freq[1024];
-    rope_inv_freq(rc, rot_dim, inv_freq);
+    rope_inv_freq(rc, rot_dim, max_pos, inv_freq);
+    /* longrope scales cos and sin (transformers' attention_scaling) */
+    const float mscale = rc->type == ROPE_LONGROPE ? (float)rc->attention_factor : 1.0f;
     for (int p = 0; p < max_pos; p++) {
         float *row = table + (size_t)p * rot_dim;
         for (int i = 0; i < half; i++) {
             float angle = (float)p * inv_freq[i];  /* f32 product, as transformers */
-            row[i] = (float)cos((double)angle);
-            row[half + i] = (float)sin((double)angle);
+            row[i] = (float)cos((double)angle) * mscale;
+            row[half + i] = (float)sin((double)angle) * mscale;
         }
     }
 }

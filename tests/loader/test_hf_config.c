@@ -293,7 +293,13 @@ static void test_errors(void) {
     BAD(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}", VLLM_ERR_UNSUPPORTED, "config.json",
         "rope type 'yarn' is not supported");
     BAD(", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}", VLLM_ERR_UNSUPPORTED, "'dynamic'", "");
-    BAD(", \"rope_parameters\": {\"rope_type\": \"longrope\"}", VLLM_ERR_UNSUPPORTED, "'longrope'", "");
+    BAD(", \"rope_parameters\": {\"rope_type\": \"longrope\"}", VLLM_ERR_FORMAT, "short_factor", "list");
+    BAD(", \"rope_parameters\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": [1, 2]}",
+        VLLM_ERR_FORMAT, "short_factor / long_factor have 2 entries", "");
+    BAD(", \"rope_parameters\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": [1]}",
+        VLLM_ERR_FORMAT, "differ in length", "");
+    BAD(", \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1], \"long_factor\": [1], \"long_mscale\": 2}",
+        VLLM_ERR_UNSUPPORTED, "long_mscale", "");
     BAD(", \"rope_scaling\": {\"rope_type\": \"linear\"}", VLLM_ERR_FORMAT, "factor missing", "");
     BAD(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1}", VLLM_ERR_FORMAT,
         "high_freq_factor missing", "");
@@ -444,7 +450,7 @@ static const char *GEMMA3_V5 =
 static void test_gemma(void) {
     model_config c;
     CHECK_OK(hf_config_parse(GEMMA2, NULL, "config.json", &c));
-    CHECK(c.act == BE_ACT_GELU_TANH && c.norm == NORM_STYLE_RMS_OFFSET && c.sandwich_norms && c.embed_scale_sqrt);
+    CHECK(c.act == BE_ACT_GELU_TANH && c.norm == NORM_STYLE_RMS_OFFSET && c.norm_layout == NORM_LAYOUT_SANDWICH && c.embed_scale_sqrt);
     CHECK(c.head_dim == 256 && c.num_kv_heads == 4 && c.tie_word_embeddings && !c.qk_norm);
     CHECK_NEAR(c.attn_scale, 1.0 / 16.0, 1e-12);
     CHECK(c.attn_softcap == 50.0 && c.final_softcap == 30.0 && c.num_ropes == 1);

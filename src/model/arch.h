@@ -1,0 +1,20 @@
+/*
+ * arch.h: what the architectures' config parsers (src/model/arch_*.c) share.
+ */
+#ifndef VLLM_MODEL_ARCH_H
+#define VLLM_MODEL_ARCH_H
+
+#include "model/model_internal.h"
+
+struct json_t;
+
+/* The MLP activation named by config.json's key (def when absent) into c->act, or a clear
+ * error naming the key when it is not one of be_act's (silu, gelu_pytorch_tanh, gelu, relu). */
+vllm_status arch_activation(const struct json_t *root, const char *what, const char *key, const char *def,
+                            model_config *c);
+
+/* A boolean config flag the implementation depends on: refused unless it has the value we run. */
+vllm_status arch_require_bool(const struct json_t *root, const char *what, const char *key, bool def, bool want,
+                              const char *why);
+
+#endif

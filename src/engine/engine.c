@@ -131,8 +131,21 @@ static vllm_status kv_budget(vllm_engine *e, size_t *bytes) {
     return VLLM_OK;
 }
 
+/* The most blocks of the shared pool one sequence of at most max_len
+ * tokens holds at once, summed over the KV cache groups (vLLM's
+ * max_memory_usage_bytes per group spec); the null block not counted. */
+static long long seq_blocks(const vllm_engine *e, int max_len) {
+    const kv_cache_groups *g = model_get_cache_groups(e->model);
+    if (g->num_groups == 0) return (max_len + e->opt.block_size - 1) / e->opt.block_size;
+    long long n = 0;
+    for (int i = 0; i < g->num_groups; i++)
+        n += kv_group_max_blocks(&g->spec[i], e->opt.block_size, max_len, e->opt.max_num_batched_tokens);
+    return n;
+}
+
 /* Sizes the KV cache: explicit blocks, else the memory budget, capped at
- * what max_num_seqs full-length sequences need. */
+ * what max_num_seqs full-length sequences need (+ the null block when a
+ * sliding window frees blocks). */
 static vllm_status plan_cache(vllm_engine *e, int *num_blocks) {
     const vllm_engine_options *o = &e->opt;
     size_t budget = 0;
@@ -141,25 +154,34 @@ static vllm_status plan_cache(vllm_engine *e, int *num_blocks) {
         if (st != VLLM_OK) return st;
     }
     size_t per_block = model_cache_bytes_per_token(e->model) * (size_t)o->block_size;
-    int blocks_per_seq = (e->max_model_len + o->block_size - 1) / o->block_size;
-    long long want = (long long)blocks_per_seq * o->max_num_seqs;
+    int null = kv_cache_groups_free_blocks(model_get_cache_groups(e->model)) ? 1 : 0;
+    long long blocks_per_seq = seq_blocks(e, e->max_model_len) + null;
+    long long want = (blocks_per_seq - null) * o->max_num_seqs + null;
     long long n = o->num_kv_blocks;
     if (n == 0) {
         n = per_block ? (long long)(budget / per_block) : want;
         if (n > want) n = want;
         if (n < blocks_per_seq && o->max_model_len == 0 && n > 0) {
-            int fit = (int)(n * o->block_size);
-            LOG_W("KV cache of %zu MiB holds %d tokens: max_model_len lowered from %d to %d", budget >> 20, fit,
-                  e->max_model_len, fit);
-            e->max_model_len = fit;
-            blocks_per_seq = (int)n;
+            /* the longest sequence that fits (seq_blocks grows with the length) */
+            int lo = 0, hi = e->max_model_len;
+            while (lo < hi) {
+                int mid = lo + (hi - lo + 1) / 2;
+                if (seq_blocks(e, mid) + null <= n) lo = mid;
+                else hi = mid - 1;
+            }
+            if (lo > 0) {
+                LOG_W("KV cache of %zu MiB holds one sequence of %d tokens: max_model_len lowered from %d to %d",
+                      budget >> 20, lo, e->max_model_len, lo);
+                e->max_model_len = lo;
+                blocks_per_seq = seq_blocks(e, lo) + null;
+            }
         }
     }
     if (n < blocks_per_seq)
         return vt_error(VLLM_ERR_INVALID_ARG,
-                        "KV cache of %lld blocks (%d tokens each) cannot hold one sequence of max_model_len %d; "
-                        "raise the KV cache size or lower max_model_len",
-                        n, o->block_size, e->max_model_len);
+                        "KV cache of %lld blocks (%d tokens each) cannot hold one sequence of max_model_len %d "
+                        "(%lld blocks over its KV cache groups); raise the KV cache size or lower max_model_len",
+                        n, o->block_size, e->max_model_len, blocks_per_seq);
     if (n > 1 << 30) n = 1 << 30;
     *num_blocks = (int)n;
     return VLLM_OK;
@@ -218,6 +240,7 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         .block_size = e->opt.block_size,
         .max_blocks_per_seq = (e->max_model_len + e->opt.block_size - 1) / e->opt.block_size,
         .enable_prefix_caching = e->opt.enable_prefix_caching,
+        .groups = model_get_cache_groups(e->model),
     };
     if ((st = sched_init(&e->sched, &sc, num_blocks))) goto fail;
     /* decode steps as recorded graphs (vLLM's cudagraph capture sizes, capped at max_num_seqs) */
@@ -227,9 +250,21 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         if ((st = model_enable_graphs(e->model, max_batch, e->max_model_len))) goto fail;
     }
     e->next_seed = e->opt.seed;
-    LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB), max_model_len %d", num_blocks,
-          e->opt.block_size, (long long)num_blocks * e->opt.block_size, (double)e->cache->bytes / (1 << 20),
-          e->max_model_len);
+    /* tokens: what every group can hold at once (vLLM's num_blocks // num_groups * block_size);
+     * concurrency: max_model_len sequences that fit (vLLM's get_max_concurrency_for_kv_cache_config) */
+    const kv_cache_groups *kg = model_get_cache_groups(e->model);
+    int ng = kg->num_groups > 0 ? kg->num_groups : 1, usable = kv_num_usable(&e->sched.kv.pool);
+    if (ng == 1) {
+        LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB), max_model_len %d", usable,
+              e->opt.block_size, (long long)usable * e->opt.block_size, (double)e->cache->bytes / (1 << 20),
+              e->max_model_len);
+    } else {
+        LOG_I("KV cache: %d blocks of %d tokens in %d groups of %d layers = %lld tokens per group (%.1f MiB), "
+              "max_model_len %d: %.2fx concurrency",
+              usable, e->opt.block_size, ng, kg->group_size, (long long)(usable / ng) * e->opt.block_size,
+              (double)e->cache->bytes / (1 << 20), e->max_model_len,
+              (double)usable / (double)seq_blocks(e, e->max_model_len));
+    }
     LOG_I("host memory after load: %.1f MiB resident (peak %.1f MiB)", (double)vt_rss_bytes() / (1 << 20),
           (double)vt_peak_rss_bytes() / (1 << 20));
     *out = e;
@@ -269,20 +304,20 @@ void vllm_engine_get_info(const vllm_engine *e, vllm_engine_info *out) {
         .vocab_size = e->cfg->vocab_size,
         .max_model_len = e->max_model_len,
         .block_size = e->opt.block_size,
-        .num_kv_blocks = e->sched.pool.num_blocks,
+        .num_kv_blocks = e->sched.kv.pool.num_blocks,
         .max_num_seqs = e->opt.max_num_seqs,
         .max_num_batched_tokens = e->opt.max_num_batched_tokens,
     };
 }
 
 void vllm_engine_get_stats(const vllm_engine *e, vllm_engine_stats *out) {
-    const kv_manager *kv = &e->sched.pool;
-    int free_blocks = kv_num_free(kv);
+    const kv_manager *kv = &e->sched.kv.pool;
+    int free_blocks = kv_num_free(kv), usable = kv_num_usable(kv);
     *out = (vllm_engine_stats){
         .num_running = e->sched.num_running,
         .num_waiting = e->sched.num_waiting,
         .num_free_kv_blocks = free_blocks,
-        .kv_cache_usage = kv->num_blocks ? 1.0 - (double)free_blocks / kv->num_blocks : 0.0,
+        .kv_cache_usage = usable ? 1.0 - (double)free_blocks / usable : 0.0,
         .prefix_cache_queries = kv->stats.queries,
         .prefix_cache_hits = kv->stats.hits,
         .num_preemptions = e->sched.num_preemptions,

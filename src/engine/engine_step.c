@@ -252,7 +252,7 @@ static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const v
     r->num_prompt = r->num_tokens = (int)n;
     r->tokens = malloc((size_t)cap * sizeof *r->tokens);
     r->logprobs = malloc((size_t)(cap - (long long)n + 1) * sizeof *r->logprobs);
-    r->blocks = malloc((size_t)e->sched.cfg.max_blocks_per_seq * sizeof *r->blocks);
+    r->blocks = malloc(sched_blocks_per_request(&e->sched) * sizeof *r->blocks);
     if (sp->logprobs > 0) {
         size_t cells = (size_t)(cap - (long long)n + 1) * (size_t)sp->logprobs;
         q->top_ids = malloc(cells * sizeof *q->top_ids);

@@ -42,11 +42,12 @@ vllm_status kv_init(kv_manager *m, int num_blocks, int block_size, bool caching)
         m->hash = malloc(N * sizeof *m->hash);
         m->cache_id = calloc(N, sizeof *m->cache_id);
         m->parent_id = malloc(N * sizeof *m->parent_id);
+        m->group = malloc(N * sizeof *m->group);
         m->bucket_next = malloc(N * sizeof *m->bucket_next);
         m->buckets = malloc((size_t)nb * sizeof *m->buckets);
         /* N * block_size cannot overflow size_t: both are ints */
         m->tokens = malloc(N * (size_t)block_size * sizeof *m->tokens);
-        ok = m->hash && m->cache_id && m->parent_id && m->bucket_next && m->buckets && m->tokens;
+        ok = m->hash && m->cache_id && m->parent_id && m->group && m->bucket_next && m->buckets && m->tokens;
         if (ok)
             for (uint64_t i = 0; i < nb; i++) m->buckets[i] = -1;
     }
@@ -63,8 +64,19 @@ vllm_status kv_init(kv_manager *m, int num_blocks, int block_size, bool caching)
     m->free_tail = num_blocks - 1;
     m->num_free = num_blocks;
     m->next_id = KV_ROOT_ID + 1;
+    m->null_block = -1;
     return VLLM_OK;
 }
+
+int32_t kv_reserve_null(kv_manager *m) {
+    if (m->null_block >= 0) return m->null_block;
+    if (m->ref[0] != 0 || m->free_head != 0) return -1; /* only before any allocation */
+    (void)kv_alloc(m);                                   /* block 0, refcount 1 for good */
+    m->null_block = 0;
+    return 0;
+}
+
+int kv_num_usable(const kv_manager *m) { return m->num_blocks - (m->null_block >= 0); }
 
 void kv_destroy(kv_manager *m) {
     free(m->ref);
@@ -73,6 +85,7 @@ void kv_destroy(kv_manager *m) {
     free(m->hash);
     free(m->cache_id);
     free(m->parent_id);
+    free(m->group);
     free(m->bucket_next);
     free(m->buckets);
     free(m->tokens);
@@ -103,6 +116,9 @@ static void queue_append(kv_manager *m, int b) {
 
 static bool valid_block(const kv_manager *m, int32_t b) { return b >= 0 && b < m->num_blocks; }
 
+/* A block requests take references on (not the null block). */
+static bool real_block(const kv_manager *m, int32_t b) { return valid_block(m, b) && b != m->null_block; }
+
 int kv_alloc(kv_manager *m) {
     if (m->num_free == 0) return -1;
     int b = m->free_head;
@@ -115,7 +131,7 @@ int kv_alloc(kv_manager *m) {
 void kv_free_blocks(kv_manager *m, const int32_t *blocks, int n) {
     for (int i = n - 1; i >= 0; i--) {
         int32_t b = blocks[i];
-        if (!valid_block(m, b) || m->ref[b] <= 0) continue;
+        if (!real_block(m, b) || m->ref[b] <= 0) continue;
         if (--m->ref[b] == 0) queue_append(m, b);
     }
 }
@@ -123,7 +139,7 @@ void kv_free_blocks(kv_manager *m, const int32_t *blocks, int n) {
 void kv_touch(kv_manager *m, const int32_t *blocks, int n) {
     for (int i = 0; i < n; i++) {
         int32_t b = blocks[i];
-        if (!valid_block(m, b)) continue;
+        if (!real_block(m, b)) continue;
         if (m->ref[b] == 0) queue_remove(m, b);
         m->ref[b]++;
     }
@@ -131,19 +147,42 @@ void kv_touch(kv_manager *m, const int32_t *blocks, int n) {
 
 int kv_num_evictable(const kv_manager *m, const int32_t *blocks, int n) {
     int c = 0;
-    for (int i = 0; i < n; i++) c += valid_block(m, blocks[i]) && m->ref[blocks[i]] == 0;
+    for (int i = 0; i < n; i++) c += real_block(m, blocks[i]) && m->ref[blocks[i]] == 0;
     return c;
 }
 
 /* ---- the prefix cache ---- */
 
-/* The cached block with this hash, parent and tokens, or -1. */
-static int32_t lookup(const kv_manager *m, uint64_t h, uint64_t parent, const int32_t *tokens) {
+int32_t kv_lookup(const kv_manager *m, int group, uint64_t h, uint64_t parent, const int32_t *tokens) {
+    if (!m->caching) return -1;
     size_t bs = (size_t)m->block_size;
     for (int32_t b = m->buckets[h & m->bucket_mask]; b >= 0; b = m->bucket_next[b])
-        if (m->hash[b] == h && m->parent_id[b] == parent && !memcmp(m->tokens + (size_t)b * bs, tokens, bs * sizeof *tokens))
+        if (m->hash[b] == h && m->parent_id[b] == parent && (group < 0 || m->group[b] == group) &&
+            !memcmp(m->tokens + (size_t)b * bs, tokens, bs * sizeof *tokens))
             return b;
     return -1;
+}
+
+/* Group 0's cached block with this hash, parent and tokens, or -1. */
+static int32_t lookup(const kv_manager *m, uint64_t h, uint64_t parent, const int32_t *tokens) {
+    return kv_lookup(m, 0, h, parent, tokens);
+}
+
+uint64_t kv_new_id(kv_manager *m) { return m->next_id++; }
+
+void kv_cache_block(kv_manager *m, int group, int32_t b, uint64_t h, uint64_t parent, uint64_t id,
+                    const int32_t *tokens) {
+    if (!m->caching || !real_block(m, b) || m->cache_id[b]) return;
+    size_t bs = (size_t)m->block_size;
+    m->hash[b] = h;
+    m->parent_id[b] = parent;
+    m->group[b] = group;
+    m->cache_id[b] = id;
+    memcpy(m->tokens + (size_t)b * bs, tokens, bs * sizeof *tokens);
+    int32_t *head = &m->buckets[h & m->bucket_mask];
+    m->bucket_next[b] = *head;
+    *head = b;
+    m->num_cached++;
 }
 
 void kv_uncache(kv_manager *m, int32_t b) {
@@ -198,17 +237,10 @@ void kv_cache_full_blocks(kv_manager *m, const int32_t *tokens, int num_tokens, 
         chain->hash = h;
         if (hit >= 0) {
             chain->id = m->cache_id[hit]; /* b itself, or an equal block cached earlier */
-        } else if (!valid_block(m, b) || m->cache_id[b]) {
+        } else if (!real_block(m, b) || m->cache_id[b]) {
             chain->id = 0; /* b holds another prefix's hash: never expected, stop caching this sequence */
         } else {
-            m->hash[b] = h;
-            m->parent_id[b] = pid;
-            m->cache_id[b] = m->next_id++;
-            memcpy(m->tokens + (size_t)b * bs, t, (size_t)bs * sizeof *t);
-            int32_t *head = &m->buckets[h & m->bucket_mask];
-            m->bucket_next[b] = *head;
-            *head = b;
-            m->num_cached++;
+            kv_cache_block(m, 0, b, h, pid, kv_new_id(m), t);
             chain->id = m->cache_id[b];
             if (rec) rec[(*num_rec)++] = b;
         }

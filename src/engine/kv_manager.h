@@ -1,6 +1,9 @@
 /*
- * kv_manager.h: the KV cache block manager with automatic prefix caching
- * (vllm/v1/core/block_pool.py + kv_cache_manager.py, one KV cache group).
+ * kv_manager.h: the KV cache block pool with automatic prefix caching
+ * (vllm/v1/core/block_pool.py), shared by every KV cache group: a cached
+ * block is keyed by its group too (vLLM's BlockHashWithGroupId). The
+ * per-group policies (full attention, sliding window) are in
+ * kv_coordinator.h.
  *
  * Blocks have reference counts. Blocks at refcount 0 sit in a free queue in
  * LRU order: allocation pops the head, release appends to the tail (a
@@ -12,8 +15,14 @@
  * K/V and its hash after release, and can be taken back by any request whose
  * prompt has the same prefix, until allocation evicts it (LRU). The hash
  * only picks a bucket: a lookup also compares the block's token ids and the
- * exact identity of its parent (a per-caching-event id, never reused), so a
- * hash collision can never serve wrong K/V.
+ * exact identity of its parent, so a hash collision can never serve wrong
+ * K/V. That identity is a prefix id: the id of the token prefix ending with
+ * a block, shared by the blocks of every group that hold that prefix, new
+ * (never reused) when no cached block holds it.
+ *
+ * A pool used by a group that frees blocks (sliding window) reserves block 0
+ * as the null block (vLLM's BlockPool.null_block): never allocated nor
+ * freed, it stands in block tables for blocks that were dropped.
  */
 #ifndef VLLM_ENGINE_KV_MANAGER_H
 #define VLLM_ENGINE_KV_MANAGER_H
@@ -51,12 +60,14 @@ typedef struct kv_manager {
     uint64_t *hash;          /* (num_blocks) valid when cache_id != 0 */
     uint64_t *cache_id;      /* (num_blocks) 0 = not cached */
     uint64_t *parent_id;     /* (num_blocks) cache id of the parent block, KV_ROOT_ID for the first */
+    int32_t *group;          /* (num_blocks) the KV cache group whose block it is */
     int32_t *tokens;         /* (num_blocks, block_size) */
     int32_t *bucket_next;    /* (num_blocks) next cached block in the same bucket */
     int32_t *buckets;        /* (bucket_mask + 1) first cached block per bucket, -1 if none */
     uint64_t bucket_mask;
     uint64_t next_id;        /* next cache id (monotonic, never reused) */
     int num_cached;          /* blocks currently holding a hash */
+    int32_t null_block;      /* the reserved null block, -1 when none */
     kv_stats stats;
 } kv_manager;
 
@@ -65,6 +76,10 @@ typedef struct kv_manager {
 vllm_status kv_init(kv_manager *m, int num_blocks, int block_size, bool caching);
 void kv_destroy(kv_manager *m);
 int kv_num_free(const kv_manager *m);
+/* Reserves block 0 as the null block (before any allocation); returns it. */
+int32_t kv_reserve_null(kv_manager *m);
+/* Blocks requests can hold: num_blocks less the null block. */
+int kv_num_usable(const kv_manager *m);
 
 /* Pops the least recently used free block (evicting its cached hash) and
  * returns it with refcount 1, or -1 when none is free. */
@@ -99,6 +114,18 @@ void kv_cache_full_blocks(kv_manager *m, const int32_t *tokens, int num_tokens, 
 void kv_uncache(kv_manager *m, int32_t b);
 /* Forgets every cached hash (vLLM's reset_prefix_cache). */
 void kv_reset_cache(kv_manager *m);
+
+/* ---- the prefix cache by group (kv_coordinator.c) ---- */
+
+/* The cached block of `group` (any group when group < 0) holding the block
+ * `tokens` (block_size ids) of hash h after the prefix of id `parent`, or -1. */
+int32_t kv_lookup(const kv_manager *m, int group, uint64_t h, uint64_t parent, const int32_t *tokens);
+/* Caches block b as group's block of hash h, parent prefix `parent` and
+ * prefix id `id` (b must not hold a hash). */
+void kv_cache_block(kv_manager *m, int group, int32_t b, uint64_t h, uint64_t parent, uint64_t id,
+                    const int32_t *tokens);
+/* A new prefix id. */
+uint64_t kv_new_id(kv_manager *m);
 
 /* The chained hash of one full block (exposed for tests). */
 uint64_t kv_block_hash(uint64_t parent_hash, const int32_t *tokens, int n);

@@ -20,20 +20,21 @@
 vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
-    vllm_status st = kv_init(&s->pool, num_blocks, cfg->block_size, cfg->enable_prefix_caching);
+    vllm_status st = kvc_init(&s->kv, cfg->groups, num_blocks, cfg->block_size, cfg->max_blocks_per_seq,
+                              cfg->enable_prefix_caching);
     if (st != VLLM_OK) return st;
-    size_t T = (size_t)cfg->max_num_batched_tokens, S = (size_t)cfg->max_num_seqs;
+    size_t T = (size_t)cfg->max_num_batched_tokens, S = (size_t)cfg->max_num_seqs, G = (size_t)s->kv.num_groups;
     s->running = calloc(S, sizeof *s->running);
     s->step_reqs = calloc(S, sizeof *s->step_reqs);
     s->step_tokens = calloc(S, sizeof *s->step_tokens);
     s->step_sampled = calloc(S, sizeof *s->step_sampled);
     s->ids = malloc(T * sizeof *s->ids);
     s->positions = malloc(T * sizeof *s->positions);
-    s->slots = malloc(T * sizeof *s->slots);
+    s->slots = malloc(G * T * sizeof *s->slots);
     s->qsl = malloc((S + 1) * sizeof *s->qsl);
     s->seq_lens = malloc(S * sizeof *s->seq_lens);
     s->logits_idx = malloc(S * sizeof *s->logits_idx);
-    s->block_tables = malloc(S * (size_t)cfg->max_blocks_per_seq * sizeof *s->block_tables);
+    s->block_tables = malloc(G * S * (size_t)cfg->max_blocks_per_seq * sizeof *s->block_tables);
     s->step_cached = malloc((size_t)num_blocks * sizeof *s->step_cached);
     if (!s->step_cached ||!s->running || !s->step_reqs || !s->step_tokens || !s->step_sampled || !s->ids || !s->positions || !s->slots || !s->qsl ||
         !s->seq_lens || !s->logits_idx || !s->block_tables) {
@@ -44,7 +45,7 @@ vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
 }
 
 void sched_destroy(scheduler *s) {
-    kv_destroy(&s->pool);
+    kvc_destroy(&s->kv);
     free(s->step_cached);
     free(s->waiting);
     free(s->running);
@@ -82,17 +83,18 @@ static vllm_status push_waiting(scheduler *s, request *r, bool front) {
 
 vllm_status sched_add(scheduler *s, request *r) { return push_waiting(s, r, false); }
 
+size_t sched_blocks_per_request(const scheduler *s) {
+    return (size_t)s->kv.num_groups * (size_t)s->cfg.max_blocks_per_seq;
+}
+
 bool sched_has_work(const scheduler *s) { return s->num_waiting > 0 || s->num_running > 0; }
 
 /* Releases r's blocks, last first (its tail is evicted before its head). */
-static void free_blocks(scheduler *s, request *r) {
-    kv_free_blocks(&s->pool, r->blocks, r->num_blocks);
-    r->num_blocks = 0;
-}
+static void free_blocks(scheduler *s, request *r) { kvc_free(&s->kv, r->blocks, &r->num_blocks); }
 
-int sched_num_free_blocks(const scheduler *s) { return kv_num_free(&s->pool); }
+int sched_num_free_blocks(const scheduler *s) { return kvc_num_free(&s->kv); }
 
-kv_stats sched_prefix_cache_stats(const scheduler *s) { return s->pool.stats; }
+kv_stats sched_prefix_cache_stats(const scheduler *s) { return s->kv.pool.stats; }
 
 static void remove_running(scheduler *s, request *r) {
     for (int i = 0; i < s->num_running; i++) {
@@ -110,15 +112,10 @@ void sched_finish(scheduler *s, request *r) {
     r->state = REQ_FINISHED;
 }
 
-/* Grows r's block table to hold `tokens` tokens; false when the pool is dry. */
+/* Grows r's block tables to hold `tokens` tokens; false (nothing taken)
+ * when the pool has too few free blocks. */
 static bool ensure_blocks(scheduler *s, request *r, int tokens) {
-    int need = (tokens + s->cfg.block_size - 1) / s->cfg.block_size;
-    while (r->num_blocks < need) {
-        int b = kv_alloc(&s->pool);
-        if (b < 0) return false;
-        r->blocks[r->num_blocks++] = b;
-    }
-    return true;
+    return kvc_allocate(&s->kv, r->blocks, &r->num_blocks, tokens);
 }
 
 /* Preempts by recompute: drop the cache, return to the front of waiting. */
@@ -133,8 +130,8 @@ static vllm_status preempt(scheduler *s, request *r) {
 
 /* Adds r's next n tokens to the step; caches the blocks they fill. */
 static void schedule(scheduler *s, request *r, int n) {
-    kv_cache_full_blocks(&s->pool, r->tokens, r->num_computed + n, r->blocks, &r->chain, s->step_cached,
-                         &s->num_step_cached);
+    kvc_cache_blocks(&s->kv, r->tokens, r->num_computed + n, r->blocks, &r->chain, s->step_cached,
+                     &s->num_step_cached);
     s->step_reqs[s->num_step] = r;
     s->step_tokens[s->num_step] = n;
     s->num_step++;
@@ -142,39 +139,42 @@ static void schedule(scheduler *s, request *r, int n) {
 
 /* Forgets the blocks an uncommitted step cached. */
 static void rollback_cached(scheduler *s) {
-    for (int i = 0; i < s->num_step_cached; i++) kv_uncache(&s->pool, s->step_cached[i]);
+    for (int i = 0; i < s->num_step_cached; i++) kv_uncache(&s->kv.pool, s->step_cached[i]);
     s->num_step_cached = 0;
     s->step_pending = false;
 }
 
 /* Admits the head of waiting if its first chunk fits: looks up its cached
- * prefix, takes references on the hits and allocates the rest. Returns the
- * tokens scheduled, 0 when it does not fit. */
+ * prefix (the hit every group serves), takes references on the hits and
+ * allocates the rest. Returns the tokens scheduled, 0 when it does not fit. */
 static int admit(scheduler *s, request *r, int budget) {
     int bs = s->cfg.block_size;
+    kv_manager *pool = &s->kv.pool;
     /* prompt logprobs need every prompt position computed (vLLM skips reading the cache too) */
     int hit = 0;
     if (r->params.prompt_logprobs < 0)
-        hit = kv_find_prefix(&s->pool, r->tokens, r->num_tokens, r->blocks, s->cfg.max_blocks_per_seq, &r->chain);
+        hit = kvc_find_hit(&s->kv, r->tokens, r->num_tokens, r->blocks, &r->chain);
     else
         r->chain = (kv_chain){0};
     int computed = hit * bs;
     int n = r->num_tokens - computed;
     if (n > budget) n = budget;
-    int need = (computed + n + bs - 1) / bs - hit + kv_num_evictable(&s->pool, r->blocks, hit);
-    if (need > kv_num_free(&s->pool)) return 0;
-    kv_touch(&s->pool, r->blocks, hit);
+    /* summed over the groups: the new blocks, and the hits that leave the free queue */
+    int need = kvc_num_new_blocks(&s->kv, hit, computed + n) + kvc_num_evictable(&s->kv, r->blocks, hit);
+    if (need > kv_num_free(pool)) return 0;
+    kvc_touch(&s->kv, r->blocks, hit);
     r->num_blocks = hit;
     r->num_computed = computed;
+    kvc_remove_skipped(&s->kv, r->blocks, r->num_blocks, computed);
     if (!ensure_blocks(s, r, computed + n)) { /* cannot happen: counted above */
         free_blocks(s, r);
         r->num_computed = 0;
         return 0;
     }
-    if (s->pool.caching) {
-        s->pool.stats.requests++;
-        s->pool.stats.queries += (uint64_t)r->num_tokens;
-        s->pool.stats.hits += (uint64_t)computed;
+    if (pool->caching) {
+        pool->stats.requests++;
+        pool->stats.queries += (uint64_t)r->num_tokens;
+        pool->stats.hits += (uint64_t)computed;
     }
     if (!r->admitted) {
         r->admitted = true;
@@ -197,6 +197,8 @@ vllm_status sched_step(scheduler *s, fwd_batch *b) {
         int n = r->num_tokens - r->num_computed;
         if (n > budget) n = budget;
         if (n <= 0) { i++; continue; }
+        /* sliding windows first give back the blocks no query reads any more */
+        kvc_remove_skipped(&s->kv, r->blocks, r->num_blocks, r->num_computed);
         while (!ensure_blocks(s, r, r->num_computed + n)) {
             request *victim = s->running[s->num_running - 1];
             vllm_status st = preempt(s, victim);
@@ -223,8 +225,9 @@ vllm_status sched_step(scheduler *s, fwd_batch *b) {
         budget -= n;
     }
 
-    /* 3. the flattened batch */
-    int T = 0, nl = 0, mb = s->cfg.max_blocks_per_seq;
+    /* 3. the flattened batch: block tables and slot mappings group after group */
+    int T = 0, nl = 0, mb = s->cfg.max_blocks_per_seq, bs = s->cfg.block_size, G = s->kv.num_groups;
+    size_t max_T = (size_t)s->cfg.max_num_batched_tokens, max_S = (size_t)s->cfg.max_num_seqs;
     s->qsl[0] = 0;
     for (int i = 0; i < s->num_step; i++) {
         request *r = s->step_reqs[i];
@@ -233,15 +236,26 @@ vllm_status sched_step(scheduler *s, fwd_batch *b) {
             int pos = r->num_computed + j;
             s->ids[T] = r->tokens[pos];
             s->positions[T] = pos;
-            s->slots[T] = (int64_t)r->blocks[pos / s->cfg.block_size] * s->cfg.block_size + pos % s->cfg.block_size;
+            for (int g = 0; g < G; g++)
+                s->slots[g * max_T + (size_t)T] =
+                    (int64_t)r->blocks[(size_t)g * mb + (size_t)(pos / bs)] * bs + pos % bs;
             T++;
         }
         s->qsl[i + 1] = T;
         s->seq_lens[i] = r->num_computed + n;
-        memcpy(s->block_tables + (size_t)i * mb, r->blocks, (size_t)r->num_blocks * sizeof(int32_t));
-        for (int j = r->num_blocks; j < mb; j++) s->block_tables[(size_t)i * mb + j] = 0;
+        for (int g = 0; g < G; g++) {
+            int32_t *row = s->block_tables + ((size_t)g * max_S + (size_t)i) * (size_t)mb;
+            memcpy(row, r->blocks + (size_t)g * mb, (size_t)r->num_blocks * sizeof(int32_t));
+            for (int j = r->num_blocks; j < mb; j++) row[j] = 0;
+        }
         s->step_sampled[i] = r->num_computed + n == r->num_tokens;
         if (s->step_sampled[i]) s->logits_idx[nl++] = T - 1;
+    }
+    /* the groups' parts packed back to back: (G, S, mb) tables, (G, T) slots */
+    for (int g = 1; g < G; g++) {
+        memmove(s->block_tables + (size_t)g * s->num_step * mb, s->block_tables + (size_t)g * max_S * mb,
+                (size_t)s->num_step * (size_t)mb * sizeof *s->block_tables);
+        memmove(s->slots + (size_t)g * T, s->slots + (size_t)g * max_T, (size_t)T * sizeof *s->slots);
     }
     b->num_tokens = T;
     b->num_seqs = s->num_step;
@@ -249,6 +263,7 @@ vllm_status sched_step(scheduler *s, fwd_batch *b) {
     b->positions = s->positions;
     b->query_start_loc = s->qsl;
     b->seq_lens = s->seq_lens;
+    b->num_kv_groups = G;
     b->block_tables = s->block_tables;
     b->max_blocks_per_seq = mb;
     b->slot_mapping = s->slots;
@@ -263,7 +278,7 @@ void sched_reset(scheduler *s) {
     for (int i = 0; i < s->num_running; i++) free_blocks(s, s->running[i]);
     for (int i = 0; i < s->num_waiting; i++) free_blocks(s, s->waiting[i]);
     s->num_running = s->num_waiting = s->num_step = 0;
-    kv_reset_cache(&s->pool);
+    kv_reset_cache(&s->kv.pool);
     s->num_step_cached = 0;
     s->step_pending = false;
 }

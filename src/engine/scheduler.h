@@ -8,13 +8,17 @@
  * block that this step fills is hashed and cached as it is allocated
  * (vLLM's allocate_slots): a request admitted later in the same step may
  * already share it, as the forward writes all K/V before attention.
+ * Blocks come per KV cache group (kv_coordinator.h): a request holds one
+ * block table per group, sliding-window groups drop the blocks that left
+ * the window before each step, and every count of blocks a step needs is
+ * summed over the groups.
  */
 #ifndef VLLM_ENGINE_SCHEDULER_H
 #define VLLM_ENGINE_SCHEDULER_H
 
 #include <stddef.h>
 
-#include "engine/kv_manager.h"
+#include "engine/kv_coordinator.h"
 #include "sample/sampler.h"
 #include "model/model.h"
 
@@ -28,8 +32,8 @@ typedef struct request {
     int cap_tokens;
     float *logprobs;              /* (cap_tokens - num_prompt) raw logprob per generated id */
     int num_computed;             /* tokens whose K/V are in the cache */
-    int *blocks;                  /* (max_blocks_per_seq) physical block ids */
-    int num_blocks;
+    int32_t *blocks;              /* (sched_blocks_per_request) each group's block table, group after group */
+    int num_blocks;               /* entries of each table */
     int num_cached_tokens;        /* prompt tokens served from the prefix cache at first admission */
     bool admitted;                /* admitted at least once (num_cached_tokens is set) */
     kv_chain chain;               /* prefix caching: full blocks hashed so far */
@@ -43,13 +47,14 @@ typedef struct sched_config {
     int max_num_seqs;
     int max_num_batched_tokens;
     int block_size;
-    int max_blocks_per_seq;
+    int max_blocks_per_seq;       /* entries of one group's block table */
     bool enable_prefix_caching;   /* false: plain allocation, no hashing */
+    const kv_cache_groups *groups; /* the model's KV cache groups; NULL: one full-attention group */
 } sched_config;
 
 typedef struct scheduler {
     sched_config cfg;
-    kv_manager pool;              /* blocks, free queue, prefix cache and its counters */
+    kv_coordinator kv;            /* the groups' block pool (kv.pool: free queue, prefix cache, counters) */
     request **waiting;            /* FCFS; preempted requests return to the front */
     int num_waiting, cap_waiting;
     request **running;            /* admission order */
@@ -60,8 +65,9 @@ typedef struct scheduler {
     bool *step_sampled;           /* whether each is sampled (prompt fully computed) */
     int num_step;
     /* host arrays of the batch */
-    int32_t *ids, *positions, *qsl, *seq_lens, *block_tables, *logits_idx;
-    int64_t *slots;
+    int32_t *ids, *positions, *qsl, *seq_lens, *logits_idx;
+    int32_t *block_tables;        /* (groups, max_num_seqs, max_blocks_per_seq) */
+    int64_t *slots;               /* (groups, max_num_batched_tokens) */
     size_t num_preemptions;       /* total so far */
     /* blocks cached by the current step: forgotten again if the step is
      * not committed (the forward failed, so their K/V were never written) */
@@ -73,6 +79,8 @@ typedef struct scheduler {
 vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks);
 void sched_destroy(scheduler *s);
 vllm_status sched_add(scheduler *s, request *r);
+/* Entries of request.blocks: max_blocks_per_seq per KV cache group. */
+size_t sched_blocks_per_request(const scheduler *s);
 /* Plans the next step into b (arrays owned by s). b->num_tokens is 0 when
  * there is nothing to run. Logit row i belongs to the i-th request of
  * step_reqs whose prompt (and generated tokens) are now all computed. */
@@ -87,7 +95,8 @@ void sched_reset(scheduler *s);
 /* Releases a finished request's blocks and removes it from running. */
 void sched_finish(scheduler *s, request *r);
 bool sched_has_work(const scheduler *s);
-/* Free blocks (cached or not): equals the pool size when no request holds any. */
+/* Free blocks (cached or not): equals the usable pool size (without the
+ * null block) when no request holds any. */
 int sched_num_free_blocks(const scheduler *s);
 /* Prefix cache counters: admissions, their tokens, tokens served from the cache. */
 kv_stats sched_prefix_cache_stats(const scheduler *s);

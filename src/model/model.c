@@ -40,23 +40,24 @@ void model_buf_release(backend *be, ws_buf *buf) {
 }
 
 /* Step metadata packed in one buffer (one upload per step), in this order
- * so that every part is aligned: slot_mapping (T) I64, then I32 arrays:
+ * so that every part is aligned: slot_mapping (G, T) I64, then I32 arrays:
  * ids (T), positions (T), logits_idx (N), query_start_loc (S + 1),
- * seq_lens (S), block_tables (S, max_blocks). Offsets in int32 units. */
+ * seq_lens (S), block_tables (G, S, max_blocks), G the KV cache groups.
+ * Offsets in int32 units. */
 typedef struct meta_layout {
     size_t slots, ids, pos, lidx, qsl, seq_lens, bt, total;
 } meta_layout;
 
-static meta_layout meta_plan(int64_t T, int64_t N, int64_t S, int64_t mb) {
+static meta_layout meta_plan(int64_t T, int64_t N, int64_t S, int64_t mb, int64_t G) {
     meta_layout l;
     l.slots = 0;
-    l.ids = (size_t)(2 * T);
+    l.ids = (size_t)(2 * G * T);
     l.pos = l.ids + (size_t)T;
     l.lidx = l.pos + (size_t)T;
     l.qsl = l.lidx + (size_t)N;
     l.seq_lens = l.qsl + (size_t)(S + 1);
     l.bt = l.seq_lens + (size_t)S;
-    l.total = l.bt + (size_t)(S * mb);
+    l.total = l.bt + (size_t)(G * S * mb);
     return l;
 }
 
@@ -69,14 +70,21 @@ static vllm_status staging_ensure(model *m, size_t n) {
     return VLLM_OK;
 }
 
+/* The number of block tables a batch carries: one per KV cache group. */
+static int num_groups(const model *m) { return m->groups.num_groups > 1 ? m->groups.num_groups : 1; }
+
 /* Checks b, packs it (padded to `pad` sequences of one token each when
  * pad > S: token 0, position 0, slot -1, seq_len 1, block row of zeros,
- * logits row 0) into the staging buffer and uploads it; fills s with views. */
+ * logits row 0) into the staging buffer and uploads it; fills s with views
+ * (one attn_meta per KV cache group: its block tables and slot mapping). */
 static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, int pad, int max_seq_len,
                                 model_step *s) {
-    int T = b->num_tokens, S = b->num_seqs, N = b->num_logits, mb = b->max_blocks_per_seq;
+    int T = b->num_tokens, S = b->num_seqs, N = b->num_logits, mb = b->max_blocks_per_seq, G = num_groups(m);
     if (T <= 0 || S <= 0 || N < 0 || N > T || mb <= 0)
         return vt_error(VLLM_ERR_INTERNAL, "forward: empty or inconsistent batch");
+    if ((b->num_kv_groups > 1 ? b->num_kv_groups : 1) != G)
+        return vt_error(VLLM_ERR_INTERNAL, "forward: the batch has %d KV cache groups' block tables, the model %d",
+                        b->num_kv_groups, G);
     for (int i = 0; i < T; i++) {
         if (b->token_ids[i] < 0 || b->token_ids[i] >= m->cfg.vocab_size)
             return vt_error(VLLM_ERR_INVALID_ARG, "token id %d out of range [0, %d)", b->token_ids[i],
@@ -87,20 +95,25 @@ static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, in
     }
     int P = pad > S ? pad : S;         /* padded sequences (decode: one token each) */
     int PT = T + (P - S), PN = pad > S ? P : N;
-    meta_layout l = meta_plan(PT, PN, P, mb);
+    meta_layout l = meta_plan(PT, PN, P, mb, G);
     vllm_status st = staging_ensure(m, l.total);
     if (st != VLLM_OK) return st;
     int32_t *h = m->meta_host;
     int64_t *slots = (int64_t *)(void *)(h + l.slots);
-    memcpy(slots, b->slot_mapping, (size_t)T * sizeof *slots);
+    size_t bt_rows = (size_t)P * (size_t)mb; /* one group's block tables, padded */
+    for (int g = 0; g < G; g++) {
+        memcpy(slots + (size_t)g * PT, b->slot_mapping + (size_t)g * T, (size_t)T * sizeof *slots);
+        for (int i = T; i < PT; i++) slots[(size_t)g * PT + i] = -1;
+        int32_t *bt = h + l.bt + g * bt_rows;
+        memcpy(bt, b->block_tables + (size_t)g * S * mb, (size_t)S * (size_t)mb * sizeof *h);
+        memset(bt + (size_t)S * (size_t)mb, 0, (size_t)(P - S) * (size_t)mb * sizeof *h);
+    }
     memcpy(h + l.ids, b->token_ids, (size_t)T * sizeof *h);
     memcpy(h + l.pos, b->positions, (size_t)T * sizeof *h);
     memcpy(h + l.lidx, b->logits_indices, (size_t)N * sizeof *h);
     memcpy(h + l.qsl, b->query_start_loc, (size_t)(S + 1) * sizeof *h);
     memcpy(h + l.seq_lens, b->seq_lens, (size_t)S * sizeof *h);
-    memcpy(h + l.bt, b->block_tables, (size_t)S * (size_t)mb * sizeof *h);
     for (int i = T; i < PT; i++) {
-        slots[i] = -1;
         h[l.ids + i] = 0;
         h[l.pos + i] = 0;
     }
@@ -109,7 +122,6 @@ static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, in
         h[l.qsl + i + 1] = h[l.qsl + i] + 1;
         h[l.seq_lens + i] = 1;
     }
-    memset(h + l.bt + (size_t)S * (size_t)mb, 0, (size_t)(P - S) * (size_t)mb * sizeof *h);
     tensor all;
     if ((st = model_buf_ensure(m, &m->meta, DTYPE_I32, (int64_t)l.total, 1, &all)) ||
         (st = m->be->ops->upload(m->be, &all, h, l.total * sizeof *h)))
@@ -135,12 +147,20 @@ static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, in
     }
     if (P > S && s->meta.max_query_len < 1) s->meta.max_query_len = 1;
     if (max_seq_len > s->meta.max_seq_len) s->meta.max_seq_len = max_seq_len; /* a graph's upper bound */
+    /* every group's metadata: the shared fields, its own block tables and slot mapping */
+    for (int g = 0; g < G; g++) {
+        attn_meta *gm = &s->group_meta[g];
+        *gm = s->meta;
+        gm->block_tables = tensor_2d(DTYPE_I32, d + l.bt + g * bt_rows, P, mb);
+        gm->slot_mapping = tensor_1d(DTYPE_I64, (int64_t *)(void *)(d + l.slots) + (size_t)g * PT, PT);
+    }
+    s->layer_group = G > 1 ? m->groups.layer_group : NULL;
     return VLLM_OK;
 }
 
 vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq) {
     tensor t;
-    meta_layout l = meta_plan(max_tokens, max_tokens, max_seqs, max_blocks_per_seq);
+    meta_layout l = meta_plan(max_tokens, max_tokens, max_seqs, max_blocks_per_seq, num_groups(m));
     vllm_status st;
     if ((st = staging_ensure(m, l.total)) ||
         (st = model_buf_ensure(m, &m->meta, DTYPE_I32, (int64_t)l.total, 1, &t)))
@@ -238,6 +258,7 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     m->be = be;
     vllm_status st = hf_config_load(dir, &m->cfg);
     if (st != VLLM_OK) goto fail;
+    if ((st = kv_cache_groups_plan(&m->cfg, &m->groups))) goto fail;
     m->arch = model_arch_find(m->cfg.architecture);
     if (!m->arch) {
         st = vt_error(VLLM_ERR_UNSUPPORTED, "%s/config.json: architecture '%s' is not supported (supported: %s)",
@@ -276,12 +297,12 @@ void model_free(model *m) {
 
 const model_config *model_get_config(const model *m) { return &m->cfg; }
 
+const kv_cache_groups *model_get_cache_groups(const model *m) { return &m->groups; }
+
 size_t model_cache_bytes_per_token(const model *m) {
-    size_t per_layer = 2 * (size_t)m->cfg.num_kv_heads * (size_t)m->cfg.head_dim * dtype_size(m->be->kv_dtype);
-    size_t n = 0;
-    for (int l = 0; l < m->cfg.num_layers; l++)
-        if (m->cfg.layers[l].kind == LAYER_ATTENTION) n += per_layer;
-    return n;
+    /* a block holds one page per physical slot (with one group: per caching layer) */
+    size_t page = 2 * (size_t)m->cfg.num_kv_heads * (size_t)m->cfg.head_dim * dtype_size(m->be->kv_dtype);
+    return page * (size_t)m->groups.group_size;
 }
 
 vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_cache **out) {
@@ -293,25 +314,34 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_c
     c->num_blocks = num_blocks;
     c->block_size = block_size;
     c->num_layers = m->cfg.num_layers;
+    c->num_slots = m->groups.group_size;
     c->k = calloc((size_t)c->num_layers, sizeof *c->k);
     c->v = calloc((size_t)c->num_layers, sizeof *c->v);
-    if (!c->k || !c->v) {
+    c->slot_k = calloc((size_t)c->num_slots + 1, sizeof *c->slot_k);
+    c->slot_v = calloc((size_t)c->num_slots + 1, sizeof *c->slot_v);
+    if (!c->k || !c->v || !c->slot_k || !c->slot_v) {
         model_cache_free(m, c);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }
-    for (int l = 0; l < c->num_layers; l++) {
-        if (m->cfg.layers[l].kind != LAYER_ATTENTION) continue;
+    /* one K and one V tensor per physical slot (vLLM's KVCacheTensor shared_by the slot's layers) */
+    for (int j = 0; j < c->num_slots; j++) {
         int64_t shape[4] = {num_blocks, block_size, m->cfg.num_kv_heads, m->cfg.head_dim};
-        c->k[l] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
-        c->v[l] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
-        vllm_status st = m->be->ops->alloc(m->be, &c->k[l]);
-        if (st == VLLM_OK) st = m->be->ops->alloc(m->be, &c->v[l]);
+        c->slot_k[j] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
+        c->slot_v[j] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
+        vllm_status st = m->be->ops->alloc(m->be, &c->slot_k[j]);
+        if (st == VLLM_OK) st = m->be->ops->alloc(m->be, &c->slot_v[j]);
         if (st != VLLM_OK) {
             model_cache_free(m, c);
             vt_error_prefix("KV cache (%d blocks of %d tokens)", num_blocks, block_size);
             return st;
         }
-        c->bytes += 2 * tensor_nbytes(&c->k[l]);
+        c->bytes += 2 * tensor_nbytes(&c->slot_k[j]);
+    }
+    for (int l = 0; l < c->num_layers; l++) {
+        int j = m->groups.layer_slot[l];
+        if (m->groups.layer_group[l] < 0 || j < 0) continue;
+        c->k[l] = c->slot_k[j];
+        c->v[l] = c->slot_v[j];
     }
     *out = c;
     return VLLM_OK;
@@ -319,12 +349,13 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_c
 
 void model_cache_free(model *m, model_cache *c) {
     if (!c) return;
-    for (int l = 0; l < c->num_layers; l++) {
-        if (c->k && c->k[l].data) m->be->ops->release(m->be, &c->k[l]);
-        if (c->v && c->v[l].data) m->be->ops->release(m->be, &c->v[l]);
+    for (int j = 0; j < c->num_slots; j++) {
+        if (c->slot_k && c->slot_k[j].data) m->be->ops->release(m->be, &c->slot_k[j]);
+        if (c->slot_v && c->slot_v[j].data) m->be->ops->release(m->be, &c->slot_v[j]);
     }
+    free(c->slot_k);
+    free(c->slot_v);
     free(c->k);
     free(c->v);
     free(c);
 }
-

@@ -10,13 +10,15 @@
 #define VLLM_MODEL_MODEL_H
 
 #include "model/config.h"
+#include "model/kv_cache_groups.h"
 #include "tensor/backend.h"
 #include "vllm.h"
 
 typedef struct model model;
 
 /* Host-side description of one step's batch. All arrays are host memory;
- * the forward uploads them. */
+ * the forward uploads them. Block tables and slot mappings come once per KV
+ * cache group (model_get_cache_groups), group after group. */
 typedef struct fwd_batch {
     int num_tokens;                 /* T */
     int num_seqs;                   /* S */
@@ -24,21 +26,26 @@ typedef struct fwd_batch {
     const int32_t *positions;       /* (T) */
     const int32_t *query_start_loc; /* (S + 1) */
     const int32_t *seq_lens;        /* (S) context length after this step */
-    const int32_t *block_tables;    /* (S, max_blocks_per_seq) */
+    int num_kv_groups;              /* G: the model's groups (0 is read as 1) */
+    const int32_t *block_tables;    /* (G, S, max_blocks_per_seq) */
     int max_blocks_per_seq;
-    const int64_t *slot_mapping;    /* (T) */
+    const int64_t *slot_mapping;    /* (G, T) */
     int num_logits;                 /* rows whose logits are wanted */
     const int32_t *logits_indices;  /* (num_logits) indices into [0, T) */
 } fwd_batch;
 
 /* The per-request state of every layer: paged K/V blocks for attention
- * layers (later: recurrent state slots for linear-attention layers). */
+ * layers (later: recurrent state slots for linear-attention layers). The
+ * layers of different KV cache groups at the same slot share one tensor
+ * (kv_cache_groups.h): k[l] and v[l] are views of layer l's slot. */
 typedef struct model_cache {
     int num_blocks;
     int block_size;
     int num_layers;
     tensor *k;   /* per layer: (num_blocks, block_size, nkv, head_dim), or data NULL */
     tensor *v;
+    int num_slots;
+    tensor *slot_k, *slot_v;  /* (num_slots) the tensors owning the memory */
     size_t bytes;  /* total device bytes */
 } model_cache;
 
@@ -54,7 +61,11 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
 void model_free(model *m);
 const model_config *model_get_config(const model *m);
 
-/* Bytes of KV cache one token needs across all layers. */
+/* The model's KV cache groups (which layers share a block table). */
+const kv_cache_groups *model_get_cache_groups(const model *m);
+/* Bytes of one block of the shared pool per token it holds: a block of
+ * block_size tokens takes block_size times this in every group (one page
+ * per physical slot; every layer's page with a single group). */
 size_t model_cache_bytes_per_token(const model *m);
 vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_cache **out);
 void model_cache_free(model *m, model_cache *c);
@@ -63,7 +74,7 @@ void model_cache_free(model *m, model_cache *c);
  * from max_seqs sequences, one logits row per sequence) so that steps up to
  * that size allocate nothing (device backends; prompt-logprob steps with
  * more logits rows may still grow the logits buffer). */
-vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);
+vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);  /* every group's tables */
 
 /* Replays decode-only steps of up to max_batch sequences as recorded graphs
  * (padded to 1, 2, 4, 8, 16, 24, ...), each recorded on first use, with

@@ -13,14 +13,16 @@ typedef struct model_step {
     tensor ids, positions;       /* (T) */
     tensor logits_idx;           /* (num_logits) rows of the batch whose logits are computed */
     int num_logits;
-    attn_meta meta;
+    attn_meta meta;              /* group 0's; the fields other than block_tables and slot_mapping
+                                    are every group's */
+    attn_meta group_meta[KV_MAX_GROUPS]; /* each group's: its block tables and slot mapping */
+    const int *layer_group;      /* (num_layers) each layer's group (kv_cache_groups.layer_group) */
 } model_step;
 
 /* The attention metadata layer l reads: its KV cache group's block tables
- * and slot mapping (today one group holds every layer). */
+ * and slot mapping, the rest shared by every group. */
 static inline const attn_meta *model_step_meta(const model_step *s, int layer) {
-    (void)layer;
-    return &s->meta;
+    return s->layer_group && s->layer_group[layer] > 0 ? &s->group_meta[s->layer_group[layer]] : &s->meta;
 }
 
 typedef struct model_arch {
@@ -60,6 +62,7 @@ struct model {
     weight_source *ws;
     void *impl;                 /* family-specific weights and state */
     int max_pos;                /* rows of the RoPE table */
+    kv_cache_groups groups;     /* which layers share a block table, and their cache slots */
     ws_buf meta;                /* the step's metadata, packed (one upload per step) */
     int32_t *meta_host;         /* (meta_host_cap) host staging of it */
     size_t meta_host_cap;

@@ -62,11 +62,30 @@ typedef struct layout {
     int block_size, max_num_batched_tokens, num_kv_blocks, max_num_seqs, max_model_len;
 } layout;
 
+#define TIGHT (-1) /* num_kv_blocks: the fewest that make the generation preempt */
+
 static const layout LAYOUTS[] = {
     {"one batch", 16, 8192, 0, 256, 128},
     {"chunked prefill, block 7", 7, 9, 0, 256, 128},
-    {"tight KV cache (preemption)", 4, 8192, 24, 256, 64},
+    /* TIGHT: as tests/model/test_parity.c, the smallest KV cache (from the fewest blocks the engine
+     * accepts up) under which the generation preempts: KV cache groups with sliding windows need more
+     * blocks for one sequence, and free some as it grows */
+    {"tight KV cache (preemption)", 4, 8192, TIGHT, 256, 64},
 };
+
+/* The fewest KV blocks an engine with options o accepts, by bisection. */
+static int fewest_kv_blocks(const char *dir, vllm_engine_options o) {
+    int lo = 1, hi = 4096;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        o.num_kv_blocks = mid;
+        vllm_engine *e = NULL;
+        if (vllm_engine_create(dir, &o, &e) == VLLM_OK) hi = mid;
+        else lo = mid + 1;
+        vllm_engine_free(e);
+    }
+    return lo;
+}
 
 /* The teacher-forced bounds: the fixture's own ("tolerance": tf_max, tf_mean,
  * set from transformers' bf16 drift by tools/make_fixtures.py) or TF_MAX / TF_MEAN. */
@@ -183,20 +202,32 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
         o.num_kv_blocks = lay->num_kv_blocks;
         o.max_num_seqs = lay->max_num_seqs;
         o.max_model_len = lay->max_model_len;
+        bool tight = lay->num_kv_blocks == TIGHT;
+        int fewest = tight ? fewest_kv_blocks(dir, o) : 0;
         vllm_engine *e = NULL;
-        vllm_status st = vllm_engine_create(dir, &o, &e);
-        CHECK_MSG(st == VLLM_OK, "%s [%s]: %s", dir, lay->name, vllm_last_error());
+        vllm_status st = VLLM_OK;
         int compared = 0, total = 0, differ = 0;
         char first_diff[80] = "none";
         double max_dlp = 0;
-        if (st == VLLM_OK) {
-            vllm_sampling_params sp = vllm_sampling_default_params();
-            sp.temperature = 0;
-            sp.ignore_eos = true;
-            sp.max_tokens = max_new;
-            vllm_completion *c = NULL;
-            vllm_generate_stats stats;
+        vllm_sampling_params sp = vllm_sampling_default_params();
+        sp.temperature = 0;
+        sp.ignore_eos = true;
+        sp.max_tokens = max_new;
+        vllm_completion *c = NULL;
+        vllm_generate_stats stats;
+        for (int extra = 0;; extra++) { /* tight: grow the cache until the generation preempts */
+            if (tight) o.num_kv_blocks = fewest + extra;
+            st = vllm_engine_create(dir, &o, &e);
+            if (st != VLLM_OK) break;
             st = vllm_generate(e, ps, np, &sp, false, &c, &stats);
+            if (!tight || st != VLLM_OK || stats.preemptions > 0 || extra == 64) break;
+            vllm_completions_free(c, np);
+            vllm_engine_free(e);
+            c = NULL;
+            e = NULL;
+        }
+        CHECK_MSG(e != NULL, "%s [%s]: %s", dir, lay->name, vllm_last_error());
+        if (e) {
             CHECK_MSG(st == VLLM_OK, "%s [%s]: %s", dir, lay->name, vllm_last_error());
             if (st == VLLM_OK && lay->num_kv_blocks)
                 CHECK_MSG(stats.preemptions > 0, "%s [%s]: no preemption", dir, lay->name);

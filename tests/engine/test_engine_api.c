@@ -25,7 +25,7 @@ static vllm_engine *make(const char *dir) {
 static void test_stream_and_abort(void) {
     vllm_engine *e = make(VLLM_SOURCE_DIR "/models/stories260K");
     if (!e) return;
-    int total_blocks = e->sched.pool.num_free;
+    int total_blocks = e->sched.kv.pool.num_free;
     vllm_sampling_params sp = vllm_sampling_default_params();
     sp.temperature = 0;
     sp.max_tokens = 40;
@@ -69,7 +69,7 @@ static void test_stream_and_abort(void) {
     size_t n;
     CHECK_OK(vllm_engine_step(e, &o, &n)); /* reaps */
     CHECK(n == 0);
-    CHECK(e->sched.pool.num_free == total_blocks);
+    CHECK(e->sched.kv.pool.num_free == total_blocks);
 
     /* the same prompt offline gives the same ids and text */
     vllm_completion *c = NULL;

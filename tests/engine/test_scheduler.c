@@ -160,14 +160,14 @@ static void test_uncommitted_step(void) {
     CHECK_OK(sched_add(&s, a));
     fwd_batch fb;
     CHECK_OK(sched_step(&s, &fb));
-    CHECK(s.pool.num_cached == 2);
+    CHECK(s.kv.pool.num_cached == 2);
     sched_finish(&s, a); /* aborted after the failed step */
     request *b = make_req(1, 10, 2, 8);
     CHECK_OK(sched_add(&s, b));
     CHECK_OK(sched_step(&s, &fb)); /* forgets a's blocks first */
     CHECK(b->num_cached_tokens == 0 && fb.num_tokens == 10);
     sched_commit(&s);
-    CHECK(s.pool.num_cached == 2);
+    CHECK(s.kv.pool.num_cached == 2);
     /* a request wanting prompt logprobs computes its whole prompt */
     request *c = make_req(2, 10, 2, 8), *d = make_req(3, 10, 2, 8);
     c->params.prompt_logprobs = 0;
@@ -178,7 +178,7 @@ static void test_uncommitted_step(void) {
     CHECK(c->num_cached_tokens == 0 && d->num_cached_tokens == 8);
     sched_commit(&s);
     sched_reset(&s);
-    CHECK(s.pool.num_cached == 0 && sched_num_free_blocks(&s) == 16);
+    CHECK(s.kv.pool.num_cached == 0 && sched_num_free_blocks(&s) == 16);
     sched_destroy(&s);
     free_req(a);
     free_req(b);

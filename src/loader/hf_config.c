@@ -259,7 +259,7 @@ static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, do
                             rope->high_freq_factor, rope->low_freq_factor);
         return VLLM_OK;
     }
-    if (!strcmp(type, "longrope") || !strcmp(type, "su")) /* "su": Phi3Config's legacy name for it */
+    if (!strcmp(type, "longrope") || !strcmp(type, "su")) /* "su": its legacy name */
         return hf_longrope(root, sc, what, max_pos, rope);
     return vt_error(VLLM_ERR_UNSUPPORTED, "%s: rope type '%.64s' is not supported (default, linear, llama3, longrope)",
                     what, type);

@@ -1,25 +1,26 @@
 /*
  * decoder.c: the dense decoder every dense family runs, driven by the model
- * config's spec (model/config.h): pre-norm layers of attention with GQA/MQA,
- * RoPE (one table per rope config: Gemma 3's local layers have their own),
- * optional per-head q/k norms and a gated MLP over the paged KV cache;
- * optionally "sandwich" norms around both blocks (Gemma 2/3), (1 + w) norms,
- * a scaled embedding, attention and final-logit softcaps.
+ * config's spec (model/config.h), filled by the family's parser (arch_*.c):
  *
- *   x = embed(ids) [* sqrt(D)]                                   (T, D)
- *   per layer l:
- *     q, k, v = in_norm(x) Wqkv [+ b]; q, k = qk_norm(q, k); rope(q, k)
- *     a = attention(q, K_l, V_l)  (window, scale, softcap of layer l)
- *     llama:    x += a Wo;                 x += mlp(mlp_norm(x))
- *     sandwich: x += attn_out_norm(a Wo);  x += mlp_out_norm(mlp(mlp_norm(x)))
- *     mlp(h) = act(h Wg) * (h Wu) Wd
- *   logits = final_norm(x[sampled rows]) Wlm  [softcapped]       (N, V)
+ *   x = embed(ids) [* sqrt(D)] [* embed_multiplier] [+ P[pos + offset]]     (T, D)
+ *   per layer l (window, RoPE table and MLP kind from layers[l]):
+ *     q, k, v = n_in(x) Wqkv [+ b]                      (T, nh*hd | nkv*hd | nkv*hd)
+ *     q, k = qk_norm(q, k)   per head or over the whole projection
+ *     rope(q, k)             halves (i, i + r/2) or pairs (2i, 2i+1), first r dims
+ *     a = attention(q, K_l, V_l)  causal, sliding window, scale, softcap    (T, nh*hd)
+ *     x += n_out(a Wo [+ b]) [* residual_multiplier]
+ *     h = n_mlp(x)
+ *     x += n_out'(down(act(h Wg) * (h Wu)))   gated;  down(act(h Wu))  plain
+ *   logits = final_norm(x[sampled rows]) Wlm  [softcapped] [/ logits_divisor]  (N, V)
  *
- * Semantics follow transformers' modeling_llama / modeling_qwen2 /
- * modeling_qwen3 / modeling_mistral / modeling_gemma2 / modeling_gemma3 and
- * vLLM's model_executor/models/llama.py (fused qkv and gate_up projections).
- * The families' configs are parsed in arch_*.c; the registry (registry.c)
- * maps architectures[0] to them.
+ * The norms by layout: pre (Llama) n_in, n_mlp, no n_out; sandwich (Gemma,
+ * GLM-4) all four; post (OLMo-2) n_out only. A norm is RMSNorm, (1 + w)
+ * RMSNorm or LayerNorm with bias (norm style). The Llama layout runs fused:
+ * each norm, gated product and residual add rides in its linear_fused.
+ *
+ * Semantics follow transformers' modeling files of each family (named in its
+ * arch_*.c) and vLLM's model_executor/models/llama.py (fused qkv and gate_up
+ * projections); the registry (registry.c) maps architectures[0] to them.
  */
 #include <math.h>
 #include <stdio.h>

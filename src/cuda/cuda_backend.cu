@@ -563,6 +563,13 @@ static const backend_ops CU_OPS = {
     .qk_norm_rope_kv_ex = cu_qk_norm_rope_kv_ex,
     .attention = cu_attention,
     .gather_rows = cu_gather_rows,
+    /* mixture of experts: not yet on the GPU (supports() refuses BE_OP_MOE, so a model with MoE
+       layers is refused at load with a clear error) */
+    .experts_create = NULL,
+    .experts_free = NULL,
+    .moe_route = NULL,
+    .moe_experts = NULL,
+    .sigmoid_gate = NULL,
     .sample = cu_sample,
     .logprobs = cu_logprobs,
     .supports = cu_supports,

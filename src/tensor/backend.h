@@ -31,6 +31,11 @@ typedef struct be_linear be_linear;
 /* A recorded sequence of ops that can be replayed (a CUDA graph). */
 typedef struct be_graph be_graph;
 
+/* A mixture-of-experts layer's experts, prepared once by the backend (like
+ * be_linear, so quantized formats can later hide behind it): E gated MLPs,
+ * expert e: down_e(act(gate_e x) * up_e x), gate_e / up_e (I, D), down_e (D, I). */
+typedef struct be_experts be_experts;
+
 /* Paged attention metadata for one flattened batch of T tokens from S
  * sequences (vLLM v1 layout). Sequence s owns query tokens
  * [query_start_loc[s], query_start_loc[s+1]); they are the last q_len
@@ -112,6 +117,21 @@ typedef struct linear_fuse {
     const tensor *norm_b;  /* (in) BE_NORM_LAYER's bias, or NULL */
 } linear_fuse;
 
+/* How a mixture-of-experts layer routes its tokens (transformers' MoE blocks). */
+typedef enum be_moe_scoring {
+    BE_MOE_SOFTMAX = 0,    /* p = softmax(logits) over all E in f32, then the top k of p
+                              (Qwen2-MoE, Qwen3-MoE, Mixtral) */
+    BE_MOE_SCORING_COUNT
+} be_moe_scoring;
+
+typedef struct moe_params {
+    int num_experts;       /* E */
+    int top_k;             /* k experts per token, 1 <= k <= E */
+    be_moe_scoring scoring;
+    bool renormalize;      /* the k weights divided by their sum (Qwen's norm_topk_prob; Mixtral: always) */
+    be_act act;            /* the experts' gate activation */
+} moe_params;
+
 /* The ops whose support depends on their parameters (backend_ops.supports). */
 typedef enum be_op {
     BE_OP_ATTENTION = 0,   /* params: const attn_params * */
@@ -122,6 +142,7 @@ typedef enum be_op {
     BE_OP_ADD_NORM,        /* params: const be_norm * */
     BE_OP_QK_NORM_ROPE_KV, /* params: const be_norm * (qk_norm_rope_kv_ex's q/k norm), or NULL for none */
     BE_OP_SOFTCAP,         /* params: NULL */
+    BE_OP_MOE,             /* params: const moe_params * (moe_route and moe_experts) */
     BE_OP_COUNT
 } be_op;
 
@@ -225,6 +246,25 @@ typedef struct backend_ops {
                       const attn_meta *m, const attn_params *p, tensor *out);
     /* out (N, D) = x[idx] ; idx (N) I32 */
     void (*gather_rows)(backend *be, const tensor *x, const tensor *idx, tensor *out);
+
+    /* ---- mixture of experts ---- */
+    /* gate[e], up[e]: (I, D), down[e]: (D, I) host tensors of one dtype, e < E
+     * (a checkpoint's per-expert tensors, or views of its fused ones). */
+    vllm_status (*experts_create)(backend *be, const tensor *const *gate, const tensor *const *up,
+                                  const tensor *const *down, int E, be_experts **out);
+    void (*experts_free)(backend *be, be_experts *ex);
+    /* The routing of router logits (T, E) (act dtype or F32) as p's scoring:
+     * ids (T, k) I32 the chosen experts (best first; equal scores: the lower
+     * id first), w (T, k) F32 their weights (renormalised when p says so).
+     * On the device: no host round trip, so it records into a graph. */
+    void (*moe_route)(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
+    /* y (T, D) = (or +=, accumulate) sum over j < k of w[t, j] * expert_{ids[t, j]}(x_t);
+     * x (T, D); each expert's output rounded to the activation dtype, then
+     * weighted and summed in f32 (transformers: expert(x) * w, index_add_). */
+    void (*moe_experts)(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
+                        const moe_params *p, bool accumulate, tensor *y);
+    /* x (T, D) *= sigmoid(g[t]) row by row; g (T, 1) (Qwen2-MoE's shared-expert gate). */
+    void (*sigmoid_gate)(backend *be, tensor *x, const tensor *g);
 
     /* ---- sampling (sample/sample.h) ---- */
     /* Samples rows b->rows of logits (B, V) as sample_row_ref does, writing

@@ -64,6 +64,9 @@ Olmo2Config, Olmo2ForCausalLM = _optional("Olmo2Config", "Olmo2ForCausalLM")
 GraniteConfig, GraniteForCausalLM = _optional("GraniteConfig", "GraniteForCausalLM")
 Glm4Config, Glm4ForCausalLM = _optional("Glm4Config", "Glm4ForCausalLM")
 OPTConfig, OPTForCausalLM = _optional("OPTConfig", "OPTForCausalLM")
+Qwen3MoeConfig, Qwen3MoeForCausalLM = _optional("Qwen3MoeConfig", "Qwen3MoeForCausalLM")
+Qwen2MoeConfig, Qwen2MoeForCausalLM = _optional("Qwen2MoeConfig", "Qwen2MoeForCausalLM")
+MixtralConfig, MixtralForCausalLM = _optional("MixtralConfig", "MixtralForCausalLM")
 
 from safetensors import safe_open
 
@@ -227,6 +230,38 @@ CASES = [
                    tie_word_embeddings=True),
          head_dim=16,
          rope=dict(rope_type="none", rope_theta=0.0)),
+    # Qwen3-MoE: 16 experts, top 4, renormalised; layer 1 dense (mlp_only_layers), per-head
+    # q/k norms. A 40-token prompt sends many tokens to the same experts; the 1-token
+    # prompt leaves 12 of 16 experts without a token.
+    dict(name="qwen3_moe", cfg_cls=Qwen3MoeConfig, model_cls=Qwen3MoeForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(COMMON, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                   head_dim=16, intermediate_size=96, moe_intermediate_size=32, num_experts=16,
+                   num_experts_per_tok=4, norm_topk_prob=True, decoder_sparse_step=1,
+                   mlp_only_layers=[1], tie_word_embeddings=False, pad_token_id=0,
+                   use_sliding_window=False, rope_theta=1000000.0),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=1000000.0)),
+    # Qwen2-MoE: 8 experts, top 2, not renormalised, a shared expert behind a sigmoid gate,
+    # q/k/v biases.
+    dict(name="qwen2_moe_shared", cfg_cls=Qwen2MoeConfig, model_cls=Qwen2MoeForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=96, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                   num_experts=8, num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1,
+                   tie_word_embeddings=False, pad_token_id=0, use_sliding_window=False,
+                   rope_theta=10000.0),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    # Mixtral: 4 experts, top 2 (always renormalised), sliding window 16.
+    dict(name="mixtral_moe", cfg_cls=MixtralConfig, model_cls=MixtralForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
+                   sliding_window=16, tie_word_embeddings=False, pad_token_id=0,
+                   rope_theta=1000000.0),
+         head_dim=16,
+         rope=dict(rope_type="default", rope_theta=1000000.0)),
     # Not a committed fixture (1.2 GB): tools/device/check.sh builds it on the GPU
     # machine (--only qwen3_0.6b_shape) for the teacher-forced comparison of issue 6.
     # Qwen3-0.6B's real shapes with transformers' own random init (hf_init: weights

@@ -50,6 +50,8 @@ typedef enum layer_kind {
 typedef enum mlp_kind {
     MLP_DENSE = 0,                  /* gated MLP: down(act(gate(x)) * up(x)) */
     MLP_DENSE_PLAIN,                /* ungated MLP: down(act(up(x))) (OPT's fc1 / fc2) */
+    MLP_MOE,                        /* mixture of experts: top-k of num_experts gated MLPs, weighted
+                                       (model_config.moe), optionally plus a gated shared expert */
 } mlp_kind;
 
 /* How a layer normalises (transformers' modeling files). */
@@ -81,6 +83,11 @@ typedef struct weight_names {
     const char *attn_norm, *attn_out_norm, *mlp_norm, *mlp_out_norm;
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
     const char *gate, *up, *gate_up, *down;
+    /* mixture-of-experts layers: the router (E, D); the experts' tensors, per expert
+       "<experts>.<e>.<expert_gate>" or fused "<experts>.<fused_gate_up>" (E, 2I, D) and
+       "<experts>.<fused_down>" (E, D, I); the shared expert's gated MLP and its (1, D) gate */
+    const char *router, *experts, *expert_gate, *expert_up, *expert_down, *fused_gate_up, *fused_down;
+    const char *shared_gate, *shared_up, *shared_down, *shared_expert_gate;
 } weight_names;
 
 /* Llama's names (the default): embed_tokens, input_layernorm, self_attn.q_proj, mlp.gate_proj, ... */
@@ -155,6 +162,13 @@ struct model_config {
     double residual_multiplier;     /* each block's output multiplied by it before the residual add (0 = 1) */
     double logits_divisor;          /* logits divided by it (Granite's logits_scaling; 0 = 1) */
     const weight_names *names;      /* checkpoint tensor names (NULL: weight_names_llama) */
+    struct {                        /* mixture of experts, for the layers whose mlp is MLP_MOE */
+        int num_experts;            /* E */
+        int top_k;                  /* experts per token */
+        int intermediate_size;      /* each expert's I */
+        bool renormalize;           /* top-k weights divided by their sum */
+        int shared_intermediate_size; /* the shared expert's I (0: none), gated by sigmoid(x . w) */
+    } moe;
     bool embed_scale_sqrt;          /* embeddings multiplied by sqrt(hidden_size) in the activation dtype */
     double attn_scale;              /* softmax scale (0: 1 / sqrt(head_dim)) */
     double attn_softcap;            /* attention logit softcap; 0 = off */

@@ -55,6 +55,11 @@ typedef struct llama_layer {
     be_linear *o;                       /* (D, nh*hd) */
     be_linear *gate_up;                 /* (2I, D) gated; (I, D) plain (OPT's fc1) */
     be_linear *down;                    /* (D, I) */
+    /* MLP_MOE layers: the router, the experts, the optional shared expert and its gate */
+    be_linear *router;                  /* (E, D) */
+    be_experts *experts;                /* E x (gate, up (I, D); down (D, I)) */
+    be_linear *sh_gate_up, *sh_down;    /* (2 Is, D), (D, Is) */
+    be_linear *sh_gate;                 /* (1, D) */
 } llama_layer;
 
 typedef struct llama {
@@ -68,10 +73,23 @@ typedef struct llama {
     int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
+    ws_buf rl, ids, rw, sgu, sa, sg, so; /* MoE: router logits, top-k ids / weights, shared expert */
     tensor logits_view;
 } llama;
 
 static const weight_names *names_of(const model_config *c) { return c->names ? c->names : &weight_names_llama; }
+
+static bool has_moe(const model_config *c) {
+    for (int l = 0; l < c->num_layers; l++)
+        if (c->layers[l].mlp == MLP_MOE) return true;
+    return false;
+}
+
+static moe_params moe_of(const model_config *c) {
+    return (moe_params){.num_experts = c->moe.num_experts, .top_k = c->moe.top_k, .scoring = BE_MOE_SOFTMAX,
+                        .renormalize = c->moe.renormalize, .act = (be_act)c->act};
+}
+
 
 static be_norm_kind norm_kind_of(const model_config *c) {
     return c->norm == NORM_STYLE_RMS_OFFSET ? BE_NORM_RMS_OFFSET
@@ -134,6 +152,66 @@ static vllm_status load_linear(model *m, weight_source *ws, int l, const char *f
     return m->be->ops->linear_create(m->be, wp, bias ? bp : NULL, n, out);
 }
 
+/* An MoE layer's router, experts (per-expert tensors, or the fused (E, 2I, D) / (E, D, I) ones of
+ * transformers 5) and shared expert. */
+static vllm_status build_moe(model *m, weight_source *ws, int l, llama_layer *L) {
+    const model_config *c = &m->cfg;
+    const weight_names *nm = names_of(c);
+    const int E = c->moe.num_experts;
+    const int64_t D = c->hidden_size, I = c->moe.intermediate_size;
+    vllm_status st;
+    const int64_t rrows[1] = {E};
+    if ((st = load_linear(m, ws, l, NULL, &nm->router, rrows, 1, D, false, &L->router))) return st;
+    tensor *t = calloc((size_t)E * 3, sizeof *t);
+    const tensor **pg = calloc((size_t)E * 3, sizeof *pg);
+    if (!t || !pg) {
+        free(t);
+        free(pg);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (experts)");
+    }
+    const tensor **pu = pg + E, **pd = pg + 2 * E;
+    char name[160];
+    snprintf(name, sizeof name, "%slayers.%d.%s.%s", c->weight_prefix, l, nm->experts, nm->fused_gate_up ? nm->fused_gate_up : "");
+    if (nm->fused_gate_up && ws_has(ws, name)) {
+        /* transformers 5's fused experts: gate_up (E, 2I, D), rows gate | up per expert; down (E, D, I) */
+        tensor gu, dn;
+        const int64_t sgu[3] = {E, 2 * I, D}, sdn[3] = {E, D, I};
+        st = ws_getf(ws, &gu, 3, sgu, "%s", name);
+        if (!st) st = ws_getf(ws, &dn, 3, sdn, "%slayers.%d.%s.%s", c->weight_prefix, l, nm->experts, nm->fused_down);
+        for (int e = 0; !st && e < E; e++) {
+            size_t es = dtype_size(gu.dtype), ds = dtype_size(dn.dtype);
+            t[e] = tensor_2d(gu.dtype, (char *)gu.data + (size_t)e * 2 * I * D * es, I, D);
+            t[E + e] = tensor_2d(gu.dtype, (char *)gu.data + ((size_t)e * 2 * I + I) * D * es, I, D);
+            t[2 * E + e] = tensor_2d(dn.dtype, (char *)dn.data + (size_t)e * D * I * ds, D, I);
+        }
+    } else {
+        const int64_t sgu[2] = {I, D}, sdn[2] = {D, I};
+        st = VLLM_OK;
+        for (int e = 0; !st && e < E; e++) {
+            const char *pre = c->weight_prefix, *ex = nm->experts;
+            if ((st = ws_getf(ws, &t[e], 2, sgu, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_gate)) ||
+                (st = ws_getf(ws, &t[E + e], 2, sgu, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_up)))
+                break;
+            st = ws_getf(ws, &t[2 * E + e], 2, sdn, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_down);
+        }
+    }
+    for (int i = 0; i < 3 * E; i++) pg[i] = &t[i];
+    if (!st) st = m->be->ops->experts_create(m->be, pg, pu, pd, E, &L->experts);
+    free(t);
+    free(pg);
+    if (st) return st;
+    if (c->moe.shared_intermediate_size > 0) {
+        const int64_t Is = c->moe.shared_intermediate_size;
+        const char *sh[2] = {nm->shared_gate, nm->shared_up};
+        const int64_t shrows[2] = {Is, Is}, dnrows[1] = {D}, grows[1] = {1};
+        if ((st = load_linear(m, ws, l, NULL, sh, shrows, 2, D, false, &L->sh_gate_up)) ||
+            (st = load_linear(m, ws, l, NULL, &nm->shared_down, dnrows, 1, Is, false, &L->sh_down)) ||
+            (st = load_linear(m, ws, l, NULL, &nm->shared_expert_gate, grows, 1, D, false, &L->sh_gate)))
+            return st;
+    }
+    return VLLM_OK;
+}
+
 static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *L) {
     const model_config *c = &m->cfg;
     const weight_names *nm = names_of(c);
@@ -159,12 +237,14 @@ static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *
     const char *qkv_names[3] = {nm->q, nm->k, nm->v};
     const int64_t qkv_rows[3] = {qd, kvd, kvd};
     const int64_t o_rows[1] = {D}, down_rows[1] = {D};
+    if ((st = load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias, &L->qkv)) ||
+        (st = load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)))
+        return st;
+    if (c->layers[l].mlp == MLP_MOE) return build_moe(m, ws, l, L);
     const bool gated = c->layers[l].mlp == MLP_DENSE;
     const char *gu_names[2] = {gated ? nm->gate : nm->up, nm->up};
     const int64_t gu_rows[2] = {I, I};
-    if ((st = load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias, &L->qkv)) ||
-        (st = load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)) ||
-        (st = load_linear(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D, c->mlp_bias,
+    if ((st = load_linear(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D, c->mlp_bias,
                           &L->gate_up)) ||
         (st = load_linear(m, ws, l, NULL, &nm->down, down_rows, 1, I, c->mlp_bias, &L->down)))
         return st;
@@ -181,9 +261,10 @@ static void llama_destroy(model *m) {
             dec_norm *norms[] = {&L->in_norm, &L->post_norm, &L->attn_out_norm, &L->mlp_out_norm, &L->q_norm,
                                  &L->k_norm};
             for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) release_norm(be, norms[i]);
-            be_linear *lins[] = {L->qkv, L->o, L->gate_up, L->down};
-            for (int i = 0; i < 4; i++)
+            be_linear *lins[] = {L->qkv, L->o, L->gate_up, L->down, L->router, L->sh_gate_up, L->sh_down, L->sh_gate};
+            for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
                 if (lins[i]) be->ops->linear_free(be, lins[i]);
+            if (L->experts) be->ops->experts_free(be, L->experts);
         }
         free(lm->layers);
     }
@@ -193,7 +274,8 @@ static void llama_destroy(model *m) {
     if (lm->lm_head) be->ops->linear_free(be, lm->lm_head);
     for (int r = 0; r < MODEL_MAX_ROPES; r++)
         if (lm->cos_sin[r].data) be->ops->release(be, &lm->cos_sin[r]);
-    ws_buf *bufs[] = {&lm->x, &lm->h, &lm->qkv, &lm->attn, &lm->o, &lm->gu, &lm->act, &lm->sel, &lm->logits};
+    ws_buf *bufs[] = {&lm->x,  &lm->h,   &lm->qkv, &lm->attn, &lm->o,   &lm->gu, &lm->act, &lm->sel,
+                      &lm->logits, &lm->rl, &lm->ids, &lm->rw, &lm->sgu, &lm->sa, &lm->sg, &lm->so};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(be, bufs[i]);
     free(lm);
     m->impl = NULL;
@@ -248,6 +330,14 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
          (st = backend_require(be, BE_OP_QK_NORM_ROPE_KV, &norm_probe, c->architecture))) ||
         (c->final_softcap > 0 && (st = backend_require(be, BE_OP_SOFTCAP, NULL, c->architecture))))
         return st;
+    if (has_moe(c)) {
+        const moe_params mp = moe_of(c);
+        if ((st = backend_require(be, BE_OP_MOE, &mp, c->architecture))) return st;
+        if (!(c->moe.num_experts > 0 && c->moe.top_k >= 1 && c->moe.top_k <= c->moe.num_experts &&
+              c->moe.intermediate_size > 0))
+            return vt_error(VLLM_ERR_FORMAT, "%s: mixture of experts needs 1 <= num_experts_per_tok <= the number of "
+                            "experts and an expert intermediate size", c->architecture);
+    }
     if (c->num_heads % c->num_kv_heads)
         return vt_error(VLLM_ERR_FORMAT, "config.json: num_attention_heads %d not a multiple of num_key_value_heads %d",
                         c->num_heads, c->num_kv_heads);
@@ -322,7 +412,9 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
 /* Views of the step's activations, T rows (N for the logits rows). */
 typedef struct llama_bufs {
     tensor x, h, qkv, attn, o, gu, a, sel, lg;
+    tensor rl, ids, rw, sgu, sa, sg, so; /* MoE layers only */
 } llama_bufs;
+
 
 static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) {
     llama *lm = m->impl;
@@ -341,6 +433,18 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
         (st = model_buf_ensure(m, &lm->sel, act, N, D, &t->sel)) ||
         (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg)))
         return st;
+    if (has_moe(c)) {
+        int64_t E = c->moe.num_experts, k = c->moe.top_k, Is = c->moe.shared_intermediate_size;
+        if ((st = model_buf_ensure(m, &lm->rl, act, T, E, &t->rl)) ||
+            (st = model_buf_ensure(m, &lm->ids, DTYPE_I32, T, k, &t->ids)) ||
+            (st = model_buf_ensure(m, &lm->rw, DTYPE_F32, T, k, &t->rw)))
+            return st;
+        if (Is > 0 && ((st = model_buf_ensure(m, &lm->sgu, act, T, 2 * Is, &t->sgu)) ||
+                       (st = model_buf_ensure(m, &lm->sa, act, T, Is, &t->sa)) ||
+                       (st = model_buf_ensure(m, &lm->sg, act, T, 1, &t->sg)) ||
+                       (st = model_buf_ensure(m, &lm->so, act, T, D, &t->so))))
+            return st;
+    }
     return VLLM_OK;
 }
 
@@ -460,6 +564,28 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             residual_add(m, L, &x, &o, &h, &L->attn_out_norm, mlp_normed);
         }
 
+        if (ls->mlp == MLP_MOE) {
+            /* h = mlp_norm(x); o = sum over the top k of w_e expert_e(h) [+ sigmoid(h.g) shared(h)] */
+            if (!mlp_normed && !post) {
+                const be_norm n = norm_of(c, &L->post_norm);
+                ops->norm(be, &x, &n, &h);
+            }
+            const tensor *hin = post ? &x : &h;
+            const moe_params mp = moe_of(c);
+            ops->linear(be, L->router, hin, &t.rl);                    /* (T, E) router logits */
+            ops->moe_route(be, &t.rl, &mp, &t.ids, &t.rw);             /* top-k ids, weights (T, k) */
+            ops->moe_experts(be, L->experts, hin, &t.ids, &t.rw, &mp, false, &o); /* o (T, D) */
+            if (L->sh_gate_up) {
+                const linear_fuse gated = {.silu_mul = true, .mid = &t.sgu, .act = act};
+                ops->linear_fused(be, L->sh_gate_up, hin, &gated, &t.sa); /* (T, Is) */
+                ops->linear(be, L->sh_down, &t.sa, &t.so);              /* (T, D) */
+                ops->linear(be, L->sh_gate, hin, &t.sg);                /* (T, 1) */
+                ops->sigmoid_gate(be, &t.so, &t.sg);                     /* so *= sigmoid(sg) */
+                ops->add(be, &o, &t.so);
+            }
+            residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
+            continue;
+        }
         /* MLP: a = act(h Wg) * (h Wu) (gated) or act(h Wu) (plain), h = [mlp_norm](x) */
         const bool gated = ls->mlp == MLP_DENSE;
         const tensor *mlp_x = mlp_normed ? &h : &x;

@@ -6,7 +6,7 @@
 extern const model_arch decoder_arch;
 extern const model_config_family llama_family_llama, llama_family_mistral, llama_family_qwen2, llama_family_qwen3,
     gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm, phi3_family, olmo2_family, granite_family,
-    glm4_family, opt_family;
+    glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family;
 
 static const struct entry {
     const char *name;                   /* architectures[0] */
@@ -25,6 +25,9 @@ static const struct entry {
     {"GraniteForCausalLM", &granite_family, &decoder_arch},
     {"Glm4ForCausalLM", &glm4_family, &decoder_arch},
     {"OPTForCausalLM", &opt_family, &decoder_arch},
+    {"Qwen2MoeForCausalLM", &qwen2_moe_family, &decoder_arch},
+    {"Qwen3MoeForCausalLM", &qwen3_moe_family, &decoder_arch},
+    {"MixtralForCausalLM", &mixtral_family, &decoder_arch},
 };
 
 static const struct entry *find(const char *name) {
@@ -46,5 +49,6 @@ const model_config_family *model_config_family_find(const char *name) {
 const char *model_arch_list(void) {
     return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text), Phi3ForCausalLM, Olmo2ForCausalLM, "
-           "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM";
+           "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
+           "MixtralForCausalLM";
 }

@@ -484,9 +484,97 @@ static void test_gemma(void) {
                VLLM_ERR_FORMAT, "text_config", "Gemma3ForConditionalGeneration");
 }
 
+/* microsoft/Phi-3.5-mini-instruct's layout (transformers 4.x): rope_scaling "longrope" with 48 factors,
+ * original_max_position_embeddings at the top level */
+static void test_phi3_glm4_opt(void) {
+    model_config c;
+    char buf[8192], sf[2048] = "", lf[2048] = "";
+    for (int i = 0; i < 48; i++) {
+        size_t n = strlen(sf), m = strlen(lf);
+        snprintf(sf + n, sizeof sf - n, "%s%.2f", i ? ", " : "", 1.0 + 0.01 * i);
+        snprintf(lf + m, sizeof lf - m, "%s%.2f", i ? ", " : "", 1.0 + 0.5 * i);
+    }
+    snprintf(buf, sizeof buf,
+             "{\"architectures\": [\"Phi3ForCausalLM\"], \"hidden_size\": 3072, \"intermediate_size\": 8192,"
+             " \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 32,"
+             " \"vocab_size\": 32064, \"max_position_embeddings\": 131072,"
+             " \"original_max_position_embeddings\": 4096, \"rope_theta\": 10000.0, \"sliding_window\": 262144,"
+             " \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [%s], \"long_factor\": [%s]}}",
+             sf, lf);
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.rope.type == ROPE_LONGROPE && c.rope.num_factors == 48 && c.rope.original_max_position == 4096);
+    CHECK_NEAR(c.rope.factor, 32.0, 0);
+    CHECK_NEAR(c.rope.attention_factor, sqrt(1.0 + log(32.0) / log(4096.0)), 1e-12);
+    CHECK_NEAR(c.rope.long_factor[47], 1.0 + 0.5 * 47, 1e-5);
+    CHECK(c.names && c.names->qkv && c.names->gate_up && !c.attention_bias && c.layers[31].sliding_window == 262144);
+    CHECK(!c.tie_word_embeddings && c.rms_norm_eps == 1e-5);
+
+    /* GLM-4: partial_rotary_factor 0.5 and attention_bias true by default, interleaved RoPE, sandwich */
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"Glm4ForCausalLM\"], \"hidden_size\": 4096,"
+                             " \"intermediate_size\": 13696, \"num_hidden_layers\": 40, \"num_attention_heads\": 32,"
+                             " \"vocab_size\": 151552}", NULL, "config.json", &c));
+    CHECK(c.rope.partial_rotary_factor == 0.5 && c.attention_bias && !c.o_bias && c.rope_interleaved);
+    CHECK(c.num_kv_heads == 2 && c.head_dim == 128 && c.norm_layout == NORM_LAYOUT_SANDWICH);
+
+    /* OPT: ffn_dim, LayerNorm, learned positions, no RoPE; the post-LN OPT-350m refused */
+    const char *opt = "{\"architectures\": [\"OPTForCausalLM\"], \"hidden_size\": 768, \"ffn_dim\": 3072,"
+                      " \"num_hidden_layers\": 12, \"num_attention_heads\": 12, \"vocab_size\": 50272%s}";
+    snprintf(buf, sizeof buf, opt, "");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.intermediate_size == 3072 && c.norm == NORM_STYLE_LAYER && c.rope.type == ROPE_NONE &&
+          c.pos_embed_offset == 2 && c.tie_word_embeddings && c.act == BE_ACT_RELU && c.mlp_bias &&
+          c.layers[0].mlp == MLP_DENSE_PLAIN && !strcmp(c.weight_prefix, "model.decoder."));
+    snprintf(buf, sizeof buf, opt, ", \"do_layer_norm_before\": false, \"word_embed_proj_dim\": 512");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "do_layer_norm_before", "");
+    snprintf(buf, sizeof buf, opt, ", \"word_embed_proj_dim\": 512");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "word_embed_proj_dim 512", "");
+    snprintf(buf, sizeof buf, opt, ", \"activation_function\": \"tanh\"");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "activation_function", "tanh");
+}
+
+/* Qwen/Qwen3-30B-A3B, Qwen1.5-MoE-A2.7B, Mixtral-8x7B shapes */
+static void test_moe(void) {
+    model_config c;
+    char buf[4096];
+    const char *q3 = "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 2048, \"intermediate_size\": 6144,"
+                     " \"num_hidden_layers\": 48, \"num_attention_heads\": 32, \"num_key_value_heads\": 4,"
+                     " \"head_dim\": 128, \"vocab_size\": 151936, \"moe_intermediate_size\": 768,"
+                     " \"num_experts\": 128, \"num_experts_per_tok\": 8, \"norm_topk_prob\": true%s}";
+    snprintf(buf, sizeof buf, q3, ", \"decoder_sparse_step\": 1, \"mlp_only_layers\": []");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.moe.num_experts == 128 && c.moe.top_k == 8 && c.moe.intermediate_size == 768 && c.moe.renormalize &&
+          c.moe.shared_intermediate_size == 0 && c.qk_norm && c.layers[0].mlp == MLP_MOE && c.layers[47].mlp == MLP_MOE);
+    snprintf(buf, sizeof buf, q3, ", \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.layers[0].mlp == MLP_DENSE && c.layers[1].mlp == MLP_MOE && c.layers[3].mlp == MLP_DENSE &&
+          c.layers[5].mlp == MLP_MOE);
+    snprintf(buf, sizeof buf, q3, ", \"mlp_only_layers\": [48]");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "mlp_only_layers[0]", "below 48");
+    snprintf(buf, sizeof buf, q3, ", \"num_experts_per_tok\": 129");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "num_experts_per_tok 129", "");
+    snprintf(buf, sizeof buf, q3, ", \"use_sliding_window\": true");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "use_sliding_window", "");
+
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"hidden_size\": 2048,"
+                             " \"intermediate_size\": 5632, \"num_hidden_layers\": 24, \"num_attention_heads\": 16,"
+                             " \"vocab_size\": 151936}", NULL, "config.json", &c));
+    CHECK(c.moe.num_experts == 60 && c.moe.top_k == 4 && c.moe.intermediate_size == 1408 && !c.moe.renormalize &&
+          c.moe.shared_intermediate_size == 5632 && c.attention_bias && !c.o_bias && c.num_kv_heads == 16);
+
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 4096,"
+                             " \"intermediate_size\": 14336, \"num_hidden_layers\": 32, \"num_attention_heads\": 32,"
+                             " \"num_key_value_heads\": 8, \"vocab_size\": 32000, \"num_local_experts\": 8,"
+                             " \"num_experts_per_tok\": 2, \"rope_theta\": 1e6, \"sliding_window\": null}",
+                             NULL, "config.json", &c));
+    CHECK(c.moe.num_experts == 8 && c.moe.top_k == 2 && c.moe.intermediate_size == 14336 && c.moe.renormalize &&
+          c.layers[31].mlp == MLP_MOE && c.layers[0].sliding_window == 0 && c.rms_norm_eps == 1e-5);
+}
+
 int main(void) {
     test_llama();
     test_gemma();
+    test_phi3_glm4_opt();
+    test_moe();
     test_qwen();
     test_mistral_v5();
     test_family_defaults();

@@ -238,6 +238,15 @@ void cpu_sample_free(cpu_state *cpu);
 void cpu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const tensor *cos_sin,
               int head_dim, int rot_dim, bool neox);
 
+/* ops_moe.c */
+vllm_status cpu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
+                               const tensor *const *down, int E, be_experts **out);
+void cpu_experts_free(backend *be, be_experts *ex);
+void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
+void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
+                     const moe_params *p, bool accumulate, tensor *y);
+void cpu_sigmoid_gate(backend *be, tensor *x, const tensor *g);
+
 /* ops_attention.c */
 void cpu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache, tensor *v_cache,
                   const attn_meta *m);

@@ -73,6 +73,13 @@ be_support cpu_supports(backend *be, be_op op, const void *params) {
                    : BE_UNSUPPORTED;
     }
     case BE_OP_SOFTCAP: return BE_NATIVE;
+    case BE_OP_MOE: {
+        const moe_params *p = params;
+        return p && p->top_k >= 1 && p->top_k <= p->num_experts && (unsigned)p->scoring < BE_MOE_SCORING_COUNT &&
+                       (unsigned)p->act < BE_ACT_COUNT
+                   ? BE_NATIVE
+                   : BE_UNSUPPORTED;
+    }
     default: return BE_UNSUPPORTED;
     }
 }

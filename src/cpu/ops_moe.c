@@ -1,0 +1,348 @@
+/*
+ * ops_moe.c: the CPU mixture-of-experts ops (experts, routing, expert MLPs, the shared-expert sigmoid gate).
+ *
+ * Each expert keeps its weights as the CPU's linear layers do (views of the
+ * checkpoint, F32/F16/BF16): gate|up as one two-part be_linear, down as
+ * another, and moe_experts runs them through cpu_linear and cpu_act_mul. The
+ * tokens are grouped by expert first (a permutation of the T * k (token,
+ * slot) pairs, by expert id, then token), so each chosen expert runs as
+ * one linear call over all its tokens and an expert no token chose is not
+ * read at all; the outputs are scattered back with their
+ * weights, expert by expert in increasing id (transformers' index_add_
+ * order), into an f32 sum. This is the layout the GPU kernels follow.
+ */
+#include <stdlib.h>
+
+#include "cpu/cpu_internal.h"
+#include "tensor/tensor_check.h"
+
+struct be_experts {
+    int E;                 /* experts */
+    int64_t D;             /* hidden size: gate/up input, down output */
+    int64_t I;             /* intermediate size per expert */
+    dtype dt;              /* weight dtype (all experts) */
+    be_linear **gate_up;   /* (E): (2I, D) = gate_e | up_e */
+    be_linear **down;      /* (E): (D, I) */
+};
+
+/* ---- experts ---- */
+
+void cpu_experts_free(backend *be, be_experts *ex) {
+    if (!ex) return;
+    for (int e = 0; e < ex->E; e++) {
+        if (ex->gate_up) cpu_linear_free(be, ex->gate_up[e]);
+        if (ex->down) cpu_linear_free(be, ex->down[e]);
+    }
+    free(ex->gate_up);
+    free(ex->down);
+    free(ex);
+}
+
+/* A (rows, cols) 2-D weight of dtype dt. */
+static bool moe_weight_ok(const tensor *w, int64_t rows, int64_t cols, dtype dt) {
+    return w && w->ndim == 2 && w->shape[0] == rows && w->shape[1] == cols && w->dtype == dt;
+}
+
+// gate[e], up[e] (I, D), down[e] (D, I), e < E, all of one dtype -> ex
+vllm_status cpu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
+                               const tensor *const *down, int E, be_experts **out) {
+    if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: no output");
+    *out = NULL;
+    if (E < 1 || !gate || !up || !down)
+        return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: %d experts, or no weight arrays", E);
+    const tensor *g0 = gate[0];
+    if (!g0 || g0->ndim != 2 || g0->shape[0] < 1 || g0->shape[1] < 1)
+        return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: gate 0 must be a 2-D (I, D) tensor");
+    dtype dt = g0->dtype;
+    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "experts_create: weight dtype %s (expected F32, F16 or BF16)",
+                        dtype_name(dt));
+    int64_t I = g0->shape[0], D = g0->shape[1];
+    for (int e = 0; e < E; e++) {
+        if (!moe_weight_ok(gate[e], I, D, dt) || !moe_weight_ok(up[e], I, D, dt) ||
+            !moe_weight_ok(down[e], D, I, dt))
+            return vt_error(VLLM_ERR_INVALID_ARG,
+                            "experts_create: expert %d must have gate, up (%lld, %lld) and down (%lld, %lld) %s "
+                            "like expert 0",
+                            e, (long long)I, (long long)D, (long long)D, (long long)I, dtype_name(dt));
+    }
+
+    be_experts *ex = calloc(1, sizeof *ex);
+    if (!ex) return vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of memory");
+    ex->E = E;
+    ex->D = D;
+    ex->I = I;
+    ex->dt = dt;
+    ex->gate_up = calloc((size_t)E, sizeof *ex->gate_up);
+    ex->down = calloc((size_t)E, sizeof *ex->down);
+    if (!ex->gate_up || !ex->down) {
+        cpu_experts_free(be, ex);
+        return vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of memory");
+    }
+    for (int e = 0; e < E; e++) {
+        const tensor *gu[2] = {gate[e], up[e]};
+        vllm_status st = cpu_linear_create(be, gu, NULL, 2, &ex->gate_up[e]);
+        if (st == VLLM_OK) st = cpu_linear_create(be, &down[e], NULL, 1, &ex->down[e]);
+        if (st != VLLM_OK) {
+            cpu_experts_free(be, ex);
+            return st;
+        }
+    }
+    *out = ex;
+    return VLLM_OK;
+}
+
+/* ---- routing ---- */
+
+static bool moe_params_ok(cpu_state *cpu, const char *op, const moe_params *p) {
+    if (!p) {
+        cpu_fail(cpu, "%s: no moe_params", op);
+        return false;
+    }
+    if (p->num_experts < 1 || p->top_k < 1 || p->top_k > p->num_experts) {
+        cpu_fail(cpu, "%s: top_k %d of %d experts (need 1 <= top_k <= num_experts)", op, p->top_k,
+                 p->num_experts);
+        return false;
+    }
+    if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT || (unsigned)p->act >= BE_ACT_COUNT) {
+        cpu_fail(cpu, "%s: scoring %d or activation %d is out of range", op, (int)p->scoring, (int)p->act);
+        return false;
+    }
+    return true;
+}
+
+typedef struct route_ctx {
+    const void *logits;     /* (T, E) of logits_dt */
+    dtype logits_dt;
+    int64_t ls;             /* logits row stride (elements) */
+    int32_t *ids;           /* (T, k) */
+    int64_t is;
+    float *w;               /* (T, k) */
+    int64_t ws;
+    int E, k;
+    bool renormalize;
+    float *scratch;         /* (num_threads, E) probabilities */
+    unsigned char *taken;   /* (num_threads, E) chosen flags */
+} route_ctx;
+
+static void route_task(void *ctx, int64_t t0, int64_t t1, int tid) {
+    const route_ctx *c = ctx;
+    const int E = c->E, k = c->k;
+    float *p = c->scratch + (size_t)tid * (size_t)E;
+    unsigned char *taken = c->taken + (size_t)tid * (size_t)E;
+    for (int64_t t = t0; t < t1; t++) {
+        /* p (E) = softmax(logits[t]) in f32, max-subtracted */
+        const unsigned char *row = (const unsigned char *)c->logits + (size_t)(t * c->ls) * dtype_size(c->logits_dt);
+        float mx = -INFINITY;
+        for (int e = 0; e < E; e++) {
+            p[e] = cpu_load(row, c->logits_dt, e);
+            mx = p[e] > mx ? p[e] : mx;
+        }
+        float sum = 0.0f;
+        for (int e = 0; e < E; e++) {
+            p[e] = expf(p[e] - mx);
+            sum += p[e];
+        }
+        for (int e = 0; e < E; e++) p[e] /= sum;
+        /* the top k of p, best first; equal scores: the lower id first (a
+         * strict > over increasing ids); a NaN score is never preferred */
+        memset(taken, 0, (size_t)E);
+        int32_t *ids = c->ids + t * c->is;
+        float *w = c->w + t * c->ws;
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++)
+                if (!taken[e] && (best < 0 || p[e] > p[best] || (p[best] != p[best] && p[e] == p[e]))) best = e;
+            taken[best] = 1;
+            ids[j] = best;
+            w[j] = p[best];
+        }
+        if (c->renormalize) {
+            float s = 0.0f;
+            for (int j = 0; j < k; j++) s += w[j];
+            for (int j = 0; j < k; j++) w[j] /= s;
+        }
+    }
+}
+
+// logits (T, E) -> ids (T, k) I32, w (T, k) F32
+void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
+    cpu_state *cpu = cpu_of(be);
+    if (!moe_params_ok(cpu, "moe_route", p)) return;
+    const int E = p->num_experts, k = p->top_k;
+    if (!cpu_check_mat(cpu, "moe_route", "logits", logits, CPU_ANY_FLOAT, -1, E) ||
+        !cpu_check_mat(cpu, "moe_route", "ids", ids, DTYPE_I32, cpu_rows(logits), k) ||
+        !cpu_check_mat(cpu, "moe_route", "w", w, DTYPE_F32, cpu_rows(logits), k))
+        return;
+    int64_t T = cpu_rows(logits);
+    if (T == 0) return;
+    int nt = cpu->num_threads;
+    float *scratch = malloc((size_t)nt * (size_t)E * sizeof *scratch);
+    unsigned char *taken = malloc((size_t)nt * (size_t)E);
+    if (!scratch || !taken) {
+        free(scratch);
+        free(taken);
+        cpu_fail(cpu, "moe_route: out of memory");
+        return;
+    }
+    route_ctx c = {
+        .logits = logits->data, .logits_dt = logits->dtype, .ls = tensor_row_stride(logits),
+        .ids = ids->data, .is = tensor_row_stride(ids), .w = w->data, .ws = tensor_row_stride(w),
+        .E = E, .k = k, .renormalize = p->renormalize, .scratch = scratch, .taken = taken,
+    };
+    tp_run_cost(cpu->pool, T, (double)E * (4.0 + k), route_task, &c);
+    free(scratch);
+    free(taken);
+}
+
+/* ---- the experts' MLPs ---- */
+
+static bool moe_overlap(const tensor *a, const tensor *b) {
+    int64_t na = tensor_extent_bytes(a), nb = tensor_extent_bytes(b);
+    const char *pa = a->data, *pb = b->data;
+    return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+// x (T, D), ids (T, k) I32, w (T, k) F32 -> y (T, D) (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t)
+void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
+                     const moe_params *p, bool accumulate, tensor *y) {
+    cpu_state *cpu = cpu_of(be);
+    if (!ex) {
+        cpu_fail(cpu, "moe_experts: no experts");
+        return;
+    }
+    if (!moe_params_ok(cpu, "moe_experts", p)) return;
+    if (p->num_experts != ex->E) {
+        cpu_fail(cpu, "moe_experts: moe_params has %d experts, the layer %d", p->num_experts, ex->E);
+        return;
+    }
+    const int E = ex->E, k = p->top_k;
+    const int64_t D = ex->D, I = ex->I;
+    if (!cpu_check_mat(cpu, "moe_experts", "x", x, DTYPE_F32, -1, D)) return;
+    const int64_t T = cpu_rows(x);
+    if (!cpu_check_mat(cpu, "moe_experts", "ids", ids, DTYPE_I32, T, k) ||
+        !cpu_check_mat(cpu, "moe_experts", "w", w, DTYPE_F32, T, k) ||
+        !cpu_check_mat(cpu, "moe_experts", "y", y, DTYPE_F32, T, D))
+        return;
+    if (T == 0) return;
+    if (moe_overlap(x, y)) {
+        cpu_fail(cpu, "moe_experts: y overlaps x");
+        return;
+    }
+    const int32_t *id = ids->data;
+    const float *wt = w->data;
+    const int64_t is = tensor_row_stride(ids), wsd = tensor_row_stride(w);
+    const int64_t xs = tensor_row_stride(x), ys = tensor_row_stride(y);
+    for (int64_t t = 0; t < T; t++)
+        for (int j = 0; j < k; j++)
+            if (id[t * is + j] < 0 || id[t * is + j] >= E) {
+                cpu_fail(cpu, "moe_experts: ids[%lld, %d] = %d is not an expert (0 .. %d)", (long long)t, j,
+                         (int)id[t * is + j], E - 1);
+                return;
+            }
+
+    /* the permutation: count[e] (token, slot) pairs per expert, start[e] the
+     * offset of expert e's group in perm (T * k), pairs in token order */
+    const int64_t N = T * k;
+    int64_t *start = calloc((size_t)E + 1, sizeof *start);
+    int64_t *perm = malloc((size_t)N * sizeof *perm);  /* t * k + j, grouped by expert */
+    if (!start || !perm) {
+        free(start);
+        free(perm);
+        cpu_fail(cpu, "moe_experts: out of memory");
+        return;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int j = 0; j < k; j++) start[id[t * is + j] + 1]++;
+    int64_t max_n = 0;
+    for (int e = 0; e < E; e++) {
+        max_n = start[e + 1] > max_n ? start[e + 1] : max_n;
+        start[e + 1] += start[e];
+    }
+    {
+        int64_t *fill = malloc((size_t)E * sizeof *fill);
+        if (!fill) {
+            free(start);
+            free(perm);
+            cpu_fail(cpu, "moe_experts: out of memory");
+            return;
+        }
+        memcpy(fill, start, (size_t)E * sizeof *fill);
+        for (int64_t t = 0; t < T; t++)
+            for (int j = 0; j < k; j++) perm[fill[id[t * is + j]]++] = t * k + j;
+        free(fill);
+    }
+
+    /* per-expert scratch, max_n rows: xg (n, D) the gathered tokens, gu (n, 2I),
+     * h (n, I) = act(gate) * up, o (n, D) = down h */
+    float *xg = malloc((size_t)max_n * (size_t)(2 * D + 3 * I) * sizeof(float));
+    if (!xg) {
+        free(start);
+        free(perm);
+        cpu_fail(cpu, "moe_experts: out of memory (%lld tokens for one expert)", (long long)max_n);
+        return;
+    }
+    float *gu = xg + max_n * D, *h = gu + max_n * 2 * I, *o = h + max_n * I;
+
+    /* y = 0 unless accumulating: the experts' weighted outputs are summed into it */
+    if (!accumulate)
+        for (int64_t t = 0; t < T; t++) memset((float *)y->data + t * ys, 0, (size_t)D * sizeof(float));
+
+    for (int e = 0; e < E; e++) {
+        const int64_t n = start[e + 1] - start[e];
+        if (n == 0) continue;  /* an expert no token picked: its weights are not read */
+        const int64_t *pe = perm + start[e];
+        for (int64_t r = 0; r < n; r++)
+            memcpy(xg + r * D, (const float *)x->data + (pe[r] / k) * xs, (size_t)D * sizeof(float));
+        tensor XG = tensor_2d(DTYPE_F32, xg, n, D), GU = tensor_2d(DTYPE_F32, gu, n, 2 * I);
+        tensor H = tensor_2d(DTYPE_F32, h, n, I), O = tensor_2d(DTYPE_F32, o, n, D);
+        cpu_linear(be, ex->gate_up[e], &XG, &GU);  /* (n, 2I) = xg @ [gate_e | up_e]^T */
+        cpu_act_mul(be, p->act, &GU, &H);          /* (n, I) = act(gate) * up */
+        cpu_linear(be, ex->down[e], &H, &O);       /* (n, D) = h @ down_e^T */
+        /* the inverse permutation: y[t] += w[t, j] * o[r] (a token's slots name
+         * distinct experts or repeat one: either way this loop is serial) */
+        for (int64_t r = 0; r < n; r++) {
+            const int64_t t = pe[r] / k;
+            const int j = (int)(pe[r] % k);
+            const float wj = wt[t * wsd + j];
+            float *yt = (float *)y->data + t * ys;
+            const float *orow = o + r * D;
+            for (int64_t d = 0; d < D; d++) yt[d] = CPU_FMA(wj, orow[d], yt[d]);
+        }
+    }
+    free(xg);
+    free(start);
+    free(perm);
+}
+
+/* ---- the shared expert's gate ---- */
+
+typedef struct sgate_ctx {
+    float *x;
+    int64_t xs, D;
+    const void *g;
+    dtype g_dt;
+    int64_t gs;
+} sgate_ctx;
+
+static void sgate_task(void *ctx, int64_t t0, int64_t t1, int tid) {
+    (void)tid;
+    const sgate_ctx *c = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        const float s = 1.0f / (1.0f + expf(-cpu_load(c->g, c->g_dt, t * c->gs)));
+        float *xt = c->x + t * c->xs;
+        for (int64_t d = 0; d < c->D; d++) xt[d] *= s;
+    }
+}
+
+// x (T, D) *= sigmoid(g[t]) per row; g (T, 1)
+void cpu_sigmoid_gate(backend *be, tensor *x, const tensor *g) {
+    cpu_state *cpu = cpu_of(be);
+    if (!cpu_check_mat(cpu, "sigmoid_gate", "x", x, DTYPE_F32, -1, -1) ||
+        !cpu_check_mat(cpu, "sigmoid_gate", "g", g, CPU_ANY_FLOAT, cpu_rows(x), 1))
+        return;
+    int64_t T = cpu_rows(x);
+    if (T == 0) return;
+    sgate_ctx c = {x->data, tensor_row_stride(x), tensor_row_len(x), g->data, g->dtype, tensor_row_stride(g)};
+    tp_run_cost(cpu->pool, T, (double)c.D, sgate_task, &c);
+}

@@ -1,0 +1,491 @@
+/*
+ * test_moe.c: the CPU mixture-of-experts ops against a naive double
+ * reference written here (softmax routing, top k with ties to the lower
+ * id, optional renormalisation; every expert computed densely for every
+ * token, then the top-k combination): k = 1, 2, 8 of E = 4, 8, 64, SiLU and
+ * GELU-tanh, F32 / BF16 / F16 weights, T = 1 and 37 (strided x and y),
+ * accumulate on and off; a batch where every token picks the same two
+ * experts (the others get no token, and a NaN-filled unused expert must not
+ * leak), 1 vs N threads bit for bit; moe_route alone (exact ids and
+ * weights, ties), sigmoid_gate; bad arguments refused with a sticky error
+ * and nothing written; supports() and the op name.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_test_util.h"
+
+/* ---- the reference ---- */
+
+static double ref_act(be_act act, double x) {
+    if (act == BE_ACT_GELU_TANH) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return x / (1.0 + exp(-x));  /* SiLU */
+}
+
+/* ids (k), w (k) from one row of logits (E): softmax in double, top k (best
+ * first, equal: lower id first), renormalised when asked */
+static void ref_route(const float *logits, int E, int k, bool renorm, int32_t *ids, double *w) {
+    double mx = -INFINITY, sum = 0.0;
+    double *p = malloc((size_t)E * sizeof *p);
+    char *taken = calloc((size_t)E, 1);
+    for (int e = 0; e < E; e++) mx = logits[e] > mx ? logits[e] : mx;
+    for (int e = 0; e < E; e++) sum += p[e] = exp(logits[e] - mx);
+    for (int e = 0; e < E; e++) p[e] /= sum;
+    double s = 0.0;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+        taken[best] = 1;
+        ids[j] = best;
+        s += w[j] = p[best];
+    }
+    if (renorm)
+        for (int j = 0; j < k; j++) w[j] /= s;
+    free(p);
+    free(taken);
+}
+
+/* ---- moe_route alone ---- */
+
+static void test_route_exact(backend *be) {
+    enum { T = 3, E = 8, K = 3 };
+    /* row 0: distinct; row 1: a three-way tie at 2.0 (ids 1, 4, 6) above the
+     * rest; row 2: all equal (ids 0, 1, 2, weights 1/8 or 1/3) */
+    float logits[T * E] = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -3.0f, 0.0f, 1.0f,
+                           0.0f, 2.0f,  0.0f, -1.0f, 2.0f, 1.0f,  2.0f, 0.5f,
+                           1.0f, 1.0f,  1.0f, 1.0f,  1.0f, 1.0f,  1.0f, 1.0f};
+    const int32_t want[T][K] = {{2, 4, 7}, {1, 4, 6}, {0, 1, 2}};
+    for (int renorm = 0; renorm < 2; renorm++) {
+        int32_t ids[T * K];
+        float w[T * K];
+        memset(ids, 0xff, sizeof ids);
+        tensor L = tensor_2d(DTYPE_F32, logits, T, E), I = tensor_2d(DTYPE_I32, ids, T, K),
+               W = tensor_2d(DTYPE_F32, w, T, K);
+        moe_params p = {.num_experts = E, .top_k = K, .scoring = BE_MOE_SOFTMAX, .renormalize = renorm};
+        be->ops->moe_route(be, &L, &p, &I, &W);
+        CHECK_OK(be->ops->synchronize(be));
+        for (int t = 0; t < T; t++) {
+            int32_t rid[K];
+            double rw[K];
+            ref_route(logits + t * E, E, K, renorm, rid, rw);
+            for (int j = 0; j < K; j++) {
+                CHECK_MSG(ids[t * K + j] == want[t][j] && rid[j] == want[t][j], "row %d slot %d: id %d want %d",
+                          t, j, ids[t * K + j], want[t][j]);
+                CHECK_NEAR(w[t * K + j], rw[j], 1e-6);
+            }
+        }
+        /* the all-equal row: exactly 1/8 each, or 1/3 renormalised */
+        CHECK_NEAR(w[2 * K], renorm ? 1.0 / 3 : 0.125, 1e-7);
+    }
+}
+
+/* random logits (also as BF16), T = 37, E = 64, k = 8: ids exact, weights to 1e-6 */
+static void test_route_random(backend *be) {
+    enum { T = 37, E = 64, K = 8 };
+    static float logits[T * E];
+    static uint16_t lb[T * E];
+    int32_t ids[T * K];
+    float w[T * K];
+    ct_fill(logits, T * E, 4.0f);
+    for (int i = 0; i < T * E; i++) {
+        lb[i] = f32_to_bf16(logits[i]);
+    }
+    for (int bf = 0; bf < 2; bf++) {
+        float lf[T * E];
+        for (int i = 0; i < T * E; i++) lf[i] = bf ? bf16_to_f32(lb[i]) : logits[i];
+        tensor L = bf ? tensor_2d(DTYPE_BF16, lb, T, E) : tensor_2d(DTYPE_F32, logits, T, E);
+        tensor I = tensor_2d(DTYPE_I32, ids, T, K), W = tensor_2d(DTYPE_F32, w, T, K);
+        moe_params p = {.num_experts = E, .top_k = K, .renormalize = true};
+        be->ops->moe_route(be, &L, &p, &I, &W);
+        CHECK_OK(be->ops->synchronize(be));
+        int bad = 0;
+        for (int t = 0; t < T; t++) {
+            int32_t rid[K];
+            double rw[K];
+            ref_route(lf + t * E, E, K, true, rid, rw);
+            for (int j = 0; j < K; j++)
+                bad += ids[t * K + j] != rid[j] || fabs(w[t * K + j] - rw[j]) > 1e-6;
+        }
+        CHECK_MSG(bad == 0, "%d routing mismatches (bf16 logits %d)", bad, bf);
+    }
+}
+
+/* ---- sigmoid_gate ---- */
+
+static void test_sigmoid_gate(backend *be) {
+    enum { T = 37, D = 50, PAD = 6 };
+    static float xbuf[T * (D + PAD)], x0[T * (D + PAD)];
+    float g[T];
+    ct_fill(xbuf, T * (D + PAD), 2.0f);
+    ct_fill(g, T, 6.0f);
+    g[0] = 0.0f;
+    g[1] = -100.0f;
+    memcpy(x0, xbuf, sizeof xbuf);
+    tensor full = tensor_2d(DTYPE_F32, xbuf, T, D + PAD);
+    tensor X = tensor_cols(&full, PAD / 2, D), G = tensor_2d(DTYPE_F32, g, T, 1);
+    be->ops->sigmoid_gate(be, &X, &G);
+    CHECK_OK(be->ops->synchronize(be));
+    int bad = 0;
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < D + PAD; c++) {
+            double in = x0[t * (D + PAD) + c], got = xbuf[t * (D + PAD) + c];
+            bool inside = c >= PAD / 2 && c < PAD / 2 + D;
+            double want = inside ? in / (1.0 + exp(-(double)g[t])) : in;
+            bad += fabs(got - want) > 1e-6 * (1.0 + fabs(want));
+        }
+    CHECK_MSG(bad == 0, "sigmoid_gate: %d wrong values", bad);
+    CHECK(xbuf[PAD / 2] == x0[PAD / 2] * 0.5f);  /* g = 0: exactly half */
+    /* g of the wrong shape is refused, x untouched */
+    memcpy(x0, xbuf, sizeof xbuf);
+    tensor G2 = tensor_2d(DTYPE_F32, g, T - 1, 1);
+    be->ops->sigmoid_gate(be, &X, &G2);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK(!memcmp(x0, xbuf, sizeof xbuf));
+}
+
+/* ---- moe_experts ---- */
+
+typedef struct experts_fixture {
+    int E;
+    int64_t D, I;
+    dtype dt;
+    unsigned char *buf;    /* all weights: gate (E, I, D) | up (E, I, D) | down (E, D, I) */
+    tensor *g, *u, *d;
+    const tensor **gp, **up, **dp;
+} experts_fixture;
+
+static void fixture_make(experts_fixture *f, int E, int64_t D, int64_t I, dtype dt, int nan_expert) {
+    f->E = E;
+    f->D = D;
+    f->I = I;
+    f->dt = dt;
+    const int64_t per = I * D;
+    f->buf = malloc((size_t)(3 * E * per) * dtype_size(dt));
+    const float scale = 2.0f / sqrtf((float)D);
+    for (int64_t i = 0; i < 3 * E * per; i++) ct_store(f->buf, dt, i, ct_uniform() * scale);
+    if (nan_expert >= 0)
+        for (int m = 0; m < 3; m++)
+            for (int64_t i = 0; i < per; i++) ct_store(f->buf, dt, (m * E + nan_expert) * per + i, NAN);
+    f->g = malloc((size_t)E * sizeof(tensor));
+    f->u = malloc((size_t)E * sizeof(tensor));
+    f->d = malloc((size_t)E * sizeof(tensor));
+    f->gp = malloc((size_t)E * sizeof(tensor *));
+    f->up = malloc((size_t)E * sizeof(tensor *));
+    f->dp = malloc((size_t)E * sizeof(tensor *));
+    const size_t es = dtype_size(dt);
+    for (int e = 0; e < E; e++) {
+        f->g[e] = tensor_2d(dt, f->buf + (size_t)((0 * E + e) * per) * es, I, D);
+        f->u[e] = tensor_2d(dt, f->buf + (size_t)((1 * E + e) * per) * es, I, D);
+        f->d[e] = tensor_2d(dt, f->buf + (size_t)((2 * E + e) * per) * es, D, I);
+        f->gp[e] = &f->g[e];
+        f->up[e] = &f->u[e];
+        f->dp[e] = &f->d[e];
+    }
+}
+
+static void fixture_free(experts_fixture *f) {
+    free(f->buf);
+    free(f->g);
+    free(f->u);
+    free(f->d);
+    free((void *)f->gp);
+    free((void *)f->up);
+    free((void *)f->dp);
+}
+
+static double fw(const experts_fixture *f, int m, int e, int64_t i) {
+    return ct_load(f->buf, f->dt, ((int64_t)m * f->E + e) * f->I * f->D + i);
+}
+
+/* o (E, T, D): every expert on every token, in double */
+static double *ref_dense(const experts_fixture *f, const float *x, int64_t xs, int64_t T, be_act act) {
+    const int64_t D = f->D, I = f->I;
+    double *o = malloc((size_t)(f->E * T * D) * sizeof *o);
+    double *h = malloc((size_t)I * sizeof *h);
+    for (int e = 0; e < f->E; e++)
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t i = 0; i < I; i++) {
+                double g = 0.0, u = 0.0;
+                for (int64_t d = 0; d < D; d++) {
+                    g += fw(f, 0, e, i * D + d) * x[t * xs + d];
+                    u += fw(f, 1, e, i * D + d) * x[t * xs + d];
+                }
+                h[i] = ref_act(act, g) * u;
+            }
+            for (int64_t d = 0; d < D; d++) {
+                double s = 0.0;
+                for (int64_t i = 0; i < I; i++) s += fw(f, 2, e, d * I + i) * h[i];
+                o[(e * T + t) * D + d] = s;
+            }
+        }
+    free(h);
+    return o;
+}
+
+typedef struct moe_case {
+    int E, k;
+    int64_t T, D, I;
+    be_act act;
+    dtype dt;
+    bool renorm, accumulate;
+    bool same;       /* every token prefers experts 2 and 5 (E = 8): the others get no token, expert 0 is NaN */
+} moe_case;
+
+static void run_moe_case(backend *be[CT_NBE], int nbe, const moe_case *mc) {
+    const int E = mc->E, k = mc->k;
+    const int64_t T = mc->T, D = mc->D, I = mc->I;
+    experts_fixture f;
+    fixture_make(&f, E, D, I, mc->dt, mc->same ? 0 : -1);
+
+    /* x (T, D) a column view of (T, D + 5); y (T, D) a view of (T, D + 3) */
+    const int64_t xw = D + 5, yw = D + 3;
+    float *xbuf = malloc((size_t)(T * xw) * sizeof(float));
+    float *y0 = malloc((size_t)(T * yw) * sizeof(float));
+    float *ybuf = malloc((size_t)(T * yw) * sizeof(float));
+    float *yfirst = malloc((size_t)(T * yw) * sizeof(float));
+    float *logits = malloc((size_t)(T * E) * sizeof(float));
+    int32_t *ids = malloc((size_t)(T * k) * sizeof(int32_t));
+    float *w = malloc((size_t)(T * k) * sizeof(float));
+    ct_fill(xbuf, T * xw, 1.0f);
+    ct_fill(y0, T * yw, 1.0f);
+    ct_fill(logits, T * E, 3.0f);
+    if (mc->same)
+        for (int64_t t = 0; t < T; t++) {
+            for (int e = 0; e < E; e++) logits[t * E + e] *= 0.1f;
+            logits[t * E + 2] += 4.0f;
+            logits[t * E + 5] += 4.0f;
+        }
+    tensor xfull = tensor_2d(DTYPE_F32, xbuf, T, xw), yfull = tensor_2d(DTYPE_F32, ybuf, T, yw);
+    tensor X = tensor_cols(&xfull, 2, D), Y = tensor_cols(&yfull, 1, D);
+    tensor L = tensor_2d(DTYPE_F32, logits, T, E), IDS = tensor_2d(DTYPE_I32, ids, T, k),
+           W = tensor_2d(DTYPE_F32, w, T, k);
+    moe_params p = {.num_experts = E, .top_k = k, .scoring = BE_MOE_SOFTMAX, .renormalize = mc->renorm,
+                    .act = mc->act};
+
+    /* the reference: routing and every expert on every token, then the top-k combination */
+    double *o = ref_dense(&f, xbuf + 2, xw, T, mc->act);
+    double *want = malloc((size_t)(T * D) * sizeof *want);
+    int32_t *rids = malloc((size_t)(T * k) * sizeof *rids);
+    for (int64_t t = 0; t < T; t++) {
+        double rw[64];
+        ref_route(logits + t * E, E, k, mc->renorm, rids + t * k, rw);
+        for (int64_t d = 0; d < D; d++) {
+            double s = mc->accumulate ? y0[t * yw + 1 + d] : 0.0;
+            for (int j = 0; j < k; j++) s += rw[j] * o[(rids[t * k + j] * T + t) * D + d];
+            want[t * D + d] = s;
+        }
+    }
+
+    char what[160];
+    snprintf(what, sizeof what, "E %d k %d T %lld D %lld I %lld act %d %s renorm %d acc %d same %d", E, k,
+             (long long)T, (long long)D, (long long)I, (int)mc->act, dtype_name(mc->dt), mc->renorm,
+             mc->accumulate, mc->same);
+    for (int b = 0; b < nbe; b++) {
+        be_experts *ex = NULL;
+        CHECK_OK(be[b]->ops->experts_create(be[b], f.gp, f.up, f.dp, E, &ex));
+        if (!ex) break;
+        memcpy(ybuf, y0, (size_t)(T * yw) * sizeof(float));
+        be[b]->ops->moe_route(be[b], &L, &p, &IDS, &W);
+        be[b]->ops->moe_experts(be[b], ex, &X, &IDS, &W, &p, mc->accumulate, &Y);
+        CHECK_OK(be[b]->ops->synchronize(be[b]));
+        CHECK_MSG(!memcmp(ids, rids, (size_t)(T * k) * sizeof *ids), "%s: routing differs", what);
+        int bad = 0, pad_bad = 0;
+        double worst = 0.0;
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t d = 0; d < D; d++) {
+                double got = ybuf[t * yw + 1 + d], err = fabs(got - want[t * D + d]);
+                if (!(err <= 1e-4 * (1.0 + fabs(want[t * D + d])))) bad++;
+                worst = err > worst || isnan(err) ? err : worst;
+            }
+            pad_bad += ybuf[t * yw] != y0[t * yw];
+            for (int64_t c = 1 + D; c < yw; c++) pad_bad += ybuf[t * yw + c] != y0[t * yw + c];
+        }
+        CHECK_MSG(bad == 0, "%s, backend %d: %d of %lld wrong, worst error %g", what, b, bad, (long long)(T * D),
+                  worst);
+        CHECK_MSG(pad_bad == 0, "%s: y's padding columns written", what);
+        if (b == 0)
+            memcpy(yfirst, ybuf, (size_t)(T * yw) * sizeof(float));
+        else
+            CHECK_MSG(!memcmp(yfirst, ybuf, (size_t)(T * yw) * sizeof(float)), "%s: backend %d differs from 1 thread",
+                      what, b);
+        be[b]->ops->experts_free(be[b], ex);
+    }
+    if (mc->same) /* the batch really shares its experts */
+        for (int64_t t = 0; t < T; t++)
+            CHECK((rids[t * k] == 2 || rids[t * k] == 5) && (k < 2 || rids[t * k + 1] == 7 - rids[t * k]));
+    free(o);
+    free(want);
+    free(rids);
+    free(xbuf);
+    free(y0);
+    free(ybuf);
+    free(yfirst);
+    free(logits);
+    free(ids);
+    free(w);
+    fixture_free(&f);
+}
+
+static void test_moe_experts(backend *be[CT_NBE]) {
+    static const int EK[][2] = {{4, 1}, {4, 2}, {8, 2}, {8, 8}, {64, 8}, {64, 1}};
+    static const be_act acts[2] = {BE_ACT_SILU, BE_ACT_GELU_TANH};
+    static const dtype dts[2] = {DTYPE_F32, DTYPE_BF16};
+    static const int64_t Ts[2] = {1, 37};
+    int n = 0;
+    for (size_t c = 0; c < sizeof EK / sizeof EK[0]; c++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int a = 0; a < 2; a++)
+                for (int di = 0; di < 2; di++)
+                    for (int flags = 0; flags < 4; flags++) {
+                        moe_case mc = {.E = EK[c][0], .k = EK[c][1], .T = Ts[ti], .D = 40, .I = 24, .act = acts[a],
+                                       .dt = dts[di], .renorm = flags & 1, .accumulate = flags >> 1};
+                        /* all three backends on a quarter of the cases, 1 thread on the rest */
+                        run_moe_case(be, n++ % 4 == 0 ? CT_NBE : 1, &mc);
+                    }
+    /* F16 weights; the large-row linear kernel (D, I > 256) */
+    moe_case f16 = {.E = 8, .k = 2, .T = 37, .D = 40, .I = 24, .act = BE_ACT_SILU, .dt = DTYPE_F16, .renorm = true};
+    run_moe_case(be, CT_NBE, &f16);
+    moe_case big = {.E = 8, .k = 2, .T = 37, .D = 272, .I = 264, .act = BE_ACT_SILU, .dt = DTYPE_BF16,
+                    .accumulate = true};
+    run_moe_case(be, CT_NBE, &big);
+    /* every token picks experts 2 and 5: six experts get no token (expert 0 is NaN and must not be read) */
+    for (int k = 1; k <= 2; k++)
+        for (int64_t T = 1; T <= 37; T += 36) {
+            moe_case same = {.E = 8, .k = k, .T = T, .D = 40, .I = 24, .act = BE_ACT_GELU_TANH, .dt = DTYPE_BF16,
+                             .renorm = k == 2, .same = true};
+            run_moe_case(be, CT_NBE, &same);
+        }
+}
+
+/* ---- refusals ---- */
+
+static void test_bad_args(backend *be) {
+    enum { E = 4, T = 3, D = 16, I = 8, K = 2 };
+    experts_fixture f;
+    fixture_make(&f, E, D, I, DTYPE_F32, -1);
+    be_experts *ex = NULL;
+    CHECK_OK(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &ex));
+
+    float x[T * D], y[T * D], y0[T * D], logits[T * E], w[T * K];
+    int32_t ids[T * K] = {0, 1, 2, 3, 1, 0};
+    ct_fill(x, T * D, 1.0f);
+    ct_fill(y, T * D, 1.0f);
+    ct_fill(logits, T * E, 1.0f);
+    ct_fill(w, T * K, 1.0f);
+    memcpy(y0, y, sizeof y);
+    tensor X = tensor_2d(DTYPE_F32, x, T, D), Y = tensor_2d(DTYPE_F32, y, T, D);
+    tensor IDS = tensor_2d(DTYPE_I32, ids, T, K), W = tensor_2d(DTYPE_F32, w, T, K);
+    tensor L = tensor_2d(DTYPE_F32, logits, T, E);
+    moe_params p = {.num_experts = E, .top_k = K};
+
+    /* a good call first */
+    be->ops->moe_experts(be, ex, &X, &IDS, &W, &p, false, &Y);
+    CHECK_OK(be->ops->synchronize(be));
+    memcpy(y0, y, sizeof y);
+
+    /* ids out of range: -1 and E */
+    for (int bad = 0; bad < 2; bad++) {
+        ids[3] = bad ? E : -1;
+        be->ops->moe_experts(be, ex, &X, &IDS, &W, &p, true, &Y);
+        vllm_status st = be->ops->synchronize(be);
+        CHECK(st != VLLM_OK);
+        CHECK_MSG(strstr(vllm_last_error(), "ids[1, 1]") != NULL, "%s", vllm_last_error());
+        CHECK(!memcmp(y, y0, sizeof y));
+    }
+    ids[3] = 3;
+    /* top_k > E, top_k 0, scoring / act out of range, NULL params: refused by both ops */
+    moe_params bads[5] = {{.num_experts = E, .top_k = E + 1}, {.num_experts = E, .top_k = 0},
+                          {.num_experts = E, .top_k = K, .scoring = BE_MOE_SCORING_COUNT},
+                          {.num_experts = E, .top_k = K, .act = BE_ACT_COUNT}, {.num_experts = 0, .top_k = 0}};
+    for (int i = 0; i < 5; i++) {
+        CHECK(be->ops->supports(be, BE_OP_MOE, &bads[i]) == BE_UNSUPPORTED);
+        be->ops->moe_experts(be, ex, &X, &IDS, &W, &bads[i], false, &Y);
+        CHECK(be->ops->synchronize(be) != VLLM_OK);
+        int32_t ids2[T * (E + 1)];
+        float w2[T * (E + 1)];
+        memset(ids2, 0x7f, sizeof ids2);
+        tensor I2 = tensor_2d(DTYPE_I32, ids2, T, bads[i].top_k > 0 ? bads[i].top_k : 1);
+        tensor W2 = tensor_2d(DTYPE_F32, w2, T, bads[i].top_k > 0 ? bads[i].top_k : 1);
+        be->ops->moe_route(be, &L, &bads[i], &I2, &W2);
+        CHECK(be->ops->synchronize(be) != VLLM_OK);
+        CHECK(ids2[0] == 0x7f7f7f7f);
+    }
+    be->ops->moe_route(be, &L, NULL, &IDS, &W);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    be->ops->moe_experts(be, ex, &X, &IDS, &W, NULL, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    be->ops->moe_experts(be, NULL, &X, &IDS, &W, &p, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK(!memcmp(y, y0, sizeof y));
+    /* params naming another expert count than the layer's */
+    moe_params p8 = {.num_experts = 8, .top_k = K};
+    be->ops->moe_experts(be, ex, &X, &IDS, &W, &p8, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    /* wrong shapes and dtypes: x of another width, ids as F32, w of other rows, logits of other width, y = x */
+    tensor Xb = tensor_2d(DTYPE_F32, x, T, D - 1), IDSf = tensor_2d(DTYPE_F32, ids, T, K),
+           Wb = tensor_2d(DTYPE_F32, w, T - 1, K), Lb = tensor_2d(DTYPE_F32, logits, T, E - 1);
+    be->ops->moe_experts(be, ex, &Xb, &IDS, &W, &p, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    be->ops->moe_experts(be, ex, &X, &IDSf, &W, &p, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    be->ops->moe_experts(be, ex, &X, &IDS, &Wb, &p, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    be->ops->moe_experts(be, ex, &X, &IDS, &W, &p, false, &X);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    be->ops->moe_route(be, &Lb, &p, &IDS, &W);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    be->ops->moe_route(be, &L, &p, &IDSf, &W);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK(!memcmp(y, y0, sizeof y));
+    be->ops->experts_free(be, ex);
+    be->ops->experts_free(be, NULL);
+
+    /* experts_create: no experts, a mismatched shape, mixed dtypes, a NULL entry, an integer dtype */
+    be_experts *bad = (be_experts *)&f;
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, 0, &bad), VLLM_ERR_INVALID_ARG, "experts_create", "0");
+    CHECK(bad == NULL);
+    tensor keep = f.d[2];
+    f.d[2] = tensor_2d(DTYPE_F32, f.d[2].data, D, I - 1);
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_INVALID_ARG, "expert 2", "down");
+    f.d[2] = keep;
+    keep = f.u[1];
+    f.u[1].dtype = DTYPE_BF16;
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_INVALID_ARG, "expert 1", "F32");
+    f.u[1] = keep;
+    f.gp[3] = NULL;
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_INVALID_ARG, "expert 3", "gate");
+    f.gp[3] = &f.g[3];
+    for (int e = 0; e < E; e++) f.g[e].dtype = f.u[e].dtype = f.d[e].dtype = DTYPE_I32;
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_UNSUPPORTED, "experts_create",
+               "I32");
+    CHECK(bad == NULL);
+    fixture_free(&f);
+}
+
+static void test_supports(backend *be) {
+    moe_params ok = {.num_experts = 128, .top_k = 8, .renormalize = true, .act = BE_ACT_SILU};
+    CHECK(be->ops->supports(be, BE_OP_MOE, &ok) == BE_NATIVE);
+    moe_params all = {.num_experts = 4, .top_k = 4, .act = BE_ACT_GELU_TANH};
+    CHECK(be->ops->supports(be, BE_OP_MOE, &all) == BE_NATIVE);
+    CHECK(be->ops->supports(be, BE_OP_MOE, NULL) == BE_UNSUPPORTED);
+    CHECK(backend_require(be, BE_OP_MOE, &ok, "Qwen3MoeForCausalLM moe") == VLLM_OK);
+    CHECK(!strcmp(be_op_name(BE_OP_MOE), "moe"));
+}
+
+int main(void) {
+    ct_seed(12);
+    backend *be[CT_NBE];
+    ct_backends(be);
+    test_route_exact(be[0]);
+    test_route_exact(be[1]);
+    test_route_random(be[1]);
+    test_sigmoid_gate(be[0]);
+    test_sigmoid_gate(be[1]);
+    test_moe_experts(be);
+    test_bad_args(be[0]);
+    test_supports(be[0]);
+    ct_backends_free(be);
+    TEST_END();
+}

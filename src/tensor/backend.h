@@ -260,7 +260,8 @@ typedef struct backend_ops {
     void (*moe_route)(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
     /* y (T, D) = (or +=, accumulate) sum over j < k of w[t, j] * expert_{ids[t, j]}(x_t);
      * x (T, D); each expert's output rounded to the activation dtype, then
-     * weighted and summed in f32 (transformers: expert(x) * w, index_add_). */
+     * weighted and summed in f32 in increasing expert id (transformers: expert(x)
+     * * w, index_add_ expert by expert); y must not overlap x. */
     void (*moe_experts)(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
                         const moe_params *p, bool accumulate, tensor *y);
     /* x (T, D) *= sigmoid(g[t]) row by row; g (T, 1) (Qwen2-MoE's shared-expert gate). */

@@ -124,8 +124,8 @@ typedef struct cu_state {
     cu_buf attn_ws;                /* split-KV partial results (device) */
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
-    int gemv_occ[2][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NORM>, 0 = not asked yet */
-    int gemv_rows_occ[2][2][4];    /* the same for k_gemv_rows<T, NR, NORM> ([gated][norm][T class]) */
+    int gemv_occ[3][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
+    int gemv_rows_occ[2][3][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
     vllm_status err;               /* first op failure since the last synchronize */
     char err_msg[512];

@@ -161,8 +161,9 @@ __device__ __forceinline__ void attn_put(const A &a, int t, int head, int d, int
 }
 
 /* grid (T, nkv * npass, nsplit), AT_THREADS threads, dynamic shared memory
- * of at_smem_floats(hp, hd) floats. head_dim <= 32 * NACC. */
-template <int NACC>
+ * of at_smem_floats(hp, hd) floats. head_dim <= 32 * NACC. CAP: a.softcap > 0
+ * (a template argument: no test in the score loop of the models without one). */
+template <int NACC, bool CAP>
 __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
     extern __shared__ float smem[];
     const int hd = a.hd, hp = a.hp;
@@ -292,7 +293,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
                 float x = -INFINITY;
                 if (valid) {
                     x = sc[h] * a.scale;
-                    if (a.softcap > 0.0f) x = tanhf(x / a.softcap) * a.softcap;
+                    if constexpr (CAP) x = tanhf(x / a.softcap) * a.softcap;
                 }
                 float cm = warp_max(x);
                 float m_new = fmaxf(m[h], cm);
@@ -453,7 +454,9 @@ typedef struct da_args {
     cu_dev_err *err;
 } da_args;
 
-template <int HD, int GP>
+/* CAP: the softcap (a.cap_inv > 0), a template argument so that the models without one
+ * (Llama, Qwen) have no test in the score loop */
+template <int HD, int GP, bool CAP>
 __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
     using SH = da_shape<HD, GP>;
     constexpr int LPK = SH::LPK, NGRP = SH::NGRP, U = SH::U;
@@ -623,7 +626,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                     for (int i = 0; i < 8; i++) d += qv[h][i] * kf[i];
 #pragma unroll
                     for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                    if (a.cap_inv > 0.0f) d = a.cap_log2 * tanhf(d * a.cap_inv); /* Gemma 2's softcap */
+                    if constexpr (CAP) d = a.cap_log2 * tanhf(d * a.cap_inv); /* Gemma 2's softcap */
                     sc[u][h] = val[u] ? d : -INFINITY;
                 }
             }
@@ -770,7 +773,8 @@ template <int HD, int GP>
 static void da_launch(cu_state *cu, const da_args &a, dim3 grid) {
     using SH = da_shape<HD, GP>;
     size_t smem = (size_t)(SH::NGRP * a.hp * HD + 2 * SH::NGRP * GP) * sizeof(float);
-    cu_launch(cu, "attention", true, k_attn_decode<HD, GP>, grid, dim3(DA_THREADS), smem, a);
+    if (a.cap_inv > 0.0f) cu_launch(cu, "attention", true, k_attn_decode<HD, GP, true>, grid, dim3(DA_THREADS), smem, a);
+    else cu_launch(cu, "attention", true, k_attn_decode<HD, GP, false>, grid, dim3(DA_THREADS), smem, a);
 }
 
 template <int HD>
@@ -918,9 +922,10 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     a.softcap = p->softcap;
     a.err = cu->derr_dev;
     size_t smem = at_smem_bytes(hp, hd);
-    if (hd <= 64) cu_launch(cu, "attention", true, k_attention<2>, grid, dim3(AT_THREADS), smem, a);
-    else if (hd <= 128) cu_launch(cu, "attention", true, k_attention<4>, grid, dim3(AT_THREADS), smem, a);
-    else cu_launch(cu, "attention", true, k_attention<8>, grid, dim3(AT_THREADS), smem, a);
+    void (*kern)(at_args) = hd <= 64 ? (a.softcap > 0.0f ? k_attention<2, true> : k_attention<2, false>)
+                            : hd <= 128 ? (a.softcap > 0.0f ? k_attention<4, true> : k_attention<4, false>)
+                                        : (a.softcap > 0.0f ? k_attention<8, true> : k_attention<8, false>);
+    cu_launch(cu, "attention", true, kern, grid, dim3(AT_THREADS), smem, a);
     if (nsplit > 1)
         cu_launch(cu, "attention combine", true, k_attn_combine, dim3(cu_grid(T * nh, 1)), dim3(128), 0,
                   (const float *)a.ws, (int)T, nh, hd, nsplit, out->data, (int)out->dtype, a.os);

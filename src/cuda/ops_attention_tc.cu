@@ -88,8 +88,10 @@ static constexpr size_t tc_smem_bytes() {
     return (size_t)(TC_BM + 4 * TC_BN) * (HD + 8) * sizeof(__nv_bfloat16);
 }
 
-// grid (tiles upper bound, num_heads): q (T, nh*HD) BF16, caches -> out (T, nh*HD) BF16
-template <int HD>
+// grid (tiles upper bound, num_heads): q (T, nh*HD) BF16, caches -> out (T, nh*HD) BF16.
+// CAP: the softcap, a template argument so that the models without one (Llama, Qwen) run the
+// score loop without it (a runtime test there cost 37% at head_dim 128 on an H200)
+template <int HD, bool CAP>
 __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
     constexpr int LD = HD + 8; /* padded shared-memory rows: ldmatrix rows land on distinct banks */
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
@@ -249,9 +251,9 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
             for (int e = 0; e < 4; e++) {
                 const int key = kb0 + n * 8 + 2 * qd + (e & 1), p = pr[e >> 1];
                 const bool ok = key <= p && key < k_hi && (a.window <= 0 || key > p - a.window);
-                const float v = !ok ? -INFINITY
-                                : a.cap_mul > 0.0f ? a.cap_log2 * tanhf(sc[n][e] * a.cap_mul)
-                                                   : sc[n][e] * a.scale_log2;
+                float v;
+                if constexpr (CAP) v = ok ? a.cap_log2 * tanhf(sc[n][e] * a.cap_mul) : -INFINITY;
+                else v = ok ? sc[n][e] * a.scale_log2 : -INFINITY;
                 sc[n][e] = v;
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
@@ -315,20 +317,27 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
     }
 }
 
-vllm_status cu_attention_tc_init(cu_state *cu) {
-    cudaError_t e = cudaFuncSetAttribute(k_attn_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)tc_smem_bytes<64>());
+/* Both instantiations of head_dim HD (softcap off / on) may take tc_smem_bytes<HD>() bytes. */
+template <int HD>
+static cudaError_t tc_set_smem() {
+    cudaError_t e = cudaFuncSetAttribute(k_attn_tc<HD, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)tc_smem_bytes<HD>());
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_attn_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)tc_smem_bytes<128>());
+        e = cudaFuncSetAttribute(k_attn_tc<HD, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)tc_smem_bytes<HD>());
+    return e;
+}
+
+vllm_status cu_attention_tc_init(cu_state *cu) {
+    cudaError_t e = tc_set_smem<64>();
+    if (e == cudaSuccess) e = tc_set_smem<128>();
     /* head_dim 256 needs 165 KiB of shared memory per CTA: Hopper's 227 KiB has it, an A100's
      * 163 KiB does not (its prefills then take the decode kernel) */
     int optin = 0;
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, cu->device);
     cu->tc_hd256 = false;
     if (e == cudaSuccess && (size_t)optin >= tc_smem_bytes<256>()) {
-        e = cudaFuncSetAttribute(k_attn_tc<256>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)tc_smem_bytes<256>());
+        e = tc_set_smem<256>();
         cu->tc_hd256 = e == cudaSuccess;
     }
     if (e != cudaSuccess) {
@@ -343,6 +352,14 @@ bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out
            max_query_len >= TC_MIN_Q && q->dtype == DTYPE_BF16 &&
            out->dtype == DTYPE_BF16 && ((uintptr_t)q->data & 15) == 0 && tensor_row_stride(q) % 8 == 0 &&
            ((uintptr_t)out->data & 3) == 0 && tensor_row_stride(out) % 2 == 0;
+}
+
+template <int HD>
+static void tc_launch(cu_state *cu, bool cap, dim3 grid, const tc_args &a) {
+    if (cap)
+        cu_launch(cu, "attention (prefill)", true, k_attn_tc<HD, true>, grid, dim3(TC_THREADS), tc_smem_bytes<HD>(), a);
+    else
+        cu_launch(cu, "attention (prefill)", true, k_attn_tc<HD, false>, grid, dim3(TC_THREADS), tc_smem_bytes<HD>(), a);
 }
 
 // the prefill sequences (>= TC_MIN_Q new tokens) of the batch; the decode kernel takes the rest
@@ -368,10 +385,10 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
     int64_t tiles = T / TC_BM + pre + 1;
     if (tiles > INT32_MAX) tiles = INT32_MAX;
     dim3 grid((unsigned)tiles, (unsigned)p->num_heads);
-    if (p->head_dim == 64)
-        cu_launch(cu, "attention (prefill)", true, k_attn_tc<64>, grid, dim3(TC_THREADS), tc_smem_bytes<64>(), a);
-    else if (p->head_dim == 128)
-        cu_launch(cu, "attention (prefill)", true, k_attn_tc<128>, grid, dim3(TC_THREADS), tc_smem_bytes<128>(), a);
-    else
-        cu_launch(cu, "attention (prefill)", true, k_attn_tc<256>, grid, dim3(TC_THREADS), tc_smem_bytes<256>(), a);
+    const bool cap = p->softcap > 0.0f;
+    switch (p->head_dim) {
+    case 64: tc_launch<64>(cu, cap, grid, a); break;
+    case 128: tc_launch<128>(cu, cap, grid, a); break;
+    default: tc_launch<256>(cu, cap, grid, a); break;
+    }
 }

@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
     for (int r = blockIdx.x; r < T; r += gridDim.x) {
         uint4 *xr = (uint4 *)(x + (int64_t)r * xs);
         float v[RMS_VPT][8];
+        float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < RMS_VPT; j++) {
             int c = threadIdx.x + j * blockDim.x;
@@ -188,9 +189,14 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
                     xr[c] = packed;
                     bf16x8_to_f32(packed, v[j]); /* the norm sees the stored (rounded) sum */
                 }
+                /* the RMSNorms' sum of squares in the same pass (LayerNorm's waits for the mean) */
+                if constexpr (KIND != BE_NORM_LAYER) {
+#pragma unroll
+                    for (int i = 0; i < 8; i++) ss += v[j][i] * v[j][i];
+                }
             }
         }
-        if constexpr (KIND == BE_NORM_LAYER) { /* the mean first, taken out of v */
+        if constexpr (KIND == BE_NORM_LAYER) { /* the mean first, taken out of v, then the sum of squares */
             float sum = 0.0f;
 #pragma unroll
             for (int j = 0; j < RMS_VPT; j++)
@@ -209,14 +215,13 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
 #pragma unroll
                     for (int i = 0; i < 8; i++) v[j][i] -= mean;
             __syncthreads(); /* part is reused below */
-        }
-        float ss = 0.0f;
 #pragma unroll
-        for (int j = 0; j < RMS_VPT; j++) {
-            int c = threadIdx.x + j * blockDim.x;
-            if (c < nc) {
+            for (int j = 0; j < RMS_VPT; j++) {
+                int c = threadIdx.x + j * blockDim.x;
+                if (c < nc) {
 #pragma unroll
-                for (int i = 0; i < 8; i++) ss += v[j][i] * v[j][i];
+                    for (int i = 0; i < 8; i++) ss += v[j][i] * v[j][i];
+                }
             }
         }
         ss = warp_sum(ss);
@@ -692,7 +697,10 @@ void cu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const t
 #define QKR_WARPS 4
 #define QKR_MAX_HD 512
 
-/* A head's RMSNorm in the fused prologue: off (normalise at all), the (1 + w) kind, eps, weight (or none). */
+/* A head's RMSNorm in the fused prologue: on (normalise at all), the (1 + w) kind, eps, weight (or
+ * none). The kernel reads the fields of q's or k's by value (a reference chosen at run time put
+ * both in local memory: a 48-byte stack frame), and the (1 + w) kind is its template argument
+ * OFF (bit 0: q's norm, bit 1: k's), so that Qwen3's plain q / k norms run as before. */
 struct qkr_norm {
     const void *w;  /* (head_dim) any float dtype, or NULL (w = 1; the offset kind: 1 + 0) */
     int wdt;
@@ -700,6 +708,8 @@ struct qkr_norm {
     bool offset;    /* BE_NORM_RMS_OFFSET: the multiplier is 1 + w */
     float eps;
 };
+#define QKR_OFF_Q 1
+#define QKR_OFF_K 2
 
 /* What an item needs that no kernel of the step writes (the position and
  * slot are uploaded, the table and the norm weights constant): loaded before
@@ -711,17 +721,24 @@ struct qkr_pre {
     float cv[NJ], sv[NJ], wv[NJ];
 };
 
-template <int NJ>
-__device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool isk, const qkr_norm &n,
+template <int NJ, int OFF>
+__device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool isk, const void *nw, int ndt,
                                              const int32_t *pos, const int64_t *slots, const float *cs, int64_t css,
                                              int64_t max_pos, int hd, int half, bool neox, int lane) {
     pr.p = pos[t];
     pr.slot = isk ? slots[t] : -1;
+    /* the (1 + w) kind: constant false without OFF bits (the plain RMSNorm's code as before it came) */
+    const bool offset = OFF == 0 ? false : OFF == (QKR_OFF_Q | QKR_OFF_K) ? true : isk ? (OFF & QKR_OFF_K) != 0
+                                                                                   : (OFF & QKR_OFF_Q) != 0;
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
         const int i = lane + 32 * j;
-        const float w = i < hd && n.w ? cu_ld(n.w, n.wdt, i) : (n.offset ? 0.0f : 1.0f);
-        pr.wv[j] = n.offset ? 1.0f + w : w;
+        if (OFF == 0) {
+            pr.wv[j] = i < hd && nw ? cu_ld(nw, ndt, i) : 1.0f;
+        } else {
+            const float w = i < hd && nw ? cu_ld(nw, ndt, i) : (offset ? 0.0f : 1.0f);
+            pr.wv[j] = offset ? 1.0f + w : w;
+        }
     }
     const bool ok = pr.p >= 0 && pr.p < max_pos;
     const float *c = cs + (int64_t)(ok ? pr.p : 0) * css, *sn = c + half;
@@ -738,7 +755,7 @@ __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool is
     }
 }
 
-template <int NJ>
+template <int NJ, int OFF>
 __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
     void *q, int64_t qs, int nq, void *k, int64_t ks, int nk, const void *v, int64_t vs, int dt, qkr_norm qn,
     qkr_norm kn, const int32_t *pos, int64_t T, const float *cs, int64_t css, int64_t max_pos, int hd, int half,
@@ -754,7 +771,8 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
     if (it0 < items) {
         const int h = (int)(it0 % heads);
         const bool isk = h >= nq;
-        qkr_prefetch<NJ>(pr, it0 / heads, isk, isk ? kn : qn, pos, slots, cs, css, max_pos, hd, half, neox, lane);
+        qkr_prefetch<NJ, OFF>(pr, it0 / heads, isk, isk ? kn.w : qn.w, isk ? kn.wdt : qn.wdt, pos, slots, cs, css,
+                              max_pos, hd, half, neox, lane);
     }
     pdl_wait();
     for (int64_t it = it0; it < items; it += (int64_t)gridDim.x * QKR_WARPS) {
@@ -764,8 +782,10 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
         const int hh = isk ? h - nq : h;
         void *x = isk ? k : q;
         const int64_t base = t * (isk ? ks : qs) + (int64_t)hh * hd;
-        const qkr_norm &n = isk ? kn : qn;
-        if (it != it0) qkr_prefetch<NJ>(pr, t, isk, n, pos, slots, cs, css, max_pos, hd, half, neox, lane);
+        const void *nw = isk ? kn.w : qn.w;
+        if (it != it0)
+            qkr_prefetch<NJ, OFF>(pr, t, isk, nw, isk ? kn.wdt : qn.wdt, pos, slots, cs, css, max_pos, hd, half, neox,
+                                  lane);
         float xv[NJ], vv[NJ];
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
@@ -783,12 +803,12 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
             slot = -1;
         }
         float scale = 1.0f;
-        if (n.on) {
+        if (isk ? kn.on : qn.on) {
             float ss = 0.0f;
 #pragma unroll
             for (int j = 0; j < NJ; j++) ss += xv[j] * xv[j];
             ss = cu_warp_sum(ss);
-            scale = 1.0f / sqrtf(ss / (float)hd + n.eps);
+            scale = 1.0f / sqrtf(ss / (float)hd + (isk ? kn.eps : qn.eps));
         }
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
@@ -825,6 +845,18 @@ static bool qkr_norm_of(const be_norm *n, qkr_norm *out) {
     *out = qkr_norm{n->w ? n->w->data : NULL, n->w ? (int)n->w->dtype : 0, true, n->kind == BE_NORM_RMS_OFFSET,
                     n->eps};
     return true;
+}
+
+typedef void (*qkr_kernel)(void *, int64_t, int, void *, int64_t, int, const void *, int64_t, int, qkr_norm, qkr_norm,
+                           const int32_t *, int64_t, const float *, int64_t, int64_t, int, int, bool, __nv_bfloat16 *,
+                           __nv_bfloat16 *, const int64_t *, int64_t, cu_dev_err *);
+
+/* k_qk_norm_rope_kv<NJ (nj rounded up to a power of two from 2), OFF> */
+template <int OFF>
+static qkr_kernel qkr_pick(int nj) {
+    return nj <= 2 ? k_qk_norm_rope_kv<2, OFF> : nj <= 4 ? k_qk_norm_rope_kv<4, OFF>
+                                                 : nj <= 8 ? k_qk_norm_rope_kv<8, OFF>
+                                                           : k_qk_norm_rope_kv<16, OFF>;
 }
 
 // q (T, nq*hd) in place, k (T, nk*hd) in place, v (T, nk*hd); per-head norms (be_norm over hd) or NULL;
@@ -891,11 +923,14 @@ static void qk_norm_rope_kv_run(backend *be, const char *op, tensor *q, tensor *
     }
     const int64_t items = T * (nq + nk);
     const int nj = (head_dim + 31) / 32;
-    void (*kern)(void *, int64_t, int, void *, int64_t, int, const void *, int64_t, int, qkr_norm, qkr_norm,
-                 const int32_t *, int64_t, const float *, int64_t, int64_t, int, int, bool, __nv_bfloat16 *,
-                 __nv_bfloat16 *, const int64_t *, int64_t, cu_dev_err *) =
-        nj <= 2 ? k_qk_norm_rope_kv<2> : nj <= 4 ? k_qk_norm_rope_kv<4> : nj <= 8 ? k_qk_norm_rope_kv<8>
-                                                                              : k_qk_norm_rope_kv<16>;
+    const int off = (qn.on && qn.offset ? QKR_OFF_Q : 0) | (kn.on && kn.offset ? QKR_OFF_K : 0);
+    qkr_kernel kern;
+    switch (off) {
+    case 0: kern = qkr_pick<0>(nj); break;
+    case QKR_OFF_Q: kern = qkr_pick<QKR_OFF_Q>(nj); break;
+    case QKR_OFF_K: kern = qkr_pick<QKR_OFF_K>(nj); break;
+    default: kern = qkr_pick<QKR_OFF_Q | QKR_OFF_K>(nj); break;
+    }
     cu_launch(cu, op, true, kern, dim3(cu_grid(items, QKR_WARPS)), dim3(QKR_WARPS * 32), 0, q->data,
               tensor_row_stride(q), nq, k->data, tensor_row_stride(k), nk, (const void *)v->data, tensor_row_stride(v),
               (int)q->dtype, qn, kn, (const int32_t *)positions->data, T, (const float *)cos_sin->data,

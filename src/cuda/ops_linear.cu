@@ -312,10 +312,18 @@ struct gv_args {
     int T, N, K;
     const __nv_bfloat16 *nw;     /* (K) RMSNorm weight (NORM kernels) */
     float eps;
-    bool norm_offset;            /* the norm multiplies by 1 + nw (Gemma's RMSNorm) */
+    bool norm_offset;            /* the norm multiplies by 1 + nw (Gemma's RMSNorm): picks NK below */
     bool acc;                    /* y += instead of y = (the residual add) */
-    int act;                     /* be_act of the gated form */
+    int act;                     /* be_act of the gated form: picks ACT below */
 };
+
+/* The norm kinds and the gate's activation are template arguments of the kernels (NK: GV_NORM_*,
+ * ACT: be_act), picked at launch from a.nw, a.norm_offset and a.act: the Llama / Qwen forms
+ * (plain RMSNorm, SiLU) run the code they ran before the other kinds came, with no test per
+ * element or output (a runtime switch there cost 13% on Qwen3-0.6B's gate_up, H200). */
+#define GV_NORM_NONE 0
+#define GV_NORM_RMS 1
+#define GV_NORM_OFFSET 2 /* RMSNorm * (1 + nw) */
 
 /* acc[r][t] += dot(w[r] chunk, x[t] chunk c) for t < T, r < NR; x rows xs apart
  * (global memory, or the normalised rows in shared memory) */
@@ -342,9 +350,9 @@ __device__ __forceinline__ void gemv_fma(const uint4 *w, const __nv_bfloat16 *x,
 }
 
 /* The norm's prologue (after pdl_wait), by the whole CTA: xn (T, K) in shared
- * memory = BF16(x / sqrt(mean(x^2) + eps) * nw), as the rms_norm op writes h.
- * red: GEMV_WARPS x TT scratch. */
-template <int TT>
+ * memory = BF16(x / sqrt(mean(x^2) + eps) * nw) (NK GV_NORM_OFFSET: * (1 + nw)),
+ * as the norm op writes h. red: GEMV_WARPS x TT scratch. */
+template <int TT, int NK>
 __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn) {
     const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     auto x_chunk = [&](int t, int c, float *xf) { bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf); };
@@ -376,7 +384,7 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
     for (int c = threadIdx.x; c < nc; c += blockDim.x) {
         float nf[8];
         bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
-        if (a.norm_offset) {
+        if constexpr (NK == GV_NORM_OFFSET) {
 #pragma unroll
             for (int i = 0; i < 8; i++) nf[i] = 1.0f + nf[i];
         }
@@ -393,15 +401,16 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
     __syncthreads();
 }
 
-/* The GEMV's input rows after pdl_wait: x itself, or (NORM) the normalised rows in shared memory. */
-template <int TT, bool NORM>
+/* The GEMV's input rows after pdl_wait: x itself, or (NK != GV_NORM_NONE) the normalised rows in
+ * shared memory. */
+template <int TT, int NK>
 __device__ __forceinline__ const __nv_bfloat16 *gemv_input(const gv_args &a, float (*red)[TT], unsigned char *smem,
                                                            int64_t *xs) {
-    if (!NORM) {
+    if constexpr (NK == GV_NORM_NONE) {
         *xs = a.xs;
         return a.x;
     }
-    gemv_norm_rows<TT>(a, red, (__nv_bfloat16 *)smem);
+    gemv_norm_rows<TT, NK>(a, red, (__nv_bfloat16 *)smem);
     *xs = a.K;
     return (const __nv_bfloat16 *)smem;
 }
@@ -416,10 +425,10 @@ __device__ __forceinline__ float gemv_old(const gv_args &a, int t, int n) {
 }
 
 // x (T, K) BF16, W (N, K) BF16 -> y (T, N) BF16 or F32 (+ bias (N) F32); T <= TT
-template <int TT, int KS, bool NORM>
+template <int TT, int KS, int NK>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_args a) {
     __shared__ float red[GEMV_WARPS][TT];
-    extern __shared__ __align__(16) unsigned char gv_smem[]; /* NORM: the normalised rows (T, K) */
+    extern __shared__ __align__(16) unsigned char gv_smem[]; /* NK: the normalised rows (T, K) */
     constexpr int RPC = GEMV_WARPS / KS; /* rows per group */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int rw = warp / KS, ks = warp % KS;
@@ -450,7 +459,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
     for (int u = 0; u < GV_U; u++) cur[u] = next();
     pdl_wait();
     int64_t xs;
-    const __nv_bfloat16 *xin = gemv_input<TT, NORM>(a, red, gv_smem, &xs);
+    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs);
     float acc[1][TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
@@ -504,8 +513,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
 
 /* Any K % 8 == 0: one warp per output, a non-persistent grid (the general
  * fallback, and the large-N shapes). NR = 2 is the gated form: the warp
- * streams rows n and N + n and writes silu(first) * second. */
-template <int TT, int NR, bool NORM>
+ * streams rows n and N + n and writes ACT(first) * second. */
+template <int TT, int NR, int NK, int ACT>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     __shared__ float red[GEMV_WARPS][TT];
     extern __shared__ __align__(16) unsigned char gv_smem[];
@@ -525,7 +534,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     }
     pdl_wait();
     int64_t xs;
-    const __nv_bfloat16 *xin = gemv_input<TT, NORM>(a, red, gv_smem, &xs);
+    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs);
     const float yold = gemv_old(a, lane, n);
     float acc[NR][TT];
 #pragma unroll
@@ -556,7 +565,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
         float v[NR];
 #pragma unroll
         for (int r = 0; r < NR; r++) v[r] = cu_warp_sum(acc[r][t]) + (a.bias ? a.bias[n + r * N] : 0.0f);
-        if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? cu_act(a.act, v[0]) * v[NR - 1] : v[0], yold);
+        if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? cu_act(ACT, v[0]) * v[NR - 1] : v[0], yold);
     }
 }
 
@@ -573,27 +582,62 @@ static bool gemv_fits(const be_linear *lin, const tensor *x, int64_t T) {
 
 typedef void (*gemv_kernel)(gv_args);
 
-template <int TT, bool NORM>
+template <int TT, int NK>
 static gemv_kernel gemv_pick(int ks) {
     switch (ks) {
-    case 1: return k_gemv<TT, 1, NORM>;
-    case 2: return k_gemv<TT, 2, NORM>;
-    case 4: return k_gemv<TT, 4, NORM>;
-    default: return k_gemv<TT, 8, NORM>;
+    case 1: return k_gemv<TT, 1, NK>;
+    case 2: return k_gemv<TT, 2, NK>;
+    case 4: return k_gemv<TT, 4, NK>;
+    default: return k_gemv<TT, 8, NK>;
     }
 }
 
-template <bool NORM>
+template <int NK>
 static gemv_kernel gemv_pick_t(int ti, int ks) {
-    return ti == 0 ? gemv_pick<1, NORM>(ks) : ti == 1 ? gemv_pick<2, NORM>(ks) : ti == 2 ? gemv_pick<4, NORM>(ks)
-                                                                                          : gemv_pick<8, NORM>(ks);
+    return ti == 0 ? gemv_pick<1, NK>(ks) : ti == 1 ? gemv_pick<2, NK>(ks) : ti == 2 ? gemv_pick<4, NK>(ks)
+                                                                                      : gemv_pick<8, NK>(ks);
 }
 
-template <int NR, bool NORM>
+/* k_gemv<T class ti, ks, norm kind nk> */
+static gemv_kernel gemv_pick_nk(int nk, int ti, int ks) {
+    switch (nk) {
+    case GV_NORM_RMS: return gemv_pick_t<GV_NORM_RMS>(ti, ks);
+    case GV_NORM_OFFSET: return gemv_pick_t<GV_NORM_OFFSET>(ti, ks);
+    default: return gemv_pick_t<GV_NORM_NONE>(ti, ks);
+    }
+}
+
+template <int NR, int NK, int ACT>
 static gemv_kernel gemv_rows_pick(int ti) {
-    return ti == 0 ? k_gemv_rows<1, NR, NORM> : ti == 1 ? k_gemv_rows<2, NR, NORM>
-                                              : ti == 2 ? k_gemv_rows<4, NR, NORM>
-                                                        : k_gemv_rows<8, NR, NORM>;
+    return ti == 0 ? k_gemv_rows<1, NR, NK, ACT> : ti == 1 ? k_gemv_rows<2, NR, NK, ACT>
+                                                 : ti == 2 ? k_gemv_rows<4, NR, NK, ACT>
+                                                           : k_gemv_rows<8, NR, NK, ACT>;
+}
+
+/* The gated form's activation (the plain form has none: SiLU's instantiation, unused). */
+template <int NR, int NK>
+static gemv_kernel gemv_rows_pick_act(int act, int ti) {
+    if constexpr (NR == 1) {
+        (void)act;
+        return gemv_rows_pick<1, NK, BE_ACT_SILU>(ti);
+    } else {
+        switch (act) {
+        case BE_ACT_GELU_TANH: return gemv_rows_pick<NR, NK, BE_ACT_GELU_TANH>(ti);
+        case BE_ACT_GELU: return gemv_rows_pick<NR, NK, BE_ACT_GELU>(ti);
+        case BE_ACT_RELU: return gemv_rows_pick<NR, NK, BE_ACT_RELU>(ti);
+        default: return gemv_rows_pick<NR, NK, BE_ACT_SILU>(ti);
+        }
+    }
+}
+
+/* k_gemv_rows<T class ti, glu ? 2 : 1, norm kind nk, act> */
+template <int NR>
+static gemv_kernel gemv_rows_pick_nk(int nk, int act, int ti) {
+    switch (nk) {
+    case GV_NORM_RMS: return gemv_rows_pick_act<NR, GV_NORM_RMS>(act, ti);
+    case GV_NORM_OFFSET: return gemv_rows_pick_act<NR, GV_NORM_OFFSET>(act, ti);
+    default: return gemv_rows_pick_act<NR, GV_NORM_NONE>(act, ti);
+    }
 }
 
 /* CTAs of a GEMV kernel resident per SM (the occupancy API with smem bytes, cached in *slot). */
@@ -614,13 +658,13 @@ static int gemv_occupancy(int *slot, gemv_kernel k, size_t smem) {
 static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
     const int N = a.N, K = a.K, T = a.T;
     const bool norm = a.nw != NULL;
+    const int nk = !norm ? GV_NORM_NONE : a.norm_offset ? GV_NORM_OFFSET : GV_NORM_RMS;
     const int ti = T == 1 ? 0 : T == 2 ? 1 : T <= 4 ? 2 : 3;
     const size_t smem = norm ? (size_t)T * K * 2 : 0;
     gemv_kernel pick[4];
-    for (int i = 0; i < 4; i++) pick[i] = norm ? gemv_pick_t<true>(ti, 1 << i) : gemv_pick_t<false>(ti, 1 << i);
+    for (int i = 0; i < 4; i++) pick[i] = gemv_pick_nk(nk, ti, 1 << i);
     const char *op = "linear (gemv)";
-    gemv_kernel rows_k = glu ? (norm ? gemv_rows_pick<2, true>(ti) : gemv_rows_pick<2, false>(ti))
-                             : (norm ? gemv_rows_pick<1, true>(ti) : gemv_rows_pick<1, false>(ti));
+    gemv_kernel rows_k = glu ? gemv_rows_pick_nk<2>(nk, a.act, ti) : gemv_rows_pick_nk<1>(nk, a.act, ti);
     const int64_t rows_ctas = ((int64_t)N + GEMV_WARPS - 1) / GEMV_WARPS;
     a.W = lin->w;
     a.bias = lin->bias;
@@ -632,7 +676,7 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
      * persistent split-K kernel keeps more warps streaming (H200, 2026-11-30: o / down projections
      * 1.6-2.4x faster, see ops_linear.cu's header). The gated form is the row kernel's. */
     if (glu || K % 256 != 0 || cu->gemv_rows ||
-        rows_ctas > (int64_t)gemv_occupancy(&cu->gemv_rows_occ[glu][norm][ti], rows_k, occ_smem) * cu->num_sms) {
+        rows_ctas > (int64_t)gemv_occupancy(&cu->gemv_rows_occ[glu][nk][ti], rows_k, occ_smem) * cu->num_sms) {
         cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), smem, a);
         return;
     }
@@ -645,7 +689,7 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
     for (int i = K >= 2048 && K % 512 == 0 ? 1 : 0; i < 4; i++) {
         const int ks = 1 << i;
         if (K % (256 * ks) != 0) break;
-        const int64_t R = (int64_t)gemv_occupancy(&cu->gemv_occ[norm][ti][i], pick[i], occ_smem) * cu->num_sms;
+        const int64_t R = (int64_t)gemv_occupancy(&cu->gemv_occ[nk][ti][i], pick[i], occ_smem) * cu->num_sms;
         const int64_t G = ((int64_t)N * ks + GEMV_WARPS - 1) / GEMV_WARPS;
         const int64_t grid = G < R ? G : R;
         const int64_t per_cta = (G + grid - 1) / grid;

@@ -1,6 +1,6 @@
 /*
- * engine.c: vllm_engine: creating the backend, model, KV cache, tokenizer
- * and scheduler together; options, sampling defaults and validation;
+ * engine.c: vllm_engine: creating the backend, model, KV cache, tokenizer,
+ * scheduler and input builder together; options, sampling defaults and validation;
  * tokenizer access. Requests and steps are in engine_step.c, the offline
  * batch in generate.c.
  */
@@ -243,6 +243,9 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         .groups = model_get_cache_groups(e->model),
     };
     if ((st = sched_init(&e->sched, &sc, num_blocks))) goto fail;
+    /* the model runner's input builder, its buffers sized for the largest step up front */
+    ib_init(&e->ib, e->sched.kv.num_groups, sc.block_size, sc.max_blocks_per_seq);
+    if ((st = ib_reserve(&e->ib, sc.max_num_batched_tokens, sc.max_num_seqs))) goto fail;
     /* decode steps as recorded graphs (vLLM's cudagraph capture sizes, capped at max_num_seqs) */
     if (!e->opt.enforce_eager) {
         int max_batch = e->opt.max_num_seqs < 512 ? e->opt.max_num_seqs : 512;
@@ -277,6 +280,7 @@ fail:
 void vllm_engine_free(vllm_engine *e) {
     if (!e) return;
     engine_requests_free(e);
+    ib_destroy(&e->ib);
     sched_destroy(&e->sched);
     if (e->model) model_cache_free(e->model, e->cache);
     model_free(e->model);

@@ -12,6 +12,7 @@
 #define VLLM_ENGINE_INTERNAL_H
 
 #include "sample/logits_proc.h"
+#include "engine/input_builder.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -44,7 +45,6 @@ typedef struct ereq {
     float *prompt_lps;           /* (num_prompt); [0] = NaN */
     int32_t *prompt_top_ids;     /* (num_prompt, prompt_logprobs) when prompt_logprobs > 0; row 0: -1 */
     float *prompt_top_lps;       /* (num_prompt, prompt_logprobs); row 0: NaN */
-    int prompt_lp_done;          /* prompt tokens whose logprobs are filled (1 .. num_prompt) */
     bool prompt_lp_reported;     /* returned by a step already */
     bool done;                   /* finished and reported: freed at the next step */
 } ereq;
@@ -89,11 +89,8 @@ struct vllm_engine {
     int32_t eos_ids[MODEL_MAX_EOS + 1];
     int num_eos;
     scheduler sched;
+    input_builder ib;            /* the step's batch and logits rows from the scheduler's decisions */
     step_sampling ss;            /* the step's sample / logprobs batches for the backend */
-    /* the step's logit rows: per scheduled request, its prompt-logprob rows then its sampled row */
-    int32_t *step_rows;          /* (max_num_batched_tokens) indices into the flattened batch */
-    int *step_lp_from;           /* (max_num_seqs) first prompt position with a row this step */
-    int *step_lp_count;          /* (max_num_seqs) prompt positions with a row this step */
     uint64_t next_seed;          /* seeds for requests without one */
     ereq **reqs;                 /* live requests (unfinished, or finished and not yet freed) */
     size_t num_reqs, cap_reqs;

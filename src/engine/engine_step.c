@@ -1,8 +1,8 @@
 /*
  * engine_step.c: the request-level engine of vllm.h (vLLM's LLMEngine):
  * add_request (tokenize, validate, queue; n > 1 as n child requests),
- * step (schedule, forward, prompt logprobs, sample, detokenize
- * incrementally, stop), abort; and the outputs of each step.
+ * step (schedule, build the batch, forward, prompt logprobs, sample,
+ * detokenize incrementally, stop), abort; and the outputs of each step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,16 +49,11 @@ void engine_requests_free(vllm_engine *e) {
     free(e->outs);
     free(e->out_reqs);
     free(e->out_text);
-    free(e->step_rows);
-    free(e->step_lp_from);
-    free(e->step_lp_count);
     step_sampling_free(&e->ss);
     e->reqs = NULL;
     e->outs = NULL;
     e->out_reqs = NULL;
     e->out_text = NULL;
-    e->step_rows = NULL;
-    e->step_lp_from = e->step_lp_count = NULL;
     e->num_reqs = e->cap_reqs = e->cap_outs = e->cap_out_text = 0;
 }
 
@@ -203,7 +198,7 @@ static vllm_status prompt_logprobs_init(ereq *q) {
         q->prompt_top_ids[i] = -1;
         q->prompt_top_lps[i] = NAN;
     }
-    q->prompt_lp_done = 1;
+    q->r.prompt_lp_done = 1;
     return VLLM_OK;
 }
 
@@ -411,12 +406,9 @@ void step_sampling_free(step_sampling *ss) {
 
 /* The step's arrays, sized once for the scheduler's limits. */
 static vllm_status step_arrays_init(vllm_engine *e) {
-    if (e->step_rows) return VLLM_OK;
+    if (e->ss.rows) return VLLM_OK;
     size_t S = (size_t)e->sched.cfg.max_num_seqs, T = (size_t)e->sched.cfg.max_num_batched_tokens;
     step_sampling *ss = &e->ss;
-    e->step_rows = malloc(T * sizeof *e->step_rows);
-    e->step_lp_from = malloc(S * sizeof *e->step_lp_from);
-    e->step_lp_count = malloc(S * sizeof *e->step_lp_count);
     ss->rows = malloc(S * sizeof *ss->rows);
     ss->params = malloc(S * sizeof *ss->params);
     ss->ctx = malloc(S * sizeof *ss->ctx);
@@ -434,67 +426,32 @@ static vllm_status step_arrays_init(vllm_engine *e) {
     ss->lp_top_lps = malloc(T * sizeof *ss->lp_top_lps);
     ss->lp_reqs = malloc(T * sizeof *ss->lp_reqs);
     ss->lp_pos = malloc(T * sizeof *ss->lp_pos);
-    if (!e->step_rows || !e->step_lp_from || !e->step_lp_count || !ss->rows || !ss->params || !ss->ctx ||
+    if (!ss->rows || !ss->params || !ss->ctx ||
         !ss->uniform || !ss->tokens || !ss->logprobs || !ss->top_ids || !ss->top_lps || !ss->reqs || !ss->lp_rows ||
         !ss->lp_targets || !ss->lp_k || !ss->lp_vals || !ss->lp_top_ids || !ss->lp_top_lps || !ss->lp_reqs ||
         !ss->lp_pos) {
-        free(e->step_rows);
-        free(e->step_lp_from);
-        free(e->step_lp_count);
-        e->step_rows = NULL;
-        e->step_lp_from = e->step_lp_count = NULL;
         step_sampling_free(ss);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (step arrays)");
     }
     return VLLM_OK;
 }
 
-/* Lists the step's logit rows into b (vLLM's gpu_model_runner computes the
- * logits of every prompt position of a chunk for prompt logprobs): for each
- * scheduled request, the positions q of this chunk whose row gives a still
- * missing prompt logprob (row q: log P(prompt[q + 1] | prompt[<= q])), then
- * its last position when it is sampled.
- * Called before sched_commit (num_computed is the chunk's start). */
-static vllm_status plan_logit_rows(vllm_engine *e, fwd_batch *b) {
-    scheduler *s = &e->sched;
-    vllm_status st = step_arrays_init(e);
-    if (st != VLLM_OK) return st;
-    int nl = 0;
-    for (int i = 0; i < s->num_step; i++) {
-        ereq *q = (ereq *)s->step_reqs[i];
-        const request *r = &q->r;
-        int c0 = r->num_computed, c1 = c0 + s->step_tokens[i], from = c0, count = 0;
-        if (q->prompt_lps) {
-            if (q->prompt_lp_done - 1 > from) from = q->prompt_lp_done - 1;
-            int to = c1 < r->num_prompt - 1 ? c1 : r->num_prompt - 1;
-            count = to > from ? to - from : 0;
-            for (int pos = from; pos < from + count; pos++) e->step_rows[nl++] = b->query_start_loc[i] + (pos - c0);
-        }
-        e->step_lp_from[i] = from;
-        e->step_lp_count[i] = count;
-        if (sched_is_sampled(s, i)) e->step_rows[nl++] = b->query_start_loc[i + 1] - 1;
-    }
-    if (nl > b->num_tokens) return vt_error(VLLM_ERR_INTERNAL, "more logit rows (%d) than tokens (%d)", nl, b->num_tokens);
-    b->num_logits = nl;
-    b->logits_indices = e->step_rows;
-    return VLLM_OK;
-}
-
-/* Builds the step's sampling work from the planned rows (row i of the
- * logits is the i-th entry of step_rows): the prompt-logprob rows into
- * *lb and the sampled rows into *sb, with outputs pointing into the
- * requests' buffers. Draws each sampled row's uniform from its request's
- * generator (only when temperature > 0, as the sampler consumes it). */
-static void build_sampling(vllm_engine *e, sample_batch *sb, logprob_batch *lb) {
-    scheduler *s = &e->sched;
+/* Builds the step's sampling work from the input builder's logits rows
+ * (row i of the logits is the batch row logits_indices[i]): the
+ * prompt-logprob rows into *lb and the sampled rows into *sb, with outputs
+ * pointing into the requests' buffers. Draws each sampled row's uniform
+ * from its request's generator (only when temperature > 0, as the sampler
+ * consumes it). */
+static void build_sampling(vllm_engine *e, const sched_output *so, sample_batch *sb, logprob_batch *lb) {
+    const input_builder *ib = &e->ib;
     step_sampling *ss = &e->ss;
     int row = 0, ns = 0, nl = 0;
-    for (int i = 0; i < s->num_step; i++) {
-        ereq *q = (ereq *)s->step_reqs[i];
+    for (int i = 0; i < so->num_reqs; i++) {
+        ereq *q = (ereq *)so->reqs[i];
         request *r = &q->r;
         int k = r->params.prompt_logprobs;
-        for (int j = 0; j < e->step_lp_count[i]; j++, row++, nl++) {
-            int pos = e->step_lp_from[i] + j, p = pos + 1;
+        for (int j = 0; j < ib->lp_count[i]; j++, row++, nl++) {
+            int pos = ib->lp_from[i] + j, p = pos + 1;
             ss->lp_rows[nl] = row;
             ss->lp_targets[nl] = r->tokens[p];
             ss->lp_k[nl] = k > 0 ? k : 0;
@@ -503,7 +460,7 @@ static void build_sampling(vllm_engine *e, sample_batch *sb, logprob_batch *lb) 
             ss->lp_reqs[nl] = q;
             ss->lp_pos[nl] = p;
         }
-        if (!sched_is_sampled(s, i)) continue;
+        if (!ib->sampled[i]) continue;
         const vllm_sampling_params *p = &r->params;
         size_t generated = (size_t)(r->num_tokens - r->num_prompt);
         ss->rows[ns] = row++;
@@ -667,7 +624,7 @@ static vllm_status collect_outputs(vllm_engine *e, size_t *num_out) {
         o->prompt_tokens = (size_t)r->num_prompt;
         o->completion_tokens = (size_t)gen;
         o->cached_prompt_tokens = (size_t)r->num_cached_tokens;
-        if (q->prompt_lps && !q->prompt_lp_reported && q->prompt_lp_done == r->num_prompt) {
+        if (q->prompt_lps && !q->prompt_lp_reported && r->prompt_lp_done == r->num_prompt) {
             o->prompt_logprobs = q->prompt_lps;
             if (r->params.prompt_logprobs > 0) {
                 o->num_prompt_top_logprobs = r->params.prompt_logprobs;
@@ -692,10 +649,12 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
     reap(e);
     vllm_status st = VLLM_OK;
     if (sched_has_work(&e->sched)) {
+        /* the scheduler decides, the input builder makes the batch, the model runs it */
+        sched_output so;
         fwd_batch b;
-        if ((st = sched_step(&e->sched, &b))) return st;
-        if (b.num_tokens == 0) return vt_error(VLLM_ERR_INTERNAL, "scheduler made no progress");
-        if ((st = plan_logit_rows(e, &b))) return st;
+        if ((st = sched_step(&e->sched, &so))) return st;
+        if (so.total_tokens == 0) return vt_error(VLLM_ERR_INTERNAL, "scheduler made no progress");
+        if ((st = step_arrays_init(e)) || (st = ib_build(&e->ib, &so, &b))) return st;
         double t0 = progress_now();
         const tensor *logits;
         if ((st = model_forward(e->model, e->cache, &b, &logits))) return st;
@@ -703,18 +662,18 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
          * logits; only ids and logprobs come back */
         sample_batch sb;
         logprob_batch lb;
-        build_sampling(e, &sb, &lb);
+        build_sampling(e, &so, &sb, &lb);
         tensor lt = *logits;
         if ((lb.num_rows > 0 && (st = e->be->ops->logprobs(e->be, &lt, &lb))) ||
             (sb.num_rows > 0 && (st = e->be->ops->sample(e->be, &lt, &sb))))
             return st;
         bool prefill = false;
         size_t prefill_tokens = 0;
-        for (int i = 0; i < e->sched.num_step; i++) {
-            request *r = e->sched.step_reqs[i];
+        for (int i = 0; i < so.num_reqs; i++) {
+            request *r = so.reqs[i];
             if (r->num_computed < r->num_prompt) {
                 prefill = true;
-                prefill_tokens += (size_t)e->sched.step_tokens[i];
+                prefill_tokens += (size_t)so.num_tokens[i];
             }
         }
         sched_commit(&e->sched);
@@ -722,7 +681,7 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
             ereq *q = e->ss.lp_reqs[j];
             int p = e->ss.lp_pos[j];
             q->prompt_lps[p] = lb.logprobs[j];
-            if (p + 1 > q->prompt_lp_done) q->prompt_lp_done = p + 1;
+            if (p + 1 > q->r.prompt_lp_done) q->r.prompt_lp_done = p + 1;
         }
         for (int j = 0; j < sb.num_rows; j++) {
             ereq *q = e->ss.reqs[j];
@@ -739,8 +698,8 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
             accept_token(e, q, t, sb.logprobs[j]);
         }
         size_t sampled = (size_t)sb.num_rows;
-        for (int i = 0; i < e->sched.num_step; i++) {
-            request *r = e->sched.step_reqs[i];
+        for (int i = 0; i < so.num_reqs; i++) {
+            request *r = so.reqs[i];
             if ((st = detokenize_new((ereq *)r))) return st; /* may stop on a stop string */
             if (r->finish != VLLM_FINISH_NONE && r->state == REQ_RUNNING) sched_finish(&e->sched, r);
         }

@@ -23,21 +23,12 @@ vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
     vllm_status st = kvc_init(&s->kv, cfg->groups, num_blocks, cfg->block_size, cfg->max_blocks_per_seq,
                               cfg->enable_prefix_caching);
     if (st != VLLM_OK) return st;
-    size_t T = (size_t)cfg->max_num_batched_tokens, S = (size_t)cfg->max_num_seqs, G = (size_t)s->kv.num_groups;
+    size_t S = (size_t)cfg->max_num_seqs;
     s->running = calloc(S, sizeof *s->running);
     s->step_reqs = calloc(S, sizeof *s->step_reqs);
     s->step_tokens = calloc(S, sizeof *s->step_tokens);
-    s->step_sampled = calloc(S, sizeof *s->step_sampled);
-    s->ids = malloc(T * sizeof *s->ids);
-    s->positions = malloc(T * sizeof *s->positions);
-    s->slots = malloc(G * T * sizeof *s->slots);
-    s->qsl = malloc((S + 1) * sizeof *s->qsl);
-    s->seq_lens = malloc(S * sizeof *s->seq_lens);
-    s->logits_idx = malloc(S * sizeof *s->logits_idx);
-    s->block_tables = malloc(G * S * (size_t)cfg->max_blocks_per_seq * sizeof *s->block_tables);
     s->step_cached = malloc((size_t)num_blocks * sizeof *s->step_cached);
-    if (!s->step_cached ||!s->running || !s->step_reqs || !s->step_tokens || !s->step_sampled || !s->ids || !s->positions || !s->slots || !s->qsl ||
-        !s->seq_lens || !s->logits_idx || !s->block_tables) {
+    if (!s->step_cached || !s->running || !s->step_reqs || !s->step_tokens) {
         sched_destroy(s);
         return vt_error(VLLM_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -51,14 +42,6 @@ void sched_destroy(scheduler *s) {
     free(s->running);
     free(s->step_reqs);
     free(s->step_tokens);
-    free(s->step_sampled);
-    free(s->ids);
-    free(s->positions);
-    free(s->slots);
-    free(s->qsl);
-    free(s->seq_lens);
-    free(s->logits_idx);
-    free(s->block_tables);
     memset(s, 0, sizeof *s);
 }
 
@@ -183,8 +166,8 @@ static int admit(scheduler *s, request *r, int budget) {
     return n;
 }
 
-vllm_status sched_step(scheduler *s, fwd_batch *b) {
-    memset(b, 0, sizeof *b);
+vllm_status sched_step(scheduler *s, sched_output *out) {
+    memset(out, 0, sizeof *out);
     if (s->step_pending) rollback_cached(s);
     s->step_pending = true;
     s->num_step = 0;
@@ -225,54 +208,13 @@ vllm_status sched_step(scheduler *s, fwd_batch *b) {
         budget -= n;
     }
 
-    /* 3. the flattened batch: block tables and slot mappings group after group */
-    int T = 0, nl = 0, mb = s->cfg.max_blocks_per_seq, bs = s->cfg.block_size, G = s->kv.num_groups;
-    size_t max_T = (size_t)s->cfg.max_num_batched_tokens, max_S = (size_t)s->cfg.max_num_seqs;
-    s->qsl[0] = 0;
-    for (int i = 0; i < s->num_step; i++) {
-        request *r = s->step_reqs[i];
-        int n = s->step_tokens[i];
-        for (int j = 0; j < n; j++) {
-            int pos = r->num_computed + j;
-            s->ids[T] = r->tokens[pos];
-            s->positions[T] = pos;
-            for (int g = 0; g < G; g++)
-                s->slots[g * max_T + (size_t)T] =
-                    (int64_t)r->blocks[(size_t)g * mb + (size_t)(pos / bs)] * bs + pos % bs;
-            T++;
-        }
-        s->qsl[i + 1] = T;
-        s->seq_lens[i] = r->num_computed + n;
-        for (int g = 0; g < G; g++) {
-            int32_t *row = s->block_tables + ((size_t)g * max_S + (size_t)i) * (size_t)mb;
-            memcpy(row, r->blocks + (size_t)g * mb, (size_t)r->num_blocks * sizeof(int32_t));
-            for (int j = r->num_blocks; j < mb; j++) row[j] = 0;
-        }
-        s->step_sampled[i] = r->num_computed + n == r->num_tokens;
-        if (s->step_sampled[i]) s->logits_idx[nl++] = T - 1;
-    }
-    /* the groups' parts packed back to back: (G, S, mb) tables, (G, T) slots */
-    for (int g = 1; g < G; g++) {
-        memmove(s->block_tables + (size_t)g * s->num_step * mb, s->block_tables + (size_t)g * max_S * mb,
-                (size_t)s->num_step * (size_t)mb * sizeof *s->block_tables);
-        memmove(s->slots + (size_t)g * T, s->slots + (size_t)g * max_T, (size_t)T * sizeof *s->slots);
-    }
-    b->num_tokens = T;
-    b->num_seqs = s->num_step;
-    b->token_ids = s->ids;
-    b->positions = s->positions;
-    b->query_start_loc = s->qsl;
-    b->seq_lens = s->seq_lens;
-    b->num_kv_groups = G;
-    b->block_tables = s->block_tables;
-    b->max_blocks_per_seq = mb;
-    b->slot_mapping = s->slots;
-    b->num_logits = nl;
-    b->logits_indices = s->logits_idx;
+    /* 3. the decisions; the model runner's input builder makes the batch of them */
+    out->num_reqs = s->num_step;
+    out->reqs = s->step_reqs;
+    out->num_tokens = s->step_tokens;
+    out->total_tokens = s->cfg.max_num_batched_tokens - budget;
     return VLLM_OK;
 }
-
-bool sched_is_sampled(const scheduler *s, int i) { return s->step_sampled[i]; }
 
 void sched_reset(scheduler *s) {
     for (int i = 0; i < s->num_running; i++) free_blocks(s, s->running[i]);

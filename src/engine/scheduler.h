@@ -2,7 +2,9 @@
  * scheduler.h: requests and the per-step schedule (vLLM v1 semantics):
  * one token budget per step, running requests first then waiting ones
  * FCFS, chunked prefill, preemption by recompute when blocks run out.
- * Each step becomes one flattened fwd_batch over the paged KV cache.
+ * A step's decisions (sched_output: the requests, the tokens each computes,
+ * their allocated blocks) become the flattened batch in the model runner's
+ * input builder (input_builder.h).
  * With prefix caching, an admitted request starts from the longest cached
  * run of full blocks of its tokens (num_computed = the hit), and every
  * block that this step fills is hashed and cached as it is allocated
@@ -20,7 +22,6 @@
 
 #include "engine/kv_coordinator.h"
 #include "sample/sampler.h"
-#include "model/model.h"
 
 typedef enum req_state { REQ_WAITING = 0, REQ_RUNNING, REQ_FINISHED } req_state;
 
@@ -35,6 +36,9 @@ typedef struct request {
     int32_t *blocks;              /* (sched_blocks_per_request) each group's block table, group after group */
     int num_blocks;               /* entries of each table */
     int num_cached_tokens;        /* prompt tokens served from the prefix cache at first admission */
+    int prompt_lp_done;           /* prompt logprobs (params.prompt_logprobs >= 0): prompt positions whose
+                                     logprob is known (1 .. num_prompt; position 0 has none), kept across
+                                     preemption so a recomputed chunk asks for no row twice */
     bool admitted;                /* admitted at least once (num_cached_tokens is set) */
     kv_chain chain;               /* prefix caching: full blocks hashed so far */
     vllm_sampling_params params;
@@ -59,15 +63,10 @@ typedef struct scheduler {
     int num_waiting, cap_waiting;
     request **running;            /* admission order */
     int num_running;
-    /* the current step */
+    /* the current step (what sched_output points at) */
     request **step_reqs;          /* (num_step) scheduled requests, batch order */
-    int *step_tokens;             /* tokens each contributes */
-    bool *step_sampled;           /* whether each is sampled (prompt fully computed) */
+    int *step_tokens;             /* tokens each computes from its num_computed */
     int num_step;
-    /* host arrays of the batch */
-    int32_t *ids, *positions, *qsl, *seq_lens, *logits_idx;
-    int32_t *block_tables;        /* (groups, max_num_seqs, max_blocks_per_seq) */
-    int64_t *slots;               /* (groups, max_num_batched_tokens) */
     size_t num_preemptions;       /* total so far */
     /* blocks cached by the current step: forgotten again if the step is
      * not committed (the forward failed, so their K/V were never written) */
@@ -76,19 +75,27 @@ typedef struct scheduler {
     bool step_pending;            /* sched_step ran, sched_commit not yet */
 } scheduler;
 
+/* One step's decisions (vLLM's SchedulerOutput): the scheduled requests in
+ * batch order and how many tokens each computes, starting at its
+ * num_computed; each one's block tables (request.blocks) already hold those
+ * tokens. Arrays owned by the scheduler, valid until the next sched_step. */
+typedef struct sched_output {
+    int num_reqs;
+    request *const *reqs;         /* (num_reqs) */
+    const int *num_tokens;        /* (num_reqs) tokens each computes this step, >= 1 */
+    int total_tokens;             /* their sum, <= max_num_batched_tokens */
+} sched_output;
+
 vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks);
 void sched_destroy(scheduler *s);
 vllm_status sched_add(scheduler *s, request *r);
 /* Entries of request.blocks: max_blocks_per_seq per KV cache group. */
 size_t sched_blocks_per_request(const scheduler *s);
-/* Plans the next step into b (arrays owned by s). b->num_tokens is 0 when
- * there is nothing to run. Logit row i belongs to the i-th request of
- * step_reqs whose prompt (and generated tokens) are now all computed. */
-vllm_status sched_step(scheduler *s, fwd_batch *b);
+/* Decides the next step into *out (admissions, preemptions, blocks
+ * allocated and cached). out->num_reqs is 0 when there is nothing to run. */
+vllm_status sched_step(scheduler *s, sched_output *out);
 /* Marks the step's tokens computed (and the blocks it cached valid). */
 void sched_commit(scheduler *s);
-/* True when the request of step slot i is sampled this step. */
-bool sched_is_sampled(const scheduler *s, int i);
 /* Drops every queued and running request (after an error) and forgets the
  * prefix cache. */
 void sched_reset(scheduler *s);

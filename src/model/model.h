@@ -16,8 +16,9 @@
 
 typedef struct model model;
 
-/* Host-side description of one step's batch. All arrays are host memory;
- * the forward uploads them. Block tables and slot mappings come once per KV
+/* Host-side description of one step's batch (the engine's input builder,
+ * engine/input_builder.h, makes it). All arrays are host memory; the
+ * forward uploads them, padded for a recorded graph. Block tables and slot mappings come once per KV
  * cache group (model_get_cache_groups), group after group. */
 typedef struct fwd_batch {
     int num_tokens;                 /* T */

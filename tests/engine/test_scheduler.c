@@ -1,9 +1,11 @@
 /* test_scheduler.c: token budget, chunked prefill, FCFS admission,
  * block accounting, preemption by recompute and prefix caching (on and
- * off: the same batches, fewer computed tokens), without a model. */
+ * off: the same batches, fewer computed tokens), without a model; each
+ * step's decisions made into a batch by the input builder. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/input_builder.h"
 #include "engine/scheduler.h"
 #include "test.h"
 
@@ -27,13 +29,24 @@ static void free_req(request *r) {
     free(r);
 }
 
-/* Appends a token to every sampled request (as the engine would). */
-static void fake_sample(scheduler *s) {
-    for (int i = 0; i < s->num_step; i++)
-        if (sched_is_sampled(s, i)) {
-            request *r = s->step_reqs[i];
+/* Appends a token to every request the last build sampled (as the engine would). */
+static void fake_sample(const sched_output *so, const input_builder *ib) {
+    for (int i = 0; i < so->num_reqs; i++)
+        if (ib->sampled[i]) {
+            request *r = so->reqs[i];
             r->tokens[r->num_tokens++] = 7;
         }
+}
+
+/* The scheduler's next step, made into a batch by ib (sized for cfg). */
+static void step(scheduler *s, input_builder *ib, sched_output *so, fwd_batch *b) {
+    if (!ib->cap_seqs) {
+        ib_init(ib, s->kv.num_groups, s->cfg.block_size, s->cfg.max_blocks_per_seq);
+        CHECK_OK(ib_reserve(ib, s->cfg.max_num_batched_tokens, s->cfg.max_num_seqs));
+    }
+    CHECK_OK(sched_step(s, so));
+    memset(b, 0, sizeof *b);
+    if (so->num_reqs > 0) CHECK_OK(ib_build(ib, so, b));
 }
 
 static void check_batch(const scheduler *s, const fwd_batch *b) {
@@ -74,9 +87,11 @@ static int run_shared_prefix(bool caching, int num_blocks, int budget, step_rec 
         CHECK_OK(sched_add(&s, r[i]));
     }
     int steps = 0;
+    input_builder ib = {0};
+    sched_output so;
     fwd_batch fb;
     while (sched_has_work(&s) && steps < max_steps) {
-        CHECK_OK(sched_step(&s, &fb));
+        step(&s, &ib, &so, &fb);
         CHECK(fb.num_tokens > 0);
         check_batch(&s, &fb);
         step_rec *x = &rec[steps++];
@@ -90,12 +105,13 @@ static int run_shared_prefix(bool caching, int num_blocks, int budget, step_rec 
             x->query[i] = fb.query_start_loc[i + 1] - fb.query_start_loc[i];
         }
         sched_commit(&s);
-        fake_sample(&s);
+        fake_sample(&so, &ib);
         for (int i = 0; i < s.num_step; i++) {
             request *q = s.step_reqs[i];
             if (q->num_tokens - q->num_prompt >= MAX_NEW && q->state == REQ_RUNNING) sched_finish(&s, q);
         }
     }
+    ib_destroy(&ib);
     for (int i = 0; i < N; i++) {
         CHECK(r[i]->state == REQ_FINISHED && r[i]->num_tokens == prompt_len[i] + MAX_NEW);
         cached[i] = r[i]->num_cached_tokens;
@@ -158,13 +174,15 @@ static void test_uncommitted_step(void) {
     CHECK_OK(sched_init(&s, &cfg, 16));
     request *a = make_req(0, 10, 2, 8);
     CHECK_OK(sched_add(&s, a));
+    input_builder ib = {0};
+    sched_output so;
     fwd_batch fb;
-    CHECK_OK(sched_step(&s, &fb));
+    step(&s, &ib, &so, &fb);
     CHECK(s.kv.pool.num_cached == 2);
     sched_finish(&s, a); /* aborted after the failed step */
     request *b = make_req(1, 10, 2, 8);
     CHECK_OK(sched_add(&s, b));
-    CHECK_OK(sched_step(&s, &fb)); /* forgets a's blocks first */
+    step(&s, &ib, &so, &fb); /* forgets a's blocks first */
     CHECK(b->num_cached_tokens == 0 && fb.num_tokens == 10);
     sched_commit(&s);
     CHECK(s.kv.pool.num_cached == 2);
@@ -173,11 +191,15 @@ static void test_uncommitted_step(void) {
     c->params.prompt_logprobs = 0;
     CHECK_OK(sched_add(&s, c));
     CHECK_OK(sched_add(&s, d));
-    CHECK_OK(sched_step(&s, &fb));
+    step(&s, &ib, &so, &fb);
     CHECK(fb.num_seqs == 2 && fb.num_tokens == 10 + 2); /* b has nothing to run (not sampled here) */
     CHECK(c->num_cached_tokens == 0 && d->num_cached_tokens == 8);
+    /* c: rows 0 .. 8 give prompt logprobs 1 .. 9, row 9 is sampled; d: its last row */
+    CHECK(fb.num_logits == 9 + 1 + 1 && fb.logits_indices[0] == 0 && fb.logits_indices[9] == 9 &&
+          fb.logits_indices[10] == 11);
     sched_commit(&s);
     sched_reset(&s);
+    ib_destroy(&ib);
     CHECK(s.kv.pool.num_cached == 0 && sched_num_free_blocks(&s) == 16);
     sched_destroy(&s);
     free_req(a);
@@ -197,22 +219,24 @@ int main(void) {
     request *a = make_req(0, 23, 3, 16), *b = make_req(1, 5, 3, 16);
     CHECK_OK(sched_add(&s, a));
     CHECK_OK(sched_add(&s, b));
+    input_builder ib = {0};
+    sched_output so;
     fwd_batch fb;
-    CHECK_OK(sched_step(&s, &fb));
+    step(&s, &ib, &so, &fb);
     CHECK(fb.num_tokens == 10 && fb.num_seqs == 1 && fb.num_logits == 0); /* a: first chunk */
     check_batch(&s, &fb);
     sched_commit(&s);
-    CHECK_OK(sched_step(&s, &fb));
+    step(&s, &ib, &so, &fb);
     CHECK(fb.num_tokens == 10 && fb.num_seqs == 1);                       /* a: second chunk */
     sched_commit(&s);
-    CHECK_OK(sched_step(&s, &fb));
+    step(&s, &ib, &so, &fb);
     /* a: last 3 prompt tokens (sampled) + b: 5 prompt tokens, 2 budget left unused by b? b takes min(5, 7) */
     CHECK(fb.num_seqs == 2 && fb.num_tokens == 8 && fb.num_logits == 2);
     CHECK(fb.logits_indices[0] == 2 && fb.logits_indices[1] == 7);
     check_batch(&s, &fb);
     sched_commit(&s);
-    fake_sample(&s);
-    CHECK_OK(sched_step(&s, &fb));
+    fake_sample(&so, &ib);
+    step(&s, &ib, &so, &fb);
     CHECK(fb.num_seqs == 2 && fb.num_tokens == 2 && fb.num_logits == 2);  /* two decodes */
     CHECK(fb.positions[0] == 23 && fb.positions[1] == 5);
     check_batch(&s, &fb);
@@ -222,6 +246,7 @@ int main(void) {
     CHECK(sched_num_free_blocks(&s) == 64);
     CHECK(!sched_has_work(&s));
     sched_destroy(&s);
+    ib_destroy(&ib);
     free_req(a);
     free_req(b);
 
@@ -232,12 +257,12 @@ int main(void) {
     CHECK_OK(sched_add(&s, x));
     CHECK_OK(sched_add(&s, y));
     int preempted_seen = 0;
-    for (int step = 0; step < 60 && sched_has_work(&s); step++) {
-        CHECK_OK(sched_step(&s, &fb));
+    for (int k = 0; k < 60 && sched_has_work(&s); k++) {
+        step(&s, &ib, &so, &fb);
         CHECK(fb.num_tokens > 0);
         check_batch(&s, &fb);
         sched_commit(&s);
-        fake_sample(&s);
+        fake_sample(&so, &ib);
         for (int i = 0; i < s.num_step; i++) {
             request *r = s.step_reqs[i];
             if (r->num_tokens - r->num_prompt >= 12 && r->state == REQ_RUNNING) sched_finish(&s, r);
@@ -250,6 +275,7 @@ int main(void) {
     CHECK(x->num_tokens == 20 && y->num_tokens == 20);
     CHECK(sched_num_free_blocks(&s) == 6);
     sched_destroy(&s);
+    ib_destroy(&ib);
     free_req(x);
     free_req(y);
     TEST_END();

@@ -299,6 +299,7 @@ static const char *cu_dev_message(const cu_dev_err *d, char *buf, size_t n) {
     case CU_DEV_ATTN_QSL:
         snprintf(buf, n, "attention: query_start_loc[%lld] = %lld is not in order within [0, num_tokens %lld]", a, b, c);
         break;
+    case CU_DEV_MOE_ID: snprintf(buf, n, "moe_experts: expert id %lld of token %lld is out of range [0, %lld)", b, a, c); break;
     case CU_DEV_ATTN_BLOCK:
         snprintf(buf, n, "attention: sequence %lld block %lld is %lld, outside the cache's blocks", a, b, c);
         break;
@@ -527,6 +528,9 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
         return kernel_norm && !f->norm_b ? BE_NATIVE : BE_COMPOSITE;
     }
     case BE_OP_SOFTCAP: return BE_NATIVE;
+    case BE_OP_MOE: /* ops_moe.cu's kernels exist but are refused until tests/cuda/test_cuda_ops.c's MoE cases
+                       pass on the H200 (then: E <= 512 and top_k <= 64 are NATIVE) */
+        return BE_UNSUPPORTED;
     default: return BE_UNSUPPORTED;
     }
 }
@@ -563,13 +567,13 @@ static const backend_ops CU_OPS = {
     .qk_norm_rope_kv_ex = cu_qk_norm_rope_kv_ex,
     .attention = cu_attention,
     .gather_rows = cu_gather_rows,
-    /* mixture of experts: not yet on the GPU (supports() refuses BE_OP_MOE, so a model with MoE
-       layers is refused at load with a clear error) */
-    .experts_create = NULL,
-    .experts_free = NULL,
-    .moe_route = NULL,
-    .moe_experts = NULL,
-    .sigmoid_gate = NULL,
+    /* mixture of experts (ops_moe.cu): supports() still refuses BE_OP_MOE until they are verified
+       on a GPU, so a model with MoE layers is refused at load with a clear error */
+    .experts_create = cu_experts_create,
+    .experts_free = cu_experts_free,
+    .moe_route = cu_moe_route,
+    .moe_experts = cu_moe_experts,
+    .sigmoid_gate = cu_sigmoid_gate,
     .sample = cu_sample,
     .logprobs = cu_logprobs,
     .supports = cu_supports,

@@ -350,4 +350,14 @@ vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b);
 vllm_status cu_logprobs(backend *be, const tensor *logits, const logprob_batch *b);
 void cu_sample_free(cu_state *cu);
 
+/* ops_moe.cu: mixture of experts (backend.h); scratch shared by a backend's layers, freed with its last experts */
+#define CU_DEV_MOE_ID 64  /* cu_dev_err code: moe_experts got an expert id out of range (a: token, b: id, c: experts) */
+vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
+                              const tensor *const *down, int E, be_experts **out);
+void cu_experts_free(backend *be, be_experts *ex);
+void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
+void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
+                    const moe_params *p, bool accumulate, tensor *y);
+void cu_sigmoid_gate(backend *be, tensor *x, const tensor *g);
+
 #endif

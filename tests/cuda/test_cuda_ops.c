@@ -1875,6 +1875,392 @@ static void test_supports(void) {
     CHECK(backend_supports(gpu, BE_OP_SOFTCAP, NULL) == BE_NATIVE);
 }
 
+/* ---- mixture of experts (ops_moe.cu) ----
+ * moe_route on random, identical and tied logits (BF16 and F32; ids exactly, weights within 1e-5),
+ * moe_experts on the same ids and weights for both backends (E 8 / 64, top_k 1 / 2 / 8, T 1 / 3 / 8
+ * (the expert GEMV) and 37 / 300 (the GEMMs, unless T * k <= 64), SiLU / GELU-tanh, every token on the
+ * same experts, experts that get no token, repeated ids, accumulate on / off, F32 / F16 weights, F32 y,
+ * strided and misaligned x, odd sizes, each path forced on the other's batches with VLLM_CUDA_MOE),
+ * sigmoid_gate, a bad expert id found on the device, and a decode-sized route + experts recorded as
+ * a graph and replayed (equal to eager; the GEMM path refused while recording). */
+
+enum { MOE_RANDOM, MOE_SAME, MOE_SUBSET, MOE_REPEAT, MOE_PATTERNS };
+static const char *MOE_PAT[MOE_PATTERNS] = {"random", "all tokens same experts", "some experts none", "repeated ids"};
+
+/* A (d0, d1) I32 tensor holding x. */
+static tensor put_i32_2d(backend *be, const int32_t *x, int64_t d0, int64_t d1) {
+    tensor t = tensor_2d(DTYPE_I32, NULL, d0, d1);
+    CHECK_OK(be->ops->alloc(be, &t));
+    if (x) CHECK_OK(be->ops->upload(be, &t, x, (size_t)(d0 * d1) * 4));
+    return t;
+}
+
+/* Random experts (E, gate/up (I, D), down (D, I)) on both backends: the GPU gets them in wdt, the CPU
+ * the BF16 values the GPU computes with, in F32 (*keep: the CPU's memory, which its experts view). */
+static void moe_make(int E, int D, int I, dtype wdt, be_experts **ec, be_experts **eg, float **keep) {
+    const int64_t per = (int64_t)I * D, n = 3 * (int64_t)E * per;
+    float *wh = malloc((size_t)n * sizeof *wh), *wc = malloc((size_t)n * sizeof *wc);
+    for (int64_t i = 0; i < n; i++) {
+        wh[i] = round_to(wdt, rnd() * 0.1f);
+        wc[i] = round_to(DTYPE_BF16, wh[i]);
+    }
+    void *wb = pack(wh, n, wdt);
+    const size_t es = dtype_size(wdt);
+    tensor *t = malloc((size_t)E * 6 * sizeof *t);
+    const tensor **pt = malloc((size_t)E * 6 * sizeof *pt);
+    for (int e = 0; e < E; e++)
+        for (int m = 0; m < 3; m++) { /* expert e: gate, up (I, D), down (D, I), one after the other */
+            const int64_t off = (3 * (int64_t)e + m) * per;
+            t[m * E + e] = tensor_2d(DTYPE_F32, wc + off, m == 2 ? D : I, m == 2 ? I : D);
+            t[(3 + m) * E + e] = tensor_2d(wdt, (unsigned char *)wb + (size_t)off * es, m == 2 ? D : I, m == 2 ? I : D);
+        }
+    for (int i = 0; i < 6 * E; i++) pt[i] = &t[i];
+    *ec = *eg = NULL;
+    CHECK_OK(cpu->ops->experts_create(cpu, pt, pt + E, pt + 2 * E, E, ec));
+    CHECK_OK(gpu->ops->experts_create(gpu, pt + 3 * E, pt + 4 * E, pt + 5 * E, E, eg));
+    free(t);
+    free(pt);
+    free(wb);
+    free(wh);
+    *keep = wc;
+}
+
+/* ids (T, k) of pattern pat, w (T, k) positive */
+static void moe_ids(int E, int k, int T, int pat, int32_t *ids, float *w) {
+    int *perm = malloc((size_t)E * sizeof *perm);
+    const int sub = pat == MOE_SUBSET ? (E / 4 > k ? E / 4 : k) : E; /* experts >= sub get no token */
+    for (int t = 0; t < T; t++) {
+        for (int e = 0; e < E; e++) perm[e] = e;
+        for (int j = 0; j < k; j++) {
+            int id;
+            if (pat == MOE_SAME) id = E - 1 - j; /* the same k experts for every token */
+            else if (pat == MOE_REPEAT) id = rnd_int(k < E ? k + 1 : E); /* with replacement: repeats */
+            else {
+                const int r = j + rnd_int(sub - j); /* distinct, among the first sub */
+                id = perm[r];
+                perm[r] = perm[j];
+                perm[j] = id;
+            }
+            ids[t * k + j] = id;
+            w[t * k + j] = (float)(0.05 + 0.95 * rnd01());
+        }
+    }
+    free(perm);
+}
+
+typedef struct moe_case {
+    int E, k, T, D, I, pat;
+    be_act act;
+    bool acc;
+    dtype wdt, ydt;
+    int xoff;             /* x is a column slice at this offset of a (T, D + xoff) buffer */
+    const char *force;    /* VLLM_CUDA_MOE for the GPU's experts, or NULL */
+} moe_case;
+
+static void test_moe_experts_case(const moe_case *mc) {
+    const int E = mc->E, k = mc->k, T = mc->T, D = mc->D, I = mc->I;
+    if (mc->force) setenv("VLLM_CUDA_MOE", mc->force, 1);
+    be_experts *ec, *eg;
+    float *keep;
+    moe_make(E, D, I, mc->wdt, &ec, &eg, &keep);
+    if (mc->force) unsetenv("VLLM_CUDA_MOE");
+    int32_t *ids = malloc((size_t)T * k * sizeof *ids);
+    float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
+    moe_ids(E, k, T, mc->pat, ids, w);
+    for (int64_t i = 0; i < (int64_t)T * D; i++) y0[i] = round_to(DTYPE_BF16, rnd());
+    tensor xc, xg;
+    rand_pair(T, D + mc->xoff, 1.0f, &hx, &xc, &xg);
+    tensor xvc = tensor_cols(&xc, mc->xoff, D), xvg = tensor_cols(&xg, mc->xoff, D);
+    tensor ic = put_i32_2d(cpu, ids, T, k), ig = put_i32_2d(gpu, ids, T, k);
+    tensor wc = put(cpu, DTYPE_F32, T, k, w), wg = put(gpu, DTYPE_F32, T, k, w);
+    tensor yc = put(cpu, DTYPE_F32, T, D, y0), yg = put(gpu, mc->ydt, T, D, y0);
+    if (!mc->acc) poison(&yg);
+    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = true, .act = mc->act};
+    if (ec && eg) {
+        cpu->ops->moe_experts(cpu, ec, &xvc, &ic, &wc, &mp, mc->acc, &yc);
+        gpu->ops->moe_experts(gpu, eg, &xvg, &ig, &wg, &mp, mc->acc, &yg);
+        float *c = get(cpu, &yc), *g = get(gpu, &yg);
+        char what[160];
+        snprintf(what, sizeof what, "moe_experts E %d k %d T %d D %d I %d %s %s%s%s%s%s%s%s", E, k, T, D, I,
+                 MOE_PAT[mc->pat], be_act_name(mc->act), mc->acc ? " acc" : "",
+                 mc->wdt != DTYPE_BF16 ? " w " : "", mc->wdt != DTYPE_BF16 ? dtype_name(mc->wdt) : "",
+                 mc->ydt != DTYPE_BF16 ? " y F32" : "", mc->xoff ? " x strided" : "", mc->force ? " forced " : "");
+        if (mc->force) snprintf(what + strlen(what), sizeof what - strlen(what), "%s", mc->force);
+        compare(what, g, c, (int64_t)T * D, REL, ELEM);
+        free(c);
+        free(g);
+    }
+    cpu->ops->experts_free(cpu, ec);
+    gpu->ops->experts_free(gpu, eg);
+    tensor *cs[] = {&xc, &ic, &wc, &yc}, *gs[] = {&xg, &ig, &wg, &yg};
+    drop_pairs(cs, gs, 4);
+    free(keep);
+    free(ids);
+    free(w);
+    free(y0);
+    free(hx);
+}
+
+enum { ROUTE_RANDOM, ROUTE_SAME, ROUTE_TIES };
+
+static void test_moe_route_case(int E, int k, int T, bool renorm, dtype ldt, int pat) {
+    float *l = malloc((size_t)T * E * sizeof *l);
+    for (int t = 0; t < T; t++)
+        for (int e = 0; e < E; e++)
+            l[t * E + e] = pat == ROUTE_SAME && t > 0 ? l[e]
+                           : pat == ROUTE_TIES       ? (float)(rnd_int(5) - 2) /* many exact ties: lower id first */
+                                                     : round_to(DTYPE_BF16, 4.0f * rnd());
+    tensor lc = put(cpu, DTYPE_F32, T, E, l), lg = put(gpu, ldt, T, E, l);
+    tensor ic = put_i32_2d(cpu, NULL, T, k), ig = put_i32_2d(gpu, NULL, T, k);
+    tensor wc = put(cpu, DTYPE_F32, T, k, NULL), wg = put(gpu, DTYPE_F32, T, k, NULL);
+    poison(&ig);
+    poison(&wg);
+    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = renorm};
+    cpu->ops->moe_route(cpu, &lc, &mp, &ic, &wc);
+    gpu->ops->moe_route(gpu, &lg, &mp, &ig, &wg);
+    int32_t *idc = malloc((size_t)T * k * 4), *idg = malloc((size_t)T * k * 4);
+    CHECK_OK(cpu->ops->download(cpu, idc, &ic, (size_t)T * k * 4));
+    CHECK_OK(gpu->ops->download(gpu, idg, &ig, (size_t)T * k * 4));
+    int64_t off = 0, first = -1;
+    for (int64_t i = 0; i < (int64_t)T * k; i++)
+        if (idc[i] != idg[i]) {
+            if (first < 0) first = i;
+            off++;
+        }
+    CHECK_MSG(off == 0, "moe_route E %d k %d T %d: %lld ids differ; first at %lld: gpu %d cpu %d", E, k, T,
+              (long long)off, (long long)first, first >= 0 ? idg[first] : 0, first >= 0 ? idc[first] : 0);
+    float *c = get(cpu, &wc), *g = get(gpu, &wg);
+    char what[128];
+    snprintf(what, sizeof what, "moe_route E %d k %d T %d %s%s logits %s (ids exact, weights)", E, k, T,
+             pat == ROUTE_SAME ? "same rows" : pat == ROUTE_TIES ? "ties" : "random", renorm ? " renorm" : "",
+             dtype_name(ldt));
+    compare(what, g, c, (int64_t)T * k, 1e-5, 1e-5);
+    free(c);
+    free(g);
+    free(idc);
+    free(idg);
+    free(l);
+    tensor *cs[] = {&lc, &ic, &wc}, *gs[] = {&lg, &ig, &wg};
+    drop_pairs(cs, gs, 3);
+}
+
+static void test_sigmoid_gate_case(int T, int D, dtype xdt, dtype gdt) {
+    float *hx, *hg = malloc((size_t)T * 3 * sizeof *hg);
+    for (int i = 0; i < T * 3; i++) hg[i] = round_to(DTYPE_BF16, 4.0f * rnd());
+    hx = malloc((size_t)T * D * sizeof *hx);
+    for (int64_t i = 0; i < (int64_t)T * D; i++) hx[i] = round_to(DTYPE_BF16, rnd());
+    tensor xc = put(cpu, DTYPE_F32, T, D, hx), xg = put(gpu, xdt, T, D, hx);
+    tensor gc = put(cpu, DTYPE_F32, T, 3, hg), gg = put(gpu, gdt, T, 3, hg);
+    tensor gvc = tensor_cols(&gc, 1, 1), gvg = tensor_cols(&gg, 1, 1); /* g (T, 1), row stride 3 */
+    cpu->ops->sigmoid_gate(cpu, &xc, &gvc);
+    gpu->ops->sigmoid_gate(gpu, &xg, &gvg);
+    float *c = get(cpu, &xc), *g = get(gpu, &xg);
+    char what[96];
+    snprintf(what, sizeof what, "sigmoid_gate T %d D %d x %s g %s", T, D, dtype_name(xdt), dtype_name(gdt));
+    compare(what, g, c, (int64_t)T * D, REL, ELEM);
+    free(c);
+    free(g);
+    free(hx);
+    free(hg);
+    tensor *cs[] = {&xc, &gc}, *gs[] = {&xg, &gg};
+    drop_pairs(cs, gs, 2);
+}
+
+/* A decode-sized route + experts recorded and replayed on new inputs equals the same eagerly. */
+static void test_moe_graph(void) {
+    if (!gpu->ops->graph_begin) return;
+    const int E = 8, k = 2, T = 4, D = 256, I = 128;
+    be_experts *ec, *eg;
+    float *keep;
+    moe_make(E, D, I, DTYPE_BF16, &ec, &eg, &keep);
+    float *l = malloc((size_t)T * E * sizeof *l), *hx = malloc((size_t)T * D * sizeof *hx);
+    tensor lg = put(gpu, DTYPE_BF16, T, E, NULL), xg = put(gpu, DTYPE_BF16, T, D, NULL);
+    tensor ig = put_i32_2d(gpu, NULL, T, k), wg = put(gpu, DTYPE_F32, T, k, NULL);
+    tensor yg = put(gpu, DTYPE_BF16, T, D, NULL);
+    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = true, .act = BE_ACT_SILU};
+    const size_t lbytes = (size_t)T * E * 2, xbytes = (size_t)T * D * 2;
+    void *lb = NULL, *xb = NULL;
+    /* new logits and x into the same buffers */
+#define MOE_INPUTS()                                                                 \
+    do {                                                                             \
+        for (int i = 0; i < T * E; i++) l[i] = 4.0f * rnd();                         \
+        for (int i = 0; i < T * D; i++) hx[i] = rnd();                               \
+        free(lb);                                                                    \
+        free(xb);                                                                    \
+        lb = pack(l, T * E, DTYPE_BF16);                                             \
+        xb = pack(hx, T * D, DTYPE_BF16);                                            \
+        CHECK_OK(gpu->ops->upload(gpu, &lg, lb, lbytes));                            \
+        CHECK_OK(gpu->ops->upload(gpu, &xg, xb, xbytes));                            \
+    } while (0)
+#define MOE_STEP()                                                                   \
+    do {                                                                             \
+        gpu->ops->moe_route(gpu, &lg, &mp, &ig, &wg);                                \
+        gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);              \
+    } while (0)
+    MOE_INPUTS();
+    MOE_STEP(); /* eagerly first: the scratch reaches its size */
+    float *ya = get(gpu, &yg);
+    be_graph *gr = NULL;
+    CHECK_OK(gpu->ops->graph_begin(gpu));
+    MOE_STEP();
+    CHECK_OK(gpu->ops->graph_end(gpu, &gr));
+    for (int rep = 0; rep < 2 && gr; rep++) {
+        MOE_INPUTS();
+        CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+        float *yr = get(gpu, &yg);
+        MOE_STEP();
+        float *ye = get(gpu, &yg);
+        int64_t differ = 0, same_as_a = 0, nan = 0;
+        for (int i = 0; i < T * D; i++) {
+            differ += memcmp(&yr[i], &ye[i], sizeof *yr) != 0;
+            same_as_a += yr[i] == ya[i];
+            nan += isnan(yr[i]);
+        }
+        printf("  moe graph replay %d: %lld of %d outputs differ from eager\n", rep, (long long)differ, T * D);
+        CHECK_MSG(nan == 0 && differ == 0 && same_as_a < T * D / 2, "moe graph replay %d: %lld NaN, %lld differ, %lld stale",
+                  rep, (long long)nan, (long long)differ, (long long)same_as_a);
+        free(yr);
+        free(ye);
+    }
+    gpu->ops->graph_free(gpu, gr);
+#undef MOE_STEP
+#undef MOE_INPUTS
+    /* the GEMM path (more than 64 pairs) reads counts on the host: refused while recording */
+    {
+        const int T2 = 40;
+        int32_t *ids = malloc((size_t)T2 * k * sizeof *ids);
+        float *w = malloc((size_t)T2 * k * sizeof *w);
+        moe_ids(E, k, T2, MOE_RANDOM, ids, w);
+        tensor x2 = put(gpu, DTYPE_BF16, T2, D, NULL), y2 = put(gpu, DTYPE_BF16, T2, D, NULL);
+        tensor i2 = put_i32_2d(gpu, ids, T2, k), w2 = put(gpu, DTYPE_F32, T2, k, w);
+        CHECK_OK(gpu->ops->zero(gpu, &x2));
+        be_graph *bad = NULL;
+        CHECK_OK(gpu->ops->graph_begin(gpu));
+        gpu->ops->moe_experts(gpu, eg, &x2, &i2, &w2, &mp, false, &y2);
+        vllm_status st = gpu->ops->graph_end(gpu, &bad);
+        CHECK_MSG(st == VLLM_ERR_BACKEND && bad == NULL && strstr(vllm_last_error(), "moe_experts"),
+                  "moe_experts' GEMM path while recording: status %d: %s", st, vllm_last_error());
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        tensor *ts[] = {&x2, &y2, &i2, &w2};
+        for (int i = 0; i < 4; i++) drop(gpu, ts[i]);
+        free(ids);
+        free(w);
+    }
+    tensor *ts[] = {&lg, &xg, &ig, &wg, &yg};
+    for (int i = 0; i < 5; i++) drop(gpu, ts[i]);
+    cpu->ops->experts_free(cpu, ec);
+    gpu->ops->experts_free(gpu, eg);
+    free(keep);
+    free(ya);
+    free(l);
+    free(hx);
+    free(lb);
+    free(xb);
+}
+
+static void test_moe(void) {
+    CHECK(gpu->ops->experts_create && gpu->ops->experts_free && gpu->ops->moe_route && gpu->ops->moe_experts &&
+          gpu->ops->sigmoid_gate);
+    if (!gpu->ops->moe_experts) return;
+    if (!cpu->ops->moe_experts || !cpu->ops->moe_route || !cpu->ops->sigmoid_gate) {
+        printf("  moe: the CPU reference has no MoE ops: skipped\n");
+        return;
+    }
+    /* routing */
+    const int Es[2] = {8, 64}, ks[3] = {1, 2, 8}, Ts[5] = {1, 3, 8, 37, 300};
+    for (int ei = 0; ei < 2; ei++)
+        for (int ki = 0; ki < 3; ki++)
+            for (int ti = 0; ti < 5; ti += 2) {
+                const int n = ei * 15 + ki * 5 + ti;
+                test_moe_route_case(Es[ei], ks[ki], Ts[ti], n % 2 == 0, n % 3 == 0 ? DTYPE_F32 : DTYPE_BF16,
+                                    n % 3 == 1 ? ROUTE_TIES : ROUTE_RANDOM);
+                test_moe_route_case(Es[ei], ks[ki], Ts[ti], n % 2 == 1, DTYPE_BF16, ROUTE_SAME);
+            }
+    test_moe_route_case(128, 8, 5, true, DTYPE_BF16, ROUTE_RANDOM);  /* Qwen3-MoE's E */
+    test_moe_route_case(512, 4, 3, false, DTYPE_F32, ROUTE_TIES);    /* the largest E */
+    test_moe_route_case(33, 33, 2, true, DTYPE_BF16, ROUTE_RANDOM);  /* k = E */
+    /* the experts: every (E, k, T), patterns, activations and accumulate cycling */
+    int n = 0;
+    for (int ei = 0; ei < 2; ei++)
+        for (int ki = 0; ki < 3; ki++)
+            for (int ti = 0; ti < 5; ti++, n++) {
+                moe_case mc = {.E = Es[ei], .k = ks[ki], .T = Ts[ti], .D = 256, .I = 128, .pat = n % MOE_PATTERNS,
+                               .act = (n / 2) % 2 ? BE_ACT_GELU_TANH : BE_ACT_SILU, .acc = n % 3 == 1,
+                               .wdt = DTYPE_BF16, .ydt = DTYPE_BF16};
+                test_moe_experts_case(&mc);
+            }
+    /* every pattern on both paths */
+    for (int pat = 0; pat < MOE_PATTERNS; pat++) {
+        moe_case a = {.E = 64, .k = 8, .T = 8, .D = 256, .I = 128, .pat = pat, .act = BE_ACT_SILU, .acc = pat % 2,
+                      .wdt = DTYPE_BF16, .ydt = DTYPE_BF16};
+        test_moe_experts_case(&a);
+        a.T = 37;
+        a.acc = !a.acc;
+        test_moe_experts_case(&a);
+    }
+    moe_case x[] = {
+        /* F32 / F16 checkpoints converted on the device; F32 y */
+        {.E = 8, .k = 2, .T = 5, .D = 256, .I = 128, .pat = MOE_RANDOM, .wdt = DTYPE_F32, .ydt = DTYPE_BF16},
+        {.E = 8, .k = 2, .T = 50, .D = 256, .I = 128, .pat = MOE_RANDOM, .wdt = DTYPE_F16, .ydt = DTYPE_F32},
+        {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_SAME, .acc = true, .wdt = DTYPE_BF16, .ydt = DTYPE_F32},
+        /* x a column slice: aligned (the GEMV), misaligned (the GEMMs at decode size) */
+        {.E = 8, .k = 2, .T = 4, .D = 256, .I = 128, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .xoff = 8},
+        {.E = 8, .k = 2, .T = 4, .D = 256, .I = 128, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .xoff = 3},
+        /* sizes not a multiple of 8 (the GEMMs) */
+        {.E = 8, .k = 2, .T = 2, .D = 100, .I = 36, .pat = MOE_RANDOM, .act = BE_ACT_GELU_TANH, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16},
+        /* a Qwen3-MoE-like row length, several chunks per lane */
+        {.E = 8, .k = 2, .T = 1, .D = 1024, .I = 384, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 8, .k = 2, .T = 8, .D = 1024, .I = 384, .pat = MOE_SAME, .acc = true, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 8, .k = 2, .T = 40, .D = 1024, .I = 384, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        /* each path forced on the other's batches: the GEMV with ~37 tokens per expert (5 passes of 8) */
+        {.E = 8, .k = 8, .T = 37, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_GELU_TANH, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .force = "gemv"},
+        {.E = 64, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_SUBSET, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .force = "gemm"},
+        {.E = 64, .k = 8, .T = 300, .D = 256, .I = 128, .pat = MOE_SAME, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .force = "gemv"},
+    };
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) test_moe_experts_case(&x[i]);
+
+    /* sigmoid_gate */
+    test_sigmoid_gate_case(1, 256, DTYPE_BF16, DTYPE_BF16);
+    test_sigmoid_gate_case(5, 200, DTYPE_BF16, DTYPE_F32);
+    test_sigmoid_gate_case(33, 2048, DTYPE_F32, DTYPE_BF16);
+
+    /* an expert id out of range: found on the device, named at synchronize */
+    {
+        be_experts *ec, *eg;
+        float *keep;
+        moe_make(8, 64, 32, DTYPE_BF16, &ec, &eg, &keep);
+        int32_t ids[4] = {1, 2, 8, 0};
+        float w[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+        tensor xg = put(gpu, DTYPE_BF16, 2, 64, NULL), yg = put(gpu, DTYPE_BF16, 2, 64, NULL);
+        tensor ig = put_i32_2d(gpu, ids, 2, 2), wg = put(gpu, DTYPE_F32, 2, 2, w);
+        CHECK_OK(gpu->ops->zero(gpu, &xg));
+        const moe_params mp = {.num_experts = 8, .top_k = 2};
+        gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);
+        expect_device_error("moe_experts");
+        /* refused on the host: more experts than the kernels take */
+        const moe_params big = {.num_experts = 600, .top_k = 2};
+        tensor lg = put(gpu, DTYPE_BF16, 2, 600, NULL);
+        gpu->ops->moe_route(gpu, &lg, &big, &ig, &wg);
+        CHECK(gpu->ops->synchronize(gpu) != VLLM_OK);
+        CHECK_MSG(strstr(vllm_last_error(), "moe_route") != NULL, "%s", vllm_last_error());
+        tensor *ts[] = {&xg, &yg, &ig, &wg, &lg};
+        for (int i = 0; i < 5; i++) drop(gpu, ts[i]);
+        cpu->ops->experts_free(cpu, ec);
+        gpu->ops->experts_free(gpu, eg);
+        free(keep);
+    }
+
+    test_moe_graph();
+
+    /* refused until the cases above pass on the H200: flip with cu_supports (cuda_backend.cu) */
+    const moe_params mp = {.num_experts = 128, .top_k = 8, .renormalize = true};
+    CHECK(backend_supports(gpu, BE_OP_MOE, &mp) == BE_UNSUPPORTED);
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -1901,6 +2287,7 @@ int main(void) {
     test_sampling();
     test_graph();
     test_supports();
+    test_moe();
 
     CHECK_OK(gpu->ops->synchronize(gpu));
     CHECK_OK(cpu->ops->synchronize(cpu));

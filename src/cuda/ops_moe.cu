@@ -1,0 +1,915 @@
+/*
+ * ops_moe.cu: the CUDA mixture-of-experts ops: expert weights, routing on the device, the experts' MLPs
+ * (a token permutation by expert, a bandwidth-bound expert GEMV for decode batches, per-expert cuBLAS
+ * GEMMs for prefill, the weighted combine) and the shared expert's sigmoid gate.
+ *
+ * The semantics are the CPU reference's (src/cpu/ops_moe.c, backend.h):
+ *  - moe_route: p = softmax(logits) in f32 (max-subtracted), the top k of p by repeated arg-max (best
+ *    first; equal scores: the lower id first; NaN never preferred), renormalised when asked.
+ *  - moe_experts: the T * k (token, slot) pairs grouped by expert (expert id, then token, then slot:
+ *    a stable counting sort on the device), each expert's gated MLP on its group, each expert output
+ *    rounded to BF16 (the activation dtype), then y[t] = (y[t] +) sum of w[t, j] * out in f32 over the
+ *    token's slots in increasing expert id (transformers' index_add_ order), rounded once.
+ *
+ * Weights: experts_create uploads all experts of a layer into two contiguous BF16 allocations,
+ * gate|up (E, 2I, D) (expert e's rows [0, I) are gate_e, [I, 2I) up_e) and down (E, D, I), so kernels
+ * find an expert by pointer arithmetic (F32 / F16 checkpoints are converted on the device, as
+ * linear_create does). be_experts stays opaque so quantized expert formats can hide behind it later.
+ *
+ * moe_experts, on the device and in this order (pairs N = T * k, position p = the pair's place in the
+ * expert-sorted order):
+ *  1. k_moe_permute (one CTA of 512 threads): per-expert counts, their exclusive prefix sum offs[E + 2]
+ *     (bucket E collects ids out of range, which are reported and skipped), the ids of the experts that
+ *     got tokens in increasing order (act, nact), perm[p] = t * k + j and its inverse inv[t * k + j] = p.
+ *     No host round trip: the decode path below records into a CUDA graph.
+ *  2a. decode (N <= CU_MOE_GEMV_MAX_PAIRS): k_moe_gemv<2> on grid (ceil(I / 8), min(E, N)): CTA
+ *     (x, a) takes the a-th expert that has tokens (the others exit at once) and 8 of its gate|up row
+ *     pairs, a warp per pair, and streams each row once for all the expert's tokens (8 at a time; more
+ *     than 8 tokens re-read the rows from L2), writing h[p] (N, I) = act(gate . x) * (up . x) in BF16;
+ *     then k_moe_gemv<1> on grid (ceil(D / 8), min(E, N)) streams down (D, I) the same way into
+ *     o[p] (N, D) BF16.
+ *  2b. prefill (larger N; also D or I not a multiple of 8, or x rows not 16-byte aligned):
+ *     k_moe_gather copies the permuted x rows into xg (N, D); the counts are read back to the host
+ *     (one synchronize: this first version's path cannot be recorded into a graph and fails the
+ *     recording with a message) and each expert with tokens runs two cuBLAS GEMMs (GemmEx, BF16 in,
+ *     f32 accumulate, on the tensor cores) on its segment, gu (n, 2I) = xg W_gu^T and
+ *     o (n, D) = h W_down^T, with act_mul between them over all N rows. (GemmEx rather than
+ *     ops_linear.cu's cached cuBLASLt plans: the segment sizes change every call, so a plan cache
+ *     keyed on them would miss on most calls.)
+ *  3. k_moe_combine (a CTA per token): y[t] = (y[t] +) sum_j w[t, j] * o[inv[t, j]] in f32.
+ *
+ * Scratch (the permutation, h, o, xg, gu, a pinned host copy of the counts) is shared by all the layers
+ * of a backend (moe_ws, reference-counted by its be_experts: the last experts_free releases it). Calls
+ * of up to CU_MOE_GEMV_MAX_PAIRS pairs, the only ones that may be recorded into a graph, use buffers
+ * sized for that many pairs when the experts are created, so an eager prefill growing the other
+ * buffers never moves memory a recorded graph points to; larger calls use buffers grown with
+ * cu_buf_reserve and are refused (with a message) while a graph is being recorded.
+ *
+ * Performance (not tuned yet; the H200 session measures first):
+ *  - decode is bandwidth-bound on the chosen experts' weights (Qwen3-30B-A3B, T = 1: 8 experts x
+ *    3 x 768 x 2048 x 2 bytes = 75 MB per layer, 3.6 GB of the step's ~6.1 GB over 48 layers: 0.85 ms
+ *    at 4.25 TB/s); the permutation, the route and the combine are latency-bound single small kernels.
+ *    k_moe_gemv cannot load weights before pdl_wait() (which expert a CTA streams comes from the
+ *    routing), keeps only MGV_U x NR 16-byte loads per lane in flight (no double buffering yet, unlike
+ *    ops_linear.cu's k_gemv) and launches CTAs for min(E, N) expert slots of which only nact work.
+ *    Next: the GEMV's prefetch scheme, a persistent grid over (active expert, row block) work items
+ *    read from the permutation, token-count templates (TT 1 / 2 / 4 / 8) instead of a runtime guard,
+ *    the combine fused into the down kernel's epilogue for k = 1.
+ *  - prefill: one host synchronize per layer and 2 x (experts with tokens) cuBLAS calls (launch-bound
+ *    at small segments). Next: a grouped GEMM on the tensor cores (cuBLASLt grouped / a CUTLASS-style
+ *    kernel over the expert segments with device-side sizes) without the synchronize, so prefill can
+ *    also be recorded; the act_mul fused into the first GEMM's epilogue; the gather into its loads.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mutex>
+
+#include "cuda/cuda_internal.h"
+
+#define CU_MOE_MAX_E 512        /* experts per layer the permutation's shared memory holds */
+#define CU_MOE_MAX_K 64         /* top_k of moe_experts (the combine's per-token list) */
+#define CU_MOE_GEMV_MAX_PAIRS 64 /* T * k up to this: the decode path (expert GEMV) */
+
+#define MP_THREADS 512          /* k_moe_permute's CTA */
+#define MP_WARPS (MP_THREADS / 32)
+#define MGV_WARPS 8             /* k_moe_gemv: a warp per output row, 8 rows per CTA */
+#define MGV_TT 8                /* tokens per pass over a row */
+#define MGV_U 4                 /* 16-byte chunks per lane per row in flight */
+#define MR_WARPS 8              /* k_moe_route: a warp per token */
+
+/* ---- the per-backend scratch ---- */
+
+typedef struct moe_ws moe_ws;
+struct moe_ws {
+    cu_state *cu;
+    int refs;                   /* be_experts using it */
+    moe_ws *next;
+    /* calls of up to CU_MOE_GEMV_MAX_PAIRS pairs (graphs): sized at experts_create, never moved after */
+    cu_buf dmeta, dh, dout;
+    /* larger calls (never recorded): grown as needed */
+    cu_buf meta;                /* int32: offs (E + 2), act (E), nact (1), perm (N), inv (N) */
+    cu_buf h;                   /* (N, I) BF16 */
+    cu_buf o;                   /* (N, D) BF16 */
+    cu_buf xg;                  /* (N, D) BF16, prefill */
+    cu_buf gu;                  /* (N, 2I) BF16, prefill */
+    cu_buf host;                /* pinned: offs (E + 2), prefill */
+};
+
+static std::mutex g_ws_mu;
+static moe_ws *g_ws;            /* one per live backend that has experts */
+
+static moe_ws *ws_acquire(cu_state *cu) {
+    std::lock_guard<std::mutex> lock(g_ws_mu);
+    for (moe_ws *w = g_ws; w; w = w->next)
+        if (w->cu == cu) {
+            w->refs++;
+            return w;
+        }
+    moe_ws *w = (moe_ws *)calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->cu = cu;
+    w->refs = 1;
+    w->next = g_ws;
+    g_ws = w;
+    return w;
+}
+
+static void ws_release(moe_ws *ws) {
+    if (!ws) return;
+    std::lock_guard<std::mutex> lock(g_ws_mu);
+    if (--ws->refs > 0) return;
+    for (moe_ws **pp = &g_ws; *pp; pp = &(*pp)->next)
+        if (*pp == ws) {
+            *pp = ws->next;
+            break;
+        }
+    cu_buf *bufs[] = {&ws->dmeta, &ws->dh, &ws->dout, &ws->meta, &ws->h, &ws->o, &ws->xg, &ws->gu};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
+        ws->cu->bytes_allocated -= bufs[i]->cap;
+        cu_buf_free(bufs[i]); /* cudaFree waits for the work that may still use it */
+    }
+    cu_hbuf_free(&ws->host);
+    free(ws);
+}
+
+/* The int32 scratch of a call: offs (E + 2) | act (E) | nact (1) | perm (N) | inv (N), 256-byte aligned. */
+typedef struct moe_meta {
+    size_t offs, act, nact, perm, inv, bytes;
+} moe_meta;
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static moe_meta meta_layout(int E, int N) {
+    moe_meta m;
+    m.offs = 0;
+    m.act = align256((size_t)(E + 2) * 4);
+    m.nact = m.act + align256((size_t)E * 4);
+    m.perm = m.nact + 256;
+    m.inv = m.perm + align256((size_t)N * 4);
+    m.bytes = m.inv + align256((size_t)N * 4);
+    return m;
+}
+
+/* The small calls' buffers at this layer's size (at experts_create: never while recording). */
+static vllm_status ws_reserve_small(cu_state *cu, moe_ws *ws, int E, int64_t D, int64_t I) {
+    const size_t P = CU_MOE_GEMV_MAX_PAIRS;
+    vllm_status st = cu_buf_reserve(cu, &ws->dmeta, meta_layout(E, (int)P).bytes, "moe_experts permutation");
+    if (st == VLLM_OK) st = cu_buf_reserve(cu, &ws->dh, P * (size_t)I * 2, "moe_experts h");
+    if (st == VLLM_OK) st = cu_buf_reserve(cu, &ws->dout, P * (size_t)D * 2, "moe_experts expert outputs");
+    return st;
+}
+
+/* ---- experts ---- */
+
+struct be_experts {
+    int E;
+    int64_t D, I;
+    __nv_bfloat16 *gu;          /* (E, 2I, D): expert e's gate rows, then its up rows */
+    __nv_bfloat16 *down;        /* (E, D, I) */
+    moe_ws *ws;
+    int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV, 2 the GEMMs */
+};
+
+void cu_experts_free(backend *be, be_experts *ex) {
+    (void)be;
+    if (!ex) return;
+    if (ex->gu) cudaFree(ex->gu);
+    if (ex->down) cudaFree(ex->down);
+    ws_release(ex->ws);
+    free(ex);
+}
+
+static bool moe_weight_ok(const tensor *w, int64_t rows, int64_t cols, dtype dt) {
+    if (!w || w->ndim != 2 || w->shape[0] != rows || w->shape[1] != cols || w->dtype != dt || !w->data) return false;
+    return !w->row_stride || w->row_stride >= cols;
+}
+
+/* One (rows, cols) host weight into dst (rows, cols) BF16 on the device; stage: device memory for a
+ * non-BF16 source (rows * cols of its dtype). */
+static cudaError_t moe_upload(cu_state *cu, __nv_bfloat16 *dst, const tensor *w, void *stage) {
+    const int64_t rows = w->shape[0], cols = w->shape[1], stride = w->row_stride ? w->row_stride : cols;
+    const size_t es = dtype_size(w->dtype);
+    if (w->dtype == DTYPE_BF16)
+        return cudaMemcpy2DAsync(dst, (size_t)cols * 2, w->data, (size_t)stride * 2, (size_t)cols * 2, (size_t)rows,
+                                 cudaMemcpyHostToDevice, cu->stream);
+    cudaError_t e = cudaMemcpy2DAsync(stage, (size_t)cols * es, w->data, (size_t)stride * es, (size_t)cols * es,
+                                      (size_t)rows, cudaMemcpyHostToDevice, cu->stream);
+    if (e == cudaSuccess && !cu_convert_bf16(cu, dst, stage, w->dtype, rows, cols, cols)) e = cudaErrorLaunchFailure;
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* the stage is reused */
+    return e;
+}
+
+// gate[e], up[e] (I, D), down[e] (D, I), e < E, one float dtype -> gu (E, 2I, D), down (E, D, I) BF16
+vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
+                              const tensor *const *down, int E, be_experts **out) {
+    cu_state *cu = cu_of(be);
+    if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: no output");
+    *out = NULL;
+    if (cu->capturing) return vt_error(VLLM_ERR_BACKEND, "experts_create: not allowed while a graph is being recorded");
+    if (E < 1 || !gate || !up || !down)
+        return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: %d experts, or no weight arrays", E);
+    const tensor *g0 = gate[0];
+    if (!g0 || g0->ndim != 2 || g0->shape[0] < 1 || g0->shape[1] < 1)
+        return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: gate 0 must be a 2-D (I, D) tensor");
+    const dtype dt = g0->dtype;
+    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "experts_create: weight dtype %s (expected F32, F16 or BF16)",
+                        dtype_name(dt));
+    const int64_t I = g0->shape[0], D = g0->shape[1];
+    if (I > INT_MAX / 2 || D > INT_MAX || E > INT_MAX / 2 || I * D > INT64_MAX / 4 / E)
+        return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: %d experts of (%lld, %lld) are too large", E,
+                        (long long)I, (long long)D);
+    for (int e = 0; e < E; e++)
+        if (!moe_weight_ok(gate[e], I, D, dt) || !moe_weight_ok(up[e], I, D, dt) || !moe_weight_ok(down[e], D, I, dt))
+            return vt_error(VLLM_ERR_INVALID_ARG,
+                            "experts_create: expert %d must have gate, up (%lld, %lld) and down (%lld, %lld) %s "
+                            "like expert 0",
+                            e, (long long)I, (long long)D, (long long)D, (long long)I, dtype_name(dt));
+
+    be_experts *ex = (be_experts *)calloc(1, sizeof *ex);
+    if (!ex) return vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of memory");
+    ex->E = E;
+    ex->D = D;
+    ex->I = I;
+    const char *env = getenv("VLLM_CUDA_MOE");
+    ex->path = env && !strcmp(env, "gemv") ? 1 : env && !strcmp(env, "gemm") ? 2 : 0;
+    ex->ws = ws_acquire(cu);
+    vllm_status st = VLLM_OK;
+    void *stage = NULL;
+    const size_t per = (size_t)I * (size_t)D; /* elements of one gate, up or down */
+    cudaError_t e = cudaSuccess;
+    if (!ex->ws) {
+        st = vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of memory");
+        goto done;
+    }
+    e = cudaMalloc((void **)&ex->gu, (size_t)E * 2 * per * 2);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&ex->down, (size_t)E * per * 2);
+    if (e == cudaSuccess && dt != DTYPE_BF16) e = cudaMalloc(&stage, per * dtype_size(dt));
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        st = vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of device memory for %d experts of (%lld, %lld): %s", E,
+                      (long long)I, (long long)D, cudaGetErrorString(e));
+        goto done;
+    }
+    cu->bytes_allocated += (size_t)E * 3 * per * 2;
+    for (int x = 0; x < E && e == cudaSuccess; x++) {
+        __nv_bfloat16 *gx = ex->gu + (size_t)x * 2 * per;
+        e = moe_upload(cu, gx, gate[x], stage);                                 /* rows [0, I) */
+        if (e == cudaSuccess) e = moe_upload(cu, gx + per, up[x], stage);      /* rows [I, 2I) */
+        if (e == cudaSuccess) e = moe_upload(cu, ex->down + (size_t)x * per, down[x], stage);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            st = vt_error(VLLM_ERR_BACKEND, "experts_create: upload of expert %d failed: %s", x, cudaGetErrorString(e));
+        }
+    }
+    if (st == VLLM_OK) st = ws_reserve_small(cu, ex->ws, E, D, I);
+    if (st == VLLM_OK && (e = cudaStreamSynchronize(cu->stream)) != cudaSuccess) { /* the host tensors may go */
+        cudaGetLastError();
+        st = vt_error(VLLM_ERR_BACKEND, "experts_create: upload failed: %s", cudaGetErrorString(e));
+    }
+    if (st == VLLM_OK && cu->err != VLLM_OK) st = vt_error(cu->err, "experts_create: %s", cu->err_msg);
+done:
+    if (stage) cudaFree(stage);
+    if (st != VLLM_OK) {
+        cu_experts_free(be, ex);
+        return st;
+    }
+    *out = ex;
+    return VLLM_OK;
+}
+
+/* ---- argument checks ---- */
+
+static bool moe_params_ok(cu_state *cu, const char *op, const moe_params *p) {
+    if (!p) {
+        cu_fail(cu, "%s: no moe_params", op);
+        return false;
+    }
+    if (p->num_experts < 1 || p->top_k < 1 || p->top_k > p->num_experts) {
+        cu_fail(cu, "%s: top_k %d of %d experts (need 1 <= top_k <= num_experts)", op, p->top_k, p->num_experts);
+        return false;
+    }
+    if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT || (unsigned)p->act >= BE_ACT_COUNT) {
+        cu_fail(cu, "%s: scoring %d or activation %d is out of range", op, (int)p->scoring, (int)p->act);
+        return false;
+    }
+    if (p->num_experts > CU_MOE_MAX_E) {
+        cu_fail(cu, "%s: %d experts (the CUDA kernels take up to %d)", op, p->num_experts, CU_MOE_MAX_E);
+        return false;
+    }
+    return true;
+}
+
+static bool moe_overlap(const tensor *a, const tensor *b) {
+    const int64_t na = tensor_extent_bytes(a), nb = tensor_extent_bytes(b);
+    const char *pa = (const char *)a->data, *pb = (const char *)b->data;
+    return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+/* ---- routing ---- */
+
+struct route_args {
+    const void *logits;         /* (T, E) of ldt, row stride ls */
+    int ldt;
+    int64_t ls;
+    int32_t *ids;               /* (T, k), row stride is */
+    int64_t is;
+    float *w;                   /* (T, k), row stride ws */
+    int64_t ws;
+    int T, E, k;
+    bool renorm;
+};
+
+/* (av, ai) ranks before (bv, bi): a real id before none (-1), a number before NaN, the larger
+ * score, then the lower id (a total order on real ids, so any reduction tree picks the same). */
+__device__ __forceinline__ bool route_better(float av, int ai, float bv, int bi) {
+    if (bi < 0) return ai >= 0;
+    if (ai < 0) return false;
+    const bool an = av != av, bn = bv != bv;
+    if (an != bn) return bn;
+    if (!an && av != bv) return av > bv;
+    return ai < bi;
+}
+
+// logits (T, E) -> ids (T, k) I32 best first, w (T, k) F32; a warp per token, lane l holds experts l + 32 i
+template <int EPL>
+__global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
+    pdl_launch();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int t = blockIdx.x * MR_WARPS + warp;
+    if (t >= a.T) return;
+    float p[EPL];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < EPL; i++) {
+        const int e = lane + 32 * i;
+        p[i] = e < a.E ? cu_ld(a.logits, a.ldt, (int64_t)t * a.ls + e) : -INFINITY;
+        mx = p[i] > mx ? p[i] : mx; /* NaN never the max (as the CPU's compare) */
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_xor_sync(0xffffffffu, mx, o);
+        mx = v > mx ? v : mx;
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < EPL; i++) {
+        p[i] = lane + 32 * i < a.E ? expf(p[i] - mx) : 0.0f;
+        sum += p[i];
+    }
+    sum = cu_warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < EPL; i++) p[i] /= sum;
+    /* top k by repeated arg-max; taken: bit i = expert lane + 32 i chosen */
+    unsigned taken = 0;
+    float wsum = 0.0f;
+    int32_t *ids = a.ids + (int64_t)t * a.is;
+    float *w = a.w + (int64_t)t * a.ws;
+    for (int j = 0; j < a.k; j++) {
+        float bv = 0.0f;
+        int bi = -1;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) {
+            const int e = lane + 32 * i;
+            if (e < a.E && !((taken >> i) & 1u) && route_better(p[i], e, bv, bi)) {
+                bv = p[i];
+                bi = e;
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (route_better(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+        if (lane == 0) {
+            ids[j] = bi;
+            w[j] = bv;
+            wsum += bv; /* in slot order, as the CPU */
+        }
+    }
+    if (a.renorm && lane == 0)
+        for (int j = 0; j < a.k; j++) w[j] /= wsum;
+}
+
+typedef void (*route_kernel)(route_args);
+
+// logits (T, E) BF16 / F16 / F32 -> ids (T, k) I32, w (T, k) F32
+void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
+    cu_state *cu = cu_of(be);
+    if (!moe_params_ok(cu, "moe_route", p)) return;
+    const int E = p->num_experts, k = p->top_k;
+    if (!cu_check_mat(cu, "moe_route", "logits", logits, CU_FLOAT, -1, E) ||
+        !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), k) ||
+        !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), k))
+        return;
+    const int64_t T = cu_rows(logits);
+    if (T == 0) return;
+    if (T > INT_MAX - MR_WARPS) {
+        cu_fail(cu, "moe_route: %lld tokens", (long long)T);
+        return;
+    }
+    route_args a = {};
+    a.logits = logits->data;
+    a.ldt = (int)logits->dtype;
+    a.ls = tensor_row_stride(logits);
+    a.ids = (int32_t *)ids->data;
+    a.is = tensor_row_stride(ids);
+    a.w = (float *)w->data;
+    a.ws = tensor_row_stride(w);
+    a.T = (int)T;
+    a.E = E;
+    a.k = k;
+    a.renorm = p->renormalize;
+    const int epl = (E + 31) / 32;
+    route_kernel kern = epl <= 1 ? k_moe_route<1> : epl <= 2 ? k_moe_route<2> : epl <= 4 ? k_moe_route<4>
+                                                 : epl <= 8 ? k_moe_route<8> : k_moe_route<16>; /* E <= 512 */
+    cu_launch(cu, "moe_route", true, kern, dim3((unsigned)((T + MR_WARPS - 1) / MR_WARPS)), dim3(MR_WARPS * 32), 0, a);
+}
+
+/* ---- the permutation ---- */
+
+struct perm_args {
+    const int32_t *ids;         /* (T, k), row stride is */
+    int64_t is;
+    int N, k, E;
+    int *offs;                  /* (E + 2): bucket b's pairs are [offs[b], offs[b + 1]); bucket E: bad ids */
+    int *act;                   /* (E): the experts with pairs, increasing */
+    int *nact;                  /* (1) */
+    int *perm;                  /* (N): perm[p] = t * k + j */
+    int *inv;                   /* (N): inv[t * k + j] = p */
+    cu_dev_err *err;
+};
+
+/* Exclusive prefix sum of v over the CTA (MP_THREADS threads, every thread calls); *total: the sum. */
+__device__ __forceinline__ int mp_scan(int v, int *wsum, int *total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += n;
+    }
+    if (lane == 31) wsum[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        int s = lane < MP_WARPS ? wsum[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int n = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += n;
+        }
+        if (lane < MP_WARPS) wsum[lane] = s;
+    }
+    __syncthreads();
+    const int before = warp ? wsum[warp - 1] : 0;
+    *total = wsum[MP_WARPS - 1];
+    __syncthreads(); /* wsum is reused by the next call */
+    return before + inc - v;
+}
+
+/* The bucket of pair i: its expert, or E for an id out of range (reported when report). */
+__device__ __forceinline__ int mp_bucket(const perm_args &a, int i, bool report) {
+    const int t = i / a.k, j = i - t * a.k;
+    const int e = a.ids[(int64_t)t * a.is + j];
+    if (e >= 0 && e < a.E) return e;
+    if (report) cu_report(a.err, CU_DEV_MOE_ID, t, e, a.E);
+    return a.E;
+}
+
+// ids (T, k) -> offs, act, nact, perm, inv: a stable counting sort of the N pairs by expert, one CTA
+__global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
+    __shared__ int hist[MP_WARPS][CU_MOE_MAX_E + 1]; /* a tile's pairs per (warp, bucket) */
+    __shared__ int cur[CU_MOE_MAX_E + 1];            /* counts, then each bucket's next position */
+    __shared__ int wsum[MP_WARPS];
+    pdl_launch();
+    pdl_wait();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = a.E + 1;
+    for (int b = tid; b < nb; b += MP_THREADS) cur[b] = 0;
+    for (int i = tid; i < MP_WARPS * nb; i += MP_THREADS) hist[i / nb][i % nb] = 0;
+    __syncthreads();
+    for (int i = tid; i < a.N; i += MP_THREADS) atomicAdd(&cur[mp_bucket(a, i, true)], 1);
+    __syncthreads();
+    /* offs = the exclusive prefix sum of the counts; act = the experts with pairs */
+    int run = 0, arun = 0;
+    for (int b0 = 0; b0 < nb; b0 += MP_THREADS) {
+        const int b = b0 + tid;
+        const int c = b < nb ? cur[b] : 0;
+        int tot, atot;
+        const int ex = mp_scan(c, wsum, &tot);
+        const int f = b < a.E && c > 0 ? 1 : 0;
+        const int aex = mp_scan(f, wsum, &atot);
+        if (b < nb) {
+            a.offs[b] = run + ex;
+            cur[b] = run + ex; /* only this thread reads cur[b] in this loop */
+        }
+        if (f) a.act[arun + aex] = b;
+        run += tot;
+        arun += atot;
+    }
+    if (tid == 0) {
+        a.offs[nb] = a.N;
+        *a.nact = arun;
+    }
+    __syncthreads();
+    /* placement, a tile of MP_THREADS pairs at a time in pair order: a pair's position is its bucket's
+     * cursor + the same bucket's pairs of earlier warps of the tile + of earlier lanes of its warp */
+    const unsigned lt = (1u << lane) - 1u;
+    for (int base = 0; base < a.N; base += MP_THREADS) {
+        const int i = base + tid;
+        const bool valid = i < a.N;
+        const int e = valid ? mp_bucket(a, i, false) : -1;
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        const bool leader = (int)(__ffs(peers) - 1) == lane, last_lane = 31 - __clz(peers) == lane;
+        if (valid && leader) hist[warp][e] = __popc(peers);
+        __syncthreads();
+        int pos = 0;
+        bool last = false;
+        if (valid) {
+            int before = 0;
+            for (int w = 0; w < warp; w++) before += hist[w][e];
+            pos = cur[e] + before + __popc(peers & lt);
+            a.perm[pos] = i;
+            a.inv[i] = pos;
+            last = last_lane;
+            for (int w = warp + 1; w < MP_WARPS && last; w++) last = hist[w][e] == 0;
+        }
+        __syncthreads();
+        if (last) cur[e] = pos + 1;
+        if (valid && leader) hist[warp][e] = 0;
+        __syncthreads();
+    }
+}
+
+/* ---- decode: the expert GEMV ---- */
+
+struct mgv_args {
+    const __nv_bfloat16 *W;     /* (E, NR * R, K) */
+    int64_t wes;                /* elements per expert */
+    int R, K;                   /* outputs per expert, inputs */
+    const __nv_bfloat16 *x;     /* input rows, row stride xs: of pair p, x[perm[p] / k] (by_token) or x[p] */
+    int64_t xs;
+    bool by_token;
+    int k;
+    __nv_bfloat16 *out;         /* (N, R): out[p * os + r] */
+    int64_t os;
+    const int *offs, *act, *nact, *perm;
+    int act_fn;                 /* be_act of the gated form */
+};
+
+__device__ __forceinline__ uint4 mgv_load(const uint4 *p, bool stream) { return stream ? __ldcs(p) : __ldg(p); }
+
+/* CTA (x, a): the a-th expert with tokens, its rows [8 x, 8 x + 8), a warp per row; NR = 2: the gated
+ * form (gate row r and up row R + r -> act(gate . x) * (up . x)). Writes BF16. */
+template <int NR>
+__global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
+    pdl_launch();
+    pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if ((int)blockIdx.y >= *a.nact) return;
+    const int e = a.act[blockIdx.y], p0 = a.offs[e], n = a.offs[e + 1] - p0;
+    const int r = blockIdx.x * MGV_WARPS + warp;
+    if (r >= a.R) return;
+    const uint4 *w[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++) w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)r + (int64_t)q * a.R) * a.K);
+    const int KC = a.K >> 3;
+    const bool stream = n <= MGV_TT; /* one pass: evict-first; more: keep the rows for the next pass */
+    for (int g0 = 0; g0 < n; g0 += MGV_TT) {
+        const int ng = n - g0 < MGV_TT ? n - g0 : MGV_TT;
+        const uint4 *xr[MGV_TT];
+#pragma unroll
+        for (int tt = 0; tt < MGV_TT; tt++) {
+            const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
+            const int64_t row = a.by_token ? a.perm[pp] / a.k : pp;
+            xr[tt] = (const uint4 *)(a.x + row * a.xs);
+        }
+        float acc[NR][MGV_TT];
+#pragma unroll
+        for (int q = 0; q < NR; q++)
+#pragma unroll
+            for (int tt = 0; tt < MGV_TT; tt++) acc[q][tt] = 0.0f;
+        for (int base = 0; base < KC; base += 32 * MGV_U) {
+            uint4 wv[MGV_U][NR];
+#pragma unroll
+            for (int u = 0; u < MGV_U; u++) {
+                const int c = base + lane + 32 * u;
+#pragma unroll
+                for (int q = 0; q < NR; q++) wv[u][q] = c < KC ? mgv_load(w[q] + c, stream) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < MGV_U; u++) {
+                const int c = base + lane + 32 * u;
+                if (c >= KC) continue;
+                float wf[NR][8];
+#pragma unroll
+                for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
+#pragma unroll
+                for (int tt = 0; tt < MGV_TT; tt++) {
+                    if (tt >= ng) continue;
+                    float xf[8];
+                    bf16x8_to_f32(__ldg(xr[tt] + c), xf);
+#pragma unroll
+                    for (int q = 0; q < NR; q++) {
+                        float s = acc[q][tt];
+#pragma unroll
+                        for (int i = 0; i < 8; i++) s += wf[q][i] * xf[i];
+                        acc[q][tt] = s;
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int tt = 0; tt < MGV_TT; tt++) {
+            if (tt >= ng) break; /* uniform over the warp */
+            float v[NR];
+#pragma unroll
+            for (int q = 0; q < NR; q++) v[q] = cu_warp_sum(acc[q][tt]);
+            if (lane == tt) {
+                const float y = NR == 2 ? cu_act(a.act_fn, v[0]) * v[NR - 1] : v[0];
+                a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
+            }
+        }
+    }
+}
+
+/* ---- prefill: the gather ---- */
+
+// xg (N, D) = x[perm[p] / k] for p < N
+__global__ void k_moe_gather(const __nv_bfloat16 *x, int64_t xs, const int *perm, int k, int N, int D,
+                             __nv_bfloat16 *xg) {
+    pdl_launch();
+    pdl_wait();
+    for (int p = blockIdx.x; p < N; p += gridDim.x) {
+        const __nv_bfloat16 *src = x + (int64_t)(perm[p] / k) * xs;
+        __nv_bfloat16 *dst = xg + (int64_t)p * D;
+        for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = src[d];
+    }
+}
+
+/* ---- the combine ---- */
+
+struct comb_args {
+    const __nv_bfloat16 *o;     /* (N, D): the experts' outputs by pair position */
+    int D;
+    const int32_t *ids;         /* (T, k), row stride is */
+    int64_t is;
+    const float *w;             /* (T, k), row stride ws */
+    int64_t ws;
+    const int *inv;             /* (N) */
+    int T, k, E;
+    void *y;                    /* (T, D) of ydt, row stride ys */
+    int ydt;
+    int64_t ys;
+    bool acc;
+};
+
+// y[t] = (acc: y[t] +) sum over the token's slots, in increasing position (= expert id, then slot), of w * o
+__global__ void k_moe_combine(comb_args a) {
+    __shared__ int spos[CU_MOE_MAX_K];
+    __shared__ float sw[CU_MOE_MAX_K];
+    __shared__ int sn;
+    pdl_launch();
+    pdl_wait();
+    for (int t = blockIdx.x; t < a.T; t += gridDim.x) {
+        if (threadIdx.x == 0) {
+            int n = 0;
+            for (int j = 0; j < a.k; j++) {
+                const int e = a.ids[(int64_t)t * a.is + j];
+                if (e < 0 || e >= a.E) continue; /* reported by the permutation */
+                const int pos = a.inv[(int64_t)t * a.k + j];
+                const float wj = a.w[(int64_t)t * a.ws + j];
+                int q = n++;
+                for (; q > 0 && spos[q - 1] > pos; q--) {
+                    spos[q] = spos[q - 1];
+                    sw[q] = sw[q - 1];
+                }
+                spos[q] = pos;
+                sw[q] = wj;
+            }
+            sn = n;
+        }
+        __syncthreads();
+        const int n = sn;
+        for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+            float s = a.acc ? cu_ld(a.y, a.ydt, (int64_t)t * a.ys + d) : 0.0f;
+            for (int q = 0; q < n; q++) s = fmaf(sw[q], __bfloat162float(a.o[(int64_t)spos[q] * a.D + d]), s);
+            cu_st(a.y, a.ydt, (int64_t)t * a.ys + d, s);
+        }
+        __syncthreads(); /* spos / sw are rewritten for the next token */
+    }
+}
+
+/* ---- moe_experts ---- */
+
+/* The prefill path: per-expert cuBLAS GEMMs on the expert-sorted rows (reads the counts on the host). */
+static void moe_gemm_path(backend *be, const be_experts *ex, const tensor *x, int N, int k, be_act act,
+                          const int *offs_dev, const int *perm, __nv_bfloat16 *h, __nv_bfloat16 *o) {
+    cu_state *cu = cu_of(be);
+    moe_ws *ws = ex->ws;
+    const int E = ex->E, D = (int)ex->D, I = (int)ex->I;
+    __nv_bfloat16 *xg = (__nv_bfloat16 *)ws->xg.p, *gu = (__nv_bfloat16 *)ws->gu.p;
+    if (!cu_launch(cu, "moe_experts (gather)", true, k_moe_gather, dim3(cu_grid(N, 1)), dim3(256), 0,
+                   (const __nv_bfloat16 *)x->data, tensor_row_stride(x), perm, k, N, D, xg))
+        return;
+    /* The segment sizes on the host: one synchronize per call, outside graph capture (the first
+     * version; a grouped GEMM with device-side sizes removes it). */
+    int *offs = (int *)ws->host.p;
+    cudaError_t e = cudaMemcpyAsync(offs, offs_dev, (size_t)(E + 2) * sizeof(int), cudaMemcpyDeviceToHost, cu->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
+    if (!cu_ok(cu, e, "moe_experts", "reading the experts' token counts")) return;
+    const float alpha = 1.0f, beta = 0.0f;
+    const int64_t per = ex->I * ex->D;
+    /* gu (n, 2I) = xg (n, D) W_gu[e]^T: column-major D (2I, n) = W^T (D, 2I)^T B (D, n), as ops_linear.cu */
+    for (int x_ = 0; x_ < E; x_++) {
+        const int p0 = offs[x_], n = offs[x_ + 1] - p0;
+        if (n <= 0) continue;
+        cublasStatus_t s = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, 2 * I, n, D, &alpha,
+                                        ex->gu + (int64_t)x_ * 2 * per, CUDA_R_16BF, D, xg + (int64_t)p0 * D,
+                                        CUDA_R_16BF, D, &beta, gu + (int64_t)p0 * 2 * I, CUDA_R_16BF, 2 * I,
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            cu_fail(cu, "moe_experts: cuBLAS GEMM of expert %d's gate|up (m %d, n %d, k %d) failed: %s", x_, 2 * I, n,
+                    D, cublasGetStatusString(s));
+            return;
+        }
+    }
+    tensor GU = tensor_2d(DTYPE_BF16, gu, N, 2 * (int64_t)I), H = tensor_2d(DTYPE_BF16, h, N, I);
+    cu_act_mul(be, act, &GU, &H); /* h (N, I) = act(gate) * up */
+    for (int x_ = 0; x_ < E; x_++) {
+        const int p0 = offs[x_], n = offs[x_ + 1] - p0;
+        if (n <= 0) continue;
+        cublasStatus_t s = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, D, n, I, &alpha, ex->down + (int64_t)x_ * per,
+                                        CUDA_R_16BF, I, h + (int64_t)p0 * I, CUDA_R_16BF, I, &beta,
+                                        o + (int64_t)p0 * D, CUDA_R_16BF, D, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            cu_fail(cu, "moe_experts: cuBLAS GEMM of expert %d's down (m %d, n %d, k %d) failed: %s", x_, D, n, I,
+                    cublasGetStatusString(s));
+            return;
+        }
+    }
+}
+
+// x (T, D) BF16, ids (T, k) I32, w (T, k) F32 -> y (T, D) BF16 / F32 (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t)
+void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
+                    const moe_params *p, bool accumulate, tensor *y) {
+    cu_state *cu = cu_of(be);
+    if (!ex) {
+        cu_fail(cu, "moe_experts: no experts");
+        return;
+    }
+    if (!moe_params_ok(cu, "moe_experts", p)) return;
+    if (p->num_experts != ex->E) {
+        cu_fail(cu, "moe_experts: moe_params has %d experts, the layer %d", p->num_experts, ex->E);
+        return;
+    }
+    const int E = ex->E, k = p->top_k;
+    if (k > CU_MOE_MAX_K) {
+        cu_fail(cu, "moe_experts: top_k %d (the CUDA kernels take up to %d)", k, CU_MOE_MAX_K);
+        return;
+    }
+    const int64_t D = ex->D, I = ex->I;
+    if (!cu_check_mat(cu, "moe_experts", "x", x, CU_DT(DTYPE_BF16), -1, D)) return;
+    const int64_t T = cu_rows(x);
+    if (!cu_check_mat(cu, "moe_experts", "ids", ids, CU_DT(DTYPE_I32), T, k) ||
+        !cu_check_mat(cu, "moe_experts", "w", w, CU_DT(DTYPE_F32), T, k) ||
+        !cu_check_mat(cu, "moe_experts", "y", y, CU_ACT, T, D))
+        return;
+    if (T == 0) return;
+    if (moe_overlap(x, y)) {
+        cu_fail(cu, "moe_experts: y overlaps x");
+        return;
+    }
+    if (T > INT_MAX / k) {
+        cu_fail(cu, "moe_experts: %lld tokens x top_k %d pairs exceed the kernels' int range", (long long)T, k);
+        return;
+    }
+    const int N = (int)(T * k);
+    const int64_t xs = tensor_row_stride(x);
+    const bool small = N <= CU_MOE_GEMV_MAX_PAIRS; /* the fixed buffers; recordable on the GEMV path */
+    const bool gemv_ok = D % 8 == 0 && I % 8 == 0 && ((uintptr_t)x->data % 16) == 0 && xs % 8 == 0;
+    const bool gemv = gemv_ok && (ex->path == 1 || (ex->path == 0 && small));
+    if ((!gemv || !small) &&
+        !cu_capture_guard(cu, "moe_experts with more than 64 (token, expert) pairs or its GEMM path (its scratch "
+                              "grows and the GEMMs read the experts' token counts on the host)"))
+        return;
+
+    /* scratch: the permutation's ints (meta_layout), then h, o (and xg, gu on the GEMM path) */
+    moe_ws *ws = ex->ws;
+    const moe_meta ml = meta_layout(E, N);
+    cu_buf *bmeta = small ? &ws->dmeta : &ws->meta, *bh = small ? &ws->dh : &ws->h, *bo = small ? &ws->dout : &ws->o;
+    if (cu_buf_reserve(cu, bmeta, ml.bytes, "moe_experts permutation") ||
+        cu_buf_reserve(cu, bh, (size_t)N * (size_t)I * 2, "moe_experts h") ||
+        cu_buf_reserve(cu, bo, (size_t)N * (size_t)D * 2, "moe_experts expert outputs") ||
+        (!gemv && (cu_buf_reserve(cu, &ws->xg, (size_t)N * (size_t)D * 2, "moe_experts gathered rows") ||
+                   cu_buf_reserve(cu, &ws->gu, (size_t)N * (size_t)I * 4, "moe_experts gate|up") ||
+                   cu_hbuf_reserve(&ws->host, (size_t)(E + 2) * 4, "moe_experts token counts")))) {
+        cu_fail(cu, "moe_experts: scratch: %s", vllm_last_error());
+        return;
+    }
+    char *mb = (char *)bmeta->p;
+    int *offs = (int *)(mb + ml.offs), *act = (int *)(mb + ml.act), *nact = (int *)(mb + ml.nact),
+        *perm = (int *)(mb + ml.perm), *inv = (int *)(mb + ml.inv);
+    __nv_bfloat16 *h = (__nv_bfloat16 *)bh->p, *o = (__nv_bfloat16 *)bo->p;
+
+    perm_args pa = {};
+    pa.ids = (const int32_t *)ids->data;
+    pa.is = tensor_row_stride(ids);
+    pa.N = N;
+    pa.k = k;
+    pa.E = E;
+    pa.offs = offs;
+    pa.act = act;
+    pa.nact = nact;
+    pa.perm = perm;
+    pa.inv = inv;
+    pa.err = cu->derr_dev;
+    if (!cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute, dim3(1), dim3(MP_THREADS), 0, pa)) return;
+
+    if (gemv) {
+        const unsigned slots = (unsigned)(N < E ? N : E); /* experts that can have tokens */
+        mgv_args g = {};
+        g.W = ex->gu;
+        g.wes = 2 * I * D;
+        g.R = (int)I;
+        g.K = (int)D;
+        g.x = (const __nv_bfloat16 *)x->data;
+        g.xs = xs;
+        g.by_token = true;
+        g.k = k;
+        g.out = h;
+        g.os = I;
+        g.offs = offs;
+        g.act = act;
+        g.nact = nact;
+        g.perm = perm;
+        g.act_fn = (int)p->act;
+        if (!cu_launch(cu, "moe_experts (gate|up)", true, k_moe_gemv<2>,
+                       dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g))
+            return;
+        g.W = ex->down;
+        g.wes = D * I;
+        g.R = (int)D;
+        g.K = (int)I;
+        g.x = h;
+        g.xs = I;
+        g.by_token = false;
+        g.out = o;
+        g.os = D;
+        if (!cu_launch(cu, "moe_experts (down)", true, k_moe_gemv<1>,
+                       dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g))
+            return;
+    } else {
+        moe_gemm_path(be, ex, x, N, k, p->act, offs, perm, h, o);
+        if (cu->err != VLLM_OK) return;
+    }
+
+    comb_args c = {};
+    c.o = o;
+    c.D = (int)D;
+    c.ids = pa.ids;
+    c.is = pa.is;
+    c.w = (const float *)w->data;
+    c.ws = tensor_row_stride(w);
+    c.inv = inv;
+    c.T = (int)T;
+    c.k = k;
+    c.E = E;
+    c.y = y->data;
+    c.ydt = (int)y->dtype;
+    c.ys = tensor_row_stride(y);
+    c.acc = accumulate;
+    cu_launch(cu, "moe_experts (combine)", true, k_moe_combine, dim3(cu_grid(T, 1)), dim3(256), 0, c);
+}
+
+/* ---- the shared expert's gate ---- */
+
+// x (T, D) *= sigmoid(g[t]) in f32, rounded to x's dtype; a CTA per row (grid-stride)
+__global__ void k_sigmoid_gate(void *x, int xdt, int64_t xs, int64_t T, int64_t D, const void *g, int gdt,
+                               int64_t gs) {
+    pdl_launch();
+    pdl_wait();
+    for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
+        const float s = 1.0f / (1.0f + expf(-cu_ld(g, gdt, t * gs)));
+        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) cu_st(x, xdt, t * xs + d, cu_ld(x, xdt, t * xs + d) * s);
+    }
+}
+
+// x (T, D) BF16 / F32 *= sigmoid(g (T, 1)) per row
+void cu_sigmoid_gate(backend *be, tensor *x, const tensor *g) {
+    cu_state *cu = cu_of(be);
+    if (!cu_check_mat(cu, "sigmoid_gate", "x", x, CU_ACT, -1, -1) ||
+        !cu_check_mat(cu, "sigmoid_gate", "g", g, CU_FLOAT, cu_rows(x), 1))
+        return;
+    const int64_t T = cu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D == 0) return;
+    cu_launch(cu, "sigmoid_gate", true, k_sigmoid_gate, dim3(cu_grid(T, 1)), dim3(256), 0, x->data, (int)x->dtype,
+              tensor_row_stride(x), T, D, (const void *)g->data, (int)g->dtype, tensor_row_stride(g));
+}

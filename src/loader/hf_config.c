@@ -189,6 +189,46 @@ static vllm_status hf_longrope(const json_t *root, const json_t *sc, const char 
     return hf_num(sc, what, "attention_factor", false, af, 0.0, &rope->attention_factor, NULL);
 }
 
+/* transformers 5's _compute_yarn_parameters: factor (else max_position_embeddings / original),
+ * original_max_position_embeddings (else max_position_embeddings), attention_factor unless given
+ * get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) when both are set, else
+ * get_mscale(factor) = 0.1 ln(factor) + 1 (1 when factor <= 1); beta_fast 32, beta_slow 1,
+ * truncate true by default (gpt-oss: false). */
+static double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
+
+static vllm_status hf_yarn(const json_t *root, const json_t *sc, const char *what, int max_pos, rope_config *rope) {
+    vllm_status st;
+    bool found;
+    rope->type = ROPE_YARN;
+    if ((st = hf_int(sc, what, "original_max_position_embeddings", false, max_pos, 1, &rope->original_max_position,
+                     &found)))
+        return st;
+    if (!found && (st = hf_int(root, what, "original_max_position_embeddings", false, max_pos, 1,
+                               &rope->original_max_position, NULL)))
+        return st;
+    double mscale = 0, mscale_all = 0;
+    if ((st = hf_num(sc, what, "factor", false, (double)max_pos / rope->original_max_position, 0.0, &rope->factor,
+                     NULL)) ||
+        (st = hf_num(sc, what, "beta_fast", false, 32.0, 0.0, &rope->beta_fast, NULL)) ||
+        (st = hf_num(sc, what, "beta_slow", false, 1.0, 0.0, &rope->beta_slow, NULL)) ||
+        (st = hf_bool(sc, what, "truncate", true, &rope->truncate)))
+        return st;
+    /* mscale / mscale_all_dim: used when both are set and nonzero (Python truthiness), else ignored */
+    const json_t *m1 = hf_get(sc, "mscale"), *m2 = hf_get(sc, "mscale_all_dim");
+    if ((m1 && !json_is_null(m1) && !json_is_number(m1)) || (m2 && !json_is_null(m2) && !json_is_number(m2)))
+        return vt_error(VLLM_ERR_FORMAT, "%s: rope yarn mscale and mscale_all_dim must be numbers", what);
+    mscale = json_is_number(m1) ? json_number_value(m1) : 0;
+    mscale_all = json_is_number(m2) ? json_number_value(m2) : 0;
+    if (!isfinite(mscale) || !isfinite(mscale_all))
+        return vt_error(VLLM_ERR_FORMAT, "%s: rope yarn mscale and mscale_all_dim must be finite", what);
+    double af = mscale != 0 && mscale_all != 0 ? yarn_mscale(rope->factor, mscale) / yarn_mscale(rope->factor, mscale_all)
+                                               : yarn_mscale(rope->factor, 1.0);
+    if (!(rope->beta_fast > rope->beta_slow))
+        return vt_error(VLLM_ERR_FORMAT, "%s: rope yarn beta_fast %g must exceed beta_slow %g", what, rope->beta_fast,
+                        rope->beta_slow);
+    return hf_num(sc, what, "attention_factor", false, af, 0.0, &rope->attention_factor, NULL);
+}
+
 static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, double partial_default,
                            rope_config *rope) {
     vllm_status st;
@@ -261,8 +301,9 @@ static vllm_status hf_rope(const json_t *root, const char *what, int max_pos, do
     }
     if (!strcmp(type, "longrope") || !strcmp(type, "su")) /* "su": its legacy name */
         return hf_longrope(root, sc, what, max_pos, rope);
-    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: rope type '%.64s' is not supported (default, linear, llama3, longrope)",
-                    what, type);
+    if (!strcmp(type, "yarn")) return hf_yarn(root, sc, what, max_pos, rope);
+    return vt_error(VLLM_ERR_UNSUPPORTED,
+                    "%s: rope type '%.64s' is not supported (default, linear, llama3, longrope, yarn)", what, type);
 }
 
 /* ------------------------------------------------------------------ */

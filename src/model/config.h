@@ -22,6 +22,8 @@ typedef enum rope_type {
     ROPE_LINEAR,        /* positions divided by factor */
     ROPE_LLAMA3,        /* Llama 3.1 frequency-dependent scaling */
     ROPE_LONGROPE,      /* Phi-3 LongRoPE: per-dimension short/long factors, scaled cos/sin */
+    ROPE_YARN,          /* YaRN: interpolated low frequencies, extrapolated high ones, a ramp between,
+                           scaled cos/sin */
     ROPE_NONE,          /* no rotary embedding (OPT: learned absolute positions) */
 } rope_type;
 
@@ -40,7 +42,11 @@ typedef struct rope_config {
        multiplied by attention_factor */
     int num_factors;                /* rot_dim / 2 */
     float short_factor[ROPE_MAX_FACTORS], long_factor[ROPE_MAX_FACTORS];
-    double attention_factor;
+    double attention_factor;        /* longrope, yarn: cos and sin multiplied by it */
+    /* yarn: the ramp between dimensions rotating beta_fast and beta_slow times over original_max_position
+       positions (floor / ceil of its ends when truncate) */
+    double beta_fast, beta_slow;
+    bool truncate;
 } rope_config;
 
 typedef enum layer_kind {

@@ -24,6 +24,28 @@ void rope_inv_freq(const rope_config *rc, int rot_dim, int max_pos, float *inv_f
             float base = (float)pow(rc->theta, (double)((float)(2 * i) / (float)rot_dim));
             inv_freq[i] = 1.0f / (f[i] * base);
         }
+    } else if (rc->type == ROPE_YARN) {
+        /* transformers' _compute_yarn_parameters, in f32: the dimensions whose wavelength fits
+         * beta_fast rotations in the original context keep their frequency (extrapolation), those
+         * under beta_slow rotations are divided by factor (interpolation), a linear ramp between */
+        const double dim = rot_dim, base = rc->theta, orig = rc->original_max_position;
+        double low = dim * log(orig / (rc->beta_fast * 2 * M_PI)) / (2 * log(base));
+        double high = dim * log(orig / (rc->beta_slow * 2 * M_PI)) / (2 * log(base));
+        if (rc->truncate) {
+            low = floor(low);
+            high = ceil(high);
+        }
+        if (low < 0) low = 0;
+        if (high > dim - 1) high = dim - 1;
+        if (low == high) high += 0.001; /* transformers: prevent the singularity */
+        for (int i = 0; i < half; i++) {
+            float pos_freq = (float)pow(base, (double)((float)(2 * i) / (float)rot_dim));
+            float extra = 1.0f / pos_freq, inter = 1.0f / ((float)rc->factor * pos_freq);
+            float ramp = (float)(((float)i - (float)low) / ((float)high - (float)low));
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            float ef = 1.0f - ramp; /* inv_freq_extrapolation_factor */
+            inv_freq[i] = inter * (1.0f - ef) + extra * ef;
+        }
     } else if (rc->type == ROPE_LINEAR) {
         /* positions / factor  ==  inv_freq / factor */
         for (int i = 0; i < half; i++) inv_freq[i] = (float)(inv_freq[i] / rc->factor);
@@ -53,8 +75,8 @@ void rope_cos_sin_table(const rope_config *rc, int rot_dim, int max_pos, float *
     int half = rot_dim / 2;
     float inv_freq[1024];
     rope_inv_freq(rc, rot_dim, max_pos, inv_freq);
-    /* longrope scales cos and sin (transformers' attention_scaling) */
-    const float mscale = rc->type == ROPE_LONGROPE ? (float)rc->attention_factor : 1.0f;
+    /* longrope and yarn scale cos and sin (transformers' attention_scaling) */
+    const float mscale = rc->type == ROPE_LONGROPE || rc->type == ROPE_YARN ? (float)rc->attention_factor : 1.0f;
     for (int p = 0; p < max_pos; p++) {
         float *row = table + (size_t)p * rot_dim;
         for (int i = 0; i < half; i++) {

@@ -290,8 +290,12 @@ static void test_errors(void) {
     BAD(", \"rms_norm_eps\": -1", VLLM_ERR_FORMAT, "rms_norm_eps", "greater than 0");
     BAD(", \"tie_word_embeddings\": 1", VLLM_ERR_FORMAT, "tie_word_embeddings", "true or false");
     BAD(", \"rope_theta\": \"big\"", VLLM_ERR_FORMAT, "rope_theta", "number");
-    BAD(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}", VLLM_ERR_UNSUPPORTED, "config.json",
-        "rope type 'yarn' is not supported");
+    BAD(", \"rope_scaling\": {\"rope_type\": \"ntk\", \"factor\": 4.0}", VLLM_ERR_UNSUPPORTED, "config.json",
+        "rope type 'ntk' is not supported");
+    BAD(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": 1, \"beta_slow\": 32}",
+        VLLM_ERR_FORMAT, "beta_fast 1 must exceed beta_slow 32", "");
+    BAD(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": \"x\"}", VLLM_ERR_FORMAT,
+        "mscale", "numbers");
     BAD(", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}", VLLM_ERR_UNSUPPORTED, "'dynamic'", "");
     BAD(", \"rope_parameters\": {\"rope_type\": \"longrope\"}", VLLM_ERR_FORMAT, "short_factor", "list");
     BAD(", \"rope_parameters\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": [1, 2]}",
@@ -532,6 +536,25 @@ static void test_phi3_glm4_opt(void) {
     EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "activation_function", "tanh");
 }
 
+/* YaRN: Qwen3's recommended long-context setting (4.x rope_scaling) and DeepSeek's mscale pair (5.x) */
+static void test_yarn_config(void) {
+    model_config c;
+    char buf[2048];
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.rope.type == ROPE_YARN && c.rope.factor == 4.0 && c.rope.original_max_position == 32768 && c.rope.truncate);
+    CHECK(c.rope.beta_fast == 32.0 && c.rope.beta_slow == 1.0);
+    CHECK_NEAR(c.rope.attention_factor, 0.1 * log(4.0) + 1.0, 1e-12);
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 10000, \"factor\": 40,"
+             " \"original_max_position_embeddings\": 4096, \"mscale\": 1.0, \"mscale_all_dim\": 1.0,"
+             " \"beta_fast\": 32, \"beta_slow\": 1, \"truncate\": false}");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.rope.type == ROPE_YARN && c.rope.factor == 40.0 && !c.rope.truncate);
+    CHECK_NEAR(c.rope.attention_factor, 1.0, 1e-12); /* get_mscale(40, 1) / get_mscale(40, 1) */
+}
+
 /* Qwen/Qwen3-30B-A3B, Qwen1.5-MoE-A2.7B, Mixtral-8x7B shapes */
 static void test_moe(void) {
     model_config c;
@@ -575,6 +598,7 @@ int main(void) {
     test_gemma();
     test_phi3_glm4_opt();
     test_moe();
+    test_yarn_config();
     test_qwen();
     test_mistral_v5();
     test_family_defaults();

@@ -2,7 +2,8 @@
  * test_rope.c: the RoPE tables of src/model/rope.c against the formulas of
  * transformers' modeling_rope_utils: default, linear, llama3 and Phi-3's
  * longrope (short factors when the table stays within the original context,
- * long ones past it, as vLLM; cos/sin scaled by the attention factor).
+ * long ones past it, as vLLM; cos/sin scaled by the attention factor) and
+ * YaRN (the ramp between interpolated and extrapolated frequencies).
  */
 #include <math.h>
 
@@ -71,7 +72,55 @@ static void test_llama3(void) {
     }
 }
 
+/* YaRN as transformers' _compute_yarn_parameters, written out in double */
+static void yarn_want(double theta, int dim, double factor, double orig, double bf, double bs, bool truncate,
+                      double *want) {
+    double low = dim * log(orig / (bf * 2 * M_PI)) / (2 * log(theta));
+    double high = dim * log(orig / (bs * 2 * M_PI)) / (2 * log(theta));
+    if (truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    low = low < 0 ? 0 : low;
+    high = high > dim - 1 ? dim - 1 : high;
+    if (low == high) high += 0.001;
+    for (int i = 0; i < dim / 2; i++) {
+        double pf = pow(theta, 2.0 * i / dim), ramp = (i - low) / (high - low);
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        double ef = 1 - ramp;
+        want[i] = 1 / (factor * pf) * (1 - ef) + 1 / pf * ef;
+    }
+}
+
+static void test_yarn(void) {
+    /* Qwen3 with YaRN factor 4 over 32768 positions (head_dim 128), and gpt-oss's untruncated ramp */
+    const struct { double theta, factor, orig, bf, bs; int dim; bool truncate; } cases[] = {
+        {1000000.0, 4.0, 32768, 32, 1, 128, true},
+        {150000.0, 32.0, 4096, 32, 1, 64, false},
+        {10000.0, 8.0, 64, 32, 1, 16, true},   /* low and high clamp to [0, dim - 1] */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        rope_config rc = {.type = ROPE_YARN, .theta = cases[c].theta, .factor = cases[c].factor,
+                          .original_max_position = (int)cases[c].orig, .beta_fast = cases[c].bf,
+                          .beta_slow = cases[c].bs, .truncate = cases[c].truncate, .partial_rotary_factor = 1.0,
+                          .attention_factor = 0.1 * log(cases[c].factor) + 1.0};
+        float inv[64];
+        double want[64];
+        rope_inv_freq(&rc, cases[c].dim, 1024, inv);
+        yarn_want(cases[c].theta, cases[c].dim, cases[c].factor, cases[c].orig, cases[c].bf, cases[c].bs,
+                  cases[c].truncate, want);
+        for (int i = 0; i < cases[c].dim / 2; i++) CHECK_NEAR(inv[i], want[i], 2e-6 * want[i]);
+        /* the extremes: the first dimensions extrapolate, the last interpolate */
+        CHECK_NEAR(inv[0], 1.0, 1e-6);
+        CHECK_NEAR(inv[cases[c].dim / 2 - 1], want[cases[c].dim / 2 - 1], 1e-6 * want[cases[c].dim / 2 - 1]);
+        float table[3 * 128];
+        rope_cos_sin_table(&rc, cases[c].dim, 3, table);
+        CHECK_NEAR(table[2 * cases[c].dim + 1], cos(2.0f * inv[1]) * rc.attention_factor, 1e-5);
+    }
+}
+
 int main(void) {
+    test_yarn();
     test_default_and_linear();
     test_longrope();
     test_llama3();

@@ -1,6 +1,6 @@
 /*
  * rope.h: rotary embedding tables. Computes inverse frequencies for the
- * scaling types of config.h (default, linear, llama3, longrope) and the cos/sin
+ * scaling types of config.h (default, linear, llama3, longrope, yarn) and the cos/sin
  * table (max_pos, rot_dim) that the backend's rope op reads.
  */
 #ifndef VLLM_MODEL_ROPE_H

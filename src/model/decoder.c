@@ -30,22 +30,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
-#include "model/model_internal.h"
+#include "model/blocks.h"
 #include "model/rope.h"
-
-/* Llama's tensor names, the default of model_config.names. */
-const weight_names weight_names_llama = {
-    .embed = "embed_tokens", .final_norm = "norm",
-    .attn_norm = "input_layernorm", .mlp_norm = "post_attention_layernorm",
-    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
-    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
-    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
-};
-
-/* A norm's weight and (LayerNorm) bias, imported; data NULL when the model has none. */
-typedef struct dec_norm {
-    tensor w, b;
-} dec_norm;
 
 typedef struct llama_layer {
     dec_norm in_norm, post_norm;        /* (D): the attention's input norm, the MLP's input norm */
@@ -55,11 +41,7 @@ typedef struct llama_layer {
     be_linear *o;                       /* (D, nh*hd) */
     be_linear *gate_up;                 /* (2I, D) gated; (I, D) plain (OPT's fc1) */
     be_linear *down;                    /* (D, I) */
-    /* MLP_MOE layers: the router, the experts, the optional shared expert and its gate */
-    be_linear *router;                  /* (E, D) */
-    be_experts *experts;                /* E x (gate, up (I, D); down (D, I)) */
-    be_linear *sh_gate_up, *sh_down;    /* (2 Is, D), (D, Is) */
-    be_linear *sh_gate;                 /* (1, D) */
+    moe_block moe;                      /* MLP_MOE layers (block_moe.c) */
 } llama_layer;
 
 typedef struct llama {
@@ -73,180 +55,45 @@ typedef struct llama {
     int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
-    ws_buf rl, ids, rw, sgu, sa, sg, so; /* MoE: router logits, top-k ids / weights, shared expert */
+    moe_bufs moe;                /* the MoE layers' activations */
     tensor logits_view;
 } llama;
 
-static const weight_names *names_of(const model_config *c) { return c->names ? c->names : &weight_names_llama; }
-
-static bool has_moe(const model_config *c) {
-    for (int l = 0; l < c->num_layers; l++)
-        if (c->layers[l].mlp == MLP_MOE) return true;
-    return false;
-}
-
-static moe_params moe_of(const model_config *c) {
-    return (moe_params){.num_experts = c->moe.num_experts, .top_k = c->moe.top_k, .scoring = BE_MOE_SOFTMAX,
-                        .renormalize = c->moe.renormalize, .act = (be_act)c->act};
-}
-
-
-static be_norm_kind norm_kind_of(const model_config *c) {
-    return c->norm == NORM_STYLE_RMS_OFFSET ? BE_NORM_RMS_OFFSET
-           : c->norm == NORM_STYLE_LAYER    ? BE_NORM_LAYER
-                                            : BE_NORM_RMS;
-}
-
-static vllm_status import(model *m, const tensor *host, tensor *out) {
-    return m->be->ops->import(m->be, host, out);
-}
-
-/* The tensor "<prefix>[layers.<l>.]<name>.<suffix>" of the given shape (l < 0: not a layer's). */
-static vllm_status get(weight_source *ws, const model_config *c, int l, const char *name, const char *suffix,
-                       int ndim, const int64_t *shape, tensor *out) {
-    if (l < 0) return ws_getf(ws, out, ndim, shape, "%s%s.%s", c->weight_prefix, name, suffix);
-    return ws_getf(ws, out, ndim, shape, "%slayers.%d.%s.%s", c->weight_prefix, l, name, suffix);
-}
-
-/* Loads and imports a norm of n elements: its weight, and its bias when the norm is a LayerNorm. */
-static vllm_status load_norm(model *m, weight_source *ws, int l, const char *name, int64_t n, dec_norm *out) {
-    tensor t;
-    vllm_status st;
-    if ((st = get(ws, &m->cfg, l, name, "weight", 1, &n, &t)) || (st = import(m, &t, &out->w))) return st;
-    if (m->cfg.norm == NORM_STYLE_LAYER &&
-        ((st = get(ws, &m->cfg, l, name, "bias", 1, &n, &t)) || (st = import(m, &t, &out->b))))
-        return st;
-    return VLLM_OK;
-}
-
-static void release_norm(backend *be, dec_norm *n) {
-    if (n->w.data) be->ops->release_import(be, &n->w);
-    if (n->b.data) be->ops->release_import(be, &n->b);
-}
-
-static be_norm norm_of(const model_config *c, const dec_norm *n) {
-    return (be_norm){.kind = norm_kind_of(c), .w = &n->w, .b = n->b.data ? &n->b : NULL, .eps = (float)c->rms_norm_eps};
-}
-
-/* A linear layer from one fused checkpoint tensor (fused != NULL) or from the parts (names[i], rows[i]),
- * concatenated along the output as vLLM's QKVParallelLinear / MergedColumnParallelLinear; with biases. */
-static vllm_status load_linear(model *m, weight_source *ws, int l, const char *fused, const char *const *names,
-                               const int64_t *rows, int n, int64_t in, bool bias, be_linear **out) {
-    tensor w[3], b[3];
-    const tensor *wp[3], *bp[3];
-    vllm_status st;
-    int64_t total = 0;
-    if (fused) {
-        for (int i = 0; i < n; i++) total += rows[i];
-        names = &fused;
-        rows = &total;
-        n = 1;
-    }
-    for (int i = 0; i < n; i++) {
-        int64_t sw[2] = {rows[i], in};
-        if ((st = get(ws, &m->cfg, l, names[i], "weight", 2, sw, &w[i]))) return st;
-        if (bias && (st = get(ws, &m->cfg, l, names[i], "bias", 1, &rows[i], &b[i]))) return st;
-        wp[i] = &w[i];
-        bp[i] = &b[i];
-    }
-    return m->be->ops->linear_create(m->be, wp, bias ? bp : NULL, n, out);
-}
-
-/* An MoE layer's router, experts (per-expert tensors, or the fused (E, 2I, D) / (E, D, I) ones of
- * transformers 5) and shared expert. */
-static vllm_status build_moe(model *m, weight_source *ws, int l, llama_layer *L) {
-    const model_config *c = &m->cfg;
-    const weight_names *nm = names_of(c);
-    const int E = c->moe.num_experts;
-    const int64_t D = c->hidden_size, I = c->moe.intermediate_size;
-    vllm_status st;
-    const int64_t rrows[1] = {E};
-    if ((st = load_linear(m, ws, l, NULL, &nm->router, rrows, 1, D, false, &L->router))) return st;
-    tensor *t = calloc((size_t)E * 3, sizeof *t);
-    const tensor **pg = calloc((size_t)E * 3, sizeof *pg);
-    if (!t || !pg) {
-        free(t);
-        free(pg);
-        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (experts)");
-    }
-    const tensor **pu = pg + E, **pd = pg + 2 * E;
-    char name[160];
-    snprintf(name, sizeof name, "%slayers.%d.%s.%s", c->weight_prefix, l, nm->experts, nm->fused_gate_up ? nm->fused_gate_up : "");
-    if (nm->fused_gate_up && ws_has(ws, name)) {
-        /* transformers 5's fused experts: gate_up (E, 2I, D), rows gate | up per expert; down (E, D, I) */
-        tensor gu, dn;
-        const int64_t sgu[3] = {E, 2 * I, D}, sdn[3] = {E, D, I};
-        st = ws_getf(ws, &gu, 3, sgu, "%s", name);
-        if (!st) st = ws_getf(ws, &dn, 3, sdn, "%slayers.%d.%s.%s", c->weight_prefix, l, nm->experts, nm->fused_down);
-        for (int e = 0; !st && e < E; e++) {
-            size_t es = dtype_size(gu.dtype), ds = dtype_size(dn.dtype);
-            t[e] = tensor_2d(gu.dtype, (char *)gu.data + (size_t)e * 2 * I * D * es, I, D);
-            t[E + e] = tensor_2d(gu.dtype, (char *)gu.data + ((size_t)e * 2 * I + I) * D * es, I, D);
-            t[2 * E + e] = tensor_2d(dn.dtype, (char *)dn.data + (size_t)e * D * I * ds, D, I);
-        }
-    } else {
-        const int64_t sgu[2] = {I, D}, sdn[2] = {D, I};
-        st = VLLM_OK;
-        for (int e = 0; !st && e < E; e++) {
-            const char *pre = c->weight_prefix, *ex = nm->experts;
-            if ((st = ws_getf(ws, &t[e], 2, sgu, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_gate)) ||
-                (st = ws_getf(ws, &t[E + e], 2, sgu, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_up)))
-                break;
-            st = ws_getf(ws, &t[2 * E + e], 2, sdn, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_down);
-        }
-    }
-    for (int i = 0; i < 3 * E; i++) pg[i] = &t[i];
-    if (!st) st = m->be->ops->experts_create(m->be, pg, pu, pd, E, &L->experts);
-    free(t);
-    free(pg);
-    if (st) return st;
-    if (c->moe.shared_intermediate_size > 0) {
-        const int64_t Is = c->moe.shared_intermediate_size;
-        const char *sh[2] = {nm->shared_gate, nm->shared_up};
-        const int64_t shrows[2] = {Is, Is}, dnrows[1] = {D}, grows[1] = {1};
-        if ((st = load_linear(m, ws, l, NULL, sh, shrows, 2, D, false, &L->sh_gate_up)) ||
-            (st = load_linear(m, ws, l, NULL, &nm->shared_down, dnrows, 1, Is, false, &L->sh_down)) ||
-            (st = load_linear(m, ws, l, NULL, &nm->shared_expert_gate, grows, 1, D, false, &L->sh_gate)))
-            return st;
-    }
-    return VLLM_OK;
-}
-
 static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *L) {
     const model_config *c = &m->cfg;
-    const weight_names *nm = names_of(c);
+    const weight_names *nm = blk_names(c);
     int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
     vllm_status st;
     /* the blocks' norms, by layout (Gemma 2's sandwich: post_attention_layernorm normalises the
      * attention's output and pre_feedforward_layernorm is the MLP's input norm) */
     if (c->norm_layout != NORM_LAYOUT_POST &&
-        ((st = load_norm(m, ws, l, nm->attn_norm, D, &L->in_norm)) ||
-         (st = load_norm(m, ws, l, nm->mlp_norm, D, &L->post_norm))))
+        ((st = blk_load_norm(m, ws, l, nm->attn_norm, D, &L->in_norm)) ||
+         (st = blk_load_norm(m, ws, l, nm->mlp_norm, D, &L->post_norm))))
         return st;
     if (c->norm_layout != NORM_LAYOUT_PRE &&
-        ((st = load_norm(m, ws, l, nm->attn_out_norm, D, &L->attn_out_norm)) ||
-         (st = load_norm(m, ws, l, nm->mlp_out_norm, D, &L->mlp_out_norm))))
+        ((st = blk_load_norm(m, ws, l, nm->attn_out_norm, D, &L->attn_out_norm)) ||
+         (st = blk_load_norm(m, ws, l, nm->mlp_out_norm, D, &L->mlp_out_norm))))
         return st;
     if (c->qk_norm) {
         bool proj = c->qk_norm_kind == QK_NORM_PROJ;
-        if ((st = load_norm(m, ws, l, nm->q_norm, proj ? qd : hd, &L->q_norm)) ||
-            (st = load_norm(m, ws, l, nm->k_norm, proj ? kvd : hd, &L->k_norm)))
+        if ((st = blk_load_norm(m, ws, l, nm->q_norm, proj ? qd : hd, &L->q_norm)) ||
+            (st = blk_load_norm(m, ws, l, nm->k_norm, proj ? kvd : hd, &L->k_norm)))
             return st;
     }
     const char *qkv_names[3] = {nm->q, nm->k, nm->v};
     const int64_t qkv_rows[3] = {qd, kvd, kvd};
     const int64_t o_rows[1] = {D}, down_rows[1] = {D};
-    if ((st = load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias, &L->qkv)) ||
-        (st = load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)))
+    if ((st = blk_load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias, &L->qkv)) ||
+        (st = blk_load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)))
         return st;
-    if (c->layers[l].mlp == MLP_MOE) return build_moe(m, ws, l, L);
+    if (c->layers[l].mlp == MLP_MOE) return moe_block_load(m, ws, l, &L->moe);
     const bool gated = c->layers[l].mlp == MLP_DENSE;
     const char *gu_names[2] = {gated ? nm->gate : nm->up, nm->up};
     const int64_t gu_rows[2] = {I, I};
-    if ((st = load_linear(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D, c->mlp_bias,
+    if ((st = blk_load_linear(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D, c->mlp_bias,
                           &L->gate_up)) ||
-        (st = load_linear(m, ws, l, NULL, &nm->down, down_rows, 1, I, c->mlp_bias, &L->down)))
+        (st = blk_load_linear(m, ws, l, NULL, &nm->down, down_rows, 1, I, c->mlp_bias, &L->down)))
         return st;
     return VLLM_OK;
 }
@@ -260,23 +107,23 @@ static void llama_destroy(model *m) {
             llama_layer *L = &lm->layers[l];
             dec_norm *norms[] = {&L->in_norm, &L->post_norm, &L->attn_out_norm, &L->mlp_out_norm, &L->q_norm,
                                  &L->k_norm};
-            for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) release_norm(be, norms[i]);
-            be_linear *lins[] = {L->qkv, L->o, L->gate_up, L->down, L->router, L->sh_gate_up, L->sh_down, L->sh_gate};
+            for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) blk_release_norm(be, norms[i]);
+            be_linear *lins[] = {L->qkv, L->o, L->gate_up, L->down};
             for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
                 if (lins[i]) be->ops->linear_free(be, lins[i]);
-            if (L->experts) be->ops->experts_free(be, L->experts);
+            moe_block_free(be, &L->moe);
         }
         free(lm->layers);
     }
     if (lm->embed.data) be->ops->release_import(be, &lm->embed);
     if (lm->pos_embed.data) be->ops->release_import(be, &lm->pos_embed);
-    release_norm(be, &lm->final_norm);
+    blk_release_norm(be, &lm->final_norm);
     if (lm->lm_head) be->ops->linear_free(be, lm->lm_head);
     for (int r = 0; r < MODEL_MAX_ROPES; r++)
         if (lm->cos_sin[r].data) be->ops->release(be, &lm->cos_sin[r]);
-    ws_buf *bufs[] = {&lm->x,  &lm->h,   &lm->qkv, &lm->attn, &lm->o,   &lm->gu, &lm->act, &lm->sel,
-                      &lm->logits, &lm->rl, &lm->ids, &lm->rw, &lm->sgu, &lm->sa, &lm->sg, &lm->so};
+    ws_buf *bufs[] = {&lm->x, &lm->h, &lm->qkv, &lm->attn, &lm->o, &lm->gu, &lm->act, &lm->sel, &lm->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(be, bufs[i]);
+    moe_bufs_release(be, &lm->moe);
     free(lm);
     m->impl = NULL;
 }
@@ -297,7 +144,7 @@ static vllm_status rope_table(model *m, const rope_config *rc, int rot_dim, tens
 
 static vllm_status decoder_build(model *m, weight_source *ws) {
     const model_config *c = &m->cfg;
-    const weight_names *nm = names_of(c);
+    const weight_names *nm = blk_names(c);
     backend *be = m->be;
     vllm_status st;
     llama *lm = calloc(1, sizeof *lm);
@@ -313,7 +160,7 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
             (c->ropes[r].type != ROPE_DEFAULT && !(c->ropes[r].factor > 0 && isfinite(c->ropes[r].factor))))
             return vt_error(VLLM_ERR_FORMAT, "config.json: rope_theta and the rope scaling factor must be positive");
     /* what the spec asks of the backend, refused up front with a clear error */
-    const be_norm norm_probe = {.kind = norm_kind_of(c)};
+    const be_norm norm_probe = {.kind = blk_norm_kind(c)};
     const be_act act = (be_act)c->act;
     const attn_params ap_probe = {.scale = 1, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
                                   .head_dim = c->head_dim, .softcap = (float)c->attn_softcap};
@@ -330,8 +177,8 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
          (st = backend_require(be, BE_OP_QK_NORM_ROPE_KV, &norm_probe, c->architecture))) ||
         (c->final_softcap > 0 && (st = backend_require(be, BE_OP_SOFTCAP, NULL, c->architecture))))
         return st;
-    if (has_moe(c)) {
-        const moe_params mp = moe_of(c);
+    if (blk_has_moe(c)) {
+        const moe_params mp = blk_moe_params(c);
         if ((st = backend_require(be, BE_OP_MOE, &mp, c->architecture))) return st;
         if (!(c->moe.num_experts > 0 && c->moe.top_k >= 1 && c->moe.top_k <= c->moe.num_experts &&
               c->moe.intermediate_size > 0))
@@ -361,8 +208,8 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
                   c->architecture, prefixes[i]);
         }
     }
-    if ((st = get(ws, c, -1, nm->embed, "weight", 2, se, &t_embed)) ||
-        (st = load_norm(m, ws, -1, nm->final_norm, D, &lm->final_norm)))
+    if ((st = blk_get(ws, c, -1, nm->embed, "weight", 2, se, &t_embed)) ||
+        (st = blk_load_norm(m, ws, -1, nm->final_norm, D, &lm->final_norm)))
         return st;
     if (nm->pos_embed) {
         /* learned absolute positions: rows offset .. offset + max_pos - 1 are read */
@@ -371,11 +218,11 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
                             "position embeddings have no rows past it)", c->architecture, m->max_pos,
                             c->max_position_embeddings);
         int64_t sp[2] = {(int64_t)c->max_position_embeddings + c->pos_embed_offset, D};
-        if ((st = get(ws, c, -1, nm->pos_embed, "weight", 2, sp, &t_pos)) || (st = import(m, &t_pos, &lm->pos_embed)))
+        if ((st = blk_get(ws, c, -1, nm->pos_embed, "weight", 2, sp, &t_pos)) || (st = blk_import(m, &t_pos, &lm->pos_embed)))
             return st;
     }
     if (!c->tie_word_embeddings && (st = ws_get(ws, "lm_head.weight", 2, se, &t_head))) return st;
-    if ((st = import(m, &t_embed, &lm->embed))) return st;
+    if ((st = blk_import(m, &t_embed, &lm->embed))) return st;
     const tensor *head_w[1] = {c->tie_word_embeddings ? &t_embed : &t_head};
     if ((st = be->ops->linear_create(be, head_w, NULL, 1, &lm->lm_head))) return st;
     if (be->import_copies) ws_release_copied(ws); /* the device has them */
@@ -412,7 +259,6 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
 /* Views of the step's activations, T rows (N for the logits rows). */
 typedef struct llama_bufs {
     tensor x, h, qkv, attn, o, gu, a, sel, lg;
-    tensor rl, ids, rw, sgu, sa, sg, so; /* MoE layers only */
 } llama_bufs;
 
 
@@ -433,19 +279,7 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
         (st = model_buf_ensure(m, &lm->sel, act, N, D, &t->sel)) ||
         (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg)))
         return st;
-    if (has_moe(c)) {
-        int64_t E = c->moe.num_experts, k = c->moe.top_k, Is = c->moe.shared_intermediate_size;
-        if ((st = model_buf_ensure(m, &lm->rl, act, T, E, &t->rl)) ||
-            (st = model_buf_ensure(m, &lm->ids, DTYPE_I32, T, k, &t->ids)) ||
-            (st = model_buf_ensure(m, &lm->rw, DTYPE_F32, T, k, &t->rw)))
-            return st;
-        if (Is > 0 && ((st = model_buf_ensure(m, &lm->sgu, act, T, 2 * Is, &t->sgu)) ||
-                       (st = model_buf_ensure(m, &lm->sa, act, T, Is, &t->sa)) ||
-                       (st = model_buf_ensure(m, &lm->sg, act, T, 1, &t->sg)) ||
-                       (st = model_buf_ensure(m, &lm->so, act, T, D, &t->so))))
-            return st;
-    }
-    return VLLM_OK;
+    return moe_bufs_ensure(m, &lm->moe, T);
 }
 
 static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logits) {
@@ -467,13 +301,13 @@ static void residual_add(model *m, const llama_layer *L, tensor *x, tensor *o, t
     const model_config *c = &m->cfg;
     backend *be = m->be;
     if (out_norm && out_norm->w.data) {
-        const be_norm n = norm_of(c, out_norm);
+        const be_norm n = blk_norm(c, out_norm);
         be->ops->norm(be, o, &n, o);                                  /* o = out_norm(o) */
     }
     if (c->residual_multiplier != 0 && c->residual_multiplier != 1)
         be->ops->scale(be, o, (float)c->residual_multiplier);        /* o *= residual_multiplier */
     if (then_mlp_norm) {
-        const be_norm n = norm_of(c, &L->post_norm);
+        const be_norm n = blk_norm(c, &L->post_norm);
         be->ops->add_norm(be, x, o, &n, h);                           /* x += o; h = mlp_norm(x) */
     } else {
         be->ops->add(be, x, o);                                       /* x += o */
@@ -493,7 +327,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     if ((st = llama_buffers(m, T, N, &t))) return st;
     tensor x = t.x, h = t.h, qkv = t.qkv, attn = t.attn, o = t.o, gu = t.gu, a = t.a, sel = t.sel, lg = t.lg;
 
-    const be_norm_kind nk = norm_kind_of(c);
+    const be_norm_kind nk = blk_norm_kind(c);
     const be_act act = (be_act)c->act;
     attn_params ap = {
         .scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd),
@@ -538,7 +372,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         /* q/k norms, rope, k/v into the paged cache */
         const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
         if (c->qk_norm && !head_norm) {                               /* over the whole projection (OLMo-2) */
-            const be_norm qn = norm_of(c, &L->q_norm), kn = norm_of(c, &L->k_norm);
+            const be_norm qn = blk_norm(c, &L->q_norm), kn = blk_norm(c, &L->k_norm);
             ops->norm(be, &q, &qn, &q);
             ops->norm(be, &k, &kn, &k);
         }
@@ -549,7 +383,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
                                  eps, &s->positions, &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, neox, &cache->k[l],
                                  &cache->v[l], meta);
         } else {
-            const be_norm qn = norm_of(c, &L->q_norm), kn = norm_of(c, &L->k_norm);
+            const be_norm qn = blk_norm(c, &L->q_norm), kn = blk_norm(c, &L->k_norm);
             ops->qk_norm_rope_kv_ex(be, &q, &k, &v, head_norm ? &qn : NULL, head_norm ? &kn : NULL, &s->positions,
                                     &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, neox, &cache->k[l], &cache->v[l],
                                     meta);
@@ -567,22 +401,11 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         if (ls->mlp == MLP_MOE) {
             /* h = mlp_norm(x); o = sum over the top k of w_e expert_e(h) [+ sigmoid(h.g) shared(h)] */
             if (!mlp_normed && !post) {
-                const be_norm n = norm_of(c, &L->post_norm);
+                const be_norm n = blk_norm(c, &L->post_norm);
                 ops->norm(be, &x, &n, &h);
             }
             const tensor *hin = post ? &x : &h;
-            const moe_params mp = moe_of(c);
-            ops->linear(be, L->router, hin, &t.rl);                    /* (T, E) router logits */
-            ops->moe_route(be, &t.rl, &mp, &t.ids, &t.rw);             /* top-k ids, weights (T, k) */
-            ops->moe_experts(be, L->experts, hin, &t.ids, &t.rw, &mp, false, &o); /* o (T, D) */
-            if (L->sh_gate_up) {
-                const linear_fuse gated = {.silu_mul = true, .mid = &t.sgu, .act = act};
-                ops->linear_fused(be, L->sh_gate_up, hin, &gated, &t.sa); /* (T, Is) */
-                ops->linear(be, L->sh_down, &t.sa, &t.so);              /* (T, D) */
-                ops->linear(be, L->sh_gate, hin, &t.sg);                /* (T, 1) */
-                ops->sigmoid_gate(be, &t.so, &t.sg);                     /* so *= sigmoid(sg) */
-                ops->add(be, &o, &t.so);
-            }
+            moe_block_run(m, &L->moe, &lm->moe, hin, &o);             /* o (T, D) */
             residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
             continue;
         }

@@ -1,0 +1,82 @@
+/*
+ * blocks.c: what the decoder's blocks share: checkpoint names, loading norms
+ * and (fused) linear layers, the norm of a config (model/blocks.h).
+ */
+#include "model/blocks.h"
+
+#include <stdio.h>
+
+#include "core/error.h"
+
+/* Llama's tensor names, the default of model_config.names. */
+const weight_names weight_names_llama = {
+    .embed = "embed_tokens", .final_norm = "norm",
+    .attn_norm = "input_layernorm", .mlp_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+
+const weight_names *blk_names(const model_config *c) { return c->names ? c->names : &weight_names_llama; }
+
+be_norm_kind blk_norm_kind(const model_config *c) {
+    return c->norm == NORM_STYLE_RMS_OFFSET ? BE_NORM_RMS_OFFSET
+           : c->norm == NORM_STYLE_LAYER    ? BE_NORM_LAYER
+                                            : BE_NORM_RMS;
+}
+
+vllm_status blk_import(model *m, const tensor *host, tensor *out) {
+    return m->be->ops->import(m->be, host, out);
+}
+
+/* The tensor "<prefix>[layers.<l>.]<name>.<suffix>" of the given shape (l < 0: not a layer's). */
+vllm_status blk_get(weight_source *ws, const model_config *c, int l, const char *name, const char *suffix,
+                       int ndim, const int64_t *shape, tensor *out) {
+    if (l < 0) return ws_getf(ws, out, ndim, shape, "%s%s.%s", c->weight_prefix, name, suffix);
+    return ws_getf(ws, out, ndim, shape, "%slayers.%d.%s.%s", c->weight_prefix, l, name, suffix);
+}
+
+/* Loads and imports a norm of n elements: its weight, and its bias when the norm is a LayerNorm. */
+vllm_status blk_load_norm(model *m, weight_source *ws, int l, const char *name, int64_t n, dec_norm *out) {
+    tensor t;
+    vllm_status st;
+    if ((st = blk_get(ws, &m->cfg, l, name, "weight", 1, &n, &t)) || (st = blk_import(m, &t, &out->w))) return st;
+    if (m->cfg.norm == NORM_STYLE_LAYER &&
+        ((st = blk_get(ws, &m->cfg, l, name, "bias", 1, &n, &t)) || (st = blk_import(m, &t, &out->b))))
+        return st;
+    return VLLM_OK;
+}
+
+void blk_release_norm(backend *be, dec_norm *n) {
+    if (n->w.data) be->ops->release_import(be, &n->w);
+    if (n->b.data) be->ops->release_import(be, &n->b);
+}
+
+be_norm blk_norm(const model_config *c, const dec_norm *n) {
+    return (be_norm){.kind = blk_norm_kind(c), .w = &n->w, .b = n->b.data ? &n->b : NULL, .eps = (float)c->rms_norm_eps};
+}
+
+/* A linear layer from one fused checkpoint tensor (fused != NULL) or from the parts (names[i], rows[i]),
+ * concatenated along the output as vLLM's QKVParallelLinear / MergedColumnParallelLinear; with biases. */
+vllm_status blk_load_linear(model *m, weight_source *ws, int l, const char *fused, const char *const *names,
+                               const int64_t *rows, int n, int64_t in, bool bias, be_linear **out) {
+    tensor w[3], b[3];
+    const tensor *wp[3], *bp[3];
+    vllm_status st;
+    int64_t total = 0;
+    if (fused) {
+        for (int i = 0; i < n; i++) total += rows[i];
+        names = &fused;
+        rows = &total;
+        n = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t sw[2] = {rows[i], in};
+        if ((st = blk_get(ws, &m->cfg, l, names[i], "weight", 2, sw, &w[i]))) return st;
+        if (bias && (st = blk_get(ws, &m->cfg, l, names[i], "bias", 1, &rows[i], &b[i]))) return st;
+        wp[i] = &w[i];
+        bp[i] = &b[i];
+    }
+    return m->be->ops->linear_create(m->be, wp, bias ? bp : NULL, n, out);
+}
+

@@ -81,6 +81,10 @@ BOS, EOS = 1, 2
 # -----------------------------------------------------------------------------
 # cases
 
+# phi3_longrope's LongRoPE factors (rot_dim 16: 8 each), spelled in either config layout below
+PHI3_SHORT = [1.0 + 0.1 * i for i in range(8)]
+PHI3_LONG = [1.0 + 1.5 * i for i in range(8)]
+
 COMMON = dict(vocab_size=512, hidden_size=64, max_position_embeddings=256,
               rms_norm_eps=1e-5, hidden_act="silu", bos_token_id=BOS,
               eos_token_id=EOS, pad_token_id=None, use_cache=False)
@@ -175,13 +179,13 @@ CASES = [
                    pad_token_id=0),
          variants=[
              dict(rope_parameters=dict(rope_type="longrope", rope_theta=10000.0,
-                                       short_factor=[1.0 + 0.1 * i for i in range(8)],
-                                       long_factor=[1.0 + 1.5 * i for i in range(8)],
+                                       short_factor=PHI3_SHORT,
+                                       long_factor=PHI3_LONG,
                                        original_max_position_embeddings=16)),
              dict(rope_theta=10000.0,
                   rope_scaling=dict(type="longrope",
-                                    short_factor=[1.0 + 0.1 * i for i in range(8)],
-                                    long_factor=[1.0 + 1.5 * i for i in range(8)])),
+                                    short_factor=PHI3_SHORT,
+                                    long_factor=PHI3_LONG)),
          ],
          check=lambda m: abs(float(m.model.rotary_emb.attention_scaling) - math.sqrt(2.0)) < 1e-6,
          head_dim=16,

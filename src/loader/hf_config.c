@@ -163,6 +163,18 @@ static vllm_status rope_factors(const json_t *sc, const char *what, const char *
     return VLLM_OK;
 }
 
+/* original_max_position_embeddings from the rope parameters, else the config's top level (Phi-3 keeps
+ * it there), else max_position_embeddings. */
+static vllm_status rope_original_max(const json_t *root, const json_t *sc, const char *what, int max_pos,
+                                     rope_config *rope) {
+    bool found = false;
+    vllm_status st = hf_int(sc, what, "original_max_position_embeddings", false, max_pos, 1,
+                            &rope->original_max_position, &found);
+    if (st || found) return st;
+    return hf_int(root, what, "original_max_position_embeddings", false, max_pos, 1, &rope->original_max_position,
+                  NULL);
+}
+
 /* transformers' _compute_longrope_parameters: original_max_position_embeddings from the rope
  * parameters or the top level (Phi-3 keeps it there), factor = max_position_embeddings / it unless
  * given, attention_factor = sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1) unless given. */
@@ -174,13 +186,7 @@ static vllm_status hf_longrope(const json_t *root, const json_t *sc, const char 
     if ((st = rope_factors(sc, what, "short_factor", rope->short_factor, &rope->num_factors)) ||
         (st = rope_factors(sc, what, "long_factor", rope->long_factor, &rope->num_factors)))
         return st;
-    bool found = false;
-    if ((st = hf_int(sc, what, "original_max_position_embeddings", false, max_pos, 1, &rope->original_max_position,
-                     &found)))
-        return st;
-    if (!found && (st = hf_int(root, what, "original_max_position_embeddings", false, max_pos, 1,
-                               &rope->original_max_position, NULL)))
-        return st;
+    if ((st = rope_original_max(root, sc, what, max_pos, rope))) return st;
     if ((st = hf_num(sc, what, "factor", false, (double)max_pos / rope->original_max_position, 0.0, &rope->factor, NULL)))
         return st;
     double af = rope->factor <= 1.0 ? 1.0 : sqrt(1.0 + log(rope->factor) / log((double)rope->original_max_position));
@@ -198,14 +204,8 @@ static double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 
 
 static vllm_status hf_yarn(const json_t *root, const json_t *sc, const char *what, int max_pos, rope_config *rope) {
     vllm_status st;
-    bool found;
     rope->type = ROPE_YARN;
-    if ((st = hf_int(sc, what, "original_max_position_embeddings", false, max_pos, 1, &rope->original_max_position,
-                     &found)))
-        return st;
-    if (!found && (st = hf_int(root, what, "original_max_position_embeddings", false, max_pos, 1,
-                               &rope->original_max_position, NULL)))
-        return st;
+    if ((st = rope_original_max(root, sc, what, max_pos, rope))) return st;
     double mscale = 0, mscale_all = 0;
     if ((st = hf_num(sc, what, "factor", false, (double)max_pos / rope->original_max_position, 0.0, &rope->factor,
                      NULL)) ||

@@ -215,6 +215,8 @@ void cpu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tens
 void cpu_add(backend *be, tensor *x, const tensor *y);
 void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
 void cpu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out);
+/* act_mul with BE_ACT_SWIGLU_OAI's alpha and limit (other activations ignore them) */
+void cpu_act_mul_p(backend *be, be_act act, float alpha, float limit, const tensor *gate_up, tensor *out);
 void cpu_activation(backend *be, be_act act, tensor *x);
 void cpu_softcap(backend *be, tensor *x, float cap);
 void cpu_scale(backend *be, tensor *x, float s);
@@ -240,7 +242,7 @@ void cpu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const 
 
 /* ops_moe.c */
 vllm_status cpu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
-                               const tensor *const *down, int E, be_experts **out);
+                               const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out);
 void cpu_experts_free(backend *be, be_experts *ex);
 void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
 void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,

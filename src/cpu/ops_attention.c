@@ -10,7 +10,11 @@
  * walks the keys the token may see through its sequence's block table,
  * ATT_CHUNK keys at a time, with an online (running max) softmax in f32, so
  * no scratch memory grows with the context length. A softcap (Gemma 2)
- * bends each score s = q.k * scale to tanh(s / cap) * cap first.
+ * bends each score s = q.k * scale to tanh(s / cap) * cap first. An
+ * attention sink (gpt-oss) joins the running max and the denominator once
+ * the keys are done, with no value: transformers' eager_attention_forward
+ * appends sink_h as an extra logit, subtracts the max over all of them and
+ * drops the sink's column after the softmax.
  */
 #include <stdlib.h>
 
@@ -113,6 +117,8 @@ typedef struct attn_ctx {
     int pass;               /* q heads per work item (divides group) */
     float scale;
     float softcap;          /* > 0: scores become tanh(s / softcap) * softcap */
+    const void *sinks;      /* (nh) of sinks_dt, or NULL */
+    dtype sinks_dt;
     float *out;
     int64_t os;
 } attn_ctx;
@@ -162,8 +168,9 @@ CPU_INLINE void attn_accumulate(float *a, const float *p, const float *const *v,
  * kvh): out_h = softmax over keys k0..k1 of (q_h . k) * scale, applied to v.
  * The keys of a chunk are scored and accumulated for every head while they
  * are in L1. Each head's arithmetic is the same whatever np is. */
-static void attn_heads(const attn_ctx *c, const float *q, const int32_t *blocks, int kvh, int np, int64_t k0,
+static void attn_heads(const attn_ctx *c, const float *q, const int32_t *blocks, int h0, int np, int64_t k0,
                        int64_t k1, float *out) {
+    const int kvh = h0 / c->group;
     const int hd = c->hd, bs = c->block_size;
     float acc[ATT_ACC_FLOATS];  /* np * hd */
     float mx[ATT_MAX_PASS], l[ATT_MAX_PASS];
@@ -213,6 +220,20 @@ static void attn_heads(const attn_ctx *c, const float *q, const int32_t *blocks,
         }
         key += n;
     }
+    if (c->sinks) {
+        /* the sink: one more logit in the max and the denominator, with no value */
+        for (int h = 0; h < np; h++) {
+            const float sk = cpu_load(c->sinks, c->sinks_dt, h0 + h);
+            float *a = acc + h * hd;
+            if (sk > mx[h]) {
+                float corr = mx[h] == -INFINITY ? 0.0f : cpu_expf(mx[h] - sk);
+                l[h] *= corr;
+                for (int d = 0; d < hd; d++) a[d] *= corr;
+                mx[h] = sk;
+            }
+            l[h] += cpu_expf(sk - mx[h]);
+        }
+    }
     for (int h = 0; h < np; h++) {
         float inv = 1.0f / l[h];
         for (int d = 0; d < hd; d++) out[(int64_t)h * hd + d] = acc[h * hd + d] * inv;
@@ -233,7 +254,7 @@ static void attn_task(void *ctx, int64_t i0, int64_t i1, int tid) {
         int64_t k0 = 0;
         if (c->window > 0 && pos - c->window + 1 > 0) k0 = pos - c->window + 1;
         attn_heads(c, c->q + t * c->qs + (int64_t)h0 * c->hd, c->bt + (int64_t)s * c->bt_stride,
-                   h0 / c->group, c->pass, k0, pos, c->out + t * c->os + (int64_t)h0 * c->hd);
+                   h0, c->pass, k0, pos, c->out + t * c->os + (int64_t)h0 * c->hd);
     }
 }
 
@@ -258,6 +279,7 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
         return;
     }
     const int64_t T = m->num_tokens, S = m->num_seqs;
+    if (p->sinks && !cpu_check_vec(cpu, "attention", "sinks", p->sinks, CPU_ANY_FLOAT, nh)) return;
     if (!cpu_check_mat(cpu, "attention", "q", q, DTYPE_F32, T, (int64_t)nh * hd) ||
         !cpu_check_mat(cpu, "attention", "out", out, DTYPE_F32, T, (int64_t)nh * hd) ||
         !cache_check(cpu, "attention", "k_cache", k_cache, bs, nkv, hd) ||
@@ -322,7 +344,8 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
         .kc = k_cache->data, .vc = v_cache->data, .kvd = (int64_t)nkv * hd, .block_size = bs,
         .qsl = qsl, .seq_lens = seq_lens, .bt = bt, .bt_stride = bt_stride,
         .num_seqs = (int)S, .nh = nh, .group = group, .hd = hd, .window = p->sliding_window, .pass = pass,
-        .scale = p->scale, .softcap = p->softcap, .out = out->data, .os = tensor_row_stride(out),
+        .scale = p->scale, .softcap = p->softcap, .sinks = p->sinks ? p->sinks->data : NULL,
+        .sinks_dt = p->sinks ? p->sinks->dtype : DTYPE_F32, .out = out->data, .os = tensor_row_stride(out),
     };
     /* cost: a query sees about max_seq_len / 2 keys on average, 4 * hd flops each per head */
     int64_t avg_keys = m->max_seq_len > 2 ? m->max_seq_len / 2 : 1;

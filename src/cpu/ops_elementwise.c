@@ -220,7 +220,20 @@ typedef struct act_ctx {
     bool gated;
     float cap;          /* softcap (act unused) when > 0 */
     float mul;          /* scale (act and cap unused) when != 0 */
+    float alpha, limit; /* BE_ACT_SWIGLU_OAI's */
 } act_ctx;
+
+/* gpt-oss's clamped SwiGLU (backend.h BE_ACT_SWIGLU_OAI), as transformers' GptOssExperts writes it:
+ * g = min(g, limit), u = clamp(u, -limit, limit) (NaN stays NaN, as torch.clamp), glu = g * sigmoid(alpha g),
+ * o = (u + 1) * glu */
+CPU_INLINE void swiglu_oai_row(const float *g, const float *u, float *o, int64_t I, float alpha, float limit) {
+    for (int64_t i = 0; i < I; i++) {
+        const float gc = g[i] > limit ? limit : g[i];
+        const float uc = u[i] > limit ? limit : u[i] < -limit ? -limit : u[i];
+        const float glu = gc * (1.0f / (1.0f + cpu_expf(-(gc * alpha))));
+        o[i] = (uc + 1.0f) * glu;
+    }
+}
 
 // gate (I), up (I) -> o (I) = act(gate) * up, act constant at each call
 CPU_INLINE void act_mul_row(const float *g, const float *u, float *o, int64_t I, be_act act) {
@@ -242,6 +255,7 @@ static void act_task(void *ctx, int64_t r0, int64_t r1, int tid) {
             case BE_ACT_GELU_TANH: act_mul_row(g, g + c->I, o, c->I, BE_ACT_GELU_TANH); break;
             case BE_ACT_GELU: act_mul_row(g, g + c->I, o, c->I, BE_ACT_GELU); break;
             case BE_ACT_RELU: act_mul_row(g, g + c->I, o, c->I, BE_ACT_RELU); break;
+            case BE_ACT_SWIGLU_OAI: swiglu_oai_row(g, g + c->I, o, c->I, c->alpha, c->limit); break;
             default: { /* SiLU, written out as silu_mul always was */
                 const float *u = g + c->I;
                 for (int64_t i = 0; i < c->I; i++) o[i] = g[i] / (1.0f + cpu_expf(-g[i])) * u[i];
@@ -253,10 +267,16 @@ static void act_task(void *ctx, int64_t r0, int64_t r1, int tid) {
     }
 }
 
-/* gate_up (T, 2I) -> out (T, I) = act(gate) * up */
-static void act_mul_run(cpu_state *cpu, const char *op, be_act act, const tensor *gate_up, tensor *out) {
+/* gate_up (T, 2I) -> out (T, I) = act(gate) * up (BE_ACT_SWIGLU_OAI with alpha, limit) */
+static void act_mul_run(cpu_state *cpu, const char *op, be_act act, float alpha, float limit, const tensor *gate_up,
+                        tensor *out) {
     if ((unsigned)act >= BE_ACT_COUNT) {
         cpu_fail(cpu, "%s: activation %d is out of range", op, (int)act);
+        return;
+    }
+    if (act == BE_ACT_SWIGLU_OAI && !(alpha > 0.0f && limit > 0.0f && isfinite(alpha) && isfinite(limit))) {
+        cpu_fail(cpu, "%s: swigluoai alpha %g and limit %g must be positive and finite", op, (double)alpha,
+                 (double)limit);
         return;
     }
     if (!cpu_check_mat(cpu, op, "gate_up", gate_up, DTYPE_F32, -1, -1)) return;
@@ -266,29 +286,36 @@ static void act_mul_run(cpu_state *cpu, const char *op, be_act act, const tensor
         return;
     }
     if (!cpu_check_mat(cpu, op, "out", out, DTYPE_F32, T, D / 2)) return;
-    act_ctx c = {gate_up->data, tensor_row_stride(gate_up), out->data, tensor_row_stride(out), D / 2, act, true, 0.0f, 0.0f};
+    act_ctx c = {gate_up->data, tensor_row_stride(gate_up), out->data, tensor_row_stride(out), D / 2, act, true, 0.0f, 0.0f,
+                 alpha, limit};
     tp_run_cost(cpu->pool, T, 8.0 * (double)c.I, act_task, &c);
 }
 
 // gate_up (T, 2I) -> out (T, I) = silu(gate) * up
 void cpu_silu_mul(backend *be, const tensor *gate_up, tensor *out) {
-    act_mul_run(cpu_of(be), "silu_mul", BE_ACT_SILU, gate_up, out);
+    act_mul_run(cpu_of(be), "silu_mul", BE_ACT_SILU, 0.0f, 0.0f, gate_up, out);
 }
 
 // gate_up (T, 2I) -> out (T, I) = act(gate) * up
 void cpu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out) {
-    act_mul_run(cpu_of(be), "act_mul", act, gate_up, out);
+    act_mul_run(cpu_of(be), "act_mul", act, BE_SWIGLU_OAI_ALPHA, BE_SWIGLU_OAI_LIMIT, gate_up, out);
+}
+
+// act_mul with BE_ACT_SWIGLU_OAI's alpha and limit given (moe_experts)
+void cpu_act_mul_p(backend *be, be_act act, float alpha, float limit, const tensor *gate_up, tensor *out) {
+    act_mul_run(cpu_of(be), "act_mul", act, alpha, limit, gate_up, out);
 }
 
 // x (T, I) = act(x) in place
 void cpu_activation(backend *be, be_act act, tensor *x) {
     cpu_state *cpu = cpu_of(be);
-    if ((unsigned)act >= BE_ACT_COUNT) {
-        cpu_fail(cpu, "activation: activation %d is out of range", (int)act);
+    if ((unsigned)act >= BE_ACT_COUNT || act == BE_ACT_SWIGLU_OAI) {
+        cpu_fail(cpu, "activation: activation %d is out of range (or gated only)", (int)act);
         return;
     }
     if (!cpu_check_mat(cpu, "activation", "x", x, DTYPE_F32, -1, -1)) return;
-    act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), act, false, 0.0f, 0.0f};
+    act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), act, false, 0.0f, 0.0f,
+                 0.0f, 0.0f};
     tp_run_cost(cpu->pool, cpu_rows(x), 8.0 * (double)c.I, act_task, &c);
 }
 
@@ -301,7 +328,7 @@ void cpu_softcap(backend *be, tensor *x, float cap) {
     }
     if (!cpu_check_mat(cpu, "softcap", "x", x, DTYPE_F32, -1, -1)) return;
     act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), BE_ACT_SILU, false,
-                 cap, 0.0f};
+                 cap, 0.0f, 0.0f, 0.0f};
     tp_run_cost(cpu->pool, cpu_rows(x), 8.0 * (double)c.I, act_task, &c);
 }
 
@@ -314,7 +341,7 @@ void cpu_scale(backend *be, tensor *x, float s) {
     }
     if (!cpu_check_mat(cpu, "scale", "x", x, DTYPE_F32, -1, -1)) return;
     act_ctx c = {x->data, tensor_row_stride(x), x->data, tensor_row_stride(x), tensor_row_len(x), BE_ACT_SILU, false,
-                 0.0f, s};
+                 0.0f, s, 0.0f, 0.0f};
     tp_run_cost(cpu->pool, cpu_rows(x), 1.0 * (double)c.I, act_task, &c);
 }
 

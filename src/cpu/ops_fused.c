@@ -51,12 +51,15 @@ be_support cpu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_ATTENTION: {
         const attn_params *p = params;
         return p && p->head_dim > 0 && p->head_dim <= CPU_MAX_HEAD_DIM && p->softcap >= 0.0f && !isinf(p->softcap)
-                   ? BE_NATIVE
+                   ? BE_NATIVE /* sinks included */
                    : BE_UNSUPPORTED;
     }
     case BE_OP_ACT_MUL:
-    case BE_OP_ACTIVATION:
-        return params && (unsigned)*(const be_act *)params < BE_ACT_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
+    case BE_OP_ACTIVATION: /* the clamped SwiGLU is gated only */
+        return params && (unsigned)*(const be_act *)params < BE_ACT_COUNT &&
+                       !(op == BE_OP_ACTIVATION && *(const be_act *)params == BE_ACT_SWIGLU_OAI)
+                   ? BE_NATIVE
+                   : BE_UNSUPPORTED;
     case BE_OP_NORM:
     case BE_OP_ADD_NORM:
     case BE_OP_QK_NORM_ROPE_KV: {

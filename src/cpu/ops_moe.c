@@ -3,7 +3,9 @@
  *
  * Each expert keeps its weights as the CPU's linear layers do (views of the
  * checkpoint, F32/F16/BF16): gate|up as one two-part be_linear, down as
- * another, and moe_experts runs them through cpu_linear and cpu_act_mul. The
+ * another (with the experts' biases, when given), and moe_experts runs them
+ * through cpu_linear and cpu_act_mul (gpt-oss's clamped SwiGLU with moe_params'
+ * alpha and limit). The
  * tokens are grouped by expert first (a permutation of the T * k (token,
  * slot) pairs, by expert id, then token), so each chosen expert runs as
  * one linear call over all its tokens and an expert no token chose is not
@@ -43,9 +45,15 @@ static bool moe_weight_ok(const tensor *w, int64_t rows, int64_t cols, dtype dt)
     return w && w->ndim == 2 && w->shape[0] == rows && w->shape[1] == cols && w->dtype == dt;
 }
 
-// gate[e], up[e] (I, D), down[e] (D, I), e < E, all of one dtype -> ex
+/* An optional bias entry: NULL, or a (n) float vector. */
+static bool moe_bias_ok(const tensor *b, int64_t n) {
+    return !b || (b->data && tensor_numel(b) == n &&
+                  (b->dtype == DTYPE_F32 || b->dtype == DTYPE_F16 || b->dtype == DTYPE_BF16));
+}
+
+// gate[e], up[e] (I, D), down[e] (D, I), e < E, all of one dtype [+ biases (I), (I), (D)] -> ex
 vllm_status cpu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
-                               const tensor *const *down, int E, be_experts **out) {
+                               const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out) {
     if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: no output");
     *out = NULL;
     if (E < 1 || !gate || !up || !down)
@@ -66,6 +74,14 @@ vllm_status cpu_experts_create(backend *be, const tensor *const *gate, const ten
                             "like expert 0",
                             e, (long long)I, (long long)D, (long long)D, (long long)I, dtype_name(dt));
     }
+    const tensor *const *bg = bias ? bias->gate : NULL, *const *bu = bias ? bias->up : NULL,
+                        *const *bd = bias ? bias->down : NULL;
+    for (int e = 0; e < E; e++)
+        if (!moe_bias_ok(bg ? bg[e] : NULL, I) || !moe_bias_ok(bu ? bu[e] : NULL, I) ||
+            !moe_bias_ok(bd ? bd[e] : NULL, D))
+            return vt_error(VLLM_ERR_INVALID_ARG,
+                            "experts_create: expert %d's biases must be float vectors of (%lld), (%lld) and (%lld)", e,
+                            (long long)I, (long long)I, (long long)D);
 
     be_experts *ex = calloc(1, sizeof *ex);
     if (!ex) return vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of memory");
@@ -81,8 +97,9 @@ vllm_status cpu_experts_create(backend *be, const tensor *const *gate, const ten
     }
     for (int e = 0; e < E; e++) {
         const tensor *gu[2] = {gate[e], up[e]};
-        vllm_status st = cpu_linear_create(be, gu, NULL, 2, &ex->gate_up[e]);
-        if (st == VLLM_OK) st = cpu_linear_create(be, &down[e], NULL, 1, &ex->down[e]);
+        const tensor *gub[2] = {bg ? bg[e] : NULL, bu ? bu[e] : NULL}, *db[1] = {bd ? bd[e] : NULL};
+        vllm_status st = cpu_linear_create(be, gu, gub[0] || gub[1] ? gub : NULL, 2, &ex->gate_up[e]);
+        if (st == VLLM_OK) st = cpu_linear_create(be, &down[e], db[0] ? db : NULL, 1, &ex->down[e]);
         if (st != VLLM_OK) {
             cpu_experts_free(be, ex);
             return st;
@@ -106,6 +123,12 @@ static bool moe_params_ok(cpu_state *cpu, const char *op, const moe_params *p) {
     }
     if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT || (unsigned)p->act >= BE_ACT_COUNT) {
         cpu_fail(cpu, "%s: scoring %d or activation %d is out of range", op, (int)p->scoring, (int)p->act);
+        return false;
+    }
+    if (!(p->swiglu_alpha >= 0.0f && p->swiglu_limit >= 0.0f && isfinite(p->swiglu_alpha) &&
+          isfinite(p->swiglu_limit))) {
+        cpu_fail(cpu, "%s: swiglu_alpha %g and swiglu_limit %g must be 0 (the defaults) or positive and finite", op,
+                 (double)p->swiglu_alpha, (double)p->swiglu_limit);
         return false;
     }
     return true;
@@ -218,6 +241,8 @@ void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const t
     }
     const int E = ex->E, k = p->top_k;
     const int64_t D = ex->D, I = ex->I;
+    const float alpha = p->swiglu_alpha > 0.0f ? p->swiglu_alpha : BE_SWIGLU_OAI_ALPHA;
+    const float limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
     if (!cpu_check_mat(cpu, "moe_experts", "x", x, DTYPE_F32, -1, D)) return;
     const int64_t T = cpu_rows(x);
     if (!cpu_check_mat(cpu, "moe_experts", "ids", ids, DTYPE_I32, T, k) ||
@@ -297,7 +322,7 @@ void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const t
         tensor XG = tensor_2d(DTYPE_F32, xg, n, D), GU = tensor_2d(DTYPE_F32, gu, n, 2 * I);
         tensor H = tensor_2d(DTYPE_F32, h, n, I), O = tensor_2d(DTYPE_F32, o, n, D);
         cpu_linear(be, ex->gate_up[e], &XG, &GU);  /* (n, 2I) = xg @ [gate_e | up_e]^T */
-        cpu_act_mul(be, p->act, &GU, &H);          /* (n, I) = act(gate) * up */
+        cpu_act_mul_p(be, p->act, alpha, limit, &GU, &H); /* (n, I) = act(gate) * up */
         cpu_linear(be, ex->down[e], &H, &O);       /* (n, D) = h @ down_e^T */
         /* the inverse permutation: y[t] += w[t, j] * o[r] (a token's slots name
          * distinct experts or repeat one: either way this loop is serial) */

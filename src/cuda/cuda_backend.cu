@@ -504,13 +504,13 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_ATTENTION: { /* every head_dim the kernels take: even, up to 256 (ops_attention.cu AT_MAX_HD) */
         const attn_params *p = (const attn_params *)params;
         return p && p->head_dim > 0 && p->head_dim <= 256 && p->head_dim % 2 == 0 && p->softcap >= 0.0f &&
-                       !isinf(p->softcap)
+                       !isinf(p->softcap) && !p->sinks /* attention sinks (gpt-oss): CPU only for now */
                    ? BE_NATIVE
                    : BE_UNSUPPORTED;
     }
     case BE_OP_ACT_MUL:
     case BE_OP_ACTIVATION:
-        return params && (unsigned)*(const be_act *)params < BE_ACT_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
+        return params && (unsigned)*(const be_act *)params < CU_ACT_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
     case BE_OP_NORM:
     case BE_OP_ADD_NORM: /* add_norm: one kernel for BF16 rows normalised whole, the two ops else */
         return params && (unsigned)((const be_norm *)params)->kind < BE_NORM_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
@@ -522,7 +522,7 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_LINEAR_FUSED: { /* NATIVE: decode-sized batches run as one GEMV kernel */
         const linear_fuse *f = (const linear_fuse *)params;
         if (!f) return BE_NATIVE;
-        if ((f->silu_mul && f->accumulate) || (unsigned)f->act >= BE_ACT_COUNT || (unsigned)f->norm_kind >= BE_NORM_COUNT)
+        if ((f->silu_mul && f->accumulate) || (unsigned)f->act >= CU_ACT_COUNT || (unsigned)f->norm_kind >= BE_NORM_COUNT)
             return BE_UNSUPPORTED;
         const bool kernel_norm = f->norm_kind == BE_NORM_RMS || (f->norm_kind == BE_NORM_RMS_OFFSET && f->norm_w);
         return kernel_norm && !f->norm_b ? BE_NATIVE : BE_COMPOSITE;

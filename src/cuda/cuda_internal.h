@@ -254,6 +254,10 @@ __device__ __forceinline__ void cu_st(void *p, int dt, int64_t i, float v) {
     else ((float *)p)[i] = v;
 }
 
+/* The activations the CUDA kernels have: all of be_act's but gpt-oss's clamped SwiGLU (BE_ACT_SWIGLU_OAI,
+ * CPU only for now: refused by supports() and by the ops). */
+#define CU_ACT_COUNT BE_ACT_SWIGLU_OAI
+
 /* act(x) in f32 (be_act, backend.h), the CPU backend's formulas (ops_elementwise.c cpu_act). */
 __device__ __forceinline__ float cu_act(int act, float x) {
     switch (act) {
@@ -353,7 +357,7 @@ void cu_sample_free(cu_state *cu);
 /* ops_moe.cu: mixture of experts (backend.h); scratch shared by a backend's layers, freed with its last experts */
 #define CU_DEV_MOE_ID 64  /* cu_dev_err code: moe_experts got an expert id out of range (a: token, b: id, c: experts) */
 vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
-                              const tensor *const *down, int E, be_experts **out);
+                              const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out);
 void cu_experts_free(backend *be, be_experts *ex);
 void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
 void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,

@@ -833,6 +833,10 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         cu_fail(cu, "attention: softcap %g must be 0 (off) or positive and finite", (double)p->softcap);
         return;
     }
+    if (p->sinks) {
+        cu_fail(cu, "attention: attention sinks are not supported on CUDA yet");
+        return;
+    }
     const int64_t T = m->num_tokens, S = m->num_seqs;
     if (!cu_check_mat(cu, "attention", "q", q, CU_ACT, T, (int64_t)nh * hd) ||
         !cu_check_mat(cu, "attention", "out", out, CU_ACT, T, (int64_t)nh * hd) ||

@@ -478,8 +478,8 @@ __global__ void k_act_mul_vec(const __nv_bfloat16 *gu, int64_t gs, __nv_bfloat16
 }
 
 static void act_mul_run(cu_state *cu, const char *op, be_act act, const tensor *gate_up, tensor *out) {
-    if ((unsigned)act >= BE_ACT_COUNT) {
-        cu_fail(cu, "%s: activation %d is out of range", op, (int)act);
+    if ((unsigned)act >= CU_ACT_COUNT) {
+        cu_fail(cu, "%s: activation %d is out of range or not supported on CUDA", op, (int)act);
         return;
     }
     if (!cu_check_mat(cu, op, "gate_up", gate_up, CU_ACT, -1, -1)) return;
@@ -526,8 +526,8 @@ __global__ void k_unary(void *x, int dt, int64_t xs, int64_t T, int64_t D, int a
 
 void cu_activation(backend *be, be_act act, tensor *x) {
     cu_state *cu = cu_of(be);
-    if ((unsigned)act >= BE_ACT_COUNT) {
-        cu_fail(cu, "activation: activation %d is out of range", (int)act);
+    if ((unsigned)act >= CU_ACT_COUNT) {
+        cu_fail(cu, "activation: activation %d is out of range or not supported on CUDA", (int)act);
         return;
     }
     if (!cu_check_mat(cu, "activation", "x", x, CU_ACT, -1, -1)) return;

@@ -789,7 +789,7 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     const tensor *nw = f ? f->norm_w : NULL;
     /* the kernel's norms: RMSNorm with a weight, plain or (1 + w); other stages as the composite */
     bool fused = f && !(f->silu_mul && f->accumulate) && gemv_fits(lin, x, T) && x->dtype == DTYPE_BF16 &&
-                 (!glu || lin->out % 2 == 0) && (unsigned)f->act < BE_ACT_COUNT &&
+                 (!glu || lin->out % 2 == 0) && (unsigned)f->act < CU_ACT_COUNT &&
                  (f->norm_kind == BE_NORM_RMS || (f->norm_kind == BE_NORM_RMS_OFFSET && nw)) && !f->norm_b;
     /* the norm's prologue runs in every CTA: for a vocabulary-sized layer (tens of thousands of
      * CTAs) one norm kernel first is cheaper (Qwen3-0.6B lm_head: 87 vs 72 us, H200) */

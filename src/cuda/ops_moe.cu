@@ -203,10 +203,12 @@ static cudaError_t moe_upload(cu_state *cu, __nv_bfloat16 *dst, const tensor *w,
 
 // gate[e], up[e] (I, D), down[e] (D, I), e < E, one float dtype -> gu (E, 2I, D), down (E, D, I) BF16
 vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
-                              const tensor *const *down, int E, be_experts **out) {
+                              const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out) {
     cu_state *cu = cu_of(be);
     if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: no output");
     *out = NULL;
+    if (bias && (bias->gate || bias->up || bias->down)) /* gpt-oss: CPU only for now */
+        return vt_error(VLLM_ERR_UNSUPPORTED, "experts_create: expert biases are not supported on CUDA yet");
     if (cu->capturing) return vt_error(VLLM_ERR_BACKEND, "experts_create: not allowed while a graph is being recorded");
     if (E < 1 || !gate || !up || !down)
         return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: %d experts, or no weight arrays", E);
@@ -291,8 +293,9 @@ static bool moe_params_ok(cu_state *cu, const char *op, const moe_params *p) {
         cu_fail(cu, "%s: top_k %d of %d experts (need 1 <= top_k <= num_experts)", op, p->top_k, p->num_experts);
         return false;
     }
-    if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT || (unsigned)p->act >= BE_ACT_COUNT) {
-        cu_fail(cu, "%s: scoring %d or activation %d is out of range", op, (int)p->scoring, (int)p->act);
+    if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT || (unsigned)p->act >= CU_ACT_COUNT) {
+        cu_fail(cu, "%s: scoring %d or activation %d is out of range or not supported on CUDA", op, (int)p->scoring,
+                (int)p->act);
         return false;
     }
     if (p->num_experts > CU_MOE_MAX_E) {

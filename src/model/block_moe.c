@@ -68,7 +68,7 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
         }
     }
     for (int i = 0; i < 3 * E; i++) pg[i] = &t[i];
-    if (!st) st = m->be->ops->experts_create(m->be, pg, pu, pd, E, &L->experts);
+    if (!st) st = m->be->ops->experts_create(m->be, pg, pu, pd, NULL, E, &L->experts);
     free(t);
     free(pg);
     if (st) return st;

@@ -47,7 +47,7 @@ const char *be_op_name(be_op op) {
 const char *be_act_name(be_act act) {
     static const char *const names[BE_ACT_COUNT] = {
         [BE_ACT_SILU] = "silu", [BE_ACT_GELU_TANH] = "gelu_pytorch_tanh", [BE_ACT_GELU] = "gelu",
-        [BE_ACT_RELU] = "relu",
+        [BE_ACT_RELU] = "relu", [BE_ACT_SWIGLU_OAI] = "swigluoai",
     };
     return (unsigned)act < BE_ACT_COUNT ? names[act] : NULL;
 }

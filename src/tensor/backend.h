@@ -68,6 +68,11 @@ typedef struct attn_params {
     float softcap;             /* > 0: scores s = q.k * scale become tanh(s / softcap) * softcap
                                   before the mask and the softmax (Gemma 2's attn_logit_softcapping,
                                   transformers' eager_attention_forward); 0 = off */
+    const tensor *sinks;       /* (num_heads) F32, F16 or BF16 attention sinks, or NULL for none: a learned
+                                  logit per head that joins each query's softmax denominator only
+                                  (gpt-oss, transformers' GptOssAttention.sinks):
+                                  m = max(sink_h, the scores); p_j = exp(s_j - m) / (sum_i exp(s_i - m)
+                                  + exp(sink_h - m)); out = sum_j p_j v_j (no value of its own) */
 } attn_params;
 
 /* Activations, as transformers' ACT2FN names them (activations.py), in f32. */
@@ -76,8 +81,19 @@ typedef enum be_act {
     BE_ACT_GELU_TANH,  /* "gelu_pytorch_tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     BE_ACT_GELU,       /* "gelu" (exact):      0.5 x (1 + erf(x / sqrt(2))) */
     BE_ACT_RELU,       /* "relu":              max(x, 0) (NaN stays NaN) */
+    BE_ACT_SWIGLU_OAI, /* "swigluoai" (gated only: act_mul, linear_fused's gated product, moe_experts; not
+                          activation): gpt-oss's clamped SwiGLU of a gate g and an up u,
+                          g' = min(g, limit), u' = clamp(u, -limit, limit),
+                          out = g' * sigmoid(alpha * g') * (u' + 1)
+                          (transformers' GptOssExperts._apply_gate, vLLM's swigluoai); alpha and limit
+                          from moe_params (moe_experts), else BE_SWIGLU_OAI_ALPHA / _LIMIT */
     BE_ACT_COUNT
 } be_act;
+
+/* BE_ACT_SWIGLU_OAI's constants where no moe_params gives them (gpt-oss's: transformers' GptOssExperts
+ * alpha 1.702, GptOssConfig.swiglu_limit 7.0) */
+#define BE_SWIGLU_OAI_ALPHA 1.702f
+#define BE_SWIGLU_OAI_LIMIT 7.0f
 
 /* Row normalisations, over groups of G = len(w) elements along each row
  * (G = the whole row when w is NULL), in f32: */
@@ -130,7 +146,18 @@ typedef struct moe_params {
     be_moe_scoring scoring;
     bool renormalize;      /* the k weights divided by their sum (Qwen's norm_topk_prob; Mixtral: always) */
     be_act act;            /* the experts' gate activation */
+    float swiglu_alpha;    /* act BE_ACT_SWIGLU_OAI: its alpha and limit; 0 = BE_SWIGLU_OAI_ALPHA / _LIMIT */
+    float swiglu_limit;
+    bool bias;             /* the experts carry biases (experts_create's bias; asked of supports()) */
 } moe_params;
+
+/* Optional per-expert biases of experts_create: arrays of E host tensors (any float dtype),
+ * gate[e], up[e] (I) added to the gate and up projections before the activation, down[e] (D)
+ * to the expert's output (gpt-oss: gate_up_proj_bias, down_proj_bias). A NULL array or entry is
+ * a zero bias. */
+typedef struct be_expert_bias {
+    const tensor *const *gate, *const *up, *const *down;
+} be_expert_bias;
 
 /* The ops whose support depends on their parameters (backend_ops.supports). */
 typedef enum be_op {
@@ -241,7 +268,7 @@ typedef struct backend_ops {
                                const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
                                int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);
     /* out (T, nh*hd) = causal softmax(q k^T * scale) v over the paged caches
-     * (softcapped scores when p->softcap > 0). */
+     * (softcapped scores when p->softcap > 0; a sink per head in the denominator when p->sinks). */
     void (*attention)(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache,
                       const attn_meta *m, const attn_params *p, tensor *out);
     /* out (N, D) = x[idx] ; idx (N) I32 */
@@ -249,9 +276,12 @@ typedef struct backend_ops {
 
     /* ---- mixture of experts ---- */
     /* gate[e], up[e]: (I, D), down[e]: (D, I) host tensors of one dtype, e < E
-     * (a checkpoint's per-expert tensors, or views of its fused ones). */
+     * (a checkpoint's per-expert tensors, or views of its fused ones); bias: NULL, or the
+     * experts' biases (be_expert_bias): expert e is then
+     * down_e(act(gate_e x + bg_e) * (up_e x + bu_e)) + bd_e. */
     vllm_status (*experts_create)(backend *be, const tensor *const *gate, const tensor *const *up,
-                                  const tensor *const *down, int E, be_experts **out);
+                                  const tensor *const *down, const be_expert_bias *bias, int E,
+                                  be_experts **out);
     void (*experts_free)(backend *be, be_experts *ex);
     /* The routing of router logits (T, E) (act dtype or F32) as p's scoring:
      * ids (T, k) I32 the chosen experts (best first; equal scores: the lower

@@ -9,7 +9,9 @@
  * buffer. Unused blocks and keys outside every query's window hold NaN, so
  * a read of anything the kernel should not see shows up in the output.
  * Block sizes 16, 1 and 7; GQA (8 q / 2 kv heads) and MQA; sliding window
- * off and on; score softcap (Gemma 2) off and on, head_dim 16 to 256; 1, 4
+ * off and on; score softcap (Gemma 2) off and on; attention sinks (gpt-oss:
+ * a logit per head in the softmax denominator, F32 or BF16, one far above
+ * the scores, one far below) off and on; head_dim 16 to 256; 1, 4
  * and 64 threads (bit-identical; with 64 threads every head is its own work
  * item, with 1 a kv group's heads share one).
  */
@@ -25,6 +27,7 @@ static const int CTX[NSEQ] = {37, 25, 51};
 typedef struct attn_case {
     int nh, nkv, hd, block_size, window;
     float softcap;
+    int sinks;      /* 0: none; 1: F32 sinks; 2: BF16 */
 } attn_case;
 
 static void run_case(backend *be[CT_NBE], const attn_case *ac) {
@@ -93,6 +96,20 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
     };
     attn_params ap = {.scale = 1.0f / sqrtf((float)hd), .sliding_window = ac->window, .num_heads = nh,
                       .num_kv_heads = nkv, .head_dim = hd, .softcap = ac->softcap};
+    /* sinks: head 0 far above every score (it takes most of the mass), head 1 far below, the rest
+     * among the scores */
+    float sinkf[64];
+    uint16_t sinkb[64];
+    tensor sinks_t;
+    for (int h = 0; h < nh; h++) {
+        sinkf[h] = h == 0 ? 6.0f : h == 1 ? -30.0f : ct_uniform() * 2.0f;
+        sinkb[h] = f32_to_bf16(sinkf[h]);
+        if (ac->sinks == 2) sinkf[h] = bf16_to_f32(sinkb[h]);
+    }
+    if (ac->sinks) {
+        sinks_t = ac->sinks == 2 ? tensor_1d(DTYPE_BF16, sinkb, nh) : tensor_1d(DTYPE_F32, sinkf, nh);
+        ap.sinks = &sinks_t;
+    }
 
     /* reference, per sequence, over contiguous K/V */
     double *ref = malloc((size_t)(T * qd) * sizeof(double));
@@ -112,6 +129,10 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
                     if (ac->softcap > 0) p[key] = tanh(p[key] / ac->softcap) * ac->softcap;
                     if (p[key] > mx) mx = p[key];
                 }
+                /* transformers' eager_attention_forward: the sink joins the logits' max and the
+                 * softmax's sum; its column is dropped after */
+                if (ac->sinks && sinkf[h] > mx) mx = sinkf[h];
+                if (ac->sinks) sum += exp((double)sinkf[h] - mx);
                 for (int key = k0; key <= pos; key++) sum += p[key] = exp(p[key] - mx);
                 for (int i = 0; i < hd; i++) {
                     double o = 0;
@@ -166,8 +187,8 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
                 bad++;
             }
         }
-        CHECK_MSG(bad == 0, "attention nh=%d nkv=%d hd=%d bs=%d window=%d softcap=%g backend %d: %d bad", nh, nkv,
-                  hd, bs, ac->window, (double)ac->softcap, b, bad);
+        CHECK_MSG(bad == 0, "attention nh=%d nkv=%d hd=%d bs=%d window=%d softcap=%g sinks=%d backend %d: %d bad", nh,
+                  nkv, hd, bs, ac->window, (double)ac->softcap, ac->sinks, b, bad);
         ops->release(be[b], &kc);
         ops->release(be[b], &vc);
     }
@@ -266,6 +287,46 @@ static void test_errors(backend *be) {
     ops->release(be, &vc);
 }
 
+/* sinks of the wrong length or dtype are refused, the output untouched */
+static void test_sink_errors(backend *be) {
+    enum { BS = 4, NKV = 1, HD = 8, NH = 2 };
+    int64_t cshape[4] = {1, BS, NKV, HD};
+    tensor kc = tensor_make(DTYPE_F32, NULL, 4, cshape), vc = kc;
+    CHECK_OK(be->ops->alloc(be, &kc));
+    CHECK_OK(be->ops->alloc(be, &vc));
+    CHECK_OK(be->ops->zero(be, &kc));
+    CHECK_OK(be->ops->zero(be, &vc));
+    int32_t qsl[2] = {0, 1}, sl[1] = {1}, btab[1] = {0};
+    int64_t slot[1] = {0};
+    attn_meta m = {.num_seqs = 1, .num_tokens = 1, .max_query_len = 1, .max_seq_len = 1, .block_size = BS,
+                   .max_blocks_per_seq = 1, .query_start_loc = tensor_1d(DTYPE_I32, qsl, 2),
+                   .seq_lens = tensor_1d(DTYPE_I32, sl, 1), .block_tables = tensor_2d(DTYPE_I32, btab, 1, 1),
+                   .slot_mapping = tensor_1d(DTYPE_I64, slot, 1)};
+    float qv[NH * HD] = {0}, out[NH * HD], sk[NH + 1] = {1.0f, 2.0f, 3.0f};
+    int32_t ski[NH] = {0};
+    for (int i = 0; i < NH * HD; i++) out[i] = 5.0f;
+    tensor q = tensor_2d(DTYPE_F32, qv, 1, NH * HD), o = tensor_2d(DTYPE_F32, out, 1, NH * HD);
+    tensor bad_len = tensor_1d(DTYPE_F32, sk, NH + 1), bad_dt = tensor_1d(DTYPE_I32, ski, NH);
+    attn_params ap = {.scale = 1.0f, .num_heads = NH, .num_kv_heads = NKV, .head_dim = HD, .sinks = &bad_len};
+    be->ops->attention(be, &q, &kc, &vc, &m, &ap, &o);
+    CHECK(be->ops->synchronize(be) == VLLM_ERR_BACKEND);
+    CHECK_MSG(strstr(vllm_last_error(), "sinks") != NULL, "%s", vllm_last_error());
+    ap.sinks = &bad_dt;
+    be->ops->attention(be, &q, &kc, &vc, &m, &ap, &o);
+    CHECK(be->ops->synchronize(be) == VLLM_ERR_BACKEND);
+    CHECK(out[0] == 5.0f && out[NH * HD - 1] == 5.0f);
+    /* a good one: zero q and v, so out = 0 whatever the sink */
+    tensor good = tensor_1d(DTYPE_F32, sk, NH);
+    ap.sinks = &good;
+    be->ops->attention(be, &q, &kc, &vc, &m, &ap, &o);
+    CHECK_OK(be->ops->synchronize(be));
+    CHECK(out[0] == 0.0f);
+    CHECK(backend_supports(be, BE_OP_ATTENTION, &ap) == BE_NATIVE);
+    vt_error_clear();
+    be->ops->release(be, &kc);
+    be->ops->release(be, &vc);
+}
+
 int main(void) {
     ct_seed(3);
     backend *be[CT_NBE];
@@ -279,21 +340,30 @@ int main(void) {
     for (int b = 0; b < 3; b++)
         for (int h = 0; h < 2; h++)
             for (int w = 0; w < 3; w++) {
-                attn_case ac = {heads[h][0], heads[h][1], 16, block_sizes[b], windows[w], 0.0f};
+                attn_case ac = {heads[h][0], heads[h][1], 16, block_sizes[b], windows[w], 0.0f, 0};
                 run_case(be, &ac);
             }
-    attn_case odd = {4, 2, 40, 7, 0, 0.0f};  /* head_dim not a multiple of the vector width */
+    attn_case odd = {4, 2, 40, 7, 0, 0.0f, 0};  /* head_dim not a multiple of the vector width */
     run_case(be, &odd);
-    attn_case mha = {3, 3, 64, 16, 20, 0.0f};
+    attn_case mha = {3, 3, 64, 16, 20, 0.0f, 0};
     run_case(be, &mha);
     /* Gemma 2's score softcap: a cap that bends the scores (|q.k| * scale reaches ~2), and 50 (Gemma 2's) */
-    attn_case capped = {8, 2, 16, 7, 0, 1.5f};
+    attn_case capped = {8, 2, 16, 7, 0, 1.5f, 0};
     run_case(be, &capped);
-    attn_case capped_window = {8, 1, 16, 16, 8, 1.5f};
+    attn_case capped_window = {8, 1, 16, 16, 8, 1.5f, 0};
     run_case(be, &capped_window);
-    attn_case gemma = {4, 2, 256, 16, 30, 50.0f};
+    attn_case gemma = {4, 2, 256, 16, 30, 50.0f, 0};
     run_case(be, &gemma);
+    /* gpt-oss's attention sinks: F32 and BF16, with and without a window, GQA and MQA */
+    for (int w = 0; w < 2; w++)
+        for (int h = 0; h < 2; h++) {
+            attn_case sk = {heads[h][0], heads[h][1], 16, block_sizes[w], windows[w], 0.0f, 1 + (w ^ h)};
+            run_case(be, &sk);
+        }
+    attn_case sk_wide = {4, 2, 64, 16, 8, 0.0f, 1};
+    run_case(be, &sk_wide);
     test_errors(be[0]);
+    test_sink_errors(be[0]);
     ct_backends_free(be);
     TEST_END();
 }

@@ -6,7 +6,8 @@
  * GELU-tanh, F32 / BF16 / F16 weights, T = 1 and 37 (strided x and y),
  * accumulate on and off; a batch where every token picks the same two
  * experts (the others get no token, and a NaN-filled unused expert must not
- * leak), 1 vs N threads bit for bit; moe_route alone (exact ids and
+ * leak), 1 vs N threads bit for bit; gpt-oss's experts: per-expert biases and
+ * the clamped SwiGLU (alpha, limit); moe_route alone (exact ids and
  * weights, ties), sigmoid_gate; bad arguments refused with a sticky error
  * and nothing written; supports() and the op name.
  */
@@ -154,6 +155,12 @@ typedef struct experts_fixture {
     unsigned char *buf;    /* all weights: gate (E, I, D) | up (E, I, D) | down (E, D, I) */
     tensor *g, *u, *d;
     const tensor **gp, **up, **dp;
+    /* biases (with_bias): gate (E, I) | up (E, I) | down (E, D) of bias_dt */
+    dtype bias_dt;
+    unsigned char *bbuf;
+    tensor *bg, *bu, *bd;
+    const tensor **bgp, **bup, **bdp;
+    be_expert_bias bias;
 } experts_fixture;
 
 static void fixture_make(experts_fixture *f, int E, int64_t D, int64_t I, dtype dt, int nan_expert) {
@@ -183,6 +190,42 @@ static void fixture_make(experts_fixture *f, int E, int64_t D, int64_t I, dtype 
         f->up[e] = &f->u[e];
         f->dp[e] = &f->d[e];
     }
+    f->bbuf = NULL;
+}
+
+/* Biases for the fixture's experts, uniform in (-scale, scale) for gate and up (large enough to reach
+ * gpt-oss's clamp), (-1, 1) for down, of dtype bdt; expert 1's up bias left out (NULL: zero). */
+static void fixture_bias(experts_fixture *f, dtype bdt, float scale) {
+    const int E = f->E;
+    const int64_t D = f->D, I = f->I, n = E * (2 * I + D);
+    f->bias_dt = bdt;
+    f->bbuf = malloc((size_t)n * dtype_size(bdt));
+    for (int64_t i = 0; i < n; i++) ct_store(f->bbuf, bdt, i, ct_uniform() * (i < 2 * E * I ? scale : 1.0f));
+    if (E > 1)
+        for (int64_t i = 0; i < I; i++) ct_store(f->bbuf, bdt, E * I + I + i, 0.0f); /* expert 1's up: none */
+    f->bg = malloc((size_t)(3 * E) * sizeof(tensor));
+    f->bu = f->bg + E;
+    f->bd = f->bg + 2 * E;
+    f->bgp = malloc((size_t)(3 * E) * sizeof(tensor *));
+    f->bup = f->bgp + E;
+    f->bdp = f->bgp + 2 * E;
+    const size_t es = dtype_size(bdt);
+    for (int e = 0; e < E; e++) {
+        f->bg[e] = tensor_1d(bdt, f->bbuf + (size_t)(e * I) * es, I);
+        f->bu[e] = tensor_1d(bdt, f->bbuf + (size_t)(E * I + e * I) * es, I);
+        f->bd[e] = tensor_1d(bdt, f->bbuf + (size_t)(2 * E * I + e * D) * es, D);
+        f->bgp[e] = &f->bg[e];
+        f->bup[e] = e == 1 ? NULL : &f->bu[e];
+        f->bdp[e] = &f->bd[e];
+    }
+    f->bias = (be_expert_bias){.gate = f->bgp, .up = f->bup, .down = f->bdp};
+}
+
+/* bias m (0 gate, 1 up, 2 down) of expert e at i, 0 without biases */
+static double fb(const experts_fixture *f, int m, int e, int64_t i) {
+    if (!f->bbuf) return 0.0;
+    const int64_t base = m < 2 ? ((int64_t)m * f->E + e) * f->I : 2 * f->E * f->I + e * f->D;
+    return ct_load(f->bbuf, f->bias_dt, base + i);
 }
 
 static void fixture_free(experts_fixture *f) {
@@ -193,29 +236,42 @@ static void fixture_free(experts_fixture *f) {
     free((void *)f->gp);
     free((void *)f->up);
     free((void *)f->dp);
+    if (f->bbuf) {
+        free(f->bbuf);
+        free(f->bg);
+        free((void *)f->bgp);
+    }
 }
 
 static double fw(const experts_fixture *f, int m, int e, int64_t i) {
     return ct_load(f->buf, f->dt, ((int64_t)m * f->E + e) * f->I * f->D + i);
 }
 
-/* o (E, T, D): every expert on every token, in double */
-static double *ref_dense(const experts_fixture *f, const float *x, int64_t xs, int64_t T, be_act act) {
+/* o (E, T, D): every expert on every token, in double (with the fixture's biases; the clamped SwiGLU
+ * with alpha, limit) */
+static double *ref_dense(const experts_fixture *f, const float *x, int64_t xs, int64_t T, be_act act, double alpha,
+                         double limit) {
     const int64_t D = f->D, I = f->I;
     double *o = malloc((size_t)(f->E * T * D) * sizeof *o);
     double *h = malloc((size_t)I * sizeof *h);
     for (int e = 0; e < f->E; e++)
         for (int64_t t = 0; t < T; t++) {
             for (int64_t i = 0; i < I; i++) {
-                double g = 0.0, u = 0.0;
+                double g = fb(f, 0, e, i), u = fb(f, 1, e, i);
                 for (int64_t d = 0; d < D; d++) {
                     g += fw(f, 0, e, i * D + d) * x[t * xs + d];
                     u += fw(f, 1, e, i * D + d) * x[t * xs + d];
                 }
-                h[i] = ref_act(act, g) * u;
+                if (act == BE_ACT_SWIGLU_OAI) { /* transformers' GptOssExperts._apply_gate */
+                    g = g > limit ? limit : g;
+                    u = u > limit ? limit : u < -limit ? -limit : u;
+                    h[i] = (u + 1.0) * (g / (1.0 + exp(-alpha * g)));
+                } else {
+                    h[i] = ref_act(act, g) * u;
+                }
             }
             for (int64_t d = 0; d < D; d++) {
-                double s = 0.0;
+                double s = fb(f, 2, e, d);
                 for (int64_t i = 0; i < I; i++) s += fw(f, 2, e, d * I + i) * h[i];
                 o[(e * T + t) * D + d] = s;
             }
@@ -231,6 +287,9 @@ typedef struct moe_case {
     dtype dt;
     bool renorm, accumulate;
     bool same;       /* every token prefers experts 2 and 5 (E = 8): the others get no token, expert 0 is NaN */
+    bool bias;       /* with biases (fixture_bias), of bias_dt */
+    dtype bias_dt;
+    float alpha, limit; /* BE_ACT_SWIGLU_OAI's (0: the defaults) */
 } moe_case;
 
 static void run_moe_case(backend *be[CT_NBE], int nbe, const moe_case *mc) {
@@ -238,6 +297,8 @@ static void run_moe_case(backend *be[CT_NBE], int nbe, const moe_case *mc) {
     const int64_t T = mc->T, D = mc->D, I = mc->I;
     experts_fixture f;
     fixture_make(&f, E, D, I, mc->dt, mc->same ? 0 : -1);
+    const bool with_bias = mc->bias;
+    if (with_bias) fixture_bias(&f, mc->bias_dt, 9.0f);
 
     /* x (T, D) a column view of (T, D + 5); y (T, D) a view of (T, D + 3) */
     const int64_t xw = D + 5, yw = D + 3;
@@ -262,10 +323,11 @@ static void run_moe_case(backend *be[CT_NBE], int nbe, const moe_case *mc) {
     tensor L = tensor_2d(DTYPE_F32, logits, T, E), IDS = tensor_2d(DTYPE_I32, ids, T, k),
            W = tensor_2d(DTYPE_F32, w, T, k);
     moe_params p = {.num_experts = E, .top_k = k, .scoring = BE_MOE_SOFTMAX, .renormalize = mc->renorm,
-                    .act = mc->act};
+                    .act = mc->act, .swiglu_alpha = mc->alpha, .swiglu_limit = mc->limit, .bias = with_bias};
 
     /* the reference: routing and every expert on every token, then the top-k combination */
-    double *o = ref_dense(&f, xbuf + 2, xw, T, mc->act);
+    double *o = ref_dense(&f, xbuf + 2, xw, T, mc->act, mc->alpha > 0 ? mc->alpha : 1.702,
+                          mc->limit > 0 ? mc->limit : 7.0);
     double *want = malloc((size_t)(T * D) * sizeof *want);
     int32_t *rids = malloc((size_t)(T * k) * sizeof *rids);
     for (int64_t t = 0; t < T; t++) {
@@ -279,12 +341,12 @@ static void run_moe_case(backend *be[CT_NBE], int nbe, const moe_case *mc) {
     }
 
     char what[160];
-    snprintf(what, sizeof what, "E %d k %d T %lld D %lld I %lld act %d %s renorm %d acc %d same %d", E, k,
+    snprintf(what, sizeof what, "E %d k %d T %lld D %lld I %lld act %d %s renorm %d acc %d same %d bias %s", E, k,
              (long long)T, (long long)D, (long long)I, (int)mc->act, dtype_name(mc->dt), mc->renorm,
-             mc->accumulate, mc->same);
+             mc->accumulate, mc->same, with_bias ? dtype_name(mc->bias_dt) : "none");
     for (int b = 0; b < nbe; b++) {
         be_experts *ex = NULL;
-        CHECK_OK(be[b]->ops->experts_create(be[b], f.gp, f.up, f.dp, E, &ex));
+        CHECK_OK(be[b]->ops->experts_create(be[b], f.gp, f.up, f.dp, with_bias ? &f.bias : NULL, E, &ex));
         if (!ex) break;
         memcpy(ybuf, y0, (size_t)(T * yw) * sizeof(float));
         be[b]->ops->moe_route(be[b], &L, &p, &IDS, &W);
@@ -357,6 +419,19 @@ static void test_moe_experts(backend *be[CT_NBE]) {
                              .renorm = k == 2, .same = true};
             run_moe_case(be, CT_NBE, &same);
         }
+    /* gpt-oss's experts: biases (BF16 and F32, expert 1 without an up bias) and the clamped SwiGLU, its
+     * defaults (alpha 1.702, limit 7) and others; pre-activations reach past the limit both ways */
+    for (int v = 0; v < 4; v++) {
+        moe_case oai = {.E = 8, .k = v < 2 ? 2 : 4, .T = v % 2 ? 37 : 1, .D = 40, .I = 24, .act = BE_ACT_SWIGLU_OAI,
+                        .dt = v < 2 ? DTYPE_BF16 : DTYPE_F32, .renorm = true, .accumulate = v == 3, .bias = true,
+                        .bias_dt = v % 2 ? DTYPE_F32 : DTYPE_BF16, .alpha = v == 2 ? 1.25f : 0.0f,
+                        .limit = v == 2 ? 3.0f : 0.0f};
+        run_moe_case(be, CT_NBE, &oai);
+    }
+    /* biases with another activation */
+    moe_case bs = {.E = 4, .k = 2, .T = 37, .D = 40, .I = 24, .act = BE_ACT_SILU, .dt = DTYPE_BF16, .bias = true,
+                   .bias_dt = DTYPE_BF16};
+    run_moe_case(be, CT_NBE, &bs);
 }
 
 /* ---- refusals ---- */
@@ -366,7 +441,7 @@ static void test_bad_args(backend *be) {
     experts_fixture f;
     fixture_make(&f, E, D, I, DTYPE_F32, -1);
     be_experts *ex = NULL;
-    CHECK_OK(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &ex));
+    CHECK_OK(be->ops->experts_create(be, f.gp, f.up, f.dp, NULL, E, &ex));
 
     float x[T * D], y[T * D], y0[T * D], logits[T * E], w[T * K];
     int32_t ids[T * K] = {0, 1, 2, 3, 1, 0};
@@ -419,6 +494,15 @@ static void test_bad_args(backend *be) {
     be->ops->moe_experts(be, NULL, &X, &IDS, &W, &p, false, &Y);
     CHECK(be->ops->synchronize(be) != VLLM_OK);
     CHECK(!memcmp(y, y0, sizeof y));
+    /* the clamped SwiGLU's alpha / limit negative or not finite */
+    moe_params pa = {.num_experts = E, .top_k = K, .act = BE_ACT_SWIGLU_OAI, .swiglu_limit = -1.0f};
+    be->ops->moe_experts(be, ex, &X, &IDS, &W, &pa, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    pa.swiglu_limit = 0.0f;
+    pa.swiglu_alpha = INFINITY;
+    be->ops->moe_experts(be, ex, &X, &IDS, &W, &pa, false, &Y);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK(!memcmp(y, y0, sizeof y));
     /* params naming another expert count than the layer's */
     moe_params p8 = {.num_experts = 8, .top_k = K};
     be->ops->moe_experts(be, ex, &X, &IDS, &W, &p8, false, &Y);
@@ -444,21 +528,34 @@ static void test_bad_args(backend *be) {
 
     /* experts_create: no experts, a mismatched shape, mixed dtypes, a NULL entry, an integer dtype */
     be_experts *bad = (be_experts *)&f;
-    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, 0, &bad), VLLM_ERR_INVALID_ARG, "experts_create", "0");
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, NULL, 0, &bad), VLLM_ERR_INVALID_ARG, "experts_create", "0");
     CHECK(bad == NULL);
     tensor keep = f.d[2];
     f.d[2] = tensor_2d(DTYPE_F32, f.d[2].data, D, I - 1);
-    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_INVALID_ARG, "expert 2", "down");
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, NULL, E, &bad), VLLM_ERR_INVALID_ARG, "expert 2", "down");
     f.d[2] = keep;
     keep = f.u[1];
     f.u[1].dtype = DTYPE_BF16;
-    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_INVALID_ARG, "expert 1", "F32");
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, NULL, E, &bad), VLLM_ERR_INVALID_ARG, "expert 1", "F32");
     f.u[1] = keep;
     f.gp[3] = NULL;
-    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_INVALID_ARG, "expert 3", "gate");
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, NULL, E, &bad), VLLM_ERR_INVALID_ARG, "expert 3", "gate");
     f.gp[3] = &f.g[3];
+    /* biases: a down bias of the wrong length, an integer gate bias */
+    fixture_bias(&f, DTYPE_F32, 1.0f);
+    f.bd[2] = tensor_1d(DTYPE_F32, f.bd[2].data, D - 1);
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, &f.bias, E, &bad), VLLM_ERR_INVALID_ARG, "expert 2",
+               "biases");
+    f.bd[2] = tensor_1d(DTYPE_F32, f.bd[2].data, D);
+    f.bg[0].dtype = DTYPE_I32;
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, &f.bias, E, &bad), VLLM_ERR_INVALID_ARG, "expert 0",
+               "biases");
+    f.bg[0].dtype = DTYPE_F32;
+    CHECK_OK(be->ops->experts_create(be, f.gp, f.up, f.dp, &f.bias, E, &bad));
+    be->ops->experts_free(be, bad);
+    bad = NULL;
     for (int e = 0; e < E; e++) f.g[e].dtype = f.u[e].dtype = f.d[e].dtype = DTYPE_I32;
-    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, E, &bad), VLLM_ERR_UNSUPPORTED, "experts_create",
+    EXPECT_ERR(be->ops->experts_create(be, f.gp, f.up, f.dp, NULL, E, &bad), VLLM_ERR_UNSUPPORTED, "experts_create",
                "I32");
     CHECK(bad == NULL);
     fixture_free(&f);

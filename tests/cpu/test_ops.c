@@ -311,6 +311,13 @@ static double ref_act(be_act act, double x) {
     }
 }
 
+/* gpt-oss's clamped SwiGLU (transformers' GptOssExperts._apply_gate) in double */
+static double ref_swiglu_oai(double g, double u, double alpha, double limit) {
+    g = g > limit ? limit : g;
+    u = u > limit ? limit : u < -limit ? -limit : u;
+    return (u + 1.0) * (g / (1.0 + exp(-alpha * g)));
+}
+
 static void test_activations(backend *be[CT_NBE]) {
     const int64_t T = 6, I = 53, W = 2 * I + 5;
     float *gu = malloc((size_t)(T * W) * sizeof(float));
@@ -322,7 +329,9 @@ static void test_activations(backend *be[CT_NBE]) {
         /* gated: gate_up a strided view, columns [2, 2 + 2I) */
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < I; i++)
-                ref[t * I + i] = ref_act((be_act)a, gu[t * W + 2 + i]) * gu[t * W + 2 + I + i];
+                ref[t * I + i] = a == BE_ACT_SWIGLU_OAI
+                                     ? ref_swiglu_oai(gu[t * W + 2 + i], gu[t * W + 2 + I + i], 1.702, 7.0)
+                                     : ref_act((be_act)a, gu[t * W + 2 + i]) * gu[t * W + 2 + I + i];
         float *res[CT_NBE];
         tensor guf = tensor_2d(DTYPE_F32, gu, T, W), gut = tensor_cols(&guf, 2, 2 * I);
         for (int b = 0; b < CT_NBE; b++) {
@@ -343,6 +352,17 @@ static void test_activations(backend *be[CT_NBE]) {
             free(s);
         }
         for (int b = 0; b < CT_NBE; b++) free(res[b]);
+        if (a == BE_ACT_SWIGLU_OAI) { /* gated only: activation refuses it */
+            float o1[53];
+            tensor ot1 = tensor_2d(DTYPE_F32, o1, 1, 53);
+            CHECK(backend_supports(be[0], BE_OP_ACTIVATION, &(be_act){BE_ACT_SWIGLU_OAI}) == BE_UNSUPPORTED);
+            CHECK(backend_supports(be[0], BE_OP_ACT_MUL, &(be_act){BE_ACT_SWIGLU_OAI}) == BE_NATIVE);
+            CHECK(!strcmp(be_act_name(BE_ACT_SWIGLU_OAI), "swigluoai"));
+            be[0]->ops->activation(be[0], BE_ACT_SWIGLU_OAI, &ot1);
+            CHECK(be[0]->ops->synchronize(be[0]) == VLLM_ERR_BACKEND);
+            vt_error_clear();
+            continue;
+        }
 
         /* in place on a strided view (T, I) at column 3; the rest of the row untouched */
         for (int64_t t = 0; t < T; t++)
@@ -362,6 +382,22 @@ static void test_activations(backend *be[CT_NBE]) {
         for (int b = 1; b < CT_NBE; b++) CHECK(!memcmp(res[0], res[b], (size_t)(T * W) * sizeof(float)));
         for (int b = 0; b < CT_NBE; b++) free(res[b]);
     }
+    /* the clamped SwiGLU by hand (alpha 1.702, limit 7): gate above the limit clamps to 7, gate below
+     * stays; up clamps to [-7, 7]; NaN stays NaN. g = 8, u = 9: 7 sigmoid(11.914) * 8; g = -8, u = -9:
+     * (-8 sigmoid(-13.616)) * -6; g = 0: 0; g = 1, u = 0.5: 1.5 sigmoid(1.702) */
+    {
+        float hg[2 * 5] = {8.0f, -8.0f, 0.0f, 1.0f, NAN, 9.0f, -9.0f, 3.0f, 0.5f, 1.0f};
+        float ho[5];
+        tensor hgt = tensor_2d(DTYPE_F32, hg, 1, 10), hot = tensor_2d(DTYPE_F32, ho, 1, 5);
+        be[0]->ops->act_mul(be[0], BE_ACT_SWIGLU_OAI, &hgt, &hot);
+        CHECK_OK(be[0]->ops->synchronize(be[0]));
+        CHECK_NEAR(ho[0], 8.0 * 7.0 / (1.0 + exp(-7.0 * 1.702)), 1e-5);
+        CHECK_NEAR(ho[1], -6.0 * -8.0 / (1.0 + exp(8.0 * 1.702)), 1e-8);
+        CHECK(ho[2] == 0.0f);
+        CHECK_NEAR(ho[3], 1.5 / (1.0 + exp(-1.702)), 1e-6);
+        CHECK(isnan(ho[4]));
+    }
+
     /* relu keeps NaN; gelu(0) = 0 */
     float nanv[4] = {NAN, -1.0f, 0.0f, 2.0f};
     tensor nt = tensor_2d(DTYPE_F32, nanv, 1, 4);

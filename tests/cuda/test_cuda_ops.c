@@ -703,7 +703,7 @@ static void test_norm_kinds(void) {
 static void test_activations(void) {
     const int T = 11;
     const int Is[2] = {256, 300}; /* the 16-byte vector kernel; the generic one (I % 8 != 0) */
-    for (int a = 0; a < BE_ACT_COUNT; a++)
+    for (int a = 0; a < BE_ACT_SWIGLU_OAI; a++) /* the clamped SwiGLU: CPU only for now */
         for (int ii = 0; ii < 2; ii++) {
             const int I = Is[ii];
             float *h;
@@ -1856,8 +1856,20 @@ static void test_supports(void) {
     CHECK(backend_supports(gpu, BE_OP_ATTENTION, &ap) == BE_UNSUPPORTED);
     for (int a = 0; a < BE_ACT_COUNT; a++) {
         be_act act = (be_act)a;
-        CHECK(backend_supports(gpu, BE_OP_ACT_MUL, &act) == BE_NATIVE);
-        CHECK(backend_supports(gpu, BE_OP_ACTIVATION, &act) == BE_NATIVE);
+        const be_support want = act == BE_ACT_SWIGLU_OAI ? BE_UNSUPPORTED : BE_NATIVE; /* gpt-oss's: CPU only */
+        CHECK(backend_supports(gpu, BE_OP_ACT_MUL, &act) == want);
+        CHECK(backend_supports(gpu, BE_OP_ACTIVATION, &act) == want);
+    }
+    {   /* gpt-oss's attention sinks and expert biases: CPU only for now */
+        const float sk[4] = {0};
+        const tensor sinks = tensor_1d(DTYPE_F32, (void *)sk, 4);
+        const attn_params sp = {.scale = 1, .num_heads = 4, .num_kv_heads = 4, .head_dim = 64, .sinks = &sinks};
+        CHECK(backend_supports(gpu, BE_OP_ATTENTION, &sp) == BE_UNSUPPORTED);
+        CHECK(backend_supports(cpu, BE_OP_ATTENTION, &sp) == BE_NATIVE);
+        const moe_params bp = {.num_experts = 8, .top_k = 2, .bias = true};
+        CHECK(backend_supports(gpu, BE_OP_MOE, &bp) == BE_UNSUPPORTED);
+        const moe_params op = {.num_experts = 8, .top_k = 2, .act = BE_ACT_SWIGLU_OAI};
+        CHECK(backend_supports(gpu, BE_OP_MOE, &op) == BE_UNSUPPORTED);
     }
     be_norm n = {.kind = BE_NORM_RMS_OFFSET};
     CHECK(backend_supports(gpu, BE_OP_QK_NORM_ROPE_KV, &n) == BE_NATIVE);
@@ -1916,8 +1928,8 @@ static void moe_make(int E, int D, int I, dtype wdt, be_experts **ec, be_experts
         }
     for (int i = 0; i < 6 * E; i++) pt[i] = &t[i];
     *ec = *eg = NULL;
-    CHECK_OK(cpu->ops->experts_create(cpu, pt, pt + E, pt + 2 * E, E, ec));
-    CHECK_OK(gpu->ops->experts_create(gpu, pt + 3 * E, pt + 4 * E, pt + 5 * E, E, eg));
+    CHECK_OK(cpu->ops->experts_create(cpu, pt, pt + E, pt + 2 * E, NULL, E, ec));
+    CHECK_OK(gpu->ops->experts_create(gpu, pt + 3 * E, pt + 4 * E, pt + 5 * E, NULL, E, eg));
     free(t);
     free(pt);
     free(wb);

@@ -17,4 +17,9 @@ vllm_status arch_activation(const struct json_t *root, const char *what, const c
 vllm_status arch_require_bool(const struct json_t *root, const char *what, const char *key, bool def, bool want,
                               const char *why);
 
+/* layer_types, when config.json gives it: "sliding_attention" (window c->sliding_window) or "full_attention"
+ * for each of the layers, into c->layers[].sliding_window; *given says whether it was there. Other types
+ * are refused by name. */
+vllm_status arch_layer_types(const struct json_t *root, const char *what, model_config *c, bool *given);
+
 #endif

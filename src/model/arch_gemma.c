@@ -26,7 +26,7 @@
 
 #include "core/error.h"
 #include "loader/hf_config.h"
-#include "model/model_internal.h"
+#include "model/arch.h"
 
 /* Llama's names with Gemma's four norms per layer */
 static const weight_names gemma_names = {
@@ -37,27 +37,6 @@ static const weight_names gemma_names = {
     .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
     .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
 };
-
-/* layer_types, if given: "sliding_attention" / "full_attention" per layer. */
-static vllm_status gemma_layer_types(const json_t *root, const char *what, model_config *c, bool *given) {
-    const json_t *lt = hf_get(root, "layer_types");
-    *given = lt != NULL;
-    if (!lt) return VLLM_OK;
-    if (!json_is_array(lt) || json_array_size(lt) != (size_t)c->num_layers)
-        return vt_error(VLLM_ERR_FORMAT, "%s: layer_types must list one type for each of the %d layers", what,
-                        c->num_layers);
-    for (int i = 0; i < c->num_layers; i++) {
-        const json_t *v = json_array_get(lt, (size_t)i);
-        const char *s = json_is_string(v) ? json_string_value(v) : "";
-        if (!strcmp(s, "sliding_attention")) c->layers[i].sliding_window = c->sliding_window;
-        else if (!strcmp(s, "full_attention")) c->layers[i].sliding_window = 0;
-        else
-            return vt_error(VLLM_ERR_UNSUPPORTED,
-                            "%s: layer_types[%d] '%.64s' is not supported (full_attention, sliding_attention)", what, i,
-                            s);
-    }
-    return VLLM_OK;
-}
 
 /* A softcap field: absent -> def, null -> off, else a positive number. */
 static vllm_status softcap_field(const json_t *root, const char *what, const char *key, double def, double *out) {
@@ -96,7 +75,7 @@ static vllm_status parse_gemma(const json_t *root, const char *what, model_confi
     if ((st = hf_int(root, what, "sliding_window", false, 4096, 1, &c->sliding_window, NULL))) return st;
 
     bool given;
-    if ((st = gemma_layer_types(root, what, c, &given))) return st;
+    if ((st = arch_layer_types(root, what, c, &given))) return st;
     if (!given) {
         int pattern = 2; /* Gemma2Config: sliding if (i + 1) % 2 */
         if (version == 3 && (st = hf_int(root, what, "sliding_window_pattern", false, 6, 1, &pattern, NULL))) return st;

@@ -88,10 +88,12 @@ typedef struct weight_names {
     const char *embed, *pos_embed, *final_norm;
     const char *attn_norm, *attn_out_norm, *mlp_norm, *mlp_out_norm;
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
+    const char *sinks;              /* attention sinks (num_heads), the full name: no ".weight" (gpt-oss) */
     const char *gate, *up, *gate_up, *down;
     /* mixture-of-experts layers: the router (E, D); the experts' tensors, per expert
        "<experts>.<e>.<expert_gate>" or fused "<experts>.<fused_gate_up>" (E, 2I, D) and
-       "<experts>.<fused_down>" (E, D, I); the shared expert's gated MLP and its (1, D) gate */
+       "<experts>.<fused_down>" (E, D, I) (model_config.moe.layout says which fused layout); the
+       shared expert's gated MLP and its (1, D) gate */
     const char *router, *experts, *expert_gate, *expert_up, *expert_down, *fused_gate_up, *fused_down;
     const char *shared_gate, *shared_up, *shared_down, *shared_expert_gate;
 } weight_names;
@@ -100,6 +102,17 @@ typedef struct weight_names {
 extern const weight_names weight_names_llama;
 
 /* One decoder layer's spec: what it mixes with, what it caches, its MLP. */
+/* How a checkpoint fuses its experts' tensors (the names' fused_gate_up / fused_down). */
+typedef enum moe_layout {
+    MOE_LAYOUT_ROWS = 0,            /* transformers 5's Qwen / Mixtral: gate_up (E, 2I, D), gate rows then up
+                                       rows; down (E, D, I) */
+    MOE_LAYOUT_GPTOSS,              /* gpt-oss: gate_up (E, D, 2I) with gate and up interleaved in the last
+                                       dim (gate = [..., ::2], up = [..., 1::2]), down (E, I, D), biases
+                                       "<fused>_bias" (E, 2I) interleaved and (E, D); or the MXFP4
+                                       "<fused>_blocks" / "_scales" of (E, 2I, D) / (E, D, I) (interleaved
+                                       rows), dequantized at load */
+} moe_layout;
+
 typedef struct layer_spec {
     layer_kind kind;
     mlp_kind mlp;
@@ -128,6 +141,8 @@ typedef struct model_config_family {
     const char *intermediate_key;   /* the MLP width's key (NULL: "intermediate_size"; OPT: "ffn_dim") */
     bool text_config;               /* the decoder's fields are in config.json's text_config (a multimodal
                                        model whose text model is run) */
+    const char *quant_method;       /* a quantization_config.quant_method whose weights the family's loader
+                                       dequantizes itself (gpt-oss: "mxfp4", its experts); NULL: none */
     vllm_status (*parse)(const struct json_t *root, const char *what, model_config *c);
 } model_config_family;
 
@@ -174,7 +189,12 @@ struct model_config {
         int intermediate_size;      /* each expert's I */
         bool renormalize;           /* top-k weights divided by their sum */
         int shared_intermediate_size; /* the shared expert's I (0: none), gated by sigmoid(x . w) */
+        bool router_bias;           /* the router carries a bias (gpt-oss) */
+        bool expert_bias;           /* the experts carry biases (gpt-oss) */
+        double swiglu_alpha, swiglu_limit; /* act BE_ACT_SWIGLU_OAI's (gpt-oss: 1.702, swiglu_limit 7) */
+        moe_layout layout;          /* the fused experts' layout */
     } moe;
+    bool attn_sinks;                /* a learned sink logit per head in the attention's softmax (gpt-oss) */
     bool embed_scale_sqrt;          /* embeddings multiplied by sqrt(hidden_size) in the activation dtype */
     double attn_scale;              /* softmax scale (0: 1 / sqrt(head_dim)) */
     double attn_softcap;            /* attention logit softcap; 0 = off */

@@ -6,7 +6,7 @@
 extern const model_arch decoder_arch;
 extern const model_config_family llama_family_llama, llama_family_mistral, llama_family_qwen2, llama_family_qwen3,
     gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm, phi3_family, olmo2_family, granite_family,
-    glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family;
+    glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family, gptoss_family;
 
 static const struct entry {
     const char *name;                   /* architectures[0] */
@@ -28,6 +28,7 @@ static const struct entry {
     {"Qwen2MoeForCausalLM", &qwen2_moe_family, &decoder_arch},
     {"Qwen3MoeForCausalLM", &qwen3_moe_family, &decoder_arch},
     {"MixtralForCausalLM", &mixtral_family, &decoder_arch},
+    {"GptOssForCausalLM", &gptoss_family, &decoder_arch},
 };
 
 static const struct entry *find(const char *name) {
@@ -50,5 +51,5 @@ const char *model_arch_list(void) {
     return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text), Phi3ForCausalLM, Olmo2ForCausalLM, "
            "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-           "MixtralForCausalLM";
+           "MixtralForCausalLM, GptOssForCausalLM";
 }

@@ -575,6 +575,18 @@ static void test_moe(void) {
     EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "mlp_only_layers[0]", "below 48");
     snprintf(buf, sizeof buf, q3, ", \"num_experts_per_tok\": 129");
     EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "num_experts_per_tok 129", "");
+    snprintf(buf, sizeof buf, q3, ", \"num_local_experts\": 128"); /* transformers 5 saves this name */
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.moe.num_experts == 128);
+    snprintf(buf, sizeof buf, q3, ", \"num_local_experts\": 16");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "num_experts 128 and num_local_experts 16",
+               "");
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 64,"
+                             " \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                             " \"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 512,"
+                             " \"moe_intermediate_size\": 32, \"num_local_experts\": 16, \"num_experts_per_tok\": 4}",
+                             NULL, "config.json", &c));
+    CHECK(c.moe.num_experts == 16 && c.moe.top_k == 4);
     snprintf(buf, sizeof buf, q3, ", \"use_sliding_window\": true");
     EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "use_sliding_window", "");
 
@@ -593,7 +605,92 @@ static void test_moe(void) {
           c.layers[31].mlp == MLP_MOE && c.layers[0].sliding_window == 0 && c.rms_norm_eps == 1e-5);
 }
 
+/* openai/gpt-oss-20b's config.json (MXFP4 experts), its transformers 5 spelling, defaults and refusals */
+static void test_gptoss(void) {
+    model_config c;
+    char buf[8192], lt[1024] = "";
+    for (int i = 0; i < 24; i++)
+        snprintf(lt + strlen(lt), sizeof lt - strlen(lt), "%s\"%s\"", i ? ", " : "",
+                 i % 2 ? "full_attention" : "sliding_attention");
+    const char *fmt =
+        "{\"architectures\": [\"GptOssForCausalLM\"], \"attention_bias\": true, \"attention_dropout\": 0.0,"
+        " \"eos_token_id\": 200002, \"experts_per_token\": 4, \"head_dim\": 64, \"hidden_act\": \"silu\","
+        " \"hidden_size\": 2880, \"initial_context_length\": 4096, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 2880, \"layer_types\": [%s], \"max_position_embeddings\": 131072,"
+        " \"model_type\": \"gpt_oss\", \"num_attention_heads\": 64, \"num_experts_per_tok\": 4,"
+        " \"num_hidden_layers\": 24, \"num_key_value_heads\": 8, \"num_local_experts\": 32,"
+        " \"output_router_logits\": false, \"pad_token_id\": 199999,"
+        " \"quantization_config\": {\"modules_to_not_convert\": [\"model.layers.*.self_attn\","
+        " \"model.layers.*.mlp.router\", \"model.embed_tokens\", \"lm_head\"], \"quant_method\": \"%s\"},"
+        " \"rms_norm_eps\": 1e-05, \"rope_scaling\": {\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 32.0,"
+        " \"original_max_position_embeddings\": 4096, \"rope_type\": \"yarn\", \"truncate\": false},"
+        " \"rope_theta\": 150000, \"router_aux_loss_coef\": 0.9, \"sliding_window\": 128, \"swiglu_limit\": 7.0,"
+        " \"tie_word_embeddings\": false, \"use_cache\": true, \"vocab_size\": 201088%s}";
+    snprintf(buf, sizeof buf, fmt, lt, "mxfp4", "");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.moe.num_experts == 32 && c.moe.top_k == 4 && c.moe.intermediate_size == 2880 && c.moe.renormalize &&
+          c.moe.router_bias && c.moe.expert_bias && c.moe.layout == MOE_LAYOUT_GPTOSS && c.moe.swiglu_limit == 7.0 &&
+          c.moe.swiglu_alpha == 1.702 && c.act == BE_ACT_SWIGLU_OAI && c.attn_sinks);
+    CHECK(c.attention_bias && c.o_bias && c.head_dim == 64 && c.num_kv_heads == 8 && c.rms_norm_eps == 1e-5 &&
+          !c.tie_word_embeddings && c.eos_token_ids[0] == 200002 && c.pad_token_id == 199999);
+    CHECK(c.layers[0].sliding_window == 128 && c.layers[1].sliding_window == 0 && c.layers[22].sliding_window == 128 &&
+          c.layers[23].sliding_window == 0 && c.layers[5].mlp == MLP_MOE && c.layers[0].rope == 0);
+    CHECK(c.rope.type == ROPE_YARN && c.rope.theta == 150000.0 && c.rope.factor == 32.0 && !c.rope.truncate &&
+          c.rope.original_max_position == 4096 && c.rope.beta_fast == 32.0 && c.rope.beta_slow == 1.0 &&
+          c.ropes[0].type == ROPE_YARN && c.num_ropes == 1);
+    CHECK_NEAR(c.rope.attention_factor, 0.1 * log(32.0) + 1.0, 1e-12);
+    CHECK(!strcmp(c.names->sinks, "self_attn.sinks") && !strcmp(c.names->router, "mlp.router"));
+
+    /* another quantization, an unknown layer type, top k past the experts, swiglu_alpha given, a null window */
+    snprintf(buf, sizeof buf, fmt, lt, "fp8", "");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "quant_method 'fp8'", "");
+    char lt2[1024];
+    snprintf(lt2, sizeof lt2, "%s", lt);
+    memcpy(strstr(lt2, "full_attention"), "chunk", 5);
+    snprintf(buf, sizeof buf, fmt, lt2, "mxfp4", "");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "layer_types[1] 'chunkattention'",
+               "");
+    snprintf(buf, sizeof buf, fmt, lt, "mxfp4", ", \"num_local_experts\": 3");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "num_experts_per_tok 4",
+               "num_local_experts 3");
+    snprintf(buf, sizeof buf, fmt, lt, "mxfp4", ", \"swiglu_alpha\": 1.5, \"swiglu_limit\": 5");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.moe.swiglu_alpha == 1.5 && c.moe.swiglu_limit == 5.0);
+    snprintf(buf, sizeof buf, fmt, lt, "mxfp4", ", \"swiglu_limit\": -1");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "swiglu_limit", "");
+    snprintf(buf, sizeof buf, fmt, lt, "mxfp4", ", \"sliding_window\": null");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    CHECK(c.layers[0].sliding_window == 0 && c.layers[1].sliding_window == 0);
+    /* MXFP4 is gpt-oss's only: Mixtral with it is refused */
+    EXPECT_ERR(hf_config_parse("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 64,"
+                               " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                               " \"num_key_value_heads\": 4, \"vocab_size\": 100,"
+                               " \"quantization_config\": {\"quant_method\": \"mxfp4\"}}",
+                               NULL, "config.json", &c),
+               VLLM_ERR_UNSUPPORTED, "quant_method 'mxfp4'", "");
+
+    /* transformers 5's spelling: GptOssConfig's defaults (no layer_types, rope_parameters, no head_dim) */
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"GptOssForCausalLM\"], \"hidden_size\": 64,"
+                             " \"intermediate_size\": 32, \"num_hidden_layers\": 3, \"num_attention_heads\": 8,"
+                             " \"vocab_size\": 100, \"num_local_experts\": 4, \"num_experts_per_tok\": 2,"
+                             " \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 150000.0, \"factor\": 32.0,"
+                             " \"beta_fast\": 32.0, \"beta_slow\": 1.0, \"truncate\": false,"
+                             " \"original_max_position_embeddings\": 4096}}", NULL, "config.json", &c));
+    CHECK(c.head_dim == 64 && c.num_kv_heads == 8 && c.layers[0].sliding_window == 128 &&
+          c.layers[1].sliding_window == 0 && c.layers[2].sliding_window == 128 && c.rope.type == ROPE_YARN &&
+          c.rope.theta == 150000.0 && !c.rope.truncate && c.max_position_embeddings == 131072);
+    /* nothing about rope at all: GptOssConfig's default rope_parameters and theta */
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"GptOssForCausalLM\"], \"hidden_size\": 64,"
+                             " \"intermediate_size\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                             " \"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 100}",
+                             NULL, "config.json", &c));
+    CHECK(c.rope.type == ROPE_YARN && c.rope.theta == 150000.0 && c.rope.factor == 32.0 && !c.rope.truncate &&
+          c.rope.original_max_position == 4096 && c.ropes[0].type == ROPE_YARN && c.moe.num_experts == 128 &&
+          c.moe.top_k == 4);
+}
+
 int main(void) {
+    test_gptoss();
     test_llama();
     test_gemma();
     test_phi3_glm4_opt();

@@ -528,9 +528,13 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
         return kernel_norm && !f->norm_b ? BE_NATIVE : BE_COMPOSITE;
     }
     case BE_OP_SOFTCAP: return BE_NATIVE;
-    case BE_OP_MOE: /* ops_moe.cu's kernels exist but are refused until tests/cuda/test_cuda_ops.c's MoE cases
-                       pass on the H200 (then: E <= 512 and top_k <= 64 are NATIVE) */
-        return BE_UNSUPPORTED;
+    case BE_OP_MOE: { /* ops_moe.cu's kernels */
+        const moe_params *p = (const moe_params *)params;
+        return p && p->top_k >= 1 && p->top_k <= p->num_experts && p->num_experts <= CU_MOE_MAX_E && p->top_k <= CU_MOE_MAX_K &&
+                       (unsigned)p->scoring < BE_MOE_SCORING_COUNT && (unsigned)p->act < CU_ACT_COUNT && !p->bias
+                   ? BE_NATIVE
+                   : BE_UNSUPPORTED;
+    }
     default: return BE_UNSUPPORTED;
     }
 }
@@ -567,8 +571,7 @@ static const backend_ops CU_OPS = {
     .qk_norm_rope_kv_ex = cu_qk_norm_rope_kv_ex,
     .attention = cu_attention,
     .gather_rows = cu_gather_rows,
-    /* mixture of experts (ops_moe.cu): supports() still refuses BE_OP_MOE until they are verified
-       on a GPU, so a model with MoE layers is refused at load with a clear error */
+    /* mixture of experts (ops_moe.cu) */
     .experts_create = cu_experts_create,
     .experts_free = cu_experts_free,
     .moe_route = cu_moe_route,

@@ -355,6 +355,8 @@ vllm_status cu_logprobs(backend *be, const tensor *logits, const logprob_batch *
 void cu_sample_free(cu_state *cu);
 
 /* ops_moe.cu: mixture of experts (backend.h); scratch shared by a backend's layers, freed with its last experts */
+#define CU_MOE_MAX_E 512        /* experts per layer the permutation's shared memory holds */
+#define CU_MOE_MAX_K 64         /* top_k of moe_experts (the combine's per-token list) */
 #define CU_DEV_MOE_ID 64  /* cu_dev_err code: moe_experts got an expert id out of range (a: token, b: id, c: experts) */
 vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
                               const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out);

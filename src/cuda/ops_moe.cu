@@ -68,8 +68,6 @@
 
 #include "cuda/cuda_internal.h"
 
-#define CU_MOE_MAX_E 512        /* experts per layer the permutation's shared memory holds */
-#define CU_MOE_MAX_K 64         /* top_k of moe_experts (the combine's per-token list) */
 #define CU_MOE_GEMV_MAX_PAIRS 64 /* T * k up to this: the decode path (expert GEMV) */
 
 #define MP_THREADS 512          /* k_moe_permute's CTA */

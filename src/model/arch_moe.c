@@ -58,13 +58,29 @@ static vllm_status mlp_only_layers(const json_t *root, const char *what, model_c
     return VLLM_OK;
 }
 
+/* num_experts, or num_local_experts: transformers 5 maps the first onto the second
+ * (Qwen3MoeConfig.attribute_map) and saves its configs with num_local_experts; the released
+ * checkpoints' config.json files say num_experts. Both, if given, must agree. */
+static vllm_status qwen_num_experts(const json_t *root, const char *what, int def, int *out) {
+    int a, b;
+    bool fa, fb;
+    vllm_status st;
+    if ((st = hf_int(root, what, "num_experts", false, def, 0, &a, &fa)) ||
+        (st = hf_int(root, what, "num_local_experts", false, def, 0, &b, &fb)))
+        return st;
+    if (fa && fb && a != b)
+        return vt_error(VLLM_ERR_FORMAT, "%s: num_experts %d and num_local_experts %d disagree", what, a, b);
+    *out = fa ? a : b;
+    return VLLM_OK;
+}
+
 static vllm_status parse_qwen_moe(const json_t *root, const char *what, model_config *c, bool qwen3) {
     vllm_status st;
     bool use_sw, dense[MODEL_MAX_LAYERS] = {false};
     int step;
     if ((st = arch_activation(root, what, "hidden_act", "silu", c)) ||
         (st = hf_bool(root, what, "use_sliding_window", false, &use_sw)) ||
-        (st = hf_int(root, what, "num_experts", false, qwen3 ? 128 : 60, 0, &c->moe.num_experts, NULL)) ||
+        (st = qwen_num_experts(root, what, qwen3 ? 128 : 60, &c->moe.num_experts)) ||
         (st = hf_int(root, what, "num_experts_per_tok", false, qwen3 ? 8 : 4, 1, &c->moe.top_k, NULL)) ||
         (st = hf_int(root, what, "moe_intermediate_size", false, qwen3 ? 768 : 1408, 1, &c->moe.intermediate_size,
                      NULL)) ||

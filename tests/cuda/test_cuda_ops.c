@@ -2268,9 +2268,14 @@ static void test_moe(void) {
 
     test_moe_graph();
 
-    /* refused until the cases above pass on the H200: flip with cu_supports (cuda_backend.cu) */
+    /* supports(): Qwen3-30B-A3B's 128 experts / top 8 natively; more than the kernels hold is refused */
     const moe_params mp = {.num_experts = 128, .top_k = 8, .renormalize = true};
-    CHECK(backend_supports(gpu, BE_OP_MOE, &mp) == BE_UNSUPPORTED);
+    CHECK(backend_supports(gpu, BE_OP_MOE, &mp) == BE_NATIVE);
+    const moe_params big = {.num_experts = 1024, .top_k = 8, .renormalize = true};
+    CHECK(backend_supports(gpu, BE_OP_MOE, &big) == BE_UNSUPPORTED);
+    const moe_params wide = {.num_experts = 256, .top_k = 65};
+    CHECK(backend_supports(gpu, BE_OP_MOE, &wide) == BE_UNSUPPORTED);
+    CHECK(backend_supports(gpu, BE_OP_MOE, NULL) == BE_UNSUPPORTED);
 }
 
 int main(void) {

@@ -594,7 +594,9 @@ const char *st_dtype_str(const st_set *set, const char *name) {
     return e == (size_t)-1 ? NULL : set->entries[e].dtype_str;
 }
 
-vllm_status st_get(const st_set *set, const char *name, int ndim, const int64_t *shape, tensor *out) {
+/* st_get, with the dtype required: dt, or any float one when dt is DTYPE_COUNT. */
+static vllm_status st_get_dt(const st_set *set, const char *name, dtype dt, int ndim, const int64_t *shape,
+                             tensor *out) {
     if (!set || !name || !out || ndim < 0 || ndim > TENSOR_MAX_DIMS || (ndim > 0 && !shape))
         return vt_error(VLLM_ERR_INVALID_ARG, "st_get: bad arguments for tensor '%s'", name ? name : "(null)");
     size_t e = st_lookup(set, name);
@@ -611,11 +613,25 @@ vllm_status st_get(const st_set *set, const char *name, int ndim, const int64_t 
     for (int i = 0; same && i < ndim; i++) same = en->t.shape[i] == shape[i];
     if (!same)
         return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", fname, name, have, want);
-    if (!en->loadable || (en->t.dtype != DTYPE_F32 && en->t.dtype != DTYPE_F16 && en->t.dtype != DTYPE_BF16))
+    if (dt != DTYPE_COUNT && (!en->loadable || en->t.dtype != dt))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, expected %s", fname, name, en->dtype_str,
+                        dtype_name(dt));
+    if (!en->loadable || (en->t.dtype != DTYPE_F32 && en->t.dtype != DTYPE_F16 && en->t.dtype != DTYPE_BF16 &&
+                          en->t.dtype != dt))
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, not supported (F32, F16, BF16)", fname,
                         name, en->dtype_str);
     *out = en->t;
     return VLLM_OK;
+}
+
+vllm_status st_get(const st_set *set, const char *name, int ndim, const int64_t *shape, tensor *out) {
+    return st_get_dt(set, name, DTYPE_COUNT, ndim, shape, out);
+}
+
+vllm_status st_get_as(const st_set *set, const char *name, dtype dt, int ndim, const int64_t *shape, tensor *out) {
+    if ((unsigned)dt >= DTYPE_COUNT)
+        return vt_error(VLLM_ERR_INVALID_ARG, "st_get_as: bad dtype for tensor '%s'", name ? name : "(null)");
+    return st_get_dt(set, name, dt, ndim, shape, out);
 }
 
 /* ------------------------------------------------------------------ */

@@ -60,6 +60,9 @@ const char *st_dtype_str(const st_set *set, const char *name);
      VLLM_ERR_UNSUPPORTED "model.safetensors: tensor 'X' has dtype I64, not supported (F32, F16, BF16)"
    shape holds ndim expected dims (may be NULL when ndim is 0). */
 vllm_status st_get(const st_set *set, const char *name, int ndim, const int64_t *shape, tensor *out);
+/* st_get for a tensor of exactly dtype dt, any of tensor.h's (packed formats: MXFP4 blocks and scales are U8):
+     VLLM_ERR_UNSUPPORTED "model.safetensors: tensor 'X' has dtype BF16, expected U8" */
+vllm_status st_get_as(const st_set *set, const char *name, dtype dt, int ndim, const int64_t *shape, tensor *out);
 
 /* Writes n tensors (contiguous host data, any dtype of tensor.h) into one safetensors file, as HF does:
    "__metadata__": {"format": "pt"} first, then the tensors in the given order with their data packed

@@ -6,12 +6,22 @@
  *   ids, w = top k of softmax(logits) [/ sum]    (T, k)   (moe_route, on the device)
  *   o = sum_j w_j * down_e(act(gate_e h) * up_e h)         (moe_experts)
  *   o += sigmoid(h . g) * shared(h)              (Qwen2-MoE's shared expert)
+ *
+ * gpt-oss (GptOssMLP): the router has a bias, each expert biases on gate, up and down and the clamped
+ * SwiGLU (BE_ACT_SWIGLU_OAI). Its fused tensors are rearranged on the host into experts_create's
+ * per-expert (I, D) / (D, I) matrices: transformers 5's gate_up_proj (E, D, 2I) transposed with gate and
+ * up de-interleaved (gate = [..., ::2], up = [..., 1::2]) and down_proj (E, I, D) transposed; the
+ * original MXFP4 blocks / scales are (E, 2I, D) / (E, D, I) before transformers' transpose
+ * (convert_moe_packed_tensors returns out.transpose(1, 2)), so their rows dequantize straight into place.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "model/blocks.h"
+#include "model/mxfp4.h"
 
 bool blk_has_moe(const model_config *c) {
     for (int l = 0; l < c->num_layers; l++)
@@ -21,7 +31,121 @@ bool blk_has_moe(const model_config *c) {
 
 moe_params blk_moe_params(const model_config *c) {
     return (moe_params){.num_experts = c->moe.num_experts, .top_k = c->moe.top_k, .scoring = BE_MOE_SOFTMAX,
-                        .renormalize = c->moe.renormalize, .act = (be_act)c->act};
+                        .renormalize = c->moe.renormalize, .act = (be_act)c->act,
+                        .swiglu_alpha = (float)c->moe.swiglu_alpha, .swiglu_limit = (float)c->moe.swiglu_limit,
+                        .bias = c->moe.expert_bias};
+}
+
+/* ws_get_as with a printf-style name */
+static vllm_status VT_PRINTF(6, 7) getf_as(weight_source *ws, tensor *out, dtype dt, int ndim, const int64_t *shape,
+                                           const char *fmt, ...) {
+    char name[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return ws_get_as(ws, name, dt, ndim, shape, out);
+}
+
+/* dst row r (cols elements of es bytes) of a (rows, cols) matrix = column r of src (cols, ld) read with a
+ * column stride of cstride elements from column c0: dst[r][j] = src[j][c0 + r * cstride], in tiles */
+static void transpose_cols(unsigned char *dst, const unsigned char *src, int64_t rows, int64_t cols, int64_t ld,
+                           int64_t c0, int64_t cstride, size_t es) {
+    enum { TILE = 32 };
+    for (int64_t j0 = 0; j0 < cols; j0 += TILE)
+        for (int64_t r0 = 0; r0 < rows; r0 += TILE)
+            for (int64_t j = j0; j < j0 + TILE && j < cols; j++)
+                for (int64_t r = r0; r < r0 + TILE && r < rows; r++)
+                    memcpy(dst + ((size_t)r * (size_t)cols + (size_t)j) * es,
+                           src + ((size_t)j * (size_t)ld + (size_t)(c0 + r * cstride)) * es, es);
+}
+
+/* gpt-oss's experts of layer l (bf16 fused tensors, or MXFP4 blocks and scales) into per-expert views of
+ * L->host: t[e] gate (I, D), t[E + e] up (I, D), t[2E + e] down (D, I); b[e], b[E + e] the gate / up
+ * biases (I), b[2E + e] the down bias (D). */
+static vllm_status gptoss_experts(model *m, weight_source *ws, int l, moe_block *L, tensor *t, tensor *b) {
+    const model_config *c = &m->cfg;
+    const weight_names *nm = blk_names(c);
+    const int E = c->moe.num_experts;
+    const int64_t D = c->hidden_size, I = c->moe.intermediate_size;
+    char pre[160];
+    snprintf(pre, sizeof pre, "%slayers.%d.%s.", c->weight_prefix, l, nm->experts);
+    vllm_status st;
+    tensor gub, dnb;
+    const int64_t sgub[2] = {E, 2 * I}, sdnb[2] = {E, D};
+    if ((st = ws_getf(ws, &gub, 2, sgub, "%s%s_bias", pre, nm->fused_gate_up)) ||
+        (st = ws_getf(ws, &dnb, 2, sdnb, "%s%s_bias", pre, nm->fused_down)))
+        return st;
+    char name[224];
+    snprintf(name, sizeof name, "%s%s", pre, nm->fused_gate_up);
+    const bool mxfp4 = !ws_has(ws, name);
+    tensor gu, dn, gus, dns;
+    if (mxfp4) {
+        /* MXFP4: gate_up (E, 2I, D / 32, 16) + (E, 2I, D / 32), down (E, D, I / 32, 16) + (E, D, I / 32) */
+        if (D % MXFP4_BLOCK || I % MXFP4_BLOCK)
+            return vt_error(VLLM_ERR_FORMAT, "%s: MXFP4 experts need hidden_size %lld and intermediate_size %lld "
+                            "to be multiples of %d", c->architecture, (long long)D, (long long)I, MXFP4_BLOCK);
+        const int64_t sgu[4] = {E, 2 * I, D / MXFP4_BLOCK, MXFP4_BLOCK_BYTES}, sdn[4] = {E, D, I / MXFP4_BLOCK,
+                                                                                         MXFP4_BLOCK_BYTES};
+        if ((st = getf_as(ws, &gu, DTYPE_U8, 4, sgu, "%s%s_blocks", pre, nm->fused_gate_up)) ||
+            (st = getf_as(ws, &gus, DTYPE_U8, 3, sgu, "%s%s_scales", pre, nm->fused_gate_up)) ||
+            (st = getf_as(ws, &dn, DTYPE_U8, 4, sdn, "%s%s_blocks", pre, nm->fused_down)) ||
+            (st = getf_as(ws, &dns, DTYPE_U8, 3, sdn, "%s%s_scales", pre, nm->fused_down)))
+            return st;
+    } else {
+        const int64_t sgu[3] = {E, D, 2 * I}, sdn[3] = {E, I, D};
+        if ((st = ws_getf(ws, &gu, 3, sgu, "%s", name)) ||
+            (st = ws_getf(ws, &dn, 3, sdn, "%s%s", pre, nm->fused_down)))
+            return st;
+        if (gu.dtype != dn.dtype)
+            return vt_error(VLLM_ERR_FORMAT, "%s: layer %d's experts: gate_up_proj is %s, down_proj %s",
+                            c->architecture, l, dtype_name(gu.dtype), dtype_name(dn.dtype));
+    }
+    const dtype wdt = mxfp4 ? DTYPE_BF16 : gu.dtype, bdt = gub.dtype;
+    const size_t es = dtype_size(wdt), bs = dtype_size(bdt);
+    const size_t per = (size_t)I * (size_t)D; /* elements of one expert's gate, up or down */
+    unsigned char *h = malloc(3 * (size_t)E * per * es + 2 * (size_t)E * (size_t)I * bs);
+    if (!h) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (layer %d's experts)", l);
+    L->host = h;
+    unsigned char *hb = h + 3 * (size_t)E * per * es; /* the gate / up biases (E, I) each */
+    for (int e = 0; e < E; e++) {
+        unsigned char *g = h + (size_t)e * per * es, *u = h + ((size_t)E + e) * per * es,
+                      *d = h + (2 * (size_t)E + e) * per * es;
+        if (mxfp4) {
+            /* row 2i of the (2I, D) matrix is gate row i, row 2i + 1 up row i; down (D, I) as is */
+            const int64_t gd = D / MXFP4_BLOCK, gi = I / MXFP4_BLOCK;
+            const uint8_t *blk = (const uint8_t *)gu.data + (size_t)e * 2 * (size_t)I * (size_t)gd * MXFP4_BLOCK_BYTES;
+            const uint8_t *scl = (const uint8_t *)gus.data + (size_t)e * 2 * (size_t)I * (size_t)gd;
+            for (int64_t r = 0; r < 2 * I; r++)
+                mxfp4_dequant_row(blk + (size_t)r * (size_t)gd * MXFP4_BLOCK_BYTES, scl + (size_t)r * (size_t)gd, gd,
+                                  (uint16_t *)(void *)((r % 2 ? u : g) + (size_t)(r / 2) * (size_t)D * es));
+            blk = (const uint8_t *)dn.data + (size_t)e * (size_t)D * (size_t)gi * MXFP4_BLOCK_BYTES;
+            scl = (const uint8_t *)dns.data + (size_t)e * (size_t)D * (size_t)gi;
+            for (int64_t r = 0; r < D; r++)
+                mxfp4_dequant_row(blk + (size_t)r * (size_t)gi * MXFP4_BLOCK_BYTES, scl + (size_t)r * (size_t)gi, gi,
+                                  (uint16_t *)(void *)(d + (size_t)r * (size_t)I * es));
+        } else {
+            /* gate_up[e] (D, 2I): gate row i = column 2i, up row i = column 2i + 1; down[e] (I, D) transposed */
+            const unsigned char *src = (const unsigned char *)gu.data + (size_t)e * (size_t)D * 2 * (size_t)I * es;
+            transpose_cols(g, src, I, D, 2 * I, 0, 2, es);
+            transpose_cols(u, src, I, D, 2 * I, 1, 2, es);
+            transpose_cols(d, (const unsigned char *)dn.data + (size_t)e * per * es, D, I, D, 0, 1, es);
+        }
+        /* biases: gate_up_proj_bias[e] (2I) interleaved as the columns; down_proj_bias[e] (D) a view */
+        const unsigned char *gb = (const unsigned char *)gub.data + (size_t)e * 2 * (size_t)I * bs;
+        unsigned char *bg = hb + (size_t)e * (size_t)I * bs, *bu = hb + ((size_t)E + e) * (size_t)I * bs;
+        for (int64_t i = 0; i < I; i++) {
+            memcpy(bg + (size_t)i * bs, gb + (size_t)(2 * i) * bs, bs);
+            memcpy(bu + (size_t)i * bs, gb + (size_t)(2 * i + 1) * bs, bs);
+        }
+        t[e] = tensor_2d(wdt, g, I, D);
+        t[E + e] = tensor_2d(wdt, u, I, D);
+        t[2 * E + e] = tensor_2d(wdt, d, D, I);
+        b[e] = tensor_1d(bdt, bg, I);
+        b[E + e] = tensor_1d(bdt, bu, I);
+        b[2 * E + e] = tensor_1d(dnb.dtype, (unsigned char *)dnb.data + (size_t)e * (size_t)D * dtype_size(dnb.dtype), D);
+    }
+    return VLLM_OK;
 }
 
 /* An MoE layer's router, experts (per-expert tensors, or the fused (E, 2I, D) / (E, D, I) ones of
@@ -33,18 +157,21 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
     const int64_t D = c->hidden_size, I = c->moe.intermediate_size;
     vllm_status st;
     const int64_t rrows[1] = {E};
-    if ((st = blk_load_linear(m, ws, l, NULL, &nm->router, rrows, 1, D, false, &L->router))) return st;
-    tensor *t = calloc((size_t)E * 3, sizeof *t);
-    const tensor **pg = calloc((size_t)E * 3, sizeof *pg);
+    if ((st = blk_load_linear(m, ws, l, NULL, &nm->router, rrows, 1, D, c->moe.router_bias, &L->router))) return st;
+    tensor *t = calloc((size_t)E * 6, sizeof *t);
+    const tensor **pg = calloc((size_t)E * 6, sizeof *pg);
     if (!t || !pg) {
         free(t);
         free(pg);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (experts)");
     }
     const tensor **pu = pg + E, **pd = pg + 2 * E;
+    be_expert_bias bias = {.gate = pg + 3 * E, .up = pg + 4 * E, .down = pg + 5 * E};
     char name[160];
     snprintf(name, sizeof name, "%slayers.%d.%s.%s", c->weight_prefix, l, nm->experts, nm->fused_gate_up ? nm->fused_gate_up : "");
-    if (nm->fused_gate_up && ws_has(ws, name)) {
+    if (c->moe.layout == MOE_LAYOUT_GPTOSS) {
+        st = gptoss_experts(m, ws, l, L, t, t + 3 * E);
+    } else if (nm->fused_gate_up && ws_has(ws, name)) {
         /* transformers 5's fused experts: gate_up (E, 2I, D), rows gate | up per expert; down (E, D, I) */
         tensor gu, dn;
         const int64_t sgu[3] = {E, 2 * I, D}, sdn[3] = {E, D, I};
@@ -67,10 +194,14 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
             st = ws_getf(ws, &t[2 * E + e], 2, sdn, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_down);
         }
     }
-    for (int i = 0; i < 3 * E; i++) pg[i] = &t[i];
-    if (!st) st = m->be->ops->experts_create(m->be, pg, pu, pd, NULL, E, &L->experts);
+    for (int i = 0; i < 6 * E; i++) pg[i] = &t[i];
+    if (!st) st = m->be->ops->experts_create(m->be, pg, pu, pd, c->moe.expert_bias ? &bias : NULL, E, &L->experts);
     free(t);
     free(pg);
+    if (L->host && m->be->import_copies) { /* the device has them */
+        free(L->host);
+        L->host = NULL;
+    }
     if (st) return st;
     if (c->moe.shared_intermediate_size > 0) {
         const int64_t Is = c->moe.shared_intermediate_size;
@@ -89,6 +220,8 @@ void moe_block_free(backend *be, moe_block *b) {
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
         if (lins[i]) be->ops->linear_free(be, lins[i]);
     if (b->experts) be->ops->experts_free(be, b->experts);
+    free(b->host);
+    b->host = NULL;
 }
 
 vllm_status moe_bufs_ensure(model *m, moe_bufs *mb, int64_t T) {

@@ -42,6 +42,8 @@ typedef struct moe_block {
     be_experts *experts;                /* E x (gate, up (I, D); down (D, I)) */
     be_linear *sh_gate_up, *sh_down;    /* the shared expert: (2 Is, D), (D, Is); NULL when none */
     be_linear *sh_gate;                 /* its gate (1, D) */
+    void *host;                         /* expert weights rearranged on the host (gpt-oss), freed with the block
+                                           (or once a copying backend has them) */
 } moe_block;
 
 /* The step's MoE activations, shared by the layers. */
@@ -53,7 +55,8 @@ typedef struct moe_bufs {
 bool blk_has_moe(const model_config *c);
 /* The routing of the config's MoE layers. */
 moe_params blk_moe_params(const model_config *c);
-/* Layer l's router, experts (per-expert tensors, or transformers 5's fused ones) and shared expert. */
+/* Layer l's router, experts (per-expert tensors, transformers 5's fused ones, gpt-oss's fused ones with
+ * biases in BF16 or MXFP4) and shared expert. */
 vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *b);
 void moe_block_free(backend *be, moe_block *b);
 /* Sizes the buffers for a step of T tokens (none when the model has no MoE layer). */

@@ -7,7 +7,7 @@
  *     q, k, v = n_in(x) Wqkv [+ b]                      (T, nh*hd | nkv*hd | nkv*hd)
  *     q, k = qk_norm(q, k)   per head or over the whole projection
  *     rope(q, k)             halves (i, i + r/2) or pairs (2i, 2i+1), first r dims
- *     a = attention(q, K_l, V_l)  causal, sliding window, scale, softcap    (T, nh*hd)
+ *     a = attention(q, K_l, V_l)  causal, sliding window, scale, softcap, sinks    (T, nh*hd)
  *     x += n_out(a Wo [+ b]) [* residual_multiplier]
  *     h = n_mlp(x)
  *     x += n_out'(down(act(h Wg) * (h Wu)))   gated;  down(act(h Wu))  plain
@@ -42,6 +42,7 @@ typedef struct llama_layer {
     be_linear *gate_up;                 /* (2I, D) gated; (I, D) plain (OPT's fc1) */
     be_linear *down;                    /* (D, I) */
     moe_block moe;                      /* MLP_MOE layers (block_moe.c) */
+    tensor sinks;                       /* (nh) attention sinks (gpt-oss), or data NULL */
 } llama_layer;
 
 typedef struct llama {
@@ -87,6 +88,13 @@ static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *
     if ((st = blk_load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias, &L->qkv)) ||
         (st = blk_load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)))
         return st;
+    if (c->attn_sinks) { /* "<prefix>layers.<l>.self_attn.sinks" (num_heads), no .weight */
+        const int64_t nh = c->num_heads;
+        tensor t;
+        if ((st = ws_getf(ws, &t, 1, &nh, "%slayers.%d.%s", c->weight_prefix, l, nm->sinks)) ||
+            (st = blk_import(m, &t, &L->sinks)))
+            return st;
+    }
     if (c->layers[l].mlp == MLP_MOE) return moe_block_load(m, ws, l, &L->moe);
     const bool gated = c->layers[l].mlp == MLP_DENSE;
     const char *gu_names[2] = {gated ? nm->gate : nm->up, nm->up};
@@ -112,6 +120,7 @@ static void llama_destroy(model *m) {
             for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
                 if (lins[i]) be->ops->linear_free(be, lins[i]);
             moe_block_free(be, &L->moe);
+            if (L->sinks.data) be->ops->release_import(be, &L->sinks);
         }
         free(lm->layers);
     }
@@ -162,8 +171,10 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
     /* what the spec asks of the backend, refused up front with a clear error */
     const be_norm norm_probe = {.kind = blk_norm_kind(c)};
     const be_act act = (be_act)c->act;
+    const tensor sinks_probe = tensor_1d(DTYPE_F32, NULL, c->num_heads);
     const attn_params ap_probe = {.scale = 1, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
-                                  .head_dim = c->head_dim, .softcap = (float)c->attn_softcap};
+                                  .head_dim = c->head_dim, .softcap = (float)c->attn_softcap,
+                                  .sinks = c->attn_sinks ? &sinks_probe : NULL};
     const linear_fuse lf_probe = {.norm_kind = norm_probe.kind, .silu_mul = true, .act = act};
     bool plain_mlp = false;
     for (int l = 0; l < c->num_layers; l++) plain_mlp |= c->layers[l].mlp == MLP_DENSE_PLAIN;
@@ -360,6 +371,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         const layer_spec *ls = &c->layers[l];
         const attn_meta *meta = model_step_meta(s, l);
         ap.sliding_window = ls->sliding_window;
+        ap.sinks = L->sinks.data ? &L->sinks : NULL;
 
         /* attention: q, k, v = [in_norm](x) Wqkv [+ b] */
         if (post) {

@@ -14,12 +14,18 @@
 
 typedef struct weight_source weight_source;
 
-vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, uint64_t seed,
+/* dummy: random weights (dummy.h's values for seed) instead of the folder's safetensors;
+ * dummy_on_device: the backend fills them itself (backend.dummy_fill), so tensors of two or more
+ * dims point into a dummy arena and the host generates only the small ones (norms, biases). */
+vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool dummy_on_device, uint64_t seed,
                     weight_source **out);
 void ws_close(weight_source *ws);
 /* A host tensor `name` of exactly this shape (F32/F16/BF16), or an error
  * naming the file and tensor. */
 vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out);
+/* A host tensor `name` of exactly dtype dt and this shape, for formats the model unpacks itself (MXFP4
+ * experts' U8 blocks and scales); dummy weights hold none (VLLM_ERR_NOT_FOUND). */
+vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, const int64_t *shape, tensor *out);
 /* Frees the dummy weights handed out so far (a backend that copies what it
  * imports no longer needs them: the host then never holds the whole model).
  * Tensors from earlier ws_get calls must not be used afterwards. A no-op for

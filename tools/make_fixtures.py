@@ -67,6 +67,7 @@ OPTConfig, OPTForCausalLM = _optional("OPTConfig", "OPTForCausalLM")
 Qwen3MoeConfig, Qwen3MoeForCausalLM = _optional("Qwen3MoeConfig", "Qwen3MoeForCausalLM")
 Qwen2MoeConfig, Qwen2MoeForCausalLM = _optional("Qwen2MoeConfig", "Qwen2MoeForCausalLM")
 MixtralConfig, MixtralForCausalLM = _optional("MixtralConfig", "MixtralForCausalLM")
+GptOssConfig, GptOssForCausalLM = _optional("GptOssConfig", "GptOssForCausalLM")
 
 from safetensors import safe_open
 
@@ -266,6 +267,28 @@ CASES = [
                    rope_theta=1000000.0),
          head_dim=16,
          rope=dict(rope_type="default", rope_theta=1000000.0)),
+    # gpt-oss: 8 experts, top 2 (router with a bias; softmax over the top-k logits), expert biases,
+    # the clamped SwiGLU (swiglu_limit 7), a sink per head, q/k/v/o biases, layers alternating
+    # sliding (window 8: the 17- and 40-token prompts exceed it) and full, YaRN as gpt-oss-20b ships
+    # it. randomise() gives every parameter, the sinks and biases included, N(0, STD) (transformers
+    # zeroes the expert biases); post_init widens the sinks so that they matter.
+    dict(name="gptoss_moe", cfg_cls=GptOssConfig, model_cls=GptOssForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(COMMON, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                   head_dim=16, intermediate_size=32, num_local_experts=8, num_experts_per_tok=2,
+                   sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+                   swiglu_limit=7.0, attention_bias=True, tie_word_embeddings=False, pad_token_id=0),
+         variants=[  # transformers 5: rope_parameters; 4.x: rope_theta + rope_scaling
+             dict(rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=32.0, beta_fast=32.0,
+                                       beta_slow=1.0, truncate=False, original_max_position_embeddings=4096)),
+             dict(rope_theta=150000.0,
+                  rope_scaling=dict(rope_type="yarn", factor=32.0, beta_fast=32.0, beta_slow=1.0,
+                                    truncate=False, original_max_position_embeddings=4096)),
+         ],
+         post_init=lambda model: [p.normal_(0.0, 1.5) for n, p in model.named_parameters()
+                                  if n.endswith("self_attn.sinks")],
+         head_dim=16,
+         rope=dict(rope_type="yarn", rope_theta=150000.0)),
     # Not a committed fixture (1.2 GB): tools/device/check.sh builds it on the GPU
     # machine (--only qwen3_0.6b_shape) for the teacher-forced comparison of issue 6.
     # Qwen3-0.6B's real shapes with transformers' own random init (hf_init: weights
@@ -515,6 +538,9 @@ def run_case(index, case, out_root, device):
     torch.manual_seed(SEED + index)
     if not case.get("hf_init"):
         randomise(model, case.get("embed_std", EMBED_STD))
+    if case.get("post_init"):  # a family's own tweaks after the random init
+        with torch.no_grad():
+            case["post_init"](model)
     saved, names = save(model, out_dir, case["dtype"])
     tied = bool(getattr(cfg, "tie_word_embeddings", False))
     if tied and "lm_head.weight" in names:

@@ -126,11 +126,10 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
             if (rows == 0) continue;
             __nv_bfloat16 *dst = lin->w + row0 * in;
             if (dt == DTYPE_BF16) {
-                e = cudaMemcpy2DAsync(dst, (size_t)in * 2, w->data, (size_t)stride * 2, (size_t)in * 2, (size_t)rows,
-                                      cudaMemcpyHostToDevice, cu->stream);
+                e = cu_h2d_2d(cu, dst, (size_t)in * 2, w->data, (size_t)stride * 2, (size_t)in * 2, (size_t)rows, dt);
             } else {
-                e = cudaMemcpy2DAsync(stage, (size_t)in * es, w->data, (size_t)stride * es, (size_t)in * es,
-                                      (size_t)rows, cudaMemcpyHostToDevice, cu->stream);
+                e = cu_h2d_2d(cu, stage, (size_t)in * es, w->data, (size_t)stride * es, (size_t)in * es, (size_t)rows,
+                              dt);
                 if (e == cudaSuccess && !cu_convert_bf16(cu, dst, stage, dt, rows, in, in)) e = cudaErrorLaunchFailure;
                 if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* the stage is reused */
             }

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "model/blocks.h"
 #include "model/mxfp4.h"
+#include "tensor/dummy.h"
 
 bool blk_has_moe(const model_config *c) {
     for (int l = 0; l < c->num_layers; l++)
@@ -104,6 +105,22 @@ static vllm_status gptoss_experts(model *m, weight_source *ws, int l, moe_block 
     const dtype wdt = mxfp4 ? DTYPE_BF16 : gu.dtype, bdt = gub.dtype;
     const size_t es = dtype_size(wdt), bs = dtype_size(bdt);
     const size_t per = (size_t)I * (size_t)D; /* elements of one expert's gate, up or down */
+    uint64_t dseed, doff;
+    if (!mxfp4 && dummy_lookup(gu.data, &dseed, &doff)) {
+        /* dummy weights the device fills (tensor/dummy.h): random either way, so views of the
+         * checkpoint tensors in the expected shapes stand for the reordered ones (never read here) */
+        char *G = gu.data, *Dn = dn.data, *GB = gub.data;
+        for (int e = 0; e < E; e++) {
+            t[e] = tensor_2d(wdt, G + (size_t)e * 2 * per * es, I, D);
+            t[E + e] = tensor_2d(wdt, G + ((size_t)e * 2 + 1) * per * es, I, D);
+            t[2 * E + e] = tensor_2d(wdt, Dn + (size_t)e * per * es, D, I);
+            b[e] = tensor_1d(bdt, GB + (size_t)e * 2 * (size_t)I * bs, I);
+            b[E + e] = tensor_1d(bdt, GB + ((size_t)e * 2 + 1) * (size_t)I * bs, I);
+            b[2 * E + e] =
+                tensor_1d(dnb.dtype, (unsigned char *)dnb.data + (size_t)e * (size_t)D * dtype_size(dnb.dtype), D);
+        }
+        return VLLM_OK;
+    }
     unsigned char *h = malloc(3 * (size_t)E * per * es + 2 * (size_t)E * (size_t)I * bs);
     if (!h) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (layer %d's experts)", l);
     L->host = h;

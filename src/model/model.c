@@ -177,9 +177,25 @@ static int graph_size_for(int n) {
     return (n + 7) / 8 * 8;
 }
 
+/* The largest capture size (graph_size_for's values) not above n. */
+static int graph_size_below(int n) {
+    if (n >= 8) return n / 8 * 8;
+    return n >= 4 ? 4 : n;
+}
+
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len) {
     if (!m->be->ops->graph_begin || max_batch <= 0) return VLLM_OK; /* the backend has none */
     int top = graph_size_for(max_batch);
+    bool moe = false;
+    for (int l = 0; l < m->cfg.num_layers; l++) moe |= m->cfg.layers[l].mlp == MLP_MOE;
+    if (moe && m->be->graph_moe_pairs > 0 && m->cfg.moe.top_k > 0) {
+        /* decode batches whose MoE layers the backend can record; larger ones run eagerly */
+        int cap = graph_size_below(m->be->graph_moe_pairs / m->cfg.moe.top_k);
+        if (cap < top) top = cap;
+        LOG_I("CUDA graphs for decode batches of up to %d sequences (%d routed experts per token)", top,
+              m->cfg.moe.top_k);
+        if (top <= 0) return VLLM_OK;
+    }
     m->graphs = calloc((size_t)top + 1, sizeof *m->graphs);
     if (!m->graphs) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (graphs)");
     m->graph_max = top;
@@ -270,7 +286,7 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     m->max_pos = opt->max_model_len > 0 ? opt->max_model_len : m->cfg.max_position_embeddings;
     LOG_I("loading %s (%s, %d layers, hidden %d)%s", dir, m->cfg.architecture, m->cfg.num_layers,
           m->cfg.hidden_size, opt->dummy ? " with dummy weights" : "");
-    st = ws_open(dir, &m->cfg, opt->dummy, opt->seed, &m->ws);
+    st = ws_open(dir, &m->cfg, opt->dummy, be->dummy_fill, opt->seed, &m->ws);
     if (st != VLLM_OK) goto fail;
     st = m->arch->build(m, m->ws);
     if (st != VLLM_OK) goto fail;

@@ -7,23 +7,30 @@
 
 #include "core/error.h"
 #include "loader/safetensors.h"
+#include "tensor/dummy.h"
 
 struct weight_source {
     st_set *st;          /* NULL for dummy */
     dtype dummy_dtype;
-    uint64_t rng;        /* dummy generator state */
+    uint64_t seed;       /* dummy.h's stream */
+    uint64_t offset;     /* dummy: the next tensor's byte offset (as an arena would place it) */
+    dummy_arena *arena;  /* dummy on the device: the tensors of 2+ dims live here */
     void **buffers;      /* dummy allocations */
     size_t num_buffers, cap_buffers;
 };
 
-vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, uint64_t seed,
+vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool dummy_on_device, uint64_t seed,
                     weight_source **out) {
     *out = NULL;
     weight_source *ws = calloc(1, sizeof *ws);
     if (!ws) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     if (dummy) {
         ws->dummy_dtype = cfg->torch_dtype == DTYPE_F32 ? DTYPE_F32 : cfg->torch_dtype;
-        ws->rng = seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
+        ws->seed = dummy_seed(seed);
+        if (dummy_on_device && !(ws->arena = dummy_arena_create(ws->seed))) {
+            free(ws);
+            return VLLM_ERR_NO_MEMORY;
+        }
     } else {
         vllm_status st = st_open_dir(dir, &ws->st);
         if (st != VLLM_OK) {
@@ -40,6 +47,7 @@ void ws_close(weight_source *ws) {
     st_close(ws->st);
     for (size_t i = 0; i < ws->num_buffers; i++) free(ws->buffers[i]);
     free(ws->buffers);
+    dummy_arena_destroy(ws->arena);
     free(ws);
 }
 
@@ -49,14 +57,9 @@ void ws_release_copied(weight_source *ws) {
     ws->num_buffers = 0;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Dummy weights: uniform(-1e-3, 1e-3) like vLLM's initialize_dummy_weights. */
+/* Dummy weights: uniform(-1e-3, 1e-3) like vLLM's initialize_dummy_weights, element i of a
+ * tensor at byte offset o being dummy_value(seed, o / size + i), where o advances as a dummy
+ * arena's allocations do: host-made and device-filled weights are the same numbers. */
 static vllm_status dummy_get(weight_source *ws, const char *name, int ndim, const int64_t *shape,
                              tensor *out) {
     int64_t n = 1;
@@ -67,7 +70,20 @@ static vllm_status dummy_get(weight_source *ws, const char *name, int ndim, cons
     }
     size_t esz = dtype_size(ws->dummy_dtype);
     if ((uint64_t)n > SIZE_MAX / esz) return vt_error(VLLM_ERR_NO_MEMORY, "dummy weight '%s' too large", name);
-    void *buf = malloc((size_t)n * esz);
+    const size_t bytes = (size_t)n * esz;
+    uint64_t offset = ws->offset;
+    if (ws->arena) { /* the arena places it (the same offsets as below) */
+        void *p = dummy_arena_take(ws->arena, bytes);
+        uint64_t seed;
+        if (!p || !dummy_lookup(p, &seed, &offset))
+            return vt_error(VLLM_ERR_NO_MEMORY, "dummy weight '%s': the dummy arena is exhausted", name);
+        if (ndim >= 2) { /* the backend fills it on the device */
+            *out = tensor_make(ws->dummy_dtype, p, ndim, shape);
+            return VLLM_OK;
+        }
+    }
+    ws->offset = offset + (bytes ? (bytes + DUMMY_ALIGN - 1) / DUMMY_ALIGN * DUMMY_ALIGN : DUMMY_ALIGN);
+    void *buf = malloc(bytes);
     if (!buf) return vt_error(VLLM_ERR_NO_MEMORY, "dummy weight '%s': out of memory", name);
     if (ws->num_buffers == ws->cap_buffers) {
         size_t cap = ws->cap_buffers ? ws->cap_buffers * 2 : 64;
@@ -80,9 +96,9 @@ static vllm_status dummy_get(weight_source *ws, const char *name, int ndim, cons
         ws->cap_buffers = cap;
     }
     ws->buffers[ws->num_buffers++] = buf;
+    const uint64_t base = offset / esz;
     for (int64_t i = 0; i < n; i++) {
-        uint64_t r = splitmix64(&ws->rng);
-        float v = ((float)(r >> 40) / (float)(1ull << 24) * 2.0f - 1.0f) * 1e-3f;
+        float v = dummy_value(ws->seed, base + (uint64_t)i);
         if (ws->dummy_dtype == DTYPE_F32) ((float *)buf)[i] = v;
         else if (ws->dummy_dtype == DTYPE_BF16) ((uint16_t *)buf)[i] = f32_to_bf16(v);
         else ((uint16_t *)buf)[i] = f32_to_f16(v);

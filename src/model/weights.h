@@ -14,7 +14,10 @@
 
 typedef struct weight_source weight_source;
 
-vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, uint64_t seed,
+/* dummy: random weights (dummy.h's values for seed) instead of the folder's safetensors;
+ * dummy_on_device: the backend fills them itself (backend.dummy_fill), so tensors of two or more
+ * dims point into a dummy arena and the host generates only the small ones (norms, biases). */
+vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool dummy_on_device, uint64_t seed,
                     weight_source **out);
 void ws_close(weight_source *ws);
 /* A host tensor `name` of exactly this shape (F32/F16/BF16), or an error

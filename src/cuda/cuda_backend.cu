@@ -180,10 +180,8 @@ static vllm_status cu_import(backend *be, const tensor *host, tensor *out) {
         int64_t pitch = (host->row_stride ? host->row_stride * es : row_bytes);
         /* on the backend's stream, so that later kernels see the data; from pageable
          * memory the copy is staged before this returns */
-        cudaError_t e = pitch == row_bytes
-                            ? cudaMemcpyAsync(t.data, host->data, (size_t)bytes, cudaMemcpyHostToDevice, cu->stream)
-                            : cudaMemcpy2DAsync(t.data, (size_t)row_bytes, host->data, (size_t)pitch,
-                                                (size_t)row_bytes, (size_t)rows, cudaMemcpyHostToDevice, cu->stream);
+        cudaError_t e = cu_h2d_2d(cu, t.data, (size_t)row_bytes, host->data, (size_t)pitch, (size_t)row_bytes,
+                                  (size_t)rows, host->dtype);
         if (e != cudaSuccess) {
             cudaFree(t.data);
             cudaGetLastError();
@@ -574,6 +572,7 @@ static const backend_ops CU_OPS = {
     /* mixture of experts (ops_moe.cu) */
     .experts_create = cu_experts_create,
     .experts_free = cu_experts_free,
+    .experts_reserve = cu_experts_reserve,
     .moe_route = cu_moe_route,
     .moe_experts = cu_moe_experts,
     .sigmoid_gate = cu_sigmoid_gate,
@@ -613,6 +612,8 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     be->act_dtype = DTYPE_BF16;
     be->kv_dtype = DTYPE_BF16;
     be->import_copies = true;
+    be->dummy_fill = true; /* cu_h2d_2d */
+    be->graph_moe_pairs = CU_MOE_GEMV_MAX_PAIRS; /* ops_moe.cu's recordable path */
     be->impl = cu;
     cu->device = dev;
     vllm_status st = VLLM_OK;

@@ -314,6 +314,11 @@ void cu_rope(backend *be, tensor *q, tensor *k, const tensor *positions, const t
              int rot_dim, bool neox);
 /* dst (rows, cols) BF16 contiguous = src (rows, cols) of float dtype sdt with row stride ss (elements). */
 bool cu_convert_bf16(cu_state *cu, void *dst, const void *src, dtype sdt, int64_t rows, int64_t cols, int64_t ss);
+/* ops_dummy.cu: rows of width bytes, spitch apart at host src, into dst (dpitch apart) on cu's stream;
+ * a src in a dummy arena (tensor/dummy.h) is not read: its values (of dtype dt) are written on the device.
+ * Every upload of host weights goes through it. */
+cudaError_t cu_h2d_2d(cu_state *cu, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows,
+                      dtype dt);
 /* y (T, N) of dtype ydt with row stride ys += bias (N) F32. */
 bool cu_add_bias(cu_state *cu, void *y, dtype ydt, int64_t ys, const float *bias, int64_t T, int64_t N);
 
@@ -357,7 +362,9 @@ void cu_sample_free(cu_state *cu);
 /* ops_moe.cu: mixture of experts (backend.h); scratch shared by a backend's layers, freed with its last experts */
 #define CU_MOE_MAX_E 512        /* experts per layer the permutation's shared memory holds */
 #define CU_MOE_MAX_K 64         /* top_k of moe_experts (the combine's per-token list) */
+#define CU_MOE_GEMV_MAX_PAIRS 64 /* T * k up to this: the decode path (expert GEMV), recordable into graphs */
 #define CU_DEV_MOE_ID 64  /* cu_dev_err code: moe_experts got an expert id out of range (a: token, b: id, c: experts) */
+vllm_status cu_experts_reserve(backend *be, const be_experts *ex, int64_t max_pairs);
 vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
                               const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out);
 void cu_experts_free(backend *be, be_experts *ex);

@@ -64,11 +64,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mma.h>
 #include <mutex>
 
 #include "cuda/cuda_internal.h"
 
-#define CU_MOE_GEMV_MAX_PAIRS 64 /* T * k up to this: the decode path (expert GEMV) */
 
 #define MP_THREADS 512          /* k_moe_permute's CTA */
 #define MP_WARPS (MP_THREADS / 32)
@@ -93,6 +93,7 @@ struct moe_ws {
     cu_buf xg;                  /* (N, D) BF16, prefill */
     cu_buf gu;                  /* (N, 2I) BF16, prefill */
     cu_buf host;                /* pinned: offs (E + 2), prefill */
+    bool recorded_large;        /* a recording uses meta / h / o: they must not move any more */
 };
 
 static std::mutex g_ws_mu;
@@ -167,8 +168,29 @@ struct be_experts {
     __nv_bfloat16 *gu;          /* (E, 2I, D): expert e's gate rows, then its up rows */
     __nv_bfloat16 *down;        /* (E, D, I) */
     moe_ws *ws;
-    int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV, 2 the GEMMs */
+    int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
+                                   2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
 };
+
+// the larger calls' scratch (meta, h, o) for up to max_pairs pairs of ex's shape; graphs may then record them
+vllm_status cu_experts_reserve(backend *be, const be_experts *ex, int64_t max_pairs) {
+    cu_state *cu = cu_of(be);
+    if (!ex || max_pairs < 0 || max_pairs > INT_MAX / 2)
+        return vt_error(VLLM_ERR_INVALID_ARG, "experts_reserve: %lld pairs", (long long)max_pairs);
+    if (cu->capturing) return vt_error(VLLM_ERR_BACKEND, "experts_reserve: not allowed while a graph is being recorded");
+    moe_ws *ws = ex->ws;
+    const size_t N = (size_t)max_pairs;
+    if (ws->recorded_large && (ws->meta.cap < meta_layout(ex->E, (int)N).bytes || ws->h.cap < N * (size_t)ex->I * 2 ||
+                               ws->o.cap < N * (size_t)ex->D * 2))
+        return vt_error(VLLM_ERR_BACKEND, "experts_reserve: graphs already record the current scratch");
+    vllm_status st;
+    if ((st = cu_buf_reserve(cu, &ws->meta, meta_layout(ex->E, (int)N).bytes, "moe_experts permutation")) ||
+        (st = cu_buf_reserve(cu, &ws->h, N * (size_t)ex->I * 2, "moe_experts h")) ||
+        (st = cu_buf_reserve(cu, &ws->o, N * (size_t)ex->D * 2, "moe_experts expert outputs")))
+        return st;
+    if (max_pairs > be->graph_moe_pairs) be->graph_moe_pairs = (int)max_pairs;
+    return VLLM_OK;
+}
 
 void cu_experts_free(backend *be, be_experts *ex) {
     (void)be;
@@ -190,10 +212,10 @@ static cudaError_t moe_upload(cu_state *cu, __nv_bfloat16 *dst, const tensor *w,
     const int64_t rows = w->shape[0], cols = w->shape[1], stride = w->row_stride ? w->row_stride : cols;
     const size_t es = dtype_size(w->dtype);
     if (w->dtype == DTYPE_BF16)
-        return cudaMemcpy2DAsync(dst, (size_t)cols * 2, w->data, (size_t)stride * 2, (size_t)cols * 2, (size_t)rows,
-                                 cudaMemcpyHostToDevice, cu->stream);
-    cudaError_t e = cudaMemcpy2DAsync(stage, (size_t)cols * es, w->data, (size_t)stride * es, (size_t)cols * es,
-                                      (size_t)rows, cudaMemcpyHostToDevice, cu->stream);
+        return cu_h2d_2d(cu, dst, (size_t)cols * 2, w->data, (size_t)stride * 2, (size_t)cols * 2, (size_t)rows,
+                         w->dtype);
+    cudaError_t e = cu_h2d_2d(cu, stage, (size_t)cols * es, w->data, (size_t)stride * es, (size_t)cols * es,
+                              (size_t)rows, w->dtype);
     if (e == cudaSuccess && !cu_convert_bf16(cu, dst, stage, w->dtype, rows, cols, cols)) e = cudaErrorLaunchFailure;
     if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* the stage is reused */
     return e;
@@ -234,7 +256,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->D = D;
     ex->I = I;
     const char *env = getenv("VLLM_CUDA_MOE");
-    ex->path = env && !strcmp(env, "gemv") ? 1 : env && !strcmp(env, "gemm") ? 2 : 0;
+    ex->path = !env ? 0 : !strcmp(env, "gemv") ? 1 : !strcmp(env, "gemm") ? 2 : !strcmp(env, "grouped") ? 3 : 0;
     ex->ws = ws_acquire(cu);
     vllm_status st = VLLM_OK;
     void *stage = NULL;
@@ -641,6 +663,162 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
     }
 }
 
+/* ---- larger batches: the grouped GEMM on the tensor cores ---- */
+
+#define GG_BM 64                /* pairs per tile */
+#define GG_BN 64                /* outputs per tile */
+#define GG_BK 32                /* inputs per step */
+#define GG_THREADS 128          /* 4 warps, each 32 x 32 of the tile */
+#define GG_LDS (GG_BK + 8)      /* smem row of A / B tiles (BF16; rows 80 bytes: 32-byte aligned fragments) */
+#define GG_LDC (GG_BN + 4)      /* smem row of the f32 result tile */
+
+/* The tiles of a call: over the experts with tokens in increasing id, ceil(n_e / GG_BM) pair blocks each.
+ * At most ceil(N / GG_BM) + min(E, N) of them (the grid's y bound). */
+static unsigned gg_tiles_bound(int N, int E) { return (unsigned)((N + GG_BM - 1) / GG_BM + (N < E ? N : E)); }
+
+/* CTA (x, y): outputs [64 x, 64 x + 64) of pair block y (the list above; CTAs past its end exit), out = A W_e^T
+ * over K in BF16 with f32 accumulation (wmma 16x16x16), A's rows the pairs' x rows (by_token: x[perm[p] / k])
+ * or h[p]; NR = 2: the gated form (gate rows r and up rows R + r -> act(gate) * up). The next K step's tiles
+ * are loaded into registers while the tensor cores work on the current one. Same args as k_moe_gemv. */
+template <int NR>
+__global__ void __launch_bounds__(GG_THREADS) k_moe_ggemm(mgv_args a) {
+    using namespace nvcuda;
+    pdl_launch();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __shared__ int s_e, s_p0, s_n;
+    if (warp == 0) { /* find the block: a warp scan of the active experts' block counts, 32 at a time */
+        const int na = *a.nact, want = (int)blockIdx.y;
+        int base = 0, e_found = -1, p0 = 0, n = 0;
+        for (int i0 = 0; i0 < na; i0 += 32) {
+            const int i = i0 + lane;
+            int nb = 0, e = -1;
+            if (i < na) {
+                e = a.act[i];
+                nb = (a.offs[e + 1] - a.offs[e] + GG_BM - 1) / GG_BM;
+            }
+            int inc = nb;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int v = __shfl_up_sync(0xffffffffu, inc, o);
+                if (lane >= o) inc += v;
+            }
+            const int excl = inc - nb;
+            const bool mine = nb > 0 && want >= base + excl && want < base + inc;
+            const unsigned m = __ballot_sync(0xffffffffu, mine);
+            if (m) {
+                const int src = __ffs(m) - 1;
+                e_found = __shfl_sync(0xffffffffu, e, src);
+                const int ex = __shfl_sync(0xffffffffu, excl, src);
+                p0 = a.offs[e_found] + (want - base - ex) * GG_BM;
+                n = min(GG_BM, a.offs[e_found + 1] - p0);
+                break;
+            }
+            base += __shfl_sync(0xffffffffu, inc, 31);
+        }
+        if (lane == 0) {
+            s_e = e_found;
+            s_p0 = p0;
+            s_n = n;
+        }
+    }
+    __syncthreads();
+    const int e = s_e, p0 = s_p0, n = s_n;
+    if (e < 0) return;
+    const int c0 = blockIdx.x * GG_BN;
+
+    /* the smem: the A and B tiles, then (reused) the f32 result tiles */
+    constexpr int AB_BYTES = (GG_BM + NR * GG_BN) * GG_LDS * 2, C_BYTES = NR * GG_BM * GG_LDC * 4;
+    __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
+    __nv_bfloat16 *As = (__nv_bfloat16 *)smem, *Bs = As + GG_BM * GG_LDS;
+    float *Cs = (float *)smem;
+
+    /* each thread moves 2 16-byte chunks of the A tile and 2 per B tile per step: chunk q = tid + 128 j,
+     * row q / 4, columns 8 (q % 4) .. + 8 */
+    const int cq = threadIdx.x & 3, r0 = threadIdx.x >> 2;
+    const __nv_bfloat16 *ap[2], *bp[NR][2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int row = r0 + 32 * j;
+        if (row < n) {
+            const int pp = p0 + row;
+            const int64_t src = a.by_token ? a.perm[pp] / a.k : pp;
+            ap[j] = a.x + src * a.xs + cq * 8;
+        } else {
+            ap[j] = nullptr;
+        }
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            const int col = c0 + row;
+            bp[q][j] = col < a.R ? a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8 : nullptr;
+        }
+    }
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    uint4 ra[2], rb[NR][2];
+    auto load = [&](int k0) {
+        const bool in = k0 + cq * 8 < a.K; /* K % 8 == 0: a chunk is all in or all out */
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            ra[j] = in && ap[j] ? __ldg((const uint4 *)(ap[j] + k0)) : zero;
+#pragma unroll
+            for (int q = 0; q < NR; q++) rb[q][j] = in && bp[q][j] ? __ldcs((const uint4 *)(bp[q][j] + k0)) : zero;
+        }
+    };
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NR][2][2];
+#pragma unroll
+    for (int q = 0; q < NR; q++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int jn = 0; jn < 2; jn++) wmma::fill_fragment(acc[q][i][jn], 0.0f);
+    const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+
+    load(0);
+    for (int k0 = 0; k0 < a.K; k0 += GG_BK) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            *(uint4 *)(As + (r0 + 32 * j) * GG_LDS + cq * 8) = ra[j];
+#pragma unroll
+            for (int q = 0; q < NR; q++) *(uint4 *)(Bs + (q * GG_BN + r0 + 32 * j) * GG_LDS + cq * 8) = rb[q][j];
+        }
+        __syncthreads();
+        if (k0 + GG_BK < a.K) load(k0 + GG_BK);
+#pragma unroll
+        for (int kk = 0; kk < GG_BK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * GG_LDS + kk, GG_LDS);
+#pragma unroll
+            for (int q = 0; q < NR; q++)
+#pragma unroll
+                for (int jn = 0; jn < 2; jn++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+                    wmma::load_matrix_sync(fb, Bs + (q * GG_BN + wn + 16 * jn) * GG_LDS + kk, GG_LDS);
+#pragma unroll
+                    for (int i = 0; i < 2; i++) wmma::mma_sync(acc[q][i][jn], fa[i], fb, acc[q][i][jn]);
+                }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int q = 0; q < NR; q++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int jn = 0; jn < 2; jn++)
+                wmma::store_matrix_sync(Cs + (q * GG_BM + wm + 16 * i) * GG_LDC + wn + 16 * jn, acc[q][i][jn], GG_LDC,
+                                        wmma::mem_row_major);
+    __syncthreads();
+    for (int i = threadIdx.x; i < GG_BM * GG_BN; i += GG_THREADS) {
+        const int r = i / GG_BN, c = i % GG_BN;
+        if (r >= n || c0 + c >= a.R) continue;
+        const float g = Cs[r * GG_LDC + c];
+        const float y = NR == 2 ? cu_act(a.act_fn, g) * Cs[(GG_BM + r) * GG_LDC + c] : g;
+        a.out[(int64_t)(p0 + r) * a.os + c0 + c] = __float2bfloat16(y);
+    }
+}
+
 /* ---- prefill: the gather ---- */
 
 // xg (N, D) = x[perm[p] / k] for p < N
@@ -797,19 +975,32 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     const bool small = N <= CU_MOE_GEMV_MAX_PAIRS; /* the fixed buffers; recordable on the GEMV path */
     const bool gemv_ok = D % 8 == 0 && I % 8 == 0 && ((uintptr_t)x->data % 16) == 0 && xs % 8 == 0;
     const bool gemv = gemv_ok && (ex->path == 1 || (ex->path == 0 && small));
-    if ((!gemv || !small) &&
-        !cu_capture_guard(cu, "moe_experts with more than 64 (token, expert) pairs or its GEMM path (its scratch "
-                              "grows and the GEMMs read the experts' token counts on the host)"))
-        return;
-
-    /* scratch: the permutation's ints (meta_layout), then h, o (and xg, gu on the GEMM path) */
+    const bool grouped = !gemv && gemv_ok && (ex->path == 3 || ex->path == 0) &&
+                         gg_tiles_bound(N, E) <= 65535; /* else cuBLAS per expert */
+    const bool cublas = !gemv && !grouped;
     moe_ws *ws = ex->ws;
     const moe_meta ml = meta_layout(E, N);
+    /* the larger calls' buffers: already big enough (experts_reserve), or grown here (eagerly, and only
+     * while no recording points at them) */
+    const bool fits = ws->meta.cap >= ml.bytes && ws->h.cap >= (size_t)N * (size_t)I * 2 &&
+                      ws->o.cap >= (size_t)N * (size_t)D * 2;
+    if ((cublas || (!small && !fits)) &&
+        !cu_capture_guard(cu, "moe_experts beyond its reserved scratch (experts_reserve) or on the cuBLAS path (its "
+                              "GEMMs read the experts' token counts on the host)"))
+        return;
+    if (!small && !fits && ws->recorded_large) {
+        cu_fail(cu, "moe_experts: %d (token, expert) pairs exceed the scratch that recorded graphs use (experts_reserve)",
+                N);
+        return;
+    }
+    if (cu->capturing && !small) ws->recorded_large = true;
+
+    /* scratch: the permutation's ints (meta_layout), then h, o (and xg, gu on the GEMM path) */
     cu_buf *bmeta = small ? &ws->dmeta : &ws->meta, *bh = small ? &ws->dh : &ws->h, *bo = small ? &ws->dout : &ws->o;
     if (cu_buf_reserve(cu, bmeta, ml.bytes, "moe_experts permutation") ||
         cu_buf_reserve(cu, bh, (size_t)N * (size_t)I * 2, "moe_experts h") ||
         cu_buf_reserve(cu, bo, (size_t)N * (size_t)D * 2, "moe_experts expert outputs") ||
-        (!gemv && (cu_buf_reserve(cu, &ws->xg, (size_t)N * (size_t)D * 2, "moe_experts gathered rows") ||
+        (cublas && (cu_buf_reserve(cu, &ws->xg, (size_t)N * (size_t)D * 2, "moe_experts gathered rows") ||
                    cu_buf_reserve(cu, &ws->gu, (size_t)N * (size_t)I * 4, "moe_experts gate|up") ||
                    cu_hbuf_reserve(&ws->host, (size_t)(E + 2) * 4, "moe_experts token counts")))) {
         cu_fail(cu, "moe_experts: scratch: %s", vllm_last_error());
@@ -834,7 +1025,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     pa.err = cu->derr_dev;
     if (!cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute, dim3(1), dim3(MP_THREADS), 0, pa)) return;
 
-    if (gemv) {
+    if (gemv || grouped) {
         const unsigned slots = (unsigned)(N < E ? N : E); /* experts that can have tokens */
         mgv_args g = {};
         g.W = ex->gu;
@@ -852,8 +1043,11 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.nact = nact;
         g.perm = perm;
         g.act_fn = (int)p->act;
-        if (!cu_launch(cu, "moe_experts (gate|up)", true, k_moe_gemv<2>,
-                       dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g))
+        const unsigned tiles = gg_tiles_bound(N, E);
+        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, k_moe_gemv<2>,
+                              dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
+                 : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, k_moe_ggemm<2>,
+                              dim3((unsigned)((I + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
             return;
         g.W = ex->down;
         g.wes = D * I;
@@ -864,8 +1058,10 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.by_token = false;
         g.out = o;
         g.os = D;
-        if (!cu_launch(cu, "moe_experts (down)", true, k_moe_gemv<1>,
-                       dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g))
+        if (gemv ? !cu_launch(cu, "moe_experts (down)", true, k_moe_gemv<1>,
+                              dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
+                 : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, k_moe_ggemm<1>,
+                              dim3((unsigned)((D + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
             return;
     } else {
         moe_gemm_path(be, ex, x, N, k, p->act, offs, perm, h, o);

@@ -295,7 +295,16 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
 
 static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logits) {
     llama_bufs t;
-    return llama_buffers(m, max_tokens, max_logits, &t);
+    vllm_status st = llama_buffers(m, max_tokens, max_logits, &t);
+    const llama *lm = m->impl;
+    backend *be = m->be;
+    /* the MoE scratch for the largest step (its layers share it): every decode batch records */
+    for (int l = 0; st == VLLM_OK && l < m->cfg.num_layers && be->ops->experts_reserve; l++)
+        if (lm->layers[l].moe.experts) {
+            st = be->ops->experts_reserve(be, lm->layers[l].moe.experts, max_tokens * m->cfg.moe.top_k);
+            break;
+        }
+    return st;
 }
 
 static vllm_status llama_logits(model *m, int n, const tensor **logits) {

@@ -283,6 +283,10 @@ typedef struct backend_ops {
                                   const tensor *const *down, const be_expert_bias *bias, int E,
                                   be_experts **out);
     void (*experts_free)(backend *be, be_experts *ex);
+    /* Optional (NULL: nothing to size): readies the backend's scratch for moe_experts calls of up to
+     * max_pairs (token, expert) pairs on experts shaped like ex, so that such calls record into
+     * graphs (graph_moe_pairs rises to max_pairs) and never move memory a recording uses. */
+    vllm_status (*experts_reserve)(backend *be, const be_experts *ex, int64_t max_pairs);
     /* The routing of router logits (T, E) (act dtype or F32) as p's scoring:
      * ids (T, k) I32 the chosen experts (best first; equal scores: the lower
      * id first), w (T, k) F32 their weights (renormalised when p says so).
@@ -331,6 +335,11 @@ struct backend {
     dtype kv_dtype;       /* dtype of the KV cache */
     bool import_copies;   /* import / linear_create copy the host data (a GPU): the host
                              source (mmap, dummy buffers) may be freed after loading */
+    bool dummy_fill;      /* import / linear_create / experts_create recognise dummy arenas
+                             (tensor/dummy.h) and write their values on the device */
+    int graph_moe_pairs;  /* moe_experts calls of at most this many (token, expert) pairs record
+                             into graphs (experts_reserve may raise it); larger ones must run
+                             eagerly (0: no limit) */
     void *impl;           /* backend private state */
 };
 

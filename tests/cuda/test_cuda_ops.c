@@ -37,6 +37,7 @@
 
 #include "sample/sample.h"
 #include "tensor/backend.h"
+#include "tensor/dummy.h"
 #include "test.h"
 
 static backend *cpu, *gpu;
@@ -2079,12 +2080,18 @@ static void test_sigmoid_gate_case(int T, int D, dtype xdt, dtype gdt) {
 }
 
 /* A decode-sized route + experts recorded and replayed on new inputs equals the same eagerly. */
-static void test_moe_graph(void) {
+/* T tokens: 4 (the expert GEMV's fixed buffers) or, large, more than 64 pairs (the grouped GEMM on the
+ * scratch experts_reserve sized) */
+static void test_moe_graph(int T, bool large) {
     if (!gpu->ops->graph_begin) return;
-    const int E = 8, k = 2, T = 4, D = 256, I = 128;
+    const int E = 8, k = 2, D = 256, I = 128;
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, DTYPE_BF16, &ec, &eg, &keep);
+    if (large && eg) {
+        CHECK_OK(gpu->ops->experts_reserve(gpu, eg, (int64_t)T * k));
+        CHECK(gpu->graph_moe_pairs >= T * k);
+    }
     float *l = malloc((size_t)T * E * sizeof *l), *hx = malloc((size_t)T * D * sizeof *hx);
     tensor lg = put(gpu, DTYPE_BF16, T, E, NULL), xg = put(gpu, DTYPE_BF16, T, D, NULL);
     tensor ig = put_i32_2d(gpu, NULL, T, k), wg = put(gpu, DTYPE_F32, T, k, NULL);
@@ -2128,7 +2135,8 @@ static void test_moe_graph(void) {
             same_as_a += yr[i] == ya[i];
             nan += isnan(yr[i]);
         }
-        printf("  moe graph replay %d: %lld of %d outputs differ from eager\n", rep, (long long)differ, T * D);
+        printf("  moe graph replay %d (%d tokens): %lld of %d outputs differ from eager\n", rep, T, (long long)differ,
+               T * D);
         CHECK_MSG(nan == 0 && differ == 0 && same_as_a < T * D / 2, "moe graph replay %d: %lld NaN, %lld differ, %lld stale",
                   rep, (long long)nan, (long long)differ, (long long)same_as_a);
         free(yr);
@@ -2137,9 +2145,14 @@ static void test_moe_graph(void) {
     gpu->ops->graph_free(gpu, gr);
 #undef MOE_STEP
 #undef MOE_INPUTS
-    /* the GEMM path (more than 64 pairs) reads counts on the host: refused while recording */
-    {
+    /* the cuBLAS path reads the counts on the host: refused while recording */
+    if (!large) {
         const int T2 = 40;
+        be_experts *ec2, *eg2;
+        float *keep2;
+        setenv("VLLM_CUDA_MOE", "gemm", 1);
+        moe_make(E, D, I, DTYPE_BF16, &ec2, &eg2, &keep2);
+        unsetenv("VLLM_CUDA_MOE");
         int32_t *ids = malloc((size_t)T2 * k * sizeof *ids);
         float *w = malloc((size_t)T2 * k * sizeof *w);
         moe_ids(E, k, T2, MOE_RANDOM, ids, w);
@@ -2148,13 +2161,16 @@ static void test_moe_graph(void) {
         CHECK_OK(gpu->ops->zero(gpu, &x2));
         be_graph *bad = NULL;
         CHECK_OK(gpu->ops->graph_begin(gpu));
-        gpu->ops->moe_experts(gpu, eg, &x2, &i2, &w2, &mp, false, &y2);
+        gpu->ops->moe_experts(gpu, eg2, &x2, &i2, &w2, &mp, false, &y2);
         vllm_status st = gpu->ops->graph_end(gpu, &bad);
         CHECK_MSG(st == VLLM_ERR_BACKEND && bad == NULL && strstr(vllm_last_error(), "moe_experts"),
-                  "moe_experts' GEMM path while recording: status %d: %s", st, vllm_last_error());
+                  "moe_experts' cuBLAS path while recording: status %d: %s", st, vllm_last_error());
         CHECK_OK(gpu->ops->synchronize(gpu));
         tensor *ts[] = {&x2, &y2, &i2, &w2};
         for (int i = 0; i < 4; i++) drop(gpu, ts[i]);
+        cpu->ops->experts_free(cpu, ec2);
+        gpu->ops->experts_free(gpu, eg2);
+        free(keep2);
         free(ids);
         free(w);
     }
@@ -2232,6 +2248,16 @@ static void test_moe(void) {
          .ydt = DTYPE_BF16, .force = "gemm"},
         {.E = 64, .k = 8, .T = 300, .D = 256, .I = 128, .pat = MOE_SAME, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .force = "gemv"},
+        /* the grouped GEMM (the default past 64 pairs): forced on a decode batch; sizes a multiple of 8 but not
+         * of its 32-wide K steps or 64-wide tiles; experts with several 64-pair blocks; F32 y, accumulate */
+        {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .force = "grouped"},
+        {.E = 16, .k = 4, .T = 70, .D = 264, .I = 136, .pat = MOE_RANDOM, .act = BE_ACT_GELU_TANH, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16},
+        {.E = 8, .k = 2, .T = 300, .D = 512, .I = 256, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32},
+        {.E = 64, .k = 8, .T = 300, .D = 256, .I = 128, .pat = MOE_SUBSET, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 128, .k = 8, .T = 64, .D = 512, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
     };
     for (size_t i = 0; i < sizeof x / sizeof *x; i++) test_moe_experts_case(&x[i]);
 
@@ -2266,7 +2292,8 @@ static void test_moe(void) {
         free(keep);
     }
 
-    test_moe_graph();
+    test_moe_graph(4, false);
+    test_moe_graph(100, true);
 
     /* supports(): Qwen3-30B-A3B's 128 experts / top 8 natively; more than the kernels hold is refused */
     const moe_params mp = {.num_experts = 128, .top_k = 8, .renormalize = true};
@@ -2276,6 +2303,69 @@ static void test_moe(void) {
     const moe_params wide = {.num_experts = 256, .top_k = 65};
     CHECK(backend_supports(gpu, BE_OP_MOE, &wide) == BE_UNSUPPORTED);
     CHECK(backend_supports(gpu, BE_OP_MOE, NULL) == BE_UNSUPPORTED);
+}
+
+/* ---- dummy weights: import and linear_create write a dummy arena's values (tensor/dummy.h) on the device ---- */
+static void test_dummy_fill(void) {
+    CHECK(gpu->dummy_fill && !cpu->dummy_fill);
+    dummy_arena *a = dummy_arena_create(dummy_seed(5));
+    CHECK(a != NULL);
+    if (!a) return;
+    uint64_t seed, off;
+    const dtype dts[3] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
+    for (int di = 0; di < 3; di++) { /* a strided view starting 3 elements into its allocation */
+        const dtype dt = dts[di];
+        const size_t es = dtype_size(dt);
+        const int64_t rows = 37, cols = 100, stride = 130;
+        char *p = dummy_arena_take(a, (size_t)(rows * stride + 8) * es);
+        CHECK(p && dummy_lookup(p, &seed, &off));
+        if (!p) break;
+        tensor v = tensor_2d(dt, p + 3 * es, rows, cols), g;
+        v.row_stride = stride;
+        CHECK_OK(gpu->ops->import(gpu, &v, &g));
+        float *got = get(gpu, &g);
+        int bad = 0;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                bad += got[r * cols + c] != round_to(dt, dummy_value(seed, off / es + 3 + (uint64_t)(r * stride + c)));
+        CHECK_MSG(bad == 0, "dummy import %s: %d of %lld values differ", dtype_name(dt), bad, (long long)(rows * cols));
+        printf("  dummy import %-4s (%lld, %lld) stride %lld: %d values differ\n", dtype_name(dt), (long long)rows,
+               (long long)cols, (long long)stride, bad);
+        free(got);
+        drop(gpu, &g);
+    }
+    /* linear_create over an arena weight against the CPU's over the same values made on the host */
+    const int out = 300, in = 256, T = 5;
+    char *p = dummy_arena_take(a, (size_t)out * in * 2);
+    CHECK(p && dummy_lookup(p, &seed, &off));
+    if (p) {
+        float *hw = malloc((size_t)out * in * sizeof *hw);
+        for (int64_t i = 0; i < (int64_t)out * in; i++) hw[i] = round_to(DTYPE_BF16, dummy_value(seed, off / 2 + (uint64_t)i));
+        tensor wc = tensor_2d(DTYPE_F32, hw, out, in), wg = tensor_2d(DTYPE_BF16, p, out, in);
+        const tensor *wcs[1] = {&wc}, *wgs[1] = {&wg};
+        be_linear *lc = NULL, *lg = NULL;
+        CHECK_OK(cpu->ops->linear_create(cpu, wcs, NULL, 1, &lc));
+        CHECK_OK(gpu->ops->linear_create(gpu, wgs, NULL, 1, &lg));
+        float *hx;
+        tensor xc, xg;
+        rand_pair(T, in, 1.0f, &hx, &xc, &xg);
+        tensor yc = put(cpu, DTYPE_F32, T, out, NULL), yg = put(gpu, DTYPE_F32, T, out, NULL);
+        if (lc && lg) {
+            cpu->ops->linear(cpu, lc, &xc, &yc);
+            gpu->ops->linear(gpu, lg, &xg, &yg);
+            float *c = get(cpu, &yc), *g = get(gpu, &yg);
+            compare("linear over dummy weights", g, c, (int64_t)T * out, 2e-2, 2e-2);
+            free(c);
+            free(g);
+        }
+        cpu->ops->linear_free(cpu, lc);
+        gpu->ops->linear_free(gpu, lg);
+        tensor *cs[] = {&xc, &yc}, *gs[] = {&xg, &yg};
+        drop_pairs(cs, gs, 2);
+        free(hx);
+        free(hw);
+    }
+    dummy_arena_destroy(a);
 }
 
 int main(void) {
@@ -2305,6 +2395,7 @@ int main(void) {
     test_graph();
     test_supports();
     test_moe();
+    test_dummy_fill();
 
     CHECK_OK(gpu->ops->synchronize(gpu));
     CHECK_OK(cpu->ops->synchronize(cpu));

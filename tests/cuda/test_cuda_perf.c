@@ -24,6 +24,7 @@
 
 #include "sample/sample.h"
 #include "tensor/backend.h"
+#include "tensor/dummy.h"
 #include "test.h"
 
 static backend *gpu;
@@ -494,6 +495,106 @@ static void run_shape(const shape *sh) {
     CHECK_OK(gpu->ops->synchronize(gpu));
 }
 
+/* ---- the MoE layer of the Qwen3-30B-A3B shape: router linear, moe_route, moe_experts ----
+ * Eight layers of distinct experts (dummy weights filled on the device: 9.7 GB), so that each layer
+ * reads its 8 chosen experts from HBM, not L2 (50 MB); per layer time against its floor (the bytes
+ * the routed experts and the router hold / 4.25 TB/s). Batch 1 and 8 in a graph; 256 tokens eager
+ * (the grouped GEMM path). */
+static void run_moe(const char *force) {
+    enum { D = 2048, I = 768, E = 128, K = 8, LAYERS = 8 };
+    if (force) setenv("VLLM_CUDA_MOE", force, 1); /* read by experts_create */
+    dummy_arena *a = dummy_arena_create(dummy_seed(11));
+    CHECK(a != NULL);
+    if (!a) return;
+    be_experts *ex[LAYERS] = {NULL};
+    be_linear *router[LAYERS] = {NULL};
+    const tensor *g[E], *u[E], *dn[E];
+    tensor views[3 * E];
+    bool ok = true;
+    for (int l = 0; l < LAYERS && ok; l++) {
+        char *p = dummy_arena_take(a, (size_t)E * 3 * I * D * 2), *r = dummy_arena_take(a, (size_t)E * D * 2);
+        ok = p && r;
+        if (!ok) break;
+        for (int e = 0; e < E; e++) {
+            views[e] = tensor_2d(DTYPE_BF16, p + (size_t)e * 3 * I * D * 2, I, D);
+            views[E + e] = tensor_2d(DTYPE_BF16, p + ((size_t)e * 3 + 1) * I * D * 2, I, D);
+            views[2 * E + e] = tensor_2d(DTYPE_BF16, p + ((size_t)e * 3 + 2) * I * D * 2, D, I);
+            g[e] = &views[e];
+            u[e] = &views[E + e];
+            dn[e] = &views[2 * E + e];
+        }
+        tensor rw = tensor_2d(DTYPE_BF16, r, E, D);
+        const tensor *rws[1] = {&rw};
+        ok = gpu->ops->experts_create(gpu, g, u, dn, NULL, E, &ex[l]) == VLLM_OK &&
+             gpu->ops->linear_create(gpu, rws, NULL, 1, &router[l]) == VLLM_OK;
+        CHECK_MSG(ok, "moe layer %d: %s", l, vllm_last_error());
+    }
+    if (force) unsetenv("VLLM_CUDA_MOE");
+    const moe_params mp = {.num_experts = E, .top_k = K, .renormalize = true, .act = BE_ACT_SILU};
+    printf("  MoE layer, Qwen3-30B-A3B shape (D %d, %d experts of %d, top %d), %d layers of distinct experts, path %s:\n",
+           D, E, I, K, LAYERS, force ? force : "auto");
+    const int Ts[5] = {1, 8, 64, 256, 2048};
+    for (int ti = force ? 2 : 0; ti < 5 && ok; ti++) {
+        const int T = Ts[ti];
+        uint16_t *hx = rand_bf16((size_t)T * D, 1.0f);
+        tensor x = act(DTYPE_BF16, T, D), y = act(DTYPE_BF16, T, D), lg = act(DTYPE_F32, T, E);
+        tensor ids = tensor_2d(DTYPE_I32, NULL, T, K), w = tensor_2d(DTYPE_F32, NULL, T, K);
+        CHECK_OK(gpu->ops->alloc(gpu, &ids));
+        CHECK_OK(gpu->ops->alloc(gpu, &w));
+        CHECK_OK(gpu->ops->upload(gpu, &x, hx, (size_t)T * D * 2));
+        double t_us;
+        if (T * K <= 64) { /* the expert GEMV: recordable */
+            be_graph *gr = NULL;
+            CHECK_OK(gpu->ops->graph_begin(gpu));
+            for (int l = 0; l < LAYERS; l++) {
+                gpu->ops->linear(gpu, router[l], &x, &lg);
+                gpu->ops->moe_route(gpu, &lg, &mp, &ids, &w);
+                gpu->ops->moe_experts(gpu, ex[l], &x, &ids, &w, &mp, false, &y);
+            }
+            CHECK_OK(gpu->ops->graph_end(gpu, &gr));
+            double t[9];
+            for (int i = 0; i < 9 && gr; i++) {
+                double t0 = now();
+                for (int r = 0; r < 20; r++) CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+                CHECK_OK(gpu->ops->synchronize(gpu));
+                t[i] = (now() - t0) / 20;
+            }
+            t_us = gr ? median(t, 9) / LAYERS * 1e6 : 0;
+            if (gr) gpu->ops->graph_free(gpu, gr);
+        } else { /* the grouped GEMM path, eager */
+            double t[9];
+            for (int i = 0; i < 9; i++) {
+                double t0 = now();
+                for (int l = 0; l < LAYERS; l++) {
+                    gpu->ops->linear(gpu, router[l], &x, &lg);
+                    gpu->ops->moe_route(gpu, &lg, &mp, &ids, &w);
+                    gpu->ops->moe_experts(gpu, ex[l], &x, &ids, &w, &mp, false, &y);
+                }
+                CHECK_OK(gpu->ops->synchronize(gpu));
+                t[i] = now() - t0;
+            }
+            t_us = median(t, 9) / LAYERS * 1e6;
+        }
+        /* the bytes read: the distinct experts T tokens pick (at most E), the router */
+        const double picked = T * K < E ? (double)T * K : (double)E;
+        const double fl = (picked * 3 * I * D * 2 + (double)E * D * 2) / 4.25e12 * 1e6;
+        printf("    %3d tokens: %8.1f us per layer (router + route + experts); floor %6.1f us (<= %3.0f experts read) "
+               "= %3.0f%%\n",
+               T, t_us, fl, picked, 100.0 * fl / t_us);
+        printf("PERF moe-30b-a3b-layer%s%s T%d us %.1f floor_us %.1f\n", force ? "-" : "", force ? force : "", T, t_us,
+               fl);
+        free(hx);
+        tensor *ts[] = {&x, &y, &lg, &ids, &w};
+        for (int i = 0; i < 5; i++) gpu->ops->release(gpu, ts[i]);
+    }
+    for (int l = 0; l < LAYERS; l++) {
+        if (ex[l]) gpu->ops->experts_free(gpu, ex[l]);
+        if (router[l]) gpu->ops->linear_free(gpu, router[l]);
+    }
+    dummy_arena_destroy(a);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -504,6 +605,10 @@ int main(void) {
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         if (only && *only && strcmp(only, "all") != 0 && !strstr(SHAPES[i].name, only)) continue;
         run_shape(&SHAPES[i]);
+    }
+    if (!only || !*only || !strcmp(only, "all") || strstr(only, "moe")) {
+        run_moe(NULL);
+        run_moe("gemm"); /* cuBLAS per expert, for comparison */
     }
     backend_free(gpu);
     TEST_END();

@@ -502,11 +502,12 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_ATTENTION: { /* every head_dim the kernels take: even, up to 256 (ops_attention.cu AT_MAX_HD) */
         const attn_params *p = (const attn_params *)params;
         return p && p->head_dim > 0 && p->head_dim <= 256 && p->head_dim % 2 == 0 && p->softcap >= 0.0f &&
-                       !isinf(p->softcap) && !p->sinks /* attention sinks (gpt-oss): CPU only for now */
+                       !isinf(p->softcap) /* attention sinks (gpt-oss) included */
                    ? BE_NATIVE
                    : BE_UNSUPPORTED;
     }
-    case BE_OP_ACT_MUL:
+    case BE_OP_ACT_MUL: /* gpt-oss's clamped SwiGLU included: it is gated only (not activation's) */
+        return params && (unsigned)*(const be_act *)params < BE_ACT_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
     case BE_OP_ACTIVATION:
         return params && (unsigned)*(const be_act *)params < CU_ACT_COUNT ? BE_NATIVE : BE_UNSUPPORTED;
     case BE_OP_NORM:
@@ -529,8 +530,8 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_MOE: { /* ops_moe.cu's kernels */
         const moe_params *p = (const moe_params *)params;
         return p && p->top_k >= 1 && p->top_k <= p->num_experts && p->num_experts <= CU_MOE_MAX_E && p->top_k <= CU_MOE_MAX_K &&
-                       (unsigned)p->scoring < BE_MOE_SCORING_COUNT && (unsigned)p->act < CU_ACT_COUNT && !p->bias
-                   ? BE_NATIVE
+                       (unsigned)p->scoring < BE_MOE_SCORING_COUNT && (unsigned)p->act < BE_ACT_COUNT
+                   ? BE_NATIVE /* expert biases and gpt-oss's clamped SwiGLU included */
                    : BE_UNSUPPORTED;
     }
     default: return BE_UNSUPPORTED;

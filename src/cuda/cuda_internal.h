@@ -254,9 +254,17 @@ __device__ __forceinline__ void cu_st(void *p, int dt, int64_t i, float v) {
     else ((float *)p)[i] = v;
 }
 
-/* The activations the CUDA kernels have: all of be_act's but gpt-oss's clamped SwiGLU (BE_ACT_SWIGLU_OAI,
- * CPU only for now: refused by supports() and by the ops). */
+/* The activations cu_act has: all of be_act's but gpt-oss's clamped SwiGLU (BE_ACT_SWIGLU_OAI), which is
+ * gated only: act_mul and moe_experts have it (cu_swiglu_oai); activation and linear_fused's GEMV refuse it. */
 #define CU_ACT_COUNT BE_ACT_SWIGLU_OAI
+
+/* gpt-oss's clamped SwiGLU of a gate g and an up u (backend.h BE_ACT_SWIGLU_OAI; the CPU's swiglu_oai_row):
+ * g = min(g, limit), u = clamp(u, -limit, limit) (NaN stays NaN), out = (u + 1) * g * sigmoid(alpha g) */
+__device__ __forceinline__ float cu_swiglu_oai(float g, float u, float alpha, float limit) {
+    const float gc = g > limit ? limit : g;
+    const float uc = u > limit ? limit : u < -limit ? -limit : u;
+    return (uc + 1.0f) * (gc * (1.0f / (1.0f + expf(-(gc * alpha)))));
+}
 
 /* act(x) in f32 (be_act, backend.h), the CPU backend's formulas (ops_elementwise.c cpu_act). */
 __device__ __forceinline__ float cu_act(int act, float x) {
@@ -301,6 +309,8 @@ void cu_rms_norm(backend *be, const tensor *x, const tensor *w, float eps, tenso
 void cu_add(backend *be, tensor *x, const tensor *y);
 void cu_silu_mul(backend *be, const tensor *gate_up, tensor *out);
 void cu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out);
+/* act_mul with BE_ACT_SWIGLU_OAI's alpha and limit given (cu_act_mul: BE_SWIGLU_OAI_ALPHA / _LIMIT) */
+void cu_act_mul_p(backend *be, be_act act, float alpha, float limit, const tensor *gate_up, tensor *out);
 void cu_activation(backend *be, be_act act, tensor *x);
 void cu_softcap(backend *be, tensor *x, float cap);
 void cu_scale(backend *be, tensor *x, float s);

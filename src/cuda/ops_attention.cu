@@ -28,6 +28,15 @@
  * s = q.k * scale to tanh(s / cap) * cap before the mask and the softmax,
  * in all three kernels.
  *
+ * Attention sinks (gpt-oss, attn_params.sinks): a logit sink_h per head that
+ * joins the softmax's max and denominator but has no value. Every kernel
+ * starts one online-softmax state of each (token, head) (the first warp /
+ * key group / quad lane of the first split) at max = sink_h, sum = 1 instead
+ * of -inf and 0, i.e. as if one key with score sink_h and value 0 came
+ * first; the merges of warps, groups and splits then carry it like any key
+ * (a template argument SINK: the models without sinks run the same code as
+ * before).
+ *
  * Split-KV (flash decoding): when the batch has too few (token, KV head)
  * pairs to fill the GPU and contexts are long, the keys are cut into
  * nsplit segments run by separate CTAs; each writes its unnormalised
@@ -125,6 +134,8 @@ typedef struct at_args {
     int S, T, nh, hd, group, hp, npass, window, nsplit;
     float scale;
     float softcap;          /* > 0: scores s become tanh(s / softcap) * softcap */
+    const void *sinks;      /* SINK: (nh) of sdt, the heads' sink logits (natural log, not scaled or capped) */
+    int sdt;
     void *out;
     int odt;
     int64_t os;
@@ -162,8 +173,9 @@ __device__ __forceinline__ void attn_put(const A &a, int t, int head, int d, int
 
 /* grid (T, nkv * npass, nsplit), AT_THREADS threads, dynamic shared memory
  * of at_smem_floats(hp, hd) floats. head_dim <= 32 * NACC. CAP: a.softcap > 0
- * (a template argument: no test in the score loop of the models without one). */
-template <int NACC, bool CAP>
+ * (a template argument: no test in the score loop of the models without one);
+ * SINK: a.sinks (warp 0 of split 0 starts at the sink). */
+template <int NACC, bool CAP, bool SINK>
 __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
     extern __shared__ float smem[];
     const int hd = a.hd, hp = a.hp;
@@ -231,6 +243,15 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
         l[h] = 0.0f;
 #pragma unroll
         for (int e = 0; e < NACC; e++) acc[h][e] = 0.0f;
+    }
+    if constexpr (SINK) {
+        if (warp == 0 && split == 0) /* the sink: one more logit, value 0 */
+#pragma unroll
+            for (int h = 0; h < AT_HP; h++)
+                if (h < nhp) {
+                    m[h] = cu_ld(a.sinks, a.sdt, h0 + h);
+                    l[h] = 1.0f;
+                }
     }
     float *pwarp = pw + warp * AT_HP * 32;
     const bool vec8 = (hd % 8) == 0;
@@ -446,6 +467,8 @@ typedef struct da_args {
                                softcap the softmax scale (the cap bends the natural score first) */
     float cap_inv;          /* softcap: 1 / softcap, 0 = off */
     float cap_log2;         /* softcap: softcap * log2(e) (the capped score in base 2) */
+    const void *sinks;      /* SINK: (nh) of sdt, the heads' sink logits (natural log; * log2(e) here) */
+    int sdt;
     void *out;
     int odt;
     int64_t os;
@@ -455,8 +478,9 @@ typedef struct da_args {
 } da_args;
 
 /* CAP: the softcap (a.cap_inv > 0), a template argument so that the models without one
- * (Llama, Qwen) have no test in the score loop */
-template <int HD, int GP, bool CAP>
+ * (Llama, Qwen) have no test in the score loop; SINK: a.sinks (key group 0 of split 0 starts
+ * at the sink) */
+template <int HD, int GP, bool CAP, bool SINK>
 __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
     using SH = da_shape<HD, GP>;
     constexpr int LPK = SH::LPK, NGRP = SH::NGRP, U = SH::U;
@@ -539,6 +563,15 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
         l[h] = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; i++) acc[h][i] = qv[h][i] = 0.0f;
+    }
+    if constexpr (SINK) {
+        if (grp == 0 && split == 0) /* the sink: one more logit (base 2), value 0; a weight, not step data */
+#pragma unroll
+            for (int h = 0; h < GP; h++)
+                if (h < nhp) {
+                    m[h] = cu_ld(a.sinks, a.sdt, h0 + h) * 1.4426950408889634f;
+                    l[h] = 1.0f;
+                }
     }
     const int64_t head_off = (int64_t)kvh * HD + e0;
     const bool pow2 = (a.bs & (a.bs - 1)) == 0;
@@ -773,8 +806,10 @@ template <int HD, int GP>
 static void da_launch(cu_state *cu, const da_args &a, dim3 grid) {
     using SH = da_shape<HD, GP>;
     size_t smem = (size_t)(SH::NGRP * a.hp * HD + 2 * SH::NGRP * GP) * sizeof(float);
-    if (a.cap_inv > 0.0f) cu_launch(cu, "attention", true, k_attn_decode<HD, GP, true>, grid, dim3(DA_THREADS), smem, a);
-    else cu_launch(cu, "attention", true, k_attn_decode<HD, GP, false>, grid, dim3(DA_THREADS), smem, a);
+    const bool cap = a.cap_inv > 0.0f;
+    void (*k)(da_args) = a.sinks ? (cap ? k_attn_decode<HD, GP, true, true> : k_attn_decode<HD, GP, false, true>)
+                                 : (cap ? k_attn_decode<HD, GP, true, false> : k_attn_decode<HD, GP, false, false>);
+    cu_launch(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a);
 }
 
 template <int HD>
@@ -807,11 +842,21 @@ static void attn_fill_common(A &a, const tensor *q, const tensor *k_cache, const
     a.group = group;
     a.hp = hp;
     a.window = p->sliding_window;
+    a.sinks = p->sinks ? p->sinks->data : NULL;
+    a.sdt = p->sinks ? (int)p->sinks->dtype : (int)DTYPE_F32;
     a.nsplit = nsplit;
     a.out = out->data;
     a.odt = out->dtype;
     a.os = tensor_row_stride(out);
     a.ws = ws;
+}
+
+/* The generic kernel for head_dim hd, softcap on or off, sinks or not (SINK). */
+template <bool SINK>
+static void (*at_kernel(int hd, bool cap))(at_args) {
+    if (hd <= 64) return cap ? k_attention<2, true, SINK> : k_attention<2, false, SINK>;
+    if (hd <= 128) return cap ? k_attention<4, true, SINK> : k_attention<4, false, SINK>;
+    return cap ? k_attention<8, true, SINK> : k_attention<8, false, SINK>;
 }
 
 // q (T, nh*hd), caches (num_blocks, block_size, nkv, hd) -> out (T, nh*hd)
@@ -833,10 +878,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         cu_fail(cu, "attention: softcap %g must be 0 (off) or positive and finite", (double)p->softcap);
         return;
     }
-    if (p->sinks) {
-        cu_fail(cu, "attention: attention sinks are not supported on CUDA yet");
-        return;
-    }
+    if (p->sinks && !cu_check_vec(cu, "attention", "sinks", p->sinks, CU_FLOAT, nh)) return;
     const int64_t T = m->num_tokens, S = m->num_seqs;
     if (!cu_check_mat(cu, "attention", "q", q, CU_ACT, T, (int64_t)nh * hd) ||
         !cu_check_mat(cu, "attention", "out", out, CU_ACT, T, (int64_t)nh * hd) ||
@@ -926,9 +968,8 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     a.softcap = p->softcap;
     a.err = cu->derr_dev;
     size_t smem = at_smem_bytes(hp, hd);
-    void (*kern)(at_args) = hd <= 64 ? (a.softcap > 0.0f ? k_attention<2, true> : k_attention<2, false>)
-                            : hd <= 128 ? (a.softcap > 0.0f ? k_attention<4, true> : k_attention<4, false>)
-                                        : (a.softcap > 0.0f ? k_attention<8, true> : k_attention<8, false>);
+    void (*kern)(at_args) = at_kernel<false>(hd, a.softcap > 0.0f);
+    if (a.sinks) kern = at_kernel<true>(hd, a.softcap > 0.0f);
     cu_launch(cu, "attention", true, kern, grid, dim3(AT_THREADS), smem, a);
     if (nsplit > 1)
         cu_launch(cu, "attention combine", true, k_attn_combine, dim3(cu_grid(T * nh, 1)), dim3(128), 0,

@@ -3,7 +3,9 @@
  * cores (mma.sync m16n8k16, BF16 operands, f32 accumulation), for
  * head_dim 64, 128 and 256 (Gemma; Q's fragments then read from shared
  * memory at each k-step, and the GPU must offer 165 KiB of shared memory
- * per block), with the optional score softcap (Gemma 2).
+ * per block), with the optional score softcap (Gemma 2) and attention sinks
+ * (gpt-oss: each row's online softmax starts at max = sink_h, sum = 1, the
+ * sum held by the first lane of the row's quad).
  *
  * FlashAttention-2's loop (Dao, 2023) over vLLM v1's paged, varlen,
  * causal batch (vllm/v1/attention/ops/triton_unified_attention.py,
@@ -40,6 +42,8 @@ typedef struct tc_args {
     float scale_log2;       /* softmax scale * log2(e): scores in base 2 */
     float cap_mul;          /* softcap: scale / softcap (0 = off); the score is cap_log2 * tanh(q.k * cap_mul) */
     float cap_log2;         /* softcap * log2(e) */
+    const void *sinks;      /* SINK: (nh) of sdt, the heads' sink logits (natural log; * log2(e) here) */
+    int sdt;
     __nv_bfloat16 *out;
     int64_t os;
     cu_dev_err *err;
@@ -90,8 +94,8 @@ static constexpr size_t tc_smem_bytes() {
 
 // grid (tiles upper bound, num_heads): q (T, nh*HD) BF16, caches -> out (T, nh*HD) BF16.
 // CAP: the softcap, a template argument so that the models without one (Llama, Qwen) run the
-// score loop without it (a runtime test there cost 37% at head_dim 128 on an H200)
-template <int HD, bool CAP>
+// score loop without it (a runtime test there cost 37% at head_dim 128 on an H200); SINK: a.sinks
+template <int HD, bool CAP, bool SINK>
 __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
     constexpr int LD = HD + 8; /* padded shared-memory rows: ldmatrix rows land on distinct banks */
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
@@ -202,6 +206,10 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+    if constexpr (SINK) { /* the sink: one more logit (base 2), value 0, counted once per row (lane qd 0) */
+        mrow[0] = mrow[1] = cu_ld(a.sinks, a.sdt, h) * 1.4426950408889634f;
+        lrow[0] = lrow[1] = qd == 0 ? 1.0f : 0.0f;
+    }
     /* absolute positions of the thread's two rows (past the tokens: masked everywhere) */
     const int pr[2] = {wr + g < rows ? p_first + wr + g : -1, wr + g + 8 < rows ? p_first + wr + g + 8 : -1};
 
@@ -317,14 +325,14 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
     }
 }
 
-/* Both instantiations of head_dim HD (softcap off / on) may take tc_smem_bytes<HD>() bytes. */
+/* The instantiations of head_dim HD (softcap off / on, sinks or not) may take tc_smem_bytes<HD>() bytes. */
 template <int HD>
 static cudaError_t tc_set_smem() {
-    cudaError_t e = cudaFuncSetAttribute(k_attn_tc<HD, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)tc_smem_bytes<HD>());
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_attn_tc<HD, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)tc_smem_bytes<HD>());
+    void (*const ks[4])(tc_args) = {k_attn_tc<HD, false, false>, k_attn_tc<HD, true, false>,
+                                    k_attn_tc<HD, false, true>, k_attn_tc<HD, true, true>};
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < 4 && e == cudaSuccess; i++)
+        e = cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem_bytes<HD>());
     return e;
 }
 
@@ -356,10 +364,9 @@ bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out
 
 template <int HD>
 static void tc_launch(cu_state *cu, bool cap, dim3 grid, const tc_args &a) {
-    if (cap)
-        cu_launch(cu, "attention (prefill)", true, k_attn_tc<HD, true>, grid, dim3(TC_THREADS), tc_smem_bytes<HD>(), a);
-    else
-        cu_launch(cu, "attention (prefill)", true, k_attn_tc<HD, false>, grid, dim3(TC_THREADS), tc_smem_bytes<HD>(), a);
+    void (*k)(tc_args) = a.sinks ? (cap ? k_attn_tc<HD, true, true> : k_attn_tc<HD, false, true>)
+                                 : (cap ? k_attn_tc<HD, true, false> : k_attn_tc<HD, false, false>);
+    cu_launch(cu, "attention (prefill)", true, k, grid, dim3(TC_THREADS), tc_smem_bytes<HD>(), a);
 }
 
 // the prefill sequences (>= TC_MIN_Q new tokens) of the batch; the decode kernel takes the rest
@@ -376,6 +383,8 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
     a.scale_log2 = p->scale * 1.4426950408889634f;
     a.cap_mul = p->softcap > 0.0f ? p->scale / p->softcap : 0.0f;
     a.cap_log2 = p->softcap * 1.4426950408889634f;
+    a.sinks = p->sinks ? p->sinks->data : NULL;
+    a.sdt = p->sinks ? (int)p->sinks->dtype : (int)DTYPE_F32;
     a.out = (__nv_bfloat16 *)out->data;
     a.os = tensor_row_stride(out);
     a.err = cu->derr_dev;

@@ -448,21 +448,23 @@ void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tens
 
 /* ---- activations: the gated product, in place, the softcap ---- */
 
-// gate_up (T, 2I) -> out (T, I) = act(gate) * up
-__global__ void k_act_mul(const void *gu, int64_t gs, void *out, int64_t os, int dt, int64_t T, int64_t I, int act) {
+// gate_up (T, 2I) -> out (T, I) = act(gate) * up (BE_ACT_SWIGLU_OAI: with alpha, limit)
+__global__ void k_act_mul(const void *gu, int64_t gs, void *out, int64_t os, int dt, int64_t T, int64_t I, int act,
+                          float alpha, float limit) {
     pdl_launch();
     pdl_wait();
     for (int64_t r = blockIdx.x; r < T; r += gridDim.x)
         for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
             float g = cu_ld(gu, dt, r * gs + i), u = cu_ld(gu, dt, r * gs + I + i);
-            cu_st(out, dt, r * os + i, cu_act(act, g) * u);
+            cu_st(out, dt, r * os + i,
+                  act == BE_ACT_SWIGLU_OAI ? cu_swiglu_oai(g, u, alpha, limit) : cu_act(act, g) * u);
         }
 }
 
 // The same on BF16 with I % 8 == 0 and 16-byte aligned rows: one 8-element chunk per thread.
 template <int ACT>
 __global__ void k_act_mul_vec(const __nv_bfloat16 *gu, int64_t gs, __nv_bfloat16 *out, int64_t os, int64_t T,
-                              int64_t I) {
+                              int64_t I, float alpha, float limit) {
     pdl_launch();
     pdl_wait();
     const int64_t nc = I / 8, n = T * nc;
@@ -472,14 +474,23 @@ __global__ void k_act_mul_vec(const __nv_bfloat16 *gu, int64_t gs, __nv_bfloat16
         bf16x8_to_f32(*(const uint4 *)(gu + r * gs + c * 8), g);
         bf16x8_to_f32(*(const uint4 *)(gu + r * gs + I + c * 8), u);
 #pragma unroll
-        for (int j = 0; j < 8; j++) o[j] = cu_act(ACT, g[j]) * u[j];
+        for (int j = 0; j < 8; j++) {
+            if constexpr (ACT == BE_ACT_SWIGLU_OAI) o[j] = cu_swiglu_oai(g[j], u[j], alpha, limit);
+            else o[j] = cu_act(ACT, g[j]) * u[j];
+        }
         *(uint4 *)(out + r * os + c * 8) = f32_to_bf16x8(o);
     }
 }
 
-static void act_mul_run(cu_state *cu, const char *op, be_act act, const tensor *gate_up, tensor *out) {
-    if ((unsigned)act >= CU_ACT_COUNT) {
-        cu_fail(cu, "%s: activation %d is out of range or not supported on CUDA", op, (int)act);
+static void act_mul_run(cu_state *cu, const char *op, be_act act, float alpha, float limit, const tensor *gate_up,
+                        tensor *out) {
+    if ((unsigned)act >= BE_ACT_COUNT) {
+        cu_fail(cu, "%s: activation %d is out of range", op, (int)act);
+        return;
+    }
+    if (act == BE_ACT_SWIGLU_OAI && !(alpha > 0.0f && limit > 0.0f && isfinite(alpha) && isfinite(limit))) {
+        cu_fail(cu, "%s: swigluoai alpha %g and limit %g must be positive and finite", op, (double)alpha,
+                (double)limit);
         return;
     }
     if (!cu_check_mat(cu, op, "gate_up", gate_up, CU_ACT, -1, -1)) return;
@@ -492,25 +503,30 @@ static void act_mul_run(cu_state *cu, const char *op, be_act act, const tensor *
     int64_t I = D / 2, gs = tensor_row_stride(gate_up), os = tensor_row_stride(out);
     if (gate_up->dtype == DTYPE_BF16 && I % 8 == 0 && gs % 8 == 0 && os % 8 == 0 && aligned16(gate_up->data) &&
         aligned16(out->data)) {
-        void (*k)(const __nv_bfloat16 *, int64_t, __nv_bfloat16 *, int64_t, int64_t, int64_t) =
-            act == BE_ACT_GELU_TANH ? k_act_mul_vec<BE_ACT_GELU_TANH>
-            : act == BE_ACT_GELU    ? k_act_mul_vec<BE_ACT_GELU>
-            : act == BE_ACT_RELU    ? k_act_mul_vec<BE_ACT_RELU>
-                                    : k_act_mul_vec<BE_ACT_SILU>;
+        void (*k)(const __nv_bfloat16 *, int64_t, __nv_bfloat16 *, int64_t, int64_t, int64_t, float, float) =
+            act == BE_ACT_GELU_TANH    ? k_act_mul_vec<BE_ACT_GELU_TANH>
+            : act == BE_ACT_GELU       ? k_act_mul_vec<BE_ACT_GELU>
+            : act == BE_ACT_RELU       ? k_act_mul_vec<BE_ACT_RELU>
+            : act == BE_ACT_SWIGLU_OAI ? k_act_mul_vec<BE_ACT_SWIGLU_OAI>
+                                       : k_act_mul_vec<BE_ACT_SILU>;
         cu_launch(cu, op, true, k, dim3(cu_grid(T * (I / 8), 128)), dim3(128), 0, (const __nv_bfloat16 *)gate_up->data,
-                  gs, (__nv_bfloat16 *)out->data, os, T, I);
+                  gs, (__nv_bfloat16 *)out->data, os, T, I, alpha, limit);
         return;
     }
     cu_launch(cu, op, true, k_act_mul, dim3(cu_grid(T, 1)), dim3(EW_THREADS), 0, (const void *)gate_up->data, gs,
-              out->data, os, (int)gate_up->dtype, T, I, (int)act);
+              out->data, os, (int)gate_up->dtype, T, I, (int)act, alpha, limit);
 }
 
 void cu_silu_mul(backend *be, const tensor *gate_up, tensor *out) {
-    act_mul_run(cu_of(be), "silu_mul", BE_ACT_SILU, gate_up, out);
+    act_mul_run(cu_of(be), "silu_mul", BE_ACT_SILU, 0.0f, 0.0f, gate_up, out);
 }
 
 void cu_act_mul(backend *be, be_act act, const tensor *gate_up, tensor *out) {
-    act_mul_run(cu_of(be), "act_mul", act, gate_up, out);
+    act_mul_run(cu_of(be), "act_mul", act, BE_SWIGLU_OAI_ALPHA, BE_SWIGLU_OAI_LIMIT, gate_up, out);
+}
+
+void cu_act_mul_p(backend *be, be_act act, float alpha, float limit, const tensor *gate_up, tensor *out) {
+    act_mul_run(cu_of(be), "act_mul", act, alpha, limit, gate_up, out);
 }
 
 // x (T, D) in place: mul != 0: x * mul (scale); cap > 0: tanh(x / cap) * cap (the softcap); else act(x)
@@ -527,7 +543,7 @@ __global__ void k_unary(void *x, int dt, int64_t xs, int64_t T, int64_t D, int a
 void cu_activation(backend *be, be_act act, tensor *x) {
     cu_state *cu = cu_of(be);
     if ((unsigned)act >= CU_ACT_COUNT) {
-        cu_fail(cu, "activation: activation %d is out of range or not supported on CUDA", (int)act);
+        cu_fail(cu, "activation: activation %d is out of range (or gated only)", (int)act);
         return;
     }
     if (!cu_check_mat(cu, "activation", "x", x, CU_ACT, -1, -1)) return;

@@ -167,7 +167,10 @@ struct be_experts {
     int64_t D, I;
     __nv_bfloat16 *gu;          /* (E, 2I, D): expert e's gate rows, then its up rows */
     __nv_bfloat16 *down;        /* (E, D, I) */
+    __nv_bfloat16 *bias;        /* NULL, or (E, 2I + D) expert e's gate (I), up (I), down (D) biases (gpt-oss;
+                                   a missing one zero) */
     moe_ws *ws;
+
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
 };
@@ -197,6 +200,7 @@ void cu_experts_free(backend *be, be_experts *ex) {
     if (!ex) return;
     if (ex->gu) cudaFree(ex->gu);
     if (ex->down) cudaFree(ex->down);
+    if (ex->bias) cudaFree(ex->bias);
     ws_release(ex->ws);
     free(ex);
 }
@@ -221,14 +225,19 @@ static cudaError_t moe_upload(cu_state *cu, __nv_bfloat16 *dst, const tensor *w,
     return e;
 }
 
-// gate[e], up[e] (I, D), down[e] (D, I), e < E, one float dtype -> gu (E, 2I, D), down (E, D, I) BF16
+/* An expert bias: NULL (zero), or n contiguous elements of a float dtype. */
+static bool moe_bias_ok(const tensor *b, int64_t n) {
+    return !b || (b->data && tensor_numel(b) == n && (b->ndim <= 1 || tensor_row_stride(b) == tensor_row_len(b)) &&
+                  (b->dtype == DTYPE_F32 || b->dtype == DTYPE_F16 || b->dtype == DTYPE_BF16));
+}
+
+// gate[e], up[e] (I, D), down[e] (D, I), e < E, one float dtype -> gu (E, 2I, D), down (E, D, I) BF16;
+// biases (any float dtype) -> bias (E, 2I + D) BF16 (the checkpoints' dtype: gpt-oss ships them in BF16)
 vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tensor *const *up,
                               const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out) {
     cu_state *cu = cu_of(be);
     if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: no output");
     *out = NULL;
-    if (bias && (bias->gate || bias->up || bias->down)) /* gpt-oss: CPU only for now */
-        return vt_error(VLLM_ERR_UNSUPPORTED, "experts_create: expert biases are not supported on CUDA yet");
     if (cu->capturing) return vt_error(VLLM_ERR_BACKEND, "experts_create: not allowed while a graph is being recorded");
     if (E < 1 || !gate || !up || !down)
         return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: %d experts, or no weight arrays", E);
@@ -249,6 +258,14 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
                             "experts_create: expert %d must have gate, up (%lld, %lld) and down (%lld, %lld) %s "
                             "like expert 0",
                             e, (long long)I, (long long)D, (long long)D, (long long)I, dtype_name(dt));
+    const bool has_bias = bias && (bias->gate || bias->up || bias->down);
+    for (int e = 0; has_bias && e < E; e++)
+        if (!moe_bias_ok(bias->gate ? bias->gate[e] : NULL, I) || !moe_bias_ok(bias->up ? bias->up[e] : NULL, I) ||
+            !moe_bias_ok(bias->down ? bias->down[e] : NULL, D))
+            return vt_error(VLLM_ERR_INVALID_ARG,
+                            "experts_create: expert %d's biases must be contiguous F32 / F16 / BF16 of %lld (gate, "
+                            "up) and %lld (down) elements",
+                            e, (long long)I, (long long)D);
 
     be_experts *ex = (be_experts *)calloc(1, sizeof *ex);
     if (!ex) return vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of memory");
@@ -268,19 +285,33 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     }
     e = cudaMalloc((void **)&ex->gu, (size_t)E * 2 * per * 2);
     if (e == cudaSuccess) e = cudaMalloc((void **)&ex->down, (size_t)E * per * 2);
-    if (e == cudaSuccess && dt != DTYPE_BF16) e = cudaMalloc(&stage, per * dtype_size(dt));
+    if (e == cudaSuccess && (dt != DTYPE_BF16 || has_bias)) { /* a weight's, or a bias's (any dtype) */
+        const size_t wb = dt != DTYPE_BF16 ? per * dtype_size(dt) : 0, bb = has_bias ? (size_t)(I > D ? I : D) * 4 : 0;
+        e = cudaMalloc(&stage, wb > bb ? wb : bb);
+    }
+    if (e == cudaSuccess && has_bias) e = cudaMalloc((void **)&ex->bias, (size_t)E * (size_t)(2 * I + D) * 2);
+    if (e == cudaSuccess && has_bias) e = cudaMemsetAsync(ex->bias, 0, (size_t)E * (size_t)(2 * I + D) * 2, cu->stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
         st = vt_error(VLLM_ERR_NO_MEMORY, "experts_create: out of device memory for %d experts of (%lld, %lld): %s", E,
                       (long long)I, (long long)D, cudaGetErrorString(e));
         goto done;
     }
-    cu->bytes_allocated += (size_t)E * 3 * per * 2;
+    cu->bytes_allocated += (size_t)E * 3 * per * 2 + (has_bias ? (size_t)E * (size_t)(2 * I + D) * 2 : 0);
     for (int x = 0; x < E && e == cudaSuccess; x++) {
         __nv_bfloat16 *gx = ex->gu + (size_t)x * 2 * per;
         e = moe_upload(cu, gx, gate[x], stage);                                 /* rows [0, I) */
         if (e == cudaSuccess) e = moe_upload(cu, gx + per, up[x], stage);      /* rows [I, 2I) */
         if (e == cudaSuccess) e = moe_upload(cu, ex->down + (size_t)x * per, down[x], stage);
+        /* the biases as (1, n) rows: gate at 0, up at I, down at 2I of the expert's 2I + D */
+        const tensor *bx[3] = {has_bias && bias->gate ? bias->gate[x] : NULL, has_bias && bias->up ? bias->up[x] : NULL,
+                               has_bias && bias->down ? bias->down[x] : NULL};
+        for (int q = 0; q < 3 && e == cudaSuccess; q++) {
+            if (!bx[q]) continue;
+            const int64_t n = q < 2 ? I : D;
+            const tensor row = tensor_2d(bx[q]->dtype, bx[q]->data, 1, n);
+            e = moe_upload(cu, ex->bias + (size_t)x * (size_t)(2 * I + D) + (size_t)q * (size_t)I, &row, stage);
+        }
         if (e != cudaSuccess) {
             cudaGetLastError();
             st = vt_error(VLLM_ERR_BACKEND, "experts_create: upload of expert %d failed: %s", x, cudaGetErrorString(e));
@@ -313,9 +344,14 @@ static bool moe_params_ok(cu_state *cu, const char *op, const moe_params *p) {
         cu_fail(cu, "%s: top_k %d of %d experts (need 1 <= top_k <= num_experts)", op, p->top_k, p->num_experts);
         return false;
     }
-    if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT || (unsigned)p->act >= CU_ACT_COUNT) {
-        cu_fail(cu, "%s: scoring %d or activation %d is out of range or not supported on CUDA", op, (int)p->scoring,
-                (int)p->act);
+    if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT || (unsigned)p->act >= BE_ACT_COUNT) {
+        cu_fail(cu, "%s: scoring %d or activation %d is out of range", op, (int)p->scoring, (int)p->act);
+        return false;
+    }
+    if (!(p->swiglu_alpha >= 0.0f && p->swiglu_limit >= 0.0f && isfinite(p->swiglu_alpha) &&
+          isfinite(p->swiglu_limit))) {
+        cu_fail(cu, "%s: swiglu_alpha %g and swiglu_limit %g must be 0 (the defaults) or positive and finite", op,
+                (double)p->swiglu_alpha, (double)p->swiglu_limit);
         return false;
     }
     if (p->num_experts > CU_MOE_MAX_E) {
@@ -585,7 +621,17 @@ struct mgv_args {
     int64_t os;
     const int *offs, *act, *nact, *perm;
     int act_fn;                 /* be_act of the gated form */
+    float alpha, limit;         /* act_fn BE_ACT_SWIGLU_OAI's */
+    const __nv_bfloat16 *bias;  /* NULL, or output r of expert e (NR = 2: gate r, up R + r) += bias[e * bes + r] in
+                                   f32 before the activation / the BF16 rounding (tested in the epilogues only) */
+    int64_t bes;
 };
+
+/* The gated form's product of a gate g and an up u: act(g) * u, or gpt-oss's clamped SwiGLU. */
+__device__ __forceinline__ float mgv_glu(const mgv_args &a, float g, float u) {
+    return a.act_fn == BE_ACT_SWIGLU_OAI ? cu_swiglu_oai(g, u, a.alpha, a.limit) : cu_act(a.act_fn, g) * u;
+}
+
 
 __device__ __forceinline__ uint4 mgv_load(const uint4 *p, bool stream) { return stream ? __ldcs(p) : __ldg(p); }
 
@@ -656,7 +702,10 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
 #pragma unroll
             for (int q = 0; q < NR; q++) v[q] = cu_warp_sum(acc[q][tt]);
             if (lane == tt) {
-                const float y = NR == 2 ? cu_act(a.act_fn, v[0]) * v[NR - 1] : v[0];
+                if (a.bias)
+#pragma unroll
+                    for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
+                const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
                 a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
             }
         }
@@ -813,8 +862,15 @@ __global__ void __launch_bounds__(GG_THREADS) k_moe_ggemm(mgv_args a) {
     for (int i = threadIdx.x; i < GG_BM * GG_BN; i += GG_THREADS) {
         const int r = i / GG_BN, c = i % GG_BN;
         if (r >= n || c0 + c >= a.R) continue;
-        const float g = Cs[r * GG_LDC + c];
-        const float y = NR == 2 ? cu_act(a.act_fn, g) * Cs[(GG_BM + r) * GG_LDC + c] : g;
+        float g = Cs[r * GG_LDC + c], y;
+        if (a.bias) g += __bfloat162float(a.bias[(int64_t)e * a.bes + c0 + c]);
+        if constexpr (NR == 2) {
+            float u = Cs[(GG_BM + r) * GG_LDC + c];
+            if (a.bias) u += __bfloat162float(a.bias[(int64_t)e * a.bes + a.R + c0 + c]);
+            y = mgv_glu(a, g, u);
+        } else {
+            y = g;
+        }
         a.out[(int64_t)(p0 + r) * a.os + c0 + c] = __float2bfloat16(y);
     }
 }
@@ -888,8 +944,31 @@ __global__ void k_moe_combine(comb_args a) {
 
 /* ---- moe_experts ---- */
 
-/* The prefill path: per-expert cuBLAS GEMMs on the expert-sorted rows (reads the counts on the host). */
-static void moe_gemm_path(backend *be, const be_experts *ex, const tensor *x, int N, int k, be_act act,
+// m (N, cols) BF16 row p += bias[e * bes + c] of its expert e (offs[e] <= p < offs[e + 1]; bucket E skipped)
+__global__ void k_moe_bias_rows(__nv_bfloat16 *m, int N, int cols, const __nv_bfloat16 *bias, int64_t bes,
+                                const int *offs, int E) {
+    pdl_launch();
+    pdl_wait();
+    for (int p = blockIdx.x; p < N; p += gridDim.x) {
+        if (p >= offs[E]) break; /* bad ids' pairs, last in the order */
+        int lo = 0, hi = E - 1;  /* the last e with offs[e] <= p */
+        while (lo < hi) {
+            const int mid = lo + (hi - lo + 1) / 2;
+            if (offs[mid] <= p) lo = mid;
+            else hi = mid - 1;
+        }
+        const __nv_bfloat16 *b = bias + (int64_t)lo * bes;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            const int64_t i = (int64_t)p * cols + c;
+            m[i] = __float2bfloat16(__bfloat162float(m[i]) + __bfloat162float(b[c]));
+        }
+    }
+}
+
+/* The prefill path: per-expert cuBLAS GEMMs on the expert-sorted rows (reads the counts on the host).
+ * Expert biases are added to cuBLAS's BF16 outputs (k_moe_bias_rows): gu before the activation, o before
+ * the combine, so each is rounded twice (the kernels' epilogues round once). */
+static void moe_gemm_path(backend *be, const be_experts *ex, const tensor *x, int N, int k, const moe_params *p,
                           const int *offs_dev, const int *perm, __nv_bfloat16 *h, __nv_bfloat16 *o) {
     cu_state *cu = cu_of(be);
     moe_ws *ws = ex->ws;
@@ -920,8 +999,13 @@ static void moe_gemm_path(backend *be, const be_experts *ex, const tensor *x, in
             return;
         }
     }
+    if (ex->bias && !cu_launch(cu, "moe_experts (gate|up bias)", true, k_moe_bias_rows, dim3(cu_grid(N, 1)),
+                               dim3(256), 0, gu, N, 2 * I, (const __nv_bfloat16 *)ex->bias, 2 * ex->I + ex->D,
+                               offs_dev, E))
+        return;
     tensor GU = tensor_2d(DTYPE_BF16, gu, N, 2 * (int64_t)I), H = tensor_2d(DTYPE_BF16, h, N, I);
-    cu_act_mul(be, act, &GU, &H); /* h (N, I) = act(gate) * up */
+    cu_act_mul_p(be, p->act, p->swiglu_alpha > 0.0f ? p->swiglu_alpha : BE_SWIGLU_OAI_ALPHA,
+                 p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT, &GU, &H); /* h = act(gate) * up */
     for (int x_ = 0; x_ < E; x_++) {
         const int p0 = offs[x_], n = offs[x_ + 1] - p0;
         if (n <= 0) continue;
@@ -934,6 +1018,9 @@ static void moe_gemm_path(backend *be, const be_experts *ex, const tensor *x, in
             return;
         }
     }
+    if (ex->bias)
+        cu_launch(cu, "moe_experts (down bias)", true, k_moe_bias_rows, dim3(cu_grid(N, 1)), dim3(256), 0, o, N, D,
+                  (const __nv_bfloat16 *)ex->bias + 2 * ex->I, 2 * ex->I + ex->D, offs_dev, E);
 }
 
 // x (T, D) BF16, ids (T, k) I32, w (T, k) F32 -> y (T, D) BF16 / F32 (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t)
@@ -1043,6 +1130,10 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.nact = nact;
         g.perm = perm;
         g.act_fn = (int)p->act;
+        g.alpha = p->swiglu_alpha > 0.0f ? p->swiglu_alpha : BE_SWIGLU_OAI_ALPHA;
+        g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
+        g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
+        g.bes = 2 * I + D;
         const unsigned tiles = gg_tiles_bound(N, E);
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, k_moe_gemv<2>,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
@@ -1058,13 +1149,14 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.by_token = false;
         g.out = o;
         g.os = D;
+        if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
         if (gemv ? !cu_launch(cu, "moe_experts (down)", true, k_moe_gemv<1>,
                               dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
                  : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, k_moe_ggemm<1>,
                               dim3((unsigned)((D + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
             return;
     } else {
-        moe_gemm_path(be, ex, x, N, k, p->act, offs, perm, h, o);
+        moe_gemm_path(be, ex, x, N, k, p, offs, perm, h, o);
         if (cu->err != VLLM_OK) return;
     }
 

@@ -704,12 +704,14 @@ static void test_norm_kinds(void) {
 static void test_activations(void) {
     const int T = 11;
     const int Is[2] = {256, 300}; /* the 16-byte vector kernel; the generic one (I % 8 != 0) */
-    for (int a = 0; a < BE_ACT_SWIGLU_OAI; a++) /* the clamped SwiGLU: CPU only for now */
+    for (int a = 0; a < BE_ACT_COUNT; a++)
         for (int ii = 0; ii < 2; ii++) {
             const int I = Is[ii];
+            const bool oai = a == BE_ACT_SWIGLU_OAI; /* gated only: act_mul, not activation */
             float *h;
             tensor guc, gug;
-            rand_pair(T, 2 * I + 8, 4.0f, &h, &guc, &gug);
+            /* the clamped SwiGLU: gates and ups to +-10, past its limit 7 on both sides */
+            rand_pair(T, 2 * I + 8, oai ? 10.0f : 4.0f, &h, &guc, &gug);
             tensor gvc = tensor_cols(&guc, 8, 2 * I), gvg = tensor_cols(&gug, 8, 2 * I);
             tensor oc = put(cpu, DTYPE_F32, T, I, NULL), og = put(gpu, DTYPE_BF16, T, I, NULL);
             poison(&og);
@@ -719,8 +721,24 @@ static void test_activations(void) {
             char what[96];
             snprintf(what, sizeof what, "act_mul %s (I %d)", be_act_name((be_act)a), I);
             compare(what, g, c, (int64_t)T * I, REL, ELEM);
+            if (oai) { /* the limit matters: some gates and ups are past it, on both sides */
+                int over = 0, under = 0;
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < 2 * I; i++) {
+                        const float v = h[(int64_t)t * (2 * I + 8) + 8 + i];
+                        over += v > BE_SWIGLU_OAI_LIMIT;
+                        under += v < -BE_SWIGLU_OAI_LIMIT;
+                    }
+                CHECK_MSG(over > 0 && under > 0, "act_mul swigluoai: %d values above the limit, %d below", over, under);
+            }
             free(c);
             free(g);
+            if (oai) {
+                tensor *tc[] = {&guc, &oc}, *tg[] = {&gug, &og};
+                drop_pairs(tc, tg, 2);
+                free(h);
+                continue;
+            }
             /* in place on columns [3, 3 + I) */
             tensor xvc = tensor_cols(&guc, 3, I), xvg = tensor_cols(&gug, 3, I);
             cpu->ops->activation(cpu, (be_act)a, &xvc);
@@ -774,6 +792,8 @@ static void test_activations(void) {
     tensor x = put(gpu, DTYPE_BF16, 2, 64, NULL), y = put(gpu, DTYPE_BF16, 2, 32, NULL);
     gpu->ops->act_mul(gpu, BE_ACT_COUNT, &x, &y);
     expect_device_error("act_mul");
+    gpu->ops->activation(gpu, BE_ACT_SWIGLU_OAI, &x); /* gated only */
+    expect_device_error("activation");
     gpu->ops->softcap(gpu, &x, -1.0f);
     expect_device_error("softcap");
     drop(gpu, &x);
@@ -911,36 +931,64 @@ typedef struct attn_layout {
     int q_len[4], ctx[4];
     float softcap;          /* attn_params.softcap (0 = off) */
     float scale;            /* the softmax scale; 0 = 1 / sqrt(head_dim) */
+    int sinks;              /* attn_params.sinks (gpt-oss): 0 none, else SINKS_F32 / _BF16 / _F16 */
 } attn_layout;
 
+enum { SINKS_NONE, SINKS_F32, SINKS_BF16, SINKS_F16 };
+
 static const attn_layout LAYOUTS[] = {
-    /* name, heads, kv heads, head_dim, block size, window, sequences, q_len, ctx, softcap, scale (0: 1 / sqrt(hd)) */
-    {"mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0},
-    {"MHA, head_dim 128, block 7", 4, 4, 128, 7, 0, 3, {3, 1, 12}, {30, 17, 12}, 0, 0},
-    {"MQA, sliding window 16", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}, 0, 0},
-    {"long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0},
-    {"head_dim 256, group 8, block 7", 16, 2, 256, 7, 0, 2, {2, 1}, {300, 33}, 0, 0},
-    {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}, 0, 0},
-    {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}, 0, 0},
-    {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}, 0, 0},
+    /* name, heads, kv heads, head_dim, block size, window, sequences, q_len, ctx, softcap, scale (0: 1 / sqrt(hd)),
+     * sinks */
+    {"mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0, SINKS_NONE},
+    {"MHA, head_dim 128, block 7", 4, 4, 128, 7, 0, 3, {3, 1, 12}, {30, 17, 12}, 0, 0, SINKS_NONE},
+    {"MQA, sliding window 16", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}, 0, 0, SINKS_NONE},
+    {"long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0, SINKS_NONE},
+    {"head_dim 256, group 8, block 7", 16, 2, 256, 7, 0, 2, {2, 1}, {300, 33}, 0, 0, SINKS_NONE},
+    {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}, 0, 0, SINKS_NONE},
+    {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}, 0, 0, SINKS_NONE},
+    {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}, 0, 0, SINKS_NONE},
     /* prefill chunks of >= 16 tokens take the tensor-core kernel (head_dim 64, 128, 256), the rest the decode kernel */
     {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 32, 8, 128, 16, 0, 2, {100, 1}, {300, 40},
-     0, 0},
+     0, 0, SINKS_NONE},
     {"prefills, head_dim 64, sliding window 40, block 7 (tensor cores)", 8, 2, 64, 7, 40, 3, {70, 33, 2}, {70, 90, 50},
-     0, 0},
-    {"prefill of 130, head_dim 128, group 16 (tensor cores)", 16, 1, 128, 16, 0, 1, {130}, {130}, 0, 0},
+     0, 0, SINKS_NONE},
+    {"prefill of 130, head_dim 128, group 16 (tensor cores)", 16, 1, 128, 16, 0, 1, {130}, {130}, 0, 0, SINKS_NONE},
     /* head_dim 256 prefills on the tensor cores (Gemma), with a sliding window and block size 7 */
-    {"prefill chunk after 20 cached, head_dim 256, GQA 2 (tensor cores)", 8, 4, 256, 16, 0, 2, {90, 1}, {110, 70}, 0, 0},
+    {"prefill chunk after 20 cached, head_dim 256, GQA 2 (tensor cores)", 8, 4, 256, 16, 0, 2, {90, 1}, {110, 70}, 0, 0,
+     SINKS_NONE},
     {"prefills, head_dim 256, sliding window 48, block 7 (tensor cores)", 4, 1, 256, 7, 48, 3, {70, 16, 3},
-     {70, 100, 40}, 0, 0},
+     {70, 100, 40}, 0, 0, SINKS_NONE},
     /* Gemma 2's score softcap on each kernel; scale 1 and small caps so the cap bends the scores */
-    {"softcap 2, head_dim 128 prefill (tensor cores) + decode", 8, 2, 128, 16, 0, 2, {64, 1}, {80, 300}, 2.0f, 1.0f},
+    {"softcap 2, head_dim 128 prefill (tensor cores) + decode", 8, 2, 128, 16, 0, 2, {64, 1}, {80, 300}, 2.0f, 1.0f,
+     SINKS_NONE},
     {"softcap 3, head_dim 256, window 40 (tensor cores) + decode", 8, 2, 256, 16, 40, 2, {33, 2}, {33, 90}, 3.0f,
-     0.5f},
-    {"softcap 2, long decode (split-KV)", 16, 8, 128, 16, 0, 2, {1, 1}, {2500, 900}, 2.0f, 1.0f},
-    {"softcap 1.5, head_dim 32, MQA (generic kernel)", 8, 1, 32, 16, 0, 2, {1, 20}, {400, 60}, 1.5f, 1.0f},
+     0.5f, SINKS_NONE},
+    {"softcap 2, long decode (split-KV)", 16, 8, 128, 16, 0, 2, {1, 1}, {2500, 900}, 2.0f, 1.0f, SINKS_NONE},
+    {"softcap 1.5, head_dim 32, MQA (generic kernel)", 8, 1, 32, 16, 0, 2, {1, 20}, {400, 60}, 1.5f, 1.0f, SINKS_NONE},
     {"softcap 50 (Gemma 2's), head_dim 256, query_pre_attn_scalar scale", 8, 4, 256, 16, 0, 2, {40, 1}, {40, 200},
-     50.0f, 0.0625f},
+     50.0f, 0.0625f, SINKS_NONE},
+    /* gpt-oss's attention sinks on every kernel (F32 / BF16 / F16 sinks; heads with a sink far above the
+     * scores, far below and near them): decode, split-KV decode, the tensor cores, the generic kernel and its
+     * split-KV combine, with sliding windows (gpt-oss: 128 on every other layer, head_dim 64, GQA 8) */
+    {"sinks, mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0, SINKS_F32},
+    {"sinks (BF16), long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0, SINKS_BF16},
+    {"sinks, gpt-oss window 128 over a long decode (split-KV)", 64, 8, 64, 16, 128, 2, {1, 1}, {2000, 100}, 0, 0,
+     SINKS_F32},
+    {"sinks, gpt-oss full layer, long decode (split-KV)", 64, 8, 64, 16, 0, 2, {1, 1}, {2000, 700}, 0, 0, SINKS_BF16},
+    {"sinks (BF16), gpt-oss window 128, prefill chunk (tensor cores) + decodes", 64, 8, 64, 16, 128, 3, {200, 1, 17},
+     {300, 500, 17}, 0, 0, SINKS_BF16},
+    {"sinks, gpt-oss full layer, prefills (tensor cores), block 7", 64, 8, 64, 7, 0, 2, {150, 40}, {150, 90}, 0, 0,
+     SINKS_F32},
+    {"sinks (F16), head_dim 128, window 40, prefill (tensor cores) + decode", 8, 2, 128, 16, 40, 2, {70, 1},
+     {100, 60}, 0, 0, SINKS_F16},
+    {"sinks, head_dim 256, window 48, block 7 (tensor cores)", 8, 4, 256, 7, 48, 2, {40, 1}, {60, 200}, 0, 0,
+     SINKS_F32},
+    {"sinks (F16), MQA, head_dim 32, sliding window 16 (generic kernel)", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}, 0,
+     0, SINKS_F16},
+    {"sinks, head_dim 48, long decode (generic kernel, split-KV combine)", 8, 2, 48, 16, 0, 2, {1, 1}, {1200, 700}, 0,
+     0, SINKS_F32},
+    {"sinks + softcap 2, head_dim 128 prefill (tensor cores) + decode", 8, 2, 128, 16, 0, 2, {64, 1}, {80, 300}, 2.0f,
+     1.0f, SINKS_BF16},
 };
 
 static void test_attention_layout(const attn_layout *L) {
@@ -1034,12 +1082,44 @@ static void test_attention_layout(const attn_layout *L) {
 
     attn_params ap = {.scale = L->scale > 0 ? L->scale : 1.0f / sqrtf((float)hd), .sliding_window = L->window,
                       .num_heads = nh, .num_kv_heads = nkv, .head_dim = hd, .softcap = L->softcap};
+    /* sinks: head h % 4 == 0 far above the scores (its output shrinks by ~e^-6), 1 far below (no effect),
+     * the others near them (gpt-oss's trained sinks are O(1)); the CPU gets the values the GPU's dtype holds */
+    tensor skc = {0}, skg = {0};
+    attn_params apg = ap;
+    if (L->sinks) {
+        const dtype sdt = L->sinks == SINKS_BF16 ? DTYPE_BF16 : L->sinks == SINKS_F16 ? DTYPE_F16 : DTYPE_F32;
+        float *sk = malloc((size_t)nh * sizeof *sk);
+        for (int hh = 0; hh < nh; hh++)
+            sk[hh] = round_to(sdt, hh % 4 == 0 ? 6.0f + rnd() : hh % 4 == 1 ? -6.0f + rnd() : 1.5f * rnd());
+        skc = put(cpu, DTYPE_F32, nh, 1, sk);
+        skg = put(gpu, sdt, nh, 1, sk);
+        ap.sinks = &skc;
+        apg.sinks = &skg;
+        free(sk);
+    }
     tensor oc = put(cpu, DTYPE_F32, T, qd, NULL), og = put(gpu, DTYPE_BF16, T, qd, NULL);
     poison(&og);
     cpu->ops->attention(cpu, &qc, &kcc, &vcc, &mc, &ap, &oc);
-    gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mg, &ap, &og);
+    gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mg, &apg, &og);
     float *c = get(cpu, &oc), *g = get(gpu, &og);
     char what[160];
+    if (L->sinks) {
+        /* the sinks must matter: without them the CPU's result is far from the one with them */
+        attn_params nosink = ap;
+        nosink.sinks = NULL;
+        tensor on = put(cpu, DTYPE_F32, T, qd, NULL);
+        cpu->ops->attention(cpu, &qc, &kcc, &vcc, &mc, &nosink, &on);
+        float *n = get(cpu, &on);
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < (int64_t)T * qd; i++) {
+            num += ((double)n[i] - c[i]) * ((double)n[i] - c[i]);
+            den += (double)c[i] * c[i];
+        }
+        CHECK_MSG(sqrt(num / den) > 10 * REL, "[%s]: the sinks change the output by only %.3g", L->name,
+                  sqrt(num / den));
+        free(n);
+        drop(cpu, &on);
+    }
     if (L->softcap > 0 && L->softcap < 10) {
         /* the cap must matter here: without it the CPU's result is far from the capped one */
         attn_params nocap = ap;
@@ -1066,7 +1146,7 @@ static void test_attention_layout(const attn_layout *L) {
         mu.max_query_len = max_q + 5;
         mu.max_seq_len = 8 * max_ctx + 100;
         poison(&og);
-        gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mu, &ap, &og);
+        gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mu, &apg, &og);
         g = get(gpu, &og);
         snprintf(what, sizeof what, "attention [%s], upper-bound lengths", L->name);
         compare(what, g, c, (int64_t)T * qd, REL, ELEM);
@@ -1112,6 +1192,10 @@ static void test_attention_layout(const attn_layout *L) {
     tensor *tg[] = {&kcg, &vcg, &xg, &og, &mg.query_start_loc, &mg.seq_lens, &mg.block_tables, &mg.slot_mapping};
     for (size_t i = 0; i < sizeof tc / sizeof *tc; i++) drop(cpu, tc[i]);
     for (size_t i = 0; i < sizeof tg / sizeof *tg; i++) drop(gpu, tg[i]);
+    if (L->sinks) {
+        drop(cpu, &skc);
+        drop(gpu, &skg);
+    }
     free(h);
     free(kh);
     free(vh);
@@ -1857,20 +1941,31 @@ static void test_supports(void) {
     CHECK(backend_supports(gpu, BE_OP_ATTENTION, &ap) == BE_UNSUPPORTED);
     for (int a = 0; a < BE_ACT_COUNT; a++) {
         be_act act = (be_act)a;
-        const be_support want = act == BE_ACT_SWIGLU_OAI ? BE_UNSUPPORTED : BE_NATIVE; /* gpt-oss's: CPU only */
-        CHECK(backend_supports(gpu, BE_OP_ACT_MUL, &act) == want);
+        CHECK(backend_supports(gpu, BE_OP_ACT_MUL, &act) == BE_NATIVE);
+        /* gpt-oss's clamped SwiGLU is gated only (the CPU's answer too) */
+        const be_support want = act == BE_ACT_SWIGLU_OAI ? BE_UNSUPPORTED : BE_NATIVE;
         CHECK(backend_supports(gpu, BE_OP_ACTIVATION, &act) == want);
+        CHECK(backend_supports(cpu, BE_OP_ACTIVATION, &act) == want);
     }
-    {   /* gpt-oss's attention sinks and expert biases: CPU only for now */
+    be_act bad_act = BE_ACT_COUNT;
+    CHECK(backend_supports(gpu, BE_OP_ACT_MUL, &bad_act) == BE_UNSUPPORTED);
+    {   /* gpt-oss: attention sinks (with a window, with a softcap), expert biases, the clamped SwiGLU */
         const float sk[4] = {0};
         const tensor sinks = tensor_1d(DTYPE_F32, (void *)sk, 4);
-        const attn_params sp = {.scale = 1, .num_heads = 4, .num_kv_heads = 4, .head_dim = 64, .sinks = &sinks};
-        CHECK(backend_supports(gpu, BE_OP_ATTENTION, &sp) == BE_UNSUPPORTED);
+        attn_params sp = {.scale = 1, .sliding_window = 128, .num_heads = 4, .num_kv_heads = 4, .head_dim = 64,
+                          .sinks = &sinks};
+        CHECK(backend_supports(gpu, BE_OP_ATTENTION, &sp) == BE_NATIVE);
         CHECK(backend_supports(cpu, BE_OP_ATTENTION, &sp) == BE_NATIVE);
+        sp.softcap = 30.0f;
+        CHECK(backend_supports(gpu, BE_OP_ATTENTION, &sp) == BE_NATIVE);
+        sp.head_dim = 512;
+        CHECK(backend_supports(gpu, BE_OP_ATTENTION, &sp) == BE_UNSUPPORTED);
         const moe_params bp = {.num_experts = 8, .top_k = 2, .bias = true};
-        CHECK(backend_supports(gpu, BE_OP_MOE, &bp) == BE_UNSUPPORTED);
-        const moe_params op = {.num_experts = 8, .top_k = 2, .act = BE_ACT_SWIGLU_OAI};
-        CHECK(backend_supports(gpu, BE_OP_MOE, &op) == BE_UNSUPPORTED);
+        CHECK(backend_supports(gpu, BE_OP_MOE, &bp) == BE_NATIVE);
+        const moe_params op = {.num_experts = 128, .top_k = 4, .act = BE_ACT_SWIGLU_OAI, .swiglu_alpha = 1.702f,
+                               .swiglu_limit = 7.0f, .bias = true}; /* gpt-oss-120b's */
+        CHECK(backend_supports(gpu, BE_OP_MOE, &op) == BE_NATIVE);
+        CHECK(backend_supports(cpu, BE_OP_MOE, &op) == BE_NATIVE);
     }
     be_norm n = {.kind = BE_NORM_RMS_OFFSET};
     CHECK(backend_supports(gpu, BE_OP_QK_NORM_ROPE_KV, &n) == BE_NATIVE);
@@ -1908,15 +2003,42 @@ static tensor put_i32_2d(backend *be, const int32_t *x, int64_t d0, int64_t d1) 
     return t;
 }
 
+/* experts_create's biases in the tests: none; gate, up and down in BF16 (gpt-oss's); gate and up in F32
+ * (converted on the device) with no down array (a zero down bias) */
+enum { MOE_BIAS_NONE, MOE_BIAS_BF16, MOE_BIAS_F32_NO_DOWN };
+
 /* Random experts (E, gate/up (I, D), down (D, I)) on both backends: the GPU gets them in wdt, the CPU
- * the BF16 values the GPU computes with, in F32 (*keep: the CPU's memory, which its experts view). */
-static void moe_make(int E, int D, int I, dtype wdt, be_experts **ec, be_experts **eg, float **keep) {
-    const int64_t per = (int64_t)I * D, n = 3 * (int64_t)E * per;
-    float *wh = malloc((size_t)n * sizeof *wh), *wc = malloc((size_t)n * sizeof *wc);
+ * the BF16 values the GPU computes with, in F32 (*keep: the CPU's memory, which its experts view).
+ * bias (MOE_BIAS_*): gate / up biases uniform in +-8 (with the default swigluoai limit 7, past it on both
+ * sides), down biases in +-1, after the weights in *keep. */
+static void moe_make(int E, int D, int I, dtype wdt, int bias, be_experts **ec, be_experts **eg, float **keep) {
+    const int64_t per = (int64_t)I * D, n = 3 * (int64_t)E * per, nb = (int64_t)E * (2 * I + D);
+    float *wh = malloc((size_t)n * sizeof *wh), *wc = malloc((size_t)(n + nb) * sizeof *wc);
     for (int64_t i = 0; i < n; i++) {
         wh[i] = round_to(wdt, rnd() * 0.1f);
         wc[i] = round_to(DTYPE_BF16, wh[i]);
     }
+    /* biases: expert e's gate (I), up (I), down (D) at wc + n + e (2I + D), BF16 values (the GPU's) */
+    const dtype bdt = bias == MOE_BIAS_F32_NO_DOWN ? DTYPE_F32 : DTYPE_BF16;
+    float *bh = wc + n;
+    for (int64_t i = 0; i < nb; i++) bh[i] = round_to(DTYPE_BF16, (i % (2 * I + D) < 2 * I ? 8.0f : 1.0f) * rnd());
+    void *bb = pack(bh, nb, bdt);
+    tensor *bt = malloc((size_t)E * 6 * sizeof *bt);
+    const tensor **pb = malloc((size_t)E * 6 * sizeof *pb);
+    for (int e = 0; e < E; e++)
+        for (int m = 0; m < 3; m++) {
+            const int64_t off = (int64_t)e * (2 * I + D) + (int64_t)m * I, len = m == 2 ? D : I;
+            bt[m * E + e] = tensor_1d(DTYPE_F32, bh + off, len);
+            bt[(3 + m) * E + e] = tensor_1d(bdt, (unsigned char *)bb + (size_t)off * dtype_size(bdt), len);
+            pb[m * E + e] = &bt[m * E + e];
+            pb[(3 + m) * E + e] = &bt[(3 + m) * E + e];
+        }
+    const bool down = bias != MOE_BIAS_F32_NO_DOWN;
+    if (!down) /* the CPU: zero down biases */
+        for (int64_t i = 0; i < nb; i++)
+            if (i % (2 * I + D) >= 2 * I) bh[i] = 0.0f;
+    const be_expert_bias bc = {.gate = pb, .up = pb + E, .down = pb + 2 * E},
+                         bg = {.gate = pb + 3 * E, .up = pb + 4 * E, .down = down ? pb + 5 * E : NULL};
     void *wb = pack(wh, n, wdt);
     const size_t es = dtype_size(wdt);
     tensor *t = malloc((size_t)E * 6 * sizeof *t);
@@ -1929,11 +2051,14 @@ static void moe_make(int E, int D, int I, dtype wdt, be_experts **ec, be_experts
         }
     for (int i = 0; i < 6 * E; i++) pt[i] = &t[i];
     *ec = *eg = NULL;
-    CHECK_OK(cpu->ops->experts_create(cpu, pt, pt + E, pt + 2 * E, NULL, E, ec));
-    CHECK_OK(gpu->ops->experts_create(gpu, pt + 3 * E, pt + 4 * E, pt + 5 * E, NULL, E, eg));
+    CHECK_OK(cpu->ops->experts_create(cpu, pt, pt + E, pt + 2 * E, bias ? &bc : NULL, E, ec));
+    CHECK_OK(gpu->ops->experts_create(gpu, pt + 3 * E, pt + 4 * E, pt + 5 * E, bias ? &bg : NULL, E, eg));
     free(t);
     free(pt);
     free(wb);
+    free(bt);
+    free(pb);
+    free(bb);
     free(wh);
     *keep = wc;
 }
@@ -1968,6 +2093,8 @@ typedef struct moe_case {
     dtype wdt, ydt;
     int xoff;             /* x is a column slice at this offset of a (T, D + xoff) buffer */
     const char *force;    /* VLLM_CUDA_MOE for the GPU's experts, or NULL */
+    int bias;             /* MOE_BIAS_* (gpt-oss's expert biases) */
+    float alpha, limit;   /* moe_params.swiglu_alpha / _limit (act BE_ACT_SWIGLU_OAI; 0 = the defaults) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -1975,7 +2102,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->force) setenv("VLLM_CUDA_MOE", mc->force, 1);
     be_experts *ec, *eg;
     float *keep;
-    moe_make(E, D, I, mc->wdt, &ec, &eg, &keep);
+    moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
     if (mc->force) unsetenv("VLLM_CUDA_MOE");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
@@ -1988,7 +2115,8 @@ static void test_moe_experts_case(const moe_case *mc) {
     tensor wc = put(cpu, DTYPE_F32, T, k, w), wg = put(gpu, DTYPE_F32, T, k, w);
     tensor yc = put(cpu, DTYPE_F32, T, D, y0), yg = put(gpu, mc->ydt, T, D, y0);
     if (!mc->acc) poison(&yg);
-    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = true, .act = mc->act};
+    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = true, .act = mc->act,
+                           .swiglu_alpha = mc->alpha, .swiglu_limit = mc->limit, .bias = mc->bias != MOE_BIAS_NONE};
     if (ec && eg) {
         cpu->ops->moe_experts(cpu, ec, &xvc, &ic, &wc, &mp, mc->acc, &yc);
         gpu->ops->moe_experts(gpu, eg, &xvg, &ig, &wg, &mp, mc->acc, &yg);
@@ -1999,6 +2127,11 @@ static void test_moe_experts_case(const moe_case *mc) {
                  mc->wdt != DTYPE_BF16 ? " w " : "", mc->wdt != DTYPE_BF16 ? dtype_name(mc->wdt) : "",
                  mc->ydt != DTYPE_BF16 ? " y F32" : "", mc->xoff ? " x strided" : "", mc->force ? " forced " : "");
         if (mc->force) snprintf(what + strlen(what), sizeof what - strlen(what), "%s", mc->force);
+        if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
+                               mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
+        if (mc->alpha > 0 || mc->limit > 0)
+            snprintf(what + strlen(what), sizeof what - strlen(what), " alpha %g limit %g", (double)mc->alpha,
+                     (double)mc->limit);
         compare(what, g, c, (int64_t)T * D, REL, ELEM);
         free(c);
         free(g);
@@ -2087,7 +2220,7 @@ static void test_moe_graph(int T, bool large) {
     const int E = 8, k = 2, D = 256, I = 128;
     be_experts *ec, *eg;
     float *keep;
-    moe_make(E, D, I, DTYPE_BF16, &ec, &eg, &keep);
+    moe_make(E, D, I, DTYPE_BF16, MOE_BIAS_NONE, &ec, &eg, &keep);
     if (large && eg) {
         CHECK_OK(gpu->ops->experts_reserve(gpu, eg, (int64_t)T * k));
         CHECK(gpu->graph_moe_pairs >= T * k);
@@ -2151,7 +2284,7 @@ static void test_moe_graph(int T, bool large) {
         be_experts *ec2, *eg2;
         float *keep2;
         setenv("VLLM_CUDA_MOE", "gemm", 1);
-        moe_make(E, D, I, DTYPE_BF16, &ec2, &eg2, &keep2);
+        moe_make(E, D, I, DTYPE_BF16, MOE_BIAS_NONE, &ec2, &eg2, &keep2);
         unsetenv("VLLM_CUDA_MOE");
         int32_t *ids = malloc((size_t)T2 * k * sizeof *ids);
         float *w = malloc((size_t)T2 * k * sizeof *w);
@@ -2258,6 +2391,30 @@ static void test_moe(void) {
          .ydt = DTYPE_F32},
         {.E = 64, .k = 8, .T = 300, .D = 256, .I = 128, .pat = MOE_SUBSET, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 128, .k = 8, .T = 64, .D = 512, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        /* gpt-oss: expert biases and the clamped SwiGLU (gate / up biases in +-8: values past the limit on both
+         * sides) on the expert GEMV (up to 64 pairs), the grouped GEMM (more) and cuBLAS (forced; unaligned) */
+        {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16},
+        {.E = 32, .k = 4, .T = 1, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+         .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16},
+        {.E = 16, .k = 4, .T = 16, .D = 256, .I = 128, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_F32_NO_DOWN, .alpha = 1.0f, .limit = 0.5f},
+        {.E = 8, .k = 2, .T = 5, .D = 256, .I = 128, .pat = MOE_SAME, .act = BE_ACT_SILU, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16}, /* biases with another activation */
+        {.E = 16, .k = 4, .T = 70, .D = 264, .I = 136, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16},
+        {.E = 8, .k = 2, .T = 300, .D = 512, .I = 256, .pat = MOE_SUBSET, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+         .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_F32_NO_DOWN, .alpha = 2.5f, .limit = 3.0f},
+        {.E = 32, .k = 4, .T = 100, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_GELU_TANH, .wdt = DTYPE_F32,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16},
+        {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .force = "grouped", .bias = MOE_BIAS_BF16},
+        {.E = 8, .k = 8, .T = 37, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .force = "gemv", .bias = MOE_BIAS_BF16},
+        {.E = 16, .k = 2, .T = 40, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+         .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .force = "gemm", .bias = MOE_BIAS_BF16},
+        {.E = 8, .k = 2, .T = 4, .D = 100, .I = 36, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_F32_NO_DOWN, .limit = 1.0f},
     };
     for (size_t i = 0; i < sizeof x / sizeof *x; i++) test_moe_experts_case(&x[i]);
 
@@ -2270,7 +2427,7 @@ static void test_moe(void) {
     {
         be_experts *ec, *eg;
         float *keep;
-        moe_make(8, 64, 32, DTYPE_BF16, &ec, &eg, &keep);
+        moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &ec, &eg, &keep);
         int32_t ids[4] = {1, 2, 8, 0};
         float w[4] = {0.5f, 0.5f, 0.5f, 0.5f};
         tensor xg = put(gpu, DTYPE_BF16, 2, 64, NULL), yg = put(gpu, DTYPE_BF16, 2, 64, NULL);

@@ -36,7 +36,7 @@
  *     o (n, D) = h W_down^T, with act_mul between them over all N rows. (GemmEx rather than
  *     ops_linear.cu's cached cuBLASLt plans: the segment sizes change every call, so a plan cache
  *     keyed on them would miss on most calls.)
- *  3. k_moe_combine (a CTA per token): y[t] = (y[t] +) sum_j w[t, j] * o[inv[t, j]] in f32.
+ *  3. k_moe_combine (a CTA per token and 2048 columns): y[t] = (y[t] +) sum_j w[t, j] * o[inv[t, j]] in f32.
  *
  * Scratch (the permutation, h, o, xg, gu, a pinned host copy of the counts) is shared by all the layers
  * of a backend (moe_ws, reference-counted by its be_experts: the last experts_free releases it). Calls
@@ -73,7 +73,6 @@
 #define MP_THREADS 512          /* k_moe_permute's CTA */
 #define MP_WARPS (MP_THREADS / 32)
 #define MGV_WARPS 8             /* k_moe_gemv: a warp per output row, 8 rows per CTA */
-#define MGV_TT 8                /* tokens per pass over a row */
 #define MGV_U 4                 /* 16-byte chunks per lane per row in flight */
 #define MR_WARPS 8              /* k_moe_route: a warp per token */
 
@@ -170,7 +169,6 @@ struct be_experts {
     __nv_bfloat16 *bias;        /* NULL, or (E, 2I + D) expert e's gate (I), up (I), down (D) biases (gpt-oss;
                                    a missing one zero) */
     moe_ws *ws;
-
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
 };
@@ -422,9 +420,11 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
     sum = cu_warp_sum(sum);
 #pragma unroll
     for (int i = 0; i < EPL; i++) p[i] /= sum;
-    /* top k by repeated arg-max; taken: bit i = expert lane + 32 i chosen */
+    /* top k by repeated arg-max; taken: bit i = expert lane + 32 i chosen; slot j is kept by lane
+     * j % 32 (in my[j / 32]) and every slot is written at the end at once (no store-then-reload chain) */
     unsigned taken = 0;
-    float wsum = 0.0f;
+    float wsum = 0.0f, myw[CU_MOE_MAX_K / 32] = {0.0f};
+    int myi[CU_MOE_MAX_K / 32] = {0};
     int32_t *ids = a.ids + (int64_t)t * a.is;
     float *w = a.w + (int64_t)t * a.ws;
     for (int j = 0; j < a.k; j++) {
@@ -448,14 +448,23 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
             }
         }
         if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
-        if (lane == 0) {
-            ids[j] = bi;
-            w[j] = bv;
-            wsum += bv; /* in slot order, as the CPU */
+        /* the butterfly left (bv, bi) in every lane */
+#pragma unroll
+        for (int h = 0; h < CU_MOE_MAX_K / 32; h++)
+            if (j == lane + 32 * h) {
+                myi[h] = bi;
+                myw[h] = bv;
+            }
+        wsum += bv; /* in slot order, as the CPU (the same sum in every lane) */
+    }
+#pragma unroll
+    for (int h = 0; h < CU_MOE_MAX_K / 32; h++) {
+        const int j = lane + 32 * h;
+        if (j < a.k) {
+            ids[j] = myi[h];
+            w[j] = a.renorm ? myw[h] / wsum : myw[h];
         }
     }
-    if (a.renorm && lane == 0)
-        for (int j = 0; j < a.k; j++) w[j] /= wsum;
 }
 
 typedef void (*route_kernel)(route_args);
@@ -632,13 +641,15 @@ __device__ __forceinline__ float mgv_glu(const mgv_args &a, float g, float u) {
     return a.act_fn == BE_ACT_SWIGLU_OAI ? cu_swiglu_oai(g, u, a.alpha, a.limit) : cu_act(a.act_fn, g) * u;
 }
 
-
 __device__ __forceinline__ uint4 mgv_load(const uint4 *p, bool stream) { return stream ? __ldcs(p) : __ldg(p); }
 
 /* CTA (x, a): the a-th expert with tokens, its rows [8 x, 8 x + 8), a warp per row; NR = 2: the gated
- * form (gate row r and up row R + r -> act(gate . x) * (up . x)). Writes BF16. */
-template <int NR>
+ * form (gate row r and up row R + r -> act(gate . x) * (up . x)). Writes BF16. TT: tokens per pass over a
+ * row (the host picks the smallest power of two covering the batch's tokens: registers, hence occupancy,
+ * grow with it; an expert with more tokens takes several passes, the rows then from L2). */
+template <int NR, int TT>
 __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
+    constexpr int U = TT <= 2 ? 8 : MGV_U; /* 16-byte chunks per lane per row in flight: more when few tokens */
     pdl_launch();
     pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -650,38 +661,38 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
 #pragma unroll
     for (int q = 0; q < NR; q++) w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)r + (int64_t)q * a.R) * a.K);
     const int KC = a.K >> 3;
-    const bool stream = n <= MGV_TT; /* one pass: evict-first; more: keep the rows for the next pass */
-    for (int g0 = 0; g0 < n; g0 += MGV_TT) {
-        const int ng = n - g0 < MGV_TT ? n - g0 : MGV_TT;
-        const uint4 *xr[MGV_TT];
+    const bool stream = n <= TT; /* one pass: evict-first; more: keep the rows for the next pass */
+    for (int g0 = 0; g0 < n; g0 += TT) {
+        const int ng = n - g0 < TT ? n - g0 : TT;
+        const uint4 *xr[TT];
 #pragma unroll
-        for (int tt = 0; tt < MGV_TT; tt++) {
+        for (int tt = 0; tt < TT; tt++) {
             const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
             const int64_t row = a.by_token ? a.perm[pp] / a.k : pp;
             xr[tt] = (const uint4 *)(a.x + row * a.xs);
         }
-        float acc[NR][MGV_TT];
+        float acc[NR][TT];
 #pragma unroll
         for (int q = 0; q < NR; q++)
 #pragma unroll
-            for (int tt = 0; tt < MGV_TT; tt++) acc[q][tt] = 0.0f;
-        for (int base = 0; base < KC; base += 32 * MGV_U) {
-            uint4 wv[MGV_U][NR];
+            for (int tt = 0; tt < TT; tt++) acc[q][tt] = 0.0f;
+        for (int base = 0; base < KC; base += 32 * U) {
+            uint4 wv[U][NR];
 #pragma unroll
-            for (int u = 0; u < MGV_U; u++) {
+            for (int u = 0; u < U; u++) {
                 const int c = base + lane + 32 * u;
 #pragma unroll
                 for (int q = 0; q < NR; q++) wv[u][q] = c < KC ? mgv_load(w[q] + c, stream) : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int u = 0; u < MGV_U; u++) {
+            for (int u = 0; u < U; u++) {
                 const int c = base + lane + 32 * u;
                 if (c >= KC) continue;
                 float wf[NR][8];
 #pragma unroll
                 for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
 #pragma unroll
-                for (int tt = 0; tt < MGV_TT; tt++) {
+                for (int tt = 0; tt < TT; tt++) {
                     if (tt >= ng) continue;
                     float xf[8];
                     bf16x8_to_f32(__ldg(xr[tt] + c), xf);
@@ -696,7 +707,7 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
             }
         }
 #pragma unroll
-        for (int tt = 0; tt < MGV_TT; tt++) {
+        for (int tt = 0; tt < TT; tt++) {
             if (tt >= ng) break; /* uniform over the warp */
             float v[NR];
 #pragma unroll
@@ -913,30 +924,65 @@ __global__ void k_moe_combine(comb_args a) {
     __shared__ int sn;
     pdl_launch();
     pdl_wait();
+    __shared__ int lpos[CU_MOE_MAX_K];
+    __shared__ float lw[CU_MOE_MAX_K];
     for (int t = blockIdx.x; t < a.T; t += gridDim.x) {
+        /* the k slots' (position, weight) loaded at once (-1: an id out of range, reported by the
+         * permutation), then put in increasing position by one thread from shared memory */
+        for (int j = threadIdx.x; j < a.k; j += blockDim.x) {
+            const int e = a.ids[(int64_t)t * a.is + j];
+            const bool ok = e >= 0 && e < a.E;
+            lpos[j] = ok ? a.inv[(int64_t)t * a.k + j] : -1;
+            lw[j] = ok ? a.w[(int64_t)t * a.ws + j] : 0.0f;
+        }
+        __syncthreads();
         if (threadIdx.x == 0) {
             int n = 0;
             for (int j = 0; j < a.k; j++) {
-                const int e = a.ids[(int64_t)t * a.is + j];
-                if (e < 0 || e >= a.E) continue; /* reported by the permutation */
-                const int pos = a.inv[(int64_t)t * a.k + j];
-                const float wj = a.w[(int64_t)t * a.ws + j];
+                const int pos = lpos[j];
+                if (pos < 0) continue;
                 int q = n++;
                 for (; q > 0 && spos[q - 1] > pos; q--) {
                     spos[q] = spos[q - 1];
                     sw[q] = sw[q - 1];
                 }
                 spos[q] = pos;
-                sw[q] = wj;
+                sw[q] = lw[j];
             }
             sn = n;
         }
         __syncthreads();
         const int n = sn;
-        for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
-            float s = a.acc ? cu_ld(a.y, a.ydt, (int64_t)t * a.ys + d) : 0.0f;
-            for (int q = 0; q < n; q++) s = fmaf(sw[q], __bfloat162float(a.o[(int64_t)spos[q] * a.D + d]), s);
-            cu_st(a.y, a.ydt, (int64_t)t * a.ys + d, s);
+        if ((a.D & 7) == 0) {
+            /* 8 columns per thread (16-byte loads), the CTAs of grid.y splitting the row; each chunk of
+             * up to 8 slots loaded at once, then summed in slot order */
+            for (int d0 = 8 * (blockIdx.y * blockDim.x + threadIdx.x); d0 < a.D; d0 += 8 * blockDim.x * gridDim.y) {
+                float s[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++) s[i] = a.acc ? cu_ld(a.y, a.ydt, (int64_t)t * a.ys + d0 + i) : 0.0f;
+                for (int q0 = 0; q0 < n; q0 += 8) {
+                    uint4 v[8];
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        if (q0 + u < n) v[u] = __ldg((const uint4 *)(a.o + (int64_t)spos[q0 + u] * a.D + d0));
+#pragma unroll
+                    for (int u = 0; u < 8; u++) {
+                        if (q0 + u >= n) break;
+                        float f[8];
+                        bf16x8_to_f32(v[u], f);
+#pragma unroll
+                        for (int i = 0; i < 8; i++) s[i] = fmaf(sw[q0 + u], f[i], s[i]);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 8; i++) cu_st(a.y, a.ydt, (int64_t)t * a.ys + d0 + i, s[i]);
+            }
+        } else {
+            for (int d = blockIdx.y * blockDim.x + threadIdx.x; d < a.D; d += blockDim.x * gridDim.y) {
+                float s = a.acc ? cu_ld(a.y, a.ydt, (int64_t)t * a.ys + d) : 0.0f;
+                for (int q = 0; q < n; q++) s = fmaf(sw[q], __bfloat162float(a.o[(int64_t)spos[q] * a.D + d]), s);
+                cu_st(a.y, a.ydt, (int64_t)t * a.ys + d, s);
+            }
         }
         __syncthreads(); /* spos / sw are rewritten for the next token */
     }
@@ -1135,7 +1181,12 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
         const unsigned tiles = gg_tiles_bound(N, E);
-        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, k_moe_gemv<2>,
+        /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
+        void (*gv2)(mgv_args) = T <= 1 ? k_moe_gemv<2, 1> : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
+                                                                                           : k_moe_gemv<2, 8>;
+        void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
+                                                                                           : k_moe_gemv<1, 8>;
+        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, k_moe_ggemm<2>,
                               dim3((unsigned)((I + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
@@ -1150,7 +1201,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.out = o;
         g.os = D;
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
-        if (gemv ? !cu_launch(cu, "moe_experts (down)", true, k_moe_gemv<1>,
+        if (gemv ? !cu_launch(cu, "moe_experts (down)", true, gv1,
                               dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
                  : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, k_moe_ggemm<1>,
                               dim3((unsigned)((D + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
@@ -1175,7 +1226,9 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     c.ydt = (int)y->dtype;
     c.ys = tensor_row_stride(y);
     c.acc = accumulate;
-    cu_launch(cu, "moe_experts (combine)", true, k_moe_combine, dim3(cu_grid(T, 1)), dim3(256), 0, c);
+    /* a CTA per (token, 2048 columns): decode batches spread the row over several CTAs */
+    const unsigned cy = (unsigned)((D + 2047) / 2048);
+    cu_launch(cu, "moe_experts (combine)", true, k_moe_combine, dim3(cu_grid(T, 1), cy), dim3(256), 0, c);
 }
 
 /* ---- the shared expert's gate ---- */

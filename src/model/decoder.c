@@ -175,9 +175,14 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
     const attn_params ap_probe = {.scale = 1, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
                                   .head_dim = c->head_dim, .softcap = (float)c->attn_softcap,
                                   .sinks = c->attn_sinks ? &sinks_probe : NULL};
-    const linear_fuse lf_probe = {.norm_kind = norm_probe.kind, .silu_mul = true, .act = act};
-    bool plain_mlp = false;
-    for (int l = 0; l < c->num_layers; l++) plain_mlp |= c->layers[l].mlp == MLP_DENSE_PLAIN;
+    bool plain_mlp = false, gated_linear = c->moe.shared_intermediate_size > 0; /* a shared expert's gate|up */
+    for (int l = 0; l < c->num_layers; l++) {
+        plain_mlp |= c->layers[l].mlp == MLP_DENSE_PLAIN;
+        gated_linear |= c->layers[l].mlp == MLP_DENSE;
+    }
+    /* the fused linear with the gated product only where a layer uses it (gpt-oss's activation lives in
+     * its experts alone) */
+    const linear_fuse lf_probe = {.norm_kind = norm_probe.kind, .silu_mul = gated_linear, .act = gated_linear ? act : 0};
     if ((st = backend_require(be, BE_OP_NORM, &norm_probe, c->architecture)) ||
         (st = backend_require(be, BE_OP_ADD_NORM, &norm_probe, c->architecture)) ||
         (st = backend_require(be, BE_OP_LINEAR_FUSED, &lf_probe, c->architecture)) ||

@@ -22,43 +22,40 @@
  *     (bucket E collects ids out of range, which are reported and skipped), the ids of the experts that
  *     got tokens in increasing order (act, nact), perm[p] = t * k + j and its inverse inv[t * k + j] = p.
  *     No host round trip: the decode path below records into a CUDA graph.
- *  2a. decode (N <= CU_MOE_GEMV_MAX_PAIRS): k_moe_gemv<2> on grid (ceil(I / 8), min(E, N)): CTA
+ *  2a. decode (N <= CU_MOE_GEMV_MAX_PAIRS): k_moe_gemv<2, TT> on grid (ceil(I / 8), min(E, N)): CTA
  *     (x, a) takes the a-th expert that has tokens (the others exit at once) and 8 of its gate|up row
- *     pairs, a warp per pair, and streams each row once for all the expert's tokens (8 at a time; more
- *     than 8 tokens re-read the rows from L2), writing h[p] (N, I) = act(gate . x) * (up . x) in BF16;
- *     then k_moe_gemv<1> on grid (ceil(D / 8), min(E, N)) streams down (D, I) the same way into
- *     o[p] (N, D) BF16.
- *  2b. prefill (larger N; also D or I not a multiple of 8, or x rows not 16-byte aligned):
- *     k_moe_gather copies the permuted x rows into xg (N, D); the counts are read back to the host
- *     (one synchronize: this first version's path cannot be recorded into a graph and fails the
- *     recording with a message) and each expert with tokens runs two cuBLAS GEMMs (GemmEx, BF16 in,
- *     f32 accumulate, on the tensor cores) on its segment, gu (n, 2I) = xg W_gu^T and
- *     o (n, D) = h W_down^T, with act_mul between them over all N rows. (GemmEx rather than
- *     ops_linear.cu's cached cuBLASLt plans: the segment sizes change every call, so a plan cache
- *     keyed on them would miss on most calls.)
+ *     pairs, a warp per pair, and streams each row once for all the expert's tokens (TT at a time, TT the
+ *     smallest power of two <= 8 covering the batch; more tokens re-read the rows from L2), writing
+ *     h[p] (N, I) = act(gate . x + bg) * (up . x + bu) in BF16; then k_moe_gemv<1, TT> on grid
+ *     (ceil(D / 8), min(E, N)) streams down (D, I) the same way into o[p] (N, D) BF16 (+ bd).
+ *  2b. larger batches (D, I multiples of 8, x rows 16-byte aligned): k_moe_ggemm<2>, then <1>, the grouped
+ *     GEMM on the tensor cores: CTA (x, y) computes a 64 x 64 tile (64 pairs of one expert, 64 outputs)
+ *     with wmma (BF16 in, f32 accumulate), the tile list (each expert with tokens, ceil(n_e / 64) pair
+ *     blocks, in increasing id) found on the device from offs by a warp scan, so nothing is read on the
+ *     host and the call records into a graph; same epilogues as 2a.
+ *  2c. otherwise (unaligned shapes, or VLLM_CUDA_MOE=gemm): k_moe_gather copies the permuted x rows into
+ *     xg (N, D); the counts are read back to the host (one synchronize: never recorded) and each expert
+ *     with tokens runs two cuBLAS GEMMs (GemmEx) on its segment with act_mul between them.
  *  3. k_moe_combine (a CTA per token and 2048 columns): y[t] = (y[t] +) sum_j w[t, j] * o[inv[t, j]] in f32.
  *
  * Scratch (the permutation, h, o, xg, gu, a pinned host copy of the counts) is shared by all the layers
  * of a backend (moe_ws, reference-counted by its be_experts: the last experts_free releases it). Calls
- * of up to CU_MOE_GEMV_MAX_PAIRS pairs, the only ones that may be recorded into a graph, use buffers
- * sized for that many pairs when the experts are created, so an eager prefill growing the other
- * buffers never moves memory a recorded graph points to; larger calls use buffers grown with
- * cu_buf_reserve and are refused (with a message) while a graph is being recorded.
+ * of up to CU_MOE_GEMV_MAX_PAIRS pairs use buffers sized when the experts are created; larger ones use
+ * buffers experts_reserve sizes for the engine's largest step (the decoder's reserve), so every decode
+ * batch records into a graph. Without a reservation they grow as needed, eagerly: a recording that
+ * would need them to grow is refused, and once a recording uses them they never move again.
  *
- * Performance (not tuned yet; the H200 session measures first):
- *  - decode is bandwidth-bound on the chosen experts' weights (Qwen3-30B-A3B, T = 1: 8 experts x
- *    3 x 768 x 2048 x 2 bytes = 75 MB per layer, 3.6 GB of the step's ~6.1 GB over 48 layers: 0.85 ms
- *    at 4.25 TB/s); the permutation, the route and the combine are latency-bound single small kernels.
- *    k_moe_gemv cannot load weights before pdl_wait() (which expert a CTA streams comes from the
- *    routing), keeps only MGV_U x NR 16-byte loads per lane in flight (no double buffering yet, unlike
- *    ops_linear.cu's k_gemv) and launches CTAs for min(E, N) expert slots of which only nact work.
- *    Next: the GEMV's prefetch scheme, a persistent grid over (active expert, row block) work items
- *    read from the permutation, token-count templates (TT 1 / 2 / 4 / 8) instead of a runtime guard,
- *    the combine fused into the down kernel's epilogue for k = 1.
- *  - prefill: one host synchronize per layer and 2 x (experts with tokens) cuBLAS calls (launch-bound
- *    at small segments). Next: a grouped GEMM on the tensor cores (cuBLASLt grouped / a CUTLASS-style
- *    kernel over the expert segments with device-side sizes) without the synchronize, so prefill can
- *    also be recorded; the act_mul fused into the first GEMM's epilogue; the gather into its loads.
+ * Performance (H200, Qwen3-30B-A3B shape, docs/benchmarks.md; VLLM_CUDA_MOE=gemv|grouped|gemm forces a path):
+ *  - batch 1: 45 us per MoE layer against a floor of 17.9 (75 MB of 8 experts at 4.25 TB/s). ncu (base
+ *    clocks): router GEMV 4.2 us, route 9.6, permutation 5.4, gate|up GEMV 24 (2.1 TB/s), down GEMV 16.5,
+ *    combine ~12 before its rework. The GEMVs cannot load weights before pdl_wait() (the expert comes from
+ *    the routing) and hold one batch of loads per lane in flight (no double buffering, unlike
+ *    ops_linear.cu's k_gemv); the small kernels are latency chains of a single CTA. Next: route and
+ *    permutation in one kernel for small batches, the combine in the down GEMV's epilogue, a persistent
+ *    GEMV over (active expert, row block) work items with the dense GEMV's prefetch.
+ *  - 256 tokens (2,048 pairs): 610 us per layer against 284 (all 128 experts read once): the grouped
+ *    GEMM has no cp.async pipeline and 64-row tiles leave most of each tile empty at ~16 pairs per expert.
+ *    Next: cp.async multi-stage loads, 16- or 32-row tiles when experts get few pairs.
  */
 #include <limits.h>
 #include <stdlib.h>

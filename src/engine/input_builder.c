@@ -23,6 +23,7 @@ void ib_destroy(input_builder *b) {
     free(b->qsl);
     free(b->seq_lens);
     free(b->block_tables);
+    free(b->state_slots);
     free(b->sampled);
     free(b->lp_from);
     free(b->lp_count);
@@ -51,6 +52,7 @@ vllm_status ib_reserve(input_builder *b, int max_tokens, int max_seqs) {
         size_t S = (size_t)max_seqs;
         if (!grow(&b->qsl, S + 1, sizeof *b->qsl) || !grow(&b->seq_lens, S, sizeof *b->seq_lens) ||
             !grow(&b->block_tables, G * S * mb, sizeof *b->block_tables) ||
+            !grow(&b->state_slots, S, sizeof *b->state_slots) ||
             !grow(&b->sampled, S, sizeof *b->sampled) || !grow(&b->lp_from, S, sizeof *b->lp_from) ||
             !grow(&b->lp_count, S, sizeof *b->lp_count))
             return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (step batch of %d requests)", max_seqs);
@@ -89,6 +91,7 @@ vllm_status ib_build(input_builder *b, const sched_output *so, fwd_batch *out) {
         }
         b->qsl[i + 1] = t;
         b->seq_lens[i] = c1;
+        b->state_slots[i] = r->state_slot;
         /* each group's block table row, (G, S, mb) */
         for (int g = 0; g < G; g++) {
             int32_t *row = b->block_tables + ((size_t)g * S + (size_t)i) * (size_t)mb;
@@ -127,6 +130,7 @@ vllm_status ib_build(input_builder *b, const sched_output *so, fwd_batch *out) {
     out->block_tables = b->block_tables;
     out->max_blocks_per_seq = mb;
     out->slot_mapping = b->slots;
+    out->state_slots = b->state_slots;
     out->num_logits = nl;
     out->logits_indices = b->logits_idx;
     return VLLM_OK;

@@ -43,6 +43,7 @@ typedef struct input_builder {
     int32_t *qsl;                 /* (cap_seqs + 1) */
     int32_t *seq_lens;            /* (cap_seqs) */
     int32_t *block_tables;        /* (G * cap_seqs * max_blocks_per_seq) */
+    int32_t *state_slots;         /* (cap_seqs) request.state_slot */
     /* the logits-row plan of the last build, per scheduled request (batch order):
      * rows lp_count[i] prompt-logprob rows (positions lp_from[i] ..), then one
      * sampled row when sampled[i] */

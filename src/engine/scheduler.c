@@ -8,6 +8,9 @@
  * Prefix caching follows kv_cache_manager.py: get_computed_blocks on
  * admission (hits capped below the last token), allocate_slots caching
  * every block the step fills.
+ * Models with recurrent (linear-attention) layers also hold one state slot
+ * per running request (vLLM's mamba cache): taken at admission, given back
+ * when the request finishes or is preempted (recompute restarts its state).
  */
 #include "engine/scheduler.h"
 
@@ -28,7 +31,14 @@ vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks) {
     s->step_reqs = calloc(S, sizeof *s->step_reqs);
     s->step_tokens = calloc(S, sizeof *s->step_tokens);
     s->step_cached = malloc((size_t)num_blocks * sizeof *s->step_cached);
-    if (!s->step_cached || !s->running || !s->step_reqs || !s->step_tokens) {
+    if (cfg->num_state_slots > 0) {
+        s->free_slots = malloc((size_t)cfg->num_state_slots * sizeof *s->free_slots);
+        for (int i = 0; s->free_slots && i < cfg->num_state_slots; i++)
+            s->free_slots[i] = cfg->num_state_slots - i; /* slot 1 on top */
+        s->num_free_slots = s->free_slots ? cfg->num_state_slots : 0;
+    }
+    if (!s->step_cached || !s->running || !s->step_reqs || !s->step_tokens ||
+        (cfg->num_state_slots > 0 && !s->free_slots)) {
         sched_destroy(s);
         return vt_error(VLLM_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -42,6 +52,7 @@ void sched_destroy(scheduler *s) {
     free(s->running);
     free(s->step_reqs);
     free(s->step_tokens);
+    free(s->free_slots);
     memset(s, 0, sizeof *s);
 }
 
@@ -75,6 +86,12 @@ bool sched_has_work(const scheduler *s) { return s->num_waiting > 0 || s->num_ru
 /* Releases r's blocks, last first (its tail is evicted before its head). */
 static void free_blocks(scheduler *s, request *r) { kvc_free(&s->kv, r->blocks, &r->num_blocks); }
 
+/* Gives r's recurrent-state slot back (none held: nothing). */
+static void free_slot(scheduler *s, request *r) {
+    if (r->state_slot > 0) s->free_slots[s->num_free_slots++] = r->state_slot;
+    r->state_slot = 0;
+}
+
 int sched_num_free_blocks(const scheduler *s) { return kvc_num_free(&s->kv); }
 
 kv_stats sched_prefix_cache_stats(const scheduler *s) { return s->kv.pool.stats; }
@@ -91,6 +108,7 @@ static void remove_running(scheduler *s, request *r) {
 
 void sched_finish(scheduler *s, request *r) {
     free_blocks(s, r);
+    free_slot(s, r);
     remove_running(s, r);
     r->state = REQ_FINISHED;
 }
@@ -104,6 +122,7 @@ static bool ensure_blocks(scheduler *s, request *r, int tokens) {
 /* Preempts by recompute: drop the cache, return to the front of waiting. */
 static vllm_status preempt(scheduler *s, request *r) {
     free_blocks(s, r);
+    free_slot(s, r);
     remove_running(s, r);
     r->num_computed = 0;
     s->num_preemptions++;
@@ -198,8 +217,10 @@ vllm_status sched_step(scheduler *s, sched_output *out) {
     /* 2. waiting requests, FCFS, unless this step had to preempt */
     while (!preempted && s->num_waiting > 0 && budget > 0 && s->num_running < s->cfg.max_num_seqs) {
         request *r = s->waiting[0];
+        if (s->cfg.num_state_slots > 0 && s->num_free_slots == 0) break; /* cannot happen: one per running */
         int n = admit(s, r, budget);
         if (n == 0) break;
+        if (s->cfg.num_state_slots > 0) r->state_slot = s->free_slots[--s->num_free_slots];
         memmove(s->waiting, s->waiting + 1, (size_t)(s->num_waiting - 1) * sizeof *s->waiting);
         s->num_waiting--;
         r->state = REQ_RUNNING;
@@ -217,7 +238,10 @@ vllm_status sched_step(scheduler *s, sched_output *out) {
 }
 
 void sched_reset(scheduler *s) {
-    for (int i = 0; i < s->num_running; i++) free_blocks(s, s->running[i]);
+    for (int i = 0; i < s->num_running; i++) {
+        free_blocks(s, s->running[i]);
+        free_slot(s, s->running[i]);
+    }
     for (int i = 0; i < s->num_waiting; i++) free_blocks(s, s->waiting[i]);
     s->num_running = s->num_waiting = s->num_step = 0;
     kv_reset_cache(&s->kv.pool);

@@ -40,6 +40,8 @@ typedef struct request {
                                      logprob is known (1 .. num_prompt; position 0 has none), kept across
                                      preemption so a recomputed chunk asks for no row twice */
     bool admitted;                /* admitted at least once (num_cached_tokens is set) */
+    int state_slot;               /* while running, its slot of the recurrent-state pool (hybrid models:
+                                     1 .. num_state_slots; 0: none, the pool's null slot) */
     kv_chain chain;               /* prefix caching: full blocks hashed so far */
     vllm_sampling_params params;
     sampler_rng rng;
@@ -54,6 +56,8 @@ typedef struct sched_config {
     int max_blocks_per_seq;       /* entries of one group's block table */
     bool enable_prefix_caching;   /* false: plain allocation, no hashing */
     const kv_cache_groups *groups; /* the model's KV cache groups; NULL: one full-attention group */
+    int num_state_slots;          /* recurrent-state slots (models with linear-attention layers: one per
+                                     running request, so max_num_seqs), numbered from 1; 0: none */
 } sched_config;
 
 typedef struct scheduler {
@@ -73,6 +77,8 @@ typedef struct scheduler {
     int32_t *step_cached;         /* (num_blocks) */
     int num_step_cached;
     bool step_pending;            /* sched_step ran, sched_commit not yet */
+    int *free_slots;              /* (num_state_slots) a stack of the free recurrent-state slots */
+    int num_free_slots;
 } scheduler;
 
 /* One step's decisions (vLLM's SchedulerOutput): the scheduled requests in

@@ -31,6 +31,9 @@ typedef struct fwd_batch {
     const int32_t *block_tables;    /* (G, S, max_blocks_per_seq) */
     int max_blocks_per_seq;
     const int64_t *slot_mapping;    /* (G, T) */
+    const int32_t *state_slots;     /* (S) each sequence's recurrent-state slot (hybrid models; 0: the null
+                                       slot), or NULL; a sequence whose first token this step is at
+                                       position 0 starts from a zero state, others continue theirs */
     int num_logits;                 /* rows whose logits are wanted */
     const int32_t *logits_indices;  /* (num_logits) indices into [0, T) */
 } fwd_batch;

@@ -208,8 +208,68 @@ static void test_uncommitted_step(void) {
     free_req(d);
 }
 
+/* Recurrent-state slots (hybrid models): one per running request, distinct, in 1 .. num_state_slots, passed
+ * to the batch; given back at finish and at preemption (the recompute takes a slot again and restarts at
+ * position 0, so the model zeroes that state); waiting requests hold none. */
+static void check_slots(const scheduler *s, const fwd_batch *b, int num_slots) {
+    bool used[8] = {false};
+    for (int i = 0; i < s->num_running; i++) {
+        int k = s->running[i]->state_slot;
+        CHECK(k >= 1 && k <= num_slots && !used[k]);
+        if (k >= 1 && k <= num_slots) used[k] = true;
+    }
+    for (int i = 0; i < s->num_waiting; i++) CHECK(s->waiting[i]->state_slot == 0);
+    CHECK(s->num_free_slots + s->num_running == num_slots);
+    for (int i = 0; b && i < b->num_seqs; i++) CHECK(b->state_slots[i] == s->step_reqs[i]->state_slot);
+}
+
+static void test_state_slots(void) {
+    enum { SLOTS = 3 };
+    sched_config cfg = {.max_num_seqs = SLOTS, .max_num_batched_tokens = 64, .block_size = 4,
+                        .max_blocks_per_seq = 8, .num_state_slots = SLOTS};
+    scheduler s;
+    CHECK_OK(sched_init(&s, &cfg, 12)); /* 12 blocks: three requests of 12 tokens fill the pool */
+    request *r[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = make_req((size_t)i, 11, 8, 8);
+        CHECK_OK(sched_add(&s, r[i]));
+    }
+    input_builder ib = {0};
+    sched_output so;
+    fwd_batch fb;
+    step(&s, &ib, &so, &fb); /* three admitted (max_num_seqs), the fourth waits */
+    CHECK(fb.num_seqs == SLOTS && s.num_waiting == 1);
+    check_slots(&s, &fb, SLOTS);
+    sched_commit(&s);
+    fake_sample(&so, &ib);
+    int preemptions = 0;
+    for (int k = 0; k < 60 && sched_has_work(&s); k++) {
+        step(&s, &ib, &so, &fb);
+        check_slots(&s, &fb, SLOTS);
+        /* a sequence starting at position 0 starts from a zero state */
+        for (int i = 0; i < fb.num_seqs; i++)
+            if (fb.positions[fb.query_start_loc[i]] == 0) CHECK(s.step_reqs[i]->num_computed == 0);
+        sched_commit(&s);
+        fake_sample(&so, &ib);
+        preemptions = (int)s.num_preemptions;
+        for (int i = 0; i < 4; i++) /* finish at 18 tokens: the slot comes back */
+            if (r[i]->state == REQ_RUNNING && r[i]->num_tokens >= 18 && r[i]->num_computed == r[i]->num_tokens - 1) {
+                sched_finish(&s, r[i]);
+                CHECK(r[i]->state_slot == 0);
+                check_slots(&s, NULL, SLOTS);
+            }
+    }
+    CHECK(preemptions > 0); /* the pool is too small for three growing requests */
+    CHECK(!sched_has_work(&s) && s.num_free_slots == SLOTS);
+    sched_reset(&s);
+    ib_destroy(&ib);
+    sched_destroy(&s);
+    for (int i = 0; i < 4; i++) free_req(r[i]);
+}
+
 int main(void) {
     test_prefix_caching();
+    test_state_slots();
     test_uncommitted_step();
 
     /* chunked prefill under a 10-token budget */

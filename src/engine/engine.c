@@ -234,7 +234,17 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     int num_blocks = 0;
     if ((st = plan_cache(e, &num_blocks))) goto fail;
     if ((st = model_cache_create(e->model, num_blocks, e->opt.block_size, &e->cache))) goto fail;
+    /* hybrid models: a recurrent-state slot per running request; a prefix-cache hit cannot resume a
+     * recurrent layer mid-prompt until its states are checkpointed at block boundaries */
+    const bool recurrent = model_has_recurrent_state(e->model);
+    if (recurrent && e->opt.enable_prefix_caching) {
+        LOG_I("prefix caching is off for %s: its linear-attention layers' states are not checkpointed at block "
+              "boundaries yet",
+              e->cfg->architecture);
+        e->opt.enable_prefix_caching = false;
+    }
     sched_config sc = {
+        .num_state_slots = recurrent ? e->opt.max_num_seqs : 0,
         .max_num_seqs = e->opt.max_num_seqs,
         .max_num_batched_tokens = e->opt.max_num_batched_tokens,
         .block_size = e->opt.block_size,

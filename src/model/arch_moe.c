@@ -1,6 +1,7 @@
 /*
  * arch_moe.c: the mixture-of-experts families' config.json as the decoder's
- * spec (decoder.c): Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM.
+ * spec (decoder.c): Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, and the config of
+ * Qwen3NextForCausalLM (its linear-attention layers do not run yet).
  * Attention as their dense relatives (Qwen2: q/k/v biases; Qwen3: per-head
  * q/k norms; Mixtral: Mistral's, with sliding_window when set); the MLP of a
  * layer is a sparse MoE block:
@@ -136,11 +137,82 @@ static vllm_status parse_mixtral(const json_t *root, const char *what, model_con
     return VLLM_OK;
 }
 
+/* Qwen3-Next's layer_types: "linear_attention" (gated delta-net) or "full_attention" for each layer;
+ * absent: full attention every full_attention_interval-th layer (Qwen3NextConfig's default pattern). */
+static vllm_status qwen3_next_layer_types(const json_t *root, const char *what, model_config *c, int interval) {
+    const json_t *lt = hf_get(root, "layer_types");
+    if (lt && (!json_is_array(lt) || json_array_size(lt) != (size_t)c->num_layers))
+        return vt_error(VLLM_ERR_FORMAT, "%s: layer_types must list one type for each of the %d layers", what,
+                        c->num_layers);
+    for (int i = 0; i < c->num_layers; i++) {
+        bool linear = (i + 1) % interval != 0;
+        if (lt) {
+            const json_t *v = json_array_get(lt, (size_t)i);
+            const char *s = json_is_string(v) ? json_string_value(v) : "";
+            if (!strcmp(s, "linear_attention")) linear = true;
+            else if (!strcmp(s, "full_attention")) linear = false;
+            else
+                return vt_error(VLLM_ERR_UNSUPPORTED,
+                                "%s: layer_types[%d] '%.64s' is not supported (linear_attention, full_attention)", what,
+                                i, s);
+        }
+        c->layers[i].kind = linear ? LAYER_LINEAR_ATTENTION : LAYER_ATTENTION;
+    }
+    return VLLM_OK;
+}
+
+/* Qwen3NextForCausalLM (transformers' configuration_qwen3_next.py / modeling_qwen3_next.py): Qwen2-MoE's
+ * sparse block with its shared expert (norm_topk_prob defaults to true here), linear-attention (gated
+ * delta-net) layers between full-attention ones, whose q_proj also yields an output gate, per-head q/k
+ * norms, zero-centred (1 + w) RMSNorms everywhere, partial rotary 0.25 and head_dim 256 by default.
+ * The decoder refuses the linear-attention layers and the output gate until they run (issue 13). */
+static vllm_status parse_qwen3_next(const json_t *root, const char *what, model_config *c) {
+    vllm_status st;
+    bool dense[MODEL_MAX_LAYERS] = {false};
+    int step, interval;
+    if ((st = arch_activation(root, what, "hidden_act", "silu", c)) ||
+        (st = qwen_num_experts(root, what, 512, &c->moe.num_experts)) ||
+        (st = hf_int(root, what, "num_experts_per_tok", false, 10, 1, &c->moe.top_k, NULL)) ||
+        (st = hf_int(root, what, "moe_intermediate_size", false, 512, 1, &c->moe.intermediate_size, NULL)) ||
+        (st = hf_int(root, what, "shared_expert_intermediate_size", false, 512, 0, &c->moe.shared_intermediate_size,
+                     NULL)) ||
+        (st = hf_bool(root, what, "norm_topk_prob", true, &c->moe.renormalize)) ||
+        (st = hf_int(root, what, "decoder_sparse_step", false, 1, 1, &step, NULL)) ||
+        (st = mlp_only_layers(root, what, c, dense)) ||
+        (st = hf_int(root, what, "linear_num_key_heads", false, 16, 1, &c->linear_attn.num_k_heads, NULL)) ||
+        (st = hf_int(root, what, "linear_num_value_heads", false, 32, 1, &c->linear_attn.num_v_heads, NULL)) ||
+        (st = hf_int(root, what, "linear_key_head_dim", false, 128, 1, &c->linear_attn.k_head_dim, NULL)) ||
+        (st = hf_int(root, what, "linear_value_head_dim", false, 128, 1, &c->linear_attn.v_head_dim, NULL)) ||
+        (st = hf_int(root, what, "linear_conv_kernel_dim", false, 4, 1, &c->linear_attn.conv_kernel, NULL)) ||
+        (st = hf_int(root, what, "full_attention_interval", false, 4, 1, &interval, NULL)) ||
+        (st = qwen3_next_layer_types(root, what, c, interval)))
+        return st;
+    if (c->linear_attn.num_v_heads % c->linear_attn.num_k_heads)
+        return vt_error(VLLM_ERR_FORMAT, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
+                        what, c->linear_attn.num_v_heads, c->linear_attn.num_k_heads);
+    if (c->moe.num_experts > 0 && c->moe.top_k > c->moe.num_experts)
+        return vt_error(VLLM_ERR_FORMAT, "%s: num_experts_per_tok %d exceeds num_experts %d", what, c->moe.top_k,
+                        c->moe.num_experts);
+    for (int l = 0; l < c->num_layers; l++)
+        if (!dense[l] && c->moe.num_experts > 0 && (l + 1) % step == 0) c->layers[l].mlp = MLP_MOE;
+    c->qk_norm = true;
+    c->norm = NORM_STYLE_RMS_OFFSET;
+    c->attn_output_gate = true;
+    c->o_bias = c->attention_bias;
+    c->names = &qwen_moe_names;
+    return VLLM_OK;
+}
+
 /* Qwen2MoeConfig: max_position_embeddings 32768, num_key_value_heads 16, rms_norm_eps 1e-6;
  * Qwen3MoeConfig: 32768, 4, 1e-6; MixtralConfig: 4096 * 32, 8, 1e-5; none ties its embeddings. */
 const model_config_family qwen2_moe_family = {.max_position_embeddings = 32768, .num_kv_heads = 16,
                                               .rms_norm_eps = 1e-6, .parse = parse_qwen2_moe};
 const model_config_family qwen3_moe_family = {.max_position_embeddings = 32768, .num_kv_heads = 4,
                                               .rms_norm_eps = 1e-6, .parse = parse_qwen3_moe};
+/* Qwen3NextConfig: max_position_embeddings 32768, num_key_value_heads 2, head_dim 256, rms_norm_eps 1e-6,
+ * partial_rotary_factor 0.25 */
+const model_config_family qwen3_next_family = {.max_position_embeddings = 32768, .num_kv_heads = 2, .head_dim = 256,
+                                               .rms_norm_eps = 1e-6, .partial_rotary_factor = 0.25,
+                                               .parse = parse_qwen3_next};
 const model_config_family mixtral_family = {.max_position_embeddings = 4096 * 32, .num_kv_heads = 8,
                                             .rms_norm_eps = 1e-5, .parse = parse_mixtral};

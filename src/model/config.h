@@ -51,6 +51,8 @@ typedef struct rope_config {
 
 typedef enum layer_kind {
     LAYER_ATTENTION = 0,            /* full (or sliding-window) softmax attention */
+    LAYER_LINEAR_ATTENTION,         /* gated delta-net (Qwen3-Next, Qwen3.5): a conv and a recurrent state
+                                       per sequence (model_config.linear_attn) instead of paged K/V */
 } layer_kind;
 
 typedef enum mlp_kind {
@@ -194,7 +196,14 @@ struct model_config {
         double swiglu_alpha, swiglu_limit; /* act BE_ACT_SWIGLU_OAI's (gpt-oss: 1.702, swiglu_limit 7) */
         moe_layout layout;          /* the fused experts' layout */
     } moe;
+    struct {                        /* gated delta-net, for the layers whose kind is LAYER_LINEAR_ATTENTION */
+        int num_k_heads, num_v_heads; /* q / k heads and v heads (num_v_heads a multiple of num_k_heads) */
+        int k_head_dim, v_head_dim;
+        int conv_kernel;            /* the depthwise causal conv1d's width (linear_conv_kernel_dim) */
+    } linear_attn;
     bool attn_sinks;                /* a learned sink logit per head in the attention's softmax (gpt-oss) */
+    bool attn_output_gate;          /* q_proj also yields a gate per head ([q | gate] per head): the attention
+                                       output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next) */
     bool embed_scale_sqrt;          /* embeddings multiplied by sqrt(hidden_size) in the activation dtype */
     double attn_scale;              /* softmax scale (0: 1 / sqrt(head_dim)) */
     double attn_softcap;            /* attention logit softcap; 0 = off */

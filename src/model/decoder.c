@@ -168,6 +168,16 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
         if (!(c->ropes[r].theta > 0 && isfinite(c->ropes[r].theta)) ||
             (c->ropes[r].type != ROPE_DEFAULT && !(c->ropes[r].factor > 0 && isfinite(c->ropes[r].factor))))
             return vt_error(VLLM_ERR_FORMAT, "config.json: rope_theta and the rope scaling factor must be positive");
+    if (c->attn_output_gate)
+        return vt_error(VLLM_ERR_UNSUPPORTED,
+                        "%s: the gated attention output (q_proj's per-head gate) is not implemented yet (issue 13)",
+                        c->architecture);
+    for (int l = 0; l < c->num_layers; l++)
+        if (c->layers[l].kind != LAYER_ATTENTION)
+            return vt_error(VLLM_ERR_UNSUPPORTED,
+                            "%s: layer %d is a linear-attention (gated delta-net) layer, which this build does not "
+                            "run yet (issue 13)",
+                            c->architecture, l);
     /* what the spec asks of the backend, refused up front with a clear error */
     const be_norm norm_probe = {.kind = blk_norm_kind(c)};
     const be_act act = (be_act)c->act;

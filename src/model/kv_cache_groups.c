@@ -16,6 +16,8 @@ cache_spec model_layer_cache_spec(const model_config *c, int l) {
         s.num_kv_heads = c->num_kv_heads;
         s.head_dim = c->head_dim;
         break;
+    case LAYER_LINEAR_ATTENTION: /* its state lives in the recurrent-state pool, not in paged blocks */
+        break;
     }
     return s;
 }

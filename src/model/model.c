@@ -183,6 +183,12 @@ static int graph_size_below(int n) {
     return n >= 4 ? 4 : n;
 }
 
+bool model_has_recurrent_state(const model *m) {
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        if (m->cfg.layers[l].kind == LAYER_LINEAR_ATTENTION) return true;
+    return false;
+}
+
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len) {
     if (!m->be->ops->graph_begin || max_batch <= 0) return VLLM_OK; /* the backend has none */
     int top = graph_size_for(max_batch);

@@ -67,6 +67,9 @@ const model_config *model_get_config(const model *m);
 
 /* The model's KV cache groups (which layers share a block table). */
 const kv_cache_groups *model_get_cache_groups(const model *m);
+/* Some layer keeps a recurrent state per sequence (linear attention): the engine then gives every
+ * running request a state slot (sched_config.num_state_slots). */
+bool model_has_recurrent_state(const model *m);
 /* Bytes of one block of the shared pool per token it holds: a block of
  * block_size tokens takes block_size times this in every group (one page
  * per physical slot; every layer's page with a single group). */

@@ -6,7 +6,7 @@
 extern const model_arch decoder_arch;
 extern const model_config_family llama_family_llama, llama_family_mistral, llama_family_qwen2, llama_family_qwen3,
     gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm, phi3_family, olmo2_family, granite_family,
-    glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family, gptoss_family;
+    glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family, gptoss_family, qwen3_next_family;
 
 static const struct entry {
     const char *name;                   /* architectures[0] */
@@ -29,6 +29,8 @@ static const struct entry {
     {"Qwen3MoeForCausalLM", &qwen3_moe_family, &decoder_arch},
     {"MixtralForCausalLM", &mixtral_family, &decoder_arch},
     {"GptOssForCausalLM", &gptoss_family, &decoder_arch},
+    /* its config parses; the decoder refuses its linear-attention layers until they run (issue 13) */
+    {"Qwen3NextForCausalLM", &qwen3_next_family, &decoder_arch},
 };
 
 static const struct entry *find(const char *name) {

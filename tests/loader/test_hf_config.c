@@ -689,12 +689,62 @@ static void test_gptoss(void) {
           c.moe.top_k == 4);
 }
 
+/* Qwen/Qwen3-Next-80B-A3B-Instruct's config.json: linear-attention layers with full attention every fourth,
+ * Qwen2-MoE's sparse block with a shared expert, the gated attention output, (1 + w) norms, partial rotary */
+static void test_qwen3_next(void) {
+    model_config c;
+    char buf[4096];
+    const char *q = "{\"architectures\": [\"Qwen3NextForCausalLM\"], \"attention_bias\": false, \"bos_token_id\": 151643,"
+                    " \"decoder_sparse_step\": 1, \"eos_token_id\": 151645, \"full_attention_interval\": 4,"
+                    " \"head_dim\": 256, \"hidden_act\": \"silu\", \"hidden_size\": 2048, \"intermediate_size\": 5120,"
+                    " \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 128, \"linear_num_key_heads\": 16,"
+                    " \"linear_num_value_heads\": 32, \"linear_value_head_dim\": 128, \"max_position_embeddings\": 262144,"
+                    " \"mlp_only_layers\": [], \"model_type\": \"qwen3_next\", \"moe_intermediate_size\": 512,"
+                    " \"norm_topk_prob\": true, \"num_attention_heads\": 16, \"num_experts\": 512,"
+                    " \"num_experts_per_tok\": 10, \"num_hidden_layers\": 48, \"num_key_value_heads\": 2,"
+                    " \"partial_rotary_factor\": 0.25, \"rms_norm_eps\": 1e-06, \"rope_scaling\": null,"
+                    " \"rope_theta\": 10000000, \"shared_expert_intermediate_size\": 512, \"tie_word_embeddings\": false,"
+                    " \"torch_dtype\": \"bfloat16\", \"use_sliding_window\": false, \"vocab_size\": 151936%s}";
+    snprintf(buf, sizeof buf, q, "");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    int linear = 0;
+    for (int l = 0; l < 48; l++) {
+        linear += c.layers[l].kind == LAYER_LINEAR_ATTENTION;
+        CHECK(c.layers[l].kind == ((l + 1) % 4 ? LAYER_LINEAR_ATTENTION : LAYER_ATTENTION) && c.layers[l].mlp == MLP_MOE);
+    }
+    CHECK(linear == 36);
+    CHECK(c.linear_attn.num_k_heads == 16 && c.linear_attn.num_v_heads == 32 && c.linear_attn.k_head_dim == 128 &&
+          c.linear_attn.v_head_dim == 128 && c.linear_attn.conv_kernel == 4);
+    CHECK(c.moe.num_experts == 512 && c.moe.top_k == 10 && c.moe.intermediate_size == 512 &&
+          c.moe.shared_intermediate_size == 512 && c.moe.renormalize);
+    CHECK(c.head_dim == 256 && c.num_kv_heads == 2 && c.qk_norm && c.attn_output_gate && !c.attention_bias &&
+          c.norm == NORM_STYLE_RMS_OFFSET);
+    CHECK_NEAR(c.rope.partial_rotary_factor, 0.25, 0);
+    CHECK_NEAR(c.rope.theta, 1e7, 0);
+    /* the v5 spelling: layer_types listed, num_local_experts */
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"Qwen3NextForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 96,"
+                             " \"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                             " \"head_dim\": 16, \"vocab_size\": 512, \"num_local_experts\": 8, \"num_experts_per_tok\": 2,"
+                             " \"layer_types\": [\"full_attention\", \"linear_attention\", \"full_attention\"],"
+                             " \"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, \"linear_key_head_dim\": 16,"
+                             " \"linear_value_head_dim\": 16}",
+                             NULL, "config.json", &c));
+    CHECK(c.layers[0].kind == LAYER_ATTENTION && c.layers[1].kind == LAYER_LINEAR_ATTENTION &&
+          c.layers[2].kind == LAYER_ATTENTION && c.moe.num_experts == 8 && c.linear_attn.conv_kernel == 4);
+    CHECK_NEAR(c.rope.partial_rotary_factor, 0.25, 0); /* the family's default */
+    snprintf(buf, sizeof buf, q, ", \"linear_num_value_heads\": 24");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "linear_num_value_heads 24", "");
+    snprintf(buf, sizeof buf, q, ", \"layer_types\": [\"mamba\"]");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "layer_types", "48 layers");
+}
+
 int main(void) {
     test_gptoss();
     test_llama();
     test_gemma();
     test_phi3_glm4_opt();
     test_moe();
+    test_qwen3_next();
     test_yarn_config();
     test_qwen();
     test_mistral_v5();

@@ -249,6 +249,17 @@ void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const t
                      const moe_params *p, bool accumulate, tensor *y);
 void cpu_sigmoid_gate(backend *be, tensor *x, const tensor *g);
 
+/* ops_linear_attn.c */
+void cpu_causal_conv1d(backend *be, const tensor *x, const tensor *w, const tensor *bias, bool silu,
+                       tensor *conv_state, const linear_attn_meta *m, tensor *out);
+void cpu_gated_delta_rule(backend *be, const tensor *q, const tensor *k, const tensor *v, const tensor *g,
+                          const tensor *beta, tensor *state, const linear_attn_meta *m, const gdn_params *p,
+                          tensor *out);
+void cpu_rms_norm_gated(backend *be, const tensor *x, const tensor *z, const tensor *w, float eps, tensor *out);
+/* p's shapes are positive, H_v % H_k == 0, the scale finite and >= 0, conv_kernel 0 or >= 2 and the
+ * state dtype F32 / F16 / BF16 (supports(BE_OP_GATED_DELTA_NET)) */
+bool cpu_gdn_params_ok(const gdn_params *p);
+
 /* ops_attention.c */
 void cpu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache, tensor *v_cache,
                   const attn_meta *m);

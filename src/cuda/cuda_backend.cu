@@ -534,6 +534,8 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
                    ? BE_NATIVE /* expert biases and gpt-oss's clamped SwiGLU included */
                    : BE_UNSUPPORTED;
     }
+    case BE_OP_GATED_DELTA_NET: return BE_UNSUPPORTED; /* no kernels yet: causal_conv1d, gated_delta_rule and
+                                                           rms_norm_gated are NULL (the CPU backend has them) */
     default: return BE_UNSUPPORTED;
     }
 }

@@ -159,6 +159,41 @@ typedef struct be_expert_bias {
     const tensor *const *gate, *const *up, *const *down;
 } be_expert_bias;
 
+/* Per-sequence state metadata of the linear-attention ops (causal_conv1d, gated_delta_rule) for one
+ * flattened batch of T tokens from S sequences, as vLLM's mamba / GDN attention metadata: sequence s owns
+ * tokens [query_start_loc[s], query_start_loc[s+1]) (the same array as attn_meta's) and the state slot
+ * state_slots[s] of every state pool the ops are given (a pool holds one state per slot; the engine gives
+ * a request a slot for its lifetime). has_initial_state[s] != 0 continues from the state in the slot (a
+ * later chunk of a prompt, a decode step); 0 starts from zeros (a new prompt: the slot's old contents
+ * are neither read nor kept). Either way the slot holds the state after the sequence's last token when
+ * the op returns. A slot < 0 is a padding sequence (a recorded graph's spare rows): no state is read or
+ * written and its output rows are 0. A sequence with no tokens leaves its slot as it was. Sequences of
+ * one batch have distinct slots; slots not in the batch are untouched. Decode is the same call with one
+ * token per sequence. */
+typedef struct linear_attn_meta {
+    int num_seqs;              /* S */
+    int num_tokens;            /* T */
+    int max_query_len;         /* an upper bound of the tokens of one sequence (grid sizing) */
+    tensor query_start_loc;    /* (S + 1) I32, from 0 to T, non-decreasing */
+    tensor state_slots;        /* (S) I32: the slot of each sequence, or < 0 for padding */
+    tensor has_initial_state;  /* (S) I32: != 0 continue from the slot's state, 0 start from zeros */
+} linear_attn_meta;
+
+/* A gated delta-net layer's shapes and options (transformers' Qwen3NextGatedDeltaNet; vLLM's GDN
+ * attention): H_k query/key heads of d_k, H_v value heads of d_v, H_v a multiple of H_k; v-head h reads
+ * q/k head h / (H_v / H_k) (transformers' repeat_interleave of q and k over dim 2). */
+typedef struct gdn_params {
+    int num_k_heads;           /* H_k (linear_num_key_heads) */
+    int num_v_heads;           /* H_v (linear_num_value_heads) */
+    int head_k_dim;            /* d_k (linear_key_head_dim) */
+    int head_v_dim;            /* d_v (linear_value_head_dim) */
+    float scale;               /* q's scale; 0 = 1 / sqrt(d_k) (transformers' scale = 1 / sqrt(d_k)) */
+    bool qk_l2norm;            /* q and k L2-normalised in the op, x / sqrt(sum(x^2) + 1e-6), before the
+                                  scale (transformers' use_qk_l2norm_in_kernel=True, its l2norm eps 1e-6) */
+    int conv_kernel;           /* K of the layer's causal_conv1d (asked of supports() only; 0 = not asked) */
+    dtype state_dtype;         /* the recurrent state pool's dtype (asked of supports() only; 0 = F32) */
+} gdn_params;
+
 /* The ops whose support depends on their parameters (backend_ops.supports). */
 typedef enum be_op {
     BE_OP_ATTENTION = 0,   /* params: const attn_params * */
@@ -170,6 +205,7 @@ typedef enum be_op {
     BE_OP_QK_NORM_ROPE_KV, /* params: const be_norm * (qk_norm_rope_kv_ex's q/k norm), or NULL for none */
     BE_OP_SOFTCAP,         /* params: NULL */
     BE_OP_MOE,             /* params: const moe_params * (moe_route and moe_experts) */
+    BE_OP_GATED_DELTA_NET, /* params: const gdn_params * (causal_conv1d, gated_delta_rule, rms_norm_gated) */
     BE_OP_COUNT
 } be_op;
 
@@ -300,6 +336,51 @@ typedef struct backend_ops {
                         const moe_params *p, bool accumulate, tensor *y);
     /* x (T, D) *= sigmoid(g[t]) row by row; g (T, 1) (Qwen2-MoE's shared-expert gate). */
     void (*sigmoid_gate)(backend *be, tensor *x, const tensor *g);
+
+    /* ---- linear attention (the gated delta-net mixer of Qwen3-Next / Qwen3.5; NULL where the backend
+     *      has none: supports(BE_OP_GATED_DELTA_NET) says so) ---- */
+    /* Depthwise causal conv1d over each sequence of the flattened batch m (linear_attn_meta), with the
+     * last K - 1 inputs of each sequence kept in its conv state (vLLM's causal_conv1d_fn / _update,
+     * transformers' torch_causal_conv1d_update and the mixer's nn.Conv1d(groups=C, padding=K - 1) with
+     * the first T outputs kept):
+     *   out[t, c] = act(bias[c] + sum_{j<K} w[c, j] * x'[t - (K - 1) + j, c])
+     * where x' is the sequence's inputs preceded by its K - 1 state columns (zeros when it starts from
+     * zeros), act = SiLU when silu, else the identity. Afterwards the slot holds the last K - 1 of x'
+     * (fewer new tokens than K - 1 shift the old state left). Accumulated in f32 (bias and SiLU
+     * included), rounded once to out's dtype.
+     * x (T, C) act dtype (may be strided: a column slice of the input projection); w (C, K) any float
+     * dtype (the checkpoint's conv1d.weight (C, 1, K) viewed as (C, K)), K >= 2; bias (C) any float
+     * dtype or NULL; conv_state (num_slots, C, K - 1) F32 / F16 / BF16, contiguous: state[slot, c, i]
+     * is the input i - (K - 1) steps before the next token (i = K - 2 the newest), stored rounded to
+     * its dtype; out (T, C) act dtype, may be x (in place). */
+    void (*causal_conv1d)(backend *be, const tensor *x, const tensor *w, const tensor *bias, bool silu,
+                          tensor *conv_state, const linear_attn_meta *m, tensor *out);
+    /* The gated delta rule, recurrent form, token by token in each sequence of m (sequences
+     * independent); per token t and v-head h, with kh = h / (H_v / H_k) and S = the (d_k, d_v) state
+     * of head h in the sequence's slot (transformers' torch_recurrent_gated_delta_rule, fla's
+     * fused_recurrent_gated_delta_rule):
+     *   q~ = l2norm(q[t, kh]) * scale, k~ = l2norm(k[t, kh])    (no l2norm unless p->qk_l2norm)
+     *   S  = S * exp(g[t, h])                                    (g: the decay in log space, <= 0)
+     *   u[j] = (v[t, h, j] - sum_i S[i, j] k~[i]) * beta[t, h]    (the delta rule)
+     *   S  = S + k~ u^T                                          (S[i, j] += k~[i] u[j])
+     *   o[t, h, j] = sum_i S[i, j] q~[i]
+     * in f32 (the state widened from its dtype, stored back rounded to it after each sequence).
+     * q, k (T, H_k * d_k), v (T, H_v * d_v) act dtype, head-major columns, may be strided; g, beta
+     * (T, H_v) any float dtype, may be strided (the model computes g = -exp(A_log) * softplus(a +
+     * dt_bias) and beta = sigmoid(b)); state (num_slots, H_v, d_k, d_v) F32 / F16 / BF16, contiguous
+     * (transformers' and fla's recurrent state layout: d_k rows of d_v); out (T, H_v * d_v) act dtype,
+     * contiguous, not overlapping the inputs (o rounded once). */
+    void (*gated_delta_rule)(backend *be, const tensor *q, const tensor *k, const tensor *v, const tensor *g,
+                             const tensor *beta, tensor *state, const linear_attn_meta *m, const gdn_params *p,
+                             tensor *out);
+    /* The gated RMSNorm of the mixer's output (transformers' Qwen3NextRMSNormGated, fla's
+     * FusedRMSNormGated with norm_before_gate), over groups of G = len(w) elements (one v-head each):
+     *   out = rms_norm(x) * w * silu(z)   (w itself, not 1 + w: the weight is initialised to ones)
+     * transformers' dtypes: x -> f32, x * rsqrt(mean(x^2) + eps), rounded to the act dtype, times w (in
+     * the promoted dtype of w and the activations), times silu(f32(z)) in f32, rounded to the act dtype;
+     * a backend with f32 activations runs it all in f32. x, z (T, D) act dtype with D % G == 0, may be
+     * strided; w (G) any float dtype; out (T, D) act dtype, may be x (in place). */
+    void (*rms_norm_gated)(backend *be, const tensor *x, const tensor *z, const tensor *w, float eps, tensor *out);
 
     /* ---- sampling (sample/sample.h) ---- */
     /* Samples rows b->rows of logits (B, V) as sample_row_ref does, writing

@@ -7,9 +7,9 @@
  *     run as one prompt with prompt_logprobs, so every recorded token's
  *     logprob is compared at the same context: max |d| <= TF_MAX and
  *     mean |d| <= TF_MEAN;
- *   - greedy generation under three engine layouts (one batch; chunked
+ *   - greedy generation under five engine layouts (one batch; chunked
  *     prefill with block size 7; a KV cache small enough to force
- *     preemption), each prompt's tokens compared from the first until the
+ *     preemption; prefix caching off; block 2 with 6-token chunks), each prompt's tokens compared from the first until the
  *     first one that differs (the contexts part there): every compared
  *     logprob within TF_MAX, and the first difference only where BF16
  *     rounding can explain it, at a position whose recorded top1 - top2 gap
@@ -60,6 +60,7 @@
 typedef struct layout {
     const char *name;
     int block_size, max_num_batched_tokens, num_kv_blocks, max_num_seqs, max_model_len;
+    bool no_prefix_caching;
 } layout;
 
 #define TIGHT (-1) /* num_kv_blocks: the fewest that make the generation preempt */
@@ -70,7 +71,11 @@ static const layout LAYOUTS[] = {
     /* TIGHT: as tests/model/test_parity.c, the smallest KV cache (from the fewest blocks the engine
      * accepts up) under which the generation preempts: KV cache groups with sliding windows need more
      * blocks for one sequence, and free some as it grows */
-    {"tight KV cache (preemption)", 4, 8192, TIGHT, 256, 64},
+    {"tight KV cache (preemption)", 4, 8192, TIGHT, 256, 64, false},
+    {"prefix caching off", 4, 8192, 0, 256, 128, true},
+    /* block 2 < the Gemma fixtures' sliding window 8: their sliding-window groups free blocks as they leave
+     * the window (the tensor-core and decode kernels then start each query at its window) */
+    {"block 2, 6-token chunks (sliding-window blocks freed)", 2, 6, 0, 256, 128, false},
 };
 
 /* The fewest KV blocks an engine with options o accepts, by bisection. */
@@ -202,6 +207,7 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
         o.num_kv_blocks = lay->num_kv_blocks;
         o.max_num_seqs = lay->max_num_seqs;
         o.max_model_len = lay->max_model_len;
+        o.enable_prefix_caching = !lay->no_prefix_caching;
         bool tight = lay->num_kv_blocks == TIGHT;
         int fewest = tight ? fewest_kv_blocks(dir, o) : 0;
         vllm_engine *e = NULL;

@@ -66,8 +66,8 @@ typedef struct layout {
 #define TIGHT (-1) /* num_kv_blocks: the fewest that make the generation preempt */
 
 static const layout LAYOUTS[] = {
-    {"one batch", 16, 8192, 0, 256, 128},
-    {"chunked prefill, block 7", 7, 9, 0, 256, 128},
+    {"one batch", 16, 8192, 0, 256, 128, false},
+    {"chunked prefill, block 7", 7, 9, 0, 256, 128, false},
     /* TIGHT: as tests/model/test_parity.c, the smallest KV cache (from the fewest blocks the engine
      * accepts up) under which the generation preempts: KV cache groups with sliding windows need more
      * blocks for one sequence, and free some as it grows */

@@ -256,6 +256,9 @@ void cpu_gated_delta_rule(backend *be, const tensor *q, const tensor *k, const t
                           const tensor *beta, tensor *state, const linear_attn_meta *m, const gdn_params *p,
                           tensor *out);
 void cpu_rms_norm_gated(backend *be, const tensor *x, const tensor *z, const tensor *w, float eps, tensor *out);
+void cpu_gdn_gating(backend *be, const tensor *a, const tensor *b, const tensor *A_log, const tensor *dt_bias,
+                    tensor *g, tensor *beta);
+void cpu_sigmoid_mul(backend *be, tensor *x, const tensor *gate);
 /* p's shapes are positive, H_v % H_k == 0, the scale finite and >= 0, conv_kernel 0 or >= 2 and the
  * state dtype F32 / F16 / BF16 (supports(BE_OP_GATED_DELTA_NET)) */
 bool cpu_gdn_params_ok(const gdn_params *p);

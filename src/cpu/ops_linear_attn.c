@@ -402,3 +402,77 @@ void cpu_rms_norm_gated(backend *be, const tensor *x, const tensor *z, const ten
                  out->data, tensor_row_stride(out)};
     tp_run_cost(cpu->pool, T, 6.0 * (double)D, rng_task, &c);
 }
+
+/* ---- the mixer's gating and the attention output gate ---- */
+
+typedef struct gating_ctx {
+    const float *a, *b;
+    int64_t as, bs, H;
+    const void *A_log, *dt_bias;
+    dtype adt, ddt;
+    float *g, *beta;
+} gating_ctx;
+
+/* softplus(x) = log(1 + exp(x)), x itself above torch's threshold 20 (F.softplus(beta=1, threshold=20)) */
+static inline float la_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+static void gating_task(void *ctx, int64_t t0, int64_t t1, int tid) {
+    (void)tid;
+    const gating_ctx *c = ctx;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < c->H; h++) {
+            const float a = c->a[t * c->as + h], b = c->b[t * c->bs + h];
+            const float dt = cpu_load(c->dt_bias, c->ddt, h);
+            c->g[t * c->H + h] = -expf(cpu_load(c->A_log, c->adt, h)) * la_softplus(a + dt);
+            c->beta[t * c->H + h] = 1.0f / (1.0f + expf(-b));
+        }
+}
+
+// a, b (T, H), A_log, dt_bias (H) -> g (T, H) F32 = -exp(A_log) softplus(a + dt_bias), beta (T, H) = sigmoid(b)
+void cpu_gdn_gating(backend *be, const tensor *a, const tensor *b, const tensor *A_log, const tensor *dt_bias,
+                    tensor *g, tensor *beta) {
+    cpu_state *cpu = cpu_of(be);
+    const char *op = "gdn_gating";
+    if (!cpu_check_mat(cpu, op, "a", a, DTYPE_F32, -1, -1)) return;
+    const int64_t T = cpu_rows(a), H = tensor_row_len(a);
+    if (!cpu_check_mat(cpu, op, "b", b, DTYPE_F32, T, H) || !cpu_check_vec(cpu, op, "A_log", A_log, CPU_ANY_FLOAT, H) ||
+        !cpu_check_vec(cpu, op, "dt_bias", dt_bias, CPU_ANY_FLOAT, H) ||
+        !cpu_check_mat(cpu, op, "g", g, DTYPE_F32, T, H) || !cpu_check_mat(cpu, op, "beta", beta, DTYPE_F32, T, H))
+        return;
+    if (tensor_row_stride(g) != H || tensor_row_stride(beta) != H) {
+        cpu_fail(cpu, "%s: g and beta must be contiguous", op);
+        return;
+    }
+    if (T == 0 || H == 0) return;
+    gating_ctx c = {a->data, b->data, tensor_row_stride(a), tensor_row_stride(b), H, A_log->data, dt_bias->data,
+                    A_log->dtype, dt_bias->dtype, g->data, beta->data};
+    tp_run_cost(cpu->pool, T, 30.0 * (double)H, gating_task, &c);
+}
+
+typedef struct smul_ctx {
+    float *x;
+    const float *gate;
+    int64_t xs, gs, D;
+} smul_ctx;
+
+static void smul_task(void *ctx, int64_t t0, int64_t t1, int tid) {
+    (void)tid;
+    const smul_ctx *c = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        float *x = c->x + t * c->xs;
+        const float *gt = c->gate + t * c->gs;
+        for (int64_t d = 0; d < c->D; d++) x[d] *= 1.0f / (1.0f + expf(-gt[d]));
+    }
+}
+
+// x (T, D) *= sigmoid(gate (T, D)) element by element
+void cpu_sigmoid_mul(backend *be, tensor *x, const tensor *gate) {
+    cpu_state *cpu = cpu_of(be);
+    if (!cpu_check_mat(cpu, "sigmoid_mul", "x", x, DTYPE_F32, -1, -1) ||
+        !cpu_check_mat(cpu, "sigmoid_mul", "gate", gate, DTYPE_F32, cpu_rows(x), tensor_row_len(x)))
+        return;
+    const int64_t T = cpu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D == 0) return;
+    smul_ctx c = {x->data, gate->data, tensor_row_stride(x), tensor_row_stride(gate), D};
+    tp_run_cost(cpu->pool, T, 20.0 * (double)D, smul_task, &c);
+}

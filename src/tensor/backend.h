@@ -205,7 +205,8 @@ typedef enum be_op {
     BE_OP_QK_NORM_ROPE_KV, /* params: const be_norm * (qk_norm_rope_kv_ex's q/k norm), or NULL for none */
     BE_OP_SOFTCAP,         /* params: NULL */
     BE_OP_MOE,             /* params: const moe_params * (moe_route and moe_experts) */
-    BE_OP_GATED_DELTA_NET, /* params: const gdn_params * (causal_conv1d, gated_delta_rule, rms_norm_gated) */
+    BE_OP_GATED_DELTA_NET, /* params: const gdn_params * (causal_conv1d, gated_delta_rule, rms_norm_gated,
+                              gdn_gating, sigmoid_mul) */
     BE_OP_COUNT
 } be_op;
 
@@ -381,6 +382,19 @@ typedef struct backend_ops {
      * a backend with f32 activations runs it all in f32. x, z (T, D) act dtype with D % G == 0, may be
      * strided; w (G) any float dtype; out (T, D) act dtype, may be x (in place). */
     void (*rms_norm_gated)(backend *be, const tensor *x, const tensor *z, const tensor *w, float eps, tensor *out);
+    /* The mixer's decay and write strength from its in_proj_ba outputs (transformers' Qwen3NextGatedDeltaNet:
+     * beta = b.sigmoid(); g = -A_log.float().exp() * F.softplus(a.float() + dt_bias), softplus(x) =
+     * log(1 + exp(x)), torch's threshold 20 above which it is x), per token t and v-head h:
+     *   g[t, h] = -exp(A_log[h]) * softplus(a[t, h] + dt_bias[h]),  beta[t, h] = sigmoid(b[t, h])
+     * in f32. a, b (T, H) act dtype, may be strided; A_log, dt_bias (H) any float dtype; g (T, H) F32
+     * contiguous; beta (T, H) act dtype, contiguous. */
+    void (*gdn_gating)(backend *be, const tensor *a, const tensor *b, const tensor *A_log, const tensor *dt_bias,
+                       tensor *g, tensor *beta);
+    /* x (T, D) *= sigmoid(gate) element by element (Qwen3-Next's gated attention output: attn_output *
+     * torch.sigmoid(gate) before o_proj), in f32, rounded once to x's dtype. x act dtype, contiguous;
+     * gate (T, D) act dtype, may be strided (a column slice of the q projection). Under
+     * BE_OP_GATED_DELTA_NET with the ops above. */
+    void (*sigmoid_mul)(backend *be, tensor *x, const tensor *gate);
 
     /* ---- sampling (sample/sample.h) ---- */
     /* Samples rows b->rows of logits (B, V) as sample_row_ref does, writing

@@ -1,5 +1,6 @@
 /*
- * test_linear_attn.c: the CPU linear-attention ops (causal_conv1d, gated_delta_rule, rms_norm_gated)
+ * test_linear_attn.c: the CPU linear-attention ops (causal_conv1d, gated_delta_rule, rms_norm_gated,
+ * gdn_gating, sigmoid_mul)
  * against double-precision formulas written here from transformers' definitions
  * (torch_causal_conv1d_update, torch_recurrent_gated_delta_rule, Qwen3NextRMSNormGated), over
  * variable-length batches with per-sequence state slots; chunked prefill and decode steps against one
@@ -605,6 +606,54 @@ static void test_rms_norm_gated(backend *be) {
     CHECK_OK(be->ops->synchronize(be));
 }
 
+/* gdn_gating: g = -exp(A_log) softplus(a + dt_bias) (x above 20), beta = sigmoid(b), from strided a and
+ * b (column slices of in_proj's output); sigmoid_mul: x *= sigmoid(gate) with a strided gate. */
+static void test_gating(backend *be) {
+    const int T = 6, H = 5, W = 2 * H + 3; /* a, b: columns [3, 3 + H) and [3 + H, 3 + 2H) of a (T, W) buffer */
+    for (int v = 0; v < 3; v++) {
+        const dtype pdt = CT_WDTYPES[v];
+        float *ab = malloc(sizeof(float) * T * W), g[T * H], beta[T * H];
+        unsigned char A_log[H * 4], dt_bias[H * 4];
+        ct_fill(ab, T * W, 4.0f);
+        ab[3] = 30.0f; /* a + dt_bias above softplus's threshold */
+        for (int h = 0; h < H; h++) {
+            ct_store(A_log, pdt, h, ct_uniform() * 2.0f);
+            ct_store(dt_bias, pdt, h, ct_uniform());
+        }
+        tensor a = tensor_2d(DTYPE_F32, ab + 3, T, H), b = tensor_2d(DTYPE_F32, ab + 3 + H, T, H);
+        a.row_stride = b.row_stride = W;
+        tensor al = tensor_1d(pdt, A_log, H), dt = tensor_1d(pdt, dt_bias, H);
+        tensor gt = tensor_2d(DTYPE_F32, g, T, H), bt = tensor_2d(DTYPE_F32, beta, T, H);
+        be->ops->gdn_gating(be, &a, &b, &al, &dt, &gt, &bt);
+        CHECK_OK(be->ops->synchronize(be));
+        int bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const double x = ab[t * W + 3 + h] + ct_load(dt_bias, pdt, h);
+                const double wg = -exp(ct_load(A_log, pdt, h)) * (x > 20 ? x : log1p(exp(x)));
+                const double wb = 1.0 / (1.0 + exp(-(double)ab[t * W + 3 + H + h]));
+                bad += !(fabs(g[t * H + h] - wg) <= 1e-5 * (1.0 + fabs(wg)));
+                bad += !(fabs(beta[t * H + h] - wb) <= 1e-6);
+            }
+        CHECK_MSG(bad == 0, "gdn_gating variant %d: %d values off", v, bad);
+        /* sigmoid_mul over the same buffer: x (T, H) contiguous, gate = the b columns */
+        float x[T * H], x0[T * H];
+        ct_fill(x, T * H, 3.0f);
+        memcpy(x0, x, sizeof x);
+        tensor xt = tensor_2d(DTYPE_F32, x, T, H);
+        be->ops->sigmoid_mul(be, &xt, &b);
+        CHECK_OK(be->ops->synchronize(be));
+        bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const double want = x0[t * H + h] / (1.0 + exp(-(double)ab[t * W + 3 + H + h]));
+                bad += !(fabs(x[t * H + h] - want) <= 1e-6 * (1.0 + fabs(want)));
+            }
+        CHECK_MSG(bad == 0, "sigmoid_mul variant %d: %d values off", v, bad);
+        free(ab);
+    }
+}
+
 /* ---- bad arguments and supports ---- */
 
 static void test_bad_args(backend *be) {
@@ -691,6 +740,7 @@ int main(void) {
         test_gdr_schedule(be[i]);
         test_edges(be[i]);
         test_rms_norm_gated(be[i]);
+        test_gating(be[i]);
     }
     test_bad_args(be[0]);
     test_supports(be[0]);

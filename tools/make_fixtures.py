@@ -68,6 +68,7 @@ Qwen3MoeConfig, Qwen3MoeForCausalLM = _optional("Qwen3MoeConfig", "Qwen3MoeForCa
 Qwen2MoeConfig, Qwen2MoeForCausalLM = _optional("Qwen2MoeConfig", "Qwen2MoeForCausalLM")
 MixtralConfig, MixtralForCausalLM = _optional("MixtralConfig", "MixtralForCausalLM")
 GptOssConfig, GptOssForCausalLM = _optional("GptOssConfig", "GptOssForCausalLM")
+Qwen3NextConfig, Qwen3NextForCausalLM = _optional("Qwen3NextConfig", "Qwen3NextForCausalLM")
 
 from safetensors import safe_open
 
@@ -289,6 +290,22 @@ CASES = [
                                   if n.endswith("self_attn.sinks")],
          head_dim=16,
          rope=dict(rope_type="yarn", rope_theta=150000.0)),
+    # Qwen3-Next (issue 13): 3 gated delta-net layers and 1 full-attention layer (layer_types), H_v = 2 H_k,
+    # conv width 4, a gated attention output, partial rotary 0.25 of head_dim 32, q/k norms, (1 + w)
+    # norms, 8 experts top 2 renormalised with a shared expert behind a sigmoid gate. transformers' torch
+    # fallbacks (torch_chunk_gated_delta_rule, the nn.Conv1d path) run without fla / causal-conv1d.
+    dict(name="qwen3_next", cfg_cls=Qwen3NextConfig, model_cls=Qwen3NextForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                   head_dim=32, intermediate_size=96, moe_intermediate_size=32,
+                   shared_expert_intermediate_size=48, num_experts=8, num_experts_per_tok=2,
+                   norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                   layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+                   linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                   linear_value_head_dim=16, linear_conv_kernel_dim=4, tie_word_embeddings=False,
+                   pad_token_id=0, partial_rotary_factor=0.25, rope_theta=10000.0),
+         head_dim=32,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
     # Not a committed fixture (1.2 GB): tools/device/check.sh builds it on the GPU
     # machine (--only qwen3_0.6b_shape) for the teacher-forced comparison of issue 6.
     # Qwen3-0.6B's real shapes with transformers' own random init (hf_init: weights

@@ -143,15 +143,32 @@ static long long seq_blocks(const vllm_engine *e, int max_len) {
     return n;
 }
 
-/* Sizes the KV cache: explicit blocks, else the memory budget, capped at
- * what max_num_seqs full-length sequences need (+ the null block when a
- * sliding window frees blocks). */
+/* The recurrent-state slots of a hybrid model's state pools: one per running request plus the null
+ * slot 0 (padding rows); 0 for models without linear-attention layers. */
+static int state_slots(const vllm_engine *e) {
+    return model_has_recurrent_state(e->model) ? e->opt.max_num_seqs + 1 : 0;
+}
+
+/* Sizes the KV cache: explicit blocks, else the memory budget (less the
+ * recurrent-state pools of hybrid models), capped at what max_num_seqs
+ * full-length sequences need (+ the null block when a sliding window frees
+ * blocks). */
 static vllm_status plan_cache(vllm_engine *e, int *num_blocks) {
     const vllm_engine_options *o = &e->opt;
     size_t budget = 0;
+    const size_t state = model_state_bytes(e->model, state_slots(e));
+    if (state)
+        LOG_I("recurrent state: %.1f MiB for %d slots (max_num_seqs %d + the null slot), F32",
+              (double)state / (1 << 20), state_slots(e), o->max_num_seqs);
     if (o->num_kv_blocks == 0) {
         vllm_status st = kv_budget(e, &budget);
         if (st != VLLM_OK) return st;
+        if (state >= budget)
+            return vt_error(VLLM_ERR_NO_MEMORY,
+                            "the recurrent state of %d slots (%.1f MiB) leaves nothing of the %.1f MiB cache budget "
+                            "for the KV cache; lower max_num_seqs or raise the cache memory",
+                            state_slots(e), (double)state / (1 << 20), (double)budget / (1 << 20));
+        budget -= state;
     }
     size_t per_block = model_cache_bytes_per_token(e->model) * (size_t)o->block_size;
     int null = kv_cache_groups_free_blocks(model_get_cache_groups(e->model)) ? 1 : 0;
@@ -233,7 +250,7 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
 
     int num_blocks = 0;
     if ((st = plan_cache(e, &num_blocks))) goto fail;
-    if ((st = model_cache_create(e->model, num_blocks, e->opt.block_size, &e->cache))) goto fail;
+    if ((st = model_cache_create(e->model, num_blocks, e->opt.block_size, state_slots(e), &e->cache))) goto fail;
     /* hybrid models: a recurrent-state slot per running request; a prefix-cache hit cannot resume a
      * recurrent layer mid-prompt until its states are checkpointed at block boundaries */
     const bool recurrent = model_has_recurrent_state(e->model);

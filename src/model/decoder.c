@@ -8,10 +8,19 @@
  *     q, k = qk_norm(q, k)   per head or over the whole projection
  *     rope(q, k)             halves (i, i + r/2) or pairs (2i, 2i+1), first r dims
  *     a = attention(q, K_l, V_l)  causal, sliding window, scale, softcap, sinks    (T, nh*hd)
+ *     a *= sigmoid(gate)     Qwen3-Next's output gate: q_proj yields [q | gate] per head
  *     x += n_out(a Wo [+ b]) [* residual_multiplier]
  *     h = n_mlp(x)
  *     x += n_out'(down(act(h Wg) * (h Wu)))   gated;  down(act(h Wu))  plain
  *   logits = final_norm(x[sampled rows]) Wlm  [softcapped] [/ logits_divisor]  (N, V)
+ *
+ * A linear-attention layer (Qwen3-Next's gated delta-net, transformers' Qwen3NextGatedDeltaNet) replaces
+ * the attention block, with its state in the cache's pools at each sequence's slot:
+ *     q|k|v|z|b|a = n_in(x) [in_proj_qkvz; in_proj_ba]   (rows regrouped at load, see load_gdn)
+ *     q|k|v = silu(causal_conv1d(q|k|v))                 (T, 2 H_k d_k + H_v d_v), conv state
+ *     g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b)    (T, H_v)
+ *     o = gated_delta_rule(l2norm(q), l2norm(k), v, g, beta)      (T, H_v d_v), recurrent state
+ *     x += out_proj(rms_norm(o) * w * silu(z))            per v-head
  *
  * The norms by layout: pre (Llama) n_in, n_mlp, no n_out; sandwich (Gemma,
  * GLM-4) all four; post (OLMo-2) n_out only. A norm is RMSNorm, (1 + w)
@@ -43,6 +52,13 @@ typedef struct llama_layer {
     be_linear *down;                    /* (D, I) */
     moe_block moe;                      /* MLP_MOE layers (block_moe.c) */
     tensor sinks;                       /* (nh) attention sinks (gpt-oss), or data NULL */
+    /* linear-attention layers (o is out_proj (D, H_v d_v)) */
+    be_linear *in_proj;                 /* (2 kd + 2 vd + 2 H_v, D): q | k | v | z | b | a,
+                                           kd = H_k d_k, vd = H_v d_v */
+    tensor conv_w;                      /* (2 kd + vd, K) conv1d.weight (C, 1, K) viewed */
+    tensor A_log, dt_bias;              /* (H_v) */
+    tensor gnorm;                       /* (d_v) the gated RMSNorm's weight (w itself, not 1 + w) */
+    void *host[2];                      /* weights with regrouped rows (q_proj; in_proj_qkvz and in_proj_ba) */
 } llama_layer;
 
 typedef struct llama {
@@ -56,15 +72,141 @@ typedef struct llama {
     int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
+    ws_buf proj, g, beta, core;  /* linear-attention layers: in_proj's output, decay, strength, delta rule's */
     moe_bufs moe;                /* the MoE layers' activations */
     tensor logits_view;
 } llama;
 
+/* *out = src's rows in the given order (out row r = src row order[r]), copied into a host buffer *host
+ * that the layer owns; src contiguous, 2-D (rows, cols) or 1-D (a bias: rows of one element). */
+static vllm_status regroup_rows(const tensor *src, const int64_t *order, int64_t n, void **host, tensor *out) {
+    const size_t row = (size_t)(src->ndim == 2 ? src->shape[1] : 1) * dtype_size(src->dtype);
+    unsigned char *d = malloc((size_t)n * row);
+    if (!d) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (regrouping weights)");
+    const unsigned char *s = src->data;
+    for (int64_t r = 0; r < n; r++) memcpy(d + (size_t)r * row, s + (size_t)order[r] * row, row);
+    *host = d;
+    *out = src->ndim == 2 ? tensor_2d(src->dtype, d, n, src->shape[1]) : tensor_1d(src->dtype, d, n);
+    return VLLM_OK;
+}
+
+/* The gated attention's q_proj (2 nh hd, D): transformers views its output as (nh, 2 hd) and chunks each
+ * head into [query | gate] (Qwen3NextAttention: view(..., -1, head_dim * 2), torch.chunk(2, dim=-1)); the
+ * rows are regrouped as [every head's query | every head's gate], so q and the gate are column ranges. */
+static vllm_status load_gated_qkv(model *m, weight_source *ws, int l, llama_layer *L) {
+    const model_config *c = &m->cfg;
+    const weight_names *nm = blk_names(c);
+    const int64_t D = c->hidden_size, hd = c->head_dim, qd = (int64_t)c->num_heads * hd,
+                  kvd = (int64_t)c->num_kv_heads * hd, s_q[2] = {2 * qd, D}, s_kv[2] = {kvd, D};
+    tensor w[3], b[3], wq, bq = {0};
+    vllm_status st;
+    if ((st = blk_get(ws, c, l, nm->q, "weight", 2, s_q, &w[0])) ||
+        (st = blk_get(ws, c, l, nm->k, "weight", 2, s_kv, &w[1])) ||
+        (st = blk_get(ws, c, l, nm->v, "weight", 2, s_kv, &w[2])))
+        return st;
+    if (c->attention_bias &&
+        ((st = blk_get(ws, c, l, nm->q, "bias", 1, &s_q[0], &b[0])) ||
+         (st = blk_get(ws, c, l, nm->k, "bias", 1, &kvd, &b[1])) ||
+         (st = blk_get(ws, c, l, nm->v, "bias", 1, &kvd, &b[2]))))
+        return st;
+    int64_t *order = malloc((size_t)(2 * qd) * sizeof *order);
+    if (!order) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    for (int64_t r = 0; r < 2 * qd; r++) /* new row r: head h's query (r < qd) or gate row i */
+        order[r] = (r % qd) / hd * 2 * hd + (r >= qd ? hd : 0) + r % hd;
+    st = regroup_rows(&w[0], order, 2 * qd, &L->host[0], &wq);
+    if (st == VLLM_OK && c->attention_bias) st = regroup_rows(&b[0], order, 2 * qd, &L->host[1], &bq);
+    free(order);
+    if (st != VLLM_OK) return st;
+    const tensor *wp[3] = {&wq, &w[1], &w[2]}, *bp[3] = {&bq, &b[1], &b[2]};
+    return m->be->ops->linear_create(m->be, wp, c->attention_bias ? bp : NULL, 3, &L->qkv);
+}
+
+/* A gated delta-net layer's weights (model.layers.N.linear_attn.*). in_proj_qkvz's rows come in H_k
+ * groups of [q (d_k) | k (d_k) | v (r d_v) | z (r d_v)], r = H_v / H_k, and in_proj_ba's in H_k groups of
+ * [b (r) | a (r)] (transformers' fix_query_key_value_ordering: view (..., H_k, -1) then split; v-head
+ * g r + j is group g's j-th); they are regrouped into q (kd) | k (kd) | v (vd) | z (vd) and b (H_v) |
+ * a (H_v), head-major, and fused into one linear. */
+static vllm_status load_gdn(model *m, weight_source *ws, int l, llama_layer *L) {
+    const model_config *c = &m->cfg;
+    const int64_t D = c->hidden_size, Hk = c->linear_attn.num_k_heads, Hv = c->linear_attn.num_v_heads,
+                  dk = c->linear_attn.k_head_dim, dv = c->linear_attn.v_head_dim, r = Hv / Hk, kd = Hk * dk,
+                  vd = Hv * dv, C = 2 * kd + vd, K = c->linear_attn.conv_kernel, G = 2 * dk + 2 * r * dv;
+    const int64_t s_qkvz[2] = {2 * kd + 2 * vd, D}, s_ba[2] = {2 * Hv, D}, s_conv[3] = {C, 1, K}, s_out[2] = {D, vd};
+    const char *pre = c->weight_prefix;
+    tensor qkvz, ba, conv, a_log, dt, gn, rq, rb;
+    vllm_status st;
+    if ((st = ws_getf(ws, &qkvz, 2, s_qkvz, "%slayers.%d.linear_attn.in_proj_qkvz.weight", pre, l)) ||
+        (st = ws_getf(ws, &ba, 2, s_ba, "%slayers.%d.linear_attn.in_proj_ba.weight", pre, l)) ||
+        (st = ws_getf(ws, &conv, 3, s_conv, "%slayers.%d.linear_attn.conv1d.weight", pre, l)) ||
+        (st = ws_getf(ws, &a_log, 1, &Hv, "%slayers.%d.linear_attn.A_log", pre, l)) ||
+        (st = ws_getf(ws, &dt, 1, &Hv, "%slayers.%d.linear_attn.dt_bias", pre, l)) ||
+        (st = ws_getf(ws, &gn, 1, &dv, "%slayers.%d.linear_attn.norm.weight", pre, l)))
+        return st;
+    int64_t *order = malloc((size_t)(2 * kd + 2 * vd) * sizeof *order);
+    if (!order) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    int64_t n = 0;
+    for (int64_t g = 0; g < Hk; g++) /* q */
+        for (int64_t i = 0; i < dk; i++) order[n++] = g * G + i;
+    for (int64_t g = 0; g < Hk; g++) /* k */
+        for (int64_t i = 0; i < dk; i++) order[n++] = g * G + dk + i;
+    for (int64_t g = 0; g < Hk; g++) /* v: v-heads g r .. g r + r - 1 */
+        for (int64_t j = 0; j < r * dv; j++) order[n++] = g * G + 2 * dk + j;
+    for (int64_t g = 0; g < Hk; g++) /* z */
+        for (int64_t j = 0; j < r * dv; j++) order[n++] = g * G + 2 * dk + r * dv + j;
+    st = regroup_rows(&qkvz, order, n, &L->host[0], &rq);
+    n = 0;
+    for (int64_t g = 0; g < Hk; g++) /* b */
+        for (int64_t j = 0; j < r; j++) order[n++] = g * 2 * r + j;
+    for (int64_t g = 0; g < Hk; g++) /* a */
+        for (int64_t j = 0; j < r; j++) order[n++] = g * 2 * r + r + j;
+    if (st == VLLM_OK) st = regroup_rows(&ba, order, n, &L->host[1], &rb);
+    free(order);
+    if (st != VLLM_OK) return st;
+    const tensor *wp[2] = {&rq, &rb};
+    const tensor conv2 = tensor_2d(conv.dtype, conv.data, C, K); /* (C, 1, K) as (C, K) */
+    if ((st = m->be->ops->linear_create(m->be, wp, NULL, 2, &L->in_proj)) || (st = blk_import(m, &conv2, &L->conv_w)) ||
+        (st = blk_import(m, &a_log, &L->A_log)) || (st = blk_import(m, &dt, &L->dt_bias)) ||
+        (st = blk_import(m, &gn, &L->gnorm)))
+        return st;
+    const char *out_name = "linear_attn.out_proj";
+    return blk_load_linear(m, ws, l, NULL, &out_name, &s_out[0], 1, vd, false, &L->o);
+}
+
+/* An attention layer's q/k norms, q/k/v (with the output gate's rows), o and sinks. */
+static vllm_status load_attention(model *m, weight_source *ws, int l, llama_layer *L) {
+    const model_config *c = &m->cfg;
+    const weight_names *nm = blk_names(c);
+    int64_t D = c->hidden_size, hd = c->head_dim;
+    int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
+    vllm_status st;
+    if (c->qk_norm) {
+        bool proj = c->qk_norm_kind == QK_NORM_PROJ;
+        if ((st = blk_load_norm(m, ws, l, nm->q_norm, proj ? qd : hd, &L->q_norm)) ||
+            (st = blk_load_norm(m, ws, l, nm->k_norm, proj ? kvd : hd, &L->k_norm)))
+            return st;
+    }
+    const char *qkv_names[3] = {nm->q, nm->k, nm->v};
+    const int64_t qkv_rows[3] = {qd, kvd, kvd};
+    const int64_t o_rows[1] = {D};
+    if ((st = c->attn_output_gate ? load_gated_qkv(m, ws, l, L)
+                                  : blk_load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias,
+                                                    &L->qkv)) ||
+        (st = blk_load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)))
+        return st;
+    if (c->attn_sinks) { /* "<prefix>layers.<l>.self_attn.sinks" (num_heads), no .weight */
+        const int64_t nh = c->num_heads;
+        tensor t;
+        if ((st = ws_getf(ws, &t, 1, &nh, "%slayers.%d.%s", c->weight_prefix, l, nm->sinks)) ||
+            (st = blk_import(m, &t, &L->sinks)))
+            return st;
+    }
+    return VLLM_OK;
+}
+
 static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *L) {
     const model_config *c = &m->cfg;
     const weight_names *nm = blk_names(c);
-    int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
-    int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
+    int64_t D = c->hidden_size, I = c->intermediate_size;
     vllm_status st;
     /* the blocks' norms, by layout (Gemma 2's sandwich: post_attention_layernorm normalises the
      * attention's output and pre_feedforward_layernorm is the MLP's input norm) */
@@ -76,35 +218,22 @@ static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *
         ((st = blk_load_norm(m, ws, l, nm->attn_out_norm, D, &L->attn_out_norm)) ||
          (st = blk_load_norm(m, ws, l, nm->mlp_out_norm, D, &L->mlp_out_norm))))
         return st;
-    if (c->qk_norm) {
-        bool proj = c->qk_norm_kind == QK_NORM_PROJ;
-        if ((st = blk_load_norm(m, ws, l, nm->q_norm, proj ? qd : hd, &L->q_norm)) ||
-            (st = blk_load_norm(m, ws, l, nm->k_norm, proj ? kvd : hd, &L->k_norm)))
-            return st;
-    }
-    const char *qkv_names[3] = {nm->q, nm->k, nm->v};
-    const int64_t qkv_rows[3] = {qd, kvd, kvd};
-    const int64_t o_rows[1] = {D}, down_rows[1] = {D};
-    if ((st = blk_load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias, &L->qkv)) ||
-        (st = blk_load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)))
+    if (c->layers[l].kind == LAYER_LINEAR_ATTENTION) {
+        if ((st = load_gdn(m, ws, l, L))) return st;
+    } else if ((st = load_attention(m, ws, l, L))) {
         return st;
-    if (c->attn_sinks) { /* "<prefix>layers.<l>.self_attn.sinks" (num_heads), no .weight */
-        const int64_t nh = c->num_heads;
-        tensor t;
-        if ((st = ws_getf(ws, &t, 1, &nh, "%slayers.%d.%s", c->weight_prefix, l, nm->sinks)) ||
-            (st = blk_import(m, &t, &L->sinks)))
-            return st;
     }
     if (c->layers[l].mlp == MLP_MOE) return moe_block_load(m, ws, l, &L->moe);
     const bool gated = c->layers[l].mlp == MLP_DENSE;
     const char *gu_names[2] = {gated ? nm->gate : nm->up, nm->up};
-    const int64_t gu_rows[2] = {I, I};
+    const int64_t gu_rows[2] = {I, I}, down_rows[1] = {D};
     if ((st = blk_load_linear(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D, c->mlp_bias,
                           &L->gate_up)) ||
         (st = blk_load_linear(m, ws, l, NULL, &nm->down, down_rows, 1, I, c->mlp_bias, &L->down)))
         return st;
     return VLLM_OK;
 }
+
 
 static void llama_destroy(model *m) {
     llama *lm = m->impl;
@@ -116,11 +245,15 @@ static void llama_destroy(model *m) {
             dec_norm *norms[] = {&L->in_norm, &L->post_norm, &L->attn_out_norm, &L->mlp_out_norm, &L->q_norm,
                                  &L->k_norm};
             for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) blk_release_norm(be, norms[i]);
-            be_linear *lins[] = {L->qkv, L->o, L->gate_up, L->down};
+            be_linear *lins[] = {L->qkv, L->o, L->gate_up, L->down, L->in_proj};
             for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
                 if (lins[i]) be->ops->linear_free(be, lins[i]);
             moe_block_free(be, &L->moe);
-            if (L->sinks.data) be->ops->release_import(be, &L->sinks);
+            tensor *imports[] = {&L->sinks, &L->conv_w, &L->A_log, &L->dt_bias, &L->gnorm};
+            for (size_t i = 0; i < sizeof imports / sizeof *imports; i++)
+                if (imports[i]->data) be->ops->release_import(be, imports[i]);
+            free(L->host[0]);
+            free(L->host[1]);
         }
         free(lm->layers);
     }
@@ -130,7 +263,8 @@ static void llama_destroy(model *m) {
     if (lm->lm_head) be->ops->linear_free(be, lm->lm_head);
     for (int r = 0; r < MODEL_MAX_ROPES; r++)
         if (lm->cos_sin[r].data) be->ops->release(be, &lm->cos_sin[r]);
-    ws_buf *bufs[] = {&lm->x, &lm->h, &lm->qkv, &lm->attn, &lm->o, &lm->gu, &lm->act, &lm->sel, &lm->logits};
+    ws_buf *bufs[] = {&lm->x,   &lm->h,      &lm->qkv,  &lm->attn, &lm->o,    &lm->gu, &lm->act,
+                      &lm->sel, &lm->logits, &lm->proj, &lm->g,    &lm->beta, &lm->core};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(be, bufs[i]);
     moe_bufs_release(be, &lm->moe);
     free(lm);
@@ -151,6 +285,14 @@ static vllm_status rope_table(model *m, const rope_config *rc, int rot_dim, tens
     return st;
 }
 
+/* A linear-attention layer's shapes for the gated delta-net ops: q and k L2-normalised in the op
+ * (Qwen3NextGatedDeltaNet passes use_qk_l2norm_in_kernel=True), scale 1 / sqrt(d_k), F32 states. */
+static gdn_params gdn_params_of(const model_config *c) {
+    return (gdn_params){.num_k_heads = c->linear_attn.num_k_heads, .num_v_heads = c->linear_attn.num_v_heads,
+                        .head_k_dim = c->linear_attn.k_head_dim, .head_v_dim = c->linear_attn.v_head_dim,
+                        .qk_l2norm = true, .conv_kernel = c->linear_attn.conv_kernel, .state_dtype = DTYPE_F32};
+}
+
 static vllm_status decoder_build(model *m, weight_source *ws) {
     const model_config *c = &m->cfg;
     const weight_names *nm = blk_names(c);
@@ -168,16 +310,21 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
         if (!(c->ropes[r].theta > 0 && isfinite(c->ropes[r].theta)) ||
             (c->ropes[r].type != ROPE_DEFAULT && !(c->ropes[r].factor > 0 && isfinite(c->ropes[r].factor))))
             return vt_error(VLLM_ERR_FORMAT, "config.json: rope_theta and the rope scaling factor must be positive");
-    if (c->attn_output_gate)
-        return vt_error(VLLM_ERR_UNSUPPORTED,
-                        "%s: the gated attention output (q_proj's per-head gate) is not implemented yet (issue 13)",
-                        c->architecture);
-    for (int l = 0; l < c->num_layers; l++)
-        if (c->layers[l].kind != LAYER_ATTENTION)
-            return vt_error(VLLM_ERR_UNSUPPORTED,
-                            "%s: layer %d is a linear-attention (gated delta-net) layer, which this build does not "
-                            "run yet (issue 13)",
-                            c->architecture, l);
+    /* linear-attention layers and the gated attention output run on the gated delta-net ops
+     * (BE_OP_GATED_DELTA_NET; the CUDA backend has no kernels for them yet and refuses here) */
+    if (model_has_recurrent_state(m) || c->attn_output_gate) {
+        gdn_params gp = gdn_params_of(c);
+        if (!model_has_recurrent_state(m)) gp = (gdn_params){.num_k_heads = 1, .num_v_heads = 1, .head_k_dim = 1,
+                                                             .head_v_dim = 1, .qk_l2norm = true};
+        if (model_has_recurrent_state(m) && c->norm_layout != NORM_LAYOUT_PRE)
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: linear-attention layers need the pre-norm layout",
+                            c->architecture);
+        if ((st = backend_require(be, BE_OP_GATED_DELTA_NET, &gp,
+                                  model_has_recurrent_state(m)
+                                      ? "the gated delta-net (linear attention) mixer"
+                                      : "the gated attention output")))
+            return st;
+    }
     /* what the spec asks of the backend, refused up front with a clear error */
     const be_norm norm_probe = {.kind = blk_norm_kind(c)};
     const be_act act = (be_act)c->act;
@@ -285,6 +432,7 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
 /* Views of the step's activations, T rows (N for the logits rows). */
 typedef struct llama_bufs {
     tensor x, h, qkv, attn, o, gu, a, sel, lg;
+    tensor proj, g, beta, core;  /* linear-attention layers (data NULL without them) */
 } llama_bufs;
 
 
@@ -296,8 +444,18 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
     int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
     dtype act = be->act_dtype;
     vllm_status st;
+    const int64_t qw = c->attn_output_gate ? 2 * qd : qd; /* q [| gate] */
+    if (model_has_recurrent_state(m)) {
+        const int64_t Hv = c->linear_attn.num_v_heads, vd = Hv * c->linear_attn.v_head_dim,
+                      kd = (int64_t)c->linear_attn.num_k_heads * c->linear_attn.k_head_dim;
+        if ((st = model_buf_ensure(m, &lm->proj, act, T, 2 * kd + 2 * vd + 2 * Hv, &t->proj)) ||
+            (st = model_buf_ensure(m, &lm->g, DTYPE_F32, T, Hv, &t->g)) ||
+            (st = model_buf_ensure(m, &lm->beta, act, T, Hv, &t->beta)) ||
+            (st = model_buf_ensure(m, &lm->core, act, T, vd, &t->core)))
+            return st;
+    }
     if ((st = model_buf_ensure(m, &lm->x, act, T, D, &t->x)) || (st = model_buf_ensure(m, &lm->h, act, T, D, &t->h)) ||
-        (st = model_buf_ensure(m, &lm->qkv, act, T, qd + 2 * kvd, &t->qkv)) ||
+        (st = model_buf_ensure(m, &lm->qkv, act, T, qw + 2 * kvd, &t->qkv)) ||
         (st = model_buf_ensure(m, &lm->attn, act, T, qd, &t->attn)) ||
         (st = model_buf_ensure(m, &lm->o, act, T, D, &t->o)) ||
         (st = model_buf_ensure(m, &lm->gu, act, T, 2 * I, &t->gu)) ||
@@ -310,6 +468,7 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
 
 static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logits) {
     llama_bufs t;
+    memset(&t, 0, sizeof t);
     vllm_status st = llama_buffers(m, max_tokens, max_logits, &t);
     const llama *lm = m->impl;
     backend *be = m->be;
@@ -349,6 +508,29 @@ static void residual_add(model *m, const llama_layer *L, tensor *x, tensor *o, t
     }
 }
 
+/* A gated delta-net layer's mixer (transformers' Qwen3NextGatedDeltaNet.forward) up to out_proj:
+ * t->core = rms_norm_gated(gated_delta_rule(conv(q|k|v), g, beta), z), the conv and recurrent states of
+ * each sequence's slot carried across steps (s->la_meta). h receives in_norm(x). */
+static void gdn_mixer(model *m, const llama_layer *L, model_cache *cache, const model_step *s, int l, const tensor *x,
+                      tensor *h, llama_bufs *t) {
+    const model_config *c = &m->cfg;
+    backend *be = m->be;
+    const backend_ops *ops = be->ops;
+    const gdn_params gp = gdn_params_of(c);
+    const int64_t Hv = gp.num_v_heads, kd = (int64_t)gp.num_k_heads * gp.head_k_dim, vd = Hv * gp.head_v_dim;
+    const linear_fuse in = {.norm_w = &L->in_norm.w, .eps = (float)c->rms_norm_eps, .h = h,
+                            .norm_kind = blk_norm_kind(c)};
+    ops->linear_fused(be, L->in_proj, x, &in, &t->proj);            /* (T, 2 kd + 2 vd + 2 H_v) */
+    tensor qkv = tensor_cols(&t->proj, 0, 2 * kd + vd);              /* the conv's channels q | k | v */
+    tensor q = tensor_cols(&t->proj, 0, kd), k = tensor_cols(&t->proj, kd, kd), v = tensor_cols(&t->proj, 2 * kd, vd);
+    tensor z = tensor_cols(&t->proj, 2 * kd + vd, vd);               /* (T, vd) the norm's gate */
+    tensor b = tensor_cols(&t->proj, 2 * kd + 2 * vd, Hv), a = tensor_cols(&t->proj, 2 * kd + 2 * vd + Hv, Hv);
+    ops->causal_conv1d(be, &qkv, &L->conv_w, NULL, true, &cache->conv_state[l], &s->la_meta, &qkv); /* in place */
+    ops->gdn_gating(be, &a, &b, &L->A_log, &L->dt_bias, &t->g, &t->beta); /* g, beta (T, H_v) */
+    ops->gated_delta_rule(be, &q, &k, &v, &t->g, &t->beta, &cache->ssm_state[l], &s->la_meta, &gp, &t->core);
+    ops->rms_norm_gated(be, &t->core, &z, &L->gnorm, (float)c->rms_norm_eps, &t->core); /* per v-head */
+}
+
 static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, const tensor **logits) {
     llama *lm = m->impl;
     const model_config *c = &m->cfg;
@@ -359,6 +541,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             kvd = (int64_t)c->num_kv_heads * hd;
     float eps = (float)c->rms_norm_eps;
     llama_bufs t;
+    memset(&t, 0, sizeof t);
     if ((st = llama_buffers(m, T, N, &t))) return st;
     tensor x = t.x, h = t.h, qkv = t.qkv, attn = t.attn, o = t.o, gu = t.gu, a = t.a, sel = t.sel, lg = t.lg;
 
@@ -371,9 +554,11 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         .head_dim = (int)hd,
         .softcap = (float)c->attn_softcap,
     };
+    const int64_t qw = c->attn_output_gate ? 2 * qd : qd; /* q [| gate] */
     tensor q = tensor_cols(&qkv, 0, qd);          /* (T, nh*hd) strided */
-    tensor k = tensor_cols(&qkv, qd, kvd);        /* (T, nkv*hd) strided */
-    tensor v = tensor_cols(&qkv, qd + kvd, kvd);  /* (T, nkv*hd) strided */
+    tensor gate = tensor_cols(&qkv, qd, qd);      /* (T, nh*hd) strided: the output gate (attn_output_gate) */
+    tensor k = tensor_cols(&qkv, qw, kvd);        /* (T, nkv*hd) strided */
+    tensor v = tensor_cols(&qkv, qw + kvd, kvd);  /* (T, nkv*hd) strided */
     const bool pre = c->norm_layout == NORM_LAYOUT_PRE, post = c->norm_layout == NORM_LAYOUT_POST;
     /* the Llama fast path: each residual add fused into the linear before it */
     const bool fused_residual = pre && (c->residual_multiplier == 0 || c->residual_multiplier == 1);
@@ -397,39 +582,47 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         ap.sliding_window = ls->sliding_window;
         ap.sinks = L->sinks.data ? &L->sinks : NULL;
 
-        /* attention: q, k, v = [in_norm](x) Wqkv [+ b] */
-        if (post) {
-            ops->linear(be, L->qkv, &x, &qkv);                        /* (T, qd + 2 kvd) */
+        const tensor *mix = &attn;                                   /* the token mixer's output */
+        if (ls->kind == LAYER_LINEAR_ATTENTION) {
+            gdn_mixer(m, L, cache, s, l, &x, &h, &t);                 /* t.core (T, H_v d_v) */
+            mix = &t.core;
         } else {
-            const linear_fuse attn_in = {.norm_w = &L->in_norm.w, .norm_b = L->in_norm.b.data ? &L->in_norm.b : NULL,
-                                         .eps = eps, .h = &h, .norm_kind = nk};
-            ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);       /* norm(x) -> (T, qd + 2 kvd) */
+            /* attention: q, k, v = [in_norm](x) Wqkv [+ b] */
+            if (post) {
+                ops->linear(be, L->qkv, &x, &qkv);                        /* (T, qd + 2 kvd) */
+            } else {
+                const linear_fuse attn_in = {.norm_w = &L->in_norm.w,
+                                             .norm_b = L->in_norm.b.data ? &L->in_norm.b : NULL, .eps = eps, .h = &h,
+                                             .norm_kind = nk};
+                ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);       /* norm(x) -> (T, qd + 2 kvd) */
+            }
+            /* q/k norms, rope, k/v into the paged cache */
+            const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
+            if (c->qk_norm && !head_norm) {                               /* over the whole projection (OLMo-2) */
+                const be_norm qn = blk_norm(c, &L->q_norm), kn = blk_norm(c, &L->k_norm);
+                ops->norm(be, &q, &qn, &q);
+                ops->norm(be, &k, &kn, &k);
+            }
+            if (!lm->rot_dim) {
+                ops->kv_write(be, &k, &v, &cache->k[l], &cache->v[l], meta);
+            } else if (nk == BE_NORM_RMS) {
+                ops->qk_norm_rope_kv(be, &q, &k, &v, head_norm ? &L->q_norm.w : NULL,
+                                     head_norm ? &L->k_norm.w : NULL, eps, &s->positions, &lm->cos_sin[ls->rope],
+                                     (int)hd, lm->rot_dim, neox, &cache->k[l], &cache->v[l], meta);
+            } else {
+                const be_norm qn = blk_norm(c, &L->q_norm), kn = blk_norm(c, &L->k_norm);
+                ops->qk_norm_rope_kv_ex(be, &q, &k, &v, head_norm ? &qn : NULL, head_norm ? &kn : NULL, &s->positions,
+                                        &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, neox, &cache->k[l], &cache->v[l],
+                                        meta);
+            }
+            ops->attention(be, &q, &cache->k[l], &cache->v[l], meta, &ap, &attn); /* (T, qd) */
+            if (c->attn_output_gate) ops->sigmoid_mul(be, &attn, &gate);  /* attn *= sigmoid(gate) */
         }
-        /* q/k norms, rope, k/v into the paged cache */
-        const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
-        if (c->qk_norm && !head_norm) {                               /* over the whole projection (OLMo-2) */
-            const be_norm qn = blk_norm(c, &L->q_norm), kn = blk_norm(c, &L->k_norm);
-            ops->norm(be, &q, &qn, &q);
-            ops->norm(be, &k, &kn, &k);
-        }
-        if (!lm->rot_dim) {
-            ops->kv_write(be, &k, &v, &cache->k[l], &cache->v[l], meta);
-        } else if (nk == BE_NORM_RMS) {
-            ops->qk_norm_rope_kv(be, &q, &k, &v, head_norm ? &L->q_norm.w : NULL, head_norm ? &L->k_norm.w : NULL,
-                                 eps, &s->positions, &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, neox, &cache->k[l],
-                                 &cache->v[l], meta);
-        } else {
-            const be_norm qn = blk_norm(c, &L->q_norm), kn = blk_norm(c, &L->k_norm);
-            ops->qk_norm_rope_kv_ex(be, &q, &k, &v, head_norm ? &qn : NULL, head_norm ? &kn : NULL, &s->positions,
-                                    &lm->cos_sin[ls->rope], (int)hd, lm->rot_dim, neox, &cache->k[l], &cache->v[l],
-                                    meta);
-        }
-        ops->attention(be, &q, &cache->k[l], &cache->v[l], meta, &ap, &attn); /* (T, qd) */
         bool mlp_normed = false;                                      /* h = mlp_norm(x) already */
         if (fused_residual) {
-            ops->linear_fused(be, L->o, &attn, &add_to_x, &x);        /* x += attn Wo */
+            ops->linear_fused(be, L->o, mix, &add_to_x, &x);          /* x += mix Wo */
         } else {
-            ops->linear(be, L->o, &attn, &o);                         /* o = attn Wo (T, D) */
+            ops->linear(be, L->o, mix, &o);                           /* o = mix Wo (T, D) */
             mlp_normed = c->norm_layout == NORM_LAYOUT_SANDWICH;
             residual_add(m, L, &x, &o, &h, &L->attn_out_norm, mlp_normed);
         }

@@ -42,10 +42,11 @@ void model_buf_release(backend *be, ws_buf *buf) {
 /* Step metadata packed in one buffer (one upload per step), in this order
  * so that every part is aligned: slot_mapping (G, T) I64, then I32 arrays:
  * ids (T), positions (T), logits_idx (N), query_start_loc (S + 1),
- * seq_lens (S), block_tables (G, S, max_blocks), G the KV cache groups.
+ * seq_lens (S), block_tables (G, S, max_blocks), G the KV cache groups, then
+ * the linear-attention layers' state_slots (S) and has_initial_state (S).
  * Offsets in int32 units. */
 typedef struct meta_layout {
-    size_t slots, ids, pos, lidx, qsl, seq_lens, bt, total;
+    size_t slots, ids, pos, lidx, qsl, seq_lens, bt, la_slots, la_init, total;
 } meta_layout;
 
 static meta_layout meta_plan(int64_t T, int64_t N, int64_t S, int64_t mb, int64_t G) {
@@ -57,7 +58,9 @@ static meta_layout meta_plan(int64_t T, int64_t N, int64_t S, int64_t mb, int64_
     l.qsl = l.lidx + (size_t)N;
     l.seq_lens = l.qsl + (size_t)(S + 1);
     l.bt = l.seq_lens + (size_t)S;
-    l.total = l.bt + (size_t)(G * S * mb);
+    l.la_slots = l.bt + (size_t)(G * S * mb);
+    l.la_init = l.la_slots + (size_t)S;
+    l.total = l.la_init + (size_t)S;
     return l;
 }
 
@@ -75,8 +78,8 @@ static int num_groups(const model *m) { return m->groups.num_groups > 1 ? m->gro
 
 /* Checks b, packs it (padded to `pad` sequences of one token each when
  * pad > S: token 0, position 0, slot -1, seq_len 1, block row of zeros,
- * logits row 0) into the staging buffer and uploads it; fills s with views
- * (one attn_meta per KV cache group: its block tables and slot mapping). */
+ * logits row 0, state slot -1) into the staging buffer and uploads it; fills s with views
+ * (one attn_meta per KV cache group: its block tables and slot mapping; the linear_attn_meta). */
 static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, int pad, int max_seq_len,
                                 model_step *s) {
     int T = b->num_tokens, S = b->num_seqs, N = b->num_logits, mb = b->max_blocks_per_seq, G = num_groups(m);
@@ -122,6 +125,14 @@ static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, in
         h[l.qsl + i + 1] = h[l.qsl + i] + 1;
         h[l.seq_lens + i] = 1;
     }
+    /* state slots: the null slot 0 (or none given) and padding rows are -1 (no state read or written);
+     * a sequence continues its state unless its first token this step is at position 0 */
+    for (int i = 0; i < P; i++) {
+        const int slot = i < S && b->state_slots ? b->state_slots[i] : 0;
+        const int t0 = i < S ? b->query_start_loc[i] : 0;
+        h[l.la_slots + i] = slot > 0 ? slot : -1;
+        h[l.la_init + i] = i < S && t0 < T && b->positions[t0] > 0;
+    }
     tensor all;
     if ((st = model_buf_ensure(m, &m->meta, DTYPE_I32, (int64_t)l.total, 1, &all)) ||
         (st = m->be->ops->upload(m->be, &all, h, l.total * sizeof *h)))
@@ -155,6 +166,10 @@ static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, in
         gm->slot_mapping = tensor_1d(DTYPE_I64, (int64_t *)(void *)(d + l.slots) + (size_t)g * PT, PT);
     }
     s->layer_group = G > 1 ? m->groups.layer_group : NULL;
+    s->la_meta = (linear_attn_meta){.num_seqs = P, .num_tokens = PT, .max_query_len = s->meta.max_query_len,
+                                    .query_start_loc = s->meta.query_start_loc,
+                                    .state_slots = tensor_1d(DTYPE_I32, d + l.la_slots, P),
+                                    .has_initial_state = tensor_1d(DTYPE_I32, d + l.la_init, P)};
     return VLLM_OK;
 }
 
@@ -327,7 +342,59 @@ size_t model_cache_bytes_per_token(const model *m) {
     return page * (size_t)m->groups.group_size;
 }
 
-vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_cache **out) {
+/* A linear-attention layer's pool shapes: conv (slots, conv_dim, K - 1), recurrent (slots, H_v, d_k, d_v),
+ * conv_dim = 2 H_k d_k + H_v d_v (the q | k | v channels the conv runs over). */
+static void state_shapes(const model_config *c, int num_state_slots, int64_t conv[3], int64_t ssm[4]) {
+    const int64_t kd = (int64_t)c->linear_attn.num_k_heads * c->linear_attn.k_head_dim,
+                  vd = (int64_t)c->linear_attn.num_v_heads * c->linear_attn.v_head_dim;
+    conv[0] = num_state_slots;
+    conv[1] = 2 * kd + vd;
+    conv[2] = c->linear_attn.conv_kernel - 1;
+    ssm[0] = num_state_slots;
+    ssm[1] = c->linear_attn.num_v_heads;
+    ssm[2] = c->linear_attn.k_head_dim;
+    ssm[3] = c->linear_attn.v_head_dim;
+}
+
+size_t model_state_bytes(const model *m, int num_state_slots) {
+    if (!model_has_recurrent_state(m) || num_state_slots <= 0) return 0;
+    int64_t conv[3], ssm[4];
+    state_shapes(&m->cfg, num_state_slots, conv, ssm);
+    size_t per_layer = (size_t)(conv[0] * conv[1] * conv[2] + ssm[0] * ssm[1] * ssm[2] * ssm[3]) * sizeof(float);
+    size_t n = 0;
+    for (int l = 0; l < m->cfg.num_layers; l++) n += m->cfg.layers[l].kind == LAYER_LINEAR_ATTENTION;
+    return n * per_layer;
+}
+
+/* The state pools of c's linear-attention layers, F32, zeroed (slot 0, the null slot, stays so). */
+static vllm_status state_pools_create(model *m, model_cache *c, int num_state_slots) {
+    if (!model_has_recurrent_state(m)) return VLLM_OK;
+    if (num_state_slots < 2)
+        return vt_error(VLLM_ERR_INVALID_ARG, "%s keeps a recurrent state per sequence: the cache needs at least "
+                        "2 state slots (the null slot and one sequence's)", m->cfg.architecture);
+    c->num_state_slots = num_state_slots;
+    c->conv_state = calloc((size_t)c->num_layers, sizeof *c->conv_state);
+    c->ssm_state = calloc((size_t)c->num_layers, sizeof *c->ssm_state);
+    if (!c->conv_state || !c->ssm_state) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    int64_t conv[3], ssm[4];
+    state_shapes(&m->cfg, num_state_slots, conv, ssm);
+    backend *be = m->be;
+    for (int l = 0; l < c->num_layers; l++) {
+        if (m->cfg.layers[l].kind != LAYER_LINEAR_ATTENTION) continue;
+        c->conv_state[l] = tensor_make(DTYPE_F32, NULL, 3, conv);
+        c->ssm_state[l] = tensor_make(DTYPE_F32, NULL, 4, ssm);
+        vllm_status st;
+        if ((st = be->ops->alloc(be, &c->conv_state[l])) || (st = be->ops->zero(be, &c->conv_state[l])) ||
+            (st = be->ops->alloc(be, &c->ssm_state[l])) || (st = be->ops->zero(be, &c->ssm_state[l]))) {
+            vt_error_prefix("recurrent state (%d slots)", num_state_slots);
+            return st;
+        }
+        c->state_bytes += tensor_nbytes(&c->conv_state[l]) + tensor_nbytes(&c->ssm_state[l]);
+    }
+    return VLLM_OK;
+}
+
+vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, model_cache **out) {
     *out = NULL;
     if (num_blocks <= 0 || block_size <= 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "KV cache: num_blocks and block_size must be positive");
@@ -365,6 +432,11 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_c
         c->k[l] = c->slot_k[j];
         c->v[l] = c->slot_v[j];
     }
+    vllm_status st = state_pools_create(m, c, num_state_slots);
+    if (st != VLLM_OK) {
+        model_cache_free(m, c);
+        return st;
+    }
     *out = c;
     return VLLM_OK;
 }
@@ -375,6 +447,12 @@ void model_cache_free(model *m, model_cache *c) {
         if (c->slot_k && c->slot_k[j].data) m->be->ops->release(m->be, &c->slot_k[j]);
         if (c->slot_v && c->slot_v[j].data) m->be->ops->release(m->be, &c->slot_v[j]);
     }
+    for (int l = 0; l < c->num_layers; l++) {
+        if (c->conv_state && c->conv_state[l].data) m->be->ops->release(m->be, &c->conv_state[l]);
+        if (c->ssm_state && c->ssm_state[l].data) m->be->ops->release(m->be, &c->ssm_state[l]);
+    }
+    free(c->conv_state);
+    free(c->ssm_state);
     free(c->slot_k);
     free(c->slot_v);
     free(c->k);

@@ -39,7 +39,7 @@ typedef struct fwd_batch {
 } fwd_batch;
 
 /* The per-request state of every layer: paged K/V blocks for attention
- * layers (later: recurrent state slots for linear-attention layers). The
+ * layers, a conv and a recurrent state per slot for linear-attention layers. The
  * layers of different KV cache groups at the same slot share one tensor
  * (kv_cache_groups.h): k[l] and v[l] are views of layer l's slot. */
 typedef struct model_cache {
@@ -50,7 +50,13 @@ typedef struct model_cache {
     tensor *v;
     int num_slots;
     tensor *slot_k, *slot_v;  /* (num_slots) the tensors owning the memory */
-    size_t bytes;  /* total device bytes */
+    size_t bytes;  /* total device bytes of the K/V blocks */
+    /* linear-attention (gated delta-net) layers: state pools indexed by the request's state slot
+     * (vLLM's mamba cache; slot 0 the null slot, never written: padding maps to -1) */
+    int num_state_slots;      /* max_num_seqs + 1; 0 when no layer keeps a recurrent state */
+    tensor *conv_state;       /* per layer: (num_state_slots, conv_dim, K - 1) F32, or data NULL */
+    tensor *ssm_state;        /* per layer: (num_state_slots, H_v, d_k, d_v) F32, or data NULL */
+    size_t state_bytes;       /* device bytes of the state pools */
 } model_cache;
 
 typedef struct model_load_options {
@@ -74,7 +80,11 @@ bool model_has_recurrent_state(const model *m);
  * block_size tokens takes block_size times this in every group (one page
  * per physical slot; every layer's page with a single group). */
 size_t model_cache_bytes_per_token(const model *m);
-vllm_status model_cache_create(model *m, int num_blocks, int block_size, model_cache **out);
+/* Device bytes of the recurrent-state pools for num_state_slots slots (0 when no layer keeps one). */
+size_t model_state_bytes(const model *m, int num_state_slots);
+/* The KV cache of num_blocks blocks and, for models with recurrent state, the state pools of
+ * num_state_slots slots (the engine's max_num_seqs + 1: slot 0 is the null slot). */
+vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, model_cache **out);
 void model_cache_free(model *m, model_cache *c);
 
 /* Allocates every per-step buffer for the largest step (max_tokens tokens

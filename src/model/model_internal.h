@@ -17,6 +17,8 @@ typedef struct model_step {
                                     are every group's */
     attn_meta group_meta[KV_MAX_GROUPS]; /* each group's: its block tables and slot mapping */
     const int *layer_group;      /* (num_layers) each layer's group (kv_cache_groups.layer_group) */
+    linear_attn_meta la_meta;    /* the linear-attention layers' sequences, state slots (-1: padding or the
+                                    null slot) and start flags (first position of the step > 0) */
 } model_step;
 
 /* The attention metadata layer l reads: its KV cache group's block tables

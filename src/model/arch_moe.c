@@ -1,7 +1,7 @@
 /*
  * arch_moe.c: the mixture-of-experts families' config.json as the decoder's
  * spec (decoder.c): Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, and the config of
- * Qwen3NextForCausalLM (its linear-attention layers do not run yet).
+ * Qwen3NextForCausalLM (its gated delta-net layers run where the backend has BE_OP_GATED_DELTA_NET).
  * Attention as their dense relatives (Qwen2: q/k/v biases; Qwen3: per-head
  * q/k norms; Mixtral: Mistral's, with sliding_window when set); the MLP of a
  * layer is a sparse MoE block:
@@ -165,7 +165,7 @@ static vllm_status qwen3_next_layer_types(const json_t *root, const char *what, 
  * sparse block with its shared expert (norm_topk_prob defaults to true here), linear-attention (gated
  * delta-net) layers between full-attention ones, whose q_proj also yields an output gate, per-head q/k
  * norms, zero-centred (1 + w) RMSNorms everywhere, partial rotary 0.25 and head_dim 256 by default.
- * The decoder refuses the linear-attention layers and the output gate until they run (issue 13). */
+ * The decoder runs both on the gated delta-net ops (BE_OP_GATED_DELTA_NET: the CPU backend today). */
 static vllm_status parse_qwen3_next(const json_t *root, const char *what, model_config *c) {
     vllm_status st;
     bool dense[MODEL_MAX_LAYERS] = {false};

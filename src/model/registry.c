@@ -29,7 +29,7 @@ static const struct entry {
     {"Qwen3MoeForCausalLM", &qwen3_moe_family, &decoder_arch},
     {"MixtralForCausalLM", &mixtral_family, &decoder_arch},
     {"GptOssForCausalLM", &gptoss_family, &decoder_arch},
-    /* its config parses; the decoder refuses its linear-attention layers until they run (issue 13) */
+    /* gated delta-net layers: backends with BE_OP_GATED_DELTA_NET (the CPU; CUDA refuses, issue 13) */
     {"Qwen3NextForCausalLM", &qwen3_next_family, &decoder_arch},
 };
 

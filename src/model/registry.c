@@ -53,5 +53,5 @@ const char *model_arch_list(void) {
     return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text), Phi3ForCausalLM, Olmo2ForCausalLM, "
            "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-           "MixtralForCausalLM, GptOssForCausalLM";
+           "MixtralForCausalLM, GptOssForCausalLM, Qwen3NextForCausalLM (CPU)";
 }

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "loader/hf_config.h"
+#include "model/blocks.h"
 #include "model/model_internal.h"
 
 vllm_status model_buf_ensure(model *m, ws_buf *buf, dtype dt, int64_t rows, int64_t cols, tensor *out) {
@@ -207,9 +208,7 @@ bool model_has_recurrent_state(const model *m) {
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len) {
     if (!m->be->ops->graph_begin || max_batch <= 0) return VLLM_OK; /* the backend has none */
     int top = graph_size_for(max_batch);
-    bool moe = false;
-    for (int l = 0; l < m->cfg.num_layers; l++) moe |= m->cfg.layers[l].mlp == MLP_MOE;
-    if (moe && m->be->graph_moe_pairs > 0 && m->cfg.moe.top_k > 0) {
+    if (blk_has_moe(&m->cfg) && m->be->graph_moe_pairs > 0 && m->cfg.moe.top_k > 0) {
         /* decode batches whose MoE layers the backend can record; larger ones run eagerly */
         int cap = graph_size_below(m->be->graph_moe_pairs / m->cfg.moe.top_k);
         if (cap < top) top = cap;

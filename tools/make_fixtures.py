@@ -69,6 +69,9 @@ Qwen2MoeConfig, Qwen2MoeForCausalLM = _optional("Qwen2MoeConfig", "Qwen2MoeForCa
 MixtralConfig, MixtralForCausalLM = _optional("MixtralConfig", "MixtralForCausalLM")
 GptOssConfig, GptOssForCausalLM = _optional("GptOssConfig", "GptOssForCausalLM")
 Qwen3NextConfig, Qwen3NextForCausalLM = _optional("Qwen3NextConfig", "Qwen3NextForCausalLM")
+Qwen3_5TextConfig, Qwen3_5ForCausalLM = _optional("Qwen3_5TextConfig", "Qwen3_5ForCausalLM")
+Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration = _optional("Qwen3_5MoeConfig",
+                                                                 "Qwen3_5MoeForConditionalGeneration")
 
 from safetensors import safe_open
 
@@ -304,6 +307,40 @@ CASES = [
                    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
                    linear_value_head_dim=16, linear_conv_kernel_dim=4, tie_word_embeddings=False,
                    pad_token_id=0, partial_rotary_factor=0.25, rope_theta=10000.0),
+         head_dim=32,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    # Qwen3.5 dense (issue 13): Qwen3-Next's layers with separate in_proj_qkv / in_proj_z / in_proj_b /
+    # in_proj_a, a dense MLP in every layer, and the multimodal RoPE (mrope_section) that text-only
+    # positions reduce to the plain table of the rotary 0.25.
+    dict(name="qwen3_5", cfg_cls=Qwen3_5TextConfig, model_cls=Qwen3_5ForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                   head_dim=32, intermediate_size=96,
+                   layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+                   linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                   linear_value_head_dim=16, linear_conv_kernel_dim=4, tie_word_embeddings=False,
+                   pad_token_id=0),
+         variants=[dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.25,
+                                             mrope_section=[2, 1, 1], mrope_interleaved=True))],
+         head_dim=32,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    # Qwen3.5-MoE as it ships (Qwen3_5MoeForConditionalGeneration: text_config, a vision tower whose
+    # weights the engine skips): 8 experts top 2, always renormalised, a shared expert in every layer.
+    dict(name="qwen3_5_moe", cfg_cls=Qwen3_5MoeConfig, model_cls=Qwen3_5MoeForConditionalGeneration,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(text_config=dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                    head_dim=32, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                    num_experts=8, num_experts_per_tok=2,
+                                    layer_types=["linear_attention", "full_attention", "linear_attention",
+                                                 "linear_attention"],
+                                    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                                    linear_value_head_dim=16, linear_conv_kernel_dim=4, pad_token_id=0,
+                                    rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                         partial_rotary_factor=0.25, mrope_section=[2, 1, 1],
+                                                         mrope_interleaved=True)),
+                   vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
+                                      out_hidden_size=COMMON["hidden_size"], num_position_embeddings=16),
+                   tie_word_embeddings=False),
          head_dim=32,
          rope=dict(rope_type="default", rope_theta=10000.0)),
     # Not a committed fixture (1.2 GB): tools/device/check.sh builds it on the GPU
@@ -573,7 +610,8 @@ def run_case(index, case, out_root, device):
         raise RuntimeError(f"{name}: reloaded model lost rope config {rope}")
     model.to(device)
 
-    prompts = make_prompts(index, cfg.vocab_size, case.get("prompt_lens", PROMPT_LENS))
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size  # multimodal: text_config
+    prompts = make_prompts(index, vocab, case.get("prompt_lens", PROMPT_LENS))
     results = []
     for p in prompts:
         toks, lps, gaps = greedy(model, p, device)

@@ -301,6 +301,9 @@ static const char *cu_dev_message(const cu_dev_err *d, char *buf, size_t n) {
     case CU_DEV_ATTN_BLOCK:
         snprintf(buf, n, "attention: sequence %lld block %lld is %lld, outside the cache's blocks", a, b, c);
         break;
+    case CU_DEV_LA_SLOT:
+        snprintf(buf, n, "linear attention: sequence %lld has state slot %lld, outside the pool's %lld slots", a, b, c);
+        break;
     default: snprintf(buf, n, "device error code %d", d->code); break;
     }
     return buf;
@@ -534,8 +537,15 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
                    ? BE_NATIVE /* expert biases and gpt-oss's clamped SwiGLU included */
                    : BE_UNSUPPORTED;
     }
-    case BE_OP_GATED_DELTA_NET: return BE_UNSUPPORTED; /* no kernels yet: causal_conv1d, gated_delta_rule and
-                                                           rms_norm_gated are NULL (the CPU backend has them) */
+    case BE_OP_GATED_DELTA_NET: { /* ops_linear_attn.cu: d_k up to 256, conv widths 2..8, F32 / F16 / BF16 states */
+        const gdn_params *p = (const gdn_params *)params;
+        return p && p->num_k_heads > 0 && p->num_v_heads > 0 && p->num_v_heads % p->num_k_heads == 0 &&
+                       p->head_k_dim > 0 && p->head_k_dim <= CU_LA_MAX_DK && p->head_v_dim > 0 &&
+                       (p->conv_kernel == 0 || (p->conv_kernel >= 2 && p->conv_kernel <= CU_LA_MAX_CONV_K)) &&
+                       (p->state_dtype == DTYPE_F32 || p->state_dtype == DTYPE_F16 || p->state_dtype == DTYPE_BF16)
+                   ? BE_NATIVE
+                   : BE_UNSUPPORTED;
+    }
     default: return BE_UNSUPPORTED;
     }
 }
@@ -579,11 +589,12 @@ static const backend_ops CU_OPS = {
     .moe_route = cu_moe_route,
     .moe_experts = cu_moe_experts,
     .sigmoid_gate = cu_sigmoid_gate,
-    .causal_conv1d = NULL, /* the gated delta-net ops: none yet (supports refuses BE_OP_GATED_DELTA_NET) */
-    .gated_delta_rule = NULL,
-    .rms_norm_gated = NULL,
-    .gdn_gating = NULL,
-    .sigmoid_mul = NULL,
+    /* the gated delta-net mixer (ops_linear_attn.cu) */
+    .causal_conv1d = cu_causal_conv1d,
+    .gated_delta_rule = cu_gated_delta_rule,
+    .rms_norm_gated = cu_rms_norm_gated,
+    .gdn_gating = cu_gdn_gating,
+    .sigmoid_mul = cu_sigmoid_mul,
     .sample = cu_sample,
     .logprobs = cu_logprobs,
     .supports = cu_supports,

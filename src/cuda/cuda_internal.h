@@ -56,6 +56,7 @@ enum cu_dev_code {
     CU_DEV_ATTN_META,    /* a: sequence, b: query tokens, c: context tokens */
     CU_DEV_ATTN_QSL,     /* a: sequence, b: query_start_loc[s], c: num_tokens */
     CU_DEV_ATTN_BLOCK,   /* a: sequence, b: block table column, c: block id */
+    CU_DEV_LA_SLOT,      /* a: sequence, b: state slot, c: pool slots (the linear-attention ops) */
 };
 
 typedef struct cu_dev_err {
@@ -382,5 +383,20 @@ void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor
 void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
                     const moe_params *p, bool accumulate, tensor *y);
 void cu_sigmoid_gate(backend *be, tensor *x, const tensor *g);
+
+/* ops_linear_attn.cu: the gated delta-net mixer's ops (BE_OP_GATED_DELTA_NET) */
+#define CU_LA_MAX_CONV_K 8      /* causal_conv1d's widest kernel (one template per width) */
+#define CU_LA_MAX_DK 256        /* gated_delta_rule's largest d_k (the state rows a block keeps in registers) */
+extern "C" {
+void cu_causal_conv1d(backend *be, const tensor *x, const tensor *w, const tensor *bias, bool silu,
+                      tensor *conv_state, const linear_attn_meta *m, tensor *out);
+void cu_gated_delta_rule(backend *be, const tensor *q, const tensor *k, const tensor *v, const tensor *g,
+                         const tensor *beta, tensor *state, const linear_attn_meta *m, const gdn_params *p,
+                         tensor *out);
+void cu_rms_norm_gated(backend *be, const tensor *x, const tensor *z, const tensor *w, float eps, tensor *out);
+void cu_gdn_gating(backend *be, const tensor *a, const tensor *b, const tensor *A_log, const tensor *dt_bias,
+                   tensor *g, tensor *beta);
+void cu_sigmoid_mul(backend *be, tensor *x, const tensor *gate);
+}
 
 #endif

@@ -22,4 +22,14 @@ vllm_status arch_require_bool(const struct json_t *root, const char *what, const
  * are refused by name. */
 vllm_status arch_layer_types(const struct json_t *root, const char *what, model_config *c, bool *given);
 
+/* The Qwen MoE families' weight names (arch_moe.c; Qwen3-Next and Qwen3.5-MoE share them). */
+extern const weight_names arch_qwen_moe_names;
+
+/* mlp_only_layers: a list of layer indices (absent or null: none) into dense[] (MODEL_MAX_LAYERS). */
+vllm_status arch_mlp_only_layers(const struct json_t *root, const char *what, model_config *c, bool *dense);
+
+/* num_experts, or num_local_experts (transformers 5 saves the latter); def when both are absent, an
+ * error when they disagree. */
+vllm_status arch_qwen_num_experts(const struct json_t *root, const char *what, int def, int *out);
+
 #endif

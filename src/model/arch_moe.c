@@ -1,7 +1,7 @@
 /*
  * arch_moe.c: the mixture-of-experts families' config.json as the decoder's
- * spec (decoder.c): Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, and the config of
- * Qwen3NextForCausalLM (its gated delta-net layers run where the backend has BE_OP_GATED_DELTA_NET).
+ * spec (decoder.c): Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM (the hybrid
+ * Qwen3-Next / Qwen3.5 families, MoE or not, are in arch_qwen3_next.c).
  * Attention as their dense relatives (Qwen2: q/k/v biases; Qwen3: per-head
  * q/k norms; Mixtral: Mistral's, with sliding_window when set); the MLP of a
  * layer is a sparse MoE block:
@@ -24,7 +24,7 @@
 #include "loader/hf_config.h"
 #include "model/arch.h"
 
-static const weight_names qwen_moe_names = {
+const weight_names arch_qwen_moe_names = {
     .embed = "embed_tokens", .final_norm = "norm",
     .attn_norm = "input_layernorm", .mlp_norm = "post_attention_layernorm",
     .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
@@ -45,7 +45,7 @@ static const weight_names mixtral_names = {
 };
 
 /* mlp_only_layers: a list of layer indices (absent or null: none). */
-static vllm_status mlp_only_layers(const json_t *root, const char *what, model_config *c, bool *dense) {
+vllm_status arch_mlp_only_layers(const json_t *root, const char *what, model_config *c, bool *dense) {
     const json_t *a = hf_get(root, "mlp_only_layers");
     if (!a) return VLLM_OK;
     if (!json_is_array(a)) return vt_error(VLLM_ERR_FORMAT, "%s: mlp_only_layers must be a list of layer indices", what);
@@ -62,7 +62,7 @@ static vllm_status mlp_only_layers(const json_t *root, const char *what, model_c
 /* num_experts, or num_local_experts: transformers 5 maps the first onto the second
  * (Qwen3MoeConfig.attribute_map) and saves its configs with num_local_experts; the released
  * checkpoints' config.json files say num_experts. Both, if given, must agree. */
-static vllm_status qwen_num_experts(const json_t *root, const char *what, int def, int *out) {
+vllm_status arch_qwen_num_experts(const json_t *root, const char *what, int def, int *out) {
     int a, b;
     bool fa, fb;
     vllm_status st;
@@ -81,13 +81,13 @@ static vllm_status parse_qwen_moe(const json_t *root, const char *what, model_co
     int step;
     if ((st = arch_activation(root, what, "hidden_act", "silu", c)) ||
         (st = hf_bool(root, what, "use_sliding_window", false, &use_sw)) ||
-        (st = qwen_num_experts(root, what, qwen3 ? 128 : 60, &c->moe.num_experts)) ||
+        (st = arch_qwen_num_experts(root, what, qwen3 ? 128 : 60, &c->moe.num_experts)) ||
         (st = hf_int(root, what, "num_experts_per_tok", false, qwen3 ? 8 : 4, 1, &c->moe.top_k, NULL)) ||
         (st = hf_int(root, what, "moe_intermediate_size", false, qwen3 ? 768 : 1408, 1, &c->moe.intermediate_size,
                      NULL)) ||
         (st = hf_bool(root, what, "norm_topk_prob", false, &c->moe.renormalize)) ||
         (st = hf_int(root, what, "decoder_sparse_step", false, 1, 1, &step, NULL)) ||
-        (st = mlp_only_layers(root, what, c, dense)))
+        (st = arch_mlp_only_layers(root, what, c, dense)))
         return st;
     if (use_sw) return vt_error(VLLM_ERR_UNSUPPORTED, "%s: use_sliding_window is not supported yet", what);
     if (!qwen3 && (st = hf_int(root, what, "shared_expert_intermediate_size", false, 5632, 0,
@@ -106,7 +106,7 @@ static vllm_status parse_qwen_moe(const json_t *root, const char *what, model_co
         if ((st = hf_bool(root, what, "qkv_bias", true, &c->attention_bias))) return st;
         c->o_bias = false;
     }
-    c->names = &qwen_moe_names;
+    c->names = &arch_qwen_moe_names;
     return VLLM_OK;
 }
 static vllm_status parse_qwen2_moe(const json_t *root, const char *what, model_config *c) {
@@ -137,82 +137,11 @@ static vllm_status parse_mixtral(const json_t *root, const char *what, model_con
     return VLLM_OK;
 }
 
-/* Qwen3-Next's layer_types: "linear_attention" (gated delta-net) or "full_attention" for each layer;
- * absent: full attention every full_attention_interval-th layer (Qwen3NextConfig's default pattern). */
-static vllm_status qwen3_next_layer_types(const json_t *root, const char *what, model_config *c, int interval) {
-    const json_t *lt = hf_get(root, "layer_types");
-    if (lt && (!json_is_array(lt) || json_array_size(lt) != (size_t)c->num_layers))
-        return vt_error(VLLM_ERR_FORMAT, "%s: layer_types must list one type for each of the %d layers", what,
-                        c->num_layers);
-    for (int i = 0; i < c->num_layers; i++) {
-        bool linear = (i + 1) % interval != 0;
-        if (lt) {
-            const json_t *v = json_array_get(lt, (size_t)i);
-            const char *s = json_is_string(v) ? json_string_value(v) : "";
-            if (!strcmp(s, "linear_attention")) linear = true;
-            else if (!strcmp(s, "full_attention")) linear = false;
-            else
-                return vt_error(VLLM_ERR_UNSUPPORTED,
-                                "%s: layer_types[%d] '%.64s' is not supported (linear_attention, full_attention)", what,
-                                i, s);
-        }
-        c->layers[i].kind = linear ? LAYER_LINEAR_ATTENTION : LAYER_ATTENTION;
-    }
-    return VLLM_OK;
-}
-
-/* Qwen3NextForCausalLM (transformers' configuration_qwen3_next.py / modeling_qwen3_next.py): Qwen2-MoE's
- * sparse block with its shared expert (norm_topk_prob defaults to true here), linear-attention (gated
- * delta-net) layers between full-attention ones, whose q_proj also yields an output gate, per-head q/k
- * norms, zero-centred (1 + w) RMSNorms everywhere, partial rotary 0.25 and head_dim 256 by default.
- * The decoder runs both on the gated delta-net ops (BE_OP_GATED_DELTA_NET: the CPU backend today). */
-static vllm_status parse_qwen3_next(const json_t *root, const char *what, model_config *c) {
-    vllm_status st;
-    bool dense[MODEL_MAX_LAYERS] = {false};
-    int step, interval;
-    if ((st = arch_activation(root, what, "hidden_act", "silu", c)) ||
-        (st = qwen_num_experts(root, what, 512, &c->moe.num_experts)) ||
-        (st = hf_int(root, what, "num_experts_per_tok", false, 10, 1, &c->moe.top_k, NULL)) ||
-        (st = hf_int(root, what, "moe_intermediate_size", false, 512, 1, &c->moe.intermediate_size, NULL)) ||
-        (st = hf_int(root, what, "shared_expert_intermediate_size", false, 512, 0, &c->moe.shared_intermediate_size,
-                     NULL)) ||
-        (st = hf_bool(root, what, "norm_topk_prob", true, &c->moe.renormalize)) ||
-        (st = hf_int(root, what, "decoder_sparse_step", false, 1, 1, &step, NULL)) ||
-        (st = mlp_only_layers(root, what, c, dense)) ||
-        (st = hf_int(root, what, "linear_num_key_heads", false, 16, 1, &c->linear_attn.num_k_heads, NULL)) ||
-        (st = hf_int(root, what, "linear_num_value_heads", false, 32, 1, &c->linear_attn.num_v_heads, NULL)) ||
-        (st = hf_int(root, what, "linear_key_head_dim", false, 128, 1, &c->linear_attn.k_head_dim, NULL)) ||
-        (st = hf_int(root, what, "linear_value_head_dim", false, 128, 1, &c->linear_attn.v_head_dim, NULL)) ||
-        (st = hf_int(root, what, "linear_conv_kernel_dim", false, 4, 1, &c->linear_attn.conv_kernel, NULL)) ||
-        (st = hf_int(root, what, "full_attention_interval", false, 4, 1, &interval, NULL)) ||
-        (st = qwen3_next_layer_types(root, what, c, interval)))
-        return st;
-    if (c->linear_attn.num_v_heads % c->linear_attn.num_k_heads)
-        return vt_error(VLLM_ERR_FORMAT, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
-                        what, c->linear_attn.num_v_heads, c->linear_attn.num_k_heads);
-    if (c->moe.num_experts > 0 && c->moe.top_k > c->moe.num_experts)
-        return vt_error(VLLM_ERR_FORMAT, "%s: num_experts_per_tok %d exceeds num_experts %d", what, c->moe.top_k,
-                        c->moe.num_experts);
-    for (int l = 0; l < c->num_layers; l++)
-        if (!dense[l] && c->moe.num_experts > 0 && (l + 1) % step == 0) c->layers[l].mlp = MLP_MOE;
-    c->qk_norm = true;
-    c->norm = NORM_STYLE_RMS_OFFSET;
-    c->attn_output_gate = true;
-    c->o_bias = c->attention_bias;
-    c->names = &qwen_moe_names;
-    return VLLM_OK;
-}
-
 /* Qwen2MoeConfig: max_position_embeddings 32768, num_key_value_heads 16, rms_norm_eps 1e-6;
  * Qwen3MoeConfig: 32768, 4, 1e-6; MixtralConfig: 4096 * 32, 8, 1e-5; none ties its embeddings. */
 const model_config_family qwen2_moe_family = {.max_position_embeddings = 32768, .num_kv_heads = 16,
                                               .rms_norm_eps = 1e-6, .parse = parse_qwen2_moe};
 const model_config_family qwen3_moe_family = {.max_position_embeddings = 32768, .num_kv_heads = 4,
                                               .rms_norm_eps = 1e-6, .parse = parse_qwen3_moe};
-/* Qwen3NextConfig: max_position_embeddings 32768, num_key_value_heads 2, head_dim 256, rms_norm_eps 1e-6,
- * partial_rotary_factor 0.25 */
-const model_config_family qwen3_next_family = {.max_position_embeddings = 32768, .num_kv_heads = 2, .head_dim = 256,
-                                               .rms_norm_eps = 1e-6, .partial_rotary_factor = 0.25,
-                                               .parse = parse_qwen3_next};
 const model_config_family mixtral_family = {.max_position_embeddings = 4096 * 32, .num_kv_heads = 8,
                                             .rms_norm_eps = 1e-5, .parse = parse_mixtral};

@@ -200,6 +200,8 @@ struct model_config {
         int num_k_heads, num_v_heads; /* q / k heads and v heads (num_v_heads a multiple of num_k_heads) */
         int k_head_dim, v_head_dim;
         int conv_kernel;            /* the depthwise causal conv1d's width (linear_conv_kernel_dim) */
+        bool split_proj;            /* Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, rows already
+                                       q | k | v head-major; else Qwen3-Next's grouped in_proj_qkvz / in_proj_ba */
     } linear_attn;
     bool attn_sinks;                /* a learned sink logit per head in the attention's softmax (gpt-oss) */
     bool attn_output_gate;          /* q_proj also yields a gate per head ([q | gate] per head): the attention

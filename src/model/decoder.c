@@ -14,9 +14,11 @@
  *     x += n_out'(down(act(h Wg) * (h Wu)))   gated;  down(act(h Wu))  plain
  *   logits = final_norm(x[sampled rows]) Wlm  [softcapped] [/ logits_divisor]  (N, V)
  *
- * A linear-attention layer (Qwen3-Next's gated delta-net, transformers' Qwen3NextGatedDeltaNet) replaces
- * the attention block, with its state in the cache's pools at each sequence's slot:
- *     q|k|v|z|b|a = n_in(x) [in_proj_qkvz; in_proj_ba]   (rows regrouped at load, see load_gdn)
+ * A linear-attention layer (the gated delta-net of Qwen3-Next and Qwen3.5, transformers'
+ * Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet) replaces the attention block, with its state in the
+ * cache's pools at each sequence's slot:
+ *     q|k|v|z|b|a = n_in(x) [in_proj_qkvz; in_proj_ba]   (Qwen3-Next: rows regrouped at load, see load_gdn)
+ *                   n_in(x) [in_proj_qkv; in_proj_z; in_proj_b; in_proj_a]   (Qwen3.5)
  *     q|k|v = silu(causal_conv1d(q|k|v))                 (T, 2 H_k d_k + H_v d_v), conv state
  *     g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b)    (T, H_v)
  *     o = gated_delta_rule(l2norm(q), l2norm(k), v, g, beta)      (T, H_v d_v), recurrent state
@@ -133,14 +135,31 @@ static vllm_status load_gdn(model *m, weight_source *ws, int l, llama_layer *L) 
                   vd = Hv * dv, C = 2 * kd + vd, K = c->linear_attn.conv_kernel, G = 2 * dk + 2 * r * dv;
     const int64_t s_qkvz[2] = {2 * kd + 2 * vd, D}, s_ba[2] = {2 * Hv, D}, s_conv[3] = {C, 1, K}, s_out[2] = {D, vd};
     const char *pre = c->weight_prefix;
-    tensor qkvz, ba, conv, a_log, dt, gn, rq, rb;
+    tensor qkvz, ba, conv, a_log, dt, gn, rq, rb, split[4];
     vllm_status st;
-    if ((st = ws_getf(ws, &qkvz, 2, s_qkvz, "%slayers.%d.linear_attn.in_proj_qkvz.weight", pre, l)) ||
-        (st = ws_getf(ws, &ba, 2, s_ba, "%slayers.%d.linear_attn.in_proj_ba.weight", pre, l)) ||
-        (st = ws_getf(ws, &conv, 3, s_conv, "%slayers.%d.linear_attn.conv1d.weight", pre, l)) ||
+    if ((st = ws_getf(ws, &conv, 3, s_conv, "%slayers.%d.linear_attn.conv1d.weight", pre, l)) ||
         (st = ws_getf(ws, &a_log, 1, &Hv, "%slayers.%d.linear_attn.A_log", pre, l)) ||
         (st = ws_getf(ws, &dt, 1, &Hv, "%slayers.%d.linear_attn.dt_bias", pre, l)) ||
         (st = ws_getf(ws, &gn, 1, &dv, "%slayers.%d.linear_attn.norm.weight", pre, l)))
+        return st;
+    const tensor conv2 = tensor_2d(conv.dtype, conv.data, C, K); /* (C, 1, K) as (C, K) */
+    if ((st = blk_import(m, &conv2, &L->conv_w)) || (st = blk_import(m, &a_log, &L->A_log)) ||
+        (st = blk_import(m, &dt, &L->dt_bias)) || (st = blk_import(m, &gn, &L->gnorm)))
+        return st;
+    const char *out_name = "linear_attn.out_proj";
+    if (c->linear_attn.split_proj) { /* Qwen3.5: q | k | v head-major already; z; b; a */
+        const int64_t s_qkv[2] = {C, D}, s_z[2] = {vd, D}, s_h[2] = {Hv, D};
+        if ((st = ws_getf(ws, &split[0], 2, s_qkv, "%slayers.%d.linear_attn.in_proj_qkv.weight", pre, l)) ||
+            (st = ws_getf(ws, &split[1], 2, s_z, "%slayers.%d.linear_attn.in_proj_z.weight", pre, l)) ||
+            (st = ws_getf(ws, &split[2], 2, s_h, "%slayers.%d.linear_attn.in_proj_b.weight", pre, l)) ||
+            (st = ws_getf(ws, &split[3], 2, s_h, "%slayers.%d.linear_attn.in_proj_a.weight", pre, l)))
+            return st;
+        const tensor *wp[4] = {&split[0], &split[1], &split[2], &split[3]};
+        if ((st = m->be->ops->linear_create(m->be, wp, NULL, 4, &L->in_proj))) return st;
+        return blk_load_linear(m, ws, l, NULL, &out_name, &s_out[0], 1, vd, false, &L->o);
+    }
+    if ((st = ws_getf(ws, &qkvz, 2, s_qkvz, "%slayers.%d.linear_attn.in_proj_qkvz.weight", pre, l)) ||
+        (st = ws_getf(ws, &ba, 2, s_ba, "%slayers.%d.linear_attn.in_proj_ba.weight", pre, l)))
         return st;
     int64_t *order = malloc((size_t)(2 * kd + 2 * vd) * sizeof *order);
     if (!order) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
@@ -163,12 +182,7 @@ static vllm_status load_gdn(model *m, weight_source *ws, int l, llama_layer *L) 
     free(order);
     if (st != VLLM_OK) return st;
     const tensor *wp[2] = {&rq, &rb};
-    const tensor conv2 = tensor_2d(conv.dtype, conv.data, C, K); /* (C, 1, K) as (C, K) */
-    if ((st = m->be->ops->linear_create(m->be, wp, NULL, 2, &L->in_proj)) || (st = blk_import(m, &conv2, &L->conv_w)) ||
-        (st = blk_import(m, &a_log, &L->A_log)) || (st = blk_import(m, &dt, &L->dt_bias)) ||
-        (st = blk_import(m, &gn, &L->gnorm)))
-        return st;
-    const char *out_name = "linear_attn.out_proj";
+    if ((st = m->be->ops->linear_create(m->be, wp, NULL, 2, &L->in_proj))) return st;
     return blk_load_linear(m, ws, l, NULL, &out_name, &s_out[0], 1, vd, false, &L->o);
 }
 

@@ -6,7 +6,8 @@
 extern const model_arch decoder_arch;
 extern const model_config_family llama_family_llama, llama_family_mistral, llama_family_qwen2, llama_family_qwen3,
     gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm, phi3_family, olmo2_family, granite_family,
-    glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family, gptoss_family, qwen3_next_family;
+    glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family, gptoss_family, qwen3_next_family,
+    qwen3_5_family, qwen3_5_mm_family, qwen3_5_moe_family, qwen3_5_moe_mm_family;
 
 static const struct entry {
     const char *name;                   /* architectures[0] */
@@ -31,6 +32,10 @@ static const struct entry {
     {"GptOssForCausalLM", &gptoss_family, &decoder_arch},
     /* gated delta-net layers: backends with BE_OP_GATED_DELTA_NET (the CPU; CUDA refuses, issue 13) */
     {"Qwen3NextForCausalLM", &qwen3_next_family, &decoder_arch},
+    {"Qwen3_5ForCausalLM", &qwen3_5_family, &decoder_arch},
+    {"Qwen3_5ForConditionalGeneration", &qwen3_5_mm_family, &decoder_arch},
+    {"Qwen3_5MoeForCausalLM", &qwen3_5_moe_family, &decoder_arch},
+    {"Qwen3_5MoeForConditionalGeneration", &qwen3_5_moe_mm_family, &decoder_arch},
 };
 
 static const struct entry *find(const char *name) {
@@ -53,5 +58,6 @@ const char *model_arch_list(void) {
     return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text), Phi3ForCausalLM, Olmo2ForCausalLM, "
            "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-           "MixtralForCausalLM, GptOssForCausalLM, Qwen3NextForCausalLM (CPU)";
+           "MixtralForCausalLM, GptOssForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration (text), "
+           "Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration (text) (the last five: CPU)";
 }

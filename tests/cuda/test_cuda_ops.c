@@ -2525,6 +2525,213 @@ static void test_dummy_fill(void) {
     dummy_arena_destroy(a);
 }
 
+/* ---- linear attention (ops_linear_attn.cu) ----
+ * One varlen batch as the engine builds it: sequences of 1, 9, 40, 0 and 3 tokens, a padding sequence
+ * (slot -1), some continuing from their slot's state and some starting from zeros, in a pool whose other
+ * slots must stay as they were; inputs as column slices of one projection (strided), the conv in place.
+ * causal_conv1d (K 4 and 2), gdn_gating, gated_delta_rule (d_k / d_v 16 / 16, 128 / 128 with H_v = 3 H_k,
+ * 64 / 48: a partial column tile; F32 and BF16 states), rms_norm_gated (in place) and sigmoid_mul against
+ * the CPU reference: outputs and the whole pools. A slot outside the pool is found on the device. */
+
+enum { LA_S = 6, LA_SLOTS = 9 };
+static const int LA_LENS[LA_S] = {1, 9, 40, 0, 3, 1};
+static const int LA_SLOT[LA_S] = {3, 1, 7, 2, 5, -1};
+static const int LA_INIT[LA_S] = {1, 0, 1, 1, 0, 0};
+
+typedef struct la_pair {
+    linear_attn_meta c, g;
+    tensor cq, gq, cs, gs, ci, gi; /* query_start_loc, slots, init on each backend */
+    int T;
+} la_pair;
+
+static void la_meta_make(la_pair *p) {
+    int32_t qsl[LA_S + 1] = {0};
+    for (int s = 0; s < LA_S; s++) qsl[s + 1] = qsl[s] + LA_LENS[s];
+    p->T = qsl[LA_S];
+    p->cq = put_i32(cpu, qsl, LA_S + 1), p->gq = put_i32(gpu, qsl, LA_S + 1);
+    p->cs = put_i32(cpu, LA_SLOT, LA_S), p->gs = put_i32(gpu, LA_SLOT, LA_S);
+    p->ci = put_i32(cpu, LA_INIT, LA_S), p->gi = put_i32(gpu, LA_INIT, LA_S);
+    p->c = (linear_attn_meta){.num_seqs = LA_S, .num_tokens = p->T, .max_query_len = 40, .query_start_loc = p->cq,
+                              .state_slots = p->cs, .has_initial_state = p->ci};
+    p->g = p->c;
+    p->g.query_start_loc = p->gq;
+    p->g.state_slots = p->gs;
+    p->g.has_initial_state = p->gi;
+}
+
+static void la_meta_free(la_pair *p) {
+    tensor *c[] = {&p->cq, &p->cs, &p->ci}, *g[] = {&p->gq, &p->gs, &p->gi};
+    drop_pairs(c, g, 3);
+}
+
+/* A state pool of n elements (dims d0.. as given) on both backends, random, in dtype dt. */
+static void la_pool(dtype dt, int ndim, const int64_t *shape, float scale, tensor *c, tensor *g) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    float *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++) h[i] = round_to(dt, scale * rnd());
+    *c = tensor_make(dt, NULL, ndim, shape);
+    *g = tensor_make(dt, NULL, ndim, shape);
+    CHECK_OK(cpu->ops->alloc(cpu, c));
+    CHECK_OK(gpu->ops->alloc(gpu, g));
+    void *b = pack(h, n, dt);
+    CHECK_OK(cpu->ops->upload(cpu, c, b, (size_t)n * dtype_size(dt)));
+    CHECK_OK(gpu->ops->upload(gpu, g, b, (size_t)n * dtype_size(dt)));
+    free(b);
+    free(h);
+}
+
+static void la_compare(const char *what, const tensor *g, const tensor *c, double rel, double elem) {
+    float *hg = get(gpu, g), *hc = get(cpu, c);
+    compare(what, hg, hc, tensor_numel(c), rel, elem);
+    free(hg);
+    free(hc);
+}
+
+static void test_conv_case(int C, int K, dtype sdt) {
+    la_pair m;
+    la_meta_make(&m);
+    const int T = m.T, W = C + 5; /* x: columns 3 .. 3 + C of a (T, W) projection */
+    float *hx = malloc((size_t)T * W * sizeof *hx), *hw = malloc((size_t)C * K * sizeof *hw);
+    for (int i = 0; i < T * W; i++) hx[i] = round_to(DTYPE_BF16, rnd());
+    for (int i = 0; i < C * K; i++) hw[i] = round_to(DTYPE_BF16, 0.7f * rnd());
+    tensor xc = put(cpu, DTYPE_F32, T, W, hx), xg = put(gpu, DTYPE_BF16, T, W, hx);
+    tensor wc = put(cpu, DTYPE_BF16, C, K, hw), wg = put(gpu, DTYPE_BF16, C, K, hw);
+    tensor bc = put(cpu, DTYPE_F32, 1, C, hw), bg = put(gpu, DTYPE_F32, 1, C, hw); /* a bias: w's first values */
+    bc = tensor_1d(DTYPE_F32, bc.data, C), bg = tensor_1d(DTYPE_F32, bg.data, C);
+    const int64_t ps[3] = {LA_SLOTS, C, K - 1};
+    tensor pc, pg;
+    la_pool(sdt, 3, ps, 1.0f, &pc, &pg);
+    tensor vc = tensor_cols(&xc, 3, C), vg = tensor_cols(&xg, 3, C);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        cpu->ops->causal_conv1d(cpu, &vc, &wc, with_bias ? &bc : NULL, true, &pc, &m.c, &vc);
+        gpu->ops->causal_conv1d(gpu, &vg, &wg, with_bias ? &bg : NULL, true, &pg, &m.g, &vg);
+        char what[96];
+        snprintf(what, sizeof what, "causal_conv1d C %d K %d state %s%s (in place)", C, K, dtype_name(sdt),
+                 with_bias ? " bias" : "");
+        la_compare(what, &xg, &xc, REL, ELEM);
+        snprintf(what, sizeof what, "causal_conv1d C %d K %d: the conv pool", C, K);
+        la_compare(what, &pg, &pc, REL, ELEM);
+    }
+    /* a slot outside the pool: found on the device */
+    {
+        int32_t bad[LA_S];
+        memcpy(bad, LA_SLOT, sizeof bad);
+        bad[2] = LA_SLOTS;
+        tensor sg = put_i32(gpu, bad, LA_S);
+        linear_attn_meta mb = m.g;
+        mb.state_slots = sg;
+        gpu->ops->causal_conv1d(gpu, &vg, &wg, NULL, true, &pg, &mb, &vg);
+        expect_device_error("state slot");
+        drop(gpu, &sg);
+    }
+    free(hx);
+    free(hw);
+    tensor *cs[] = {&xc, &wc, &pc}, *gs[] = {&xg, &wg, &pg};
+    drop_pairs(cs, gs, 3);
+    bc = tensor_2d(DTYPE_F32, bc.data, 1, C), bg = tensor_2d(DTYPE_F32, bg.data, 1, C);
+    drop(cpu, &bc);
+    drop(gpu, &bg);
+    la_meta_free(&m);
+}
+
+static void test_gdr_case(int Hk, int Hv, int dk, int dv, dtype sdt) {
+    la_pair m;
+    la_meta_make(&m);
+    const int T = m.T, kd = Hk * dk, vd = Hv * dv, W = 2 * kd + 2 * vd + 2 * Hv; /* q | k | v | z | b | a */
+    float *hp = malloc((size_t)T * W * sizeof *hp);
+    for (int i = 0; i < T * W; i++) hp[i] = round_to(DTYPE_BF16, 2.0f * rnd());
+    tensor pc = put(cpu, DTYPE_F32, T, W, hp), pg = put(gpu, DTYPE_BF16, T, W, hp);
+    float hA[64], hd[64];
+    for (int h = 0; h < Hv; h++) hA[h] = round_to(DTYPE_BF16, -1.0f + 0.5f * rnd()), hd[h] = round_to(DTYPE_BF16, rnd());
+    tensor Ac = put(cpu, DTYPE_BF16, 1, Hv, hA), Ag = put(gpu, DTYPE_BF16, 1, Hv, hA);
+    tensor dc = put(cpu, DTYPE_BF16, 1, Hv, hd), dg = put(gpu, DTYPE_BF16, 1, Hv, hd);
+    tensor A1c = tensor_1d(DTYPE_BF16, Ac.data, Hv), A1g = tensor_1d(DTYPE_BF16, Ag.data, Hv);
+    tensor d1c = tensor_1d(DTYPE_BF16, dc.data, Hv), d1g = tensor_1d(DTYPE_BF16, dg.data, Hv);
+    tensor gc = put(cpu, DTYPE_F32, T, Hv, NULL), gg = put(gpu, DTYPE_F32, T, Hv, NULL);
+    tensor bc = put(cpu, DTYPE_F32, T, Hv, NULL), bg = put(gpu, DTYPE_BF16, T, Hv, NULL);
+    tensor ac_ = tensor_cols(&pc, 2 * kd + 2 * vd + Hv, Hv), ag_ = tensor_cols(&pg, 2 * kd + 2 * vd + Hv, Hv);
+    tensor b_c = tensor_cols(&pc, 2 * kd + 2 * vd, Hv), b_g = tensor_cols(&pg, 2 * kd + 2 * vd, Hv);
+    cpu->ops->gdn_gating(cpu, &ac_, &b_c, &A1c, &d1c, &gc, &bc);
+    gpu->ops->gdn_gating(gpu, &ag_, &b_g, &A1g, &d1g, &gg, &bg);
+    char what[112];
+    snprintf(what, sizeof what, "gdn_gating H %d: g", Hv);
+    la_compare(what, &gg, &gc, 1e-5, 1e-5);
+    snprintf(what, sizeof what, "gdn_gating H %d: beta (BF16)", Hv);
+    la_compare(what, &bg, &bc, REL, ELEM);
+    /* the delta rule reads the CPU's g and beta rounded as the GPU's (beta BF16 there) */
+    float *hb = get(gpu, &bg);
+    drop(cpu, &bc);
+    bc = put(cpu, DTYPE_F32, T, Hv, hb);
+    free(hb);
+    const int64_t ss[4] = {LA_SLOTS, Hv, dk, dv};
+    tensor sc, sg;
+    la_pool(sdt, 4, ss, 0.5f, &sc, &sg);
+    tensor qc = tensor_cols(&pc, 0, kd), kc = tensor_cols(&pc, kd, kd), vc = tensor_cols(&pc, 2 * kd, vd);
+    tensor qg = tensor_cols(&pg, 0, kd), kg = tensor_cols(&pg, kd, kd), vg = tensor_cols(&pg, 2 * kd, vd);
+    tensor oc = put(cpu, DTYPE_F32, T, vd, NULL), og = put(gpu, DTYPE_BF16, T, vd, NULL);
+    poison(&og);
+    const gdn_params gp = {.num_k_heads = Hk, .num_v_heads = Hv, .head_k_dim = dk, .head_v_dim = dv, .qk_l2norm = true};
+    for (int step = 0; step < 2; step++) { /* the second call continues from the first's states */
+        cpu->ops->gated_delta_rule(cpu, &qc, &kc, &vc, &gc, &bc, &sc, &m.c, &gp, &oc);
+        gpu->ops->gated_delta_rule(gpu, &qg, &kg, &vg, &gg, &bg, &sg, &m.g, &gp, &og);
+        snprintf(what, sizeof what, "gated_delta_rule Hk %d Hv %d dk %d dv %d state %s, call %d", Hk, Hv, dk, dv,
+                 dtype_name(sdt), step + 1);
+        la_compare(what, &og, &oc, REL, ELEM);
+        snprintf(what, sizeof what, "gated_delta_rule dk %d dv %d: the state pool", dk, dv);
+        la_compare(what, &sg, &sc, REL, ELEM);
+    }
+    /* the gated norm in place over the output, z from the projection; then the attention output gate */
+    tensor zc = tensor_cols(&pc, 2 * kd + vd, vd), zg = tensor_cols(&pg, 2 * kd + vd, vd);
+    float *hn = malloc((size_t)dv * sizeof *hn);
+    for (int i = 0; i < dv; i++) hn[i] = round_to(DTYPE_BF16, 1.0f + 0.3f * rnd());
+    tensor nc = put(cpu, DTYPE_BF16, 1, dv, hn), ng = put(gpu, DTYPE_BF16, 1, dv, hn);
+    tensor n1c = tensor_1d(DTYPE_BF16, nc.data, dv), n1g = tensor_1d(DTYPE_BF16, ng.data, dv);
+    float *ho = get(gpu, &og); /* the same input on both */
+    drop(cpu, &oc);
+    oc = put(cpu, DTYPE_F32, T, vd, ho);
+    cpu->ops->rms_norm_gated(cpu, &oc, &zc, &n1c, 1e-6f, &oc);
+    gpu->ops->rms_norm_gated(gpu, &og, &zg, &n1g, 1e-6f, &og);
+    snprintf(what, sizeof what, "rms_norm_gated T %d D %d G %d (in place)", T, vd, dv);
+    la_compare(what, &og, &oc, REL, ELEM);
+    free(ho);
+    ho = get(gpu, &og);
+    drop(cpu, &oc);
+    oc = put(cpu, DTYPE_F32, T, vd, ho);
+    cpu->ops->sigmoid_mul(cpu, &oc, &zc);
+    gpu->ops->sigmoid_mul(gpu, &og, &zg);
+    snprintf(what, sizeof what, "sigmoid_mul T %d D %d (gate strided)", T, vd);
+    la_compare(what, &og, &oc, REL, ELEM);
+    free(ho);
+    free(hn);
+    free(hp);
+    tensor *cs[] = {&pc, &Ac, &dc, &gc, &bc, &sc, &oc, &nc}, *gs[] = {&pg, &Ag, &dg, &gg, &bg, &sg, &og, &ng};
+    drop_pairs(cs, gs, 8);
+    la_meta_free(&m);
+}
+
+static void test_linear_attn(void) {
+    if (!gpu->ops->causal_conv1d) {
+        CHECK_MSG(false, "the CUDA backend has no linear-attention ops");
+        return;
+    }
+    test_conv_case(96, 4, DTYPE_F32);
+    test_conv_case(300, 4, DTYPE_BF16);
+    test_conv_case(64, 2, DTYPE_F32);
+    test_gdr_case(2, 4, 16, 16, DTYPE_F32);
+    test_gdr_case(2, 6, 128, 128, DTYPE_F32);
+    test_gdr_case(1, 2, 128, 128, DTYPE_BF16);
+    test_gdr_case(3, 3, 64, 48, DTYPE_F32);
+    gdn_params gp = {.num_k_heads = 16, .num_v_heads = 48, .head_k_dim = 128, .head_v_dim = 128, .qk_l2norm = true,
+                     .conv_kernel = 4, .state_dtype = DTYPE_BF16};
+    CHECK(backend_supports(gpu, BE_OP_GATED_DELTA_NET, &gp) == BE_NATIVE);
+    gp.head_k_dim = 512;
+    CHECK(backend_supports(gpu, BE_OP_GATED_DELTA_NET, &gp) == BE_UNSUPPORTED);
+    gp.head_k_dim = 128;
+    gp.conv_kernel = 9;
+    CHECK(backend_supports(gpu, BE_OP_GATED_DELTA_NET, &gp) == BE_UNSUPPORTED);
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -2552,6 +2759,7 @@ int main(void) {
     test_graph();
     test_supports();
     test_moe();
+    test_linear_attn();
     test_dummy_fill();
 
     CHECK_OK(gpu->ops->synchronize(gpu));

@@ -738,8 +738,57 @@ static void test_qwen3_next(void) {
     EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "layer_types", "48 layers");
 }
 
+/* Qwen/Qwen3.5-35B-A3B's config.json shape (Qwen3_5MoeForConditionalGeneration: text_config, a vision
+ * tower, the multimodal RoPE's sections), Qwen3.5 dense as a text model, and the refusals */
+static void test_qwen3_5(void) {
+    model_config c;
+    char buf[4096];
+    const char *q = "{\"architectures\": [\"Qwen3_5MoeForConditionalGeneration\"], \"model_type\": \"qwen3_5_moe\","
+                    " \"image_token_id\": 248056, \"tie_word_embeddings\": false, \"text_config\": {"
+                    " \"attention_bias\": false, \"bos_token_id\": 248044, \"eos_token_id\": 248044, \"dtype\": \"bfloat16\","
+                    " \"full_attention_interval\": 4, \"head_dim\": 256, \"hidden_act\": \"silu\", \"hidden_size\": 2048,"
+                    " \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 128, \"linear_num_key_heads\": 16,"
+                    " \"linear_num_value_heads\": 32, \"linear_value_head_dim\": 128, \"max_position_embeddings\": 262144,"
+                    " \"model_type\": \"qwen3_5_moe_text\", \"moe_intermediate_size\": 512, \"num_attention_heads\": 16,"
+                    " \"num_experts\": 256, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 40, \"num_key_value_heads\": 2,"
+                    " \"rms_norm_eps\": 1e-06, \"shared_expert_intermediate_size\": 512, \"vocab_size\": 248320,"
+                    " \"rope_parameters\": {\"mrope_interleaved\": true, \"mrope_section\": [11, 11, 10%s],"
+                    " \"rope_type\": \"default\", \"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25}%s},"
+                    " \"vision_config\": {\"depth\": 27, \"hidden_size\": 1152}}";
+    snprintf(buf, sizeof buf, q, "", "");
+    CHECK_OK(hf_config_parse(buf, NULL, "config.json", &c));
+    for (int l = 0; l < 40; l++)
+        CHECK(c.layers[l].kind == ((l + 1) % 4 ? LAYER_LINEAR_ATTENTION : LAYER_ATTENTION) && c.layers[l].mlp == MLP_MOE);
+    CHECK(c.linear_attn.split_proj && c.linear_attn.num_k_heads == 16 && c.linear_attn.num_v_heads == 32);
+    CHECK(c.moe.num_experts == 256 && c.moe.top_k == 8 && c.moe.intermediate_size == 512 &&
+          c.moe.shared_intermediate_size == 512 && c.moe.renormalize);
+    CHECK(c.vocab_size == 248320 && c.hidden_size == 2048 && c.qk_norm && c.attn_output_gate &&
+          c.norm == NORM_STYLE_RMS_OFFSET && c.eos_token_ids[0] == 248044);
+    CHECK_NEAR(c.rope.partial_rotary_factor, 0.25, 0);
+    CHECK_NEAR(c.rope.theta, 1e7, 0);
+    /* the sections must cover the 32 frequencies of the 64 rotary dimensions */
+    snprintf(buf, sizeof buf, q, ", 4", "");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "mrope_section sums to 36", "");
+    snprintf(buf, sizeof buf, q, "", ", \"layer_types\": [\"sliding_attention\"]");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_FORMAT, "layer_types", "40 layers");
+    /* Qwen3.5 dense, the text model on its own: dense MLPs of intermediate_size */
+    CHECK_OK(hf_config_parse("{\"architectures\": [\"Qwen3_5ForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 96,"
+                             " \"num_hidden_layers\": 4, \"num_attention_heads\": 4, \"head_dim\": 32, \"vocab_size\": 512,"
+                             " \"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, \"linear_key_head_dim\": 16,"
+                             " \"linear_value_head_dim\": 16, \"num_experts\": 8}",
+                             NULL, "config.json", &c));
+    for (int l = 0; l < 4; l++)
+        CHECK(c.layers[l].kind == (l == 3 ? LAYER_ATTENTION : LAYER_LINEAR_ATTENTION) && c.layers[l].mlp == MLP_DENSE);
+    CHECK(c.intermediate_size == 96 && c.linear_attn.split_proj && c.num_kv_heads == 2);
+    /* ConditionalGeneration without its text_config */
+    EXPECT_ERR(hf_config_parse("{\"architectures\": [\"Qwen3_5ForConditionalGeneration\"], \"hidden_size\": 64}", NULL,
+                               "config.json", &c),
+               VLLM_ERR_FORMAT, "text_config missing", "");
+}
+
 int main(void) {
     test_gptoss();
+    test_qwen3_5();
     test_llama();
     test_gemma();
     test_phi3_glm4_opt();

@@ -1,0 +1,429 @@
+/*
+ * ops_linear_attn.cu: the CUDA kernels of the gated delta-net mixer (Qwen3-Next / Qwen3.5 linear
+ * attention), tested against the CPU reference (src/cpu/ops_linear_attn.c) in tests/cuda/test_cuda_ops.c:
+ *
+ *   causal_conv1d     one thread per (sequence, channel) walking the sequence's tokens with the last K - 1
+ *                     inputs in registers (in place safe: a thread reads x[t, c] before writing out[t, c]);
+ *   gated_delta_rule  the recurrent form: a block per (sequence, v-head, 32 state columns), the (d_k, 32)
+ *                     slice of the state in registers (4 threads per column, d_k / 4 rows each), tokens
+ *                     staged through shared memory 16 at a time; decode is the same kernel with one token;
+ *   rms_norm_gated    one warp per (token, v-head group);
+ *   gdn_gating, sigmoid_mul   elementwise.
+ *
+ * Semantics, shapes and dtypes: backend.h (the linear-attention ops). Each sequence's metadata (its
+ * tokens, state slot, start flag) is read on the device, so a decode step records into a CUDA graph; a
+ * slot outside the pool is reported through the device error word (CU_DEV_LA_SLOT).
+ */
+#include "cuda/cuda_internal.h"
+
+#define LA_L2NORM_EPS 1e-6f  /* transformers' l2norm(eps=1e-6) */
+#define GDR_COLS 32          /* state columns (d_v) per block */
+#define GDR_PARTS 4          /* threads per column, each with d_k / 4 rows */
+#define GDR_TOKENS 16        /* tokens staged in shared memory at a time */
+#define GDR_MAX_DK CU_LA_MAX_DK
+
+__device__ __forceinline__ float la_silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* A sequence's tokens [t0, t1) and slot, checked against the pool; false when it has nothing to do. */
+__device__ __forceinline__ bool la_seq(const int32_t *qsl, const int32_t *slots, int s, int64_t num_slots,
+                                       cu_dev_err *err, int64_t *t0, int64_t *t1, int *slot) {
+    *t0 = qsl[s];
+    *t1 = qsl[s + 1];
+    *slot = slots[s];
+    if (*slot >= num_slots) {
+        if (threadIdx.x == 0) cu_report(err, CU_DEV_LA_SLOT, s, *slot, num_slots);
+        return false;
+    }
+    return *t1 > *t0;
+}
+
+/* ---- causal conv1d ---- */
+
+template <int K>
+__global__ void k_causal_conv1d(const void *x, int xdt, int64_t xs, const void *w, int wdt, int64_t ws,
+                                const void *bias, int bdt, int silu, void *state, int sdt, int64_t num_slots,
+                                const int32_t *qsl, const int32_t *slots, const int32_t *init, int64_t C, void *out,
+                                int odt, int64_t os, cu_dev_err *err) {
+    constexpr int W = K - 1;
+    pdl_launch();
+    pdl_wait();
+    const int s = blockIdx.y;
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t t0, t1;
+    int slot;
+    if (!la_seq(qsl, slots, s, num_slots, err, &t0, &t1, &slot) || c >= C) return;
+    if (slot < 0) { /* padding: outputs 0, no state */
+        for (int64_t t = t0; t < t1; t++) cu_st(out, odt, t * os + c, 0.0f);
+        return;
+    }
+    float wr[K], win[W > 0 ? W : 1];
+#pragma unroll
+    for (int j = 0; j < K; j++) wr[j] = cu_ld(w, wdt, c * ws + j);
+    const float b = bias ? cu_ld(bias, bdt, c) : 0.0f;
+    const int64_t base = ((int64_t)slot * C + c) * W; /* state[slot, c, :] */
+    const bool from_state = init[s] != 0;
+#pragma unroll
+    for (int j = 0; j < W; j++) win[j] = from_state ? cu_ld(state, sdt, base + j) : 0.0f;
+    for (int64_t t = t0; t < t1; t++) {
+        const float xt = cu_ld(x, xdt, t * xs + c); /* read before out (which may be x) is written */
+        float acc = b;
+#pragma unroll
+        for (int j = 0; j < W; j++) acc = fmaf(wr[j], win[j], acc);
+        acc = fmaf(wr[W], xt, acc);
+        cu_st(out, odt, t * os + c, silu ? la_silu(acc) : acc);
+#pragma unroll
+        for (int j = 0; j + 1 < W; j++) win[j] = win[j + 1];
+        win[W - 1] = xt;
+    }
+#pragma unroll
+    for (int j = 0; j < W; j++) cu_st(state, sdt, base + j, win[j]);
+}
+
+/* The pool shapes the ops take: contiguous F32 / F16 / BF16, dims 1.. as want (dim 0: slots, any). */
+static bool la_check_pool(cu_state *cu, const char *op, const char *arg, const tensor *t, int ndim,
+                          const int64_t *want) {
+    int64_t cols = 1;
+    for (int d = 0; d < ndim - 1; d++) cols *= want[d];
+    if (!cu_check_mat(cu, op, arg, t, CU_FLOAT, -1, cols)) return false;
+    bool ok = t->ndim == ndim && (t->row_stride == 0 || t->row_stride == cols);
+    for (int d = 1; ok && d < ndim; d++) ok = t->shape[d] == want[d - 1];
+    if (!ok) cu_fail(cu, "%s: %s must be a contiguous %d-D F32 / F16 / BF16 pool (slots, ...) with dims 1.. of the "
+                     "layer's shapes", op, arg, ndim);
+    return ok;
+}
+
+/* The metadata's arrays: device I32 vectors long enough for num_seqs, num_tokens matching T. */
+static bool la_check_meta(cu_state *cu, const char *op, const linear_attn_meta *m, int64_t T) {
+    if (!m) {
+        cu_fail(cu, "%s: no linear_attn_meta", op);
+        return false;
+    }
+    if (m->num_seqs < 0 || m->num_tokens != T || (m->num_seqs == 0 && T > 0)) {
+        cu_fail(cu, "%s: metadata has %d sequences and %d tokens for %lld input rows", op, m->num_seqs, m->num_tokens,
+                (long long)T);
+        return false;
+    }
+    if (m->num_seqs == 0) return true;
+    if (!cu_check_vec(cu, op, "query_start_loc", &m->query_start_loc, CU_DT(DTYPE_I32), -1) ||
+        !cu_check_vec(cu, op, "state_slots", &m->state_slots, CU_DT(DTYPE_I32), -1) ||
+        !cu_check_vec(cu, op, "has_initial_state", &m->has_initial_state, CU_DT(DTYPE_I32), -1))
+        return false;
+    if (tensor_numel(&m->query_start_loc) < m->num_seqs + 1 || tensor_numel(&m->state_slots) < m->num_seqs ||
+        tensor_numel(&m->has_initial_state) < m->num_seqs) {
+        cu_fail(cu, "%s: metadata arrays are shorter than num_seqs %d", op, m->num_seqs);
+        return false;
+    }
+    return true;
+}
+
+// x (T, C) act, w (C, K), bias (C) or NULL, conv_state (num_slots, C, K - 1), m -> out (T, C) act; out may be x
+extern "C" void cu_causal_conv1d(backend *be, const tensor *x, const tensor *w, const tensor *bias, bool silu,
+                                 tensor *conv_state, const linear_attn_meta *m, tensor *out) {
+    cu_state *cu = cu_of(be);
+    const char *op = "causal_conv1d";
+    if (!cu_check_mat(cu, op, "x", x, CU_ACT, -1, -1)) return;
+    const int64_t T = cu_rows(x), C = tensor_row_len(x);
+    if (!cu_check_mat(cu, op, "w", w, CU_FLOAT, C, -1)) return;
+    const int64_t K = tensor_row_len(w);
+    if (K < 2 || K > CU_LA_MAX_CONV_K) {
+        cu_fail(cu, "%s: kernel width %lld must be 2 to %d", op, (long long)K, CU_LA_MAX_CONV_K);
+        return;
+    }
+    const int64_t pool[2] = {C, K - 1};
+    if ((bias && !cu_check_vec(cu, op, "bias", bias, CU_FLOAT, C)) ||
+        !la_check_pool(cu, op, "conv_state", conv_state, 3, pool) || !cu_check_mat(cu, op, "out", out, CU_ACT, T, C) ||
+        !la_check_meta(cu, op, m, T))
+        return;
+    if (m->num_seqs == 0 || C == 0) return;
+    const dim3 grid((unsigned)((C + 127) / 128), (unsigned)m->num_seqs), block(128);
+    const void *bp = bias ? bias->data : NULL;
+    const int bdt = bias ? (int)bias->dtype : 0;
+#define CONV_ARGS                                                                                             \
+    x->data, (int)x->dtype, tensor_row_stride(x), w->data, (int)w->dtype, tensor_row_stride(w), bp, bdt,       \
+        (int)silu, conv_state->data, (int)conv_state->dtype, cu_rows(conv_state),                              \
+        (const int32_t *)m->query_start_loc.data, (const int32_t *)m->state_slots.data,                        \
+        (const int32_t *)m->has_initial_state.data, C, out->data, (int)out->dtype, tensor_row_stride(out),     \
+        cu->derr_dev
+    switch (K) {
+    case 2: cu_launch(cu, op, true, k_causal_conv1d<2>, grid, block, 0, CONV_ARGS); break;
+    case 3: cu_launch(cu, op, true, k_causal_conv1d<3>, grid, block, 0, CONV_ARGS); break;
+    case 4: cu_launch(cu, op, true, k_causal_conv1d<4>, grid, block, 0, CONV_ARGS); break;
+    case 5: cu_launch(cu, op, true, k_causal_conv1d<5>, grid, block, 0, CONV_ARGS); break;
+    case 6: cu_launch(cu, op, true, k_causal_conv1d<6>, grid, block, 0, CONV_ARGS); break;
+    case 7: cu_launch(cu, op, true, k_causal_conv1d<7>, grid, block, 0, CONV_ARGS); break;
+    default: cu_launch(cu, op, true, k_causal_conv1d<8>, grid, block, 0, CONV_ARGS); break;
+    }
+#undef CONV_ARGS
+}
+
+/* ---- gated delta rule (recurrent form) ---- */
+
+struct gdr_args {
+    const void *q, *k, *v, *g, *beta;
+    int qdt, kdt, vdt, gdt, bdt;
+    int64_t qs, ks, vs, gs, bs;
+    void *state;
+    int sdt;
+    int64_t num_slots;
+    const int32_t *qsl, *slots, *init;
+    int Hv, group, dk, dv;
+    float scale;
+    int l2norm;
+    void *out;
+    int odt;
+    int64_t os;
+    cu_dev_err *err;
+};
+
+/* Block (column tile, v-head h, sequence s), 128 threads: thread = column c (0..31) * 4 + part p; it keeps
+ * S[i, j0 + c] for the rows i = p + 4 r (r < R) in registers. Per token (backend.h's recurrence):
+ *   S *= exp(g); u = (v - S^T k~) beta; S += k~ u^T; o = S^T q~
+ * with the sums over i split across the 4 parts of a column (adjacent lanes: two xor shuffles). */
+template <int R>
+__global__ void __launch_bounds__(GDR_COLS *GDR_PARTS) k_gated_delta_rule(gdr_args a) {
+    extern __shared__ float sm[];
+    float *sq = sm, *sk = sq + GDR_TOKENS * a.dk;            /* (tokens, dk) q and k of the staged tokens */
+    float *sv = sk + GDR_TOKENS * a.dk;                      /* (tokens, 32) v of the block's columns */
+    float *sg = sv + GDR_TOKENS * GDR_COLS, *sb = sg + GDR_TOKENS; /* (tokens) decay, strength */
+    pdl_launch();
+    pdl_wait();
+    const int s = blockIdx.z, h = blockIdx.y, j0 = blockIdx.x * GDR_COLS;
+    const int tid = threadIdx.x, c = tid / GDR_PARTS, p = tid % GDR_PARTS, j = j0 + c;
+    const int kh = h / a.group, dk = a.dk;
+    int64_t t0, t1;
+    int slot;
+    if (!la_seq(a.qsl, a.slots, s, a.num_slots, a.err, &t0, &t1, &slot)) return;
+    if (slot < 0) { /* padding: outputs 0, no state */
+        if (p == 0 && j < a.dv)
+            for (int64_t t = t0; t < t1; t++) cu_st(a.out, a.odt, t * a.os + (int64_t)h * a.dv + j, 0.0f);
+        return;
+    }
+    const bool col = j < a.dv;
+    const int64_t base = ((int64_t)slot * a.Hv + h) * dk * a.dv; /* state[slot, h, :, :] */
+    float S[R];
+    const bool from_state = a.init[s] != 0;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int i = p + GDR_PARTS * r;
+        S[r] = from_state && col && i < dk ? cu_ld(a.state, a.sdt, base + (int64_t)i * a.dv + j) : 0.0f;
+    }
+    for (int64_t tb = t0; tb < t1; tb += GDR_TOKENS) {
+        const int n = (int)min((int64_t)GDR_TOKENS, t1 - tb);
+        __syncthreads(); /* the previous tokens' reads are done */
+        for (int e = tid; e < n * dk; e += blockDim.x) {
+            const int64_t t = tb + e / dk;
+            const int i = e % dk;
+            sq[e] = cu_ld(a.q, a.qdt, t * a.qs + (int64_t)kh * dk + i);
+            sk[e] = cu_ld(a.k, a.kdt, t * a.ks + (int64_t)kh * dk + i);
+        }
+        for (int e = tid; e < n * GDR_COLS; e += blockDim.x) {
+            const int64_t t = tb + e / GDR_COLS;
+            const int jj = j0 + e % GDR_COLS;
+            sv[e] = jj < a.dv ? cu_ld(a.v, a.vdt, t * a.vs + (int64_t)h * a.dv + jj) : 0.0f;
+        }
+        if (tid < n) {
+            sg[tid] = expf(cu_ld(a.g, a.gdt, (tb + tid) * a.gs + h));
+            sb[tid] = cu_ld(a.beta, a.bdt, (tb + tid) * a.bs + h);
+        }
+        __syncthreads();
+        for (int tt = 0; tt < n; tt++) {
+            const float *qt = sq + tt * dk, *kt = sk + tt * dk;
+            float kr[R], qr[R], kn = 0.0f, qn = 0.0f;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int i = p + GDR_PARTS * r;
+                kr[r] = i < dk ? kt[i] : 0.0f;
+                qr[r] = i < dk ? qt[i] : 0.0f;
+                kn = fmaf(kr[r], kr[r], kn);
+                qn = fmaf(qr[r], qr[r], qn);
+            }
+            float kinv = 1.0f, qinv = a.scale;
+            if (a.l2norm) {
+                kn += __shfl_xor_sync(0xffffffffu, kn, 1);
+                kn += __shfl_xor_sync(0xffffffffu, kn, 2);
+                qn += __shfl_xor_sync(0xffffffffu, qn, 1);
+                qn += __shfl_xor_sync(0xffffffffu, qn, 2);
+                kinv = rsqrtf(kn + LA_L2NORM_EPS);
+                qinv = a.scale * rsqrtf(qn + LA_L2NORM_EPS);
+            }
+            const float decay = sg[tt];
+            float kv = 0.0f;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                kr[r] *= kinv;
+                S[r] *= decay;
+                kv = fmaf(S[r], kr[r], kv);
+            }
+            kv += __shfl_xor_sync(0xffffffffu, kv, 1);
+            kv += __shfl_xor_sync(0xffffffffu, kv, 2);
+            const float u = (sv[tt * GDR_COLS + c] - kv) * sb[tt];
+            float o = 0.0f;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                S[r] = fmaf(kr[r], u, S[r]);
+                o = fmaf(S[r], qr[r], o);
+            }
+            o += __shfl_xor_sync(0xffffffffu, o, 1);
+            o += __shfl_xor_sync(0xffffffffu, o, 2);
+            if (p == 0 && col) cu_st(a.out, a.odt, (tb + tt) * a.os + (int64_t)h * a.dv + j, o * qinv);
+        }
+    }
+    if (!col) return;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int i = p + GDR_PARTS * r;
+        if (i < dk) cu_st(a.state, a.sdt, base + (int64_t)i * a.dv + j, S[r]);
+    }
+}
+
+extern "C" void cu_gated_delta_rule(backend *be, const tensor *q, const tensor *k, const tensor *v, const tensor *g,
+                                    const tensor *beta, tensor *state, const linear_attn_meta *m,
+                                    const gdn_params *p, tensor *out) {
+    cu_state *cu = cu_of(be);
+    const char *op = "gated_delta_rule";
+    if (!p || p->num_k_heads <= 0 || p->num_v_heads <= 0 || p->num_v_heads % p->num_k_heads || p->head_k_dim <= 0 ||
+        p->head_k_dim > GDR_MAX_DK || p->head_v_dim <= 0 || !(p->scale >= 0.0f) || isinf(p->scale)) {
+        cu_fail(cu, "%s: bad gdn_params: H_v must be a positive multiple of H_k, d_k at most %d", op, GDR_MAX_DK);
+        return;
+    }
+    const int64_t Hk = p->num_k_heads, Hv = p->num_v_heads, dk = p->head_k_dim, dv = p->head_v_dim;
+    if (!cu_check_mat(cu, op, "q", q, CU_ACT, -1, Hk * dk)) return;
+    const int64_t T = cu_rows(q);
+    const int64_t pool[3] = {Hv, dk, dv};
+    if (!cu_check_mat(cu, op, "k", k, CU_ACT, T, Hk * dk) || !cu_check_mat(cu, op, "v", v, CU_ACT, T, Hv * dv) ||
+        !cu_check_mat(cu, op, "g", g, CU_FLOAT, T, Hv) || !cu_check_mat(cu, op, "beta", beta, CU_FLOAT, T, Hv) ||
+        !la_check_pool(cu, op, "state", state, 4, pool) || !cu_check_mat(cu, op, "out", out, CU_ACT, T, Hv * dv) ||
+        !la_check_meta(cu, op, m, T))
+        return;
+    if (tensor_row_stride(out) != Hv * dv) {
+        cu_fail(cu, "%s: out must be contiguous", op);
+        return;
+    }
+    if (m->num_seqs == 0) return;
+    gdr_args a = {q->data, k->data, v->data, g->data, beta->data,
+                  (int)q->dtype, (int)k->dtype, (int)v->dtype, (int)g->dtype, (int)beta->dtype,
+                  tensor_row_stride(q), tensor_row_stride(k), tensor_row_stride(v), tensor_row_stride(g),
+                  tensor_row_stride(beta), state->data, (int)state->dtype, cu_rows(state),
+                  (const int32_t *)m->query_start_loc.data, (const int32_t *)m->state_slots.data,
+                  (const int32_t *)m->has_initial_state.data, (int)Hv, (int)(Hv / Hk), (int)dk, (int)dv,
+                  p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)dk), (int)p->qk_l2norm, out->data,
+                  (int)out->dtype, tensor_row_stride(out), cu->derr_dev};
+    const dim3 grid((unsigned)((dv + GDR_COLS - 1) / GDR_COLS), (unsigned)Hv, (unsigned)m->num_seqs);
+    const dim3 block(GDR_COLS * GDR_PARTS);
+    const size_t smem = (size_t)(2 * GDR_TOKENS * dk + GDR_TOKENS * GDR_COLS + 2 * GDR_TOKENS) * sizeof(float);
+    const int rows = (int)((dk + GDR_PARTS - 1) / GDR_PARTS);
+    if (rows <= 4) cu_launch(cu, op, true, k_gated_delta_rule<4>, grid, block, smem, a);
+    else if (rows <= 8) cu_launch(cu, op, true, k_gated_delta_rule<8>, grid, block, smem, a);
+    else if (rows <= 16) cu_launch(cu, op, true, k_gated_delta_rule<16>, grid, block, smem, a);
+    else if (rows <= 32) cu_launch(cu, op, true, k_gated_delta_rule<32>, grid, block, smem, a);
+    else cu_launch(cu, op, true, k_gated_delta_rule<64>, grid, block, smem, a);
+}
+
+/* ---- gated RMSNorm ---- */
+
+/* One warp per (row t, group): out = rms_norm(x) * w * silu(z), with transformers' roundings to the
+ * activation dtype (backend.h): the normalised x, its product with a BF16 weight, the result. */
+__global__ void k_rms_norm_gated(const void *x, int xdt, int64_t xs, const void *z, int zdt, int64_t zs,
+                                 const void *w, int wdt, int64_t G, int64_t groups, int64_t T, float eps, void *out,
+                                 int odt, int64_t os) {
+    pdl_launch();
+    pdl_wait();
+    const int lane = threadIdx.x & 31;
+    const int64_t item = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (item >= T * groups) return;
+    const int64_t t = item / groups, g0 = (item % groups) * G;
+    const bool round = xdt == DTYPE_BF16, round_w = round && wdt == DTYPE_BF16;
+    float ss = 0.0f;
+    for (int64_t i = lane; i < G; i += 32) {
+        const float v = cu_ld(x, xdt, t * xs + g0 + i);
+        ss = fmaf(v, v, ss);
+    }
+    const float rstd = rsqrtf(cu_warp_sum(ss) / (float)G + eps);
+    for (int64_t i = lane; i < G; i += 32) {
+        float y = cu_ld(x, xdt, t * xs + g0 + i) * rstd;
+        if (round) y = __bfloat162float(__float2bfloat16(y));
+        y *= cu_ld(w, wdt, i);
+        if (round_w) y = __bfloat162float(__float2bfloat16(y));
+        cu_st(out, odt, t * os + g0 + i, y * la_silu(cu_ld(z, zdt, t * zs + g0 + i)));
+    }
+}
+
+// x, z (T, D) act, w (G), D % G == 0 -> out (T, D) act; out may be x
+extern "C" void cu_rms_norm_gated(backend *be, const tensor *x, const tensor *z, const tensor *w, float eps,
+                                  tensor *out) {
+    cu_state *cu = cu_of(be);
+    const char *op = "rms_norm_gated";
+    if (!cu_check_mat(cu, op, "x", x, CU_ACT, -1, -1) || !cu_check_vec(cu, op, "w", w, CU_FLOAT, -1)) return;
+    const int64_t T = cu_rows(x), D = tensor_row_len(x), G = tensor_numel(w);
+    if (G <= 0 || D % G != 0) {
+        cu_fail(cu, "%s: row length %lld is not a multiple of the weight length %lld", op, (long long)D, (long long)G);
+        return;
+    }
+    if (!cu_check_mat(cu, op, "z", z, CU_ACT, T, D) || !cu_check_mat(cu, op, "out", out, CU_ACT, T, D)) return;
+    if (T == 0 || D == 0) return;
+    const int64_t warps = T * (D / G);
+    cu_launch(cu, op, true, k_rms_norm_gated, dim3((unsigned)((warps + 7) / 8)), dim3(256), 0, x->data,
+              (int)x->dtype, tensor_row_stride(x), z->data, (int)z->dtype, tensor_row_stride(z), w->data,
+              (int)w->dtype, G, D / G, T, eps, out->data, (int)out->dtype, tensor_row_stride(out));
+}
+
+/* ---- gating, output gate ---- */
+
+__device__ __forceinline__ float la_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__global__ void k_gdn_gating(const void *a, int adt, int64_t as, const void *b, int bdt, int64_t bs,
+                             const void *A_log, int ldt, const void *dt_bias, int ddt, int64_t T, int64_t H, float *g,
+                             void *beta, int betadt) {
+    pdl_launch();
+    pdl_wait();
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < T * H; e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = e / H, h = e % H;
+        const float av = cu_ld(a, adt, t * as + h), bv = cu_ld(b, bdt, t * bs + h);
+        g[e] = -expf(cu_ld(A_log, ldt, h)) * la_softplus(av + cu_ld(dt_bias, ddt, h));
+        cu_st(beta, betadt, e, 1.0f / (1.0f + expf(-bv)));
+    }
+}
+
+// a, b (T, H) act, A_log, dt_bias (H) -> g (T, H) F32, beta (T, H) float, both contiguous
+extern "C" void cu_gdn_gating(backend *be, const tensor *a, const tensor *b, const tensor *A_log,
+                              const tensor *dt_bias, tensor *g, tensor *beta) {
+    cu_state *cu = cu_of(be);
+    const char *op = "gdn_gating";
+    if (!cu_check_mat(cu, op, "a", a, CU_ACT, -1, -1)) return;
+    const int64_t T = cu_rows(a), H = tensor_row_len(a);
+    if (!cu_check_mat(cu, op, "b", b, CU_ACT, T, H) || !cu_check_vec(cu, op, "A_log", A_log, CU_FLOAT, H) ||
+        !cu_check_vec(cu, op, "dt_bias", dt_bias, CU_FLOAT, H) ||
+        !cu_check_mat(cu, op, "g", g, CU_DT(DTYPE_F32), T, H) || !cu_check_mat(cu, op, "beta", beta, CU_FLOAT, T, H))
+        return;
+    if (tensor_row_stride(g) != H || tensor_row_stride(beta) != H) {
+        cu_fail(cu, "%s: g and beta must be contiguous", op);
+        return;
+    }
+    if (T == 0 || H == 0) return;
+    cu_launch(cu, op, true, k_gdn_gating, dim3(cu_grid(T * H, 256)), dim3(256), 0, a->data, (int)a->dtype,
+              tensor_row_stride(a), b->data, (int)b->dtype, tensor_row_stride(b), A_log->data, (int)A_log->dtype,
+              dt_bias->data, (int)dt_bias->dtype, T, H, (float *)g->data, beta->data, (int)beta->dtype);
+}
+
+__global__ void k_sigmoid_mul(void *x, int xdt, int64_t xs, const void *gate, int gdt, int64_t gs, int64_t T,
+                              int64_t D) {
+    pdl_launch();
+    pdl_wait();
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < T * D; e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = e / D, d = e % D;
+        const float gv = cu_ld(gate, gdt, t * gs + d);
+        cu_st(x, xdt, t * xs + d, cu_ld(x, xdt, t * xs + d) * (1.0f / (1.0f + expf(-gv))));
+    }
+}
+
+// x (T, D) act *= sigmoid(gate (T, D) act)
+extern "C" void cu_sigmoid_mul(backend *be, tensor *x, const tensor *gate) {
+    cu_state *cu = cu_of(be);
+    if (!cu_check_mat(cu, "sigmoid_mul", "x", x, CU_ACT, -1, -1) ||
+        !cu_check_mat(cu, "sigmoid_mul", "gate", gate, CU_ACT, cu_rows(x), tensor_row_len(x)))
+        return;
+    const int64_t T = cu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D == 0) return;
+    cu_launch(cu, "sigmoid_mul", true, k_sigmoid_mul, dim3(cu_grid(T * D, 256)), dim3(256), 0, x->data, (int)x->dtype,
+              tensor_row_stride(x), gate->data, (int)gate->dtype, tensor_row_stride(gate), T, D);
+}

@@ -94,6 +94,16 @@ COMMON = dict(vocab_size=512, hidden_size=64, max_position_embeddings=256,
               rms_norm_eps=1e-5, hidden_act="silu", bos_token_id=BOS,
               eos_token_id=EOS, pad_token_id=None, use_cache=False)
 
+
+def zero_centred_norms(model):
+    """The hybrids' (1 + w) RMSNorms as the families initialise them (w = 0), plus STD noise: randomise()'s
+    1 + STD*N would make every norm ~2x and these 4-layer models chaotic (transformers' own bf16 run then
+    drifts by nats from its f32 reference). The gated norm of the delta-net (w itself) keeps 1 + STD*N."""
+    for n, p in model.named_parameters():
+        if n.endswith("norm.weight") and ".linear_attn.norm." not in n and "visual" not in n:
+            p.copy_(STD * torch.randn(p.shape))
+
+
 CASES = [
     dict(name="llama_gqa", cfg_cls=LlamaConfig, model_cls=LlamaForCausalLM,
          dtype=torch.bfloat16,
@@ -298,7 +308,7 @@ CASES = [
     # norms, 8 experts top 2 renormalised with a shared expert behind a sigmoid gate. transformers' torch
     # fallbacks (torch_chunk_gated_delta_rule, the nn.Conv1d path) run without fla / causal-conv1d.
     dict(name="qwen3_next", cfg_cls=Qwen3NextConfig, model_cls=Qwen3NextForCausalLM,
-         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True, post_init=zero_centred_norms,
          base=dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                    head_dim=32, intermediate_size=96, moe_intermediate_size=32,
                    shared_expert_intermediate_size=48, num_experts=8, num_experts_per_tok=2,
@@ -313,7 +323,7 @@ CASES = [
     # in_proj_a, a dense MLP in every layer, and the multimodal RoPE (mrope_section) that text-only
     # positions reduce to the plain table of the rotary 0.25.
     dict(name="qwen3_5", cfg_cls=Qwen3_5TextConfig, model_cls=Qwen3_5ForCausalLM,
-         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True, post_init=zero_centred_norms,
          base=dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                    head_dim=32, intermediate_size=96,
                    layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
@@ -327,7 +337,7 @@ CASES = [
     # Qwen3.5-MoE as it ships (Qwen3_5MoeForConditionalGeneration: text_config, a vision tower whose
     # weights the engine skips): 8 experts top 2, always renormalised, a shared expert in every layer.
     dict(name="qwen3_5_moe", cfg_cls=Qwen3_5MoeConfig, model_cls=Qwen3_5MoeForConditionalGeneration,
-         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True, post_init=zero_centred_norms,
          base=dict(text_config=dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                                     head_dim=32, moe_intermediate_size=32, shared_expert_intermediate_size=48,
                                     num_experts=8, num_experts_per_tok=2,

@@ -81,7 +81,13 @@ typedef struct llama {
 
 /* *out = src's rows in the given order (out row r = src row order[r]), copied into a host buffer *host
  * that the layer owns; src contiguous, 2-D (rows, cols) or 1-D (a bias: rows of one element). */
-static vllm_status regroup_rows(const tensor *src, const int64_t *order, int64_t n, void **host, tensor *out) {
+static vllm_status regroup_rows(const weight_source *ws, const tensor *src, const int64_t *order, int64_t n,
+                                void **host, tensor *out) {
+    if (ws_is_dummy(ws)) { /* random values: nothing to regroup (and a device's arena has no host bytes) */
+        *host = NULL;
+        *out = *src;
+        return VLLM_OK;
+    }
     const size_t row = (size_t)(src->ndim == 2 ? src->shape[1] : 1) * dtype_size(src->dtype);
     unsigned char *d = malloc((size_t)n * row);
     if (!d) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (regrouping weights)");
@@ -115,8 +121,8 @@ static vllm_status load_gated_qkv(model *m, weight_source *ws, int l, llama_laye
     if (!order) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     for (int64_t r = 0; r < 2 * qd; r++) /* new row r: head h's query (r < qd) or gate row i */
         order[r] = (r % qd) / hd * 2 * hd + (r >= qd ? hd : 0) + r % hd;
-    st = regroup_rows(&w[0], order, 2 * qd, &L->host[0], &wq);
-    if (st == VLLM_OK && c->attention_bias) st = regroup_rows(&b[0], order, 2 * qd, &L->host[1], &bq);
+    st = regroup_rows(ws, &w[0], order, 2 * qd, &L->host[0], &wq);
+    if (st == VLLM_OK && c->attention_bias) st = regroup_rows(ws, &b[0], order, 2 * qd, &L->host[1], &bq);
     free(order);
     if (st != VLLM_OK) return st;
     const tensor *wp[3] = {&wq, &w[1], &w[2]}, *bp[3] = {&bq, &b[1], &b[2]};
@@ -172,13 +178,13 @@ static vllm_status load_gdn(model *m, weight_source *ws, int l, llama_layer *L) 
         for (int64_t j = 0; j < r * dv; j++) order[n++] = g * G + 2 * dk + j;
     for (int64_t g = 0; g < Hk; g++) /* z */
         for (int64_t j = 0; j < r * dv; j++) order[n++] = g * G + 2 * dk + r * dv + j;
-    st = regroup_rows(&qkvz, order, n, &L->host[0], &rq);
+    st = regroup_rows(ws, &qkvz, order, n, &L->host[0], &rq);
     n = 0;
     for (int64_t g = 0; g < Hk; g++) /* b */
         for (int64_t j = 0; j < r; j++) order[n++] = g * 2 * r + j;
     for (int64_t g = 0; g < Hk; g++) /* a */
         for (int64_t j = 0; j < r; j++) order[n++] = g * 2 * r + r + j;
-    if (st == VLLM_OK) st = regroup_rows(&ba, order, n, &L->host[1], &rb);
+    if (st == VLLM_OK) st = regroup_rows(ws, &ba, order, n, &L->host[1], &rb);
     free(order);
     if (st != VLLM_OK) return st;
     const tensor *wp[2] = {&rq, &rb};

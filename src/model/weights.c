@@ -117,6 +117,8 @@ vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, c
     return st_get_as(ws->st, name, dt, ndim, shape, out);
 }
 
+bool ws_is_dummy(const weight_source *ws) { return !ws->st; }
+
 bool ws_has(const weight_source *ws, const char *name) { return !ws->st || st_find(ws->st, name) != NULL; }
 
 vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape, const char *fmt, ...) {

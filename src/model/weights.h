@@ -31,6 +31,9 @@ vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, c
  * Tensors from earlier ws_get calls must not be used afterwards. A no-op for
  * safetensors, whose mapping ws_close releases. */
 void ws_release_copied(weight_source *ws);
+/* Whether the weights are --load-format dummy's (random values: no layout to rearrange, and on a device
+ * with dummy_fill their host pointers must not be read). */
+bool ws_is_dummy(const weight_source *ws);
 /* Whether the checkpoint holds a tensor of that name (dummy weights hold every name). */
 bool ws_has(const weight_source *ws, const char *name);
 /* printf-style name; convenience for per-layer names. */

@@ -126,8 +126,9 @@ static void run_case(const char *dir, json_t *expected) {
     fixture_prompts_free(&fp);
 }
 
-int main(void) {
-    const char *root = VLLM_SOURCE_DIR "/tests/fixtures/models";
+int main(int argc, char **argv) {
+    /* argv[1]: another folder of fixtures (new ones, before they are committed) */
+    const char *root = argc > 1 ? argv[1] : VLLM_SOURCE_DIR "/tests/fixtures/models";
     fixture_names names;
     CHECK_MSG(fixture_list(root, &names), "%s missing", root);
     for (int k = 0; k < names.n; k++) {
@@ -140,6 +141,6 @@ int main(void) {
         run_case(dir, exp);
         json_decref(exp);
     }
-    CHECK_MSG(names.n >= 5, "expected at least 5 fixture models, found %d", names.n);
+    CHECK_MSG(names.n >= (argc > 1 ? 1 : 5), "expected at least 5 fixture models, found %d", names.n);
     TEST_END();
 }

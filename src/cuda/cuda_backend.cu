@@ -367,6 +367,22 @@ static vllm_status cu_zero(backend *be, tensor *t) {
     return VLLM_OK;
 }
 
+/* dst = src on the stream: a device-to-device copy (a memcpy node when recorded); failures through cu_fail. */
+static void cu_copy(backend *be, const tensor *src, tensor *dst) {
+    cu_state *cu = cu_of(be);
+    if ((unsigned)src->dtype >= DTYPE_COUNT) {
+        cu_fail(cu, "copy: src has a bad dtype");
+        return;
+    }
+    if (!cu_check_vec(cu, "copy", "src", src, TENSOR_DT(src->dtype), -1) ||
+        !cu_check_vec(cu, "copy", "dst", dst, TENSOR_DT(src->dtype), tensor_numel(src)))
+        return;
+    const size_t n = (size_t)tensor_numel(src) * dtype_size(src->dtype);
+    if (n == 0 || dst->data == src->data) return;
+    cu_ok(cu, cudaMemcpyAsync(dst->data, src->data, n, cudaMemcpyDeviceToDevice, cu->stream), "copy",
+          "cudaMemcpyAsync");
+}
+
 /* ---- graphs ---- */
 
 struct be_graph {
@@ -477,6 +493,7 @@ static void cu_destroy(backend *be) {
         if (cu->blas) cublasDestroy(cu->blas);
         cu_buf_free(&cu->lt_ws);
         cu_buf_free(&cu->attn_ws);
+        cu_buf_free(&cu->gdn_ws);
         cu_buf_free(&cu->attn_cnt);
         cu_hbuf_free(&cu->stage.buf);
         for (int i = 0; i < CU_STAGE_RECS; i++)
@@ -559,6 +576,7 @@ static const backend_ops CU_OPS = {
     .upload = cu_upload,
     .download = cu_download,
     .zero = cu_zero,
+    .copy = cu_copy,
     .synchronize = cu_sync,
     .mem_info = cu_mem_info,
     .linear_create = cu_linear_create,
@@ -592,6 +610,7 @@ static const backend_ops CU_OPS = {
     /* the gated delta-net mixer (ops_linear_attn.cu) */
     .causal_conv1d = cu_causal_conv1d,
     .gated_delta_rule = cu_gated_delta_rule,
+    .gdn_reserve = cu_gdn_reserve,
     .rms_norm_gated = cu_rms_norm_gated,
     .gdn_gating = cu_gdn_gating,
     .sigmoid_mul = cu_sigmoid_mul,

@@ -125,6 +125,7 @@ typedef struct cu_state {
     cu_buf attn_ws;                /* split-KV partial results (device) */
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
+    cu_buf gdn_ws;                 /* ops_linear_attn.cu: the chunked gated delta rule's per-chunk matrices (device) */
     int gemv_occ[3][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
     int gemv_rows_occ[2][3][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
@@ -397,6 +398,7 @@ void cu_rms_norm_gated(backend *be, const tensor *x, const tensor *z, const tens
 void cu_gdn_gating(backend *be, const tensor *a, const tensor *b, const tensor *A_log, const tensor *dt_bias,
                    tensor *g, tensor *beta);
 void cu_sigmoid_mul(backend *be, tensor *x, const tensor *gate);
+vllm_status cu_gdn_reserve(backend *be, const gdn_params *p, int64_t max_tokens);
 }
 
 #endif

@@ -74,7 +74,8 @@ typedef struct llama {
     int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
-    ws_buf proj, g, beta, core;  /* linear-attention layers: in_proj's output, decay, strength, delta rule's */
+    ws_buf proj, conv, g, beta, core; /* linear-attention layers: in_proj's output, the conv's, decay, strength,
+                                         the delta rule's */
     moe_bufs moe;                /* the MoE layers' activations */
     tensor logits_view;
 } llama;
@@ -284,7 +285,7 @@ static void llama_destroy(model *m) {
     for (int r = 0; r < MODEL_MAX_ROPES; r++)
         if (lm->cos_sin[r].data) be->ops->release(be, &lm->cos_sin[r]);
     ws_buf *bufs[] = {&lm->x,   &lm->h,      &lm->qkv,  &lm->attn, &lm->o,    &lm->gu, &lm->act,
-                      &lm->sel, &lm->logits, &lm->proj, &lm->g,    &lm->beta, &lm->core};
+                      &lm->sel, &lm->logits, &lm->proj, &lm->g,    &lm->beta, &lm->core, &lm->conv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(be, bufs[i]);
     moe_bufs_release(be, &lm->moe);
     free(lm);
@@ -452,7 +453,7 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
 /* Views of the step's activations, T rows (N for the logits rows). */
 typedef struct llama_bufs {
     tensor x, h, qkv, attn, o, gu, a, sel, lg;
-    tensor proj, g, beta, core;  /* linear-attention layers (data NULL without them) */
+    tensor proj, conv, g, beta, core; /* linear-attention layers (data NULL without them) */
 } llama_bufs;
 
 
@@ -469,6 +470,7 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
         const int64_t Hv = c->linear_attn.num_v_heads, vd = Hv * c->linear_attn.v_head_dim,
                       kd = (int64_t)c->linear_attn.num_k_heads * c->linear_attn.k_head_dim;
         if ((st = model_buf_ensure(m, &lm->proj, act, T, 2 * kd + 2 * vd + 2 * Hv, &t->proj)) ||
+            (st = model_buf_ensure(m, &lm->conv, act, T, 2 * kd + vd, &t->conv)) ||
             (st = model_buf_ensure(m, &lm->g, DTYPE_F32, T, Hv, &t->g)) ||
             (st = model_buf_ensure(m, &lm->beta, act, T, Hv, &t->beta)) ||
             (st = model_buf_ensure(m, &lm->core, act, T, vd, &t->core)))
@@ -492,6 +494,13 @@ static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logit
     vllm_status st = llama_buffers(m, max_tokens, max_logits, &t);
     const llama *lm = m->impl;
     backend *be = m->be;
+    /* the gated delta rule's workspace for the largest step (a GPU's chunked prefill) */
+    for (int l = 0; st == VLLM_OK && l < m->cfg.num_layers && be->ops->gdn_reserve; l++)
+        if (m->cfg.layers[l].kind == LAYER_LINEAR_ATTENTION) {
+            const gdn_params gp = gdn_params_of(&m->cfg);
+            st = be->ops->gdn_reserve(be, &gp, max_tokens);
+            break;
+        }
     /* the MoE scratch for the largest step (its layers share it): every decode batch records */
     for (int l = 0; st == VLLM_OK && l < m->cfg.num_layers && be->ops->experts_reserve; l++)
         if (lm->layers[l].moe.experts) {
@@ -542,10 +551,10 @@ static void gdn_mixer(model *m, const llama_layer *L, model_cache *cache, const 
                             .norm_kind = blk_norm_kind(c)};
     ops->linear_fused(be, L->in_proj, x, &in, &t->proj);            /* (T, 2 kd + 2 vd + 2 H_v) */
     tensor qkv = tensor_cols(&t->proj, 0, 2 * kd + vd);              /* the conv's channels q | k | v */
-    tensor q = tensor_cols(&t->proj, 0, kd), k = tensor_cols(&t->proj, kd, kd), v = tensor_cols(&t->proj, 2 * kd, vd);
+    tensor q = tensor_cols(&t->conv, 0, kd), k = tensor_cols(&t->conv, kd, kd), v = tensor_cols(&t->conv, 2 * kd, vd);
     tensor z = tensor_cols(&t->proj, 2 * kd + vd, vd);               /* (T, vd) the norm's gate */
     tensor b = tensor_cols(&t->proj, 2 * kd + 2 * vd, Hv), a = tensor_cols(&t->proj, 2 * kd + 2 * vd + Hv, Hv);
-    ops->causal_conv1d(be, &qkv, &L->conv_w, NULL, true, &cache->conv_state[l], &s->la_meta, &qkv); /* in place */
+    ops->causal_conv1d(be, &qkv, &L->conv_w, NULL, true, &cache->conv_state[l], &s->la_meta, &t->conv); /* (T, C) */
     ops->gdn_gating(be, &a, &b, &L->A_log, &L->dt_bias, &t->g, &t->beta); /* g, beta (T, H_v) */
     ops->gated_delta_rule(be, &q, &k, &v, &t->g, &t->beta, &cache->ssm_state[l], &s->la_meta, &gp, &t->core);
     ops->rms_norm_gated(be, &t->core, &z, &L->gnorm, (float)c->rms_norm_eps, &t->core); /* per v-head */

@@ -234,6 +234,11 @@ typedef struct backend_ops {
     vllm_status (*download)(backend *be, void *dst, const tensor *src, size_t nbytes);
     /* Sets every byte of a backend tensor to 0. */
     vllm_status (*zero)(backend *be, tensor *t);
+    /* dst = src, byte for byte: both contiguous, of one dtype and element count, not overlapping (the
+     * recurrent-state checkpoints: rows of the state pools). An op: queued in order with the other ops
+     * on the backend's stream (a device-to-device copy; records into a graph), failures reported by
+     * synchronize / download. */
+    void (*copy)(backend *be, const tensor *src, tensor *dst);
     /* Waits for queued work to finish. */
     vllm_status (*synchronize)(backend *be);
     /* Free and total bytes of the device's own memory; NULL for backends on
@@ -374,6 +379,10 @@ typedef struct backend_ops {
     void (*gated_delta_rule)(backend *be, const tensor *q, const tensor *k, const tensor *v, const tensor *g,
                              const tensor *beta, tensor *state, const linear_attn_meta *m, const gdn_params *p,
                              tensor *out);
+    /* Reserves what gated_delta_rule needs for batches of up to max_tokens tokens of layers shaped like p
+     * (a GPU's workspace for its chunked prefill), so that later calls never allocate (NULL: nothing to
+     * reserve). */
+    vllm_status (*gdn_reserve)(backend *be, const gdn_params *p, int64_t max_tokens);
     /* The gated RMSNorm of the mixer's output (transformers' Qwen3NextRMSNormGated, fla's
      * FusedRMSNormGated with norm_before_gate), over groups of G = len(w) elements (one v-head each):
      *   out = rms_norm(x) * w * silu(z)   (w itself, not 1 + w: the weight is initialised to ones)

@@ -2535,6 +2535,7 @@ static void test_dummy_fill(void) {
 
 enum { LA_S = 6, LA_SLOTS = 9 };
 static const int LA_LENS[LA_S] = {1, 9, 40, 0, 3, 1};
+static const int LA_LONG[LA_S] = {1, 150, 64, 0, 65, 1}; /* chunks of 64 (the chunked kernels), partial ones */
 static const int LA_SLOT[LA_S] = {3, 1, 7, 2, 5, -1};
 static const int LA_INIT[LA_S] = {1, 0, 1, 1, 0, 0};
 
@@ -2544,14 +2545,15 @@ typedef struct la_pair {
     int T;
 } la_pair;
 
-static void la_meta_make(la_pair *p) {
+static void la_meta_make(la_pair *p, const int *lens) {
     int32_t qsl[LA_S + 1] = {0};
-    for (int s = 0; s < LA_S; s++) qsl[s + 1] = qsl[s] + LA_LENS[s];
+    int mx = 0;
+    for (int s = 0; s < LA_S; s++) qsl[s + 1] = qsl[s] + lens[s], mx = lens[s] > mx ? lens[s] : mx;
     p->T = qsl[LA_S];
     p->cq = put_i32(cpu, qsl, LA_S + 1), p->gq = put_i32(gpu, qsl, LA_S + 1);
     p->cs = put_i32(cpu, LA_SLOT, LA_S), p->gs = put_i32(gpu, LA_SLOT, LA_S);
     p->ci = put_i32(cpu, LA_INIT, LA_S), p->gi = put_i32(gpu, LA_INIT, LA_S);
-    p->c = (linear_attn_meta){.num_seqs = LA_S, .num_tokens = p->T, .max_query_len = 40, .query_start_loc = p->cq,
+    p->c = (linear_attn_meta){.num_seqs = LA_S, .num_tokens = p->T, .max_query_len = mx, .query_start_loc = p->cq,
                               .state_slots = p->cs, .has_initial_state = p->ci};
     p->g = p->c;
     p->g.query_start_loc = p->gq;
@@ -2588,9 +2590,9 @@ static void la_compare(const char *what, const tensor *g, const tensor *c, doubl
     free(hc);
 }
 
-static void test_conv_case(int C, int K, dtype sdt) {
+static void test_conv_case(int C, int K, dtype sdt, const int *lens, bool in_place) {
     la_pair m;
-    la_meta_make(&m);
+    la_meta_make(&m, lens);
     const int T = m.T, W = C + 5; /* x: columns 3 .. 3 + C of a (T, W) projection */
     float *hx = malloc((size_t)T * W * sizeof *hx), *hw = malloc((size_t)C * K * sizeof *hw);
     for (int i = 0; i < T * W; i++) hx[i] = round_to(DTYPE_BF16, rnd());
@@ -2603,13 +2605,15 @@ static void test_conv_case(int C, int K, dtype sdt) {
     tensor pc, pg;
     la_pool(sdt, 3, ps, 1.0f, &pc, &pg);
     tensor vc = tensor_cols(&xc, 3, C), vg = tensor_cols(&xg, 3, C);
+    tensor oc = put(cpu, DTYPE_F32, T, C, NULL), og = put(gpu, DTYPE_BF16, T, C, NULL); /* out of place */
     for (int with_bias = 0; with_bias < 2; with_bias++) {
-        cpu->ops->causal_conv1d(cpu, &vc, &wc, with_bias ? &bc : NULL, true, &pc, &m.c, &vc);
-        gpu->ops->causal_conv1d(gpu, &vg, &wg, with_bias ? &bg : NULL, true, &pg, &m.g, &vg);
-        char what[96];
-        snprintf(what, sizeof what, "causal_conv1d C %d K %d state %s%s (in place)", C, K, dtype_name(sdt),
-                 with_bias ? " bias" : "");
-        la_compare(what, &xg, &xc, REL, ELEM);
+        cpu->ops->causal_conv1d(cpu, &vc, &wc, with_bias ? &bc : NULL, true, &pc, &m.c, in_place ? &vc : &oc);
+        gpu->ops->causal_conv1d(gpu, &vg, &wg, with_bias ? &bg : NULL, true, &pg, &m.g, in_place ? &vg : &og);
+        char what[112];
+        snprintf(what, sizeof what, "causal_conv1d C %d K %d T %d state %s%s (%s)", C, K, T, dtype_name(sdt),
+                 with_bias ? " bias" : "", in_place ? "in place" : "out of place");
+        if (in_place) la_compare(what, &xg, &xc, REL, ELEM);
+        else la_compare(what, &og, &oc, REL, ELEM);
         snprintf(what, sizeof what, "causal_conv1d C %d K %d: the conv pool", C, K);
         la_compare(what, &pg, &pc, REL, ELEM);
     }
@@ -2627,17 +2631,19 @@ static void test_conv_case(int C, int K, dtype sdt) {
     }
     free(hx);
     free(hw);
-    tensor *cs[] = {&xc, &wc, &pc}, *gs[] = {&xg, &wg, &pg};
-    drop_pairs(cs, gs, 3);
+    tensor *cs[] = {&xc, &wc, &pc, &oc}, *gs[] = {&xg, &wg, &pg, &og};
+    drop_pairs(cs, gs, 4);
     bc = tensor_2d(DTYPE_F32, bc.data, 1, C), bg = tensor_2d(DTYPE_F32, bg.data, 1, C);
     drop(cpu, &bc);
     drop(gpu, &bg);
     la_meta_free(&m);
 }
 
-static void test_gdr_case(int Hk, int Hv, int dk, int dv, dtype sdt) {
+static void test_gdr_case(int Hk, int Hv, int dk, int dv, dtype sdt, const int *lens, const char *mode) {
     la_pair m;
-    la_meta_make(&m);
+    la_meta_make(&m, lens);
+    if (mode) setenv("VLLM_CUDA_GDN", mode, 1);
+    else unsetenv("VLLM_CUDA_GDN");
     const int T = m.T, kd = Hk * dk, vd = Hv * dv, W = 2 * kd + 2 * vd + 2 * Hv; /* q | k | v | z | b | a */
     float *hp = malloc((size_t)T * W * sizeof *hp);
     for (int i = 0; i < T * W; i++) hp[i] = round_to(DTYPE_BF16, 2.0f * rnd());
@@ -2675,8 +2681,8 @@ static void test_gdr_case(int Hk, int Hv, int dk, int dv, dtype sdt) {
     for (int step = 0; step < 2; step++) { /* the second call continues from the first's states */
         cpu->ops->gated_delta_rule(cpu, &qc, &kc, &vc, &gc, &bc, &sc, &m.c, &gp, &oc);
         gpu->ops->gated_delta_rule(gpu, &qg, &kg, &vg, &gg, &bg, &sg, &m.g, &gp, &og);
-        snprintf(what, sizeof what, "gated_delta_rule Hk %d Hv %d dk %d dv %d state %s, call %d", Hk, Hv, dk, dv,
-                 dtype_name(sdt), step + 1);
+        snprintf(what, sizeof what, "gated_delta_rule Hk %d Hv %d dk %d dv %d T %d state %s %s, call %d", Hk, Hv, dk,
+                 dv, T, dtype_name(sdt), mode ? mode : "auto", step + 1);
         la_compare(what, &og, &oc, REL, ELEM);
         snprintf(what, sizeof what, "gated_delta_rule dk %d dv %d: the state pool", dk, dv);
         la_compare(what, &sg, &sc, REL, ELEM);
@@ -2708,6 +2714,7 @@ static void test_gdr_case(int Hk, int Hv, int dk, int dv, dtype sdt) {
     tensor *cs[] = {&pc, &Ac, &dc, &gc, &bc, &sc, &oc, &nc}, *gs[] = {&pg, &Ag, &dg, &gg, &bg, &sg, &og, &ng};
     drop_pairs(cs, gs, 8);
     la_meta_free(&m);
+    unsetenv("VLLM_CUDA_GDN");
 }
 
 static void test_linear_attn(void) {
@@ -2715,13 +2722,25 @@ static void test_linear_attn(void) {
         CHECK_MSG(false, "the CUDA backend has no linear-attention ops");
         return;
     }
-    test_conv_case(96, 4, DTYPE_F32);
-    test_conv_case(300, 4, DTYPE_BF16);
-    test_conv_case(64, 2, DTYPE_F32);
-    test_gdr_case(2, 4, 16, 16, DTYPE_F32);
-    test_gdr_case(2, 6, 128, 128, DTYPE_F32);
-    test_gdr_case(1, 2, 128, 128, DTYPE_BF16);
-    test_gdr_case(3, 3, 64, 48, DTYPE_F32);
+    test_conv_case(96, 4, DTYPE_F32, LA_LENS, true);
+    test_conv_case(300, 4, DTYPE_BF16, LA_LENS, true);
+    test_conv_case(64, 2, DTYPE_F32, LA_LENS, true);
+    test_conv_case(300, 4, DTYPE_F32, LA_LONG, true);   /* long prompts in place: the sequential kernel */
+    test_conv_case(300, 4, DTYPE_BF16, LA_LONG, false); /* out of place: 64-token chunks, then the states */
+    test_conv_case(64, 3, DTYPE_F32, LA_LONG, false);
+    test_conv_case(96, 4, DTYPE_F32, LA_LENS, false);   /* short: one chunk */
+    test_gdr_case(2, 4, 16, 16, DTYPE_F32, LA_LENS, NULL);
+    test_gdr_case(2, 6, 128, 128, DTYPE_F32, LA_LENS, NULL);
+    test_gdr_case(1, 2, 128, 128, DTYPE_BF16, LA_LENS, NULL);
+    test_gdr_case(3, 3, 64, 48, DTYPE_F32, LA_LENS, NULL);
+    /* the chunked kernels: forced on short batches, chosen on long ones (partial chunks, 1-token
+     * sequences beside 150-token ones, a padding sequence) */
+    test_gdr_case(2, 4, 16, 16, DTYPE_F32, LA_LENS, "chunked");
+    test_gdr_case(2, 6, 128, 128, DTYPE_F32, LA_LONG, NULL);
+    test_gdr_case(1, 2, 128, 128, DTYPE_BF16, LA_LONG, NULL);
+    test_gdr_case(3, 3, 64, 48, DTYPE_F32, LA_LONG, "chunked");
+    test_gdr_case(2, 4, 16, 16, DTYPE_F32, LA_LONG, "recurrent");
+    test_gdr_case(2, 4, 256, 64, DTYPE_F32, LA_LONG, NULL); /* d_k 256: the recurrent kernel */
     gdn_params gp = {.num_k_heads = 16, .num_v_heads = 48, .head_k_dim = 128, .head_v_dim = 128, .qk_l2norm = true,
                      .conv_kernel = 4, .state_dtype = DTYPE_BF16};
     CHECK(backend_supports(gpu, BE_OP_GATED_DELTA_NET, &gp) == BE_NATIVE);

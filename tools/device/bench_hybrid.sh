@@ -11,7 +11,7 @@
 #     are reported beside it (F32 states);
 #   - 27B: offline throughput of 32 requests of 1,024 prompt / 256 output tokens (--max-num-seqs 32);
 #   - 27B: one 8,192-token prompt's prefill, and the share of its time in the gated delta-net kernels
-#     (ncu's gpu__time_duration of k_causal_conv1d, k_gdn_gating, k_gated_delta_rule, k_rms_norm_gated,
+#     (ncu's gpu__time_duration of the conv, gating, delta-rule (recurrent or chunked) and gated-norm kernels,
 #     over the same prefill's total).
 #
 #   tools/device/bench_hybrid.sh [--quick]   (VLLMC_BIN=path: a prebuilt vllmc; SHAPES picks shapes)
@@ -98,7 +98,7 @@ echo "8192-token prompt: $p8 s, $(python3 -c "print(round(8192 / $p8))") tok/s"
 if command -v ncu >/dev/null || [ -x /usr/local/cuda/bin/ncu ]; then
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   ids=$(python3 -c "print(','.join(str(1 + i % 1000) for i in range(8192)))")
-  "$NCU" --kernel-name regex:"k_causal_conv1d|k_gdn_gating|k_gated_delta_rule|k_rms_norm_gated" --metrics gpu__time_duration.sum \
+  "$NCU" --kernel-name regex:"k_causal_conv1d|k_conv_state|k_gdn_gating|k_gated_delta_rule|k_gdr_|k_rms_norm_gated" --metrics gpu__time_duration.sum \
     --csv "$VLLMC" generate --model "$M" --load-format dummy --device cuda --max-model-len 9216 --max-num-seqs 1 \
     --max-num-batched-tokens 8192 --prompt-token-ids "$ids" --max-tokens 1 > "$OUTDIR/ncu_gdn.csv" 2> "$OUTDIR/ncu_gdn.err" || true
   python3 - "$OUTDIR/ncu_gdn.csv" "$p8" "$RES" <<'PY'

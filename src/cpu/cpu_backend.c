@@ -143,6 +143,19 @@ static vllm_status cpu_zero(backend *be, tensor *t) {
     return VLLM_OK;
 }
 
+static void cpu_copy(backend *be, const tensor *src, tensor *dst) {
+    cpu_state *cpu = cpu_of(be);
+    if ((unsigned)src->dtype >= DTYPE_COUNT) {
+        cpu_fail(cpu, "copy: src has a bad dtype");
+        return;
+    }
+    if (!cpu_check_vec(cpu, "copy", "src", src, src->dtype, -1) ||
+        !cpu_check_vec(cpu, "copy", "dst", dst, src->dtype, tensor_numel(src)))
+        return;
+    size_t n = (size_t)tensor_numel(src) * dtype_size(src->dtype);
+    if (n && dst->data != src->data) memmove(dst->data, src->data, n);
+}
+
 /* ---- the backend object ---- */
 
 static void cpu_destroy(backend *be) {
@@ -165,6 +178,7 @@ static const backend_ops CPU_OPS = {
     .upload = cpu_upload,
     .download = cpu_download,
     .zero = cpu_zero,
+    .copy = cpu_copy,
     .synchronize = cpu_synchronize,
     .linear_create = cpu_linear_create,
     .linear_free = cpu_linear_free,

@@ -149,17 +149,42 @@ static int state_slots(const vllm_engine *e) {
     return model_has_recurrent_state(e->model) ? e->opt.max_num_seqs + 1 : 0;
 }
 
+/* The most state checkpoints (each save looks over them for the least recently used). */
+#define ENGINE_MAX_CKPT 65536
+
+/* The checkpoint interval of a hybrid model's recurrent states (prefix caching, vLLM's mamba_cache_mode
+ * "align"), in tokens: as vLLM sizes the hybrid block, the tokens of one attention layer's KV that hold
+ * as many bytes as one linear-attention layer's states (conv + recurrent, one sequence), rounded up to a
+ * multiple of block_size. Checkpoints then cost about what the KV of the tokens between them does. 0 for
+ * models without recurrent state. *layer_bytes / *kv_token_bytes: the two sizes weighed. */
+static int ckpt_interval(const vllm_engine *e, size_t *layer_bytes, size_t *kv_token_bytes) {
+    const int bs = e->opt.block_size;
+    *layer_bytes = model_layer_state_bytes(e->model);
+    *kv_token_bytes = 2 * (size_t)e->cfg->num_kv_heads * (size_t)e->cfg->head_dim * dtype_size(e->be->kv_dtype);
+    if (!*layer_bytes) return 0;
+    size_t tokens = *kv_token_bytes ? (*layer_bytes + *kv_token_bytes - 1) / *kv_token_bytes : 1;
+    size_t c = (tokens + (size_t)bs - 1) / (size_t)bs * (size_t)bs;
+    if (c < (size_t)bs) c = (size_t)bs;
+    if (c > ((size_t)1 << 30)) c = ((size_t)1 << 30) / (size_t)bs * (size_t)bs; /* past any context anyway */
+    return (int)c;
+}
+
 /* Sizes the KV cache: explicit blocks, else the memory budget (less the
- * recurrent-state pools of hybrid models), capped at what max_num_seqs
- * full-length sequences need (+ the null block when a sliding window frees
- * blocks). */
-static vllm_status plan_cache(vllm_engine *e, int *num_blocks) {
+ * recurrent-state pools of hybrid models and their checkpoints), capped at
+ * what max_num_seqs full-length sequences need (+ the null block when a
+ * sliding window frees blocks). With interval > 0 (a hybrid model with
+ * prefix caching), *num_ckpt state checkpoints take a quarter of the budget
+ * left after the state pools (and after explicit KV blocks), at most
+ * 4 x max_num_seqs (and ENGINE_MAX_CKPT); 0 when not even one fits. */
+static vllm_status plan_cache(vllm_engine *e, int interval, int *num_blocks, int *num_ckpt) {
     const vllm_engine_options *o = &e->opt;
     size_t budget = 0;
+    *num_ckpt = 0;
     const size_t state = model_state_bytes(e->model, state_slots(e));
     if (state)
         LOG_I("recurrent state: %.1f MiB for %d slots (max_num_seqs %d + the null slot), F32",
               (double)state / (1 << 20), state_slots(e), o->max_num_seqs);
+    size_t per_block = model_cache_bytes_per_token(e->model) * (size_t)o->block_size;
     if (o->num_kv_blocks == 0) {
         vllm_status st = kv_budget(e, &budget);
         if (st != VLLM_OK) return st;
@@ -169,8 +194,29 @@ static vllm_status plan_cache(vllm_engine *e, int *num_blocks) {
                             "for the KV cache; lower max_num_seqs or raise the cache memory",
                             state_slots(e), (double)state / (1 << 20), (double)budget / (1 << 20));
         budget -= state;
+    } else if (interval > 0) {
+        /* explicit KV blocks come first; checkpoints from what the budget leaves besides them */
+        if (kv_budget(e, &budget) != VLLM_OK) {
+            vt_error_clear();
+            budget = 0;
+        }
+        size_t used = state + (size_t)o->num_kv_blocks * per_block;
+        budget = budget > used ? budget - used : 0;
     }
-    size_t per_block = model_cache_bytes_per_token(e->model) * (size_t)o->block_size;
+    const size_t per_ckpt = interval > 0 ? model_state_bytes(e->model, 1) : 0;
+    if (per_ckpt) {
+        size_t n = budget / 4 / per_ckpt, cap = 4 * (size_t)o->max_num_seqs;
+        if (cap > ENGINE_MAX_CKPT) cap = ENGINE_MAX_CKPT;
+        if (n > cap) n = cap;
+        *num_ckpt = (int)n;
+        if (o->num_kv_blocks == 0) budget -= n * per_ckpt;
+        if (n > 0)
+            LOG_I("state checkpoints: %.1f MiB for %d checkpoints of %.1f %s (a quarter of the cache budget left "
+                  "after the recurrent state, at most 4 x max_num_seqs), F32",
+                  (double)(n * per_ckpt) / (1 << 20), *num_ckpt,
+                  per_ckpt >= (1 << 20) ? (double)per_ckpt / (1 << 20) : (double)per_ckpt / 1024,
+                  per_ckpt >= (1 << 20) ? "MiB" : "KiB");
+    }
     int null = kv_cache_groups_free_blocks(model_get_cache_groups(e->model)) ? 1 : 0;
     long long blocks_per_seq = seq_blocks(e, e->max_model_len) + null;
     long long want = (blocks_per_seq - null) * o->max_num_seqs + null;
@@ -248,20 +294,31 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         if (!dup && cand[i] >= 0 && cand[i] < e->cfg->vocab_size) e->eos_ids[e->num_eos++] = cand[i];
     }
 
-    int num_blocks = 0;
-    if ((st = plan_cache(e, &num_blocks))) goto fail;
-    if ((st = model_cache_create(e->model, num_blocks, e->opt.block_size, state_slots(e), &e->cache))) goto fail;
-    /* hybrid models: a recurrent-state slot per running request; a prefix-cache hit cannot resume a
-     * recurrent layer mid-prompt until its states are checkpointed at block boundaries */
+    /* hybrid models: a recurrent-state slot per running request; with prefix caching, checkpoints of
+     * those states every `interval` tokens (a hit resumes the recurrent layers from one) */
     const bool recurrent = model_has_recurrent_state(e->model);
-    if (recurrent && e->opt.enable_prefix_caching) {
-        LOG_I("prefix caching is off for %s: its linear-attention layers' states are not checkpointed at block "
-              "boundaries yet",
-              e->cfg->architecture);
+    size_t layer_bytes = 0, kv_token_bytes = 0;
+    int interval = recurrent && e->opt.enable_prefix_caching ? ckpt_interval(e, &layer_bytes, &kv_token_bytes) : 0;
+    if (interval > 0)
+        LOG_I("state checkpoints every %d tokens: a layer's state (%.1f KiB) fits in %d tokens of one attention "
+              "layer's KV (%zu bytes per token), rounded up to a multiple of block_size %d (vLLM's mamba_cache_mode "
+              "align)",
+              interval, (double)layer_bytes / 1024, interval, kv_token_bytes, e->opt.block_size);
+    int num_blocks = 0, num_ckpt = 0;
+    if ((st = plan_cache(e, interval, &num_blocks, &num_ckpt))) goto fail;
+    if (interval > 0 && num_ckpt < 1) {
+        LOG_I("prefix caching is off for %s: the cache budget leaves no room for one checkpoint of its "
+              "linear-attention layers' states (%.1f KiB)",
+              e->cfg->architecture, (double)model_state_bytes(e->model, 1) / 1024);
         e->opt.enable_prefix_caching = false;
+        interval = 0;
     }
+    if ((st = model_cache_create(e->model, num_blocks, e->opt.block_size, state_slots(e), num_ckpt, &e->cache)))
+        goto fail;
     sched_config sc = {
         .num_state_slots = recurrent ? e->opt.max_num_seqs : 0,
+        .num_ckpt_slots = num_ckpt,
+        .ckpt_interval = interval,
         .max_num_seqs = e->opt.max_num_seqs,
         .max_num_batched_tokens = e->opt.max_num_batched_tokens,
         .block_size = e->opt.block_size,

@@ -656,8 +656,16 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         if (so.total_tokens == 0) return vt_error(VLLM_ERR_INTERNAL, "scheduler made no progress");
         if ((st = step_arrays_init(e)) || (st = ib_build(&e->ib, &so, &b))) return st;
         double t0 = progress_now();
+        /* hybrid models' prefix hits resume from state checkpoints: copied into the admitted requests'
+         * slots before the forward, and the states of chunks ending on a checkpoint boundary copied out
+         * right after it (copies on the backend's stream, in order with the forward's ops) */
+        for (int i = 0; i < so.num_restores; i++)
+            if ((st = model_state_restore(e->model, e->cache, so.restores[i].ckpt_slot, so.restores[i].state_slot)))
+                return st;
         const tensor *logits;
         if ((st = model_forward(e->model, e->cache, &b, &logits))) return st;
+        for (int i = 0; i < so.num_saves; i++)
+            if ((st = model_state_save(e->model, e->cache, so.saves[i].state_slot, so.saves[i].ckpt_slot))) return st;
         /* prompt logprobs and sampling run on the backend over the (num_logits, V)
          * logits; only ids and logprobs come back */
         sample_batch sb;

@@ -112,10 +112,18 @@ int kvc_find_hit(kv_coordinator *c, const int32_t *tokens, int num_tokens, int32
         known++;
     }
     /* the longest hit every group serves: each group's search capped by the current hit until
-     * none shortens it (full attention's hit of any shorter length is its prefix) */
+     * none shortens it (full attention's hit of any shorter length is its prefix); the caller's
+     * cap_hit takes part as one more group */
     int hit = known;
     for (bool changed = true; changed && hit > 0;) {
         changed = false;
+        if (c->cap_hit) {
+            int h = c->cap_hit(c->cap_ctx, c->ids, hit);
+            if (h < hit) {
+                hit = h > 0 ? h : 0;
+                changed = true;
+            }
+        }
         for (int g = 0; g < c->num_groups; g++) {
             int h = group_hit(c, g, tokens, hit, NULL);
             if (h < hit) {

@@ -35,6 +35,12 @@ typedef struct kv_coordinator {
     int max_blocks;                   /* entries of each group's table */
     cache_spec spec[KV_MAX_GROUPS];
     uint64_t *hashes, *ids;           /* (max_blocks) scratch of kvc_find_hit */
+    /* Optional, NULL by default: a further limit on prefix hits, applied in kvc_find_hit's fixed point
+     * with the groups' own. Given ids[i], the prefix id of the hit's block i, and a hit of `hit` blocks,
+     * returns the longest hit <= hit the caller can serve (hybrid models: one ending on a block
+     * boundary whose recurrent-state checkpoint exists, scheduler.c). */
+    int (*cap_hit)(void *ctx, const uint64_t *ids, int hit);
+    void *cap_ctx;                    /* cap_hit's first argument */
 } kv_coordinator;
 
 /* groups NULL: one full-attention group. Reserves the null block when a
@@ -44,8 +50,9 @@ vllm_status kvc_init(kv_coordinator *c, const kv_cache_groups *groups, int num_b
 void kvc_destroy(kv_coordinator *c);
 int kvc_num_free(const kv_coordinator *c);
 
-/* The longest prefix hit of tokens[0..num_tokens) every group can serve, in
- * blocks (below the last token, which is always recomputed): writes each
+/* The longest prefix hit of tokens[0..num_tokens) every group (and cap_hit,
+ * when set) can serve, in blocks (below the last token, which is always
+ * recomputed): writes each
  * group's table (null where a sliding window needs no block) and the hash
  * chain after the hit to *chain; takes no reference. 0 when caching is off. */
 int kvc_find_hit(kv_coordinator *c, const int32_t *tokens, int num_tokens, int32_t *blocks, kv_chain *chain);

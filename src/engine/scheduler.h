@@ -14,6 +14,17 @@
  * block table per group, sliding-window groups drop the blocks that left
  * the window before each step, and every count of blocks a step needs is
  * summed over the groups.
+ * Hybrid models (linear-attention layers) hold a recurrent-state slot per
+ * running request. Their prefix caching checkpoints those states (vLLM's
+ * mamba_cache_mode "align", state_cache.h): with num_ckpt_slots > 0, a
+ * chunk that would cross a multiple of ckpt_interval ends at the last one it
+ * reaches, a chunk ending on such a boundary whose blocks are cached saves
+ * the request's states into a checkpoint (after the step's forward), and an
+ * admitted request's KV hit is capped to the longest that ends on a
+ * boundary with a committed checkpoint, which is restored into its new
+ * state slot (before the forward). A save becomes visible at sched_commit:
+ * a request admitted in the same step (the n samples of one prompt) cannot
+ * restore it and recomputes the prompt.
  */
 #ifndef VLLM_ENGINE_SCHEDULER_H
 #define VLLM_ENGINE_SCHEDULER_H
@@ -21,6 +32,7 @@
 #include <stddef.h>
 
 #include "engine/kv_coordinator.h"
+#include "engine/state_cache.h"
 #include "sample/sampler.h"
 
 typedef enum req_state { REQ_WAITING = 0, REQ_RUNNING, REQ_FINISHED } req_state;
@@ -58,7 +70,19 @@ typedef struct sched_config {
     const kv_cache_groups *groups; /* the model's KV cache groups; NULL: one full-attention group */
     int num_state_slots;          /* recurrent-state slots (models with linear-attention layers: one per
                                      running request, so max_num_seqs), numbered from 1; 0: none */
+    int num_ckpt_slots;           /* recurrent-state checkpoints (hybrid models with prefix caching), numbered
+                                     from 0; 0: none (then a hybrid model never gets a prefix hit) */
+    int ckpt_interval;            /* tokens between checkpoint boundaries, a multiple of block_size (with
+                                     num_ckpt_slots > 0) */
 } sched_config;
+
+/* One copy between a request's recurrent-state slot and a checkpoint slot: a
+ * restore (checkpoint -> state, before the forward) or a save (state ->
+ * checkpoint, after it). */
+typedef struct sched_state_copy {
+    int state_slot;               /* 1 .. num_state_slots */
+    int ckpt_slot;                /* 0 .. num_ckpt_slots - 1 */
+} sched_state_copy;
 
 typedef struct scheduler {
     sched_config cfg;
@@ -79,19 +103,30 @@ typedef struct scheduler {
     bool step_pending;            /* sched_step ran, sched_commit not yet */
     int *free_slots;              /* (num_state_slots) a stack of the free recurrent-state slots */
     int num_free_slots;
+    state_cache sc;               /* the recurrent-state checkpoints (num_ckpt_slots) */
+    sched_state_copy *step_restores, *step_saves; /* (max_num_seqs) the current step's copies */
+    int num_step_restores, num_step_saves;
 } scheduler;
 
 /* One step's decisions (vLLM's SchedulerOutput): the scheduled requests in
  * batch order and how many tokens each computes, starting at its
  * num_computed; each one's block tables (request.blocks) already hold those
- * tokens. Arrays owned by the scheduler, valid until the next sched_step. */
+ * tokens; the recurrent-state copies around the forward. Arrays owned by
+ * the scheduler, valid until the next sched_step. */
 typedef struct sched_output {
     int num_reqs;
     request *const *reqs;         /* (num_reqs) */
     const int *num_tokens;        /* (num_reqs) tokens each computes this step, >= 1 */
     int total_tokens;             /* their sum, <= max_num_batched_tokens */
+    int num_restores;             /* checkpoints to copy into admitted requests' state slots before the
+                                     forward (their prefix hits) */
+    const sched_state_copy *restores;
+    int num_saves;                /* state slots to copy into checkpoints right after the forward (chunks
+                                     ending on a checkpoint boundary) */
+    const sched_state_copy *saves;
 } sched_output;
 
+/* The scheduler must stay where it is initialised (its coordinator's cap_hit points back at it). */
 vllm_status sched_init(scheduler *s, const sched_config *cfg, int num_blocks);
 void sched_destroy(scheduler *s);
 vllm_status sched_add(scheduler *s, request *r);
@@ -100,10 +135,10 @@ size_t sched_blocks_per_request(const scheduler *s);
 /* Decides the next step into *out (admissions, preemptions, blocks
  * allocated and cached). out->num_reqs is 0 when there is nothing to run. */
 vllm_status sched_step(scheduler *s, sched_output *out);
-/* Marks the step's tokens computed (and the blocks it cached valid). */
+/* Marks the step's tokens computed (and the blocks it cached and the checkpoints it saved valid). */
 void sched_commit(scheduler *s);
 /* Drops every queued and running request (after an error) and forgets the
- * prefix cache. */
+ * prefix cache and the state checkpoints. */
 void sched_reset(scheduler *s);
 /* Releases a finished request's blocks and removes it from running. */
 void sched_finish(scheduler *s, request *r);
@@ -111,7 +146,10 @@ bool sched_has_work(const scheduler *s);
 /* Free blocks (cached or not): equals the usable pool size (without the
  * null block) when no request holds any. */
 int sched_num_free_blocks(const scheduler *s);
-/* Prefix cache counters: admissions, their tokens, tokens served from the cache. */
+/* Prefix cache counters: admissions, their tokens, tokens served from the cache (hybrid models: each
+ * hit is also a checkpoint restored). */
 kv_stats sched_prefix_cache_stats(const scheduler *s);
+/* State checkpoint counters (hybrid models): saves, restores, evictions. */
+sc_stats sched_ckpt_stats(const scheduler *s);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * model.c: loading a model folder (config -> registry -> weights), the
- * paged KV cache tensors and the per-step metadata upload.
+ * paged KV cache tensors, the recurrent-state pools and their checkpoints,
+ * and the per-step metadata upload.
  */
 #include "model/model.h"
 
@@ -355,6 +356,13 @@ static void state_shapes(const model_config *c, int num_state_slots, int64_t con
     ssm[3] = c->linear_attn.v_head_dim;
 }
 
+size_t model_layer_state_bytes(const model *m) {
+    if (!model_has_recurrent_state(m)) return 0;
+    int64_t conv[3], ssm[4];
+    state_shapes(&m->cfg, 1, conv, ssm);
+    return (size_t)(conv[1] * conv[2] + ssm[1] * ssm[2] * ssm[3]) * sizeof(float);
+}
+
 size_t model_state_bytes(const model *m, int num_state_slots) {
     if (!model_has_recurrent_state(m) || num_state_slots <= 0) return 0;
     int64_t conv[3], ssm[4];
@@ -365,35 +373,81 @@ size_t model_state_bytes(const model *m, int num_state_slots) {
     return n * per_layer;
 }
 
-/* The state pools of c's linear-attention layers, F32, zeroed (slot 0, the null slot, stays so). */
-static vllm_status state_pools_create(model *m, model_cache *c, int num_state_slots) {
-    if (!model_has_recurrent_state(m)) return VLLM_OK;
-    if (num_state_slots < 2)
-        return vt_error(VLLM_ERR_INVALID_ARG, "%s keeps a recurrent state per sequence: the cache needs at least "
-                        "2 state slots (the null slot and one sequence's)", m->cfg.architecture);
-    c->num_state_slots = num_state_slots;
-    c->conv_state = calloc((size_t)c->num_layers, sizeof *c->conv_state);
-    c->ssm_state = calloc((size_t)c->num_layers, sizeof *c->ssm_state);
-    if (!c->conv_state || !c->ssm_state) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+/* Per linear-attention layer of c, a conv and a recurrent pool of `slots` slots, F32, zeroed, into the
+ * per-layer arrays *conv_out / *ssm_out (allocated here); *bytes counts them. */
+static vllm_status pools_create(model *m, model_cache *c, int slots, const char *what, tensor **conv_out,
+                                tensor **ssm_out, size_t *bytes) {
+    *conv_out = calloc((size_t)c->num_layers, sizeof **conv_out);
+    *ssm_out = calloc((size_t)c->num_layers, sizeof **ssm_out);
+    if (!*conv_out || !*ssm_out) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     int64_t conv[3], ssm[4];
-    state_shapes(&m->cfg, num_state_slots, conv, ssm);
+    state_shapes(&m->cfg, slots, conv, ssm);
     backend *be = m->be;
     for (int l = 0; l < c->num_layers; l++) {
         if (m->cfg.layers[l].kind != LAYER_LINEAR_ATTENTION) continue;
-        c->conv_state[l] = tensor_make(DTYPE_F32, NULL, 3, conv);
-        c->ssm_state[l] = tensor_make(DTYPE_F32, NULL, 4, ssm);
+        tensor *cv = &(*conv_out)[l], *sv = &(*ssm_out)[l];
+        *cv = tensor_make(DTYPE_F32, NULL, 3, conv);
+        *sv = tensor_make(DTYPE_F32, NULL, 4, ssm);
         vllm_status st;
-        if ((st = be->ops->alloc(be, &c->conv_state[l])) || (st = be->ops->zero(be, &c->conv_state[l])) ||
-            (st = be->ops->alloc(be, &c->ssm_state[l])) || (st = be->ops->zero(be, &c->ssm_state[l]))) {
-            vt_error_prefix("recurrent state (%d slots)", num_state_slots);
+        if ((st = be->ops->alloc(be, cv)) || (st = be->ops->zero(be, cv)) || (st = be->ops->alloc(be, sv)) ||
+            (st = be->ops->zero(be, sv))) {
+            vt_error_prefix("%s (%d slots)", what, slots);
             return st;
         }
-        c->state_bytes += tensor_nbytes(&c->conv_state[l]) + tensor_nbytes(&c->ssm_state[l]);
+        *bytes += tensor_nbytes(cv) + tensor_nbytes(sv);
     }
     return VLLM_OK;
 }
 
-vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, model_cache **out) {
+/* The state pools of c's linear-attention layers (slot 0, the null slot, stays zero) and their
+ * checkpoint pools. */
+static vllm_status state_pools_create(model *m, model_cache *c, int num_state_slots, int num_ckpt_slots) {
+    if (!model_has_recurrent_state(m)) return VLLM_OK;
+    if (num_state_slots < 2)
+        return vt_error(VLLM_ERR_INVALID_ARG, "%s keeps a recurrent state per sequence: the cache needs at least "
+                        "2 state slots (the null slot and one sequence's)", m->cfg.architecture);
+    if (num_ckpt_slots < 0) return vt_error(VLLM_ERR_INVALID_ARG, "%d state checkpoint slots", num_ckpt_slots);
+    c->num_state_slots = num_state_slots;
+    vllm_status st = pools_create(m, c, num_state_slots, "recurrent state", &c->conv_state, &c->ssm_state,
+                                  &c->state_bytes);
+    if (st != VLLM_OK || num_ckpt_slots == 0) return st;
+    c->num_ckpt_slots = num_ckpt_slots;
+    return pools_create(m, c, num_ckpt_slots, "state checkpoints", &c->ckpt_conv, &c->ckpt_ssm, &c->ckpt_bytes);
+}
+
+/* Copies every linear-attention layer's states between state slot `slot` and checkpoint `ckpt` (save:
+ * into the checkpoint), as rows of the pools on the backend's stream. */
+static vllm_status state_copy(model *m, model_cache *c, int slot, int ckpt, bool save) {
+    if (slot < 1 || slot >= c->num_state_slots || ckpt < 0 || ckpt >= c->num_ckpt_slots)
+        return vt_error(VLLM_ERR_INTERNAL, "state %s: slot %d / checkpoint %d outside the pools' %d / %d",
+                        save ? "save" : "restore", slot, ckpt, c->num_state_slots, c->num_ckpt_slots);
+    backend *be = m->be;
+    if (!be->ops->copy) return vt_error(VLLM_ERR_UNSUPPORTED, "the %s backend cannot copy states", be->name);
+    for (int l = 0; l < c->num_layers; l++) {
+        if (!c->conv_state[l].data) continue;
+        tensor sc = tensor_rows(&c->conv_state[l], slot, 1), cc = tensor_rows(&c->ckpt_conv[l], ckpt, 1);
+        tensor ss = tensor_rows(&c->ssm_state[l], slot, 1), cs = tensor_rows(&c->ckpt_ssm[l], ckpt, 1);
+        if (save) {
+            be->ops->copy(be, &sc, &cc);
+            be->ops->copy(be, &ss, &cs);
+        } else {
+            be->ops->copy(be, &cc, &sc);
+            be->ops->copy(be, &cs, &ss);
+        }
+    }
+    return VLLM_OK;
+}
+
+vllm_status model_state_save(model *m, model_cache *c, int slot, int ckpt) {
+    return state_copy(m, c, slot, ckpt, true);
+}
+
+vllm_status model_state_restore(model *m, model_cache *c, int ckpt, int slot) {
+    return state_copy(m, c, slot, ckpt, false);
+}
+
+vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, int num_ckpt_slots,
+                               model_cache **out) {
     *out = NULL;
     if (num_blocks <= 0 || block_size <= 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "KV cache: num_blocks and block_size must be positive");
@@ -431,7 +485,7 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num
         c->k[l] = c->slot_k[j];
         c->v[l] = c->slot_v[j];
     }
-    vllm_status st = state_pools_create(m, c, num_state_slots);
+    vllm_status st = state_pools_create(m, c, num_state_slots, num_ckpt_slots);
     if (st != VLLM_OK) {
         model_cache_free(m, c);
         return st;
@@ -447,11 +501,15 @@ void model_cache_free(model *m, model_cache *c) {
         if (c->slot_v && c->slot_v[j].data) m->be->ops->release(m->be, &c->slot_v[j]);
     }
     for (int l = 0; l < c->num_layers; l++) {
-        if (c->conv_state && c->conv_state[l].data) m->be->ops->release(m->be, &c->conv_state[l]);
-        if (c->ssm_state && c->ssm_state[l].data) m->be->ops->release(m->be, &c->ssm_state[l]);
+        tensor *pools[4] = {c->conv_state ? &c->conv_state[l] : NULL, c->ssm_state ? &c->ssm_state[l] : NULL,
+                            c->ckpt_conv ? &c->ckpt_conv[l] : NULL, c->ckpt_ssm ? &c->ckpt_ssm[l] : NULL};
+        for (int p = 0; p < 4; p++)
+            if (pools[p] && pools[p]->data) m->be->ops->release(m->be, pools[p]);
     }
     free(c->conv_state);
     free(c->ssm_state);
+    free(c->ckpt_conv);
+    free(c->ckpt_ssm);
     free(c->slot_k);
     free(c->slot_v);
     free(c->k);

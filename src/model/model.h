@@ -57,6 +57,14 @@ typedef struct model_cache {
     tensor *conv_state;       /* per layer: (num_state_slots, conv_dim, K - 1) F32, or data NULL */
     tensor *ssm_state;        /* per layer: (num_state_slots, H_v, d_k, d_v) F32, or data NULL */
     size_t state_bytes;       /* device bytes of the state pools */
+    /* checkpoints of those states at block boundaries (prefix caching of hybrid models, vLLM's
+     * mamba_cache_mode "align"): pools of the same per-layer shapes, indexed by checkpoint slot
+     * (engine/state_cache.h says which prefix each holds); copied from and to the state pools by
+     * model_state_save / model_state_restore */
+    int num_ckpt_slots;       /* 0: none */
+    tensor *ckpt_conv;        /* per layer: (num_ckpt_slots, conv_dim, K - 1) F32, or data NULL */
+    tensor *ckpt_ssm;         /* per layer: (num_ckpt_slots, H_v, d_k, d_v) F32, or data NULL */
+    size_t ckpt_bytes;        /* device bytes of the checkpoint pools */
 } model_cache;
 
 typedef struct model_load_options {
@@ -80,12 +88,25 @@ bool model_has_recurrent_state(const model *m);
  * block_size tokens takes block_size times this in every group (one page
  * per physical slot; every layer's page with a single group). */
 size_t model_cache_bytes_per_token(const model *m);
-/* Device bytes of the recurrent-state pools for num_state_slots slots (0 when no layer keeps one). */
+/* Device bytes of the recurrent-state pools for num_state_slots slots (0 when no layer keeps one); the
+ * checkpoint pools of as many slots take the same. */
 size_t model_state_bytes(const model *m, int num_state_slots);
+/* Bytes of one linear-attention layer's states (conv and recurrent) for one slot; 0 when no layer keeps
+ * one (the engine's checkpoint interval weighs it against one attention layer's KV bytes per token). */
+size_t model_layer_state_bytes(const model *m);
 /* The KV cache of num_blocks blocks and, for models with recurrent state, the state pools of
- * num_state_slots slots (the engine's max_num_seqs + 1: slot 0 is the null slot). */
-vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, model_cache **out);
+ * num_state_slots slots (the engine's max_num_seqs + 1: slot 0 is the null slot) and the checkpoint
+ * pools of num_ckpt_slots slots (0: none). */
+vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, int num_ckpt_slots,
+                               model_cache **out);
 void model_cache_free(model *m, model_cache *c);
+/* Copies every linear-attention layer's conv and recurrent states of state slot `slot` (1 ..
+ * num_state_slots - 1) into checkpoint slot `ckpt` (0 .. num_ckpt_slots - 1): backend copies queued
+ * after the ops issued before (the step's forward), so they copy the states it leaves. */
+vllm_status model_state_save(model *m, model_cache *c, int slot, int ckpt);
+/* The reverse: checkpoint `ckpt` into state slot `slot`, queued before the ops issued after (the forward
+ * that resumes from it). */
+vllm_status model_state_restore(model *m, model_cache *c, int ckpt, int slot);
 
 /* Allocates every per-step buffer for the largest step (max_tokens tokens
  * from max_seqs sequences, one logits row per sequence) so that steps up to

@@ -1,10 +1,13 @@
 /* test_scheduler.c: token budget, chunked prefill, FCFS admission,
  * block accounting, preemption by recompute and prefix caching (on and
- * off: the same batches, fewer computed tokens), without a model; each
+ * off: the same batches, fewer computed tokens), hybrid models' state
+ * checkpoints (chunks aligned to checkpoint boundaries, saves, restores on
+ * a hit, a same-step save invisible, rollback), without a model; each
  * step's decisions made into a batch by the input builder. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "engine/input_builder.h"
 #include "engine/scheduler.h"
 #include "test.h"
@@ -267,8 +270,144 @@ static void test_state_slots(void) {
     for (int i = 0; i < 4; i++) free_req(r[i]);
 }
 
+/* A hybrid model's scheduler: blocks of 4, checkpoints every 8 tokens. */
+static sched_config ckpt_config(int budget, int num_ckpt) {
+    return (sched_config){.max_num_seqs = 4, .max_num_batched_tokens = budget, .block_size = 4,
+                          .max_blocks_per_seq = 8, .enable_prefix_caching = true, .num_state_slots = 4,
+                          .num_ckpt_slots = num_ckpt, .ckpt_interval = 8};
+}
+
+/* Commits the step and appends a token to every request it sampled. */
+static void commit_sample(scheduler *s, const sched_output *so, const input_builder *ib) {
+    sched_commit(s);
+    fake_sample(so, ib);
+}
+
+static void test_checkpoints(void) {
+    scheduler s;
+    input_builder ib = {0};
+    sched_output so;
+    fwd_batch fb;
+    /* the interval must be a multiple of the block size, and checkpoints need state slots */
+    sched_config bad = ckpt_config(64, 4);
+    bad.ckpt_interval = 6;
+    CHECK(sched_init(&s, &bad, 32) != VLLM_OK);
+    bad = ckpt_config(64, 4);
+    bad.num_state_slots = 0;
+    CHECK(sched_init(&s, &bad, 32) != VLLM_OK);
+    vt_error_clear();
+
+    /* 1. a: 21 tokens in one chunk of 64 stops at the last boundary, 16, and saves there; b, the same
+     * prompt admitted in the same step, hits a's blocks but not the checkpoint (pending): it recomputes */
+    sched_config cfg = ckpt_config(64, 4);
+    CHECK_OK(sched_init(&s, &cfg, 32));
+    request *a = make_req(0, 21, 8, 8), *b = make_req(1, 21, 8, 8), *c = make_req(2, 21, 8, 8);
+    CHECK_OK(sched_add(&s, a));
+    CHECK_OK(sched_add(&s, b));
+    step(&s, &ib, &so, &fb);
+    CHECK(so.num_reqs == 2 && so.num_tokens[0] == 16 && so.num_tokens[1] == 16 && fb.num_logits == 0);
+    CHECK(b->num_cached_tokens == 0 && b->num_computed == 0);
+    CHECK(so.num_restores == 0 && so.num_saves == 1 && so.saves[0].state_slot == a->state_slot);
+    const int ck16 = so.saves[0].ckpt_slot;
+    check_batch(&s, &fb);
+    commit_sample(&s, &so, &ib);
+    CHECK(sched_ckpt_stats(&s).saves == 1);
+
+    /* 2. the rest of both prompts (no boundary before 24): sampled, nothing saved */
+    step(&s, &ib, &so, &fb);
+    CHECK(so.num_reqs == 2 && so.num_tokens[0] == 5 && so.num_tokens[1] == 5 && fb.num_logits == 2);
+    CHECK(so.num_saves == 0 && so.num_restores == 0);
+    commit_sample(&s, &so, &ib);
+
+    /* 3. c, the same prompt, resumes at 16 from a's checkpoint (blocks up to 20 are cached, but 20 is no
+     * boundary): a restore into c's new slot, 5 tokens computed; a and b decode */
+    CHECK_OK(sched_add(&s, c));
+    kv_stats before = sched_prefix_cache_stats(&s);
+    step(&s, &ib, &so, &fb);
+    CHECK(so.num_reqs == 3 && so.num_tokens[2] == 5 && c->num_cached_tokens == 16 && c->num_computed == 16);
+    CHECK(so.num_restores == 1 && so.restores[0].ckpt_slot == ck16 && so.restores[0].state_slot == c->state_slot);
+    CHECK(fb.positions[fb.query_start_loc[2]] == 16);
+    kv_stats after = sched_prefix_cache_stats(&s);
+    CHECK(after.hits - before.hits == 16 && after.requests - before.requests == 1);
+    check_batch(&s, &fb);
+    commit_sample(&s, &so, &ib);
+    CHECK(sched_ckpt_stats(&s).restores == 1);
+
+    /* 4. decodes: the step computing position 23 ends on the boundary 24 and saves a's and c's state
+     * once (b's and c's prefixes are a's: one checkpoint per prefix id) */
+    int saves24 = 0;
+    for (int k = 0; k < 3; k++) {
+        step(&s, &ib, &so, &fb);
+        CHECK(so.num_restores == 0);
+        for (int i = 0; i < so.num_reqs; i++) CHECK(so.num_tokens[i] == 1); /* decodes are never cut */
+        if (a->num_computed + 1 == 24) saves24 = so.num_saves;
+        else CHECK(so.num_saves == 0);
+        commit_sample(&s, &so, &ib);
+    }
+    /* a, b and c generated the same token 7: one prefix, so one checkpoint */
+    CHECK(saves24 == 1 && sched_ckpt_stats(&s).saves == 2);
+
+    /* 5. an uncommitted step's save is forgotten: d (a new prompt) saves at 8, the step never commits */
+    sched_finish(&s, a);
+    sched_finish(&s, b);
+    sched_finish(&s, c);
+    request *d = make_req(3, 10, 4, 8), *e = make_req(4, 10, 4, 8);
+    for (int i = 0; i < 10; i++) d->tokens[i] = e->tokens[i] = 500 + i;
+    CHECK_OK(sched_add(&s, d));
+    step(&s, &ib, &so, &fb);
+    CHECK(so.num_reqs == 1 && so.num_tokens[0] == 8 && so.num_saves == 1 && s.sc.num_used == 3);
+    sched_finish(&s, d); /* as after a failed forward */
+    CHECK_OK(sched_add(&s, e));
+    step(&s, &ib, &so, &fb); /* rolls the last step back first */
+    CHECK(s.sc.num_used == 3 && e->num_cached_tokens == 0 && so.num_tokens[0] == 8 && so.num_saves == 1);
+    commit_sample(&s, &so, &ib);
+    CHECK(sched_ckpt_stats(&s).saves == 3);
+    sched_finish(&s, e);
+
+    /* 6. sched_reset forgets the checkpoints with the prefix cache */
+    sched_reset(&s);
+    CHECK(s.sc.num_used == 0 && sched_num_free_blocks(&s) == 32);
+    sched_destroy(&s);
+    ib_destroy(&ib);
+
+    /* 7. a 10-token budget: 21 tokens go as 8 (boundary 8, saved), 8 (16, saved), 5 */
+    cfg = ckpt_config(10, 4);
+    CHECK_OK(sched_init(&s, &cfg, 32));
+    request *f = make_req(5, 21, 2, 8);
+    CHECK_OK(sched_add(&s, f));
+    const int chunks[3] = {8, 8, 5}, saves[3] = {1, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        step(&s, &ib, &so, &fb);
+        CHECK(so.num_reqs == 1 && so.num_tokens[0] == chunks[k] && so.num_saves == saves[k]);
+        commit_sample(&s, &so, &ib);
+    }
+    sched_finish(&s, f);
+    sched_destroy(&s);
+    ib_destroy(&ib);
+
+    /* 8. a hybrid model with prefix caching but no checkpoints: no hit (its states could not resume), no
+     * alignment */
+    cfg = ckpt_config(64, 0);
+    CHECK_OK(sched_init(&s, &cfg, 32));
+    request *g = make_req(6, 21, 2, 8), *h = make_req(7, 21, 2, 8);
+    CHECK_OK(sched_add(&s, g));
+    step(&s, &ib, &so, &fb);
+    CHECK(so.num_tokens[0] == 21 && so.num_saves == 0);
+    commit_sample(&s, &so, &ib);
+    CHECK_OK(sched_add(&s, h));
+    step(&s, &ib, &so, &fb);
+    CHECK(h->num_cached_tokens == 0 && so.num_restores == 0 && s.kv.pool.num_cached > 0);
+    commit_sample(&s, &so, &ib);
+    sched_reset(&s);
+    sched_destroy(&s);
+    ib_destroy(&ib);
+    request *all[] = {a, b, c, d, e, f, g, h};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_req(all[i]);
+}
+
 int main(void) {
     test_prefix_caching();
+    test_checkpoints();
     test_state_slots();
     test_uncommitted_step();
 

@@ -6,6 +6,15 @@
  * runs under several engine layouts (one batch, chunked prefill, odd block
  * sizes, a KV cache small enough to force preemption, blocks small enough
  * that sliding-window layers free theirs) which must all agree.
+ * Prefix caching, 4-token blocks: one engine runs the prompts twice, the
+ * second time with variants sharing the longest prompt's first 26 and 36
+ * tokens; the second round must hit the cache (hybrid models: their
+ * recurrent states restored from checkpoints, vLLM's mamba_cache_mode
+ * "align", every 12 tokens for the hybrid fixtures: the 17- and 40-token
+ * prompts cross boundaries and leave checkpoints at 12 and 36, which the
+ * second round resumes from; the 26-token variant finds none at 24 and
+ * recomputes), both rounds must match the recording and an engine with
+ * prefix caching off (1e-4).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -18,6 +27,7 @@
 
 #define NEAR_TIE 0.02
 #define LOGPROB_TOL 1e-3
+#define ON_OFF_TOL 1e-4
 
 #define TIGHT (-1) /* num_kv_blocks: the fewest that make the generation preempt */
 
@@ -56,6 +66,108 @@ static int fewest_kv_blocks(const char *dir, vllm_engine_options o) {
         vllm_engine_free(e);
     }
     return lo;
+}
+
+/* One completion c of recorded prompt p (index i) against the recording: the same tokens up to the first
+ * recorded near-tie, logprobs within 1e-3. Returns the tokens compared (the near-tie's included). */
+static size_t check_recorded(const char *dir, const char *what, json_t *p, size_t i, const vllm_completion *c,
+                             int max_new) {
+    json_t *toks = json_object_get(p, "token_ids"), *lps = json_object_get(p, "logprobs"),
+           *gaps = json_object_get(p, "top2_gap");
+    size_t nt = json_array_size(toks);
+    CHECK(c->num_tokens == (size_t)max_new);
+    for (size_t j = 0; j < nt && j < c->num_tokens; j++) {
+        int want = (int)json_integer_value(json_array_get(toks, j));
+        double want_lp = json_number_value(json_array_get(lps, j));
+        CHECK_MSG(c->token_ids[j] == want, "%s [%s] prompt %zu token %zu: got %d want %d", dir, what, i, j,
+                  c->token_ids[j], want);
+        if (c->token_ids[j] != want) return j;
+        CHECK_MSG(fabs(c->logprobs[j] - want_lp) <= LOGPROB_TOL, "%s [%s] prompt %zu token %zu: logprob %.6f want %.6f",
+                  dir, what, i, j, (double)c->logprobs[j], want_lp);
+        if (json_number_value(json_array_get(gaps, j)) < NEAR_TIE) return j + 1; /* near-tie: stop comparing */
+    }
+    return nt < c->num_tokens ? nt : c->num_tokens;
+}
+
+/* The first n tokens of a (prefix caching on) and b (off) agree: ids equal, logprobs within 1e-4. */
+static void check_on_off(const char *dir, const char *what, size_t i, const vllm_completion *a,
+                         const vllm_completion *b, size_t n) {
+    for (size_t j = 0; j < n && j < a->num_tokens && j < b->num_tokens; j++) {
+        CHECK_MSG(a->token_ids[j] == b->token_ids[j], "%s [%s] prompt %zu token %zu: %d with prefix caching, %d without",
+                  dir, what, i, j, a->token_ids[j], b->token_ids[j]);
+        if (a->token_ids[j] != b->token_ids[j]) return;
+        CHECK_MSG(fabs(a->logprobs[j] - b->logprobs[j]) <= ON_OFF_TOL,
+                  "%s [%s] prompt %zu token %zu: logprob %.7f with prefix caching, %.7f without", dir, what, i, j,
+                  (double)a->logprobs[j], (double)b->logprobs[j]);
+    }
+}
+
+/* Prefix caching over two rounds (see the top): round 1 the recorded prompts, round 2 the same prompts
+ * and two variants of the longest one (its first 26 tokens; its first 36 and 4 others), against the
+ * recording and against an engine with prefix caching off (which runs round 2's prompts). */
+static void run_rounds(const char *dir, json_t *prompts, const fixture_prompts *fp) {
+    enum { NV = 2 };
+    const char *what = "prefix caching, block 4, two rounds";
+    size_t np = fp->n, longest = 0;
+    for (size_t i = 1; i < np; i++)
+        if (fp->ps[i].num_token_ids > fp->ps[longest].num_token_ids) longest = i;
+    const vllm_prompt *lp = &fp->ps[longest];
+    CHECK_MSG(lp->num_token_ids == 40, "%s: the longest prompt has %zu tokens, the variants expect 40", dir,
+              lp->num_token_ids);
+    if (lp->num_token_ids != 40) return;
+    /* round 2's prompts: the recorded ones, then the variants */
+    vllm_prompt *r2 = calloc(np + NV, sizeof *r2);
+    int32_t var[40];
+    memcpy(var, lp->token_ids, sizeof var);
+    for (int j = 36; j < 40; j++) var[j] = (var[j] + 1 + j) % 97; /* ids below every fixture's vocabulary */
+    memcpy(r2, fp->ps, np * sizeof *r2);
+    r2[np] = (vllm_prompt){.token_ids = lp->token_ids, .num_token_ids = 26};
+    r2[np + 1] = (vllm_prompt){.token_ids = var, .num_token_ids = 40};
+    vllm_sampling_params sp = vllm_sampling_default_params();
+    sp.temperature = 0;
+    sp.ignore_eos = true;
+    sp.max_tokens = fp->max_new;
+    vllm_engine_options o = vllm_engine_default_options();
+    o.block_size = 4;
+    o.num_threads = 2;
+    o.max_model_len = 128;
+    vllm_completion *off = NULL, *c1 = NULL, *c2 = NULL;
+    vllm_engine *e = NULL;
+    /* prefix caching off: round 2's prompts */
+    o.enable_prefix_caching = false;
+    vllm_status st = vllm_engine_create(dir, &o, &e);
+    if (st == VLLM_OK) st = vllm_generate(e, r2, np + NV, &sp, false, &off, NULL);
+    CHECK_MSG(st == VLLM_OK, "%s [%s, off]: %s", dir, what, vllm_last_error());
+    vllm_engine_free(e);
+    e = NULL;
+    /* prefix caching on: both rounds on one engine */
+    o.enable_prefix_caching = true;
+    if (st == VLLM_OK) st = vllm_engine_create(dir, &o, &e);
+    if (st == VLLM_OK) st = vllm_generate(e, fp->ps, np, &sp, false, &c1, NULL);
+    vllm_engine_stats s1 = {0}, s2 = {0};
+    if (st == VLLM_OK) vllm_engine_get_stats(e, &s1);
+    if (st == VLLM_OK) st = vllm_generate(e, r2, np + NV, &sp, false, &c2, NULL);
+    CHECK_MSG(st == VLLM_OK, "%s [%s]: %s", dir, what, vllm_last_error());
+    if (st == VLLM_OK) {
+        vllm_engine_get_stats(e, &s2);
+        for (size_t i = 0; i < np; i++) {
+            json_t *p = json_array_get(prompts, i);
+            size_t n1 = check_recorded(dir, "prefix caching, round 1", p, i, &c1[i], fp->max_new);
+            size_t n2 = check_recorded(dir, "prefix caching, round 2", p, i, &c2[i], fp->max_new);
+            check_on_off(dir, "round 1", i, &c1[i], &off[i], n1);
+            check_on_off(dir, "round 2", i, &c2[i], &off[i], n2);
+        }
+        for (size_t i = np; i < np + NV; i++) check_on_off(dir, "round 2, variants", i, &c2[i], &off[i], c2[i].num_tokens);
+        /* round 2 is served from round 1's blocks (and checkpoints): the 17- and 40-token prompts and
+         * the variants hit */
+        uint64_t hits = s2.prefix_cache_hits - s1.prefix_cache_hits;
+        CHECK_MSG(hits >= 4 * 4, "%s [%s]: round 2 hit %llu tokens", dir, what, (unsigned long long)hits);
+    }
+    if (c1) vllm_completions_free(c1, np);
+    if (c2) vllm_completions_free(c2, np + NV);
+    if (off) vllm_completions_free(off, np + NV);
+    vllm_engine_free(e);
+    free(r2);
 }
 
 static void run_case(const char *dir, json_t *expected) {
@@ -102,27 +214,12 @@ static void run_case(const char *dir, json_t *expected) {
         if (!e) continue;
         if (tight) CHECK_MSG(stats.preemptions > 0, "%s [%s]: no preemption", dir, lay->name);
         CHECK_MSG(st == VLLM_OK, "%s [%s]: %s", dir, lay->name, vllm_last_error());
-        for (size_t i = 0; st == VLLM_OK && i < np; i++) {
-            json_t *p = json_array_get(prompts, i);
-            json_t *toks = json_object_get(p, "token_ids"), *lps = json_object_get(p, "logprobs"),
-                   *gaps = json_object_get(p, "top2_gap");
-            size_t nt = json_array_size(toks);
-            CHECK(c[i].num_tokens == (size_t)max_new);
-            for (size_t j = 0; j < nt && j < c[i].num_tokens; j++) {
-                int want = (int)json_integer_value(json_array_get(toks, j));
-                double want_lp = json_number_value(json_array_get(lps, j));
-                CHECK_MSG(c[i].token_ids[j] == want, "%s [%s] prompt %zu token %zu: got %d want %d", dir, lay->name, i,
-                          j, c[i].token_ids[j], want);
-                if (c[i].token_ids[j] != want) break;
-                CHECK_MSG(fabs(c[i].logprobs[j] - want_lp) <= LOGPROB_TOL,
-                          "%s [%s] prompt %zu token %zu: logprob %.6f want %.6f", dir, lay->name, i, j,
-                          (double)c[i].logprobs[j], want_lp);
-                if (json_number_value(json_array_get(gaps, j)) < NEAR_TIE) break; /* near-tie: stop comparing */
-            }
-        }
+        for (size_t i = 0; st == VLLM_OK && i < np; i++)
+            check_recorded(dir, lay->name, json_array_get(prompts, i), i, &c[i], max_new);
         vllm_completions_free(c, np);
         vllm_engine_free(e);
     }
+    run_rounds(dir, prompts, &fp);
     fixture_prompts_free(&fp);
 }
 

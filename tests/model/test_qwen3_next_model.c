@@ -10,11 +10,16 @@
  * top 2 renormalised) plus a shared expert behind sigmoid(shared_expert_gate). A random 3-layer
  * checkpoint (linear, full, linear; H_v = 2 H_k) runs through the engine: one prompt in one batch, the
  * same prompt over 7-token chunks, three prompts at once, and three prompts in a KV cache too small
- * for them (preemptions: recomputed sequences restart their recurrent state); each sequence's greedy
- * tokens and logprobs must match the reference (1e-3, up to the first near-tie). Prefix caching is asked
- * for and must be off (two prompts share a prefix; no hits). A forward with a sequence on the null
- * state slot 0 (as a recorded graph's padding rows) reads and writes no state: slot 0 of every pool
- * stays zero.
+ * for them (preemptions: recomputed sequences restart their recurrent state, or restore a checkpoint);
+ * each sequence's greedy tokens and logprobs must match the reference (1e-3, up to the first near-tie).
+ * Each layout runs with prefix caching off, then on (the recurrent states checkpointed at block-aligned
+ * boundaries, vLLM's mamba_cache_mode "align") over three rounds: the prompts (the second shares the
+ * first's first 12 tokens), the same prompts again, and the first prompt with n = 3 (children admitted
+ * together); the later rounds must hit the prefix cache (checkpoints restored), every round must match
+ * the reference and the run with prefix caching off (1e-4). One layout leaves room for two checkpoints
+ * only (LRU evictions), another none (prefix caching stays off). A forward with a sequence on the null
+ * state slot 0 (as a recorded graph's padding rows) reads and writes no state: slot 0 of every pool stays
+ * zero; model_state_save / model_state_restore copy a slot's states to a checkpoint and back.
  */
 #include <math.h>
 #include <stdint.h>
@@ -23,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/error.h"
+#include "engine/engine_internal.h"
 #include "loader/safetensors.h"
 #include "model/model.h"
 #include "tensor/backend.h"
@@ -41,6 +48,10 @@ enum {
 #define EPS 1e-6
 #define NEAR_TIE 0.02
 #define TOL 1e-3
+#define ON_OFF_TOL 1e-4
+/* bytes of one linear-attention layer's states of one sequence (conv + recurrent, F32); two such layers */
+#define LAYER_STATE_BYTES ((CD * (CK - 1) + HV * DK * DV) * 4)
+#define CKPT_BYTES (2 * LAYER_STATE_BYTES)
 
 static const bool linear_layer[L] = {true, false, true};
 
@@ -430,13 +441,15 @@ typedef struct layout {
     int block_size, chunk, max_num_seqs, num_kv_blocks, max_model_len;
     int nseq;            /* prompts 0 .. nseq - 1, generated together */
     bool want_preemption;
+    int num_ckpt;        /* > 0: a cache budget that leaves room for this many checkpoints (num_kv_blocks
+                            explicit); 0: the default budget */
 } layout;
 
 /* Checks the engine's greedy tokens and logprobs of each prompt against the reference, token by token
- * on the engine's path, up to the first near-tie. */
-static void check_against_ref(const weights *w, const layout *lay, const int32_t *prompt, int plen,
-                              const vllm_completion *c, int s) {
-    CHECK_MSG((int)c->num_tokens == NEW, "%s seq %d: %zu tokens", lay->name, s, c->num_tokens);
+ * on the engine's path, up to the first near-tie; returns the tokens checked (the near-tie's included). */
+static int check_against_ref(const weights *w, const char *what, const int32_t *prompt, int plen,
+                             const vllm_completion *c, int s) {
+    CHECK_MSG((int)c->num_tokens == NEW, "%s seq %d: %zu tokens", what, s, c->num_tokens);
     int seq[MAXPOS];
     for (int i = 0; i < plen; i++) seq[i] = prompt[i];
     for (int j = 0; j < (int)c->num_tokens && j < NEW; j++) {
@@ -447,51 +460,156 @@ static void check_against_ref(const weights *w, const layout *lay, const int32_t
             if (lp[i] > lp[best]) best = i;
         for (int i = 0; i < V; i++)
             if (i != best && (second < 0 || lp[i] > lp[second])) second = i;
-        CHECK_MSG(c->token_ids[j] == best, "%s seq %d token %d: got %d want %d", lay->name, s, j, c->token_ids[j],
-                  best);
-        if (c->token_ids[j] != best) return;
-        CHECK_MSG(fabs(c->logprobs[j] - lp[best]) <= TOL, "%s seq %d token %d: logprob %.6f want %.6f", lay->name, s, j,
+        CHECK_MSG(c->token_ids[j] == best, "%s seq %d token %d: got %d want %d", what, s, j, c->token_ids[j], best);
+        if (c->token_ids[j] != best) return j;
+        CHECK_MSG(fabs(c->logprobs[j] - lp[best]) <= TOL, "%s seq %d token %d: logprob %.6f want %.6f", what, s, j,
                   (double)c->logprobs[j], lp[best]);
-        if (lp[best] - lp[second] < NEAR_TIE) return;
+        if (lp[best] - lp[second] < NEAR_TIE) return j + 1;
         seq[plen + j] = best;
+    }
+    return NEW;
+}
+
+/* The first n tokens of a and b (prefix caching on and off) agree: ids equal, logprobs within 1e-4. */
+static void check_on_off(const char *what, int s, const vllm_completion *a, const vllm_completion *b, int n) {
+    for (int j = 0; j < n && j < (int)a->num_tokens && j < (int)b->num_tokens; j++) {
+        CHECK_MSG(a->token_ids[j] == b->token_ids[j], "%s seq %d token %d: %d with prefix caching, %d without",
+                  what, s, j, a->token_ids[j], b->token_ids[j]);
+        if (a->token_ids[j] != b->token_ids[j]) return;
+        CHECK_MSG(fabs(a->logprobs[j] - b->logprobs[j]) <= ON_OFF_TOL,
+                  "%s seq %d token %d: logprob %.7f with prefix caching, %.7f without", what, s, j,
+                  (double)a->logprobs[j], (double)b->logprobs[j]);
     }
 }
 
-static void run_layout(const weights *w, const char *dir, const layout *lay, int32_t prompts[NSEQ][MAXPOS],
-                       const int *plens) {
+static vllm_engine *make_engine(const char *dir, const layout *lay, bool caching) {
     vllm_engine_options o = vllm_engine_default_options();
     o.block_size = lay->block_size;
     o.max_num_batched_tokens = lay->chunk;
     o.max_num_seqs = lay->max_num_seqs;
     o.num_kv_blocks = lay->num_kv_blocks;
     o.max_model_len = lay->max_model_len;
-    o.enable_prefix_caching = true; /* asked for: the engine must turn it off for this model */
+    o.enable_prefix_caching = caching;
     o.num_threads = 2;
+    if (lay->num_ckpt > 0) /* the state pools, the explicit KV blocks, then 4 x the checkpoints wanted (+ slack) */
+        o.kv_cache_memory = (size_t)(lay->max_num_seqs + 1) * CKPT_BYTES +
+                            (size_t)lay->num_kv_blocks * lay->block_size * 2 * NKV * HD * 4 +
+                            (size_t)(4 * lay->num_ckpt) * CKPT_BYTES + 64;
     vllm_engine *e = NULL;
     vllm_status st = vllm_engine_create(dir, &o, &e);
     CHECK_MSG(st == VLLM_OK, "%s: %s", lay->name, vllm_last_error());
-    if (st != VLLM_OK) return;
+    return e;
+}
+
+/* Greedy generation of the prompts (n samples each) on e. */
+static vllm_completion *generate(vllm_engine *e, const char *what, int32_t prompts[NSEQ][MAXPOS], const int *plens,
+                                 int nseq, int n) {
     vllm_sampling_params sp = vllm_sampling_default_params();
     sp.temperature = 0;
     sp.ignore_eos = true;
     sp.max_tokens = NEW;
+    sp.n = n;
+    if (n > 1) { /* greedy takes n = 1: top_k 1 samples the argmax (logprobs stay the raw ones) */
+        sp.temperature = 1.0f;
+        sp.top_k = 1;
+    }
     vllm_prompt p[NSEQ];
-    for (int s = 0; s < lay->nseq; s++)
-        p[s] = (vllm_prompt){.token_ids = prompts[s], .num_token_ids = (size_t)plens[s]};
+    for (int s = 0; s < nseq; s++) p[s] = (vllm_prompt){.token_ids = prompts[s], .num_token_ids = (size_t)plens[s]};
     vllm_completion *c = NULL;
-    st = vllm_generate(e, p, (size_t)lay->nseq, &sp, false, &c, NULL);
-    CHECK_MSG(st == VLLM_OK, "%s: generate: %s", lay->name, vllm_last_error());
-    if (st == VLLM_OK) {
-        for (int s = 0; s < lay->nseq; s++) check_against_ref(w, lay, prompts[s], plens[s], &c[s], s);
-        vllm_completions_free(c, (size_t)lay->nseq);
+    vllm_status st = vllm_generate(e, p, (size_t)nseq, &sp, false, &c, NULL);
+    CHECK_MSG(st == VLLM_OK, "%s: generate: %s", what, vllm_last_error());
+    return st == VLLM_OK ? c : NULL;
+}
+
+static void run_layout(const weights *w, const char *dir, const layout *lay, int32_t prompts[NSEQ][MAXPOS],
+                       const int *plens) {
+    char what[160];
+    /* prefix caching off: the baseline */
+    vllm_engine *e = make_engine(dir, lay, false);
+    if (!e) return;
+    vllm_completion *off = generate(e, lay->name, prompts, plens, lay->nseq, 1);
+    int checked[NSEQ] = {0};
+    for (int s = 0; off && s < lay->nseq; s++) {
+        snprintf(what, sizeof what, "%s, prefix caching off", lay->name);
+        checked[s] = check_against_ref(w, what, prompts[s], plens[s], &off[s], s);
     }
     vllm_engine_stats stats;
     vllm_engine_get_stats(e, &stats);
-    CHECK_MSG(stats.prefix_cache_queries == 0 && stats.prefix_cache_hits == 0,
-              "%s: prefix caching stayed on (%llu queries, %llu hits)", lay->name,
-              (unsigned long long)stats.prefix_cache_queries, (unsigned long long)stats.prefix_cache_hits);
+    CHECK_MSG(stats.prefix_cache_queries == 0, "%s: prefix caching was asked off", lay->name);
     if (lay->want_preemption)
         CHECK_MSG(stats.num_preemptions > 0, "%s: no preemption happened (the layout must force some)", lay->name);
+    vllm_engine_free(e);
+
+    /* prefix caching on: the prompts, the same prompts again, then prompt 0 with n = 3 */
+    e = make_engine(dir, lay, true);
+    if (!e) {
+        if (off) vllm_completions_free(off, (size_t)lay->nseq);
+        return;
+    }
+    const int interval = e->sched.cfg.ckpt_interval;
+    CHECK_MSG(e->opt.enable_prefix_caching && interval == (lay->block_size >= 4 ? lay->block_size : 4) &&
+                  e->sched.sc.num_slots == (lay->num_ckpt > 0 ? lay->num_ckpt : 4 * lay->max_num_seqs),
+              "%s: prefix caching %d, checkpoints every %d tokens, %d checkpoints", lay->name,
+              e->opt.enable_prefix_caching, interval, e->sched.sc.num_slots);
+    for (int round = 0; round < 3; round++) {
+        const int nseq = round < 2 ? lay->nseq : 1, n = round < 2 ? 1 : 3;
+        snprintf(what, sizeof what, "%s, prefix caching on, round %d", lay->name, round + 1);
+        vllm_completion *c = generate(e, what, prompts, plens, nseq, n);
+        for (int s = 0; c && s < nseq; s++)
+            for (int k = 0; k < n; k++) {
+                const vllm_completion *ck = k == 0 ? &c[s] : &c[s].siblings[k - 1];
+                check_against_ref(w, what, prompts[s], plens[s], ck, s);
+                if (off) check_on_off(what, s, ck, &off[s], checked[s]);
+            }
+        if (c) vllm_completions_free(c, (size_t)nseq);
+        if (round == 0) { /* the prompts leave checkpoints at their boundaries */
+            const sc_stats cs = sched_ckpt_stats(&e->sched);
+            CHECK_MSG(cs.saves > 0, "%s: no state checkpoint saved", lay->name);
+        }
+    }
+    vllm_engine_get_stats(e, &stats);
+    const sc_stats cs = sched_ckpt_stats(&e->sched);
+    if (lay->num_ckpt > 0) {
+        /* two checkpoints for every boundary of three prompts: the least recently used go */
+        CHECK_MSG(cs.evictions > 0, "%s: no checkpoint evicted", lay->name);
+    } else {
+        /* rounds 2 and 3 resume prompt 0 (20 tokens) from its checkpoint at 16 */
+        CHECK_MSG(stats.prefix_cache_hits > 0 && cs.restores > 0,
+                  "%s: no prefix cache hit in the later rounds (%llu queries, %llu hits, %llu restores)", lay->name,
+                  (unsigned long long)stats.prefix_cache_queries, (unsigned long long)stats.prefix_cache_hits,
+                  (unsigned long long)cs.restores);
+        /* every hit is a checkpoint restored: hits are multiples of the interval */
+        CHECK(stats.prefix_cache_hits % (uint64_t)interval == 0);
+    }
+    vllm_engine_free(e);
+    if (off) vllm_completions_free(off, (size_t)lay->nseq);
+}
+
+/* A cache budget without room for one checkpoint (a quarter of what the state pools and the explicit KV
+ * blocks leave is less than one): prefix caching stays off, no hit is looked up, the outputs still match. */
+static void test_no_room(const weights *w, const char *dir, int32_t prompts[NSEQ][MAXPOS], const int *plens) {
+    const layout lay = {"no room for a checkpoint", 4, 8192, 8, 64, MAXPOS, 3, false, 0};
+    vllm_engine_options o = vllm_engine_default_options();
+    o.block_size = lay.block_size;
+    o.max_num_seqs = lay.max_num_seqs;
+    o.num_kv_blocks = lay.num_kv_blocks;
+    o.max_model_len = lay.max_model_len;
+    o.num_threads = 2;
+    o.kv_cache_memory = (size_t)(lay.max_num_seqs + 1) * CKPT_BYTES +
+                        (size_t)lay.num_kv_blocks * lay.block_size * 2 * NKV * HD * 4 + 3 * CKPT_BYTES;
+    vllm_engine *e = NULL;
+    vllm_status st = vllm_engine_create(dir, &o, &e);
+    CHECK_MSG(st == VLLM_OK, "%s: %s", lay.name, vllm_last_error());
+    if (!e) return;
+    CHECK(!e->opt.enable_prefix_caching && !e->sched.kv.pool.caching && e->cache->num_ckpt_slots == 0);
+    for (int round = 0; round < 2; round++) {
+        vllm_completion *c = generate(e, lay.name, prompts, plens, lay.nseq, 1);
+        for (int s = 0; c && s < lay.nseq; s++) check_against_ref(w, lay.name, prompts[s], plens[s], &c[s], s);
+        if (c) vllm_completions_free(c, (size_t)lay.nseq);
+    }
+    vllm_engine_stats stats;
+    vllm_engine_get_stats(e, &stats);
+    CHECK(stats.prefix_cache_queries == 0 && stats.prefix_cache_hits == 0);
     vllm_engine_free(e);
 }
 
@@ -505,10 +623,12 @@ static void test_null_slot(const char *dir) {
     const model_load_options mo = {.max_model_len = MAXPOS};
     CHECK_OK(backend_create("cpu", &bo, &be));
     CHECK_OK(model_load(dir, be, &mo, &m));
-    CHECK_OK(model_cache_create(m, 4, 16, 3, &cache));
+    CHECK_OK(model_cache_create(m, 4, 16, 3, 2, &cache));
     if (!cache) goto out;
     CHECK(cache->num_state_slots == 3 && !cache->conv_state[1].data && cache->conv_state[0].data &&
           cache->ssm_state[2].data && cache->state_bytes == model_state_bytes(m, 3));
+    CHECK(cache->num_ckpt_slots == 2 && cache->ckpt_conv[0].data && !cache->ckpt_ssm[1].data &&
+          cache->ckpt_bytes == model_state_bytes(m, 2) && model_layer_state_bytes(m) == LAYER_STATE_BYTES);
     for (int slot = 0; slot < 2; slot++) {
         const int32_t ids[4] = {5, 9, 17, 33}, pos[4] = {0, 1, 2, 3}, qsl[2] = {0, 4}, seq_lens[1] = {4},
                       bt[1] = {0}, lidx[1] = {3}, slots[1] = {slot};
@@ -535,6 +655,33 @@ static void test_null_slot(const char *dir) {
             }
         }
     }
+    /* slot 1's states to checkpoint 1, slot 1 zeroed, then the checkpoint into slot 2: equal rows */
+    CHECK_OK(model_state_save(m, cache, 1, 1));
+    for (int l = 0; l < L; l++)
+        if (linear_layer[l]) {
+            tensor r1 = tensor_rows(&cache->conv_state[l], 1, 1), s1 = tensor_rows(&cache->ssm_state[l], 1, 1);
+            CHECK_OK(be->ops->zero(be, &r1));
+            CHECK_OK(be->ops->zero(be, &s1));
+        }
+    CHECK_OK(model_state_restore(m, cache, 1, 2));
+    CHECK_OK(be->ops->synchronize(be));
+    for (int l = 0; l < L; l++) {
+        if (!linear_layer[l]) continue;
+        const tensor *pools[2] = {&cache->conv_state[l], &cache->ssm_state[l]},
+                     *ckpts[2] = {&cache->ckpt_conv[l], &cache->ckpt_ssm[l]};
+        for (int p = 0; p < 2; p++) {
+            const int64_t n = tensor_numel(pools[p]) / 3;
+            const float *slot2 = (const float *)pools[p]->data + 2 * n, *ck = (const float *)ckpts[p]->data + n;
+            int nz = 0;
+            for (int64_t i = 0; i < n; i++) nz += ck[i] != 0.0f;
+            CHECK_MSG(nz > 0 && !memcmp(slot2, ck, (size_t)n * sizeof *ck),
+                      "layer %d pool %d: the checkpoint (%d non-zero values) did not round-trip into slot 2", l, p, nz);
+        }
+    }
+    /* slots outside the pools are refused (slot 0, the null slot, is never saved nor restored) */
+    CHECK(model_state_save(m, cache, 0, 0) != VLLM_OK);
+    CHECK(model_state_restore(m, cache, 2, 1) != VLLM_OK);
+    vt_error_clear();
 out:
     model_cache_free(m, cache);
     model_free(m);
@@ -548,7 +695,7 @@ static void test_model(void) {
     CHECK(mkdtemp(dir) != NULL);
     CHECK_MSG(write_ckpt(w, dir), "could not write %s", dir);
 
-    /* three prompts; the second shares the first's first 12 tokens (a prefix-cache hit if it were on) */
+    /* three prompts; the second shares the first's first 12 tokens (a prefix-cache hit with small blocks) */
     static int32_t prompts[NSEQ][MAXPOS];
     const int plens[NSEQ] = {20, 14, 9};
     for (int s = 0; s < NSEQ; s++)
@@ -556,14 +703,16 @@ static void test_model(void) {
     memcpy(prompts[1], prompts[0], 12 * sizeof **prompts);
 
     const layout layouts[] = {
-        {"one batch", 16, 8192, 8, 0, MAXPOS, 1, false},
-        {"chunked prefill (7-token chunks)", 4, 7, 8, 0, MAXPOS, 1, false},
-        {"three sequences", 16, 8192, 8, 0, MAXPOS, 3, false},
-        {"three sequences, chunked", 4, 11, 8, 0, MAXPOS, 3, false},
+        {"one batch", 16, 8192, 8, 0, MAXPOS, 1, false, 0},
+        {"chunked prefill (7-token chunks)", 4, 7, 8, 0, MAXPOS, 1, false, 0},
+        {"three sequences", 16, 8192, 8, 0, MAXPOS, 3, false, 0},
+        {"three sequences, chunked", 4, 11, 8, 0, MAXPOS, 3, false, 0},
         /* 28 + 22 + 17 tokens need 7 + 6 + 5 blocks of 4; 10 blocks force preemptions */
-        {"preemption", 4, 64, 3, 10, 32, 3, true},
+        {"preemption", 4, 64, 3, 10, 32, 3, true, 0},
+        {"two checkpoints (LRU evictions)", 4, 8192, 8, 64, MAXPOS, 3, false, 2},
     };
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) run_layout(w, dir, &layouts[i], prompts, plens);
+    test_no_room(w, dir, prompts, plens);
     test_null_slot(dir);
 
     char cmd[128];

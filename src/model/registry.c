@@ -30,7 +30,7 @@ static const struct entry {
     {"Qwen3MoeForCausalLM", &qwen3_moe_family, &decoder_arch},
     {"MixtralForCausalLM", &mixtral_family, &decoder_arch},
     {"GptOssForCausalLM", &gptoss_family, &decoder_arch},
-    /* gated delta-net layers: backends with BE_OP_GATED_DELTA_NET (the CPU; CUDA refuses, issue 13) */
+    /* gated delta-net layers: backends with BE_OP_GATED_DELTA_NET (the CPU and CUDA) */
     {"Qwen3NextForCausalLM", &qwen3_next_family, &decoder_arch},
     {"Qwen3_5ForCausalLM", &qwen3_5_family, &decoder_arch},
     {"Qwen3_5ForConditionalGeneration", &qwen3_5_mm_family, &decoder_arch},
@@ -59,5 +59,5 @@ const char *model_arch_list(void) {
            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text), Phi3ForCausalLM, Olmo2ForCausalLM, "
            "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
            "MixtralForCausalLM, GptOssForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration (text), "
-           "Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration (text) (the last five: CPU)";
+           "Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration (text)";
 }

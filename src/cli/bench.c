@@ -54,6 +54,7 @@ static void usage(FILE *f) {
             "                              (default: off for latency, on for throughput, as vLLM)\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
+            "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
             "Sampling is vLLM's: temperature 1.0, top_p 1.0, ignore_eos, max_tokens = output length.\n");
 }
 
@@ -113,7 +114,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         if (!strcmp(arg, "--dataset-path")) arg = "--dataset"; /* vLLM's newer name */
         bool known = io || !strcmp(arg, "--model") || !strcmp(arg, "--dataset") ||
                      !strcmp(arg, "--output-json") || !strcmp(arg, "--device") || !strcmp(arg, "--load-format") ||
-                     !strcmp(arg, "--gpu-memory-utilization");
+                     !strcmp(arg, "--gpu-memory-utilization") || cli_is_state_dtype(arg);
         if (!known) {
             fprintf(stderr, "%s: unknown option '%s'\n", a->who, arg);
             return 2;
@@ -148,6 +149,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                 return 2;
             }
             a->eo.gpu_memory_utilization = (float)d;
+        } else if (cli_is_state_dtype(arg)) {
+            if (!cli_state_dtype(a->who, arg, val, &a->eo)) return 2;
         } else if (!cli_load_format(a->who, val, &a->eo.load_format)) {
             return 2;
         }

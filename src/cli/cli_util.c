@@ -94,6 +94,22 @@ bool cli_engine_flag(const char *arg, vllm_engine_options *eo) {
     return true;
 }
 
+bool cli_is_state_dtype(const char *arg) {
+    return !strcmp(arg, "--mamba-cache-dtype") || !strcmp(arg, "--mamba-ssm-cache-dtype");
+}
+
+bool cli_state_dtype(const char *cmd, const char *arg, const char *val, vllm_engine_options *eo) {
+    static const char *const ok[] = {"auto", "float32", "bfloat16", "float16"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (!strcmp(val, ok[i])) {
+            if (!strcmp(arg, "--mamba-ssm-cache-dtype")) eo->mamba_ssm_cache_dtype = ok[i];
+            else eo->mamba_cache_dtype = ok[i];
+            return true;
+        }
+    fprintf(stderr, "%s: %s must be auto, float32, bfloat16 or float16, got '%s'\n", cmd, arg, val);
+    return false;
+}
+
 bool cli_load_format(const char *cmd, const char *val, vllm_load_format *out) {
     if (!strcmp(val, "dummy")) {
         *out = VLLM_LOAD_DUMMY;

@@ -39,6 +39,7 @@ static void usage(FILE *f) {
             "engine:\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
+            "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
             "  --gpu-memory-utilization F  (GPU: share of device memory for weights + activations + KV, 0.9)\n"
             "  --enforce-eager             (GPU: no CUDA graphs for decode steps)\n"
             "  --no-enable-prefix-caching\n");
@@ -187,6 +188,9 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--load-format")) {
             CLI_NEED_VALUE(CMD);
             if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;
+        } else if (cli_is_state_dtype(a)) {
+            CLI_NEED_VALUE(CMD);
+            if (!cli_state_dtype(CMD, a, argv[++i], &eo)) goto bad;
         } else if (!strcmp(a, "--gpu-memory-utilization")) {
             CLI_NEED_VALUE(CMD);
             if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, CMD ": %s needs a number\n", a); goto bad; }

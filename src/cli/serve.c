@@ -78,7 +78,8 @@ static void usage(FILE *f) {
             "  --enable-prefix-caching / --no-enable-prefix-caching (default on)\n"
             "  --gpu-memory-utilization F (GPU, default 0.9)  --enforce-eager (GPU: no CUDA graphs)\n"
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
-            "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n");
+            "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
+            "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n");
 }
 
 /* ---- signals: the handler only writes to a pipe ---- */
@@ -303,6 +304,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--load-format")) {
             CLI_NEED_VALUE(CMD);
             if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;
+        } else if (cli_is_state_dtype(a)) {
+            CLI_NEED_VALUE(CMD);
+            if (!cli_state_dtype(CMD, a, argv[++i], &eo)) goto bad;
         } else if (!strcmp(a, "--num-threads") || !strcmp(a, "--threads")) { INT_ARG(0, 4096, v); eo.num_threads = (int)v;
         } else if (!strcmp(a, "--block-size")) { INT_ARG(1, 1 << 16, v); eo.block_size = (int)v;
         } else if (!strcmp(a, "--num-kv-blocks")) { INT_ARG(0, INT32_MAX, v); eo.num_kv_blocks = (int)v;

@@ -76,6 +76,17 @@ const char *vllm_finish_reason_str(vllm_finish_reason r) {
     }
 }
 
+/* "auto" (or NULL) -> def; "float32" / "bfloat16" / "float16" (vLLM's names, "bf16" / "fp16" too); false
+ * for anything else. */
+static bool state_dtype_of(const char *s, dtype def, dtype *out) {
+    if (!s || !strcmp(s, "auto")) *out = def;
+    else if (!strcmp(s, "float32") || !strcmp(s, "float")) *out = DTYPE_F32;
+    else if (!strcmp(s, "bfloat16") || !strcmp(s, "bf16")) *out = DTYPE_BF16;
+    else if (!strcmp(s, "float16") || !strcmp(s, "half") || !strcmp(s, "fp16")) *out = DTYPE_F16;
+    else return false;
+    return true;
+}
+
 static vllm_status check_options(const vllm_engine_options *o) {
     if (o->block_size < 1 || o->block_size > 1024)
         return vt_error(VLLM_ERR_INVALID_ARG, "block_size must be in [1, 1024], got %d", o->block_size);
@@ -86,7 +97,20 @@ static vllm_status check_options(const vllm_engine_options *o) {
                         (double)o->gpu_memory_utilization);
     if (o->num_kv_blocks < 0 || o->max_model_len < 0 || o->num_threads < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "num_kv_blocks, max_model_len and num_threads must not be negative");
+    dtype d;
+    if (!state_dtype_of(o->mamba_cache_dtype, DTYPE_F32, &d) || !state_dtype_of(o->mamba_ssm_cache_dtype, DTYPE_F32, &d))
+        return vt_error(VLLM_ERR_INVALID_ARG, "mamba_cache_dtype / mamba_ssm_cache_dtype '%.32s' / '%.32s': auto, "
+                        "float32, bfloat16 or float16", o->mamba_cache_dtype ? o->mamba_cache_dtype : "auto",
+                        o->mamba_ssm_cache_dtype ? o->mamba_ssm_cache_dtype : "auto");
     return VLLM_OK;
+}
+
+/* The hybrid models' state pool dtypes (vLLM's mamba_cache_dtype / mamba_ssm_cache_dtype): "auto" follows
+ * the model's activations as the backend runs them (BF16 on a GPU, F32 on the CPU); the recurrent
+ * state's "auto" follows the conv's. */
+static void state_dtypes(const vllm_engine *e, dtype *conv, dtype *ssm) {
+    state_dtype_of(e->opt.mamba_cache_dtype, e->be->act_dtype, conv);
+    state_dtype_of(e->opt.mamba_ssm_cache_dtype, *conv, ssm);
 }
 
 /* Device memory kept out of the KV cache for cuBLAS workspaces, CUDA graphs
@@ -181,9 +205,11 @@ static vllm_status plan_cache(vllm_engine *e, int interval, int *num_blocks, int
     size_t budget = 0;
     *num_ckpt = 0;
     const size_t state = model_state_bytes(e->model, state_slots(e));
+    dtype conv_dt, ssm_dt;
+    model_get_state_dtypes(e->model, &conv_dt, &ssm_dt);
     if (state)
-        LOG_I("recurrent state: %.1f MiB for %d slots (max_num_seqs %d + the null slot), F32",
-              (double)state / (1 << 20), state_slots(e), o->max_num_seqs);
+        LOG_I("recurrent state: %.1f MiB for %d slots (max_num_seqs %d + the null slot), conv %s, recurrent %s",
+              (double)state / (1 << 20), state_slots(e), o->max_num_seqs, dtype_name(conv_dt), dtype_name(ssm_dt));
     size_t per_block = model_cache_bytes_per_token(e->model) * (size_t)o->block_size;
     if (o->num_kv_blocks == 0) {
         vllm_status st = kv_budget(e, &budget);
@@ -212,7 +238,7 @@ static vllm_status plan_cache(vllm_engine *e, int interval, int *num_blocks, int
         if (o->num_kv_blocks == 0) budget -= n * per_ckpt;
         if (n > 0)
             LOG_I("state checkpoints: %.1f MiB for %d checkpoints of %.1f %s (a quarter of the cache budget left "
-                  "after the recurrent state, at most 4 x max_num_seqs), F32",
+                  "after the recurrent state, at most 4 x max_num_seqs), as the states",
                   (double)(n * per_ckpt) / (1 << 20), *num_ckpt,
                   per_ckpt >= (1 << 20) ? (double)per_ckpt / (1 << 20) : (double)per_ckpt / 1024,
                   per_ckpt >= (1 << 20) ? "MiB" : "KiB");
@@ -266,6 +292,11 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         .dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed, .max_model_len = e->opt.max_model_len};
     if ((st = model_load(model_dir, e->be, &mo, &e->model))) goto fail;
     e->cfg = model_get_config(e->model);
+    {
+        dtype conv_dt, ssm_dt;
+        state_dtypes(e, &conv_dt, &ssm_dt);
+        if ((st = model_set_state_dtypes(e->model, conv_dt, ssm_dt))) goto fail;
+    }
 
     st = tok_load_dir(model_dir, &e->tok);
     if (st == VLLM_ERR_NOT_FOUND) {

@@ -356,24 +356,44 @@ static void state_shapes(const model_config *c, int num_state_slots, int64_t con
     ssm[3] = c->linear_attn.v_head_dim;
 }
 
+vllm_status model_set_state_dtypes(model *m, dtype conv, dtype ssm) {
+    for (int i = 0; i < 2; i++) {
+        const dtype d = i ? ssm : conv;
+        if (d != DTYPE_F32 && d != DTYPE_BF16 && d != DTYPE_F16)
+            return vt_error(VLLM_ERR_INVALID_ARG, "recurrent state dtype %s: float32, bfloat16 or float16",
+                            dtype_name(d));
+    }
+    m->conv_state_dtype = conv;
+    m->ssm_state_dtype = ssm;
+    return VLLM_OK;
+}
+
+void model_get_state_dtypes(const model *m, dtype *conv, dtype *ssm) {
+    *conv = m->conv_state_dtype;
+    *ssm = m->ssm_state_dtype;
+}
+
 size_t model_layer_state_bytes(const model *m) {
     if (!model_has_recurrent_state(m)) return 0;
     int64_t conv[3], ssm[4];
     state_shapes(&m->cfg, 1, conv, ssm);
-    return (size_t)(conv[1] * conv[2] + ssm[1] * ssm[2] * ssm[3]) * sizeof(float);
+    return (size_t)(conv[1] * conv[2]) * dtype_size(m->conv_state_dtype) +
+           (size_t)(ssm[1] * ssm[2] * ssm[3]) * dtype_size(m->ssm_state_dtype);
 }
 
 size_t model_state_bytes(const model *m, int num_state_slots) {
     if (!model_has_recurrent_state(m) || num_state_slots <= 0) return 0;
     int64_t conv[3], ssm[4];
     state_shapes(&m->cfg, num_state_slots, conv, ssm);
-    size_t per_layer = (size_t)(conv[0] * conv[1] * conv[2] + ssm[0] * ssm[1] * ssm[2] * ssm[3]) * sizeof(float);
+    size_t per_layer = (size_t)(conv[0] * conv[1] * conv[2]) * dtype_size(m->conv_state_dtype) +
+                       (size_t)(ssm[0] * ssm[1] * ssm[2] * ssm[3]) * dtype_size(m->ssm_state_dtype);
     size_t n = 0;
     for (int l = 0; l < m->cfg.num_layers; l++) n += m->cfg.layers[l].kind == LAYER_LINEAR_ATTENTION;
     return n * per_layer;
 }
 
-/* Per linear-attention layer of c, a conv and a recurrent pool of `slots` slots, F32, zeroed, into the
+/* Per linear-attention layer of c, a conv and a recurrent pool of `slots` slots in the model's state dtypes,
+ * zeroed, into the
  * per-layer arrays *conv_out / *ssm_out (allocated here); *bytes counts them. */
 static vllm_status pools_create(model *m, model_cache *c, int slots, const char *what, tensor **conv_out,
                                 tensor **ssm_out, size_t *bytes) {
@@ -386,8 +406,8 @@ static vllm_status pools_create(model *m, model_cache *c, int slots, const char 
     for (int l = 0; l < c->num_layers; l++) {
         if (m->cfg.layers[l].kind != LAYER_LINEAR_ATTENTION) continue;
         tensor *cv = &(*conv_out)[l], *sv = &(*ssm_out)[l];
-        *cv = tensor_make(DTYPE_F32, NULL, 3, conv);
-        *sv = tensor_make(DTYPE_F32, NULL, 4, ssm);
+        *cv = tensor_make(m->conv_state_dtype, NULL, 3, conv);
+        *sv = tensor_make(m->ssm_state_dtype, NULL, 4, ssm);
         vllm_status st;
         if ((st = be->ops->alloc(be, cv)) || (st = be->ops->zero(be, cv)) || (st = be->ops->alloc(be, sv)) ||
             (st = be->ops->zero(be, sv))) {

@@ -54,16 +54,16 @@ typedef struct model_cache {
     /* linear-attention (gated delta-net) layers: state pools indexed by the request's state slot
      * (vLLM's mamba cache; slot 0 the null slot, never written: padding maps to -1) */
     int num_state_slots;      /* max_num_seqs + 1; 0 when no layer keeps a recurrent state */
-    tensor *conv_state;       /* per layer: (num_state_slots, conv_dim, K - 1) F32, or data NULL */
-    tensor *ssm_state;        /* per layer: (num_state_slots, H_v, d_k, d_v) F32, or data NULL */
+    tensor *conv_state;       /* per layer: (num_state_slots, conv_dim, K - 1) in the conv state dtype, or data NULL */
+    tensor *ssm_state;        /* per layer: (num_state_slots, H_v, d_k, d_v) in the ssm state dtype, or data NULL */
     size_t state_bytes;       /* device bytes of the state pools */
     /* checkpoints of those states at block boundaries (prefix caching of hybrid models, vLLM's
      * mamba_cache_mode "align"): pools of the same per-layer shapes, indexed by checkpoint slot
      * (engine/state_cache.h says which prefix each holds); copied from and to the state pools by
      * model_state_save / model_state_restore */
     int num_ckpt_slots;       /* 0: none */
-    tensor *ckpt_conv;        /* per layer: (num_ckpt_slots, conv_dim, K - 1) F32, or data NULL */
-    tensor *ckpt_ssm;         /* per layer: (num_ckpt_slots, H_v, d_k, d_v) F32, or data NULL */
+    tensor *ckpt_conv;        /* per layer: (num_ckpt_slots, conv_dim, K - 1), the conv state dtype, or data NULL */
+    tensor *ckpt_ssm;         /* per layer: (num_ckpt_slots, H_v, d_k, d_v), the ssm state dtype, or data NULL */
     size_t ckpt_bytes;        /* device bytes of the checkpoint pools */
 } model_cache;
 
@@ -91,6 +91,11 @@ size_t model_cache_bytes_per_token(const model *m);
 /* Device bytes of the recurrent-state pools for num_state_slots slots (0 when no layer keeps one); the
  * checkpoint pools of as many slots take the same. */
 size_t model_state_bytes(const model *m, int num_state_slots);
+/* The dtypes of the linear-attention layers' state pools (conv, recurrent) and their checkpoints: F32,
+ * BF16 or F16 (vLLM's --mamba-cache-dtype / --mamba-ssm-cache-dtype; F32 until set). Set before
+ * model_cache_create; the ops widen the states to f32 and store them rounded. */
+vllm_status model_set_state_dtypes(model *m, dtype conv, dtype ssm);
+void model_get_state_dtypes(const model *m, dtype *conv, dtype *ssm);
 /* Bytes of one linear-attention layer's states (conv and recurrent) for one slot; 0 when no layer keeps
  * one (the engine's checkpoint interval weighs it against one attention layer's KV bytes per token). */
 size_t model_layer_state_bytes(const model *m);

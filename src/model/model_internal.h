@@ -73,6 +73,8 @@ struct model {
     int graph_seq_len;          /* max_seq_len bound the graphs are recorded with */
     uint64_t buf_gen;           /* bumped whenever a step buffer is reallocated */
     uint64_t graph_gen;         /* buf_gen the recorded graphs were made with */
+    dtype conv_state_dtype;     /* the linear-attention layers' conv and recurrent state pools (and their */
+    dtype ssm_state_dtype;      /* checkpoints): F32 until model_set_state_dtypes */
 };
 
 #endif

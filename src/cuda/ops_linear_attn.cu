@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mma.h>
+
 #include "cuda/cuda_internal.h"
 
 #define LA_L2NORM_EPS 1e-6f  /* transformers' l2norm(eps=1e-6) */
@@ -428,35 +430,72 @@ __device__ __forceinline__ void gdr_l2rows(float *m, int n, int d, float mul, bo
     }
 }
 
-/* Block (chunk ci, v-head h, sequence s), 256 threads. */
+/* tf32 tensor-core tiles (wmma m16n16k8): a and b widened to tf32 after the load, f32 accumulators. */
+using namespace nvcuda;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> gdr_fa;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> gdr_fa_t;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> gdr_fb;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> gdr_fb_t;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> gdr_fc;
+
+template <typename F> __device__ __forceinline__ void gdr_tf32(F &f) {
+#pragma unroll
+    for (int e = 0; e < f.num_elements; e++) f.x[e] = wmma::__float_to_tf32(f.x[e]);
+}
+
+/* acc += A (16 x K, row-major at a, lda) * B (K x 16 at b, ldb; row-major, or col-major when bt: b points at
+ * B^T's (16 x K) first row) */
+template <bool BT>
+__device__ __forceinline__ void gdr_mma(gdr_fc &acc, const float *a, int lda, const float *b, int ldb, int K) {
+    for (int k = 0; k < K; k += 8) {
+        gdr_fa fa;
+        wmma::load_matrix_sync(fa, a + k, lda);
+        gdr_tf32(fa);
+        if (BT) {
+            gdr_fb_t fb;
+            wmma::load_matrix_sync(fb, b + k, ldb);
+            gdr_tf32(fb);
+            wmma::mma_sync(acc, fa, fb, acc);
+        } else {
+            gdr_fb fb;
+            wmma::load_matrix_sync(fb, b + (size_t)k * ldb, ldb);
+            gdr_tf32(fb);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+    }
+}
+
+/* Block (chunk ci, v-head h, sequence s), 256 threads (8 warps). Shared: K~, Q~ (then beta exp(G) k~),
+ * beta v (L, d) each; K~K~^T -> A, Q~K~^T, T (L, L); an output stage (L, 128); G, beta. Rows at or past
+ * the chunk's n tokens are zero. */
 __global__ void __launch_bounds__(256) k_gdr_prep(gdr_args a, gdr_ws w) {
-    extern __shared__ float sm[];
+    extern __shared__ __align__(128) float sm[];
     const int dk = a.dk, dv = a.dv;
-    float *Ks = sm, *Qs = Ks + GDR_L * dk, *Vb = Qs + GDR_L * dk;          /* (L, dk) (L, dk) (L, dv) */
-    float *Am = Vb + GDR_L * dv, *Tm = Am + GDR_L * (GDR_L + 1);           /* (L, L + 1) each */
-    float *Gs = Tm + GDR_L * (GDR_L + 1), *Bs = Gs + GDR_L;                /* (L) */
+    float *Ks = sm, *Qs = Ks + GDR_L * dk, *Vb = Qs + GDR_L * dk;       /* (L, dk) (L, dk) (L, dv) */
+    float *KK = Vb + GDR_L * dv, *QK = KK + GDR_L * GDR_L, *Tm = QK + GDR_L * GDR_L; /* (L, L) x 3 */
+    float *Os = Tm + GDR_L * GDR_L;                                      /* (L, 128) */
+    float *Gs = Os + GDR_L * GDR_CHUNK_MAX_D, *Bs = Gs + GDR_L;          /* (L) */
     pdl_launch();
     pdl_wait();
     const int s = blockIdx.z, h = blockIdx.y, ci = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-    const int kh = h / a.group, Hv = a.Hv;
+    const int warp = tid >> 5, kh = h / a.group, Hv = a.Hv;
     int64_t tb;
     int n;
     gdr_chunk(a.qsl, s, ci, &tb, &n);
     const int slot = a.slots[s];
     if (n <= 0 || slot < 0 || slot >= a.num_slots) return; /* padding / no tokens: k_gdr_scan handles them */
-    for (int e = tid; e < n * dk; e += nt) {
-        const int64_t t = tb + e / dk;
-        const int i = e % dk;
-        Ks[e] = cu_ld(a.k, a.kdt, t * a.ks + (int64_t)kh * dk + i);
-        Qs[e] = cu_ld(a.q, a.qdt, t * a.qs + (int64_t)kh * dk + i);
+    for (int e = tid; e < GDR_L * dk; e += nt) {
+        const int t = e / dk, i = e % dk;
+        Ks[e] = t < n ? cu_ld(a.k, a.kdt, (tb + t) * a.ks + (int64_t)kh * dk + i) : 0.0f;
+        Qs[e] = t < n ? cu_ld(a.q, a.qdt, (tb + t) * a.qs + (int64_t)kh * dk + i) : 0.0f;
     }
-    for (int e = tid; e < n * dv; e += nt) {
-        const int64_t t = tb + e / dv;
-        Vb[e] = cu_ld(a.v, a.vdt, t * a.vs + (int64_t)h * dv + e % dv);
+    for (int e = tid; e < GDR_L * dv; e += nt) {
+        const int t = e / dv;
+        Vb[e] = t < n ? cu_ld(a.v, a.vdt, (tb + t) * a.vs + (int64_t)h * dv + e % dv) : 0.0f;
     }
-    if (tid < n) {
-        Gs[tid] = cu_ld(a.g, a.gdt, (tb + tid) * a.gs + h);
-        Bs[tid] = cu_ld(a.beta, a.bdt, (tb + tid) * a.bs + h);
+    if (tid < GDR_L) {
+        Gs[tid] = tid < n ? cu_ld(a.g, a.gdt, (tb + tid) * a.gs + h) : 0.0f;
+        Bs[tid] = tid < n ? cu_ld(a.beta, a.bdt, (tb + tid) * a.bs + h) : 0.0f;
     }
     __syncthreads();
     gdr_l2rows(Ks, n, dk, 1.0f, a.l2norm);
@@ -464,68 +503,77 @@ __global__ void __launch_bounds__(256) k_gdr_prep(gdr_args a, gdr_ws w) {
     if (tid == 0)
         for (int t = 1; t < n; t++) Gs[t] += Gs[t - 1];
     __syncthreads();
-    for (int e = tid; e < n * dv; e += nt) Vb[e] *= Bs[e / dv];
-    /* A (strictly lower) and P (lower with the diagonal) */
-    for (int e = tid; e < GDR_L * GDR_L; e += nt) {
-        const int t = e / GDR_L, c = e % GDR_L;
-        float pv = 0.0f;
-        if (t < n && c <= t) {
-            const float dec = expf(Gs[t] - Gs[c]);
-            float kk = 0.0f, qk = 0.0f;
-            for (int i = 0; i < dk; i++) {
-                kk = fmaf(Ks[t * dk + i], Ks[c * dk + i], kk);
-                qk = fmaf(Qs[t * dk + i], Ks[c * dk + i], qk);
-            }
-            if (c < t) Am[t * (GDR_L + 1) + c] = Bs[t] * dec * kk;
-            pv = dec * qk;
-        }
-        if (t < n) w.P[((tb + t) * Hv + h) * GDR_L + c] = pv;
+    /* K~K~^T and Q~K~^T: 16 tiles each, 2 + 2 per warp */
+    for (int tile = warp; tile < 16; tile += 8) {
+        const int r0 = (tile / 4) * 16, c0 = (tile % 4) * 16;
+        gdr_fc kk, qk;
+        wmma::fill_fragment(kk, 0.0f);
+        wmma::fill_fragment(qk, 0.0f);
+        gdr_mma<true>(kk, Ks + r0 * dk, dk, Ks + c0 * dk, dk, dk);
+        gdr_mma<true>(qk, Qs + r0 * dk, dk, Ks + c0 * dk, dk, dk);
+        wmma::store_matrix_sync(KK + r0 * GDR_L + c0, kk, GDR_L, wmma::mem_row_major);
+        wmma::store_matrix_sync(QK + r0 * GDR_L + c0, qk, GDR_L, wmma::mem_row_major);
     }
     __syncthreads();
-    /* T = (I + A)^-1 row by row: T[t][c] = -(A[t][c] + sum_{c < r < t} A[t][r] T[r][c]), T[t][t] = 1 */
-    for (int t = 0; t < n; t++) {
+    /* A (strictly lower) in KK, P to the workspace, T = I, beta v, beta exp(G) k~ in Qs */
+    for (int e = tid; e < GDR_L * GDR_L; e += nt) {
+        const int t = e / GDR_L, c = e % GDR_L;
+        const float dec = c <= t && t < n ? expf(Gs[t] - Gs[c]) : 0.0f;
+        KK[e] = c < t ? Bs[t] * dec * KK[e] : 0.0f;
+        if (t < n) w.P[((tb + t) * Hv + h) * GDR_L + c] = dec * QK[e];
+        Tm[e] = t == c && t < n ? 1.0f : 0.0f;
+    }
+    for (int e = tid; e < GDR_L * dv; e += nt) Vb[e] *= Bs[e / dv];
+    for (int e = tid; e < GDR_L * dk; e += nt) {
+        const int t = e / dk;
+        Qs[e] = Ks[e] * Bs[t] * expf(Gs[t]);
+    }
+    __syncthreads();
+    /* T = (I + A)^-1 row by row: T[t][c] = -(A[t][c] + sum_{c < r < t} A[t][r] T[r][c]) */
+    for (int t = 1; t < n; t++) {
         if (tid < t) {
-            float acc = Am[t * (GDR_L + 1) + tid];
-            for (int r = tid + 1; r < t; r++) acc = fmaf(Am[t * (GDR_L + 1) + r], Tm[r * (GDR_L + 1) + tid], acc);
-            Tm[t * (GDR_L + 1) + tid] = -acc;
-        } else if (tid == t) {
-            Tm[t * (GDR_L + 1) + t] = 1.0f;
+            float acc = KK[t * GDR_L + tid];
+            for (int r = tid + 1; r < t; r++) acc = fmaf(KK[t * GDR_L + r], Tm[r * GDR_L + tid], acc);
+            Tm[t * GDR_L + tid] = -acc;
         }
         __syncthreads();
     }
-    /* U' = T (beta v), W = T (beta exp(G) k~), G */
-    for (int e = tid; e < n * dv; e += nt) {
-        const int t = e / dv, j = e % dv;
-        float acc = 0.0f;
-        for (int c = 0; c <= t; c++) acc = fmaf(Tm[t * (GDR_L + 1) + c], Vb[c * dv + j], acc);
-        w.U[((tb + t) * Hv + h) * dv + j] = acc;
-    }
-    for (int e = tid; e < n * dk; e += nt) {
-        const int t = e / dk, i = e % dk;
-        float acc = 0.0f;
-        for (int c = 0; c <= t; c++) acc = fmaf(Tm[t * (GDR_L + 1) + c] * Bs[c] * expf(Gs[c]), Ks[c * dk + i], acc);
-        w.W[((tb + t) * Hv + h) * dk + i] = acc;
+    /* U' = T (beta v), then W = T (beta exp(G) k~): (L, L) x (L, d) tiles into the stage, rows < n out */
+    for (int pass = 0; pass < 2; pass++) {
+        const int d = pass ? dk : dv;
+        const float *B = pass ? Qs : Vb;
+        for (int tile = warp; tile < 4 * (d / 16); tile += 8) {
+            const int r0 = (tile % 4) * 16, c0 = (tile / 4) * 16;
+            gdr_fc acc;
+            wmma::fill_fragment(acc, 0.0f);
+            gdr_mma<false>(acc, Tm + r0 * GDR_L, GDR_L, B + c0, d, GDR_L);
+            wmma::store_matrix_sync(Os + r0 * d + c0, acc, d, wmma::mem_row_major);
+        }
+        __syncthreads();
+        float *dst = pass ? w.W : w.U;
+        for (int e = tid; e < n * d; e += nt) dst[((tb + e / d) * Hv + h) * d + e % d] = Os[e];
+        __syncthreads();
     }
     if (tid < n) w.G[(tb + tid) * Hv + h] = Gs[tid];
 }
 
-/* Block (32 state columns, v-head h, sequence s), 128 threads: warp w, lane c. */
+/* Block (32 state columns, v-head h, sequence s), 128 threads (4 warps). Shared: S_0's columns (dk, 32);
+ * W, exp(G) q~, exp(G_last - G) k~ (L, dk); U' -> u (L, 32); P (L, L); a stage (L, 32); G. */
 __global__ void __launch_bounds__(128) k_gdr_scan(gdr_args a, gdr_ws w) {
-    extern __shared__ float sm[];
+    extern __shared__ __align__(128) float sm[];
     const int dk = a.dk, dv = a.dv;
-    float *Ss = sm, *Ws = Ss + dk * GDR_COLS, *Qs = Ws + GDR_L * dk, *Kd = Qs + GDR_L * dk; /* (dk, 32) (L, dk) x 3 */
-    float *Us = Kd + GDR_L * dk, *Ps = Us + GDR_L * GDR_COLS, *Gs = Ps + GDR_L * GDR_L;    /* (L, 32) (L, L) (L) */
+    float *Ss = sm, *Ws = Ss + dk * GDR_COLS, *Qs = Ws + GDR_L * dk, *Kd = Qs + GDR_L * dk;
+    float *Us = Kd + GDR_L * dk, *Ps = Us + GDR_L * GDR_COLS, *Xs = Ps + GDR_L * GDR_L, *Gs = Xs + GDR_L * GDR_COLS;
     pdl_launch();
     pdl_wait();
     const int s = blockIdx.z, h = blockIdx.y, j0 = blockIdx.x * GDR_COLS, tid = threadIdx.x, nt = blockDim.x;
-    const int lane = tid & 31, warp = tid >> 5, warps = nt >> 5, kh = h / a.group, Hv = a.Hv;
-    const bool col = j0 + lane < dv;
+    const int warp = tid >> 5, warps = nt >> 5, kh = h / a.group, Hv = a.Hv;
     int64_t t0, t1;
     int slot;
     if (!la_seq(a.qsl, a.slots, s, a.num_slots, a.err, &t0, &t1, &slot)) return;
     if (slot < 0) {
-        for (int64_t t = t0 + warp; t < t1; t += warps)
-            if (col) cu_st(a.out, a.odt, t * a.os + (int64_t)h * dv + j0 + lane, 0.0f);
+        for (int64_t e = tid; e < (t1 - t0) * GDR_COLS; e += nt)
+            if (j0 + e % GDR_COLS < dv) cu_st(a.out, a.odt, (t0 + e / GDR_COLS) * a.os + (int64_t)h * dv + j0 + e % GDR_COLS, 0.0f);
         return;
     }
     const int64_t base = ((int64_t)slot * Hv + h) * dk * dv;
@@ -540,20 +588,22 @@ __global__ void __launch_bounds__(128) k_gdr_scan(gdr_args a, gdr_ws w) {
         int n;
         gdr_chunk(a.qsl, s, ci, &tb, &n);
         __syncthreads(); /* the previous chunk is done with the tiles */
-        for (int e = tid; e < n * dk; e += nt) {
-            const int64_t t = tb + e / dk;
-            const int i = e % dk;
-            Ws[e] = w.W[(t * Hv + h) * dk + i];
-            Qs[e] = cu_ld(a.q, a.qdt, t * a.qs + (int64_t)kh * dk + i);
-            Kd[e] = cu_ld(a.k, a.kdt, t * a.ks + (int64_t)kh * dk + i);
+        for (int e = tid; e < GDR_L * dk; e += nt) {
+            const int t = e / dk, i = e % dk;
+            const bool in = t < n;
+            Ws[e] = in ? w.W[((tb + t) * Hv + h) * dk + i] : 0.0f;
+            Qs[e] = in ? cu_ld(a.q, a.qdt, (tb + t) * a.qs + (int64_t)kh * dk + i) : 0.0f;
+            Kd[e] = in ? cu_ld(a.k, a.kdt, (tb + t) * a.ks + (int64_t)kh * dk + i) : 0.0f;
         }
-        for (int e = tid; e < n * GDR_COLS; e += nt) {
-            const int64_t t = tb + e / GDR_COLS;
-            const int c = e % GDR_COLS;
-            Us[e] = j0 + c < dv ? w.U[(t * Hv + h) * dv + j0 + c] : 0.0f;
+        for (int e = tid; e < GDR_L * GDR_COLS; e += nt) {
+            const int t = e / GDR_COLS, c = e % GDR_COLS;
+            Us[e] = t < n && j0 + c < dv ? w.U[((tb + t) * Hv + h) * dv + j0 + c] : 0.0f;
         }
-        for (int e = tid; e < n * GDR_L; e += nt) Ps[e] = w.P[((tb + e / GDR_L) * Hv + h) * GDR_L + e % GDR_L];
-        if (tid < n) Gs[tid] = w.G[(tb + tid) * Hv + h];
+        for (int e = tid; e < GDR_L * GDR_L; e += nt) {
+            const int t = e / GDR_L, c = e % GDR_L;
+            Ps[e] = t < n && c < n ? w.P[((tb + t) * Hv + h) * GDR_L + c] : 0.0f;
+        }
+        if (tid < GDR_L) Gs[tid] = tid < n ? w.G[(tb + tid) * Hv + h] : 0.0f;
         __syncthreads();
         gdr_l2rows(Kd, n, dk, 1.0f, a.l2norm);
         gdr_l2rows(Qs, n, dk, a.scale, a.l2norm);
@@ -564,27 +614,49 @@ __global__ void __launch_bounds__(128) k_gdr_scan(gdr_args a, gdr_ws w) {
             Qs[e] *= expf(Gs[t]);          /* exp(G_t) q~_t */
             Kd[e] *= expf(glast - Gs[t]);  /* exp(G_last - G_s) k~_s */
         }
-        /* u = U' - W S_0 */
-        for (int t = warp; t < n; t += warps) {
-            float acc = 0.0f;
-            for (int i = 0; i < dk; i++) acc = fmaf(Ws[t * dk + i], Ss[i * GDR_COLS + lane], acc);
-            Us[t * GDR_COLS + lane] -= acc;
+        /* W S_0 into the stage: warp w rows 16 w .. 16 w + 15, two column tiles */
+        for (int tile = warp; tile < 8; tile += warps) {
+            const int r0 = (tile / 2) * 16, c0 = (tile % 2) * 16;
+            gdr_fc acc;
+            wmma::fill_fragment(acc, 0.0f);
+            gdr_mma<false>(acc, Ws + r0 * dk, dk, Ss + c0, GDR_COLS, dk);
+            wmma::store_matrix_sync(Xs + r0 * GDR_COLS + c0, acc, GDR_COLS, wmma::mem_row_major);
         }
         __syncthreads();
-        /* o_t = exp(G_t) q~_t S_0 + sum_{s <= t} P[t][s] u_s */
-        for (int t = warp; t < n; t += warps) {
-            float acc = 0.0f;
-            for (int i = 0; i < dk; i++) acc = fmaf(Qs[t * dk + i], Ss[i * GDR_COLS + lane], acc);
-            for (int c = 0; c <= t; c++) acc = fmaf(Ps[t * GDR_L + c], Us[c * GDR_COLS + lane], acc);
-            if (col) cu_st(a.out, a.odt, (tb + t) * a.os + (int64_t)h * dv + j0 + lane, acc);
+        for (int e = tid; e < GDR_L * GDR_COLS; e += nt) Us[e] -= Xs[e]; /* u = U' - W S_0 */
+        __syncthreads();
+        /* o = exp(G) q~ S_0 + P u */
+        for (int tile = warp; tile < 8; tile += warps) {
+            const int r0 = (tile / 2) * 16, c0 = (tile % 2) * 16;
+            gdr_fc acc;
+            wmma::fill_fragment(acc, 0.0f);
+            gdr_mma<false>(acc, Qs + r0 * dk, dk, Ss + c0, GDR_COLS, dk);
+            gdr_mma<false>(acc, Ps + r0 * GDR_L, GDR_L, Us + c0, GDR_COLS, GDR_L);
+            wmma::store_matrix_sync(Xs + r0 * GDR_COLS + c0, acc, GDR_COLS, wmma::mem_row_major);
         }
         __syncthreads();
-        /* S = exp(G_last) S_0 + sum_s exp(G_last - G_s) k~_s u_s^T */
+        for (int e = tid; e < n * GDR_COLS; e += nt) {
+            const int t = e / GDR_COLS, c = e % GDR_COLS;
+            if (j0 + c < dv) cu_st(a.out, a.odt, (tb + t) * a.os + (int64_t)h * dv + j0 + c, Xs[e]);
+        }
+        /* S = exp(G_last) S_0 + (exp(G_last - G) k~)^T u: (dk, L) x (L, 32), each warp its own tiles of S */
         const float el = expf(glast);
-        for (int i = warp; i < dk; i += warps) {
-            float acc = el * Ss[i * GDR_COLS + lane];
-            for (int c = 0; c < n; c++) acc = fmaf(Kd[c * dk + i], Us[c * GDR_COLS + lane], acc);
-            Ss[i * GDR_COLS + lane] = acc;
+        for (int tile = warp; tile < (dk / 16) * 2; tile += warps) {
+            const int r0 = (tile / 2) * 16, c0 = (tile % 2) * 16;
+            gdr_fc acc;
+            wmma::load_matrix_sync(acc, Ss + r0 * GDR_COLS + c0, GDR_COLS, wmma::mem_row_major);
+#pragma unroll
+            for (int e = 0; e < acc.num_elements; e++) acc.x[e] *= el;
+            for (int k = 0; k < GDR_L; k += 8) {
+                gdr_fa_t fa; /* Kd^T's rows r0.., columns k..: Kd (L, dk) read column-major */
+                wmma::load_matrix_sync(fa, Kd + (size_t)k * dk + r0, dk);
+                gdr_tf32(fa);
+                gdr_fb fb;
+                wmma::load_matrix_sync(fb, Us + (size_t)k * GDR_COLS + c0, GDR_COLS);
+                gdr_tf32(fb);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(Ss + r0 * GDR_COLS + c0, acc, GDR_COLS, wmma::mem_row_major);
         }
     }
     __syncthreads();
@@ -599,22 +671,25 @@ static size_t gdr_ws_bytes(int64_t T, int64_t Hv, int64_t dk, int64_t dv) {
 }
 
 static size_t gdr_prep_smem(int dk, int dv) {
-    return (size_t)(2 * GDR_L * dk + GDR_L * dv + 2 * GDR_L * (GDR_L + 1) + 2 * GDR_L) * sizeof(float);
+    return (size_t)(2 * GDR_L * dk + GDR_L * dv + 3 * GDR_L * GDR_L + GDR_L * GDR_CHUNK_MAX_D + 2 * GDR_L) *
+           sizeof(float);
 }
 
 static size_t gdr_scan_smem(int dk) {
-    return (size_t)(dk * GDR_COLS + 3 * GDR_L * dk + GDR_L * GDR_COLS + GDR_L * GDR_L + GDR_L) * sizeof(float);
+    return (size_t)(dk * GDR_COLS + 3 * GDR_L * dk + 2 * GDR_L * GDR_COLS + GDR_L * GDR_L + GDR_L) * sizeof(float);
 }
 
 /* Whether the chunked kernels run a call: VLLM_CUDA_GDN=recurrent|chunked forces (comparisons, tests), else
- * batches with a sequence longer than one chunk, when d_k and d_v fit. */
+ * batches with a sequence longer than one chunk, when d_k and d_v fit (multiples of 16, at most 128). */
 static bool gdr_use_chunked(const linear_attn_meta *m, int64_t dk, int64_t dv) {
-    if (dk > GDR_CHUNK_MAX_D || dv > GDR_CHUNK_MAX_D) return false;
+    if (dk > GDR_CHUNK_MAX_D || dv > GDR_CHUNK_MAX_D || dk % 16 || dv % 16) return false;
     const char *mode = getenv("VLLM_CUDA_GDN");
     if (mode && !strcmp(mode, "recurrent")) return false;
     if (mode && !strcmp(mode, "chunked")) return true;
-    return false; /* the SIMT chunked kernels measured slower than the recurrent one (H200, 8k prefill:
-                     3.45 s against 0.91 s over 48 layers): they run when forced, until their tensor-core form */
+    /* auto: the recurrent kernel until the tensor-core chunked form is measured faster on the device (its
+     * SIMT first form was slower: 3.45 s against 0.91 s over the 8k prefill's 48 layers) */
+    (void)m;
+    return false;
 }
 
 extern "C" vllm_status cu_gdn_reserve(backend *be, const gdn_params *p, int64_t max_tokens) {

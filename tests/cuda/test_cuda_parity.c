@@ -61,21 +61,24 @@ typedef struct layout {
     const char *name;
     int block_size, max_num_batched_tokens, num_kv_blocks, max_num_seqs, max_model_len;
     bool no_prefix_caching;
+    const char *gdn;            /* VLLM_CUDA_GDN for the layout (hybrid models' gated delta rule), or NULL */
 } layout;
 
 #define TIGHT (-1) /* num_kv_blocks: the fewest that make the generation preempt */
 
 static const layout LAYOUTS[] = {
-    {"one batch", 16, 8192, 0, 256, 128, false},
-    {"chunked prefill, block 7", 7, 9, 0, 256, 128, false},
+    {"one batch", 16, 8192, 0, 256, 128, false, NULL},
+    {"chunked prefill, block 7", 7, 9, 0, 256, 128, false, NULL},
     /* TIGHT: as tests/model/test_parity.c, the smallest KV cache (from the fewest blocks the engine
      * accepts up) under which the generation preempts: KV cache groups with sliding windows need more
      * blocks for one sequence, and free some as it grows */
-    {"tight KV cache (preemption)", 4, 8192, TIGHT, 256, 64, false},
-    {"prefix caching off", 4, 8192, 0, 256, 128, true},
+    {"tight KV cache (preemption)", 4, 8192, TIGHT, 256, 64, false, NULL},
+    {"prefix caching off", 4, 8192, 0, 256, 128, true, NULL},
     /* block 2 < the Gemma fixtures' sliding window 8: their sliding-window groups free blocks as they leave
      * the window (the tensor-core and decode kernels then start each query at its window) */
-    {"block 2, 6-token chunks (sliding-window blocks freed)", 2, 6, 0, 256, 128, false},
+    {"block 2, 6-token chunks (sliding-window blocks freed)", 2, 6, 0, 256, 128, false, NULL},
+    /* the hybrids' chunked gated delta rule on every step (it is chosen for prompts over 64 tokens) */
+    {"one batch, chunked gated delta rule", 16, 8192, 0, 256, 128, false, "chunked"},
 };
 
 /* The fewest KV blocks an engine with options o accepts, by bisection. */
@@ -209,6 +212,8 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
         o.max_model_len = lay->max_model_len;
         o.enable_prefix_caching = !lay->no_prefix_caching;
         bool tight = lay->num_kv_blocks == TIGHT;
+        if (lay->gdn) setenv("VLLM_CUDA_GDN", lay->gdn, 1);
+        else unsetenv("VLLM_CUDA_GDN");
         int fewest = tight ? fewest_kv_blocks(dir, o) : 0;
         vllm_engine *e = NULL;
         vllm_status st = VLLM_OK;

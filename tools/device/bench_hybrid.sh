@@ -9,7 +9,8 @@
 #     the dense model, the active ones of the MoE (attention or delta-net, router, top-k and shared experts),
 #     the lm_head; / 4.25 TB/s, DEVICE.md's copy bandwidth); the recurrent states' read + write per step
 #     are reported beside it (F32 states);
-#   - 27B: offline throughput of 32 requests of 1,024 prompt / 256 output tokens (--max-num-seqs 32);
+#   - 27B: offline throughput of 32 requests of 1,024 prompt / 256 output tokens (--max-num-seqs 32), and the
+#     same load through `vllmc bench serve` against `vllmc serve` (TTFT, TPOT; token-id prompts, no tokenizer);
 #   - 27B: one 8,192-token prompt's prefill, and the share of its time in the gated delta-net kernels
 #     (ncu's gpu__time_duration of the conv, gating, delta-rule (recurrent or chunked) and gated-norm kernels,
 #     over the same prefill's total).
@@ -92,6 +93,15 @@ echo "== $NAME: throughput, 32 x 1024 / 256"
 "$VLLMC" bench throughput --model "$M" --load-format dummy --device cuda --max-model-len 2048 --num-prompts 32 \
   --input-len 1024 --output-len 256 --max-num-seqs 32 2>&1 | tee -a "$OUTDIR/vllmc_hybrid.log" | grep -E "Throughput" |
   sed "s/^/$NAME: /" | tee -a "$OUTDIR/bench_hybrid_throughput.txt"
+echo "== $NAME: vllmc bench serve against vllmc serve, 32 x 1024 / 256 (TTFT, TPOT)"
+"$VLLMC" serve --model "$M" --load-format dummy --device cuda --max-model-len 2048 --max-num-seqs 32 --port 18000 \
+  > "$OUTDIR/serve_$NAME.log" 2>&1 &
+SPID=$!
+for _ in $(seq 120); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:18000/v1/models')" 2>/dev/null && break; sleep 1; done
+"$VLLMC" bench serve --port 18000 --num-prompts 32 --random-input-len 1024 --random-output-len 256 \
+  --max-concurrency 32 --tokenizer "$M" 2>&1 | tee "$OUTDIR/bench_serve_$NAME.txt" |
+  grep -E "Output token throughput|Mean TTFT|Median TTFT|Mean TPOT|Median TPOT|Successful" | sed "s/^/$NAME: /"
+kill $SPID 2>/dev/null; wait $SPID 2>/dev/null || true
 echo "== $NAME: prefill of 8192 tokens"
 p8=$(lat --batch-size 1 --input-len 8192 --output-len 1 --max-num-batched-tokens 8192)
 echo "8192-token prompt: $p8 s, $(python3 -c "print(round(8192 / $p8))") tok/s"

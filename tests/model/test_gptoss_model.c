@@ -24,6 +24,9 @@
 #include "model/rope.h"
 #include "tensor/tensor.h"
 #include "test.h"
+
+#define SYNTH_SEED 0x9e3779b97f4a7c15ull
+#include "synth_ckpt.h"
 #include "vllm.h"
 
 enum { V = 97, D = 64, I = 32, L = 2, NH = 4, NKV = 2, HD = 16, E = 4, K = 2, WINDOW = 8, PROMPT = 20, NEW = 6 };
@@ -77,20 +80,6 @@ typedef struct weights {
     layer_w l[L];
 } weights;
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float unif(void) { /* (-1, 1) */
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-}
-static unsigned rnd(unsigned n) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (unsigned)(rng >> 33) % n;
-}
-static float bf(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-static void fill(float *p, int n, float scale, float offset) {
-    for (int i = 0; i < n; i++) p[i] = bf(offset + unif() * scale);
-}
-
 static void make_weights(weights *w) {
     fill(w->embed, V * D, 1.0f, 0);
     fill(w->head, V * D, 0.3f, 0);
@@ -135,29 +124,6 @@ static void make_weights(weights *w) {
                 }
         }
     }
-}
-
-typedef struct ckpt {
-    const char *names[MAXT * 4];
-    tensor ts[MAXT * 4];
-    void *owned[MAXT * 4];
-    size_t n;
-} ckpt;
-
-/* adds name = a BF16 copy of the n floats at p, of the given shape */
-static void add_bf16(ckpt *c, const char *name, const float *p, int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    uint16_t *d = malloc((size_t)n * 2);
-    for (int64_t i = 0; i < n; i++) d[i] = f32_to_bf16(p[i]);
-    c->owned[c->n] = d;
-    c->names[c->n] = strdup(name);
-    c->ts[c->n++] = tensor_make(DTYPE_BF16, d, ndim, shape);
-}
-static void add_u8(ckpt *c, const char *name, uint8_t *d, int ndim, const int64_t *shape) {
-    c->owned[c->n] = d;
-    c->names[c->n] = strdup(name);
-    c->ts[c->n++] = tensor_make(DTYPE_U8, d, ndim, shape);
 }
 
 static bool write_ckpt(const weights *w, const char *dir, bool mxfp4) {
@@ -242,14 +208,7 @@ static bool write_ckpt(const weights *w, const char *dir, bool mxfp4) {
         }
 #undef ADD
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    bool ok = st_write_file(path, c->names, c->ts, c->n) == VLLM_OK;
-    for (size_t i = 0; i < c->n; i++) {
-        free((void *)c->names[i]);
-        free(c->owned[i]);
-    }
-    free(c);
-    return ok;
+    return ckpt_write(c, dir);
 }
 
 /* ---- the reference forward, in double ---- */

@@ -35,6 +35,9 @@
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
 #include "test.h"
+
+#define SYNTH_SEED 0x2545f4914f6cdd1dull
+#include "synth_ckpt.h"
 #include "vllm.h"
 
 enum {
@@ -74,20 +77,6 @@ typedef struct weights {
     layer_w l[L];
 } weights;
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static float unif(void) { /* (-1, 1) */
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-}
-static unsigned rnd(unsigned n) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (unsigned)(rng >> 33) % n;
-}
-static float bf(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-static void fill(float *p, int n, float scale, float offset) {
-    for (int i = 0; i < n; i++) p[i] = bf(offset + unif() * scale);
-}
-
 static void make_weights(weights *w) {
     fill(w->embed, V * D, 1.0f, 0);
     fill(w->head, V * D, 0.3f, 0);
@@ -120,24 +109,6 @@ static void make_weights(weights *w) {
         fill(y->sh_down, D * IS, 0.2f, 0);
         fill(y->sh_g, D, 0.3f, 0);
     }
-}
-
-typedef struct ckpt {
-    const char *names[512];
-    tensor ts[512];
-    void *owned[512];
-    size_t n;
-} ckpt;
-
-/* adds name = a BF16 copy of the floats at p, of the given shape */
-static void add_bf16(ckpt *c, const char *name, const float *p, int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    uint16_t *d = malloc((size_t)n * 2);
-    for (int64_t i = 0; i < n; i++) d[i] = f32_to_bf16(p[i]);
-    c->owned[c->n] = d;
-    c->names[c->n] = strdup(name);
-    c->ts[c->n++] = tensor_make(DTYPE_BF16, d, ndim, shape);
 }
 
 static bool write_ckpt(const weights *w, const char *dir) {
@@ -205,14 +176,7 @@ static bool write_ckpt(const weights *w, const char *dir) {
         ADD(y->sh_g, 2, s_sg, "mlp.shared_expert_gate.weight");
 #undef ADD
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    bool ok = st_write_file(path, c->names, c->ts, c->n) == VLLM_OK;
-    for (size_t i = 0; i < c->n; i++) {
-        free((void *)c->names[i]);
-        free(c->owned[i]);
-    }
-    free(c);
-    return ok;
+    return ckpt_write(c, dir);
 }
 
 /* ---- the reference forward, in double, from modeling_qwen3_next.py ---- */

@@ -72,6 +72,8 @@ vllm_status cu_buf_reserve(cu_state *cu, cu_buf *b, size_t bytes, const char *wh
                         cudaGetErrorString(e));
     }
     b->cap = cap;
+    /* a kernel may read a workspace's padding before anything wrote it (the chunked delta rule's tiles): zeros */
+    cudaMemsetAsync(b->p, 0, cap, cu->stream);
     cu->bytes_allocated += cap;
     return VLLM_OK;
 }

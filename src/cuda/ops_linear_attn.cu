@@ -409,6 +409,7 @@ __global__ void __launch_bounds__(GDR_COLS *GDR_PARTS) k_gated_delta_rule(gdr_ar
 
 struct gdr_ws {
     float *W, *U, *P, *G;  /* (T, H_v, d_k), (T, H_v, d_v), (T, H_v, GDR_L), (T, H_v) */
+    float *Qe, *Kd;        /* (T, H_v, d_k) each: exp(G_t) q~_t, exp(G_last - G_t) k~_t */
 };
 
 __device__ __forceinline__ int64_t gdr_chunk(const int32_t *qsl, int s, int ci, int64_t *tb, int *n) {
@@ -418,15 +419,15 @@ __device__ __forceinline__ int64_t gdr_chunk(const int32_t *qsl, int s, int ci, 
     return t1;
 }
 
-/* Rows [0, n) of a (n, d) shared matrix scaled to unit L2 norm (x / sqrt(sum x^2 + eps)) times mul,
+/* Rows [0, n) of a (n, d) shared matrix (row stride ld) scaled to unit L2 norm (x / sqrt(sum x^2 + eps)) times mul,
  * a warp per row. */
-__device__ __forceinline__ void gdr_l2rows(float *m, int n, int d, float mul, bool l2) {
+__device__ __forceinline__ void gdr_l2rows(float *m, int n, int d, int ld, float mul, bool l2) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int r = warp; r < n; r += warps) {
         float ss = 0.0f;
-        for (int i = lane; i < d; i += 32) ss = fmaf(m[r * d + i], m[r * d + i], ss);
+        for (int i = lane; i < d; i += 32) ss = fmaf(m[r * ld + i], m[r * ld + i], ss);
         const float f = (l2 ? rsqrtf(cu_warp_sum(ss) + LA_L2NORM_EPS) : 1.0f) * mul;
-        for (int i = lane; i < d; i += 32) m[r * d + i] *= f;
+        for (int i = lane; i < d; i += 32) m[r * ld + i] *= f;
     }
 }
 
@@ -445,8 +446,9 @@ template <typename F> __device__ __forceinline__ void gdr_tf32(F &f) {
 
 /* acc += A (16 x K, row-major at a, lda) * B (K x 16 at b, ldb; row-major, or col-major when bt: b points at
  * B^T's (16 x K) first row) */
-template <bool BT>
-__device__ __forceinline__ void gdr_mma(gdr_fc &acc, const float *a, int lda, const float *b, int ldb, int K) {
+template <bool BT, int K>
+__device__ __forceinline__ void gdr_mma(gdr_fc &acc, const float *a, int lda, const float *b, int ldb) {
+#pragma unroll
     for (int k = 0; k < K; k += 8) {
         gdr_fa fa;
         wmma::load_matrix_sync(fa, a + k, lda);
@@ -465,16 +467,54 @@ __device__ __forceinline__ void gdr_mma(gdr_fc &acc, const float *a, int lda, co
     }
 }
 
-/* Block (chunk ci, v-head h, sequence s), 256 threads (8 warps). Shared: K~, Q~ (then beta exp(G) k~),
- * beta v (L, d) each; K~K~^T -> A, Q~K~^T, T (L, L); an output stage (L, 128); G, beta. Rows at or past
- * the chunk's n tokens are zero. */
+/* Shared-memory row strides: 4 floats of padding move successive rows 4 banks apart (the wmma tiles'
+ * rows would all start in one bank at strides of 32, 64 or 128 floats) and keep rows 16-byte aligned. */
+#define GDR_PAD(d) ((d) + 4)
+#define GDR_LDL GDR_PAD(GDR_L)
+
+/* dst[0..7] = 8 consecutive elements of p from index i (one 16-byte load for aligned BF16) */
+__device__ __forceinline__ void gdr_ld8(const void *p, int dt, int64_t i, float *dst) {
+    if (dt == DTYPE_BF16 && (((uintptr_t)p + (uintptr_t)i * 2) & 15) == 0) {
+        const uint4 u = __ldg((const uint4 *)((const __nv_bfloat16 *)p + i));
+        const __nv_bfloat162 *b = (const __nv_bfloat162 *)&u;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float2 f = __bfloat1622float2(b[e]);
+            dst[2 * e] = f.x;
+            dst[2 * e + 1] = f.y;
+        }
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) dst[e] = cu_ld(p, dt, i + e);
+}
+
+/* dst (L, d) at row stride ld <- rows tb + t (t < n; zero past n) of an activation (x, dt, row stride xs),
+ * columns c0 .. c0 + d (d % 8 == 0) */
+__device__ __forceinline__ void gdr_stage(float *dst, int ld, const void *x, int dt, int64_t xs, int64_t tb, int n,
+                                          int64_t c0, int d) {
+    const int q = d / 8;
+    for (int e = threadIdx.x; e < GDR_L * q; e += blockDim.x) {
+        const int t = e / q, c = (e % q) * 8;
+        float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (t < n) gdr_ld8(x, dt, (tb + t) * xs + c0 + c, v);
+        *(float4 *)(dst + t * ld + c) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(dst + t * ld + c + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+}
+
+/* Block (chunk ci, v-head h, sequence s), 256 threads (8 warps). Shared: K~ (later the output stage),
+ * Q~ (later beta exp(G) k~), beta v (L, d) each; K~K~^T -> A, Q~K~^T -> T (L, L); G, beta. Rows at or past
+ * the chunk's n tokens are zero. Writes W, U', P, G and the scan's exp(G) q~ and exp(G_last - G) k~. */
+template <int DK>
 __global__ void __launch_bounds__(256) k_gdr_prep(gdr_args a, gdr_ws w) {
     extern __shared__ __align__(128) float sm[];
-    const int dk = a.dk, dv = a.dv;
-    float *Ks = sm, *Qs = Ks + GDR_L * dk, *Vb = Qs + GDR_L * dk;       /* (L, dk) (L, dk) (L, dv) */
-    float *KK = Vb + GDR_L * dv, *QK = KK + GDR_L * GDR_L, *Tm = QK + GDR_L * GDR_L; /* (L, L) x 3 */
-    float *Os = Tm + GDR_L * GDR_L;                                      /* (L, 128) */
-    float *Gs = Os + GDR_L * GDR_CHUNK_MAX_D, *Bs = Gs + GDR_L;          /* (L) */
+    constexpr int dk = DK;
+    const int dv = a.dv, ldk = GDR_PAD(dk), ldv = GDR_PAD(dv), ldm = GDR_PAD(max(dk, dv));
+    float *Ks = sm, *Qs = Ks + GDR_L * ldm, *Vb = Qs + GDR_L * ldk;     /* (L, dk) (L, dk) (L, dv) */
+    float *KK = Vb + GDR_L * ldv, *QT = KK + GDR_L * GDR_LDL;           /* (L, L) x 2 */
+    float *Gs = QT + GDR_L * GDR_LDL, *Bs = Gs + GDR_L;                 /* (L) */
+    float *Os = Ks;                                                     /* (L, max(dk, dv)), once K~ is done */
     pdl_launch();
     pdl_wait();
     const int s = blockIdx.z, h = blockIdx.y, ci = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
@@ -484,90 +524,142 @@ __global__ void __launch_bounds__(256) k_gdr_prep(gdr_args a, gdr_ws w) {
     gdr_chunk(a.qsl, s, ci, &tb, &n);
     const int slot = a.slots[s];
     if (n <= 0 || slot < 0 || slot >= a.num_slots) return; /* padding / no tokens: k_gdr_scan handles them */
-    for (int e = tid; e < GDR_L * dk; e += nt) {
-        const int t = e / dk, i = e % dk;
-        Ks[e] = t < n ? cu_ld(a.k, a.kdt, (tb + t) * a.ks + (int64_t)kh * dk + i) : 0.0f;
-        Qs[e] = t < n ? cu_ld(a.q, a.qdt, (tb + t) * a.qs + (int64_t)kh * dk + i) : 0.0f;
-    }
-    for (int e = tid; e < GDR_L * dv; e += nt) {
-        const int t = e / dv;
-        Vb[e] = t < n ? cu_ld(a.v, a.vdt, (tb + t) * a.vs + (int64_t)h * dv + e % dv) : 0.0f;
-    }
+    gdr_stage(Ks, ldk, a.k, a.kdt, a.ks, tb, n, (int64_t)kh * dk, dk);
+    gdr_stage(Qs, ldk, a.q, a.qdt, a.qs, tb, n, (int64_t)kh * dk, dk);
+    gdr_stage(Vb, ldv, a.v, a.vdt, a.vs, tb, n, (int64_t)h * dv, dv);
     if (tid < GDR_L) {
         Gs[tid] = tid < n ? cu_ld(a.g, a.gdt, (tb + tid) * a.gs + h) : 0.0f;
         Bs[tid] = tid < n ? cu_ld(a.beta, a.bdt, (tb + tid) * a.bs + h) : 0.0f;
     }
     __syncthreads();
-    gdr_l2rows(Ks, n, dk, 1.0f, a.l2norm);
-    gdr_l2rows(Qs, n, dk, a.scale, a.l2norm);
-    if (tid == 0)
-        for (int t = 1; t < n; t++) Gs[t] += Gs[t - 1];
+    gdr_l2rows(Ks, n, dk, ldk, 1.0f, a.l2norm);
+    gdr_l2rows(Qs, n, dk, ldk, a.scale, a.l2norm);
+    if (warp == 0) { /* inclusive prefix sum of g over the chunk's 64 entries: two per lane */
+        const int lane = tid & 31;
+        float x0 = Gs[2 * lane], x1 = x0 + Gs[2 * lane + 1], sum = x1;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const float y = __shfl_up_sync(0xffffffffu, sum, o);
+            if (lane >= o) sum += y;
+        }
+        const float before = sum - x1;
+        Gs[2 * lane] = before + x0;
+        Gs[2 * lane + 1] = before + x1;
+    }
     __syncthreads();
+    /* the scan's operands: exp(G_t) q~_t and exp(G_last - G_t) k~_t, a float4 at a time (d_k % 16 == 0) */
+    for (int e = tid; e < n * (dk / 4); e += nt) {
+        const int t = e / (dk / 4), i = (e % (dk / 4)) * 4;
+        const float eq = expf(Gs[t]), ek = expf(Gs[n - 1] - Gs[t]);
+        const float4 q4 = *(const float4 *)(Qs + t * ldk + i), k4 = *(const float4 *)(Ks + t * ldk + i);
+        const int64_t o = ((tb + t) * Hv + h) * dk + i;
+        *(float4 *)(w.Qe + o) = make_float4(q4.x * eq, q4.y * eq, q4.z * eq, q4.w * eq);
+        *(float4 *)(w.Kd + o) = make_float4(k4.x * ek, k4.y * ek, k4.z * ek, k4.w * ek);
+    }
     /* K~K~^T and Q~K~^T: 16 tiles each, 2 + 2 per warp */
     for (int tile = warp; tile < 16; tile += 8) {
         const int r0 = (tile / 4) * 16, c0 = (tile % 4) * 16;
         gdr_fc kk, qk;
         wmma::fill_fragment(kk, 0.0f);
         wmma::fill_fragment(qk, 0.0f);
-        gdr_mma<true>(kk, Ks + r0 * dk, dk, Ks + c0 * dk, dk, dk);
-        gdr_mma<true>(qk, Qs + r0 * dk, dk, Ks + c0 * dk, dk, dk);
-        wmma::store_matrix_sync(KK + r0 * GDR_L + c0, kk, GDR_L, wmma::mem_row_major);
-        wmma::store_matrix_sync(QK + r0 * GDR_L + c0, qk, GDR_L, wmma::mem_row_major);
+        gdr_mma<true, DK>(kk, Ks + r0 * ldk, ldk, Ks + c0 * ldk, ldk);
+        gdr_mma<true, DK>(qk, Qs + r0 * ldk, ldk, Ks + c0 * ldk, ldk);
+        wmma::store_matrix_sync(KK + r0 * GDR_LDL + c0, kk, GDR_LDL, wmma::mem_row_major);
+        wmma::store_matrix_sync(QT + r0 * GDR_LDL + c0, qk, GDR_LDL, wmma::mem_row_major);
     }
     __syncthreads();
-    /* A (strictly lower) in KK, P to the workspace, T = I, beta v, beta exp(G) k~ in Qs */
+    /* A (strictly lower) in KK, P to the workspace, then T = I in QT (each element read, then written, by
+     * one thread), beta v, beta exp(G) k~ in Qs */
     for (int e = tid; e < GDR_L * GDR_L; e += nt) {
-        const int t = e / GDR_L, c = e % GDR_L;
+        const int t = e / GDR_L, c = e % GDR_L, o = t * GDR_LDL + c;
         const float dec = c <= t && t < n ? expf(Gs[t] - Gs[c]) : 0.0f;
-        KK[e] = c < t ? Bs[t] * dec * KK[e] : 0.0f;
-        if (t < n) w.P[((tb + t) * Hv + h) * GDR_L + c] = dec * QK[e];
-        Tm[e] = t == c && t < n ? 1.0f : 0.0f;
+        KK[o] = c < t ? Bs[t] * dec * KK[o] : 0.0f;
+        if (t < n) w.P[((tb + t) * Hv + h) * GDR_L + c] = dec * QT[o];
+        QT[o] = t == c && t < n ? 1.0f : 0.0f;
     }
-    for (int e = tid; e < GDR_L * dv; e += nt) Vb[e] *= Bs[e / dv];
+    for (int e = tid; e < GDR_L * dv; e += nt) Vb[(e / dv) * ldv + e % dv] *= Bs[e / dv];
     for (int e = tid; e < GDR_L * dk; e += nt) {
-        const int t = e / dk;
-        Qs[e] = Ks[e] * Bs[t] * expf(Gs[t]);
+        const int t = e / dk, o = t * ldk + e % dk;
+        Qs[o] = Ks[o] * Bs[t] * expf(Gs[t]);
     }
     __syncthreads();
-    /* T = (I + A)^-1 row by row: T[t][c] = -(A[t][c] + sum_{c < r < t} A[t][r] T[r][c]) */
-    for (int t = 1; t < n; t++) {
-        if (tid < t) {
-            float acc = KK[t * GDR_L + tid];
-            for (int r = tid + 1; r < t; r++) acc = fmaf(KK[t * GDR_L + r], Tm[r * GDR_L + tid], acc);
-            Tm[t * GDR_L + tid] = -acc;
+    /* T = (I + A)^-1 (A strictly lower, in KK): the four 16 x 16 diagonal blocks by forward substitution, a
+     * warp each (lane = column): T[r][c] = -(A[r][c] + sum_{c < m < r} A[r][m] T[m][c]); then the blocks
+     * below the diagonal, one block diagonal at a time: T_ij = -T_ii sum_{j <= k < i} A_ik T_kj, through a
+     * (3 x 16 x 16) stage where K~ was. Rows past n stay zero (A's rows and T's diagonal are). */
+    float *Tm = QT, *Xb = Ks;
+    if (warp < 4) {
+        const int b0 = warp * 16, lane = tid & 31;
+        for (int r = 1; r < 16; r++) {
+            if (lane < r) {
+                const float *ar = KK + (b0 + r) * GDR_LDL + b0;
+                float acc = ar[lane];
+                for (int m = lane + 1; m < r; m++) acc = fmaf(ar[m], Tm[(b0 + m) * GDR_LDL + b0 + lane], acc);
+                Tm[(b0 + r) * GDR_LDL + b0 + lane] = -acc;
+            }
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    for (int d = 1; d < 4; d++) {
+        for (int e = tid; e < (4 - d) * 256; e += nt) {
+            const int bi = d + e / 256, bj = bi - d, r = (e % 256) / 16, c = e % 16;
+            const float *ar = KK + (bi * 16 + r) * GDR_LDL;
+            float acc = 0.0f;
+            for (int k = bj * 16; k < bi * 16; k++) acc = fmaf(ar[k], Tm[k * GDR_LDL + bj * 16 + c], acc);
+            Xb[e] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < (4 - d) * 256; e += nt) {
+            const int bi = d + e / 256, bj = bi - d, r = (e % 256) / 16, c = e % 16;
+            const float *tr = Tm + (bi * 16 + r) * GDR_LDL + bi * 16;
+            float acc = 0.0f;
+            for (int m = 0; m <= r; m++) acc = fmaf(tr[m], Xb[(e / 256) * 256 + m * 16 + c], acc);
+            Tm[(bi * 16 + r) * GDR_LDL + bj * 16 + c] = -acc;
         }
         __syncthreads();
     }
-    /* U' = T (beta v), then W = T (beta exp(G) k~): (L, L) x (L, d) tiles into the stage, rows < n out */
+    /* U' = T (beta v), then W = T (beta exp(G) k~): (L, L) x (L, d) tiles into the stage (where K~ was),
+     * rows < n out */
     for (int pass = 0; pass < 2; pass++) {
-        const int d = pass ? dk : dv;
+        const int d = pass ? dk : dv, ld = pass ? ldk : ldv;
         const float *B = pass ? Qs : Vb;
         for (int tile = warp; tile < 4 * (d / 16); tile += 8) {
             const int r0 = (tile % 4) * 16, c0 = (tile / 4) * 16;
             gdr_fc acc;
             wmma::fill_fragment(acc, 0.0f);
-            gdr_mma<false>(acc, Tm + r0 * GDR_L, GDR_L, B + c0, d, GDR_L);
-            wmma::store_matrix_sync(Os + r0 * d + c0, acc, d, wmma::mem_row_major);
+            gdr_mma<false, GDR_L>(acc, Tm + r0 * GDR_LDL, GDR_LDL, B + c0, ld);
+            wmma::store_matrix_sync(Os + r0 * ld + c0, acc, ld, wmma::mem_row_major);
         }
         __syncthreads();
         float *dst = pass ? w.W : w.U;
-        for (int e = tid; e < n * d; e += nt) dst[((tb + e / d) * Hv + h) * d + e % d] = Os[e];
+        for (int e = tid; e < n * (d / 4); e += nt) {
+            const int t = e / (d / 4), c = (e % (d / 4)) * 4;
+            *(float4 *)(dst + ((tb + t) * Hv + h) * d + c) = *(const float4 *)(Os + t * ld + c);
+        }
         __syncthreads();
     }
     if (tid < n) w.G[(tb + tid) * Hv + h] = Gs[tid];
 }
 
-/* Block (32 state columns, v-head h, sequence s), 128 threads (4 warps). Shared: S_0's columns (dk, 32);
- * W, exp(G) q~, exp(G_last - G) k~ (L, dk); U' -> u (L, 32); P (L, L); a stage (L, 32); G. */
-__global__ void __launch_bounds__(128) k_gdr_scan(gdr_args a, gdr_ws w) {
+/* Block (32 state columns, v-head h, sequence s), 256 threads (8 warps). Shared: S_0's columns (dk, 32);
+ * U' -> u (L, 32); P (L, L); a stage (L, 32). W, exp(G) q~ and exp(G_last - G) k~ are read by the tensor-core
+ * tiles straight from the workspace (their rows past the chunk's n tokens are another chunk's or the
+ * zeroed padding: they only meet u's rows past n, which are zero, or outputs that are not stored). */
+#define GDR_SCAN_THREADS 256
+#define GDR_LDC GDR_PAD(GDR_COLS)
+
+template <int DK>
+__global__ void __launch_bounds__(GDR_SCAN_THREADS) k_gdr_scan(gdr_args a, gdr_ws w) {
     extern __shared__ __align__(128) float sm[];
-    const int dk = a.dk, dv = a.dv;
-    float *Ss = sm, *Ws = Ss + dk * GDR_COLS, *Qs = Ws + GDR_L * dk, *Kd = Qs + GDR_L * dk;
-    float *Us = Kd + GDR_L * dk, *Ps = Us + GDR_L * GDR_COLS, *Xs = Ps + GDR_L * GDR_L, *Gs = Xs + GDR_L * GDR_COLS;
+    constexpr int dk = DK;
+    const int dv = a.dv;
+    float *Ss = sm, *Us = Ss + dk * GDR_LDC, *Ps = Us + GDR_L * GDR_LDC, *Xs = Ps + GDR_L * GDR_LDL;
     pdl_launch();
     pdl_wait();
     const int s = blockIdx.z, h = blockIdx.y, j0 = blockIdx.x * GDR_COLS, tid = threadIdx.x, nt = blockDim.x;
-    const int warp = tid >> 5, warps = nt >> 5, kh = h / a.group, Hv = a.Hv;
+    const int warp = tid >> 5, Hv = a.Hv;
+    const int64_t ldw = (int64_t)Hv * dk;
     int64_t t0, t1;
     int slot;
     if (!la_seq(a.qsl, a.slots, s, a.num_slots, a.err, &t0, &t1, &slot)) return;
@@ -580,103 +672,103 @@ __global__ void __launch_bounds__(128) k_gdr_scan(gdr_args a, gdr_ws w) {
     const bool from_state = a.init[s] != 0;
     for (int e = tid; e < dk * GDR_COLS; e += nt) {
         const int i = e / GDR_COLS, c = e % GDR_COLS;
-        Ss[e] = from_state && j0 + c < dv ? cu_ld(a.state, a.sdt, base + (int64_t)i * dv + j0 + c) : 0.0f;
+        Ss[i * GDR_LDC + c] = from_state && j0 + c < dv ? cu_ld(a.state, a.sdt, base + (int64_t)i * dv + j0 + c) : 0.0f;
     }
+    /* warp w: row tile r0 = 16 (w / 2), column tile c0 = 16 (w % 2) of the (L, 32) products */
+    const int r0 = (warp >> 1) * 16, c0 = (warp & 1) * 16;
     const int nchunks = (int)((t1 - t0 + GDR_L - 1) / GDR_L);
     for (int ci = 0; ci < nchunks; ci++) {
         int64_t tb;
         int n;
         gdr_chunk(a.qsl, s, ci, &tb, &n);
-        __syncthreads(); /* the previous chunk is done with the tiles */
-        for (int e = tid; e < GDR_L * dk; e += nt) {
-            const int t = e / dk, i = e % dk;
-            const bool in = t < n;
-            Ws[e] = in ? w.W[((tb + t) * Hv + h) * dk + i] : 0.0f;
-            Qs[e] = in ? cu_ld(a.q, a.qdt, (tb + t) * a.qs + (int64_t)kh * dk + i) : 0.0f;
-            Kd[e] = in ? cu_ld(a.k, a.kdt, (tb + t) * a.ks + (int64_t)kh * dk + i) : 0.0f;
+        /* U' (L, 32) and P (L, L), rows past n zero */
+        for (int e = tid; e < GDR_L * (GDR_COLS / 4); e += nt) {
+            const int t = e / (GDR_COLS / 4), c = (e % (GDR_COLS / 4)) * 4;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (t < n && j0 + c < dv) v = __ldg((const float4 *)(w.U + ((tb + t) * Hv + h) * dv + j0 + c));
+            *(float4 *)(Us + t * GDR_LDC + c) = v;
         }
-        for (int e = tid; e < GDR_L * GDR_COLS; e += nt) {
-            const int t = e / GDR_COLS, c = e % GDR_COLS;
-            Us[e] = t < n && j0 + c < dv ? w.U[((tb + t) * Hv + h) * dv + j0 + c] : 0.0f;
+        for (int e = tid; e < GDR_L * (GDR_L / 4); e += nt) {
+            const int t = e / (GDR_L / 4), c = (e % (GDR_L / 4)) * 4;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (t < n) v = __ldg((const float4 *)(w.P + ((tb + t) * Hv + h) * GDR_L + c));
+            *(float4 *)(Ps + t * GDR_LDL + c) = v;
         }
-        for (int e = tid; e < GDR_L * GDR_L; e += nt) {
-            const int t = e / GDR_L, c = e % GDR_L;
-            Ps[e] = t < n && c < n ? w.P[((tb + t) * Hv + h) * GDR_L + c] : 0.0f;
+        const float el = expf(__ldg(w.G + (tb + n - 1) * Hv + h));
+        const float *Wg = w.W + (tb * Hv + h) * (int64_t)dk, *Qg = w.Qe + (tb * Hv + h) * (int64_t)dk;
+        const float *Kg = w.Kd + (tb * Hv + h) * (int64_t)dk;
+        /* W S_0 (to the stage) and exp(G) q~ S_0 (kept), each warp its tile */
+        gdr_fc xw, xo;
+        wmma::fill_fragment(xw, 0.0f);
+        wmma::fill_fragment(xo, 0.0f);
+#pragma unroll
+        for (int k = 0; k < dk; k += 8) {
+            gdr_fb fb;
+            wmma::load_matrix_sync(fb, Ss + (size_t)k * GDR_LDC + c0, GDR_LDC);
+            gdr_tf32(fb);
+            gdr_fa fw, fq;
+            wmma::load_matrix_sync(fw, Wg + r0 * ldw + k, (unsigned)ldw);
+            wmma::load_matrix_sync(fq, Qg + r0 * ldw + k, (unsigned)ldw);
+            gdr_tf32(fw);
+            gdr_tf32(fq);
+            wmma::mma_sync(xw, fw, fb, xw);
+            wmma::mma_sync(xo, fq, fb, xo);
         }
-        if (tid < GDR_L) Gs[tid] = tid < n ? w.G[(tb + tid) * Hv + h] : 0.0f;
-        __syncthreads();
-        gdr_l2rows(Kd, n, dk, 1.0f, a.l2norm);
-        gdr_l2rows(Qs, n, dk, a.scale, a.l2norm);
-        __syncthreads();
-        const float glast = Gs[n - 1];
-        for (int e = tid; e < n * dk; e += nt) {
-            const int t = e / dk;
-            Qs[e] *= expf(Gs[t]);          /* exp(G_t) q~_t */
-            Kd[e] *= expf(glast - Gs[t]);  /* exp(G_last - G_s) k~_s */
-        }
-        /* W S_0 into the stage: warp w rows 16 w .. 16 w + 15, two column tiles */
-        for (int tile = warp; tile < 8; tile += warps) {
-            const int r0 = (tile / 2) * 16, c0 = (tile % 2) * 16;
-            gdr_fc acc;
-            wmma::fill_fragment(acc, 0.0f);
-            gdr_mma<false>(acc, Ws + r0 * dk, dk, Ss + c0, GDR_COLS, dk);
-            wmma::store_matrix_sync(Xs + r0 * GDR_COLS + c0, acc, GDR_COLS, wmma::mem_row_major);
-        }
-        __syncthreads();
-        for (int e = tid; e < GDR_L * GDR_COLS; e += nt) Us[e] -= Xs[e]; /* u = U' - W S_0 */
-        __syncthreads();
-        /* o = exp(G) q~ S_0 + P u */
-        for (int tile = warp; tile < 8; tile += warps) {
-            const int r0 = (tile / 2) * 16, c0 = (tile % 2) * 16;
-            gdr_fc acc;
-            wmma::fill_fragment(acc, 0.0f);
-            gdr_mma<false>(acc, Qs + r0 * dk, dk, Ss + c0, GDR_COLS, dk);
-            gdr_mma<false>(acc, Ps + r0 * GDR_L, GDR_L, Us + c0, GDR_COLS, GDR_L);
-            wmma::store_matrix_sync(Xs + r0 * GDR_COLS + c0, acc, GDR_COLS, wmma::mem_row_major);
+        wmma::store_matrix_sync(Xs + r0 * GDR_LDC + c0, xw, GDR_LDC, wmma::mem_row_major);
+        __syncthreads(); /* U', P staged; W S_0 in the stage; S_0 read by every warp */
+        for (int e = tid; e < GDR_L * GDR_COLS; e += nt) { /* u = U' - W S_0, rows past n zero */
+            const int t = e / GDR_COLS, o = t * GDR_LDC + e % GDR_COLS;
+            Us[o] = t < n ? Us[o] - Xs[o] : 0.0f;
         }
         __syncthreads();
-        for (int e = tid; e < n * GDR_COLS; e += nt) {
-            const int t = e / GDR_COLS, c = e % GDR_COLS;
-            if (j0 + c < dv) cu_st(a.out, a.odt, (tb + t) * a.os + (int64_t)h * dv + j0 + c, Xs[e]);
-        }
+        /* o = exp(G) q~ S_0 + P u into the stage */
+        gdr_mma<false, GDR_L>(xo, Ps + r0 * GDR_LDL, GDR_LDL, Us + c0, GDR_LDC);
+        wmma::store_matrix_sync(Xs + r0 * GDR_LDC + c0, xo, GDR_LDC, wmma::mem_row_major);
         /* S = exp(G_last) S_0 + (exp(G_last - G) k~)^T u: (dk, L) x (L, 32), each warp its own tiles of S */
-        const float el = expf(glast);
-        for (int tile = warp; tile < (dk / 16) * 2; tile += warps) {
-            const int r0 = (tile / 2) * 16, c0 = (tile % 2) * 16;
+        for (int tile = warp; tile < (dk / 16) * 2; tile += 8) {
+            const int sr = (tile / 2) * 16, sc = (tile % 2) * 16;
             gdr_fc acc;
-            wmma::load_matrix_sync(acc, Ss + r0 * GDR_COLS + c0, GDR_COLS, wmma::mem_row_major);
+            wmma::load_matrix_sync(acc, Ss + sr * GDR_LDC + sc, GDR_LDC, wmma::mem_row_major);
 #pragma unroll
             for (int e = 0; e < acc.num_elements; e++) acc.x[e] *= el;
+#pragma unroll
             for (int k = 0; k < GDR_L; k += 8) {
-                gdr_fa_t fa; /* Kd^T's rows r0.., columns k..: Kd (L, dk) read column-major */
-                wmma::load_matrix_sync(fa, Kd + (size_t)k * dk + r0, dk);
+                gdr_fa_t fa; /* Kd^T's rows sr.., columns k..: Kd (L, dk) read column-major */
+                wmma::load_matrix_sync(fa, Kg + (int64_t)k * ldw + sr, (unsigned)ldw);
                 gdr_tf32(fa);
                 gdr_fb fb;
-                wmma::load_matrix_sync(fb, Us + (size_t)k * GDR_COLS + c0, GDR_COLS);
+                wmma::load_matrix_sync(fb, Us + (size_t)k * GDR_LDC + sc, GDR_LDC);
                 gdr_tf32(fb);
                 wmma::mma_sync(acc, fa, fb, acc);
             }
-            wmma::store_matrix_sync(Ss + r0 * GDR_COLS + c0, acc, GDR_COLS, wmma::mem_row_major);
+            wmma::store_matrix_sync(Ss + sr * GDR_LDC + sc, acc, GDR_LDC, wmma::mem_row_major);
         }
+        __syncthreads(); /* the stage holds o; S is the next chunk's S_0 */
+        for (int e = tid; e < n * GDR_COLS; e += nt) {
+            const int t = e / GDR_COLS, c = e % GDR_COLS;
+            if (j0 + c < dv) cu_st(a.out, a.odt, (tb + t) * a.os + (int64_t)h * dv + j0 + c, Xs[t * GDR_LDC + c]);
+        }
+        __syncthreads(); /* the stage and u are free again */
     }
-    __syncthreads();
     for (int e = tid; e < dk * GDR_COLS; e += nt) {
         const int i = e / GDR_COLS, c = e % GDR_COLS;
-        if (j0 + c < dv) cu_st(a.state, a.sdt, base + (int64_t)i * dv + j0 + c, Ss[e]);
+        if (j0 + c < dv) cu_st(a.state, a.sdt, base + (int64_t)i * dv + j0 + c, Ss[i * GDR_LDC + c]);
     }
 }
 
+/* W, U', P, G, exp(G) q~, exp(G) k~ for T tokens, each padded by a chunk of rows (the scan's tiles read up
+ * to 63 rows past a sequence's last token) */
 static size_t gdr_ws_bytes(int64_t T, int64_t Hv, int64_t dk, int64_t dv) {
-    return (size_t)T * (size_t)Hv * (size_t)(dk + dv + GDR_L + 1) * sizeof(float) + 4 * GDR_ALIGN;
+    return (size_t)(T + GDR_L) * (size_t)Hv * (size_t)(3 * dk + dv + GDR_L + 1) * sizeof(float) + 6 * GDR_ALIGN;
 }
 
 static size_t gdr_prep_smem(int dk, int dv) {
-    return (size_t)(2 * GDR_L * dk + GDR_L * dv + 3 * GDR_L * GDR_L + GDR_L * GDR_CHUNK_MAX_D + 2 * GDR_L) *
+    return (size_t)(GDR_L * (GDR_PAD(dk > dv ? dk : dv) + GDR_PAD(dk) + GDR_PAD(dv)) + 2 * GDR_L * GDR_LDL + 2 * GDR_L) *
            sizeof(float);
 }
 
 static size_t gdr_scan_smem(int dk) {
-    return (size_t)(dk * GDR_COLS + 3 * GDR_L * dk + 2 * GDR_L * GDR_COLS + GDR_L * GDR_L + GDR_L) * sizeof(float);
+    return (size_t)(dk * GDR_LDC + 2 * GDR_L * GDR_LDC + GDR_L * GDR_LDL) * sizeof(float);
 }
 
 /* Whether the chunked kernels run a call: VLLM_CUDA_GDN=recurrent|chunked forces (comparisons, tests), else
@@ -686,10 +778,8 @@ static bool gdr_use_chunked(const linear_attn_meta *m, int64_t dk, int64_t dv) {
     const char *mode = getenv("VLLM_CUDA_GDN");
     if (mode && !strcmp(mode, "recurrent")) return false;
     if (mode && !strcmp(mode, "chunked")) return true;
-    /* auto: the recurrent kernel until the tensor-core chunked form is measured faster on the device (its
-     * SIMT first form was slower: 3.45 s against 0.91 s over the 8k prefill's 48 layers) */
-    (void)m;
-    return false;
+    /* auto: the chunked form once a sequence spans more than one chunk */
+    return m->max_query_len > GDR_L;
 }
 
 extern "C" vllm_status cu_gdn_reserve(backend *be, const gdn_params *p, int64_t max_tokens) {
@@ -697,6 +787,24 @@ extern "C" vllm_status cu_gdn_reserve(backend *be, const gdn_params *p, int64_t 
     if (!p || p->head_k_dim > GDR_CHUNK_MAX_D || p->head_v_dim > GDR_CHUNK_MAX_D || max_tokens <= 0) return VLLM_OK;
     return cu_buf_reserve(cu, &cu->gdn_ws, gdr_ws_bytes(max_tokens, p->num_v_heads, p->head_k_dim, p->head_v_dim),
                           "gated_delta_rule workspace");
+}
+
+template <int DK>
+static void gdr_launch(cu_state *cu, const gdr_args &a, const gdr_ws &w, const linear_attn_meta *m) {
+    const char *op = "gated_delta_rule";
+    static bool attr_set = false; /* per instantiation */
+    if (!attr_set) {
+        cudaFuncSetAttribute(k_gdr_prep<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)gdr_prep_smem(DK, GDR_CHUNK_MAX_D));
+        cudaFuncSetAttribute(k_gdr_scan<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdr_scan_smem(DK));
+        attr_set = true;
+    }
+    const unsigned chunks = (unsigned)((m->max_query_len + GDR_L - 1) / GDR_L);
+    if (!cu_launch(cu, op, true, k_gdr_prep<DK>, dim3(chunks, (unsigned)a.Hv, (unsigned)m->num_seqs), dim3(256),
+                   gdr_prep_smem(DK, a.dv), a, w))
+        return;
+    cu_launch(cu, op, true, k_gdr_scan<DK>, dim3((unsigned)((a.dv + GDR_COLS - 1) / GDR_COLS), (unsigned)a.Hv,
+                                                  (unsigned)m->num_seqs), dim3(GDR_SCAN_THREADS), gdr_scan_smem(DK), a, w);
 }
 
 static void gdr_chunked(cu_state *cu, const gdr_args &a, const linear_attn_meta *m, int64_t T) {
@@ -712,20 +820,18 @@ static void gdr_chunked(cu_state *cu, const gdr_args &a, const linear_attn_meta 
     w.U = (float *)(p + ((nW * 4 + GDR_ALIGN - 1) / GDR_ALIGN) * GDR_ALIGN);
     w.P = (float *)((char *)w.U + ((nU * 4 + GDR_ALIGN - 1) / GDR_ALIGN) * GDR_ALIGN);
     w.G = (float *)((char *)w.P + ((nP * 4 + GDR_ALIGN - 1) / GDR_ALIGN) * GDR_ALIGN);
-    const size_t sp = gdr_prep_smem(a.dk, a.dv), ss = gdr_scan_smem(a.dk);
-    static bool attr_set = false;
-    if (!attr_set) {
-        cudaFuncSetAttribute(k_gdr_prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)gdr_prep_smem(GDR_CHUNK_MAX_D, GDR_CHUNK_MAX_D));
-        cudaFuncSetAttribute(k_gdr_scan, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)gdr_scan_smem(GDR_CHUNK_MAX_D));
-        attr_set = true;
+    w.Qe = (float *)((char *)w.G + (((size_t)T * a.Hv * 4 + GDR_ALIGN - 1) / GDR_ALIGN) * GDR_ALIGN);
+    w.Kd = (float *)((char *)w.Qe + ((nW * 4 + GDR_ALIGN - 1) / GDR_ALIGN) * GDR_ALIGN);
+    switch (a.dk) {
+    case 16: gdr_launch<16>(cu, a, w, m); break;
+    case 32: gdr_launch<32>(cu, a, w, m); break;
+    case 48: gdr_launch<48>(cu, a, w, m); break;
+    case 64: gdr_launch<64>(cu, a, w, m); break;
+    case 80: gdr_launch<80>(cu, a, w, m); break;
+    case 96: gdr_launch<96>(cu, a, w, m); break;
+    case 112: gdr_launch<112>(cu, a, w, m); break;
+    default: gdr_launch<128>(cu, a, w, m); break; /* gdr_use_chunked: d_k a multiple of 16 up to 128 */
     }
-    const unsigned chunks = (unsigned)((m->max_query_len + GDR_L - 1) / GDR_L);
-    if (!cu_launch(cu, op, true, k_gdr_prep, dim3(chunks, (unsigned)a.Hv, (unsigned)m->num_seqs), dim3(256), sp, a, w))
-        return;
-    cu_launch(cu, op, true, k_gdr_scan, dim3((unsigned)((a.dv + GDR_COLS - 1) / GDR_COLS), (unsigned)a.Hv,
-                                              (unsigned)m->num_seqs), dim3(128), ss, a, w);
 }
 
 extern "C" void cu_gated_delta_rule(backend *be, const tensor *q, const tensor *k, const tensor *v, const tensor *g,

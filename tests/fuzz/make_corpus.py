@@ -130,6 +130,132 @@ for dt in ["F32", "F16", "BF16", "I32", "I64", "U8", "F64", "U64", "U32", "I16",
     SAFETENSORS_DICT.append(dt.encode())
 
 
+# GGUF (llama.cpp's docs/gguf.md): little-endian; strings u64 length + bytes; value types 0..12
+GG_U8, GG_I8, GG_U16, GG_I16, GG_U32, GG_I32, GG_F32, GG_BOOL, GG_STR, GG_ARR, GG_U64, GG_I64, GG_F64 = range(13)
+GG_FMT = {GG_U8: "<B", GG_I8: "<b", GG_U16: "<H", GG_I16: "<h", GG_U32: "<I", GG_I32: "<i", GG_F32: "<f",
+          GG_BOOL: "<B", GG_U64: "<Q", GG_I64: "<q", GG_F64: "<d"}
+
+
+def gg_str(s):
+    s = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(s)) + s
+
+
+def gg_val(t, v):
+    """A value of type t; arrays are (elem_type, [values])."""
+    if t == GG_STR:
+        return gg_str(v)
+    if t == GG_ARR:
+        et, vals = v
+        return struct.pack("<IQ", et, len(vals)) + b"".join(gg_val(et, x) for x in vals)
+    return struct.pack(GG_FMT[t], v)
+
+
+def gguf_file(kvs, tensors, version=3, align=32):
+    """kvs = [(key, type, value)]; tensors = [(name, ne, ggml type, data bytes)], laid out in order, aligned."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gg_str(k) + struct.pack("<I", t) + gg_val(t, v)
+    off, blob = 0, b""
+    for name, ne, ty, data in tensors:
+        out += gg_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        out += struct.pack("<IQ", ty, off)
+        blob += data + b"\x00" * (-len(data) % align)
+        off = len(blob)
+    out += b"\x00" * (-len(out) % align)
+    return out + blob
+
+
+def gguf_parts(parts):
+    """fuzz_gguf's framing of 1-3 parts: the count in byte 0, the lengths of all but the last."""
+    return bytes([len(parts) - 1]) + b"".join(struct.pack("<I", len(p)) for p in parts[:-1]) + b"".join(parts)
+
+
+def gguf_read_kvs(data, cut=8):
+    """The metadata of a real GGUF file, arrays cut to their first `cut` elements."""
+    pos = 24
+    (n_kv,) = struct.unpack_from("<Q", data, 16)
+
+    def rstr():
+        nonlocal pos
+        (n,) = struct.unpack_from("<Q", data, pos)
+        s = data[pos + 8:pos + 8 + n]
+        pos += 8 + n
+        return s
+
+    def rval(t):
+        nonlocal pos
+        if t == GG_STR:
+            return rstr()
+        if t == GG_ARR:
+            et, n = struct.unpack_from("<IQ", data, pos)
+            pos += 12
+            return (et, [rval(et) for _ in range(n)])
+        (v,) = struct.unpack_from(GG_FMT[t], data, pos)
+        pos += struct.calcsize(GG_FMT[t])
+        return v
+
+    kvs = []
+    for _ in range(n_kv):
+        k = rstr().decode()
+        (t,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        v = rval(t)
+        if t == GG_ARR:
+            v = (v[0], v[1][:cut])
+        kvs.append((k, t, v))
+    return kvs
+
+
+def seeds_gguf():
+    s = []
+    every = [("u8", GG_U8, 200), ("i8", GG_I8, -100), ("u16", GG_U16, 60000), ("i16", GG_I16, -30000),
+             ("u32", GG_U32, 4000000000), ("i32", GG_I32, -2000000000), ("f32", GG_F32, 1.5), ("bool", GG_BOOL, 1),
+             ("str", GG_STR, "hello"), ("u64", GG_U64, 2 ** 63 + 5), ("i64", GG_I64, -2 ** 62), ("f64", GG_F64, -3.25),
+             ("tokenizer.ggml.tokens", GG_ARR, (GG_STR, ["<s>", "", "\u2581the"])),
+             ("tokenizer.ggml.scores", GG_ARR, (GG_F32, [0.5, -1.0, 2.0])),
+             ("tokenizer.ggml.token_type", GG_ARR, (GG_I32, [3, 1, 1])),
+             ("arr.empty", GG_ARR, (GG_U8, [])),
+             ("arr.nested", GG_ARR, (GG_ARR, [(GG_U16, [1, 2]), (GG_STR, ["x"])]))]
+    s.append(b"\x00" + gguf_file(every, []))
+    s.append(b"\x00" + gguf_file(every[:3], [], version=2))
+    # tensors of several types, a custom alignment
+    tens = [("w.f32", [4, 2], 0, b"\x01" * 32), ("w.f16", [8], 1, b"\x02" * 16), ("w.q4_0", [64, 2], 2, b"\x03" * 72),
+            ("w.q4_k", [256, 1, 1, 2], 12, b"\x04" * 288), ("w.mxfp4", [32], 39, b"\x05" * 17),
+            ("w.empty", [0, 3], 0, b""), ("w.unknown", [8], 31, b"")]
+    s.append(b"\x00" + gguf_file([("general.architecture", GG_STR, "llama"), ("general.alignment", GG_U32, 64)], tens,
+                                  align=64))
+    # the metadata of the real fixtures (arrays cut short), the Llama one with its tensor infos shrunk
+    llama = rd("tests/fixtures/gguf/ollama-llama-2-tiny-random.gguf")
+    phi3 = rd("tests/fixtures/gguf/ggml-vocab-phi-3.gguf")
+    small = [("token_embd.weight", [8, 8], 1, b"\x00" * 128), ("blk.0.attn_q.weight", [8, 8], 1, b"\x00" * 128),
+             ("blk.0.attn_norm.weight", [8], 0, b"\x00" * 32), ("output.weight", [8, 8], 1, b"\x00" * 128)]
+    s.append(b"\x00" + gguf_file(gguf_read_kvs(llama), small))
+    s.append(b"\x00" + gguf_file(gguf_read_kvs(phi3), []))
+    # a split set of three parts, in memory and as files
+    def part(no, names):
+        kvs = ([("general.architecture", GG_STR, "llama")] if no == 0 else []) + [
+            ("split.no", GG_U16, no), ("split.count", GG_U16, 3), ("split.tensors.count", GG_I32, 4)]
+        return gguf_file(kvs, [(n, [4], 0, b"\x07" * 16) for n in names])
+    parts = [part(0, ["a"]), part(1, ["b", "c"]), part(2, ["d"])]
+    s.append(gguf_parts(parts))
+    s.append(bytes([gguf_parts(parts)[0] | 4]) + gguf_parts(parts)[1:])
+    s.append(b"\x04" + gguf_file(every[:4], tens[:2]))
+    return s
+
+
+GGUF_DICT = [b"GGUF", b"\x02\x00\x00\x00", b"\x03\x00\x00\x00", b"\x00\x00\x00\x03",
+             b"\xff\xff\xff\xff\xff\xff\xff\xff", b"\x00\x00\x00\x00\x00\x00\x00\x80",
+             b"\x00\x00\x00\x00\x00\x00\x00\x00", b"\x20\x00\x00\x00", b"\x40\x00\x00\x00",
+             b"\x00\x01\x00\x00\x00\x00\x00\x00", b"\x01\x00\x00\x00\x00\x00\x00\x00",
+             b"general.alignment", b"general.architecture", b"split.no", b"split.count", b"split.tensors.count",
+             b"tokenizer.ggml.tokens", b"tokenizer.ggml.scores", b"token_embd.weight", b".weight", b"blk.0."]
+for t in range(14):  # value types and ggml types as u32
+    GGUF_DICT.append(struct.pack("<I", t))
+for t in [15, 23, 30, 31, 34, 35, 39, 40]:
+    GGUF_DICT.append(struct.pack("<I", t))
+
+
 def seeds_hf_config():
     s = [rd("models/stories260K/config.json") + b"\x00" + rd("models/stories260K/generation_config.json")]
     fix = os.path.join(ROOT, "tests/fixtures/models")
@@ -327,6 +453,8 @@ def main():
     write_dict("dataset", quoted(DATASET_DICT) + json_tokens)
     write_corpus("tokenizer", seeds_tokenizer())
     write_dict("tokenizer", quoted(literals_of(tok_src)) + json_tokens + [b"\x00", b"<s>", b"</s>", b"\xc4\xa0", b"\xe2\x96\x81"])
+    write_corpus("gguf", seeds_gguf())
+    write_dict("gguf", GGUF_DICT)
     write_corpus("template", seeds_template())
     write_dict("template", literals_of(["src/template/jinja.c"]) + jinja_tokens + [b"messages", b"role", b"content",
                                                                                   b"add_generation_prompt", b"bos_token",

@@ -81,4 +81,22 @@ vllm_status tok_stream_push(tok_stream *s, int32_t id, char **piece, size_t *len
 vllm_status tok_stream_finish(tok_stream *s, char **piece, size_t *len);
 void tok_stream_free(tok_stream *s);
 
+/* ------------------------------------------------------------------ */
+/* GGUF vocabularies (gguf_vocab.c)                                    */
+/* ------------------------------------------------------------------ */
+struct gguf_file;
+
+/* Builds the tokenizer of a GGUF file (loader/gguf.h) from its tokenizer.ggml.* metadata, tokenizing
+ * as llama.cpp does: "gpt2" byte-level BPE with the tokenizer.ggml.pre pre-tokenizer, "llama"
+ * SentencePiece BPE (merges from the scores, add_space_prefix, byte fallback); control / unknown
+ * tokens special, user-defined ones added; bos / eos ids and add_bos_token / add_eos_token from the
+ * metadata with llama.cpp's defaults (tok_bos_id, tok_encode's add_special). VLLM_ERR_UNSUPPORTED
+ * names a tokenizer.ggml.model or tokenizer.ggml.pre it cannot run (bert, t5, ...), VLLM_ERR_FORMAT a
+ * malformed vocabulary. The tokenizer does not borrow f. */
+vllm_status tok_load_gguf(const struct gguf_file *f, tokenizer **out);
+/* The GGUF file's chat template (tokenizer.chat_template; NULL when absent) and its bos / eos token
+ * strings (NULL when none), all malloc'd: what ct_load_dir gives for a folder. */
+vllm_status tok_gguf_chat_template(const struct gguf_file *f, char **template_src, char **bos_token,
+                                   char **eos_token);
+
 #endif

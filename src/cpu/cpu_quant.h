@@ -1,0 +1,52 @@
+/*
+ * cpu_quant.h: fast CPU dot products and matmul over ggml's quantized blocks (ops_quant.c; prefix cpu_quant_).
+ *
+ * The reference of every function here is src/tensor/ggml_quant.h (gq_vec_dot, gq_quantize_row): the
+ * SIMD kernels compute the same integer sums per block and differ from it only in the order of the float
+ * additions. The instruction set is chosen at compile time like the rest of src/cpu (-march=native by
+ * default): AVX-512 VNNI (+VL, BW) or AVX-VNNI, else AVX2 + FMA + F16C, else the portable reference code.
+ *
+ * Not yet registered in the backend table: the CPU backend's linear op is meant to call cpu_quant_matmul
+ * for a weight whose ggml type is one of gq_type_supported's.
+ */
+#ifndef VLLM_CPU_CPU_QUANT_H
+#define VLLM_CPU_CPU_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/threadpool.h"
+#include "tensor/ggml_quant.h"
+#include "vllm.h"
+
+/* The kernels this build uses: "avx512-vnni", "avx-vnni", "avx2" or "portable". */
+const char *cpu_quant_isa(void);
+
+/* Dot product of weight row w (type t, n elements) with activation row xq quantized to
+ * gq_vec_dot_type(t): the contract and, up to float summation order, the value of gq_vec_dot. NaN for an
+ * unsupported type or n not a multiple of the block size. Any alignment of w; a Q8_K xq 4-byte aligned. */
+float cpu_quant_vec_dot(ggml_type t, const void *w, const void *xq, int64_t n);
+
+/* Quantizes an activation row (x, n floats) to type act (Q8_0, Q8_1, Q8_K, F32, F16 or BF16), bit-identical
+ * to gq_quantize_row (NaN inputs aside). False for another type or n not a multiple of act's block size. */
+bool cpu_quant_row(ggml_type act, const float *x, void *xq, int64_t n);
+
+/*
+ * y (T, out) = x (T, in) @ W^T, W (out, in) stored in ggml type t.
+ *
+ *   w, w_row_bytes: weight row r starts at w + r * w_row_bytes (>= gq_row_bytes(t, in)); any alignment;
+ *   x, x_stride:    token i's row is x[i * x_stride .. + in) (floats, x_stride >= in);
+ *   y, y_stride:    y[i * y_stride + r] is written for r < out (y_stride >= out); y must not overlap x.
+ *
+ * in must be a positive multiple of gq_block_size(t) (256 for the K types and IQ4_XS, 32 for the others).
+ * Each x row is quantized once to gq_vec_dot_type(t) (Q8_0 / Q8_1 / Q8_K, or F16 / BF16 for those weights,
+ * as llama.cpp does), into a scratch buffer allocated per call; then (token tile, 16-row tile) items are
+ * spread over pool's threads (pool NULL: the calling thread). A result does not depend on T, the tiling or
+ * the thread count. VLLM_ERR_UNSUPPORTED for a type outside gq_type_supported, VLLM_ERR_INVALID_ARG for bad
+ * sizes, VLLM_ERR_NO_MEMORY; y is untouched on error.
+ */
+vllm_status cpu_quant_matmul(tp_pool *pool, ggml_type t, const void *w, size_t w_row_bytes, int64_t out,
+                             int64_t in, const float *x, int64_t x_stride, int64_t T, float *y, int64_t y_stride);
+
+#endif

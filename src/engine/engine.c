@@ -14,6 +14,8 @@
 #include "core/progress.h"
 #include "engine/engine_internal.h"
 #include "sample/logits_proc.h"
+#include "loader/gguf.h"
+#include "loader/gguf_config.h"
 
 
 vllm_engine_options vllm_engine_default_options(void) {
@@ -298,7 +300,16 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         if ((st = model_set_state_dtypes(e->model, conv_dt, ssm_dt))) goto fail;
     }
 
-    st = tok_load_dir(model_dir, &e->tok);
+    if (ggc_is_gguf_path(model_dir)) { /* the vocabulary in the file's metadata */
+        gguf_file *gf = NULL;
+        if (!(st = gguf_open(model_dir, &gf)))
+            st = gguf_find_key(gf, "tokenizer.ggml.model") < 0 /* no vocabulary: token-id prompts only */
+                     ? vt_error(VLLM_ERR_NOT_FOUND, "%s: no tokenizer.ggml.model", model_dir)
+                     : tok_load_gguf(gf, &e->tok);
+        gguf_close(gf);
+    } else {
+        st = tok_load_dir(model_dir, &e->tok);
+    }
     if (st == VLLM_ERR_NOT_FOUND) {
         e->tok = NULL;
         vt_error_clear();

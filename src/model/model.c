@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "loader/gguf.h"
+#include "loader/gguf_config.h"
 #include "loader/hf_config.h"
 #include "model/blocks.h"
 #include "model/model_internal.h"
@@ -293,7 +295,16 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     model *m = calloc(1, sizeof *m);
     if (!m) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     m->be = be;
-    vllm_status st = hf_config_load(dir, &m->cfg);
+    gguf_file *gf = NULL; /* a GGUF file: config and weights from it */
+    vllm_status st;
+    if (ggc_is_gguf_path(dir)) {
+        char *json = NULL;
+        const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+        if (!(st = gguf_open(dir, &gf)) && !(st = ggc_hf_config(gf, base, &json))) st = hf_config_parse(json, NULL, base, &m->cfg);
+        free(json);
+    } else {
+        st = hf_config_load(dir, &m->cfg);
+    }
     if (st != VLLM_OK) goto fail;
     if ((st = kv_cache_groups_plan(&m->cfg, &m->groups))) goto fail;
     m->arch = model_arch_find(m->cfg.architecture);
@@ -307,10 +318,16 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     m->max_pos = opt->max_model_len > 0 ? opt->max_model_len : m->cfg.max_position_embeddings;
     LOG_I("loading %s (%s, %d layers, hidden %d)%s", dir, m->cfg.architecture, m->cfg.num_layers,
           m->cfg.hidden_size, opt->dummy ? " with dummy weights" : "");
-    st = ws_open(dir, &m->cfg, opt->dummy, be->dummy_fill, opt->seed, &m->ws);
+    if (gf && !opt->dummy) {
+        st = ws_open_gguf(gf, &m->ws); /* takes the file over */
+        gf = NULL;
+    } else {
+        st = ws_open(dir, &m->cfg, opt->dummy, be->dummy_fill, opt->seed, &m->ws);
+    }
     if (st != VLLM_OK) goto fail;
     st = m->arch->build(m, m->ws);
     if (st != VLLM_OK) goto fail;
+    ws_log_summary(m->ws);
     if (be->import_copies) { /* the device holds its own copy: drop the mapping / dummy buffers */
         ws_close(m->ws);
         m->ws = NULL;
@@ -318,6 +335,7 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     *out = m;
     return VLLM_OK;
 fail:
+    gguf_close(gf);
     model_free(m);
     return st;
 }

@@ -74,7 +74,8 @@ typedef struct model_load_options {
 } model_load_options;
 
 /* Reads config.json, finds the architecture in the registry and loads the
- * weights (memory-mapped safetensors, used in place on the CPU). */
+ * weights (memory-mapped safetensors, used in place on the CPU); dir may also name a GGUF file
+ * (loader/gguf_config.h: its metadata as config.json, its tensors under their HF names). */
 vllm_status model_load(const char *dir, backend *be, const model_load_options *opt, model **out);
 void model_free(model *m);
 const model_config *model_get_config(const model *m);

@@ -1,16 +1,23 @@
-/* weights.c: weight sources: safetensors (in place) or dummy random weights. */
+/* weights.c: weight sources: safetensors (in place), GGUF (in place or dequantized), or dummy random weights. */
 #include "model/weights.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "loader/gguf.h"
+#include "loader/gguf_config.h"
 #include "loader/safetensors.h"
+#include "tensor/ggml_quant.h"
 #include "tensor/dummy.h"
 
 struct weight_source {
-    st_set *st;          /* NULL for dummy */
+    st_set *st;          /* NULL for dummy and GGUF */
+    gguf_file *gguf;     /* a GGUF file's tensors */
+    size_t dequantized;  /* GGUF: bytes of F32 copies made of quantized tensors */
     dtype dummy_dtype;
     uint64_t seed;       /* dummy.h's stream */
     uint64_t offset;     /* dummy: the next tensor's byte offset (as an arena would place it) */
@@ -42,9 +49,22 @@ vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool d
     return VLLM_OK;
 }
 
+vllm_status ws_open_gguf(gguf_file *f, weight_source **out) {
+    *out = NULL;
+    weight_source *ws = calloc(1, sizeof *ws);
+    if (!ws) {
+        gguf_close(f);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    }
+    ws->gguf = f;
+    *out = ws;
+    return VLLM_OK;
+}
+
 void ws_close(weight_source *ws) {
     if (!ws) return;
     st_close(ws->st);
+    gguf_close(ws->gguf);
     for (size_t i = 0; i < ws->num_buffers; i++) free(ws->buffers[i]);
     free(ws->buffers);
     dummy_arena_destroy(ws->arena);
@@ -55,6 +75,97 @@ void ws_release_copied(weight_source *ws) {
     if (!ws) return;
     for (size_t i = 0; i < ws->num_buffers; i++) free(ws->buffers[i]);
     ws->num_buffers = 0;
+}
+
+/* A host buffer the source owns (freed by ws_release_copied / ws_close); NULL when out of memory. */
+static void *ws_buffer(weight_source *ws, size_t bytes) {
+    void *buf = malloc(bytes ? bytes : 1);
+    if (!buf) return NULL;
+    if (ws->num_buffers == ws->cap_buffers) {
+        size_t cap = ws->cap_buffers ? ws->cap_buffers * 2 : 64;
+        void **nb = realloc(ws->buffers, cap * sizeof *nb);
+        if (!nb) {
+            free(buf);
+            return NULL;
+        }
+        ws->buffers = nb;
+        ws->cap_buffers = cap;
+    }
+    ws->buffers[ws->num_buffers++] = buf;
+    return buf;
+}
+
+/* GGUF row r of a llama.cpp-permuted q / k projection holding HF row perm_row(r): per head of hd rows,
+ * llama.cpp stores the pairs (i, i + hd/2) interleaved (convert_hf_to_gguf.py LlamaModel.permute:
+ * reshape (heads, 2, hd/2) -> swap -> (heads, hd/2, 2)), so GGUF row h hd + 2 i + s is HF row
+ * h hd + s hd/2 + i. */
+static int64_t gguf_hf_row(int64_t hf_row, int64_t rows, int heads) {
+    const int64_t hd = rows / heads, h = hf_row / hd, j = hf_row % hd, s = j / (hd / 2), i = j % (hd / 2);
+    return h * hd + 2 * i + s;
+}
+
+static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
+    const char *file = gguf_file_name(ws->gguf, 0);
+    ggc_tensor_ref ref;
+    if (!ggc_find(ws->gguf, name, &ref))
+        return vt_error(VLLM_ERR_NOT_FOUND, "%s: no tensor for '%s'", file, name);
+    const gguf_tensor_info *t = ref.t;
+    /* its shape (outermost first), less the expert dimension of a slice */
+    const int tdims = t->n_dims - (ref.expert >= 0 ? 1 : 0);
+    int64_t tshape[GGUF_MAX_DIMS];
+    for (int i = 0; i < tdims; i++) tshape[i] = t->ne[tdims - 1 - i];
+    bool ok = tdims == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = tshape[i] == shape[i];
+    if (!ok) {
+        char got[96] = "", want[96] = "";
+        for (int i = 0; i < tdims; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)tshape[i]);
+        for (int i = 0; i < ndim; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? ", " : "", (long long)shape[i]);
+        return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' (for %s) has shape [%s], expected [%s]", file, t->name, name,
+                        got, want);
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    const int64_t row = ndim ? shape[ndim - 1] : 1, rows = row ? n / row : 0;
+    const size_t slice = t->nbytes / (ref.expert >= 0 ? (size_t)t->ne[2] : 1);
+    const uint8_t *src = (const uint8_t *)t->data + (ref.expert >= 0 ? (size_t)ref.expert * slice : 0);
+    const size_t row_bytes = rows ? slice / (size_t)rows : 0;
+    dtype dt;
+    switch (t->type) {
+    case GGML_TYPE_F32: dt = DTYPE_F32; break;
+    case GGML_TYPE_F16: dt = DTYPE_F16; break;
+    case GGML_TYPE_BF16: dt = DTYPE_BF16; break;
+    default:
+        if (!gq_type_supported((ggml_type)t->type))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
+                            gguf_type_name(t->type));
+        dt = DTYPE_COUNT; /* a block type: dequantized below */
+    }
+    if (ref.permute_heads > 0 && (rows % ref.permute_heads || (rows / ref.permute_heads) % 2))
+        return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' has %lld rows, not a multiple of 2 x %d heads", file, t->name,
+                        (long long)rows, ref.permute_heads);
+    if (dt != DTYPE_COUNT && ref.permute_heads <= 0) { /* in place */
+        *out = tensor_make(dt, (void *)src, ndim, shape);
+        return VLLM_OK;
+    }
+    const dtype odt = dt == DTYPE_COUNT ? DTYPE_F32 : dt;
+    const size_t osz = dtype_size(odt);
+    if ((uint64_t)n > SIZE_MAX / osz) return vt_error(VLLM_ERR_NO_MEMORY, "%s: tensor '%s' too large", file, t->name);
+    uint8_t *buf = ws_buffer(ws, (size_t)n * osz);
+    if (!buf) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t sr = ref.permute_heads > 0 ? gguf_hf_row(r, rows, ref.permute_heads) : r;
+        const uint8_t *s = src + (size_t)sr * row_bytes;
+        uint8_t *d = buf + (size_t)r * (size_t)row * osz;
+        if (dt != DTYPE_COUNT) memcpy(d, s, row_bytes);
+        else if (!gq_dequantize_row((ggml_type)t->type, s, (float *)d, row))
+            return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s': rows of %lld elements do not hold whole %s blocks", file,
+                            t->name, (long long)row, gguf_type_name(t->type));
+    }
+    if (dt == DTYPE_COUNT) ws->dequantized += (size_t)n * osz;
+    *out = tensor_make(odt, buf, ndim, shape);
+    return VLLM_OK;
 }
 
 /* Dummy weights: uniform(-1e-3, 1e-3) like vLLM's initialize_dummy_weights, element i of a
@@ -83,19 +194,8 @@ static vllm_status dummy_get(weight_source *ws, const char *name, int ndim, cons
         }
     }
     ws->offset = offset + (bytes ? (bytes + DUMMY_ALIGN - 1) / DUMMY_ALIGN * DUMMY_ALIGN : DUMMY_ALIGN);
-    void *buf = malloc(bytes);
+    void *buf = ws_buffer(ws, bytes);
     if (!buf) return vt_error(VLLM_ERR_NO_MEMORY, "dummy weight '%s': out of memory", name);
-    if (ws->num_buffers == ws->cap_buffers) {
-        size_t cap = ws->cap_buffers ? ws->cap_buffers * 2 : 64;
-        void **nb = realloc(ws->buffers, cap * sizeof *nb);
-        if (!nb) {
-            free(buf);
-            return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
-        }
-        ws->buffers = nb;
-        ws->cap_buffers = cap;
-    }
-    ws->buffers[ws->num_buffers++] = buf;
     const uint64_t base = offset / esz;
     for (int64_t i = 0; i < n; i++) {
         float v = dummy_value(ws->seed, base + (uint64_t)i);
@@ -108,18 +208,32 @@ static vllm_status dummy_get(weight_source *ws, const char *name, int ndim, cons
 }
 
 vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
+    if (ws->gguf) return gguf_get(ws, name, ndim, shape, out);
     if (!ws->st) return dummy_get(ws, name, ndim, shape, out);
     return st_get(ws->st, name, ndim, shape, out);
 }
 
 vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, const int64_t *shape, tensor *out) {
+    if (ws->gguf) return vt_error(VLLM_ERR_NOT_FOUND, "%s: no %s tensor '%s'", gguf_file_name(ws->gguf, 0), dtype_name(dt), name);
     if (!ws->st) return vt_error(VLLM_ERR_NOT_FOUND, "dummy weights: no %s tensor '%s'", dtype_name(dt), name);
     return st_get_as(ws->st, name, dt, ndim, shape, out);
 }
 
-bool ws_is_dummy(const weight_source *ws) { return !ws->st; }
+void ws_log_summary(const weight_source *ws) {
+    if (ws && ws->gguf && ws->dequantized)
+        LOG_I("%s: %.1f MiB of quantized weights dequantized to F32 copies (the backends do not run GGUF block "
+              "types directly yet)", gguf_file_name(ws->gguf, 0), (double)ws->dequantized / 1048576.0);
+}
 
-bool ws_has(const weight_source *ws, const char *name) { return !ws->st || st_find(ws->st, name) != NULL; }
+bool ws_is_dummy(const weight_source *ws) { return !ws->st && !ws->gguf; }
+
+bool ws_has(const weight_source *ws, const char *name) {
+    if (ws->gguf) {
+        ggc_tensor_ref ref;
+        return ggc_find(ws->gguf, name, &ref);
+    }
+    return !ws->st || st_find(ws->st, name) != NULL;
+}
 
 vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape, const char *fmt, ...) {
     char name[512];

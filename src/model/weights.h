@@ -1,6 +1,6 @@
 /*
  * weights.h: where a model's weights come from: the memory-mapped
- * safetensors of the folder, or (load format "dummy") random values
+ * safetensors of the folder, a GGUF file, or (load format "dummy") random values
  * generated from config.json alone, as vLLM's --load-format dummy.
  * The source must outlive the model: the CPU backend uses weights in place.
  */
@@ -19,7 +19,15 @@ typedef struct weight_source weight_source;
  * dims point into a dummy arena and the host generates only the small ones (norms, biases). */
 vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool dummy_on_device, uint64_t seed,
                     weight_source **out);
+/* The tensors of an opened GGUF file (the source takes it over, also on failure), under their Hugging Face
+ * names (loader/gguf_config.h's mapping). F32 / F16 / BF16 tensors are used in place (rows of llama.cpp's
+ * permuted q / k projections put back in a copy); quantized ones are dequantized to F32 copies (one info
+ * line with their size) until the backends run the block formats themselves. */
+struct gguf_file;
+vllm_status ws_open_gguf(struct gguf_file *f, weight_source **out);
 void ws_close(weight_source *ws);
+/* One info line on what loading made of the source (GGUF: the dequantized copies), if anything. */
+void ws_log_summary(const weight_source *ws);
 /* A host tensor `name` of exactly this shape (F32/F16/BF16), or an error
  * naming the file and tensor. */
 vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out);

@@ -11,6 +11,9 @@
 #include "core/error.h"
 #include "loader/regular_file.h"
 #include "template/jinja.h"
+#include "loader/gguf.h"
+#include "loader/gguf_config.h"
+#include "tokenizer/tokenizer.h"
 
 /* tokenizer_config.json: the tokenizer reads it with the same bound */
 #define CT_MAX_CONFIG_BYTES ((size_t)1 << 30)
@@ -42,8 +45,23 @@ static vllm_status dup_token(const char *path, const char *field, json_t *v, cha
     return *out ? VLLM_OK : vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory", path);
 }
 
+/* A GGUF file's tokenizer.chat_template (NOT_FOUND when it has none) */
+static vllm_status ct_load_gguf(const char *path, char **template_src, char **bos_token, char **eos_token) {
+    gguf_file *f = NULL;
+    vllm_status st = gguf_open(path, &f);
+    if (!st) st = tok_gguf_chat_template(f, template_src, bos_token, eos_token);
+    gguf_close(f);
+    if (!st && !*template_src) {
+        free(*bos_token), free(*eos_token);
+        *bos_token = *eos_token = NULL;
+        st = vt_error(VLLM_ERR_NOT_FOUND, "%s: no chat template (no tokenizer.chat_template)", path);
+    }
+    return st;
+}
+
 vllm_status ct_load_dir(const char *dir, char **template_src, char **bos_token, char **eos_token) {
     *template_src = NULL, *bos_token = NULL, *eos_token = NULL;
+    if (ggc_is_gguf_path(dir)) return ct_load_gguf(dir, template_src, bos_token, eos_token);
     char path[4096], jpath[4096];
     if (snprintf(path, sizeof path, "%s/tokenizer_config.json", dir) >= (int)sizeof path ||
         snprintf(jpath, sizeof jpath, "%s/chat_template.jinja", dir) >= (int)sizeof jpath)

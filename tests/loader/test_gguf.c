@@ -1063,7 +1063,7 @@ static void test_ollama_tiny(void) {
 
 static void test_vocab_phi3(void) {
     gguf_file *f = NULL;
-    CHECK_OK(gguf_open(VLLM_SOURCE_DIR "/tests/fixtures/gguf/ggml-vocab-phi-3.gguf", &f));
+    CHECK_OK(gguf_open(VLLM_SOURCE_DIR "/tests/fixtures/llamacpp-vocab/ggml-vocab-phi-3.gguf", &f));
     if (!f) return;
     CHECK(gguf_tensor_count(f) == 0 && gguf_kv_count(f) == 26);
     const char *s;

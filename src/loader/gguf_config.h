@@ -1,0 +1,47 @@
+/*
+ * gguf_config.h: a GGUF file's model metadata as the Hugging Face config.json it stands for, and the
+ * mapping from Hugging Face tensor names to GGUF ones (prefix ggc_).
+ *
+ * vLLM runs GGUF files the same way (its gguf loader asks transformers for the HF config of the file and
+ * maps tensor names with gguf-py's table), so every architecture file of src/model keeps one spelling of
+ * its config and weight names. The keys are llama.cpp's (src/llama-arch.cpp LLM_KV_*, gguf-py
+ * constants.py Keys): general.architecture, <arch>.context_length, <arch>.embedding_length,
+ * <arch>.block_count, <arch>.feed_forward_length, <arch>.attention.head_count / head_count_kv /
+ * key_length / layer_norm_rms_epsilon, <arch>.rope.freq_base / dimension_count / scaling.*,
+ * <arch>.expert_count / expert_used_count / expert_feed_forward_length; tokenizer.ggml.bos_token_id /
+ * eos_token_id. A value the architecture depends on that this mapping cannot express (per-layer head
+ * counts, YaRN, llama3 rope factors in a rope_freqs tensor, an unknown architecture) is refused with
+ * VLLM_ERR_UNSUPPORTED naming the key.
+ */
+#ifndef VLLM_LOADER_GGUF_CONFIG_H
+#define VLLM_LOADER_GGUF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "loader/gguf.h"
+#include "vllm.h"
+
+/* Whether a --model path names a GGUF file (a regular file ending in .gguf) rather than a folder. */
+bool ggc_is_gguf_path(const char *path);
+
+/* The architectures the mapping knows, "llama, qwen2, ..." (messages). */
+const char *ggc_architectures(void);
+
+/* *config_json: malloc'd config.json text for f (what names the file in messages). */
+vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json);
+
+/* How a weight of the HF name maps into the file. */
+typedef struct ggc_tensor_ref {
+    const gguf_tensor_info *t; /* the GGUF tensor */
+    int expert;                /* >= 0: the HF tensor is slice `expert` of t's outermost dimension */
+    int permute_heads;         /* > 0: llama.cpp permuted the rows of this q / k projection for its rotary
+                                * layout with this many heads (convert_hf_to_gguf.py LlamaModel.permute):
+                                * the reader must undo it */
+} ggc_tensor_ref;
+
+/* Looks up the GGUF tensor for a Hugging Face weight name ("model.layers.3.self_attn.q_proj.weight");
+ * false when the name has no GGUF counterpart or the file lacks it. */
+bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref);
+
+#endif

@@ -12,6 +12,8 @@
 
 #include "core/log.h"
 #include "cpu/cpu_internal.h"
+#include "tensor/ggml_dtype.h"
+#include "tensor/ggml_quant.h"
 #include "tensor/tensor_check.h"
 
 #define CPU_ALIGN 64
@@ -235,6 +237,11 @@ vllm_status cpu_backend_create(const backend_options *opt, backend **out) {
     cpu->num_threads = tp_num_threads(cpu->pool);
     be->ops = &CPU_OPS;
     be->name = "cpu";
+    be->native_blocks = 0; /* every ggml block type ggml_quant.h reads, through cpu_quant_matmul */
+    for (int d = DTYPE_FIRST_BLOCK; d < DTYPE_COUNT; d++) {
+        ggml_type gt;
+        if (dtype_to_ggml((dtype)d, &gt) && gq_type_supported(gt)) be->native_blocks |= 1u << (d - DTYPE_FIRST_BLOCK);
+    }
     be->act_dtype = DTYPE_F32;
     be->kv_dtype = DTYPE_F32;
     be->impl = cpu;

@@ -7,6 +7,8 @@
  * thread split.
  */
 #include "cpu/cpu_internal.h"
+#include "tensor/ggml_dtype.h"
+#include "tensor/ggml_quant.h"
 
 /* ---- embedding ---- */
 
@@ -22,14 +24,21 @@ typedef struct emb_ctx {
 static void emb_task(void *ctx, int64_t t0, int64_t t1, int tid) {
     (void)tid;
     const emb_ctx *c = ctx;
-    for (int64_t t = t0; t < t1; t++)
-        cpu_widen(c->out + t * c->os, c->table + (size_t)c->ids[t] * c->row_bytes, c->dt, c->D);
+    ggml_type gt = GGML_TYPE_F32;
+    const bool block = dtype_is_block(c->dt) && dtype_to_ggml(c->dt, &gt);
+    for (int64_t t = t0; t < t1; t++) {
+        const unsigned char *row = c->table + (size_t)c->ids[t] * c->row_bytes;
+        if (block) gq_dequantize_row(gt, row, c->out + t * c->os, c->D); /* a GGUF table of ggml blocks */
+        else cpu_widen(c->out + t * c->os, row, c->dt, c->D);
+    }
 }
 
 // table (V, D), ids (T) -> out (T, D)
 void cpu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *out) {
     cpu_state *cpu = cpu_of(be);
-    if (!cpu_check_mat(cpu, "embedding", "table", table, CPU_ANY_FLOAT, -1, -1) ||
+    const bool block = dtype_is_block(table->dtype) && tensor_row_len(table) % dtype_block(table->dtype) == 0 &&
+                       table->ndim == 2 && !table->row_stride && table->data;
+    if (!(block || cpu_check_mat(cpu, "embedding", "table", table, CPU_ANY_FLOAT, -1, -1)) ||
         !cpu_check_vec(cpu, "embedding", "ids", ids, DTYPE_I32, -1))
         return;
     int64_t T = tensor_numel(ids), V = cpu_rows(table), D = tensor_row_len(table);
@@ -42,7 +51,8 @@ void cpu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *
             return;
         }
     }
-    emb_ctx c = {table->data, (size_t)tensor_row_stride(table) * dtype_size(table->dtype), table->dtype,
+    emb_ctx c = {table->data, (size_t)(tensor_row_stride(table) / dtype_block(table->dtype)) * dtype_size(table->dtype),
+                 table->dtype,
                  id, out->data, tensor_row_stride(out), D};
     tp_run_cost(cpu->pool, T, (double)D, emb_task, &c);
 }

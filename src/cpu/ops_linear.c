@@ -2,7 +2,7 @@
  * ops_linear.c: the CPU linear layer, y = x @ W^T + b, the hot op.
  *
  * Weights stay where the checkpoint put them (F32, F16 or BF16, any
- * alignment). The kernel widens LIN_K weights at a time into a stack buffer
+ * alignment; ggml's block types go to cpu_quant_matmul, ops_quant.c). The kernel widens LIN_K weights at a time into a stack buffer
  * and multiply-adds them into LIN_K accumulator lanes for each of up to
  * LIN_NT tokens, so one read of a weight serves several tokens. Every
  * (token, output) value is computed by the same sequence of f32 operations
@@ -17,6 +17,8 @@
 #include <stdlib.h>
 
 #include "cpu/cpu_internal.h"
+#include "cpu/cpu_quant.h"
+#include "tensor/ggml_dtype.h"
 
 #define LIN_K 64            /* weight elements widened per step = accumulators per token */
 _Static_assert(LIN_K == 64, "lin_reduce is written for 64 lanes");
@@ -57,12 +59,17 @@ vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const t
     if (!w0 || w0->ndim != 2)
         return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 must be a 2-D (out, in) tensor");
     dtype dt = w0->dtype;
-    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16 or BF16)",
+    ggml_type gt;
+    const bool block = dtype_is_block(dt);
+    if (block ? !dtype_to_ggml(dt, &gt) || !gq_type_supported(gt) : dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
                         dtype_name(dt));
     int64_t in = w0->shape[1];
     if (in <= 0) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features",
                                  (long long)in);
+    if (block && in % dtype_block(dt))
+        return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s rows of %lld elements are not whole blocks of %lld",
+                        dtype_name(dt), (long long)in, (long long)dtype_block(dt));
 
     be_linear *lin = calloc(1, sizeof *lin);
     lin_part *parts = calloc((size_t)n, sizeof *parts);
@@ -87,12 +94,12 @@ vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const t
         }
         int64_t stride = w->row_stride ? w->row_stride : in;
         if (stride < in || stride > INT64_MAX / 4 || w->shape[0] > INT64_MAX - total ||
-            (w->shape[0] > 0 && !w->data)) {
+            (w->shape[0] > 0 && !w->data) || (block && stride % dtype_block(dt))) {
             st = vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d has a bad stride, size or no data", i);
             break;
         }
         parts[i].w = w->data;
-        parts[i].w_row_bytes = (size_t)stride * dtype_size(dt);
+        parts[i].w_row_bytes = (size_t)(stride / dtype_block(dt)) * dtype_size(dt);
         parts[i].rows = w->shape[0];
         parts[i].row0 = total;
         total += w->shape[0];
@@ -316,6 +323,27 @@ static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
     }
 }
 
+/* A layer of ggml blocks: each part through cpu_quant_matmul (x quantized to the type's partner, integer
+ * dot products per block, as llama.cpp's CPU backend), then its bias. */
+static void lin_blocks(cpu_state *cpu, const be_linear *lin, const float *x, int64_t xs, float *y, int64_t ys,
+                       int64_t T) {
+    ggml_type gt;
+    dtype_to_ggml(lin->dt, &gt);
+    for (int i = 0; i < lin->n; i++) {
+        const lin_part *p = &lin->parts[i];
+        if (p->rows == 0) continue;
+        const vllm_status st = cpu_quant_matmul(cpu->pool, gt, p->w, p->w_row_bytes, p->rows, lin->in, x, xs, T,
+                                                y + p->row0, ys);
+        if (st != VLLM_OK) {
+            cpu_fail(cpu, "linear: %s", vllm_last_error());
+            return;
+        }
+        if (p->bias)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t r = 0; r < p->rows; r++) y[t * ys + p->row0 + r] += cpu_load(p->bias, p->bias_dt, r);
+    }
+}
+
 // x (T, in), W (out, in) -> y (T, out); y must not overlap x
 void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
     cpu_state *cpu = cpu_of(be);
@@ -328,6 +356,10 @@ void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
         return;
     int64_t T = cpu_rows(x);
     if (T == 0) return;
+    if (dtype_is_block(lin->dt)) {
+        lin_blocks(cpu, lin, x->data, tensor_row_stride(x), y->data, tensor_row_stride(y), T);
+        return;
+    }
 
     lin_ctx c = {
         .lin = lin,

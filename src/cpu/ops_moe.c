@@ -61,18 +61,23 @@ vllm_status cpu_experts_create(backend *be, const tensor *const *gate, const ten
     const tensor *g0 = gate[0];
     if (!g0 || g0->ndim != 2 || g0->shape[0] < 1 || g0->shape[1] < 1)
         return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: gate 0 must be a 2-D (I, D) tensor");
-    dtype dt = g0->dtype;
-    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "experts_create: weight dtype %s (expected F32, F16 or BF16)",
-                        dtype_name(dt));
+    /* gate and up share a dtype (one linear each expert), down may have its own (GGUF Q4_K_M files keep
+     * ffn_down_exps in Q6_K); cpu_linear_create checks the dtypes themselves (float or a ggml block type) */
+    const dtype dt = g0->dtype, ddt = down[0] ? down[0]->dtype : dt;
+    for (int k = 0; k < 2; k++) {
+        const dtype d = k ? ddt : dt;
+        if (d != DTYPE_F32 && d != DTYPE_F16 && d != DTYPE_BF16 && !(dtype_is_block(d) && (be->native_blocks >> (d - DTYPE_FIRST_BLOCK) & 1u)))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "experts_create: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
+                            dtype_name(d));
+    }
     int64_t I = g0->shape[0], D = g0->shape[1];
     for (int e = 0; e < E; e++) {
         if (!moe_weight_ok(gate[e], I, D, dt) || !moe_weight_ok(up[e], I, D, dt) ||
-            !moe_weight_ok(down[e], D, I, dt))
+            !moe_weight_ok(down[e], D, I, ddt))
             return vt_error(VLLM_ERR_INVALID_ARG,
-                            "experts_create: expert %d must have gate, up (%lld, %lld) and down (%lld, %lld) %s "
+                            "experts_create: expert %d must have gate, up (%lld, %lld) %s and down (%lld, %lld) %s "
                             "like expert 0",
-                            e, (long long)I, (long long)D, (long long)D, (long long)I, dtype_name(dt));
+                            e, (long long)I, (long long)D, dtype_name(dt), (long long)D, (long long)I, dtype_name(ddt));
     }
     const tensor *const *bg = bias ? bias->gate : NULL, *const *bu = bias ? bias->up : NULL,
                         *const *bd = bias ? bias->down : NULL;

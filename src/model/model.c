@@ -319,7 +319,7 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     LOG_I("loading %s (%s, %d layers, hidden %d)%s", dir, m->cfg.architecture, m->cfg.num_layers,
           m->cfg.hidden_size, opt->dummy ? " with dummy weights" : "");
     if (gf && !opt->dummy) {
-        st = ws_open_gguf(gf, &m->ws); /* takes the file over */
+        st = ws_open_gguf(gf, be->native_blocks, &m->ws); /* takes the file over */
         gf = NULL;
     } else {
         st = ws_open(dir, &m->cfg, opt->dummy, be->dummy_fill, opt->seed, &m->ws);

@@ -11,6 +11,7 @@
 #include "loader/gguf.h"
 #include "loader/gguf_config.h"
 #include "loader/safetensors.h"
+#include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
 #include "tensor/dummy.h"
 
@@ -18,6 +19,8 @@ struct weight_source {
     st_set *st;          /* NULL for dummy and GGUF */
     gguf_file *gguf;     /* a GGUF file's tensors */
     size_t dequantized;  /* GGUF: bytes of F32 copies made of quantized tensors */
+    size_t native;       /* GGUF: bytes of block-type matrices handed out as they are */
+    uint32_t native_blocks; /* GGUF: the block dtypes the backend takes (backend.native_blocks) */
     dtype dummy_dtype;
     uint64_t seed;       /* dummy.h's stream */
     uint64_t offset;     /* dummy: the next tensor's byte offset (as an arena would place it) */
@@ -49,7 +52,7 @@ vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool d
     return VLLM_OK;
 }
 
-vllm_status ws_open_gguf(gguf_file *f, weight_source **out) {
+vllm_status ws_open_gguf(gguf_file *f, uint32_t native_blocks, weight_source **out) {
     *out = NULL;
     weight_source *ws = calloc(1, sizeof *ws);
     if (!ws) {
@@ -57,6 +60,7 @@ vllm_status ws_open_gguf(gguf_file *f, weight_source **out) {
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }
     ws->gguf = f;
+    ws->native_blocks = native_blocks;
     *out = ws;
     return VLLM_OK;
 }
@@ -132,16 +136,13 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     const uint8_t *src = (const uint8_t *)t->data + (ref.expert >= 0 ? (size_t)ref.expert * slice : 0);
     const size_t row_bytes = rows ? slice / (size_t)rows : 0;
     dtype dt;
-    switch (t->type) {
-    case GGML_TYPE_F32: dt = DTYPE_F32; break;
-    case GGML_TYPE_F16: dt = DTYPE_F16; break;
-    case GGML_TYPE_BF16: dt = DTYPE_BF16; break;
-    default:
-        if (!gq_type_supported((ggml_type)t->type))
-            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
-                            gguf_type_name(t->type));
-        dt = DTYPE_COUNT; /* a block type: dequantized below */
-    }
+    if (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type)))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
+                        gguf_type_name(t->type));
+    if (dtype_is_block(dt) && (ndim != 2 || !(ws->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u)))
+        dt = DTYPE_COUNT; /* a block type the backend does not take (or not a matrix): dequantized below */
+    else if (dtype_is_block(dt))
+        ws->native += slice;
     if (ref.permute_heads > 0 && (rows % ref.permute_heads || (rows / ref.permute_heads) % 2))
         return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' has %lld rows, not a multiple of 2 x %d heads", file, t->name,
                         (long long)rows, ref.permute_heads);
@@ -149,21 +150,23 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
         *out = tensor_make(dt, (void *)src, ndim, shape);
         return VLLM_OK;
     }
+    /* a copy: F32 rows (dequantized) or the file's rows (plain or block) in HF order */
     const dtype odt = dt == DTYPE_COUNT ? DTYPE_F32 : dt;
-    const size_t osz = dtype_size(odt);
-    if ((uint64_t)n > SIZE_MAX / osz) return vt_error(VLLM_ERR_NO_MEMORY, "%s: tensor '%s' too large", file, t->name);
-    uint8_t *buf = ws_buffer(ws, (size_t)n * osz);
+    const size_t orow = dt == DTYPE_COUNT ? (size_t)row * sizeof(float) : row_bytes;
+    if (rows && orow > SIZE_MAX / (size_t)rows)
+        return vt_error(VLLM_ERR_NO_MEMORY, "%s: tensor '%s' too large", file, t->name);
+    uint8_t *buf = ws_buffer(ws, (size_t)rows * orow);
     if (!buf) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
     for (int64_t r = 0; r < rows; r++) {
         const int64_t sr = ref.permute_heads > 0 ? gguf_hf_row(r, rows, ref.permute_heads) : r;
         const uint8_t *s = src + (size_t)sr * row_bytes;
-        uint8_t *d = buf + (size_t)r * (size_t)row * osz;
+        uint8_t *d = buf + (size_t)r * orow;
         if (dt != DTYPE_COUNT) memcpy(d, s, row_bytes);
         else if (!gq_dequantize_row((ggml_type)t->type, s, (float *)d, row))
             return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s': rows of %lld elements do not hold whole %s blocks", file,
                             t->name, (long long)row, gguf_type_name(t->type));
     }
-    if (dt == DTYPE_COUNT) ws->dequantized += (size_t)n * osz;
+    if (dt == DTYPE_COUNT) ws->dequantized += (size_t)rows * orow;
     *out = tensor_make(odt, buf, ndim, shape);
     return VLLM_OK;
 }
@@ -220,9 +223,12 @@ vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, c
 }
 
 void ws_log_summary(const weight_source *ws) {
+    if (ws && ws->gguf && ws->native)
+        LOG_I("%s: %.1f MiB of ggml block-type weights used as they are", gguf_file_name(ws->gguf, 0),
+              (double)ws->native / 1048576.0);
     if (ws && ws->gguf && ws->dequantized)
-        LOG_I("%s: %.1f MiB of quantized weights dequantized to F32 copies (the backends do not run GGUF block "
-              "types directly yet)", gguf_file_name(ws->gguf, 0), (double)ws->dequantized / 1048576.0);
+        LOG_I("%s: %.1f MiB of block-type weights dequantized to F32 copies (types or tensors this backend does not "
+              "run on their blocks)", gguf_file_name(ws->gguf, 0), (double)ws->dequantized / 1048576.0);
 }
 
 bool ws_is_dummy(const weight_source *ws) { return !ws->st && !ws->gguf; }

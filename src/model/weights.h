@@ -20,11 +20,12 @@ typedef struct weight_source weight_source;
 vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool dummy_on_device, uint64_t seed,
                     weight_source **out);
 /* The tensors of an opened GGUF file (the source takes it over, also on failure), under their Hugging Face
- * names (loader/gguf_config.h's mapping). F32 / F16 / BF16 tensors are used in place (rows of llama.cpp's
- * permuted q / k projections put back in a copy); quantized ones are dequantized to F32 copies (one info
- * line with their size) until the backends run the block formats themselves. */
+ * names (loader/gguf_config.h's mapping). F32 / F16 / BF16 tensors, and matrices of the block dtypes in
+ * native_blocks (backend.native_blocks), are used in place (rows of llama.cpp's permuted q / k projections
+ * put back in a copy); other block-type tensors are dequantized to F32 copies. ws_log_summary says how
+ * much went each way. */
 struct gguf_file;
-vllm_status ws_open_gguf(struct gguf_file *f, weight_source **out);
+vllm_status ws_open_gguf(struct gguf_file *f, uint32_t native_blocks, weight_source **out);
 void ws_close(weight_source *ws);
 /* One info line on what loading made of the source (GGUF: the dequantized copies), if anything. */
 void ws_log_summary(const weight_source *ws);

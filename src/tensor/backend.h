@@ -441,6 +441,9 @@ struct backend {
                              source (mmap, dummy buffers) may be freed after loading */
     bool dummy_fill;      /* import / linear_create / experts_create recognise dummy arenas
                              (tensor/dummy.h) and write their values on the device */
+    uint32_t native_blocks; /* the block dtypes (tensor.h) linear_create, experts_create and embedding take
+                             as they are: bit (dt - DTYPE_FIRST_BLOCK); a weight source gives the others
+                             dequantized */
     int graph_moe_pairs;  /* moe_experts calls of at most this many (token, expert) pairs record
                              into graphs (experts_reserve may raise it); larger ones must run
                              eagerly (0: no limit) */

@@ -3,16 +3,22 @@
 
 #include <math.h>
 
-static const struct { const char *name; size_t size; } DTYPES[DTYPE_COUNT] = {
-    [DTYPE_F32] = {"F32", 4}, [DTYPE_F16] = {"F16", 2}, [DTYPE_BF16] = {"BF16", 2},
-    [DTYPE_I32] = {"I32", 4}, [DTYPE_I64] = {"I64", 8}, [DTYPE_U8] = {"U8", 1},
+/* block types: ggml's block sizes and bytes per block (ggml/src/ggml.c type_traits) */
+static const struct { const char *name; size_t size; int64_t block; } DTYPES[DTYPE_COUNT] = {
+    [DTYPE_F32] = {"F32", 4, 1}, [DTYPE_F16] = {"F16", 2, 1}, [DTYPE_BF16] = {"BF16", 2, 1},
+    [DTYPE_I32] = {"I32", 4, 1}, [DTYPE_I64] = {"I64", 8, 1}, [DTYPE_U8] = {"U8", 1, 1},
+    [DTYPE_Q8_0] = {"Q8_0", 34, 32}, [DTYPE_Q4_0] = {"Q4_0", 18, 32}, [DTYPE_Q4_1] = {"Q4_1", 20, 32},
+    [DTYPE_Q5_0] = {"Q5_0", 22, 32}, [DTYPE_Q5_1] = {"Q5_1", 24, 32}, [DTYPE_Q2_K] = {"Q2_K", 84, 256},
+    [DTYPE_Q3_K] = {"Q3_K", 110, 256}, [DTYPE_Q4_K] = {"Q4_K", 144, 256}, [DTYPE_Q5_K] = {"Q5_K", 176, 256},
+    [DTYPE_Q6_K] = {"Q6_K", 210, 256}, [DTYPE_IQ4_NL] = {"IQ4_NL", 18, 32}, [DTYPE_IQ4_XS] = {"IQ4_XS", 136, 256},
 };
 
 size_t dtype_size(dtype t) { return (unsigned)t < DTYPE_COUNT ? DTYPES[t].size : 0; }
+int64_t dtype_block(dtype t) { return (unsigned)t < DTYPE_COUNT ? DTYPES[t].block : 1; }
 const char *dtype_name(dtype t) { return (unsigned)t < DTYPE_COUNT ? DTYPES[t].name : "?"; }
 
 bool dtype_from_name(const char *name, dtype *out) {
-    for (int i = 0; i < DTYPE_COUNT; i++) {
+    for (int i = 0; i < DTYPE_FIRST_BLOCK; i++) { /* safetensors' names: the plain types */
         if (!strcmp(name, DTYPES[i].name)) {
             *out = (dtype)i;
             return true;
@@ -54,20 +60,20 @@ int64_t tensor_row_stride(const tensor *x) {
     return x->row_stride ? x->row_stride : tensor_row_len(x);
 }
 
-size_t tensor_nbytes(const tensor *x) { return (size_t)tensor_numel(x) * dtype_size(x->dtype); }
+size_t tensor_nbytes(const tensor *x) { return (size_t)(tensor_numel(x) / dtype_block(x->dtype)) * dtype_size(x->dtype); }
 
 tensor tensor_cols(const tensor *x, int64_t col0, int64_t ncols) {
     tensor v = *x;
     v.row_stride = tensor_row_stride(x);
     v.shape[1] = ncols;
-    v.data = (char *)x->data + (size_t)col0 * dtype_size(x->dtype);
+    v.data = (char *)x->data + (size_t)(col0 / dtype_block(x->dtype)) * dtype_size(x->dtype);
     return v;
 }
 
 tensor tensor_rows(const tensor *x, int64_t row0, int64_t nrows) {
     tensor v = *x;
     v.shape[0] = nrows;
-    v.data = (char *)x->data + (size_t)(row0 * tensor_row_stride(x)) * dtype_size(x->dtype);
+    v.data = (char *)x->data + (size_t)(row0 * tensor_row_stride(x) / dtype_block(x->dtype)) * dtype_size(x->dtype);
     return v;
 }
 

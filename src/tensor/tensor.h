@@ -21,11 +21,32 @@ typedef enum dtype {
     DTYPE_I32,
     DTYPE_I64,
     DTYPE_U8,
+    /* ggml's block types (GGUF weight matrices; ggml_quant.h reads them): dtype_block(t) elements of a row
+     * are packed into dtype_size(t) bytes. A tensor of one is contiguous, its rows whole blocks; only the
+     * ops whose backend says so (backend.native_blocks) take one. */
+    DTYPE_Q8_0,
+    DTYPE_Q4_0,
+    DTYPE_Q4_1,
+    DTYPE_Q5_0,
+    DTYPE_Q5_1,
+    DTYPE_Q2_K,
+    DTYPE_Q3_K,
+    DTYPE_Q4_K,
+    DTYPE_Q5_K,
+    DTYPE_Q6_K,
+    DTYPE_IQ4_NL,
+    DTYPE_IQ4_XS,
     DTYPE_COUNT
 } dtype;
 
+#define DTYPE_FIRST_BLOCK DTYPE_Q8_0
+
+/* Bytes per element, or per block for the block types. */
 size_t dtype_size(dtype t);
-const char *dtype_name(dtype t);  /* "F32", "BF16", ... (safetensors spelling) */
+/* Elements per block: 1 for the plain types, 32 or 256 for the block types. */
+int64_t dtype_block(dtype t);
+static inline bool dtype_is_block(dtype t) { return t >= DTYPE_FIRST_BLOCK && t < DTYPE_COUNT; }
+const char *dtype_name(dtype t);  /* "F32", "BF16", ... (safetensors spelling; ggml's for block types) */
 /* Parses a safetensors dtype string; false when unknown. */
 bool dtype_from_name(const char *name, dtype *out);
 
@@ -48,7 +69,7 @@ int64_t tensor_numel(const tensor *x);
 int64_t tensor_row_len(const tensor *x);
 /* Elements between dim-0 rows (row_stride, or the row length when 0). */
 int64_t tensor_row_stride(const tensor *x);
-/* Bytes of a contiguous tensor of this shape. */
+/* Bytes of a contiguous tensor of this shape (whole blocks per row for the block types). */
 size_t tensor_nbytes(const tensor *x);
 /* Columns [col0, col0 + ncols) of a 2-D tensor, as a strided view. */
 tensor tensor_cols(const tensor *x, int64_t col0, int64_t ncols);

@@ -1,0 +1,107 @@
+/*
+ * test_linear_blocks.c: the CPU backend's linear, experts and embedding ops on ggml block-type weights
+ * (GGUF matrices used as they are): every type the backend says it runs (backend.native_blocks) against
+ * the reference of tensor/ggml_quant.h (each output = gq_vec_dot of the weight row with the token's
+ * activation quantized to the type's partner, plus the bias), with several parts, biases, strided x / y
+ * and 1 vs 4 threads (bit-identical); an embedding table of blocks gathers the dequantized rows; the
+ * block dtypes' byte sizes and row views; and refusals (rows of partial blocks, a strided block weight).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_test_util.h"
+#include "tensor/ggml_dtype.h"
+#include "tensor/ggml_quant.h"
+
+static void run_type(backend *be[CT_NBE], dtype dt) {
+    ggml_type gt;
+    CHECK(dtype_to_ggml(dt, &gt));
+    const int64_t blk = dtype_block(dt), in = 2 * blk + (blk == 32 ? 3 * 32 : 0), T = 5;
+    const int64_t outs[2] = {7, 18}, out = outs[0] + outs[1];
+    const size_t rb = gq_row_bytes(gt, in);
+    CHECK(rb == (size_t)(in / blk) * dtype_size(dt));
+    unsigned char *w[2];
+    tensor wt[2], bt;
+    float *bias = malloc((size_t)outs[1] * sizeof *bias), *row = malloc((size_t)in * sizeof *row);
+    ct_fill(bias, outs[1], 1.0f);
+    for (int p = 0; p < 2; p++) {
+        w[p] = malloc(rb * (size_t)outs[p]);
+        for (int64_t r = 0; r < outs[p]; r++) {
+            ct_fill(row, in, 1.0f);
+            CHECK(gq_quantize_row(gt, row, w[p] + (size_t)r * rb, in));
+        }
+        wt[p] = tensor_2d(dt, w[p], outs[p], in);
+        CHECK(tensor_nbytes(&wt[p]) == rb * (size_t)outs[p]);
+    }
+    bt = tensor_1d(DTYPE_F32, bias, outs[1]);
+    const tensor *wp[2] = {&wt[0], &wt[1]}, *bp[2] = {NULL, &bt};
+    /* x (T, in) as a column view of (T, in + 6), y (T, out) of (T, out + 2) */
+    const int64_t xw = in + 6, yw = out + 2;
+    float *xbuf = malloc((size_t)(T * xw) * sizeof *xbuf);
+    ct_fill(xbuf, T * xw, 1.0f);
+    tensor xfull = tensor_2d(DTYPE_F32, xbuf, T, xw), x = tensor_cols(&xfull, 3, in);
+    /* reference */
+    ggml_type at = gq_vec_dot_type(gt);
+    const size_t arb = gq_row_bytes(at, in);
+    unsigned char *xq = malloc(arb);
+    double *ref = malloc((size_t)(T * out) * sizeof *ref);
+    for (int64_t t = 0; t < T; t++) {
+        CHECK(gq_quantize_row(at, xbuf + t * xw + 3, xq, in));
+        for (int p = 0, r0 = 0; p < 2; r0 += (int)outs[p], p++)
+            for (int64_t r = 0; r < outs[p]; r++)
+                ref[t * out + r0 + r] = gq_vec_dot(gt, w[p] + (size_t)r * rb, xq, in) + (p ? bias[r] : 0.0f);
+    }
+    float *y[CT_NBE];
+    for (int b = 0; b < CT_NBE; b++) {
+        CHECK(be[b]->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u);
+        be_linear *lin = NULL;
+        CHECK_MSG(be[b]->ops->linear_create(be[b], wp, bp, 2, &lin) == VLLM_OK, "%s: %s", dtype_name(dt), vllm_last_error());
+        y[b] = calloc((size_t)(T * yw), sizeof(float));
+        tensor yfull = tensor_2d(DTYPE_F32, y[b], T, yw), yv = tensor_cols(&yfull, 1, out);
+        be[b]->ops->linear(be[b], lin, &x, &yv);
+        CHECK(be[b]->ops->synchronize(be[b]) == VLLM_OK);
+        double maxe = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t r = 0; r < out; r++) {
+                const double e = fabs(y[b][t * yw + 1 + r] - ref[t * out + r]) / (1.0 + fabs(ref[t * out + r]));
+                if (e > maxe) maxe = e;
+            }
+        CHECK_MSG(maxe < 1e-4, "%s backend %d: relative error %g", dtype_name(dt), b, maxe);
+        be[b]->ops->linear_free(be[b], lin);
+        if (b) CHECK_MSG(!memcmp(y[b], y[0], (size_t)(T * yw) * sizeof(float)), "%s: threads change the result", dtype_name(dt));
+    }
+    /* an embedding table of blocks: the rows dequantized */
+    int32_t ids[3] = {4, 0, 6};
+    tensor idt = tensor_1d(DTYPE_I32, ids, 3);
+    float *emb = malloc((size_t)(3 * in) * sizeof *emb);
+    tensor et = tensor_2d(DTYPE_F32, emb, 3, in);
+    be[0]->ops->embedding(be[0], &wt[0], &idt, &et);
+    CHECK(be[0]->ops->synchronize(be[0]) == VLLM_OK);
+    for (int i = 0; i < 3; i++) {
+        CHECK(gq_dequantize_row(gt, w[0] + (size_t)ids[i] * rb, row, in));
+        CHECK_MSG(!memcmp(row, emb + i * in, (size_t)in * sizeof *row), "%s embedding row %d", dtype_name(dt), i);
+    }
+    /* a row view of a block tensor starts at its row's blocks */
+    tensor r2 = tensor_rows(&wt[1], 2, 3);
+    CHECK((unsigned char *)r2.data == w[1] + 2 * rb);
+    /* rows of partial blocks and strided block weights are refused */
+    tensor bad = tensor_2d(dt, w[0], outs[0], in - 1);
+    const tensor *badp[1] = {&bad};
+    be_linear *lin = NULL;
+    CHECK(be[0]->ops->linear_create(be[0], badp, NULL, 1, &lin) == VLLM_ERR_INVALID_ARG && !lin);
+    tensor strided = wt[0];
+    strided.row_stride = in + 1;
+    badp[0] = &strided;
+    CHECK(be[0]->ops->linear_create(be[0], badp, NULL, 1, &lin) == VLLM_ERR_INVALID_ARG && !lin);
+    for (int b = 0; b < CT_NBE; b++) free(y[b]);
+    free(emb), free(ref), free(xq), free(xbuf), free(bias), free(row), free(w[0]), free(w[1]);
+}
+
+int main(void) {
+    backend *be[CT_NBE];
+    ct_backends(be);
+    for (int d = DTYPE_FIRST_BLOCK; d < DTYPE_COUNT; d++) run_type(be, (dtype)d);
+    ct_backends_free(be);
+    TEST_END();
+}

@@ -42,8 +42,9 @@ bool cpu_quant_row(ggml_type act, const float *x, void *xq, int64_t n);
  * in must be a positive multiple of gq_block_size(t) (256 for the K types and IQ4_XS, 32 for the others).
  * Each x row is quantized once to gq_vec_dot_type(t) (Q8_0 / Q8_1 / Q8_K, or F16 / BF16 for those weights,
  * as llama.cpp does), into a scratch buffer allocated per call; then (token tile, 16-row tile) items are
- * spread over pool's threads (pool NULL: the calling thread). A result does not depend on T, the tiling or
- * the thread count. VLLM_ERR_UNSUPPORTED for a type outside gq_type_supported, VLLM_ERR_INVALID_ARG for bad
+ * spread over pool's threads (pool NULL: the calling thread); inside an item each weight row is decoded once
+ * per 4 tokens. y[i][r] is bit-identical to cpu_quant_vec_dot(t, row r, token i quantized by cpu_quant_row)
+ * whatever T, the tiling or the thread count. VLLM_ERR_UNSUPPORTED for a type outside gq_type_supported, VLLM_ERR_INVALID_ARG for bad
  * sizes, VLLM_ERR_NO_MEMORY; y is untouched on error.
  */
 vllm_status cpu_quant_matmul(tp_pool *pool, ggml_type t, const void *w, size_t w_row_bytes, int64_t out,

@@ -12,8 +12,10 @@
  *     operand is |w| <= 128 and no pair sum saturates (|a| <= 127 for ggml's activation quantizers);
  *   - weights with an offset (Q6_K's -32, Q3_K's -4) are dotted unsigned and corrected with Q8_K's bsums.
  *
- * Per-token results do not depend on anything but the weight row and the activation row, so the matmul's
- * output is the same for any T, tiling or thread count.
+ * A kernel decodes a weight block once for up to CQ_NT activation rows (prefill reuses the decode; decode
+ * steps run it with one row). The 32-element types widen the f16 scales of 8 blocks at once. A row's
+ * arithmetic does not depend on the other rows of its group, so the matmul's output is bit-identical for any
+ * T, tiling or thread count, and equal to cpu_quant_vec_dot's.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -166,16 +168,16 @@ CQ_INLINE __m256i cq_dup128(__m128i v) { return _mm256_broadcastsi128_si256(v); 
 
 /* ---- 32-element block types (activations Q8_0, or Q8_1 for Q4_1 / Q5_1) ---- */
 
-/* A decoded block: its 32 values as int8 (q; the _1 types unsigned), |q| for the signed types, d and m. */
+/* A decoded block: its 32 values as int8 (q; the _1 types unsigned) and |q| for the signed types (d, and m
+ * of the _1 types, are read 8 blocks at a time: the first field of every 32-element block is d, m follows). */
 typedef struct cq_w32 {
     __m256i q, qa;
-    float d, m;
 } cq_w32;
 
 CQ_INLINE bool cq_is_1(ggml_type t) { return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1; }
 
 CQ_INLINE cq_w32 cq_decode32(ggml_type t, const uint8_t *b, __m256i iq4_table) {
-    cq_w32 r = {_mm256_setzero_si256(), _mm256_setzero_si256(), 0.0f, 0.0f};
+    cq_w32 r = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     switch (t) {
     case GGML_TYPE_Q8_0: r.q = CQ_LOAD(((const gq_block_q8_0 *)b)->qs); break;
     case GGML_TYPE_Q4_0: r.q = _mm256_sub_epi8(cq_nibbles(((const gq_block_q4_0 *)b)->qs), _mm256_set1_epi8(8)); break;
@@ -188,56 +190,91 @@ CQ_INLINE cq_w32 cq_decode32(ggml_type t, const uint8_t *b, __m256i iq4_table) {
     case GGML_TYPE_Q4_1: {
         const gq_block_q4_1 *q = (const gq_block_q4_1 *)b;
         r.q = cq_nibbles(q->qs);
-        r.m = cq_f16(q->m);
         break;
     }
     case GGML_TYPE_Q5_1: {
         const gq_block_q5_1 *q = (const gq_block_q5_1 *)b;
         r.q = _mm256_or_si256(cq_nibbles(q->qs), cq_bit4(q->qh));
-        r.m = cq_f16(q->m);
         break;
     }
     default: break;
     }
-    r.d = cq_f16(b); /* d is the first field of every 32-element block */
     r.qa = cq_is_1(t) ? r.q : _mm256_abs_epi8(r.q);
     return r;
 }
 
-/* Block i (bytes wb) with the nt rows into accumulator j of each row: a[4k + j] += d_w d_x * (integer dot). */
+/* The 8 f16 values at p, p + stride, ..., p + 7 stride, widened (8 scales of consecutive blocks). */
+CQ_INLINE __m256 cq_f16x8(const uint8_t *p, size_t stride) {
+    uint64_t lo = 0, hi = 0;
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *a = p + (size_t)j * stride, *b = p + (size_t)(j + 4) * stride;
+        lo |= (uint64_t)(a[0] | (a[1] << 8)) << (16 * j);
+        hi |= (uint64_t)(b[0] | (b[1] << 8)) << (16 * j);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* Block i (bytes wb) with the nt rows, into accumulator j % 4 of each row: acc[4 (j % 4) + k] += dd[k] *
+ * (integer dot), dd[k] = d_w d_x of this block for row k. */
 CQ_INLINE void cq_block32(ggml_type t, const uint8_t *wb, const void *const *x, int64_t i, int nt, int j,
-                          __m256i iq4_table, __m256 *acc, float *summ) {
+                          __m256i iq4_table, const __m256 *dd, __m256 *acc) {
     const size_t xs = cq_is_1(t) ? sizeof(gq_block_q8_1) : sizeof(gq_block_q8_0);
     const size_t xo = cq_is_1(t) ? offsetof(gq_block_q8_1, qs) : offsetof(gq_block_q8_0, qs);
     cq_w32 q = cq_decode32(t, wb, iq4_table);
     for (int k = 0; k < nt; k++) {
-        const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
-        __m256i a = CQ_LOAD(xb + xo);
+        __m256i a = CQ_LOAD((const uint8_t *)x[k] + (size_t)i * xs + xo);
         __m256i p = cq_is_1(t) ? cq_dpbusd(_mm256_setzero_si256(), q.q, a)
                                : cq_dpbusd(_mm256_setzero_si256(), q.qa, _mm256_sign_epi8(a, q.q));
-        acc[4 * k + j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(q.d * cq_f16(xb)), acc[4 * k + j]);
-        if (cq_is_1(t)) summ[k] += q.m * cq_f16(xb + offsetof(gq_block_q8_1, s));
+        acc[4 * (j % 4) + k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dd[k], acc[4 * (j % 4) + k]);
     }
 }
 
-/* 4 float accumulators per row (block i into accumulator i mod 4; one would make the FMA latency the limit) */
+/* Blocks go 8 at a time: their 8 d_w (and d_x, m_w, s_x) are widened together and block j's product
+ * d_w d_x broadcast from lane j; 4 float accumulators per row (block i into i mod 4: one would make the FMA
+ * latency the limit). The _1 types add m_w s_x per block, 8 blocks per vector too. */
 CQ_INLINE void cq_k32(ggml_type t, size_t wsize, const void *vw, const void *const *x, int nt, int64_t n,
                       float *out) {
     const uint8_t *w = vw;
+    const size_t xs = cq_is_1(t) ? sizeof(gq_block_q8_1) : sizeof(gq_block_q8_0);
     const __m256i table = cq_dup128(CQ_LOAD128(gq_kvalues_iq4nl));
     int64_t nb = n / GQ_QK, i = 0;
-    __m256 acc[4 * CQ_NT];
-    float summ[CQ_NT];
+    __m256 acc[4 * CQ_NT], summ[CQ_NT]; /* acc[4j + k]: accumulator j of row k */
     for (int k = 0; k < nt; k++) {
-        for (int j = 0; j < 4; j++) acc[4 * k + j] = _mm256_setzero_ps();
-        summ[k] = 0.0f;
+        for (int j = 0; j < 4; j++) acc[4 * j + k] = _mm256_setzero_ps();
+        summ[k] = _mm256_setzero_ps();
     }
-    for (; i + 4 <= nb; i += 4)
-        for (int j = 0; j < 4; j++) cq_block32(t, w + (size_t)(i + j) * wsize, x, i + j, nt, j, table, acc, summ);
-    for (; i < nb; i++) cq_block32(t, w + (size_t)i * wsize, x, i, nt, 0, table, acc, summ);
+    for (; i + 8 <= nb; i += 8) {
+        const uint8_t *wb = w + (size_t)i * wsize;
+        const __m256 dw = cq_f16x8(wb, wsize);
+        __m256 dd[CQ_NT];
+        for (int k = 0; k < nt; k++) {
+            const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
+            dd[k] = _mm256_mul_ps(dw, cq_f16x8(xb, xs));
+            if (cq_is_1(t))
+                summ[k] = _mm256_fmadd_ps(cq_f16x8(wb + 2, wsize), cq_f16x8(xb + offsetof(gq_block_q8_1, s), xs),
+                                          summ[k]);
+        }
+#pragma GCC unroll 8 /* j indexes registers */
+        for (int j = 0; j < 8; j++) {
+            __m256 ddj[CQ_NT];
+            for (int k = 0; k < nt; k++) ddj[k] = _mm256_permutevar8x32_ps(dd[k], _mm256_set1_epi32(j));
+            cq_block32(t, wb + (size_t)j * wsize, x, i + j, nt, j, table, ddj, acc);
+        }
+    }
+    float tail[CQ_NT] = {0};
+    for (; i < nb; i++) {
+        const uint8_t *wb = w + (size_t)i * wsize;
+        __m256 ddj[CQ_NT];
+        for (int k = 0; k < nt; k++) {
+            const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
+            ddj[k] = _mm256_set1_ps(cq_f16(wb) * cq_f16(xb));
+            if (cq_is_1(t)) tail[k] += cq_f16(wb + 2) * cq_f16(xb + offsetof(gq_block_q8_1, s));
+        }
+        cq_block32(t, wb, x, i, nt, 0, table, ddj, acc);
+    }
     for (int k = 0; k < nt; k++) {
-        __m256 s = _mm256_add_ps(_mm256_add_ps(acc[4 * k], acc[4 * k + 1]), _mm256_add_ps(acc[4 * k + 2], acc[4 * k + 3]));
-        out[k] = cq_hsum_ps(s) + summ[k];
+        __m256 s = _mm256_add_ps(_mm256_add_ps(acc[k], acc[4 + k]), _mm256_add_ps(acc[8 + k], acc[12 + k]));
+        out[k] = cq_hsum_ps(s) + (cq_is_1(t) ? cq_hsum_ps(summ[k]) + tail[k] : 0.0f);
     }
 }
 

@@ -6,10 +6,12 @@
  * reads those blocks as they are, with no dequantized copy of a model:
  *
  *   - gq_dequantize_row: a row of any supported type -> floats (row in, floats out);
- *   - gq_quantize_row: floats -> blocks. For the activation types Q8_0, Q8_1 and Q8_K the result is exactly
- *     ggml's quantize_row_*_ref; for the weight types it is a plain round-to-nearest quantizer that makes
- *     valid blocks (tests and tools; not ggml's search-based quantizer, not bit-identical to it except Q8_0
- *     and the simple _0/_1 types, whose ggml reference is round-to-nearest itself);
+ *   - gq_quantize_row: floats -> blocks. For the activation types Q8_0, Q8_1 and Q8_K the result is that of
+ *     ggml's quantize_row_*_ref (the same rounding: Q8_0 / Q8_1 halves away from zero, Q8_K halves to even
+ *     with d = 1 / (-127 / signed absmax); an all-zero Q8_K block also gets zero bsums); Q4_0 / Q4_1 / Q5_0 /
+ *     Q5_1 follow ggml's reference rules too (round-to-nearest); the K types and IQ4_NL / IQ4_XS get a plain
+ *     round-to-nearest quantizer that makes valid blocks for tests and tools (not ggml's search for the best
+ *     scales, so not bit-identical to llama.cpp's files);
  *   - gq_vec_dot: dot product of a weight row in type T with an activation row quantized to T's partner
  *     type (gq_vec_dot_type: Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1, Q8_K for the K
  *     types and IQ4_XS; F32 / F16 / BF16 for themselves), computed as ggml's scalar "generic" CPU path does
@@ -203,8 +205,9 @@ void gq_f16_store(uint8_t p[2], float f);
  * untouched) when t is unknown or n is not a non-negative multiple of the block size. */
 bool gq_dequantize_row(ggml_type t, const void *src, float *dst, int64_t n);
 
-/* Quantizes src[0 .. n) into gq_row_bytes(t, n) bytes at dst (see the header comment for which quantizer).
- * False (dst untouched) when t is unknown or n is not a non-negative multiple of the block size. */
+/* Quantizes src[0 .. n) (finite values) into gq_row_bytes(t, n) bytes at dst (see the header comment for
+ * which quantizer). False (dst untouched) when t is unknown or n is not a non-negative multiple of the block
+ * size. Written for clarity, not speed: cpu_quant_row (src/cpu/cpu_quant.h) is the fast activation path. */
 bool gq_quantize_row(ggml_type t, const float *src, void *dst, int64_t n);
 
 /* Reference dot product of a weight row w (type t) with an activation row xq already quantized to

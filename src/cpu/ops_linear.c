@@ -34,7 +34,8 @@ _Static_assert(LIN_K == 64, "lin_reduce is written for 64 lanes");
 #define LIN_MAX_TOK_TILE 64
 
 typedef struct lin_part {
-    const unsigned char *w;     /* (rows, in) of the layer's dtype */
+    const unsigned char *w;     /* (rows, in) of the layer's dtype (block layers: of dt) */
+    dtype dt;                   /* this part's dtype */
     size_t w_row_bytes;         /* bytes between weight rows */
     int64_t rows;               /* out_i */
     int64_t row0;               /* first output column of this part */
@@ -46,7 +47,8 @@ struct be_linear {
     int n;            /* parts */
     int64_t in;       /* input features */
     int64_t out;      /* sum of the parts' rows */
-    dtype dt;         /* weight dtype */
+    dtype dt;         /* weight dtype (a block layer: part 0's) */
+    bool block;       /* some part is a ggml block type: every part through cpu_quant_matmul */
     lin_part *parts;
 };
 
@@ -59,17 +61,26 @@ vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const t
     if (!w0 || w0->ndim != 2)
         return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 must be a 2-D (out, in) tensor");
     dtype dt = w0->dtype;
-    ggml_type gt;
-    const bool block = dtype_is_block(dt);
-    if (block ? !dtype_to_ggml(dt, &gt) || !gq_type_supported(gt) : dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
-                        dtype_name(dt));
     int64_t in = w0->shape[1];
     if (in <= 0) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features",
                                  (long long)in);
-    if (block && in % dtype_block(dt))
-        return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s rows of %lld elements are not whole blocks of %lld",
-                        dtype_name(dt), (long long)in, (long long)dtype_block(dt));
+    /* a layer with a part in a ggml block type runs every part through cpu_quant_matmul, each in its own
+     * type (llama-quantize mixes them: Q4_K_M's attn_v in Q6_K beside attn_q / attn_k in Q4_K) */
+    bool block = false;
+    for (int i = 0; i < n; i++) block |= weights[i] && dtype_is_block(weights[i]->dtype);
+    for (int i = 0; block && i < n; i++) {
+        const dtype d = weights[i] ? weights[i]->dtype : DTYPE_COUNT;
+        ggml_type gt = GGML_TYPE_COUNT;
+        if (!dtype_to_ggml(d, &gt) || !gq_type_supported(gt))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight %d dtype %s (expected F32, F16, BF16 or a ggml block type)",
+                            i, dtype_name(d));
+        if (in % dtype_block(d))
+            return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s rows of %lld elements are not whole blocks of %lld",
+                            dtype_name(d), (long long)in, (long long)dtype_block(d));
+    }
+    if (!block && dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
+                        dtype_name(dt));
 
     be_linear *lin = calloc(1, sizeof *lin);
     lin_part *parts = calloc((size_t)n, sizeof *parts);
@@ -81,12 +92,13 @@ vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const t
     lin->n = n;
     lin->in = in;
     lin->dt = dt;
+    lin->block = block;
     lin->parts = parts;
     vllm_status st = VLLM_OK;
     int64_t total = 0;
     for (int i = 0; i < n && st == VLLM_OK; i++) {
         const tensor *w = weights[i];
-        if (!w || w->ndim != 2 || w->dtype != dt || w->shape[1] != in || w->shape[0] < 0) {
+        if (!w || w->ndim != 2 || (!block && w->dtype != dt) || w->shape[1] != in || w->shape[0] < 0) {
             st = vt_error(VLLM_ERR_INVALID_ARG,
                           "linear: weight %d must be (out, %lld) %s like weight 0", i, (long long)in,
                           dtype_name(dt));
@@ -94,12 +106,13 @@ vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const t
         }
         int64_t stride = w->row_stride ? w->row_stride : in;
         if (stride < in || stride > INT64_MAX / 4 || w->shape[0] > INT64_MAX - total ||
-            (w->shape[0] > 0 && !w->data) || (block && stride % dtype_block(dt))) {
+            (w->shape[0] > 0 && !w->data) || (dtype_is_block(w->dtype) && stride != in)) {
             st = vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d has a bad stride, size or no data", i);
             break;
         }
         parts[i].w = w->data;
-        parts[i].w_row_bytes = (size_t)(stride / dtype_block(dt)) * dtype_size(dt);
+        parts[i].dt = w->dtype;
+        parts[i].w_row_bytes = (size_t)(stride / dtype_block(w->dtype)) * dtype_size(w->dtype);
         parts[i].rows = w->shape[0];
         parts[i].row0 = total;
         total += w->shape[0];
@@ -327,11 +340,10 @@ static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
  * dot products per block, as llama.cpp's CPU backend), then its bias. */
 static void lin_blocks(cpu_state *cpu, const be_linear *lin, const float *x, int64_t xs, float *y, int64_t ys,
                        int64_t T) {
-    ggml_type gt;
-    dtype_to_ggml(lin->dt, &gt);
     for (int i = 0; i < lin->n; i++) {
         const lin_part *p = &lin->parts[i];
-        if (p->rows == 0) continue;
+        ggml_type gt = GGML_TYPE_COUNT;
+        if (p->rows == 0 || !dtype_to_ggml(p->dt, &gt)) continue; /* types checked by cpu_linear_create */
         const vllm_status st = cpu_quant_matmul(cpu->pool, gt, p->w, p->w_row_bytes, p->rows, lin->in, x, xs, T,
                                                 y + p->row0, ys);
         if (st != VLLM_OK) {
@@ -356,7 +368,7 @@ void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
         return;
     int64_t T = cpu_rows(x);
     if (T == 0) return;
-    if (dtype_is_block(lin->dt)) {
+    if (lin->block) {
         lin_blocks(cpu, lin, x->data, tensor_row_stride(x), y->data, tensor_row_stride(y), T);
         return;
     }

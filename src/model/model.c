@@ -319,7 +319,10 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     LOG_I("loading %s (%s, %d layers, hidden %d)%s", dir, m->cfg.architecture, m->cfg.num_layers,
           m->cfg.hidden_size, opt->dummy ? " with dummy weights" : "");
     if (gf && !opt->dummy) {
-        st = ws_open_gguf(gf, be->native_blocks, &m->ws); /* takes the file over */
+        /* VLLM_GGUF_DEQUANTIZE=1: every block type dequantized to F32 at load (no activation quantization:
+         * the float reference path, e.g. against transformers on gguf-py's dequantized weights) */
+        const char *dq = getenv("VLLM_GGUF_DEQUANTIZE");
+        st = ws_open_gguf(gf, dq && !strcmp(dq, "1") ? 0u : be->native_blocks, &m->ws); /* takes the file over */
         gf = NULL;
     } else {
         st = ws_open(dir, &m->cfg, opt->dummy, be->dummy_fill, opt->seed, &m->ws);

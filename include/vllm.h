@@ -69,6 +69,8 @@ typedef struct vllm_engine_options {
     bool enable_prefix_caching;  /* share KV blocks of common prompt prefixes (default true) */
     vllm_load_format load_format;
     uint64_t seed;               /* seed for dummy weights and unseeded sampling */
+    const char *tokenizer;       /* a folder (tokenizer.json) or a GGUF file whose vocabulary and chat template
+                                  * replace the model's own (vLLM's --tokenizer); NULL: the model's */
     const char *mamba_cache_dtype;     /* hybrid (linear-attention) models' conv and recurrent state pools:
                                           "auto" (NULL: the activation dtype, BF16 on a GPU, F32 on the CPU),
                                           "float32", "bfloat16" or "float16" (vLLM's --mamba-cache-dtype) */

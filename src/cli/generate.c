@@ -39,6 +39,7 @@ static void usage(FILE *f) {
             "engine:\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
+            "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
             "  --gpu-memory-utilization F  (GPU: share of device memory for weights + activations + KV, 0.9)\n"
             "  --enforce-eager             (GPU: no CUDA graphs for decode steps)\n"
@@ -185,6 +186,7 @@ int cmd_generate(int argc, char **argv) {
                 goto bad;
             }
         } else if (!strcmp(a, "--device")) { CLI_NEED_VALUE(CMD); eo.device = argv[++i];
+        } else if (!strcmp(a, "--tokenizer")) { CLI_NEED_VALUE(CMD); eo.tokenizer = argv[++i];
         } else if (!strcmp(a, "--load-format")) {
             CLI_NEED_VALUE(CMD);
             if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;

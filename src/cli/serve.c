@@ -79,6 +79,7 @@ static void usage(FILE *f) {
             "  --gpu-memory-utilization F (GPU, default 0.9)  --enforce-eager (GPU: no CUDA graphs)\n"
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
+            "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n");
 }
 
@@ -301,6 +302,7 @@ int cmd_serve(int argc, char **argv) {
             }
             eo.gpu_memory_utilization = (float)d;
         } else if (!strcmp(a, "--device")) { CLI_NEED_VALUE(CMD); eo.device = argv[++i];
+        } else if (!strcmp(a, "--tokenizer")) { CLI_NEED_VALUE(CMD); eo.tokenizer = argv[++i];
         } else if (!strcmp(a, "--load-format")) {
             CLI_NEED_VALUE(CMD);
             if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;
@@ -363,7 +365,7 @@ int cmd_serve(int argc, char **argv) {
             }
         }
     }
-    if (!load_template(model, chat_template_arg, &tpl, &bos, &eos)) goto out;
+    if (!load_template(eo.tokenizer ? eo.tokenizer : model, chat_template_arg, &tpl, &bos, &eos)) goto out;
 
     fprintf(stderr, "vllmc: loading %s\n", model);
     double t0 = cli_now();

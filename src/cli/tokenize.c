@@ -18,6 +18,8 @@
 #include "cli/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "vllm.h"
+#include "loader/gguf.h"
+#include "loader/gguf_config.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -37,10 +39,17 @@ static void detokenize_usage(FILE *f) {
             "optional \"skip_special_tokens\": true|false that overrides the flag. Blank lines are skipped.\n");
 }
 
-/* Loads only the tokenizer of a model folder; prints the error itself. */
+/* Loads only the tokenizer of a model folder or GGUF file; prints the error itself. */
 static tokenizer *load_tokenizer(const char *dir) {
     tokenizer *tok = NULL;
-    vllm_status st = tok_load_dir(dir, &tok);
+    vllm_status st;
+    if (ggc_is_gguf_path(dir)) {
+        gguf_file *gf = NULL;
+        if (!(st = gguf_open(dir, &gf))) st = tok_load_gguf(gf, &tok);
+        gguf_close(gf);
+    } else {
+        st = tok_load_dir(dir, &tok);
+    }
     if (st == VLLM_ERR_NOT_FOUND) {
         fprintf(stderr, "vllmc: %s: no tokenizer.json (%s)\n", dir, vllm_last_error());
         return NULL;

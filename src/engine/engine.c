@@ -300,16 +300,19 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
         if ((st = model_set_state_dtypes(e->model, conv_dt, ssm_dt))) goto fail;
     }
 
-    if (ggc_is_gguf_path(model_dir)) { /* the vocabulary in the file's metadata */
+    /* the tokenizer: --tokenizer's folder or GGUF file, else the model's */
+    const char *tok_src = e->opt.tokenizer ? e->opt.tokenizer : model_dir;
+    if (ggc_is_gguf_path(tok_src)) { /* the vocabulary in the file's metadata */
         gguf_file *gf = NULL;
-        if (!(st = gguf_open(model_dir, &gf)))
+        if (!(st = gguf_open(tok_src, &gf)))
             st = gguf_find_key(gf, "tokenizer.ggml.model") < 0 /* no vocabulary: token-id prompts only */
-                     ? vt_error(VLLM_ERR_NOT_FOUND, "%s: no tokenizer.ggml.model", model_dir)
+                     ? vt_error(VLLM_ERR_NOT_FOUND, "%s: no tokenizer.ggml.model", tok_src)
                      : tok_load_gguf(gf, &e->tok);
         gguf_close(gf);
     } else {
-        st = tok_load_dir(model_dir, &e->tok);
+        st = tok_load_dir(tok_src, &e->tok);
     }
+    if (st == VLLM_ERR_NOT_FOUND && e->opt.tokenizer) goto fail; /* asked for: must be there */
     if (st == VLLM_ERR_NOT_FOUND) {
         e->tok = NULL;
         vt_error_clear();

@@ -132,7 +132,42 @@ static void run_type(const char *type) {
     json_decref(exp);
 }
 
+/* --tokenizer (engine option tokenizer): another folder's or GGUF file's vocabulary replaces the file's */
+static void tokenizer_override(void) {
+    const char *path = DIR "/Q4_K_M.gguf";
+    const char *srcs[2] = {VLLM_SOURCE_DIR "/models/stories260K", VLLM_SOURCE_DIR "/tests/fixtures/gguf/ollama-llama-2-tiny-random.gguf"};
+    size_t want_n[2] = {0, 3};
+    int32_t want_ids[3] = {1, 15043, 3186}; /* Llama 2's "Hello world" with its BOS */
+    int32_t *own = NULL;
+    size_t own_n = 0;
+    vllm_engine_options o = vllm_engine_default_options();
+    o.num_threads = 2;
+    o.max_model_len = 64;
+    vllm_engine *e = NULL;
+    CHECK(vllm_engine_create(path, &o, &e) == VLLM_OK);
+    if (e) CHECK(vllm_tokenize(e, "Hello world", true, &own, &own_n) == VLLM_OK);
+    vllm_engine_free(e);
+    want_n[0] = own_n; /* the same stories260K vocabulary as the file's own */
+    for (int k = 0; k < 2; k++) {
+        o.tokenizer = srcs[k];
+        e = NULL;
+        CHECK_MSG(vllm_engine_create(path, &o, &e) == VLLM_OK, "%s: %s", srcs[k], vllm_last_error());
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (e) CHECK(vllm_tokenize(e, "Hello world", true, &ids, &n) == VLLM_OK);
+        CHECK_MSG(n == want_n[k], "tokenizer %s: %zu ids", srcs[k], n);
+        for (size_t i = 0; i < n && i < want_n[k]; i++) CHECK(ids[i] == (k ? want_ids[i] : own[i]));
+        free(ids);
+        vllm_engine_free(e);
+    }
+    o.tokenizer = "/nonexistent-tokenizer-dir";
+    e = NULL;
+    CHECK(vllm_engine_create(path, &o, &e) != VLLM_OK && !e);
+    free(own);
+}
+
 int main(void) {
+    tokenizer_override();
     for (size_t i = 0; i < sizeof TYPES / sizeof *TYPES; i++) run_type(TYPES[i]);
     TEST_END();
 }

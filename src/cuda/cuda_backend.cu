@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda_blocks.h"
 #include "cuda/cuda_internal.h"
 
 #define CU_ALIGN 256
@@ -161,11 +162,40 @@ static void cu_release(backend *be, tensor *t) {
     t->data = NULL;
 }
 
+/* A 2-D host tensor of a ggml block dtype (a GGUF embedding table): its rows' blocks copied as they are
+ * (the file's layout; the embedding reads it, ops_linear_blocks.cu), the rows made contiguous. */
+static vllm_status cu_import_blocks(cu_state *cu, const tensor *host, tensor *out) {
+    const dtype dt = host->dtype;
+    const int64_t blk = dtype_block(dt);
+    if (host->ndim != 2 || host->shape[0] < 0 || host->shape[1] < 0 || host->shape[1] % blk ||
+        (host->row_stride && (host->row_stride < host->shape[1] || host->row_stride % blk)))
+        return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: a %s tensor must be 2-D with rows of whole blocks of %lld",
+                        dtype_name(dt), (long long)blk);
+    const size_t rb = cu_qrow_bytes(dt, host->shape[1]), pitch = cu_qrow_bytes(dt, tensor_row_stride(host));
+    const size_t rows = (size_t)host->shape[0];
+    if (rows && rb > SIZE_MAX / 2 / rows) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: tensor too large");
+    if (rows && rb && !host->data) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: tensor has no data");
+    tensor t = *host;
+    t.row_stride = 0;
+    t.data = NULL;
+    vllm_status st = cu_alloc_bytes(cu, rows * rb, &t.data, "import");
+    if (st != VLLM_OK) return st;
+    cudaError_t e = cu_h2d_2d(cu, t.data, rb, host->data, pitch, rb, rows, dt);
+    if (e != cudaSuccess) {
+        cudaFree(t.data);
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda import: upload of %zu bytes failed: %s", rows * rb, cudaGetErrorString(e));
+    }
+    *out = t;
+    return VLLM_OK;
+}
+
 /* Uploads a host tensor (any dtype, rows possibly strided) into a new
  * contiguous device tensor of the same dtype and shape. */
 static vllm_status cu_import(backend *be, const tensor *host, tensor *out) {
     cu_state *cu = cu_of(be);
     if (!cu_capture_guard(cu, "import")) return vt_error(VLLM_ERR_BACKEND, "cuda import: %s", cu->err_msg);
+    if (dtype_is_block(host->dtype)) return cu_import_blocks(cu, host, out);
     int64_t extent = tensor_extent_bytes(host);
     if (extent < 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: bad dtype, shape or stride");
     if (!host->data && extent > 0) return vt_error(VLLM_ERR_INVALID_ARG, "cuda import: tensor has no data");
@@ -496,6 +526,7 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->lt_ws);
         cu_buf_free(&cu->attn_ws);
         cu_buf_free(&cu->gdn_ws);
+        cu_buf_free(&cu->qlin_ws);
         cu_buf_free(&cu->attn_cnt);
         cu_hbuf_free(&cu->stage.buf);
         for (int i = 0; i < CU_STAGE_RECS; i++)
@@ -654,6 +685,9 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     be->import_copies = true;
     be->dummy_fill = true; /* cu_h2d_2d */
     be->graph_moe_pairs = CU_MOE_GEMV_MAX_PAIRS; /* ops_moe.cu's recordable path */
+    /* ggml block weights: linear_create / linear / linear_fused, embedding and experts_create take every
+     * type ops_linear_blocks.cu has kernels for */
+    be->native_blocks = cu_qtypes();
     be->impl = cu;
     cu->device = dev;
     vllm_status st = VLLM_OK;
@@ -667,6 +701,8 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
     cu->gemv_ks = getenv("VLLM_CUDA_GEMV_KS") ? atoi(getenv("VLLM_CUDA_GEMV_KS")) : 0;
+    cu->qgemv_ks = getenv("VLLM_CUDA_QGEMV_KS") ? atoi(getenv("VLLM_CUDA_QGEMV_KS")) : 0;
+    if (cu->qgemv_ks != 1 && cu->qgemv_ks != 2 && cu->qgemv_ks != 4 && cu->qgemv_ks != 8) cu->qgemv_ks = 0;
     cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     what = "cudaStreamCreate";

@@ -128,6 +128,10 @@ typedef struct cu_state {
     cu_buf gdn_ws;                 /* ops_linear_attn.cu: the chunked gated delta rule's per-chunk matrices (device) */
     int gemv_occ[3][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
     int gemv_rows_occ[2][3][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
+    cu_buf qlin_ws;                /* ops_linear_blocks.cu: a block-type layer's rows dequantized to BF16 for the
+                                      prefill GEMM (the largest layer's tile, reserved by linear_create) */
+    int qgemv_occ[DTYPE_COUNT - DTYPE_FIRST_BLOCK][4][2]; /* resident CTAs per SM of k_qgemv<type, T class, gated> */
+    int qgemv_ks;                  /* VLLM_CUDA_QGEMV_KS=1|2|4|8: the block GEMV's warps per row pinned (comparisons) */
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
     vllm_status err;               /* first op failure since the last synchronize */
     char err_msg[512];

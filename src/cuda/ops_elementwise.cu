@@ -14,6 +14,7 @@
  * the grid strides over rows when there are many. Launches use PDL
  * (cuda_internal.h): every kernel waits before touching activations.
  */
+#include "cuda/cuda_blocks.h"
 #include "cuda/cuda_internal.h"
 
 #define EW_THREADS 256
@@ -38,6 +39,10 @@ __global__ void k_embedding(const void *table, int tdt, int64_t ts, const int32_
 
 void cu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *out) {
     cu_state *cu = cu_of(be);
+    if (dtype_is_block(table->dtype)) { /* a GGUF table of ggml blocks (ops_linear_blocks.cu) */
+        cu_qembedding(cu, table, ids, out);
+        return;
+    }
     if (!cu_check_mat(cu, "embedding", "table", table, CU_FLOAT, -1, -1) ||
         !cu_check_vec(cu, "embedding", "ids", ids, CU_DT(DTYPE_I32), -1))
         return;

@@ -20,11 +20,17 @@
  * seen as (in, T): m = out, n = T, k = in, lda = in, ldb = x's row stride,
  * ldc = y's row stride. Layouts and the heuristic's algorithm are cached
  * per shape (CU_LT_PLANS entries, replaced on collision).
+ *
+ * ggml block-type weights (GGUF; the dtypes cu_qtypes() lists) stay in their blocks on the device
+ * (ops_linear_blocks.cu, cuda_blocks.h): decode batches run its block GEMV (bias, the gated product and
+ * the residual add in its epilogue; linear_fused's norm runs first as its own op into f->h), larger
+ * batches dequantize the rows tile by tile into cu->qlin_ws and run the GEMM below on each tile.
  */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda_blocks.h"
 #include "cuda/cuda_internal.h"
 
 extern "C" {
@@ -36,8 +42,9 @@ extern "C" {
 struct be_linear {
     int64_t in;            /* input features (k) */
     int64_t out;           /* sum of the parts' rows (m) */
-    __nv_bfloat16 *w;      /* (out, in) BF16, device */
+    __nv_bfloat16 *w;      /* (out, in) BF16, device; NULL for block weights */
     float *bias;           /* (out) F32, device, or NULL */
+    cu_qweight *qw;        /* ggml block weights (cuda_blocks.h), or NULL */
 };
 
 struct cu_lt_plan {
@@ -60,10 +67,17 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     const tensor *w0 = weights[0];
     if (!w0 || w0->ndim != 2) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 must be a 2-D (out, in) tensor");
     dtype dt = w0->dtype;
-    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16 or BF16)", dtype_name(dt));
+    const bool block = dtype_is_block(dt);
+    if (block ? !cu_qtype_ok(dt) : dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
+                        dtype_name(dt));
     int64_t in = w0->shape[1];
     if (in <= 0 || in > INT_MAX) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features", (long long)in);
+    if (block && in % dtype_block(dt))
+        return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s rows of %lld elements are not whole blocks of %lld",
+                        dtype_name(dt), (long long)in, (long long)dtype_block(dt));
+    if (block && cu_of(be)->capturing)
+        return vt_error(VLLM_ERR_BACKEND, "linear: not allowed while a graph is being recorded");
 
     /* validate every part first: total rows, strides, biases */
     int64_t total = 0, max_rows = 0;
@@ -74,7 +88,8 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
             return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d must be (out, %lld) %s like weight 0", i,
                             (long long)in, dtype_name(dt));
         int64_t stride = w->row_stride ? w->row_stride : in;
-        if (stride < in || stride > INT64_MAX / 4 || w->shape[0] > INT_MAX - total || (w->shape[0] > 0 && !w->data))
+        if (stride < in || stride > INT64_MAX / 4 || w->shape[0] > INT_MAX - total || (w->shape[0] > 0 && !w->data) ||
+            (block && stride % dtype_block(dt)))
             return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d has a bad stride, size or no data", i);
         total += w->shape[0];
         if (w->shape[0] > max_rows) max_rows = w->shape[0];
@@ -98,7 +113,15 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     void *stage = NULL;
     float *hb = NULL;
     size_t wbytes = (size_t)total * (size_t)in * 2;
-    cudaError_t e = cudaMalloc((void **)&lin->w, wbytes);
+    cudaError_t e = cudaSuccess;
+    if (block) { /* the blocks as they are (ops_linear_blocks.cu), the prefill tile's workspace at its size now */
+        st = cu_qweight_create(cu, weights, n, in, total, &lin->qw);
+        if (st == VLLM_OK)
+            st = cu_buf_reserve(cu, &cu->qlin_ws, cu_qtile_bytes(lin->qw), "linear: dequantized weight tile");
+        if (st != VLLM_OK) goto done;
+        goto biases;
+    }
+    e = cudaMalloc((void **)&lin->w, wbytes);
     if (e != cudaSuccess) {
         lin->w = NULL;
         cudaGetLastError();
@@ -140,6 +163,7 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
             row0 += rows;
         }
     }
+biases:
     if (st == VLLM_OK && any_bias) {
         hb = (float *)calloc((size_t)total, sizeof *hb);
         if (!hb) {
@@ -188,6 +212,7 @@ void cu_linear_free(backend *be, be_linear *lin) {
     if (!lin) return;
     if (lin->w) cudaFree(lin->w);
     if (lin->bias) cudaFree(lin->bias);
+    cu_qweight_free(lin->qw);
     free(lin);
 }
 
@@ -727,7 +752,39 @@ void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
     linear_run(cu, lin, x, y, false);
 }
 
-/* y = (accumulate: y +) x W^T + b: the GEMV, or cuBLAS(Lt) with beta 0 or 1 */
+/* y (T, m) = (accumulate: y +) x (T, k) W^T, W (m, k) BF16 on the device: cuBLASLt (cached plan) or
+ * cublasGemmEx; false (and cu_fail) when both fail. y: dtype ydt, rows ys apart. */
+static bool gemm(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, const tensor *x, int64_t T, void *y,
+                 dtype ydt, int64_t ys, bool accumulate) {
+    const int64_t xs = tensor_row_stride(x);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; /* C = D = y */
+    unsigned align = ptr_align(W);
+    unsigned ax = ptr_align(x->data), ay = ptr_align(y);
+    if (ax < align) align = ax;
+    if (ay < align) align = ay;
+    /* strides that are not multiples of the alignment lower it too */
+    while (align > 2 && (((size_t)xs * 2) % align || ((size_t)ys * dtype_size(ydt)) % align)) align >>= 1;
+    cu_lt_plan *p = plan_get(cu, m, T, k, xs, ys, ydt, align);
+    if (p && p->lt_ok) {
+        cublasStatus_t s = cublasLtMatmul(cu->lt, cu->mm_desc, &alpha, W, p->a, x->data, p->b, &beta, y, p->c, y, p->c,
+                                          &p->algo, cu->lt_ws.p, cu->lt_ws.cap, cu->stream);
+        if (s == CUBLAS_STATUS_SUCCESS) return true;
+        p->lt_ok = false; /* don't try this plan again */
+    }
+    cublasStatus_t s = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)T, (int)k, &alpha, W, CUDA_R_16BF,
+                                    (int)k, x->data, CUDA_R_16BF, (int)xs, &beta, y,
+                                    ydt == DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF, (int)ys, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cu_fail(cu, "linear: cuBLAS GEMM (m %lld, n %lld, k %lld) failed: %s", (long long)m, (long long)T, (long long)k,
+                cublasGetStatusString(s));
+        return false;
+    }
+    return true;
+}
+
+/* y = (accumulate: y +) x W^T + b: the GEMV, or cuBLAS(Lt) with beta 0 or 1 (block weights: their GEMV, or
+ * the GEMM per dequantized tile of rows) */
 static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y, bool accumulate) {
     if (!cu_check_mat(cu, "linear", "x", x, CU_DT(DTYPE_BF16), -1, lin->in) ||
         !cu_check_mat(cu, "linear", "y", y, CU_ACT, cu_rows(x), lin->out))
@@ -739,39 +796,76 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
                 (long long)xs, (long long)ys);
         return;
     }
+    if (lin->qw) {
+        if (cu_qgemv_fits(lin->qw, x, T)) {
+            cu_qgemv(cu, lin->qw, lin->bias, x, y, false, BE_ACT_SILU, accumulate); /* adds the bias */
+            return;
+        }
+        const int64_t tile = cu_qtile_rows(lin->qw);
+        if (cu_buf_reserve(cu, &cu->qlin_ws, cu_qtile_bytes(lin->qw), "linear: dequantized weight tile") != VLLM_OK)
+            return; /* (reserved by linear_create: only a recording can get here) */
+        __nv_bfloat16 *ws = (__nv_bfloat16 *)cu->qlin_ws.p;
+        const size_t es = dtype_size(y->dtype);
+        for (int64_t r0 = 0; r0 < lin->out; r0 += tile) {
+            const int64_t rows = lin->out - r0 < tile ? lin->out - r0 : tile;
+            /* the tile (rows, in) BF16, then y[:, r0 .. r0 + rows) = x tile^T (the next tile waits in the stream) */
+            if (!cu_qdequant(cu, lin->qw, r0, rows, ws) ||
+                !gemm(cu, ws, rows, lin->in, x, T, (char *)y->data + (size_t)r0 * es, y->dtype, ys, accumulate))
+                return;
+        }
+        if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
+        return;
+    }
     if (gemv_fits(lin, x, T)) {
         gv_args a = gemv_args(x, y, (int)T, (int)lin->out, (int)lin->in);
         a.acc = accumulate;
         gemv(cu, lin, a, false); /* adds the bias */
         return;
     }
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; /* C = D = y */
-    unsigned align = ptr_align(lin->w);
-    unsigned ax = ptr_align(x->data), ay = ptr_align(y->data);
-    if (ax < align) align = ax;
-    if (ay < align) align = ay;
-    /* strides that are not multiples of the alignment lower it too */
-    while (align > 2 && (((size_t)xs * 2) % align || ((size_t)ys * dtype_size(y->dtype)) % align)) align >>= 1;
-    cu_lt_plan *p = plan_get(cu, lin->out, T, lin->in, xs, ys, y->dtype, align);
-    bool done = false;
-    if (p && p->lt_ok) {
-        cublasStatus_t s = cublasLtMatmul(cu->lt, cu->mm_desc, &alpha, lin->w, p->a, x->data, p->b, &beta, y->data,
-                                          p->c, y->data, p->c, &p->algo, cu->lt_ws.p, cu->lt_ws.cap, cu->stream);
-        if (s == CUBLAS_STATUS_SUCCESS) done = true;
-        else p->lt_ok = false; /* don't try this plan again */
+    if (!gemm(cu, lin->w, lin->out, lin->in, x, T, y->data, y->dtype, ys, accumulate)) return;
+    if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
+}
+
+/* linear_fused on block weights: decode batches as [the norm op into f->h, then] one block GEMV with the
+ * gated product or the residual add in its epilogue; other batches (and what the GEMV does not take) as
+ * the composite of single ops, whose linear runs the tiles */
+static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const tensor *x, const linear_fuse *f,
+                          tensor *y) {
+    const int64_t T = cu_rows(x);
+    const bool glu = f && f->silu_mul, norm = linear_fuse_has_norm(f);
+    const bool kernel = f && !(f->silu_mul && f->accumulate) && (unsigned)f->act < CU_ACT_COUNT &&
+                        (unsigned)f->norm_kind < BE_NORM_COUNT && (!glu || lin->out % 2 == 0) &&
+                        cu_qgemv_fits(lin->qw, x, T) && (!norm || (f->h && f->h->dtype == DTYPE_BF16));
+    if (!kernel) {
+        if (f && f->accumulate && !norm && !f->silu_mul) {
+            linear_run(cu, lin, x, y, true); /* its GEMV, or beta 1 in the tiles' GEMMs */
+            return;
+        }
+        const char *err = linear_fused_composite(be, lin, x, f, y);
+        if (err) cu_fail(cu, "%s", err);
+        return;
     }
-    if (!done) {
-        cublasStatus_t s = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)lin->out, (int)T, (int)lin->in,
-                                        &alpha, lin->w, CUDA_R_16BF, (int)lin->in, x->data, CUDA_R_16BF, (int)xs,
-                                        &beta, y->data, y->dtype == DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF, (int)ys,
-                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (s != CUBLAS_STATUS_SUCCESS) {
-            cu_fail(cu, "linear: cuBLAS GEMM (m %lld, n %lld, k %lld) failed: %s", (long long)lin->out, (long long)T,
-                    (long long)lin->in, cublasGetStatusString(s));
+    const int64_t N = glu ? lin->out / 2 : lin->out;
+    if (!cu_check_mat(cu, "linear_fused", "x", x, CU_DT(DTYPE_BF16), T, lin->in) ||
+        !cu_check_mat(cu, "linear_fused", "y", y, CU_ACT, T, N))
+        return;
+    if (T == 0) return;
+    const tensor *in = x;
+    if (norm) { /* as the composite's: h (T, in) */
+        if (!cu_check_mat(cu, "linear_fused", "h", f->h, CU_DT(DTYPE_BF16), T, lin->in)) return;
+        if (f->norm_kind == BE_NORM_RMS) {
+            cu_rms_norm(be, x, f->norm_w, f->eps, f->h);
+        } else {
+            const be_norm n = {f->norm_kind, f->norm_w, f->norm_b, f->eps};
+            cu_norm(be, x, &n, f->h);
+        }
+        in = f->h;
+        if (!cu_qgemv_fits(lin->qw, in, T)) {
+            cu_fail(cu, "linear_fused: h must be BF16 with 16-byte aligned rows");
             return;
         }
     }
-    if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
+    cu_qgemv(cu, lin->qw, lin->bias, in, y, glu, (int)f->act, f->accumulate);
 }
 
 /* linear_fused (backend.h): decode-sized batches in one GEMV kernel (the
@@ -781,6 +875,10 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     cu_state *cu = cu_of(be);
     if (!lin) {
         cu_fail(cu, "linear_fused: no layer");
+        return;
+    }
+    if (lin->qw) {
+        qlinear_fused(be, cu, lin, x, f, y);
         return;
     }
     const int64_t T = cu_rows(x);

@@ -14,7 +14,10 @@
  * Weights: experts_create uploads all experts of a layer into two contiguous BF16 allocations,
  * gate|up (E, 2I, D) (expert e's rows [0, I) are gate_e, [I, 2I) up_e) and down (E, D, I), so kernels
  * find an expert by pointer arithmetic (F32 / F16 checkpoints are converted on the device, as
- * linear_create does). be_experts stays opaque so quantized expert formats can hide behind it later.
+ * linear_create does; ggml block types (GGUF experts: gate / up in one type, down possibly another, as
+ * Q4_K_M files keep ffn_down_exps in Q6_K) are dequantized on the device, ops_linear_blocks.cu's
+ * cu_qraw_rows: the experts then take BF16's memory, not the file's). be_experts stays opaque so
+ * quantized expert formats can hide behind it later.
  *
  * moe_experts, on the device and in this order (pairs N = T * k, position p = the pair's place in the
  * expert-sorted order):
@@ -64,6 +67,7 @@
 #include <mma.h>
 #include <mutex>
 
+#include "cuda/cuda_blocks.h"
 #include "cuda/cuda_internal.h"
 
 
@@ -202,7 +206,14 @@ void cu_experts_free(backend *be, be_experts *ex) {
 
 static bool moe_weight_ok(const tensor *w, int64_t rows, int64_t cols, dtype dt) {
     if (!w || w->ndim != 2 || w->shape[0] != rows || w->shape[1] != cols || w->dtype != dt || !w->data) return false;
+    if (dtype_is_block(dt) && (cols % dtype_block(dt) || (w->row_stride && w->row_stride % dtype_block(dt))))
+        return false;
     return !w->row_stride || w->row_stride >= cols;
+}
+
+/* bytes of a (rows, cols) weight of dtype dt uploaded to the stage (block types: the file's blocks) */
+static size_t moe_stage_bytes(dtype dt, int64_t rows, int64_t cols) {
+    return dtype_is_block(dt) ? (size_t)rows * cu_qrow_bytes(dt, cols) : (size_t)rows * (size_t)cols * dtype_size(dt);
 }
 
 /* One (rows, cols) host weight into dst (rows, cols) BF16 on the device; stage: device memory for a
@@ -210,6 +221,15 @@ static bool moe_weight_ok(const tensor *w, int64_t rows, int64_t cols, dtype dt)
 static cudaError_t moe_upload(cu_state *cu, __nv_bfloat16 *dst, const tensor *w, void *stage) {
     const int64_t rows = w->shape[0], cols = w->shape[1], stride = w->row_stride ? w->row_stride : cols;
     const size_t es = dtype_size(w->dtype);
+    if (dtype_is_block(w->dtype)) { /* the blocks to the stage, dequantized from there */
+        const size_t rb = cu_qrow_bytes(w->dtype, cols);
+        cudaError_t e = cu_h2d_2d(cu, stage, rb, w->data, cu_qrow_bytes(w->dtype, stride), rb, (size_t)rows, w->dtype);
+        if (e == cudaSuccess && !cu_qraw_rows(cu, "experts_create", w->dtype, stage, rb, rows, NULL, rows, cols, dst,
+                                              DTYPE_BF16, cols, false))
+            e = cudaErrorLaunchFailure;
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* the stage is reused */
+        return e;
+    }
     if (w->dtype == DTYPE_BF16)
         return cu_h2d_2d(cu, dst, (size_t)cols * 2, w->data, (size_t)stride * 2, (size_t)cols * 2, (size_t)rows,
                          w->dtype);
@@ -239,20 +259,25 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     const tensor *g0 = gate[0];
     if (!g0 || g0->ndim != 2 || g0->shape[0] < 1 || g0->shape[1] < 1)
         return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: gate 0 must be a 2-D (I, D) tensor");
-    const dtype dt = g0->dtype;
-    if (dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "experts_create: weight dtype %s (expected F32, F16 or BF16)",
-                        dtype_name(dt));
+    /* gate and up share a dtype, down may have its own (GGUF Q4_K_M keeps ffn_down_exps in Q6_K) */
+    const dtype dt = g0->dtype, ddt = down[0] ? down[0]->dtype : dt;
+    for (int q = 0; q < 2; q++) {
+        const dtype d = q ? ddt : dt;
+        if (d != DTYPE_F32 && d != DTYPE_F16 && d != DTYPE_BF16 && !cu_qtype_ok(d))
+            return vt_error(VLLM_ERR_UNSUPPORTED,
+                            "experts_create: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
+                            dtype_name(d));
+    }
     const int64_t I = g0->shape[0], D = g0->shape[1];
     if (I > INT_MAX / 2 || D > INT_MAX || E > INT_MAX / 2 || I * D > INT64_MAX / 4 / E)
         return vt_error(VLLM_ERR_INVALID_ARG, "experts_create: %d experts of (%lld, %lld) are too large", E,
                         (long long)I, (long long)D);
     for (int e = 0; e < E; e++)
-        if (!moe_weight_ok(gate[e], I, D, dt) || !moe_weight_ok(up[e], I, D, dt) || !moe_weight_ok(down[e], D, I, dt))
+        if (!moe_weight_ok(gate[e], I, D, dt) || !moe_weight_ok(up[e], I, D, dt) || !moe_weight_ok(down[e], D, I, ddt))
             return vt_error(VLLM_ERR_INVALID_ARG,
-                            "experts_create: expert %d must have gate, up (%lld, %lld) and down (%lld, %lld) %s "
-                            "like expert 0",
-                            e, (long long)I, (long long)D, (long long)D, (long long)I, dtype_name(dt));
+                            "experts_create: expert %d must have gate, up (%lld, %lld) %s and down (%lld, %lld) %s "
+                            "like expert 0 (block types: rows of whole blocks)",
+                            e, (long long)I, (long long)D, dtype_name(dt), (long long)D, (long long)I, dtype_name(ddt));
     const bool has_bias = bias && (bias->gate || bias->up || bias->down);
     for (int e = 0; has_bias && e < E; e++)
         if (!moe_bias_ok(bias->gate ? bias->gate[e] : NULL, I) || !moe_bias_ok(bias->up ? bias->up[e] : NULL, I) ||
@@ -280,8 +305,11 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     }
     e = cudaMalloc((void **)&ex->gu, (size_t)E * 2 * per * 2);
     if (e == cudaSuccess) e = cudaMalloc((void **)&ex->down, (size_t)E * per * 2);
-    if (e == cudaSuccess && (dt != DTYPE_BF16 || has_bias)) { /* a weight's, or a bias's (any dtype) */
-        const size_t wb = dt != DTYPE_BF16 ? per * dtype_size(dt) : 0, bb = has_bias ? (size_t)(I > D ? I : D) * 4 : 0;
+    if (e == cudaSuccess && (dt != DTYPE_BF16 || ddt != DTYPE_BF16 || has_bias)) { /* a weight's, or a bias's */
+        const size_t wg = dt != DTYPE_BF16 ? moe_stage_bytes(dt, I, D) : 0,
+                     wd = ddt != DTYPE_BF16 ? moe_stage_bytes(ddt, D, I) : 0,
+                     bb = has_bias ? (size_t)(I > D ? I : D) * 4 : 0;
+        const size_t wb = wg > wd ? wg : wd;
         e = cudaMalloc(&stage, wb > bb ? wb : bb);
     }
     if (e == cudaSuccess && has_bias) e = cudaMalloc((void **)&ex->bias, (size_t)E * (size_t)(2 * I + D) * 2);

@@ -12,8 +12,12 @@
  * outputs are finite and that a graph replay equals the eager step, and
  * prints a table; the times are for the reader (tools/device/check.sh).
  *
+ * The block-type GEMV (GGUF weights, src/cuda/ops_linear_blocks.cu): GB/s of the file's bytes for a
+ * (4096, 4096) and a (14336, 4096) layer in Q4_K, Q5_K, Q6_K, Q8_0 and Q4_0 at T = 1 and 8 (16 distinct
+ * layers per graph, so that the weights stream from device memory), next to BF16's.
+ *
  * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
- * VLLM_PERF_SHAPES=0.6b|8b picks one shape (default: both).
+ * VLLM_PERF_SHAPES=0.6b|8b|moe|blocks picks one part (default: all).
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +29,8 @@
 #include "sample/sample.h"
 #include "tensor/backend.h"
 #include "tensor/dummy.h"
+#include "tensor/ggml_dtype.h"
+#include "tensor/ggml_quant.h"
 #include "test.h"
 
 static backend *gpu;
@@ -595,6 +601,96 @@ static void run_moe(const char *force) {
     CHECK_OK(gpu->ops->synchronize(gpu));
 }
 
+/* The block GEMV's bandwidth: LAYERS distinct (rows, in) layers of dt (one quantized random row repeated:
+ * the values do not matter, the addresses do), linear on each in one graph; GB/s of the weights' bytes. */
+static void run_blocks_case(dtype dt, int64_t rows, int64_t in, int T) {
+    enum { LAYERS = 16 };
+    be_linear *lin[LAYERS] = {NULL};
+    size_t rb = 0;
+    void *host = NULL;
+    if (dt != DTYPE_BF16) {
+        ggml_type gt = GGML_TYPE_COUNT;
+        CHECK(dtype_to_ggml(dt, &gt));
+        rb = gq_row_bytes(gt, in);
+        float *row = malloc((size_t)in * sizeof *row);
+        host = malloc(rb * (size_t)rows);
+        if (!row || !host) {
+            free(row);
+            free(host);
+            return;
+        }
+        for (int64_t k = 0; k < in; k++) row[k] = 0.05f * rnd();
+        CHECK(gq_quantize_row(gt, row, host, in));
+        for (int64_t r = 1; r < rows; r++) memcpy((char *)host + (size_t)r * rb, host, rb);
+        free(row);
+    } else {
+        rb = (size_t)in * 2;
+        host = rand_bf16((size_t)rows * (size_t)in, 0.05f);
+        if (!host) return;
+    }
+    tensor w = tensor_2d(dt, host, rows, in);
+    const tensor *ws[1] = {&w};
+    bool ok = true;
+    for (int l = 0; l < LAYERS && ok; l++) {
+        ok = gpu->ops->linear_create(gpu, ws, NULL, 1, &lin[l]) == VLLM_OK;
+        CHECK_MSG(ok, "linear_create %s (%lld, %lld): %s", dtype_name(dt), (long long)rows, (long long)in,
+                  vllm_last_error());
+    }
+    free(host);
+    uint16_t *hx = rand_bf16((size_t)T * (size_t)in, 1.0f);
+    tensor x = act(DTYPE_BF16, T, in), y = act(DTYPE_BF16, T, rows);
+    if (hx) CHECK_OK(gpu->ops->upload(gpu, &x, hx, (size_t)T * (size_t)in * 2));
+    free(hx);
+    be_graph *gr = NULL;
+    if (ok) {
+        for (int l = 0; l < LAYERS; l++) gpu->ops->linear(gpu, lin[l], &x, &y); /* eager once */
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        CHECK_OK(gpu->ops->graph_begin(gpu));
+        for (int l = 0; l < LAYERS; l++) gpu->ops->linear(gpu, lin[l], &x, &y);
+        CHECK_OK(gpu->ops->graph_end(gpu, &gr));
+    }
+    if (gr) {
+        double t[9];
+        for (int i = 0; i < 9; i++) {
+            double t0 = now();
+            for (int r = 0; r < 20; r++) CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+            CHECK_OK(gpu->ops->synchronize(gpu));
+            t[i] = (now() - t0) / 20 / LAYERS;
+        }
+        const double tl = median(t, 9), gbs = (double)rb * (double)rows / tl * 1e-9;
+        float *yh = malloc((size_t)T * (size_t)rows * sizeof *yh);
+        uint16_t *yb = malloc((size_t)T * (size_t)rows * 2);
+        if (yh && yb && gpu->ops->download(gpu, yb, &y, (size_t)T * (size_t)rows * 2) == VLLM_OK) {
+            for (int64_t i = 0; i < (int64_t)T * rows; i++) yh[i] = bf16_to_f32(yb[i]);
+            CHECK_MSG(count_nonfinite(yh, (size_t)T * (size_t)rows) == 0, "%s gemv: non-finite outputs", dtype_name(dt));
+        }
+        free(yh);
+        free(yb);
+        printf("    %-6s (%5lld, %lld) T %d: %7.2f us per layer, %6.0f GB/s of %5.1f MB\n", dtype_name(dt),
+               (long long)rows, (long long)in, T, 1e6 * tl, gbs, (double)rb * (double)rows * 1e-6);
+        printf("PERF gemv-%s-%lldx%lld T%d us %.2f GB_s %.0f\n", dtype_name(dt), (long long)rows, (long long)in, T,
+               1e6 * tl, gbs);
+        gpu->ops->graph_free(gpu, gr);
+    }
+    gpu->ops->release(gpu, &x);
+    gpu->ops->release(gpu, &y);
+    for (int l = 0; l < LAYERS; l++)
+        if (lin[l]) gpu->ops->linear_free(gpu, lin[l]);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+}
+
+static void run_blocks(void) {
+    printf("\n== block-type GEMV (GGUF weights), 16 layers per graph:\n");
+    const dtype dts[6] = {DTYPE_BF16, DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_Q8_0, DTYPE_Q4_0};
+    const int64_t rows[2] = {4096, 14336};
+    for (int s = 0; s < 2; s++)
+        for (int d = 0; d < 6; d++)
+            for (int T = 1; T <= 8; T += 7) {
+                if (dts[d] != DTYPE_BF16 && !(gpu->native_blocks >> (dts[d] - DTYPE_FIRST_BLOCK) & 1u)) continue;
+                run_blocks_case(dts[d], rows[s], 4096, T);
+            }
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -610,6 +706,7 @@ int main(void) {
         run_moe(NULL);
         run_moe("gemm"); /* cuBLAS per expert, for comparison */
     }
+    if (!only || !*only || !strcmp(only, "all") || strstr(only, "blocks")) run_blocks();
     backend_free(gpu);
     TEST_END();
 }

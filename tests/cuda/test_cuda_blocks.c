@@ -1,0 +1,723 @@
+/*
+ * test_cuda_blocks.c: the CUDA backend on ggml block-type weights (GGUF matrices used as they are,
+ * src/cuda/ops_linear_blocks.cu): for every block type the backend says it takes (backend.native_blocks,
+ * which must be all twelve that tensor/ggml_quant.h reads):
+ *
+ *  - linear: random weights quantized with gq_quantize_row (per-row offsets so that the types with a min
+ *    use it, plus an all-zero block and a constant block: zero scales), two parts with a bias, against a
+ *    reference in double from the dequantized weights (gq_dequantize_row) and the BF16 activations, for
+ *    T = 1, 2, 3, 5, 8 (the decode GEMV: every token class of its kernels) and 17, 300 (dequantized tiles +
+ *    cuBLAS), on a layer of few rows (the GEMV splits each row over several warps) and one of many rows,
+ *    BF16 and F32 outputs;
+ *  - linear_fused on block weights (the GEMV's gated product and residual add, the norms before it, and the
+ *    composite path of larger batches) against the CPU backend's linear_fused on the dequantized F32 weights;
+ *  - embedding from an imported block table (and a row view of it) against the dequantized rows; a bad id
+ *    reported by synchronize;
+ *  - experts_create from block weights (gate / up and down in different types, as Q4_K_M files) against
+ *    experts created from the dequantized F32 weights (both dequantized to BF16 on the device: equal up to
+ *    a rare BF16 rounding flip);
+ *  - a decode-sized linear and a prefill-sized one recorded as CUDA graphs and replayed on new inputs equal
+ *    to the eager op; a layer bigger than one prefill tile;
+ *  - refusals (rows of partial blocks, mixed types, strides of partial blocks).
+ *
+ * Tolerances (per element, |gpu - ref| <= rel * |ref| + abs * S with S = sum_k |w_k x_k| in double):
+ *  - BF16 output: rel 2^-8 (rounding to BF16 is within half an ulp, 2^-9 relative; twice that);
+ *    F32 output: rel 1e-6;
+ *  - the GEMV (T <= 8) sums in f32 with the f32 dequantized weights (the min types' a * q + b fused, one
+ *    rounding away from gq_dequantize_row's): abs 1e-5 (f32 summation over K <= 4096 terms is ~sqrt(K) *
+ *    2^-24 ~ 4e-6 of S at worst in practice; its bound K * 2^-24 ~ 2.4e-4 is never approached by random
+ *    signs);
+ *  - the GEMM (T > 8) multiplies the BF16-rounded dequantized weights (the reference uses the same rounded
+ *    weights) on the tensor cores with f32 accumulation: abs 5e-5.
+ * The fused and experts comparisons use test_cuda_ops's norm-based criterion (relative error 1e-2, each
+ * element within 2% of the largest), as their reference is another backend's f32 arithmetic.
+ *
+ * Exits 77 ("skipped: no CUDA device") without a GPU or a CUDA build.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/backend.h"
+#include "tensor/ggml_dtype.h"
+#include "tensor/ggml_quant.h"
+#include "test.h"
+
+static backend *cpu, *gpu;
+
+/* ---- random numbers ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* uniform in [-1, 1) */
+static float rnd(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+
+static float bf16r(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+static ggml_type gtype(dtype dt) {
+    ggml_type gt = GGML_TYPE_COUNT;
+    CHECK(dtype_to_ggml(dt, &gt));
+    return gt;
+}
+
+/* ---- host <-> device ---- */
+
+/* n floats stored as dt (F32, F16, BF16), malloc'd */
+static void *pack(const float *x, int64_t n, dtype dt) {
+    unsigned char *b = malloc((size_t)n * dtype_size(dt) + 1);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == DTYPE_F32) {
+            memcpy(b + 4 * i, &x[i], 4);
+        } else {
+            uint16_t h = dt == DTYPE_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+            memcpy(b + 2 * i, &h, 2);
+        }
+    }
+    return b;
+}
+
+static void unpack(const void *b, int64_t n, dtype dt, float *x) {
+    const unsigned char *p = b;
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == DTYPE_F32) {
+            memcpy(&x[i], p + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            x[i] = dt == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+        }
+    }
+}
+
+/* a backend tensor (d0, d1) of dt holding x (or uninitialised when x is NULL) */
+static tensor put(backend *be, dtype dt, int64_t d0, int64_t d1, const float *x) {
+    tensor t = tensor_2d(dt, NULL, d0, d1);
+    if (be->ops->alloc(be, &t) != VLLM_OK) {
+        fprintf(stderr, "alloc failed: %s\n", vllm_last_error());
+        exit(1);
+    }
+    if (x) {
+        void *b = pack(x, d0 * d1, dt);
+        CHECK_OK(be->ops->upload(be, &t, b, (size_t)(d0 * d1) * dtype_size(dt)));
+        free(b);
+    }
+    return t;
+}
+
+/* writes x into an existing backend tensor (contiguous, float dtype) */
+static void refill(backend *be, tensor *t, const float *x) {
+    const int64_t n = tensor_numel(t);
+    void *b = pack(x, n, t->dtype);
+    CHECK_OK(be->ops->upload(be, t, b, (size_t)n * dtype_size(t->dtype)));
+    free(b);
+}
+
+static void poison(tensor *t) {
+    size_t n = (size_t)tensor_numel(t) * dtype_size(t->dtype);
+    unsigned char *b = malloc(n + 1);
+    memset(b, 0xff, n);
+    CHECK_OK(gpu->ops->upload(gpu, t, b, n));
+    free(b);
+}
+
+static float *get(backend *be, const tensor *t) {
+    int64_t n = tensor_numel(t);
+    size_t bytes = (size_t)n * dtype_size(t->dtype);
+    void *b = malloc(bytes + 1);
+    vllm_status st = be->ops->download(be, b, t, bytes);
+    CHECK_MSG(st == VLLM_OK, "download (%s): %s", be->name, vllm_last_error());
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    if (st == VLLM_OK) unpack(b, n, t->dtype, x);
+    else for (int64_t i = 0; i < n; i++) x[i] = NAN;
+    free(b);
+    return x;
+}
+
+/* gpu vs reference: NaN fails; ||d|| / ||ref|| <= rel and |d| <= elem * max|ref| + rel * |ref| each */
+static void compare_norm(const char *what, const float *g, const float *c, int64_t n, double rel, double elem) {
+    double num = 0, den = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(c[i]));
+    int64_t bad = 0, first = -1, nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(g[i]) || isnan(c[i])) {
+            if (!nan++ && first < 0) first = i;
+            continue;
+        }
+        double d = (double)g[i] - c[i];
+        num += d * d;
+        den += (double)c[i] * c[i];
+        if (fabs(d) > elem * mx + rel * fabs(c[i]) + 1e-30) {
+            if (first < 0) first = i;
+            bad++;
+        }
+    }
+    double err = den > 0 ? sqrt(num / den) : sqrt(num);
+    printf("  %-76s rel err %.2e\n", what, err);
+    CHECK_MSG(nan == 0 && bad == 0 && err <= rel,
+              "%s: rel err %.3g, %lld elements off, %lld NaN; first at %lld: gpu %.6g ref %.6g", what, err,
+              (long long)bad, (long long)nan, (long long)first, first >= 0 ? (double)g[first] : 0.0,
+              first >= 0 ? (double)c[first] : 0.0);
+}
+
+#define REL 1e-2
+#define ELEM 2e-2
+
+/* ---- block weights ---- */
+
+/* A (rows, in) weight of type dt: random values (each row its own scale in [0.02, 0.1) and an offset of
+ * up to +-0.05, so that the min types' mins are not zero), quantized with gq_quantize_row. Row 0's first
+ * block is all zeros and row 1's is constant (zero scales; the min types then have values m only). deq
+ * (rows, in) gets the dequantized floats. Returns the blocks (malloc'd). */
+static unsigned char *make_blocks(dtype dt, int64_t rows, int64_t in, float *deq) {
+    const ggml_type gt = gtype(dt);
+    const size_t rb = gq_row_bytes(gt, in);
+    unsigned char *w = malloc(rb * (size_t)rows + 1);
+    float *row = malloc((size_t)in * sizeof *row);
+    const int64_t blk = dtype_block(dt);
+    for (int64_t r = 0; r < rows; r++) {
+        const float sc = 0.02f + 0.08f * (0.5f + 0.5f * rnd()), off = 0.05f * rnd();
+        for (int64_t k = 0; k < in; k++) row[k] = off + sc * rnd();
+        if (r == 0)
+            for (int64_t k = 0; k < blk; k++) row[k] = 0.0f;
+        if (r == 1)
+            for (int64_t k = 0; k < blk; k++) row[k] = 0.03f;
+        CHECK(gq_quantize_row(gt, row, w + (size_t)r * rb, in));
+        CHECK(gq_dequantize_row(gt, w + (size_t)r * rb, deq + r * in, in));
+    }
+    free(row);
+    return w;
+}
+
+static const dtype BLOCK_TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q2_K,
+                                    DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS};
+#define NTYPES ((int)(sizeof BLOCK_TYPES / sizeof *BLOCK_TYPES))
+
+static bool takes(dtype dt) { return (gpu->native_blocks >> (dt - DTYPE_FIRST_BLOCK)) & 1u; }
+
+/* A two-part block layer on the GPU (parts outs[0], outs[1] rows of in) with its dequantized weights
+ * (deq: (out, in), the parts stacked) and biases (bias: (out) F32 values, or zeros where a part has none). */
+typedef struct qlayer {
+    be_linear *lin;
+    int64_t in, out;
+    float *deq, *bias;
+} qlayer;
+
+static qlayer make_layer(dtype dt, int64_t in, const int64_t outs[2], const bool has_bias[2]) {
+    qlayer L = {NULL, in, outs[0] + outs[1], NULL, NULL};
+    L.deq = malloc((size_t)(L.out * in) * sizeof *L.deq);
+    L.bias = calloc((size_t)L.out, sizeof *L.bias);
+    unsigned char *wb[2];
+    void *bb[2] = {NULL, NULL};
+    tensor wt[2], bt[2];
+    const tensor *wp[2], *bp[2];
+    for (int p = 0, r0 = 0; p < 2; r0 += (int)outs[p], p++) {
+        wb[p] = make_blocks(dt, outs[p], in, L.deq + (int64_t)r0 * in);
+        wt[p] = tensor_2d(dt, wb[p], outs[p], in);
+        wp[p] = &wt[p];
+        bp[p] = NULL;
+        if (has_bias[p]) {
+            float *b = L.bias + r0;
+            for (int64_t i = 0; i < outs[p]; i++) b[i] = bf16r(0.5f * rnd());
+            bb[p] = pack(b, outs[p], DTYPE_BF16); /* checkpoints keep biases in BF16 */
+            bt[p] = tensor_1d(DTYPE_BF16, bb[p], outs[p]);
+            bp[p] = &bt[p];
+        }
+    }
+    vllm_status st = gpu->ops->linear_create(gpu, wp, bp, 2, &L.lin);
+    CHECK_MSG(st == VLLM_OK, "%s linear_create: %s", dtype_name(dt), vllm_last_error());
+    for (int p = 0; p < 2; p++) { /* the device has them: linear_create copies */
+        free(wb[p]);
+        free(bb[p]);
+    }
+    return L;
+}
+
+static void free_layer(qlayer *L) {
+    if (L->lin) gpu->ops->linear_free(gpu, L->lin);
+    free(L->deq);
+    free(L->bias);
+}
+
+/* y (T, out) against the double reference sum_k w[r, k] x[t, k] + bias[r] (w: the dequantized weights,
+ * rounded to BF16 when bf16w: the GEMM path), per element |d| <= rel |ref| + abs * S. */
+static void check_linear(const char *what, const qlayer *L, const float *x, int64_t T, const float *y, bool bf16w,
+                         double rel, double abs_) {
+    int64_t bad = 0, first = -1, nan = 0;
+    double worst = 0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t r = 0; r < L->out; r++) {
+            const float *w = L->deq + r * L->in, *xt = x + t * L->in;
+            double ref = 0, S = 0;
+            for (int64_t k = 0; k < L->in; k++) {
+                const double wk = bf16w ? bf16r(w[k]) : w[k], p = wk * xt[k];
+                ref += p;
+                S += fabs(p);
+            }
+            ref += L->bias[r];
+            const double g = y[t * L->out + r], d = fabs(g - ref), tol = rel * fabs(ref) + abs_ * S + 1e-30;
+            if (isnan(g)) {
+                if (!nan++ && first < 0) first = t * L->out + r;
+                continue;
+            }
+            if (d / tol > worst) worst = d / tol;
+            if (d > tol) {
+                if (first < 0) first = t * L->out + r;
+                bad++;
+            }
+        }
+    printf("  %-76s %.2f of tolerance\n", what, worst);
+    CHECK_MSG(bad == 0 && nan == 0, "%s: %lld elements off, %lld NaN (first: index %lld, gpu %.7g)", what,
+              (long long)bad, (long long)nan, (long long)first, first >= 0 ? (double)y[first] : 0.0);
+}
+
+/* BF16 activations (T, in): values in [-1.5, 1.5) rounded to BF16 */
+static float *rand_x(int64_t T, int64_t in) {
+    float *x = malloc((size_t)(T * in) * sizeof *x);
+    for (int64_t i = 0; i < T * in; i++) x[i] = bf16r(1.5f * rnd());
+    return x;
+}
+
+/* one linear call on T tokens, checked */
+static void run_linear(dtype dt, const qlayer *L, int64_t T, dtype ydt) {
+    float *x = rand_x(T, L->in);
+    tensor xg = put(gpu, DTYPE_BF16, T, L->in, x), yg = put(gpu, ydt, T, L->out, NULL);
+    poison(&yg);
+    gpu->ops->linear(gpu, L->lin, &xg, &yg);
+    float *y = get(gpu, &yg);
+    char what[160];
+    const bool gemv = T <= 8;
+    snprintf(what, sizeof what, "%s linear (%lld, %lld) T %lld -> %s (%s)", dtype_name(dt), (long long)L->out,
+             (long long)L->in, (long long)T, dtype_name(ydt), gemv ? "gemv" : "dequantized tiles + GEMM");
+    check_linear(what, L, x, T, y, !gemv, ydt == DTYPE_BF16 ? 1.0 / 256 : 1e-6, gemv ? 1e-5 : 5e-5);
+    free(x);
+    free(y);
+    gpu->ops->release(gpu, &xg);
+    gpu->ops->release(gpu, &yg);
+}
+
+static void test_linear_type(dtype dt) {
+    const int64_t Ts[] = {1, 2, 3, 5, 8, 17, 300};
+    { /* few rows, a long K: the GEMV splits rows over warps */
+        const int64_t outs[2] = {40, 24};
+        const bool bias[2] = {false, true};
+        qlayer L = make_layer(dt, 2048, outs, bias);
+        if (L.lin)
+            for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) run_linear(dt, &L, Ts[i], DTYPE_BF16);
+        free_layer(&L);
+    }
+    { /* many rows: a warp per row; F32 output (logits) */
+        const int64_t outs[2] = {1500, 548};
+        const bool bias[2] = {true, true};
+        qlayer L = make_layer(dt, 512, outs, bias);
+        const int64_t Tb[] = {1, 4, 8, 33};
+        if (L.lin)
+            for (size_t i = 0; i < sizeof Tb / sizeof *Tb; i++) run_linear(dt, &L, Tb[i], DTYPE_F32);
+        free_layer(&L);
+    }
+}
+
+/* a layer of more rows than one dequantized tile holds (32 MiB of BF16: 4096 rows of 4096) */
+static void test_linear_tiles(dtype dt) {
+    const int64_t outs[2] = {5000, 3300};
+    const bool bias[2] = {false, true};
+    qlayer L = make_layer(dt, 4096, outs, bias);
+    if (L.lin) {
+        run_linear(dt, &L, 17, DTYPE_BF16);
+        run_linear(dt, &L, 2, DTYPE_BF16);
+    }
+    free_layer(&L);
+}
+
+/* ---- linear_fused: against the CPU backend on the dequantized weights ---- */
+
+enum { QF_NORM_SILU, QF_ACC, QF_GELU, QF_NORM, QF_GEMMA_SILU, QF_LAYER, QF_PLAIN, QF_MODES };
+static const char *QF_NAMES[QF_MODES] = {"norm + silu_mul", "accumulate", "gelu_tanh gate", "norm",
+                                         "(1 + w) norm + silu_mul", "LayerNorm + bias", "plain"};
+
+static void test_fused_case(dtype dt, int64_t in, int64_t out, int64_t T, int mode) {
+    const bool norm = mode == QF_NORM_SILU || mode == QF_NORM || mode == QF_GEMMA_SILU || mode == QF_LAYER,
+               glu = mode == QF_NORM_SILU || mode == QF_GELU || mode == QF_GEMMA_SILU, acc = mode == QF_ACC;
+    const be_norm_kind kind = mode == QF_GEMMA_SILU ? BE_NORM_RMS_OFFSET : mode == QF_LAYER ? BE_NORM_LAYER : BE_NORM_RMS;
+    const be_act act = mode == QF_GELU ? BE_ACT_GELU_TANH : BE_ACT_SILU;
+    const int64_t n = glu ? out / 2 : out;
+    const int64_t outs[2] = {out / 2, out - out / 2};
+    const bool bias[2] = {true, false};
+    qlayer L = make_layer(dt, in, outs, bias);
+    if (!L.lin) {
+        free_layer(&L);
+        return;
+    }
+    /* the CPU layer: the dequantized weights in F32, the same biases */
+    tensor wc = tensor_2d(DTYPE_F32, L.deq, out, in), bc = tensor_1d(DTYPE_F32, L.bias, out);
+    const tensor *wp[1] = {&wc}, *bp[1] = {&bc};
+    be_linear *lc = NULL;
+    CHECK_OK(cpu->ops->linear_create(cpu, wp, bp, 1, &lc));
+    float *x = rand_x(T, in), *nw = malloc((size_t)in * sizeof *nw), *y0 = malloc((size_t)(T * n) * sizeof *y0);
+    for (int64_t i = 0; i < in; i++) nw[i] = bf16r((kind == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f) + 0.3f * rnd());
+    for (int64_t i = 0; i < T * n; i++) y0[i] = bf16r(2.0f * rnd());
+    tensor xc = put(cpu, DTYPE_F32, T, in, x), xg = put(gpu, DTYPE_BF16, T, in, x);
+    tensor nwc2 = put(cpu, DTYPE_F32, 1, in, nw), nwg2 = put(gpu, DTYPE_BF16, 1, in, nw);
+    tensor nwc = tensor_1d(DTYPE_F32, nwc2.data, in), nwg = tensor_1d(DTYPE_BF16, nwg2.data, in);
+    tensor nbc2 = put(cpu, DTYPE_F32, 1, in, x), nbg2 = put(gpu, DTYPE_BF16, 1, in, x); /* LayerNorm bias: x's row 0 */
+    tensor nbc = tensor_1d(DTYPE_F32, nbc2.data, in), nbg = tensor_1d(DTYPE_BF16, nbg2.data, in);
+    tensor hc = put(cpu, DTYPE_F32, T, in, NULL), hg = put(gpu, DTYPE_BF16, T, in, NULL);
+    tensor mc = put(cpu, DTYPE_F32, T, out, NULL), mg = put(gpu, DTYPE_BF16, T, out, NULL);
+    tensor yc = put(cpu, DTYPE_F32, T, n, y0), yg = put(gpu, DTYPE_BF16, T, n, y0);
+    if (!acc) poison(&yg);
+    linear_fuse fc = {.norm_w = norm ? &nwc : NULL, .eps = 1e-6f, .silu_mul = glu, .accumulate = acc, .h = &hc,
+                      .mid = &mc, .act = act, .norm_kind = kind, .norm_b = mode == QF_LAYER ? &nbc : NULL};
+    linear_fuse fg = fc;
+    fg.norm_w = norm ? &nwg : NULL;
+    fg.norm_b = mode == QF_LAYER ? &nbg : NULL;
+    fg.h = &hg;
+    fg.mid = &mg;
+    if (lc) {
+        cpu->ops->linear_fused(cpu, lc, &xc, &fc, &yc);
+        gpu->ops->linear_fused(gpu, L.lin, &xg, &fg, &yg);
+        float *c = get(cpu, &yc), *g = get(gpu, &yg);
+        char what[160];
+        snprintf(what, sizeof what, "%s linear_fused %s (T %lld, in %lld, out %lld)", dtype_name(dt), QF_NAMES[mode],
+                 (long long)T, (long long)in, (long long)out);
+        compare_norm(what, g, c, T * n, REL, ELEM);
+        free(c);
+        free(g);
+        cpu->ops->linear_free(cpu, lc);
+    }
+    tensor *cs[] = {&xc, &nwc2, &nbc2, &hc, &mc, &yc}, *gs[] = {&xg, &nwg2, &nbg2, &hg, &mg, &yg};
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        cpu->ops->release(cpu, cs[i]);
+        gpu->ops->release(gpu, gs[i]);
+    }
+    free(x);
+    free(nw);
+    free(y0);
+    free_layer(&L);
+}
+
+static void test_fused_type(dtype dt, int ti) {
+    const int64_t in = dtype_block(dt) == 256 ? 1024 : 512;
+    /* the gated form's kernel for every token class (1, 2, 4, 8), rotated over the modes */
+    const int64_t Ts[4] = {1, 2, 4, 7};
+    test_fused_case(dt, in, 384, Ts[ti % 4], QF_NORM_SILU);
+    test_fused_case(dt, in, 256, Ts[(ti + 1) % 4], QF_GELU);
+    test_fused_case(dt, in, 200, Ts[(ti + 2) % 4], QF_ACC);
+    test_fused_case(dt, in, 384, Ts[(ti + 3) % 4], QF_GEMMA_SILU);
+    if (ti % 4 == 0) {
+        test_fused_case(dt, in, 192, 5, QF_NORM);
+        test_fused_case(dt, in, 192, 3, QF_LAYER); /* the norm op that the kernel path runs first */
+        test_fused_case(dt, in, 384, 20, QF_NORM_SILU); /* composite: tiles + GEMM, act_mul */
+        test_fused_case(dt, in, 200, 20, QF_ACC);       /* the tiles' GEMMs with beta 1 */
+        test_fused_case(dt, in, 200, 6, QF_PLAIN);
+    }
+}
+
+/* ---- embedding ---- */
+
+/* checks out (T, D) F32 / BF16 against rows ids of deq (D elements each): F32 = gq_dequantize_row's values
+ * (the same f32 operations; the min types' a * q + b may round differently where the host compiler
+ * contracts it into an FMA, as clang does by default: 1e-6 of the row's largest), BF16 = those rounded once */
+static void check_rows(const char *what, const float *g, dtype odt, const float *deq, const int32_t *ids, int T,
+                       int64_t D) {
+    int64_t bad = 0;
+    for (int t = 0; t < T; t++) {
+        const float *ref = deq + (int64_t)ids[t] * D;
+        double mx = 0;
+        for (int64_t k = 0; k < D; k++) mx = fmax(mx, fabs(ref[k]));
+        for (int64_t k = 0; k < D; k++) {
+            const double r = odt == DTYPE_BF16 ? bf16r(ref[k]) : ref[k], d = fabs(g[t * D + k] - r);
+            /* BF16: one ulp (2^-7 relative) for a rounding flip where the f32 values differ by an ulp */
+            if (!(d <= (odt == DTYPE_BF16 ? fabs(r) / 128 : 0.0) + 1e-6 * mx)) bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %lld elements differ from the dequantized rows", what, (long long)bad);
+}
+
+/* a table whose rows take several passes through the kernel's shared memory (24 KiB of blocks each) */
+static void test_embedding_wide(dtype dt, int64_t D) {
+    const int64_t V = 3;
+    float *deq = malloc((size_t)(V * D) * sizeof *deq);
+    unsigned char *blocks = make_blocks(dt, V, D, deq);
+    tensor host = tensor_2d(dt, blocks, V, D), tab;
+    CHECK_OK(gpu->ops->import(gpu, &host, &tab));
+    free(blocks);
+    const int32_t ids[4] = {2, 0, 1, 2};
+    tensor idg = tensor_1d(DTYPE_I32, NULL, 4);
+    CHECK_OK(gpu->ops->alloc(gpu, &idg));
+    CHECK_OK(gpu->ops->upload(gpu, &idg, ids, sizeof ids));
+    tensor out = put(gpu, DTYPE_BF16, 4, D, NULL);
+    poison(&out);
+    gpu->ops->embedding(gpu, &tab, &idg, &out);
+    float *g = get(gpu, &out);
+    char what[96];
+    snprintf(what, sizeof what, "%s embedding, rows of %lld", dtype_name(dt), (long long)D);
+    check_rows(what, g, DTYPE_BF16, deq, ids, 4, D);
+    printf("  %s\n", what);
+    free(g);
+    gpu->ops->release(gpu, &out);
+    gpu->ops->release(gpu, &idg);
+    gpu->ops->release_import(gpu, &tab);
+    free(deq);
+}
+
+static void test_embedding_type(dtype dt) {
+    const int64_t V = 40, D = dtype_block(dt) == 256 ? 1024 : 320;
+    float *deq = malloc((size_t)(V * D) * sizeof *deq);
+    unsigned char *blocks = make_blocks(dt, V, D, deq);
+    tensor host = tensor_2d(dt, blocks, V, D), tab;
+    CHECK_OK(gpu->ops->import(gpu, &host, &tab));
+    free(blocks); /* imports copy */
+    const int32_t ids[6] = {3, 0, 39, 3, 1, 17};
+    tensor idg = tensor_1d(DTYPE_I32, NULL, 6);
+    CHECK_OK(gpu->ops->alloc(gpu, &idg));
+    CHECK_OK(gpu->ops->upload(gpu, &idg, ids, sizeof ids));
+    const dtype odts[2] = {DTYPE_F32, DTYPE_BF16};
+    for (int o = 0; o < 2; o++) {
+        tensor out = put(gpu, odts[o], 6, D, NULL);
+        poison(&out);
+        gpu->ops->embedding(gpu, &tab, &idg, &out);
+        float *g = get(gpu, &out);
+        char what[96];
+        snprintf(what, sizeof what, "%s embedding -> %s", dtype_name(dt), dtype_name(odts[o]));
+        check_rows(what, g, odts[o], deq, ids, 6, D);
+        printf("  %s\n", what);
+        free(g);
+        gpu->ops->release(gpu, &out);
+    }
+    /* a row view of the table: rows 10..29 */
+    tensor view = tensor_rows(&tab, 10, 20), out = put(gpu, DTYPE_F32, 2, D, NULL);
+    const int32_t vid[2] = {0, 19};
+    tensor vidg = tensor_1d(DTYPE_I32, NULL, 2);
+    CHECK_OK(gpu->ops->alloc(gpu, &vidg));
+    CHECK_OK(gpu->ops->upload(gpu, &vidg, vid, sizeof vid));
+    gpu->ops->embedding(gpu, &view, &vidg, &out);
+    float *g = get(gpu, &out);
+    int64_t bad = 0;
+    for (int64_t k = 0; k < D; k++) {
+        bad += fabsf(g[k] - deq[10 * D + k]) > 1e-6f * (1.0f + fabsf(deq[10 * D + k]));
+        bad += fabsf(g[D + k] - deq[29 * D + k]) > 1e-6f * (1.0f + fabsf(deq[29 * D + k]));
+    }
+    CHECK_MSG(bad == 0, "%s embedding of a row view: %lld elements differ", dtype_name(dt), (long long)bad);
+    free(g);
+    /* an id out of range is reported by synchronize, naming the op */
+    const int32_t badid[1] = {40};
+    CHECK_OK(gpu->ops->upload(gpu, &vidg, badid, sizeof badid));
+    tensor one = tensor_1d(DTYPE_I32, vidg.data, 1), o1 = tensor_2d(DTYPE_F32, out.data, 1, D);
+    gpu->ops->embedding(gpu, &tab, &one, &o1);
+    vllm_status st = gpu->ops->synchronize(gpu);
+    CHECK_MSG(st == VLLM_ERR_BACKEND && strstr(vllm_last_error(), "embedding"), "%s: bad id: status %d (%s)",
+              dtype_name(dt), st, vllm_last_error());
+    CHECK_OK(gpu->ops->synchronize(gpu));
+    gpu->ops->release(gpu, &out);
+    gpu->ops->release(gpu, &vidg);
+    gpu->ops->release(gpu, &idg);
+    gpu->ops->release_import(gpu, &tab);
+    free(deq);
+}
+
+/* ---- experts ---- */
+
+static void test_experts(dtype gdt, dtype ddt, int64_t T) {
+    const int E = 4, k = 2;
+    const int64_t D = 512, I = 256;
+    const tensor *gq[4], *uq[4], *dq[4], *gf[4], *uf[4], *df[4];
+    tensor tq[12], tf[12];
+    unsigned char *blocks[12];
+    float *deq[12];
+    for (int e = 0; e < E; e++)
+        for (int m = 0; m < 3; m++) {
+            const int i = 3 * e + m;
+            const int64_t rows = m < 2 ? I : D, cols = m < 2 ? D : I;
+            const dtype dt = m < 2 ? gdt : ddt;
+            deq[i] = malloc((size_t)(rows * cols) * sizeof(float));
+            blocks[i] = make_blocks(dt, rows, cols, deq[i]);
+            tq[i] = tensor_2d(dt, blocks[i], rows, cols);
+            tf[i] = tensor_2d(DTYPE_F32, deq[i], rows, cols);
+        }
+    for (int e = 0; e < E; e++) {
+        gq[e] = &tq[3 * e];
+        uq[e] = &tq[3 * e + 1];
+        dq[e] = &tq[3 * e + 2];
+        gf[e] = &tf[3 * e];
+        uf[e] = &tf[3 * e + 1];
+        df[e] = &tf[3 * e + 2];
+    }
+    be_experts *exq = NULL, *exf = NULL;
+    vllm_status st = gpu->ops->experts_create(gpu, gq, uq, dq, NULL, E, &exq);
+    CHECK_MSG(st == VLLM_OK, "experts_create %s / %s: %s", dtype_name(gdt), dtype_name(ddt), vllm_last_error());
+    CHECK_OK(gpu->ops->experts_create(gpu, gf, uf, df, NULL, E, &exf));
+    for (int i = 0; i < 12; i++) free(blocks[i]);
+    if (exq && exf) {
+        float *x = rand_x(T, D), *wv = malloc((size_t)(T * k) * sizeof *wv);
+        int32_t *ids = malloc((size_t)(T * k) * sizeof *ids);
+        for (int64_t t = 0; t < T; t++) {
+            ids[t * k] = (int32_t)(rnd_u32() % E);
+            ids[t * k + 1] = (ids[t * k] + 1 + (int32_t)(rnd_u32() % (E - 1))) % E;
+            wv[t * k] = 0.6f + 0.2f * rnd();
+            wv[t * k + 1] = 1.0f - wv[t * k];
+        }
+        tensor xg = put(gpu, DTYPE_BF16, T, D, x), wg = put(gpu, DTYPE_F32, T, k, wv);
+        tensor ig = tensor_2d(DTYPE_I32, NULL, T, k);
+        CHECK_OK(gpu->ops->alloc(gpu, &ig));
+        CHECK_OK(gpu->ops->upload(gpu, &ig, ids, (size_t)(T * k) * 4));
+        tensor yq = put(gpu, DTYPE_BF16, T, D, NULL), yf = put(gpu, DTYPE_BF16, T, D, NULL);
+        moe_params mp = {.num_experts = E, .top_k = k, .act = BE_ACT_SILU};
+        gpu->ops->moe_experts(gpu, exq, &xg, &ig, &wg, &mp, false, &yq);
+        gpu->ops->moe_experts(gpu, exf, &xg, &ig, &wg, &mp, false, &yf);
+        float *a = get(gpu, &yq), *b = get(gpu, &yf);
+        char what[160];
+        snprintf(what, sizeof what, "moe_experts from %s / %s blocks vs from F32 (T %lld)", dtype_name(gdt),
+                 dtype_name(ddt), (long long)T);
+        /* both dequantized on the device to BF16 from the same f32 values: equal but for a rare BF16 rounding
+         * flip where the host's and the device's f32 dequantization differ by an ulp (min types) */
+        compare_norm(what, a, b, T * D, 1e-3, 2e-3);
+        free(a);
+        free(b);
+        free(x);
+        free(wv);
+        free(ids);
+        tensor *ts[] = {&xg, &wg, &ig, &yq, &yf};
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) gpu->ops->release(gpu, ts[i]);
+    }
+    gpu->ops->experts_free(gpu, exq);
+    gpu->ops->experts_free(gpu, exf);
+    for (int i = 0; i < 12; i++) free(deq[i]);
+}
+
+/* ---- graphs ---- */
+
+static void test_graph_case(dtype dt, int64_t T) {
+    const int64_t outs[2] = {300, 212};
+    const bool bias[2] = {true, false};
+    qlayer L = make_layer(dt, 1024, outs, bias);
+    if (!L.lin) {
+        free_layer(&L);
+        return;
+    }
+    float *x1 = rand_x(T, L.in), *x2 = rand_x(T, L.in);
+    tensor xg = put(gpu, DTYPE_BF16, T, L.in, x1), yg = put(gpu, DTYPE_BF16, T, L.out, NULL);
+    tensor ye = put(gpu, DTYPE_BF16, T, L.out, NULL);
+    /* eager once (a real engine's first step), then the recording */
+    gpu->ops->linear(gpu, L.lin, &xg, &yg);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+    be_graph *gr = NULL;
+    CHECK_OK(gpu->ops->graph_begin(gpu));
+    gpu->ops->linear(gpu, L.lin, &xg, &yg);
+    CHECK_OK(gpu->ops->graph_end(gpu, &gr));
+    if (gr) {
+        refill(gpu, &xg, x2);
+        poison(&yg);
+        CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+        gpu->ops->linear(gpu, L.lin, &xg, &ye);
+        float *a = get(gpu, &yg), *b = get(gpu, &ye);
+        CHECK_MSG(memcmp(a, b, (size_t)(T * L.out) * sizeof *a) == 0, "%s graph replay (T %lld) differs from eager",
+                  dtype_name(dt), (long long)T);
+        char what[120];
+        snprintf(what, sizeof what, "%s graph replay of linear (T %lld) on new inputs", dtype_name(dt), (long long)T);
+        check_linear(what, &L, x2, T, a, T > 8, 1.0 / 256, T > 8 ? 5e-5 : 1e-5);
+        free(a);
+        free(b);
+        gpu->ops->graph_free(gpu, gr);
+    }
+    gpu->ops->release(gpu, &xg);
+    gpu->ops->release(gpu, &yg);
+    gpu->ops->release(gpu, &ye);
+    free(x1);
+    free(x2);
+    free_layer(&L);
+}
+
+/* ---- refusals ---- */
+
+static void test_refusals(void) {
+    float deq[64 * 2];
+    unsigned char *b = make_blocks(DTYPE_Q8_0, 2, 64, deq);
+    be_linear *lin = NULL;
+    /* rows of 48 elements: not whole Q8_0 blocks */
+    tensor w48 = tensor_2d(DTYPE_Q8_0, b, 2, 48);
+    const tensor *wp[2] = {&w48, NULL};
+    EXPECT_ERR(gpu->ops->linear_create(gpu, wp, NULL, 1, &lin), VLLM_ERR_INVALID_ARG, "linear", "blocks");
+    CHECK(lin == NULL);
+    /* parts of different types */
+    tensor a = tensor_2d(DTYPE_Q8_0, b, 2, 64), c = tensor_2d(DTYPE_Q4_0, b, 2, 64);
+    wp[0] = &a;
+    wp[1] = &c;
+    EXPECT_ERR(gpu->ops->linear_create(gpu, wp, NULL, 2, &lin), VLLM_ERR_INVALID_ARG, "linear", "weight 1");
+    /* a row stride of part of a block */
+    tensor s = tensor_2d(DTYPE_Q8_0, b, 1, 32);
+    s.row_stride = 48;
+    wp[0] = &s;
+    EXPECT_ERR(gpu->ops->linear_create(gpu, wp, NULL, 1, &lin), VLLM_ERR_INVALID_ARG, "linear", "stride");
+    /* a row stride of whole blocks is taken: the first 32 elements of each 64 */
+    s.shape[0] = 2;
+    s.row_stride = 64;
+    CHECK_OK(gpu->ops->linear_create(gpu, wp, NULL, 1, &lin));
+    if (lin) {
+        float x[32];
+        for (int i = 0; i < 32; i++) x[i] = bf16r(rnd());
+        tensor xg = put(gpu, DTYPE_BF16, 1, 32, x), yg = put(gpu, DTYPE_F32, 1, 2, NULL);
+        gpu->ops->linear(gpu, lin, &xg, &yg);
+        float *y = get(gpu, &yg);
+        for (int r = 0; r < 2; r++) {
+            double ref = 0;
+            for (int k = 0; k < 32; k++) ref += (double)deq[r * 64 + k] * x[k];
+            CHECK_NEAR(y[r], ref, 1e-5 * (1 + fabs(ref)));
+        }
+        free(y);
+        gpu->ops->release(gpu, &xg);
+        gpu->ops->release(gpu, &yg);
+        gpu->ops->linear_free(gpu, lin);
+    }
+    free(b);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+}
+
+int main(void) {
+    vllm_status st = backend_create("cuda", NULL, &gpu);
+    if (st != VLLM_OK) {
+        printf("skipped: no CUDA device (%s)\n", vllm_last_error());
+        return 77;
+    }
+    backend_options co = {.num_threads = 4};
+    CHECK_OK(backend_create("cpu", &co, &cpu));
+    if (!cpu) TEST_END();
+
+    /* every type ggml_quant.h reads */
+    for (int i = 0; i < NTYPES; i++) {
+        CHECK(gq_type_supported(gtype(BLOCK_TYPES[i])));
+        CHECK_MSG(takes(BLOCK_TYPES[i]), "native_blocks lacks %s", dtype_name(BLOCK_TYPES[i]));
+    }
+    for (int i = 0; i < NTYPES; i++) {
+        const dtype dt = BLOCK_TYPES[i];
+        if (!takes(dt)) continue;
+        printf("%s\n", dtype_name(dt));
+        test_linear_type(dt);
+        test_fused_type(dt, i);
+        test_embedding_type(dt);
+    }
+    test_embedding_wide(DTYPE_Q6_K, 256 * 130);
+    test_embedding_wide(DTYPE_Q8_0, 32 * 1000);
+    test_linear_tiles(DTYPE_Q4_K);
+    test_linear_tiles(DTYPE_Q8_0);
+    test_graph_case(DTYPE_Q4_K, 4);
+    test_graph_case(DTYPE_Q6_K, 1);
+    test_graph_case(DTYPE_Q5_0, 17);
+    test_experts(DTYPE_Q4_K, DTYPE_Q6_K, 3);   /* decode: the expert GEMV */
+    test_experts(DTYPE_Q4_K, DTYPE_Q6_K, 40);  /* 80 pairs: the grouped GEMM */
+    test_experts(DTYPE_Q8_0, DTYPE_Q8_0, 5);
+    test_experts(DTYPE_IQ4_XS, DTYPE_Q5_K, 2);
+    test_refusals();
+
+    CHECK_OK(gpu->ops->synchronize(gpu));
+    backend_free(gpu);
+    backend_free(cpu);
+    TEST_END();
+}

@@ -24,7 +24,12 @@
  * ggml block-type weights (GGUF; the dtypes cu_qtypes() lists) stay in their blocks on the device
  * (ops_linear_blocks.cu, cuda_blocks.h): decode batches run its block GEMV (bias, the gated product and
  * the residual add in its epilogue; linear_fused's norm runs first as its own op into f->h), larger
- * batches dequantize the rows tile by tile into cu->qlin_ws and run the GEMM below on each tile.
+ * batches dequantize the rows tile by tile into cu->qlin_ws and run the GEMM below on each tile. Parts
+ * may be in different block types (llama-quantize's mixes: Q4_K_M's attn_v in Q6_K beside q / k in
+ * Q4_K): consecutive parts of one type form a segment with its own weight, GEMV launch and tiles, each
+ * writing its columns of y (the gated product then runs as the composite unless gate and up are one
+ * segment). A layer mixing block parts with F32 / F16 / BF16 ones is kept as one BF16 matrix, its block
+ * parts dequantized on the device at creation.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -44,7 +49,14 @@ struct be_linear {
     int64_t out;           /* sum of the parts' rows (m) */
     __nv_bfloat16 *w;      /* (out, in) BF16, device; NULL for block weights */
     float *bias;           /* (out) F32, device, or NULL */
-    cu_qweight *qw;        /* ggml block weights (cuda_blocks.h), or NULL */
+    int nq;                /* ggml block weights (cuda_blocks.h): segments of parts of one type, or 0 */
+    struct cu_qseg *q;
+};
+
+/* consecutive parts of one block type: rows [r0, r0 + rows) of the layer */
+struct cu_qseg {
+    int64_t r0, rows;
+    cu_qweight *qw;
 };
 
 struct cu_lt_plan {
@@ -67,16 +79,31 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     const tensor *w0 = weights[0];
     if (!w0 || w0->ndim != 2) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 must be a 2-D (out, in) tensor");
     dtype dt = w0->dtype;
-    const bool block = dtype_is_block(dt);
-    if (block ? !cu_qtype_ok(dt) : dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
-                        dtype_name(dt));
     int64_t in = w0->shape[1];
     if (in <= 0 || in > INT_MAX) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features", (long long)in);
-    if (block && in % dtype_block(dt))
-        return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s rows of %lld elements are not whole blocks of %lld",
-                        dtype_name(dt), (long long)in, (long long)dtype_block(dt));
-    if (block && cu_of(be)->capturing)
+    /* ggml block parts: each in a type the kernels take, rows of whole blocks; all block: segments of their
+     * blocks, some float: one BF16 matrix (mixed) */
+    bool any_block = false, all_block = true;
+    for (int i = 0; i < n; i++) {
+        const bool b = weights[i] && dtype_is_block(weights[i]->dtype);
+        any_block |= b;
+        all_block &= b;
+    }
+    for (int i = 0; any_block && i < n; i++) {
+        const dtype d = weights[i] ? weights[i]->dtype : DTYPE_COUNT;
+        if (d == DTYPE_F32 || d == DTYPE_F16 || d == DTYPE_BF16) continue;
+        if (!cu_qtype_ok(d))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight %d dtype %s (expected F32, F16, BF16 or a ggml block type)",
+                            i, (unsigned)d < DTYPE_COUNT ? dtype_name(d) : "?");
+        if (in % dtype_block(d))
+            return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s rows of %lld elements are not whole blocks of %lld",
+                            dtype_name(d), (long long)in, (long long)dtype_block(d));
+    }
+    if (!any_block && dt != DTYPE_F32 && dt != DTYPE_F16 && dt != DTYPE_BF16)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "linear: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
+                        dtype_name(dt));
+    const bool block = all_block, mixed = any_block && !all_block;
+    if (any_block && cu->capturing)
         return vt_error(VLLM_ERR_BACKEND, "linear: not allowed while a graph is being recorded");
 
     /* validate every part first: total rows, strides, biases */
@@ -84,12 +111,12 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     bool any_bias = false;
     for (int i = 0; i < n; i++) {
         const tensor *w = weights[i];
-        if (!w || w->ndim != 2 || w->dtype != dt || w->shape[1] != in || w->shape[0] < 0)
+        if (!w || w->ndim != 2 || (!any_block && w->dtype != dt) || w->shape[1] != in || w->shape[0] < 0)
             return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d must be (out, %lld) %s like weight 0", i,
                             (long long)in, dtype_name(dt));
         int64_t stride = w->row_stride ? w->row_stride : in;
         if (stride < in || stride > INT64_MAX / 4 || w->shape[0] > INT_MAX - total || (w->shape[0] > 0 && !w->data) ||
-            (block && stride % dtype_block(dt)))
+            (dtype_is_block(w->dtype) && stride % dtype_block(w->dtype)))
             return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight %d has a bad stride, size or no data", i);
         total += w->shape[0];
         if (w->shape[0] > max_rows) max_rows = w->shape[0];
@@ -115,9 +142,30 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     size_t wbytes = (size_t)total * (size_t)in * 2;
     cudaError_t e = cudaSuccess;
     if (block) { /* the blocks as they are (ops_linear_blocks.cu), the prefill tile's workspace at its size now */
-        st = cu_qweight_create(cu, weights, n, in, total, &lin->qw);
-        if (st == VLLM_OK)
-            st = cu_buf_reserve(cu, &cu->qlin_ws, cu_qtile_bytes(lin->qw), "linear: dequantized weight tile");
+        lin->q = (cu_qseg *)calloc((size_t)n, sizeof *lin->q);
+        if (!lin->q) {
+            st = vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
+            goto done;
+        }
+        size_t tile = 0;
+        for (int i = 0, row0 = 0; i < n && st == VLLM_OK;) {
+            int j = i + 1;
+            int64_t rows = weights[i]->shape[0];
+            while (j < n && weights[j]->dtype == weights[i]->dtype) rows += weights[j++]->shape[0];
+            cu_qseg *sg = &lin->q[lin->nq];
+            sg->r0 = row0;
+            sg->rows = rows;
+            if (rows > 0) {
+                st = cu_qweight_create(cu, weights + i, j - i, in, rows, &sg->qw);
+                if (st == VLLM_OK) {
+                    lin->nq++;
+                    if (cu_qtile_bytes(sg->qw) > tile) tile = cu_qtile_bytes(sg->qw);
+                }
+            }
+            row0 += (int)rows;
+            i = j;
+        }
+        if (st == VLLM_OK) st = cu_buf_reserve(cu, &cu->qlin_ws, tile, "linear: dequantized weight tile");
         if (st != VLLM_OK) goto done;
         goto biases;
     }
@@ -130,7 +178,16 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
         goto done;
     }
     cu->bytes_allocated += wbytes;
-    if (dt != DTYPE_BF16) {
+    if (mixed) { /* the block parts' file rows are staged, at most max_rows * in * 4 bytes (F32's) */
+        size_t sbytes = (size_t)max_rows * (size_t)in * 4;
+        e = cudaMalloc(&stage, sbytes ? sbytes : 256);
+        if (e != cudaSuccess) {
+            stage = NULL;
+            cudaGetLastError();
+            st = vt_error(VLLM_ERR_NO_MEMORY, "linear: out of device memory for conversion (%zu bytes)", sbytes);
+            goto done;
+        }
+    } else if (dt != DTYPE_BF16) {
         size_t sbytes = (size_t)max_rows * (size_t)in * dtype_size(dt);
         e = cudaMalloc(&stage, sbytes ? sbytes : 256);
         if (e != cudaSuccess) {
@@ -148,8 +205,22 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
             int64_t rows = w->shape[0], stride = w->row_stride ? w->row_stride : in;
             if (rows == 0) continue;
             __nv_bfloat16 *dst = lin->w + row0 * in;
-            if (dt == DTYPE_BF16) {
-                e = cu_h2d_2d(cu, dst, (size_t)in * 2, w->data, (size_t)stride * 2, (size_t)in * 2, (size_t)rows, dt);
+            const dtype wdt = w->dtype;
+            if (dtype_is_block(wdt)) { /* a mixed layer's block part: dequantized into its rows */
+                const size_t rb = cu_qrow_bytes(wdt, in);
+                e = cu_h2d_2d(cu, stage, rb, w->data, cu_qrow_bytes(wdt, stride), rb, (size_t)rows, wdt);
+                if (e == cudaSuccess &&
+                    !cu_qraw_rows(cu, "linear", wdt, stage, rb, rows, NULL, rows, in, dst, DTYPE_BF16, in, false))
+                    e = cudaErrorLaunchFailure;
+                if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* the stage is reused */
+            } else if (mixed && wdt != DTYPE_BF16) { /* a mixed layer's F32 / F16 part */
+                const size_t wes = dtype_size(wdt);
+                e = cu_h2d_2d(cu, stage, (size_t)in * wes, w->data, (size_t)stride * wes, (size_t)in * wes, (size_t)rows,
+                              wdt);
+                if (e == cudaSuccess && !cu_convert_bf16(cu, dst, stage, wdt, rows, in, in)) e = cudaErrorLaunchFailure;
+                if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
+            } else if (wdt == DTYPE_BF16) {
+                e = cu_h2d_2d(cu, dst, (size_t)in * 2, w->data, (size_t)stride * 2, (size_t)in * 2, (size_t)rows, wdt);
             } else {
                 e = cu_h2d_2d(cu, stage, (size_t)in * es, w->data, (size_t)stride * es, (size_t)in * es, (size_t)rows,
                               dt);
@@ -212,7 +283,8 @@ void cu_linear_free(backend *be, be_linear *lin) {
     if (!lin) return;
     if (lin->w) cudaFree(lin->w);
     if (lin->bias) cudaFree(lin->bias);
-    cu_qweight_free(lin->qw);
+    for (int i = 0; i < lin->nq; i++) cu_qweight_free(lin->q[i].qw);
+    free(lin->q);
     free(lin);
 }
 
@@ -783,6 +855,13 @@ static bool gemm(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, con
     return true;
 }
 
+/* every segment's block GEMV takes x (T tokens) */
+static bool qgemv_fits(const be_linear *lin, const tensor *x, int64_t T) {
+    for (int i = 0; i < lin->nq; i++)
+        if (!cu_qgemv_fits(lin->q[i].qw, x, T)) return false;
+    return lin->nq > 0;
+}
+
 /* y = (accumulate: y +) x W^T + b: the GEMV, or cuBLAS(Lt) with beta 0 or 1 (block weights: their GEMV, or
  * the GEMM per dequantized tile of rows) */
 static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y, bool accumulate) {
@@ -796,22 +875,31 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
                 (long long)xs, (long long)ys);
         return;
     }
-    if (lin->qw) {
-        if (cu_qgemv_fits(lin->qw, x, T)) {
-            cu_qgemv(cu, lin->qw, lin->bias, x, y, false, BE_ACT_SILU, accumulate); /* adds the bias */
+    if (lin->nq) {
+        if (qgemv_fits(lin, x, T)) { /* each segment's GEMV on its columns of y, adding its biases */
+            for (int i = 0; i < lin->nq; i++) {
+                const cu_qseg *sg = &lin->q[i];
+                tensor yv = tensor_cols(y, sg->r0, sg->rows);
+                cu_qgemv(cu, sg->qw, lin->bias ? lin->bias + sg->r0 : NULL, x, &yv, false, BE_ACT_SILU, accumulate);
+            }
             return;
         }
-        const int64_t tile = cu_qtile_rows(lin->qw);
-        if (cu_buf_reserve(cu, &cu->qlin_ws, cu_qtile_bytes(lin->qw), "linear: dequantized weight tile") != VLLM_OK)
-            return; /* (reserved by linear_create: only a recording can get here) */
         __nv_bfloat16 *ws = (__nv_bfloat16 *)cu->qlin_ws.p;
         const size_t es = dtype_size(y->dtype);
-        for (int64_t r0 = 0; r0 < lin->out; r0 += tile) {
-            const int64_t rows = lin->out - r0 < tile ? lin->out - r0 : tile;
-            /* the tile (rows, in) BF16, then y[:, r0 .. r0 + rows) = x tile^T (the next tile waits in the stream) */
-            if (!cu_qdequant(cu, lin->qw, r0, rows, ws) ||
-                !gemm(cu, ws, rows, lin->in, x, T, (char *)y->data + (size_t)r0 * es, y->dtype, ys, accumulate))
-                return;
+        for (int i = 0; i < lin->nq; i++) {
+            const cu_qseg *sg = &lin->q[i];
+            const int64_t tile = cu_qtile_rows(sg->qw);
+            if (cu_buf_reserve(cu, &cu->qlin_ws, cu_qtile_bytes(sg->qw), "linear: dequantized weight tile") != VLLM_OK)
+                return; /* (reserved by linear_create: only a recording can get here) */
+            ws = (__nv_bfloat16 *)cu->qlin_ws.p;
+            for (int64_t r0 = 0; r0 < sg->rows; r0 += tile) {
+                const int64_t rows = sg->rows - r0 < tile ? sg->rows - r0 : tile;
+                /* the tile (rows, in) BF16, then y[:, c .. c + rows) = x tile^T (the next tile waits in the stream) */
+                if (!cu_qdequant(cu, sg->qw, r0, rows, ws) ||
+                    !gemm(cu, ws, rows, lin->in, x, T, (char *)y->data + (size_t)(sg->r0 + r0) * es, y->dtype, ys,
+                          accumulate))
+                    return;
+            }
         }
         if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
         return;
@@ -833,9 +921,10 @@ static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const
                           tensor *y) {
     const int64_t T = cu_rows(x);
     const bool glu = f && f->silu_mul, norm = linear_fuse_has_norm(f);
+    /* the gated form needs gate and up in one segment (one kernel streams both rows) */
     const bool kernel = f && !(f->silu_mul && f->accumulate) && (unsigned)f->act < CU_ACT_COUNT &&
-                        (unsigned)f->norm_kind < BE_NORM_COUNT && (!glu || lin->out % 2 == 0) &&
-                        cu_qgemv_fits(lin->qw, x, T) && (!norm || (f->h && f->h->dtype == DTYPE_BF16));
+                        (unsigned)f->norm_kind < BE_NORM_COUNT && (!glu || (lin->out % 2 == 0 && lin->nq == 1)) &&
+                        qgemv_fits(lin, x, T) && (!norm || (f->h && f->h->dtype == DTYPE_BF16));
     if (!kernel) {
         if (f && f->accumulate && !norm && !f->silu_mul) {
             linear_run(cu, lin, x, y, true); /* its GEMV, or beta 1 in the tiles' GEMMs */
@@ -860,12 +949,20 @@ static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const
             cu_norm(be, x, &n, f->h);
         }
         in = f->h;
-        if (!cu_qgemv_fits(lin->qw, in, T)) {
+        if (!qgemv_fits(lin, in, T)) {
             cu_fail(cu, "linear_fused: h must be BF16 with 16-byte aligned rows");
             return;
         }
     }
-    cu_qgemv(cu, lin->qw, lin->bias, in, y, glu, (int)f->act, f->accumulate);
+    if (glu) {
+        cu_qgemv(cu, lin->q[0].qw, lin->bias, in, y, true, (int)f->act, false);
+        return;
+    }
+    for (int i = 0; i < lin->nq; i++) { /* each segment on its columns of y */
+        const cu_qseg *sg = &lin->q[i];
+        tensor yv = tensor_cols(y, sg->r0, sg->rows);
+        cu_qgemv(cu, sg->qw, lin->bias ? lin->bias + sg->r0 : NULL, in, &yv, false, BE_ACT_SILU, f->accumulate);
+    }
 }
 
 /* linear_fused (backend.h): decode-sized batches in one GEMV kernel (the
@@ -877,7 +974,7 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
         cu_fail(cu, "linear_fused: no layer");
         return;
     }
-    if (lin->qw) {
+    if (lin->nq) {
         qlinear_fused(be, cu, lin, x, f, y);
         return;
     }

@@ -18,7 +18,10 @@
  *    a rare BF16 rounding flip);
  *  - a decode-sized linear and a prefill-sized one recorded as CUDA graphs and replayed on new inputs equal
  *    to the eager op; a layer bigger than one prefill tile;
- *  - refusals (rows of partial blocks, mixed types, strides of partial blocks).
+ *  - layers whose parts are in different block types (llama-quantize's mixes: segments, each its own GEMV
+ *    and tiles; the gated product of a gate and an up in different types as the composite) and a float part
+ *    beside block parts (the layer kept in BF16);
+ *  - refusals (rows of partial blocks, a non-float part, strides of partial blocks).
  *
  * Tolerances (per element, |gpu - ref| <= rel * |ref| + abs * S with S = sum_k |w_k x_k| in double):
  *  - BF16 output: rel 2^-8 (rounding to BF16 is within half an ulp, 2^-9 relative; twice that);
@@ -203,25 +206,37 @@ static const dtype BLOCK_TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5
 
 static bool takes(dtype dt) { return (gpu->native_blocks >> (dt - DTYPE_FIRST_BLOCK)) & 1u; }
 
-/* A two-part block layer on the GPU (parts outs[0], outs[1] rows of in) with its dequantized weights
- * (deq: (out, in), the parts stacked) and biases (bias: (out) F32 values, or zeros where a part has none). */
+/* A block layer on the GPU (n parts of outs[i] rows of in, part i in dts[i]: a block type, or F32) with its
+ * dequantized weights (deq: (out, in), the parts stacked) and biases (bias: (out) F32 values, or zeros where
+ * a part has none). */
 typedef struct qlayer {
     be_linear *lin;
     int64_t in, out;
     float *deq, *bias;
 } qlayer;
 
-static qlayer make_layer(dtype dt, int64_t in, const int64_t outs[2], const bool has_bias[2]) {
-    qlayer L = {NULL, in, outs[0] + outs[1], NULL, NULL};
+#define MAX_PARTS 4
+
+static qlayer make_layer_n(const dtype *dts, int n, int64_t in, const int64_t *outs, const bool *has_bias) {
+    qlayer L = {NULL, in, 0, NULL, NULL};
+    for (int p = 0; p < n; p++) L.out += outs[p];
     L.deq = malloc((size_t)(L.out * in) * sizeof *L.deq);
     L.bias = calloc((size_t)L.out, sizeof *L.bias);
-    unsigned char *wb[2];
-    void *bb[2] = {NULL, NULL};
-    tensor wt[2], bt[2];
-    const tensor *wp[2], *bp[2];
-    for (int p = 0, r0 = 0; p < 2; r0 += (int)outs[p], p++) {
-        wb[p] = make_blocks(dt, outs[p], in, L.deq + (int64_t)r0 * in);
-        wt[p] = tensor_2d(dt, wb[p], outs[p], in);
+    unsigned char *wb[MAX_PARTS];
+    void *bb[MAX_PARTS] = {NULL};
+    tensor wt[MAX_PARTS], bt[MAX_PARTS];
+    const tensor *wp[MAX_PARTS], *bp[MAX_PARTS];
+    const char *name = dtype_name(dts[0]);
+    for (int p = 0, r0 = 0; p < n; r0 += (int)outs[p], p++) {
+        float *dp = L.deq + (int64_t)r0 * in;
+        if (dts[p] == DTYPE_F32) { /* a float part (kept by llama-quantize): its values are the reference */
+            for (int64_t i = 0; i < outs[p] * in; i++) dp[i] = 0.05f * rnd();
+            wb[p] = malloc((size_t)(outs[p] * in) * sizeof(float) + 1);
+            memcpy(wb[p], dp, (size_t)(outs[p] * in) * sizeof(float));
+        } else {
+            wb[p] = make_blocks(dts[p], outs[p], in, dp);
+        }
+        wt[p] = tensor_2d(dts[p], wb[p], outs[p], in);
         wp[p] = &wt[p];
         bp[p] = NULL;
         if (has_bias[p]) {
@@ -232,13 +247,19 @@ static qlayer make_layer(dtype dt, int64_t in, const int64_t outs[2], const bool
             bp[p] = &bt[p];
         }
     }
-    vllm_status st = gpu->ops->linear_create(gpu, wp, bp, 2, &L.lin);
-    CHECK_MSG(st == VLLM_OK, "%s linear_create: %s", dtype_name(dt), vllm_last_error());
-    for (int p = 0; p < 2; p++) { /* the device has them: linear_create copies */
+    vllm_status st = gpu->ops->linear_create(gpu, wp, bp, n, &L.lin);
+    CHECK_MSG(st == VLLM_OK, "%s linear_create: %s", name, vllm_last_error());
+    for (int p = 0; p < n; p++) { /* the device has them: linear_create copies */
         free(wb[p]);
         free(bb[p]);
     }
     return L;
+}
+
+/* two parts of one type */
+static qlayer make_layer(dtype dt, int64_t in, const int64_t outs[2], const bool has_bias[2]) {
+    const dtype dts[2] = {dt, dt};
+    return make_layer_n(dts, 2, in, outs, has_bias);
 }
 
 static void free_layer(qlayer *L) {
@@ -286,8 +307,8 @@ static float *rand_x(int64_t T, int64_t in) {
     return x;
 }
 
-/* one linear call on T tokens, checked */
-static void run_linear(dtype dt, const qlayer *L, int64_t T, dtype ydt) {
+/* one linear call on T tokens, checked (bf16_all: the layer is kept in BF16, a float + block mix) */
+static void run_linear_x(const char *name, const qlayer *L, int64_t T, dtype ydt, bool bf16_all) {
     float *x = rand_x(T, L->in);
     tensor xg = put(gpu, DTYPE_BF16, T, L->in, x), yg = put(gpu, ydt, T, L->out, NULL);
     poison(&yg);
@@ -295,14 +316,17 @@ static void run_linear(dtype dt, const qlayer *L, int64_t T, dtype ydt) {
     float *y = get(gpu, &yg);
     char what[160];
     const bool gemv = T <= 8;
-    snprintf(what, sizeof what, "%s linear (%lld, %lld) T %lld -> %s (%s)", dtype_name(dt), (long long)L->out,
-             (long long)L->in, (long long)T, dtype_name(ydt), gemv ? "gemv" : "dequantized tiles + GEMM");
-    check_linear(what, L, x, T, y, !gemv, ydt == DTYPE_BF16 ? 1.0 / 256 : 1e-6, gemv ? 1e-5 : 5e-5);
+    snprintf(what, sizeof what, "%s linear (%lld, %lld) T %lld -> %s (%s)", name, (long long)L->out, (long long)L->in,
+             (long long)T, dtype_name(ydt), bf16_all ? "BF16" : gemv ? "gemv" : "dequantized tiles + GEMM");
+    check_linear(what, L, x, T, y, !gemv || bf16_all, ydt == DTYPE_BF16 ? 1.0 / 256 : 1e-6,
+                 gemv && !bf16_all ? 1e-5 : 5e-5);
     free(x);
     free(y);
     gpu->ops->release(gpu, &xg);
     gpu->ops->release(gpu, &yg);
 }
+
+static void run_linear(dtype dt, const qlayer *L, int64_t T, dtype ydt) { run_linear_x(dtype_name(dt), L, T, ydt, false); }
 
 static void test_linear_type(dtype dt) {
     const int64_t Ts[] = {1, 2, 3, 5, 8, 17, 300};
@@ -340,24 +364,29 @@ static void test_linear_tiles(dtype dt) {
 /* ---- linear_fused: against the CPU backend on the dequantized weights ---- */
 
 enum { QF_NORM_SILU, QF_ACC, QF_GELU, QF_NORM, QF_GEMMA_SILU, QF_LAYER, QF_PLAIN, QF_MODES };
+static void test_fused_layer(qlayer *L, const char *name, int64_t T, int mode);
 static const char *QF_NAMES[QF_MODES] = {"norm + silu_mul", "accumulate", "gelu_tanh gate", "norm",
                                          "(1 + w) norm + silu_mul", "LayerNorm + bias", "plain"};
 
 static void test_fused_case(dtype dt, int64_t in, int64_t out, int64_t T, int mode) {
+    const int64_t outs[2] = {out / 2, out - out / 2};
+    const bool bias[2] = {true, false};
+    qlayer L = make_layer(dt, in, outs, bias);
+    test_fused_layer(&L, dtype_name(dt), T, mode);
+    free_layer(&L);
+}
+
+/* linear_fused on L (its parts' rows: the gated form's gate and up halves) vs the CPU on L's F32 weights */
+static void test_fused_layer(qlayer *L, const char *name, int64_t T, int mode) {
+    const int64_t in = L->in, out = L->out;
     const bool norm = mode == QF_NORM_SILU || mode == QF_NORM || mode == QF_GEMMA_SILU || mode == QF_LAYER,
                glu = mode == QF_NORM_SILU || mode == QF_GELU || mode == QF_GEMMA_SILU, acc = mode == QF_ACC;
     const be_norm_kind kind = mode == QF_GEMMA_SILU ? BE_NORM_RMS_OFFSET : mode == QF_LAYER ? BE_NORM_LAYER : BE_NORM_RMS;
     const be_act act = mode == QF_GELU ? BE_ACT_GELU_TANH : BE_ACT_SILU;
     const int64_t n = glu ? out / 2 : out;
-    const int64_t outs[2] = {out / 2, out - out / 2};
-    const bool bias[2] = {true, false};
-    qlayer L = make_layer(dt, in, outs, bias);
-    if (!L.lin) {
-        free_layer(&L);
-        return;
-    }
+    if (!L->lin) return;
     /* the CPU layer: the dequantized weights in F32, the same biases */
-    tensor wc = tensor_2d(DTYPE_F32, L.deq, out, in), bc = tensor_1d(DTYPE_F32, L.bias, out);
+    tensor wc = tensor_2d(DTYPE_F32, L->deq, out, in), bc = tensor_1d(DTYPE_F32, L->bias, out);
     const tensor *wp[1] = {&wc}, *bp[1] = {&bc};
     be_linear *lc = NULL;
     CHECK_OK(cpu->ops->linear_create(cpu, wp, bp, 1, &lc));
@@ -382,10 +411,10 @@ static void test_fused_case(dtype dt, int64_t in, int64_t out, int64_t T, int mo
     fg.mid = &mg;
     if (lc) {
         cpu->ops->linear_fused(cpu, lc, &xc, &fc, &yc);
-        gpu->ops->linear_fused(gpu, L.lin, &xg, &fg, &yg);
+        gpu->ops->linear_fused(gpu, L->lin, &xg, &fg, &yg);
         float *c = get(cpu, &yc), *g = get(gpu, &yg);
         char what[160];
-        snprintf(what, sizeof what, "%s linear_fused %s (T %lld, in %lld, out %lld)", dtype_name(dt), QF_NAMES[mode],
+        snprintf(what, sizeof what, "%s linear_fused %s (T %lld, in %lld, out %lld)", name, QF_NAMES[mode],
                  (long long)T, (long long)in, (long long)out);
         compare_norm(what, g, c, T * n, REL, ELEM);
         free(c);
@@ -400,7 +429,6 @@ static void test_fused_case(dtype dt, int64_t in, int64_t out, int64_t T, int mo
     free(x);
     free(nw);
     free(y0);
-    free_layer(&L);
 }
 
 static void test_fused_type(dtype dt, int ti) {
@@ -635,6 +663,48 @@ static void test_graph_case(dtype dt, int64_t T) {
     free_layer(&L);
 }
 
+/* ---- layers whose parts are in different types (llama-quantize's mixes) ---- */
+
+static void test_mixed(void) {
+    { /* Q4_K | Q6_K | Q4_K (Q4_K_M's q | k | v with v in Q6_K, then another): three segments */
+        const dtype dts[3] = {DTYPE_Q4_K, DTYPE_Q6_K, DTYPE_Q4_K};
+        const int64_t outs[3] = {96, 40, 24};
+        const bool bias[3] = {false, true, true};
+        qlayer L = make_layer_n(dts, 3, 512, outs, bias);
+        const int64_t Ts[4] = {1, 3, 8, 17};
+        for (int i = 0; i < 4 && L.lin; i++) run_linear_x("Q4_K|Q6_K|Q4_K", &L, Ts[i], DTYPE_BF16, false);
+        test_fused_layer(&L, "Q4_K|Q6_K|Q4_K", 2, QF_ACC);
+        free_layer(&L);
+    }
+    { /* gate in Q4_K, up in Q5_K: the gated product as the composite (two segments) */
+        const dtype dts[2] = {DTYPE_Q4_K, DTYPE_Q5_K};
+        const int64_t outs[2] = {128, 128};
+        const bool bias[2] = {false, false};
+        qlayer L = make_layer_n(dts, 2, 512, outs, bias);
+        test_fused_layer(&L, "Q4_K|Q5_K", 3, QF_NORM_SILU);
+        test_fused_layer(&L, "Q4_K|Q5_K", 12, QF_NORM_SILU);
+        free_layer(&L);
+    }
+    { /* Q8_0 beside Q4_0 and IQ4_NL (32-element blocks) */
+        const dtype dts[3] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_IQ4_NL};
+        const int64_t outs[3] = {33, 65, 30};
+        const bool bias[3] = {true, false, true};
+        qlayer L = make_layer_n(dts, 3, 320, outs, bias);
+        const int64_t Ts[3] = {2, 5, 40};
+        for (int i = 0; i < 3 && L.lin; i++) run_linear_x("Q8_0|Q4_0|IQ4_NL", &L, Ts[i], DTYPE_F32, false);
+        free_layer(&L);
+    }
+    { /* a float part beside block parts: the layer in BF16 (block parts dequantized on the device) */
+        const dtype dts[2] = {DTYPE_F32, DTYPE_Q8_0};
+        const int64_t outs[2] = {50, 70};
+        const bool bias[2] = {false, true};
+        qlayer L = make_layer_n(dts, 2, 256, outs, bias);
+        const int64_t Ts[2] = {2, 20};
+        for (int i = 0; i < 2 && L.lin; i++) run_linear_x("F32|Q8_0", &L, Ts[i], DTYPE_BF16, true);
+        free_layer(&L);
+    }
+}
+
 /* ---- refusals ---- */
 
 static void test_refusals(void) {
@@ -646,11 +716,12 @@ static void test_refusals(void) {
     const tensor *wp[2] = {&w48, NULL};
     EXPECT_ERR(gpu->ops->linear_create(gpu, wp, NULL, 1, &lin), VLLM_ERR_INVALID_ARG, "linear", "blocks");
     CHECK(lin == NULL);
-    /* parts of different types */
-    tensor a = tensor_2d(DTYPE_Q8_0, b, 2, 64), c = tensor_2d(DTYPE_Q4_0, b, 2, 64);
+    /* a block part beside a part of an integer dtype */
+    int32_t ib[128] = {0};
+    tensor a = tensor_2d(DTYPE_Q8_0, b, 2, 64), c = tensor_2d(DTYPE_I32, ib, 2, 64);
     wp[0] = &a;
     wp[1] = &c;
-    EXPECT_ERR(gpu->ops->linear_create(gpu, wp, NULL, 2, &lin), VLLM_ERR_INVALID_ARG, "linear", "weight 1");
+    EXPECT_ERR(gpu->ops->linear_create(gpu, wp, NULL, 2, &lin), VLLM_ERR_UNSUPPORTED, "linear", "weight 1");
     /* a row stride of part of a block */
     tensor s = tensor_2d(DTYPE_Q8_0, b, 1, 32);
     s.row_stride = 48;
@@ -714,6 +785,7 @@ int main(void) {
     test_experts(DTYPE_Q4_K, DTYPE_Q6_K, 40);  /* 80 pairs: the grouped GEMM */
     test_experts(DTYPE_Q8_0, DTYPE_Q8_0, 5);
     test_experts(DTYPE_IQ4_XS, DTYPE_Q5_K, 2);
+    test_mixed();
     test_refusals();
 
     CHECK_OK(gpu->ops->synchronize(gpu));

@@ -2,6 +2,7 @@
 #include "loader/gguf_config.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,19 +10,27 @@
 
 #include "core/error.h"
 
+/* The families whose metadata or tensors need more than the common keys. */
+typedef enum ggc_family { GGC_PLAIN, GGC_GEMMA2, GGC_GEMMA3, GGC_PHI3 } ggc_family;
+
 /* general.architecture -> the HF architecture and model_type it was converted from (llama.cpp's
- * convert_hf_to_gguf.py: LlamaModel (also Mistral), Qwen2Model, Qwen3Model, Qwen3MoeModel) */
+ * convert_hf_to_gguf.py: LlamaModel (also Mistral), Qwen2Model, Qwen3Model, Qwen3MoeModel, Gemma2Model,
+ * Gemma3Model (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel) */
 typedef struct ggc_arch {
     const char *gguf, *hf, *model_type;
     bool permute_qk; /* llama.cpp permuted q / k rows (llama's rotary layout) */
     bool moe;
+    ggc_family family;
 } ggc_arch;
 
 static const ggc_arch ARCHS[] = {
-    {"llama", "LlamaForCausalLM", "llama", true, false},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", false, false},
-    {"qwen3", "Qwen3ForCausalLM", "qwen3", false, false},
-    {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, true},
+    {"llama", "LlamaForCausalLM", "llama", true, false, GGC_PLAIN},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", false, false, GGC_PLAIN},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", false, false, GGC_PLAIN},
+    {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, true, GGC_PLAIN},
+    {"gemma2", "Gemma2ForCausalLM", "gemma2", false, false, GGC_GEMMA2},
+    {"gemma3", "Gemma3ForCausalLM", "gemma3_text", false, false, GGC_GEMMA3},
+    {"phi3", "Phi3ForCausalLM", "phi3", false, false, GGC_PHI3},
 };
 
 bool ggc_is_gguf_path(const char *path) {
@@ -30,7 +39,9 @@ bool ggc_is_gguf_path(const char *path) {
     return n > 5 && !strcmp(path + n - 5, ".gguf") && stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-const char *ggc_architectures(void) { return "llama (and Mistral), qwen2, qwen3, qwen3moe"; }
+const char *ggc_architectures(void) {
+    return "llama (and Mistral), qwen2, qwen3, qwen3moe, gemma2, gemma3 (text), phi3";
+}
 
 static const ggc_arch *arch_of(const gguf_file *f, const char **name, size_t *len) {
     if (!gguf_get_str(f, "general.architecture", name, len, NULL)) return NULL;
@@ -44,6 +55,7 @@ typedef struct ctx {
     const char *what, *arch;
     json_t *cfg;
     vllm_status st;
+    bool longrope; /* phi3: rope_scaling came from the rope_factors_long / _short tensors */
 } ctx;
 
 static void key_of(const ctx *c, const char *suffix, char *key, size_t n) { snprintf(key, n, "%s.%s", c->arch, suffix); }
@@ -93,6 +105,23 @@ static int64_t get_int(const ctx *c, const char *field, int64_t def) {
     return json_is_integer(v) ? json_integer_value(v) : def;
 }
 
+/* <arch>.suffix as a number: true when present (a value of another type sets c->st) */
+static bool get_num(ctx *c, const char *suffix, double *v) {
+    char key[160];
+    key_of(c, suffix, key, sizeof key);
+    vllm_status err = VLLM_OK;
+    if (c->st) return false;
+    if (gguf_get_f64(c->f, key, v, &err)) return true;
+    if (err) c->st = err;
+    return false;
+}
+
+static void refuse(ctx *c, vllm_status code, const char *fmt, const char *suffix, double v, const char *why) {
+    char key[160];
+    key_of(c, suffix, key, sizeof key);
+    if (!c->st) c->st = vt_error(code, fmt, c->what, key, v, why);
+}
+
 /* tokenizer.ggml.<name>_token_id -> cfg[field] */
 static void put_token(ctx *c, const char *name, const char *field) {
     char key[96];
@@ -122,6 +151,18 @@ static vllm_status rope(ctx *c) {
         return vt_error(VLLM_ERR_UNSUPPORTED,
                         "%s: rope_freqs.weight (per-dimension rope factors, llama 3's rope scaling) is not supported yet",
                         c->what);
+    if (c->longrope) { /* phi3's factors (phi3()): its converter writes no type; "longrope" is the same thing */
+        if ((tlen == 4 && !memcmp(type, "none", 4)) || (tlen == 8 && !memcmp(type, "longrope", 8))) return VLLM_OK;
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.*s' with rope_factors_long / _short is not supported", c->what,
+                        key, (int)tlen, type);
+    }
+    /* llama.cpp scales every cos / sin by rope.scaling.attn_factor; a config.json says so only with LongRoPE
+     * or YaRN (phi3 above) */
+    double af;
+    if (get_num(c, "rope.scaling.attn_factor", &af) && af != 1.0)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g without rope_factors_long / _short is not supported%s",
+               "rope.scaling.attn_factor", af, "");
+    if (c->st) return c->st;
     if (tlen == 4 && !memcmp(type, "none", 4)) return VLLM_OK;
     if (tlen == 6 && !memcmp(type, "linear", 6)) {
         double f;
@@ -137,6 +178,176 @@ static vllm_status rope(ctx *c) {
                     type);
 }
 
+/* Gemma 2 / Gemma 3 (llama.cpp src/models/gemma2.cpp, gemma3.cpp load_arch_hparams; convert_hf_to_gguf.py
+ * Gemma2Model / Gemma3Model): GELU-tanh MLPs, the sandwich norms (their weights stored as w + 1: ggc_find),
+ * softcaps, sliding-window layers by a period, Gemma 3's local RoPE base. */
+static void gemma(ctx *c, int version) {
+    const int64_t layers = get_int(c, "num_hidden_layers", 1), hidden = get_int(c, "hidden_size", 1),
+                  heads = get_int(c, "num_attention_heads", 1), hd = get_int(c, "head_dim", 1);
+    json_object_set_new(c->cfg, "hidden_activation", json_string("gelu_pytorch_tanh"));
+    /* query_pre_attn_scalar is not in the file: llama.cpp scales q by 1 / sqrt(hidden / heads) for the 27B
+     * models (46 layers in gemma2, 62 in gemma3) and by 1 / sqrt(head_dim) otherwise (gemma_pytorch's
+     * configs; the released config.json files say the same: 144 / 168 for the 27Bs, head_dim for the rest).
+     * An attention.scale key saying otherwise is ambiguous (llama.cpp ignores it for these): refused. */
+    const int64_t qpas = layers == (version == 2 ? 46 : 62) ? hidden / heads : hd;
+    json_object_set_new(c->cfg, "query_pre_attn_scalar", json_integer(qpas));
+    double v;
+    if (get_num(c, "attention.scale", &v) && fabs(v * sqrt((double)qpas) - 1.0) > 1e-6)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g is not supported (llama.cpp's gemma graphs scale q by 1 / sqrt(%s))",
+               "attention.scale", v, layers == (version == 2 ? 46 : 62) ? "hidden / heads" : "key_length");
+    /* softcaps: gemma2 always applies both (llama.cpp's defaults 50 and 30 when absent); gemma3 only the final
+     * one, when given and nonzero (its converter asserts attn_logit_softcapping is None) */
+    if (version == 2) {
+        static const struct {
+            const char *key;
+            double def;
+        } caps[] = {{"attn_logit_softcapping", 50.0}, {"final_logit_softcapping", 30.0}};
+        for (size_t i = 0; i < 2; i++) {
+            if (!get_num(c, caps[i].key, &v)) v = caps[i].def;
+            if (!(v > 0) && !c->st) refuse(c, VLLM_ERR_FORMAT, "%s: %s is %g, must be positive%s", caps[i].key, v, "");
+            json_object_set_new(c->cfg, caps[i].key, json_real(v));
+        }
+    } else {
+        if (get_num(c, "attn_logit_softcapping", &v))
+            refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g is not supported (llama.cpp's gemma3 graph has no attention "
+                   "softcap%s)", "attn_logit_softcapping", v, "");
+        const bool cap = get_num(c, "final_logit_softcapping", &v) && v != 0;
+        if (cap && !(v > 0)) refuse(c, VLLM_ERR_FORMAT, "%s: %s is %g, must be positive or 0%s", "final_logit_softcapping", v, "");
+        json_object_set_new(c->cfg, "final_logit_softcapping", cap ? json_real(v) : json_null());
+        json_object_set_new(c->cfg, "attn_logit_softcapping", json_null());
+    }
+    if (c->st) return;
+    /* sliding window: gemma2 always (4096 when absent), gemma3 when attention.sliding_window is given and
+     * nonzero; the layers by llama.cpp's set_swa_pattern(period): layer i slides when i % period < period - 1
+     * (period 0: all), the period from attention.sliding_window_pattern (a number; 2 for gemma2, 6 for gemma3
+     * when absent: llama.cpp reads no per-layer list for these) */
+    int64_t window = version == 2 ? 4096 : 0, period = version == 2 ? 2 : 6;
+    if (put_int(c, "attention.sliding_window", "sliding_window", false, 0)) window = get_int(c, "sliding_window", 0);
+    if (c->st) return;
+    if (version == 2 && window <= 0) {
+        refuse(c, VLLM_ERR_FORMAT, "%s: %s is %g, must be positive for gemma2%s", "attention.sliding_window",
+               (double)window, "");
+        return;
+    }
+    json_object_set_new(c->cfg, "sliding_window", json_integer(window > 0 ? window : 4096));
+    char key[160];
+    key_of(c, "attention.sliding_window_pattern", key, sizeof key);
+    const int64_t pk = gguf_find_key(c->f, key);
+    if (window > 0 && pk >= 0) {
+        vllm_status err = VLLM_OK;
+        if (gguf_kv_type(c->f, pk) == GGUF_TYPE_ARRAY || !gguf_get_i64(c->f, key, &period, &err) || period < 0) {
+            c->st = err ? err
+                        : vt_error(VLLM_ERR_UNSUPPORTED,
+                                   "%s: %s must be a period (llama.cpp's %s reads no per-layer list; a list runs as "
+                                   "period %d there)",
+                                   c->what, key, c->arch, version == 2 ? 2 : 6);
+            return;
+        }
+    }
+    json_t *types = json_array();
+    for (int64_t i = 0; i < layers; i++) {
+        const bool sliding = window > 0 && (period == 0 || i % period < period - 1);
+        json_array_append_new(types, json_string(sliding ? "sliding_attention" : "full_attention"));
+    }
+    json_object_set_new(c->cfg, "layer_types", types);
+    /* RoPE: gemma2's sliding layers take rope.freq_base_swa (else freq_base) where HF has one table for all;
+     * gemma3's take it (else 10000) without the global layers' scaling (transformers' rope_local_base_freq) */
+    const double theta = json_real_value(json_object_get(c->cfg, "rope_theta"));
+    if (version == 2) {
+        if (get_num(c, "rope.freq_base_swa", &v) && v != theta)
+            refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g differs from rope.freq_base (gemma2 has one RoPE table%s)",
+                   "rope.freq_base_swa", v, "");
+    } else {
+        if (!get_num(c, "rope.freq_base_swa", &v)) v = 10000.0;
+        json_object_set_new(c->cfg, "rope_local_base_freq", json_real(v));
+    }
+    /* gemma2's graph always reads token_embd as the output (the converter drops lm_head); gemma3's an
+     * output.weight when there is one */
+    json_object_set_new(c->cfg, "tie_word_embeddings",
+                        json_boolean(version == 2 || !gguf_find_tensor(c->f, "output.weight")));
+}
+
+/* A phi3 rope factor tensor (F32, rot_dim / 2 of them) as a JSON list. */
+static json_t *rope_factor_list(ctx *c, const gguf_tensor_info *t, int64_t n) {
+    if (t->type != GGML_TYPE_F32 || t->n_dims != 1 || t->ne[0] != n) {
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: tensor %s must hold %lld F32 values (rope.dimension_count / 2)",
+                         c->what, t->name, (long long)n);
+        return NULL;
+    }
+    json_t *a = json_array();
+    for (int64_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, (const uint8_t *)t->data + (size_t)i * sizeof x, sizeof x);
+        json_array_append_new(a, json_real(x));
+    }
+    return a;
+}
+
+/* Phi-3 (llama.cpp src/models/phi3.cpp; convert_hf_to_gguf.py Phi3MiniModel): fused attn_qkv / ffn_up
+ * (gate | up rows), partial rotary from rope.dimension_count, LongRoPE from the rope_factors_long / _short
+ * tensors with rope.scaling.original_context_length and rope.scaling.attn_factor, sliding_window. */
+static void phi3(ctx *c) {
+    const int64_t hd = get_int(c, "head_dim", 1);
+    char key[160];
+    int64_t rd = hd;
+    key_of(c, "rope.dimension_count", key, sizeof key);
+    vllm_status err = VLLM_OK;
+    if (gguf_get_i64(c->f, key, &rd, &err) && (rd <= 0 || rd > hd || rd % 2)) {
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s is %lld, must be even and at most the head size %lld", c->what, key,
+                         (long long)rd, (long long)hd);
+        return;
+    }
+    if ((c->st = err)) return;
+    if (rd != hd) { /* HF's rotary size is int(head_dim * partial_rotary_factor): make it land on rd */
+        double prf = (double)rd / (double)hd;
+        if ((int64_t)((double)hd * prf) != rd) prf = nextafter(prf, 1.0);
+        json_object_set_new(c->cfg, "partial_rotary_factor", json_real(prf));
+    }
+    /* the converter writes 0 for none; llama.cpp leaves Phi's window off (its TODO), HF's Phi3Attention and
+     * vLLM use it on every layer: it is the model's */
+    int64_t window = 0;
+    key_of(c, "attention.sliding_window", key, sizeof key);
+    if (gguf_get_i64(c->f, key, &window, &err) && window < 0) window = 0;
+    if ((c->st = err)) return;
+    json_object_set_new(c->cfg, "sliding_window", window > 0 ? json_integer(window) : json_null());
+    if (!gguf_find_tensor(c->f, "blk.0.attn_qkv.weight")) {
+        c->st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor blk.0.attn_qkv.weight missing (phi3 files with separate "
+                         "attn_q / attn_k / attn_v are not supported)", c->what);
+        return;
+    }
+    json_object_set_new(c->cfg, "tie_word_embeddings", json_boolean(!gguf_find_tensor(c->f, "output.weight")));
+    const gguf_tensor_info *lf = gguf_find_tensor(c->f, "rope_factors_long.weight"),
+                           *sf = gguf_find_tensor(c->f, "rope_factors_short.weight");
+    if (!lf && !sf) return;
+    if (!lf || !sf) {
+        c->st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor %s without %s is not supported", c->what,
+                         lf ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                         lf ? "rope_factors_short.weight" : "rope_factors_long.weight");
+        return;
+    }
+    json_t *rs = json_object();
+    json_object_set_new(c->cfg, "rope_scaling", rs);
+    json_object_set_new(rs, "rope_type", json_string("longrope"));
+    json_t *l = rope_factor_list(c, lf, rd / 2), *s = l ? rope_factor_list(c, sf, rd / 2) : NULL;
+    if (!l || !s) {
+        json_decref(l);
+        return;
+    }
+    json_object_set_new(rs, "long_factor", l);
+    json_object_set_new(rs, "short_factor", s);
+    /* llama.cpp: the long factors once the context exceeds rope.scaling.original_context_length (else the
+     * training context), cos / sin times rope.scaling.attn_factor (else 1) */
+    if (!put_int(c, "rope.scaling.original_context_length", "original_max_position_embeddings", false, 1) && !c->st)
+        json_object_set_new(c->cfg, "original_max_position_embeddings",
+                            json_integer(get_int(c, "max_position_embeddings", 1)));
+    json_object_set_new(rs, "original_max_position_embeddings",
+                        json_integer(get_int(c, "original_max_position_embeddings", 1)));
+    double af;
+    if (!get_num(c, "rope.scaling.attn_factor", &af)) af = 1.0;
+    json_object_set_new(rs, "attention_factor", json_real(af));
+    c->longrope = true;
+}
+
 vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json) {
     *config_json = NULL;
     const char *an = NULL;
@@ -146,7 +357,7 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     if (!a)
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: GGUF architecture '%.*s' is not supported (supported: %s)", what,
                         (int)alen, an, ggc_architectures());
-    ctx c = {f, what, a->gguf, json_object(), VLLM_OK};
+    ctx c = {f, what, a->gguf, json_object(), VLLM_OK, false};
     if (!c.cfg) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     json_t *archs = json_array();
     json_array_append_new(archs, json_string(a->hf));
@@ -175,7 +386,7 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld differs from the key length %lld", what, key, (long long)vl,
                             (long long)get_int(&c, "head_dim", 0));
         key_of(&c, "rope.dimension_count", key, sizeof key);
-        if (!c.st && gguf_get_i64(f, key, &rd, NULL) && rd != get_int(&c, "head_dim", 0))
+        if (!c.st && a->family != GGC_PHI3 && gguf_get_i64(f, key, &rd, NULL) && rd != get_int(&c, "head_dim", 0))
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld (partial rotary) is not supported for %s", what, key,
                             (long long)rd, a->gguf);
     }
@@ -199,6 +410,8 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     } else {
         put_int(&c, "feed_forward_length", "intermediate_size", true, 1);
     }
+    if (!c.st && (a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3)) gemma(&c, a->family == GGC_GEMMA2 ? 2 : 3);
+    if (!c.st && a->family == GGC_PHI3) phi3(&c);
     if (!c.st) c.st = rope(&c);
     /* vocabulary: <arch>.vocab_size, else the embedding's rows */
     const gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
@@ -206,8 +419,10 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     if (!c.st && !put_int(&c, "vocab_size", "vocab_size", false, 1) && !c.st)
         json_object_set_new(c.cfg, "vocab_size", json_integer(emb->n_dims >= 2 ? emb->ne[1] : 0));
     if (!c.st) {
-        json_object_set_new(c.cfg, "tie_word_embeddings", json_boolean(!gguf_find_tensor(f, "output.weight")));
-        json_object_set_new(c.cfg, "hidden_act", json_string("silu"));
+        if (!json_object_get(c.cfg, "tie_word_embeddings"))
+            json_object_set_new(c.cfg, "tie_word_embeddings", json_boolean(!gguf_find_tensor(f, "output.weight")));
+        const bool gemma = a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3;
+        json_object_set_new(c.cfg, "hidden_act", json_string(gemma ? "gelu_pytorch_tanh" : "silu"));
         json_object_set_new(c.cfg, "torch_dtype", json_string(emb->type == GGML_TYPE_F32 ? "float32"
                                                               : emb->type == GGML_TYPE_BF16 ? "bfloat16"
                                                                                              : "float16"));
@@ -242,12 +457,24 @@ static const struct {
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"}, /* phi3's fused q | k | v, kept fused */
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"},     /* phi3's fused gate | up, kept fused */
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"mlp.gate.weight", "ffn_gate_inp.weight"},
     {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+};
+
+/* Gemma's sandwich norms (gguf-py tensor_mapping.py: ATTN_POST_NORM, FFN_PRE_NORM = ffn_norm, FFN_POST_NORM),
+ * looked up before LAYER_NAMES (where post_attention_layernorm is Llama's MLP input norm) */
+static const struct {
+    const char *hf, *gguf;
+} GEMMA_NAMES[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
 };
 
 static const struct {
@@ -279,10 +506,22 @@ static long parse_index(const char **s) {
     return v;
 }
 
+/* Whether an HF name ends with "norm.weight" (convert_hf_to_gguf.py's test for Gemma's w + 1). */
+static bool is_norm_weight(const char *hf_name) {
+    const size_t n = strlen(hf_name), k = strlen("norm.weight");
+    return n >= k && !strcmp(hf_name + n - k, "norm.weight");
+}
+
 bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
     memset(ref, 0, sizeof *ref);
     ref->expert = -1;
     char name[256];
+    const char *an;
+    size_t alen;
+    const ggc_arch *a = arch_of(f, &an, &alen);
+    const bool gemma = a && (a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3);
+    /* Gemma's norms: convert_hf_to_gguf.py stored w + 1 (HF's x * (1 + w) as llama.cpp's plain norm) */
+    ref->norm_minus_one = gemma && is_norm_weight(hf_name);
     for (size_t i = 0; i < sizeof GLOBAL_NAMES / sizeof *GLOBAL_NAMES; i++)
         if (!strcmp(hf_name, GLOBAL_NAMES[i].hf)) return (ref->t = gguf_find_tensor(f, GLOBAL_NAMES[i].gguf)) != NULL;
     const char *pre = "model.layers.";
@@ -291,13 +530,15 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
     const long l = parse_index(&s);
     if (l < 0 || *s != '.') return false;
     s++;
+    for (size_t i = 0; gemma && i < sizeof GEMMA_NAMES / sizeof *GEMMA_NAMES; i++) {
+        if (strcmp(s, GEMMA_NAMES[i].hf)) continue;
+        snprintf(name, sizeof name, "blk.%ld.%s", l, GEMMA_NAMES[i].gguf);
+        return (ref->t = gguf_find_tensor(f, name)) != NULL;
+    }
     for (size_t i = 0; i < sizeof LAYER_NAMES / sizeof *LAYER_NAMES; i++) {
         if (strcmp(s, LAYER_NAMES[i].hf)) continue;
         snprintf(name, sizeof name, "blk.%ld.%s", l, LAYER_NAMES[i].gguf);
         if (!(ref->t = gguf_find_tensor(f, name))) return false;
-        const char *an;
-        size_t alen;
-        const ggc_arch *a = arch_of(f, &an, &alen);
         if (a && a->permute_qk && (!strncmp(s, "self_attn.q_proj.", 17) || !strncmp(s, "self_attn.k_proj.", 17))) {
             char key[160];
             int64_t h = 0, hkv = 0;

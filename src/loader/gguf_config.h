@@ -9,9 +9,14 @@
  * <arch>.block_count, <arch>.feed_forward_length, <arch>.attention.head_count / head_count_kv /
  * key_length / layer_norm_rms_epsilon, <arch>.rope.freq_base / dimension_count / scaling.*,
  * <arch>.expert_count / expert_used_count / expert_feed_forward_length; tokenizer.ggml.bos_token_id /
- * eos_token_id. A value the architecture depends on that this mapping cannot express (per-layer head
- * counts, YaRN, llama3 rope factors in a rope_freqs tensor, an unknown architecture) is refused with
- * VLLM_ERR_UNSUPPORTED naming the key.
+ * eos_token_id. Families: llama (and Mistral), qwen2, qwen3, qwen3moe; gemma2 / gemma3 (text)
+ * (<arch>.attn_logit_softcapping / final_logit_softcapping, attention.sliding_window and _pattern (a period),
+ * rope.freq_base_swa, query_pre_attn_scalar as llama.cpp derives it, norms stored as w + 1); phi3 (fused
+ * attn_qkv / ffn_up, partial rotary from rope.dimension_count, LongRoPE from the rope_factors_long / _short
+ * tensors with rope.scaling.original_context_length / attn_factor). A value the architecture depends on that
+ * this mapping cannot express (per-layer head counts, YaRN, llama3 rope factors in a rope_freqs tensor, a
+ * per-layer sliding-window list for gemma, an attention.scale llama.cpp would ignore, an unknown
+ * architecture) is refused with VLLM_ERR_UNSUPPORTED naming the key.
  */
 #ifndef VLLM_LOADER_GGUF_CONFIG_H
 #define VLLM_LOADER_GGUF_CONFIG_H
@@ -38,6 +43,8 @@ typedef struct ggc_tensor_ref {
     int permute_heads;         /* > 0: llama.cpp permuted the rows of this q / k projection for its rotary
                                 * layout with this many heads (convert_hf_to_gguf.py LlamaModel.permute):
                                 * the reader must undo it */
+    bool norm_minus_one;       /* a Gemma RMSNorm weight: convert_hf_to_gguf.py stored w + 1 (llama.cpp runs
+                                * a plain norm, HF x * (1 + w)): the reader hands out the values less 1 */
 } ggc_tensor_ref;
 
 /* Looks up the GGUF tensor for a Hugging Face weight name ("model.layers.3.self_attn.q_proj.weight");

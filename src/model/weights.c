@@ -143,6 +143,16 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
         dt = DTYPE_COUNT; /* a block type the backend does not take (or not a matrix): dequantized below */
     else if (dtype_is_block(dt))
         ws->native += slice;
+    if (ref.norm_minus_one) { /* Gemma's norms (ggc_tensor_ref): an F32 copy of the stored w + 1, less 1 */
+        float *w = ws_buffer(ws, (size_t)n * sizeof *w);
+        if (!w) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
+        if (ndim != 1 || !gq_dequantize_row((ggml_type)t->type, src, w, n))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: norm tensor '%s' of type %s, not supported", file, t->name,
+                            gguf_type_name(t->type));
+        for (int64_t i = 0; i < n; i++) w[i] -= 1.0f; /* exact where the stored value came from w + 1 */
+        *out = tensor_make(DTYPE_F32, w, ndim, shape);
+        return VLLM_OK;
+    }
     if (ref.permute_heads > 0 && (rows % ref.permute_heads || (rows / ref.permute_heads) % 2))
         return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' has %lld rows, not a multiple of 2 x %d heads", file, t->name,
                         (long long)rows, ref.permute_heads);

@@ -14,68 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../loader/gguf_build.h"
-#include "fixtures.h"
-#include "loader/gguf.h"
+#include "gguf_fixture.h"
 #include "loader/gguf_config.h"
 #include "loader/safetensors.h"
-#include "tensor/ggml_quant.h"
-#include "test.h"
-#include "vllm.h"
 
 #ifndef VLLM_SOURCE_DIR
 #define VLLM_SOURCE_DIR "."
 #endif
-
-#define MAXT 512
-
-typedef struct gtensor {
-    char name[128];
-    int n_dims;
-    int64_t ne[3];
-    uint32_t type;
-    uint8_t *data;
-    size_t nbytes;
-} gtensor;
-
-typedef struct gfile {
-    gtensor t[MAXT];
-    int n;
-} gfile;
-
-static float bf16f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* rows x cols floats -> a tensor of type (BF16 kept as the bytes, or Q8_0) */
-static void put(gfile *g, const char *name, int n_dims, const int64_t *ne, const uint16_t *bf, bool q8) {
-    gtensor *t = &g->t[g->n++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->n_dims = n_dims;
-    int64_t n = 1;
-    for (int i = 0; i < n_dims; i++) n *= (t->ne[i] = ne[i]);
-    const bool quant = q8 && n_dims >= 2 && ne[0] % 32 == 0;
-    t->type = quant ? GGML_TYPE_Q8_0 : GGML_TYPE_BF16;
-    if (!quant) {
-        t->nbytes = (size_t)n * 2;
-        t->data = malloc(t->nbytes);
-        memcpy(t->data, bf, t->nbytes);
-        return;
-    }
-    const int64_t rows = n / ne[0];
-    const size_t rb = gq_row_bytes(GGML_TYPE_Q8_0, ne[0]);
-    t->nbytes = rb * (size_t)rows;
-    t->data = malloc(t->nbytes);
-    float *row = malloc((size_t)ne[0] * sizeof *row);
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < ne[0]; i++) row[i] = bf16f(bf[r * ne[0] + i]);
-        CHECK(gq_quantize_row(GGML_TYPE_Q8_0, row, t->data + (size_t)r * rb, ne[0]));
-    }
-    free(row);
-}
 
 /* HF layer suffix -> GGUF name */
 static const char *gguf_name(const char *suffix) {
@@ -164,11 +109,6 @@ static bool convert(const char *dir, const json_t *cfg, const char *arch, bool q
     return true;
 }
 
-static void kv_f32(gb *b, const char *key, float v) {
-    gb_key(b, key, GGUF_TYPE_FLOAT32);
-    gb_f32(b, v);
-}
-
 /* Writes the file: metadata from config.json (llama.cpp's keys), then the tensors. extra: one more u32
  * key (a refusal case) or NULL. */
 static bool write_gguf(const char *path, const json_t *cfg, const char *arch, const gfile *g, const char *extra_key,
@@ -200,42 +140,10 @@ static bool write_gguf(const char *path, const json_t *cfg, const char *arch, co
     snprintf(key, sizeof key, "%s.rope.freq_base", arch);
     kv_f32(&b, key, (float)json_number_value(json_object_get(json_object_get(cfg, "rope_parameters"), "rope_theta")));
     if (extra_key) gb_kv_u32(&b, extra_key, extra_val);
-    uint64_t off = 0;
-    for (int i = 0; i < g->n; i++) {
-        gb_tensor(&b, g->t[i].name, (uint32_t)g->t[i].n_dims, g->t[i].ne, g->t[i].type, off);
-        off += (g->t[i].nbytes + 31) / 32 * 32;
-    }
-    gb_pad(&b, 32);
-    for (int i = 0; i < g->n; i++) {
-        gb_bytes(&b, g->t[i].data, g->t[i].nbytes);
-        gb_pad(&b, 32);
-    }
+    gf_write_tensors(&b, g);
     const int rc = gb_write(&b, path);
     gb_free(&b);
     return rc == 0;
-}
-
-static void free_gfile(gfile *g) {
-    for (int i = 0; i < g->n; i++) free(g->t[i].data);
-    g->n = 0;
-}
-
-/* Greedy completions of the fixture's prompts; NULL when the engine could not be made. */
-static vllm_completion *run(const char *model, const fixture_prompts *fp, vllm_status *st) {
-    vllm_engine_options o = vllm_engine_default_options();
-    o.num_threads = 2;
-    o.max_model_len = 128;
-    o.block_size = 4;
-    vllm_engine *e = NULL;
-    if ((*st = vllm_engine_create(model, &o, &e)) != VLLM_OK) return NULL;
-    vllm_sampling_params sp = vllm_sampling_default_params();
-    sp.temperature = 0;
-    sp.ignore_eos = true;
-    sp.max_tokens = fp->max_new;
-    vllm_completion *c = NULL;
-    *st = vllm_generate(e, fp->ps, fp->n, &sp, false, &c, NULL);
-    vllm_engine_free(e);
-    return *st ? NULL : c;
 }
 
 static void run_case(const char *fixture, const char *arch) {
@@ -261,17 +169,9 @@ static void run_case(const char *fixture, const char *arch) {
         free_gfile(&g);
         vllm_completion *c = run(path, &fp, &st);
         CHECK_MSG(c != NULL, "%s: %s", path, vllm_last_error());
-        double maxd = 0;
-        size_t same = 0, total = 0;
-        for (size_t i = 0; c && i < fp.n; i++) {
-            for (size_t j = 0; j < c[i].num_tokens && j < ref[i].num_tokens; j++) {
-                total++;
-                if (c[i].token_ids[j] != ref[i].token_ids[j]) break; /* the rest follows another path */
-                same++;
-                const double d = fabs(c[i].logprobs[j] - ref[i].logprobs[j]);
-                if (d > maxd) maxd = d;
-            }
-        }
+        double maxd;
+        size_t same, total;
+        gf_compare(c, ref, &fp, &same, &total, &maxd);
         printf("GGUF %-14s %-8s %s: %zu of %zu tokens as the safetensors, max |dlogprob| %.2e\n", fixture, arch,
                q8 ? "Q8_0" : "BF16", same, total, maxd);
         if (!q8) {

@@ -318,8 +318,12 @@ static void run_linear_x(const char *name, const qlayer *L, int64_t T, dtype ydt
     const bool gemv = T <= 8;
     snprintf(what, sizeof what, "%s linear (%lld, %lld) T %lld -> %s (%s)", name, (long long)L->out, (long long)L->in,
              (long long)T, dtype_name(ydt), bf16_all ? "BF16" : gemv ? "gemv" : "dequantized tiles + GEMM");
+    /* BF16 output from the GEMM: cuBLASLt may split K and reduce the partial sums in the output type (the same
+     * tiles give F32 outputs within 1e-6 of the reference), so its error scales with S, the sum of |w x|, at
+     * BF16's precision: 2^-9 S at most (seen on the H200: up to 3.4x a 5e-5 S bound for (8300, 4096) at T 17) */
+    const bool gemm_bf16 = (!gemv || bf16_all) && ydt == DTYPE_BF16;
     check_linear(what, L, x, T, y, !gemv || bf16_all, ydt == DTYPE_BF16 ? 1.0 / 256 : 1e-6,
-                 gemv && !bf16_all ? 1e-5 : 5e-5);
+                 gemm_bf16 ? 1.0 / 512 : gemv && !bf16_all ? 1e-5 : 5e-5);
     free(x);
     free(y);
     gpu->ops->release(gpu, &xg);
@@ -650,7 +654,7 @@ static void test_graph_case(dtype dt, int64_t T) {
                   dtype_name(dt), (long long)T);
         char what[120];
         snprintf(what, sizeof what, "%s graph replay of linear (T %lld) on new inputs", dtype_name(dt), (long long)T);
-        check_linear(what, &L, x2, T, a, T > 8, 1.0 / 256, T > 8 ? 5e-5 : 1e-5);
+        check_linear(what, &L, x2, T, a, T > 8, 1.0 / 256, T > 8 ? 1.0 / 512 : 1e-5); /* BF16 GEMM: run_linear_x */
         free(a);
         free(b);
         gpu->ops->graph_free(gpu, gr);

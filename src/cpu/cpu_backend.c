@@ -239,7 +239,7 @@ vllm_status cpu_backend_create(const backend_options *opt, backend **out) {
     be->name = "cpu";
     be->native_blocks = 0; /* every ggml block type ggml_quant.h reads, through cpu_quant_matmul */
     for (int d = DTYPE_FIRST_BLOCK; d < DTYPE_COUNT; d++) {
-        ggml_type gt;
+        ggml_type gt = GGML_TYPE_F32;
         if (dtype_to_ggml((dtype)d, &gt) && gq_type_supported(gt)) be->native_blocks |= 1u << (d - DTYPE_FIRST_BLOCK);
     }
     be->act_dtype = DTYPE_F32;

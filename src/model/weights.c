@@ -135,7 +135,7 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     const size_t slice = t->nbytes / (ref.expert >= 0 ? (size_t)t->ne[2] : 1);
     const uint8_t *src = (const uint8_t *)t->data + (ref.expert >= 0 ? (size_t)ref.expert * slice : 0);
     const size_t row_bytes = rows ? slice / (size_t)rows : 0;
-    dtype dt;
+    dtype dt = DTYPE_COUNT;
     if (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type)))
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
                         gguf_type_name(t->type));

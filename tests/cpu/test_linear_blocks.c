@@ -15,7 +15,7 @@
 #include "tensor/ggml_quant.h"
 
 static void run_type(backend *be[CT_NBE], dtype dt) {
-    ggml_type gt;
+    ggml_type gt = GGML_TYPE_F32;
     CHECK(dtype_to_ggml(dt, &gt));
     const int64_t blk = dtype_block(dt), in = 2 * blk + (blk == 32 ? 3 * 32 : 0), T = 5;
     const int64_t outs[2] = {7, 18}, out = outs[0] + outs[1];

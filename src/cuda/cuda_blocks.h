@@ -33,9 +33,13 @@ void cu_qweight_free(cu_qweight *qw);
 #define CU_QGEMV_MAX_T 8
 bool cu_qgemv_fits(const cu_qweight *qw, const tensor *x, int64_t T);
 /* y (T, N) = (acc: y +) x W^T + bias, x (T, in) BF16, bias (rows) F32 or NULL; glu: W is (2N, in) and
- * y = act(x Wg^T + bg) * (x Wu^T + bu) (act: be_act < CU_ACT_COUNT). Shapes checked by the caller. */
+ * y = act(x Wg^T + bg) * (x Wu^T + bu) (act: be_act < CU_ACT_COUNT). Shapes checked by the caller.
+ * x is quantized to int8 into cu->qx_ws first unless quantize_x is false: the layer's later segments on the
+ * same x reuse the first one's (or VLLM_CUDA_QGEMV_XQ=0: the BF16 x itself). */
 void cu_qgemv(cu_state *cu, const cu_qweight *qw, const float *bias, const tensor *x, tensor *y, bool glu, int act,
-              bool acc);
+              bool acc, bool quantize_x);
+/* The int8 activations' workspace for rows of K elements (linear_create reserves it for its layer). */
+vllm_status cu_qx_reserve(cu_state *cu, int64_t K);
 
 /* Prefill: rows of W dequantized per tile into cu->qlin_ws (BF16), then the caller's GEMM. */
 /* Rows per tile of this weight (the tile is at most CU_QTILE_BYTES of BF16) and the workspace it needs. */

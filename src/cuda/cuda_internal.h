@@ -130,8 +130,11 @@ typedef struct cu_state {
     int gemv_rows_occ[2][3][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     cu_buf qlin_ws;                /* ops_linear_blocks.cu: a block-type layer's rows dequantized to BF16 for the
                                       prefill GEMM (the largest layer's tile, reserved by linear_create) */
-    int qgemv_occ[DTYPE_COUNT - DTYPE_FIRST_BLOCK][4][2]; /* resident CTAs per SM of k_qgemv<type, T class, gated> */
+    cu_buf qx_ws;                  /* ops_linear_blocks.cu: the block GEMV's activations quantized to int8 (up to
+                                      CU_QGEMV_MAX_T rows of the widest block layer, reserved by linear_create) */
+    int qgemv_occ[DTYPE_COUNT - DTYPE_FIRST_BLOCK][4][2][2]; /* resident CTAs per SM of k_qgemv<type, T class, gated, int8 x> */
     int qgemv_ks;                  /* VLLM_CUDA_QGEMV_KS=1|2|4|8: the block GEMV's warps per row pinned (comparisons) */
+    bool qgemv_f32x;               /* VLLM_CUDA_QGEMV_XQ=0: the block GEMV on BF16 activations (no int8 quantization) */
     size_t bytes_allocated;        /* alloc + import + linear weights, for the log */
     vllm_status err;               /* first op failure since the last synchronize */
     char err_msg[512];

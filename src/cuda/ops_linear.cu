@@ -166,6 +166,7 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
             i = j;
         }
         if (st == VLLM_OK) st = cu_buf_reserve(cu, &cu->qlin_ws, tile, "linear: dequantized weight tile");
+        if (st == VLLM_OK) st = cu_qx_reserve(cu, in);
         if (st != VLLM_OK) goto done;
         goto biases;
     }
@@ -880,7 +881,8 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
             for (int i = 0; i < lin->nq; i++) {
                 const cu_qseg *sg = &lin->q[i];
                 tensor yv = tensor_cols(y, sg->r0, sg->rows);
-                cu_qgemv(cu, sg->qw, lin->bias ? lin->bias + sg->r0 : NULL, x, &yv, false, BE_ACT_SILU, accumulate);
+                cu_qgemv(cu, sg->qw, lin->bias ? lin->bias + sg->r0 : NULL, x, &yv, false, BE_ACT_SILU, accumulate,
+                         i == 0);
             }
             return;
         }
@@ -955,13 +957,14 @@ static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const
         }
     }
     if (glu) {
-        cu_qgemv(cu, lin->q[0].qw, lin->bias, in, y, true, (int)f->act, false);
+        cu_qgemv(cu, lin->q[0].qw, lin->bias, in, y, true, (int)f->act, false, true);
         return;
     }
     for (int i = 0; i < lin->nq; i++) { /* each segment on its columns of y */
         const cu_qseg *sg = &lin->q[i];
         tensor yv = tensor_cols(y, sg->r0, sg->rows);
-        cu_qgemv(cu, sg->qw, lin->bias ? lin->bias + sg->r0 : NULL, in, &yv, false, BE_ACT_SILU, f->accumulate);
+        cu_qgemv(cu, sg->qw, lin->bias ? lin->bias + sg->r0 : NULL, in, &yv, false, BE_ACT_SILU, f->accumulate,
+                 i == 0);
     }
 }
 

@@ -2,10 +2,13 @@
  * ops_linear_blocks.cu: ggml's block-type weights (GGUF's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
  * Q5_K, Q6_K, IQ4_NL, IQ4_XS) on the CUDA backend, read as they are (no dequantized copy of the model):
  *
- *  - the decode GEMV (T <= 8 tokens, k_qgemv): each lane streams units of the weight's blocks,
- *    dequantizes them in registers and FMAs them with the BF16 activations in f32 (no quantization of the
- *    activations: the reference is the f32 dequantized weight times the BF16 x); bias, the gated product
- *    (linear_fused's act(gate) * up) and the residual add in the epilogue;
+ *  - the decode GEMV (T <= 8 tokens, k_qgemv): the activations quantized to int8 first (k_qx: per 32
+ *    elements a scale d = max|x| / 127 and q = round(x / d), ggml's Q8_1 rule with d kept in f32, plus the
+ *    integer sums of each 16-element half), then each lane streams units of the weight's blocks and takes
+ *    the integer dot products of their quants with q (dp4a: 4 byte products per instruction), scaled per
+ *    group of 16 (llama.cpp's mmvq with its q8_1 activations); VLLM_CUDA_QGEMV_XQ=0 runs the same kernel on
+ *    the BF16 activations instead (each group dequantized in registers and FMAed in f32); bias, the gated
+ *    product (linear_fused's act(gate) * up) and the residual add in the epilogue;
  *  - prefill (larger batches): the layer's rows dequantized tile by tile (at most CU_QTILE_BYTES of BF16)
  *    into a workspace by k_qdequant, each tile then one cuBLAS(Lt) GEMM (ops_linear.cu);
  *  - raw rows (k_qraw_rows): rows of a matrix still in the file's layout dequantized to a float dtype: the
@@ -48,11 +51,12 @@
  * k_qgemv: a warp per output row (two rows for the gated form), KS warps splitting a row's units (KS 1..8
  * chosen so that the rows fill the resident warps; VLLM_CUDA_QGEMV_KS pins it), the first U units of each
  * lane loaded before pdl_wait() (weights are constant) and the next U always in flight while the current
- * ones are computed. Accumulation in f32; x re-read from L1 / L2 for every row. Compute per weight element
- * (T = 1): a permute, an add (and an FMA for the min types), the BF16 -> f32 widening of x and the FMA:
- * roughly the issue rate at which 4-bit weights stream from HBM, so T > 1 becomes compute-bound (each
- * further token adds a widening and an FMA per element) - quantizing x to int8 and dp4a (llama.cpp's
- * mmvq) would be the next step there.
+ * ones are computed. Accumulation in f32; x re-read from L1 / L2 for every row. With int8 activations a
+ * group of 16 costs, per token, one 16-byte load of q, 4 dp4a (signed q times the unsigned quant bytes) and
+ * 2-3 float operations with the group's scales: value a (q_w + c) gives a d (dot + c s), value a q_w + b
+ * gives d (a dot + b s), s the half's sum of q. On BF16 activations every element costs a permute, an add
+ * (and an FMA for the min types), the widening of x and an FMA per token: arithmetic-bound at the rate 4-bit
+ * weights stream from HBM (docs/benchmarks.md).
  *
  * Facts (block layouts, the scale packings, dequantization formulas, the IQ4_NL table) from llama.cpp:
  * ggml/src/ggml-common.h, ggml/src/ggml-quants.c (dequantize_row_*), and the ideas of its CUDA backend
@@ -96,6 +100,88 @@ __device__ __forceinline__ void grp_dot(const uint32_t (&q)[4], float a, float b
     }
 }
 
+/* ---- int8 activations ---- */
+
+/* per 32 elements of a quantized activation row: the scale, and the sums of q over elements 0..15 and 16..31 */
+struct qx_meta {
+    float d;
+    short s0, s1;
+};
+
+/* a . b + c over 4 byte pairs: a signed, b unsigned (PTX dp4a.s32.u32) */
+__device__ __forceinline__ int dp4a_su(int a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* acc[t] += sum_i value_i * d q[t, e0 + i] for the group's 16 values: x points at q[0, e0] (rows xs bytes
+ * apart), m at the meta of e0's 32 elements (rows ms apart), h the half of them e0 starts */
+template <int TT, bool MIN>
+__device__ __forceinline__ void grp_dot8(const uint32_t (&q)[4], float a, float b, const int8_t *x, const qx_meta *m,
+                                         int h, int64_t xs, int64_t ms, int T, float *acc) {
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        if (t < T) {
+            const int4 xv = __ldg((const int4 *)(x + (int64_t)t * xs));
+            int dot = dp4a_su(xv.x, q[0], 0);
+            dot = dp4a_su(xv.y, q[1], dot);
+            dot = dp4a_su(xv.z, q[2], dot);
+            dot = dp4a_su(xv.w, q[3], dot);
+            const uint2 mw = __ldg((const uint2 *)(m + (int64_t)t * ms));
+            const float d = __uint_as_float(mw.x);
+            const int s = (int)(short)(h ? mw.y >> 16 : mw.y & 0xffffu);
+            if constexpr (MIN) acc[t] = fmaf(d, fmaf(a, (float)dot, b * (float)s), acc[t]);
+            else acc[t] = fmaf(a * d, (float)(dot + (int)b * s), acc[t]);
+        }
+    }
+}
+
+// x (T, K) BF16 (rows xs apart, 16-byte aligned) -> xq (T, K) int8 and xm (T, K / 32): 8 lanes per 32
+// elements, 4 each
+__global__ void __launch_bounds__(256) k_qx(const __nv_bfloat16 *x, int64_t xs, int T, int K, int8_t *xq,
+                                             qx_meta *xm) {
+    const int nbk = K >> 5;
+    const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 3;
+    const int l = threadIdx.x & 7;
+    const unsigned mask = 0xffu << (threadIdx.x & 24); /* the 8 lanes of g (all valid or none) */
+    pdl_launch();
+    pdl_wait(); /* x comes from the previous kernel */
+    if (g >= (int64_t)T * nbk) return;
+    const int64_t t = g / nbk, b = g - t * nbk;
+    const uint2 v = *(const uint2 *)(x + t * xs + b * 32 + l * 4);
+    float f[4];
+    f[0] = __uint_as_float(v.x << 16);
+    f[1] = __uint_as_float(v.x & 0xffff0000u);
+    f[2] = __uint_as_float(v.y << 16);
+    f[3] = __uint_as_float(v.y & 0xffff0000u);
+    float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o, 8));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint32_t packed = 0;
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int q = (int)roundf(f[i] * id);
+        s += q;
+        packed |= ((uint32_t)q & 0xffu) << (8 * i);
+    }
+    *(uint32_t *)(xq + t * K + b * 32 + l * 4) = packed;
+    s += __shfl_xor_sync(mask, s, 1, 8);
+    s += __shfl_xor_sync(mask, s, 2, 8); /* lanes 0-3: elements 0..15; 4-7: 16..31 */
+    const int s_hi = __shfl_sync(mask, s, 4, 8);
+    if (l == 0) xm[g] = qx_meta{d, (short)s, (short)s_hi};
+}
+
+/* the int8 workspace: xq (CU_QGEMV_MAX_T, K) then xm at a 256-byte boundary */
+static size_t qx_q_bytes(int64_t K) { return ((size_t)CU_QGEMV_MAX_T * (size_t)K + 255) & ~(size_t)255; }
+static size_t qx_bytes(int64_t K) { return qx_q_bytes(K) + (size_t)CU_QGEMV_MAX_T * (size_t)(K / 32) * sizeof(qx_meta); }
+
+vllm_status cu_qx_reserve(cu_state *cu, int64_t K) {
+    return cu_buf_reserve(cu, &cu->qx_ws, qx_bytes(K), "linear: int8 activations of the block GEMV");
+}
+
 /* ---- the decode GEMV ---- */
 
 struct qgv_args {
@@ -111,10 +197,14 @@ struct qgv_args {
     int ks;                    /* warps per row: 1, 2, 4 or 8 */
     bool acc;                  /* y += */
     int act;                   /* the gated form's activation */
+    const int8_t *xq;          /* XQ: x quantized (T, K), rows xqs apart, and its meta (T, K / 32), xms apart */
+    const qx_meta *xm;
+    int64_t xqs, xms;
 };
 
-// x (T, K) BF16, W (N or 2N, K) blocks -> y (T, N) BF16 or F32 (+ bias); T <= TT; NR = 2: the gated form
-template <class QT, int TT, int NR>
+// x (T, K) BF16 (XQ: its int8 quantization), W (N or 2N, K) blocks -> y (T, N) BF16 or F32 (+ bias); T <= TT;
+// NR = 2: the gated form
+template <class QT, int TT, int NR, bool XQ>
 __global__ void __launch_bounds__(QG_THREADS) k_qgemv(qgv_args a) {
     constexpr int U = NR == 1 ? QT::U : (QT::U > 1 ? QT::U / 2 : 1);
     __shared__ float red[QG_WARPS][NR][TT];
@@ -162,12 +252,19 @@ __global__ void __launch_bounds__(QG_THREADS) k_qgemv(qgv_args a) {
             if (valid && u < upr) {
                 const int blk = u / QT::UPB, j = u % QT::UPB;
                 const __nv_bfloat16 *xb = a.x + (int64_t)blk * QT::ELEMS;
+                const int eb = blk * QT::ELEMS;
 #pragma unroll
                 for (int r = 0; r < NR; r++)
                     QT::decode(cur[i][r], j,
                                [&](int e0, uint32_t q0, uint32_t q1, uint32_t q2, uint32_t q3, float sa, float sb) {
                                    const uint32_t q[4] = {q0, q1, q2, q3};
-                                   grp_dot<TT, QT::MIN>(q, sa, sb, xb + e0, a.xs, a.T, acc[r]);
+                                   if constexpr (XQ) {
+                                       const int e = eb + e0;
+                                       grp_dot8<TT, QT::MIN>(q, sa, sb, a.xq + e, a.xm + (e >> 5), (e >> 4) & 1,
+                                                             a.xqs, a.xms, a.T, acc[r]);
+                                   } else {
+                                       grp_dot<TT, QT::MIN>(q, sa, sb, xb + e0, a.xs, a.T, acc[r]);
+                                   }
                                });
             }
         }
@@ -315,7 +412,7 @@ typedef void (*qgemv_kernel)(qgv_args);
 struct qkern {
     dtype dt;
     int bs, elems, qb, sb, upb;
-    qgemv_kernel gemv[4][2]; /* [T class: 1, 2, 4, 8][gated] */
+    qgemv_kernel gemv[4][2][2]; /* [T class: 1, 2, 4, 8][gated][int8 x] */
     void (*dequant)(const uint8_t *, const uint8_t *, int, int64_t, int64_t, __nv_bfloat16 *);
     void (*relayout)(const uint8_t *, int64_t, uint8_t *, uint8_t *);
     void (*raw_rows)(qraw_args);
@@ -325,10 +422,10 @@ template <class QT>
 static const qkern *qkern_make(dtype dt) {
     static const qkern k = {
         dt, QT::BS, QT::ELEMS, QT::QB, QT::SB, QT::UPB,
-        {{k_qgemv<QT, 1, 1>, k_qgemv<QT, 1, 2>},
-         {k_qgemv<QT, 2, 1>, k_qgemv<QT, 2, 2>},
-         {k_qgemv<QT, 4, 1>, k_qgemv<QT, 4, 2>},
-         {k_qgemv<QT, 8, 1>, k_qgemv<QT, 8, 2>}},
+        {{{k_qgemv<QT, 1, 1, false>, k_qgemv<QT, 1, 1, true>}, {k_qgemv<QT, 1, 2, false>, k_qgemv<QT, 1, 2, true>}},
+         {{k_qgemv<QT, 2, 1, false>, k_qgemv<QT, 2, 1, true>}, {k_qgemv<QT, 2, 2, false>, k_qgemv<QT, 2, 2, true>}},
+         {{k_qgemv<QT, 4, 1, false>, k_qgemv<QT, 4, 1, true>}, {k_qgemv<QT, 4, 2, false>, k_qgemv<QT, 4, 2, true>}},
+         {{k_qgemv<QT, 8, 1, false>, k_qgemv<QT, 8, 1, true>}, {k_qgemv<QT, 8, 2, false>, k_qgemv<QT, 8, 2, true>}}},
         k_qdequant<QT>, k_qrelayout<QT>, k_qraw_rows<QT>,
     };
     return &k;
@@ -469,13 +566,30 @@ bool cu_qgemv_fits(const cu_qweight *qw, const tensor *x, int64_t T) {
 }
 
 void cu_qgemv(cu_state *cu, const cu_qweight *qw, const float *bias, const tensor *x, tensor *y, bool glu, int act,
-              bool acc) {
+              bool acc, bool quantize_x) {
     const qkern *k = qw->k;
     const int T = (int)cu_rows(x);
     if (T == 0 || qw->rows == 0) return;
     const int ti = T <= 1 ? 0 : T == 2 ? 1 : T <= 4 ? 2 : 3;
-    const qgemv_kernel kern = k->gemv[ti][glu ? 1 : 0];
+    const bool xq = !cu->qgemv_f32x;
+    const qgemv_kernel kern = k->gemv[ti][glu ? 1 : 0][xq ? 1 : 0];
     qgv_args a = {};
+    if (xq) {
+        if (cu_qx_reserve(cu, qw->K) != VLLM_OK) return; /* (reserved by linear_create: only a recording fails) */
+        int8_t *xqp = (int8_t *)cu->qx_ws.p;
+        qx_meta *xm = (qx_meta *)(xqp + qx_q_bytes(qw->K));
+        if (quantize_x) {
+            const int64_t threads = (int64_t)T * (qw->K / 32) * 8;
+            if (!cu_launch(cu, "linear (block gemv: activations to int8)", true, k_qx, dim3((unsigned)((threads + 255) / 256)),
+                           dim3(256), 0, (const __nv_bfloat16 *)x->data, (int64_t)tensor_row_stride(x), T, (int)qw->K,
+                           xqp, xm))
+                return;
+        }
+        a.xq = xqp;
+        a.xm = xm;
+        a.xqs = qw->K;
+        a.xms = qw->K / 32;
+    }
     a.Q = qw->Q;
     a.S = qw->S;
     a.nb = (int)qw->nb;
@@ -490,7 +604,7 @@ void cu_qgemv(cu_state *cu, const cu_qweight *qw, const float *bias, const tenso
     a.acc = acc;
     a.act = act;
     /* warps per row: enough rows x splits to fill the resident warps, each lane at least 2 units (1 when pinned) */
-    int *occ = &cu->qgemv_occ[k->dt - DTYPE_FIRST_BLOCK][ti][glu ? 1 : 0];
+    int *occ = &cu->qgemv_occ[k->dt - DTYPE_FIRST_BLOCK][ti][glu ? 1 : 0][xq ? 1 : 0];
     if (*occ == 0) {
         int nb = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, QG_THREADS, 0) != cudaSuccess || nb < 1) {

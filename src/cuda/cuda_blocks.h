@@ -40,6 +40,22 @@ void cu_qgemv(cu_state *cu, const cu_qweight *qw, const float *bias, const tenso
               bool acc, bool quantize_x);
 /* The int8 activations' workspace for rows of K elements (linear_create reserves it for its layer). */
 vllm_status cu_qx_reserve(cu_state *cu, int64_t K);
+/* Per 32 elements of an activation row quantized for the GEMV: the scale d (q = round(x / d), d =
+ * max|x| / 127) and the sums of q over elements 0..15 and 16..31. */
+struct qx_meta {
+    float d;
+    short s0, s1;
+};
+/* Where cu_qgemv reads its int8 activations for rows of K elements (up to CU_QGEMV_MAX_T rows: xq rows K
+ * bytes apart, xm rows K / 32 apart): a producer that writes them (a norm) lets the GEMV skip its own
+ * quantization (quantize_x false). False when the int8 path is off (VLLM_CUDA_QGEMV_XQ=0) or the workspace
+ * cannot be had. */
+bool cu_qx_buffers(cu_state *cu, int64_t K, int8_t **xq, qx_meta **xm);
+/* ops_elementwise.cu: out (T, D) BF16 = the norm of x (kind, w, b, eps: as cu_norm's vector kernel) and the
+ * same BF16 values quantized into xq / xm (T rows) as cu_qgemv quantizes its x, in one kernel. False (nothing
+ * launched) for what that kernel does not take: D not a multiple of 32, grouped weights, unaligned rows. */
+bool cu_norm_qx(cu_state *cu, const tensor *x, be_norm_kind kind, const tensor *w, const tensor *b, float eps,
+                tensor *out, int8_t *xq, qx_meta *xm);
 
 /* Prefill: rows of W dequantized per tile into cu->qlin_ws (BF16), then the caller's GEMM. */
 /* Rows per tile of this weight (the tile is at most CU_QTILE_BYTES of BF16) and the workspace it needs. */

@@ -159,10 +159,38 @@ __global__ void k_rms_block(const void *x, int64_t xs, const void *w, int wdt, c
 #define RMS_VPT 4
 #define RMS_MAX_THREADS 512
 
-template <bool ADD, int KIND>
+/* QX: the 8 BF16 outputs o of chunk c (valid: c < nc; whole warps call this) also quantized for the block
+ * GEMV into its int8 row xq and meta row xm (cuda_blocks.h): the 4 lanes of a 32-element group (chunks
+ * 4k..4k+3 sit in lanes 4k'..4k'+3 of one warp) share max|o| and the half sums, the rule of
+ * ops_linear_blocks.cu's k_qx on the same BF16 values */
+__device__ __forceinline__ void qx8_store(const float (&o)[8], int c, bool valid, int8_t *xq, qx_meta *xm) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) amax = fmaxf(amax, fabsf(o[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint32_t wq[2] = {0, 0};
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = (int)roundf(o[i] * id);
+        s += q;
+        wq[i >> 2] |= ((uint32_t)q & 0xffu) << (8 * (i & 3));
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1); /* lanes 0-1 of the group: elements 0..15; 2-3: 16..31 */
+    const int s_hi = __shfl_down_sync(0xffffffffu, s, 2);
+    if (valid) {
+        *(uint2 *)(xq + (int64_t)c * 8) = make_uint2(wq[0], wq[1]);
+        if ((c & 3) == 0) xm[c >> 2] = qx_meta{d, (short)s, (short)s_hi};
+    }
+}
+
+template <bool ADD, int KIND, bool QX = false>
 __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, int64_t xs, const __nv_bfloat16 *y,
                                                              int64_t ys, const void *w, int wdt, const void *b, int bdt,
-                                                             int D, float eps, __nv_bfloat16 *out, int64_t os, int T) {
+                                                             int D, float eps, __nv_bfloat16 *out, int64_t os, int T,
+                                                             int8_t *xq, qx_meta *xm) {
     __shared__ float part[RMS_MAX_THREADS / 32];
     const int nc = D / 8;
     pdl_launch();
@@ -239,8 +267,9 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
 #pragma unroll
         for (int j = 0; j < RMS_VPT; j++) {
             int c = threadIdx.x + j * blockDim.x;
+            float o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
             if (c < nc) {
-                float wv[8], o[8];
+                float wv[8];
                 if (wdt == DTYPE_BF16) {
                     bf16x8_to_f32(wraw[j], wv);
                 } else if (wdt == DTYPE_F32) {
@@ -267,8 +296,13 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
 #pragma unroll
                     for (int i = 0; i < 8; i++) o[i] = v[j][i] * scale * wv[i];
                 }
-                orow[c] = f32_to_bf16x8(o);
+                const uint4 packed = f32_to_bf16x8(o);
+                orow[c] = packed;
+                if constexpr (QX) bf16x8_to_f32(packed, o);
             }
+            if constexpr (QX) /* whole warps with any chunk left (D % 32 == 0: a group's lanes agree) */
+                if (j * (int)blockDim.x + (int)(threadIdx.x & ~31u) < nc)
+                    qx8_store(o, c, c < nc, xq + (int64_t)r * D, xm + (int64_t)r * (D / 32));
         }
         __syncthreads(); /* part is reused by the next row */
     }
@@ -288,25 +322,29 @@ static bool rms_vec_param(const tensor *p) {
     return !p || p->dtype == DTYPE_F32 || (p->dtype == DTYPE_BF16 && aligned16(p->data));
 }
 
-template <bool ADD, int KIND>
+static dim3 rms_vec_block(int64_t D) {
+    int nc = (int)(D / 8);
+    int threads = ((nc + 1) / 2 + 31) / 32 * 32; /* about two chunks per thread, whole warps */
+    if (threads < 32) threads = 32;
+    if (threads > RMS_MAX_THREADS) threads = RMS_MAX_THREADS;
+    return dim3(threads);
+}
+
+template <bool ADD, int KIND, bool QX = false>
 static void rms_vec_launch_k(cu_state *cu, const char *op, dim3 grid, dim3 block, tensor *x, const tensor *y,
-                             const tensor *w, const tensor *b, float eps, tensor *out) {
-    cu_launch(cu, op, true, k_rms_vec<ADD, KIND>, grid, block, 0, (__nv_bfloat16 *)x->data, tensor_row_stride(x),
+                             const tensor *w, const tensor *b, float eps, tensor *out, int8_t *xq = NULL,
+                             qx_meta *xm = NULL) {
+    cu_launch(cu, op, true, k_rms_vec<ADD, KIND, QX>, grid, block, 0, (__nv_bfloat16 *)x->data, tensor_row_stride(x),
               (const __nv_bfloat16 *)(ADD ? y->data : NULL), ADD ? tensor_row_stride(y) : (int64_t)0,
               (const void *)(w ? w->data : NULL), w ? (int)w->dtype : -1, (const void *)(b ? b->data : NULL),
               b ? (int)b->dtype : -1, (int)tensor_row_len(x), eps, (__nv_bfloat16 *)out->data, tensor_row_stride(out),
-              (int)cu_rows(x));
+              (int)cu_rows(x), xq, xm);
 }
 
 static void rms_vec_launch(cu_state *cu, const char *op, bool add, be_norm_kind kind, tensor *x, const tensor *y,
                            const tensor *w, const tensor *b, float eps, tensor *out) {
     int64_t T = cu_rows(x), D = tensor_row_len(x);
-    int nc = (int)(D / 8);
-    /* about two chunks per thread, whole warps */
-    int threads = ((nc + 1) / 2 + 31) / 32 * 32;
-    if (threads < 32) threads = 32;
-    if (threads > RMS_MAX_THREADS) threads = RMS_MAX_THREADS;
-    dim3 grid(cu_grid(T, 1)), block(threads);
+    dim3 grid(cu_grid(T, 1)), block = rms_vec_block(D);
     switch (kind) {
     case BE_NORM_RMS_OFFSET:
         if (add) rms_vec_launch_k<true, BE_NORM_RMS_OFFSET>(cu, op, grid, block, x, y, w, b, eps, out);
@@ -371,6 +409,28 @@ static void norm_run(cu_state *cu, const char *op, const tensor *x, be_norm_kind
     } else {
         norm_rows_launch<BE_NORM_RMS>(cu, op, x, w, b, G, eps, out);
     }
+}
+
+bool cu_norm_qx(cu_state *cu, const tensor *x, be_norm_kind kind, const tensor *w, const tensor *b, float eps,
+                tensor *out, int8_t *xq, qx_meta *xm) {
+    const int64_t T = cu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D % 32 || !rms_vec_fits(x, D) || !rms_vec_fits(out, D) || cu_rows(out) != T ||
+        tensor_row_len(out) != D || (w && tensor_numel(w) != D) || (b && (kind != BE_NORM_LAYER || tensor_numel(b) != D)) ||
+        !rms_vec_param(w) || !rms_vec_param(b) || (kind == BE_NORM_RMS && !w) || T > INT32_MAX)
+        return false;
+    const dim3 grid(cu_grid(T, 1)), block = rms_vec_block(D);
+    tensor *xm_ = (tensor *)x;
+    switch (kind) {
+    case BE_NORM_RMS: rms_vec_launch_k<false, BE_NORM_RMS, true>(cu, "norm (int8)", grid, block, xm_, NULL, w, b, eps, out, xq, xm); break;
+    case BE_NORM_RMS_OFFSET:
+        rms_vec_launch_k<false, BE_NORM_RMS_OFFSET, true>(cu, "norm (int8)", grid, block, xm_, NULL, w, b, eps, out, xq, xm);
+        break;
+    case BE_NORM_LAYER:
+        rms_vec_launch_k<false, BE_NORM_LAYER, true>(cu, "norm (int8)", grid, block, xm_, NULL, w, b, eps, out, xq, xm);
+        break;
+    default: return false;
+    }
+    return true;
 }
 
 // x (T, D), w (G) with D % G == 0 -> out (T, D); out may be x

@@ -942,11 +942,16 @@ static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const
         return;
     if (T == 0) return;
     const tensor *in = x;
+    bool xq_done = false; /* the norm wrote the GEMV's int8 activations too */
     if (norm) { /* as the composite's: h (T, in) */
         if (!cu_check_mat(cu, "linear_fused", "h", f->h, CU_DT(DTYPE_BF16), T, lin->in)) return;
-        if (f->norm_kind == BE_NORM_RMS) {
+        int8_t *xq = NULL;
+        qx_meta *xm = NULL;
+        if (cu_qx_buffers(cu, lin->in, &xq, &xm))
+            xq_done = cu_norm_qx(cu, x, (be_norm_kind)f->norm_kind, f->norm_w, f->norm_b, f->eps, f->h, xq, xm);
+        if (!xq_done && f->norm_kind == BE_NORM_RMS) {
             cu_rms_norm(be, x, f->norm_w, f->eps, f->h);
-        } else {
+        } else if (!xq_done) {
             const be_norm n = {f->norm_kind, f->norm_w, f->norm_b, f->eps};
             cu_norm(be, x, &n, f->h);
         }
@@ -957,14 +962,14 @@ static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const
         }
     }
     if (glu) {
-        cu_qgemv(cu, lin->q[0].qw, lin->bias, in, y, true, (int)f->act, false, true);
+        cu_qgemv(cu, lin->q[0].qw, lin->bias, in, y, true, (int)f->act, false, !xq_done);
         return;
     }
     for (int i = 0; i < lin->nq; i++) { /* each segment on its columns of y */
         const cu_qseg *sg = &lin->q[i];
         tensor yv = tensor_cols(y, sg->r0, sg->rows);
         cu_qgemv(cu, sg->qw, lin->bias ? lin->bias + sg->r0 : NULL, in, &yv, false, BE_ACT_SILU, f->accumulate,
-                 i == 0);
+                 i == 0 && !xq_done);
     }
 }
 

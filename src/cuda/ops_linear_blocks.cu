@@ -102,12 +102,6 @@ __device__ __forceinline__ void grp_dot(const uint32_t (&q)[4], float a, float b
 
 /* ---- int8 activations ---- */
 
-/* per 32 elements of a quantized activation row: the scale, and the sums of q over elements 0..15 and 16..31 */
-struct qx_meta {
-    float d;
-    short s0, s1;
-};
-
 /* a . b + c over 4 byte pairs: a signed, b unsigned (PTX dp4a.s32.u32) */
 __device__ __forceinline__ int dp4a_su(int a, uint32_t b, int c) {
     int d;
@@ -180,6 +174,13 @@ static size_t qx_bytes(int64_t K) { return qx_q_bytes(K) + (size_t)CU_QGEMV_MAX_
 
 vllm_status cu_qx_reserve(cu_state *cu, int64_t K) {
     return cu_buf_reserve(cu, &cu->qx_ws, qx_bytes(K), "linear: int8 activations of the block GEMV");
+}
+
+bool cu_qx_buffers(cu_state *cu, int64_t K, int8_t **xq, qx_meta **xm) {
+    if (cu->qgemv_f32x || cu_qx_reserve(cu, K) != VLLM_OK) return false;
+    *xq = (int8_t *)cu->qx_ws.p;
+    *xm = (qx_meta *)((uint8_t *)cu->qx_ws.p + qx_q_bytes(K));
+    return true;
 }
 
 /* ---- the decode GEMV ---- */

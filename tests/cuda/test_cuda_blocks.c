@@ -23,7 +23,9 @@
  *  - layers whose parts are in different block types (llama-quantize's mixes: segments, each its own GEMV
  *    and tiles; the gated product of a gate and an up in different types as the composite) and a float part
  *    beside block parts (the layer kept in BF16);
- *  - refusals (rows of partial blocks, a non-float part, strides of partial blocks).
+ *  - refusals (rows of partial blocks, a non-float part, strides of partial blocks);
+ *  - linear_fused with each norm kind, whose norm kernel writes the int8 activations itself, bit-identical
+ *    to the norm op then linear (the GEMV's own quantization of the norm's BF16 output).
  *
  * Tolerances (per element, |gpu - ref| <= rel * |ref| + abs * S with S = sum_k |w_k x_k| in double):
  *  - BF16 output: rel 2^-8 (rounding to BF16 is within half an ulp, 2^-9 relative; twice that);
@@ -474,6 +476,49 @@ static void test_fused_type(dtype dt, int ti) {
     }
 }
 
+/* linear_fused with a norm (the norm kernel writes the GEMV's int8 activations itself) equals the norm op
+ * followed by linear (which quantizes the norm's BF16 output in its own kernel), bit for bit */
+static void test_norm_int8(dtype dt) {
+    const int64_t outs[2] = {160, 96};
+    const bool bias[2] = {true, false};
+    qlayer L = make_layer(dt, 1024, outs, bias);
+    if (!L.lin) {
+        free_layer(&L);
+        return;
+    }
+    const be_norm_kind kinds[3] = {BE_NORM_RMS, BE_NORM_RMS_OFFSET, BE_NORM_LAYER};
+    const int64_t Ts[3] = {1, 3, 8};
+    for (int k = 0; k < 3; k++) {
+        const int64_t T = Ts[k];
+        float *x = rand_x(T, L.in), *nw = malloc((size_t)L.in * sizeof *nw);
+        for (int64_t i = 0; i < L.in; i++) nw[i] = bf16r(0.5f + 0.5f * rnd());
+        tensor xg = put(gpu, DTYPE_BF16, T, L.in, x), nw2 = put(gpu, DTYPE_BF16, 1, L.in, nw);
+        tensor nwg = tensor_1d(DTYPE_BF16, nw2.data, L.in), nbg = tensor_1d(DTYPE_BF16, xg.data, L.in);
+        tensor hg = put(gpu, DTYPE_BF16, T, L.in, NULL), h2 = put(gpu, DTYPE_BF16, T, L.in, NULL);
+        tensor y1 = put(gpu, DTYPE_F32, T, L.out, NULL), y2 = put(gpu, DTYPE_F32, T, L.out, NULL);
+        poison(&y1);
+        poison(&y2);
+        linear_fuse f = {.norm_w = &nwg, .eps = 1e-6f, .h = &hg, .norm_kind = kinds[k],
+                         .norm_b = kinds[k] == BE_NORM_LAYER ? &nbg : NULL};
+        gpu->ops->linear_fused(gpu, L.lin, &xg, &f, &y1);
+        const be_norm n = {kinds[k], &nwg, kinds[k] == BE_NORM_LAYER ? &nbg : NULL, 1e-6f};
+        gpu->ops->norm(gpu, &xg, &n, &h2);
+        gpu->ops->linear(gpu, L.lin, &h2, &y2);
+        float *a = get(gpu, &y1), *b = get(gpu, &y2);
+        CHECK_MSG(memcmp(a, b, (size_t)(T * L.out) * sizeof *a) == 0,
+                  "%s linear_fused with norm kind %d (T %lld) differs from norm + linear", dtype_name(dt), (int)kinds[k],
+                  (long long)T);
+        free(a);
+        free(b);
+        tensor *ts[] = {&xg, &nw2, &hg, &h2, &y1, &y2};
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) gpu->ops->release(gpu, ts[i]);
+        free(x);
+        free(nw);
+    }
+    printf("  %-76s equal\n", "linear_fused norm (int8 from the norm kernel) vs norm + linear");
+    free_layer(&L);
+}
+
 /* ---- embedding ---- */
 
 /* checks out (T, D) F32 / BF16 against rows ids of deq (D elements each): F32 = gq_dequantize_row's values
@@ -816,6 +861,9 @@ int main(void) {
     test_experts(DTYPE_IQ4_XS, DTYPE_Q5_K, 2);
     test_mixed();
     test_refusals();
+    test_norm_int8(DTYPE_Q4_K);
+    test_norm_int8(DTYPE_Q8_0);
+    test_norm_int8(DTYPE_IQ4_NL);
     CHECK_OK(gpu->ops->synchronize(gpu));
     backend_free(gpu);
     gpu = NULL;

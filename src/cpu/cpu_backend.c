@@ -237,11 +237,12 @@ vllm_status cpu_backend_create(const backend_options *opt, backend **out) {
     cpu->num_threads = tp_num_threads(cpu->pool);
     be->ops = &CPU_OPS;
     be->name = "cpu";
-    be->native_blocks = 0; /* every ggml block type ggml_quant.h reads, through cpu_quant_matmul */
+    be->native_blocks = 0; /* every ggml block type ggml_quant.h reads, through cpu_quant_matmul, and FP8_B128 */
     for (int d = DTYPE_FIRST_BLOCK; d < DTYPE_COUNT; d++) {
         ggml_type gt = GGML_TYPE_F32;
         if (dtype_to_ggml((dtype)d, &gt) && gq_type_supported(gt)) be->native_blocks |= 1u << (d - DTYPE_FIRST_BLOCK);
     }
+    be->native_blocks |= 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK); /* through cpu_fp8_matmul */
     be->act_dtype = DTYPE_F32;
     be->kv_dtype = DTYPE_F32;
     be->impl = cpu;

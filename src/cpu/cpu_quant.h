@@ -6,8 +6,8 @@
  * additions. The instruction set is chosen at compile time like the rest of src/cpu (-march=native by
  * default): AVX-512 VNNI (+VL, BW) or AVX-VNNI, else AVX2 + FMA + F16C, else the portable reference code.
  *
- * Not yet registered in the backend table: the CPU backend's linear op is meant to call cpu_quant_matmul
- * for a weight whose ggml type is one of gq_type_supported's.
+ * The CPU backend's linear op calls cpu_quant_matmul for a weight whose ggml type is one of
+ * gq_type_supported's, and cpu_fp8_matmul for FP8_B128 weights.
  */
 #ifndef VLLM_CPU_CPU_QUANT_H
 #define VLLM_CPU_CPU_QUANT_H
@@ -49,5 +49,15 @@ bool cpu_quant_row(ggml_type act, const float *x, void *xq, int64_t n);
  */
 vllm_status cpu_quant_matmul(tp_pool *pool, ggml_type t, const void *w, size_t w_row_bytes, int64_t out,
                              int64_t in, const float *x, int64_t x_stride, int64_t T, float *y, int64_t y_stride);
+
+/*
+ * y (T, out) = x (T, in) @ W^T for W (out, in) in FP8_B128 (tensor/fp8.h; ops_fp8.c): each x row quantized per
+ * 128 as vLLM's per_token_group_quant_fp8, the products of E4M3 values summed per block and scaled by the two
+ * scales, as fp8_vec_dot up to the order of the additions. w_row_bytes >= (in / 128) * 132; in a positive
+ * multiple of 128; y[i][r] for r < out, bit-identical whatever T or the thread count. Errors as
+ * cpu_quant_matmul's.
+ */
+vllm_status cpu_fp8_matmul(tp_pool *pool, const void *w, size_t w_row_bytes, int64_t out, int64_t in, const float *x,
+                           int64_t x_stride, int64_t T, float *y, int64_t y_stride);
 
 #endif

@@ -7,6 +7,7 @@
  * thread split.
  */
 #include "cpu/cpu_internal.h"
+#include "tensor/fp8.h"
 #include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
 
@@ -29,6 +30,7 @@ static void emb_task(void *ctx, int64_t t0, int64_t t1, int tid) {
     for (int64_t t = t0; t < t1; t++) {
         const unsigned char *row = c->table + (size_t)c->ids[t] * c->row_bytes;
         if (block) gq_dequantize_row(gt, row, c->out + t * c->os, c->D); /* a GGUF table of ggml blocks */
+        else if (c->dt == DTYPE_FP8_B128) fp8_dequantize_row((const fp8_block *)(const void *)row, c->out + t * c->os, c->D);
         else cpu_widen(c->out + t * c->os, row, c->dt, c->D);
     }
 }

@@ -7,6 +7,7 @@
  * its model_config_family (src/model/arch_*.c): no model names here.
  */
 #include "loader/hf_config.h"
+#include "loader/hf_quant.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -386,15 +387,11 @@ static vllm_status hf_parse_config(const json_t *top, const char *what, model_co
         (st = hf_bool(root, what, "attention_bias", fam->attention_bias, &c->attention_bias)))
         return st;
 
-    /* quantized checkpoints (AWQ, GPTQ, FP8, bitsandbytes, ...): the loader reads F32/F16/BF16 only, but
-     * for a quant_method the family's loader dequantizes itself (gpt-oss's MXFP4 experts) */
+    /* quantized checkpoints: block-scaled FP8, or a quant_method the family's loader dequantizes itself
+     * (gpt-oss's MXFP4 experts); others refused (hf_quant.h) */
     const json_t *quant = hf_get(top, "quantization_config");
     if (!quant) quant = hf_get(root, "quantization_config");
-    const json_t *qm = quant && json_is_object(quant) ? json_object_get(quant, "quant_method") : NULL;
-    if (quant && !(fam->quant_method && json_is_string(qm) && !strcmp(json_string_value(qm), fam->quant_method)))
-        return vt_error(VLLM_ERR_UNSUPPORTED,
-                        "%s: quantization_config (quant_method '%.32s') is not supported: weights must be F32, F16 or BF16",
-                        what, json_is_string(qm) ? json_string_value(qm) : "?");
+    if ((st = hf_quant_parse(quant, what, fam->quant_method, &c->quant))) return st;
 
     if ((st = hf_rope(root, what, c->max_position_embeddings,
                       fam->partial_rotary_factor > 0 ? fam->partial_rotary_factor : 1.0, &c->rope)))

@@ -46,7 +46,7 @@ size_t st_count(const st_set *set);
 const char *st_name(const st_set *set, size_t i);
 
 /* Tensor descriptor (dtype, shape, data pointing into the read-only map), NULL when absent.
-   Also NULL for a tensor present in the file whose dtype has no dtype enum (F64, I8, F8_E4M3, ...)
+   Also NULL for a tensor present in the file whose dtype has no dtype enum (F64, I8, F8_E5M2, ...)
    or with more than TENSOR_MAX_DIMS dims: st_get reports those precisely. */
 const tensor *st_find(const st_set *set, const char *name);
 /* Base name of the file holding a tensor (for messages); NULL when absent. */

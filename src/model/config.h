@@ -151,9 +151,23 @@ typedef struct model_config_family {
 /* The family of architectures[0], or NULL (registry.c). */
 const model_config_family *model_config_family_find(const char *architecture);
 
+/* A checkpoint's quantization_config (loader/hf_quant.h): how its weights are stored. */
+typedef enum quant_method {
+    QUANT_NONE = 0,   /* F32 / F16 / BF16 weights */
+    QUANT_FAMILY,     /* the family's own quant_method (model_config_family.quant_method: gpt-oss's mxfp4) */
+    QUANT_FP8_BLOCK,  /* "fp8" with weight_block_size: F8_E4M3 weights, F32 weight_scale_inv per block */
+} quant_method;
+
+typedef struct quant_config {
+    quant_method method;
+    char name[32];            /* quant_method as config.json spells it ("" for none) */
+    int block_n, block_k;     /* QUANT_FP8_BLOCK: weight_block_size [block_n, block_k] (block_k is 128) */
+} quant_config;
+
 struct model_config {
     char architecture[64];          /* architectures[0] */
     char model_type[64];            /* model_type */
+    quant_config quant;             /* quantization_config */
     int vocab_size;
     int hidden_size;
     int intermediate_size;

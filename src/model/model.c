@@ -325,7 +325,13 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
         st = ws_open_gguf(gf, dq && !strcmp(dq, "1") ? 0u : be->native_blocks, &m->ws); /* takes the file over */
         gf = NULL;
     } else {
+        /* VLLM_FP8_DEQUANTIZE=1: an FP8 checkpoint's weights as F32 copies (no activation quantization: the
+         * float reference path, against transformers on the dequantized weights) */
+        const char *dq = getenv("VLLM_FP8_DEQUANTIZE");
         st = ws_open(dir, &m->cfg, opt->dummy, be->dummy_fill, opt->seed, &m->ws);
+        if (st == VLLM_OK)
+            ws_set_native_blocks(m->ws, be->native_blocks &
+                                            ~(dq && !strcmp(dq, "1") ? 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK) : 0u));
     }
     if (st != VLLM_OK) goto fail;
     st = m->arch->build(m, m->ws);

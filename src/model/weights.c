@@ -1,4 +1,4 @@
-/* weights.c: weight sources: safetensors (in place), GGUF (in place or dequantized), or dummy random weights. */
+/* weights.c: weight sources: safetensors (in place; FP8 repacked), GGUF (in place or dequantized), or dummy random weights. */
 #include "model/weights.h"
 
 #include <stdarg.h>
@@ -14,13 +14,16 @@
 #include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
 #include "tensor/dummy.h"
+#include "tensor/fp8.h"
 
 struct weight_source {
     st_set *st;          /* NULL for dummy and GGUF */
     gguf_file *gguf;     /* a GGUF file's tensors */
     size_t dequantized;  /* GGUF: bytes of F32 copies made of quantized tensors */
-    size_t native;       /* GGUF: bytes of block-type matrices handed out as they are */
-    uint32_t native_blocks; /* GGUF: the block dtypes the backend takes (backend.native_blocks) */
+    size_t native;       /* GGUF: bytes of block-type matrices handed out as they are; FP8: of FP8_B128 rows */
+    uint32_t native_blocks; /* the block dtypes the backend takes (backend.native_blocks) */
+    quant_config quant;  /* safetensors: the checkpoint's quantization_config */
+    size_t fp8_dequantized; /* FP8: bytes of F32 copies (a backend without FP8_B128, VLLM_FP8_DEQUANTIZE=1) */
     dtype dummy_dtype;
     uint64_t seed;       /* dummy.h's stream */
     uint64_t offset;     /* dummy: the next tensor's byte offset (as an arena would place it) */
@@ -34,6 +37,12 @@ vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool d
     *out = NULL;
     weight_source *ws = calloc(1, sizeof *ws);
     if (!ws) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    ws->quant = cfg->quant;
+    if (dummy && cfg->quant.method == QUANT_FP8_BLOCK) {
+        free(ws);
+        return vt_error(VLLM_ERR_UNSUPPORTED, "--load-format dummy: quantization_config fp8 is not supported yet (dummy "
+                        "weights are %s)", dtype_name(cfg->torch_dtype));
+    }
     if (dummy) {
         ws->dummy_dtype = cfg->torch_dtype == DTYPE_F32 ? DTYPE_F32 : cfg->torch_dtype;
         ws->seed = dummy_seed(seed);
@@ -181,6 +190,68 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     return VLLM_OK;
 }
 
+void ws_set_native_blocks(weight_source *ws, uint32_t native_blocks) {
+    if (ws && !ws->gguf) ws->native_blocks = native_blocks;
+}
+
+/* An F8_E4M3 matrix of a block-scaled FP8 checkpoint (tensor/fp8.h): W (N, K) and its weight_scale_inv
+ * (ceil(N / bn), K / 128) F32 (or F16 / BF16), as FP8_B128 rows when the backend takes them, else an F32
+ * copy of W's values q * s (exact). */
+static vllm_status fp8_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
+    const char *file = st_file_of(ws->st, name);
+    if (ws->quant.method != QUANT_FP8_BLOCK)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' is F8_E4M3 but config.json has no quantization_config "
+                        "fp8 with weight_block_size", file, name);
+    if (ndim != 2)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: F8_E4M3 tensor '%s' is used as a %d-dim tensor: only weight "
+                        "matrices may be fp8", file, name, ndim);
+    const int64_t N = shape[0], K = shape[1], bn = ws->quant.block_n;
+    tensor q, sc;
+    vllm_status st = st_get_as(ws->st, name, DTYPE_F8_E4M3, ndim, shape, &q);
+    if (st != VLLM_OK) return st;
+    if (K % FP8_B)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: F8_E4M3 tensor '%s' has %lld columns, not a multiple of the block "
+                        "width 128", file, name, (long long)K);
+    const size_t nl = strlen(name);
+    char sname[512];
+    if (nl < 7 || strcmp(name + nl - 7, ".weight") || nl + 11 > sizeof sname)
+        return vt_error(VLLM_ERR_FORMAT, "%s: F8_E4M3 tensor '%s' is not a '.weight'", file, name);
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    const int64_t sshape[2] = {(N + bn - 1) / bn, K / FP8_B};
+    if ((st = st_get(ws->st, sname, 2, sshape, &sc)) != VLLM_OK) return st;
+    const bool native = ws->native_blocks >> (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK) & 1u;
+    const int64_t G = K / FP8_B;
+    const size_t bytes = native ? (size_t)N * (size_t)G * sizeof(fp8_block) : (size_t)N * (size_t)K * 4;
+    uint8_t *buf = ws_buffer(ws, bytes);
+    if (!buf) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, name);
+    const float *tab = fp8_e4m3_table();
+    const uint8_t *qd = q.data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            const int64_t si = n / bn * G + g;
+            float s;
+            if (sc.dtype == DTYPE_F32) memcpy(&s, (const uint8_t *)sc.data + 4 * si, 4);
+            else {
+                uint16_t h;
+                memcpy(&h, (const uint8_t *)sc.data + 2 * si, 2);
+                s = sc.dtype == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+            }
+            const uint8_t *src = qd + (size_t)n * (size_t)K + (size_t)g * FP8_B;
+            if (native) {
+                fp8_block *b = (fp8_block *)(void *)buf + (size_t)n * (size_t)G + (size_t)g;
+                memcpy(b->q, src, FP8_B);
+                fp8_block_set_scale(b, s);
+            } else {
+                float *d = (float *)(void *)buf + (size_t)n * (size_t)K + (size_t)g * FP8_B;
+                for (int i = 0; i < FP8_B; i++) d[i] = tab[src[i]] * s;
+            }
+        }
+    if (native) ws->native += bytes;
+    else ws->fp8_dequantized += bytes;
+    *out = tensor_make(native ? DTYPE_FP8_B128 : DTYPE_F32, buf, ndim, shape);
+    return VLLM_OK;
+}
+
 /* Dummy weights: uniform(-1e-3, 1e-3) like vLLM's initialize_dummy_weights, element i of a
  * tensor at byte offset o being dummy_value(seed, o / size + i), where o advances as a dummy
  * arena's allocations do: host-made and device-filled weights are the same numbers. */
@@ -223,6 +294,8 @@ static vllm_status dummy_get(weight_source *ws, const char *name, int ndim, cons
 vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
     if (ws->gguf) return gguf_get(ws, name, ndim, shape, out);
     if (!ws->st) return dummy_get(ws, name, ndim, shape, out);
+    const char *dts = st_dtype_str(ws->st, name);
+    if (dts && !strcmp(dts, "F8_E4M3")) return fp8_get(ws, name, ndim, shape, out);
     return st_get(ws->st, name, ndim, shape, out);
 }
 
@@ -233,6 +306,13 @@ vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, c
 }
 
 void ws_log_summary(const weight_source *ws) {
+    if (ws && ws->st && ws->native)
+        LOG_I("fp8 checkpoint: %.1f MiB of F8_E4M3 weights loaded as FP8_B128 blocks (128 values + an F32 scale)",
+              (double)ws->native / 1048576.0);
+    if (ws && ws->st && ws->fp8_dequantized)
+        LOG_W("fp8 checkpoint: %.1f MiB of F32 copies of the FP8 weights (VLLM_FP8_DEQUANTIZE=1, or a backend "
+              "without FP8 kernels): activations are not quantized, results differ from vLLM's fp8 path",
+              (double)ws->fp8_dequantized / 1048576.0);
     if (ws && ws->gguf && ws->native)
         LOG_I("%s: %.1f MiB of ggml block-type weights used as they are", gguf_file_name(ws->gguf, 0),
               (double)ws->native / 1048576.0);

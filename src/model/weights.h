@@ -26,6 +26,10 @@ vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool d
  * much went each way. */
 struct gguf_file;
 vllm_status ws_open_gguf(struct gguf_file *f, uint32_t native_blocks, weight_source **out);
+/* The block dtypes the backend takes (backend.native_blocks), for a safetensors source: a block-scaled FP8
+ * checkpoint's F8_E4M3 matrices (and their weight_scale_inv) are handed out as FP8_B128 rows (tensor/fp8.h)
+ * when it takes those, else as F32 copies of their values. Until set: F32 copies. */
+void ws_set_native_blocks(weight_source *ws, uint32_t native_blocks);
 void ws_close(weight_source *ws);
 /* One info line on what loading made of the source (GGUF: the dequantized copies), if anything. */
 void ws_log_summary(const weight_source *ws);

@@ -3,14 +3,16 @@
 
 #include <math.h>
 
-/* block types: ggml's block sizes and bytes per block (ggml/src/ggml.c type_traits) */
+/* block types: ggml's block sizes and bytes per block (ggml/src/ggml.c type_traits); FP8_B128 tensor/fp8.h's */
 static const struct { const char *name; size_t size; int64_t block; } DTYPES[DTYPE_COUNT] = {
     [DTYPE_F32] = {"F32", 4, 1}, [DTYPE_F16] = {"F16", 2, 1}, [DTYPE_BF16] = {"BF16", 2, 1},
     [DTYPE_I32] = {"I32", 4, 1}, [DTYPE_I64] = {"I64", 8, 1}, [DTYPE_U8] = {"U8", 1, 1},
+    [DTYPE_F8_E4M3] = {"F8_E4M3", 1, 1},
     [DTYPE_Q8_0] = {"Q8_0", 34, 32}, [DTYPE_Q4_0] = {"Q4_0", 18, 32}, [DTYPE_Q4_1] = {"Q4_1", 20, 32},
     [DTYPE_Q5_0] = {"Q5_0", 22, 32}, [DTYPE_Q5_1] = {"Q5_1", 24, 32}, [DTYPE_Q2_K] = {"Q2_K", 84, 256},
     [DTYPE_Q3_K] = {"Q3_K", 110, 256}, [DTYPE_Q4_K] = {"Q4_K", 144, 256}, [DTYPE_Q5_K] = {"Q5_K", 176, 256},
     [DTYPE_Q6_K] = {"Q6_K", 210, 256}, [DTYPE_IQ4_NL] = {"IQ4_NL", 18, 32}, [DTYPE_IQ4_XS] = {"IQ4_XS", 136, 256},
+    [DTYPE_FP8_B128] = {"FP8_B128", 132, 128},
 };
 
 size_t dtype_size(dtype t) { return (unsigned)t < DTYPE_COUNT ? DTYPES[t].size : 0; }

@@ -21,6 +21,7 @@ typedef enum dtype {
     DTYPE_I32,
     DTYPE_I64,
     DTYPE_U8,
+    DTYPE_F8_E4M3,  /* OCP FP8 E4M3 ("fn": no infinities, 0x7f / 0xff NaN, max 448); safetensors' F8_E4M3 */
     /* ggml's block types (GGUF weight matrices; ggml_quant.h reads them): dtype_block(t) elements of a row
      * are packed into dtype_size(t) bytes. A tensor of one is contiguous, its rows whole blocks; only the
      * ops whose backend says so (backend.native_blocks) take one. */
@@ -36,6 +37,10 @@ typedef enum dtype {
     DTYPE_Q6_K,
     DTYPE_IQ4_NL,
     DTYPE_IQ4_XS,
+    /* FP8 E4M3 weights in blocks of 128 elements along a row, each 128 bytes then its F32 scale
+     * (tensor/fp8.h): the block-scaled FP8 checkpoints' rows (quantization_config quant_method "fp8"),
+     * repacked at load. Not a ggml type. */
+    DTYPE_FP8_B128,
     DTYPE_COUNT
 } dtype;
 

@@ -1,8 +1,9 @@
 /*
  * test_linear_blocks.c: the CPU backend's linear, experts and embedding ops on ggml block-type weights
- * (GGUF matrices used as they are): every type the backend says it runs (backend.native_blocks) against
- * the reference of tensor/ggml_quant.h (each output = gq_vec_dot of the weight row with the token's
- * activation quantized to the type's partner, plus the bias), with several parts, biases, strided x / y
+ * (GGUF matrices used as they are) and FP8_B128 (block-scaled FP8 checkpoints): every type the backend says
+ * it runs (backend.native_blocks) against the reference of tensor/ggml_quant.h (each output = gq_vec_dot of
+ * the weight row with the token's activation quantized to the type's partner, plus the bias) or tensor/fp8.h
+ * (fp8_vec_dot with the activation quantized per 128 as vLLM does), with several parts, biases, strided x / y
  * and 1 vs 4 threads (bit-identical); an embedding table of blocks gathers the dequantized rows; the
  * block dtypes' byte sizes and row views; and refusals (rows of partial blocks, a strided block weight).
  */
@@ -12,15 +13,49 @@
 
 #include "cpu_test_util.h"
 #include "tensor/ggml_dtype.h"
+#include "tensor/fp8.h"
 #include "tensor/ggml_quant.h"
 
-static void run_type(backend *be[CT_NBE], dtype dt) {
+/* the references by block family: ggml's types (ggml_quant.h) or FP8_B128 (fp8.h) */
+static bool blk_quantize(dtype dt, const float *x, void *w, int64_t n) {
+    ggml_type gt = GGML_TYPE_F32;
+    if (dt == DTYPE_FP8_B128) return fp8_quantize_row(x, n, NULL, w), true;
+    return dtype_to_ggml(dt, &gt) && gq_quantize_row(gt, x, w, n);
+}
+
+static bool blk_dequantize(dtype dt, const void *w, float *y, int64_t n) {
+    ggml_type gt = GGML_TYPE_F32;
+    if (dt == DTYPE_FP8_B128) return fp8_dequantize_row(w, y, n), true;
+    return dtype_to_ggml(dt, &gt) && gq_dequantize_row(gt, w, y, n);
+}
+
+/* weight row w . x: x quantized as the type's partner (ggml) or per 128 (FP8, as vLLM) */
+static double blk_dot(dtype dt, const void *w, const float *x, int64_t n) {
+    if (dt == DTYPE_FP8_B128) {
+        uint8_t *q = malloc((size_t)n);
+        float *s = malloc((size_t)(n / FP8_B) * sizeof *s);
+        fp8_quantize_act(x, n, q, s);
+        const double d = fp8_vec_dot(w, q, s, n);
+        free(q), free(s);
+        return d;
+    }
     ggml_type gt = GGML_TYPE_F32;
     CHECK(dtype_to_ggml(dt, &gt));
+    const ggml_type at = gq_vec_dot_type(gt);
+    unsigned char *xq = malloc(gq_row_bytes(at, n));
+    CHECK(gq_quantize_row(at, x, xq, n));
+    const double d = gq_vec_dot(gt, w, xq, n);
+    free(xq);
+    return d;
+}
+
+static void run_type(backend *be[CT_NBE], dtype dt) {
     const int64_t blk = dtype_block(dt), in = 2 * blk + (blk == 32 ? 3 * 32 : 0), T = 5;
     const int64_t outs[2] = {7, 18}, out = outs[0] + outs[1];
-    const size_t rb = gq_row_bytes(gt, in);
-    CHECK(rb == (size_t)(in / blk) * dtype_size(dt));
+    const size_t rb = (size_t)(in / blk) * dtype_size(dt);
+    ggml_type gt = GGML_TYPE_F32;
+    if (dtype_to_ggml(dt, &gt)) CHECK(rb == gq_row_bytes(gt, in));
+    else CHECK(dt == DTYPE_FP8_B128 && rb == (size_t)(in / FP8_B) * sizeof(fp8_block));
     unsigned char *w[2];
     tensor wt[2], bt;
     float *bias = malloc((size_t)outs[1] * sizeof *bias), *row = malloc((size_t)in * sizeof *row);
@@ -29,7 +64,7 @@ static void run_type(backend *be[CT_NBE], dtype dt) {
         w[p] = malloc(rb * (size_t)outs[p]);
         for (int64_t r = 0; r < outs[p]; r++) {
             ct_fill(row, in, 1.0f);
-            CHECK(gq_quantize_row(gt, row, w[p] + (size_t)r * rb, in));
+            CHECK(blk_quantize(dt, row, w[p] + (size_t)r * rb, in));
         }
         wt[p] = tensor_2d(dt, w[p], outs[p], in);
         CHECK(tensor_nbytes(&wt[p]) == rb * (size_t)outs[p]);
@@ -42,16 +77,11 @@ static void run_type(backend *be[CT_NBE], dtype dt) {
     ct_fill(xbuf, T * xw, 1.0f);
     tensor xfull = tensor_2d(DTYPE_F32, xbuf, T, xw), x = tensor_cols(&xfull, 3, in);
     /* reference */
-    ggml_type at = gq_vec_dot_type(gt);
-    const size_t arb = gq_row_bytes(at, in);
-    unsigned char *xq = malloc(arb);
     double *ref = malloc((size_t)(T * out) * sizeof *ref);
-    for (int64_t t = 0; t < T; t++) {
-        CHECK(gq_quantize_row(at, xbuf + t * xw + 3, xq, in));
+    for (int64_t t = 0; t < T; t++)
         for (int p = 0, r0 = 0; p < 2; r0 += (int)outs[p], p++)
             for (int64_t r = 0; r < outs[p]; r++)
-                ref[t * out + r0 + r] = gq_vec_dot(gt, w[p] + (size_t)r * rb, xq, in) + (p ? bias[r] : 0.0f);
-    }
+                ref[t * out + r0 + r] = blk_dot(dt, w[p] + (size_t)r * rb, xbuf + t * xw + 3, in) + (p ? bias[r] : 0.0f);
     float *y[CT_NBE];
     for (int b = 0; b < CT_NBE; b++) {
         CHECK(be[b]->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u);
@@ -79,7 +109,7 @@ static void run_type(backend *be[CT_NBE], dtype dt) {
     be[0]->ops->embedding(be[0], &wt[0], &idt, &et);
     CHECK(be[0]->ops->synchronize(be[0]) == VLLM_OK);
     for (int i = 0; i < 3; i++) {
-        CHECK(gq_dequantize_row(gt, w[0] + (size_t)ids[i] * rb, row, in));
+        CHECK(blk_dequantize(dt, w[0] + (size_t)ids[i] * rb, row, in));
         CHECK_MSG(!memcmp(row, emb + i * in, (size_t)in * sizeof *row), "%s embedding row %d", dtype_name(dt), i);
     }
     /* a row view of a block tensor starts at its row's blocks */
@@ -95,7 +125,7 @@ static void run_type(backend *be[CT_NBE], dtype dt) {
     badp[0] = &strided;
     CHECK(be[0]->ops->linear_create(be[0], badp, NULL, 1, &lin) == VLLM_ERR_INVALID_ARG && !lin);
     for (int b = 0; b < CT_NBE; b++) free(y[b]);
-    free(emb), free(ref), free(xq), free(xbuf), free(bias), free(row), free(w[0]), free(w[1]);
+    free(emb), free(ref), free(xbuf), free(bias), free(row), free(w[0]), free(w[1]);
 }
 
 int main(void) {

@@ -112,69 +112,11 @@ static double greedy_gap(json_t *expected) {
     return json_is_number(b) ? json_number_value(b) : GREEDY_GAP;
 }
 
-/* Every recorded token's logprob given the recorded context, through
- * prompt_logprobs on prompt + continuation. */
+/* Every recorded token's logprob given the recorded context (fixtures.h) on the GPU. */
 static void teacher_forced(const char *name, const char *dir, json_t *expected) {
-    json_t *prompts = json_object_get(expected, "prompts");
     double tf_max, tf_mean;
     tolerances(expected, &tf_max, &tf_mean);
-    size_t np = json_array_size(prompts);
-    int fails_before = t_failures;
-    vllm_engine_options o = vllm_engine_default_options();
-    o.device = "cuda";
-    o.max_model_len = 128;
-    vllm_engine *e = NULL;
-    vllm_status st = vllm_engine_create(dir, &o, &e);
-    CHECK_MSG(st == VLLM_OK, "%s [teacher-forced]: %s", dir, vllm_last_error());
-    double worst = 0, sum = 0, flip_gap = 0;
-    int n = 0, flips = 0;
-    for (size_t i = 0; st == VLLM_OK && i < np; i++) {
-        json_t *p = json_array_get(prompts, i);
-        json_t *pids = json_object_get(p, "prompt_token_ids"), *toks = json_object_get(p, "token_ids"),
-               *lps = json_object_get(p, "logprobs"), *gaps = json_object_get(p, "top2_gap");
-        size_t P = json_array_size(pids), nt = json_array_size(toks);
-        int32_t *ids = malloc((P + nt + 1) * sizeof *ids);
-        for (size_t j = 0; j < P; j++) ids[j] = (int32_t)json_integer_value(json_array_get(pids, j));
-        for (size_t j = 0; j < nt; j++) ids[P + j] = (int32_t)json_integer_value(json_array_get(toks, j));
-        vllm_prompt pr = {.token_ids = ids, .num_token_ids = P + nt};
-        vllm_sampling_params sp = vllm_sampling_default_params();
-        sp.temperature = 0;
-        sp.max_tokens = 1;
-        sp.prompt_logprobs = 1; /* the engine's own top-1 at each position too (reported) */
-        vllm_completion *c = NULL;
-        st = vllm_generate(e, &pr, 1, &sp, false, &c, NULL);
-        CHECK_MSG(st == VLLM_OK && c && c[0].prompt_logprobs, "%s [teacher-forced] prompt %zu: %s", name, i,
-                  vllm_last_error());
-        if (st == VLLM_OK && c && c[0].prompt_logprobs) {
-            for (size_t j = 0; j < nt; j++) {
-                double got = c[0].prompt_logprobs[P + j], want = json_number_value(json_array_get(lps, j));
-                double d = fabs(got - want);
-                if (!(d <= worst)) worst = d; /* NaN sticks */
-                sum += d;
-                n++;
-                CHECK_MSG(d <= tf_max, "%s [teacher-forced] prompt %zu token %zu: logprob %.5f want %.5f", name, i,
-                          j, got, want);
-                /* reported, not checked: where the engine's own top-1 is not the recorded token */
-                const int k = c[0].num_prompt_top_logprobs;
-                if (k >= 1 && c[0].prompt_top_logprob_ids &&
-                    c[0].prompt_top_logprob_ids[(P + j) * (size_t)k] != ids[P + j]) {
-                    double gap = json_number_value(json_array_get(gaps, j));
-                    if (gap > flip_gap) flip_gap = gap;
-                    flips++;
-                }
-            }
-        }
-        vllm_completions_free(c, 1);
-        free(ids);
-    }
-    vllm_engine_free(e);
-    CHECK_MSG(n > 0 && sum / n <= tf_mean, "%s [teacher-forced]: mean |d| %.4f over %d logprobs", name,
-              n ? sum / n : 0.0, n);
-    printf("PARITY %-18s %-30s %s  %d logprobs, max|d| %.4f, mean|d| %.4f (bounds %.3f / %.3f); own top-1 another "
-           "token at %d (largest reference gap there %.4f)\n",
-           name, "teacher-forced", t_failures == fails_before ? "pass" : "FAIL", n, worst, n ? sum / n : 0.0, tf_max,
-           tf_mean, flips, flip_gap);
-    fflush(stdout);
+    fixture_teacher_forced(name, dir, json_object_get(expected, "prompts"), "cuda", tf_max, tf_mean, "teacher-forced");
 }
 
 static void run_case(const char *name, const char *dir, json_t *expected) {
@@ -302,6 +244,12 @@ int main(int argc, char **argv) {
         json_t *exp = fixture_load(root, names.name[k], dir, sizeof dir, &err);
         CHECK_MSG(exp != NULL, "%s/%s: %s", root, names.name[k], err.text);
         if (!exp) continue;
+        if (json_object_get(exp, "quantization")) { /* tools/make_quant_fixtures.py's: no CUDA kernels for them yet */
+            printf("%s: %s: the CUDA backend does not run these weights yet (BF16 copies without activation "
+                   "quantization), not compared\n", names.name[k], json_string_value(json_object_get(exp, "quantization")));
+            json_decref(exp);
+            continue;
+        }
         teacher_forced(names.name[k], dir, exp);
         run_case(names.name[k], dir, exp);
         json_decref(exp);

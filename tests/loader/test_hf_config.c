@@ -252,6 +252,25 @@ static void test_mistral_v5(void) {
     CHECK(c.num_eos == 1 && c.eos_token_ids[0] == 151645 && c.has_temperature && c.gen_temperature == 0.0);
 }
 
+/* quantization_config: block-scaled fp8 as Qwen3-8B-FP8 writes it (and DeepSeek-V3's [128, 128] without fmt) */
+static void test_quant(void) {
+    model_config c;
+    char buf[2048];
+    CHECK_OK(hf_config_parse(QWEN3, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_NONE && c.quant.name[0] == 0);
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
+             "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8_BLOCK && c.quant.block_n == 128 && c.quant.block_k == 128 &&
+          !strcmp(c.quant.name, "fp8"));
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [64, 128], "
+             "\"ignored_layers\": [\"lm_head\"]}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8_BLOCK && c.quant.block_n == 64);
+}
+
 /* One bad config built from MINI_FMT + extra (later keys replace earlier ones in jansson). */
 #define BAD(extra, want, w1, w2)                                               \
     do {                                                                       \
@@ -334,7 +353,26 @@ static void test_errors(void) {
     BAD(", \"mlp_bias\": true", VLLM_ERR_UNSUPPORTED, "config.json: mlp_bias", "not supported");
     BAD(", \"mlp_bias\": \"yes\"", VLLM_ERR_FORMAT, "mlp_bias", "true or false");
     BAD(", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}", VLLM_ERR_UNSUPPORTED,
-        "quantization_config (quant_method 'awq') is not supported", "");
+        "quantization_config quant_method 'awq' is not supported", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}", VLLM_ERR_UNSUPPORTED,
+        "quant_method 'gptq' is not supported", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\"}", VLLM_ERR_UNSUPPORTED,
+        "quant_method 'compressed-tensors'", "");
+    BAD(", \"quantization_config\": {\"bits\": 4}", VLLM_ERR_FORMAT, "quantization_config has no quant_method", "");
+    BAD(", \"quantization_config\": [1]", VLLM_ERR_FORMAT, "quantization_config must be an object", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"dynamic\"}",
+        VLLM_ERR_UNSUPPORTED, "fp8 without weight_block_size", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 64]}",
+        VLLM_ERR_UNSUPPORTED, "weight_block_size [128, 64]", "block_k 128");
+    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", VLLM_ERR_FORMAT,
+        "weight_block_size must be", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [0, 128]}", VLLM_ERR_FORMAT,
+        "weight_block_size must be", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128], "
+        "\"activation_scheme\": \"static\"}",
+        VLLM_ERR_UNSUPPORTED, "activation_scheme 'static'", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128], \"fmt\": \"e5m2\"}",
+        VLLM_ERR_UNSUPPORTED, "fmt 'e5m2'", "");
     BAD(", \"partial_rotary_factor\": 0.1", VLLM_ERR_UNSUPPORTED, "partial_rotary_factor 0.1 with head_dim 16",
         "rotary dimension of 1");
     BAD(", \"head_dim\": 64, \"partial_rotary_factor\": 0.3", VLLM_ERR_UNSUPPORTED, "rotary dimension of 19", "even");
@@ -643,7 +681,7 @@ static void test_gptoss(void) {
 
     /* another quantization, an unknown layer type, top k past the experts, swiglu_alpha given, a null window */
     snprintf(buf, sizeof buf, fmt, lt, "fp8", "");
-    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "quant_method 'fp8'", "");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "fp8 without weight_block_size", "");
     char lt2[1024];
     snprintf(lt2, sizeof lt2, "%s", lt);
     memcpy(strstr(lt2, "full_attention"), "chunk", 5);
@@ -798,6 +836,7 @@ int main(void) {
     test_qwen();
     test_mistral_v5();
     test_family_defaults();
+    test_quant();
     test_errors();
     test_load();
     TEST_END();

@@ -310,7 +310,7 @@ static void test_odd_but_valid(void) {
     path_in(path, sizeof path, NULL, "odd.safetensors");
     write_header(path,
                  "{\"__metadata__\": {\"format\": \"pt\"}, "
-                 "\"f8\": {\"dtype\": \"F8_E4M3\", \"shape\": [2, 2], \"data_offsets\": [0, 4]}, "
+                 "\"f8\": {\"dtype\": \"F8_E5M2\", \"shape\": [2, 2], \"data_offsets\": [0, 4]}, "
                  "\"conv\": {\"dtype\": \"BF16\", \"shape\": [1, 1, 1, 1, 2], \"data_offsets\": [4, 8]}, "
                  "\"empty\": {\"dtype\": \"F32\", \"shape\": [0, 4], \"data_offsets\": [8, 8]}, "
                  "\"scalar\": {\"dtype\": \"F32\", \"shape\": [], \"data_offsets\": [8, 12]}, "
@@ -322,8 +322,8 @@ static void test_odd_but_valid(void) {
     CHECK(st_count(set) == 6);
     tensor w;
     CHECK(st_find(set, "f8") == NULL && st_file_of(set, "f8") != NULL);
-    CHECK(st_dtype_str(set, "f8") && !strcmp(st_dtype_str(set, "f8"), "F8_E4M3"));
-    EXPECT_ERR(st_get(set, "f8", 2, (int64_t[]){2, 2}, &w), VLLM_ERR_UNSUPPORTED, "'f8'", "dtype F8_E4M3");
+    CHECK(st_dtype_str(set, "f8") && !strcmp(st_dtype_str(set, "f8"), "F8_E5M2"));
+    EXPECT_ERR(st_get(set, "f8", 2, (int64_t[]){2, 2}, &w), VLLM_ERR_UNSUPPORTED, "'f8'", "dtype F8_E5M2");
     CHECK(st_find(set, "conv") == NULL);
     EXPECT_ERR(st_get(set, "conv", 2, (int64_t[]){1, 2}, &w), VLLM_ERR_UNSUPPORTED, "'conv'", "5 dims");
     const tensor *e = st_find(set, "empty");

@@ -1,17 +1,20 @@
 /*
  * fixtures.h: reading the parity fixtures of tools/make_fixtures.py
  * (DIR/<case>/expected.json) for the CPU and CUDA parity tests: the case
- * folders of a root, sorted, and a case's prompts as engine prompts.
+ * folders of a root, sorted, a case's prompts as engine prompts, and the
+ * teacher-forced comparison of an engine's logprobs with a recording.
  */
 #ifndef VLLM_TESTS_MODEL_FIXTURES_H
 #define VLLM_TESTS_MODEL_FIXTURES_H
 
 #include <dirent.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "test.h"
 #include "vllm.h"
 
 #define FIXTURES_MAX 64
@@ -79,6 +82,70 @@ static inline void fixture_prompts_free(fixture_prompts *fp) {
     for (size_t i = 0; i < fp->n; i++) free(fp->ids[i]);
     free(fp->ids);
     free(fp->ps);
+}
+
+/* Every recorded token's logprob (prompts: a fixture's "prompts") given the recorded context, through
+ * prompt_logprobs on prompt + continuation, on device ("cpu", "cuda"): each within tf_max, their mean within
+ * tf_mean; a PARITY line says what was seen, under the label what. */
+static inline void fixture_teacher_forced(const char *name, const char *dir, json_t *prompts, const char *device,
+                                          double tf_max, double tf_mean, const char *what) {
+    size_t np = json_array_size(prompts);
+    int fails_before = t_failures;
+    vllm_engine_options o = vllm_engine_default_options();
+    o.device = device;
+    o.max_model_len = 128;
+    vllm_engine *e = NULL;
+    vllm_status st = vllm_engine_create(dir, &o, &e);
+    CHECK_MSG(st == VLLM_OK, "%s [%s]: %s", dir, what, vllm_last_error());
+    double worst = 0, sum = 0, flip_gap = 0;
+    int n = 0, flips = 0;
+    for (size_t i = 0; st == VLLM_OK && i < np; i++) {
+        json_t *p = json_array_get(prompts, i);
+        json_t *pids = json_object_get(p, "prompt_token_ids"), *toks = json_object_get(p, "token_ids"),
+               *lps = json_object_get(p, "logprobs"), *gaps = json_object_get(p, "top2_gap");
+        size_t P = json_array_size(pids), nt = json_array_size(toks);
+        int32_t *ids = malloc((P + nt + 1) * sizeof *ids);
+        for (size_t j = 0; j < P; j++) ids[j] = (int32_t)json_integer_value(json_array_get(pids, j));
+        for (size_t j = 0; j < nt; j++) ids[P + j] = (int32_t)json_integer_value(json_array_get(toks, j));
+        vllm_prompt pr = {.token_ids = ids, .num_token_ids = P + nt};
+        vllm_sampling_params sp = vllm_sampling_default_params();
+        sp.temperature = 0;
+        sp.max_tokens = 1;
+        sp.prompt_logprobs = 1; /* the engine's own top-1 at each position too (reported) */
+        vllm_completion *c = NULL;
+        st = vllm_generate(e, &pr, 1, &sp, false, &c, NULL);
+        CHECK_MSG(st == VLLM_OK && c && c[0].prompt_logprobs, "%s [%s] prompt %zu: %s", name, what, i,
+                  vllm_last_error());
+        if (st == VLLM_OK && c && c[0].prompt_logprobs) {
+            for (size_t j = 0; j < nt; j++) {
+                double got = c[0].prompt_logprobs[P + j], want = json_number_value(json_array_get(lps, j));
+                double d = fabs(got - want);
+                if (!(d <= worst)) worst = d; /* NaN sticks */
+                sum += d;
+                n++;
+                CHECK_MSG(d <= tf_max, "%s [%s] prompt %zu token %zu: logprob %.5f want %.5f", name, what,
+                          i, j, got, want);
+                /* reported, not checked: where the engine's own top-1 is not the recorded token */
+                const int k = c[0].num_prompt_top_logprobs;
+                if (k >= 1 && c[0].prompt_top_logprob_ids &&
+                    c[0].prompt_top_logprob_ids[(P + j) * (size_t)k] != ids[P + j]) {
+                    double gap = json_number_value(json_array_get(gaps, j));
+                    if (gap > flip_gap) flip_gap = gap;
+                    flips++;
+                }
+            }
+        }
+        vllm_completions_free(c, 1);
+        free(ids);
+    }
+    vllm_engine_free(e);
+    CHECK_MSG(n > 0 && sum / n <= tf_mean, "%s [%s]: mean |d| %.4f over %d logprobs", name, what,
+              n ? sum / n : 0.0, n);
+    printf("PARITY %-18s %-30s %s  %d logprobs, max|d| %.4f, mean|d| %.4f (bounds %.3f / %.3f); own top-1 another "
+           "token at %d (largest reference gap there %.4f)\n",
+           name, what, t_failures == fails_before ? "pass" : "FAIL", n, worst, n ? sum / n : 0.0, tf_max,
+           tf_mean, flips, flip_gap);
+    fflush(stdout);
 }
 
 #endif

@@ -16,6 +16,12 @@
  * recomputes), both rounds must match the recording and an engine with
  * prefix caching off (1e-4). Hybrid models with BF16 state pools (--mamba-cache-dtype) must keep the
  * recorded tokens up to the first gap below 0.5 nat (logprobs within 0.3); a bad state dtype is refused.
+ * Quantized fixtures (tools/make_quant_fixtures.py, "quantization" in expected.json): "prompts" records the
+ * dequantized weights, which the engine runs under VLLM_FP8_DEQUANTIZE=1 in every layout above (this checks
+ * the packing: block order, scale indexing); the FP8 path itself (activations quantized as vLLM does) is
+ * compared teacher-forced with "fp8_activations" within its recorded bounds (FP8 rounding makes a last-bit
+ * difference a jump: tools/make_quant_fixtures.py measures how large), and must give the same tokens and
+ * logprobs in every layout.
  */
 #include <jansson.h>
 #include <math.h>
@@ -286,6 +292,48 @@ static void run_case(const char *dir, json_t *expected) {
     fixture_prompts_free(&fp);
 }
 
+/* The FP8 path itself (activations quantized per token and 128, tensor/fp8.h) in the layouts: each token's
+ * arithmetic depends on nothing else, so every layout gives the one-batch run's tokens and logprobs exactly. */
+static void run_fp8_layouts(const char *dir, json_t *prompts) {
+    fixture_prompts fp;
+    fixture_prompts_load(prompts, &fp);
+    vllm_completion *base = NULL;
+    for (size_t L = 0; L < sizeof LAYOUTS / sizeof LAYOUTS[0]; L++) {
+        const layout *lay = &LAYOUTS[L];
+        if (lay->num_kv_blocks == TIGHT) continue;
+        vllm_engine_options o = vllm_engine_default_options();
+        o.block_size = lay->block_size;
+        o.max_num_batched_tokens = lay->max_num_batched_tokens;
+        o.max_num_seqs = lay->max_num_seqs;
+        o.num_threads = lay->threads;
+        o.max_model_len = lay->max_model_len;
+        o.enable_prefix_caching = !lay->no_prefix_caching;
+        vllm_engine *e = NULL;
+        vllm_completion *c = NULL;
+        vllm_sampling_params sp = vllm_sampling_default_params();
+        sp.temperature = 0;
+        sp.ignore_eos = true;
+        sp.max_tokens = fp.max_new;
+        vllm_status st = vllm_engine_create(dir, &o, &e);
+        if (st == VLLM_OK) st = vllm_generate(e, fp.ps, fp.n, &sp, false, &c, NULL);
+        CHECK_MSG(st == VLLM_OK, "%s [fp8, %s]: %s", dir, lay->name, vllm_last_error());
+        for (size_t i = 0; st == VLLM_OK && base && i < fp.n; i++) {
+            CHECK_MSG(c[i].num_tokens == base[i].num_tokens &&
+                          !memcmp(c[i].token_ids, base[i].token_ids, c[i].num_tokens * sizeof *c[i].token_ids),
+                      "%s [fp8, %s] prompt %zu: other tokens than one batch's", dir, lay->name, i);
+            for (size_t j = 0; j < c[i].num_tokens && j < base[i].num_tokens; j++)
+                CHECK_MSG(fabsf(c[i].logprobs[j] - base[i].logprobs[j]) <= 1e-6f,
+                          "%s [fp8, %s] prompt %zu token %zu: logprob %.7f, one batch %.7f", dir, lay->name, i, j,
+                          (double)c[i].logprobs[j], (double)base[i].logprobs[j]);
+        }
+        if (st == VLLM_OK && !base) base = c;
+        else vllm_completions_free(c, fp.n);
+        vllm_engine_free(e);
+    }
+    if (base) vllm_completions_free(base, fp.n);
+    fixture_prompts_free(&fp);
+}
+
 int main(int argc, char **argv) {
     /* argv[1]: another folder of fixtures (new ones, before they are committed) */
     const char *root = argc > 1 ? argv[1] : VLLM_SOURCE_DIR "/tests/fixtures/models";
@@ -298,7 +346,18 @@ int main(int argc, char **argv) {
         CHECK_MSG(exp != NULL, "%s/%s: %s", root, names.name[k], err.text);
         if (!exp) continue;
         fprintf(stderr, "case %s\n", names.name[k]);
+        json_t *fp8 = json_object_get(exp, "fp8_activations");
+        if (json_object_get(exp, "quantization")) /* the recording is of the dequantized weights (see the top) */
+            setenv("VLLM_FP8_DEQUANTIZE", "1", 1);
         run_case(dir, exp);
+        unsetenv("VLLM_FP8_DEQUANTIZE");
+        if (fp8) {
+            json_t *tol = json_object_get(fp8, "tolerance");
+            fixture_teacher_forced(names.name[k], dir, json_object_get(fp8, "prompts"), "cpu",
+                                   json_number_value(json_object_get(tol, "tf_max")),
+                                   json_number_value(json_object_get(tol, "tf_mean")), "fp8 activations, teacher-forced");
+            run_fp8_layouts(dir, json_object_get(fp8, "prompts"));
+        }
         json_decref(exp);
     }
     CHECK_MSG(names.n >= (argc > 1 ? 1 : 5), "expected at least 5 fixture models, found %d", names.n);

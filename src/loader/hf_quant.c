@@ -1,0 +1,59 @@
+/* hf_quant.c: quantization_config parsing (hf_quant.h). */
+#include "loader/hf_quant.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+static vllm_status fp8_parse(const json_t *q, const char *what, quant_config *out) {
+    const json_t *fmt = json_object_get(q, "fmt"), *act = json_object_get(q, "activation_scheme"),
+                 *wbs = json_object_get(q, "weight_block_size");
+    if (fmt && !json_is_null(fmt) && !(json_is_string(fmt) && !strcmp(json_string_value(fmt), "e4m3")))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: quantization_config fmt '%.32s' is not supported (fp8 weights must be e4m3)",
+                        what, json_is_string(fmt) ? json_string_value(fmt) : "?");
+    if (!wbs || json_is_null(wbs))
+        return vt_error(VLLM_ERR_UNSUPPORTED,
+                        "%s: quantization_config fp8 without weight_block_size (per-tensor or per-channel scales) is "
+                        "not supported yet: block-scaled fp8 checkpoints are", what);
+    if (!json_is_array(wbs) || json_array_size(wbs) != 2 || !json_is_integer(json_array_get(wbs, 0)) ||
+        !json_is_integer(json_array_get(wbs, 1)) || json_integer_value(json_array_get(wbs, 0)) < 1 ||
+        json_integer_value(json_array_get(wbs, 0)) > 1 << 20 || json_integer_value(json_array_get(wbs, 1)) < 1)
+        return vt_error(VLLM_ERR_FORMAT, "%s: quantization_config weight_block_size must be [block_n, block_k], two "
+                        "positive integers", what);
+    const int bn = (int)json_integer_value(json_array_get(wbs, 0));
+    const json_int_t bk = json_integer_value(json_array_get(wbs, 1));
+    if (bk != 128)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: quantization_config weight_block_size [%d, %lld]: only block_k 128 is "
+                        "supported", what, bn, (long long)bk);
+    /* vLLM: "The block-wise quantization only supports dynamic activation scheme for now" */
+    if (act && !json_is_null(act) && !(json_is_string(act) && !strcmp(json_string_value(act), "dynamic")))
+        return vt_error(VLLM_ERR_UNSUPPORTED,
+                        "%s: quantization_config activation_scheme '%.32s' is not supported with weight_block_size "
+                        "(block-scaled fp8 quantizes activations dynamically)",
+                        what, json_is_string(act) ? json_string_value(act) : "?");
+    out->method = QUANT_FP8_BLOCK;
+    out->block_n = bn;
+    out->block_k = (int)bk;
+    return VLLM_OK;
+}
+
+vllm_status hf_quant_parse(const json_t *quant, const char *what, const char *family_method, quant_config *out) {
+    memset(out, 0, sizeof *out);
+    if (!quant || json_is_null(quant)) return VLLM_OK;
+    if (!json_is_object(quant)) return vt_error(VLLM_ERR_FORMAT, "%s: quantization_config must be an object", what);
+    const json_t *qm = json_object_get(quant, "quant_method");
+    if (!json_is_string(qm))
+        return vt_error(VLLM_ERR_FORMAT, "%s: quantization_config has no quant_method string", what);
+    const char *m = json_string_value(qm);
+    snprintf(out->name, sizeof out->name, "%s", m);
+    if (family_method && !strcmp(m, family_method)) {
+        out->method = QUANT_FAMILY;
+        return VLLM_OK;
+    }
+    if (!strcmp(m, "fp8")) return fp8_parse(quant, what, out);
+    return vt_error(VLLM_ERR_UNSUPPORTED,
+                    "%s: quantization_config quant_method '%.32s' is not supported (supported: fp8 with "
+                    "weight_block_size [n, 128]; F32, F16 and BF16 weights)", what, m);
+}

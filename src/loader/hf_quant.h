@@ -1,0 +1,24 @@
+/*
+ * hf_quant.h: a checkpoint's config.json quantization_config -> quant_config (model/config.h).
+ *
+ * Read: quant_method "fp8" with weight_block_size [bn, 128] and activation_scheme "dynamic" (vLLM's Fp8Config
+ * block path, vllm/model_executor/layers/quantization/fp8.py; transformers' FineGrainedFP8Config): the
+ * F8_E4M3 weights and their weight_scale_inv are loaded as FP8_B128 rows (model/weights.c); the layers
+ * ignored_layers / modules_to_not_convert name are stored in BF16 in such checkpoints and loaded as such. A
+ * family's own quant_method (gpt-oss's "mxfp4") is QUANT_FAMILY. Everything else (awq, gptq,
+ * compressed-tensors, bitsandbytes, fp8 per-tensor or static, e5m2, other block widths) is VLLM_ERR_UNSUPPORTED
+ * naming the scheme or the key.
+ */
+#ifndef VLLM_LOADER_HF_QUANT_H
+#define VLLM_LOADER_HF_QUANT_H
+
+#include "model/config.h"
+#include "vllm.h"
+
+struct json_t;
+
+/* quant: config.json's quantization_config value, or NULL when absent; family_method: the family's own
+ * quant_method or NULL; what: the file, for messages. */
+vllm_status hf_quant_parse(const struct json_t *quant, const char *what, const char *family_method, quant_config *out);
+
+#endif

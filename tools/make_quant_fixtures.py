@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""
+make_quant_fixtures.py: tiny quantized Hugging Face checkpoints plus greedy references from transformers,
+the parity fixtures of vllm.c's quantized weight formats (issue 16).
+
+Usage:  python3 tools/make_quant_fixtures.py --out tests/fixtures/models [--device cuda] [--only NAME]
+
+Case qwen3_fp8_block: a random Qwen3 (hidden 128, MLP 256, 3 layers, 4 heads of 32, 2 KV heads) whose
+decoder projections are stored as block-scaled FP8, the format of Qwen/Qwen3-*-FP8 and DeepSeek-V3
+(config.json quantization_config {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+"weight_block_size": [128, 128]}; transformers' FineGrainedFP8Config, vLLM's Fp8Config):
+
+  - for every weight W (N, K) of q/k/v/o_proj and gate/up/down_proj, per block of 128 x 128 (the last block
+    row partial when N % 128): s = max|W_block| / 448 (F32), q = e4m3(clamp(W_block / s, -448, 448)) (torch's
+    cast: round to nearest even); saved as `<name>.weight` F8_E4M3 (N, K) and `<name>.weight_scale_inv` F32
+    (ceil(N / 128), K / 128), W = q * s (the name is DeepSeek's: the scale multiplies). The packer is checked
+    by a round trip: the saved bytes reloaded and multiplied out equal the quantized weights exactly;
+  - embeddings, norms and lm_head stay BF16 (as in those checkpoints);
+  - the reference: Qwen3ForCausalLM in float32 with the dequantized weights, every quantized projection's
+    input quantized and dequantized on the way in as vLLM's per_token_group_quant_fp8 does (per token, per
+    group of 128: s = max(max|x|, 1e-10) / 448, x' = e4m3(clamp(x / s)) * s), since vLLM's block FP8 linear
+    multiplies those FP8 activations (w8a8_block_fp8_matmul): sum over groups of s_x s_w (q_x . q_w) equals
+    x' . W up to float rounding.
+
+expected.json as tools/make_fixtures.py writes it (12 greedy tokens per prompt, their logprobs and the
+top-1 / top-2 gaps) from the dequantized weights alone ("prompts": what VLLM_FP8_DEQUANTIZE=1 must match in
+every engine layout), plus "quantization" (the scheme) and "fp8_activations": {"prompts": the reference with
+the activation quantization, "tolerance": its teacher-forced bounds (tf_max, tf_mean) from the drift
+measured below}.
+
+Needs: python3, torch (float8_e4m3fn), transformers 5.x, safetensors.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_fixtures as mf  # noqa: E402  (randomise, greedy, make_prompts, constants)
+
+FP8_MAX = 448.0
+ACT_EPS = 1e-10
+GROUP = 128
+PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def quantize_block_fp8(w, bn, bk):
+    """W (N, K) float32 -> q (N, K) float8_e4m3fn, s (ceil(N / bn), K / bk) float32 with W ~ q * s per block."""
+    N, K = w.shape
+    assert K % bk == 0
+    nb = (N + bn - 1) // bn
+    s = torch.empty(nb, K // bk, dtype=torch.float32)
+    q = torch.empty(N, K, dtype=torch.float8_e4m3fn)
+    for i in range(nb):
+        for j in range(K // bk):
+            blk = w[i * bn:(i + 1) * bn, j * bk:(j + 1) * bk]
+            amax = float(blk.abs().max())
+            sc = amax / FP8_MAX if amax > 0 else 1.0
+            s[i, j] = sc
+            q[i * bn:(i + 1) * bn, j * bk:(j + 1) * bk] = (blk / s[i, j]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q, s
+
+
+def dequantize_block_fp8(q, s, bn, bk):
+    scale = s.repeat_interleave(bn, dim=0)[:q.shape[0]].repeat_interleave(bk, dim=1)
+    return q.float() * scale
+
+
+def act_quant_dequant(x):
+    """vLLM's per_token_group_quant_fp8 (group 128) then back to float: x' = q * s."""
+    shape = x.shape
+    g = x.float().reshape(-1, shape[-1] // GROUP, GROUP)
+    s = g.abs().amax(dim=-1, keepdim=True).clamp(min=ACT_EPS) / FP8_MAX
+    q = (g / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return (q.float() * s).reshape(shape).to(x.dtype)
+
+
+def case_qwen3_fp8_block(out_dir, device):
+    bn = bk = 128
+    cfg = Qwen3Config(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+                      rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=mf.BOS, eos_token_id=mf.EOS,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    torch.manual_seed(mf.SEED + 900)
+    model = Qwen3ForCausalLM(cfg).float().eval()
+    mf.randomise(model)
+    sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    tensors, deq = {}, {}
+    for k, v in sd.items():
+        if k.endswith(".weight") and any(f".{p}." in k for p in PROJ):
+            q, s = quantize_block_fp8(v.float(), bn, bk)
+            tensors[k] = q
+            tensors[k + "_scale_inv"] = s
+            deq[k] = dequantize_block_fp8(q, s, bn, bk)
+        else:
+            tensors[k] = v.to(torch.bfloat16).contiguous()
+            deq[k] = tensors[k].float()
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(out_dir):
+        if f.endswith((".safetensors", ".json")):
+            os.remove(os.path.join(out_dir, f))
+    path = os.path.join(out_dir, "model.safetensors")
+    save_file(tensors, path, metadata={"format": "pt"})
+    # round trip: the file's bytes multiplied out are exactly the quantized weights
+    back = load_file(path)
+    for k in deq:
+        if k + "_scale_inv" in back:
+            assert back[k].dtype == torch.float8_e4m3fn and back[k + "_scale_inv"].dtype == torch.float32
+            assert torch.equal(dequantize_block_fp8(back[k], back[k + "_scale_inv"], bn, bk), deq[k]), k
+        else:
+            assert torch.equal(back[k].float(), deq[k]), k
+    cfg_json = cfg.to_dict()
+    cfg_json["architectures"] = ["Qwen3ForCausalLM"]
+    cfg_json["dtype"] = "bfloat16"
+    cfg_json["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                       "weight_block_size": [bn, bk]}
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg_json, f, indent=2, sort_keys=True)
+        f.write("\n")
+    GenerationConfig(bos_token_id=mf.BOS, eos_token_id=mf.EOS).save_pretrained(out_dir)
+
+    cfg._attn_implementation = "eager"
+    ref = Qwen3ForCausalLM(cfg).float().eval()
+    missing, unexpected = ref.load_state_dict(deq, strict=False)
+    assert not unexpected and all("lm_head" in m for m in missing), (missing, unexpected)
+    perturb = {"rel": 0.0, "gen": None, "off": False}
+
+    def hook(m, args):
+        x = args[0]
+        if perturb["off"]:
+            return None
+        if perturb["rel"]:  # float rounding noise before the quantizer (see drift below)
+            r = torch.randint(0, 2, x.shape, generator=perturb["gen"], device="cpu").to(x.device, x.dtype) * 2 - 1
+            x = x * (1 + perturb["rel"] * r)
+        return (act_quant_dequant(x),)
+
+    for name, mod in ref.named_modules():
+        if isinstance(mod, torch.nn.Linear) and name.split(".")[-1] in PROJ:
+            mod.register_forward_pre_hook(hook)
+    ref.to(device)
+    prompts = mf.make_prompts(900, cfg.vocab_size)
+    # the dequantized weights alone (activations as they are): what vllm.c's VLLM_FP8_DEQUANTIZE=1 runs
+    perturb["off"] = True
+    dq_results = []
+    for p in prompts:
+        toks, lps, gaps = mf.greedy(ref, p, device)
+        dq_results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
+    perturb["off"] = False
+    results = []
+    for p in prompts:
+        toks, lps, gaps = mf.greedy(ref, p, device)
+        results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
+    # drift: FP8 activations make the result jump where an element of x / s sits at a rounding midpoint, so
+    # an engine whose float arithmetic differs from this reference in the last bits (summation order, F32
+    # vs BF16 activations) lands on the other side now and then. The recorded continuations teacher-forced
+    # through the reference with x scaled by 1 +- 2^-20 (random signs, 8 draws; F32 rounding after a few
+    # operations) measure how far that moves a logprob: the bound a test should allow (tf_max: twice the
+    # worst, at least 1e-3).
+    worst, tot, n = 0.0, 0.0, 0
+    for seed in range(8):
+        perturb["rel"], perturb["gen"] = 2.0 ** -20, torch.Generator().manual_seed(seed)
+        for r in results:
+            P = len(r["prompt_token_ids"])
+            x = torch.tensor([r["prompt_token_ids"] + r["token_ids"]], dtype=torch.long, device=device)
+            lp = torch.log_softmax(ref(input_ids=x, use_cache=False).logits[0].float(), dim=-1)
+            for j, t in enumerate(r["token_ids"]):
+                d = abs(float(lp[P - 1 + j, t]) - r["logprobs"][j])
+                worst, tot, n = max(worst, d), tot + d, n + 1
+    perturb["rel"] = 0.0
+    print(f"  [qwen3_fp8_block] logprob drift under 2^-20 input noise: max {worst:.4f}, mean {tot / n:.4f}")
+    expected = {
+        "case": "qwen3_fp8_block",
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "dtype": "bfloat16",
+        "quantization": "fp8 block [128, 128], dynamic per-token-group (128) FP8 activations",
+        "rope": {"rope_type": "default", "rope_theta": 1000000.0},
+        "sliding_window": None,
+        "sliding_window_effective": None,
+        "new_tokens": mf.NEW_TOKENS,
+        "prompts": dq_results,
+        "fp8_activations": {
+            "prompts": results,
+            "tolerance": {"fp8_drift_max": worst, "fp8_drift_mean": tot / n, "tf_max": max(1e-3, 2 * worst),
+                          "tf_mean": max(1e-3, 2 * tot / n)},
+        },
+    }
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    gaps = [g for r in dq_results for g in r["top2_gap"]]
+    print(f"  [qwen3_fp8_block] {os.path.getsize(path)} bytes, min gap {min(gaps):.4f}, "
+          f"{sum(g < 0.05 for g in gaps)} of {len(gaps)} gaps < 0.05")
+
+
+CASES = {"qwen3_fp8_block": case_qwen3_fp8_block}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--only", default=None)
+    args = ap.parse_args()
+    torch.set_grad_enabled(False)
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    for name, fn in CASES.items():
+        if args.only and name not in args.only.split(","):
+            continue
+        fn(os.path.join(args.out, name), args.device)
+
+
+if __name__ == "__main__":
+    main()

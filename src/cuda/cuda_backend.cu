@@ -528,6 +528,8 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->gdn_ws);
         cu_buf_free(&cu->qlin_ws);
         cu_buf_free(&cu->qx_ws);
+        cu_buf_free(&cu->f8x_ws);
+        cu_buf_free(&cu->f8xb_ws);
         cu_buf_free(&cu->attn_cnt);
         cu_hbuf_free(&cu->stage.buf);
         for (int i = 0; i < CU_STAGE_RECS; i++)
@@ -688,7 +690,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     be->graph_moe_pairs = CU_MOE_GEMV_MAX_PAIRS; /* ops_moe.cu's recordable path */
     /* ggml block weights: linear_create / linear / linear_fused, embedding and experts_create take every
      * type ops_linear_blocks.cu has kernels for */
-    be->native_blocks = cu_qtypes();
+    be->native_blocks = cu_qtypes() | 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK); /* FP8: ops_linear_fp8.cu */
     be->impl = cu;
     cu->device = dev;
     vllm_status st = VLLM_OK;

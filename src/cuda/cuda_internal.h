@@ -132,6 +132,8 @@ typedef struct cu_state {
                                       prefill GEMM (the largest layer's tile, reserved by linear_create) */
     cu_buf qx_ws;                  /* ops_linear_blocks.cu: the block GEMV's activations quantized to int8 (up to
                                       CU_QGEMV_MAX_T rows of the widest block layer, reserved by linear_create) */
+    cu_buf f8x_ws;                 /* ops_linear_fp8.cu: x quantized to E4M3 and its scales (the layer's T rows) */
+    cu_buf f8xb_ws;                /* ops_linear_fp8.cu: the prefill's dequantized x (BF16) */
     int qgemv_occ[DTYPE_COUNT - DTYPE_FIRST_BLOCK][4][2][2]; /* resident CTAs per SM of k_qgemv<type, T class, gated, int8 x> */
     int qgemv_ks;                  /* VLLM_CUDA_QGEMV_KS=1|2|4|8: the block GEMV's warps per row pinned (comparisons) */
     bool qgemv_f32x;               /* VLLM_CUDA_QGEMV_XQ=0: the block GEMV on BF16 activations (no int8 quantization) */
@@ -338,6 +340,21 @@ bool cu_convert_bf16(cu_state *cu, void *dst, const void *src, dtype sdt, int64_
  * Every upload of host weights goes through it. */
 cudaError_t cu_h2d_2d(cu_state *cu, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows,
                       dtype dt);
+/* ops_linear.cu: y (T, m) = (accumulate: y +) x (T, k) W^T, W (m, k) BF16 on the device, through cuBLASLt or
+ * cublasGemmEx; false (and cu_fail) when both fail. y: dtype ydt, rows ys apart. */
+bool cu_gemm_bf16(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, const tensor *x, int64_t T, void *y,
+                  dtype ydt, int64_t ys, bool accumulate);
+
+/* ops_linear_fp8.cu: FP8_B128 layer weights (E4M3 bytes and scales on the device) */
+typedef struct cu_f8w cu_f8w;
+#define CU_F8_GEMV_MAX_T 8  /* tokens up to this: the FP8 GEMV; more: BF16 tiles and cuBLAS */
+#define FP8_B128_ELEMS 128
+vllm_status cu_f8w_create(cu_state *cu, const tensor *const *parts, int n, int64_t K, int64_t rows, cu_f8w **out);
+void cu_f8w_free(cu_f8w *w);
+size_t cu_f8w_tile_bytes(const cu_f8w *w);
+/* y (T, N) (+)= x (T, K) W^T (+ bias): x BF16; false (and cu_fail) on a failure */
+bool cu_f8_linear(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, bool accumulate);
+
 /* y (T, N) of dtype ydt with row stride ys += bias (N) F32. */
 bool cu_add_bias(cu_state *cu, void *y, dtype ydt, int64_t ys, const float *bias, int64_t T, int64_t N);
 

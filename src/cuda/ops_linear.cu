@@ -51,6 +51,7 @@ struct be_linear {
     float *bias;           /* (out) F32, device, or NULL */
     int nq;                /* ggml block weights (cuda_blocks.h): segments of parts of one type, or 0 */
     struct cu_qseg *q;
+    cu_f8w *f8;            /* FP8_B128 weights (ops_linear_fp8.cu), every part; NULL otherwise */
 };
 
 /* consecutive parts of one block type: rows [r0, r0 + rows) of the layer */
@@ -71,6 +72,43 @@ struct cu_lt_plan {
 
 /* ---- weights ---- */
 
+static vllm_status upload_biases(cu_state *cu, be_linear *lin, const tensor *const *weights,
+                                 const tensor *const *biases, int n);
+
+/* every part FP8_B128: one cu_f8w of their rows, the biases */
+static vllm_status f8_linear_create(cu_state *cu, const tensor *const *weights, const tensor *const *biases, int n,
+                                    int64_t in, be_linear **out) {
+    if (cu->capturing) return vt_error(VLLM_ERR_BACKEND, "linear: not allowed while a graph is being recorded");
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const tensor *w = weights[i];
+        if (w->ndim != 2 || w->shape[1] != in || w->shape[0] < 0 || (w->shape[0] > 0 && !w->data) ||
+            (w->row_stride && w->row_stride != in) || in % FP8_B128_ELEMS || w->shape[0] > INT_MAX - total)
+            return vt_error(VLLM_ERR_INVALID_ARG, "linear: FP8_B128 weight %d must be a contiguous (out, %lld) matrix of "
+                            "whole blocks", i, (long long)in);
+        const tensor *b = biases ? biases[i] : NULL;
+        if (b && (!b->data || b->ndim != 1 || b->shape[0] != w->shape[0] ||
+                  (b->dtype != DTYPE_F32 && b->dtype != DTYPE_F16 && b->dtype != DTYPE_BF16)))
+            return vt_error(VLLM_ERR_INVALID_ARG, "linear: bias %d must be a (%lld) float vector", i,
+                            (long long)w->shape[0]);
+        total += w->shape[0];
+    }
+    if (total == 0) return vt_error(VLLM_ERR_INVALID_ARG, "linear: no output features");
+    be_linear *lin = (be_linear *)calloc(1, sizeof *lin);
+    if (!lin) return vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
+    lin->in = in;
+    lin->out = total;
+    vllm_status st = cu_f8w_create(cu, weights, n, in, total, &lin->f8);
+    if (st == VLLM_OK) st = cu_buf_reserve(cu, &cu->qlin_ws, cu_f8w_tile_bytes(lin->f8), "linear: dequantized weight tile");
+    if (st == VLLM_OK) st = upload_biases(cu, lin, weights, biases, n);
+    if (st != VLLM_OK) {
+        cu_linear_free(NULL, lin);
+        return st;
+    }
+    *out = lin;
+    return VLLM_OK;
+}
+
 vllm_status cu_linear_create(backend *be, const tensor *const *weights, const tensor *const *biases, int n,
                              be_linear **out) {
     cu_state *cu = cu_of(be);
@@ -81,6 +119,17 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     dtype dt = w0->dtype;
     int64_t in = w0->shape[1];
     if (in <= 0 || in > INT_MAX) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features", (long long)in);
+    /* FP8_B128 (block-scaled FP8 checkpoints): every part, one FP8 weight */
+    bool any_f8 = false, all_f8 = true;
+    for (int i = 0; i < n; i++) {
+        const bool f = weights[i] && weights[i]->dtype == DTYPE_FP8_B128;
+        any_f8 |= f;
+        all_f8 &= f;
+    }
+    if (any_f8) {
+        if (!all_f8) return vt_error(VLLM_ERR_UNSUPPORTED, "linear: FP8_B128 parts mixed with other dtypes in one layer");
+        return f8_linear_create(cu, weights, biases, n, in, out);
+    }
     /* ggml block parts: each in a type the kernels take, rows of whole blocks; all block: segments of their
      * blocks, some float: one BF16 matrix (mixed) */
     bool any_block = false, all_block = true;
@@ -138,7 +187,6 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     lin->out = total;
     vllm_status st = VLLM_OK;
     void *stage = NULL;
-    float *hb = NULL;
     size_t wbytes = (size_t)total * (size_t)in * 2;
     cudaError_t e = cudaSuccess;
     if (block) { /* the blocks as they are (ops_linear_blocks.cu), the prefill tile's workspace at its size now */
@@ -236,47 +284,54 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
         }
     }
 biases:
-    if (st == VLLM_OK && any_bias) {
-        hb = (float *)calloc((size_t)total, sizeof *hb);
-        if (!hb) {
-            st = vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
-            goto done;
-        }
-        int64_t row0 = 0;
-        for (int i = 0; i < n; i++) {
-            const tensor *b = biases[i];
-            int64_t rows = weights[i]->shape[0];
-            for (int64_t r = 0; b && r < rows; r++) {
-                const unsigned char *p = (const unsigned char *)b->data;
-                if (b->dtype == DTYPE_F32) {
-                    memcpy(&hb[row0 + r], p + 4 * r, 4);
-                } else {
-                    uint16_t h;
-                    memcpy(&h, p + 2 * r, 2);
-                    hb[row0 + r] = b->dtype == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-                }
-            }
-            row0 += rows;
-        }
-        e = cudaMalloc((void **)&lin->bias, (size_t)total * sizeof(float));
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync(lin->bias, hb, (size_t)total * sizeof(float), cudaMemcpyHostToDevice, cu->stream);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* hb is freed below */
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            st = vt_error(VLLM_ERR_BACKEND, "linear: bias upload failed: %s", cudaGetErrorString(e));
-        }
-    }
+    if (st == VLLM_OK && any_bias) st = upload_biases(cu, lin, weights, biases, n);
     if (st == VLLM_OK && cu->err != VLLM_OK) st = vt_error(cu->err, "linear: %s", cu->err_msg);
 done:
     if (stage) cudaFree(stage);
-    free(hb);
     if (st != VLLM_OK) {
         cu_linear_free(be, lin);
         return st;
     }
     *out = lin;
     return VLLM_OK;
+}
+
+/* lin->bias (out) F32 on the device from the parts' biases (NULL ones: 0), when any is given */
+static vllm_status upload_biases(cu_state *cu, be_linear *lin, const tensor *const *weights,
+                                 const tensor *const *biases, int n) {
+    bool any = false;
+    for (int i = 0; biases && i < n; i++) any |= biases[i] != NULL;
+    if (!any) return VLLM_OK;
+    float *hb = (float *)calloc((size_t)lin->out, sizeof *hb);
+    if (!hb) return vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
+    int64_t row0 = 0;
+    for (int i = 0; i < n; i++) {
+        const tensor *b = biases[i];
+        int64_t rows = weights[i]->shape[0];
+        for (int64_t r = 0; b && r < rows; r++) {
+            const unsigned char *p = (const unsigned char *)b->data;
+            if (b->dtype == DTYPE_F32) {
+                memcpy(&hb[row0 + r], p + 4 * r, 4);
+            } else {
+                uint16_t h;
+                memcpy(&h, p + 2 * r, 2);
+                hb[row0 + r] = b->dtype == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+            }
+        }
+        row0 += rows;
+    }
+    vllm_status st = VLLM_OK;
+    cudaError_t e = cudaMalloc((void **)&lin->bias, (size_t)lin->out * sizeof(float));
+    if (e != cudaSuccess) lin->bias = NULL;
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(lin->bias, hb, (size_t)lin->out * sizeof(float), cudaMemcpyHostToDevice, cu->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream); /* hb is freed below */
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        st = vt_error(VLLM_ERR_BACKEND, "linear: bias upload failed: %s", cudaGetErrorString(e));
+    }
+    free(hb);
+    return st;
 }
 
 void cu_linear_free(backend *be, be_linear *lin) {
@@ -286,6 +341,7 @@ void cu_linear_free(backend *be, be_linear *lin) {
     if (lin->bias) cudaFree(lin->bias);
     for (int i = 0; i < lin->nq; i++) cu_qweight_free(lin->q[i].qw);
     free(lin->q);
+    cu_f8w_free(lin->f8);
     free(lin);
 }
 
@@ -827,8 +883,8 @@ void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
 
 /* y (T, m) = (accumulate: y +) x (T, k) W^T, W (m, k) BF16 on the device: cuBLASLt (cached plan) or
  * cublasGemmEx; false (and cu_fail) when both fail. y: dtype ydt, rows ys apart. */
-static bool gemm(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, const tensor *x, int64_t T, void *y,
-                 dtype ydt, int64_t ys, bool accumulate) {
+bool cu_gemm_bf16(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, const tensor *x, int64_t T, void *y,
+                  dtype ydt, int64_t ys, bool accumulate) {
     const int64_t xs = tensor_row_stride(x);
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; /* C = D = y */
     unsigned align = ptr_align(W);
@@ -876,6 +932,10 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
                 (long long)xs, (long long)ys);
         return;
     }
+    if (lin->f8) {
+        cu_f8_linear(cu, lin->f8, lin->bias, x, y, accumulate);
+        return;
+    }
     if (lin->nq) {
         if (qgemv_fits(lin, x, T)) { /* each segment's GEMV on its columns of y, adding its biases */
             for (int i = 0; i < lin->nq; i++) {
@@ -898,7 +958,7 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
                 const int64_t rows = sg->rows - r0 < tile ? sg->rows - r0 : tile;
                 /* the tile (rows, in) BF16, then y[:, c .. c + rows) = x tile^T (the next tile waits in the stream) */
                 if (!cu_qdequant(cu, sg->qw, r0, rows, ws) ||
-                    !gemm(cu, ws, rows, lin->in, x, T, (char *)y->data + (size_t)(sg->r0 + r0) * es, y->dtype, ys,
+                    !cu_gemm_bf16(cu, ws, rows, lin->in, x, T, (char *)y->data + (size_t)(sg->r0 + r0) * es, y->dtype, ys,
                           accumulate))
                     return;
             }
@@ -912,7 +972,7 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
         gemv(cu, lin, a, false); /* adds the bias */
         return;
     }
-    if (!gemm(cu, lin->w, lin->out, lin->in, x, T, y->data, y->dtype, ys, accumulate)) return;
+    if (!cu_gemm_bf16(cu, lin->w, lin->out, lin->in, x, T, y->data, y->dtype, ys, accumulate)) return;
     if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
 }
 
@@ -984,6 +1044,15 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     }
     if (lin->nq) {
         qlinear_fused(be, cu, lin, x, f, y);
+        return;
+    }
+    if (lin->f8) { /* FP8: the composite of single ops (its linear the FP8 GEMV / GEMM), the add through beta 1 */
+        if (f && f->accumulate && !linear_fuse_has_norm(f) && !f->silu_mul) {
+            linear_run(cu, lin, x, y, true);
+            return;
+        }
+        const char *err = linear_fused_composite(be, lin, x, f, y);
+        if (err) cu_fail(cu, "%s", err);
         return;
     }
     const int64_t T = cu_rows(x);

@@ -25,7 +25,8 @@
  *    beside block parts (the layer kept in BF16);
  *  - refusals (rows of partial blocks, a non-float part, strides of partial blocks);
  *  - linear_fused with each norm kind, whose norm kernel writes the int8 activations itself, bit-identical
- *    to the norm op then linear (the GEMV's own quantization of the norm's BF16 output).
+ *    to the norm op then linear (the GEMV's own quantization of the norm's BF16 output);
+ *  - FP8_B128 layers (block-scaled FP8 checkpoints, ops_linear_fp8.cu) against tensor/fp8.h (test_fp8).
  *
  * Tolerances (per element, |gpu - ref| <= rel * |ref| + abs * S with S = sum_k |w_k x_k| in double):
  *  - BF16 output: rel 2^-8 (rounding to BF16 is within half an ulp, 2^-9 relative; twice that);
@@ -49,6 +50,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/ggml_dtype.h"
+#include "tensor/fp8.h"
 #include "tensor/ggml_quant.h"
 #include "test.h"
 
@@ -825,6 +827,132 @@ static void test_refusals(void) {
     CHECK_OK(gpu->ops->synchronize(gpu));
 }
 
+/* ---- FP8_B128 (block-scaled FP8 checkpoints, ops_linear_fp8.cu) ----
+ *
+ * Two parts (100 and 156 rows of 384: 3 blocks; per-row scales 1e-3 .. 0.1, an all-zero block) with a bias
+ * on the second, against tensor/fp8.h: each output sum_g s_x s_w (q_x . q_w) + b, x quantized per 128 from the
+ * BF16 values the GPU sees (the same bytes on both: one IEEE division each). T <= 8 (the FP8 GEMV): only the
+ * order of the F32 additions differs, |d| <= 1e-5 S (S = sum |x'_k w_k|); larger T (BF16 tiles + cuBLAS):
+ * both operands rounded to BF16, |d| <= 2^-7 S. F32 and BF16 outputs (BF16: + 2^-8 |ref|), the accumulating
+ * form (y += , beta 1 in the GEMM), a graph replay of the GEMV on new inputs equal to eager. */
+static void test_fp8(void) {
+    const int64_t in = 3 * FP8_B, outs[2] = {100, 156}, out = outs[0] + outs[1];
+    fp8_block *wb[2];
+    float *row = malloc((size_t)in * sizeof *row), *bias = calloc((size_t)out, sizeof *bias);
+    tensor wt[2], bt;
+    for (int p = 0; p < 2; p++) {
+        wb[p] = malloc((size_t)(outs[p] * (in / FP8_B)) * sizeof(fp8_block));
+        for (int64_t r = 0; r < outs[p]; r++) {
+            const float sc = 1e-3f + 0.1f * (0.5f + 0.5f * rnd());
+            for (int64_t k = 0; k < in; k++) row[k] = sc * rnd();
+            if (r == 3)
+                for (int64_t k = 0; k < FP8_B; k++) row[k] = 0.0f;
+            fp8_quantize_row(row, in, NULL, wb[p] + r * (in / FP8_B));
+        }
+        wt[p] = tensor_2d(DTYPE_FP8_B128, wb[p], outs[p], in);
+    }
+    for (int64_t r = 0; r < outs[1]; r++) bias[outs[0] + r] = bf16r(0.5f * rnd());
+    void *bb = pack(bias + outs[0], outs[1], DTYPE_BF16);
+    bt = tensor_1d(DTYPE_BF16, bb, outs[1]);
+    const tensor *wp[2] = {&wt[0], &wt[1]}, *bp[2] = {NULL, &bt};
+    be_linear *lin = NULL;
+    CHECK_MSG(takes(DTYPE_FP8_B128), "native_blocks lacks FP8_B128");
+    vllm_status st = gpu->ops->linear_create(gpu, wp, bp, 2, &lin);
+    CHECK_MSG(st == VLLM_OK, "FP8 linear_create: %s", vllm_last_error());
+    const int64_t Ts[] = {1, 2, 3, 5, 8, 9, 37};
+    uint8_t *q = malloc((size_t)in);
+    float *xsc = malloc((size_t)(in / FP8_B) * sizeof *xsc);
+    for (size_t ti = 0; lin && ti < sizeof Ts / sizeof *Ts; ti++) {
+        const int64_t T = Ts[ti];
+        float *x = malloc((size_t)(T * in) * sizeof *x), *ref = malloc((size_t)(T * out) * sizeof *ref),
+              *S = malloc((size_t)(T * out) * sizeof *S), *y0 = malloc((size_t)(T * out) * sizeof *y0);
+        for (int64_t i = 0; i < T * in; i++) x[i] = bf16r(2.0f * rnd() * (i % 97 == 0 ? 30.0f : 1.0f));
+        const float *tab = fp8_e4m3_table();
+        for (int64_t t = 0; t < T; t++) {
+            fp8_quantize_act(x + t * in, in, q, xsc);
+            for (int p = 0, r0 = 0; p < 2; r0 += (int)outs[p], p++)
+                for (int64_t r = 0; r < outs[p]; r++) {
+                    const fp8_block *b = wb[p] + r * (in / FP8_B);
+                    double sum = 0;
+                    for (int64_t k = 0; k < in; k++)
+                        sum += fabs((double)tab[q[k]] * xsc[k / FP8_B] * tab[b[k / FP8_B].q[k % FP8_B]] *
+                                    fp8_block_scale(&b[k / FP8_B]));
+                    ref[t * out + r0 + r] = fp8_vec_dot(b, q, xsc, in) + bias[r0 + r];
+                    S[t * out + r0 + r] = (float)sum;
+                }
+        }
+        for (int64_t i = 0; i < T * out; i++) y0[i] = 0.25f * rnd();
+        const double rel = T <= 8 ? 1e-5 : 1.0 / 128;
+        for (int k = 0; k < 3; k++) { /* F32 out, BF16 out, F32 accumulating */
+            const dtype ydt = k == 1 ? DTYPE_BF16 : DTYPE_F32;
+            tensor xg = put(gpu, DTYPE_BF16, T, in, x), yg = put(gpu, ydt, T, out, k == 2 ? y0 : NULL);
+            if (k == 2) {
+                linear_fuse f = {0};
+                f.accumulate = true;
+                gpu->ops->linear_fused(gpu, lin, &xg, &f, &yg);
+            } else {
+                gpu->ops->linear(gpu, lin, &xg, &yg);
+            }
+            CHECK_OK(gpu->ops->synchronize(gpu));
+            float *y = get(gpu, &yg);
+            int64_t bad = 0, first = -1;
+            for (int64_t i = 0; i < T * out; i++) {
+                const double want = ref[i] + (k == 2 ? y0[i] : 0.0);
+                const double tol = rel * S[i] + 1e-6 + (ydt == DTYPE_BF16 ? fabs(want) / 256 : 0.0);
+                if (!(fabs(y[i] - want) <= tol)) {
+                    if (first < 0) first = i;
+                    bad++;
+                }
+            }
+            CHECK_MSG(bad == 0, "FP8 linear T %lld (%s%s): %lld off, first %lld: gpu %.7g ref %.7g (S %.4g)", (long long)T,
+                      dtype_name(ydt), k == 2 ? ", accumulating" : "", (long long)bad, (long long)first,
+                      first >= 0 ? (double)y[first] : 0.0, first >= 0 ? ref[first] + (k == 2 ? y0[first] : 0.0) : 0.0,
+                      first >= 0 ? (double)S[first] : 0.0);
+            free(y);
+            gpu->ops->release(gpu, &xg);
+            gpu->ops->release(gpu, &yg);
+        }
+        printf("  FP8_B128 linear T %lld: F32, BF16 and accumulating outputs checked\n", (long long)T);
+        free(x), free(ref), free(S), free(y0);
+    }
+    /* a graph of the decode GEMV replayed on new inputs equals eager */
+    if (lin) {
+        float *x1 = rand_x(2, in), *x2 = rand_x(2, in);
+        tensor xg = put(gpu, DTYPE_BF16, 2, in, x1), yg = put(gpu, DTYPE_BF16, 2, out, NULL),
+               ye = put(gpu, DTYPE_BF16, 2, out, NULL);
+        gpu->ops->linear(gpu, lin, &xg, &yg);
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        be_graph *gr = NULL;
+        CHECK_OK(gpu->ops->graph_begin(gpu));
+        gpu->ops->linear(gpu, lin, &xg, &yg);
+        CHECK_OK(gpu->ops->graph_end(gpu, &gr));
+        if (gr) {
+            refill(gpu, &xg, x2);
+            poison(&yg);
+            CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+            gpu->ops->linear(gpu, lin, &xg, &ye);
+            float *a = get(gpu, &yg), *b = get(gpu, &ye);
+            CHECK_MSG(memcmp(a, b, (size_t)(2 * out) * sizeof *a) == 0, "FP8 graph replay differs from eager");
+            free(a), free(b);
+            gpu->ops->graph_free(gpu, gr);
+        }
+        gpu->ops->release(gpu, &xg);
+        gpu->ops->release(gpu, &yg);
+        gpu->ops->release(gpu, &ye);
+        free(x1), free(x2);
+    }
+    /* refused: FP8 parts beside BF16 ones, rows of partial blocks */
+    if (lin) gpu->ops->linear_free(gpu, lin);
+    float *bw = calloc((size_t)(4 * in), sizeof *bw);
+    void *bwb = pack(bw, 4 * in, DTYPE_BF16);
+    tensor bft = tensor_2d(DTYPE_BF16, bwb, 4, in), part = tensor_2d(DTYPE_FP8_B128, wb[0], 4, in - 128 + 64);
+    const tensor *mix[2] = {&wt[0], &bft}, *one[1] = {&part};
+    lin = NULL;
+    CHECK(gpu->ops->linear_create(gpu, mix, NULL, 2, &lin) == VLLM_ERR_UNSUPPORTED && !lin);
+    CHECK(gpu->ops->linear_create(gpu, one, NULL, 1, &lin) == VLLM_ERR_INVALID_ARG && !lin);
+    free(bw), free(bwb), free(q), free(xsc), free(row), free(bias), free(bb), free(wb[0]), free(wb[1]);
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -864,6 +992,7 @@ int main(void) {
     test_norm_int8(DTYPE_Q4_K);
     test_norm_int8(DTYPE_Q8_0);
     test_norm_int8(DTYPE_IQ4_NL);
+    test_fp8();
     CHECK_OK(gpu->ops->synchronize(gpu));
     backend_free(gpu);
     gpu = NULL;

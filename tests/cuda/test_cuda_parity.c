@@ -244,14 +244,21 @@ int main(int argc, char **argv) {
         json_t *exp = fixture_load(root, names.name[k], dir, sizeof dir, &err);
         CHECK_MSG(exp != NULL, "%s/%s: %s", root, names.name[k], err.text);
         if (!exp) continue;
-        if (json_object_get(exp, "quantization")) { /* tools/make_quant_fixtures.py's: no CUDA kernels for them yet */
-            printf("%s: %s: the CUDA backend does not run these weights yet (BF16 copies without activation "
-                   "quantization), not compared\n", names.name[k], json_string_value(json_object_get(exp, "quantization")));
-            json_decref(exp);
-            continue;
-        }
+        /* quantized fixtures (tools/make_quant_fixtures.py): "prompts" records the dequantized weights, which
+         * VLLM_FP8_DEQUANTIZE=1 runs (as BF16 weights here); the FP8 kernels are compared teacher-forced with
+         * "fp8_activations" within its "tolerance_bf16" (how far BF16-sized noise before the quantizers moves
+         * the reference itself) */
+        json_t *fp8 = json_object_get(exp, "fp8_activations");
+        if (json_object_get(exp, "quantization")) setenv("VLLM_FP8_DEQUANTIZE", "1", 1);
         teacher_forced(names.name[k], dir, exp);
         run_case(names.name[k], dir, exp);
+        unsetenv("VLLM_FP8_DEQUANTIZE");
+        if (fp8) {
+            json_t *tol = json_object_get(fp8, "tolerance_bf16"); /* the drift of BF16 activations */
+            fixture_teacher_forced(names.name[k], dir, json_object_get(fp8, "prompts"), "cuda",
+                                   json_number_value(json_object_get(tol, "tf_max")),
+                                   json_number_value(json_object_get(tol, "tf_mean")), "fp8 kernels, teacher-forced");
+        }
         json_decref(exp);
     }
     CHECK_MSG(names.n >= (own ? 5 : 1), "expected at least %d fixture models in %s, found %d", own ? 5 : 1, root,

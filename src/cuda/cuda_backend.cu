@@ -528,6 +528,7 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->gdn_ws);
         cu_buf_free(&cu->qlin_ws);
         cu_buf_free(&cu->qx_ws);
+        cu_f8_plans_free(cu);
         cu_buf_free(&cu->f8x_ws);
         cu_buf_free(&cu->f8xb_ws);
         cu_buf_free(&cu->attn_cnt);
@@ -707,6 +708,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->qgemv_ks = getenv("VLLM_CUDA_QGEMV_KS") ? atoi(getenv("VLLM_CUDA_QGEMV_KS")) : 0;
     if (cu->qgemv_ks != 1 && cu->qgemv_ks != 2 && cu->qgemv_ks != 4 && cu->qgemv_ks != 8) cu->qgemv_ks = 0;
     cu->qgemv_f32x = getenv("VLLM_CUDA_QGEMV_XQ") && strcmp(getenv("VLLM_CUDA_QGEMV_XQ"), "0") == 0;
+    cu->f8_lt = getenv("VLLM_CUDA_F8_GEMM") && strcmp(getenv("VLLM_CUDA_F8_GEMM"), "cublaslt") == 0;
     cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     what = "cudaStreamCreate";

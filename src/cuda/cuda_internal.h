@@ -134,6 +134,9 @@ typedef struct cu_state {
                                       CU_QGEMV_MAX_T rows of the widest block layer, reserved by linear_create) */
     cu_buf f8x_ws;                 /* ops_linear_fp8.cu: x quantized to E4M3 and its scales (the layer's T rows) */
     cu_buf f8xb_ws;                /* ops_linear_fp8.cu: the prefill's dequantized x (BF16) */
+    struct cu_f8_plan *f8_plans;   /* ops_linear_fp8.cu: cuBLASLt FP8 GEMM plans */
+    bool f8_lt;                    /* VLLM_CUDA_F8_GEMM=cublaslt: the FP8 prefill on cuBLASLt's FP8 GEMM (not yet
+                                      checked against the reference at large shapes), else BF16 tiles */
     int qgemv_occ[DTYPE_COUNT - DTYPE_FIRST_BLOCK][4][2][2]; /* resident CTAs per SM of k_qgemv<type, T class, gated, int8 x> */
     int qgemv_ks;                  /* VLLM_CUDA_QGEMV_KS=1|2|4|8: the block GEMV's warps per row pinned (comparisons) */
     bool qgemv_f32x;               /* VLLM_CUDA_QGEMV_XQ=0: the block GEMV on BF16 activations (no int8 quantization) */
@@ -347,6 +350,8 @@ bool cu_gemm_bf16(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, co
 
 /* ops_linear_fp8.cu: FP8_B128 layer weights (E4M3 bytes and scales on the device) */
 typedef struct cu_f8w cu_f8w;
+typedef struct cu_f8_plan cu_f8_plan;
+void cu_f8_plans_free(cu_state *cu);
 #define CU_F8_GEMV_MAX_T 8  /* tokens up to this: the FP8 GEMV; more: BF16 tiles and cuBLAS */
 #define FP8_B128_ELEMS 128
 vllm_status cu_f8w_create(cu_state *cu, const tensor *const *parts, int n, int64_t K, int64_t rows, cu_f8w **out);

@@ -9,7 +9,12 @@
  *     arithmetic up to the order of the additions);
  *   - larger T (prefill): x's quantized values dequantized to BF16 (q s, rounded), W in tiles of rows
  *     dequantized to BF16 likewise, and cuBLAS's BF16 GEMM: vLLM's result up to BF16 rounding of the two
- *     operands (2^-9 relative each).
+ *     operands (2^-9 relative each). VLLM_CUDA_F8_GEMM=cublaslt instead asks cuBLASLt for its FP8 GEMM with
+ *     a scale per 128 elements of each x row (VEC128_32F) and, for W, per 128 elements of each row (VEC128:
+ *     cuBLAS 13 has no sm_90 algorithm for it) or per 128 x 128 block (BLK128x128_32F, when the rows of every
+ *     128 share their scales, as in block-FP8 checkpoints); the tiles where it has none. Opt-in until it is
+ *     checked against the reference at the shapes cuBLASLt takes (test_cuda_blocks' test_fp8_lt: the small
+ *     test shapes get no algorithm); 5x the tiles' prefill on the Qwen3-8B shape (docs/benchmarks.md).
  * The CPU reference is src/cpu/ops_fp8.c (tests/cuda/test_cuda_fp8.c compares them).
  */
 #include <cuda_bf16.h>
@@ -21,8 +26,11 @@
 
 #include "cuda/cuda_internal.h"
 
+#include <cublasLt.h>
+
 extern "C" {
 #include "core/error.h"
+#include "core/log.h"
 #include "tensor/fp8.h"
 }
 
@@ -32,8 +40,19 @@ extern "C" {
 struct cu_f8w {
     int64_t rows, K;
     uint8_t *q;  /* (rows, K) E4M3 */
-    float *s;    /* (rows, K / 128) */
+    float *s;    /* (rows, K / 128): the GEMV's */
+    float *sg;   /* the cuBLASLt GEMM's layout of the same scales (f8_scales_mn: (K / 128, rows), else NULL: s) */
+    float *s2;   /* rows whose scales agree in every group of 128 (block-FP8 checkpoints' 128 x 128 blocks): one
+                    scale per 128 x 128 block, (K / 128, ceil(rows / 128)) (MN-major; K-major under
+                    VLLM_CUDA_F8_SCALES=k), for cuBLASLt's BLK128x128 mode; else NULL */
 };
+
+/* VLLM_CUDA_F8_SCALES=k: the cuBLASLt GEMM's scales K-major ((rows, K / 128), as s) rather than MN-major
+ * ((K / 128, rows): PyTorch's "outer-dim-major" 1x128 scales) */
+static bool f8_scales_mn(void) {
+    const char *e = getenv("VLLM_CUDA_F8_SCALES");
+    return !(e && !strcmp(e, "k"));
+}
 
 int64_t cu_f8w_tile_rows(const cu_f8w *w) {
     int64_t t = (int64_t)(F8_TILE_BYTES / ((size_t)w->K * 2));
@@ -47,6 +66,8 @@ void cu_f8w_free(cu_f8w *w) {
     if (!w) return;
     if (w->q) cudaFree(w->q);
     if (w->s) cudaFree(w->s);
+    if (w->sg) cudaFree(w->sg);
+    if (w->s2) cudaFree(w->s2);
     free(w);
 }
 
@@ -61,13 +82,14 @@ vllm_status cu_f8w_create(cu_state *cu, const tensor *const *parts, int n, int64
     const size_t qb = (size_t)rows * (size_t)K, sb = (size_t)rows * (size_t)G * sizeof(float);
     cudaError_t e = cudaMalloc((void **)&w->q, qb ? qb : 1);
     if (e == cudaSuccess) e = cudaMalloc((void **)&w->s, sb ? sb : 4);
+    if (e == cudaSuccess && f8_scales_mn()) e = cudaMalloc((void **)&w->sg, sb ? sb : 4);
     if (e != cudaSuccess) {
         cudaGetLastError();
         cu_f8w_free(w);
         return vt_error(VLLM_ERR_NO_MEMORY, "linear: out of device memory for a (%lld, %lld) FP8 weight", (long long)rows,
                         (long long)K);
     }
-    cu->bytes_allocated += qb + sb;
+    cu->bytes_allocated += qb + (w->sg ? 2 : 1) * sb;
     /* each part's blocks split on the host into the bytes and the scales, then uploaded */
     int64_t maxr = 0;
     for (int i = 0; i < n; i++)
@@ -93,6 +115,34 @@ vllm_status cu_f8w_create(cu_state *cu, const tensor *const *parts, int n, int64
             st = vt_error(VLLM_ERR_BACKEND, "linear: FP8 weight upload failed: %s", cudaGetErrorString(e));
         }
         r0 += pr;
+    }
+    if (st == VLLM_OK && w->sg) { /* the transposed scales, from the device copy */
+        float *all = (float *)malloc(sb + 4), *tr = (float *)malloc(sb + 4);
+        e = all && tr ? cudaMemcpy(all, w->s, sb, cudaMemcpyDeviceToHost) : cudaErrorMemoryAllocation;
+        for (int64_t r = 0; e == cudaSuccess && r < rows; r++)
+            for (int64_t g = 0; g < G; g++) tr[g * rows + r] = all[r * G + g];
+        if (e == cudaSuccess) e = cudaMemcpy(w->sg, tr, sb, cudaMemcpyHostToDevice);
+        /* one scale per 128 x 128 block when the rows of each 128 agree */
+        bool uni = e == cudaSuccess;
+        for (int64_t r = 0; uni && r < rows; r++)
+            uni = !memcmp(all + r * G, all + (r / 128 * 128) * G, (size_t)G * sizeof(float));
+        const int64_t RB = (rows + 127) / 128;
+        if (uni && cudaMalloc((void **)&w->s2, (size_t)(RB * G) * sizeof(float)) == cudaSuccess) {
+            const bool mn = f8_scales_mn();
+            for (int64_t rb = 0; rb < RB; rb++)
+                for (int64_t g = 0; g < G; g++) tr[mn ? g * RB + rb : rb * G + g] = all[rb * 128 * G + g];
+            e = cudaMemcpy(w->s2, tr, (size_t)(RB * G) * sizeof(float), cudaMemcpyHostToDevice);
+            cu->bytes_allocated += (size_t)(RB * G) * sizeof(float);
+        } else {
+            cudaGetLastError();
+            w->s2 = NULL;
+        }
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            st = vt_error(VLLM_ERR_BACKEND, "linear: FP8 scale upload failed: %s", cudaGetErrorString(e));
+        }
+        free(all);
+        free(tr);
     }
     free(hq);
     free(hs);
@@ -127,8 +177,10 @@ __device__ __forceinline__ float f8_dot16(const uint4 &a, const uint4 &b) {
     return s;
 }
 
-// x (T, K) BF16 rows xs apart -> q (T, K) E4M3, s (T, K / 128); a warp per group of 128 (4 per lane)
-__global__ void k_f8_actq(const __nv_bfloat16 *x, int64_t xs, int T, int K, uint8_t *q, float *s) {
+// x (T, K) BF16 rows xs apart -> q (T, K) E4M3, s: the scale of (t, g) at s[t st + g sg]; a warp per group of
+// 128 (4 per lane)
+__global__ void k_f8_actq(const __nv_bfloat16 *x, int64_t xs, int T, int K, uint8_t *q, float *s, int64_t st,
+                          int64_t sg) {
     const int G = K / FP8_B;
     const int64_t grp = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
@@ -149,7 +201,7 @@ __global__ void k_f8_actq(const __nv_bfloat16 *x, int64_t xs, int T, int K, uint
         packed |= (uint32_t)__nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E4M3) << (8 * i);
     }
     *(uint32_t *)(q + (int64_t)t * K + (int64_t)g * FP8_B + lane * 4) = packed;
-    if (lane == 0) s[(int64_t)t * G + g] = d;
+    if (lane == 0) s[(int64_t)t * st + (int64_t)g * sg] = d;
 }
 
 // y (T, N) (+)= x W^T (+ bias): a warp per row n, 16 bytes per lane per step; T <= TT
@@ -215,26 +267,132 @@ bool cu_f8_gemv_fits(const cu_f8w *w, const tensor *x, int64_t T) {
     return T >= 1 && T <= CU_F8_GEMV_MAX_T && x->dtype == DTYPE_BF16;
 }
 
-/* x quantized into the workspace: q at *q, scales at *s */
-static bool f8_quantize_x(cu_state *cu, const tensor *x, int64_t T, int64_t K, uint8_t **q, float **s) {
-    const int64_t G = K / FP8_B;
+/* x quantized into the workspace: q at *q, scales at *s: (T, K / 128), or (mn) (K / 128, ceil4(T)) for the
+ * cuBLASLt GEMM */
+static bool f8_quantize_x(cu_state *cu, const tensor *x, int64_t T, int64_t K, bool mn, uint8_t **q, float **s) {
+    const int64_t G = K / FP8_B, Tp = (T + 3) / 4 * 4;
     const size_t qb = ((size_t)T * (size_t)K + 255) / 256 * 256;
-    if (cu_buf_reserve(cu, &cu->f8x_ws, qb + (size_t)T * (size_t)G * sizeof(float), "linear: FP8 activations") !=
+    if (cu_buf_reserve(cu, &cu->f8x_ws, qb + (size_t)Tp * (size_t)G * sizeof(float), "linear: FP8 activations") !=
         VLLM_OK)
         return false;
     *q = (uint8_t *)cu->f8x_ws.p;
     *s = (float *)((uint8_t *)cu->f8x_ws.p + qb);
     const int64_t groups = T * G;
     return cu_launch(cu, "linear (fp8 activations)", false, k_f8_actq, dim3(cu_grid(groups, 8)), dim3(256), 0,
-                     (const __nv_bfloat16 *)x->data, tensor_row_stride(x), (int)T, (int)K, *q, *s);
+                     (const __nv_bfloat16 *)x->data, tensor_row_stride(x), (int)T, (int)K, *q, *s,
+                     mn ? (int64_t)1 : G, mn ? Tp : (int64_t)1);
+}
+
+/* ---- the FP8 GEMM: cuBLASLt with 1 x 128 block scales on both operands (VEC128_32F) ---- */
+
+#define F8_PLANS 64
+
+struct cu_f8_plan {
+    bool used, ok, blk;  /* blk: the weights' scales per 128 x 128 block (BLK128x128_32F) */
+    int64_t n, t, k, ldc;
+    int ydt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+};
+
+static void f8_plan_clear(cu_f8_plan *p) {
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+    memset(p, 0, sizeof *p);
+}
+
+void cu_f8_plans_free(cu_state *cu) {
+    if (!cu->f8_plans) return;
+    for (int i = 0; i < F8_PLANS; i++) f8_plan_clear(&cu->f8_plans[i]);
+    free(cu->f8_plans);
+    cu->f8_plans = NULL;
+}
+
+/* The plan of y (T, N) = x (T, K) W^T in FP8 with VEC128 scales, made on a miss; ok false when cuBLASLt has no
+ * algorithm for it (the tiles then). */
+static cu_f8_plan *f8_plan(cu_state *cu, int64_t N, int64_t T, int64_t K, int64_t ldc, dtype ydt, const void *sa,
+                           const void *sb, bool blk) {
+    if (!cu->lt) return NULL;
+    if (!cu->f8_plans && !(cu->f8_plans = (cu_f8_plan *)calloc(F8_PLANS, sizeof(cu_f8_plan)))) return NULL;
+    uint64_t h = 1469598103934665603ull;
+    const int64_t key[6] = {N, T, K, ldc, (int64_t)ydt, (int64_t)blk};
+    for (int i = 0; i < 6; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    cu_f8_plan *p = &cu->f8_plans[h % F8_PLANS];
+    if (p->used && p->n == N && p->t == T && p->k == K && p->ldc == ldc && p->ydt == (int)ydt && p->blk == blk)
+        return p;
+    f8_plan_clear(p);
+    p->used = true, p->n = N, p->t = T, p->k = K, p->ldc = ldc, p->ydt = (int)ydt, p->blk = blk;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                                      amode = blk ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : mode;
+    const cudaDataType_t yt = ydt == DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
+    if (cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &amode, sizeof amode) ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode) ||
+        /* the block modes want their scale pointers set before the heuristic is asked */
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa) ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb) ||
+        cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K) ||
+        cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)T, K) ||
+        cublasLtMatrixLayoutCreate(&p->c, yt, (uint64_t)N, (uint64_t)T, ldc))
+        return p;
+    cublasLtMatmulPreference_t pref = NULL;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return p;
+    size_t ws = cu->lt_ws.cap;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cu->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_SUCCESS && nres > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+        p->algo = res.algo;
+        p->ok = true;
+    } else {
+        LOG_I("cuda linear: no cuBLASLt FP8 algorithm with %s weight scales for (%lld, %lld) x %lld tokens (%s)",
+              blk ? "128 x 128" : "1 x 128", (long long)N, (long long)K, (long long)T, cublasGetStatusString(st));
+    }
+    return p;
+}
+
+static bool f8_gemm(cu_state *cu, const cu_f8w *w, const uint8_t *q, const float *s, int64_t T, tensor *y,
+                    bool accumulate) {
+    const void *sa = w->sg ? w->sg : w->s, *sb = s;
+    cu_f8_plan *p = f8_plan(cu, w->rows, T, w->K, tensor_row_stride(y), y->dtype, sa, sb, false);
+    if ((!p || !p->ok) && w->s2) { /* 1 x 128 weight scales refused: the 128 x 128 ones */
+        sa = w->s2;
+        p = f8_plan(cu, w->rows, T, w->K, tensor_row_stride(y), y->dtype, sa, sb, true);
+    }
+    if (!p || !p->ok) return false;
+    if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa) ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb))
+        return p->ok = false;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasStatus_t st = cublasLtMatmul(cu->lt, p->desc, &alpha, w->q, p->a, q, p->b, &beta, y->data, p->c, y->data,
+                                       p->c, &p->algo, cu->lt_ws.p, cu->lt_ws.cap, cu->stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        LOG_I("cuda linear: cuBLASLt FP8 GEMM failed (%s): BF16 tiles", cublasGetStatusString(st));
+        return p->ok = false;
+    }
+    return true;
 }
 
 bool cu_f8_linear(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, bool accumulate) {
     const int64_t T = cu_rows(x), K = w->K, N = w->rows, ys = tensor_row_stride(y);
     uint8_t *q = NULL;
     float *s = NULL;
-    if (!f8_quantize_x(cu, x, T, K, &q, &s)) return false;
-    if (cu_f8_gemv_fits(w, x, T)) {
+    const bool gv = cu_f8_gemv_fits(w, x, T);
+    if (!gv && cu->f8_lt) { /* FP8 tensor cores through cuBLASLt */
+        if (!f8_quantize_x(cu, x, T, K, f8_scales_mn(), &q, &s)) return false;
+        if (f8_gemm(cu, w, q, s, T, y, accumulate)) return bias ? cu_add_bias(cu, y->data, y->dtype, ys, bias, T, N) : true;
+        if (cu->err != VLLM_OK) return false;
+    }
+    if (!f8_quantize_x(cu, x, T, K, false, &q, &s)) return false;
+    if (gv) {
         const dim3 grid(cu_grid(N, F8_WARPS)), block(F8_WARPS * 32);
 #define F8_GEMV(TT)                                                                                                    \
     cu_launch(cu, "linear (fp8 gemv)", false, k_f8_gemv<TT>, grid, block, 0, (const uint8_t *)w->q, (const float *)w->s, \

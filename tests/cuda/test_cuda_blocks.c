@@ -26,7 +26,8 @@
  *  - refusals (rows of partial blocks, a non-float part, strides of partial blocks);
  *  - linear_fused with each norm kind, whose norm kernel writes the int8 activations itself, bit-identical
  *    to the norm op then linear (the GEMV's own quantization of the norm's BF16 output);
- *  - FP8_B128 layers (block-scaled FP8 checkpoints, ops_linear_fp8.cu) against tensor/fp8.h (test_fp8).
+ *  - FP8_B128 layers (block-scaled FP8 checkpoints, ops_linear_fp8.cu) against tensor/fp8.h (test_fp8), and
+ *    with VLLM_CUDA_F8_GEMM=cublaslt at a (1536, 2048) x 300 shape cuBLASLt's FP8 GEMM takes.
  *
  * Tolerances (per element, |gpu - ref| <= rel * |ref| + abs * S with S = sum_k |w_k x_k| in double):
  *  - BF16 output: rel 2^-8 (rounding to BF16 is within half an ulp, 2^-9 relative; twice that);
@@ -835,11 +836,14 @@ static void test_refusals(void) {
  * order of the F32 additions differs, |d| <= 1e-5 S (S = sum |x'_k w_k|); larger T (BF16 tiles + cuBLAS):
  * both operands rounded to BF16, |d| <= 2^-7 S. F32 and BF16 outputs (BF16: + 2^-8 |ref|), the accumulating
  * form (y += , beta 1 in the GEMM), a graph replay of the GEMV on new inputs equal to eager. */
-static void test_fp8(void) {
-    const int64_t in = 3 * FP8_B, outs[2] = {100, 156}, out = outs[0] + outs[1];
+static void test_fp8(int64_t out0, int64_t out1, bool blocks128, int64_t in, int64_t T_big) {
+    const int64_t outs[2] = {out0, out1}, out = outs[0] + outs[1];
     fp8_block *wb[2];
     float *row = malloc((size_t)in * sizeof *row), *bias = calloc((size_t)out, sizeof *bias);
+    float gs[64] = {0};
     tensor wt[2], bt;
+    printf("FP8_B128 (%lld + %lld rows, %s scales)\n", (long long)out0, (long long)out1,
+           blocks128 ? "128 x 128 block" : "per-row");
     for (int p = 0; p < 2; p++) {
         wb[p] = malloc((size_t)(outs[p] * (in / FP8_B)) * sizeof(fp8_block));
         for (int64_t r = 0; r < outs[p]; r++) {
@@ -847,7 +851,9 @@ static void test_fp8(void) {
             for (int64_t k = 0; k < in; k++) row[k] = sc * rnd();
             if (r == 3)
                 for (int64_t k = 0; k < FP8_B; k++) row[k] = 0.0f;
-            fp8_quantize_row(row, in, NULL, wb[p] + r * (in / FP8_B));
+            if (blocks128 && r % 128 == 0) /* the checkpoint's layout: one scale per 128 rows and 128 columns */
+                for (int g = 0; g < in / FP8_B && g < 64; g++) gs[g] = (0.1f + 1e-3f) / FP8_E4M3_MAX * (1.0f + 0.5f * rnd());
+            fp8_quantize_row(row, in, blocks128 ? gs : NULL, wb[p] + r * (in / FP8_B));
         }
         wt[p] = tensor_2d(DTYPE_FP8_B128, wb[p], outs[p], in);
     }
@@ -859,7 +865,7 @@ static void test_fp8(void) {
     CHECK_MSG(takes(DTYPE_FP8_B128), "native_blocks lacks FP8_B128");
     vllm_status st = gpu->ops->linear_create(gpu, wp, bp, 2, &lin);
     CHECK_MSG(st == VLLM_OK, "FP8 linear_create: %s", vllm_last_error());
-    const int64_t Ts[] = {1, 2, 3, 5, 8, 9, 37};
+    const int64_t Ts[] = {1, 2, 3, 5, 8, 9, T_big};
     uint8_t *q = malloc((size_t)in);
     float *xsc = malloc((size_t)(in / FP8_B) * sizeof *xsc);
     for (size_t ti = 0; lin && ti < sizeof Ts / sizeof *Ts; ti++) {
@@ -992,7 +998,8 @@ int main(void) {
     test_norm_int8(DTYPE_Q4_K);
     test_norm_int8(DTYPE_Q8_0);
     test_norm_int8(DTYPE_IQ4_NL);
-    test_fp8();
+    test_fp8(100, 156, false, 3 * FP8_B, 37);
+    test_fp8(128, 256, true, 3 * FP8_B, 37);
     CHECK_OK(gpu->ops->synchronize(gpu));
     backend_free(gpu);
     gpu = NULL;
@@ -1007,6 +1014,13 @@ int main(void) {
         test_fused_type(BLOCK_TYPES[i], i);
     }
     if (gpu) test_graph_case(DTYPE_Q4_K, 4);
+    /* the FP8 prefill on cuBLASLt's FP8 GEMM (VLLM_CUDA_F8_GEMM=cublaslt), at shapes it has algorithms for */
+    if (gpu) backend_free(gpu);
+    gpu = NULL;
+    setenv("VLLM_CUDA_F8_GEMM", "cublaslt", 1);
+    CHECK_OK(backend_create("cuda", NULL, &gpu));
+    if (gpu) test_fp8(1024, 512, true, 2048, 300);
+    unsetenv("VLLM_CUDA_F8_GEMM");
     if (gpu) test_mixed();
     unsetenv("VLLM_CUDA_QGEMV_XQ");
 

@@ -3,7 +3,8 @@
 # vllm.c built (CUDA), test_cuda_blocks (test_fp8 among them) and test_cuda_parity (the FP8 fixture's kernels,
 # teacher-forced), a Qwen3-8B-shape block-FP8 checkpoint written (tools/make_fp8_bench.py), then
 # vllmc bench latency on it and on the BF16 model of the same shape (--load-format dummy): batch-1 decode
-# and 512-token prefill. Needs .devdeps carried. Results under $OUT.
+# and 512-token prefill, and (FP8) throughput of 256 requests x 128 / 128 tokens. Needs .devdeps carried.
+# Results under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/device/env.sh
@@ -17,9 +18,16 @@ t0=$(date +%s)
 cmake --build $B -j 16 --target vllmc_cli cuda_test_cuda_blocks cuda_test_cuda_parity 2>&1 | grep -E "error|warning" || true
 echo "== built in $(( $(date +%s) - t0 )) s"
 timeout 300 $B/cuda_test_cuda_blocks > "$OUTDIR/blocks.log" 2>&1; echo "test_cuda_blocks rc $?"
-grep -E "FP8|CHECK failed|checks" "$OUTDIR/blocks.log" | tail -20
-timeout 300 $B/cuda_test_cuda_parity > "$OUTDIR/parity.log" 2>&1; echo "test_cuda_parity rc $?"
-grep -E "fp8|CHECK failed|checks" "$OUTDIR/parity.log" | tail -12
+grep -E "FP8|CHECK failed|checks|cuBLASLt" "$OUTDIR/blocks.log" | tail -20
+if grep -q "FP8 linear T" "$OUTDIR/blocks.log" && grep "CHECK failed" "$OUTDIR/blocks.log" | grep -q "FP8"; then
+  echo "== FP8 GEMM with K-major scales (VLLM_CUDA_F8_SCALES=k)"
+  VLLM_CUDA_F8_SCALES=k timeout 300 $B/cuda_test_cuda_blocks > "$OUTDIR/blocks_k.log" 2>&1
+  grep -E "FP8|CHECK failed|checks" "$OUTDIR/blocks_k.log" | tail -12
+fi
+if [ "${SKIP_PARITY:-0}" = 0 ]; then
+  timeout 300 $B/cuda_test_cuda_parity > "$OUTDIR/parity.log" 2>&1; echo "test_cuda_parity rc $?"
+  grep -E "fp8|CHECK failed|checks" "$OUTDIR/parity.log" | tail -12
+fi
 wait $gen; tail -2 /tmp/fp8-gen.log; du -sh $M
 mkdir -p /tmp/qwen3-8b-bf16 && python3 - <<'PY'
 import json; c = json.load(open("/tmp/qwen3-8b-fp8/config.json")); del c["quantization_config"]
@@ -28,11 +36,13 @@ PY
 V=$B/vllmc
 lat() { local m=$1; shift; "$V" bench latency --model "$m" --device cuda --num-iters-warmup 2 --num-iters ${ITERS:-5} "$@" 2>&1 |
   tee -a "$OUTDIR/vllmc.log" | awk '/^Avg latency/ {print $3}'; }
-for m in fp8 bf16; do
+for m in ${MODELS:-fp8 bf16}; do
   d=/tmp/qwen3-8b-$m; fmt=(); [ $m = bf16 ] && fmt=(--load-format dummy)
   full=$(lat $d "${fmt[@]}" --batch-size 1 --input-len 128 --output-len 128)
   pre=$(lat $d "${fmt[@]}" --batch-size 1 --input-len 128 --output-len 1)
   p512=$(lat $d "${fmt[@]}" --batch-size 1 --input-len 512 --output-len 1)
   python3 -c "f,p,q=$full,$pre,$p512;print('$m decode tok/s %.1f  prefill512 tok/s %.0f' % (127/(f-p), 512/q))" | tee -a "$OUTDIR/rows.txt"
+  [ $m = fp8 ] && timeout 240 "$V" bench throughput --model $d --device cuda --num-prompts 256 --input-len 128 \
+    --output-len 128 --max-num-seqs 256 2>&1 | tee -a "$OUTDIR/vllmc.log" | grep -E "Throughput|tokens/s" | tee -a "$OUTDIR/rows.txt"
 done
 grep -E "fp8 checkpoint|weights|KV cache" "$OUTDIR/vllmc.log" | sort | uniq -c | head -8

@@ -28,6 +28,14 @@ every engine layout), plus "quantization" (the scheme) and "fp8_activations": {"
 the activation quantization, "tolerance" / "tolerance_bf16": its teacher-forced bounds (tf_max, tf_mean) for
 an F32 / a BF16-activation engine, from the drift measured below}.
 
+Cases qwen3_awq and qwen3_gptq_actorder: the same model shape with its projections in 4 bits, group 64,
+quantized by min / max per group (AutoAWQ's pseudo_quantize_tensor with zero points; scales float16) and
+packed as AutoAWQ's GEMM format (qweight (K, N / 8), nibble p of each int32 the feature 8 c + [0, 2, 4, 6,
+1, 3, 5, 7][p]; qzeros likewise; scales (K / G, N)) and as GPTQ's with act-order (qweight (K / 8, N), 8 input
+features per int32 in order; qzeros (groups, N / 8) stored less 1 (checkpoint_format "gptq"); g_idx from a
+random permutation), each packing unpacked again and compared. References: transformers on the dequantized
+weights (4-bit weight-only: activations as they are).
+
 Needs: python3, torch (float8_e4m3fn), transformers 5.x, safetensors.
 """
 import argparse
@@ -204,7 +212,173 @@ def case_qwen3_fp8_block(out_dir, device):
           f"{sum(g < 0.05 for g in gaps)} of {len(gaps)} gaps < 0.05")
 
 
-CASES = {"qwen3_fp8_block": case_qwen3_fp8_block}
+# ---- 4-bit weight-only: AWQ (GEMM packing) and GPTQ (act-order, v1 zeros) ----
+
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]  # AutoAWQ pack_intweight: nibble p holds feature 8 c + AWQ_ORDER[p]
+
+
+def minmax_quant(w):
+    """w (rows, G) float32 -> q (rows, G) ints 0..15, z (rows) ints, s (rows) float16 as AutoAWQ's
+    pseudo_quantize_tensor with zero_point: s = (max - min) / 15, z = clamp(-round(min / s), 0, 15),
+    q = clamp(round(w / s) + z, 0, 15); s rounded to float16 first (the checkpoint's dtype)."""
+    mx, mn = w.amax(dim=1), w.amin(dim=1)
+    s = ((mx - mn).clamp(min=1e-5) / 15).half()
+    sf = s.float()
+    z = (-torch.round(mn / sf)).clamp(0, 15)
+    q = (torch.round(w / sf[:, None]) + z[:, None]).clamp(0, 15)
+    return q.int(), z.int(), s
+
+
+def to_i32(x):
+    """int64 words of 32 bits -> int32 (two's complement)"""
+    return (((x & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000).to(torch.int32)
+
+
+def pack_awq(intw):
+    """(R, N) ints 0..15 -> (R, N / 8) int32, AutoAWQ's order"""
+    R, N = intw.shape
+    out = torch.zeros(R, N // 8, dtype=torch.int64)
+    for p, j in enumerate(AWQ_ORDER):
+        out |= intw[:, j::8].long() << (4 * p)
+    return to_i32(out)
+
+
+def unpack_awq(packed, N):
+    words = packed.long() & 0xFFFFFFFF
+    out = torch.zeros(packed.shape[0], N, dtype=torch.int64)
+    for p, j in enumerate(AWQ_ORDER):
+        out[:, j::8] = (words >> (4 * p)) & 15
+    return out.int()
+
+
+def pack_rows8(intw):
+    """(R, C) ints -> (R / 8, C) int32: nibble i of row r is row 8 r + i (GPTQ's qweight)"""
+    R, C = intw.shape
+    out = torch.zeros(R // 8, C, dtype=torch.int64)
+    for i in range(8):
+        out |= intw[i::8, :].long() << (4 * i)
+    return to_i32(out)
+
+
+def pack_cols8(intw):
+    """(R, C) ints -> (R, C / 8) int32: nibble i of column c is column 8 c + i (GPTQ's qzeros)"""
+    R, C = intw.shape
+    out = torch.zeros(R, C // 8, dtype=torch.int64)
+    for i in range(8):
+        out |= intw[:, i::8].long() << (4 * i)
+    return to_i32(out)
+
+
+def i32(t):
+    return t.long() & 0xFFFFFFFF
+
+
+def quant_awq(w, G):
+    """W (N, K) -> tensors, W' (dequantized)"""
+    N, K = w.shape
+    wt = w.t().contiguous()  # (K, N): AWQ stores input-major
+    q = torch.zeros(K, N, dtype=torch.int32)
+    z = torch.zeros(K // G, N, dtype=torch.int32)
+    s = torch.zeros(K // G, N, dtype=torch.float16)
+    for g in range(K // G):
+        qg, zg, sg = minmax_quant(wt[g * G:(g + 1) * G].t().contiguous())  # rows = out features
+        q[g * G:(g + 1) * G] = qg.t()
+        z[g], s[g] = zg, sg
+    qw, qz = pack_awq(q), pack_awq(z)
+    assert torch.equal(unpack_awq(qw, N), q) and torch.equal(unpack_awq(qz, N), z)  # round trip
+    deq = ((q - z.repeat_interleave(G, dim=0)).float() * s.float().repeat_interleave(G, dim=0)).t().contiguous()
+    return {"qweight": qw, "qzeros": qz, "scales": s}, deq
+
+
+def quant_gptq(w, G, gen):
+    """W (N, K) -> act-order tensors (v1 zeros), W'"""
+    N, K = w.shape
+    perm = torch.randperm(K, generator=gen)
+    g_idx = torch.empty(K, dtype=torch.int32)
+    g_idx[perm] = torch.arange(K, dtype=torch.int32) // G  # feature perm[r] in group r // G
+    groups = K // G
+    q = torch.zeros(K, N, dtype=torch.int32)
+    z = torch.zeros(groups, N, dtype=torch.int32)
+    s = torch.zeros(groups, N, dtype=torch.float16)
+    for g in range(groups):
+        cols = (g_idx == g).nonzero().flatten()
+        qg, zg, sg = minmax_quant(w[:, cols].contiguous())
+        q[cols] = qg.t()
+        z[g], s[g] = zg, sg
+    qw, qz = pack_rows8(q), pack_cols8((z - 1) & 15)  # v1: zeros stored less 1
+    for i in range(8):  # round trip
+        assert torch.equal((i32(qw) >> (4 * i)) & 15, q[i::8].long())
+        assert torch.equal((i32(qz) >> (4 * i)) & 15, ((z - 1) & 15)[:, i::8].long())
+    zr = ((z - 1) & 15) + 1  # what a reader gets back (v1: stored + 1; a zero of 0 reads as 16)
+    deq = ((q - zr[g_idx.long()]).float() * s.float()[g_idx.long()]).t().contiguous()
+    return {"qweight": qw, "qzeros": qz, "scales": s, "g_idx": g_idx}, deq
+
+
+def case_int4(name, method, out_dir, device):
+    G = 64
+    cfg = Qwen3Config(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+                      rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=mf.BOS, eos_token_id=mf.EOS,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    torch.manual_seed(mf.SEED + (910 if method == "awq" else 920))
+    model = Qwen3ForCausalLM(cfg).float().eval()
+    mf.randomise(model)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0.25)
+    gen = torch.Generator().manual_seed(7)
+    tensors, deq = {}, {}
+    for k, v in model.state_dict().items():
+        if k.endswith(".weight") and any(f".{p}." in k for p in PROJ):
+            t, d = quant_awq(v.float(), G) if method == "awq" else quant_gptq(v.float(), G, gen)
+            for suf, x in t.items():
+                tensors[k[:-len("weight")] + suf] = x.contiguous()
+            deq[k] = d
+        else:
+            tensors[k] = v.to(torch.bfloat16).contiguous()
+            deq[k] = tensors[k].float()
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(out_dir):
+        if f.endswith((".safetensors", ".json")):
+            os.remove(os.path.join(out_dir, f))
+    save_file(tensors, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    cfg_json = cfg.to_dict()
+    cfg_json["architectures"] = ["Qwen3ForCausalLM"]
+    cfg_json["dtype"] = "bfloat16"
+    cfg_json["quantization_config"] = (
+        {"quant_method": "awq", "bits": 4, "group_size": G, "zero_point": True, "version": "gemm",
+         "modules_to_not_convert": None} if method == "awq" else
+        {"quant_method": "gptq", "bits": 4, "group_size": G, "desc_act": True, "sym": False,
+         "checkpoint_format": "gptq", "damp_percent": 0.01, "true_sequential": True})
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg_json, f, indent=2, sort_keys=True)
+        f.write("\n")
+    GenerationConfig(bos_token_id=mf.BOS, eos_token_id=mf.EOS).save_pretrained(out_dir)
+    cfg._attn_implementation = "eager"
+    ref = Qwen3ForCausalLM(cfg).float().eval()
+    missing, unexpected = ref.load_state_dict(deq, strict=False)
+    assert not unexpected and all("lm_head" in m for m in missing), (missing, unexpected)
+    ref.to(device)
+    results = []
+    for p in mf.make_prompts(910 if method == "awq" else 920, cfg.vocab_size):
+        toks, lps, gaps = mf.greedy(ref, p, device)
+        results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
+    expected = {
+        "case": name, "transformers": transformers.__version__, "torch": torch.__version__, "dtype": "bfloat16",
+        "quantization": (f"awq 4-bit, group {G}, gemm packing" if method == "awq" else
+                         f"gptq 4-bit, group {G}, act-order (g_idx), v1 zeros"),
+        "rope": {"rope_type": "default", "rope_theta": 1000000.0}, "sliding_window": None,
+        "sliding_window_effective": None, "new_tokens": mf.NEW_TOKENS, "prompts": results,
+    }
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    gaps = [g for r in results for g in r["top2_gap"]]
+    print(f"  [{name}] min gap {min(gaps):.4f}, {sum(g < 0.05 for g in gaps)} of {len(gaps)} gaps < 0.05")
+
+
+CASES = {"qwen3_fp8_block": case_qwen3_fp8_block,
+         "qwen3_awq": lambda d, dev: case_int4("qwen3_awq", "awq", d, dev),
+         "qwen3_gptq_actorder": lambda d, dev: case_int4("qwen3_gptq_actorder", "gptq", d, dev)}
 
 
 def main():

@@ -15,6 +15,7 @@
 #include "tensor/ggml_quant.h"
 #include "tensor/dummy.h"
 #include "tensor/fp8.h"
+#include "tensor/int4.h"
 
 struct weight_source {
     st_set *st;          /* NULL for dummy and GGUF */
@@ -24,6 +25,7 @@ struct weight_source {
     uint32_t native_blocks; /* the block dtypes the backend takes (backend.native_blocks) */
     quant_config quant;  /* safetensors: the checkpoint's quantization_config */
     size_t fp8_dequantized; /* FP8: bytes of F32 copies (a backend without FP8_B128, VLLM_FP8_DEQUANTIZE=1) */
+    size_t int4_dequantized; /* AWQ / GPTQ: bytes of F32 copies of their 4-bit weights */
     dtype dummy_dtype;
     uint64_t seed;       /* dummy.h's stream */
     uint64_t offset;     /* dummy: the next tensor's byte offset (as an arena would place it) */
@@ -38,10 +40,11 @@ vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool d
     weight_source *ws = calloc(1, sizeof *ws);
     if (!ws) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     ws->quant = cfg->quant;
-    if (dummy && cfg->quant.method == QUANT_FP8_BLOCK) {
+    if (dummy && (cfg->quant.method == QUANT_FP8_BLOCK || cfg->quant.method == QUANT_AWQ ||
+                  cfg->quant.method == QUANT_GPTQ)) {
         free(ws);
-        return vt_error(VLLM_ERR_UNSUPPORTED, "--load-format dummy: quantization_config fp8 is not supported yet (dummy "
-                        "weights are %s)", dtype_name(cfg->torch_dtype));
+        return vt_error(VLLM_ERR_UNSUPPORTED, "--load-format dummy: quantization_config %s is not supported yet (dummy "
+                        "weights are %s)", cfg->quant.name, dtype_name(cfg->torch_dtype));
     }
     if (dummy) {
         ws->dummy_dtype = cfg->torch_dtype == DTYPE_F32 ? DTYPE_F32 : cfg->torch_dtype;
@@ -252,6 +255,67 @@ static vllm_status fp8_get(weight_source *ws, const char *name, int ndim, const 
     return VLLM_OK;
 }
 
+/* An I32 / float tensor of the checkpoint as host data of exactly this shape; floats converted into a buffer */
+static vllm_status i4_part(weight_source *ws, const char *base, const char *suffix, dtype want, int64_t d0,
+                           int64_t d1, int ndim, const void **out) {
+    char name[512];
+    if (snprintf(name, sizeof name, "%s%s", base, suffix) >= (int)sizeof name)
+        return vt_error(VLLM_ERR_INVALID_ARG, "tensor name too long");
+    const int64_t shape[2] = {d0, d1};
+    tensor t;
+    vllm_status st = want == DTYPE_I32 ? st_get_as(ws->st, name, DTYPE_I32, ndim, shape, &t)
+                                       : st_get(ws->st, name, ndim, shape, &t);
+    if (st != VLLM_OK) return st;
+    if (want == DTYPE_I32) return *out = t.data, VLLM_OK;
+    const int64_t n = ndim == 1 ? d0 : d0 * d1;
+    float *f = ws_buffer(ws, (size_t)n * sizeof *f);
+    if (!f) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory for tensor '%s'", name);
+    for (int64_t i = 0; i < n; i++) {
+        if (t.dtype == DTYPE_F32) {
+            memcpy(&f[i], (const uint8_t *)t.data + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, (const uint8_t *)t.data + 2 * i, 2);
+            f[i] = t.dtype == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+        }
+    }
+    *out = f;
+    return VLLM_OK;
+}
+
+/* A 4-bit AWQ / GPTQ weight (tensor/int4.h) asked for as `base.weight` (N, K): an F32 copy of its values */
+static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
+    const char *file = st_file_of(ws->st, name) ? st_file_of(ws->st, name) : "checkpoint";
+    const size_t nl = strlen(name);
+    char base[512];
+    if (ndim != 2 || nl < 7 || nl - 7 >= sizeof base)
+        return vt_error(VLLM_ERR_NOT_FOUND, "%s: tensor '%s' missing", file, name);
+    memcpy(base, name, nl - 7);
+    base[nl - 7] = 0;
+    const int64_t N = shape[0], K = shape[1], G = ws->quant.group_size > 0 ? ws->quant.group_size : K;
+    if (N % 8 || K % 8 || K % G)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s 4-bit weight '%s.qweight' of (%lld, %lld): out and in features must "
+                        "be multiples of 8 and in of the group size %lld", file, ws->quant.name, base, (long long)N,
+                        (long long)K, (long long)G);
+    const int64_t groups = K / G;
+    const void *qw = NULL, *qz = NULL, *sc = NULL, *gi = NULL;
+    vllm_status st;
+    const bool awq = ws->quant.method == QUANT_AWQ;
+    if ((st = i4_part(ws, base, ".qweight", DTYPE_I32, awq ? K : K / 8, awq ? N / 8 : N, 2, &qw)) ||
+        (st = i4_part(ws, base, ".qzeros", DTYPE_I32, groups, N / 8, 2, &qz)) ||
+        (st = i4_part(ws, base, ".scales", DTYPE_F32, groups, N, 2, &sc)) ||
+        (!awq && ws->quant.desc_act && (st = i4_part(ws, base, ".g_idx", DTYPE_I32, K, 0, 1, &gi))))
+        return st;
+    float *w = ws_buffer(ws, (size_t)N * (size_t)K * sizeof *w);
+    if (!w) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for '%s'", file, name);
+    if (awq) i4_awq_dequantize(qw, qz, sc, N, K, G, w);
+    else if (!i4_gptq_dequantize(qw, qz, sc, gi, N, K, G, groups, ws->quant.gptq_v1, w))
+        return vt_error(VLLM_ERR_FORMAT, "%s: '%s.g_idx' has a group outside [0, %lld)", file, base, (long long)groups);
+    ws->int4_dequantized += (size_t)N * (size_t)K * sizeof *w;
+    *out = tensor_make(DTYPE_F32, w, ndim, shape);
+    return VLLM_OK;
+}
+
 /* Dummy weights: uniform(-1e-3, 1e-3) like vLLM's initialize_dummy_weights, element i of a
  * tensor at byte offset o being dummy_value(seed, o / size + i), where o advances as a dummy
  * arena's allocations do: host-made and device-filled weights are the same numbers. */
@@ -296,6 +360,8 @@ vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t 
     if (!ws->st) return dummy_get(ws, name, ndim, shape, out);
     const char *dts = st_dtype_str(ws->st, name);
     if (dts && !strcmp(dts, "F8_E4M3")) return fp8_get(ws, name, ndim, shape, out);
+    if (!dts && (ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ))
+        return int4_get(ws, name, ndim, shape, out);
     return st_get(ws->st, name, ndim, shape, out);
 }
 
@@ -306,6 +372,10 @@ vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, c
 }
 
 void ws_log_summary(const weight_source *ws) {
+    if (ws && ws->st && ws->int4_dequantized)
+        LOG_I("%s checkpoint: its 4-bit weights dequantized at load, %.1f MiB of F32 copies (the backend converts "
+              "them as float weights; 4-bit kernels are not written yet)", ws->quant.name,
+              (double)ws->int4_dequantized / 1048576.0);
     if (ws && ws->st && ws->native)
         LOG_I("fp8 checkpoint: %.1f MiB of F8_E4M3 weights loaded as FP8_B128 blocks (128 values + an F32 scale)",
               (double)ws->native / 1048576.0);
@@ -328,7 +398,16 @@ bool ws_has(const weight_source *ws, const char *name) {
         ggc_tensor_ref ref;
         return ggc_find(ws->gguf, name, &ref);
     }
-    return !ws->st || st_find(ws->st, name) != NULL;
+    if (!ws->st || st_find(ws->st, name) != NULL) return true;
+    /* an AWQ / GPTQ weight: `base.weight` held as base.qweight */
+    const size_t nl = strlen(name);
+    char q[512];
+    if ((ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ) && nl > 7 && nl + 2 < sizeof q &&
+        !strcmp(name + nl - 7, ".weight")) {
+        snprintf(q, sizeof q, "%.*s.qweight", (int)(nl - 7), name);
+        return st_find(ws->st, q) != NULL;
+    }
+    return false;
 }
 
 vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape, const char *fmt, ...) {

@@ -269,6 +269,21 @@ static void test_quant(void) {
              "\"ignored_layers\": [\"lm_head\"]}");
     CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
     CHECK(c.quant.method == QUANT_FP8_BLOCK && c.quant.block_n == 64);
+    /* AutoAWQ's and GPTQModel's configs */
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"quantization_config\": {\"bits\": 4, \"group_size\": 128, \"modules_to_not_convert\": null, "
+             "\"quant_method\": \"awq\", \"version\": \"gemm\", \"zero_point\": true}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_AWQ && c.quant.group_size == 128);
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"quantization_config\": {\"bits\": 4, \"group_size\": -1, \"desc_act\": true, \"sym\": false, "
+             "\"quant_method\": \"gptq\", \"checkpoint_format\": \"gptq_v2\"}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_GPTQ && c.quant.group_size == -1 && c.quant.desc_act && !c.quant.gptq_v1);
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"quantization_config\": {\"bits\": 4, \"group_size\": 64, \"quant_method\": \"gptq\"}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_GPTQ && c.quant.group_size == 64 && !c.quant.desc_act && c.quant.gptq_v1);
 }
 
 /* One bad config built from MINI_FMT + extra (later keys replace earlier ones in jansson). */
@@ -352,10 +367,24 @@ static void test_errors(void) {
     BAD(", \"hidden_act\": 1", VLLM_ERR_FORMAT, "hidden_act", "string");
     BAD(", \"mlp_bias\": true", VLLM_ERR_UNSUPPORTED, "config.json: mlp_bias", "not supported");
     BAD(", \"mlp_bias\": \"yes\"", VLLM_ERR_FORMAT, "mlp_bias", "true or false");
-    BAD(", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}", VLLM_ERR_UNSUPPORTED,
-        "quantization_config quant_method 'awq' is not supported", "");
-    BAD(", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}", VLLM_ERR_UNSUPPORTED,
-        "quant_method 'gptq' is not supported", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}", VLLM_ERR_FORMAT, "awq group_size", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 3, \"group_size\": 128}",
+        VLLM_ERR_UNSUPPORTED, "awq with bits 3", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, \"version\": \"gemv\"}",
+        VLLM_ERR_UNSUPPORTED, "awq version 'gemv'", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, \"zero_point\": false}",
+        VLLM_ERR_UNSUPPORTED, "zero_point false", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 8, \"group_size\": 128}",
+        VLLM_ERR_UNSUPPORTED, "gptq with bits 8", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 100}", VLLM_ERR_FORMAT,
+        "group_size must be", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, "
+        "\"checkpoint_format\": \"marlin\"}",
+        VLLM_ERR_UNSUPPORTED, "checkpoint_format 'marlin'", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": 1}",
+        VLLM_ERR_FORMAT, "desc_act", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"bitsandbytes\"}", VLLM_ERR_UNSUPPORTED,
+        "quant_method 'bitsandbytes' is not supported", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\"}", VLLM_ERR_UNSUPPORTED,
         "quant_method 'compressed-tensors'", "");
     BAD(", \"quantization_config\": {\"bits\": 4}", VLLM_ERR_FORMAT, "quantization_config has no quant_method", "");

@@ -7,7 +7,7 @@
  *     logprobs than the dequantized-weights recording (the parity test would catch such a loader);
  *   - refused, naming the cause: F8_E4M3 weights under a config without quantization_config, a missing
  *     weight_scale_inv, scales of the wrong shape (weight_block_size [64, 128] against the file's [128, 128]),
- *     and an unsupported scheme in config.json.
+ *     an unsupported scheme in config.json, and FP8 tensors under an AWQ config.
  */
 #include <jansson.h>
 #include <math.h>
@@ -155,8 +155,10 @@ int main(void) {
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json has no quantization_config", "");
     write_config(dir, "{\"quant_method\": \"fp8\", \"weight_block_size\": [64, 128]}");
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_FORMAT, "weight_scale_inv", "shape");
+    write_config(dir, "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}");
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "quant_method 'compressed-tensors' is not supported", "");
     write_config(dir, "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128}");
-    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "quant_method 'awq' is not supported", "");
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json has no quantization_config", "");
     copy_file("config.json", dir);
     write_weights(dir, "model.layers.1.mlp.up_proj.weight_scale_inv", false);
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_NOT_FOUND, "model.layers.1.mlp.up_proj.weight_scale_inv", "missing");

@@ -1,0 +1,38 @@
+/*
+ * int4.h: the 4-bit weight packings of AWQ and GPTQ checkpoints, read back (prefix i4_).
+ *
+ * Both store W (N out, K in) as 4-bit integers q with a scale s and a zero z per group of G input
+ * features: W[n][k] = (q[k][n] - z[g][n]) * s[g][n], g = k / G (GPTQ with desc_act: g = g_idx[k]).
+ *
+ * AWQ (AutoAWQ's GEMM version; vLLM awq.py, transformers' AwqConfig): qweight I32 (K, N / 8), qzeros I32
+ * (K / G, N / 8), scales F16 (K / G, N). Eight output features share an int32, in the order AutoAWQ's
+ * pack_intweight writes: nibble p (bits 4p .. 4p + 3) holds feature 8c + [0, 2, 4, 6, 1, 3, 5, 7][p], so
+ * feature 8c + j sits in nibble [0, 4, 1, 5, 2, 6, 3, 7][j] (vLLM's AWQ_REVERSE_ORDER); qzeros likewise.
+ *
+ * GPTQ (AutoGPTQ / GPTQModel; vLLM gptq.py): qweight I32 (K / 8, N), nibble i of qweight[r][n] being
+ * q[8 r + i][n]; qzeros I32 (groups, N / 8), nibble i of qzeros[g][c] the zero of feature 8 c + i; scales
+ * F16 (groups, N); g_idx I32 (K). Checkpoint format "gptq" (v1) stores each zero less 1 (the zero is the
+ * stored value + 1); "gptq_v2" stores it as it is.
+ */
+#ifndef VLLM_TENSOR_INT4_H
+#define VLLM_TENSOR_INT4_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The nibble holding AWQ feature 8 c + j (j < 8) of its int32 */
+static inline int i4_awq_nibble(int j) {
+    static const int REV[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    return REV[j & 7];
+}
+
+/* W (N, K) as floats from AWQ's tensors (G divides K; scales (K / G, N) as floats): w[n * K + k]. */
+void i4_awq_dequantize(const int32_t *qweight, const int32_t *qzeros, const float *scales, int64_t N, int64_t K,
+                       int64_t G, float *w);
+
+/* W (N, K) as floats from GPTQ's tensors: group of k = g_idx[k] (g_idx NULL: k / G), zeros + 1 when v1;
+ * false when a g_idx entry is outside [0, groups). */
+bool i4_gptq_dequantize(const int32_t *qweight, const int32_t *qzeros, const float *scales, const int32_t *g_idx,
+                        int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, float *w);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * test_int4.c: AWQ and GPTQ 4-bit packings read back (src/tensor/int4.h) on weights packed here the way
+ * AutoAWQ's pack_intweight (order [0, 2, 4, 6, 1, 3, 5, 7] within each int32 of 8 output features) and
+ * AutoGPTQ's pack (8 input features per int32, in order; zeros of 8 output features per int32, less 1 in the
+ * v1 format) write them: every value (q - z) s exactly; an AWQ weight packed in plain order reads back
+ * wrong (the order matters), GPTQ act-order groups follow g_idx, a g_idx outside the groups is refused.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/int4.h"
+#include "test.h"
+
+enum { N = 24, K = 32, G = 8, GR = K / G };
+
+static int qv(int k, int n) { return (k * 7 + n * 5 + k * n) % 16; }
+static int zv(int g, int n) { return (g * 3 + n) % 16; }
+static float sv(int g, int n) { return 0.25f + 0.125f * (float)((g + 2 * n) % 7); }
+
+static void test_awq(void) {
+    static const int ORDER[8] = {0, 2, 4, 6, 1, 3, 5, 7}, PLAIN[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    int32_t qw[K * N / 8], qz[GR * N / 8];
+    float sc[GR * N], w[N * K];
+    for (int g = 0; g < GR; g++)
+        for (int n = 0; n < N; n++) sc[g * N + n] = sv(g, n);
+    for (int pass = 0; pass < 2; pass++) {
+        const int *ord = pass ? PLAIN : ORDER;
+        for (int k = 0; k < K; k++)
+            for (int c = 0; c < N / 8; c++) {
+                uint32_t word = 0;
+                for (int p = 0; p < 8; p++) word |= (uint32_t)qv(k, 8 * c + ord[p]) << (4 * p);
+                qw[k * (N / 8) + c] = (int32_t)word;
+            }
+        for (int g = 0; g < GR; g++)
+            for (int c = 0; c < N / 8; c++) {
+                uint32_t word = 0;
+                for (int p = 0; p < 8; p++) word |= (uint32_t)zv(g, 8 * c + ord[p]) << (4 * p);
+                qz[g * (N / 8) + c] = (int32_t)word;
+            }
+        i4_awq_dequantize(qw, qz, sc, N, K, G, w);
+        int wrong = 0;
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++) wrong += w[n * K + k] != (float)(qv(k, n) - zv(k / G, n)) * sv(k / G, n);
+        if (pass == 0) CHECK_MSG(wrong == 0, "AWQ: %d values wrong", wrong);
+        else CHECK_MSG(wrong > N * K / 2, "AWQ packed in plain order: only %d of %d values wrong", wrong, N * K);
+    }
+}
+
+static void test_gptq(void) {
+    int32_t qw[K / 8 * N], qz[GR * N / 8], gidx[K];
+    float sc[GR * N], w[N * K];
+    for (int g = 0; g < GR; g++)
+        for (int n = 0; n < N; n++) sc[g * N + n] = sv(g, n);
+    /* act-order: input feature k in group gidx[k] (a permutation's rank / G), every group G features */
+    int perm[K];
+    for (int k = 0; k < K; k++) perm[k] = (k * 13 + 5) % K; /* 13 is coprime with 32 */
+    for (int k = 0; k < K; k++) gidx[perm[k]] = k / G;
+    memset(qw, 0, sizeof qw);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) qw[(k / 8) * N + n] = (int32_t)((uint32_t)qw[(k / 8) * N + n] | (uint32_t)qv(k, n) << (4 * (k % 8)));
+    for (int v1 = 0; v1 < 2; v1++) {
+        memset(qz, 0, sizeof qz);
+        for (int g = 0; g < GR; g++)
+            for (int n = 0; n < N; n++) {
+                const int z = v1 ? (zv(g, n) + 15) % 16 : zv(g, n); /* v1 stores z - 1 (mod 16: z 0 is stored 15) */
+                qz[g * (N / 8) + n / 8] = (int32_t)((uint32_t)qz[g * (N / 8) + n / 8] | (uint32_t)z << (4 * (n % 8)));
+            }
+        for (int act = 0; act < 2; act++) {
+            CHECK(i4_gptq_dequantize(qw, qz, sc, act ? gidx : NULL, N, K, G, GR, v1, w));
+            int wrong = 0;
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < K; k++) {
+                    const int g = act ? gidx[k] : k / G, z = v1 ? (zv(g, n) + 15) % 16 + 1 : zv(g, n);
+                    wrong += w[n * K + k] != (float)(qv(k, n) - z) * sv(g, n);
+                }
+            CHECK_MSG(wrong == 0, "GPTQ v1 %d act-order %d: %d values wrong", v1, act, wrong);
+        }
+    }
+    gidx[5] = GR;
+    CHECK(!i4_gptq_dequantize(qw, qz, sc, gidx, N, K, G, GR, true, w));
+    gidx[5] = -1;
+    CHECK(!i4_gptq_dequantize(qw, qz, sc, gidx, N, K, G, GR, true, w));
+}
+
+int main(void) {
+    CHECK(i4_awq_nibble(0) == 0 && i4_awq_nibble(1) == 4 && i4_awq_nibble(2) == 1 && i4_awq_nibble(7) == 7);
+    test_awq();
+    test_gptq();
+    TEST_END();
+}

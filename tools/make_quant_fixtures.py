@@ -88,17 +88,53 @@ def act_quant_dequant(x):
     return (q.float() * s).reshape(shape).to(x.dtype)
 
 
-def case_qwen3_fp8_block(out_dir, device):
-    bn = bk = 128
+def tiny_qwen3(seed):
+    """The cases' model: a random Qwen3 (hidden 128, MLP 256, 3 layers, 4 heads of 32, 2 KV heads) in float32,
+    its lm_head scaled to logits of std about 3 (make_fixtures' 11 makes every last-bit change a big jump)."""
     cfg = Qwen3Config(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=3,
                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
                       rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=mf.BOS, eos_token_id=mf.EOS,
                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
-    torch.manual_seed(mf.SEED + 900)
+    torch.manual_seed(mf.SEED + seed)
     model = Qwen3ForCausalLM(cfg).float().eval()
     mf.randomise(model)
-    with torch.no_grad():  # logits of std about 3 (make_fixtures' 11 makes every last-bit change a big jump)
+    with torch.no_grad():
         model.lm_head.weight.mul_(0.25)
+    return cfg, model
+
+
+def write_folder(out_dir, cfg, tensors, quantization_config):
+    """out_dir (stale files removed): model.safetensors, config.json with the quantization_config,
+    generation_config.json; returns the safetensors path."""
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(out_dir):
+        if f.endswith((".safetensors", ".json")):
+            os.remove(os.path.join(out_dir, f))
+    path = os.path.join(out_dir, "model.safetensors")
+    save_file(tensors, path, metadata={"format": "pt"})
+    cfg_json = cfg.to_dict()
+    cfg_json["architectures"] = ["Qwen3ForCausalLM"]
+    cfg_json["dtype"] = "bfloat16"
+    cfg_json["quantization_config"] = quantization_config
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg_json, f, indent=2, sort_keys=True)
+        f.write("\n")
+    GenerationConfig(bos_token_id=mf.BOS, eos_token_id=mf.EOS).save_pretrained(out_dir)
+    return path
+
+
+def reference_model(cfg, deq):
+    """Qwen3ForCausalLM in float32 (eager attention) holding the dequantized weights"""
+    cfg._attn_implementation = "eager"
+    ref = Qwen3ForCausalLM(cfg).float().eval()
+    missing, unexpected = ref.load_state_dict(deq, strict=False)
+    assert not unexpected and all("lm_head" in m for m in missing), (missing, unexpected)
+    return ref
+
+
+def case_qwen3_fp8_block(out_dir, device):
+    bn = bk = 128
+    cfg, model = tiny_qwen3(900)
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
     tensors, deq = {}, {}
     for k, v in sd.items():
@@ -110,12 +146,8 @@ def case_qwen3_fp8_block(out_dir, device):
         else:
             tensors[k] = v.to(torch.bfloat16).contiguous()
             deq[k] = tensors[k].float()
-    os.makedirs(out_dir, exist_ok=True)
-    for f in os.listdir(out_dir):
-        if f.endswith((".safetensors", ".json")):
-            os.remove(os.path.join(out_dir, f))
-    path = os.path.join(out_dir, "model.safetensors")
-    save_file(tensors, path, metadata={"format": "pt"})
+    path = write_folder(out_dir, cfg, tensors, {"activation_scheme": "dynamic", "fmt": "e4m3",
+                                                "quant_method": "fp8", "weight_block_size": [bn, bk]})
     # round trip: the file's bytes multiplied out are exactly the quantized weights
     back = load_file(path)
     for k in deq:
@@ -124,20 +156,7 @@ def case_qwen3_fp8_block(out_dir, device):
             assert torch.equal(dequantize_block_fp8(back[k], back[k + "_scale_inv"], bn, bk), deq[k]), k
         else:
             assert torch.equal(back[k].float(), deq[k]), k
-    cfg_json = cfg.to_dict()
-    cfg_json["architectures"] = ["Qwen3ForCausalLM"]
-    cfg_json["dtype"] = "bfloat16"
-    cfg_json["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-                                       "weight_block_size": [bn, bk]}
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(cfg_json, f, indent=2, sort_keys=True)
-        f.write("\n")
-    GenerationConfig(bos_token_id=mf.BOS, eos_token_id=mf.EOS).save_pretrained(out_dir)
-
-    cfg._attn_implementation = "eager"
-    ref = Qwen3ForCausalLM(cfg).float().eval()
-    missing, unexpected = ref.load_state_dict(deq, strict=False)
-    assert not unexpected and all("lm_head" in m for m in missing), (missing, unexpected)
+    ref = reference_model(cfg, deq)
     perturb = {"rel": 0.0, "gen": None, "off": False}
 
     def hook(m, args):
@@ -316,15 +335,7 @@ def quant_gptq(w, G, gen):
 
 def case_int4(name, method, out_dir, device):
     G = 64
-    cfg = Qwen3Config(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=3,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
-                      rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=mf.BOS, eos_token_id=mf.EOS,
-                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
-    torch.manual_seed(mf.SEED + (910 if method == "awq" else 920))
-    model = Qwen3ForCausalLM(cfg).float().eval()
-    mf.randomise(model)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(0.25)
+    cfg, model = tiny_qwen3(910 if method == "awq" else 920)
     gen = torch.Generator().manual_seed(7)
     tensors, deq = {}, {}
     for k, v in model.state_dict().items():
@@ -336,27 +347,12 @@ def case_int4(name, method, out_dir, device):
         else:
             tensors[k] = v.to(torch.bfloat16).contiguous()
             deq[k] = tensors[k].float()
-    os.makedirs(out_dir, exist_ok=True)
-    for f in os.listdir(out_dir):
-        if f.endswith((".safetensors", ".json")):
-            os.remove(os.path.join(out_dir, f))
-    save_file(tensors, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    cfg_json = cfg.to_dict()
-    cfg_json["architectures"] = ["Qwen3ForCausalLM"]
-    cfg_json["dtype"] = "bfloat16"
-    cfg_json["quantization_config"] = (
+    write_folder(out_dir, cfg, tensors, (
         {"quant_method": "awq", "bits": 4, "group_size": G, "zero_point": True, "version": "gemm",
          "modules_to_not_convert": None} if method == "awq" else
         {"quant_method": "gptq", "bits": 4, "group_size": G, "desc_act": True, "sym": False,
-         "checkpoint_format": "gptq", "damp_percent": 0.01, "true_sequential": True})
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(cfg_json, f, indent=2, sort_keys=True)
-        f.write("\n")
-    GenerationConfig(bos_token_id=mf.BOS, eos_token_id=mf.EOS).save_pretrained(out_dir)
-    cfg._attn_implementation = "eager"
-    ref = Qwen3ForCausalLM(cfg).float().eval()
-    missing, unexpected = ref.load_state_dict(deq, strict=False)
-    assert not unexpected and all("lm_head" in m for m in missing), (missing, unexpected)
+         "checkpoint_format": "gptq", "damp_percent": 0.01, "true_sequential": True}))
+    ref = reference_model(cfg, deq)
     ref.to(device)
     results = []
     for p in mf.make_prompts(910 if method == "awq" else 920, cfg.vocab_size):

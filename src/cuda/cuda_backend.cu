@@ -708,7 +708,9 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->qgemv_ks = getenv("VLLM_CUDA_QGEMV_KS") ? atoi(getenv("VLLM_CUDA_QGEMV_KS")) : 0;
     if (cu->qgemv_ks != 1 && cu->qgemv_ks != 2 && cu->qgemv_ks != 4 && cu->qgemv_ks != 8) cu->qgemv_ks = 0;
     cu->qgemv_f32x = getenv("VLLM_CUDA_QGEMV_XQ") && strcmp(getenv("VLLM_CUDA_QGEMV_XQ"), "0") == 0;
-    cu->f8_lt = getenv("VLLM_CUDA_F8_GEMM") && strcmp(getenv("VLLM_CUDA_F8_GEMM"), "cublaslt") == 0;
+    cu->f8_mma = (prop.major > 8 || (prop.major == 8 && prop.minor >= 9)) &&
+                 !(getenv("VLLM_CUDA_F8_GEMV") && strcmp(getenv("VLLM_CUDA_F8_GEMV"), "warp") == 0);
+    cu->f8_lt = !(getenv("VLLM_CUDA_F8_GEMM") && strcmp(getenv("VLLM_CUDA_F8_GEMM"), "tiles") == 0);
     cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     what = "cudaStreamCreate";

@@ -135,8 +135,11 @@ typedef struct cu_state {
     cu_buf f8x_ws;                 /* ops_linear_fp8.cu: x quantized to E4M3 and its scales (the layer's T rows) */
     cu_buf f8xb_ws;                /* ops_linear_fp8.cu: the prefill's dequantized x (BF16) */
     struct cu_f8_plan *f8_plans;   /* ops_linear_fp8.cu: cuBLASLt FP8 GEMM plans */
-    bool f8_lt;                    /* VLLM_CUDA_F8_GEMM=cublaslt: the FP8 prefill on cuBLASLt's FP8 GEMM (not yet
-                                      checked against the reference at large shapes), else BF16 tiles */
+    bool f8_mma;                   /* the FP8 decode GEMV on the tensor cores (sm_89+; VLLM_CUDA_F8_GEMV=warp: the
+                                      CUDA-core one, for comparisons) */
+    bool f8m_ready;                /* its shared memory limit raised (ops_linear_fp8.cu f8m_prepare) */
+    bool f8_lt;                    /* the FP8 prefill on cuBLASLt's FP8 GEMM where it has an algorithm (default;
+                                      VLLM_CUDA_F8_GEMM=tiles: BF16 tiles and cuBLAS, for comparisons) */
     int qgemv_occ[DTYPE_COUNT - DTYPE_FIRST_BLOCK][4][2][2]; /* resident CTAs per SM of k_qgemv<type, T class, gated, int8 x> */
     int qgemv_ks;                  /* VLLM_CUDA_QGEMV_KS=1|2|4|8: the block GEMV's warps per row pinned (comparisons) */
     bool qgemv_f32x;               /* VLLM_CUDA_QGEMV_XQ=0: the block GEMV on BF16 activations (no int8 quantization) */
@@ -357,8 +360,13 @@ void cu_f8_plans_free(cu_state *cu);
 vllm_status cu_f8w_create(cu_state *cu, const tensor *const *parts, int n, int64_t K, int64_t rows, cu_f8w **out);
 void cu_f8w_free(cu_f8w *w);
 size_t cu_f8w_tile_bytes(const cu_f8w *w);
+/* the decode GEMV takes x (T tokens; else the prefill path) */
+bool cu_f8_gemv_fits(const cu_f8w *w, const tensor *x, int64_t T);
 /* y (T, N) (+)= x (T, K) W^T (+ bias): x BF16; false (and cu_fail) on a failure */
 bool cu_f8_linear(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, bool accumulate);
+/* y (T, N / 2) = act(x W_gate^T + b) * (x W_up^T + b) in one decode GEMV (W's rows gate then up); false (nothing
+ * launched) where that kernel does not take x: the caller runs the composite */
+bool cu_f8_gemv_glu(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, int act);
 
 /* y (T, N) of dtype ydt with row stride ys += bias (N) F32. */
 bool cu_add_bias(cu_state *cu, void *y, dtype ydt, int64_t ys, const float *bias, int64_t T, int64_t N);

@@ -1033,6 +1033,52 @@ static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const
     }
 }
 
+/* linear_fused on FP8 weights: decode batches as [the norm op into f->h, then] the FP8 GEMV with the gated
+ * product or the residual add in its epilogue (its prologue quantizes x); other batches as the composite of
+ * single ops (its linear the FP8 GEMM), the add through beta 1 */
+static void f8_linear_fused(backend *be, cu_state *cu, const be_linear *lin, const tensor *x, const linear_fuse *f,
+                            tensor *y) {
+    const int64_t T = cu_rows(x);
+    const bool glu = f && f->silu_mul, norm = linear_fuse_has_norm(f);
+    const bool kernel = f && cu->f8_mma && !(glu && f->accumulate) && (unsigned)f->act < CU_ACT_COUNT &&
+                        (unsigned)f->norm_kind < BE_NORM_COUNT && (!glu || lin->out % 2 == 0) &&
+                        cu_f8_gemv_fits(lin->f8, x, T) && (!norm || (f->h && f->h->dtype == DTYPE_BF16));
+    if (!kernel) {
+        if (f && f->accumulate && !norm && !glu) {
+            linear_run(cu, lin, x, y, true);
+            return;
+        }
+        const char *err = linear_fused_composite(be, lin, x, f, y);
+        if (err) cu_fail(cu, "%s", err);
+        return;
+    }
+    const int64_t N = glu ? lin->out / 2 : lin->out;
+    if (!cu_check_mat(cu, "linear_fused", "x", x, CU_DT(DTYPE_BF16), T, lin->in) ||
+        !cu_check_mat(cu, "linear_fused", "y", y, CU_ACT, T, N))
+        return;
+    const tensor *in = x;
+    if (norm) { /* as the composite's: h (T, in) */
+        if (!cu_check_mat(cu, "linear_fused", "h", f->h, CU_DT(DTYPE_BF16), T, lin->in)) return;
+        if (f->norm_kind == BE_NORM_RMS) {
+            cu_rms_norm(be, x, f->norm_w, f->eps, f->h);
+        } else {
+            const be_norm n = {f->norm_kind, f->norm_w, f->norm_b, f->eps};
+            cu_norm(be, x, &n, f->h);
+        }
+        in = f->h;
+        if (!cu_f8_gemv_fits(lin->f8, in, T)) {
+            cu_fail(cu, "linear_fused: h must be BF16 with 16-byte aligned rows");
+            return;
+        }
+    }
+    if (glu) {
+        if (!cu_f8_gemv_glu(cu, lin->f8, lin->bias, in, y, (int)f->act))
+            cu_fail(cu, "linear_fused: the FP8 gated GEMV does not take this layer");
+        return;
+    }
+    linear_run(cu, lin, in, y, f->accumulate);
+}
+
 /* linear_fused (backend.h): decode-sized batches in one GEMV kernel (the
  * norm's factors computed by every CTA from x, the gated product and the
  * residual add in its epilogue); otherwise the composite of single ops. */
@@ -1046,13 +1092,8 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
         qlinear_fused(be, cu, lin, x, f, y);
         return;
     }
-    if (lin->f8) { /* FP8: the composite of single ops (its linear the FP8 GEMV / GEMM), the add through beta 1 */
-        if (f && f->accumulate && !linear_fuse_has_norm(f) && !f->silu_mul) {
-            linear_run(cu, lin, x, y, true);
-            return;
-        }
-        const char *err = linear_fused_composite(be, lin, x, f, y);
-        if (err) cu_fail(cu, "%s", err);
+    if (lin->f8) {
+        f8_linear_fused(be, cu, lin, x, f, y);
         return;
     }
     const int64_t T = cu_rows(x);

@@ -2,20 +2,20 @@
  * ops_linear_fp8.cu: linear layers on FP8_B128 weights (block-scaled FP8 checkpoints, tensor/fp8.h) on the GPU.
  *
  * A layer keeps W (N, K) as E4M3 bytes, row-major, and its scales (N, K / 128) F32. x (T, K) BF16 is quantized
- * per token and 128 as vLLM's per_token_group_quant_fp8 (k_f8_actq: s = max(max|x|, 1e-10) / 448, q = e4m3
- * of x / s, ties to even, saturating), then
- *   - T <= CU_F8_GEMV_MAX_T (decode): k_f8_gemv, a warp per output row streaming its bytes once for every
- *     token: per 16 elements the E4M3 products summed in F32, times s_x s_w of their block (fp8_vec_dot's
- *     arithmetic up to the order of the additions);
- *   - larger T (prefill): x's quantized values dequantized to BF16 (q s, rounded), W in tiles of rows
- *     dequantized to BF16 likewise, and cuBLAS's BF16 GEMM: vLLM's result up to BF16 rounding of the two
- *     operands (2^-9 relative each). VLLM_CUDA_F8_GEMM=cublaslt instead asks cuBLASLt for its FP8 GEMM with
- *     a scale per 128 elements of each x row (VEC128_32F) and, for W, per 128 elements of each row (VEC128:
- *     cuBLAS 13 has no sm_90 algorithm for it) or per 128 x 128 block (BLK128x128_32F, when the rows of every
- *     128 share their scales, as in block-FP8 checkpoints); the tiles where it has none. Opt-in until it is
- *     checked against the reference at the shapes cuBLASLt takes (test_cuda_blocks' test_fp8_lt: the small
- *     test shapes get no algorithm); 5x the tiles' prefill on the Qwen3-8B shape (docs/benchmarks.md).
- * The CPU reference is src/cpu/ops_fp8.c (tests/cuda/test_cuda_fp8.c compares them).
+ * per token and 128 as vLLM's per_token_group_quant_fp8 (s = max(max|x|, 1e-10) / 448, q = e4m3 of x / s, ties to
+ * even, saturating), then
+ *   - T <= CU_F8_GEMV_MAX_T (decode): k_f8_mma, on the FP8 tensor cores (sm_89+; mma.sync m16n8k32 E4M3, the
+ *     products of a 128-block summed in F32 and scaled by s_x s_w: vLLM's arithmetic up to the order of the
+ *     additions), x quantized by each CTA into shared memory (no separate launch), the gated product
+ *     act(gate) * up or the residual add in its epilogue (linear_fused); k_f8_gemv, a warp per row on the CUDA
+ *     cores, before sm_89 or under VLLM_CUDA_F8_GEMV=warp;
+ *   - larger T (prefill): x quantized by k_f8_actq, then cuBLASLt's FP8 GEMM with a scale per 128 elements of
+ *     each x row (VEC128_32F) and, for W, per 128 elements of each row (VEC128: cuBLAS 13 has no sm_90
+ *     algorithm for it) or per 128 x 128 block (BLK128x128_32F, when the rows of every 128 share their scales,
+ *     as in block-FP8 checkpoints); where it has no algorithm (small shapes, 1 x 128 weight scales) or under
+ *     VLLM_CUDA_F8_GEMM=tiles, x's quantized values dequantized to BF16, W in tiles of rows dequantized to BF16
+ *     likewise, and cuBLAS's BF16 GEMM: vLLM's result up to BF16 rounding of the two operands (2^-9 each).
+ * The CPU reference is src/cpu/ops_fp8.c (tests/cuda/test_cuda_blocks.c test_fp8 compares them).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -35,6 +35,8 @@ extern "C" {
 }
 
 #define F8_WARPS 8
+static void f8m_prepare(cu_state *cu);
+
 #define F8_TILE_BYTES ((size_t)32 << 20) /* the prefill's dequantized weight tile, at most */
 
 struct cu_f8w {
@@ -90,6 +92,7 @@ vllm_status cu_f8w_create(cu_state *cu, const tensor *const *parts, int n, int64
                         (long long)K);
     }
     cu->bytes_allocated += qb + (w->sg ? 2 : 1) * sb;
+    f8m_prepare(cu);
     /* each part's blocks split on the host into the bytes and the scales, then uploaded */
     int64_t maxr = 0;
     for (int i = 0; i < n; i++)
@@ -177,6 +180,25 @@ __device__ __forceinline__ float f8_dot16(const uint4 &a, const uint4 &b) {
     return s;
 }
 
+/* One group of 128 BF16 values (a warp, 4 per lane) quantized as vLLM's per_token_group_quant_fp8: lane's 4
+ * E4M3 bytes packed into the return value, the group's scale d = max(max|x|, 1e-10) / 448 in *d */
+__device__ __forceinline__ uint32_t f8_quant_group(const __nv_bfloat16 *xg, int lane, float *d) {
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) v[i] = __bfloat162float(xg[lane * 4 + i]);
+    float m = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    *d = fmaxf(m, FP8_ACT_EPS) / FP8_E4M3_MAX;
+    uint32_t packed = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float c = fminf(fmaxf(v[i] / *d, -FP8_E4M3_MAX), FP8_E4M3_MAX);
+        packed |= (uint32_t)__nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E4M3) << (8 * i);
+    }
+    return packed;
+}
+
 // x (T, K) BF16 rows xs apart -> q (T, K) E4M3, s: the scale of (t, g) at s[t st + g sg]; a warp per group of
 // 128 (4 per lane)
 __global__ void k_f8_actq(const __nv_bfloat16 *x, int64_t xs, int T, int K, uint8_t *q, float *s, int64_t st,
@@ -186,22 +208,201 @@ __global__ void k_f8_actq(const __nv_bfloat16 *x, int64_t xs, int T, int K, uint
     const int lane = threadIdx.x & 31;
     if (grp >= (int64_t)T * G) return;
     const int t = (int)(grp / G), g = (int)(grp % G);
-    const __nv_bfloat16 *xr = x + (int64_t)t * xs + (int64_t)g * FP8_B + lane * 4;
-    float v[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) v[i] = __bfloat162float(xr[i]);
-    float m = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    const float d = fmaxf(m, FP8_ACT_EPS) / FP8_E4M3_MAX;
-    uint32_t packed = 0;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float c = fminf(fmaxf(v[i] / d, -FP8_E4M3_MAX), FP8_E4M3_MAX);
-        packed |= (uint32_t)__nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E4M3) << (8 * i);
-    }
+    float d;
+    const uint32_t packed = f8_quant_group(x + (int64_t)t * xs + (int64_t)g * FP8_B, lane, &d);
     *(uint32_t *)(q + (int64_t)t * K + (int64_t)g * FP8_B + lane * 4) = packed;
     if (lane == 0) s[(int64_t)t * st + (int64_t)g * sg] = d;
+}
+
+/* ---- the decode GEMV on FP8 tensor cores (sm_89+) ----
+ *
+ * y (T <= 8, N) = x W^T by mma.sync m16n8k32 E4M3 x E4M3 -> F32: A = 16 rows of W (plain: rows r0 .. r0 + 15;
+ * gated: 8 gate rows n0 .. n0 + 7 then their 8 up rows N + n0 ..), B = the T tokens' quantized x (n8: token =
+ * column, zero beyond T). The k order inside an MMA is free as long as A and B agree: lane (g = lane / 4,
+ * tig = lane % 4) loads 16 contiguous bytes of its rows g and g + 8 at k = 64 h + 16 tig of a 128-chunk (h = 0,
+ * 1) and 16 bytes of token g's x at the same k, and hands their words to two MMAs (words 0, 1 as fragment
+ * registers {a0, a2} / {b0, b1} of the first, words 2, 3 of the second), so every load is a 16-byte one and
+ * a row's 4 lanes read 64 contiguous bytes. A 128-chunk is one scale block: its 4 MMAs accumulate from zero
+ * (exact products, F32 sums over 128: DeepSeek-V3's promotion interval), then s_w s_x scale it into the
+ * lane's F32 totals (rows g, g + 8 x tokens 2 tig, 2 tig + 1).
+ * A CTA of F8M_WARPS warps takes one 16-row tile, warp w the chunks w, w + F8M_WARPS, ..., two chunks ahead
+ * in flight (loaded before pdl_wait: weights are constant); x is quantized per 128 into shared memory by the
+ * CTA itself first (f8_quant_group, k_f8_actq's arithmetic: no separate launch); the warps' totals meet in
+ * shared memory, and warp 0 adds bias / y (accumulate) or, gated, writes act(gate) * up. */
+#define F8M_WARPS 8
+#define F8M_XPAD 64 /* bytes after each token's row of quantized x in shared memory: conflict-free B loads */
+#define F8M_SMEM_MAX (200 << 10)
+
+static size_t f8m_smem(int64_t T, int64_t K) {
+    return (size_t)T * (size_t)(K + F8M_XPAD) + (size_t)T * (size_t)(K / FP8_B) * sizeof(float) +
+           (size_t)2 * F8M_WARPS * 32 * 4 * sizeof(float);
+}
+
+__device__ __forceinline__ void f8_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    (void)d, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+    __trap(); /* cu->f8_mma is false below sm_89: never launched */
+#endif
+}
+
+/* chunk c of rows a, b: w[0], w[1] row a's bytes 16 tig and 64 + 16 tig, w[2], w[3] row b's */
+__device__ __forceinline__ void f8m_load(uint4 *w, const uint8_t *wa, const uint8_t *wb, int c) {
+    const int64_t o = (int64_t)c * FP8_B;
+    w[0] = __ldcs((const uint4 *)(wa + o));
+    w[1] = __ldcs((const uint4 *)(wa + o + 64));
+    w[2] = __ldcs((const uint4 *)(wb + o));
+    w[3] = __ldcs((const uint4 *)(wb + o + 64));
+}
+
+/* the CTA's prologue: x (T, K) quantized per 128 into xq (rows XS apart) and xsc (T, G), 16 threads per group of
+ * 128 (8 values each: f8_quant_group's arithmetic), F8M_PRE groups per thread loaded before any is used */
+#define F8M_PRE 4
+__device__ __forceinline__ void f8m_quantize_x(const __nv_bfloat16 *__restrict__ x, int64_t xs, int T, int K,
+                                               uint8_t *xq, int XS, float *xsc) {
+    const int G = K / FP8_B, nG = T * G, sub = threadIdx.x & 15, slot = threadIdx.x >> 4;
+    constexpr int SLOTS = F8M_WARPS * 2;
+    for (int base = 0; base < nG; base += SLOTS * F8M_PRE) {
+        uint4 v[F8M_PRE];
+#pragma unroll
+        for (int r = 0; r < F8M_PRE; r++) {
+            const int grp = base + r * SLOTS + slot, t = grp / G, gg = grp - t * G;
+            v[r] = grp < nG ? __ldg((const uint4 *)(x + (int64_t)t * xs + (int64_t)gg * FP8_B) + sub)
+                            : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int r = 0; r < F8M_PRE; r++) {
+            const int grp = base + r * SLOTS + slot, t = grp / G, gg = grp - t * G;
+            float f[8];
+            bf16x8_to_f32(v[r], f);
+            float m = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(f[i]));
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            const float d = fmaxf(m, FP8_ACT_EPS) / FP8_E4M3_MAX;
+            uint32_t lo = 0, hi = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                lo |= (uint32_t)__nv_cvt_float_to_fp8(fminf(fmaxf(f[i] / d, -FP8_E4M3_MAX), FP8_E4M3_MAX),
+                                                      __NV_SATFINITE, __NV_E4M3) << (8 * i);
+                hi |= (uint32_t)__nv_cvt_float_to_fp8(fminf(fmaxf(f[4 + i] / d, -FP8_E4M3_MAX), FP8_E4M3_MAX),
+                                                      __NV_SATFINITE, __NV_E4M3) << (8 * i);
+            }
+            if (grp < nG) {
+                *(uint2 *)(xq + (size_t)t * XS + (size_t)gg * FP8_B + sub * 8) = make_uint2(lo, hi);
+                if (sub == 0) xsc[t * G + gg] = d;
+            }
+        }
+    }
+}
+
+template <bool GLU>
+__global__ void __launch_bounds__(F8M_WARPS * 32) k_f8_mma(const uint8_t *__restrict__ W, const float *__restrict__ S,
+                                                           int R, int K, const __nv_bfloat16 *__restrict__ x,
+                                                           int64_t xs, int T, const float *__restrict__ bias, void *y,
+                                                           int ydt, int64_t ys, bool acc, int act) {
+    extern __shared__ __align__(16) uint8_t f8m_sm[];
+    const int G = K / FP8_B, XS = K + F8M_XPAD;
+    uint8_t *xq = f8m_sm;                                      /* (T, XS) */
+    float *xsc = (float *)(f8m_sm + (size_t)T * XS);           /* (T, G) */
+    float *red = xsc + (size_t)T * G;                          /* (2, F8M_WARPS, 32, 4): a tile's totals */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+    const int NO = GLU ? R / 2 : R; /* outputs */
+    const int tiles = GLU ? (NO + 7) / 8 : (R + 15) / 16;
+    const int step = F8M_WARPS;
+    const bool tok = g < T;
+    const int t0 = 2 * tig, t1 = t0 + 1;
+    const uint8_t *xr = xq + (size_t)(tok ? g : 0) * XS + tig * 16;
+    uint4 b0[4], b1[4], b2[4];
+    bool first = true;
+    for (int tile = blockIdx.x, par = 0; tile < tiles; tile += gridDim.x, par ^= 1) {
+        int oa, ob, ra, rb; /* the lane's A rows: output indices and W rows */
+        if (GLU) {
+            oa = ob = tile * 8 + g;
+            ra = min(oa, NO - 1);
+            rb = NO + ra;
+        } else {
+            oa = tile * 16 + g, ob = oa + 8;
+            ra = min(oa, R - 1), rb = min(ob, R - 1);
+        }
+        const uint8_t *wa = W + (int64_t)ra * K + tig * 16, *wb = W + (int64_t)rb * K + tig * 16;
+        const float *sa = S + (int64_t)ra * G, *sb = S + (int64_t)rb * G;
+        int c = warp;
+        if (c < G) f8m_load(b0, wa, wb, c);
+        if (c + step < G) f8m_load(b1, wa, wb, c + step);
+        if (first) { /* the first tile's weights are in flight: x now */
+            first = false;
+            pdl_launch();
+            pdl_wait(); /* x (and y when accumulating) come from the previous kernels */
+            f8m_quantize_x(x, xs, T, K, xq, XS, xsc);
+            __syncthreads();
+        }
+        float tot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        auto chunk = [&](const uint4 *w, int cc) {
+            uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
+            if (tok) {
+                x0 = *(const uint4 *)(xr + (size_t)cc * FP8_B);
+                x1 = *(const uint4 *)(xr + (size_t)cc * FP8_B + 64);
+            }
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            f8_mma(d, w[0].x, w[2].x, w[0].y, w[2].y, x0.x, x0.y);
+            f8_mma(d, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
+            f8_mma(d, w[1].x, w[3].x, w[1].y, w[3].y, x1.x, x1.y);
+            f8_mma(d, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
+            const float swa = __ldg(sa + cc), swb = __ldg(sb + cc);
+            const float s0 = t0 < T ? xsc[t0 * G + cc] : 0.0f, s1 = t1 < T ? xsc[t1 * G + cc] : 0.0f;
+            tot[0] = fmaf(d[0], swa * s0, tot[0]);
+            tot[1] = fmaf(d[1], swa * s1, tot[1]);
+            tot[2] = fmaf(d[2], swb * s0, tot[2]);
+            tot[3] = fmaf(d[3], swb * s1, tot[3]);
+        };
+        /* three chunks in registers: the current one and two in flight */
+        for (; c < G; c += 3 * step) {
+            if (c + 2 * step < G) f8m_load(b2, wa, wb, c + 2 * step);
+            chunk(b0, c);
+            if (c + step >= G) break;
+            if (c + 3 * step < G) f8m_load(b0, wa, wb, c + 3 * step);
+            chunk(b1, c + step);
+            if (c + 2 * step >= G) break;
+            if (c + 4 * step < G) f8m_load(b1, wa, wb, c + 4 * step);
+            chunk(b2, c + 2 * step);
+        }
+        float *rd = red + par * (F8M_WARPS * 32 * 4); /* double-buffered: one barrier per tile */
+#pragma unroll
+        for (int i = 0; i < 4; i++) rd[(warp * 32 + lane) * 4 + i] = tot[i];
+        __syncthreads();
+        if (warp) continue;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float v = 0.0f;
+#pragma unroll
+            for (int w2 = 0; w2 < F8M_WARPS; w2++) v += rd[(w2 * 32 + lane) * 4 + i];
+            tot[i] = v;
+        }
+        if constexpr (GLU) {
+            if (oa < NO) {
+                const float bg = bias ? bias[oa] : 0.0f, bu = bias ? bias[NO + oa] : 0.0f;
+                if (t0 < T) cu_st(y, ydt, (int64_t)t0 * ys + oa, cu_act(act, tot[0] + bg) * (tot[2] + bu));
+                if (t1 < T) cu_st(y, ydt, (int64_t)t1 * ys + oa, cu_act(act, tot[1] + bg) * (tot[3] + bu));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int o = i < 2 ? oa : ob, t = i & 1 ? t1 : t0;
+                if (o >= R || t >= T) continue;
+                float v = tot[i];
+                if (bias) v += bias[o];
+                if (acc) v += cu_ld(y, ydt, (int64_t)t * ys + o);
+                cu_st(y, ydt, (int64_t)t * ys + o, v);
+            }
+        }
+    }
 }
 
 // y (T, N) (+)= x W^T (+ bias): a warp per row n, 16 bytes per lane per step; T <= TT
@@ -262,9 +463,59 @@ __global__ void k_f8_dequant_w(const uint8_t *q, const float *s, int64_t r0, int
 
 /* ---- host ---- */
 
+/* once: the MMA GEMV may take F8M_SMEM_MAX of shared memory (8 tokens of K 12288 quantized: 99 KiB); where it
+ * cannot, the CUDA-core GEMV */
+static void f8m_prepare(cu_state *cu) {
+    if (!cu->f8m_ready && cu->f8_mma) {
+        cu->f8m_ready = cudaFuncSetAttribute(k_f8_mma<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
+                       cudaSuccess &&
+                   cudaFuncSetAttribute(k_f8_mma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
+                       cudaSuccess;
+        if (!cu->f8m_ready) {
+            cudaGetLastError();
+            cu->f8_mma = false;
+            LOG_W("cuda linear: no %d KiB of shared memory for the FP8 MMA GEMV: the CUDA-core one instead",
+                  F8M_SMEM_MAX >> 10);
+        }
+    }
+}
+
+
 bool cu_f8_gemv_fits(const cu_f8w *w, const tensor *x, int64_t T) {
-    (void)w;
-    return T >= 1 && T <= CU_F8_GEMV_MAX_T && x->dtype == DTYPE_BF16;
+    return T >= 1 && T <= CU_F8_GEMV_MAX_T && x->dtype == DTYPE_BF16 && f8m_smem(T, w->K) <= F8M_SMEM_MAX &&
+           (uintptr_t)x->data % 16 == 0 && tensor_row_stride(x) % 8 == 0;
+}
+
+/* y (T, N) (+)= x W^T + b, or (glu) y (T, N / 2) = act(x W_gate^T + b_gate) * (x W_up^T + b_up), on the FP8 tensor
+ * cores: T within cu_f8_gemv_fits, cu->f8_mma */
+static bool f8_mma_run(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, bool acc,
+                       bool glu, int act) {
+    const int64_t T = cu_rows(x), N = w->rows;
+    const int64_t tiles = glu ? (N / 2 + 7) / 8 : (N + 15) / 16;
+    const size_t smem = f8m_smem(T, w->K);
+    /* as many CTAs as are resident at once, each looping over tiles (one prologue per CTA) */
+    int occ = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, glu ? k_f8_mma<true> : k_f8_mma<false>, F8M_WARPS * 32,
+                                                      smem) != cudaSuccess || occ < 1) {
+        cudaGetLastError();
+        occ = 1;
+    }
+    const int64_t grid = tiles < (int64_t)occ * cu->num_sms ? tiles : (int64_t)occ * cu->num_sms;
+    if (glu)
+        return cu_launch(cu, "linear (fp8 gemv, gated)", true, k_f8_mma<true>, dim3((unsigned)grid),
+                         dim3(F8M_WARPS * 32), smem, (const uint8_t *)w->q, (const float *)w->s, (int)N, (int)w->K,
+                         (const __nv_bfloat16 *)x->data, tensor_row_stride(x), (int)T, bias, y->data, (int)y->dtype,
+                         tensor_row_stride(y), false, act);
+    return cu_launch(cu, "linear (fp8 gemv)", true, k_f8_mma<false>, dim3((unsigned)grid), dim3(F8M_WARPS * 32), smem,
+                     (const uint8_t *)w->q, (const float *)w->s, (int)N, (int)w->K, (const __nv_bfloat16 *)x->data,
+                     tensor_row_stride(x), (int)T, bias, y->data, (int)y->dtype, tensor_row_stride(y), acc, 0);
+}
+
+bool cu_f8_gemv_glu(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, int act) {
+    const int64_t T = cu_rows(x);
+    if (!cu->f8_mma || !cu_f8_gemv_fits(w, x, T) || w->rows % 2) return false;
+    f8_mma_run(cu, w, bias, x, y, false, true, act); /* (a launch failure is recorded) */
+    return true;
 }
 
 /* x quantized into the workspace: q at *q, scales at *s: (T, K / 128), or (mn) (K / 128, ceil4(T)) for the
@@ -391,6 +642,7 @@ bool cu_f8_linear(cu_state *cu, const cu_f8w *w, const float *bias, const tensor
         if (f8_gemm(cu, w, q, s, T, y, accumulate)) return bias ? cu_add_bias(cu, y->data, y->dtype, ys, bias, T, N) : true;
         if (cu->err != VLLM_OK) return false;
     }
+    if (gv && cu->f8_mma) return f8_mma_run(cu, w, bias, x, y, accumulate, false, 0);
     if (!f8_quantize_x(cu, x, T, K, false, &q, &s)) return false;
     if (gv) {
         const dim3 grid(cu_grid(N, F8_WARPS)), block(F8_WARPS * 32);

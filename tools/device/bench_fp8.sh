@@ -4,6 +4,7 @@
 # teacher-forced), a Qwen3-8B-shape block-FP8 checkpoint written (tools/make_fp8_bench.py), then
 # vllmc bench latency on it and on the BF16 model of the same shape (--load-format dummy): batch-1 decode
 # and 512-token prefill, and (FP8) throughput of 256 requests x 128 / 128 tokens. Needs .devdeps carried.
+# PREBUILT=DIR: the binaries from DIR instead of a build here.
 # Results under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,10 +14,14 @@ B=/tmp/vbuild; M=/tmp/qwen3-8b-fp8
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 tools/make_fp8_bench.py $M > /tmp/fp8-gen.log 2>&1 &
 gen=$!
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-t0=$(date +%s)
-cmake --build $B -j 16 --target vllmc_cli cuda_test_cuda_blocks cuda_test_cuda_parity 2>&1 | grep -E "error|warning" || true
-echo "== built in $(( $(date +%s) - t0 )) s"
+if [ -n "${PREBUILT:-}" ]; then  # binaries built elsewhere (-DVLLM_NATIVE=OFF): vllmc, cuda_test_cuda_{blocks,parity}
+  B=$PREBUILT
+else
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  t0=$(date +%s)
+  cmake --build $B -j 16 --target vllmc_cli cuda_test_cuda_blocks cuda_test_cuda_parity 2>&1 | grep -E "error|warning" || true
+  echo "== built in $(( $(date +%s) - t0 )) s"
+fi
 timeout 300 $B/cuda_test_cuda_blocks > "$OUTDIR/blocks.log" 2>&1; echo "test_cuda_blocks rc $?"
 grep -E "FP8|CHECK failed|checks|cuBLASLt" "$OUTDIR/blocks.log" | tail -20
 if grep -q "FP8 linear T" "$OUTDIR/blocks.log" && grep "CHECK failed" "$OUTDIR/blocks.log" | grep -q "FP8"; then

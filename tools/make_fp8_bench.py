@@ -2,9 +2,11 @@
 """
 make_fp8_bench.py: a Qwen3-8B-shape checkpoint in block-scaled FP8 with random weights (the layout of
 Qwen/Qwen3-8B-FP8: quantization_config fp8, weight_block_size [128, 128], F8_E4M3 projections with F32
-weight_scale_inv, BF16 embeddings / norms / lm_head), for issue 16's speed rows (tools/device/bench_fp8.sh).
+weight_scale_inv, BF16 embeddings / norms / lm_head), for issue 16's speed rows (tools/device/bench_fp8.sh);
+--quant awq: the same shape as an AWQ 4-bit checkpoint (AutoAWQ GEMM: qweight I32 (K, N / 8), qzeros I32
+(K / 128, N / 8), scales F16 (K / 128, N), random nibbles; quantization_config awq, group 128).
 
-Usage: python3 tools/make_fp8_bench.py OUT_DIR [--layers 36]
+Usage: python3 tools/make_fp8_bench.py OUT_DIR [--layers 36] [--quant fp8|awq]
 Needs torch (float8_e4m3fn) and safetensors; a GPU makes it fast.
 """
 import argparse
@@ -30,6 +32,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--layers", type=int, default=L)
+    ap.add_argument("--quant", choices=("fp8", "awq"), default="fp8")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -42,7 +45,9 @@ def main():
                tie_word_embeddings=False, hidden_act="silu", attention_bias=False, dtype="bfloat16",
                bos_token_id=151643, eos_token_id=151645,
                quantization_config=dict(activation_scheme="dynamic", fmt="e4m3", quant_method="fp8",
-                                        weight_block_size=[128, 128]))
+                                        weight_block_size=[128, 128]) if a.quant == "fp8" else
+               dict(quant_method="awq", bits=4, group_size=128, zero_point=True, version="gemm",
+                    modules_to_not_convert=None))
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
 
@@ -63,6 +68,13 @@ def main():
     for l in range(a.layers):
         p = f"model.layers.{l}."
         for n, s in shapes.items():
+            if a.quant == "awq":
+                N, K = s
+                ri = lambda *d: torch.randint(-2**31, 2**31 - 1, d, generator=g, device=dev, dtype=torch.int32).cpu()
+                t[p + n + ".qweight"] = ri(K, N // 8)
+                t[p + n + ".qzeros"] = ri(K // 128, N // 8)
+                t[p + n + ".scales"] = (0.001 + rnd(K // 128, N, std=0.0005).abs()).to(torch.float16).cpu()
+                continue
             q, sc = quant(rnd(*s))
             t[p + n + ".weight"] = q
             t[p + n + ".weight_scale_inv"] = sc

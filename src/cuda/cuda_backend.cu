@@ -691,7 +691,8 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     be->graph_moe_pairs = CU_MOE_GEMV_MAX_PAIRS; /* ops_moe.cu's recordable path */
     /* ggml block weights: linear_create / linear / linear_fused, embedding and experts_create take every
      * type ops_linear_blocks.cu has kernels for */
-    be->native_blocks = cu_qtypes() | 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK); /* FP8: ops_linear_fp8.cu */
+    be->native_blocks = cu_qtypes() | 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK) | /* FP8: ops_linear_fp8.cu */
+                        1u << (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK);                   /* int4: ops_linear_int4.cu */
     be->impl = cu;
     cu->device = dev;
     vllm_status st = VLLM_OK;

@@ -368,6 +368,18 @@ bool cu_f8_linear(cu_state *cu, const cu_f8w *w, const float *bias, const tensor
  * launched) where that kernel does not take x: the caller runs the composite */
 bool cu_f8_gemv_glu(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, int act);
 
+/* ops_linear_int4.cu: I4_B128 layer weights (AWQ / GPTQ 4-bit, kept in 4 bits on the device) */
+typedef struct cu_i4w cu_i4w;
+vllm_status cu_i4w_create(cu_state *cu, const tensor *const *parts, int n, int64_t K, int64_t rows, cu_i4w **out);
+void cu_i4w_free(cu_i4w *w);
+size_t cu_i4w_tile_bytes(const cu_i4w *w);
+/* the decode GEMV takes x (T tokens, BF16; else the dequantized tiles and cuBLAS) */
+bool cu_i4_gemv_fits(const cu_i4w *w, const tensor *x, int64_t T);
+/* y (T, N) (+)= x W^T (+ bias); false (and cu_fail) on a failure */
+bool cu_i4_linear(cu_state *cu, const cu_i4w *w, const float *bias, const tensor *x, tensor *y, bool accumulate);
+/* the gated form in one GEMV (as cu_f8_gemv_glu); false (nothing launched) where it does not take x */
+bool cu_i4_gemv_glu(cu_state *cu, const cu_i4w *w, const float *bias, const tensor *x, tensor *y, int act);
+
 /* y (T, N) of dtype ydt with row stride ys += bias (N) F32. */
 bool cu_add_bias(cu_state *cu, void *y, dtype ydt, int64_t ys, const float *bias, int64_t T, int64_t N);
 

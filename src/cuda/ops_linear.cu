@@ -52,6 +52,7 @@ struct be_linear {
     int nq;                /* ggml block weights (cuda_blocks.h): segments of parts of one type, or 0 */
     struct cu_qseg *q;
     cu_f8w *f8;            /* FP8_B128 weights (ops_linear_fp8.cu), every part; NULL otherwise */
+    cu_i4w *i4;            /* I4_B128 weights (ops_linear_int4.cu), every part; NULL otherwise */
 };
 
 /* consecutive parts of one block type: rows [r0, r0 + rows) of the layer */
@@ -75,17 +76,17 @@ struct cu_lt_plan {
 static vllm_status upload_biases(cu_state *cu, be_linear *lin, const tensor *const *weights,
                                  const tensor *const *biases, int n);
 
-/* every part FP8_B128: one cu_f8w of their rows, the biases */
-static vllm_status f8_linear_create(cu_state *cu, const tensor *const *weights, const tensor *const *biases, int n,
-                                    int64_t in, be_linear **out) {
+/* every part FP8_B128 (one cu_f8w of their rows) or every part I4_B128 (one cu_i4w), the biases */
+static vllm_status packed_linear_create(cu_state *cu, const tensor *const *weights, const tensor *const *biases, int n,
+                                        int64_t in, dtype dt, be_linear **out) {
     if (cu->capturing) return vt_error(VLLM_ERR_BACKEND, "linear: not allowed while a graph is being recorded");
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         const tensor *w = weights[i];
         if (w->ndim != 2 || w->shape[1] != in || w->shape[0] < 0 || (w->shape[0] > 0 && !w->data) ||
-            (w->row_stride && w->row_stride != in) || in % FP8_B128_ELEMS || w->shape[0] > INT_MAX - total)
-            return vt_error(VLLM_ERR_INVALID_ARG, "linear: FP8_B128 weight %d must be a contiguous (out, %lld) matrix of "
-                            "whole blocks", i, (long long)in);
+            (w->row_stride && w->row_stride != in) || in % dtype_block(dt) || w->shape[0] > INT_MAX - total)
+            return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s weight %d must be a contiguous (out, %lld) matrix of "
+                            "whole blocks", dtype_name(dt), i, (long long)in);
         const tensor *b = biases ? biases[i] : NULL;
         if (b && (!b->data || b->ndim != 1 || b->shape[0] != w->shape[0] ||
                   (b->dtype != DTYPE_F32 && b->dtype != DTYPE_F16 && b->dtype != DTYPE_BF16)))
@@ -98,8 +99,11 @@ static vllm_status f8_linear_create(cu_state *cu, const tensor *const *weights, 
     if (!lin) return vt_error(VLLM_ERR_NO_MEMORY, "linear: out of memory");
     lin->in = in;
     lin->out = total;
-    vllm_status st = cu_f8w_create(cu, weights, n, in, total, &lin->f8);
-    if (st == VLLM_OK) st = cu_buf_reserve(cu, &cu->qlin_ws, cu_f8w_tile_bytes(lin->f8), "linear: dequantized weight tile");
+    vllm_status st = dt == DTYPE_FP8_B128 ? cu_f8w_create(cu, weights, n, in, total, &lin->f8)
+                                          : cu_i4w_create(cu, weights, n, in, total, &lin->i4);
+    if (st == VLLM_OK)
+        st = cu_buf_reserve(cu, &cu->qlin_ws, lin->f8 ? cu_f8w_tile_bytes(lin->f8) : cu_i4w_tile_bytes(lin->i4),
+                            "linear: dequantized weight tile");
     if (st == VLLM_OK) st = upload_biases(cu, lin, weights, biases, n);
     if (st != VLLM_OK) {
         cu_linear_free(NULL, lin);
@@ -119,16 +123,18 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     dtype dt = w0->dtype;
     int64_t in = w0->shape[1];
     if (in <= 0 || in > INT_MAX) return vt_error(VLLM_ERR_INVALID_ARG, "linear: weight 0 has %lld input features", (long long)in);
-    /* FP8_B128 (block-scaled FP8 checkpoints): every part, one FP8 weight */
-    bool any_f8 = false, all_f8 = true;
-    for (int i = 0; i < n; i++) {
-        const bool f = weights[i] && weights[i]->dtype == DTYPE_FP8_B128;
-        any_f8 |= f;
-        all_f8 &= f;
-    }
-    if (any_f8) {
-        if (!all_f8) return vt_error(VLLM_ERR_UNSUPPORTED, "linear: FP8_B128 parts mixed with other dtypes in one layer");
-        return f8_linear_create(cu, weights, biases, n, in, out);
+    /* FP8_B128 (block-scaled FP8 checkpoints) / I4_B128 (AWQ, GPTQ): every part, one packed weight */
+    for (int k = 0; k < 2; k++) {
+        const dtype pd = k ? DTYPE_I4_B128 : DTYPE_FP8_B128;
+        bool any = false, all = true;
+        for (int i = 0; i < n; i++) {
+            const bool f = weights[i] && weights[i]->dtype == pd;
+            any |= f;
+            all &= f;
+        }
+        if (any && !all)
+            return vt_error(VLLM_ERR_UNSUPPORTED, "linear: %s parts mixed with other dtypes in one layer", dtype_name(pd));
+        if (any) return packed_linear_create(cu, weights, biases, n, in, pd, out);
     }
     /* ggml block parts: each in a type the kernels take, rows of whole blocks; all block: segments of their
      * blocks, some float: one BF16 matrix (mixed) */
@@ -342,6 +348,7 @@ void cu_linear_free(backend *be, be_linear *lin) {
     for (int i = 0; i < lin->nq; i++) cu_qweight_free(lin->q[i].qw);
     free(lin->q);
     cu_f8w_free(lin->f8);
+    cu_i4w_free(lin->i4);
     free(lin);
 }
 
@@ -936,6 +943,10 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
         cu_f8_linear(cu, lin->f8, lin->bias, x, y, accumulate);
         return;
     }
+    if (lin->i4) {
+        cu_i4_linear(cu, lin->i4, lin->bias, x, y, accumulate);
+        return;
+    }
     if (lin->nq) {
         if (qgemv_fits(lin, x, T)) { /* each segment's GEMV on its columns of y, adding its biases */
             for (int i = 0; i < lin->nq; i++) {
@@ -1033,16 +1044,21 @@ static void qlinear_fused(backend *be, cu_state *cu, const be_linear *lin, const
     }
 }
 
-/* linear_fused on FP8 weights: decode batches as [the norm op into f->h, then] the FP8 GEMV with the gated
- * product or the residual add in its epilogue (its prologue quantizes x); other batches as the composite of
- * single ops (its linear the FP8 GEMM), the add through beta 1 */
-static void f8_linear_fused(backend *be, cu_state *cu, const be_linear *lin, const tensor *x, const linear_fuse *f,
-                            tensor *y) {
+/* the packed layer's (FP8 / int4) decode GEMV takes x */
+static bool packed_gemv_fits(cu_state *cu, const be_linear *lin, const tensor *x, int64_t T) {
+    return lin->f8 ? cu->f8_mma && cu_f8_gemv_fits(lin->f8, x, T) : cu_i4_gemv_fits(lin->i4, x, T);
+}
+
+/* linear_fused on FP8 / int4 weights: decode batches as [the norm op into f->h, then] the layer's GEMV with the
+ * gated product or the residual add in its epilogue (the FP8 one's prologue quantizes x); other batches as the
+ * composite of single ops (its linear the FP8 GEMM / the dequantized tiles'), the add through beta 1 */
+static void packed_linear_fused(backend *be, cu_state *cu, const be_linear *lin, const tensor *x, const linear_fuse *f,
+                                tensor *y) {
     const int64_t T = cu_rows(x);
     const bool glu = f && f->silu_mul, norm = linear_fuse_has_norm(f);
-    const bool kernel = f && cu->f8_mma && !(glu && f->accumulate) && (unsigned)f->act < CU_ACT_COUNT &&
+    const bool kernel = f && !(glu && f->accumulate) && (unsigned)f->act < CU_ACT_COUNT &&
                         (unsigned)f->norm_kind < BE_NORM_COUNT && (!glu || lin->out % 2 == 0) &&
-                        cu_f8_gemv_fits(lin->f8, x, T) && (!norm || (f->h && f->h->dtype == DTYPE_BF16));
+                        packed_gemv_fits(cu, lin, x, T) && (!norm || (f->h && f->h->dtype == DTYPE_BF16));
     if (!kernel) {
         if (f && f->accumulate && !norm && !glu) {
             linear_run(cu, lin, x, y, true);
@@ -1066,14 +1082,15 @@ static void f8_linear_fused(backend *be, cu_state *cu, const be_linear *lin, con
             cu_norm(be, x, &n, f->h);
         }
         in = f->h;
-        if (!cu_f8_gemv_fits(lin->f8, in, T)) {
+        if (!packed_gemv_fits(cu, lin, in, T)) {
             cu_fail(cu, "linear_fused: h must be BF16 with 16-byte aligned rows");
             return;
         }
     }
     if (glu) {
-        if (!cu_f8_gemv_glu(cu, lin->f8, lin->bias, in, y, (int)f->act))
-            cu_fail(cu, "linear_fused: the FP8 gated GEMV does not take this layer");
+        if (!(lin->f8 ? cu_f8_gemv_glu(cu, lin->f8, lin->bias, in, y, (int)f->act)
+                      : cu_i4_gemv_glu(cu, lin->i4, lin->bias, in, y, (int)f->act)))
+            cu_fail(cu, "linear_fused: the gated GEMV does not take this layer");
         return;
     }
     linear_run(cu, lin, in, y, f->accumulate);
@@ -1092,8 +1109,8 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
         qlinear_fused(be, cu, lin, x, f, y);
         return;
     }
-    if (lin->f8) {
-        f8_linear_fused(be, cu, lin, x, f, y);
+    if (lin->f8 || lin->i4) {
+        packed_linear_fused(be, cu, lin, x, f, y);
         return;
     }
     const int64_t T = cu_rows(x);

@@ -70,6 +70,10 @@
 #include "cuda/cuda_blocks.h"
 #include "cuda/cuda_internal.h"
 
+extern "C" {
+#include "tensor/int4.h"
+}
+
 
 #define MP_THREADS 512          /* k_moe_permute's CTA */
 #define MP_WARPS (MP_THREADS / 32)
@@ -213,6 +217,7 @@ static bool moe_weight_ok(const tensor *w, int64_t rows, int64_t cols, dtype dt)
 
 /* bytes of a (rows, cols) weight of dtype dt uploaded to the stage (block types: the file's blocks) */
 static size_t moe_stage_bytes(dtype dt, int64_t rows, int64_t cols) {
+    if (dt == DTYPE_I4_B128) return (size_t)rows * (size_t)cols * 4; /* dequantized on the host to F32 first */
     return dtype_is_block(dt) ? (size_t)rows * cu_qrow_bytes(dt, cols) : (size_t)rows * (size_t)cols * dtype_size(dt);
 }
 
@@ -221,6 +226,17 @@ static size_t moe_stage_bytes(dtype dt, int64_t rows, int64_t cols) {
 static cudaError_t moe_upload(cu_state *cu, __nv_bfloat16 *dst, const tensor *w, void *stage) {
     const int64_t rows = w->shape[0], cols = w->shape[1], stride = w->row_stride ? w->row_stride : cols;
     const size_t es = dtype_size(w->dtype);
+    if (w->dtype == DTYPE_I4_B128) { /* AWQ / GPTQ experts: F32 rows made on the host, then as F32 */
+        float *f = (float *)malloc((size_t)rows * (size_t)cols * sizeof(float) + 4);
+        if (!f) return cudaErrorMemoryAllocation;
+        for (int64_t r = 0; r < rows; r++)
+            i4_dequantize_row((const i4_block *)w->data + r * (stride / I4_B), cols, f + r * cols);
+        cudaError_t e = cudaMemcpy(stage, f, (size_t)rows * (size_t)cols * 4, cudaMemcpyHostToDevice);
+        free(f);
+        if (e == cudaSuccess && !cu_convert_bf16(cu, dst, stage, DTYPE_F32, rows, cols, cols)) e = cudaErrorLaunchFailure;
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
+        return e;
+    }
     if (dtype_is_block(w->dtype)) { /* the blocks to the stage, dequantized from there */
         const size_t rb = cu_qrow_bytes(w->dtype, cols);
         cudaError_t e = cu_h2d_2d(cu, stage, rb, w->data, cu_qrow_bytes(w->dtype, stride), rb, (size_t)rows, w->dtype);
@@ -263,7 +279,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     const dtype dt = g0->dtype, ddt = down[0] ? down[0]->dtype : dt;
     for (int q = 0; q < 2; q++) {
         const dtype d = q ? ddt : dt;
-        if (d != DTYPE_F32 && d != DTYPE_F16 && d != DTYPE_BF16 && !cu_qtype_ok(d))
+        if (d != DTYPE_F32 && d != DTYPE_F16 && d != DTYPE_BF16 && d != DTYPE_I4_B128 && !cu_qtype_ok(d))
             return vt_error(VLLM_ERR_UNSUPPORTED,
                             "experts_create: weight dtype %s (expected F32, F16, BF16 or a ggml block type)",
                             dtype_name(d));

@@ -327,11 +327,12 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     } else {
         /* VLLM_FP8_DEQUANTIZE=1: an FP8 checkpoint's weights as F32 copies (no activation quantization: the
          * float reference path, against transformers on the dequantized weights) */
-        const char *dq = getenv("VLLM_FP8_DEQUANTIZE");
+        const char *dq = getenv("VLLM_FP8_DEQUANTIZE"), *dq4 = getenv("VLLM_INT4_DEQUANTIZE");
         st = ws_open(dir, &m->cfg, opt->dummy, be->dummy_fill, opt->seed, &m->ws);
-        if (st == VLLM_OK)
+        if (st == VLLM_OK) /* (VLLM_INT4_DEQUANTIZE=1 likewise for AWQ / GPTQ's 4-bit weights) */
             ws_set_native_blocks(m->ws, be->native_blocks &
-                                            ~(dq && !strcmp(dq, "1") ? 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK) : 0u));
+                                            ~(dq && !strcmp(dq, "1") ? 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK) : 0u) &
+                                            ~(dq4 && !strcmp(dq4, "1") ? 1u << (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK) : 0u));
     }
     if (st != VLLM_OK) goto fail;
     st = m->arch->build(m, m->ws);

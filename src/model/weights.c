@@ -26,6 +26,8 @@ struct weight_source {
     quant_config quant;  /* safetensors: the checkpoint's quantization_config */
     size_t fp8_dequantized; /* FP8: bytes of F32 copies (a backend without FP8_B128, VLLM_FP8_DEQUANTIZE=1) */
     size_t int4_dequantized; /* AWQ / GPTQ: bytes of F32 copies of their 4-bit weights */
+    size_t int4_native;  /* AWQ / GPTQ: bytes of I4_B128 rows handed out */
+    int int4_act_order;  /* AWQ / GPTQ: matrices kept as F32 copies because their groups split 32-runs (act-order) */
     dtype dummy_dtype;
     uint64_t seed;       /* dummy.h's stream */
     uint64_t offset;     /* dummy: the next tensor's byte offset (as an arena would place it) */
@@ -306,6 +308,20 @@ static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const
         (st = i4_part(ws, base, ".scales", DTYPE_F32, groups, N, 2, &sc)) ||
         (!awq && ws->quant.desc_act && (st = i4_part(ws, base, ".g_idx", DTYPE_I32, K, 0, 1, &gi))))
         return st;
+    if (ws->native_blocks >> (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK) & 1u && K % I4_B == 0) {
+        /* the backend's 4-bit layout: I4_B128 rows, where every 32-run of a row shares its group */
+        const size_t bytes = (size_t)N * (size_t)(K / I4_B) * sizeof(i4_block);
+        i4_block *b = ws_buffer(ws, bytes);
+        if (!b) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for '%s'", file, name);
+        memset(b, 0, bytes);
+        if (awq ? i4_awq_blocks(qw, qz, sc, N, K, G, b)
+                : i4_gptq_blocks(qw, qz, sc, gi, N, K, G, groups, ws->quant.gptq_v1, b)) {
+            ws->int4_native += bytes;
+            *out = tensor_make(DTYPE_I4_B128, b, ndim, shape);
+            return VLLM_OK;
+        }
+        ws->int4_act_order++; /* (a bad g_idx is reported below) */
+    }
     float *w = ws_buffer(ws, (size_t)N * (size_t)K * sizeof *w);
     if (!w) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for '%s'", file, name);
     if (awq) i4_awq_dequantize(qw, qz, sc, N, K, G, w);
@@ -373,9 +389,13 @@ vllm_status ws_get_as(weight_source *ws, const char *name, dtype dt, int ndim, c
 
 void ws_log_summary(const weight_source *ws) {
     if (ws && ws->st && ws->int4_dequantized)
-        LOG_I("%s checkpoint: its 4-bit weights dequantized at load, %.1f MiB of F32 copies (the backend converts "
-              "them as float weights; 4-bit kernels are not written yet)", ws->quant.name,
-              (double)ws->int4_dequantized / 1048576.0);
+        LOG_I("%s checkpoint: %.1f MiB of F32 copies of 4-bit weights (a backend without 4-bit kernels, "
+              "VLLM_INT4_DEQUANTIZE=1, rows not a multiple of 128, or %d act-order matrices whose groups split "
+              "runs of 32 features): run as float weights", ws->quant.name, (double)ws->int4_dequantized / 1048576.0,
+              ws->int4_act_order);
+    if (ws && ws->st && ws->int4_native)
+        LOG_I("%s checkpoint: %.1f MiB of 4-bit weights loaded as I4_B128 blocks (128 values, a scale and a zero "
+              "per 32)", ws->quant.name, (double)ws->int4_native / 1048576.0);
     if (ws && ws->st && ws->native)
         LOG_I("fp8 checkpoint: %.1f MiB of F8_E4M3 weights loaded as FP8_B128 blocks (128 values + an F32 scale)",
               (double)ws->native / 1048576.0);

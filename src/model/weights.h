@@ -28,7 +28,10 @@ struct gguf_file;
 vllm_status ws_open_gguf(struct gguf_file *f, uint32_t native_blocks, weight_source **out);
 /* The block dtypes the backend takes (backend.native_blocks), for a safetensors source: a block-scaled FP8
  * checkpoint's F8_E4M3 matrices (and their weight_scale_inv) are handed out as FP8_B128 rows (tensor/fp8.h)
- * when it takes those, else as F32 copies of their values. Until set: F32 copies. */
+ * when it takes those, else as F32 copies of their values; an AWQ / GPTQ checkpoint's 4-bit weights
+ * ('x.weight' read from x.qweight / qzeros / scales / g_idx) as I4_B128 rows (tensor/int4.h) when it takes
+ * those and every run of 32 features shares its group (not act-order orders that split them), else as F32
+ * copies. Until set: F32 copies. */
 void ws_set_native_blocks(weight_source *ws, uint32_t native_blocks);
 void ws_close(weight_source *ws);
 /* One info line on what loading made of the source (GGUF: the dequantized copies), if anything. */

@@ -35,4 +35,30 @@ void i4_awq_dequantize(const int32_t *qweight, const int32_t *qzeros, const floa
 bool i4_gptq_dequantize(const int32_t *qweight, const int32_t *qzeros, const float *scales, const int32_t *g_idx,
                         int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, float *w);
 
+/* ---- I4_B128: the 4-bit weights as blocks of 128 input features (the layout backends take natively) ----
+ * Block b of row n holds W[n][128 b + i], i < 128: nibble i (byte i / 2, the low nibble for even i) q_i in
+ * [0, 15], and per 32 features a scale and a zero: value_i = s[i / 32] (q_i - z[i / 32]) (z up to 16: GPTQ v1's
+ * stored 15 + 1). Any group size that is a multiple of 32 (and the whole row, group_size -1) repeats its s and
+ * z in its 32-runs; 84 bytes per 128 values. */
+#define I4_B 128
+#define I4_SUB 32
+typedef struct i4_block {
+    float s[I4_B / I4_SUB];
+    uint8_t z[I4_B / I4_SUB];
+    uint8_t q[I4_B / 2];
+} i4_block;
+
+static inline int i4_block_q(const i4_block *b, int i) { return (b->q[i >> 1] >> (4 * (i & 1))) & 15; }
+
+/* K / 128 blocks of a row -> K floats */
+void i4_dequantize_row(const i4_block *b, int64_t K, float *out);
+
+/* The same weights as I4_B128 rows (N rows of K / 128 blocks): false (nothing promised in out) when K is not a
+ * multiple of 128 or a group does not cover whole runs of 32 features (G % 32, or a g_idx whose groups change
+ * inside a 32-run: act-order), or a g_idx entry is outside [0, groups). */
+bool i4_awq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *scales, int64_t N, int64_t K,
+                   int64_t G, i4_block *out);
+bool i4_gptq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *scales, const int32_t *g_idx,
+                    int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, i4_block *out);
+
 #endif

@@ -3,7 +3,8 @@
 
 #include <math.h>
 
-/* block types: ggml's block sizes and bytes per block (ggml/src/ggml.c type_traits); FP8_B128 tensor/fp8.h's */
+/* block types: ggml's block sizes and bytes per block (ggml/src/ggml.c type_traits); FP8_B128 tensor/fp8.h's, I4_B128
+ * tensor/int4.h's */
 static const struct { const char *name; size_t size; int64_t block; } DTYPES[DTYPE_COUNT] = {
     [DTYPE_F32] = {"F32", 4, 1}, [DTYPE_F16] = {"F16", 2, 1}, [DTYPE_BF16] = {"BF16", 2, 1},
     [DTYPE_I32] = {"I32", 4, 1}, [DTYPE_I64] = {"I64", 8, 1}, [DTYPE_U8] = {"U8", 1, 1},
@@ -12,7 +13,7 @@ static const struct { const char *name; size_t size; int64_t block; } DTYPES[DTY
     [DTYPE_Q5_0] = {"Q5_0", 22, 32}, [DTYPE_Q5_1] = {"Q5_1", 24, 32}, [DTYPE_Q2_K] = {"Q2_K", 84, 256},
     [DTYPE_Q3_K] = {"Q3_K", 110, 256}, [DTYPE_Q4_K] = {"Q4_K", 144, 256}, [DTYPE_Q5_K] = {"Q5_K", 176, 256},
     [DTYPE_Q6_K] = {"Q6_K", 210, 256}, [DTYPE_IQ4_NL] = {"IQ4_NL", 18, 32}, [DTYPE_IQ4_XS] = {"IQ4_XS", 136, 256},
-    [DTYPE_FP8_B128] = {"FP8_B128", 132, 128},
+    [DTYPE_FP8_B128] = {"FP8_B128", 132, 128}, [DTYPE_I4_B128] = {"I4_B128", 84, 128},
 };
 
 size_t dtype_size(dtype t) { return (unsigned)t < DTYPE_COUNT ? DTYPES[t].size : 0; }

@@ -41,6 +41,9 @@ typedef enum dtype {
      * (tensor/fp8.h): the block-scaled FP8 checkpoints' rows (quantization_config quant_method "fp8"),
      * repacked at load. Not a ggml type. */
     DTYPE_FP8_B128,
+    /* 4-bit integer weights in blocks of 128 elements along a row, a scale and a zero per 32 (tensor/int4.h):
+     * AWQ / GPTQ checkpoints' rows, repacked at load. Not a ggml type. */
+    DTYPE_I4_B128,
     DTYPE_COUNT
 } dtype;
 

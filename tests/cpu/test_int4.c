@@ -3,7 +3,8 @@
  * AutoAWQ's pack_intweight (order [0, 2, 4, 6, 1, 3, 5, 7] within each int32 of 8 output features) and
  * AutoGPTQ's pack (8 input features per int32, in order; zeros of 8 output features per int32, less 1 in the
  * v1 format) write them: every value (q - z) s exactly; an AWQ weight packed in plain order reads back
- * wrong (the order matters), GPTQ act-order groups follow g_idx, a g_idx outside the groups is refused.
+ * wrong (the order matters), GPTQ act-order groups follow g_idx, a g_idx outside the groups is refused; the
+ * same weights as I4_B128 rows (test_blocks).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -83,9 +84,63 @@ static void test_gptq(void) {
     CHECK(!i4_gptq_dequantize(qw, qz, sc, gidx, N, K, G, GR, true, w));
 }
 
+/* I4_B128 rows (the backends' 4-bit layout): for AWQ and GPTQ (v1, sequential and a g_idx whose groups keep
+ * whole 32-runs) at groups 32, 64, 128, every row read back through i4_dequantize_row equals the packing's
+ * float values exactly (z 16 of a v1 zero 15 included); act-order groups that split a 32-run, a group of 16
+ * and rows of 96 are refused */
+static void test_blocks(void) {
+    enum { BN = 16, BK = 256 };
+    static int32_t qw[BK * BN / 8], qz[BK * BN / 8], gi[BK];
+    static float sc[BK * BN], w[BN * BK], r[BK];
+    static i4_block b[BN * BK / I4_B];
+    const int groups[3] = {32, 64, 128};
+    for (int gsel = 0; gsel < 3; gsel++) {
+        const int GS = groups[gsel], NG = BK / GS;
+        for (int i = 0; i < NG * BN; i++) sc[i] = sv(i / BN, i % BN) * (gsel + 1);
+        for (int awq = 0; awq < 2; awq++) {
+            memset(qw, 0, sizeof qw);
+            memset(qz, 0, sizeof qz);
+            for (int k = 0; k < BK; k++)
+                for (int n = 0; n < BN; n++) {
+                    const uint32_t q = (uint32_t)qv(k, n);
+                    if (awq) qw[k * (BN / 8) + n / 8] |= (int32_t)(q << (4 * i4_awq_nibble(n % 8)));
+                    else qw[(k / 8) * BN + n] |= (int32_t)(q << (4 * (k % 8)));
+                }
+            for (int g = 0; g < NG; g++)
+                for (int n = 0; n < BN; n++) {
+                    const uint32_t z = (uint32_t)(awq ? zv(g, n) : (g + n) % 3 == 0 ? 15 : zv(g, n)); /* v1: 15 = z 16 */
+                    qz[g * (BN / 8) + n / 8] |= (int32_t)(z << (4 * (awq ? i4_awq_nibble(n % 8) : n % 8)));
+                }
+            for (int act = 0; act < (awq ? 1 : 2); act++) {
+                /* act: groups assigned to the 32-runs in reverse order (a g_idx keeping whole runs) */
+                for (int k = 0; k < BK; k++) gi[k] = (BK - 1 - k) / 32 * 32 / GS;
+                memset(b, 0xa5, sizeof b);
+                const bool ok = awq ? i4_awq_blocks(qw, qz, sc, BN, BK, GS, b)
+                                    : i4_gptq_blocks(qw, qz, sc, act ? gi : NULL, BN, BK, GS, NG, true, b);
+                CHECK_MSG(ok, "I4_B128 %s group %d act %d refused", awq ? "AWQ" : "GPTQ", GS, act);
+                if (awq) i4_awq_dequantize(qw, qz, sc, BN, BK, GS, w);
+                else CHECK(i4_gptq_dequantize(qw, qz, sc, act ? gi : NULL, BN, BK, GS, NG, true, w));
+                int wrong = 0;
+                for (int n = 0; n < BN; n++) {
+                    i4_dequantize_row(b + n * (BK / I4_B), BK, r);
+                    for (int k = 0; k < BK; k++) wrong += r[k] != w[n * BK + k];
+                }
+                CHECK_MSG(wrong == 0, "I4_B128 %s group %d act %d: %d values differ", awq ? "AWQ" : "GPTQ", GS, act,
+                          wrong);
+            }
+        }
+    }
+    /* refused: a g_idx splitting a 32-run, a group of 16, rows not of whole blocks */
+    for (int k = 0; k < BK; k++) gi[k] = (k * 13 + 5) % BK / 64;
+    CHECK(!i4_gptq_blocks(qw, qz, sc, gi, BN, BK, 64, BK / 64, true, b));
+    CHECK(!i4_awq_blocks(qw, qz, sc, BN, BK, 16, b));
+    CHECK(!i4_awq_blocks(qw, qz, sc, BN, 96, 32, b));
+}
+
 int main(void) {
     CHECK(i4_awq_nibble(0) == 0 && i4_awq_nibble(1) == 4 && i4_awq_nibble(2) == 1 && i4_awq_nibble(7) == 7);
     test_awq();
     test_gptq();
+    test_blocks();
     TEST_END();
 }

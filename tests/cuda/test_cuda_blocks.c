@@ -28,7 +28,9 @@
  *    to the norm op then linear (the GEMV's own quantization of the norm's BF16 output);
  *  - FP8_B128 layers (block-scaled FP8 checkpoints, ops_linear_fp8.cu) against tensor/fp8.h (test_fp8), and
  *    at a (1536, 2048) x 300 shape cuBLASLt's FP8 GEMM takes (and the BF16 tiles there, VLLM_CUDA_F8_GEMM=tiles);
- *    the gated linear_fused (test_fp8_fused); the CUDA-core GEMV (VLLM_CUDA_F8_GEMV=warp).
+ *    the gated linear_fused (test_fp8_fused); the CUDA-core GEMV (VLLM_CUDA_F8_GEMV=warp);
+ *  - I4_B128 layers (AWQ / GPTQ 4-bit, ops_linear_int4.cu) at groups 128, 64, 32 against the dequantized values
+ *    (test_int4).
  *
  * Tolerances (per element, |gpu - ref| <= rel * |ref| + abs * S with S = sum_k |w_k x_k| in double):
  *  - BF16 output: rel 2^-8 (rounding to BF16 is within half an ulp, 2^-9 relative; twice that);
@@ -53,6 +55,7 @@
 #include "tensor/backend.h"
 #include "tensor/ggml_dtype.h"
 #include "tensor/fp8.h"
+#include "tensor/int4.h"
 #include "tensor/ggml_quant.h"
 #include "test.h"
 
@@ -1031,6 +1034,116 @@ static void test_fp8_fused(int64_t n, int64_t in, be_act act, bool norm, bool mm
     free(row), free(bias), free(bb), free(wb[0]), free(wb[1]);
 }
 
+/* ---- I4_B128 (AWQ / GPTQ 4-bit, ops_linear_int4.cu) ----
+ *
+ * Two parts (out0 + out1 rows of `in`, a bias on the second) of random nibbles with a scale and zero per group
+ * of G (128, 64, 32: the kernel's three layouts; zeros up to 16), against the dequantized values
+ * (i4_dequantize_row): T <= 8 (the MMA GEMV: (q - z) and x exact in BF16, F32 sums) |d| <= 1e-5 S, larger T
+ * (BF16 tiles + cuBLAS) 2^-7 S (S = sum |x w|); F32 and accumulating outputs; the gated linear_fused (gate rows
+ * then up rows) against linear + act(gate) * up on the host. */
+static void test_int4(int64_t out0, int64_t out1, int64_t in, int G) {
+    const int64_t outs[2] = {out0, out1}, out = out0 + out1, nb = in / I4_B;
+    i4_block *wb[2];
+    float *deq = malloc((size_t)(out * in) * sizeof *deq), *bias = calloc((size_t)out, sizeof *bias);
+    tensor wt[2], bt;
+    printf("I4_B128 (%lld + %lld rows of %lld, group %d)\n", (long long)out0, (long long)out1, (long long)in, G);
+    for (int p = 0, r0 = 0; p < 2; r0 += (int)outs[p], p++) {
+        wb[p] = calloc((size_t)(outs[p] * nb), sizeof(i4_block));
+        for (int64_t r = 0; r < outs[p]; r++)
+            for (int64_t b = 0; b < nb; b++) {
+                i4_block *k = &wb[p][r * nb + b];
+                for (int i = 0; i < I4_B / 2; i++) k->q[i] = (uint8_t)(rnd_u32() & 0xff);
+                for (int j = 0; j < I4_B / I4_SUB; j++) {
+                    if (j % (G / I4_SUB) == 0) {
+                        k->s[j] = bf16r(0.01f + 0.02f * (0.5f + 0.5f * rnd())); /* (checkpoints' F16 / BF16 scales) */
+                        k->z[j] = (uint8_t)(rnd_u32() % 17);
+                    } else {
+                        k->s[j] = k->s[j - 1];
+                        k->z[j] = k->z[j - 1];
+                    }
+                }
+            }
+        for (int64_t r = 0; r < outs[p]; r++) i4_dequantize_row(wb[p] + r * nb, in, deq + (r0 + r) * in);
+        wt[p] = tensor_2d(DTYPE_I4_B128, wb[p], outs[p], in);
+    }
+    for (int64_t r = 0; r < outs[1]; r++) bias[out0 + r] = bf16r(0.5f * rnd());
+    void *bb = pack(bias + out0, outs[1], DTYPE_BF16);
+    bt = tensor_1d(DTYPE_BF16, bb, outs[1]);
+    const tensor *wp[2] = {&wt[0], &wt[1]}, *bp[2] = {NULL, &bt};
+    be_linear *lin = NULL;
+    CHECK_MSG(takes(DTYPE_I4_B128), "native_blocks lacks I4_B128");
+    CHECK_MSG(gpu->ops->linear_create(gpu, wp, bp, 2, &lin) == VLLM_OK, "I4 linear_create: %s", vllm_last_error());
+    const int64_t Ts[] = {1, 2, 5, 8, 9, 40};
+    for (size_t ti = 0; lin && ti < sizeof Ts / sizeof *Ts; ti++) {
+        const int64_t T = Ts[ti];
+        float *x = rand_x(T, in), *ref = malloc((size_t)(T * out) * sizeof *ref), *S = malloc((size_t)(T * out) * sizeof *S),
+              *y0 = malloc((size_t)(T * out) * sizeof *y0);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t o = 0; o < out; o++) {
+                double sum = 0, abs = 0;
+                for (int64_t k = 0; k < in; k++) {
+                    sum += (double)x[t * in + k] * deq[o * in + k];
+                    abs += fabs((double)x[t * in + k] * deq[o * in + k]);
+                }
+                ref[t * out + o] = (float)sum + bias[o];
+                S[t * out + o] = (float)abs;
+            }
+        for (int64_t i = 0; i < T * out; i++) y0[i] = 0.25f * rnd();
+        const double rel = T <= 8 ? 1e-5 : 1.0 / 128;
+        for (int k = 0; k < 2; k++) { /* F32 out, F32 accumulating */
+            tensor xg = put(gpu, DTYPE_BF16, T, in, x), yg = put(gpu, DTYPE_F32, T, out, k ? y0 : NULL);
+            if (k) {
+                linear_fuse f = {0};
+                f.accumulate = true;
+                gpu->ops->linear_fused(gpu, lin, &xg, &f, &yg);
+            } else {
+                gpu->ops->linear(gpu, lin, &xg, &yg);
+            }
+            CHECK_OK(gpu->ops->synchronize(gpu));
+            float *y = get(gpu, &yg);
+            int64_t bad = 0, first = -1;
+            for (int64_t i = 0; i < T * out; i++) {
+                const double want = ref[i] + (k ? y0[i] : 0.0);
+                if (!(fabs(y[i] - want) <= rel * S[i] + 1e-6)) {
+                    if (first < 0) first = i;
+                    bad++;
+                }
+            }
+            CHECK_MSG(bad == 0, "I4 linear G %d T %lld%s: %lld off, first %lld: gpu %.7g ref %.7g (S %.4g)", G,
+                      (long long)T, k ? " (accumulating)" : "", (long long)bad, (long long)first,
+                      first >= 0 ? (double)y[first] : 0.0, first >= 0 ? ref[first] + (k ? y0[first] : 0.0) : 0.0,
+                      first >= 0 ? (double)S[first] : 0.0);
+            free(y);
+            gpu->ops->release(gpu, &xg);
+            gpu->ops->release(gpu, &yg);
+        }
+        /* the gated form: gate = the first out / 2 rows, up = the rest (out even) */
+        if (out % 2 == 0) {
+            const int64_t n = out / 2;
+            /* (the composite, T > 8: a BF16 mid, and its act_mul writes BF16) */
+            tensor xg = put(gpu, DTYPE_BF16, T, in, x), yg = put(gpu, T <= 8 ? DTYPE_F32 : DTYPE_BF16, T, n, NULL);
+            tensor mg = put(gpu, DTYPE_BF16, T, out, NULL), m2 = put(gpu, T <= 8 ? DTYPE_F32 : DTYPE_BF16, T, out, NULL);
+            linear_fuse f = {.silu_mul = true, .mid = &mg, .act = BE_ACT_SILU};
+            gpu->ops->linear_fused(gpu, lin, &xg, &f, &yg);
+            gpu->ops->linear(gpu, lin, &xg, &m2);
+            float *y = get(gpu, &yg), *m = get(gpu, &m2);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < T * n; i++) {
+                const double g = m[(i / n) * out + i % n], u = m[(i / n) * out + n + i % n], want = g / (1.0 + exp(-g)) * u;
+                bad += !(fabs(y[i] - want) <= (T <= 8 ? 1e-5 * (fabs(want) + 1e-2 * fabs(u)) : fabs(want) / 128) + 1e-7);
+            }
+            CHECK_MSG(bad == 0, "I4 linear_fused gated G %d T %lld: %lld off", G, (long long)T, (long long)bad);
+            free(y), free(m);
+            tensor *ts[] = {&xg, &yg, &mg, &m2};
+            for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) gpu->ops->release(gpu, ts[i]);
+        }
+        printf("  I4_B128 linear T %lld: F32, accumulating%s checked\n", (long long)T, out % 2 ? "" : " and gated");
+        free(x), free(ref), free(S), free(y0);
+    }
+    if (lin) gpu->ops->linear_free(gpu, lin);
+    free(deq), free(bias), free(bb), free(wb[0]), free(wb[1]);
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -1077,6 +1190,10 @@ int main(void) {
     test_fp8(4000, 96, false, 12288, 2);      /* the GEMV's 8 tokens of K 12288 in shared memory, CTAs looping */
     test_fp8_fused(100, 3 * FP8_B, BE_ACT_SILU, true, true);
     test_fp8_fused(36, 2 * FP8_B, BE_ACT_GELU_TANH, false, true);
+    test_int4(100, 156, 3 * I4_B, 128);
+    test_int4(64, 72, 2 * I4_B, 64);
+    test_int4(40, 40, 4 * I4_B, 32);
+    test_int4(2000, 48, 12 * I4_B, 128); /* CTAs looping over tiles */
     CHECK_OK(gpu->ops->synchronize(gpu));
     /* the CUDA-core FP8 GEMV (VLLM_CUDA_F8_GEMV=warp; GPUs before sm_89) */
     backend_free(gpu);

@@ -36,6 +36,12 @@ features per int32 in order; qzeros (groups, N / 8) stored less 1 (checkpoint_fo
 random permutation), each packing unpacked again and compared. References: transformers on the dequantized
 weights (4-bit weight-only: activations as they are).
 
+Case qwen3_ct_w4a16: the same shape as compressed-tensors' pack-quantized W4A16 (llm-compressor's W4A16
+preset with group 32: symmetric, s = max|w| / 7.5 per group in BF16, q = clamp(round(w / s), -8, 7) stored
+as q + 8 nibbles, weight_packed (N, K / 8) I32 with feature 8 c + i in nibble i, weight_scale (N, K / 32),
+weight_shape; config_groups as llm-compressor writes them, lm_head ignored), round trip checked; reference
+on the dequantized weights.
+
 Needs: python3, torch (float8_e4m3fn), transformers 5.x, safetensors.
 """
 import argparse
@@ -333,14 +339,32 @@ def quant_gptq(w, G, gen):
     return {"qweight": qw, "qzeros": qz, "scales": s, "g_idx": g_idx}, deq
 
 
+def quant_ct(w, G):
+    """W (N, K) -> compressed-tensors pack-quantized W4A16 tensors (symmetric, group G), W'. compressed-tensors'
+    minmax observer, symmetric: s = max|w_group| / 7.5 (the range [-8, 7] halved), q = clamp(round(w / s), -8, 7),
+    scales in the model's dtype (BF16); packing (pack_to_int32): q + 8 as a nibble, 8 input features per int32 of
+    weight_packed (N, K / 8), feature 8 c + i in nibble i; weight_shape the dense shape (I64)."""
+    N, K = w.shape
+    wg = w.reshape(N, K // G, G)
+    s = (wg.abs().amax(dim=2).clamp(min=1e-8) / 7.5).to(torch.bfloat16)
+    q = torch.round(wg / s.float()[:, :, None]).clamp(-8, 7).int().reshape(N, K)
+    packed = pack_cols8(q + 8)
+    for i in range(8):  # round trip
+        assert torch.equal(((i32(packed) >> (4 * i)) & 15) - 8, q[:, i::8].long())
+    deq = (q.float().reshape(N, K // G, G) * s.float()[:, :, None]).reshape(N, K)
+    return {"weight_packed": packed, "weight_scale": s, "weight_shape": torch.tensor([N, K], dtype=torch.int64)}, deq
+
+
 def case_int4(name, method, out_dir, device):
-    G = 64
-    cfg, model = tiny_qwen3(910 if method == "awq" else 920)
+    G = 32 if method == "ct" else 64
+    seed = {"awq": 910, "gptq": 920, "ct": 930}[method]
+    cfg, model = tiny_qwen3(seed)
     gen = torch.Generator().manual_seed(7)
     tensors, deq = {}, {}
     for k, v in model.state_dict().items():
         if k.endswith(".weight") and any(f".{p}." in k for p in PROJ):
-            t, d = quant_awq(v.float(), G) if method == "awq" else quant_gptq(v.float(), G, gen)
+            t, d = (quant_awq(v.float(), G) if method == "awq" else quant_ct(v.float(), G) if method == "ct"
+                    else quant_gptq(v.float(), G, gen))
             for suf, x in t.items():
                 tensors[k[:-len("weight")] + suf] = x.contiguous()
             deq[k] = d
@@ -350,17 +374,25 @@ def case_int4(name, method, out_dir, device):
     write_folder(out_dir, cfg, tensors, (
         {"quant_method": "awq", "bits": 4, "group_size": G, "zero_point": True, "version": "gemm",
          "modules_to_not_convert": None} if method == "awq" else
+        {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+         "ignore": ["lm_head"], "kv_cache_scheme": None, "global_compression_ratio": None,
+         "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
+                                       "weights": {"num_bits": 4, "type": "int", "symmetric": True, "dynamic": False,
+                                                   "strategy": "group", "group_size": G, "actorder": None,
+                                                   "observer": "minmax", "block_structure": None}}}}
+        if method == "ct" else
         {"quant_method": "gptq", "bits": 4, "group_size": G, "desc_act": True, "sym": False,
          "checkpoint_format": "gptq", "damp_percent": 0.01, "true_sequential": True}))
     ref = reference_model(cfg, deq)
     ref.to(device)
     results = []
-    for p in mf.make_prompts(910 if method == "awq" else 920, cfg.vocab_size):
+    for p in mf.make_prompts(seed, cfg.vocab_size):
         toks, lps, gaps = mf.greedy(ref, p, device)
         results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
     expected = {
         "case": name, "transformers": transformers.__version__, "torch": torch.__version__, "dtype": "bfloat16",
         "quantization": (f"awq 4-bit, group {G}, gemm packing" if method == "awq" else
+                         f"compressed-tensors pack-quantized W4A16, symmetric, group {G}" if method == "ct" else
                          f"gptq 4-bit, group {G}, act-order (g_idx), v1 zeros"),
         "rope": {"rope_type": "default", "rope_theta": 1000000.0}, "sliding_window": None,
         "sliding_window_effective": None, "new_tokens": mf.NEW_TOKENS, "prompts": results,
@@ -374,7 +406,8 @@ def case_int4(name, method, out_dir, device):
 
 CASES = {"qwen3_fp8_block": case_qwen3_fp8_block,
          "qwen3_awq": lambda d, dev: case_int4("qwen3_awq", "awq", d, dev),
-         "qwen3_gptq_actorder": lambda d, dev: case_int4("qwen3_gptq_actorder", "gptq", d, dev)}
+         "qwen3_gptq_actorder": lambda d, dev: case_int4("qwen3_gptq_actorder", "gptq", d, dev),
+         "qwen3_ct_w4a16": lambda d, dev: case_int4("qwen3_ct_w4a16", "ct", d, dev)}
 
 
 def main():

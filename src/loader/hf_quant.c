@@ -102,6 +102,86 @@ static vllm_status gptq_parse(const json_t *q, const char *what, quant_config *o
     return VLLM_OK;
 }
 
+/* a string member equal to want, or absent / null when opt */
+static bool str_is(const json_t *o, const char *key, const char *want) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_string(v) && !strcmp(json_string_value(v), want);
+}
+
+static const char *str_or(const json_t *o, const char *key, const char *def) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_string(v) ? json_string_value(v) : def;
+}
+
+/* compressed-tensors (llm-compressor; vLLM CompressedTensorsConfig / CompressedTensorsWNA16): the W4A16
+ * pack-quantized scheme, every config group the same: weights {num_bits 4, type int, strategy group (group_size)
+ * or channel, symmetric, static, actorder null / weight / group}, no input_activations; no sparsity, no KV-cache
+ * scheme. */
+static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out) {
+    const json_t *groups = json_object_get(q, "config_groups"), *sp = json_object_get(q, "sparsity_config"),
+                 *kv = json_object_get(q, "kv_cache_scheme");
+    if (!json_is_object(groups) || json_object_size(groups) == 0)
+        return vt_error(VLLM_ERR_FORMAT, "%s: quantization_config compressed-tensors needs config_groups", what);
+    if (sp && !json_is_null(sp) && !(json_is_object(sp) && json_object_size(sp) == 0))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors sparsity_config (sparse checkpoints) is not supported",
+                        what);
+    if (kv && !json_is_null(kv))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors kv_cache_scheme is not supported yet", what);
+    const char *fmt = str_or(q, "format", "?");
+    bool first = true;
+    const char *name;
+    const json_t *g;
+    json_object_foreach((json_t *)groups, name, g) {
+        const json_t *w = json_object_get(g, "weights"), *ia = json_object_get(g, "input_activations"),
+                     *oa = json_object_get(g, "output_activations");
+        const char *gf = str_or(g, "format", fmt);
+        if (strcmp(gf, "pack-quantized"))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors format '%.40s' (group %.40s) is not supported "
+                            "(pack-quantized W4A16 is)", what, gf, name);
+        if ((ia && !json_is_null(ia)) || (oa && !json_is_null(oa)))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s quantizes activations: only "
+                            "weight-only (W4A16) schemes are supported", what, name);
+        if (!json_is_object(w))
+            return vt_error(VLLM_ERR_FORMAT, "%s: compressed-tensors group %.40s has no weights scheme", what, name);
+        const json_t *nb = json_object_get(w, "num_bits"), *gs = json_object_get(w, "group_size");
+        if (!json_is_integer(nb) || json_integer_value(nb) != 4 || !str_is(w, "type", "int"))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: %lld-bit %.16s weights are not "
+                            "supported (4-bit int are)", what, name, json_is_integer(nb) ? (long long)json_integer_value(nb) : -1LL,
+                            str_or(w, "type", "?"));
+        bool sym = true, dyn = false;
+        if (!opt_bool(w, "symmetric", true, &sym) || !opt_bool(w, "dynamic", false, &dyn))
+            return vt_error(VLLM_ERR_FORMAT, "%s: compressed-tensors symmetric / dynamic must be true or false", what);
+        if (!sym || dyn)
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: %s weights are not supported "
+                            "(symmetric static are)", what, name, !sym ? "asymmetric (zero-point)" : "dynamic");
+        const char *strat = str_or(w, "strategy", "?");
+        int G;
+        if (!strcmp(strat, "channel")) G = -1;
+        else if (!strcmp(strat, "group") && json_is_integer(gs) && json_integer_value(gs) >= 8 &&
+                 json_integer_value(gs) <= 1 << 20 && json_integer_value(gs) % 8 == 0)
+            G = (int)json_integer_value(gs);
+        else
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: weight strategy '%.16s' is not "
+                            "supported (group with a group_size that is a multiple of 8, channel)", what, name, strat);
+        const json_t *ao = json_object_get(w, "actorder");
+        bool act = false;
+        if (ao && !json_is_null(ao) && !(json_is_boolean(ao) && !json_is_true(ao))) {
+            if (str_is(w, "actorder", "group") || (json_is_boolean(ao) && json_is_true(ao))) act = true;
+            else if (!str_is(w, "actorder", "weight"))
+                return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors actorder '%.16s' is not supported", what,
+                                str_or(w, "actorder", "?"));
+        }
+        if (!first && (G != out->group_size || act != out->desc_act))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors config groups with different weight schemes are "
+                            "not supported", what);
+        out->group_size = G;
+        out->desc_act = act;
+        first = false;
+    }
+    out->method = QUANT_CT_W4A16;
+    return VLLM_OK;
+}
+
 vllm_status hf_quant_parse(const json_t *quant, const char *what, const char *family_method, quant_config *out) {
     memset(out, 0, sizeof *out);
     if (!quant || json_is_null(quant)) return VLLM_OK;
@@ -118,7 +198,9 @@ vllm_status hf_quant_parse(const json_t *quant, const char *what, const char *fa
     if (!strcmp(m, "fp8")) return fp8_parse(quant, what, out);
     if (!strcmp(m, "awq")) return awq_parse(quant, what, out);
     if (!strcmp(m, "gptq")) return gptq_parse(quant, what, out);
+    if (!strcmp(m, "compressed-tensors")) return ct_parse(quant, what, out);
     return vt_error(VLLM_ERR_UNSUPPORTED,
                     "%s: quantization_config quant_method '%.32s' is not supported (supported: fp8 with "
-                    "weight_block_size [n, 128], awq and gptq 4-bit; F32, F16 and BF16 weights)", what, m);
+                    "weight_block_size [n, 128], awq and gptq 4-bit, compressed-tensors pack-quantized W4A16; F32, "
+                    "F16 and BF16 weights)", what, m);
 }

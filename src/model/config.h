@@ -158,14 +158,16 @@ typedef enum quant_method {
     QUANT_FP8_BLOCK,  /* "fp8" with weight_block_size: F8_E4M3 weights, F32 weight_scale_inv per block */
     QUANT_AWQ,        /* "awq" (GEMM version), 4 bits: qweight / qzeros / scales (tensor/int4.h) */
     QUANT_GPTQ,       /* "gptq", 4 bits: qweight / qzeros / scales / g_idx (tensor/int4.h) */
+    QUANT_CT_W4A16,   /* "compressed-tensors" pack-quantized, 4-bit symmetric int weights (W4A16): weight_packed /
+                         weight_scale / weight_g_idx (tensor/int4.h) */
 } quant_method;
 
 typedef struct quant_config {
     quant_method method;
     char name[32];            /* quant_method as config.json spells it ("" for none) */
     int block_n, block_k;     /* QUANT_FP8_BLOCK: weight_block_size [block_n, block_k] (block_k is 128) */
-    int group_size;           /* AWQ / GPTQ: input features per scale (-1: the whole row) */
-    bool desc_act;            /* GPTQ: groups from g_idx (act-order) */
+    int group_size;           /* AWQ / GPTQ / CT_W4A16: input features per scale (-1: the whole row) */
+    bool desc_act;            /* GPTQ / CT_W4A16 (actorder "group"): groups from g_idx (act-order) */
     bool gptq_v1;             /* GPTQ checkpoint_format "gptq": zeros stored less 1 */
 } quant_config;
 

@@ -285,7 +285,8 @@ static vllm_status i4_part(weight_source *ws, const char *base, const char *suff
     return VLLM_OK;
 }
 
-/* A 4-bit AWQ / GPTQ weight (tensor/int4.h) asked for as `base.weight` (N, K): an F32 copy of its values */
+/* A 4-bit AWQ / GPTQ / compressed-tensors W4A16 weight (tensor/int4.h) asked for as `base.weight` (N, K): I4_B128
+ * rows for a backend that takes them (and groups keeping whole 32-runs), else an F32 copy of its values */
 static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
     const char *file = st_file_of(ws->st, name) ? st_file_of(ws->st, name) : "checkpoint";
     const size_t nl = strlen(name);
@@ -295,15 +296,21 @@ static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const
     memcpy(base, name, nl - 7);
     base[nl - 7] = 0;
     const int64_t N = shape[0], K = shape[1], G = ws->quant.group_size > 0 ? ws->quant.group_size : K;
-    if (N % 8 || K % 8 || K % G)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s 4-bit weight '%s.qweight' of (%lld, %lld): out and in features must "
+    const bool ct = ws->quant.method == QUANT_CT_W4A16;
+    if ((!ct && N % 8) || K % 8 || K % G)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s 4-bit weight '%s' of (%lld, %lld): out and in features must "
                         "be multiples of 8 and in of the group size %lld", file, ws->quant.name, base, (long long)N,
                         (long long)K, (long long)G);
     const int64_t groups = K / G;
     const void *qw = NULL, *qz = NULL, *sc = NULL, *gi = NULL;
     vllm_status st;
     const bool awq = ws->quant.method == QUANT_AWQ;
-    if ((st = i4_part(ws, base, ".qweight", DTYPE_I32, awq ? K : K / 8, awq ? N / 8 : N, 2, &qw)) ||
+    if (ct) { /* compressed-tensors: weight_packed (N, K / 8), weight_scale (N, groups), weight_g_idx */
+        if ((st = i4_part(ws, base, ".weight_packed", DTYPE_I32, N, K / 8, 2, &qw)) ||
+            (st = i4_part(ws, base, ".weight_scale", DTYPE_F32, N, groups, 2, &sc)) ||
+            (ws->quant.desc_act && (st = i4_part(ws, base, ".weight_g_idx", DTYPE_I32, K, 0, 1, &gi))))
+            return st;
+    } else if ((st = i4_part(ws, base, ".qweight", DTYPE_I32, awq ? K : K / 8, awq ? N / 8 : N, 2, &qw)) ||
         (st = i4_part(ws, base, ".qzeros", DTYPE_I32, groups, N / 8, 2, &qz)) ||
         (st = i4_part(ws, base, ".scales", DTYPE_F32, groups, N, 2, &sc)) ||
         (!awq && ws->quant.desc_act && (st = i4_part(ws, base, ".g_idx", DTYPE_I32, K, 0, 1, &gi))))
@@ -314,8 +321,9 @@ static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const
         i4_block *b = ws_buffer(ws, bytes);
         if (!b) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for '%s'", file, name);
         memset(b, 0, bytes);
-        if (awq ? i4_awq_blocks(qw, qz, sc, N, K, G, b)
-                : i4_gptq_blocks(qw, qz, sc, gi, N, K, G, groups, ws->quant.gptq_v1, b)) {
+        if (ct    ? i4_ct_blocks(qw, sc, gi, N, K, G, groups, b)
+            : awq ? i4_awq_blocks(qw, qz, sc, N, K, G, b)
+                  : i4_gptq_blocks(qw, qz, sc, gi, N, K, G, groups, ws->quant.gptq_v1, b)) {
             ws->int4_native += bytes;
             *out = tensor_make(DTYPE_I4_B128, b, ndim, shape);
             return VLLM_OK;
@@ -324,7 +332,11 @@ static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const
     }
     float *w = ws_buffer(ws, (size_t)N * (size_t)K * sizeof *w);
     if (!w) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for '%s'", file, name);
-    if (awq) i4_awq_dequantize(qw, qz, sc, N, K, G, w);
+    if (ct) {
+        if (!i4_ct_dequantize(qw, sc, gi, N, K, G, groups, w))
+            return vt_error(VLLM_ERR_FORMAT, "%s: '%s.weight_g_idx' has a group outside [0, %lld)", file, base,
+                            (long long)groups);
+    } else if (awq) i4_awq_dequantize(qw, qz, sc, N, K, G, w);
     else if (!i4_gptq_dequantize(qw, qz, sc, gi, N, K, G, groups, ws->quant.gptq_v1, w))
         return vt_error(VLLM_ERR_FORMAT, "%s: '%s.g_idx' has a group outside [0, %lld)", file, base, (long long)groups);
     ws->int4_dequantized += (size_t)N * (size_t)K * sizeof *w;
@@ -376,7 +388,7 @@ vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t 
     if (!ws->st) return dummy_get(ws, name, ndim, shape, out);
     const char *dts = st_dtype_str(ws->st, name);
     if (dts && !strcmp(dts, "F8_E4M3")) return fp8_get(ws, name, ndim, shape, out);
-    if (!dts && (ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ))
+    if (!dts && (ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ || ws->quant.method == QUANT_CT_W4A16))
         return int4_get(ws, name, ndim, shape, out);
     return st_get(ws->st, name, ndim, shape, out);
 }
@@ -419,12 +431,13 @@ bool ws_has(const weight_source *ws, const char *name) {
         return ggc_find(ws->gguf, name, &ref);
     }
     if (!ws->st || st_find(ws->st, name) != NULL) return true;
-    /* an AWQ / GPTQ weight: `base.weight` held as base.qweight */
+    /* an AWQ / GPTQ weight: `base.weight` held as base.qweight; compressed-tensors W4A16: as base.weight_packed */
     const size_t nl = strlen(name);
     char q[512];
-    if ((ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ) && nl > 7 && nl + 2 < sizeof q &&
+    const bool ct = ws->quant.method == QUANT_CT_W4A16;
+    if ((ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ || ct) && nl > 7 && nl + 8 < sizeof q &&
         !strcmp(name + nl - 7, ".weight")) {
-        snprintf(q, sizeof q, "%.*s.qweight", (int)(nl - 7), name);
+        snprintf(q, sizeof q, "%.*s.%s", (int)(nl - 7), name, ct ? "weight_packed" : "qweight");
         return st_find(ws->st, q) != NULL;
     }
     return false;

@@ -78,3 +78,33 @@ bool i4_gptq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *
     }
     return true;
 }
+
+/* element (n, k) of compressed-tensors' packing: its stored nibble (q + 8) and its group (-1: out of range) */
+static int i4_ct_q(const int32_t *packed, int64_t K, int64_t n, int64_t k) {
+    return (int)(((uint32_t)packed[n * (K / 8) + k / 8] >> (4 * (k % 8))) & 15u);
+}
+
+bool i4_ct_dequantize(const int32_t *packed, const float *scales, const int32_t *g_idx, int64_t N, int64_t K, int64_t G,
+                      int64_t groups, float *w) {
+    for (int64_t k = 0; k < K; k++)
+        if (g_idx && (g_idx[k] < 0 || g_idx[k] >= groups)) return false;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t g = g_idx ? g_idx[k] : k / G;
+            w[n * K + k] = (float)(i4_ct_q(packed, K, n, k) - 8) * scales[n * groups + g];
+        }
+    return true;
+}
+
+bool i4_ct_blocks(const int32_t *packed, const float *scales, const int32_t *g_idx, int64_t N, int64_t K, int64_t G,
+                  int64_t groups, i4_block *out) {
+    if (K % I4_B || (!g_idx && G % I4_SUB)) return false;
+    for (int64_t k = 0; k < K; k++)
+        if (g_idx && (g_idx[k] < 0 || g_idx[k] >= groups || g_idx[k - k % I4_SUB] != g_idx[k])) return false;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t g = g_idx ? g_idx[k] : k / G;
+            i4_put(out, K, n, k, i4_ct_q(packed, K, n, k), 8, scales[n * groups + g]);
+        }
+    return true;
+}

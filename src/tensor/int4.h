@@ -13,6 +13,11 @@
  * q[8 r + i][n]; qzeros I32 (groups, N / 8), nibble i of qzeros[g][c] the zero of feature 8 c + i; scales
  * F16 (groups, N); g_idx I32 (K). Checkpoint format "gptq" (v1) stores each zero less 1 (the zero is the
  * stored value + 1); "gptq_v2" stores it as it is.
+ *
+ * compressed-tensors pack-quantized W4A16 (llm-compressor; compressed_tensors pack_to_int32, vLLM
+ * CompressedTensorsWNA16): weight_packed I32 (N, K / 8), nibble i of weight_packed[n][c] being q[n][8 c + i]
+ * stored as q + 8 (q in [-8, 7]), weight_scale (N, K / G) in the model's float dtype, weight_g_idx I32 (K) with
+ * actorder "group"; symmetric: W[n][k] = (stored - 8) s.
  */
 #ifndef VLLM_TENSOR_INT4_H
 #define VLLM_TENSOR_INT4_H
@@ -34,6 +39,11 @@ void i4_awq_dequantize(const int32_t *qweight, const int32_t *qzeros, const floa
  * false when a g_idx entry is outside [0, groups). */
 bool i4_gptq_dequantize(const int32_t *qweight, const int32_t *qzeros, const float *scales, const int32_t *g_idx,
                         int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, float *w);
+
+/* W (N, K) as floats from compressed-tensors' symmetric pack-quantized tensors (scales (N, groups) as floats; group of
+ * k = g_idx[k], or k / G without one); false when a g_idx entry is outside [0, groups). */
+bool i4_ct_dequantize(const int32_t *packed, const float *scales, const int32_t *g_idx, int64_t N, int64_t K, int64_t G,
+                      int64_t groups, float *w);
 
 /* ---- I4_B128: the 4-bit weights as blocks of 128 input features (the layout backends take natively) ----
  * Block b of row n holds W[n][128 b + i], i < 128: nibble i (byte i / 2, the low nibble for even i) q_i in
@@ -60,5 +70,7 @@ bool i4_awq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *s
                    int64_t G, i4_block *out);
 bool i4_gptq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *scales, const int32_t *g_idx,
                     int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, i4_block *out);
+bool i4_ct_blocks(const int32_t *packed, const float *scales, const int32_t *g_idx, int64_t N, int64_t K, int64_t G,
+                  int64_t groups, i4_block *out);
 
 #endif

@@ -137,10 +137,50 @@ static void test_blocks(void) {
     CHECK(!i4_awq_blocks(qw, qz, sc, BN, 96, 32, b));
 }
 
+/* compressed-tensors pack-quantized (symmetric): q + 8 in nibble k % 8 of weight_packed[n][k / 8], scales (N, groups):
+ * every value (stored - 8) s, a g_idx's groups followed; the same as I4_B128 rows (z 8); the nibbles in AWQ's order
+ * read back wrong; a g_idx outside the groups refused */
+static void test_ct(void) {
+    enum { CN = 8, CK = 256, CG = 64, CNG = CK / CG };
+    static int32_t pk[CN * CK / 8], gi[CK];
+    static float sc[CN * CNG], w[CN * CK], r[CK];
+    static i4_block b[CN * CK / I4_B];
+    for (int i = 0; i < CN * CNG; i++) sc[i] = sv(i % CNG, i / CNG);
+    for (int k = 0; k < CK; k++) gi[k] = (CK - 1 - k) / CG; /* reversed groups (whole 32-runs) */
+    for (int order = 0; order < 2; order++) {
+        memset(pk, 0, sizeof pk);
+        for (int n = 0; n < CN; n++)
+            for (int k = 0; k < CK; k++) {
+                const int p = order ? i4_awq_nibble(k % 8) : k % 8; /* order 1: a wrong packing */
+                pk[n * (CK / 8) + k / 8] |= (int32_t)((uint32_t)(qv(k, n) & 15) << (4 * p));
+            }
+        for (int act = 0; act < 2; act++) {
+            CHECK(i4_ct_dequantize(pk, sc, act ? gi : NULL, CN, CK, CG, CNG, w));
+            int wrong = 0;
+            for (int n = 0; n < CN; n++)
+                for (int k = 0; k < CK; k++)
+                    wrong += w[n * CK + k] != (float)(qv(k, n) - 8) * sv(act ? gi[k] : k / CG, n);
+            if (order == 0) CHECK_MSG(wrong == 0, "compressed-tensors act %d: %d values wrong", act, wrong);
+            else CHECK_MSG(wrong > CN * CK / 2, "compressed-tensors in AWQ's nibble order: only %d values wrong", wrong);
+            CHECK(i4_ct_blocks(pk, sc, act ? gi : NULL, CN, CK, CG, CNG, b));
+            int diff = 0;
+            for (int n = 0; n < CN; n++) {
+                i4_dequantize_row(b + n * (CK / I4_B), CK, r);
+                for (int k = 0; k < CK; k++) diff += r[k] != w[n * CK + k];
+            }
+            CHECK_MSG(diff == 0, "compressed-tensors I4_B128 act %d: %d values differ", act, diff);
+        }
+    }
+    gi[7] = CNG;
+    CHECK(!i4_ct_dequantize(pk, sc, gi, CN, CK, CG, CNG, w));
+    CHECK(!i4_ct_blocks(pk, sc, gi, CN, CK, CG, CNG, b));
+}
+
 int main(void) {
     CHECK(i4_awq_nibble(0) == 0 && i4_awq_nibble(1) == 4 && i4_awq_nibble(2) == 1 && i4_awq_nibble(7) == 7);
     test_awq();
     test_gptq();
     test_blocks();
+    test_ct();
     TEST_END();
 }

@@ -252,6 +252,15 @@ static void test_mistral_v5(void) {
     CHECK(c.num_eos == 1 && c.eos_token_ids[0] == 151645 && c.has_temperature && c.gen_temperature == 0.0);
 }
 
+/* a compressed-tensors pack-quantized W4A16 quantization_config body: strategy, group_size, actorder */
+#define CT_W4A16(strategy, gs, actorder)                                                                         \
+    "\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"quantization_status\": "          \
+    "\"compressed\", \"ignore\": [\"lm_head\"], \"kv_cache_scheme\": null, \"sparsity_config\": {}, "          \
+    "\"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"input_activations\": null, "              \
+    "\"output_activations\": null, \"weights\": {\"num_bits\": 4, \"type\": \"int\", \"symmetric\": true, "    \
+    "\"dynamic\": false, \"strategy\": " strategy ", \"group_size\": " gs ", \"actorder\": " actorder             \
+    ", \"observer\": \"minmax\"}}}"
+
 /* quantization_config: block-scaled fp8 as Qwen3-8B-FP8 writes it (and DeepSeek-V3's [128, 128] without fmt) */
 static void test_quant(void) {
     model_config c;
@@ -284,6 +293,14 @@ static void test_quant(void) {
              ", \"quantization_config\": {\"bits\": 4, \"group_size\": 64, \"quant_method\": \"gptq\"}");
     CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
     CHECK(c.quant.method == QUANT_GPTQ && c.quant.group_size == 64 && !c.quant.desc_act && c.quant.gptq_v1);
+    /* compressed-tensors W4A16 as llm-compressor's W4A16 preset writes it; channel strategy, actorder group */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") "}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_CT_W4A16 && c.quant.group_size == 128 && !c.quant.desc_act &&
+          !strcmp(c.quant.name, "compressed-tensors"));
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_W4A16("\"channel\"", "null", "\"group\"") "}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_CT_W4A16 && c.quant.group_size == -1 && c.quant.desc_act);
 }
 
 /* One bad config built from MINI_FMT + extra (later keys replace earlier ones in jansson). */
@@ -385,8 +402,27 @@ static void test_errors(void) {
         VLLM_ERR_FORMAT, "desc_act", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"bitsandbytes\"}", VLLM_ERR_UNSUPPORTED,
         "quant_method 'bitsandbytes' is not supported", "");
-    BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\"}", VLLM_ERR_UNSUPPORTED,
-        "quant_method 'compressed-tensors'", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\"}", VLLM_ERR_FORMAT,
+        "compressed-tensors needs config_groups", "");
+    /* FP8 W8A8 (float-quantized, activations quantized), asymmetric, 8 bits, sparse: refused naming them */
+    BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "
+        "\"config_groups\": {\"group_0\": {\"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": "
+        "\"channel\"}, \"input_activations\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"token\", "
+        "\"dynamic\": true}}}}", VLLM_ERR_UNSUPPORTED, "format 'float-quantized'", "");
+    BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"config_groups\": {\"g\": "
+        "{\"weights\": {\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 128, "
+        "\"symmetric\": false}}}}", VLLM_ERR_UNSUPPORTED, "asymmetric", "");
+    BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"config_groups\": {\"g\": "
+        "{\"weights\": {\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"channel\"}}}}",
+        VLLM_ERR_UNSUPPORTED, "8-bit int weights", "");
+    BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"config_groups\": {\"g\": "
+        "{\"weights\": {\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 128}, "
+        "\"input_activations\": {\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"token\"}}}}",
+        VLLM_ERR_UNSUPPORTED, "quantizes activations", "");
+    BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"sparsity_config\": "
+        "{\"format\": \"sparse-24-bitmask\"}}", VLLM_ERR_UNSUPPORTED, "sparsity_config", "");
+    BAD(", \"quantization_config\": {" CT_W4A16("\"tensor\"", "null", "null") "}", VLLM_ERR_UNSUPPORTED,
+        "weight strategy 'tensor'", "");
     BAD(", \"quantization_config\": {\"bits\": 4}", VLLM_ERR_FORMAT, "quantization_config has no quant_method", "");
     BAD(", \"quantization_config\": [1]", VLLM_ERR_FORMAT, "quantization_config must be an object", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"dynamic\"}",

@@ -155,8 +155,9 @@ int main(void) {
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json has no quantization_config", "");
     write_config(dir, "{\"quant_method\": \"fp8\", \"weight_block_size\": [64, 128]}");
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_FORMAT, "weight_scale_inv", "shape");
-    write_config(dir, "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}");
-    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "quant_method 'compressed-tensors' is not supported", "");
+    write_config(dir, "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "
+                      "{\"group_0\": {\"weights\": {\"num_bits\": 8, \"type\": \"float\"}}}}");
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "compressed-tensors format 'float-quantized'", "");
     write_config(dir, "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128}");
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json has no quantization_config", "");
     copy_file("config.json", dir);

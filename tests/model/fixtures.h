@@ -24,6 +24,20 @@ typedef struct fixture_names {
     int n;
 } fixture_names;
 
+/* dir/config.json = src_config's with quantization_config replaced by quant (a JSON value; NULL: dropped) */
+static inline void fixture_write_config(const char *src_config, const char *dir, const char *quant) {
+    json_error_t err;
+    json_t *c = json_load_file(src_config, 0, &err);
+    CHECK(c != NULL);
+    if (!c) return;
+    if (quant) json_object_set_new(c, "quantization_config", json_loads(quant, 0, &err));
+    else json_object_del(c, "quantization_config");
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    CHECK(json_dump_file(c, path, 0) == 0);
+    json_decref(c);
+}
+
 static int fixture_cmp(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
 /* The case folders under root, sorted; false when root cannot be read. */

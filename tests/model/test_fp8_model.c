@@ -24,19 +24,8 @@
 
 #define SRC VLLM_SOURCE_DIR "/tests/fixtures/models/qwen3_fp8_block"
 
-/* dir/config.json = the fixture's with quantization_config replaced by quant (a JSON value, or NULL to drop it) */
-static void write_config(const char *dir, const char *quant) {
-    json_error_t err;
-    json_t *c = json_load_file(SRC "/config.json", 0, &err);
-    CHECK(c != NULL);
-    if (!c) return;
-    if (quant) json_object_set_new(c, "quantization_config", json_loads(quant, 0, &err));
-    else json_object_del(c, "quantization_config");
-    char path[512];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    CHECK(json_dump_file(c, path, 0) == 0);
-    json_decref(c);
-}
+/* dir/config.json = the fixture's with quantization_config replaced by quant (NULL: dropped) */
+static void write_config(const char *dir, const char *quant) { fixture_write_config(SRC "/config.json", dir, quant); }
 
 /* dir/model.safetensors = the fixture's tensors, less `drop` (NULL: none), each down_proj's two scales
  * swapped when swap */

@@ -19,6 +19,7 @@
 
 #include "loader/safetensors.h"
 #include "tensor/tensor.h"
+#include "model/fixtures.h"
 #include "test.h"
 #include "vllm.h"
 
@@ -61,17 +62,8 @@ static void write_list(list *l, const char *dir) {
     l->n = 0;
 }
 
-static void write_config(const char *dir, const char *quant) {
-    json_error_t err;
-    json_t *c = json_load_file(SRC "/config.json", 0, &err);
-    CHECK(c != NULL);
-    if (!c) return;
-    if (quant) json_object_set_new(c, "quantization_config", json_loads(quant, 0, &err));
-    char path[512];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    CHECK(json_dump_file(c, path, 0) == 0);
-    json_decref(c);
-}
+/* dir/config.json = the fixture's with quantization_config replaced by quant (NULL: dropped) */
+static void write_config(const char *dir, const char *quant) { fixture_write_config(SRC "/config.json", dir, quant); }
 
 /* the group of input feature k: k / G, or (act-order) a permutation's rank / G */
 static int group_of(int fmt, int64_t k, int64_t K) { return fmt == GPTQ ? (int)(((k * 13 + 5) % K) / G) : (int)(k / G); }

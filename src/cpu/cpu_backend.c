@@ -243,6 +243,7 @@ vllm_status cpu_backend_create(const backend_options *opt, backend **out) {
         if (dtype_to_ggml((dtype)d, &gt) && gq_type_supported(gt)) be->native_blocks |= 1u << (d - DTYPE_FIRST_BLOCK);
     }
     be->native_blocks |= 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK); /* through cpu_fp8_matmul */
+    be->native_blocks |= 1u << (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK);  /* through cpu_i4_matmul */
     be->act_dtype = DTYPE_F32;
     be->kv_dtype = DTYPE_F32;
     be->impl = cpu;

@@ -7,7 +7,7 @@
  * default): AVX-512 VNNI (+VL, BW) or AVX-VNNI, else AVX2 + FMA + F16C, else the portable reference code.
  *
  * The CPU backend's linear op calls cpu_quant_matmul for a weight whose ggml type is one of
- * gq_type_supported's, and cpu_fp8_matmul for FP8_B128 weights.
+ * gq_type_supported's, cpu_fp8_matmul for FP8_B128 and cpu_i4_matmul for I4_B128 weights.
  */
 #ifndef VLLM_CPU_CPU_QUANT_H
 #define VLLM_CPU_CPU_QUANT_H
@@ -59,5 +59,13 @@ vllm_status cpu_quant_matmul(tp_pool *pool, ggml_type t, const void *w, size_t w
  */
 vllm_status cpu_fp8_matmul(tp_pool *pool, const void *w, size_t w_row_bytes, int64_t out, int64_t in, const float *x,
                            int64_t x_stride, int64_t T, float *y, int64_t y_stride);
+
+/*
+ * y (T, out) = x (T, in) @ W^T for W (out, in) in I4_B128 (tensor/int4.h; ops_int4.c): each block decoded to its
+ * float values (q - z) s, F32 dot products with x (weight-only: x as it is). w_row_bytes >= (in / 128) * 84; in
+ * a positive multiple of 128. Threaded on pool (NULL: the calling thread); bit-identical for any T / threads.
+ */
+vllm_status cpu_i4_matmul(tp_pool *pool, const void *w, size_t w_row_bytes, int64_t out, int64_t in, const float *x,
+                          int64_t x_stride, int64_t T, float *y, int64_t y_stride);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include "cpu/cpu_internal.h"
 #include "tensor/fp8.h"
+#include "tensor/int4.h"
 #include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
 
@@ -31,6 +32,7 @@ static void emb_task(void *ctx, int64_t t0, int64_t t1, int tid) {
         const unsigned char *row = c->table + (size_t)c->ids[t] * c->row_bytes;
         if (block) gq_dequantize_row(gt, row, c->out + t * c->os, c->D); /* a GGUF table of ggml blocks */
         else if (c->dt == DTYPE_FP8_B128) fp8_dequantize_row((const fp8_block *)(const void *)row, c->out + t * c->os, c->D);
+        else if (c->dt == DTYPE_I4_B128) i4_dequantize_row((const i4_block *)(const void *)row, c->D, c->out + t * c->os);
         else cpu_widen(c->out + t * c->os, row, c->dt, c->D);
     }
 }

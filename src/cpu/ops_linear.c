@@ -71,9 +71,10 @@ vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const t
     for (int i = 0; block && i < n; i++) {
         const dtype d = weights[i] ? weights[i]->dtype : DTYPE_COUNT;
         ggml_type gt = GGML_TYPE_COUNT;
-        if (d != DTYPE_FP8_B128 && (!dtype_to_ggml(d, &gt) || !gq_type_supported(gt)))
+        if (d != DTYPE_FP8_B128 && d != DTYPE_I4_B128 && (!dtype_to_ggml(d, &gt) || !gq_type_supported(gt)))
             return vt_error(VLLM_ERR_UNSUPPORTED,
-                            "linear: weight %d dtype %s (expected F32, F16, BF16, FP8_B128 or a ggml block type)", i,
+                            "linear: weight %d dtype %s (expected F32, F16, BF16, FP8_B128, I4_B128 or a ggml block "
+                            "type)", i,
                             dtype_name(d));
         if (in % dtype_block(d))
             return vt_error(VLLM_ERR_INVALID_ARG, "linear: %s rows of %lld elements are not whole blocks of %lld",
@@ -338,17 +339,20 @@ static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
 }
 
 /* A layer of ggml blocks: each part through cpu_quant_matmul (x quantized to the type's partner, integer
- * dot products per block, as llama.cpp's CPU backend) or, FP8_B128, cpu_fp8_matmul, then its bias. */
+ * dot products per block, as llama.cpp's CPU backend) or, FP8_B128 / I4_B128, cpu_fp8_matmul / cpu_i4_matmul,
+ * then its bias. */
 static void lin_blocks(cpu_state *cpu, const be_linear *lin, const float *x, int64_t xs, float *y, int64_t ys,
                        int64_t T) {
     for (int i = 0; i < lin->n; i++) {
         const lin_part *p = &lin->parts[i];
         ggml_type gt = GGML_TYPE_COUNT;
-        if (p->rows == 0 || (p->dt != DTYPE_FP8_B128 && !dtype_to_ggml(p->dt, &gt)))
+        if (p->rows == 0 || (p->dt != DTYPE_FP8_B128 && p->dt != DTYPE_I4_B128 && !dtype_to_ggml(p->dt, &gt)))
             continue; /* types checked by cpu_linear_create */
         const vllm_status st =
             p->dt == DTYPE_FP8_B128
                 ? cpu_fp8_matmul(cpu->pool, p->w, p->w_row_bytes, p->rows, lin->in, x, xs, T, y + p->row0, ys)
+            : p->dt == DTYPE_I4_B128
+                ? cpu_i4_matmul(cpu->pool, p->w, p->w_row_bytes, p->rows, lin->in, x, xs, T, y + p->row0, ys)
                 : cpu_quant_matmul(cpu->pool, gt, p->w, p->w_row_bytes, p->rows, lin->in, x, xs, T, y + p->row0, ys);
         if (st != VLLM_OK) {
             cpu_fail(cpu, "linear: %s", vllm_last_error());

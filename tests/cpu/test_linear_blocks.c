@@ -1,6 +1,7 @@
 /*
  * test_linear_blocks.c: the CPU backend's linear, experts and embedding ops on ggml block-type weights
- * (GGUF matrices used as they are) and FP8_B128 (block-scaled FP8 checkpoints): every type the backend says
+ * (GGUF matrices used as they are), FP8_B128 (block-scaled FP8 checkpoints) and I4_B128 (AWQ / GPTQ /
+ * compressed-tensors 4-bit, against the dequantized values and x as it is): every type the backend says
  * it runs (backend.native_blocks) against the reference of tensor/ggml_quant.h (each output = gq_vec_dot of
  * the weight row with the token's activation quantized to the type's partner, plus the bias) or tensor/fp8.h
  * (fp8_vec_dot with the activation quantized per 128 as vLLM does), with several parts, biases, strided x / y
@@ -14,23 +15,58 @@
 #include "cpu_test_util.h"
 #include "tensor/ggml_dtype.h"
 #include "tensor/fp8.h"
+#include "tensor/int4.h"
 #include "tensor/ggml_quant.h"
 
-/* the references by block family: ggml's types (ggml_quant.h) or FP8_B128 (fp8.h) */
+/* I4_B128 from floats: per 32, min / max (AWQ's pseudo_quantize_tensor): s = (max - min) / 15, z = round(-min / s)
+ * clamped to [0, 15], q = clamp(round(x / s) + z, 0, 15) */
+static void i4_quantize_row(const float *x, i4_block *b, int64_t n) {
+    memset(b, 0, (size_t)(n / I4_B) * sizeof *b);
+    for (int64_t r = 0; r < n / I4_SUB; r++) {
+        const float *v = x + r * I4_SUB;
+        float mn = v[0], mx = v[0];
+        for (int i = 1; i < I4_SUB; i++) mn = v[i] < mn ? v[i] : mn, mx = v[i] > mx ? v[i] : mx;
+        const float s = (mx - mn) > 1e-5f ? (mx - mn) / 15.0f : 1e-5f / 15.0f;
+        float z = roundf(-mn / s);
+        z = z < 0 ? 0 : z > 15 ? 15 : z;
+        i4_block *k = &b[r * I4_SUB / I4_B];
+        const int j = (int)(r % (I4_B / I4_SUB));
+        k->s[j] = s;
+        k->z[j] = (uint8_t)z;
+        for (int i = 0; i < I4_SUB; i++) {
+            float q = roundf(v[i] / s) + z;
+            q = q < 0 ? 0 : q > 15 ? 15 : q;
+            const int e = j * I4_SUB + i;
+            k->q[e / 2] |= (uint8_t)((int)q << (4 * (e & 1)));
+        }
+    }
+}
+
+/* the references by block family: ggml's types (ggml_quant.h), FP8_B128 (fp8.h) or I4_B128 (int4.h) */
 static bool blk_quantize(dtype dt, const float *x, void *w, int64_t n) {
     ggml_type gt = GGML_TYPE_F32;
     if (dt == DTYPE_FP8_B128) return fp8_quantize_row(x, n, NULL, w), true;
+    if (dt == DTYPE_I4_B128) return i4_quantize_row(x, w, n), true;
     return dtype_to_ggml(dt, &gt) && gq_quantize_row(gt, x, w, n);
 }
 
 static bool blk_dequantize(dtype dt, const void *w, float *y, int64_t n) {
     ggml_type gt = GGML_TYPE_F32;
     if (dt == DTYPE_FP8_B128) return fp8_dequantize_row(w, y, n), true;
+    if (dt == DTYPE_I4_B128) return i4_dequantize_row(w, n, y), true;
     return dtype_to_ggml(dt, &gt) && gq_dequantize_row(gt, w, y, n);
 }
 
 /* weight row w . x: x quantized as the type's partner (ggml) or per 128 (FP8, as vLLM) */
 static double blk_dot(dtype dt, const void *w, const float *x, int64_t n) {
+    if (dt == DTYPE_I4_B128) { /* weight-only: x as it is */
+        float *v = malloc((size_t)n * sizeof *v);
+        i4_dequantize_row(w, n, v);
+        double d = 0;
+        for (int64_t i = 0; i < n; i++) d += (double)v[i] * x[i];
+        free(v);
+        return d;
+    }
     if (dt == DTYPE_FP8_B128) {
         uint8_t *q = malloc((size_t)n);
         float *s = malloc((size_t)(n / FP8_B) * sizeof *s);
@@ -55,6 +91,7 @@ static void run_type(backend *be[CT_NBE], dtype dt) {
     const size_t rb = (size_t)(in / blk) * dtype_size(dt);
     ggml_type gt = GGML_TYPE_F32;
     if (dtype_to_ggml(dt, &gt)) CHECK(rb == gq_row_bytes(gt, in));
+    else if (dt == DTYPE_I4_B128) CHECK(rb == (size_t)(in / I4_B) * sizeof(i4_block) && sizeof(i4_block) == 84);
     else CHECK(dt == DTYPE_FP8_B128 && rb == (size_t)(in / FP8_B) * sizeof(fp8_block));
     unsigned char *w[2];
     tensor wt[2], bt;
@@ -131,11 +168,7 @@ static void run_type(backend *be[CT_NBE], dtype dt) {
 int main(void) {
     backend *be[CT_NBE];
     ct_backends(be);
-    /* every block dtype but I4_B128 (AWQ / GPTQ rows: the CPU takes their F32 copies; tests/cpu/test_int4.c reads
-     * the blocks back, the CUDA backend's kernels are checked against them in test_cuda_blocks) */
-    CHECK(!(be[0]->native_blocks >> (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK) & 1u));
-    for (int d = DTYPE_FIRST_BLOCK; d < DTYPE_COUNT; d++)
-        if (d != DTYPE_I4_B128) run_type(be, (dtype)d);
+    for (int d = DTYPE_FIRST_BLOCK; d < DTYPE_COUNT; d++) run_type(be, (dtype)d);
     ct_backends_free(be);
     TEST_END();
 }

@@ -45,16 +45,6 @@ static void f8_quantize_task(void *vc, int64_t t0, int64_t t1, int tid) {
         }
 }
 
-/* sum of a[i] * b[i] over 128 elements, in 16 lanes then a fixed tree */
-CPU_INLINE float f8_dot128(const float *a, const float *b) {
-    float l[16] = {0};
-    for (int i = 0; i < FP8_B; i += 16)
-        for (int j = 0; j < 16; j++) l[j] = CPU_FMA(a[i + j], b[i + j], l[j]);
-    for (int h = 8; h > 0; h /= 2)
-        for (int j = 0; j < h; j++) l[j] += l[j + h];
-    return l[0];
-}
-
 static void f8_matmul_task(void *vc, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     const f8_ctx *c = vc;
@@ -73,7 +63,7 @@ static void f8_matmul_task(void *vc, int64_t i0, int64_t i1, int tid) {
                 for (int i = 0; i < FP8_B; i++) wf[i] = tab[wb[g].q[i]];
                 const float ws = fp8_block_scale(&wb[g]);
                 for (int64_t t = t0; t < t1; t++)
-                    acc[t - t0] += f8_dot128(c->xv + t * c->in + g * FP8_B, wf) * c->xsc[t * G + g] * ws;
+                    acc[t - t0] += cpu_dot128(c->xv + t * c->in + g * FP8_B, wf) * c->xsc[t * G + g] * ws;
             }
             for (int64_t t = t0; t < t1; t++) c->y[t * c->ys + r] = acc[t - t0];
         }

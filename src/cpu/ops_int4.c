@@ -30,16 +30,6 @@ typedef struct i4_ctx {
     int64_t row_tiles, tok_tile;
 } i4_ctx;
 
-/* sum of a[i] * b[i] over 128 elements, in 16 lanes then a fixed tree */
-CPU_INLINE float i4_dot128(const float *a, const float *b) {
-    float l[16] = {0};
-    for (int i = 0; i < I4_B; i += 16)
-        for (int j = 0; j < 16; j++) l[j] = CPU_FMA(a[i + j], b[i + j], l[j]);
-    for (int h = 8; h > 0; h /= 2)
-        for (int j = 0; j < h; j++) l[j] += l[j + h];
-    return l[0];
-}
-
 static void i4_matmul_task(void *vc, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     const i4_ctx *c = vc;
@@ -55,7 +45,7 @@ static void i4_matmul_task(void *vc, int64_t i0, int64_t i1, int tid) {
             float acc[I4_MAX_TOK_TILE] = {0};
             for (int64_t b = 0; b < NB; b++) {
                 i4_dequantize_row(&wb[b], I4_B, wf);
-                for (int64_t t = t0; t < t1; t++) acc[t - t0] += i4_dot128(c->x + t * c->xs + b * I4_B, wf);
+                for (int64_t t = t0; t < t1; t++) acc[t - t0] += cpu_dot128(c->x + t * c->xs + b * I4_B, wf);
             }
             for (int64_t t = t0; t < t1; t++) c->y[t * c->ys + r] = acc[t - t0];
         }

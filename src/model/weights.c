@@ -27,7 +27,7 @@ struct weight_source {
     size_t fp8_dequantized; /* FP8: bytes of F32 copies (a backend without FP8_B128, VLLM_FP8_DEQUANTIZE=1) */
     size_t int4_dequantized; /* AWQ / GPTQ: bytes of F32 copies of their 4-bit weights */
     size_t int4_native;  /* AWQ / GPTQ: bytes of I4_B128 rows handed out */
-    int int4_act_order;  /* AWQ / GPTQ: matrices kept as F32 copies because their groups split 32-runs (act-order) */
+    int int4_act_order;  /* 4-bit: matrices kept as F32 copies because their groups split 32-runs (act-order, groups of 16) */
     dtype dummy_dtype;
     uint64_t seed;       /* dummy.h's stream */
     uint64_t offset;     /* dummy: the next tensor's byte offset (as an arena would place it) */
@@ -315,7 +315,10 @@ static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const
         (st = i4_part(ws, base, ".scales", DTYPE_F32, groups, N, 2, &sc)) ||
         (!awq && ws->quant.desc_act && (st = i4_part(ws, base, ".g_idx", DTYPE_I32, K, 0, 1, &gi))))
         return st;
-    if (ws->native_blocks >> (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK) & 1u && K % I4_B == 0) {
+    const bool native = ws->native_blocks >> (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK) & 1u;
+    if (native && !i4_blocks_fit(gi, K, G)) { /* (checked first: no block buffer wasted) */
+        if (K % I4_B == 0) ws->int4_act_order++;
+    } else if (native) {
         /* the backend's 4-bit layout: I4_B128 rows, where every 32-run of a row shares its group */
         const size_t bytes = (size_t)N * (size_t)(K / I4_B) * sizeof(i4_block);
         i4_block *b = ws_buffer(ws, bytes);
@@ -327,8 +330,7 @@ static vllm_status int4_get(weight_source *ws, const char *name, int ndim, const
             ws->int4_native += bytes;
             *out = tensor_make(DTYPE_I4_B128, b, ndim, shape);
             return VLLM_OK;
-        }
-        ws->int4_act_order++; /* (a bad g_idx is reported below) */
+        } /* a g_idx out of range: reported below */
     }
     float *w = ws_buffer(ws, (size_t)N * (size_t)K * sizeof *w);
     if (!w) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for '%s'", file, name);

@@ -1,5 +1,7 @@
-/* int4.c: AWQ and GPTQ 4-bit packings read back (int4.h). */
+/* int4.c: AWQ, GPTQ and compressed-tensors 4-bit packings read back, as floats or I4_B128 rows (int4.h). */
 #include "tensor/int4.h"
+
+#include <stddef.h>
 
 void i4_awq_dequantize(const int32_t *qweight, const int32_t *qzeros, const float *scales, int64_t N, int64_t K,
                        int64_t G, float *w) {
@@ -38,6 +40,13 @@ void i4_dequantize_row(const i4_block *b, int64_t K, float *out) {
     }
 }
 
+bool i4_blocks_fit(const int32_t *g_idx, int64_t K, int64_t G) {
+    if (K % I4_B || (!g_idx && G % I4_SUB)) return false;
+    for (int64_t k = 0; g_idx && k < K; k++)
+        if (g_idx[k - k % I4_SUB] != g_idx[k]) return false;
+    return true;
+}
+
 /* element (n, k) = (q - z) s into its block (the run's s and z set by its first element) */
 static void i4_put(i4_block *out, int64_t K, int64_t n, int64_t k, int q, int z, float s) {
     i4_block *b = &out[n * (K / I4_B) + k / I4_B];
@@ -52,7 +61,7 @@ static void i4_put(i4_block *out, int64_t K, int64_t n, int64_t k, int q, int z,
 
 bool i4_awq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *scales, int64_t N, int64_t K,
                    int64_t G, i4_block *out) {
-    if (K % I4_B || G % I4_SUB) return false;
+    if (!i4_blocks_fit(NULL, K, G)) return false;
     const int64_t C = N / 8;
     for (int64_t k = 0; k < K; k++) {
         const int64_t g = k / G;
@@ -67,11 +76,11 @@ bool i4_awq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *s
 
 bool i4_gptq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *scales, const int32_t *g_idx,
                     int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, i4_block *out) {
-    if (K % I4_B || (!g_idx && G % I4_SUB)) return false;
+    if (!i4_blocks_fit(g_idx, K, G)) return false;
     const int64_t C = N / 8;
     for (int64_t k = 0; k < K; k++) {
         const int64_t g = g_idx ? g_idx[k] : k / G;
-        if (g < 0 || g >= groups || (g_idx && g_idx[k - k % I4_SUB] != g)) return false;
+        if (g < 0 || g >= groups) return false;
         for (int64_t n = 0; n < N; n++)
             i4_put(out, K, n, k, (int)(((uint32_t)qweight[(k / 8) * N + n] >> (4 * (k % 8))) & 15u),
                    (int)(((uint32_t)qzeros[g * C + n / 8] >> (4 * (n % 8))) & 15u) + (v1 ? 1 : 0), scales[g * N + n]);
@@ -98,9 +107,9 @@ bool i4_ct_dequantize(const int32_t *packed, const float *scales, const int32_t 
 
 bool i4_ct_blocks(const int32_t *packed, const float *scales, const int32_t *g_idx, int64_t N, int64_t K, int64_t G,
                   int64_t groups, i4_block *out) {
-    if (K % I4_B || (!g_idx && G % I4_SUB)) return false;
-    for (int64_t k = 0; k < K; k++)
-        if (g_idx && (g_idx[k] < 0 || g_idx[k] >= groups || g_idx[k - k % I4_SUB] != g_idx[k])) return false;
+    if (!i4_blocks_fit(g_idx, K, G)) return false;
+    for (int64_t k = 0; g_idx && k < K; k++)
+        if (g_idx[k] < 0 || g_idx[k] >= groups) return false;
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++) {
             const int64_t g = g_idx ? g_idx[k] : k / G;

@@ -63,6 +63,10 @@ static inline int i4_block_q(const i4_block *b, int i) { return (b->q[i >> 1] >>
 /* K / 128 blocks of a row -> K floats */
 void i4_dequantize_row(const i4_block *b, int64_t K, float *out);
 
+/* Whether a matrix of K input features in groups of G (g_idx: act-order, else k / G) can be I4_B128 rows: K a
+ * multiple of 128 and every run of 32 features in one group (g_idx entries are range-checked by the readers) */
+bool i4_blocks_fit(const int32_t *g_idx, int64_t K, int64_t G);
+
 /* The same weights as I4_B128 rows (N rows of K / 128 blocks): false (nothing promised in out) when K is not a
  * multiple of 128 or a group does not cover whole runs of 32 features (G % 32, or a g_idx whose groups change
  * inside a 32-run: act-order), or a g_idx entry is outside [0, groups). */

@@ -22,6 +22,16 @@ decoder projections are stored as block-scaled FP8, the format of Qwen/Qwen3-*-F
     multiplies those FP8 activations (w8a8_block_fp8_matmul): sum over groups of s_x s_w (q_x . q_w) equals
     x' . W up to float rounding.
 
+Cases qwen3_fp8_channel and qwen3_fp8_tensor: the same shape (other random weights) in the FP8 layouts without
+blocks: compressed-tensors' float-quantized W8A8 as llm-compressor's FP8_DYNAMIC preset writes it (the format of
+RedHatAI/*-FP8-dynamic: `<name>.weight` F8_E4M3 with `<name>.weight_scale` (N, 1) BF16, s = max|row| / 448
+rounded to BF16 before dividing; config_groups with channel weights and dynamic per-token activations; lm_head
+ignored), and AutoFP8's per-tensor static scheme (quant_method fp8 without weight_block_size, activation_scheme
+static: `<name>.weight_scale` () F32 per matrix, `<name>.input_scale` () F32). Both reloaded and multiplied out
+as the round trip. vLLM quantizes those activations per token (channel) or per tensor (static scale); vllm.c
+quantizes every FP8 layer's input dynamically per token and group of 128 (exact per-row scales need no
+requantization), so the references apply that quantization, as for the block case.
+
 expected.json as tools/make_fixtures.py writes it (12 greedy tokens per prompt, their logprobs and the
 top-1 / top-2 gaps) from the dequantized weights alone ("prompts": what VLLM_FP8_DEQUANTIZE=1 must match in
 every engine layout), plus "quantization" (the scheme) and "fp8_activations": {"prompts": the reference with
@@ -138,28 +148,79 @@ def reference_model(cfg, deq):
     return ref
 
 
-def case_qwen3_fp8_block(out_dir, device):
-    bn = bk = 128
-    cfg, model = tiny_qwen3(900)
+def quantize_rows_fp8(w, s_dtype):
+    """W (N, K) -> q (N, K) e4m3, s (N, 1) in s_dtype: s = max|row| / 448 (1 for a zero row) rounded to s_dtype
+    first, q = e4m3(clamp(W / s)) (llm-compressor's channel-wise FP8 weights)."""
+    amax = w.abs().amax(dim=1, keepdim=True)
+    s = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax)).to(s_dtype)
+    q = (w / s.float()).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q, s
+
+
+def quantize_tensor_fp8(w):
+    """W -> q e4m3, s () float32: one scale per matrix (AutoFP8's per-tensor weights)"""
+    amax = float(w.abs().max())
+    s = torch.tensor(amax / FP8_MAX if amax > 0 else 1.0, dtype=torch.float32)
+    return (w / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), s
+
+
+# the FP8 schemes: config.json's quantization_config, the scale tensor's suffix, the quantizer
+# (W -> {suffix: tensor}, W'), and the dequantizer of the saved tensors (round trip)
+FP8_SCHEMES = {
+    "block": dict(
+        config={"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]},
+        text="fp8 block [128, 128]",
+        quant=lambda w: (lambda q, s: ({"": q, "_scale_inv": s}, dequantize_block_fp8(q, s, 128, 128)))(
+            *quantize_block_fp8(w, 128, 128)),
+        deq=lambda t: dequantize_block_fp8(t[""], t["_scale_inv"], 128, 128)),
+    # llm-compressor's FP8_DYNAMIC preset (RedHatAI/*-FP8-dynamic): channel weights, BF16 scales (N, 1), dynamic
+    # per-token activations, lm_head ignored
+    "channel": dict(
+        config={"quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
+                "ignore": ["lm_head"], "kv_cache_scheme": None, "sparsity_config": {},
+                "config_groups": {"group_0": {
+                    "targets": ["Linear"], "output_activations": None,
+                    "weights": {"num_bits": 8, "type": "float", "symmetric": True, "dynamic": False,
+                                "strategy": "channel", "group_size": None, "block_structure": None,
+                                "actorder": None, "observer": "minmax"},
+                    "input_activations": {"num_bits": 8, "type": "float", "symmetric": True, "dynamic": True,
+                                          "strategy": "token", "observer": None}}}},
+        text="compressed-tensors float-quantized FP8 W8A8, channel weights (BF16 scales), dynamic token activations",
+        quant=lambda w: (lambda q, s: ({"": q, "_scale": s}, q.float() * s.float()))(
+            *quantize_rows_fp8(w, torch.bfloat16)),
+        deq=lambda t: t[""].float() * t["_scale"].float()),
+    # AutoFP8's static scheme: one F32 weight_scale () per matrix, a static input_scale () per layer
+    "tensor": dict(
+        config={"activation_scheme": "static", "quant_method": "fp8", "ignored_layers": ["lm_head"]},
+        text="fp8 per-tensor weights, static activation scheme",
+        quant=lambda w: (lambda q, s: ({"": q, "_scale": s}, q.float() * s))(*quantize_tensor_fp8(w)),
+        deq=lambda t: t[""].float() * t["_scale"]),
+}
+
+
+def case_fp8(name, scheme, seed, out_dir, device):
+    sch = FP8_SCHEMES[scheme]
+    cfg, model = tiny_qwen3(seed)
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    tensors, deq = {}, {}
+    tensors, deq, parts = {}, {}, {}
     for k, v in sd.items():
         if k.endswith(".weight") and any(f".{p}." in k for p in PROJ):
-            q, s = quantize_block_fp8(v.float(), bn, bk)
-            tensors[k] = q
-            tensors[k + "_scale_inv"] = s
-            deq[k] = dequantize_block_fp8(q, s, bn, bk)
+            saved, deq[k] = sch["quant"](v.float())
+            parts[k] = list(saved)
+            for suffix, t in saved.items():
+                tensors[k + suffix] = t.contiguous()
+            if scheme == "tensor":  # the static activation scale AutoFP8 calibrates (vllm.c does not apply it)
+                tensors[k[:-len("weight")] + "input_scale"] = torch.tensor(0.05, dtype=torch.float32)
         else:
             tensors[k] = v.to(torch.bfloat16).contiguous()
             deq[k] = tensors[k].float()
-    path = write_folder(out_dir, cfg, tensors, {"activation_scheme": "dynamic", "fmt": "e4m3",
-                                                "quant_method": "fp8", "weight_block_size": [bn, bk]})
+    path = write_folder(out_dir, cfg, tensors, sch["config"])
     # round trip: the file's bytes multiplied out are exactly the quantized weights
     back = load_file(path)
     for k in deq:
-        if k + "_scale_inv" in back:
-            assert back[k].dtype == torch.float8_e4m3fn and back[k + "_scale_inv"].dtype == torch.float32
-            assert torch.equal(dequantize_block_fp8(back[k], back[k + "_scale_inv"], bn, bk), deq[k]), k
+        if k in parts:
+            assert back[k].dtype == torch.float8_e4m3fn
+            assert torch.equal(sch["deq"]({sfx: back[k + sfx] for sfx in parts[k]}), deq[k]), k
         else:
             assert torch.equal(back[k].float(), deq[k]), k
     ref = reference_model(cfg, deq)
@@ -174,11 +235,11 @@ def case_qwen3_fp8_block(out_dir, device):
             x = x * (1 + perturb["rel"] * r)
         return (act_quant_dequant(x),)
 
-    for name, mod in ref.named_modules():
-        if isinstance(mod, torch.nn.Linear) and name.split(".")[-1] in PROJ:
+    for mname, mod in ref.named_modules():
+        if isinstance(mod, torch.nn.Linear) and mname.split(".")[-1] in PROJ:
             mod.register_forward_pre_hook(hook)
     ref.to(device)
-    prompts = mf.make_prompts(900, cfg.vocab_size)
+    prompts = mf.make_prompts(seed, cfg.vocab_size)
     # the dequantized weights alone (activations as they are): what vllm.c's VLLM_FP8_DEQUANTIZE=1 runs
     perturb["off"] = True
     dq_results = []
@@ -208,16 +269,16 @@ def case_qwen3_fp8_block(out_dir, device):
                     d = abs(float(lp[P - 1 + j, t]) - r["logprobs"][j])
                     worst, tot, n = max(worst, d), tot + d, n + 1
         perturb["rel"] = 0.0
-        print(f"  [qwen3_fp8_block] logprob drift under {rel:g} input noise: max {worst:.4f}, mean {tot / n:.4f}")
+        print(f"  [{name}] logprob drift under {rel:g} input noise: max {worst:.4f}, mean {tot / n:.4f}")
         return dict(drift_max=worst, drift_mean=tot / n, tf_max=max(1e-3, 2 * worst), tf_mean=max(1e-3, 2 * tot / n))
 
     tol, tol_bf16 = drift(2.0 ** -20), drift(2.0 ** -9)
     expected = {
-        "case": "qwen3_fp8_block",
+        "case": name,
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "dtype": "bfloat16",
-        "quantization": "fp8 block [128, 128], dynamic per-token-group (128) FP8 activations",
+        "quantization": sch["text"] + "; activations quantized as vllm.c does: dynamic FP8 per token and group of 128",
         "rope": {"rope_type": "default", "rope_theta": 1000000.0},
         "sliding_window": None,
         "sliding_window_effective": None,
@@ -233,7 +294,7 @@ def case_qwen3_fp8_block(out_dir, device):
         json.dump(expected, f, indent=1)
         f.write("\n")
     gaps = [g for r in dq_results for g in r["top2_gap"]]
-    print(f"  [qwen3_fp8_block] {os.path.getsize(path)} bytes, min gap {min(gaps):.4f}, "
+    print(f"  [{name}] {os.path.getsize(path)} bytes, min gap {min(gaps):.4f}, "
           f"{sum(g < 0.05 for g in gaps)} of {len(gaps)} gaps < 0.05")
 
 
@@ -404,7 +465,9 @@ def case_int4(name, method, out_dir, device):
     print(f"  [{name}] min gap {min(gaps):.4f}, {sum(g < 0.05 for g in gaps)} of {len(gaps)} gaps < 0.05")
 
 
-CASES = {"qwen3_fp8_block": case_qwen3_fp8_block,
+CASES = {"qwen3_fp8_block": lambda d, dev: case_fp8("qwen3_fp8_block", "block", 900, d, dev),
+         "qwen3_fp8_channel": lambda d, dev: case_fp8("qwen3_fp8_channel", "channel", 910, d, dev),
+         "qwen3_fp8_tensor": lambda d, dev: case_fp8("qwen3_fp8_tensor", "tensor", 920, d, dev),
          "qwen3_awq": lambda d, dev: case_int4("qwen3_awq", "awq", d, dev),
          "qwen3_gptq_actorder": lambda d, dev: case_int4("qwen3_gptq_actorder", "gptq", d, dev),
          "qwen3_ct_w4a16": lambda d, dev: case_int4("qwen3_ct_w4a16", "ct", d, dev)}

@@ -8,16 +8,32 @@
 
 #include "core/error.h"
 
+/* a string member equal to want (key NULL: o itself) */
+static bool str_is(const json_t *o, const char *key, const char *want) {
+    const json_t *v = key ? json_object_get(o, key) : o;
+    return json_is_string(v) && !strcmp(json_string_value(v), want);
+}
+
+static const char *str_or(const json_t *o, const char *key, const char *def) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_string(v) ? json_string_value(v) : def;
+}
+
 static vllm_status fp8_parse(const json_t *q, const char *what, quant_config *out) {
     const json_t *fmt = json_object_get(q, "fmt"), *act = json_object_get(q, "activation_scheme"),
                  *wbs = json_object_get(q, "weight_block_size");
     if (fmt && !json_is_null(fmt) && !(json_is_string(fmt) && !strcmp(json_string_value(fmt), "e4m3")))
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: quantization_config fmt '%.32s' is not supported (fp8 weights must be e4m3)",
                         what, json_is_string(fmt) ? json_string_value(fmt) : "?");
-    if (!wbs || json_is_null(wbs))
-        return vt_error(VLLM_ERR_UNSUPPORTED,
-                        "%s: quantization_config fp8 without weight_block_size (per-tensor or per-channel scales) is "
-                        "not supported yet: block-scaled fp8 checkpoints are", what);
+    if (!wbs || json_is_null(wbs)) { /* per-tensor weight_scale (AutoFP8, vLLM Fp8Config's non-block path) */
+        if (act && !json_is_null(act) && !str_is(act, NULL, "dynamic") && !str_is(act, NULL, "static"))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: quantization_config activation_scheme '%.32s' is not supported "
+                            "(dynamic, static are)", what, json_is_string(act) ? json_string_value(act) : "?");
+        out->method = QUANT_FP8;
+        out->fp8_scales = FP8_SCALE_TENSOR;
+        out->fp8_static_act = act && str_is(act, NULL, "static");
+        return VLLM_OK;
+    }
     if (!json_is_array(wbs) || json_array_size(wbs) != 2 || !json_is_integer(json_array_get(wbs, 0)) ||
         !json_is_integer(json_array_get(wbs, 1)) || json_integer_value(json_array_get(wbs, 0)) < 1 ||
         json_integer_value(json_array_get(wbs, 0)) > 1 << 20 || json_integer_value(json_array_get(wbs, 1)) < 1)
@@ -34,7 +50,9 @@ static vllm_status fp8_parse(const json_t *q, const char *what, quant_config *ou
                         "%s: quantization_config activation_scheme '%.32s' is not supported with weight_block_size "
                         "(block-scaled fp8 quantizes activations dynamically)",
                         what, json_is_string(act) ? json_string_value(act) : "?");
-    out->method = QUANT_FP8_BLOCK;
+    out->method = QUANT_FP8;
+    out->fp8_scales = FP8_SCALE_BLOCK;
+    out->fp8_scale_inv = true;
     out->block_n = bn;
     out->block_k = (int)bk;
     return VLLM_OK;
@@ -102,21 +120,86 @@ static vllm_status gptq_parse(const json_t *q, const char *what, quant_config *o
     return VLLM_OK;
 }
 
-/* a string member equal to want, or absent / null when opt */
-static bool str_is(const json_t *o, const char *key, const char *want) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_string(v) && !strcmp(json_string_value(v), want);
+/* compressed-tensors W4A16 (pack-quantized; vLLM CompressedTensorsWNA16): weights {num_bits 4, type int, strategy
+ * group (group_size) or channel, symmetric, static, actorder null / weight / group}, no input_activations */
+static vllm_status ct_w4a16_group(const json_t *w, const json_t *ia, const char *name, const char *what,
+                                  quant_config *c) {
+    if (ia && !json_is_null(ia))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s quantizes activations with "
+                        "pack-quantized int weights (W4A8 / W8A8 int): not supported (W4A16 is)", what, name);
+    const json_t *nb = json_object_get(w, "num_bits"), *gs = json_object_get(w, "group_size");
+    if (!json_is_integer(nb) || json_integer_value(nb) != 4 || !str_is(w, "type", "int"))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: %lld-bit %.16s pack-quantized weights "
+                        "are not supported (4-bit int are)", what, name,
+                        json_is_integer(nb) ? (long long)json_integer_value(nb) : -1LL, str_or(w, "type", "?"));
+    const char *strat = str_or(w, "strategy", "?");
+    if (!strcmp(strat, "channel")) c->group_size = -1;
+    else if (!strcmp(strat, "group") && json_is_integer(gs) && json_integer_value(gs) >= 8 &&
+             json_integer_value(gs) <= 1 << 20 && json_integer_value(gs) % 8 == 0)
+        c->group_size = (int)json_integer_value(gs);
+    else
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: weight strategy '%.16s' is not "
+                        "supported (group with a group_size that is a multiple of 8, channel)", what, name, strat);
+    const json_t *ao = json_object_get(w, "actorder");
+    if (ao && !json_is_null(ao) && !(json_is_boolean(ao) && !json_is_true(ao))) {
+        if (str_is(w, "actorder", "group") || (json_is_boolean(ao) && json_is_true(ao))) c->desc_act = true;
+        else if (!str_is(w, "actorder", "weight"))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors actorder '%.16s' is not supported", what,
+                            str_or(w, "actorder", "?"));
+    }
+    c->method = QUANT_CT_W4A16;
+    return VLLM_OK;
 }
 
-static const char *str_or(const json_t *o, const char *key, const char *def) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_string(v) ? json_string_value(v) : def;
+/* compressed-tensors FP8 W8A8 (float-quantized; vLLM CompressedTensorsW8A8Fp8): weights {num_bits 8, type float,
+ * strategy tensor / channel / block (block_structure [bn, 128])}; input_activations {num_bits 8, type float,
+ * dynamic (strategy token, tensor or group 128) or static (strategy tensor: an input_scale per layer)}. vllm.c
+ * quantizes activations per token and group of 128 in every case (model/weights.c). */
+static vllm_status ct_fp8_group(const json_t *w, const json_t *ia, const char *name, const char *what,
+                                quant_config *c) {
+    const json_t *nb = json_object_get(w, "num_bits");
+    if (!json_is_integer(nb) || json_integer_value(nb) != 8 || !str_is(w, "type", "float"))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: %lld-bit %.16s float-quantized "
+                        "weights are not supported (8-bit float are)", what, name,
+                        json_is_integer(nb) ? (long long)json_integer_value(nb) : -1LL, str_or(w, "type", "?"));
+    const char *strat = str_or(w, "strategy", "?");
+    if (!strcmp(strat, "tensor")) c->fp8_scales = FP8_SCALE_TENSOR;
+    else if (!strcmp(strat, "channel")) c->fp8_scales = FP8_SCALE_CHANNEL;
+    else if (!strcmp(strat, "block")) {
+        const json_t *bs = json_object_get(w, "block_structure");
+        const json_t *b0 = json_array_get(bs, 0), *b1 = json_array_get(bs, 1);
+        if (!json_is_array(bs) || json_array_size(bs) != 2 || !json_is_integer(b0) || !json_is_integer(b1) ||
+            json_integer_value(b0) < 1 || json_integer_value(b0) > 1 << 20 || json_integer_value(b1) != 128)
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: block_structure must be "
+                            "[block_n, 128]", what, name);
+        c->fp8_scales = FP8_SCALE_BLOCK;
+        c->block_n = (int)json_integer_value(b0);
+        c->block_k = 128;
+    } else
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: FP8 weight strategy '%.16s' is not "
+                        "supported (tensor, channel, block)", what, name, strat);
+    if (!ia || json_is_null(ia))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: FP8 weights without "
+                        "input_activations (W8A16, vLLM's Marlin FP8) are not supported (W8A8 FP8 is)", what, name);
+    const json_t *ib = json_object_get(ia, "num_bits");
+    bool dyn = false;
+    if (!json_is_object(ia) || !json_is_integer(ib) || json_integer_value(ib) != 8 || !str_is(ia, "type", "float") ||
+        !opt_bool(ia, "dynamic", false, &dyn))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: input_activations must be 8-bit float "
+                        "with a boolean dynamic", what, name);
+    const char *as = str_or(ia, "strategy", "?");
+    if (dyn ? strcmp(as, "token") && strcmp(as, "tensor") && strcmp(as, "group") : strcmp(as, "tensor"))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: %s activation strategy '%.16s' is not "
+                        "supported (dynamic token / tensor / group, static tensor)", what, name,
+                        dyn ? "dynamic" : "static", as);
+    c->fp8_static_act = !dyn;
+    c->method = QUANT_FP8;
+    return VLLM_OK;
 }
 
-/* compressed-tensors (llm-compressor; vLLM CompressedTensorsConfig / CompressedTensorsWNA16): the W4A16
- * pack-quantized scheme, every config group the same: weights {num_bits 4, type int, strategy group (group_size)
- * or channel, symmetric, static, actorder null / weight / group}, no input_activations; no sparsity, no KV-cache
- * scheme. */
+/* compressed-tensors (llm-compressor; vLLM CompressedTensorsConfig): every config group the same scheme, W4A16
+ * pack-quantized or FP8 W8A8 float-quantized; weights static and symmetric; no sparsity, no KV-cache scheme, no
+ * output activations. */
 static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out) {
     const json_t *groups = json_object_get(q, "config_groups"), *sp = json_object_get(q, "sparsity_config"),
                  *kv = json_object_get(q, "kv_cache_scheme");
@@ -135,50 +218,36 @@ static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out
         const json_t *w = json_object_get(g, "weights"), *ia = json_object_get(g, "input_activations"),
                      *oa = json_object_get(g, "output_activations");
         const char *gf = str_or(g, "format", fmt);
-        if (strcmp(gf, "pack-quantized"))
-            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors format '%.40s' (group %.40s) is not supported "
-                            "(pack-quantized W4A16 is)", what, gf, name);
-        if ((ia && !json_is_null(ia)) || (oa && !json_is_null(oa)))
-            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s quantizes activations: only "
-                            "weight-only (W4A16) schemes are supported", what, name);
+        if (oa && !json_is_null(oa))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s quantizes output activations: not "
+                            "supported", what, name);
         if (!json_is_object(w))
             return vt_error(VLLM_ERR_FORMAT, "%s: compressed-tensors group %.40s has no weights scheme", what, name);
-        const json_t *nb = json_object_get(w, "num_bits"), *gs = json_object_get(w, "group_size");
-        if (!json_is_integer(nb) || json_integer_value(nb) != 4 || !str_is(w, "type", "int"))
-            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: %lld-bit %.16s weights are not "
-                            "supported (4-bit int are)", what, name, json_is_integer(nb) ? (long long)json_integer_value(nb) : -1LL,
-                            str_or(w, "type", "?"));
         bool sym = true, dyn = false;
         if (!opt_bool(w, "symmetric", true, &sym) || !opt_bool(w, "dynamic", false, &dyn))
             return vt_error(VLLM_ERR_FORMAT, "%s: compressed-tensors symmetric / dynamic must be true or false", what);
         if (!sym || dyn)
             return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: %s weights are not supported "
                             "(symmetric static are)", what, name, !sym ? "asymmetric (zero-point)" : "dynamic");
-        const char *strat = str_or(w, "strategy", "?");
-        int G;
-        if (!strcmp(strat, "channel")) G = -1;
-        else if (!strcmp(strat, "group") && json_is_integer(gs) && json_integer_value(gs) >= 8 &&
-                 json_integer_value(gs) <= 1 << 20 && json_integer_value(gs) % 8 == 0)
-            G = (int)json_integer_value(gs);
+        quant_config c;
+        memset(&c, 0, sizeof c);
+        vllm_status st;
+        if (!strcmp(gf, "pack-quantized")) st = ct_w4a16_group(w, ia, name, what, &c);
+        else if (!strcmp(gf, "float-quantized")) st = ct_fp8_group(w, ia, name, what, &c);
         else
-            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: weight strategy '%.16s' is not "
-                            "supported (group with a group_size that is a multiple of 8, channel)", what, name, strat);
-        const json_t *ao = json_object_get(w, "actorder");
-        bool act = false;
-        if (ao && !json_is_null(ao) && !(json_is_boolean(ao) && !json_is_true(ao))) {
-            if (str_is(w, "actorder", "group") || (json_is_boolean(ao) && json_is_true(ao))) act = true;
-            else if (!str_is(w, "actorder", "weight"))
-                return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors actorder '%.16s' is not supported", what,
-                                str_or(w, "actorder", "?"));
-        }
-        if (!first && (G != out->group_size || act != out->desc_act))
-            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors config groups with different weight schemes are "
-                            "not supported", what);
-        out->group_size = G;
-        out->desc_act = act;
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors format '%.40s' (group %.40s) is not supported "
+                            "(pack-quantized W4A16, float-quantized FP8 W8A8 are)", what, gf, name);
+        if (st != VLLM_OK) return st;
+        if (!first && (c.method != out->method || c.group_size != out->group_size || c.desc_act != out->desc_act ||
+                       c.fp8_scales != out->fp8_scales || c.block_n != out->block_n ||
+                       c.fp8_static_act != out->fp8_static_act))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors config groups with different schemes are not "
+                            "supported", what);
+        out->method = c.method, out->group_size = c.group_size, out->desc_act = c.desc_act;
+        out->fp8_scales = c.fp8_scales, out->block_n = c.block_n, out->block_k = c.block_k;
+        out->fp8_static_act = c.fp8_static_act;
         first = false;
     }
-    out->method = QUANT_CT_W4A16;
     return VLLM_OK;
 }
 
@@ -200,7 +269,7 @@ vllm_status hf_quant_parse(const json_t *quant, const char *what, const char *fa
     if (!strcmp(m, "gptq")) return gptq_parse(quant, what, out);
     if (!strcmp(m, "compressed-tensors")) return ct_parse(quant, what, out);
     return vt_error(VLLM_ERR_UNSUPPORTED,
-                    "%s: quantization_config quant_method '%.32s' is not supported (supported: fp8 with "
-                    "weight_block_size [n, 128], awq and gptq 4-bit, compressed-tensors pack-quantized W4A16; F32, "
-                    "F16 and BF16 weights)", what, m);
+                    "%s: quantization_config quant_method '%.32s' is not supported (supported: fp8 (per-tensor, or "
+                    "weight_block_size [n, 128]), awq and gptq 4-bit, compressed-tensors pack-quantized W4A16 and "
+                    "float-quantized FP8 W8A8; F32, F16 and BF16 weights)", what, m);
 }

@@ -1,17 +1,19 @@
 /*
  * hf_quant.h: a checkpoint's config.json quantization_config -> quant_config (model/config.h).
  *
- * Read: quant_method "fp8" with weight_block_size [bn, 128] and activation_scheme "dynamic" (vLLM's Fp8Config
- * block path, vllm/model_executor/layers/quantization/fp8.py; transformers' FineGrainedFP8Config): the
- * F8_E4M3 weights and their weight_scale_inv are loaded as FP8_B128 rows (model/weights.c); the layers
+ * Read: quant_method "fp8" (vLLM's Fp8Config, vllm/model_executor/layers/quantization/fp8.py; transformers'
+ * FineGrainedFP8Config) with weight_block_size [bn, 128] and activation_scheme "dynamic" (weight_scale_inv per
+ * block), or without it (AutoFP8: one weight_scale per matrix, activation_scheme dynamic or static); the layers
  * ignored_layers / modules_to_not_convert name are stored in BF16 in such checkpoints and loaded as such.
  * "awq" (bits 4, group_size, zero_point true, version gemm) and "gptq" (bits 4, group_size, desc_act, sym,
- * checkpoint_format gptq / gptq_v2) and "compressed-tensors" in its pack-quantized W4A16 scheme (4-bit
- * symmetric int weights by group or channel, actorder; no activation quantization): 4-bit weights read back
- * by tensor/int4.h. A family's own quant_method (gpt-oss's "mxfp4") is QUANT_FAMILY. Everything else
- * (compressed-tensors' float-quantized / int-quantized / naive formats, asymmetric or activation-quantizing
- * groups, sparsity, KV-cache schemes; bitsandbytes, awq gemv / without zero points, 2 / 3 / 8 bits, fp8
- * per-tensor or static, e5m2, other block widths) is VLLM_ERR_UNSUPPORTED naming the scheme or the key.
+ * checkpoint_format gptq / gptq_v2): 4-bit weights read back by tensor/int4.h. "compressed-tensors" with every
+ * config group in one scheme: pack-quantized W4A16 (4-bit symmetric int weights by group or channel, actorder;
+ * no activation quantization; tensor/int4.h) or float-quantized FP8 W8A8 (E4M3 weights with a weight_scale per
+ * tensor, channel or [bn, 128] block; 8-bit float input activations, dynamic or static). F8_E4M3 weights of
+ * every scheme load as FP8_B128 rows (model/weights.c). A family's own quant_method (gpt-oss's "mxfp4") is
+ * QUANT_FAMILY. Everything else (compressed-tensors' int-quantized / naive / nvfp4 formats, FP8 weights without
+ * activation quantization, asymmetric groups, sparsity, KV-cache schemes; bitsandbytes, awq gemv / without zero
+ * points, 2 / 3 / 8 bits, e5m2, other block widths) is VLLM_ERR_UNSUPPORTED naming the scheme or the key.
  */
 #ifndef VLLM_LOADER_HF_QUANT_H
 #define VLLM_LOADER_HF_QUANT_H

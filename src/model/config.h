@@ -155,17 +155,31 @@ const model_config_family *model_config_family_find(const char *architecture);
 typedef enum quant_method {
     QUANT_NONE = 0,   /* F32 / F16 / BF16 weights */
     QUANT_FAMILY,     /* the family's own quant_method (model_config_family.quant_method: gpt-oss's mxfp4) */
-    QUANT_FP8_BLOCK,  /* "fp8" with weight_block_size: F8_E4M3 weights, F32 weight_scale_inv per block */
+    QUANT_FP8,        /* F8_E4M3 weights with F32 / BF16 / F16 scales per block, channel (row) or tensor: "fp8"
+                         (weight_block_size: weight_scale_inv per block; else weight_scale per tensor) and
+                         "compressed-tensors" float-quantized W8A8 (weight_scale per tensor / channel / block) */
     QUANT_AWQ,        /* "awq" (GEMM version), 4 bits: qweight / qzeros / scales (tensor/int4.h) */
     QUANT_GPTQ,       /* "gptq", 4 bits: qweight / qzeros / scales / g_idx (tensor/int4.h) */
     QUANT_CT_W4A16,   /* "compressed-tensors" pack-quantized, 4-bit symmetric int weights (W4A16): weight_packed /
                          weight_scale / weight_g_idx (tensor/int4.h) */
 } quant_method;
 
+/* QUANT_FP8: what the weight scales cover */
+typedef enum fp8_scales {
+    FP8_SCALE_BLOCK = 0, /* (ceil(N / block_n), K / block_k) */
+    FP8_SCALE_CHANNEL,   /* (N) or (N, 1): one per output row */
+    FP8_SCALE_TENSOR,    /* () or (1): one per matrix (per shard of a fused checkpoint matrix) */
+} fp8_scales;
+
 typedef struct quant_config {
     quant_method method;
     char name[32];            /* quant_method as config.json spells it ("" for none) */
-    int block_n, block_k;     /* QUANT_FP8_BLOCK: weight_block_size [block_n, block_k] (block_k is 128) */
+    fp8_scales fp8_scales;    /* QUANT_FP8: the weight scales' granularity */
+    int block_n, block_k;     /* QUANT_FP8 FP8_SCALE_BLOCK: [block_n, block_k] (block_k is 128) */
+    bool fp8_scale_inv;       /* QUANT_FP8: the scales are `<weight>_scale_inv` ("fp8" block), else `_scale` */
+    bool fp8_static_act;      /* QUANT_FP8: the checkpoint has static input_scale tensors (activation_scheme
+                                 static / input_activations dynamic false); vllm.c quantizes dynamically per
+                                 token and 128 all the same (model/weights.c says so at load) */
     int group_size;           /* AWQ / GPTQ / CT_W4A16: input features per scale (-1: the whole row) */
     bool desc_act;            /* GPTQ / CT_W4A16 (actorder "group"): groups from g_idx (act-order) */
     bool gptq_v1;             /* GPTQ checkpoint_format "gptq": zeros stored less 1 */

@@ -2,6 +2,7 @@
 #include "model/weights.h"
 
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +43,7 @@ vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool d
     weight_source *ws = calloc(1, sizeof *ws);
     if (!ws) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     ws->quant = cfg->quant;
-    if (dummy && (cfg->quant.method == QUANT_FP8_BLOCK || cfg->quant.method == QUANT_AWQ ||
-                  cfg->quant.method == QUANT_GPTQ)) {
+    if (dummy && cfg->quant.method != QUANT_NONE && cfg->quant.method != QUANT_FAMILY) {
         free(ws);
         return vt_error(VLLM_ERR_UNSUPPORTED, "--load-format dummy: quantization_config %s is not supported yet (dummy "
                         "weights are %s)", cfg->quant.name, dtype_name(cfg->torch_dtype));
@@ -199,14 +199,16 @@ void ws_set_native_blocks(weight_source *ws, uint32_t native_blocks) {
     if (ws && !ws->gguf) ws->native_blocks = native_blocks;
 }
 
-/* An F8_E4M3 matrix of a block-scaled FP8 checkpoint (tensor/fp8.h): W (N, K) and its weight_scale_inv
- * (ceil(N / bn), K / 128) F32 (or F16 / BF16), as FP8_B128 rows when the backend takes them, else an F32
- * copy of W's values q * s (exact). */
+/* An F8_E4M3 matrix of an FP8 checkpoint (tensor/fp8.h): W (N, K) and its scales, F32 (or F16 / BF16):
+ * `<name>_scale_inv` (ceil(N / bn), K / 128) per block ("fp8" with weight_block_size), or `<name>_scale` per block,
+ * per output row ((N) or (N, 1)) or per matrix (() or (1)) (AutoFP8, compressed-tensors). W[n][k] = q[n][k] times
+ * the scale covering (n, k); as FP8_B128 rows (each 128-block of a row carries that scale: exact for all three)
+ * when the backend takes them, else an F32 copy of W's values (exact). */
 static vllm_status fp8_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
     const char *file = st_file_of(ws->st, name);
-    if (ws->quant.method != QUANT_FP8_BLOCK)
-        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' is F8_E4M3 but config.json has no quantization_config "
-                        "fp8 with weight_block_size", file, name);
+    if (ws->quant.method != QUANT_FP8)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' is F8_E4M3 but config.json's quantization_config is "
+                        "not an fp8 scheme (%s)", file, name, ws->quant.name[0] ? ws->quant.name : "none");
     if (ndim != 2)
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: F8_E4M3 tensor '%s' is used as a %d-dim tensor: only weight "
                         "matrices may be fp8", file, name, ndim);
@@ -221,9 +223,24 @@ static vllm_status fp8_get(weight_source *ws, const char *name, int ndim, const 
     char sname[512];
     if (nl < 7 || strcmp(name + nl - 7, ".weight") || nl + 11 > sizeof sname)
         return vt_error(VLLM_ERR_FORMAT, "%s: F8_E4M3 tensor '%s' is not a '.weight'", file, name);
-    snprintf(sname, sizeof sname, "%s_scale_inv", name);
-    const int64_t sshape[2] = {(N + bn - 1) / bn, K / FP8_B};
-    if ((st = st_get(ws->st, sname, 2, sshape, &sc)) != VLLM_OK) return st;
+    snprintf(sname, sizeof sname, "%s%s", name, ws->quant.fp8_scale_inv ? "_scale_inv" : "_scale");
+    /* the scale of (n, 128-block g) is at n / rdiv * gmul + g * gstep */
+    int64_t sshape[2] = {1, 1}, rdiv = N, gmul = 0, gstep = 0;
+    int sdim;
+    if (ws->quant.fp8_scales == FP8_SCALE_BLOCK) {
+        sdim = 2, sshape[0] = (N + bn - 1) / bn, sshape[1] = K / FP8_B;
+        rdiv = bn, gmul = K / FP8_B, gstep = 1;
+    } else {
+        const tensor *t = st_find(ws->st, sname);
+        if (!t) return vt_error(VLLM_ERR_NOT_FOUND, "%s: tensor '%s' (the scales of '%s') not found", file, sname, name);
+        sdim = t->ndim;
+        if (ws->quant.fp8_scales == FP8_SCALE_CHANNEL) {
+            if (sdim == 2) sshape[1] = 1; /* (N, 1) */
+            sshape[0] = N, rdiv = 1, gmul = 1;
+            if (sdim != 1 && sdim != 2) sdim = 2; /* st_get names the expected (N, 1) */
+        } else if (sdim > 1) sdim = 1; /* () or (1) */
+    }
+    if ((st = st_get(ws->st, sname, sdim, sshape, &sc)) != VLLM_OK) return st;
     const bool native = ws->native_blocks >> (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK) & 1u;
     const int64_t G = K / FP8_B;
     const size_t bytes = native ? (size_t)N * (size_t)G * sizeof(fp8_block) : (size_t)N * (size_t)K * 4;
@@ -233,7 +250,7 @@ static vllm_status fp8_get(weight_source *ws, const char *name, int ndim, const 
     const uint8_t *qd = q.data;
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < G; g++) {
-            const int64_t si = n / bn * G + g;
+            const int64_t si = n / rdiv * gmul + g * gstep;
             float s;
             if (sc.dtype == DTYPE_F32) memcpy(&s, (const uint8_t *)sc.data + 4 * si, 4);
             else {
@@ -241,6 +258,8 @@ static vllm_status fp8_get(weight_source *ws, const char *name, int ndim, const 
                 memcpy(&h, (const uint8_t *)sc.data + 2 * si, 2);
                 s = sc.dtype == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
             }
+            if (!isfinite(s))
+                return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' holds a scale that is not finite", file, sname);
             const uint8_t *src = qd + (size_t)n * (size_t)K + (size_t)g * FP8_B;
             if (native) {
                 fp8_block *b = (fp8_block *)(void *)buf + (size_t)n * (size_t)G + (size_t)g;
@@ -390,6 +409,13 @@ vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t 
     if (!ws->st) return dummy_get(ws, name, ndim, shape, out);
     const char *dts = st_dtype_str(ws->st, name);
     if (dts && !strcmp(dts, "F8_E4M3")) return fp8_get(ws, name, ndim, shape, out);
+    if (dts && ws->quant.method == QUANT_FP8) { /* a float weight beside FP8 scales would be used unscaled */
+        char sname[512];
+        const int n = snprintf(sname, sizeof sname, "%.480s%s", name, ws->quant.fp8_scale_inv ? "_scale_inv" : "_scale");
+        if (n > 0 && (size_t)n < sizeof sname && st_find(ws->st, sname))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' is %s but has FP8 scales '%s': only F8_E4M3 weights "
+                            "are scaled", st_file_of(ws->st, name), name, dts, sname);
+    }
     if (!dts && (ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ || ws->quant.method == QUANT_CT_W4A16))
         return int4_get(ws, name, ndim, shape, out);
     return st_get(ws->st, name, ndim, shape, out);
@@ -411,8 +437,14 @@ void ws_log_summary(const weight_source *ws) {
         LOG_I("%s checkpoint: %.1f MiB of 4-bit weights loaded as I4_B128 blocks (128 values, a scale and a zero "
               "per 32)", ws->quant.name, (double)ws->int4_native / 1048576.0);
     if (ws && ws->st && ws->native)
-        LOG_I("fp8 checkpoint: %.1f MiB of F8_E4M3 weights loaded as FP8_B128 blocks (128 values + an F32 scale)",
-              (double)ws->native / 1048576.0);
+        LOG_I("%s checkpoint: %.1f MiB of F8_E4M3 weights loaded as FP8_B128 blocks (128 values + an F32 scale, "
+              "scales per %s), activations quantized to FP8 per token and group of 128", ws->quant.name,
+              (double)ws->native / 1048576.0,
+              ws->quant.fp8_scales == FP8_SCALE_BLOCK ? "block" : ws->quant.fp8_scales == FP8_SCALE_CHANNEL ? "row" : "matrix");
+    if (ws && ws->st && (ws->native || ws->fp8_dequantized) && ws->quant.fp8_static_act)
+        LOG_W("%s checkpoint: its static activation scales (input_scale) are not applied: activations are quantized "
+              "dynamically per token and group of 128 (finer than one scale per layer, no clipping; vLLM's results "
+              "differ by that rounding)", ws->quant.name);
     if (ws && ws->st && ws->fp8_dequantized)
         LOG_W("fp8 checkpoint: %.1f MiB of F32 copies of the FP8 weights (VLLM_FP8_DEQUANTIZE=1, or a backend "
               "without FP8 kernels): activations are not quantized, results differ from vLLM's fp8 path",

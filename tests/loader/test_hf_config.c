@@ -261,6 +261,18 @@ static void test_mistral_v5(void) {
     "\"dynamic\": false, \"strategy\": " strategy ", \"group_size\": " gs ", \"actorder\": " actorder             \
     ", \"observer\": \"minmax\"}}}"
 
+/* compressed-tensors float-quantized FP8 W8A8 pieces (llm-compressor's FP8_DYNAMIC / FP8 / FP8_BLOCK presets) */
+#define CT_F8W(strategy)                                                                                        \
+    "{\"num_bits\": 8, \"type\": \"float\", \"symmetric\": true, \"dynamic\": false, \"strategy\": " strategy      \
+    ", \"group_size\": null, \"block_structure\": null, \"observer\": \"minmax\"}"
+#define CT_F8A(strategy, dynamic)                                                                               \
+    "{\"num_bits\": 8, \"type\": \"float\", \"symmetric\": true, \"dynamic\": " dynamic ", \"strategy\": " strategy "}"
+#define CT_FP8(wstrategy, astrategy, dynamic)                                                                   \
+    "\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"quantization_status\": "         \
+    "\"compressed\", \"ignore\": [\"lm_head\"], \"kv_cache_scheme\": null, \"sparsity_config\": {}, "         \
+    "\"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"weights\": " CT_F8W(wstrategy)           \
+    ", \"input_activations\": " CT_F8A(astrategy, dynamic) ", \"output_activations\": null}}"
+
 /* quantization_config: block-scaled fp8 as Qwen3-8B-FP8 writes it (and DeepSeek-V3's [128, 128] without fmt) */
 static void test_quant(void) {
     model_config c;
@@ -271,13 +283,40 @@ static void test_quant(void) {
              ", \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
              "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}");
     CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
-    CHECK(c.quant.method == QUANT_FP8_BLOCK && c.quant.block_n == 128 && c.quant.block_k == 128 &&
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.block_n == 128 && c.quant.block_k == 128 &&
           !strcmp(c.quant.name, "fp8"));
     snprintf(buf, sizeof buf, MINI_FMT,
              ", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [64, 128], "
              "\"ignored_layers\": [\"lm_head\"]}");
     CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
-    CHECK(c.quant.method == QUANT_FP8_BLOCK && c.quant.block_n == 64);
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.block_n == 64 && c.quant.fp8_scales == FP8_SCALE_BLOCK &&
+          c.quant.fp8_scale_inv && !c.quant.fp8_static_act);
+    /* AutoFP8: per-tensor weight_scale, dynamic or static activations */
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"static\", "
+             "\"ignored_layers\": [\"lm_head\"]}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_TENSOR && !c.quant.fp8_scale_inv &&
+          c.quant.fp8_static_act);
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {\"quant_method\": \"fp8\"}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_TENSOR && !c.quant.fp8_static_act);
+    /* compressed-tensors FP8: FP8_DYNAMIC (channel, token), FP8 (tensor, static tensor), FP8_BLOCK */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_FP8("\"channel\"", "\"token\"", "true") "}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_CHANNEL && !c.quant.fp8_scale_inv &&
+          !c.quant.fp8_static_act && !strcmp(c.quant.name, "compressed-tensors"));
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_FP8("\"tensor\"", "\"tensor\"", "false") "}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_TENSOR && c.quant.fp8_static_act);
+    snprintf(buf, sizeof buf, MINI_FMT,
+             ", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "
+             "\"config_groups\": {\"group_0\": {\"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": "
+             "\"block\", \"block_structure\": [128, 128]}, \"input_activations\": {\"num_bits\": 8, \"type\": "
+             "\"float\", \"strategy\": \"group\", \"group_size\": 128, \"dynamic\": true}}}}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_BLOCK && c.quant.block_n == 128 &&
+          !c.quant.fp8_scale_inv);
     /* AutoAWQ's and GPTQModel's configs */
     snprintf(buf, sizeof buf, MINI_FMT,
              ", \"quantization_config\": {\"bits\": 4, \"group_size\": 128, \"modules_to_not_convert\": null, "
@@ -404,17 +443,35 @@ static void test_errors(void) {
         "quant_method 'bitsandbytes' is not supported", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\"}", VLLM_ERR_FORMAT,
         "compressed-tensors needs config_groups", "");
-    /* FP8 W8A8 (float-quantized, activations quantized), asymmetric, 8 bits, sparse: refused naming them */
+    /* FP8 weights without activation quantization (W8A16), static per-token activations, 4-bit floats (NVFP4),
+     * another block width, an int-quantized format, mixed schemes, asymmetric, 8 bits, sparse: refused naming them */
+    BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "
+        "\"config_groups\": {\"group_0\": {\"weights\": " CT_F8W("\"channel\"") "}}}", VLLM_ERR_UNSUPPORTED,
+        "without input_activations (W8A16", "");
+    BAD(", \"quantization_config\": {" CT_FP8("\"channel\"", "\"token\"", "false") "}", VLLM_ERR_UNSUPPORTED,
+        "static activation strategy 'token'", "");
+    BAD(", \"quantization_config\": {" CT_FP8("\"group\"", "\"token\"", "true") "}", VLLM_ERR_UNSUPPORTED,
+        "FP8 weight strategy 'group'", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "
+        "\"config_groups\": {\"group_0\": {\"weights\": {\"num_bits\": 4, \"type\": \"float\", \"strategy\": "
+        "\"tensor_group\", \"group_size\": 16}, \"input_activations\": null}}}", VLLM_ERR_UNSUPPORTED,
+        "4-bit float float-quantized weights", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "
         "\"config_groups\": {\"group_0\": {\"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": "
-        "\"channel\"}, \"input_activations\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"token\", "
-        "\"dynamic\": true}}}}", VLLM_ERR_UNSUPPORTED, "format 'float-quantized'", "");
+        "\"block\", \"block_structure\": [128, 64]}, \"input_activations\": null}}}", VLLM_ERR_UNSUPPORTED,
+        "block_structure must be [block_n, 128]", "");
+    BAD(", \"quantization_config\": {" CT_FP8("\"channel\"", "\"token\"", "true") ", \"format\": "
+        "\"int-quantized\"}", VLLM_ERR_UNSUPPORTED, "format 'int-quantized'", "");
+    BAD(", \"quantization_config\": {" CT_FP8("\"channel\"", "\"token\"", "true") ", \"config_groups\": {"
+        "\"a\": {\"weights\": " CT_F8W("\"channel\"") ", \"input_activations\": " CT_F8A("\"token\"", "true") "}, "
+        "\"b\": {\"weights\": " CT_F8W("\"tensor\"") ", \"input_activations\": " CT_F8A("\"token\"", "true") "}}}",
+        VLLM_ERR_UNSUPPORTED, "config groups with different schemes", "");
     BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"config_groups\": {\"g\": "
         "{\"weights\": {\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 128, "
         "\"symmetric\": false}}}}", VLLM_ERR_UNSUPPORTED, "asymmetric", "");
     BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"config_groups\": {\"g\": "
         "{\"weights\": {\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"channel\"}}}}",
-        VLLM_ERR_UNSUPPORTED, "8-bit int weights", "");
+        VLLM_ERR_UNSUPPORTED, "8-bit int pack-quantized weights", "");
     BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"config_groups\": {\"g\": "
         "{\"weights\": {\"num_bits\": 4, \"type\": \"int\", \"strategy\": \"group\", \"group_size\": 128}, "
         "\"input_activations\": {\"num_bits\": 8, \"type\": \"int\", \"strategy\": \"token\"}}}}",
@@ -425,8 +482,8 @@ static void test_errors(void) {
         "weight strategy 'tensor'", "");
     BAD(", \"quantization_config\": {\"bits\": 4}", VLLM_ERR_FORMAT, "quantization_config has no quant_method", "");
     BAD(", \"quantization_config\": [1]", VLLM_ERR_FORMAT, "quantization_config must be an object", "");
-    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"dynamic\"}",
-        VLLM_ERR_UNSUPPORTED, "fp8 without weight_block_size", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"tensorwise\"}",
+        VLLM_ERR_UNSUPPORTED, "activation_scheme 'tensorwise'", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 64]}",
         VLLM_ERR_UNSUPPORTED, "weight_block_size [128, 64]", "block_k 128");
     BAD(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", VLLM_ERR_FORMAT,
@@ -745,8 +802,8 @@ static void test_gptoss(void) {
     CHECK(!strcmp(c.names->sinks, "self_attn.sinks") && !strcmp(c.names->router, "mlp.router"));
 
     /* another quantization, an unknown layer type, top k past the experts, swiglu_alpha given, a null window */
-    snprintf(buf, sizeof buf, fmt, lt, "fp8", "");
-    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "fp8 without weight_block_size", "");
+    snprintf(buf, sizeof buf, fmt, lt, "bitsandbytes", "");
+    EXPECT_ERR(hf_config_parse(buf, NULL, "config.json", &c), VLLM_ERR_UNSUPPORTED, "quant_method 'bitsandbytes'", "");
     char lt2[1024];
     snprintf(lt2, sizeof lt2, "%s", lt);
     memcpy(strstr(lt2, "full_attention"), "chunk", 5);

@@ -1,10 +1,13 @@
 /*
  * test_fp8_model.c: block-scaled FP8 checkpoints at load (model/weights.c's FP8 path, loader/hf_quant.h),
- * on variants of the qwen3_fp8_block fixture (tools/make_quant_fixtures.py) written to a temporary folder:
+ * on variants of the qwen3_fp8_block / _channel / _tensor fixtures (tools/make_quant_fixtures.py) written to a
+ * temporary folder:
  *
- *   - the fixture loads as FP8_B128 blocks and its first greedy tokens are the recorded ones;
- *   - a wrong packing order fails: the two block scales of each down_proj (1 x 2 blocks) swapped give other
- *     logprobs than the dequantized-weights recording (the parity test would catch such a loader);
+ *   - each fixture loads and its first greedy tokens are the recorded ones;
+ *   - a wrong packing order fails: each down_proj's scales in the wrong order (block: its two 128-blocks' scales
+ *     swapped; channel: its 128 row scales reversed; tensor: the layer's up_proj's scale) give other logprobs than the dequantized-weights recording
+ *     (the parity test would catch such a loader);
+ *   - per-tensor scales of the wrong shape, a missing weight_scale;
  *   - refused, naming the cause: F8_E4M3 weights under a config without quantization_config, a missing
  *     weight_scale_inv, scales of the wrong shape (weight_block_size [64, 128] against the file's [128, 128]),
  *     an unsupported scheme in config.json, and FP8 tensors under an AWQ config.
@@ -22,21 +25,27 @@
 #include "test.h"
 #include "vllm.h"
 
-#define SRC VLLM_SOURCE_DIR "/tests/fixtures/models/qwen3_fp8_block"
+#define FIXTURES VLLM_SOURCE_DIR "/tests/fixtures/models"
+#define SRC FIXTURES "/qwen3_fp8_block"
 
 /* dir/config.json = the fixture's with quantization_config replaced by quant (NULL: dropped) */
 static void write_config(const char *dir, const char *quant) { fixture_write_config(SRC "/config.json", dir, quant); }
 
-/* dir/model.safetensors = the fixture's tensors, less `drop` (NULL: none), each down_proj's two scales
- * swapped when swap */
-static void write_weights(const char *dir, const char *drop, bool swap) {
+enum { AS_IS, SWAP_SCALES, WIDE_SCALE };
+
+/* dir/model.safetensors = fixture src's tensors, less `drop` (NULL: none); SWAP_SCALES: each down_proj's scales
+ * in the wrong order (block: its two 128-blocks' swapped; channel: its rows' reversed); WIDE_SCALE: layer 0's
+ * q_proj per-tensor weight_scale () written as (2) */
+static void write_weights(const char *src, const char *dir, const char *drop, int mode) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
     st_set *set = NULL;
-    CHECK_OK(st_open_file(SRC "/model.safetensors", &set));
+    CHECK_OK(st_open_file(path, &set));
     if (!set) return;
     size_t n = st_count(set), m = 0;
     const char **names = calloc(n, sizeof *names);
     tensor *ts = calloc(n, sizeof *ts);
-    float *copies[8];
+    void *copies[8];
     int nc = 0;
     for (size_t i = 0; i < n; i++) {
         const char *name = st_name(set, i);
@@ -46,18 +55,37 @@ static void write_weights(const char *dir, const char *drop, bool swap) {
         if (!t) continue;
         names[m] = name;
         ts[m] = *t;
-        if (swap && strstr(name, "down_proj.weight_scale_inv") && nc < 8) {
-            CHECK(t->dtype == DTYPE_F32 && t->shape[0] == 1 && t->shape[1] == 2);
-            float *s = malloc(2 * sizeof *s);
-            memcpy(s, t->data, 2 * sizeof *s);
-            const float a = s[0];
-            s[0] = s[1], s[1] = a;
-            ts[m].data = copies[nc++] = s;
+        if (mode == SWAP_SCALES && strstr(name, "down_proj.weight_scale") && nc < 8) {
+            const size_t es = dtype_size(t->dtype);
+            if (t->ndim == 0) { /* one scale per matrix: the layer's up_proj's instead */
+                char other[256];
+                snprintf(other, sizeof other, "%.*sup_proj%s", (int)(strstr(name, "down_proj") - name), name,
+                         strstr(name, "down_proj") + 9);
+                const tensor *u = st_find(set, other);
+                CHECK_MSG(u && u->ndim == 0 && u->dtype == t->dtype, "%s", other);
+                if (!u) continue;
+                ts[m].data = copies[nc++] = malloc(es);
+                memcpy(copies[nc - 1], u->data, es);
+            } else {
+                const int64_t rows = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+                CHECK(rows >= 2 && (t->ndim == 1 || t->shape[0] == 1 || t->shape[1] == 1));
+                uint8_t *c = malloc((size_t)rows * es);
+                for (int64_t r = 0; r < rows; r++)
+                    memcpy(c + r * es, (const uint8_t *)t->data + (rows - 1 - r) * es, es);
+                ts[m].data = copies[nc++] = c;
+            }
+        }
+        if (mode == WIDE_SCALE && !strcmp(name, "model.layers.0.self_attn.q_proj.weight_scale") && nc < 8) {
+            CHECK(t->ndim == 0 && t->dtype == DTYPE_F32);
+            float *c = malloc(2 * sizeof *c);
+            memcpy(c, t->data, 4), memcpy(c + 1, t->data, 4);
+            ts[m].data = copies[nc++] = c;
+            ts[m].ndim = 1, ts[m].shape[0] = 2, ts[m].row_stride = 0;
         }
         m++;
     }
-    CHECK(!swap || nc == 3);
-    char path[512];
+    CHECK(mode != SWAP_SCALES || nc == 3);
+    CHECK(mode != WIDE_SCALE || nc == 1);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     CHECK_OK(st_write_file(path, names, ts, m));
     for (int i = 0; i < nc; i++) free(copies[i]);
@@ -65,9 +93,9 @@ static void write_weights(const char *dir, const char *drop, bool swap) {
     st_close(set);
 }
 
-static void copy_file(const char *name, const char *dir) {
+static void copy_file(const char *src, const char *name, const char *dir) {
     char a[512], b[512];
-    snprintf(a, sizeof a, SRC "/%s", name);
+    snprintf(a, sizeof a, "%s/%s", src, name);
     snprintf(b, sizeof b, "%s/%s", dir, name);
     FILE *in = fopen(a, "rb"), *out = fopen(b, "wb");
     CHECK(in && out);
@@ -101,56 +129,80 @@ static vllm_status run(const char *dir, const int32_t *ids, size_t n, float lp[4
     return st;
 }
 
-int main(void) {
-    char dir[] = "/tmp/vllmc_fp8_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+/* Fixture src (its prompt 3) copied to dir and run dequantized: the recording holds; its down_proj scales in the
+ * wrong order (or, one per matrix, another matrix's): it does not. The prompt's ids in *ids (n of them). */
+static void packing_checks(const char *src, const char *dir, int32_t **ids, size_t *n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/expected.json", src);
     json_error_t err;
-    json_t *exp = json_load_file(SRC "/expected.json", 0, &err);
+    json_t *exp = json_load_file(path, 0, &err);
     CHECK_MSG(exp != NULL, "%s", err.text);
-    if (!exp) TEST_END();
+    if (!exp) return;
     json_t *p3 = json_array_get(json_object_get(exp, "prompts"), 3);
     json_t *pid = json_object_get(p3, "prompt_token_ids");
-    size_t n = json_array_size(pid);
-    int32_t *ids = malloc(n * sizeof *ids);
-    for (size_t j = 0; j < n; j++) ids[j] = (int32_t)json_integer_value(json_array_get(pid, j));
-    copy_file("generation_config.json", dir);
+    *n = json_array_size(pid);
+    free(*ids);
+    *ids = malloc(*n * sizeof **ids);
+    for (size_t j = 0; j < *n; j++) (*ids)[j] = (int32_t)json_integer_value(json_array_get(pid, j));
+    copy_file(src, "generation_config.json", dir);
+    copy_file(src, "config.json", dir);
     float lp[4];
     int32_t tok[4];
-
-    /* as written, dequantized: the recording */
     setenv("VLLM_FP8_DEQUANTIZE", "1", 1);
-    copy_file("config.json", dir);
-    write_weights(dir, NULL, false);
-    CHECK_OK(run(dir, ids, n, lp, tok));
+    write_weights(src, dir, NULL, AS_IS);
+    CHECK_OK(run(dir, *ids, *n, lp, tok));
     for (int j = 0; j < 4; j++) {
-        CHECK(tok[j] == (int32_t)json_integer_value(json_array_get(json_object_get(p3, "token_ids"), j)));
+        CHECK_MSG(tok[j] == (int32_t)json_integer_value(json_array_get(json_object_get(p3, "token_ids"), j)), "%s", src);
         CHECK_NEAR(lp[j], json_number_value(json_array_get(json_object_get(p3, "logprobs"), j)), 1e-3);
     }
-    /* the down_proj scales in the wrong order: the recording no longer holds */
-    write_weights(dir, NULL, true);
-    CHECK_OK(run(dir, ids, n, lp, tok));
+    write_weights(src, dir, NULL, SWAP_SCALES);
+    CHECK_OK(run(dir, *ids, *n, lp, tok));
     double worst = 0;
     for (int j = 0; j < 4; j++) {
         const double d = fabs(lp[j] - json_number_value(json_array_get(json_object_get(p3, "logprobs"), j)));
         if (d > worst) worst = d;
         if (tok[j] != (int32_t)json_integer_value(json_array_get(json_object_get(p3, "token_ids"), j))) worst = INFINITY;
     }
-    CHECK_MSG(worst > 1e-2, "swapped scales: max |d| %g", worst);
+    CHECK_MSG(worst > 1e-2, "%s: swapped scales: max |d| %g", src, worst);
     unsetenv("VLLM_FP8_DEQUANTIZE");
+    json_decref(exp);
+}
+
+int main(void) {
+    char dir[] = "/tmp/vllmc_fp8_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    float lp[4];
+    int32_t tok[4];
+
+    /* per-tensor (AutoFP8) and per-channel (compressed-tensors) scales, then the block fixture the rest uses */
+    packing_checks(FIXTURES "/qwen3_fp8_tensor", dir, &ids, &n);
+    write_weights(FIXTURES "/qwen3_fp8_tensor", dir, NULL, WIDE_SCALE);
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_FORMAT, "q_proj.weight_scale' has shape [2], expected [1]", "");
+    write_weights(FIXTURES "/qwen3_fp8_tensor", dir, "model.layers.2.mlp.up_proj.weight_scale", AS_IS);
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_NOT_FOUND, "model.layers.2.mlp.up_proj.weight_scale'", "not found");
+    packing_checks(FIXTURES "/qwen3_fp8_channel", dir, &ids, &n);
+    packing_checks(SRC, dir, &ids, &n);
 
     /* refusals */
-    write_weights(dir, NULL, false);
+    write_weights(SRC, dir, NULL, AS_IS);
     write_config(dir, NULL);
-    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json has no quantization_config", "");
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json's quantization_config is "
+               "not an fp8 scheme (none)", "");
     write_config(dir, "{\"quant_method\": \"fp8\", \"weight_block_size\": [64, 128]}");
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_FORMAT, "weight_scale_inv", "shape");
     write_config(dir, "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "
                       "{\"group_0\": {\"weights\": {\"num_bits\": 8, \"type\": \"float\"}}}}");
-    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "compressed-tensors format 'float-quantized'", "");
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "FP8 weight strategy '?'", "");
+    /* a per-tensor config over the file's per-block weight_scale_inv: no weight_scale */
+    write_config(dir, "{\"quant_method\": \"fp8\"}");
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_NOT_FOUND, "q_proj.weight_scale'", "not found");
     write_config(dir, "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128}");
-    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json has no quantization_config", "");
-    copy_file("config.json", dir);
-    write_weights(dir, "model.layers.1.mlp.up_proj.weight_scale_inv", false);
+    EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "is F8_E4M3 but config.json's quantization_config is "
+               "not an fp8 scheme (awq)", "");
+    copy_file(SRC, "config.json", dir);
+    write_weights(SRC, dir, "model.layers.1.mlp.up_proj.weight_scale_inv", AS_IS);
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_NOT_FOUND, "model.layers.1.mlp.up_proj.weight_scale_inv", "missing");
 
     char path[600];
@@ -160,6 +212,5 @@ int main(void) {
     }
     rmdir(dir);
     free(ids);
-    json_decref(exp);
     TEST_END();
 }

@@ -76,6 +76,9 @@ typedef struct vllm_engine_options {
                                           "float32", "bfloat16" or "float16" (vLLM's --mamba-cache-dtype) */
     const char *mamba_ssm_cache_dtype; /* the recurrent state's alone: "auto" (NULL: mamba_cache_dtype's) or
                                           as above (vLLM's --mamba-ssm-cache-dtype) */
+    const char *kv_cache_dtype;  /* the KV cache's: "auto" (NULL: the backend's, F32 on the CPU, BF16 on a GPU),
+                                    "fp8" or "fp8_e4m3" (E4M3 bytes, each layer's k_scale / v_scale from the
+                                    checkpoint, 1 where it has none: vLLM's --kv-cache-dtype) */
 } vllm_engine_options;
 
 vllm_engine_options vllm_engine_default_options(void);

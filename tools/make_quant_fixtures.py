@@ -32,6 +32,10 @@ as the round trip. vLLM quantizes those activations per token (channel) or per t
 quantizes every FP8 layer's input dynamically per token and group of 128 (exact per-row scales need no
 requantization), so the references apply that quantization, as for the block case.
 
+Case qwen3_kv_fp8: the FP8 KV cache (--kv-cache-dtype fp8): a BF16 model of the same shape with calibrated
+per-layer k_scale / v_scale tensors; "kv_fp8" holds the reference with the cache's E4M3 rounding (see
+case_qwen3_kv_fp8).
+
 expected.json as tools/make_fixtures.py writes it (12 greedy tokens per prompt, their logprobs and the
 top-1 / top-2 gaps) from the dequantized weights alone ("prompts": what VLLM_FP8_DEQUANTIZE=1 must match in
 every engine layout), plus "quantization" (the scheme) and "fp8_activations": {"prompts": the reference with
@@ -131,7 +135,8 @@ def write_folder(out_dir, cfg, tensors, quantization_config):
     cfg_json = cfg.to_dict()
     cfg_json["architectures"] = ["Qwen3ForCausalLM"]
     cfg_json["dtype"] = "bfloat16"
-    cfg_json["quantization_config"] = quantization_config
+    if quantization_config is not None:
+        cfg_json["quantization_config"] = quantization_config
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg_json, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -465,9 +470,132 @@ def case_int4(name, method, out_dir, device):
     print(f"  [{name}] min gap {min(gaps):.4f}, {sum(g < 0.05 for g in gaps)} of {len(gaps)} gaps < 0.05")
 
 
+# ---- the FP8 KV cache (--kv-cache-dtype fp8) ----
+
+KV = {"scales": None, "record": None, "rel": 0.0, "gen": None, "eager": None, "calls": 0}
+
+
+def e4m3_round(x, s):
+    """vLLM's cache write and read (csrc/quantization/fp8 scaled_fp8_conversion, then q * s): x / s rounded to E4M3
+    (saturating at +-448, ties to even), times s"""
+    return ((x.float() / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float() * s).to(x.dtype)
+
+
+def kv_fp8_attention(module, query, key, value, attention_mask, **kwargs):
+    """transformers' eager attention of Qwen3 (modeling_qwen3.eager_attention_forward, which this replaces while
+    the case runs: the model stays "eager", so its causal masks are eager's) with the keys and values (after RoPE
+    and the k-norm, what the cache holds) recorded (amax per layer) or stored as E4M3 with the layer's scales"""
+    eager = KV["eager"]
+    KV["calls"] += 1
+    li = module.layer_idx
+    if KV["record"] is not None:
+        a = KV["record"].setdefault(li, [0.0, 0.0])
+        a[0], a[1] = max(a[0], float(key.abs().max())), max(a[1], float(value.abs().max()))
+    if KV["scales"] is not None:
+        if KV["rel"]:
+            r = lambda x: torch.randint(0, 2, x.shape, generator=KV["gen"]).to(x.device, x.dtype) * 2 - 1
+            key, value = key * (1 + KV["rel"] * r(key)), value * (1 + KV["rel"] * r(value))
+        ks, vs = KV["scales"][li]
+        key, value = e4m3_round(key, ks), e4m3_round(value, vs)
+    return eager(module, query, key, value, attention_mask, **kwargs)
+
+
+def case_qwen3_kv_fp8(out_dir, device):
+    """A BF16 Qwen3 of the cases' shape whose checkpoint carries per-layer KV-cache scales
+    (`model.layers.<l>.self_attn.k_scale` / `v_scale`, F32 (), the names vLLM's Attention loads: llm-compressor's
+    kv_cache_scheme and ModelOpt write them), calibrated as those tools do: max |k| (|v|) over the prompts
+    through the float model / 448. "prompts": the float reference (the BF16 / F32 cache ignores the scales, as
+    vLLM's auto cache dtype does); "kv_fp8": the reference with every layer's keys and values rounded as vLLM's
+    FP8 cache stores them (e4m3(x / s) * s), its teacher-forced bounds from the drift under 2^-20 / 2^-9 noise
+    on k and v before the rounding, as for the FP8 activations."""
+    import transformers.models.qwen3.modeling_qwen3 as mq
+    KV["eager"] = mq.eager_attention_forward
+    mq.eager_attention_forward = kv_fp8_attention
+    try:
+        kv_fp8_case(out_dir, device)
+    finally:
+        mq.eager_attention_forward = KV["eager"]
+
+
+def kv_fp8_case(out_dir, device):
+    cfg, model = tiny_qwen3(930)
+    tensors = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    deq = {k: v.float() for k, v in tensors.items()}
+    ref = reference_model(cfg, deq)
+    ref.to(device)
+    prompts = mf.make_prompts(930, cfg.vocab_size)
+    KV["record"], KV["scales"] = {}, None
+    float_results = []
+    for p in prompts:
+        toks, lps, gaps = mf.greedy(ref, p, device)
+        float_results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
+    amax, KV["record"] = KV["record"], None
+    assert KV["calls"] > 0 and len(amax) == cfg.num_hidden_layers, "the attention hook did not run"
+    scales = {li: (torch.tensor(a[0] / FP8_MAX, dtype=torch.float32), torch.tensor(a[1] / FP8_MAX, dtype=torch.float32))
+              for li, a in amax.items()}
+    for li, (ks, vs) in scales.items():
+        tensors[f"model.layers.{li}.self_attn.k_scale"] = ks
+        tensors[f"model.layers.{li}.self_attn.v_scale"] = vs
+    path = write_folder(out_dir, cfg, tensors, None)
+    back = load_file(path)
+    for li, (ks, vs) in scales.items():
+        assert torch.equal(back[f"model.layers.{li}.self_attn.k_scale"], ks)
+    KV["scales"] = {li: (float(ks), float(vs)) for li, (ks, vs) in scales.items()}
+    results = []
+    for p in prompts:
+        toks, lps, gaps = mf.greedy(ref, p, device)
+        results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
+
+    def drift(rel):
+        worst, tot, n = 0.0, 0.0, 0
+        for seed in range(8):
+            KV["rel"], KV["gen"] = rel, torch.Generator().manual_seed(seed)
+            for r in results:
+                P = len(r["prompt_token_ids"])
+                x = torch.tensor([r["prompt_token_ids"] + r["token_ids"]], dtype=torch.long, device=device)
+                lp = torch.log_softmax(ref(input_ids=x, use_cache=False).logits[0].float(), dim=-1)
+                for j, t in enumerate(r["token_ids"]):
+                    d = abs(float(lp[P - 1 + j, t]) - r["logprobs"][j])
+                    worst, tot, n = max(worst, d), tot + d, n + 1
+        KV["rel"] = 0.0
+        print(f"  [qwen3_kv_fp8] logprob drift under {rel:g} k / v noise: max {worst:.4f}, mean {tot / n:.4f}")
+        return dict(drift_max=worst, drift_mean=tot / n, tf_max=max(1e-3, 2 * worst), tf_mean=max(1e-3, 2 * tot / n))
+
+    tol, tol_bf16 = drift(2.0 ** -20), drift(2.0 ** -9)
+    # the scales matter: the FP8 reference with every scale 1 instead
+    saved, KV["scales"] = KV["scales"], {li: (1.0, 1.0) for li in scales}
+    unscaled = 0.0
+    for r in results:
+        P = len(r["prompt_token_ids"])
+        x = torch.tensor([r["prompt_token_ids"] + r["token_ids"]], dtype=torch.long, device=device)
+        lp = torch.log_softmax(ref(input_ids=x, use_cache=False).logits[0].float(), dim=-1)
+        unscaled = max(unscaled, max(abs(float(lp[P - 1 + j, t]) - r["logprobs"][j]) for j, t in enumerate(r["token_ids"])))
+    KV["scales"] = saved
+    same = sum(a == b for r, f in zip(results, float_results) for a, b in zip(r["token_ids"], f["token_ids"]))
+    print(f"  [qwen3_kv_fp8] scales k {[round(v[0], 5) for v in saved.values()]} v {[round(v[1], 5) for v in saved.values()]}; "
+          f"{same} of 48 tokens as with the float cache; scales 1 instead: max|d| {unscaled:.4f}")
+    expected = {
+        "case": "qwen3_kv_fp8",
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "dtype": "bfloat16",
+        "rope": {"rope_type": "default", "rope_theta": 1000000.0},
+        "sliding_window": None,
+        "sliding_window_effective": None,
+        "new_tokens": mf.NEW_TOKENS,
+        "prompts": float_results,
+        "kv_fp8": {"prompts": results, "tolerance": tol, "tolerance_bf16": tol_bf16, "unscaled_max": unscaled,
+                   "k_scale": [v[0] for v in saved.values()], "v_scale": [v[1] for v in saved.values()]},
+    }
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+
+
 CASES = {"qwen3_fp8_block": lambda d, dev: case_fp8("qwen3_fp8_block", "block", 900, d, dev),
          "qwen3_fp8_channel": lambda d, dev: case_fp8("qwen3_fp8_channel", "channel", 910, d, dev),
          "qwen3_fp8_tensor": lambda d, dev: case_fp8("qwen3_fp8_tensor", "tensor", 920, d, dev),
+         "qwen3_kv_fp8": case_qwen3_kv_fp8,
          "qwen3_awq": lambda d, dev: case_int4("qwen3_awq", "awq", d, dev),
          "qwen3_gptq_actorder": lambda d, dev: case_int4("qwen3_gptq_actorder", "gptq", d, dev),
          "qwen3_ct_w4a16": lambda d, dev: case_int4("qwen3_ct_w4a16", "ct", d, dev)}

@@ -37,8 +37,9 @@ bool cli_engine_flag(const char *arg, vllm_engine_options *eo);
 /* --load-format VAL: auto (alias safetensors) or dummy; else prints "CMD: --load-format must be
  * auto or dummy, got 'VAL'" and returns false. */
 bool cli_load_format(const char *cmd, const char *val, vllm_load_format *out);
-/* --mamba-cache-dtype / --mamba-ssm-cache-dtype (vLLM's): whether arg is one; cli_state_dtype stores val
- * (auto, float32, bfloat16, float16) into eo, or prints an error naming cmd and returns false. */
+/* --mamba-cache-dtype / --mamba-ssm-cache-dtype / --kv-cache-dtype (vLLM's): whether arg is one;
+ * cli_state_dtype stores val (auto, float32, bfloat16, float16; for the KV cache auto, fp8, fp8_e4m3) into eo,
+ * or prints an error naming cmd and returns false. */
 bool cli_is_state_dtype(const char *arg);
 bool cli_state_dtype(const char *cmd, const char *arg, const char *val, vllm_engine_options *eo);
 

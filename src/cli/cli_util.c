@@ -95,10 +95,18 @@ bool cli_engine_flag(const char *arg, vllm_engine_options *eo) {
 }
 
 bool cli_is_state_dtype(const char *arg) {
-    return !strcmp(arg, "--mamba-cache-dtype") || !strcmp(arg, "--mamba-ssm-cache-dtype");
+    return !strcmp(arg, "--mamba-cache-dtype") || !strcmp(arg, "--mamba-ssm-cache-dtype") ||
+           !strcmp(arg, "--kv-cache-dtype");
 }
 
 bool cli_state_dtype(const char *cmd, const char *arg, const char *val, vllm_engine_options *eo) {
+    if (!strcmp(arg, "--kv-cache-dtype")) {
+        static const char *const kv[] = {"auto", "fp8", "fp8_e4m3"};
+        for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+            if (!strcmp(val, kv[i])) return eo->kv_cache_dtype = kv[i], true;
+        fprintf(stderr, "%s: --kv-cache-dtype must be auto, fp8 or fp8_e4m3, got '%s'\n", cmd, val);
+        return false;
+    }
     static const char *const ok[] = {"auto", "float32", "bfloat16", "float16"};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strcmp(val, ok[i])) {

@@ -41,6 +41,7 @@ static void usage(FILE *f) {
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
+            "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n"
             "  --gpu-memory-utilization F  (GPU: share of device memory for weights + activations + KV, 0.9)\n"
             "  --enforce-eager             (GPU: no CUDA graphs for decode steps)\n"
             "  --no-enable-prefix-caching\n");

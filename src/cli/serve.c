@@ -80,7 +80,8 @@ static void usage(FILE *f) {
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
-            "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n");
+            "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
+            "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n");
 }
 
 /* ---- signals: the handler only writes to a pipe ---- */

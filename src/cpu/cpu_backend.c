@@ -245,7 +245,7 @@ vllm_status cpu_backend_create(const backend_options *opt, backend **out) {
     be->native_blocks |= 1u << (DTYPE_FP8_B128 - DTYPE_FIRST_BLOCK); /* through cpu_fp8_matmul */
     be->native_blocks |= 1u << (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK);  /* through cpu_i4_matmul */
     be->act_dtype = DTYPE_F32;
-    be->kv_dtype = DTYPE_F32;
+    be->kv_dtype = opt && opt->kv_cache_fp8 ? DTYPE_F8_E4M3 : DTYPE_F32; /* ops_attention.c reads both */
     be->impl = cpu;
     LOG_D("cpu backend: %d threads", cpu->num_threads);
     *out = be;

@@ -1,7 +1,10 @@
 /*
  * ops_attention.c: the CPU paged KV cache write and paged attention.
  *
- * Caches are (num_blocks, block_size, nkv, head_dim) F32; token slot s lives
+ * Caches are (num_blocks, block_size, nkv, head_dim) F32, or F8_E4M3 (the FP8 KV cache, --kv-cache-dtype fp8:
+ * kv_write stores e4m3(x / qscale), saturating at +-448 as vLLM's scaled_fp8_conversion; attention reads
+ * e4m3 * qscale, ATT_CHUNK keys decoded to F32 at a time, then the F32 arithmetic below, so the results equal
+ * those over an F32 cache holding the decoded values); token slot s lives
  * at block s / block_size, offset s % block_size, i.e. at row s of the
  * cache viewed as (num_blocks * block_size, nkv * head_dim).
  *
@@ -19,16 +22,22 @@
 #include <stdlib.h>
 
 #include "cpu/cpu_internal.h"
+#include "tensor/fp8.h"
 
 #define ATT_CHUNK 32         /* keys scored per online-softmax step */
 #define ATT_MAX_PASS 16      /* q heads of one kv group handled in one pass over the keys */
 #define ATT_ACC_FLOATS 4096  /* their accumulators (on the stack) */
 _Static_assert(CPU_MAX_HEAD_DIM <= ATT_ACC_FLOATS, "one head's accumulator must fit");
 
-/* Checks a paged cache: F32 (num_blocks, block_size, nkv, head_dim). */
+/* Checks a paged cache: F32 or F8_E4M3 (num_blocks, block_size, nkv, head_dim), an F8 one's qscale positive and
+ * finite (or 0: 1). */
 static bool cache_check(cpu_state *cpu, const char *op, const char *arg, const tensor *c, int block_size,
                         int nkv, int hd) {
-    if (!cpu_check_vec(cpu, op, arg, c, DTYPE_F32, -1)) return false;
+    if (!cpu_check_vec(cpu, op, arg, c, c && c->dtype == DTYPE_F8_E4M3 ? DTYPE_F8_E4M3 : DTYPE_F32, -1)) return false;
+    if (c->dtype == DTYPE_F8_E4M3 && !(c->qscale >= 0.0f && isfinite(c->qscale))) {
+        cpu_fail(cpu, "%s: %s has scale %g", op, arg, (double)c->qscale);
+        return false;
+    }
     if (c->ndim != 4 || c->shape[1] != block_size || c->shape[2] != nkv || c->shape[3] != hd) {
         cpu_fail(cpu, "%s: %s must be (num_blocks, %d, %d, %d), got ndim %d (.., %lld, %lld, %lld)", op, arg,
                  block_size, nkv, hd, c->ndim, (long long)c->shape[1], (long long)c->shape[2],
@@ -43,10 +52,15 @@ static bool cache_check(cpu_state *cpu, const char *op, const char *arg, const t
 typedef struct kvw_ctx {
     const float *k, *v;
     int64_t ks, vs;
-    float *kc, *vc;
+    void *kc, *vc;
+    bool fp8;         /* E4M3 caches: e4m3(x / scale) */
+    float kscale, vscale;
     const int64_t *slots;
     int64_t kvd;  /* nkv * head_dim */
 } kvw_ctx;
+
+/* The scale of an F8_E4M3 cache (qscale, 0 meaning 1). */
+static float cache_scale(const tensor *c) { return c->qscale > 0.0f ? c->qscale : 1.0f; }
 
 static void kvw_task(void *ctx, int64_t t0, int64_t t1, int tid) {
     (void)tid;
@@ -54,8 +68,17 @@ static void kvw_task(void *ctx, int64_t t0, int64_t t1, int tid) {
     for (int64_t t = t0; t < t1; t++) {
         int64_t s = c->slots[t];
         if (s < 0) continue;  /* padding */
-        memcpy(c->kc + s * c->kvd, c->k + t * c->ks, (size_t)c->kvd * sizeof(float));
-        memcpy(c->vc + s * c->kvd, c->v + t * c->vs, (size_t)c->kvd * sizeof(float));
+        if (c->fp8) {
+            uint8_t *kd = (uint8_t *)c->kc + s * c->kvd, *vd = (uint8_t *)c->vc + s * c->kvd;
+            const float *kx = c->k + t * c->ks, *vx = c->v + t * c->vs;
+            for (int64_t i = 0; i < c->kvd; i++) {
+                kd[i] = fp8_e4m3_from_f32(kx[i] / c->kscale);
+                vd[i] = fp8_e4m3_from_f32(vx[i] / c->vscale);
+            }
+            continue;
+        }
+        memcpy((float *)c->kc + s * c->kvd, c->k + t * c->ks, (size_t)c->kvd * sizeof(float));
+        memcpy((float *)c->vc + s * c->kvd, c->v + t * c->vs, (size_t)c->kvd * sizeof(float));
     }
 }
 
@@ -75,8 +98,8 @@ void cpu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache
     if (!cache_check(cpu, "kv_write", "k_cache", k_cache, m->block_size, nkv, hd) ||
         !cache_check(cpu, "kv_write", "v_cache", v_cache, m->block_size, nkv, hd))
         return;
-    if (v_cache->shape[0] != k_cache->shape[0]) {
-        cpu_fail(cpu, "kv_write: k_cache and v_cache have different block counts");
+    if (v_cache->shape[0] != k_cache->shape[0] || v_cache->dtype != k_cache->dtype) {
+        cpu_fail(cpu, "kv_write: k_cache and v_cache have different block counts or dtypes");
         return;
     }
     int64_t T = m->num_tokens, kvd = (int64_t)nkv * hd;
@@ -99,7 +122,8 @@ void cpu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache
         }
     }
     kvw_ctx c = {k->data, v->data, tensor_row_stride(k), tensor_row_stride(v),
-                 k_cache->data, v_cache->data, slots, kvd};
+                 k_cache->data, v_cache->data, k_cache->dtype == DTYPE_F8_E4M3, cache_scale(k_cache),
+                 cache_scale(v_cache), slots, kvd};
     tp_run_cost(cpu->pool, T, 2.0 * (double)kvd, kvw_task, &c);
 }
 
@@ -108,7 +132,11 @@ void cpu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache
 typedef struct attn_ctx {
     const float *q;
     int64_t qs;
-    const float *kc, *vc;
+    const void *kc, *vc;    /* F32, or E4M3 bytes when fp8 */
+    bool fp8;
+    float kscale, vscale;   /* fp8: what the decoded values multiply */
+    const float *e4m3;      /* fp8: fp8_e4m3_table() */
+    float *dec;             /* fp8: (threads, 2, ATT_CHUNK, hd) decoded keys and values */
     int64_t kvd;            /* elements between consecutive cache slots (nkv * hd) */
     int block_size;
     const int32_t *qsl, *seq_lens, *bt;
@@ -169,7 +197,7 @@ CPU_INLINE void attn_accumulate(float *a, const float *p, const float *const *v,
  * The keys of a chunk are scored and accumulated for every head while they
  * are in L1. Each head's arithmetic is the same whatever np is. */
 static void attn_heads(const attn_ctx *c, const float *q, const int32_t *blocks, int h0, int np, int64_t k0,
-                       int64_t k1, float *out) {
+                       int64_t k1, float *out, float *kdec, float *vdec) {
     const int kvh = h0 / c->group;
     const int hd = c->hd, bs = c->block_size;
     float acc[ATT_ACC_FLOATS];  /* np * hd */
@@ -185,9 +213,16 @@ static void attn_heads(const attn_ctx *c, const float *q, const int32_t *blocks,
         int n = k1 - key + 1 < ATT_CHUNK ? (int)(k1 - key + 1) : ATT_CHUNK;
         const float *kp[ATT_CHUNK], *vp[ATT_CHUNK];
         for (int j = 0; j < n; j++) {
-            int64_t slot = (int64_t)blocks[blk] * bs + off;
-            kp[j] = c->kc + slot * c->kvd + (int64_t)kvh * hd;
-            vp[j] = c->vc + slot * c->kvd + (int64_t)kvh * hd;
+            int64_t slot = (int64_t)blocks[blk] * bs + off, at = slot * c->kvd + (int64_t)kvh * hd;
+            if (c->fp8) { /* the chunk's keys and values decoded */
+                const uint8_t *kq = (const uint8_t *)c->kc + at, *vq = (const uint8_t *)c->vc + at;
+                float *kd = kdec + (int64_t)j * hd, *vd = vdec + (int64_t)j * hd;
+                for (int d = 0; d < hd; d++) kd[d] = c->e4m3[kq[d]] * c->kscale, vd[d] = c->e4m3[vq[d]] * c->vscale;
+                kp[j] = kd, vp[j] = vd;
+            } else {
+                kp[j] = (const float *)c->kc + at;
+                vp[j] = (const float *)c->vc + at;
+            }
             if (++off == bs) {
                 off = 0;
                 blk++;
@@ -242,9 +277,10 @@ static void attn_heads(const attn_ctx *c, const float *q, const int32_t *blocks,
 
 /* Items are (token, pass of heads), token-major. */
 static void attn_task(void *ctx, int64_t i0, int64_t i1, int tid) {
-    (void)tid;
     const attn_ctx *c = ctx;
     const int passes = c->nh / c->pass;
+    /* fp8: this thread's chunk of decoded keys and values */
+    float *kdec = c->dec ? c->dec + (int64_t)tid * 2 * ATT_CHUNK * c->hd : NULL, *vdec = kdec ? kdec + ATT_CHUNK * c->hd : NULL;
     for (int64_t i = i0; i < i1; i++) {
         int64_t t = i / passes;
         int h0 = (int)(i % passes) * c->pass;
@@ -254,7 +290,7 @@ static void attn_task(void *ctx, int64_t i0, int64_t i1, int tid) {
         int64_t k0 = 0;
         if (c->window > 0 && pos - c->window + 1 > 0) k0 = pos - c->window + 1;
         attn_heads(c, c->q + t * c->qs + (int64_t)h0 * c->hd, c->bt + (int64_t)s * c->bt_stride,
-                   h0, c->pass, k0, pos, c->out + t * c->os + (int64_t)h0 * c->hd);
+                   h0, c->pass, k0, pos, c->out + t * c->os + (int64_t)h0 * c->hd, kdec, vdec);
     }
 }
 
@@ -289,8 +325,8 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
         !cpu_check_mat(cpu, "attention", "block_tables", &m->block_tables, DTYPE_I32, -1,
                        m->max_blocks_per_seq))
         return;
-    if (v_cache->shape[0] != k_cache->shape[0]) {
-        cpu_fail(cpu, "attention: k_cache and v_cache have different block counts");
+    if (v_cache->shape[0] != k_cache->shape[0] || v_cache->dtype != k_cache->dtype) {
+        cpu_fail(cpu, "attention: k_cache and v_cache have different block counts or dtypes");
         return;
     }
     if (tensor_numel(&m->query_start_loc) < S + 1 || tensor_numel(&m->seq_lens) < S ||
@@ -341,13 +377,20 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
     }
     attn_ctx c = {
         .q = q->data, .qs = tensor_row_stride(q),
-        .kc = k_cache->data, .vc = v_cache->data, .kvd = (int64_t)nkv * hd, .block_size = bs,
+        .kc = k_cache->data, .vc = v_cache->data, .fp8 = k_cache->dtype == DTYPE_F8_E4M3,
+        .kscale = cache_scale(k_cache), .vscale = cache_scale(v_cache), .e4m3 = fp8_e4m3_table(),
+        .kvd = (int64_t)nkv * hd, .block_size = bs,
         .qsl = qsl, .seq_lens = seq_lens, .bt = bt, .bt_stride = bt_stride,
         .num_seqs = (int)S, .nh = nh, .group = group, .hd = hd, .window = p->sliding_window, .pass = pass,
         .scale = p->scale, .softcap = p->softcap, .sinks = p->sinks ? p->sinks->data : NULL,
         .sinks_dt = p->sinks ? p->sinks->dtype : DTYPE_F32, .out = out->data, .os = tensor_row_stride(out),
     };
+    if (c.fp8 && !(c.dec = malloc((size_t)cpu->num_threads * 2 * ATT_CHUNK * (size_t)hd * sizeof(float)))) {
+        cpu_fail(cpu, "attention: out of memory");
+        return;
+    }
     /* cost: a query sees about max_seq_len / 2 keys on average, 4 * hd flops each per head */
     int64_t avg_keys = m->max_seq_len > 2 ? m->max_seq_len / 2 : 1;
     tp_run_cost(cpu->pool, T * (nh / pass), 4.0 * pass * (double)hd * (double)avg_keys, attn_task, &c);
+    free(c.dec);
 }

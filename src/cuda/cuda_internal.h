@@ -32,6 +32,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -241,6 +242,60 @@ __device__ __forceinline__ void bf16x8_to_f32(uint4 r, float *f) {
     }
 }
 
+/* ---- the KV cache's element: BF16, or an E4M3 byte (uint8_t: the FP8 cache, --kv-cache-dtype fp8, whose
+ * values multiply the cache tensor's qscale; the kernels fold that into the score scale (k) and the output (v),
+ * so the bytes decode exactly, to f32 or to BF16 for the tensor cores). The overloads pick by pointer type. */
+__device__ __forceinline__ uint4 kv_ld8(const __nv_bfloat16 *p) { return *(const uint4 *)p; }
+__device__ __forceinline__ uint4 kv_ld8(const uint8_t *p) {
+    const uint2 r = *(const uint2 *)p;
+    return make_uint4(r.x, r.y, 0u, 0u);
+}
+__device__ __forceinline__ uint4 kv_ldcg8(const __nv_bfloat16 *p) { return __ldcg((const uint4 *)p); }
+__device__ __forceinline__ uint4 kv_ldcg8(const uint8_t *p) {
+    const uint2 r = __ldcg((const uint2 *)p);
+    return make_uint4(r.x, r.y, 0u, 0u);
+}
+/* two E4M3 bytes (the low 16 bits of w) as floats (exact) */
+__device__ __forceinline__ float2 e4m3x2_to_f32(uint32_t w) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+    return __half22float2(*(const __half2 *)&h);
+}
+__device__ __forceinline__ void kv8_to_f32(uint4 r, float *f, const __nv_bfloat16 *) { bf16x8_to_f32(r, f); }
+__device__ __forceinline__ void kv8_to_f32(uint4 r, float *f, const uint8_t *) {
+    const uint32_t w[2] = {r.x, r.y};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 v = e4m3x2_to_f32(w[i >> 1] >> (16 * (i & 1)));
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+__device__ __forceinline__ float kv_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float kv_to_f32(uint8_t v) { return e4m3x2_to_f32(v).x; }
+/* 8 cache elements as 8 BF16 in 16 bytes (E4M3 values are BF16 values: exact) */
+__device__ __forceinline__ uint4 kv8_to_bf16x8(uint4 r, const __nv_bfloat16 *) { return r; }
+__device__ __forceinline__ uint4 kv8_to_bf16x8(uint4 r, const uint8_t *) {
+    float f[8];
+    kv8_to_f32(r, f, (const uint8_t *)nullptr);
+    uint4 o;
+    uint32_t *w = (uint32_t *)&o;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+        w[i] = *(const uint32_t *)&b;
+    }
+    return o;
+}
+/* x / scale as an E4M3 byte: round to nearest even, saturating at +-448 (vLLM's scaled_fp8_conversion) */
+__device__ __forceinline__ uint8_t f32_to_e4m3(float x, float scale) {
+    return (uint8_t)__nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
+}
+/* a cache element of value x: BF16, or E4M3 of x / scale (f8) */
+__device__ __forceinline__ void kv_store(void *c, int64_t i, float x, bool f8, float scale) {
+    if (f8) ((uint8_t *)c)[i] = f32_to_e4m3(x, scale);
+    else ((__nv_bfloat16 *)c)[i] = __float2bfloat16(x);
+}
+
 /* 8 f32 values rounded to BF16 (nearest even), packed in 16 bytes. */
 __device__ __forceinline__ uint4 f32_to_bf16x8(const float *f) {
     uint4 r;
@@ -384,12 +439,18 @@ bool cu_i4_gemv_glu(cu_state *cu, const cu_i4w *w, const float *bias, const tens
 bool cu_add_bias(cu_state *cu, void *y, dtype ydt, int64_t ys, const float *bias, int64_t T, int64_t N);
 
 /* ops_attention.cu */
+/* the scale an F8_E4M3 cache's values multiply (1 for BF16) */
+static inline float cu_cache_scale(const tensor *c) {
+    return c->dtype == DTYPE_F8_E4M3 && c->qscale > 0.0f ? c->qscale : 1.0f;
+}
 /* The paged-cache fields every attention kernel's arguments carry (A: their struct). */
 template <typename A>
 static inline void cu_attn_fill_paged(A &a, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                                       const attn_params *p) {
-    a.kc = (const __nv_bfloat16 *)k_cache->data;
-    a.vc = (const __nv_bfloat16 *)v_cache->data;
+    a.kc = k_cache->data;
+    a.vc = v_cache->data;
+    a.kscale = cu_cache_scale(k_cache);
+    a.vscale = cu_cache_scale(v_cache);
     a.kvd = (int64_t)p->num_kv_heads * p->head_dim;
     a.num_blocks = k_cache->shape[0];
     a.bs = m->block_size;
@@ -399,7 +460,8 @@ static inline void cu_attn_fill_paged(A &a, const tensor *k_cache, const tensor 
     a.bt_stride = tensor_row_stride(&m->block_tables);
     a.max_blocks = m->max_blocks_per_seq;
 }
-/* Checks a paged cache: BF16 (num_blocks, block_size, nkv, head_dim). */
+/* Checks a paged cache: BF16 or F8_E4M3 (num_blocks, block_size, nkv, head_dim), an F8 one's qscale positive
+ * and finite (or 0: 1). */
 bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv, int hd);
 /* ops_attention_tc.cu: prefill chunks on the tensor cores (sequences with at
  * least TC_MIN_Q new tokens, head_dim 64 / 128 / 256 (256: cu->tc_hd256), BF16 q and out) */

@@ -1,7 +1,13 @@
 /*
  * ops_attention.cu: the CUDA paged KV cache write and paged attention.
  *
- * Caches are (num_blocks, block_size, nkv, head_dim) BF16; token slot s
+ * Caches are (num_blocks, block_size, nkv, head_dim) BF16, or E4M3 bytes
+ * (the FP8 cache, --kv-cache-dtype fp8: kv_write stores e4m3(x / s) of the
+ * tensor's qscale s, vLLM's scaled_fp8_conversion; the kernels take the
+ * element type as a template argument KT, read the bytes exactly and fold
+ * the k scale into the score scale and the v scale into the output; the
+ * decode and tensor-core kernels have FP8 instances without softcap and
+ * sinks, the generic kernel takes the rest); token slot s
  * lives at block s / block_size, offset s % block_size, i.e. at row s of the
  * cache viewed as (num_blocks * block_size, nkv * head_dim) (vLLM's layout,
  * vllm/v1/attention/backends/flash_attn.py).
@@ -53,9 +59,9 @@
 /* ---- kv_write ---- */
 
 // k, v (T, nkv*hd) -> caches (num_blocks, block_size, nkv, hd) at slot_mapping (T)
-__global__ void k_kv_write(const void *k, const void *v, int dt, int64_t ks, int64_t vs, __nv_bfloat16 *kc,
-                           __nv_bfloat16 *vc, const int64_t *slots, int64_t T, int64_t kvd, int64_t num_slots,
-                           cu_dev_err *err) {
+__global__ void k_kv_write(const void *k, const void *v, int dt, int64_t ks, int64_t vs, void *kc, void *vc,
+                           bool f8, float kscale, float vscale, const int64_t *slots, int64_t T, int64_t kvd,
+                           int64_t num_slots, cu_dev_err *err) {
     pdl_launch();
     pdl_wait();
     for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
@@ -66,15 +72,19 @@ __global__ void k_kv_write(const void *k, const void *v, int dt, int64_t ks, int
             continue;
         }
         for (int64_t i = threadIdx.x; i < kvd; i += blockDim.x) {
-            kc[s * kvd + i] = __float2bfloat16(cu_ld(k, dt, t * ks + i));
-            vc[s * kvd + i] = __float2bfloat16(cu_ld(v, dt, t * vs + i));
+            kv_store(kc, s * kvd + i, cu_ld(k, dt, t * ks + i), f8, kscale);
+            kv_store(vc, s * kvd + i, cu_ld(v, dt, t * vs + i), f8, vscale);
         }
     }
 }
 
 bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv,
                         int hd) {
-    if (!cu_check_vec(cu, op, arg, c, CU_DT(DTYPE_BF16), -1)) return false;
+    if (!cu_check_vec(cu, op, arg, c, CU_DT(DTYPE_BF16) | CU_DT(DTYPE_F8_E4M3), -1)) return false;
+    if (c->dtype == DTYPE_F8_E4M3 && !(c->qscale >= 0.0f && isfinite(c->qscale))) {
+        cu_fail(cu, "%s: %s has scale %g", op, arg, (double)c->qscale);
+        return false;
+    }
     if (c->ndim != 4 || c->shape[1] != block_size || c->shape[2] != nkv || c->shape[3] != hd) {
         cu_fail(cu, "%s: %s must be (num_blocks, %d, %d, %d), got ndim %d (.., %lld, %lld, %lld)", op, arg, block_size,
                 nkv, hd, c->ndim, (long long)c->shape[1], (long long)c->shape[2], (long long)c->shape[3]);
@@ -97,8 +107,8 @@ void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache,
     if (!cu_cache_check(cu, "kv_write", "k_cache", k_cache, m->block_size, nkv, hd) ||
         !cu_cache_check(cu, "kv_write", "v_cache", v_cache, m->block_size, nkv, hd))
         return;
-    if (v_cache->shape[0] != k_cache->shape[0]) {
-        cu_fail(cu, "kv_write: k_cache and v_cache have different block counts");
+    if (v_cache->shape[0] != k_cache->shape[0] || v_cache->dtype != k_cache->dtype) {
+        cu_fail(cu, "kv_write: k_cache and v_cache have different block counts or dtypes");
         return;
     }
     int64_t T = m->num_tokens, kvd = (int64_t)nkv * hd;
@@ -114,8 +124,9 @@ void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache,
     if (T == 0) return;
     cu_launch(cu, "kv_write", true, k_kv_write, dim3(cu_grid(T, 1)), dim3(256), 0, (const void *)k->data,
               (const void *)v->data, (int)k->dtype, tensor_row_stride(k), tensor_row_stride(v),
-              (__nv_bfloat16 *)k_cache->data, (__nv_bfloat16 *)v_cache->data, (const int64_t *)m->slot_mapping.data, T,
-              kvd, k_cache->shape[0] * (int64_t)m->block_size, cu->derr_dev);
+              k_cache->data, v_cache->data, k_cache->dtype == DTYPE_F8_E4M3, cu_cache_scale(k_cache),
+              cu_cache_scale(v_cache), (const int64_t *)m->slot_mapping.data, T, kvd,
+              k_cache->shape[0] * (int64_t)m->block_size, cu->derr_dev);
 }
 
 /* ---- attention ---- */
@@ -124,7 +135,8 @@ typedef struct at_args {
     const void *q;
     int qdt;
     int64_t qs;
-    const __nv_bfloat16 *kc, *vc;
+    const void *kc, *vc;    /* KT */
+    float kscale, vscale;   /* the caches' scales (the score scale already holds kscale; out is O / L * vscale) */
     int64_t kvd;            /* elements between consecutive cache slots (nkv * hd) */
     int64_t num_blocks;
     int bs;
@@ -159,6 +171,7 @@ __device__ __forceinline__ float warp_sum_f(float v) {
 template <typename A>
 __device__ __forceinline__ void attn_put(const A &a, int t, int head, int d, int hd, int split, bool single, float O,
                                          float M, float L) {
+    O *= a.vscale; /* the FP8 cache's v scale (1 otherwise) */
     if (single) {
         cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)head * hd + d, L > 0.0f ? O / L : 0.0f);
         return;
@@ -175,7 +188,7 @@ __device__ __forceinline__ void attn_put(const A &a, int t, int head, int d, int
  * of at_smem_floats(hp, hd) floats. head_dim <= 32 * NACC. CAP: a.softcap > 0
  * (a template argument: no test in the score loop of the models without one);
  * SINK: a.sinks (warp 0 of split 0 starts at the sink). */
-template <int NACC, bool CAP, bool SINK>
+template <typename KT, int NACC, bool CAP, bool SINK>
 __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
     extern __shared__ float smem[];
     const int hd = a.hd, hp = a.hp;
@@ -275,18 +288,11 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
 #pragma unroll
         for (int h = 0; h < AT_HP; h++) sc[h] = 0.0f;
         if (valid) {
-            const __nv_bfloat16 *kp = a.kc + slot * a.kvd + (int64_t)kvh * hd;
+            const KT *kp = (const KT *)a.kc + slot * a.kvd + (int64_t)kvh * hd;
             if (vec8) {
                 for (int d = 0; d < hd; d += 8) {
-                    uint4 raw = *(const uint4 *)(kp + d);
-                    const __nv_bfloat162 *k2 = (const __nv_bfloat162 *)&raw;
                     float kf[8];
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        float2 f = __bfloat1622float2(k2[i]);
-                        kf[2 * i] = f.x;
-                        kf[2 * i + 1] = f.y;
-                    }
+                    kv8_to_f32(kv_ld8(kp + d), kf, kp);
 #pragma unroll
                     for (int h = 0; h < AT_HP; h++) {
                         if (h < nhp) {
@@ -300,7 +306,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
                 }
             } else {
                 for (int d = 0; d < hd; d += 2) {
-                    float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)(kp + d));
+                    const float2 f = make_float2(kv_to_f32(kp[d]), kv_to_f32(kp[d + 1]));
 #pragma unroll
                     for (int h = 0; h < AT_HP; h++)
                         if (h < nhp) sc[h] += qsm[h * hd + d] * f.x + qsm[h * hd + d + 1] * f.y;
@@ -337,12 +343,12 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
             bool vj = __shfl_sync(0xffffffffu, valid, j);
             long long sj = __shfl_sync(0xffffffffu, (long long)slot, j);
             if (!vj) continue;
-            const __nv_bfloat16 *vp = a.vc + sj * a.kvd + (int64_t)kvh * hd;
+            const KT *vp = (const KT *)a.vc + sj * a.kvd + (int64_t)kvh * hd;
             float vv[NACC];
 #pragma unroll
             for (int e = 0; e < NACC; e++) {
                 int d = lane + 32 * e;
-                vv[e] = d < hd ? __bfloat162float(vp[d]) : 0.0f;
+                vv[e] = d < hd ? kv_to_f32(vp[d]) : 0.0f;
             }
 #pragma unroll
             for (int h = 0; h < AT_HP; h++) {
@@ -441,12 +447,13 @@ static size_t at_smem_bytes(int hp, int hd) {
 #define DA_CHUNK 256      /* keys whose block ids are staged in shared memory at once */
 #define DA_MAX_SPLIT 32
 
-template <int HD, int GP>
+template <int HD, int GP, int KB = 2>
 struct da_shape {
     static constexpr int LPK = HD / 8;                 /* lanes per key */
     static constexpr int KPW = 32 / LPK;               /* keys per warp load */
     static constexpr int NGRP = DA_WARPS * KPW;        /* key groups per CTA */
-    static constexpr int U = GP >= 8 ? 2 : 4;          /* keys per group per iteration */
+    /* keys per group per iteration; twice as many with 1-byte (FP8) elements, for as many bytes in flight */
+    static constexpr int U = (GP >= 8 ? 2 : 4) * (KB == 1 ? 2 : 1);
     static constexpr int MINK = NGRP * U;              /* keys per CTA iteration: the smallest split */
 };
 
@@ -454,7 +461,8 @@ typedef struct da_args {
     const void *q;
     int qdt;
     int64_t qs;
-    const __nv_bfloat16 *kc, *vc;
+    const void *kc, *vc;    /* KT */
+    float kscale, vscale;   /* the caches' scales (qscale holds kscale; out is O / L * vscale) */
     int64_t kvd, num_blocks;
     int bs;
     const int32_t *qsl, *seq_lens, *bt;
@@ -480,9 +488,9 @@ typedef struct da_args {
 /* CAP: the softcap (a.cap_inv > 0), a template argument so that the models without one
  * (Llama, Qwen) have no test in the score loop; SINK: a.sinks (key group 0 of split 0 starts
  * at the sink) */
-template <int HD, int GP, bool CAP, bool SINK>
+template <typename KT, int HD, int GP, bool CAP, bool SINK>
 __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
-    using SH = da_shape<HD, GP>;
+    using SH = da_shape<HD, GP, (int)sizeof(KT)>;
     constexpr int LPK = SH::LPK, NGRP = SH::NGRP, U = SH::U;
     extern __shared__ float smem[];
     float *gacc = smem;                            /* (NGRP, hp, HD) */
@@ -594,8 +602,8 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                         pend[u] = true;
                     } else {
                         const int64_t off = ((int64_t)blk * a.bs + off_in) * a.kvd + head_off;
-                        kr[u] = __ldcg((const uint4 *)(a.kc + off));
-                        vr[u] = __ldcg((const uint4 *)(a.vc + off));
+                        kr[u] = kv_ldcg8((const KT *)a.kc + off);
+                        vr[u] = kv_ldcg8((const KT *)a.vc + off);
                         val[u] = true;
                     }
                 }
@@ -639,8 +647,8 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                         const int col = pow2 ? key >> bs_shift : key / a.bs;
                         const int off_in = pow2 ? key & (a.bs - 1) : key % a.bs;
                         const int64_t off = ((int64_t)blk_s[col - b0] * a.bs + off_in) * a.kvd + head_off;
-                        kr[u] = __ldcg((const uint4 *)(a.kc + off));
-                        vr[u] = __ldcg((const uint4 *)(a.vc + off));
+                        kr[u] = kv_ldcg8((const KT *)a.kc + off);
+                        vr[u] = kv_ldcg8((const KT *)a.vc + off);
                         val[u] = true;
                     }
                 }
@@ -651,7 +659,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 float kf[8];
-                bf16x8_to_f32(kr[u], kf);
+                kv8_to_f32(kr[u], kf, (const KT *)nullptr);
 #pragma unroll
                 for (int h = 0; h < GP; h++) {
                     float d = 0.0f;
@@ -678,7 +686,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                     const float p = exp2f(sc[u][h] - mx); /* 0 for invalid keys */
                     lsum += p;
                     float vf[8];
-                    bf16x8_to_f32(vr[u], vf);
+                    kv8_to_f32(vr[u], vf, (const KT *)nullptr);
 #pragma unroll
                     for (int i = 0; i < 8; i++) acc[h][i] += p * vf[i];
                 }
@@ -803,27 +811,30 @@ vllm_status cu_attention_reserve(cu_state *cu) {
 }
 
 template <int HD, int GP>
-static void da_launch(cu_state *cu, const da_args &a, dim3 grid) {
+static void da_launch(cu_state *cu, const da_args &a, dim3 grid, bool f8) {
     using SH = da_shape<HD, GP>;
     size_t smem = (size_t)(SH::NGRP * a.hp * HD + 2 * SH::NGRP * GP) * sizeof(float);
     const bool cap = a.cap_inv > 0.0f;
-    void (*k)(da_args) = a.sinks ? (cap ? k_attn_decode<HD, GP, true, true> : k_attn_decode<HD, GP, false, true>)
-                                 : (cap ? k_attn_decode<HD, GP, true, false> : k_attn_decode<HD, GP, false, false>);
+    typedef __nv_bfloat16 B;
+    void (*k)(da_args) = a.sinks ? (cap ? k_attn_decode<B, HD, GP, true, true> : k_attn_decode<B, HD, GP, false, true>)
+                                 : (cap ? k_attn_decode<B, HD, GP, true, false> : k_attn_decode<B, HD, GP, false, false>);
+    if (f8) k = k_attn_decode<uint8_t, HD, GP, false, false>; /* cu_attention sends FP8 with a softcap or sinks to
+                                                                  the generic kernel */
     cu_launch(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a);
 }
 
 template <int HD>
-static void da_dispatch(cu_state *cu, const da_args &a, dim3 grid) {
-    if (a.hp <= 1) da_launch<HD, 1>(cu, a, grid);
-    else if (a.hp <= 2) da_launch<HD, 2>(cu, a, grid);
-    else if (a.hp <= 4) da_launch<HD, 4>(cu, a, grid);
-    else da_launch<HD, 8>(cu, a, grid);
+static void da_dispatch(cu_state *cu, const da_args &a, dim3 grid, bool f8) {
+    if (a.hp <= 1) da_launch<HD, 1>(cu, a, grid, f8);
+    else if (a.hp <= 2) da_launch<HD, 2>(cu, a, grid, f8);
+    else if (a.hp <= 4) da_launch<HD, 4>(cu, a, grid, f8);
+    else da_launch<HD, 8>(cu, a, grid, f8);
 }
 
 /* MINK of the kernel da_dispatch picks (keys per CTA iteration). */
-static int da_min_keys(const cu_state *cu, int hd, int hp) {
+static int da_min_keys(const cu_state *cu, int hd, int hp, bool f8) {
     if (cu->attn_min_keys > 0) return cu->attn_min_keys;
-    int lpk = hd / 8, ngrp = DA_WARPS * (32 / lpk), u = hp > 4 ? 2 : 4;
+    int lpk = hd / 8, ngrp = DA_WARPS * (32 / lpk), u = (hp > 4 ? 2 : 4) * (f8 ? 2 : 1);
     return ngrp * u;
 }
 
@@ -852,11 +863,11 @@ static void attn_fill_common(A &a, const tensor *q, const tensor *k_cache, const
 }
 
 /* The generic kernel for head_dim hd, softcap on or off, sinks or not (SINK). */
-template <bool SINK>
+template <typename KT, bool SINK>
 static void (*at_kernel(int hd, bool cap))(at_args) {
-    if (hd <= 64) return cap ? k_attention<2, true, SINK> : k_attention<2, false, SINK>;
-    if (hd <= 128) return cap ? k_attention<4, true, SINK> : k_attention<4, false, SINK>;
-    return cap ? k_attention<8, true, SINK> : k_attention<8, false, SINK>;
+    if (hd <= 64) return cap ? k_attention<KT, 2, true, SINK> : k_attention<KT, 2, false, SINK>;
+    if (hd <= 128) return cap ? k_attention<KT, 4, true, SINK> : k_attention<KT, 4, false, SINK>;
+    return cap ? k_attention<KT, 8, true, SINK> : k_attention<KT, 8, false, SINK>;
 }
 
 // q (T, nh*hd), caches (num_blocks, block_size, nkv, hd) -> out (T, nh*hd)
@@ -888,8 +899,8 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         !cu_check_vec(cu, "attention", "seq_lens", &m->seq_lens, CU_DT(DTYPE_I32), -1) ||
         !cu_check_mat(cu, "attention", "block_tables", &m->block_tables, CU_DT(DTYPE_I32), -1, m->max_blocks_per_seq))
         return;
-    if (v_cache->shape[0] != k_cache->shape[0]) {
-        cu_fail(cu, "attention: k_cache and v_cache have different block counts");
+    if (v_cache->shape[0] != k_cache->shape[0] || v_cache->dtype != k_cache->dtype) {
+        cu_fail(cu, "attention: k_cache and v_cache have different block counts or dtypes");
         return;
     }
     if (tensor_numel(&m->query_start_loc) < S + 1 || tensor_numel(&m->seq_lens) < S || cu_rows(&m->block_tables) < S) {
@@ -911,13 +922,15 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     }
     const int64_t ctas = T * nkv * npass;
     const int cap = attn_split_cap(cu, ctas);
-    const bool decode = hd == 64 || hd == 128 || hd == 256;
+    /* the FP8 cache: the decode and tensor-core kernels' FP8 instances have no softcap and no sinks */
+    const bool f8 = k_cache->dtype == DTYPE_F8_E4M3;
+    const bool decode = (hd == 64 || hd == 128 || hd == 256) && !(f8 && (p->softcap > 0.0f || p->sinks));
     /* split the keys (device-side, each token to its own length; max_seq_len bounds them) */
     const int64_t max_len = m->max_seq_len > 0 ? m->max_seq_len : (int64_t)m->max_blocks_per_seq * bs;
     int nsplit = 1;
     if (cap > 1) {
         if (decode) {
-            int64_t by_len = (max_len + da_min_keys(cu, hd, hp) - 1) / da_min_keys(cu, hd, hp);
+            int64_t by_len = (max_len + da_min_keys(cu, hd, hp, f8) - 1) / da_min_keys(cu, hd, hp, f8);
             nsplit = (int)(by_len < cap ? by_len : cap);
         } else if (max_len > 256) {
             int64_t by_len = (max_len + 127) / 128;
@@ -949,27 +962,29 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         da_args d;
         attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);
         d.tc_min_q = tc ? TC_MIN_Q : 0;
-        d.min_keys = da_min_keys(cu, hd, hp);
-        d.qscale = p->softcap > 0.0f ? p->scale : p->scale * 1.4426950408889634f;
+        d.min_keys = da_min_keys(cu, hd, hp, f8);
+        d.qscale = (p->softcap > 0.0f ? p->scale : p->scale * 1.4426950408889634f) * d.kscale;
         d.cap_inv = p->softcap > 0.0f ? 1.0f / p->softcap : 0.0f;
         d.cap_log2 = p->softcap * 1.4426950408889634f;
         d.cnt = cnt;
         d.err = cu->derr_dev;
-        if (hd == 64) da_dispatch<64>(cu, d, grid);
-        else if (hd == 128) da_dispatch<128>(cu, d, grid);
-        else da_dispatch<256>(cu, d, grid);
+        if (hd == 64) da_dispatch<64>(cu, d, grid, f8);
+        else if (hd == 128) da_dispatch<128>(cu, d, grid, f8);
+        else da_dispatch<256>(cu, d, grid, f8);
         return;
     }
     at_args a;
     attn_fill_common(a, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);
     a.hd = hd;
     a.npass = npass;
-    a.scale = p->scale;
+    a.scale = p->scale * a.kscale;
     a.softcap = p->softcap;
     a.err = cu->derr_dev;
     size_t smem = at_smem_bytes(hp, hd);
-    void (*kern)(at_args) = at_kernel<false>(hd, a.softcap > 0.0f);
-    if (a.sinks) kern = at_kernel<true>(hd, a.softcap > 0.0f);
+    const bool capped = a.softcap > 0.0f;
+    void (*kern)(at_args) = f8 ? (a.sinks ? at_kernel<uint8_t, true>(hd, capped) : at_kernel<uint8_t, false>(hd, capped))
+                               : (a.sinks ? at_kernel<__nv_bfloat16, true>(hd, capped)
+                                          : at_kernel<__nv_bfloat16, false>(hd, capped));
     cu_launch(cu, "attention", true, kern, grid, dim3(AT_THREADS), smem, a);
     if (nsplit > 1)
         cu_launch(cu, "attention combine", true, k_attn_combine, dim3(cu_grid(T * nh, 1)), dim3(128), 0,

@@ -21,6 +21,11 @@
  * are zero-filled so that stale cache contents (NaN) never reach P V.
  * Shorter sequences in the same batch are left to the decode kernel
  * (ops_attention.cu), which skips these.
+ *
+ * The FP8 cache (KT uint8_t, no softcap or sinks): each thread reads 8 E4M3
+ * bytes of a K / V row and stores them as 8 BF16 (exact) in the stage,
+ * synchronously (the Q tile stays cp.async); the k scale is in the score
+ * scale, the v scale in the output.
  */
 #include "cuda/cuda_internal.h"
 
@@ -32,7 +37,8 @@
 typedef struct tc_args {
     const __nv_bfloat16 *q;
     int64_t qs;
-    const __nv_bfloat16 *kc, *vc;
+    const void *kc, *vc;    /* KT */
+    float kscale, vscale;   /* the caches' scales (scale_log2 / cap_mul hold kscale; out is O / l * vscale) */
     int64_t kvd, num_blocks;
     int bs;
     const int32_t *qsl, *seq_lens, *bt;
@@ -95,7 +101,7 @@ static constexpr size_t tc_smem_bytes() {
 // grid (tiles upper bound, num_heads): q (T, nh*HD) BF16, caches -> out (T, nh*HD) BF16.
 // CAP: the softcap, a template argument so that the models without one (Llama, Qwen) run the
 // score loop without it (a runtime test there cost 37% at head_dim 128 on an H200); SINK: a.sinks
-template <int HD, bool CAP, bool SINK>
+template <typename KT, int HD, bool CAP, bool SINK>
 __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
     constexpr int LD = HD + 8; /* padded shared-memory rows: ldmatrix rows land on distinct banks */
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
@@ -160,7 +166,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
     const int k_hi = p_last + 1;
     const int nkb = (k_hi - k_lo + TC_BN - 1) / TC_BN;
     const int32_t *blocks = a.bt + (int64_t)s * a.bt_stride;
-    const __nv_bfloat16 *kbase = a.kc + (int64_t)kvh * HD, *vbase = a.vc + (int64_t)kvh * HD;
+    const KT *kbase = (const KT *)a.kc + (int64_t)kvh * HD, *vbase = (const KT *)a.vc + (int64_t)kvh * HD;
 
     /* Q tile (rows past the sequence's tokens are zero) */
     for (int i = tid; i < TC_BM * CPR; i += TC_THREADS) {
@@ -188,8 +194,15 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
             const long long slot = sslot[st][r];
             const bool valid = slot >= 0;
             const int64_t off = valid ? slot * a.kvd + c * 8 : 0;
-            cp_async16(sk + (st * TC_BN + r) * LD + c * 8, kbase + off, valid);
-            cp_async16(sv + (st * TC_BN + r) * LD + c * 8, vbase + off, valid);
+            if constexpr (sizeof(KT) == 1) { /* E4M3 -> BF16 through registers */
+                const uint4 kr = valid ? kv8_to_bf16x8(kv_ldcg8(kbase + off), kbase) : make_uint4(0, 0, 0, 0);
+                const uint4 vr = valid ? kv8_to_bf16x8(kv_ldcg8(vbase + off), vbase) : make_uint4(0, 0, 0, 0);
+                *(uint4 *)(sk + (st * TC_BN + r) * LD + c * 8) = kr;
+                *(uint4 *)(sv + (st * TC_BN + r) * LD + c * 8) = vr;
+            } else {
+                cp_async16(sk + (st * TC_BN + r) * LD + c * 8, kbase + off, valid);
+                cp_async16(sv + (st * TC_BN + r) * LD + c * 8, vbase + off, valid);
+            }
         }
         cp_async_commit();
     };
@@ -317,7 +330,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
     for (int r = 0; r < 2; r++) {
         const int row = wr + g + 8 * r;
         if (row >= rows) continue;
-        const float inv = lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f;
+        const float inv = lrow[r] > 0.0f ? a.vscale / lrow[r] : 0.0f;
         __nv_bfloat16 *dst = a.out + (int64_t)(q0 + r0 + row) * a.os + (int64_t)h * HD + 2 * qd;
 #pragma unroll
         for (int d = 0; d < HD / 8; d++)
@@ -328,10 +341,12 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
 /* The instantiations of head_dim HD (softcap off / on, sinks or not) may take tc_smem_bytes<HD>() bytes. */
 template <int HD>
 static cudaError_t tc_set_smem() {
-    void (*const ks[4])(tc_args) = {k_attn_tc<HD, false, false>, k_attn_tc<HD, true, false>,
-                                    k_attn_tc<HD, false, true>, k_attn_tc<HD, true, true>};
+    typedef __nv_bfloat16 B;
+    void (*const ks[5])(tc_args) = {k_attn_tc<B, HD, false, false>, k_attn_tc<B, HD, true, false>,
+                                    k_attn_tc<B, HD, false, true>, k_attn_tc<B, HD, true, true>,
+                                    k_attn_tc<uint8_t, HD, false, false>};
     cudaError_t e = cudaSuccess;
-    for (int i = 0; i < 4 && e == cudaSuccess; i++)
+    for (int i = 0; i < 5 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(ks[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem_bytes<HD>());
     return e;
 }
@@ -363,9 +378,11 @@ bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out
 }
 
 template <int HD>
-static void tc_launch(cu_state *cu, bool cap, dim3 grid, const tc_args &a) {
-    void (*k)(tc_args) = a.sinks ? (cap ? k_attn_tc<HD, true, true> : k_attn_tc<HD, false, true>)
-                                 : (cap ? k_attn_tc<HD, true, false> : k_attn_tc<HD, false, false>);
+static void tc_launch(cu_state *cu, bool cap, dim3 grid, const tc_args &a, bool f8) {
+    typedef __nv_bfloat16 B;
+    void (*k)(tc_args) = a.sinks ? (cap ? k_attn_tc<B, HD, true, true> : k_attn_tc<B, HD, false, true>)
+                                 : (cap ? k_attn_tc<B, HD, true, false> : k_attn_tc<B, HD, false, false>);
+    if (f8) k = k_attn_tc<uint8_t, HD, false, false>; /* (no softcap, no sinks: cu_attention checks) */
     cu_launch(cu, "attention (prefill)", true, k, grid, dim3(TC_THREADS), tc_smem_bytes<HD>(), a);
 }
 
@@ -380,8 +397,8 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
     a.nh = p->num_heads;
     a.group = p->num_heads / p->num_kv_heads;
     a.window = p->sliding_window;
-    a.scale_log2 = p->scale * 1.4426950408889634f;
-    a.cap_mul = p->softcap > 0.0f ? p->scale / p->softcap : 0.0f;
+    a.scale_log2 = p->scale * 1.4426950408889634f * a.kscale;
+    a.cap_mul = p->softcap > 0.0f ? p->scale / p->softcap * a.kscale : 0.0f;
     a.cap_log2 = p->softcap * 1.4426950408889634f;
     a.sinks = p->sinks ? p->sinks->data : NULL;
     a.sdt = p->sinks ? (int)p->sinks->dtype : (int)DTYPE_F32;
@@ -394,10 +411,10 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
     int64_t tiles = T / TC_BM + pre + 1;
     if (tiles > INT32_MAX) tiles = INT32_MAX;
     dim3 grid((unsigned)tiles, (unsigned)p->num_heads);
-    const bool cap = p->softcap > 0.0f;
+    const bool cap = p->softcap > 0.0f, f8 = k_cache->dtype == DTYPE_F8_E4M3;
     switch (p->head_dim) {
-    case 64: tc_launch<64>(cu, cap, grid, a); break;
-    case 128: tc_launch<128>(cu, cap, grid, a); break;
-    default: tc_launch<256>(cu, cap, grid, a); break;
+    case 64: tc_launch<64>(cu, cap, grid, a, f8); break;
+    case 128: tc_launch<128>(cu, cap, grid, a, f8); break;
+    default: tc_launch<256>(cu, cap, grid, a, f8); break;
     }
 }

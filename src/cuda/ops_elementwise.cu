@@ -840,7 +840,8 @@ template <int NJ, int OFF>
 __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
     void *q, int64_t qs, int nq, void *k, int64_t ks, int nk, const void *v, int64_t vs, int dt, qkr_norm qn,
     qkr_norm kn, const int32_t *pos, int64_t T, const float *cs, int64_t css, int64_t max_pos, int hd, int half,
-    bool neox, __nv_bfloat16 *kc, __nv_bfloat16 *vc, const int64_t *slots, int64_t num_slots, cu_dev_err *err) {
+    bool neox, void *kc, void *vc, bool f8, float kscale, float vscale, const int64_t *slots, int64_t num_slots,
+    cu_dev_err *err) {
     __shared__ float buf[QKR_WARPS][NJ * 32];
     pdl_launch();
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -910,8 +911,8 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
             }
             cu_st(x, dt, base + i, o);
             if (slot >= 0) {
-                kc[slot * kvd + (int64_t)hh * hd + i] = __float2bfloat16(o);
-                vc[slot * kvd + (int64_t)hh * hd + i] = __float2bfloat16(vv[j]);
+                kv_store(kc, slot * kvd + (int64_t)hh * hd + i, o, f8, kscale); /* BF16, or E4M3 of o / scale */
+                kv_store(vc, slot * kvd + (int64_t)hh * hd + i, vv[j], f8, vscale);
             }
         }
         __syncwarp(); /* b is reused by the warp's next item */
@@ -929,8 +930,8 @@ static bool qkr_norm_of(const be_norm *n, qkr_norm *out) {
 }
 
 typedef void (*qkr_kernel)(void *, int64_t, int, void *, int64_t, int, const void *, int64_t, int, qkr_norm, qkr_norm,
-                           const int32_t *, int64_t, const float *, int64_t, int64_t, int, int, bool, __nv_bfloat16 *,
-                           __nv_bfloat16 *, const int64_t *, int64_t, cu_dev_err *);
+                           const int32_t *, int64_t, const float *, int64_t, int64_t, int, int, bool, void *, void *,
+                           bool, float, float, const int64_t *, int64_t, cu_dev_err *);
 
 /* k_qk_norm_rope_kv<NJ (nj rounded up to a power of two from 2), OFF> */
 template <int OFF>
@@ -984,8 +985,8 @@ static void qk_norm_rope_kv_run(backend *be, const char *op, tensor *q, tensor *
     if (!cu_cache_check(cu, op, "k_cache", k_cache, m->block_size, nk, head_dim) ||
         !cu_cache_check(cu, op, "v_cache", v_cache, m->block_size, nk, head_dim))
         return;
-    if (v_cache->shape[0] != k_cache->shape[0]) {
-        cu_fail(cu, "%s: k_cache and v_cache have different block counts", op);
+    if (v_cache->shape[0] != k_cache->shape[0] || v_cache->dtype != k_cache->dtype) {
+        cu_fail(cu, "%s: k_cache and v_cache have different block counts or dtypes", op);
         return;
     }
     if (tensor_numel(&m->slot_mapping) < T) {
@@ -1015,9 +1016,9 @@ static void qk_norm_rope_kv_run(backend *be, const char *op, tensor *q, tensor *
     cu_launch(cu, op, true, kern, dim3(cu_grid(items, QKR_WARPS)), dim3(QKR_WARPS * 32), 0, q->data,
               tensor_row_stride(q), nq, k->data, tensor_row_stride(k), nk, (const void *)v->data, tensor_row_stride(v),
               (int)q->dtype, qn, kn, (const int32_t *)positions->data, T, (const float *)cos_sin->data,
-              tensor_row_stride(cos_sin), cu_rows(cos_sin), head_dim, rot_dim / 2, neox, (__nv_bfloat16 *)k_cache->data,
-              (__nv_bfloat16 *)v_cache->data, (const int64_t *)m->slot_mapping.data,
-              k_cache->shape[0] * (int64_t)m->block_size, cu->derr_dev);
+              tensor_row_stride(cos_sin), cu_rows(cos_sin), head_dim, rot_dim / 2, neox, k_cache->data, v_cache->data,
+              k_cache->dtype == DTYPE_F8_E4M3, cu_cache_scale(k_cache), cu_cache_scale(v_cache),
+              (const int64_t *)m->slot_mapping.data, k_cache->shape[0] * (int64_t)m->block_size, cu->derr_dev);
 }
 
 void cu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,

@@ -104,6 +104,10 @@ static vllm_status check_options(const vllm_engine_options *o) {
         return vt_error(VLLM_ERR_INVALID_ARG, "mamba_cache_dtype / mamba_ssm_cache_dtype '%.32s' / '%.32s': auto, "
                         "float32, bfloat16 or float16", o->mamba_cache_dtype ? o->mamba_cache_dtype : "auto",
                         o->mamba_ssm_cache_dtype ? o->mamba_ssm_cache_dtype : "auto");
+    const char *kd = o->kv_cache_dtype;
+    if (kd && strcmp(kd, "auto") && strcmp(kd, "fp8") && strcmp(kd, "fp8_e4m3"))
+        return vt_error(!strcmp(kd, "fp8_e5m2") ? VLLM_ERR_UNSUPPORTED : VLLM_ERR_INVALID_ARG,
+                        "kv_cache_dtype '%.32s': auto, fp8 or fp8_e4m3 (fp8_e5m2 is not supported)", kd);
     return VLLM_OK;
 }
 
@@ -288,7 +292,8 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     vllm_status st = check_options(&e->opt);
     if (st != VLLM_OK) goto fail;
 
-    backend_options bo = {.num_threads = e->opt.num_threads};
+    backend_options bo = {.num_threads = e->opt.num_threads,
+                          .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
     if ((st = backend_create(e->opt.device, &bo, &e->be))) goto fail;
     model_load_options mo = {
         .dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed, .max_model_len = e->opt.max_model_len};
@@ -387,14 +392,14 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     const kv_cache_groups *kg = model_get_cache_groups(e->model);
     int ng = kg->num_groups > 0 ? kg->num_groups : 1, usable = kv_num_usable(&e->sched.kv.pool);
     if (ng == 1) {
-        LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB), max_model_len %d", usable,
+        LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB, %s), max_model_len %d", usable,
               e->opt.block_size, (long long)usable * e->opt.block_size, (double)e->cache->bytes / (1 << 20),
-              e->max_model_len);
+              dtype_name(e->be->kv_dtype), e->max_model_len);
     } else {
-        LOG_I("KV cache: %d blocks of %d tokens in %d groups of %d layers = %lld tokens per group (%.1f MiB), "
+        LOG_I("KV cache: %d blocks of %d tokens in %d groups of %d layers = %lld tokens per group (%.1f MiB, %s), "
               "max_model_len %d: %.2fx concurrency",
               usable, e->opt.block_size, ng, kg->group_size, (long long)(usable / ng) * e->opt.block_size,
-              (double)e->cache->bytes / (1 << 20), e->max_model_len,
+              (double)e->cache->bytes / (1 << 20), dtype_name(e->be->kv_dtype), e->max_model_len,
               (double)usable / (double)seq_blocks(e, e->max_model_len));
     }
     LOG_I("host memory after load: %.1f MiB resident (peak %.1f MiB)", (double)vt_rss_bytes() / (1 << 20),

@@ -5,6 +5,7 @@
  */
 #include "model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,50 @@ vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, cons
     return st;
 }
 
+/* An FP8 KV cache's per-layer scales (vLLM's Attention k_scale / v_scale and the checkpoint names its
+ * maybe_remap_kv_scale_name reads: "<attn>.k_scale" / "<attn>.v_scale" (compressed-tensors kv_cache_scheme,
+ * ModelOpt), "<attn>.k_proj.output_scale" / "<attn>.v_proj.output_scale", one "<attn>.kv_scale" for both); 1
+ * where the checkpoint has none, as vLLM. */
+static vllm_status kv_scales_load(model *m) {
+    const int L = m->cfg.num_layers;
+    const weight_names *nm = m->cfg.names ? m->cfg.names : &weight_names_llama;
+    if (!(m->kv_scales = malloc((size_t)L * 2 * sizeof *m->kv_scales)))
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    const char *o = nm->o ? nm->o : "self_attn.o_proj", *dot = strrchr(o, '.');
+    const int alen = dot ? (int)(dot - o) : (int)strlen(o); /* the attention module: "self_attn" */
+    int found = 0;
+    for (int l = 0; l < L; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            const char *proj = kv ? nm->v : nm->k;
+            char names[3][320];
+            snprintf(names[0], sizeof names[0], "%slayers.%d.%.*s.%s", m->cfg.weight_prefix, l, alen, o,
+                     kv ? "v_scale" : "k_scale");
+            snprintf(names[1], sizeof names[1], "%slayers.%d.%s.output_scale", m->cfg.weight_prefix, l,
+                     proj ? proj : "-");
+            snprintf(names[2], sizeof names[2], "%slayers.%d.%.*s.kv_scale", m->cfg.weight_prefix, l, alen, o);
+            float s = 1.0f;
+            for (int i = 0; i < 3; i++) {
+                vllm_status st = m->ws ? ws_get_scalar(m->ws, names[i], &s) : VLLM_ERR_NOT_FOUND;
+                if (st == VLLM_ERR_NOT_FOUND) {
+                    vt_error_clear();
+                    s = 1.0f;
+                    continue;
+                }
+                if (st != VLLM_OK) return st;
+                if (!(s > 0.0f) || !isfinite(s))
+                    return vt_error(VLLM_ERR_FORMAT, "tensor '%s': a KV cache scale must be positive and finite, got %g",
+                                    names[i], (double)s);
+                found++;
+                break;
+            }
+            m->kv_scales[2 * l + kv] = s;
+        }
+    LOG_I("FP8 KV cache (E4M3): %s", found ? "per-layer k_scale / v_scale from the checkpoint"
+                                           : "no k_scale / v_scale in the checkpoint: scales 1.0 (as vLLM; values "
+                                             "past +-448 saturate)");
+    return VLLM_OK;
+}
+
 vllm_status model_load(const char *dir, backend *be, const model_load_options *opt, model **out) {
     model_load_options defaults = {0};
     if (!opt) opt = &defaults;
@@ -336,6 +381,7 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     }
     if (st != VLLM_OK) goto fail;
     st = m->arch->build(m, m->ws);
+    if (st == VLLM_OK && be->kv_dtype == DTYPE_F8_E4M3) st = kv_scales_load(m);
     if (st != VLLM_OK) goto fail;
     ws_log_summary(m->ws);
     if (be->import_copies) { /* the device holds its own copy: drop the mapping / dummy buffers */
@@ -357,6 +403,7 @@ void model_free(model *m) {
     model_buf_release(m->be, &m->meta);
     free(m->meta_host);
     ws_close(m->ws);
+    free(m->kv_scales);
     free(m);
 }
 
@@ -532,6 +579,7 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num
         if (m->groups.layer_group[l] < 0 || j < 0) continue;
         c->k[l] = c->slot_k[j];
         c->v[l] = c->slot_v[j];
+        if (m->kv_scales) c->k[l].qscale = m->kv_scales[2 * l], c->v[l].qscale = m->kv_scales[2 * l + 1];
     }
     vllm_status st = state_pools_create(m, c, num_state_slots, num_ckpt_slots);
     if (st != VLLM_OK) {

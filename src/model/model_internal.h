@@ -75,6 +75,8 @@ struct model {
     uint64_t graph_gen;         /* buf_gen the recorded graphs were made with */
     dtype conv_state_dtype;     /* the linear-attention layers' conv and recurrent state pools (and their */
     dtype ssm_state_dtype;      /* checkpoints): F32 until model_set_state_dtypes */
+    float *kv_scales;           /* an F8_E4M3 KV cache: (num_layers, 2) each layer's k_scale, v_scale (1 where the
+                                   checkpoint has none); NULL otherwise */
 };
 
 #endif

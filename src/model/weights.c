@@ -459,6 +459,21 @@ void ws_log_summary(const weight_source *ws) {
 
 bool ws_is_dummy(const weight_source *ws) { return !ws->st && !ws->gguf; }
 
+vllm_status ws_get_scalar(weight_source *ws, const char *name, float *out) {
+    const tensor *t = ws && ws->st ? st_find(ws->st, name) : NULL;
+    if (!t) return vt_error(VLLM_ERR_NOT_FOUND, "no tensor '%s'", name);
+    const char *file = st_file_of(ws->st, name);
+    if (!(t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1)))
+        return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' must hold one value (shape () or (1))", file, name);
+    tensor v;
+    vllm_status st = st_get(ws->st, name, t->ndim, t->shape, &v);
+    if (st != VLLM_OK) return st;
+    uint16_t h;
+    if (v.dtype == DTYPE_F32) memcpy(out, v.data, 4);
+    else memcpy(&h, v.data, 2), *out = v.dtype == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    return VLLM_OK;
+}
+
 bool ws_has(const weight_source *ws, const char *name) {
     if (ws->gguf) {
         ggc_tensor_ref ref;

@@ -52,6 +52,9 @@ void ws_release_copied(weight_source *ws);
 bool ws_is_dummy(const weight_source *ws);
 /* Whether the checkpoint holds a tensor of that name (dummy weights hold every name). */
 bool ws_has(const weight_source *ws, const char *name);
+/* A checkpoint tensor of one value (shape () or (1), F32 / F16 / BF16) as a float: VLLM_ERR_NOT_FOUND when absent
+ * (or from GGUF / dummy weights), VLLM_ERR_FORMAT for another shape. */
+vllm_status ws_get_scalar(weight_source *ws, const char *name, float *out);
 /* printf-style name; convenience for per-layer names. */
 vllm_status ws_getf(weight_source *ws, tensor *out, int ndim, const int64_t *shape,
                     const char *fmt, ...) VT_PRINTF(5, 6);

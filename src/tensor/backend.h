@@ -453,6 +453,8 @@ struct backend {
 typedef struct backend_options {
     int num_threads;      /* CPU worker threads; 0 = all cores */
     int device_id;        /* GPU ordinal */
+    bool kv_cache_fp8;    /* KV caches of F8_E4M3 values (kv_dtype), each scaled by its tensor's qscale;
+                             VLLM_ERR_UNSUPPORTED from a backend without it */
 } backend_options;
 
 /* be->ops->supports(be, op, params), BE_UNSUPPORTED for an op or a

@@ -66,6 +66,7 @@ typedef struct tensor {
     int64_t shape[TENSOR_MAX_DIMS];
     int64_t row_stride;  /* elements between consecutive dim-0 rows; 0 = contiguous */
     void *data;          /* memory of the backend (or host) that made it */
+    float qscale;        /* an F8_E4M3 KV cache: the scale its values multiply (value = e4m3 * qscale; 0 means 1) */
 } tensor;
 
 /* A contiguous tensor over data. */

@@ -113,6 +113,18 @@ static void test_seed(void) {
     free(a), free(b), free(c), free(e1), free(e2), free(e3);
 }
 
+/* --kv-cache-dtype fp8: the FP8 KV cache runs (greedy tokens out; the cache's own checks are test_attention's and
+ * test_parity's) */
+static void test_kv_cache_dtype(void) {
+    char *out, *err;
+    int rc = run("generate --model " FIX " --prompt-token-ids 1,5,9 --max-tokens 4 --temperature 0 --ignore-eos "
+                 "--json --kv-cache-dtype fp8 --num-kv-blocks 64",
+                 &out, &err);
+    CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
+    CHECK_MSG(strstr(out, "\"token_ids\"") != NULL, "no completion: %s", out);
+    free(out), free(err);
+}
+
 static void test_errors(void) {
     char dir[300], args[1024], path[400];
     expect_error("generate --model /nonexistent/model --prompt-token-ids 1", "config.json");
@@ -124,6 +136,7 @@ static void test_errors(void) {
     expect_error("generate --model " FIX " --prompt hello", "tokenizer");
     expect_error("generate --model " FIX " --prompt-token-ids 1 --bogus", "--bogus");
     expect_error("generate --prompt-token-ids 1", "--model");
+    expect_error("generate --model " FIX " --prompt-token-ids 1 --kv-cache-dtype fp8_e5m2", "--kv-cache-dtype must be");
     expect_error("generate --model " FIX " --prompt-token-ids 1 --max-model-len 64 --prompt-token-ids "
                  "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
                  "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1",
@@ -175,6 +188,7 @@ int main(void) {
     test_json_contract();
     test_prompts_file();
     test_seed();
+    test_kv_cache_dtype();
     test_errors();
     cli_tmp_end();
     TEST_END();

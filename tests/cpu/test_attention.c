@@ -13,12 +13,16 @@
  * a logit per head in the softmax denominator, F32 or BF16, one far above
  * the scores, one far below) off and on; head_dim 16 to 256; 1, 4
  * and 64 threads (bit-identical; with 64 threads every head is its own work
- * item, with 1 a kv group's heads share one).
+ * item, with 1 a kv group's heads share one). The FP8 KV cache (F8_E4M3
+ * caches with a k and a v scale, --kv-cache-dtype fp8): kv_write stores
+ * e4m3(x / s) (bytes checked), and attention equals the reference on the
+ * decoded values e4m3 * s; scales that saturate some values included.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_test_util.h"
+#include "tensor/fp8.h"
 
 #define NSEQ 3
 static const int Q_LEN[NSEQ] = {37, 5, 1};
@@ -28,6 +32,7 @@ typedef struct attn_case {
     int nh, nkv, hd, block_size, window;
     float softcap;
     int sinks;      /* 0: none; 1: F32 sinks; 2: BF16 */
+    float kv_scale; /* > 0: F8_E4M3 caches, k scaled by this, v by 1.5 times it; 0: F32 caches */
 } attn_case;
 
 static void run_case(backend *be[CT_NBE], const attn_case *ac) {
@@ -54,6 +59,20 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
         vref[s] = malloc((size_t)(CTX[s] * kvd) * sizeof(float));
         ct_fill(kref[s], CTX[s] * kvd, 1.0f);
         ct_fill(vref[s], CTX[s] * kvd, 1.0f);
+    }
+    /* the FP8 cache: what it holds, decoded (the reference reads these) */
+    const bool fp8 = ac->kv_scale > 0;
+    const float ks = ac->kv_scale, vs = 1.5f * ac->kv_scale;
+    float *kuse[NSEQ], *vuse[NSEQ];
+    for (int s = 0; s < NSEQ; s++) {
+        kuse[s] = kref[s], vuse[s] = vref[s];
+        if (!fp8) continue;
+        kuse[s] = malloc((size_t)(CTX[s] * kvd) * sizeof(float));
+        vuse[s] = malloc((size_t)(CTX[s] * kvd) * sizeof(float));
+        for (int64_t i = 0; i < CTX[s] * kvd; i++) {
+            kuse[s][i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(kref[s][i] / ks)) * ks;
+            vuse[s][i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(vref[s][i] / vs)) * vs;
+        }
     }
 
     /* random, non-contiguous block tables over a cache with spare blocks */
@@ -124,7 +143,7 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
                 double mx = -INFINITY, sum = 0;
                 for (int key = k0; key <= pos; key++) {
                     double d = 0;
-                    for (int i = 0; i < hd; i++) d += (double)qv[i] * kref[s][key * kvd + kvh * hd + i];
+                    for (int i = 0; i < hd; i++) d += (double)qv[i] * kuse[s][key * kvd + kvh * hd + i];
                     p[key] = d * ap.scale;
                     if (ac->softcap > 0) p[key] = tanh(p[key] / ac->softcap) * ac->softcap;
                     if (p[key] > mx) mx = p[key];
@@ -136,7 +155,7 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
                 for (int key = k0; key <= pos; key++) sum += p[key] = exp(p[key] - mx);
                 for (int i = 0; i < hd; i++) {
                     double o = 0;
-                    for (int key = k0; key <= pos; key++) o += p[key] * vref[s][key * kvd + kvh * hd + i];
+                    for (int key = k0; key <= pos; key++) o += p[key] * vuse[s][key * kvd + kvh * hd + i];
                     ref[t * qd + h * hd + i] = o / sum;
                 }
             }
@@ -148,11 +167,15 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
     float *outs[CT_NBE];
     for (int b = 0; b < CT_NBE; b++) {
         const backend_ops *ops = be[b]->ops;
-        tensor kc = tensor_make(DTYPE_F32, NULL, 4, cshape), vc = kc;
+        tensor kc = tensor_make(fp8 ? DTYPE_F8_E4M3 : DTYPE_F32, NULL, 4, cshape), vc = kc;
+        kc.qscale = fp8 ? ks : 0.0f, vc.qscale = fp8 ? vs : 0.0f;
         CHECK_OK(ops->alloc(be[b], &kc));
         CHECK_OK(ops->alloc(be[b], &vc));
         float *kcd = kc.data, *vcd = vc.data;
-        for (int64_t i = 0; i < cache_elems; i++) kcd[i] = vcd[i] = NAN;
+        uint8_t *kcq = kc.data, *vcq = vc.data;
+        if (fp8) memset(kcq, 0x7f, (size_t)cache_elems), memset(vcq, 0x7f, (size_t)cache_elems); /* E4M3 NaN */
+        else
+            for (int64_t i = 0; i < cache_elems; i++) kcd[i] = vcd[i] = NAN;
         /* cached tokens (earlier steps); NaN for keys no query may see */
         for (int s = 0; s < NSEQ; s++) {
             int first_q = CTX[s] - Q_LEN[s];
@@ -160,6 +183,11 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
             for (int pos = 0; pos < first_q; pos++) {
                 int64_t slot = (int64_t)bt[s * (max_blocks + 2) + pos / bs] * bs + pos % bs;
                 for (int64_t i = 0; i < kvd; i++) {
+                    if (fp8) {
+                        kcq[slot * kvd + i] = pos < visible ? 0x7f : fp8_e4m3_from_f32(kref[s][pos * kvd + i] / ks);
+                        vcq[slot * kvd + i] = pos < visible ? 0x7f : fp8_e4m3_from_f32(vref[s][pos * kvd + i] / vs);
+                        continue;
+                    }
                     kcd[slot * kvd + i] = pos < visible ? NAN : kref[s][pos * kvd + i];
                     vcd[slot * kvd + i] = pos < visible ? NAN : vref[s][pos * kvd + i];
                 }
@@ -169,9 +197,16 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
         CHECK_OK(ops->synchronize(be[b]));
         /* the new tokens landed in their slots */
         int ok = 1;
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < T; t++) {
+            if (fp8) {
+                for (int64_t i = 0; i < kvd; i++)
+                    ok &= kcq[slots[t] * kvd + i] == fp8_e4m3_from_f32(qkv[t * W + qd + i] / ks) &&
+                          vcq[slots[t] * kvd + i] == fp8_e4m3_from_f32(qkv[t * W + qd + kvd + i] / vs);
+                continue;
+            }
             ok &= !memcmp(kcd + slots[t] * kvd, qkv + t * W + qd, (size_t)kvd * sizeof(float)) &&
                   !memcmp(vcd + slots[t] * kvd, qkv + t * W + qd + kvd, (size_t)kvd * sizeof(float));
+        }
         CHECK_MSG(ok, "kv_write backend %d", b);
 
         outs[b] = malloc((size_t)(T * qd) * sizeof(float));
@@ -187,8 +222,8 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
                 bad++;
             }
         }
-        CHECK_MSG(bad == 0, "attention nh=%d nkv=%d hd=%d bs=%d window=%d softcap=%g sinks=%d backend %d: %d bad", nh,
-                  nkv, hd, bs, ac->window, (double)ac->softcap, ac->sinks, b, bad);
+        CHECK_MSG(bad == 0, "attention nh=%d nkv=%d hd=%d bs=%d window=%d softcap=%g sinks=%d kv_scale=%g backend %d: "
+                  "%d bad", nh, nkv, hd, bs, ac->window, (double)ac->softcap, ac->sinks, (double)ac->kv_scale, b, bad);
         ops->release(be[b], &kc);
         ops->release(be[b], &vc);
     }
@@ -197,6 +232,7 @@ static void run_case(backend *be[CT_NBE], const attn_case *ac) {
 
     for (int b = 0; b < CT_NBE; b++) free(outs[b]);
     for (int s = 0; s < NSEQ; s++) {
+        if (fp8) free(kuse[s]), free(vuse[s]);
         free(kref[s]);
         free(vref[s]);
     }
@@ -340,28 +376,38 @@ int main(void) {
     for (int b = 0; b < 3; b++)
         for (int h = 0; h < 2; h++)
             for (int w = 0; w < 3; w++) {
-                attn_case ac = {heads[h][0], heads[h][1], 16, block_sizes[b], windows[w], 0.0f, 0};
+                attn_case ac = {heads[h][0], heads[h][1], 16, block_sizes[b], windows[w], 0.0f, 0, 0.0f};
                 run_case(be, &ac);
             }
-    attn_case odd = {4, 2, 40, 7, 0, 0.0f, 0};  /* head_dim not a multiple of the vector width */
+    attn_case odd = {4, 2, 40, 7, 0, 0.0f, 0, 0.0f};  /* head_dim not a multiple of the vector width */
     run_case(be, &odd);
-    attn_case mha = {3, 3, 64, 16, 20, 0.0f, 0};
+    attn_case mha = {3, 3, 64, 16, 20, 0.0f, 0, 0.0f};
     run_case(be, &mha);
     /* Gemma 2's score softcap: a cap that bends the scores (|q.k| * scale reaches ~2), and 50 (Gemma 2's) */
-    attn_case capped = {8, 2, 16, 7, 0, 1.5f, 0};
+    attn_case capped = {8, 2, 16, 7, 0, 1.5f, 0, 0.0f};
     run_case(be, &capped);
-    attn_case capped_window = {8, 1, 16, 16, 8, 1.5f, 0};
+    attn_case capped_window = {8, 1, 16, 16, 8, 1.5f, 0, 0.0f};
     run_case(be, &capped_window);
-    attn_case gemma = {4, 2, 256, 16, 30, 50.0f, 0};
+    attn_case gemma = {4, 2, 256, 16, 30, 50.0f, 0, 0.0f};
     run_case(be, &gemma);
     /* gpt-oss's attention sinks: F32 and BF16, with and without a window, GQA and MQA */
     for (int w = 0; w < 2; w++)
         for (int h = 0; h < 2; h++) {
-            attn_case sk = {heads[h][0], heads[h][1], 16, block_sizes[w], windows[w], 0.0f, 1 + (w ^ h)};
+            attn_case sk = {heads[h][0], heads[h][1], 16, block_sizes[w], windows[w], 0.0f, 1 + (w ^ h), 0.0f};
             run_case(be, &sk);
         }
-    attn_case sk_wide = {4, 2, 64, 16, 8, 0.0f, 1};
+    attn_case sk_wide = {4, 2, 64, 16, 8, 0.0f, 1, 0.0f};
     run_case(be, &sk_wide);
+    /* the FP8 KV cache: scale 1, scales that spread the values over E4M3's range, a scale that saturates the
+     * largest (|x| ~ 1.5 / 0.0025 = 600 > 448), with a window, GQA / MQA, odd head_dim, softcap and sinks */
+    const float kvs[3] = {1.0f, 1.0f / 128, 0.0025f};
+    for (int i = 0; i < 3; i++) {
+        attn_case f8 = {8, 2, 16, block_sizes[i], windows[i], 0.0f, 0, kvs[i]};
+        run_case(be, &f8);
+    }
+    attn_case f8_odd = {4, 2, 40, 7, 0, 1.5f, 1, 1.0f / 64}, f8_mqa = {8, 1, 128, 16, 30, 0.0f, 0, 1.0f / 300};
+    run_case(be, &f8_odd);
+    run_case(be, &f8_mqa);
     test_errors(be[0]);
     test_sink_errors(be[0]);
     ct_backends_free(be);

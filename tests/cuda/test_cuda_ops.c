@@ -38,6 +38,7 @@
 #include "sample/sample.h"
 #include "tensor/backend.h"
 #include "tensor/dummy.h"
+#include "tensor/fp8.h"
 #include "test.h"
 
 static backend *cpu, *gpu;
@@ -73,6 +74,8 @@ static void *pack(const float *x, int64_t n, dtype dt) {
     for (int64_t i = 0; i < n; i++) {
         if (dt == DTYPE_F32) {
             memcpy(b + 4 * i, &x[i], 4);
+        } else if (dt == DTYPE_F8_E4M3) { /* the raw E4M3 value (no scale) */
+            b[i] = fp8_e4m3_from_f32(x[i]);
         } else {
             uint16_t h = dt == DTYPE_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
             memcpy(b + 2 * i, &h, 2);
@@ -86,6 +89,8 @@ static void unpack(const void *b, int64_t n, dtype dt, float *x) {
     for (int64_t i = 0; i < n; i++) {
         if (dt == DTYPE_F32) {
             memcpy(&x[i], p + 4 * i, 4);
+        } else if (dt == DTYPE_F8_E4M3) {
+            x[i] = fp8_e4m3_to_f32(p[i]);
         } else {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
@@ -804,8 +809,12 @@ static void test_activations(void) {
 static void test_qk_norm_rope_kv(void) {
     const int T = 7, nq = 4, nk = 2, max_pos = 200, nb = 5, bs = 16;
     /* 0-5: qk_norm_rope_kv; 6-8: qk_norm_rope_kv_ex with Gemma's (1 + w) norm (fused, head_dim 128 and 256)
-     * and a per-head LayerNorm (the composite) */
-    for (int variant = 0; variant < 9; variant++) {
+     * and a per-head LayerNorm (the composite); 9-11: variants 0, 8 and 7 into FP8 caches (E4M3 of x / scale: the
+     * fused kernel's stores and the composite's kv_write) */
+    for (int v9 = 0; v9 < 12; v9++) {
+        const bool f8 = v9 >= 9;
+        const int variant = v9 == 9 ? 0 : v9 == 10 ? 8 : v9 == 11 ? 7 : v9;
+        const float ks = f8 ? 1.0f / 64 : 0.0f, vs = f8 ? 1.0f / 50 : 0.0f;
         const int hd = variant < 4 ? 128 : variant < 6 ? 64 : variant == 8 ? 256 : 128;
         const bool norm = variant != 1 && variant != 5, neox = variant != 2;
         const be_norm_kind kind = variant == 7 ? BE_NORM_LAYER : variant >= 6 ? BE_NORM_RMS_OFFSET : BE_NORM_RMS;
@@ -841,19 +850,22 @@ static void test_qk_norm_rope_kv(void) {
         /* caches start with the same random values on both sides */
         const int64_t cn = (int64_t)nb * bs * kvd;
         float *init = malloc((size_t)cn * sizeof *init);
-        for (int64_t i = 0; i < cn; i++) init[i] = round_to(DTYPE_BF16, rnd());
+        for (int64_t i = 0; i < cn; i++) init[i] = f8 ? fp8_e4m3_to_f32(fp8_e4m3_from_f32(40 * rnd())) : round_to(DTYPE_BF16, rnd());
         int64_t shape[4] = {nb, bs, nk, hd};
-        tensor kcc = tensor_make(DTYPE_F32, NULL, 4, shape), vcc = kcc, kcg = tensor_make(DTYPE_BF16, NULL, 4, shape),
-               vcg = kcg;
+        const dtype cdt = f8 ? DTYPE_F8_E4M3 : DTYPE_F32, gdt = f8 ? DTYPE_F8_E4M3 : DTYPE_BF16;
+        tensor kcc = tensor_make(cdt, NULL, 4, shape), vcc = kcc, kcg = tensor_make(gdt, NULL, 4, shape), vcg = kcg;
+        kcc.qscale = kcg.qscale = ks;
+        vcc.qscale = vcg.qscale = vs;
         CHECK_OK(cpu->ops->alloc(cpu, &kcc));
         CHECK_OK(cpu->ops->alloc(cpu, &vcc));
         CHECK_OK(gpu->ops->alloc(gpu, &kcg));
         CHECK_OK(gpu->ops->alloc(gpu, &vcg));
-        void *ib = pack(init, cn, DTYPE_BF16);
-        CHECK_OK(cpu->ops->upload(cpu, &kcc, init, (size_t)cn * 4));
-        CHECK_OK(cpu->ops->upload(cpu, &vcc, init, (size_t)cn * 4));
-        CHECK_OK(gpu->ops->upload(gpu, &kcg, ib, (size_t)cn * 2));
-        CHECK_OK(gpu->ops->upload(gpu, &vcg, ib, (size_t)cn * 2));
+        void *ib = pack(init, cn, gdt), *ic = pack(init, cn, cdt);
+        CHECK_OK(cpu->ops->upload(cpu, &kcc, ic, (size_t)cn * dtype_size(cdt)));
+        CHECK_OK(cpu->ops->upload(cpu, &vcc, ic, (size_t)cn * dtype_size(cdt)));
+        CHECK_OK(gpu->ops->upload(gpu, &kcg, ib, (size_t)cn * dtype_size(gdt)));
+        CHECK_OK(gpu->ops->upload(gpu, &vcg, ib, (size_t)cn * dtype_size(gdt)));
+        free(ic);
         attn_meta mc = {.num_seqs = 1, .num_tokens = T, .max_query_len = T, .max_seq_len = T, .block_size = bs,
                         .max_blocks_per_seq = nb};
         attn_meta mg = mc;
@@ -887,19 +899,22 @@ static void test_qk_norm_rope_kv(void) {
         free(gq);
         free(c);
         free(g);
-        snprintf(what, sizeof what, "qk_norm_rope_kv: k cache (hd %d, rot %d, padding slot)", hd, rot);
+        snprintf(what, sizeof what, "qk_norm_rope_kv: k cache (hd %d, rot %d, padding slot)%s", hd, rot,
+                 f8 ? " (FP8)" : "");
         c = get(cpu, &kcc);
         g = get(gpu, &kcg);
-        compare(what, g, c, cn, REL, ELEM);
+        /* FP8: E4M3 of the same k up to the GPU's f32 rounding (RoPE's cancellations included): equal, or a step
+         * apart where x / s sat near a rounding midpoint (one step is at most 1 / 8 of the value) */
+        compare(what, g, c, cn, f8 ? 0.13 : REL, ELEM);
         free(c);
         free(g);
-        snprintf(what, sizeof what, "qk_norm_rope_kv: v cache (hd %d)", hd);
+        snprintf(what, sizeof what, "qk_norm_rope_kv: v cache (hd %d)%s", hd, f8 ? " (FP8: the same bytes)" : "");
         c = get(cpu, &vcc);
         g = get(gpu, &vcg);
         compare(what, g, c, cn, 1e-6, 0);
         free(c);
         free(g);
-        if (variant == 0) { /* a slot past the cache is reported */
+        if (v9 == 0) { /* a slot past the cache is reported */
             slots[4] = (int64_t)nb * bs;
             tensor bad = put_i64(gpu, slots, T);
             attn_meta mb = mg;
@@ -991,7 +1006,11 @@ static const attn_layout LAYOUTS[] = {
      1.0f, SINKS_BF16},
 };
 
-static void test_attention_layout(const attn_layout *L) {
+/* kv_fp8 > 0: the FP8 KV cache on both backends (F8_E4M3 caches, k scaled by kv_fp8, v by 1.3 times it): the
+ * same E4M3 bytes at the cached positions, kv_write's bytes equal, attention within the BF16 bounds */
+static void test_attention_layout(const attn_layout *L, float kv_fp8) {
+    const bool f8 = kv_fp8 > 0;
+    const float ks = f8 ? kv_fp8 : 0.0f, vs = 1.3f * ks;
     const int nh = L->nh, nkv = L->nkv, hd = L->hd, bs = L->bs, S = L->S;
     const int64_t kvd = (int64_t)nkv * hd, qd = (int64_t)nh * hd, W = qd + 2 * kvd + 3;
     int32_t qsl[5] = {0}, seq_lens[4];
@@ -1033,6 +1052,11 @@ static void test_attention_layout(const attn_layout *L) {
                 slots[qsl[s] + p - first_new] = slot;
             } else if (p >= lo) {
                 for (int64_t i = 0; i < kvd; i++) {
+                    if (f8) { /* raw E4M3 values (the caches' bytes) of x / scale */
+                        kh[slot * kvd + i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(rnd() / ks));
+                        vh[slot * kvd + i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(rnd() / vs));
+                        continue;
+                    }
                     kh[slot * kvd + i] = round_to(DTYPE_BF16, rnd());
                     vh[slot * kvd + i] = round_to(DTYPE_BF16, rnd());
                 }
@@ -1040,20 +1064,26 @@ static void test_attention_layout(const attn_layout *L) {
         }
     }
     int64_t shape[4] = {num_blocks, bs, nkv, hd};
-    tensor kcc = tensor_make(DTYPE_F32, NULL, 4, shape), vcc = kcc, kcg = tensor_make(DTYPE_BF16, NULL, 4, shape),
-           vcg = kcg;
+    const dtype cdt = f8 ? DTYPE_F8_E4M3 : DTYPE_F32, gdt = f8 ? DTYPE_F8_E4M3 : DTYPE_BF16;
+    tensor kcc = tensor_make(cdt, NULL, 4, shape), vcc = kcc, kcg = tensor_make(gdt, NULL, 4, shape), vcg = kcg;
+    kcc.qscale = kcg.qscale = ks;
+    vcc.qscale = vcg.qscale = vs;
     CHECK_OK(cpu->ops->alloc(cpu, &kcc));
     CHECK_OK(cpu->ops->alloc(cpu, &vcc));
     CHECK_OK(gpu->ops->alloc(gpu, &kcg));
     CHECK_OK(gpu->ops->alloc(gpu, &vcg));
     void *b;
-    CHECK_OK(cpu->ops->upload(cpu, &kcc, kh, (size_t)cache_n * 4));
-    CHECK_OK(cpu->ops->upload(cpu, &vcc, vh, (size_t)cache_n * 4));
-    b = pack(kh, cache_n, DTYPE_BF16);
-    CHECK_OK(gpu->ops->upload(gpu, &kcg, b, (size_t)cache_n * 2));
+    b = pack(kh, cache_n, cdt);
+    CHECK_OK(cpu->ops->upload(cpu, &kcc, b, (size_t)cache_n * dtype_size(cdt)));
     free(b);
-    b = pack(vh, cache_n, DTYPE_BF16);
-    CHECK_OK(gpu->ops->upload(gpu, &vcg, b, (size_t)cache_n * 2));
+    b = pack(vh, cache_n, cdt);
+    CHECK_OK(cpu->ops->upload(cpu, &vcc, b, (size_t)cache_n * dtype_size(cdt)));
+    free(b);
+    b = pack(kh, cache_n, gdt);
+    CHECK_OK(gpu->ops->upload(gpu, &kcg, b, (size_t)cache_n * dtype_size(gdt)));
+    free(b);
+    b = pack(vh, cache_n, gdt);
+    CHECK_OK(gpu->ops->upload(gpu, &vcg, b, (size_t)cache_n * dtype_size(gdt)));
     free(b);
 
     /* the fused qkv of the new tokens; k, v go in through kv_write */
@@ -1137,7 +1167,7 @@ static void test_attention_layout(const attn_layout *L) {
         free(n);
         drop(cpu, &on);
     }
-    snprintf(what, sizeof what, "attention [%s]", L->name);
+    snprintf(what, sizeof what, "attention [%s]%s", L->name, f8 ? " (FP8 cache)" : "");
     compare(what, g, c, (int64_t)T * qd, REL, ELEM);
     free(g);
     /* max_query_len / max_seq_len as upper bounds (a graph recorded for longer contexts) */
@@ -1148,7 +1178,7 @@ static void test_attention_layout(const attn_layout *L) {
         poison(&og);
         gpu->ops->attention(gpu, &qg, &kcg, &vcg, &mu, &apg, &og);
         g = get(gpu, &og);
-        snprintf(what, sizeof what, "attention [%s], upper-bound lengths", L->name);
+        snprintf(what, sizeof what, "attention [%s], upper-bound lengths%s", L->name, f8 ? " (FP8 cache)" : "");
         compare(what, g, c, (int64_t)T * qd, REL, ELEM);
         free(g);
     }
@@ -1159,12 +1189,12 @@ static void test_attention_layout(const attn_layout *L) {
     int64_t diff = 0;
     for (int t = 0; t < T; t++)
         for (int64_t i = 0; i < kvd; i++)
-            diff += round_to(DTYPE_BF16, c[slots[t] * kvd + i]) != g[slots[t] * kvd + i];
-    CHECK_MSG(diff == 0, "kv_write [%s]: %lld K values differ", L->name, (long long)diff);
+            diff += (f8 ? c[slots[t] * kvd + i] : round_to(DTYPE_BF16, c[slots[t] * kvd + i])) != g[slots[t] * kvd + i];
+    CHECK_MSG(diff == 0, "kv_write [%s]%s: %lld K values differ", L->name, f8 ? " (FP8 cache)" : "", (long long)diff);
     free(c);
     free(g);
 
-    if (L == &LAYOUTS[0]) {
+    if (L == &LAYOUTS[0] && !f8) {
         /* bad indices: a slot past the cache, a block id past the pool */
         int64_t bad_slot = slots[2];
         slots[2] = (int64_t)num_blocks * bs;
@@ -2771,7 +2801,14 @@ int main(void) {
     test_norm_kinds();
     test_activations();
     test_qk_norm_rope_kv();
-    for (size_t i = 0; i < sizeof LAYOUTS / sizeof *LAYOUTS; i++) test_attention_layout(&LAYOUTS[i]);
+    for (size_t i = 0; i < sizeof LAYOUTS / sizeof *LAYOUTS; i++) test_attention_layout(&LAYOUTS[i], 0.0f);
+    /* the FP8 KV cache on each kernel: decode (head_dim 64 / 128 / 256, split-KV), the tensor cores (128, 256
+     * with a window), the generic kernel (head_dim 6; and softcap / sinks, which FP8 sends there); scales that
+     * spread the values over E4M3's range, 1, and one that saturates (|x| / 0.002 up to 500 > 448) */
+    const struct { int layout; float scale; } F8[] = {{0, 1.0f / 64}, {3, 1.0f / 128}, {4, 1.0f}, {6, 1.0f / 32},
+                                                      {8, 0.002f}, {12, 1.0f / 100}, {13, 1.0f / 64},
+                                                      {18, 1.0f / 64}, {20, 1.0f / 50}, {7, 1.0f / 90}};
+    for (size_t i = 0; i < sizeof F8 / sizeof *F8; i++) test_attention_layout(&LAYOUTS[F8[i].layout], F8[i].scale);
     test_linear();
     test_linear_fused();
     test_sampling();

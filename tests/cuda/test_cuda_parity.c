@@ -119,6 +119,9 @@ static void teacher_forced(const char *name, const char *dir, json_t *expected) 
     fixture_teacher_forced(name, dir, json_object_get(expected, "prompts"), "cuda", tf_max, tf_mean, "teacher-forced");
 }
 
+/* the KV cache dtype run_case's engines use (NULL: auto) */
+static const char *parity_kv_cache_dtype;
+
 static void run_case(const char *name, const char *dir, json_t *expected) {
     json_t *prompts = json_object_get(expected, "prompts");
     double tf_max, tf_mean;
@@ -147,6 +150,7 @@ static void run_case(const char *name, const char *dir, json_t *expected) {
         int fails_before = t_failures;
         vllm_engine_options o = vllm_engine_default_options();
         o.device = "cuda";
+        o.kv_cache_dtype = parity_kv_cache_dtype;
         o.block_size = lay->block_size;
         o.max_num_batched_tokens = lay->max_num_batched_tokens;
         o.num_kv_blocks = lay->num_kv_blocks;
@@ -258,6 +262,18 @@ int main(int argc, char **argv) {
             fixture_teacher_forced(names.name[k], dir, json_object_get(fp8, "prompts"), "cuda",
                                    json_number_value(json_object_get(tol, "tf_max")),
                                    json_number_value(json_object_get(tol, "tf_mean")), "fp8 kernels, teacher-forced");
+        }
+        json_t *kv = json_object_get(exp, "kv_fp8"); /* the FP8 KV cache: its reference and BF16-noise bounds */
+        if (kv) {
+            json_t *sub = json_pack("{s:O, s:O}", "prompts", json_object_get(kv, "prompts"), "tolerance",
+                                    json_object_get(kv, "tolerance_bf16"));
+            char label[160];
+            snprintf(label, sizeof label, "%s, FP8 KV", names.name[k]);
+            fixture_kv_cache_dtype = parity_kv_cache_dtype = "fp8";
+            teacher_forced(label, dir, sub);
+            run_case(label, dir, sub);
+            fixture_kv_cache_dtype = parity_kv_cache_dtype = NULL;
+            json_decref(sub);
         }
         json_decref(exp);
     }

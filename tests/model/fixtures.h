@@ -101,12 +101,16 @@ static inline void fixture_prompts_free(fixture_prompts *fp) {
 /* Every recorded token's logprob (prompts: a fixture's "prompts") given the recorded context, through
  * prompt_logprobs on prompt + continuation, on device ("cpu", "cuda"): each within tf_max, their mean within
  * tf_mean; a PARITY line says what was seen, under the label what. */
+/* the KV cache dtype fixture_teacher_forced's engines use (NULL: auto) */
+static const char *fixture_kv_cache_dtype;
+
 static inline void fixture_teacher_forced(const char *name, const char *dir, json_t *prompts, const char *device,
                                           double tf_max, double tf_mean, const char *what) {
     size_t np = json_array_size(prompts);
     int fails_before = t_failures;
     vllm_engine_options o = vllm_engine_default_options();
     o.device = device;
+    o.kv_cache_dtype = fixture_kv_cache_dtype;
     o.max_model_len = 128;
     vllm_engine *e = NULL;
     vllm_status st = vllm_engine_create(dir, &o, &e);

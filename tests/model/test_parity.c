@@ -292,9 +292,10 @@ static void run_case(const char *dir, json_t *expected) {
     fixture_prompts_free(&fp);
 }
 
-/* The FP8 path itself (activations quantized per token and 128, tensor/fp8.h) in the layouts: each token's
+/* The FP8 path itself (activations quantized per token and 128, tensor/fp8.h; or the FP8 KV cache, kv_cache_dtype
+ * "fp8": each key and value stored as E4M3 once, read the same way by every query) in the layouts: each token's
  * arithmetic depends on nothing else, so every layout gives the one-batch run's tokens and logprobs exactly. */
-static void run_fp8_layouts(const char *dir, json_t *prompts) {
+static void run_fp8_layouts(const char *dir, json_t *prompts, const char *kv_cache_dtype) {
     fixture_prompts fp;
     fixture_prompts_load(prompts, &fp);
     vllm_completion *base = NULL;
@@ -308,6 +309,7 @@ static void run_fp8_layouts(const char *dir, json_t *prompts) {
         o.num_threads = lay->threads;
         o.max_model_len = lay->max_model_len;
         o.enable_prefix_caching = !lay->no_prefix_caching;
+        o.kv_cache_dtype = kv_cache_dtype;
         vllm_engine *e = NULL;
         vllm_completion *c = NULL;
         vllm_sampling_params sp = vllm_sampling_default_params();
@@ -356,7 +358,17 @@ int main(int argc, char **argv) {
             fixture_teacher_forced(names.name[k], dir, json_object_get(fp8, "prompts"), "cpu",
                                    json_number_value(json_object_get(tol, "tf_max")),
                                    json_number_value(json_object_get(tol, "tf_mean")), "fp8 activations, teacher-forced");
-            run_fp8_layouts(dir, json_object_get(fp8, "prompts"));
+            run_fp8_layouts(dir, json_object_get(fp8, "prompts"), NULL);
+        }
+        json_t *kv = json_object_get(exp, "kv_fp8"); /* the FP8 KV cache's reference (make_quant_fixtures.py) */
+        if (kv) {
+            json_t *tol = json_object_get(kv, "tolerance");
+            fixture_kv_cache_dtype = "fp8";
+            fixture_teacher_forced(names.name[k], dir, json_object_get(kv, "prompts"), "cpu",
+                                   json_number_value(json_object_get(tol, "tf_max")),
+                                   json_number_value(json_object_get(tol, "tf_mean")), "FP8 KV cache, teacher-forced");
+            fixture_kv_cache_dtype = NULL;
+            run_fp8_layouts(dir, json_object_get(kv, "prompts"), "fp8");
         }
         json_decref(exp);
     }

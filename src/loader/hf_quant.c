@@ -203,13 +203,22 @@ static vllm_status ct_fp8_group(const json_t *w, const json_t *ia, const char *n
 static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out) {
     const json_t *groups = json_object_get(q, "config_groups"), *sp = json_object_get(q, "sparsity_config"),
                  *kv = json_object_get(q, "kv_cache_scheme");
-    if (!json_is_object(groups) || json_object_size(groups) == 0)
-        return vt_error(VLLM_ERR_FORMAT, "%s: quantization_config compressed-tensors needs config_groups", what);
     if (sp && !json_is_null(sp) && !(json_is_object(sp) && json_object_size(sp) == 0))
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors sparsity_config (sparse checkpoints) is not supported",
                         what);
-    if (kv && !json_is_null(kv))
-        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors kv_cache_scheme is not supported yet", what);
+    if (kv && !json_is_null(kv)) { /* vLLM's BaseKVCacheMethod: FP8 per-tensor static scales k_scale / v_scale */
+        const json_t *nb = json_object_get(kv, "num_bits");
+        bool dyn = false, sym = true;
+        if (!json_is_object(kv) || !json_is_integer(nb) || json_integer_value(nb) != 8 || !str_is(kv, "type", "float") ||
+            !opt_bool(kv, "dynamic", false, &dyn) || !opt_bool(kv, "symmetric", true, &sym) || dyn || !sym ||
+            !str_is(kv, "strategy", "tensor"))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors kv_cache_scheme: only 8-bit float, symmetric, "
+                            "static, strategy tensor (one k_scale / v_scale per layer) is supported, got strategy "
+                            "'%.16s'", what, str_or(kv, "strategy", "?"));
+        out->kv_fp8_scales = true;
+    }
+    if (!json_is_object(groups) || (json_object_size(groups) == 0 && !out->kv_fp8_scales))
+        return vt_error(VLLM_ERR_FORMAT, "%s: quantization_config compressed-tensors needs config_groups", what);
     const char *fmt = str_or(q, "format", "?");
     bool first = true;
     const char *name;

@@ -11,8 +11,10 @@
  * no activation quantization; tensor/int4.h) or float-quantized FP8 W8A8 (E4M3 weights with a weight_scale per
  * tensor, channel or [bn, 128] block; 8-bit float input activations, dynamic or static). F8_E4M3 weights of
  * every scheme load as FP8_B128 rows (model/weights.c). A family's own quant_method (gpt-oss's "mxfp4") is
- * QUANT_FAMILY. Everything else (compressed-tensors' int-quantized / naive / nvfp4 formats, FP8 weights without
- * activation quantization, asymmetric groups, sparsity, KV-cache schemes; bitsandbytes, awq gemv / without zero
+ * QUANT_FAMILY. A compressed-tensors kv_cache_scheme (8-bit float, per tensor, static: each layer's k_scale /
+ * v_scale, which --kv-cache-dtype fp8 uses; alone or beside weight groups) sets kv_fp8_scales. Everything else
+ * (compressed-tensors' int-quantized / naive / nvfp4 formats, FP8 weights without activation quantization,
+ * asymmetric groups, sparsity, per-head KV-cache scales; bitsandbytes, awq gemv / without zero
  * points, 2 / 3 / 8 bits, e5m2, other block widths) is VLLM_ERR_UNSUPPORTED naming the scheme or the key.
  */
 #ifndef VLLM_LOADER_HF_QUANT_H

@@ -183,6 +183,8 @@ typedef struct quant_config {
     int group_size;           /* AWQ / GPTQ / CT_W4A16: input features per scale (-1: the whole row) */
     bool desc_act;            /* GPTQ / CT_W4A16 (actorder "group"): groups from g_idx (act-order) */
     bool gptq_v1;             /* GPTQ checkpoint_format "gptq": zeros stored less 1 */
+    bool kv_fp8_scales;       /* compressed-tensors kv_cache_scheme (8-bit float, per tensor, static): the
+                                 checkpoint holds each layer's k_scale / v_scale for an FP8 KV cache */
 } quant_config;
 
 struct model_config {

@@ -382,6 +382,9 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     if (st != VLLM_OK) goto fail;
     st = m->arch->build(m, m->ws);
     if (st == VLLM_OK && be->kv_dtype == DTYPE_F8_E4M3) st = kv_scales_load(m);
+    else if (st == VLLM_OK && m->cfg.quant.kv_fp8_scales) /* vLLM too ignores them with the auto cache dtype */
+        LOG_I("the checkpoint has FP8 KV-cache scales (kv_cache_scheme); the cache is %s: --kv-cache-dtype fp8 uses "
+              "them", dtype_name(be->kv_dtype));
     if (st != VLLM_OK) goto fail;
     ws_log_summary(m->ws);
     if (be->import_copies) { /* the device holds its own copy: drop the mapping / dummy buffers */

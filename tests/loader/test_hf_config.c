@@ -273,6 +273,10 @@ static void test_mistral_v5(void) {
     "\"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"weights\": " CT_F8W(wstrategy)           \
     ", \"input_activations\": " CT_F8A(astrategy, dynamic) ", \"output_activations\": null}}"
 
+/* a compressed-tensors kv_cache_scheme */
+#define CT_KV(strategy)                                                                                        \
+    "{\"num_bits\": 8, \"type\": \"float\", \"symmetric\": true, \"dynamic\": false, \"strategy\": " strategy "}"
+
 /* quantization_config: block-scaled fp8 as Qwen3-8B-FP8 writes it (and DeepSeek-V3's [128, 128] without fmt) */
 static void test_quant(void) {
     model_config c;
@@ -339,7 +343,16 @@ static void test_quant(void) {
           !strcmp(c.quant.name, "compressed-tensors"));
     snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_W4A16("\"channel\"", "null", "\"group\"") "}");
     CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
-    CHECK(c.quant.method == QUANT_CT_W4A16 && c.quant.group_size == -1 && c.quant.desc_act);
+    CHECK(c.quant.method == QUANT_CT_W4A16 && c.quant.group_size == -1 && c.quant.desc_act && !c.quant.kv_fp8_scales);
+    /* an FP8 KV-cache scheme (llm-compressor's kv_cache_scheme: k_scale / v_scale per layer), with weights and alone */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null")
+             ", \"kv_cache_scheme\": " CT_KV("\"tensor\"") "}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_CT_W4A16 && c.quant.kv_fp8_scales);
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", "
+             "\"config_groups\": {}, \"kv_cache_scheme\": " CT_KV("\"tensor\"") "}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_NONE && c.quant.kv_fp8_scales);
 }
 
 /* One bad config built from MINI_FMT + extra (later keys replace earlier ones in jansson). */
@@ -443,6 +456,8 @@ static void test_errors(void) {
         "quant_method 'bitsandbytes' is not supported", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\"}", VLLM_ERR_FORMAT,
         "compressed-tensors needs config_groups", "");
+    BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"kv_cache_scheme\": "
+        CT_KV("\"attn_head\"") "}", VLLM_ERR_UNSUPPORTED, "kv_cache_scheme", "strategy 'attn_head'");
     /* FP8 weights without activation quantization (W8A16), static per-token activations, 4-bit floats (NVFP4),
      * another block width, an int-quantized format, mixed schemes, asymmetric, 8 bits, sparse: refused naming them */
     BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", "

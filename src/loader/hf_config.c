@@ -529,12 +529,35 @@ static vllm_status hf_read_file(const char *dir, const char *name, bool optional
     return VLLM_OK;
 }
 
+/* ModelOpt's exports keep their quantization in hf_quant_config.json ({"producer": {"name": "modelopt"},
+ * "quantization": {...}}), which vLLM reads (ModelOptQuantConfigBase.get_config_filenames) when config.json has
+ * no quantization_config. */
+static vllm_status hf_quant_file(const char *dir, model_config *cfg) {
+    char *text = NULL;
+    vllm_status st = hf_read_file(dir, "hf_quant_config.json", true, &text);
+    if (st || !text) return st;
+    json_error_t err;
+    json_t *q = json_loads(text, 0, &err);
+    free(text);
+    if (!json_is_object(q)) {
+        json_decref(q);
+        return vt_error(VLLM_ERR_FORMAT, "hf_quant_config.json: invalid JSON at line %d: %s", err.line, err.text);
+    }
+    if (!json_object_get(q, "quant_method")) json_object_set_new(q, "quant_method", json_string("modelopt"));
+    quant_config qc;
+    st = hf_quant_parse(q, "hf_quant_config.json", NULL, &qc);
+    json_decref(q);
+    if (st == VLLM_OK) cfg->quant = qc;
+    return st;
+}
+
 vllm_status hf_config_load(const char *dir, model_config *cfg) {
     if (!dir || !cfg) return vt_error(VLLM_ERR_INVALID_ARG, "hf_config_load: NULL argument");
     char *config = NULL, *gen = NULL;
     vllm_status st = hf_read_file(dir, "config.json", false, &config);
     if (!st) st = hf_read_file(dir, "generation_config.json", true, &gen);
     if (!st) st = hf_config_parse(config, gen, "config.json", cfg);
+    if (!st && cfg->quant.method == QUANT_NONE && !cfg->quant.kv_fp8_scales) st = hf_quant_file(dir, cfg);
     free(config);
     free(gen);
     return st;

@@ -260,6 +260,44 @@ static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out
     return VLLM_OK;
 }
 
+/* NVIDIA ModelOpt (vLLM's ModelOptFp8Config): config.json's {"quant_method": "modelopt", "quant_algo", "ignore",
+ * "kv_cache_scheme"} or hf_quant_config.json's {"quantization": {"quant_algo", "kv_cache_quant_algo",
+ * "exclude_modules"}}. quant_algo FP8: E4M3 weights with one weight_scale per matrix and a static input_scale;
+ * FP8_PER_CHANNEL_PER_TOKEN: a weight_scale per row, dynamic per-token activations; the KV cache's FP8 scales
+ * (k_proj.k_scale / v_proj.v_scale) with kv_cache_quant_algo FP8. */
+static vllm_status modelopt_parse(const json_t *q, const char *what, quant_config *out) {
+    const json_t *inner = json_object_get(q, "quantization");
+    const json_t *c = json_is_object(inner) ? inner : q;
+    const char *algo = str_or(c, "quant_algo", NULL);
+    if (!algo) return vt_error(VLLM_ERR_FORMAT, "%s: quantization_config modelopt has no quant_algo string", what);
+    if (!strcasecmp(algo, "FP8")) {
+        out->fp8_scales = FP8_SCALE_TENSOR;
+        out->fp8_static_act = true;
+    } else if (!strcasecmp(algo, "FP8_PER_CHANNEL_PER_TOKEN")) {
+        out->fp8_scales = FP8_SCALE_CHANNEL;
+    } else {
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: quantization_config modelopt quant_algo '%.32s' is not supported "
+                        "(FP8, FP8_PER_CHANNEL_PER_TOKEN are)", what, algo);
+    }
+    const json_t *kva = json_object_get(c, "kv_cache_quant_algo"), *kvs = json_object_get(c, "kv_cache_scheme");
+    if (json_is_string(kva)) {
+        if (strcasecmp(json_string_value(kva), "FP8"))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: modelopt kv_cache_quant_algo '%.32s' is not supported (FP8 is)",
+                            what, json_string_value(kva));
+        out->kv_fp8_scales = true;
+    } else if (kva && !json_is_null(kva)) {
+        return vt_error(VLLM_ERR_FORMAT, "%s: modelopt kv_cache_quant_algo must be a string", what);
+    }
+    if (json_is_object(kvs)) {
+        const json_t *nb = json_object_get(kvs, "num_bits");
+        if (!(json_is_integer(nb) && json_integer_value(nb) == 8 && str_is(kvs, "type", "float")))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: modelopt kv_cache_scheme: only 8-bit float is supported", what);
+        out->kv_fp8_scales = true;
+    }
+    out->method = QUANT_FP8;
+    return VLLM_OK;
+}
+
 vllm_status hf_quant_parse(const json_t *quant, const char *what, const char *family_method, quant_config *out) {
     memset(out, 0, sizeof *out);
     if (!quant || json_is_null(quant)) return VLLM_OK;
@@ -277,8 +315,9 @@ vllm_status hf_quant_parse(const json_t *quant, const char *what, const char *fa
     if (!strcmp(m, "awq")) return awq_parse(quant, what, out);
     if (!strcmp(m, "gptq")) return gptq_parse(quant, what, out);
     if (!strcmp(m, "compressed-tensors")) return ct_parse(quant, what, out);
+    if (!strncasecmp(m, "modelopt", 8)) return modelopt_parse(quant, what, out);
     return vt_error(VLLM_ERR_UNSUPPORTED,
                     "%s: quantization_config quant_method '%.32s' is not supported (supported: fp8 (per-tensor, or "
                     "weight_block_size [n, 128]), awq and gptq 4-bit, compressed-tensors pack-quantized W4A16 and "
-                    "float-quantized FP8 W8A8; F32, F16 and BF16 weights)", what, m);
+                    "float-quantized FP8 W8A8, modelopt FP8; F32, F16 and BF16 weights)", what, m);
 }

@@ -290,8 +290,9 @@ vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, cons
 }
 
 /* An FP8 KV cache's per-layer scales (vLLM's Attention k_scale / v_scale and the checkpoint names its
- * maybe_remap_kv_scale_name reads: "<attn>.k_scale" / "<attn>.v_scale" (compressed-tensors kv_cache_scheme,
- * ModelOpt), "<attn>.k_proj.output_scale" / "<attn>.v_proj.output_scale", one "<attn>.kv_scale" for both); 1
+ * maybe_remap_kv_scale_name reads: "<attn>.k_scale" / "<attn>.v_scale" (compressed-tensors kv_cache_scheme),
+ * "<attn>.k_proj.output_scale" / "<attn>.v_proj.output_scale", one "<attn>.kv_scale" for both, ModelOpt's
+ * "<attn>.k_proj.k_scale" / "<attn>.v_proj.v_scale"); 1
  * where the checkpoint has none, as vLLM. */
 static vllm_status kv_scales_load(model *m) {
     const int L = m->cfg.num_layers;
@@ -304,14 +305,16 @@ static vllm_status kv_scales_load(model *m) {
     for (int l = 0; l < L; l++)
         for (int kv = 0; kv < 2; kv++) {
             const char *proj = kv ? nm->v : nm->k;
-            char names[3][320];
+            char names[4][320];
             snprintf(names[0], sizeof names[0], "%slayers.%d.%.*s.%s", m->cfg.weight_prefix, l, alen, o,
                      kv ? "v_scale" : "k_scale");
             snprintf(names[1], sizeof names[1], "%slayers.%d.%s.output_scale", m->cfg.weight_prefix, l,
                      proj ? proj : "-");
             snprintf(names[2], sizeof names[2], "%slayers.%d.%.*s.kv_scale", m->cfg.weight_prefix, l, alen, o);
+            snprintf(names[3], sizeof names[3], "%slayers.%d.%s.%s", m->cfg.weight_prefix, l, proj ? proj : "-",
+                     kv ? "v_scale" : "k_scale"); /* ModelOpt's k_proj.k_scale / v_proj.v_scale */
             float s = 1.0f;
-            for (int i = 0; i < 3; i++) {
+            for (int i = 0; i < 4; i++) {
                 vllm_status st = m->ws ? ws_get_scalar(m->ws, names[i], &s) : VLLM_ERR_NOT_FOUND;
                 if (st == VLLM_ERR_NOT_FOUND) {
                     vt_error_clear();

@@ -344,6 +344,18 @@ static void test_quant(void) {
     snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_W4A16("\"channel\"", "null", "\"group\"") "}");
     CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
     CHECK(c.quant.method == QUANT_CT_W4A16 && c.quant.group_size == -1 && c.quant.desc_act && !c.quant.kv_fp8_scales);
+    /* NVIDIA ModelOpt: FP8 (per tensor, static input scales), FP8_PER_CHANNEL_PER_TOKEN, the nested form of
+     * hf_quant_config.json with the FP8 KV cache's scales */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": "
+             "\"FP8\", \"ignore\": [\"lm_head\"]}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_TENSOR && c.quant.fp8_static_act &&
+          !c.quant.fp8_scale_inv && !c.quant.kv_fp8_scales && !strcmp(c.quant.name, "modelopt"));
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {\"quant_method\": \"modelopt\", \"quantization\": "
+             "{\"quant_algo\": \"fp8_per_channel_per_token\", \"kv_cache_quant_algo\": \"FP8\"}}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_CHANNEL && !c.quant.fp8_static_act &&
+          c.quant.kv_fp8_scales);
     /* an FP8 KV-cache scheme (llm-compressor's kv_cache_scheme: k_scale / v_scale per layer), with weights and alone */
     snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null")
              ", \"kv_cache_scheme\": " CT_KV("\"tensor\"") "}");
@@ -456,6 +468,11 @@ static void test_errors(void) {
         "quant_method 'bitsandbytes' is not supported", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\"}", VLLM_ERR_FORMAT,
         "compressed-tensors needs config_groups", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"W4A8_AWQ\"}",
+        VLLM_ERR_UNSUPPORTED, "modelopt quant_algo 'W4A8_AWQ'", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\", "
+        "\"kv_cache_quant_algo\": \"NVFP4\"}", VLLM_ERR_UNSUPPORTED, "kv_cache_quant_algo 'NVFP4'", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"modelopt\"}", VLLM_ERR_FORMAT, "no quant_algo", "");
     BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"kv_cache_scheme\": "
         CT_KV("\"attn_head\"") "}", VLLM_ERR_UNSUPPORTED, "kv_cache_scheme", "strategy 'attn_head'");
     /* FP8 weights without activation quantization (W8A16), static per-token activations, 4-bit floats (NVFP4),

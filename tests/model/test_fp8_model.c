@@ -7,6 +7,7 @@
  *   - a wrong packing order fails: each down_proj's scales in the wrong order (block: its two 128-blocks' scales
  *     swapped; channel: its 128 row scales reversed; tensor: the layer's up_proj's scale) give other logprobs than the dequantized-weights recording
  *     (the parity test would catch such a loader);
+ *   - the per-tensor fixture under ModelOpt's FP8 configs (config.json's and hf_quant_config.json's);
  *   - per-tensor scales of the wrong shape, a missing weight_scale;
  *   - refused, naming the cause: F8_E4M3 weights under a config without quantization_config, a missing
  *     weight_scale_inv, scales of the wrong shape (weight_block_size [64, 128] against the file's [128, 128]),
@@ -168,6 +169,60 @@ static void packing_checks(const char *src, const char *dir, int32_t **ids, size
     json_decref(exp);
 }
 
+/* The per-tensor fixture under NVIDIA ModelOpt's configs (its tensors are ModelOpt FP8's: weight, weight_scale (),
+ * input_scale ()): config.json's {"quant_method": "modelopt", "quant_algo": "FP8"} and, with config.json
+ * unquantized, hf_quant_config.json's {"producer", "quantization": {"quant_algo": "FP8"}}: the recording holds */
+static void modelopt_checks(const char *dir, const int32_t *ids, size_t n) {
+    const char *src = FIXTURES "/qwen3_fp8_tensor";
+    char path[512];
+    snprintf(path, sizeof path, "%s/expected.json", src);
+    json_error_t err;
+    json_t *exp = json_load_file(path, 0, &err);
+    CHECK_MSG(exp != NULL, "%s", err.text);
+    if (!exp) return;
+    json_t *p3 = json_array_get(json_object_get(exp, "prompts"), 3);
+    float lp[4];
+    int32_t tok[4];
+    setenv("VLLM_FP8_DEQUANTIZE", "1", 1);
+    write_weights(src, dir, NULL, AS_IS);
+    snprintf(path, sizeof path, "%s/config.json", src);
+    for (int form = 0; form < 2; form++) {
+        char hq[512];
+        snprintf(hq, sizeof hq, "%s/hf_quant_config.json", dir);
+        if (form == 0) {
+            fixture_write_config(path, dir, "{\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\", "
+                                            "\"ignore\": [\"lm_head\"]}");
+        } else {
+            fixture_write_config(path, dir, NULL);
+            FILE *f = fopen(hq, "w");
+            CHECK(f != NULL);
+            if (f) {
+                fputs("{\"producer\": {\"name\": \"modelopt\", \"version\": \"0.31.0\"}, \"quantization\": "
+                      "{\"quant_algo\": \"FP8\", \"kv_cache_quant_algo\": null, \"exclude_modules\": [\"lm_head\"]}}",
+                      f);
+                fclose(f);
+            }
+        }
+        CHECK_OK(run(dir, ids, n, lp, tok));
+        for (int j = 0; j < 4; j++) {
+            CHECK_MSG(tok[j] == (int32_t)json_integer_value(json_array_get(json_object_get(p3, "token_ids"), j)),
+                      "modelopt form %d", form);
+            CHECK_NEAR(lp[j], json_number_value(json_array_get(json_object_get(p3, "logprobs"), j)), 1e-3);
+        }
+        if (form == 1) { /* an algorithm not read: refused naming it */
+            FILE *f = fopen(hq, "w");
+            if (f) {
+                fputs("{\"producer\": {\"name\": \"modelopt\"}, \"quantization\": {\"quant_algo\": \"INT4_AWQ\"}}", f);
+                fclose(f);
+            }
+            EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_UNSUPPORTED, "hf_quant_config.json", "quant_algo 'INT4_AWQ'");
+            unlink(hq);
+        }
+    }
+    unsetenv("VLLM_FP8_DEQUANTIZE");
+    json_decref(exp);
+}
+
 int main(void) {
     char dir[] = "/tmp/vllmc_fp8_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -182,6 +237,7 @@ int main(void) {
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_FORMAT, "q_proj.weight_scale' has shape [2], expected [1]", "");
     write_weights(FIXTURES "/qwen3_fp8_tensor", dir, "model.layers.2.mlp.up_proj.weight_scale", AS_IS);
     EXPECT_ERR(run(dir, ids, n, lp, tok), VLLM_ERR_NOT_FOUND, "model.layers.2.mlp.up_proj.weight_scale'", "not found");
+    modelopt_checks(dir, ids, n);
     packing_checks(FIXTURES "/qwen3_fp8_channel", dir, &ids, &n);
     packing_checks(SRC, dir, &ids, &n);
 

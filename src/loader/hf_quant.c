@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 
+#define NVFP4_GROUP_SIZE 16
+
 /* a string member equal to want (key NULL: o itself) */
 static bool str_is(const json_t *o, const char *key, const char *want) {
     const json_t *v = key ? json_object_get(o, key) : o;
@@ -197,6 +199,28 @@ static vllm_status ct_fp8_group(const json_t *w, const json_t *ia, const char *n
     return VLLM_OK;
 }
 
+/* compressed-tensors NVFP4 (nvfp4-pack-quantized; vLLM CompressedTensorsW4A16Fp4 / W4A4Fp4): weights {num_bits 4,
+ * type float, strategy tensor_group, group_size 16}; input_activations none (W4A16) or the same FP4 scheme (W4A4:
+ * run weight-only, as vLLM on Hopper) */
+static vllm_status ct_nvfp4_group(const json_t *w, const json_t *ia, const char *name, const char *what,
+                                  quant_config *c) {
+    const json_t *nb = json_object_get(w, "num_bits"), *gs = json_object_get(w, "group_size");
+    if (!json_is_integer(nb) || json_integer_value(nb) != 4 || !str_is(w, "type", "float") ||
+        !str_is(w, "strategy", "tensor_group") || !json_is_integer(gs) || json_integer_value(gs) != NVFP4_GROUP_SIZE)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: nvfp4-pack-quantized weights must be "
+                        "4-bit float, strategy tensor_group, group_size 16", what, name);
+    if (ia && !json_is_null(ia)) {
+        const json_t *ib = json_object_get(ia, "num_bits");
+        if (!json_is_integer(ib) || json_integer_value(ib) != 4 || !str_is(ia, "type", "float"))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors group %.40s: NVFP4 weights with %s input "
+                            "activations are not supported (none, or 4-bit float)", what, name, str_or(ia, "type", "?"));
+        c->nvfp4_w4a4 = true;
+    }
+    c->nvfp4_ct = true;
+    c->method = QUANT_NVFP4;
+    return VLLM_OK;
+}
+
 /* compressed-tensors (llm-compressor; vLLM CompressedTensorsConfig): every config group the same scheme, W4A16
  * pack-quantized or FP8 W8A8 float-quantized; weights static and symmetric; no sparsity, no KV-cache scheme, no
  * output activations. */
@@ -243,18 +267,20 @@ static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out
         vllm_status st;
         if (!strcmp(gf, "pack-quantized")) st = ct_w4a16_group(w, ia, name, what, &c);
         else if (!strcmp(gf, "float-quantized")) st = ct_fp8_group(w, ia, name, what, &c);
+        else if (!strcmp(gf, "nvfp4-pack-quantized")) st = ct_nvfp4_group(w, ia, name, what, &c);
         else
             return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors format '%.40s' (group %.40s) is not supported "
-                            "(pack-quantized W4A16, float-quantized FP8 W8A8 are)", what, gf, name);
+                            "(pack-quantized W4A16, float-quantized FP8 W8A8, nvfp4-pack-quantized are)", what, gf, name);
         if (st != VLLM_OK) return st;
         if (!first && (c.method != out->method || c.group_size != out->group_size || c.desc_act != out->desc_act ||
                        c.fp8_scales != out->fp8_scales || c.block_n != out->block_n ||
-                       c.fp8_static_act != out->fp8_static_act))
+                       c.fp8_static_act != out->fp8_static_act || c.nvfp4_w4a4 != out->nvfp4_w4a4))
             return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors config groups with different schemes are not "
                             "supported", what);
         out->method = c.method, out->group_size = c.group_size, out->desc_act = c.desc_act;
         out->fp8_scales = c.fp8_scales, out->block_n = c.block_n, out->block_k = c.block_k;
         out->fp8_static_act = c.fp8_static_act;
+        out->nvfp4_ct = c.nvfp4_ct, out->nvfp4_w4a4 = c.nvfp4_w4a4;
         first = false;
     }
     return VLLM_OK;
@@ -275,9 +301,14 @@ static vllm_status modelopt_parse(const json_t *q, const char *what, quant_confi
         out->fp8_static_act = true;
     } else if (!strcasecmp(algo, "FP8_PER_CHANNEL_PER_TOKEN")) {
         out->fp8_scales = FP8_SCALE_CHANNEL;
+    } else if (!strcasecmp(algo, "NVFP4") || !strcasecmp(algo, "W4A16_NVFP4")) {
+        const json_t *gs = json_object_get(c, "group_size");
+        if (gs && !json_is_null(gs) && !(json_is_integer(gs) && json_integer_value(gs) == NVFP4_GROUP_SIZE))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: modelopt NVFP4 group_size must be 16", what);
+        out->nvfp4_w4a4 = !strcasecmp(algo, "NVFP4");
     } else {
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: quantization_config modelopt quant_algo '%.32s' is not supported "
-                        "(FP8, FP8_PER_CHANNEL_PER_TOKEN are)", what, algo);
+                        "(FP8, FP8_PER_CHANNEL_PER_TOKEN, NVFP4, W4A16_NVFP4 are)", what, algo);
     }
     const json_t *kva = json_object_get(c, "kv_cache_quant_algo"), *kvs = json_object_get(c, "kv_cache_scheme");
     if (json_is_string(kva)) {
@@ -294,7 +325,7 @@ static vllm_status modelopt_parse(const json_t *q, const char *what, quant_confi
             return vt_error(VLLM_ERR_UNSUPPORTED, "%s: modelopt kv_cache_scheme: only 8-bit float is supported", what);
         out->kv_fp8_scales = true;
     }
-    out->method = QUANT_FP8;
+    out->method = strstr(algo, "FP4") || strstr(algo, "fp4") ? QUANT_NVFP4 : QUANT_FP8;
     return VLLM_OK;
 }
 

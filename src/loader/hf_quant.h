@@ -12,7 +12,9 @@
  * tensor, channel or [bn, 128] block; 8-bit float input activations, dynamic or static). F8_E4M3 weights of
  * every scheme load as FP8_B128 rows (model/weights.c). "modelopt" (NVIDIA ModelOpt, config.json's flat form or
  * hf_quant_config.json's "quantization" object, which hf_config_load reads when config.json has none): quant_algo
- * FP8 (per-tensor weight_scale, static input_scale) and FP8_PER_CHANNEL_PER_TOKEN, kv_cache_quant_algo FP8. A family's own quant_method (gpt-oss's "mxfp4") is
+ * FP8 (per-tensor weight_scale, static input_scale) and FP8_PER_CHANNEL_PER_TOKEN, kv_cache_quant_algo FP8.
+ * NVFP4 weights (QUANT_NVFP4, tensor/fp4.h): compressed-tensors' nvfp4-pack-quantized groups (4-bit float,
+ * tensor_group, group 16; W4A16, or W4A4 run weight-only) and ModelOpt's NVFP4 / W4A16_NVFP4. A family's own quant_method (gpt-oss's "mxfp4") is
  * QUANT_FAMILY. A compressed-tensors kv_cache_scheme (8-bit float, per tensor, static: each layer's k_scale /
  * v_scale, which --kv-cache-dtype fp8 uses; alone or beside weight groups) sets kv_fp8_scales. Everything else
  * (compressed-tensors' int-quantized / naive / nvfp4 formats, FP8 weights without activation quantization,

@@ -162,6 +162,9 @@ typedef enum quant_method {
     QUANT_GPTQ,       /* "gptq", 4 bits: qweight / qzeros / scales / g_idx (tensor/int4.h) */
     QUANT_CT_W4A16,   /* "compressed-tensors" pack-quantized, 4-bit symmetric int weights (W4A16): weight_packed /
                          weight_scale / weight_g_idx (tensor/int4.h) */
+    QUANT_NVFP4,      /* NVFP4 weights (tensor/fp4.h): compressed-tensors nvfp4-pack-quantized (weight_packed /
+                         weight_scale / weight_global_scale) or ModelOpt NVFP4 (weight / weight_scale /
+                         weight_scale_2); weight-only, as vLLM's Marlin FP4 on Hopper */
 } quant_method;
 
 /* QUANT_FP8: what the weight scales cover */
@@ -183,6 +186,9 @@ typedef struct quant_config {
     int group_size;           /* AWQ / GPTQ / CT_W4A16: input features per scale (-1: the whole row) */
     bool desc_act;            /* GPTQ / CT_W4A16 (actorder "group"): groups from g_idx (act-order) */
     bool gptq_v1;             /* GPTQ checkpoint_format "gptq": zeros stored less 1 */
+    bool nvfp4_ct;            /* QUANT_NVFP4: compressed-tensors' names and inverse global scale (else ModelOpt's) */
+    bool nvfp4_w4a4;          /* QUANT_NVFP4: the checkpoint also quantizes activations (W4A4), which vLLM leaves
+                                 unquantized on Hopper (Marlin) and vllm.c everywhere */
     bool kv_fp8_scales;       /* compressed-tensors kv_cache_scheme (8-bit float, per tensor, static): the
                                  checkpoint holds each layer's k_scale / v_scale for an FP8 KV cache */
 } quant_config;

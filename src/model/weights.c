@@ -15,6 +15,7 @@
 #include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
 #include "tensor/dummy.h"
+#include "tensor/fp4.h"
 #include "tensor/fp8.h"
 #include "tensor/int4.h"
 
@@ -27,6 +28,7 @@ struct weight_source {
     quant_config quant;  /* safetensors: the checkpoint's quantization_config */
     size_t fp8_dequantized; /* FP8: bytes of F32 copies (a backend without FP8_B128, VLLM_FP8_DEQUANTIZE=1) */
     size_t int4_dequantized; /* AWQ / GPTQ: bytes of F32 copies of their 4-bit weights */
+    size_t fp4_dequantized;  /* NVFP4: bytes of F32 copies of its 4-bit float weights */
     size_t int4_native;  /* AWQ / GPTQ: bytes of I4_B128 rows handed out */
     int int4_act_order;  /* 4-bit: matrices kept as F32 copies because their groups split 32-runs (act-order, groups of 16) */
     dtype dummy_dtype;
@@ -276,6 +278,45 @@ static vllm_status fp8_get(weight_source *ws, const char *name, int ndim, const 
     return VLLM_OK;
 }
 
+/* An NVFP4 weight (tensor/fp4.h) asked for as `base.weight` (N, K): compressed-tensors' base.weight_packed (N, K / 2)
+ * U8, base.weight_scale (N, K / 16) F8_E4M3, base.weight_global_scale (1) F32, or ModelOpt's base.weight (U8),
+ * base.weight_scale, base.weight_scale_2 (); an F32 copy of its values (dequantized at load: weight-only, as
+ * vLLM's Marlin FP4 on Hopper, which multiplies BF16 activations by the dequantized weights). */
+static vllm_status nvfp4_get(weight_source *ws, const char *name, int ndim, const int64_t *shape, tensor *out) {
+    const char *file = st_file_of(ws->st, name) ? st_file_of(ws->st, name) : "checkpoint";
+    const size_t nl = strlen(name);
+    if (ndim != 2 || nl < 7 || nl + 24 > 512 || strcmp(name + nl - 7, ".weight"))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' is NVFP4-packed but used as a %d-dim tensor: only "
+                        "weight matrices may be", file, name, ndim);
+    const int64_t N = shape[0], K = shape[1];
+    if (K % NVFP4_GROUP)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: NVFP4 weight '%s' has %lld columns, not a multiple of 16", file, name,
+                        (long long)K);
+    const bool ct = ws->quant.nvfp4_ct;
+    char qn[512], sn[512], gn[512];
+    snprintf(qn, sizeof qn, "%.*s%s", (int)(nl - 7), name, ct ? ".weight_packed" : ".weight");
+    snprintf(sn, sizeof sn, "%.*s.weight_scale", (int)(nl - 7), name);
+    snprintf(gn, sizeof gn, "%.*s%s", (int)(nl - 7), name, ct ? ".weight_global_scale" : ".weight_scale_2");
+    const int64_t qshape[2] = {N, K / 2}, sshape[2] = {N, K / NVFP4_GROUP};
+    tensor q, sc;
+    float g = 0.0f;
+    vllm_status st;
+    if ((st = st_get_as(ws->st, qn, DTYPE_U8, 2, qshape, &q)) || (st = st_get_as(ws->st, sn, DTYPE_F8_E4M3, 2, sshape, &sc)))
+        return st;
+    if ((st = ws_get_scalar(ws, gn, &g)) != VLLM_OK) return st;
+    if (!(g > 0.0f) || !isfinite(g))
+        return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' must be positive and finite, got %g", file, gn, (double)g);
+    const size_t bytes = (size_t)N * (size_t)K * sizeof(float);
+    float *buf = ws_buffer(ws, bytes);
+    if (!buf) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, name);
+    for (int64_t n = 0; n < N; n++)
+        nvfp4_dequantize_row((const uint8_t *)q.data + n * (K / 2), (const uint8_t *)sc.data + n * (K / NVFP4_GROUP), g,
+                             ct, K, buf + n * K);
+    ws->fp4_dequantized += bytes;
+    *out = tensor_make(DTYPE_F32, buf, ndim, shape);
+    return VLLM_OK;
+}
+
 /* An I32 / float tensor of the checkpoint as host data of exactly this shape; floats converted into a buffer */
 static vllm_status i4_part(weight_source *ws, const char *base, const char *suffix, dtype want, int64_t d0,
                            int64_t d1, int ndim, const void **out) {
@@ -409,6 +450,8 @@ vllm_status ws_get(weight_source *ws, const char *name, int ndim, const int64_t 
     if (!ws->st) return dummy_get(ws, name, ndim, shape, out);
     const char *dts = st_dtype_str(ws->st, name);
     if (dts && !strcmp(dts, "F8_E4M3")) return fp8_get(ws, name, ndim, shape, out);
+    if (ws->quant.method == QUANT_NVFP4 && (ws->quant.nvfp4_ct ? !dts : dts && !strcmp(dts, "U8")))
+        return nvfp4_get(ws, name, ndim, shape, out);
     if (dts && ws->quant.method == QUANT_FP8) { /* a float weight beside FP8 scales would be used unscaled */
         char sname[512];
         const int n = snprintf(sname, sizeof sname, "%.480s%s", name, ws->quant.fp8_scale_inv ? "_scale_inv" : "_scale");
@@ -433,6 +476,10 @@ void ws_log_summary(const weight_source *ws) {
               "VLLM_INT4_DEQUANTIZE=1, rows not a multiple of 128, or %d act-order matrices whose groups split "
               "runs of 32 features): run as float weights", ws->quant.name, (double)ws->int4_dequantized / 1048576.0,
               ws->int4_act_order);
+    if (ws && ws->st && ws->fp4_dequantized)
+        LOG_I("%s checkpoint: %.1f MiB of F32 copies of its NVFP4 weights (dequantized at load, weight-only%s)",
+              ws->quant.name, (double)ws->fp4_dequantized / 1048576.0,
+              ws->quant.nvfp4_w4a4 ? "; its W4A4 activation scales are not applied, as vLLM's Marlin FP4 on Hopper" : "");
     if (ws && ws->st && ws->int4_native)
         LOG_I("%s checkpoint: %.1f MiB of 4-bit weights loaded as I4_B128 blocks (128 values, a scale and a zero "
               "per 32)", ws->quant.name, (double)ws->int4_native / 1048576.0);
@@ -483,7 +530,7 @@ bool ws_has(const weight_source *ws, const char *name) {
     /* an AWQ / GPTQ weight: `base.weight` held as base.qweight; compressed-tensors W4A16: as base.weight_packed */
     const size_t nl = strlen(name);
     char q[512];
-    const bool ct = ws->quant.method == QUANT_CT_W4A16;
+    const bool ct = ws->quant.method == QUANT_CT_W4A16 || (ws->quant.method == QUANT_NVFP4 && ws->quant.nvfp4_ct);
     if ((ws->quant.method == QUANT_AWQ || ws->quant.method == QUANT_GPTQ || ct) && nl > 7 && nl + 8 < sizeof q &&
         !strcmp(name + nl - 7, ".weight")) {
         snprintf(q, sizeof q, "%.*s.%s", (int)(nl - 7), name, ct ? "weight_packed" : "qweight");

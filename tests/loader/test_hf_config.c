@@ -356,6 +356,18 @@ static void test_quant(void) {
     CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
     CHECK(c.quant.method == QUANT_FP8 && c.quant.fp8_scales == FP8_SCALE_CHANNEL && !c.quant.fp8_static_act &&
           c.quant.kv_fp8_scales);
+    /* NVFP4: compressed-tensors nvfp4-pack-quantized (W4A16, and W4A4 run weight-only), ModelOpt NVFP4 */
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", "
+             "\"format\": \"nvfp4-pack-quantized\", \"config_groups\": {\"group_0\": {\"weights\": {\"num_bits\": 4, "
+             "\"type\": \"float\", \"strategy\": \"tensor_group\", \"group_size\": 16}, \"input_activations\": "
+             "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"tensor_group\", \"group_size\": 16, "
+             "\"dynamic\": \"local\"}}}}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_NVFP4 && c.quant.nvfp4_ct && c.quant.nvfp4_w4a4);
+    snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": "
+             "\"W4A16_NVFP4\", \"group_size\": 16}");
+    CHECK_OK(hf_config_parse(buf, NULL, NULL, &c));
+    CHECK(c.quant.method == QUANT_NVFP4 && !c.quant.nvfp4_ct && !c.quant.nvfp4_w4a4);
     /* an FP8 KV-cache scheme (llm-compressor's kv_cache_scheme: k_scale / v_scale per layer), with weights and alone */
     snprintf(buf, sizeof buf, MINI_FMT, ", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null")
              ", \"kv_cache_scheme\": " CT_KV("\"tensor\"") "}");
@@ -473,6 +485,11 @@ static void test_errors(void) {
     BAD(", \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\", "
         "\"kv_cache_quant_algo\": \"NVFP4\"}", VLLM_ERR_UNSUPPORTED, "kv_cache_quant_algo 'NVFP4'", "");
     BAD(", \"quantization_config\": {\"quant_method\": \"modelopt\"}", VLLM_ERR_FORMAT, "no quant_algo", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\", \"group_size\": 32}",
+        VLLM_ERR_UNSUPPORTED, "NVFP4 group_size must be 16", "");
+    BAD(", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"nvfp4-pack-quantized\", "
+        "\"config_groups\": {\"g\": {\"weights\": {\"num_bits\": 4, \"type\": \"float\", \"strategy\": "
+        "\"tensor_group\", \"group_size\": 32}}}}", VLLM_ERR_UNSUPPORTED, "group_size 16", "");
     BAD(", \"quantization_config\": {" CT_W4A16("\"group\"", "128", "null") ", \"kv_cache_scheme\": "
         CT_KV("\"attn_head\"") "}", VLLM_ERR_UNSUPPORTED, "kv_cache_scheme", "strategy 'attn_head'");
     /* FP8 weights without activation quantization (W8A16), static per-token activations, 4-bit floats (NVFP4),

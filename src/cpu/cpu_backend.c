@@ -166,6 +166,7 @@ static void cpu_destroy(backend *be) {
     if (cpu) {
         cpu_sample_free(cpu);
         tp_free(cpu->pool);
+        free(cpu->attn_dec);
     }
     free(cpu);
     free(be);

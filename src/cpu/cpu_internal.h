@@ -47,6 +47,8 @@ typedef struct cpu_state {
     vllm_status err;   /* first op failure since the last synchronize; VLLM_OK = none */
     char err_msg[512];
     sample_ws *sample_ws; /* (num_threads) sampling workspaces, made on first use */
+    float *attn_dec;      /* FP8 KV caches: (num_threads, 2, 32, head_dim) decoded keys / values, grown on use */
+    size_t attn_dec_cap;  /* its floats */
 } cpu_state;
 
 static inline cpu_state *cpu_of(backend *be) { return (cpu_state *)be->impl; }

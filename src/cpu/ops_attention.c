@@ -385,12 +385,19 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
         .scale = p->scale, .softcap = p->softcap, .sinks = p->sinks ? p->sinks->data : NULL,
         .sinks_dt = p->sinks ? p->sinks->dtype : DTYPE_F32, .out = out->data, .os = tensor_row_stride(out),
     };
-    if (c.fp8 && !(c.dec = malloc((size_t)cpu->num_threads * 2 * ATT_CHUNK * (size_t)hd * sizeof(float)))) {
-        cpu_fail(cpu, "attention: out of memory");
-        return;
+    if (c.fp8) { /* the threads' decode buffers, kept between calls */
+        const size_t need = (size_t)cpu->num_threads * 2 * ATT_CHUNK * (size_t)hd;
+        if (need > cpu->attn_dec_cap) {
+            float *p = realloc(cpu->attn_dec, need * sizeof(float));
+            if (!p) {
+                cpu_fail(cpu, "attention: out of memory");
+                return;
+            }
+            cpu->attn_dec = p, cpu->attn_dec_cap = need;
+        }
+        c.dec = cpu->attn_dec;
     }
     /* cost: a query sees about max_seq_len / 2 keys on average, 4 * hd flops each per head */
     int64_t avg_keys = m->max_seq_len > 2 ? m->max_seq_len / 2 : 1;
     tp_run_cost(cpu->pool, T * (nh / pass), 4.0 * pass * (double)hd * (double)avg_keys, attn_task, &c);
-    free(c.dec);
 }

@@ -237,8 +237,10 @@ static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out
             !opt_bool(kv, "dynamic", false, &dyn) || !opt_bool(kv, "symmetric", true, &sym) || dyn || !sym ||
             !str_is(kv, "strategy", "tensor"))
             return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors kv_cache_scheme: only 8-bit float, symmetric, "
-                            "static, strategy tensor (one k_scale / v_scale per layer) is supported, got strategy "
-                            "'%.16s'", what, str_or(kv, "strategy", "?"));
+                            "static, strategy tensor (one k_scale / v_scale per layer) is supported, got %lld-bit %.16s, "
+                            "strategy '%.16s'%s%s", what, json_is_integer(nb) ? (long long)json_integer_value(nb) : -1LL,
+                            str_or(kv, "type", "?"), str_or(kv, "strategy", "?"), dyn ? ", dynamic" : "",
+                            sym ? "" : ", asymmetric");
         out->kv_fp8_scales = true;
     }
     if (!json_is_object(groups) || (json_object_size(groups) == 0 && !out->kv_fp8_scales))

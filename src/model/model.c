@@ -297,7 +297,7 @@ vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, cons
 static vllm_status kv_scales_load(model *m) {
     const int L = m->cfg.num_layers;
     const weight_names *nm = m->cfg.names ? m->cfg.names : &weight_names_llama;
-    if (!(m->kv_scales = malloc((size_t)L * 2 * sizeof *m->kv_scales)))
+    if (!(m->kv_scales = malloc((size_t)(L > 0 ? L : 1) * 2 * sizeof *m->kv_scales)))
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     const char *o = nm->o ? nm->o : "self_attn.o_proj", *dot = strrchr(o, '.');
     const int alen = dot ? (int)(dot - o) : (int)strlen(o); /* the attention module: "self_attn" */
@@ -330,9 +330,12 @@ static vllm_status kv_scales_load(model *m) {
             }
             m->kv_scales[2 * l + kv] = s;
         }
-    LOG_I("FP8 KV cache (E4M3): %s", found ? "per-layer k_scale / v_scale from the checkpoint"
-                                           : "no k_scale / v_scale in the checkpoint: scales 1.0 (as vLLM; values "
-                                             "past +-448 saturate)");
+    if (found)
+        LOG_I("FP8 KV cache (E4M3): %d of the %d k_scale / v_scale values from the checkpoint%s", found, 2 * L,
+              found < 2 * L ? ", 1.0 for the others" : "");
+    else
+        LOG_I("FP8 KV cache (E4M3): no k_scale / v_scale in the checkpoint: scales 1.0 (as vLLM; values past +-448 "
+              "saturate)");
     return VLLM_OK;
 }
 

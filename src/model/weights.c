@@ -508,6 +508,10 @@ bool ws_is_dummy(const weight_source *ws) { return !ws->st && !ws->gguf; }
 
 vllm_status ws_get_scalar(weight_source *ws, const char *name, float *out) {
     const tensor *t = ws && ws->st ? st_find(ws->st, name) : NULL;
+    const char *dts = ws && ws->st ? st_dtype_str(ws->st, name) : NULL;
+    if (!t && dts) /* present in a dtype the loader does not read: not to be taken for absent */
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, not supported (F32, F16, BF16)",
+                        st_file_of(ws->st, name), name, dts);
     if (!t) return vt_error(VLLM_ERR_NOT_FOUND, "no tensor '%s'", name);
     const char *file = st_file_of(ws->st, name);
     if (!(t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1)))

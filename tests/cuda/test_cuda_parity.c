@@ -267,7 +267,7 @@ int main(int argc, char **argv) {
         if (kv) {
             json_t *sub = json_pack("{s:O, s:O}", "prompts", json_object_get(kv, "prompts"), "tolerance",
                                     json_object_get(kv, "tolerance_bf16"));
-            char label[160];
+            char label[300];
             snprintf(label, sizeof label, "%s, FP8 KV", names.name[k]);
             fixture_kv_cache_dtype = parity_kv_cache_dtype = "fp8";
             teacher_forced(label, dir, sub);

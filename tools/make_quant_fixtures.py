@@ -32,6 +32,9 @@ as the round trip. vLLM quantizes those activations per token (channel) or per t
 quantizes every FP8 layer's input dynamically per token and group of 128 (exact per-row scales need no
 requantization), so the references apply that quantization, as for the block case.
 
+Case qwen3_nvfp4: the same shape as compressed-tensors' nvfp4-pack-quantized W4A16 (llm-compressor's NVFP4A16
+preset: see quant_nvfp4), round trip checked; reference on the dequantized weights (weight-only).
+
 Case qwen3_kv_fp8: the FP8 KV cache (--kv-cache-dtype fp8): a BF16 model of the same shape with calibrated
 per-layer k_scale / v_scale tensors; "kv_fp8" holds the reference with the cache's E4M3 rounding (see
 case_qwen3_kv_fp8).
@@ -421,16 +424,45 @@ def quant_ct(w, G):
     return {"weight_packed": packed, "weight_scale": s, "weight_shape": torch.tensor([N, K], dtype=torch.int64)}, deq
 
 
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def quant_nvfp4(w):
+    """W (N, K) -> compressed-tensors nvfp4-pack-quantized tensors, W' (compressed-tensors' NVFP4 procedure: a
+    global scale gs = 448 * 6 / max|W| (F32), per 16 elements of a row the E4M3 scale e4m3(max|w| / 6 * gs), codes
+    the nearest E2M1 of w / (scale / gs) (argmin: a tie to the smaller magnitude), sign in bit 3; element 2 i in
+    the low nibble of byte i (pack_fp4_to_uint8); W' = code * (scale / gs), the order vllm.c multiplies in)"""
+    N, K = w.shape
+    assert K % 16 == 0
+    gs = torch.tensor([448.0 * 6.0 / float(w.abs().max())], dtype=torch.float32)
+    g = w.reshape(N, K // 16, 16)
+    s8 = (g.abs().amax(dim=-1) / 6.0 * gs).to(torch.float8_e4m3fn)
+    eff = (s8.float() / gs).unsqueeze(-1)
+    table = torch.tensor(E2M1)
+    x = torch.where(eff > 0, g / eff, torch.zeros_like(g))
+    idx = (x.abs().unsqueeze(-1) - table).abs().argmin(dim=-1)
+    codes = (idx | (torch.signbit(x).to(torch.long) << 3)).reshape(N, K)
+    vals = (table[idx] * torch.where(torch.signbit(x), -1.0, 1.0)).reshape(N, K // 16, 16)
+    deq = (vals * eff).reshape(N, K)
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).to(torch.uint8)
+    # round trip: the bytes unpacked and multiplied out again
+    lo, hi = packed.long() & 15, packed.long() >> 4
+    back = torch.stack([lo, hi], dim=-1).reshape(N, K)
+    bv = table[back & 7] * torch.where(back >= 8, -1.0, 1.0)
+    assert torch.equal((bv.reshape(N, K // 16, 16) * eff).reshape(N, K), deq)
+    return {"weight_packed": packed, "weight_scale": s8, "weight_global_scale": gs}, deq
+
+
 def case_int4(name, method, out_dir, device):
-    G = 32 if method == "ct" else 64
-    seed = {"awq": 910, "gptq": 920, "ct": 930}[method]
+    G = 32 if method == "ct" else 16 if method == "nvfp4" else 64
+    seed = {"awq": 910, "gptq": 920, "ct": 930, "nvfp4": 940}[method]
     cfg, model = tiny_qwen3(seed)
     gen = torch.Generator().manual_seed(7)
     tensors, deq = {}, {}
     for k, v in model.state_dict().items():
         if k.endswith(".weight") and any(f".{p}." in k for p in PROJ):
             t, d = (quant_awq(v.float(), G) if method == "awq" else quant_ct(v.float(), G) if method == "ct"
-                    else quant_gptq(v.float(), G, gen))
+                    else quant_nvfp4(v.float()) if method == "nvfp4" else quant_gptq(v.float(), G, gen))
             for suf, x in t.items():
                 tensors[k[:-len("weight")] + suf] = x.contiguous()
             deq[k] = d
@@ -447,6 +479,13 @@ def case_int4(name, method, out_dir, device):
                                                    "strategy": "group", "group_size": G, "actorder": None,
                                                    "observer": "minmax", "block_structure": None}}}}
         if method == "ct" else
+        {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "quantization_status": "compressed",
+         "ignore": ["lm_head"], "kv_cache_scheme": None,
+         "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
+                                       "weights": {"num_bits": 4, "type": "float", "symmetric": True,
+                                                   "dynamic": False, "strategy": "tensor_group", "group_size": 16,
+                                                   "observer": "static_minmax", "block_structure": None}}}}
+        if method == "nvfp4" else
         {"quant_method": "gptq", "bits": 4, "group_size": G, "desc_act": True, "sym": False,
          "checkpoint_format": "gptq", "damp_percent": 0.01, "true_sequential": True}))
     ref = reference_model(cfg, deq)
@@ -459,6 +498,8 @@ def case_int4(name, method, out_dir, device):
         "case": name, "transformers": transformers.__version__, "torch": torch.__version__, "dtype": "bfloat16",
         "quantization": (f"awq 4-bit, group {G}, gemm packing" if method == "awq" else
                          f"compressed-tensors pack-quantized W4A16, symmetric, group {G}" if method == "ct" else
+                         "compressed-tensors nvfp4-pack-quantized W4A16 (E2M1, E4M3 scale per 16, F32 global scale)"
+                         if method == "nvfp4" else
                          f"gptq 4-bit, group {G}, act-order (g_idx), v1 zeros"),
         "rope": {"rope_type": "default", "rope_theta": 1000000.0}, "sliding_window": None,
         "sliding_window_effective": None, "new_tokens": mf.NEW_TOKENS, "prompts": results,
@@ -596,6 +637,7 @@ CASES = {"qwen3_fp8_block": lambda d, dev: case_fp8("qwen3_fp8_block", "block", 
          "qwen3_fp8_channel": lambda d, dev: case_fp8("qwen3_fp8_channel", "channel", 910, d, dev),
          "qwen3_fp8_tensor": lambda d, dev: case_fp8("qwen3_fp8_tensor", "tensor", 920, d, dev),
          "qwen3_kv_fp8": case_qwen3_kv_fp8,
+         "qwen3_nvfp4": lambda d, dev: case_int4("qwen3_nvfp4", "nvfp4", d, dev),
          "qwen3_awq": lambda d, dev: case_int4("qwen3_awq", "awq", d, dev),
          "qwen3_gptq_actorder": lambda d, dev: case_int4("qwen3_gptq_actorder", "gptq", d, dev),
          "qwen3_ct_w4a16": lambda d, dev: case_int4("qwen3_ct_w4a16", "ct", d, dev)}

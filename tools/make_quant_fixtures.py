@@ -111,6 +111,31 @@ def act_quant_dequant(x):
     return (q.float() * s).reshape(shape).to(x.dtype)
 
 
+def tf_deviations(ref, results, device):
+    """|logprob - recorded| of every recorded token, teacher-forced through ref (prompt + continuation in one
+    forward)"""
+    out = []
+    for r in results:
+        P = len(r["prompt_token_ids"])
+        x = torch.tensor([r["prompt_token_ids"] + r["token_ids"]], dtype=torch.long, device=device)
+        lp = torch.log_softmax(ref(input_ids=x, use_cache=False).logits[0].float(), dim=-1)
+        out += [abs(float(lp[P - 1 + j, t]) - r["logprobs"][j]) for j, t in enumerate(r["token_ids"])]
+    return out
+
+
+def noise_drift(label, ref, results, device, noise, rel):
+    """How far rel-sized noise moves the recorded logprobs: noise (a dict with "rel" and "gen", read by the
+    reference's hooks) set to rel with 8 seeds in turn; twice the worst and the mean are the bounds a test gets"""
+    d = []
+    for seed in range(8):
+        noise["rel"], noise["gen"] = rel, torch.Generator().manual_seed(seed)
+        d += tf_deviations(ref, results, device)
+    noise["rel"] = 0.0
+    worst, mean = max(d), sum(d) / len(d)
+    print(f"  [{label}] logprob drift under {rel:g} noise: max {worst:.4f}, mean {mean:.4f}")
+    return dict(drift_max=worst, drift_mean=mean, tf_max=max(1e-3, 2 * worst), tf_mean=max(1e-3, 2 * mean))
+
+
 def tiny_qwen3(seed):
     """The cases' model: a random Qwen3 (hidden 128, MLP 256, 3 layers, 4 heads of 32, 2 KV heads) in float32,
     its lm_head scaled to logits of std about 3 (make_fixtures' 11 makes every last-bit change a big jump)."""
@@ -265,22 +290,8 @@ def case_fp8(name, scheme, seed, out_dir, device):
     # 1 +- rel (random signs, 8 draws) measure how far that moves a logprob: rel 2^-20 stands for an F32
     # engine (F32 rounding after a few operations), 2^-9 for BF16 activations (a GPU's); the bounds a test
     # should allow are twice the worst and twice the mean.
-    def drift(rel):
-        worst, tot, n = 0.0, 0.0, 0
-        for seed in range(8):
-            perturb["rel"], perturb["gen"] = rel, torch.Generator().manual_seed(seed)
-            for r in results:
-                P = len(r["prompt_token_ids"])
-                x = torch.tensor([r["prompt_token_ids"] + r["token_ids"]], dtype=torch.long, device=device)
-                lp = torch.log_softmax(ref(input_ids=x, use_cache=False).logits[0].float(), dim=-1)
-                for j, t in enumerate(r["token_ids"]):
-                    d = abs(float(lp[P - 1 + j, t]) - r["logprobs"][j])
-                    worst, tot, n = max(worst, d), tot + d, n + 1
-        perturb["rel"] = 0.0
-        print(f"  [{name}] logprob drift under {rel:g} input noise: max {worst:.4f}, mean {tot / n:.4f}")
-        return dict(drift_max=worst, drift_mean=tot / n, tf_max=max(1e-3, 2 * worst), tf_mean=max(1e-3, 2 * tot / n))
-
-    tol, tol_bf16 = drift(2.0 ** -20), drift(2.0 ** -9)
+    tol, tol_bf16 = (noise_drift(name, ref, results, device, perturb, 2.0 ** -20),
+                     noise_drift(name, ref, results, device, perturb, 2.0 ** -9))
     expected = {
         "case": name,
         "transformers": transformers.__version__,
@@ -587,30 +598,11 @@ def kv_fp8_case(out_dir, device):
         toks, lps, gaps = mf.greedy(ref, p, device)
         results.append(dict(prompt_token_ids=p, token_ids=toks, logprobs=lps, top2_gap=gaps))
 
-    def drift(rel):
-        worst, tot, n = 0.0, 0.0, 0
-        for seed in range(8):
-            KV["rel"], KV["gen"] = rel, torch.Generator().manual_seed(seed)
-            for r in results:
-                P = len(r["prompt_token_ids"])
-                x = torch.tensor([r["prompt_token_ids"] + r["token_ids"]], dtype=torch.long, device=device)
-                lp = torch.log_softmax(ref(input_ids=x, use_cache=False).logits[0].float(), dim=-1)
-                for j, t in enumerate(r["token_ids"]):
-                    d = abs(float(lp[P - 1 + j, t]) - r["logprobs"][j])
-                    worst, tot, n = max(worst, d), tot + d, n + 1
-        KV["rel"] = 0.0
-        print(f"  [qwen3_kv_fp8] logprob drift under {rel:g} k / v noise: max {worst:.4f}, mean {tot / n:.4f}")
-        return dict(drift_max=worst, drift_mean=tot / n, tf_max=max(1e-3, 2 * worst), tf_mean=max(1e-3, 2 * tot / n))
-
-    tol, tol_bf16 = drift(2.0 ** -20), drift(2.0 ** -9)
+    tol, tol_bf16 = (noise_drift("qwen3_kv_fp8", ref, results, device, KV, 2.0 ** -20),
+                     noise_drift("qwen3_kv_fp8", ref, results, device, KV, 2.0 ** -9))
     # the scales matter: the FP8 reference with every scale 1 instead
     saved, KV["scales"] = KV["scales"], {li: (1.0, 1.0) for li in scales}
-    unscaled = 0.0
-    for r in results:
-        P = len(r["prompt_token_ids"])
-        x = torch.tensor([r["prompt_token_ids"] + r["token_ids"]], dtype=torch.long, device=device)
-        lp = torch.log_softmax(ref(input_ids=x, use_cache=False).logits[0].float(), dim=-1)
-        unscaled = max(unscaled, max(abs(float(lp[P - 1 + j, t]) - r["logprobs"][j]) for j, t in enumerate(r["token_ids"])))
+    unscaled = max(tf_deviations(ref, results, device))
     KV["scales"] = saved
     same = sum(a == b for r, f in zip(results, float_results) for a, b in zip(r["token_ids"], f["token_ids"]))
     print(f"  [qwen3_kv_fp8] scales k {[round(v[0], 5) for v in saved.values()]} v {[round(v[1], 5) for v in saved.values()]}; "

@@ -279,10 +279,9 @@ static vllm_status ct_parse(const json_t *q, const char *what, quant_config *out
                        c.fp8_static_act != out->fp8_static_act || c.nvfp4_w4a4 != out->nvfp4_w4a4))
             return vt_error(VLLM_ERR_UNSUPPORTED, "%s: compressed-tensors config groups with different schemes are not "
                             "supported", what);
-        out->method = c.method, out->group_size = c.group_size, out->desc_act = c.desc_act;
-        out->fp8_scales = c.fp8_scales, out->block_n = c.block_n, out->block_k = c.block_k;
-        out->fp8_static_act = c.fp8_static_act;
-        out->nvfp4_ct = c.nvfp4_ct, out->nvfp4_w4a4 = c.nvfp4_w4a4;
+        memcpy(c.name, out->name, sizeof c.name); /* what the group does not set: the name, the KV scheme */
+        c.kv_fp8_scales = out->kv_fp8_scales;
+        *out = c;
         first = false;
     }
     return VLLM_OK;

@@ -101,6 +101,29 @@ static inline void fixture_prompts_free(fixture_prompts *fp) {
 /* Every recorded token's logprob (prompts: a fixture's "prompts") given the recorded context, through
  * prompt_logprobs on prompt + continuation, on device ("cpu", "cuda"): each within tf_max, their mean within
  * tf_mean; a PARITY line says what was seen, under the label what. */
+/* The engine on dir (max_model_len 128, 2 threads): the greedy continuation of one prompt, its first k tokens and
+ * their logprobs in tok / lp; VLLM_OK, or the status of the engine's creation or generation. */
+static inline vllm_status fixture_greedy(const char *dir, const int32_t *ids, size_t n, int k, float *lp, int32_t *tok) {
+    vllm_engine_options o = vllm_engine_default_options();
+    o.max_model_len = 128;
+    o.num_threads = 2;
+    vllm_engine *e = NULL;
+    vllm_status st = vllm_engine_create(dir, &o, &e);
+    if (st != VLLM_OK) return st;
+    vllm_prompt p = {.token_ids = ids, .num_token_ids = n};
+    vllm_sampling_params sp = vllm_sampling_default_params();
+    sp.temperature = 0;
+    sp.ignore_eos = true;
+    sp.max_tokens = k;
+    vllm_completion *c = NULL;
+    st = vllm_generate(e, &p, 1, &sp, false, &c, NULL);
+    if (st == VLLM_OK)
+        for (int j = 0; j < k; j++) lp[j] = c[0].logprobs[j], tok[j] = c[0].token_ids[j];
+    vllm_completions_free(c, 1);
+    vllm_engine_free(e);
+    return st;
+}
+
 /* the KV cache dtype fixture_teacher_forced's engines use (NULL: auto) */
 static const char *fixture_kv_cache_dtype;
 

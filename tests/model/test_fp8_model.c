@@ -107,27 +107,17 @@ static void copy_file(const char *src, const char *name, const char *dir) {
     if (out) fclose(out);
 }
 
-/* The engine on dir: greedy continuations of the recorded prompts (first prompt 3, the 40-token one);
- * VLLM_OK and the logprobs of its first 4 tokens in lp, or the status. */
-static vllm_status run(const char *dir, const int32_t *ids, size_t n, float lp[4], int32_t tok[4]) {
-    vllm_engine_options o = vllm_engine_default_options();
-    o.max_model_len = 128;
-    o.num_threads = 2;
-    vllm_engine *e = NULL;
-    vllm_status st = vllm_engine_create(dir, &o, &e);
-    if (st != VLLM_OK) return st;
-    vllm_prompt p = {.token_ids = ids, .num_token_ids = n};
-    vllm_sampling_params sp = vllm_sampling_default_params();
-    sp.temperature = 0;
-    sp.ignore_eos = true;
-    sp.max_tokens = 4;
-    vllm_completion *c = NULL;
-    st = vllm_generate(e, &p, 1, &sp, false, &c, NULL);
-    if (st == VLLM_OK)
-        for (int j = 0; j < 4; j++) lp[j] = c[0].logprobs[j], tok[j] = c[0].token_ids[j];
-    vllm_completions_free(c, 1);
-    vllm_engine_free(e);
-    return st;
+/* the greedy continuation of the test prompt (fixtures.h fixture_greedy) */
+static vllm_status run(const char *dir, const int32_t *ids, size_t n, float *lp, int32_t *tok) {
+    return fixture_greedy(dir, ids, n, 4, lp, tok);
+}
+
+/* The first 4 tokens and logprobs of the run match recording p3's (what names the run in messages) */
+static void check_recording(json_t *p3, const float *lp, const int32_t *tok, const char *what) {
+    for (int j = 0; j < 4; j++) {
+        CHECK_MSG(tok[j] == (int32_t)json_integer_value(json_array_get(json_object_get(p3, "token_ids"), j)), "%s", what);
+        CHECK_NEAR(lp[j], json_number_value(json_array_get(json_object_get(p3, "logprobs"), j)), 1e-3);
+    }
 }
 
 /* Fixture src (its prompt 3) copied to dir and run dequantized: the recording holds; its down_proj scales in the
@@ -152,10 +142,7 @@ static void packing_checks(const char *src, const char *dir, int32_t **ids, size
     setenv("VLLM_FP8_DEQUANTIZE", "1", 1);
     write_weights(src, dir, NULL, AS_IS);
     CHECK_OK(run(dir, *ids, *n, lp, tok));
-    for (int j = 0; j < 4; j++) {
-        CHECK_MSG(tok[j] == (int32_t)json_integer_value(json_array_get(json_object_get(p3, "token_ids"), j)), "%s", src);
-        CHECK_NEAR(lp[j], json_number_value(json_array_get(json_object_get(p3, "logprobs"), j)), 1e-3);
-    }
+    check_recording(p3, lp, tok, src);
     write_weights(src, dir, NULL, SWAP_SCALES);
     CHECK_OK(run(dir, *ids, *n, lp, tok));
     double worst = 0;
@@ -204,11 +191,7 @@ static void modelopt_checks(const char *dir, const int32_t *ids, size_t n) {
             }
         }
         CHECK_OK(run(dir, ids, n, lp, tok));
-        for (int j = 0; j < 4; j++) {
-            CHECK_MSG(tok[j] == (int32_t)json_integer_value(json_array_get(json_object_get(p3, "token_ids"), j)),
-                      "modelopt form %d", form);
-            CHECK_NEAR(lp[j], json_number_value(json_array_get(json_object_get(p3, "logprobs"), j)), 1e-3);
-        }
+        check_recording(p3, lp, tok, form ? "modelopt, hf_quant_config.json" : "modelopt, config.json");
         if (form == 1) { /* an algorithm not read: refused naming it */
             FILE *f = fopen(hq, "w");
             if (f) {

@@ -131,26 +131,9 @@ static void write_config(const char *dir, int form) {
                                             : NULL);
 }
 
-/* greedy continuation of the 40-token prompt: 6 tokens and their logprobs */
-static vllm_status run(const char *dir, const int32_t *ids, size_t n, float lp[6], int32_t tok[6]) {
-    vllm_engine_options o = vllm_engine_default_options();
-    o.max_model_len = 128;
-    o.num_threads = 2;
-    vllm_engine *e = NULL;
-    vllm_status st = vllm_engine_create(dir, &o, &e);
-    if (st != VLLM_OK) return st;
-    vllm_prompt p = {.token_ids = ids, .num_token_ids = n};
-    vllm_sampling_params sp = vllm_sampling_default_params();
-    sp.temperature = 0;
-    sp.ignore_eos = true;
-    sp.max_tokens = 6;
-    vllm_completion *c = NULL;
-    st = vllm_generate(e, &p, 1, &sp, false, &c, NULL);
-    if (st == VLLM_OK)
-        for (int j = 0; j < 6; j++) lp[j] = c[0].logprobs[j], tok[j] = c[0].token_ids[j];
-    vllm_completions_free(c, 1);
-    vllm_engine_free(e);
-    return st;
+/* the greedy continuation of the test prompt (fixtures.h fixture_greedy) */
+static vllm_status run(const char *dir, const int32_t *ids, size_t n, float *lp, int32_t *tok) {
+    return fixture_greedy(dir, ids, n, 6, lp, tok);
 }
 
 int main(void) {

@@ -3,32 +3,40 @@
 
 #include <stddef.h>
 
+/* the checkpoints' AWQ / GPTQ words run along N: the conversions walk N in blocks of I4_NB rows, k inside, so the
+ * rows' output (K apart) stays in cache */
+#define I4_NB 128
+
 void i4_awq_dequantize(const int32_t *qweight, const int32_t *qzeros, const float *scales, int64_t N, int64_t K,
                        int64_t G, float *w) {
     const int64_t C = N / 8;
-    for (int64_t k = 0; k < K; k++) {
-        const int64_t g = k / G;
-        for (int64_t n = 0; n < N; n++) {
-            const int sh = 4 * i4_awq_nibble((int)(n % 8));
-            const int q = (int)(((uint32_t)qweight[k * C + n / 8] >> sh) & 15u);
-            const int z = (int)(((uint32_t)qzeros[g * C + n / 8] >> sh) & 15u);
-            w[n * K + k] = (float)(q - z) * scales[g * N + n];
+    for (int64_t n0 = 0; n0 < N; n0 += I4_NB)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t g = k / G;
+            for (int64_t n = n0; n < N && n < n0 + I4_NB; n++) {
+                const int sh = 4 * i4_awq_nibble((int)(n % 8));
+                const int q = (int)(((uint32_t)qweight[k * C + n / 8] >> sh) & 15u);
+                const int z = (int)(((uint32_t)qzeros[g * C + n / 8] >> sh) & 15u);
+                w[n * K + k] = (float)(q - z) * scales[g * N + n];
+            }
         }
-    }
 }
 
 bool i4_gptq_dequantize(const int32_t *qweight, const int32_t *qzeros, const float *scales, const int32_t *g_idx,
                         int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, float *w) {
     const int64_t C = N / 8;
-    for (int64_t k = 0; k < K; k++) {
-        const int64_t g = g_idx ? g_idx[k] : k / G;
-        if (g < 0 || g >= groups) return false;
-        for (int64_t n = 0; n < N; n++) {
-            const int q = (int)(((uint32_t)qweight[(k / 8) * N + n] >> (4 * (k % 8))) & 15u);
-            const int z = (int)(((uint32_t)qzeros[g * C + n / 8] >> (4 * (n % 8))) & 15u) + (v1 ? 1 : 0);
-            w[n * K + k] = (float)(q - z) * scales[g * N + n];
+    for (int64_t k = 0; k < K; k++)
+        if (g_idx && (g_idx[k] < 0 || g_idx[k] >= groups)) return false;
+    for (int64_t n0 = 0; n0 < N; n0 += I4_NB)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t g = g_idx ? g_idx[k] : k / G;
+            if (g < 0 || g >= groups) return false;
+            for (int64_t n = n0; n < N && n < n0 + I4_NB; n++) {
+                const int q = (int)(((uint32_t)qweight[(k / 8) * N + n] >> (4 * (k % 8))) & 15u);
+                const int z = (int)(((uint32_t)qzeros[g * C + n / 8] >> (4 * (n % 8))) & 15u) + (v1 ? 1 : 0);
+                w[n * K + k] = (float)(q - z) * scales[g * N + n];
+            }
         }
-    }
     return true;
 }
 
@@ -63,14 +71,15 @@ bool i4_awq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *s
                    int64_t G, i4_block *out) {
     if (!i4_blocks_fit(NULL, K, G)) return false;
     const int64_t C = N / 8;
-    for (int64_t k = 0; k < K; k++) {
-        const int64_t g = k / G;
-        for (int64_t n = 0; n < N; n++) {
-            const int sh = 4 * i4_awq_nibble((int)(n % 8));
-            i4_put(out, K, n, k, (int)(((uint32_t)qweight[k * C + n / 8] >> sh) & 15u),
-                   (int)(((uint32_t)qzeros[g * C + n / 8] >> sh) & 15u), scales[g * N + n]);
+    for (int64_t n0 = 0; n0 < N; n0 += I4_NB)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t g = k / G;
+            for (int64_t n = n0; n < N && n < n0 + I4_NB; n++) {
+                const int sh = 4 * i4_awq_nibble((int)(n % 8));
+                i4_put(out, K, n, k, (int)(((uint32_t)qweight[k * C + n / 8] >> sh) & 15u),
+                       (int)(((uint32_t)qzeros[g * C + n / 8] >> sh) & 15u), scales[g * N + n]);
+            }
         }
-    }
     return true;
 }
 
@@ -78,13 +87,16 @@ bool i4_gptq_blocks(const int32_t *qweight, const int32_t *qzeros, const float *
                     int64_t N, int64_t K, int64_t G, int64_t groups, bool v1, i4_block *out) {
     if (!i4_blocks_fit(g_idx, K, G)) return false;
     const int64_t C = N / 8;
-    for (int64_t k = 0; k < K; k++) {
-        const int64_t g = g_idx ? g_idx[k] : k / G;
-        if (g < 0 || g >= groups) return false;
-        for (int64_t n = 0; n < N; n++)
-            i4_put(out, K, n, k, (int)(((uint32_t)qweight[(k / 8) * N + n] >> (4 * (k % 8))) & 15u),
-                   (int)(((uint32_t)qzeros[g * C + n / 8] >> (4 * (n % 8))) & 15u) + (v1 ? 1 : 0), scales[g * N + n]);
-    }
+    for (int64_t k = 0; k < K; k++)
+        if (g_idx && (g_idx[k] < 0 || g_idx[k] >= groups)) return false;
+    for (int64_t n0 = 0; n0 < N; n0 += I4_NB)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t g = g_idx ? g_idx[k] : k / G;
+            for (int64_t n = n0; n < N && n < n0 + I4_NB; n++)
+                i4_put(out, K, n, k, (int)(((uint32_t)qweight[(k / 8) * N + n] >> (4 * (k % 8))) & 15u),
+                       (int)(((uint32_t)qzeros[g * C + n / 8] >> (4 * (n % 8))) & 15u) + (v1 ? 1 : 0),
+                       scales[g * N + n]);
+        }
     return true;
 }
 

@@ -527,6 +527,7 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->attn_ws);
         cu_buf_free(&cu->gdn_ws);
         cu_buf_free(&cu->qlin_ws);
+        cu_buf_free(&cu->i4g_ws);
         cu_buf_free(&cu->qx_ws);
         cu_f8_plans_free(cu);
         cu_buf_free(&cu->f8x_ws);

@@ -131,6 +131,7 @@ typedef struct cu_state {
     int gemv_rows_occ[2][3][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     cu_buf qlin_ws;                /* ops_linear_blocks.cu: a block-type layer's rows dequantized to BF16 for the
                                       prefill GEMM (the largest layer's tile, reserved by linear_create) */
+    cu_buf i4g_ws;                 /* ops_linear_int4.cu: k_i4_gemm's split-K partials (reserved by linear_create) */
     cu_buf qx_ws;                  /* ops_linear_blocks.cu: the block GEMV's activations quantized to int8 (up to
                                       CU_QGEMV_MAX_T rows of the widest block layer, reserved by linear_create) */
     cu_buf f8x_ws;                 /* ops_linear_fp8.cu: x quantized to E4M3 and its scales (the layer's T rows) */
@@ -230,6 +231,27 @@ __device__ __forceinline__ void pdl_launch() {
 }
 
 /* ---- device helpers ---- */
+
+/* shared-memory address of p, for PTX */
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16 bytes global -> shared, or 16 zero bytes when !valid (src-size 0) */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+/* 4, 8 or 16 bytes global -> shared through L1 (cp.async.ca: the sizes below 16) */
+template <int B>
+__device__ __forceinline__ void cp_async_ca(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_u32(dst)), "l"(src), "n"(B) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 
 /* 8 BF16 values (16 bytes) widened to f32. */
 __device__ __forceinline__ void bf16x8_to_f32(uint4 r, float *f) {
@@ -428,6 +450,8 @@ typedef struct cu_i4w cu_i4w;
 vllm_status cu_i4w_create(cu_state *cu, const tensor *const *parts, int n, int64_t K, int64_t rows, cu_i4w **out);
 void cu_i4w_free(cu_i4w *w);
 size_t cu_i4w_tile_bytes(const cu_i4w *w);
+/* the split-K partials k_i4_gemm may need (cu->i4g_ws, reserved at creation: none while a graph records) */
+size_t cu_i4w_gemm_ws_bytes(const cu_state *cu, const cu_i4w *w);
 /* the decode GEMV takes x (T tokens, BF16; else the dequantized tiles and cuBLAS) */
 bool cu_i4_gemv_fits(const cu_i4w *w, const tensor *x, int64_t T);
 /* y (T, N) (+)= x W^T (+ bias); false (and cu_fail) on a failure */

@@ -104,6 +104,8 @@ static vllm_status packed_linear_create(cu_state *cu, const tensor *const *weigh
     if (st == VLLM_OK)
         st = cu_buf_reserve(cu, &cu->qlin_ws, lin->f8 ? cu_f8w_tile_bytes(lin->f8) : cu_i4w_tile_bytes(lin->i4),
                             "linear: dequantized weight tile");
+    if (st == VLLM_OK && lin->i4)
+        st = cu_buf_reserve(cu, &cu->i4g_ws, cu_i4w_gemm_ws_bytes(cu, lin->i4), "linear: int4 split-K partials");
     if (st == VLLM_OK) st = upload_biases(cu, lin, weights, biases, n);
     if (st != VLLM_OK) {
         cu_linear_free(NULL, lin);

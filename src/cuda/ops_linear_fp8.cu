@@ -58,6 +58,7 @@ static bool f8_scales_mn(void) {
 
 int64_t cu_f8w_tile_rows(const cu_f8w *w) {
     int64_t t = (int64_t)(F8_TILE_BYTES / ((size_t)w->K * 2));
+    if (t >= 128) t -= t % 128; /* tiles start 256-byte aligned in y (as cu_qtile_rows) */
     if (t < 1) t = 1;
     return t < w->rows ? t : w->rows;
 }

@@ -1038,8 +1038,9 @@ static void test_fp8_fused(int64_t n, int64_t in, be_act act, bool norm, bool mm
  *
  * Two parts (out0 + out1 rows of `in`, a bias on the second) of random nibbles with a scale and zero per group
  * of G (128, 64, 32: the kernel's three layouts; zeros up to 16), against the dequantized values
- * (i4_dequantize_row): T <= 8 (the MMA GEMV: (q - z) and x exact in BF16, F32 sums) |d| <= 1e-5 S, larger T
- * (BF16 tiles + cuBLAS) 2^-7 S (S = sum |x w|); F32 and accumulating outputs; the gated linear_fused (gate rows
+ * (i4_dequantize_row): T <= 8 (the MMA GEMV) and 8 < T <= 64 (k_i4_gemm, x staged in shared memory: 2, 4 and 8
+ * token tiles per CTA, partial ones) |d| <= 1e-5 S ((q - z) and x exact in BF16, F32 sums), larger T (BF16
+ * tiles + cuBLAS) 2^-7 S (S = sum |x w|); F32 and accumulating outputs; the gated linear_fused (gate rows
  * then up rows) against linear + act(gate) * up on the host. */
 static void test_int4(int64_t out0, int64_t out1, int64_t in, int G) {
     const int64_t outs[2] = {out0, out1}, out = out0 + out1, nb = in / I4_B;
@@ -1073,7 +1074,7 @@ static void test_int4(int64_t out0, int64_t out1, int64_t in, int G) {
     be_linear *lin = NULL;
     CHECK_MSG(takes(DTYPE_I4_B128), "native_blocks lacks I4_B128");
     CHECK_MSG(gpu->ops->linear_create(gpu, wp, bp, 2, &lin) == VLLM_OK, "I4 linear_create: %s", vllm_last_error());
-    const int64_t Ts[] = {1, 2, 5, 8, 9, 40};
+    const int64_t Ts[] = {1, 2, 5, 8, 9, 16, 24, 40, 64, 100};
     for (size_t ti = 0; lin && ti < sizeof Ts / sizeof *Ts; ti++) {
         const int64_t T = Ts[ti];
         float *x = rand_x(T, in), *ref = malloc((size_t)(T * out) * sizeof *ref), *S = malloc((size_t)(T * out) * sizeof *S),
@@ -1089,7 +1090,7 @@ static void test_int4(int64_t out0, int64_t out1, int64_t in, int G) {
                 S[t * out + o] = (float)abs;
             }
         for (int64_t i = 0; i < T * out; i++) y0[i] = 0.25f * rnd();
-        const double rel = T <= 8 ? 1e-5 : 1.0 / 128;
+        const double rel = T <= 64 ? 1e-5 : 1.0 / 128;
         for (int k = 0; k < 2; k++) { /* F32 out, F32 accumulating */
             tensor xg = put(gpu, DTYPE_BF16, T, in, x), yg = put(gpu, DTYPE_F32, T, out, k ? y0 : NULL);
             if (k) {
@@ -1187,13 +1188,18 @@ int main(void) {
     test_fp8(128, 256, true, 3 * FP8_B, 37);
     test_fp8(130, 120, false, 2 * FP8_B, 12); /* rows not filling the GEMV's 16-row tiles */
     test_fp8(1024, 512, true, 2048, 300);     /* the prefill on cuBLASLt's FP8 GEMM (128 x 128 weight scales) */
-    test_fp8(4000, 96, false, 12288, 2);      /* the GEMV's 8 tokens of K 12288 in shared memory, CTAs looping */
+    test_fp8(4000, 96, false, 12288, 2);      /* the GEMV's 8 tokens of K 12288 in shared memory */
+    test_fp8(6000, 200, false, 1024, 2);      /* CTAs looping over tiles (more than 2 per SM), 1 chunk per warp */
+    test_fp8(4800, 64, false, 5120, 2);       /* ... 5 chunks per warp: the stream crossing tiles mid-step */
     test_fp8_fused(100, 3 * FP8_B, BE_ACT_SILU, true, true);
     test_fp8_fused(36, 2 * FP8_B, BE_ACT_GELU_TANH, false, true);
     test_int4(100, 156, 3 * I4_B, 128);
     test_int4(64, 72, 2 * I4_B, 64);
     test_int4(40, 40, 4 * I4_B, 32);
-    test_int4(2000, 48, 12 * I4_B, 128); /* CTAs looping over tiles */
+    test_int4(2000, 48, 12 * I4_B, 128); /* k_i4_gemm splitting K in 3 */
+    test_int4(128, 64, 8 * I4_B, 64);    /* k_i4_gemm splitting K in 2, groups of 64 and 32 */
+    test_int4(72, 88, 16 * I4_B, 32);
+    test_int4(4224, 200, 32 * I4_B, 128); /* CTAs looping over tiles, the next tile's chunks loaded early */
     CHECK_OK(gpu->ops->synchronize(gpu));
     /* the CUDA-core FP8 GEMV (VLLM_CUDA_F8_GEMV=warp; GPUs before sm_89) */
     backend_free(gpu);

@@ -16,8 +16,11 @@
  * (4096, 4096) and a (14336, 4096) layer in Q4_K, Q5_K, Q6_K, Q8_0 and Q4_0 at T = 1 and 8 (16 distinct
  * layers per graph, so that the weights stream from device memory), next to BF16's.
  *
+ * FP8_B128 / I4_B128 (issue 16's block-FP8 and 4-bit checkpoints): the same measure at the Qwen3-8B layers' shapes
+ * for T = 1, 8 (decode GEMVs), 16, 64 (I4: the small-batch GEMM) and 256, beside BF16.
+ *
  * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
- * VLLM_PERF_SHAPES=0.6b|8b|moe|blocks picks one part (default: all).
+ * VLLM_PERF_SHAPES=0.6b|8b|moe|blocks|quant picks one part (default: all).
  */
 #include <math.h>
 #include <stdint.h>
@@ -29,8 +32,10 @@
 #include "sample/sample.h"
 #include "tensor/backend.h"
 #include "tensor/dummy.h"
+#include "tensor/fp8.h"
 #include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
+#include "tensor/int4.h"
 #include "test.h"
 
 static backend *gpu;
@@ -608,7 +613,23 @@ static void run_blocks_case(dtype dt, int64_t rows, int64_t in, int T) {
     be_linear *lin[LAYERS] = {NULL};
     size_t rb = 0;
     void *host = NULL;
-    if (dt != DTYPE_BF16) {
+    if (dt == DTYPE_FP8_B128 || dt == DTYPE_I4_B128) { /* a random block repeated (E4M3 bytes below 0x78: finite) */
+        rb = (size_t)(in / 128) * (dt == DTYPE_FP8_B128 ? sizeof(fp8_block) : sizeof(i4_block));
+        host = malloc(rb * (size_t)rows);
+        if (!host) return;
+        if (dt == DTYPE_FP8_B128) {
+            fp8_block b;
+            for (int i = 0; i < FP8_B; i++) b.q[i] = (uint8_t)((rnd_u32() % 0x70) | (rnd_u32() & 0x80));
+            const float d = 0.01f;
+            memcpy(b.d, &d, 4);
+            for (size_t i = 0; i < rb * (size_t)rows / sizeof b; i++) memcpy((fp8_block *)host + i, &b, sizeof b);
+        } else {
+            i4_block b;
+            for (int i = 0; i < I4_B / 2; i++) b.q[i] = (uint8_t)rnd_u32();
+            for (int j = 0; j < I4_B / I4_SUB; j++) b.s[j] = 0.01f, b.z[j] = 8;
+            for (size_t i = 0; i < rb * (size_t)rows / sizeof b; i++) memcpy((i4_block *)host + i, &b, sizeof b);
+        }
+    } else if (dt != DTYPE_BF16) {
         ggml_type gt = GGML_TYPE_COUNT;
         CHECK(dtype_to_ggml(dt, &gt));
         rb = gq_row_bytes(gt, in);
@@ -657,7 +678,10 @@ static void run_blocks_case(dtype dt, int64_t rows, int64_t in, int T) {
             CHECK_OK(gpu->ops->synchronize(gpu));
             t[i] = (now() - t0) / 20 / LAYERS;
         }
-        const double tl = median(t, 9), gbs = (double)rb * (double)rows / tl * 1e-9;
+        /* bytes the device reads: I4_B128 rows as the device holds them (64 bytes of nibbles, an F32 scale and a
+         * zero word per 128 here), the rest as stored */
+        const size_t brow = dt == DTYPE_I4_B128 ? (size_t)(in / 128) * 72 : rb;
+        const double tl = median(t, 9), gbs = (double)brow * (double)rows / tl * 1e-9;
         float *yh = malloc((size_t)T * (size_t)rows * sizeof *yh);
         uint16_t *yb = malloc((size_t)T * (size_t)rows * 2);
         if (yh && yb && gpu->ops->download(gpu, yb, &y, (size_t)T * (size_t)rows * 2) == VLLM_OK) {
@@ -667,7 +691,7 @@ static void run_blocks_case(dtype dt, int64_t rows, int64_t in, int T) {
         free(yh);
         free(yb);
         printf("    %-6s (%5lld, %lld) T %d: %7.2f us per layer, %6.0f GB/s of %5.1f MB\n", dtype_name(dt),
-               (long long)rows, (long long)in, T, 1e6 * tl, gbs, (double)rb * (double)rows * 1e-6);
+               (long long)rows, (long long)in, T, 1e6 * tl, gbs, (double)brow * (double)rows * 1e-6);
         printf("PERF gemv-%s-%lldx%lld T%d us %.2f GB_s %.0f\n", dtype_name(dt), (long long)rows, (long long)in, T,
                1e6 * tl, gbs);
         gpu->ops->graph_free(gpu, gr);
@@ -677,6 +701,21 @@ static void run_blocks_case(dtype dt, int64_t rows, int64_t in, int T) {
     for (int l = 0; l < LAYERS; l++)
         if (lin[l]) gpu->ops->linear_free(gpu, lin[l]);
     CHECK_OK(gpu->ops->synchronize(gpu));
+}
+
+/* FP8_B128 and I4_B128 (block-FP8 and AWQ / GPTQ checkpoints) at the Qwen3-8B layer shapes: the decode GEMVs
+ * (T 1, 8), and for I4 the small-batch GEMM (T 16, 64) and the tiles + cuBLAS prefill (T 256) */
+static void run_quant(void) {
+    printf("\n== FP8_B128 / I4_B128 linears at the 8B shapes, 16 layers per graph:\n");
+    const int64_t shp[4][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}};
+    const int Ts[5] = {1, 8, 16, 64, 256};
+    for (int s = 0; s < 4; s++)
+        for (int d = 0; d < 3; d++) {
+            const dtype dt = d == 0 ? DTYPE_BF16 : d == 1 ? DTYPE_FP8_B128 : DTYPE_I4_B128;
+            if (dt != DTYPE_BF16 && !(gpu->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u)) continue;
+            if (dt == DTYPE_BF16 && getenv("VLLM_PERF_NO_BF16")) continue; /* (measured before, same machine) */
+            for (int ti = 0; ti < 5; ti++) run_blocks_case(dt, shp[s][0], shp[s][1], Ts[ti]);
+        }
 }
 
 static void run_blocks(void) {
@@ -707,6 +746,7 @@ int main(void) {
         run_moe("gemm"); /* cuBLAS per expert, for comparison */
     }
     if (!only || !*only || !strcmp(only, "all") || strstr(only, "blocks")) run_blocks();
+    if (!only || !*only || !strcmp(only, "all") || strstr(only, "quant")) run_quant();
     backend_free(gpu);
     TEST_END();
 }

@@ -32,6 +32,18 @@ struct tok_decoder {
     size_t n_children;
 };
 
+tok_vocab_type tok_decoder_vocab_type(const tok_decoder *d) {
+    if (!d) return TOK_VOCAB_RAW;
+    if (d->type == TOK_DEC_BYTELEVEL) return TOK_VOCAB_BYTE_LEVEL;
+    tok_vocab_type r = d->type == TOK_DEC_BYTE_FALLBACK ? TOK_VOCAB_BYTE_FALLBACK : TOK_VOCAB_RAW;
+    for (size_t i = 0; i < d->n_children; i++) {
+        const tok_vocab_type c = tok_decoder_vocab_type(d->children[i]);
+        if (c == TOK_VOCAB_BYTE_LEVEL) return c; /* ByteLevel anywhere wins (xgrammar's HFTokenizerAnalyzer) */
+        if (c == TOK_VOCAB_BYTE_FALLBACK) r = c;
+    }
+    return r;
+}
+
 void tok_decoder_free(tok_decoder *d) {
     if (!d) return;
     for (size_t i = 0; i < d->n_children; i++) tok_decoder_free(d->children[i]);

@@ -10,6 +10,7 @@
  * tokenizer.c     loading, added tokens, encode/decode
  * scan.c          raw JSON scanning of the vocab and merges (fast load)
  * stream.c        incremental detokenization (tok_stream)
+ * token_bytes.c   one token's bytes as a grammar sees them (tok_token_bytes)
  *
  * Load errors name "tokenizer.json" and the JSON path of the field, e.g.
  * "tokenizer.json: normalizer.normalizers[1].type 'Foo' not supported yet".
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "tokenizer/tokenizer.h"
 
 #define TOK_FILE "tokenizer.json"
 #define TOK_MAX_ID (1 << 24)      /* ids above this are rejected: they would size arrays */
@@ -291,6 +293,10 @@ void tok_postprocessor_free(tok_postprocessor *p);
 
 typedef struct tok_decoder tok_decoder;
 vllm_status tok_decoder_load(json_t *j, const char *path, tok_decoder **out);
+/* the vocabulary kind a decoder chain implies (tok_vocab_kind) */
+tok_vocab_type tok_decoder_vocab_type(const tok_decoder *d);
+/* a tokenizer's decoder chain (NULL: none) */
+const tok_decoder *tok_decoder_of(const tokenizer *tok);
 /* decode_chain: rewrites the token list; scratch is working space. */
 vllm_status tok_decoder_apply(const tok_decoder *d, tok_pieces *tokens, tok_pieces *scratch);
 void tok_decoder_free(tok_decoder *d);

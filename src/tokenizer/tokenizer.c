@@ -54,6 +54,8 @@ struct tokenizer {
     int32_t bos_id, eos_id;
 };
 
+const tok_decoder *tok_decoder_of(const tokenizer *tok) { return tok->decoder; }
+
 static vllm_status oom(void) { return vt_error(VLLM_ERR_NO_MEMORY, "tokenizer: out of memory"); }
 
 void tok_free(tokenizer *tok) {

@@ -53,6 +53,16 @@ bool tok_is_special(const tokenizer *tok, int32_t id);
 const char *tok_id_to_piece(const tokenizer *tok, int32_t id);   /* raw vocab string, NULL if out of range */
 int32_t tok_piece_to_id(const tokenizer *tok, const char *piece); /* -1 if absent */
 
+/* How the vocabulary's strings map to bytes, read from the decoder chain (token_bytes.c): a ByteLevel decoder
+ * (GPT-2, Llama 3, Qwen), a ByteFallback one (SentencePiece: Llama 2, Mistral, Gemma), or neither (raw). */
+typedef enum tok_vocab_type { TOK_VOCAB_RAW, TOK_VOCAB_BYTE_LEVEL, TOK_VOCAB_BYTE_FALLBACK } tok_vocab_type;
+tok_vocab_type tok_vocab_kind(const tokenizer *tok);
+/* Token id's bytes as a grammar matches them (xgrammar's decoded vocab, which vLLM's structured outputs use):
+ * byte-level pieces mapped back to their bytes, <0xHH> a byte and U+2581 a space, else the piece; buf needs
+ * room for strlen(tok_id_to_piece(tok, id)) bytes (never more are written). VLLM_ERR_INVALID_ARG for an id out
+ * of range. */
+vllm_status tok_token_bytes(const tokenizer *tok, int32_t id, uint8_t *buf, size_t *len);
+
 /* ------------------------------------------------------------------ */
 /* Incremental detokenization for streaming (vLLM's detokenize_incrementally: a prefix offset
  * and a read offset over the request's token list). Each push decodes only a short window

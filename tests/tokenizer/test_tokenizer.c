@@ -596,8 +596,88 @@ static void test_threads(void) {
     tok_free(tok);
 }
 
+/* tok_token_bytes: each token's bytes as xgrammar's decoded vocab has them (byte-level, byte-fallback, raw) */
+static void check_bytes(const tokenizer *tok, int32_t id, const char *want, size_t want_len) {
+    uint8_t buf[256];
+    size_t n = 0;
+    const char *p = tok_id_to_piece(tok, id);
+    CHECK_MSG(p && strlen(p) < sizeof buf, "token %d: piece", (int)id);
+    if (!p || strlen(p) >= sizeof buf) return;
+    CHECK_OK(tok_token_bytes(tok, id, buf, &n));
+    CHECK_MSG(n == want_len && memcmp(buf, want, n) == 0, "token %d '%s': %zu bytes, want %zu", (int)id, p, n,
+              want_len);
+}
+
+static void test_token_bytes(void) {
+    tokenizer *tok = load("bytelevel");
+    if (tok) {
+        CHECK(tok_vocab_kind(tok) == TOK_VOCAB_BYTE_LEVEL);
+        /* every token whose bytes are UTF-8 decodes alone to exactly them */
+        int compared = 0;
+        for (int32_t id = 0; id < tok_vocab_size(tok); id++) {
+            uint8_t buf[256];
+            size_t n = 0;
+            const char *p = tok_id_to_piece(tok, id);
+            if (!p || strlen(p) >= sizeof buf) continue;
+            CHECK_OK(tok_token_bytes(tok, id, buf, &n));
+            CHECK(n <= strlen(p));
+            char *text = NULL;
+            size_t tl = 0;
+            CHECK_OK(tok_decode_ex(tok, &id, 1, false, false, &text, &tl));
+            if (tok_utf8_valid((const char *)buf, n)) {
+                CHECK_MSG(tl == n && memcmp(text, buf, n) == 0, "token %d '%s': bytes differ from its decode", (int)id,
+                          p);
+                compared++;
+            }
+            free(text);
+        }
+        CHECK_MSG(compared > 150, "%d tokens compared", compared); /* (single bytes >= 0x80 are not UTF-8) */
+        const int32_t im = tok_piece_to_id(tok, "<|im_start|>");
+        CHECK(im >= 0);
+        if (im >= 0) check_bytes(tok, im, "<|im_start|>", 12); /* special tokens are text to a grammar */
+        size_t n = 0;
+        uint8_t b[8];
+        CHECK(tok_token_bytes(tok, tok_vocab_size(tok), b, &n) == VLLM_ERR_INVALID_ARG);
+        CHECK(tok_token_bytes(tok, -1, b, &n) == VLLM_ERR_INVALID_ARG);
+        tok_free(tok);
+    }
+    tok = load("spm");
+    if (tok) {
+        CHECK(tok_vocab_kind(tok) == TOK_VOCAB_BYTE_FALLBACK);
+        check_bytes(tok, tok_piece_to_id(tok, "<0x0A>"), "\n", 1);
+        check_bytes(tok, tok_piece_to_id(tok, "<0x00>"), "\0", 1);
+        const int32_t sp = tok_piece_to_id(tok, "\xe2\x96\x81t");
+        CHECK(sp >= 0);
+        if (sp >= 0) check_bytes(tok, sp, " t", 2); /* U+2581 a space, not stripped */
+        check_bytes(tok, tok_piece_to_id(tok, "</s>"), "</s>", 4);
+        tok_free(tok);
+    }
+    /* byte-level pieces mapped back; an added token with a real space (no inverse) kept as it is; no decoder: raw */
+    tok = NULL;
+    CHECK_OK(load_str("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"\\u0120b\":1,\"\\u0100\":2,"
+                      "\"\\u00c3\\u00a9\":3},\"merges\":[]},\"decoder\":{\"type\":\"ByteLevel\"},\"added_tokens\":"
+                      "[{\"id\":4,\"content\":\"x y\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
+                      "\"normalized\":false,\"special\":false}]}",
+                      NULL, &tok));
+    if (tok) {
+        check_bytes(tok, 1, " b", 2);
+        check_bytes(tok, 2, "\0", 1);
+        check_bytes(tok, 3, "\xc3\xa9", 2);
+        check_bytes(tok, 4, "x y", 3);
+        tok_free(tok);
+    }
+    tok = NULL;
+    CHECK_OK(load_str("{" MINI_MODEL "}", NULL, &tok));
+    if (tok) {
+        CHECK(tok_vocab_kind(tok) == TOK_VOCAB_RAW);
+        check_bytes(tok, 2, "ab", 2);
+        tok_free(tok);
+    }
+}
+
 int main(void) {
     test_bytelevel_map();
+    test_token_bytes();
     test_utf8();
     test_split();
     test_reference();

@@ -1,0 +1,53 @@
+/*
+ * so_match.h: matching text against a structured-output grammar, byte by byte and token by token (issue 17).
+ *
+ * so_compile turns a grammar (so_grammar.h) into one byte-level NFA per rule whose edges read a byte range or
+ * call a rule (classes become their UTF-8 byte sequences, repeats their copies). A matcher runs an Earley
+ * parser over those automata (items: rule, state, origin), one item set per byte read, so any context-free
+ * grammar (left recursion, ambiguity, empty rules) is matched exactly; rolling back is dropping sets. The
+ * token mask (so_match_fill_mask) walks the vocabulary sorted by bytes (so_vocab.h), reusing the sets of the
+ * prefix a token shares with the previous one and skipping every token that shares a rejected prefix: the
+ * bits of the tokens whose bytes the grammar can read next, the stop tokens where it may end, never a special
+ * one (xgrammar's rules, vLLM's structured outputs). Lookahead assertions are read but not yet enforced (for
+ * xgrammar's JSON rules they only repeat what the parent rules require).
+ */
+#ifndef VLLM_SO_MATCH_H
+#define VLLM_SO_MATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "structured/so_grammar.h"
+#include "structured/so_vocab.h"
+#include "vllm.h"
+
+typedef struct so_compiled so_compiled;
+typedef struct so_matcher so_matcher;
+
+/* VLLM_ERR_INVALID_ARG when the automata would exceed SO_MAX_STATES states (a repeat's copies) */
+#define SO_MAX_STATES (1 << 22)
+vllm_status so_compile(const so_grammar *g, so_compiled **out);
+void so_compiled_free(so_compiled *c);
+int64_t so_compiled_states(const so_compiled *c);
+
+/* a matcher at the start of the root rule; it borrows c */
+vllm_status so_matcher_create(const so_compiled *c, so_matcher **out);
+void so_matcher_free(so_matcher *m);
+
+/* reads n bytes: all of them, or none (false, the matcher unchanged) when the grammar cannot */
+bool so_match_bytes(so_matcher *m, const uint8_t *b, size_t n);
+/* whether the text read so far is a whole sentence of the grammar (the root rule complete) */
+bool so_match_can_end(const so_matcher *m);
+/* bytes read so far; drops the last n of them (n <= so_match_pos) */
+size_t so_match_pos(const so_matcher *m);
+void so_match_rollback(so_matcher *m, size_t n);
+
+/* token id: a stop token ends the match where the grammar may end (then every later token is refused); a special
+ * one is refused; another is its bytes. False (the matcher unchanged) when the grammar cannot take it. */
+bool so_match_token(so_matcher *m, const so_vocab *v, int32_t id);
+bool so_match_terminated(const so_matcher *m);
+/* mask ((vocab size + 31) / 32 words): bit id set where so_match_token would take id */
+void so_match_fill_mask(so_matcher *m, const so_vocab *v, uint32_t *mask);
+
+#endif

@@ -227,7 +227,7 @@ def seeds_gguf():
                                   align=64))
     # the metadata of the real fixtures (arrays cut short), the Llama one with its tensor infos shrunk
     llama = rd("tests/fixtures/gguf/ollama-llama-2-tiny-random.gguf")
-    phi3 = rd("tests/fixtures/gguf/ggml-vocab-phi-3.gguf")
+    phi3 = rd("tests/fixtures/llamacpp-vocab/ggml-vocab-phi-3.gguf")
     small = [("token_embd.weight", [8, 8], 1, b"\x00" * 128), ("blk.0.attn_q.weight", [8, 8], 1, b"\x00" * 128),
              ("blk.0.attn_norm.weight", [8], 0, b"\x00" * 32), ("output.weight", [8, 8], 1, b"\x00" * 128)]
     s.append(b"\x00" + gguf_file(gguf_read_kvs(llama), small))
@@ -395,6 +395,19 @@ def seeds_template():
     return s
 
 
+def seeds_ebnf():
+    """Grammars of the structured-output tests, each alone and with a text to match after a NUL."""
+    s = []
+    for p in ["tests/structured/test_so_grammar.c", "tests/structured/test_so_match.c"]:
+        for lit in c_literals(p):
+            if b"::=" in lit and len(lit) < 4096:
+                s.append(lit)
+    s += [b'root ::= "{" [ \\n\\t]* "}"\x00{ }', b'root ::= root "a" | "b"\x00baa',
+          b'root ::= x "c" x\nx ::= "" | "a" x\x00aca', b'root ::= [^a]+ [\\u4e00-\\u9fff]\x00b\xe4\xb8\xad',
+          b'root ::= "a"{2,3} ("b" | "cd"){0,2}\x00aacd']
+    return s
+
+
 def literals_of(paths, pattern=rb"^[A-Za-z_][A-Za-z0-9_.\-]{1,40}$"):
     out = set()
     for p in paths:
@@ -455,6 +468,10 @@ def main():
     write_dict("tokenizer", quoted(literals_of(tok_src)) + json_tokens + [b"\x00", b"<s>", b"</s>", b"\xc4\xa0", b"\xe2\x96\x81"])
     write_corpus("gguf", seeds_gguf())
     write_dict("gguf", GGUF_DICT)
+    write_corpus("ebnf", seeds_ebnf())
+    write_dict("ebnf", [b"::=", b"root", b"|", b"(", b")", b"(=", b"[", b"[^", b"]", b"-", b"?", b"*", b"+", b"{", b"}",
+                        b",", b"\"", b"\\x", b"\\u", b"\\U", b"\\n", b"\\0", b"\\", b"#", b"\n", b"\x00", b"{2,3}",
+                        b"{1,}", b"basic_any", b"\xe4\xb8\xad"])
     write_corpus("template", seeds_template())
     write_dict("template", literals_of(["src/template/jinja.c"]) + jinja_tokens + [b"messages", b"role", b"content",
                                                                                   b"add_generation_prompt", b"bos_token",

@@ -23,9 +23,16 @@ typedef struct parser {
     so_expr **bodies, **looks;
     int *def_order; /* names' index of the k-th defined rule */
     int n_names, cap, n_defs;
+    int depth; /* ( ) nesting */
     bool failed;
     vllm_status st; /* the first failure's */
 } parser;
+
+/* bounds on what a request's grammar may make the recursive reader, printer and compiler walk: ( ) nesting, postfix
+ * operators on one element, rules (the name lookup is linear) */
+#define SO_MAX_NESTING 256
+#define SO_MAX_POSTFIX 8
+#define SO_MAX_RULES 4096
 
 static void fail(parser *p, const char *fmt, ...) VT_PRINTF(2, 3);
 static void fail(parser *p, const char *fmt, ...) {
@@ -305,8 +312,14 @@ static so_expr *element(parser *p, bool nested) {
             fail(p, "a lookahead assertion is only allowed at the end of a rule");
             return NULL;
         }
+        if (p->depth >= SO_MAX_NESTING) {
+            fail(p, "parentheses nested deeper than %d", SO_MAX_NESTING);
+            return NULL;
+        }
+        p->depth++;
         space(p, true);
         so_expr *e = choice(p, true);
+        p->depth--;
         space(p, true);
         if (e && peek(p) != ')') {
             fail(p, "expected ')'");
@@ -332,9 +345,14 @@ static so_expr *element(parser *p, bool nested) {
 
 /* postfix operators after an element */
 static so_expr *postfix(parser *p, so_expr *e) {
-    for (;;) {
+    for (int ops = 0;; ops++) {
         const int c = peek(p);
         int mn, mx;
+        if (ops == SO_MAX_POSTFIX && (c == '?' || c == '*' || c == '+' || c == '{')) {
+            fail(p, "more than %d repetition operators on one element", SO_MAX_POSTFIX);
+            so_expr_free(e);
+            return NULL;
+        }
         if (c == '?') mn = 0, mx = 1, p->i++;
         else if (c == '*') mn = 0, mx = -1, p->i++;
         else if (c == '+') mn = 1, mx = -1, p->i++;
@@ -437,6 +455,11 @@ static void rule(parser *p) {
     }
     while (p->i < p->n && name_char((unsigned char)p->s[p->i], false)) p->i++;
     const size_t len = p->i - s;
+    if (p->n_defs >= SO_MAX_RULES) {
+        p->i = s;
+        fail(p, "more than %d rules", SO_MAX_RULES);
+        return;
+    }
     const int k = name_index(p, p->s + s, len);
     if (k < 0) return;
     for (int d = 0; d < p->n_defs; d++)

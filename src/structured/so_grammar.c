@@ -112,6 +112,13 @@ static void put_bytes(pbuf *b, const uint8_t *s, size_t n) {
         }
         uint32_t cp = k == 1 ? c : k == 2 ? (uint32_t)(c & 0x1F) : k == 3 ? (uint32_t)(c & 0x0F) : (uint32_t)(c & 0x07);
         for (size_t j = 1; j < k; j++) cp = cp << 6 | (s[i + j] & 0x3F);
+        if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+            char e[8]; /* overlong, a surrogate, past U+10FFFF: not UTF-8, its first byte escaped */
+            snprintf(e, sizeof e, "\\x%02x", (unsigned)c);
+            puts_(b, e);
+            i++;
+            continue;
+        }
         put_char(b, cp, false);
         i += k;
     }

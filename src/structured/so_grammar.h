@@ -59,8 +59,10 @@ vllm_status so_ebnf_parse(const char *text, size_t len, const char *root_name, s
 void so_grammar_free(so_grammar *g);
 void so_expr_free(so_expr *e); /* e and its kids */
 
-/* the grammar as EBNF that so_ebnf_parse reads back to the same IR (rules in order, one per line); malloc'd,
- * NULL when out of memory */
+/* the grammar as EBNF, rules in order, one per line; malloc'd, NULL when out of memory. A grammar read by
+ * so_ebnf_parse prints to text that reads back to the same print (a fixed point; an empty sequence prints as "",
+ * nested choices flattened); bytes that are not UTF-8 print as \xHH, which the dialect reads as the code point
+ * U+00HH (it has no raw bytes) */
 char *so_grammar_print(const so_grammar *g);
 
 #endif

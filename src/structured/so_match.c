@@ -54,6 +54,10 @@ static int32_t new_state(builder *b) {
 
 static void edge(builder *b, int32_t from, int32_t to, int32_t call, uint8_t lo, uint8_t hi) {
     if (b->failed) return;
+    if (b->n >= SO_MAX_STATES) { /* (a class's edges: as bounded as the states) */
+        b_fail(b, VLLM_ERR_INVALID_ARG, "the grammar is too large (more than 4M automaton edges: a repeat's bounds?)");
+        return;
+    }
     if (b->n == b->cap) {
         const size_t cap = b->cap ? 2 * b->cap : 256;
         so_raw_edge *q = realloc(b->e, cap * sizeof *q);
@@ -250,6 +254,8 @@ int64_t so_compiled_states(const so_compiled *c) { return c->n_states; }
 
 vllm_status so_compile(const so_grammar *g, so_compiled **out) {
     *out = NULL;
+    if (g->n_rules < 1 || g->root < 0 || g->root >= g->n_rules)
+        return vt_error(VLLM_ERR_INVALID_ARG, "structured outputs: a grammar without its root rule");
     so_compiled *c = calloc(1, sizeof *c);
     builder b = {.g = g};
     if (!c || !(c->start = malloc((size_t)g->n_rules * sizeof *c->start)) ||
@@ -444,7 +450,7 @@ void so_match_rollback(so_matcher *m, size_t n) {
     if (n > m->n_sets - 1) n = m->n_sets - 1;
     m->n_sets -= n;
     m->n_items = m->set[m->n_sets];
-    if (n) m->terminated = false;
+    m->terminated = false; /* a stop token taken is undone too */
 }
 
 /* one byte: the next set from the last one's byte edges; false (nothing added) when empty */

@@ -25,7 +25,7 @@
 typedef struct so_compiled so_compiled;
 typedef struct so_matcher so_matcher;
 
-/* VLLM_ERR_INVALID_ARG when the automata would exceed SO_MAX_STATES states (a repeat's copies) */
+/* VLLM_ERR_INVALID_ARG when the automata would exceed SO_MAX_STATES states or edges (a repeat's copies) */
 #define SO_MAX_STATES (1 << 22)
 vllm_status so_compile(const so_grammar *g, so_compiled **out);
 void so_compiled_free(so_compiled *c);
@@ -39,7 +39,7 @@ void so_matcher_free(so_matcher *m);
 bool so_match_bytes(so_matcher *m, const uint8_t *b, size_t n);
 /* whether the text read so far is a whole sentence of the grammar (the root rule complete) */
 bool so_match_can_end(const so_matcher *m);
-/* bytes read so far; drops the last n of them (n <= so_match_pos) */
+/* bytes read so far; drops the last n of them (n <= so_match_pos) and a stop token taken after them */
 size_t so_match_pos(const so_matcher *m);
 void so_match_rollback(so_matcher *m, size_t n);
 

@@ -97,7 +97,7 @@ vllm_status so_vocab_build(const tokenizer *tok, int32_t model_vocab_size, const
     v->off[n] = o;
     for (int i = 0; i < n_stop; i++)
         if (!(v->flags[stop_ids[i]] & SO_STOP)) {
-            v->flags[stop_ids[i]] |= SO_STOP;
+            v->flags[stop_ids[i]] = SO_STOP; /* a stop id is never special, even without bytes */
             v->stop[v->n_stop++] = stop_ids[i];
         }
     so_entry *e = malloc((size_t)n * sizeof *e);

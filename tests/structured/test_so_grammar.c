@@ -118,6 +118,26 @@ static void test_errors(void) {
     check_error("root ::=\n", VLLM_ERR_INVALID_ARG, "the rule's body is empty");
     check_error("root ::= \"\xff\"\n", VLLM_ERR_INVALID_ARG, "invalid UTF-8");
     check_error("", VLLM_ERR_INVALID_ARG, "The root rule with name \"root\" is not found");
+    check_error("root ::= \"a\"?????????\n", VLLM_ERR_INVALID_ARG, "more than 8 repetition operators");
+    /* what a request could use to exhaust the stack or the time: deep nesting, many rules */
+    const size_t deep = 100000;
+    char *t = malloc(2 * deep + 32);
+    if (t) {
+        size_t o = (size_t)sprintf(t, "root ::= ");
+        for (size_t i = 0; i < deep; i++) t[o++] = '(';
+        o += (size_t)sprintf(t + o, "\"a\"");
+        for (size_t i = 0; i < deep; i++) t[o++] = ')';
+        t[o] = 0;
+        check_error(t, VLLM_ERR_INVALID_ARG, "parentheses nested deeper than 256");
+        free(t);
+    }
+    char *many = malloc(5000 * 24 + 32);
+    if (many) {
+        size_t o = (size_t)sprintf(many, "root ::= r0\n");
+        for (int i = 0; i < 5000; i++) o += (size_t)sprintf(many + o, "r%d ::= \"x\"\n", i);
+        check_error(many, VLLM_ERR_INVALID_ARG, "more than 4096 rules");
+        free(many);
+    }
 }
 
 int main(void) {

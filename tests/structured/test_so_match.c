@@ -98,13 +98,47 @@ static void test_strings(void) {
               !accepts(c, "b\xed\xa0\x80\xe4\xb8\xad")); /* a surrogate is not UTF-8 */
         so_compiled_free(c);
     }
-    /* a repeat too large to expand */
+    /* a repeat too large to expand: by states, by a class's edges */
     so_grammar *g = NULL;
     so_compiled *big = NULL;
     const char *huge = "root ::= (\"a\"{1000}){5000}\n";
     CHECK_OK(so_ebnf_parse(huge, strlen(huge), NULL, &g));
     if (g) CHECK(so_compile(g, &big) == VLLM_ERR_INVALID_ARG && !big && strstr(vllm_last_error(), "too large"));
     so_grammar_free(g);
+    g = NULL;
+    const char *wide = "root ::= [acegikmoqsuwyACEGIKMOQSUWY02468!#%&(*,.:<>@^`|~]{1000000}\n";
+    CHECK_OK(so_ebnf_parse(wide, strlen(wide), NULL, &g));
+    if (g) CHECK(so_compile(g, &big) == VLLM_ERR_INVALID_ARG && !big && strstr(vllm_last_error(), "edges"));
+    so_grammar_free(g);
+}
+
+/* a stop id without bytes (padding) is a stop, not a special: the mask and so_match_token agree; a rollback undoes
+ * a stop token taken */
+static void test_stop_rules(void) {
+    tokenizer *tok = NULL;
+    CHECK_OK(tok_load_dir(VLLM_SOURCE_DIR "/tests/tokenizer/data/bytelevel", &tok));
+    if (!tok) return;
+    const int32_t V = tok_vocab_size(tok) + 5, stop = tok_vocab_size(tok) + 2;
+    so_vocab *v = NULL;
+    CHECK_OK(so_vocab_build(tok, V, &stop, 1, &v));
+    so_compiled *c = compile("root ::= \"a\"?\n");
+    so_matcher *m = NULL;
+    if (c) CHECK_OK(so_matcher_create(c, &m));
+    uint32_t *mask = calloc((size_t)(V + 31) / 32, 4);
+    if (v && m && mask) {
+        CHECK(so_vocab_is_stop(v, stop) && !so_vocab_is_special(v, stop));
+        so_match_fill_mask(m, v, mask);
+        CHECK(mask[stop >> 5] >> (stop & 31) & 1u);
+        CHECK(so_match_token(m, v, stop) && so_match_terminated(m));
+        CHECK(!so_match_token(m, v, tok_piece_to_id(tok, "a")));
+        so_match_rollback(m, 0); /* the stop token undone */
+        CHECK(!so_match_terminated(m) && so_match_token(m, v, tok_piece_to_id(tok, "a")));
+    }
+    free(mask);
+    so_matcher_free(m);
+    so_compiled_free(c);
+    so_vocab_free(v);
+    tok_free(tok);
 }
 
 /* the mask against trying every token, at each prefix of text read token by token (greedy longest token) */
@@ -171,6 +205,7 @@ static void check_masks(const char *tokdir, const char *text) {
 
 int main(void) {
     test_strings();
+    test_stop_rules();
     check_masks(VLLM_SOURCE_DIR "/tests/tokenizer/data/bytelevel", "{\"name\": \"the cat\", \"n\": [1, -2.5e3, true]}");
     check_masks(VLLM_SOURCE_DIR "/tests/tokenizer/data/spm", "{\"a\": {\"b\": null}, \"tt\": \"the\"}");
     TEST_END();

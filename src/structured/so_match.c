@@ -280,7 +280,7 @@ vllm_status so_compile(const so_grammar *g, so_compiled **out) {
         so_compiled_free(c);
         return b.st;
     }
-    qsort(b.e, b.n, sizeof *b.e, cmp_raw);
+    if (b.n) qsort(b.e, b.n, sizeof *b.e, cmp_raw); /* (a grammar of empty strings has no edges: b.e NULL) */
     for (size_t i = 0; i < b.n; i++) {
         c->edges[i] = b.e[i].e;
         c->off[b.e[i].from + 1]++;

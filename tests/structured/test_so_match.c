@@ -75,6 +75,11 @@ static void test_strings(void) {
         }
         so_compiled_free(c);
     }
+    c = compile("root ::= \"\" \"\"\n"); /* no edges at all (fuzz_ebnf's find) */
+    if (c) {
+        CHECK(accepts(c, "") && !accepts(c, "a"));
+        so_compiled_free(c);
+    }
     c = compile("root ::= root \"a\" | \"b\"\n"); /* left recursion */
     if (c) {
         CHECK(accepts(c, "b") && accepts(c, "baaa") && !accepts(c, "ab") && !accepts(c, ""));

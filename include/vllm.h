@@ -125,6 +125,20 @@ void vllm_engine_get_stats(const vllm_engine *engine, vllm_engine_stats *out);
 /* Sampling                                                            */
 /* ------------------------------------------------------------------ */
 
+/* Structured outputs (vLLM's StructuredOutputsParams, with xgrammar's semantics): the output is constrained to
+ * the language of at most one of these; all unset (the default) = unconstrained. The engine masks, at every
+ * step, the tokens the constraint cannot take next (before logprobs and every other processor) and allows an
+ * EOS only where the constraint is complete. Strings are copied by add_request. */
+typedef struct vllm_structured_outputs {
+    const char *json;             /* a JSON Schema (JSON text) */
+    bool json_object;             /* any JSON object ({"type": "object"}) */
+    const char *regex;            /* a regular expression the whole output matches */
+    const char *const *choice;    /* (num_choice) the output is one of these strings */
+    size_t num_choice;
+    const char *grammar;          /* an EBNF grammar (xgrammar's GBNF dialect, root rule "root") */
+    bool disable_any_whitespace;  /* json / json_object: no whitespace beyond ", " and ": " */
+} vllm_structured_outputs;
+
 typedef struct vllm_sampling_params {
     int max_tokens;        /* tokens to generate at most (default 16) */
     float temperature;     /* 0 = greedy (default 1.0) */
@@ -159,6 +173,7 @@ typedef struct vllm_sampling_params {
     int prompt_logprobs;   /* -1 = none; k >= 0: per prompt token (from the second), its raw logprob
                               given the tokens before it, plus the top k; such a request does not
                               read the prefix cache (every prompt position is computed) */
+    vllm_structured_outputs structured_outputs; /* none by default */
 } vllm_sampling_params;
 
 vllm_sampling_params vllm_sampling_default_params(void);
@@ -225,6 +240,10 @@ typedef struct vllm_generate_stats {
     double decode_seconds;       /* time in decode-only steps */
     size_t steps;                /* engine steps (forward passes) */
     size_t preemptions;          /* requests preempted for lack of KV blocks */
+    size_t structured_masks;     /* structured outputs: token masks computed (one per constrained row per step) */
+    double structured_mask_seconds;  /* their time on the engine thread */
+    double structured_mask_p50_us;   /* their median and 99th percentile, microseconds (a histogram's: within 10%) */
+    double structured_mask_p99_us;
 } vllm_generate_stats;
 
 /* Runs all prompts together (continuous batching) until each finishes.

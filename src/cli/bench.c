@@ -47,6 +47,10 @@ static void usage(FILE *f) {
             "                                {\"prompt_token_ids\": [1, 2, 3], \"output_len\": N}\n"
             "                              output_len (or output_tokens) may be left out with --output-len;\n"
             "                              --num-prompts takes the first N lines\n"
+            "  --json-schema F             structured outputs: every request's output constrained by the JSON\n"
+            "                              Schema in file F (the grammar engine's cost; with ignore_eos the output\n"
+            "                              goes on unconstrained once the JSON ends); prints the token-mask times\n"
+            "  --structured-output-ratio R the fraction of requests constrained (default 1)\n"
             "both:\n"
             "  --seed S                    seed of the random prompts, dummy weights and sampling (default 0)\n"
             "  --output-json F             also write the results as JSON\n"
@@ -63,6 +67,9 @@ typedef struct bench_args {
     const char *who;             /* "vllmc bench latency" or "vllmc bench throughput", for messages */
     bool latency;
     const char *model, *dataset, *output_json;
+    const char *json_schema_path; /* throughput: --json-schema */
+    char *json_schema;            /* its text */
+    double so_ratio;
     vllm_engine_options eo;
     long long input_len, output_len, batch_size, num_prompts, warmup, iters, seed;
     long long kv_mib;
@@ -113,7 +120,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         for (size_t k = 0; k < num_opts; k++)
             if (!strcmp(arg, opts[k].name)) io = &opts[k];
         if (!strcmp(arg, "--dataset-path")) arg = "--dataset"; /* vLLM's newer name */
-        bool known = io || !strcmp(arg, "--model") || !strcmp(arg, "--dataset") ||
+        bool known = io || !strcmp(arg, "--model") || !strcmp(arg, "--dataset") || !strcmp(arg, "--json-schema") ||
+                     !strcmp(arg, "--structured-output-ratio") ||
                      !strcmp(arg, "--output-json") || !strcmp(arg, "--device") || !strcmp(arg, "--load-format") ||
                      !strcmp(arg, "--gpu-memory-utilization") || cli_is_state_dtype(arg);
         if (!known) {
@@ -121,7 +129,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             return 2;
         }
         if ((io && io->latency_only && !a->latency) || (io && io->throughput_only && a->latency) ||
-            (!strcmp(arg, "--dataset") && a->latency)) {
+            ((!strcmp(arg, "--dataset") || !strcmp(arg, "--json-schema") || !strcmp(arg, "--structured-output-ratio")) &&
+             a->latency)) {
             fprintf(stderr, "%s: %s is an option of bench %s\n", a->who, arg,
                     a->latency ? "throughput" : "latency");
             return 2;
@@ -141,6 +150,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             a->dataset = val;
         } else if (!strcmp(arg, "--output-json")) {
             a->output_json = val;
+        } else if (!strcmp(arg, "--json-schema")) {
+            a->json_schema_path = val;
+        } else if (!strcmp(arg, "--structured-output-ratio")) {
+            if (!cli_parse_float(val, &a->so_ratio) || !(a->so_ratio >= 0.0 && a->so_ratio <= 1.0)) {
+                fprintf(stderr, "%s: --structured-output-ratio must be in [0, 1], got '%s'\n", a->who, val);
+                return 2;
+            }
         } else if (!strcmp(arg, "--device")) {
             a->eo.device = val;
         } else if (!strcmp(arg, "--gpu-memory-utilization")) {
@@ -327,11 +343,17 @@ static int run_throughput(const bench_args *a, vllm_engine *engine, const cli_da
         fprintf(stderr, "vllmc bench throughput: out of memory\n");
         goto out;
     }
-    size_t requested = 0;
+    size_t requested = 0, constrained = 0;
     for (size_t i = 0; i < n; i++) {
         sps[i] = bench_sampling(d->items[i].output_len); /* --output-len, else the dataset's */
         requested += (size_t)sps[i].max_tokens;
+        /* --structured-output-ratio R: requests spread evenly, floor((i + 1) R) > floor(i R) */
+        if (a->json_schema && (size_t)((double)(i + 1) * a->so_ratio) > (size_t)((double)i * a->so_ratio)) {
+            sps[i].structured_outputs.json = a->json_schema;
+            constrained++;
+        }
     }
+    if (a->json_schema) fprintf(stderr, "%zu of the requests constrained by %s\n", constrained, a->json_schema_path);
 
     fprintf(stderr, "Running %zu prompts (up to %zu output tokens, max_num_seqs %d, max_num_batched_tokens %d)\n",
             n, requested, a->eo.max_num_seqs, a->eo.max_num_batched_tokens);
@@ -360,6 +382,9 @@ static int run_throughput(const bench_args *a, vllm_engine *engine, const cli_da
            (double)total / elapsed, (double)output_tokens / elapsed);
     printf("Total num prompt tokens:  %zu\n", prompt_tokens);
     printf("Total num output tokens:  %zu\n", output_tokens);
+    if (a->json_schema)
+        printf("Token masks: %zu, %.3f s on the engine thread, per mask median %.1f us, p99 %.1f us\n",
+               st.structured_masks, st.structured_mask_seconds, st.structured_mask_p50_us, st.structured_mask_p99_us);
     fflush(stdout);
 
     rc = 0;
@@ -372,6 +397,12 @@ static int run_throughput(const bench_args *a, vllm_engine *engine, const cli_da
         json_object_set_new(o, "requests_per_second", json_real((double)n / elapsed));
         json_object_set_new(o, "tokens_per_second", json_real((double)total / elapsed));
         json_object_set_new(o, "output_tokens_per_second", json_real((double)output_tokens / elapsed));
+        if (a->json_schema) {
+            json_object_set_new(o, "structured_masks", json_integer((json_int_t)st.structured_masks));
+            json_object_set_new(o, "structured_mask_seconds", json_real(st.structured_mask_seconds));
+            json_object_set_new(o, "structured_mask_p50_us", json_real(st.structured_mask_p50_us));
+            json_object_set_new(o, "structured_mask_p99_us", json_real(st.structured_mask_p99_us));
+        }
         if (!write_json(a->output_json, o, a->who)) rc = 1;
         json_decref(o);
     }
@@ -419,8 +450,19 @@ int cmd_bench(int argc, char **argv) {
     a.warmup = 2;
     a.iters = 10;
     a.num_prompts = 1000;
+    a.so_ratio = 1.0;
     int prc = parse_args(argc - 1, argv + 1, &a);
     if (prc) return prc == 1 ? 0 : 2;
+    if (a.json_schema_path) { /* read (and checked to be JSON) before the model loads */
+        json_error_t je;
+        json_t *schema = json_load_file(a.json_schema_path, 0, &je);
+        a.json_schema = schema ? json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : NULL;
+        json_decref(schema);
+        if (!a.json_schema) {
+            fprintf(stderr, "%s: %s: not a JSON schema (line %d: %s)\n", a.who, a.json_schema_path, je.line, je.text);
+            return 2;
+        }
+    }
 
     /* the prompts first, so that a bad dataset fails before the model loads */
     cli_dataset d = {0};
@@ -453,5 +495,6 @@ int cmd_bench(int argc, char **argv) {
     vllm_engine_free(engine);
     free(prompts);
     cli_dataset_free(&d);
+    free(a.json_schema);
     return rc;
 }

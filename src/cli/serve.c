@@ -73,6 +73,14 @@ static void usage(FILE *f) {
             "                              still running 1 s before (S/2 when S < 2) are aborted (their replies end\n"
             "                              with finish_reason \"abort\"), and at S every connection is closed\n"
             "  --log-level L               debug, info, warning or error (default info; alias --uvicorn-log-level)\n"
+            "tools and reasoning:\n"
+            "  --enable-auto-tool-choice   serve tool_choice \"auto\" (the default with tools): tool calls parsed out\n"
+            "                              of the reply by --tool-call-parser\n"
+            "  --tool-call-parser NAME     hermes, qwen3_coder, qwen3_xml, llama3_json, llama4_json, mistral,\n"
+            "                              deepseek_v3, openai\n"
+            "  --reasoning-parser NAME     the thinking part of the reply as reasoning_content (qwen3, deepseek_r1, ...)\n"
+            "  (tool_choice \"required\" and named tools, response_format json_object / json_schema and\n"
+            "   structured_outputs json / regex / choice / grammar are forced by the grammar engine)\n"
             "engine:\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching (default on)\n"
@@ -328,6 +336,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-connections")) { INT_ARG(1, 1 << 20, v); so.max_connections = (int)v; max_conn_given = true;
         } else if (!strcmp(a, "--max-connections-per-client")) { INT_ARG(0, 1 << 20, v); so.max_connections_per_client = (int)v;
         } else if (!strcmp(a, "--shutdown-timeout")) { INT_ARG(0, 86400, shutdown_timeout);
+        } else if (!strcmp(a, "--enable-auto-tool-choice")) { so.enable_auto_tool_choice = true;
+        } else if (!strcmp(a, "--tool-call-parser")) { CLI_NEED_VALUE(CMD); so.tool_call_parser = argv[++i];
+        } else if (!strcmp(a, "--reasoning-parser")) { CLI_NEED_VALUE(CMD); so.reasoning_parser = argv[++i];
         } else {
             fprintf(stderr, CMD ": unknown option '%s' (vllmc serve --help)\n", a);
             goto bad;

@@ -95,6 +95,7 @@ typedef struct cu_chunk_stats {
 struct cu_sample_ws {
     cu_buf h_rows, h_edits, h_outs;   /* pinned host */
     cu_buf d_rows, d_edits, d_outs;   /* device */
+    cu_buf h_mask, d_mask;            /* structured outputs: (masked rows) x (logits row, mask words) */
     cu_buf d_stats;                   /* (rows, chunks) cu_chunk_stats */
     cu_buf d_work;                     /* (rows, V) F32 processed logits / probabilities */
     int32_t *slot_of;                  /* (vocab) host: token -> edit index of the row being packed, -1 */
@@ -746,9 +747,57 @@ __global__ void __launch_bounds__(FS_THREADS) k_fast_pick(const void *logits, in
     }
 }
 
+/* structured outputs' token masks (sampler_apply_token_mask), in place on the logits before anything reads
+ * them: block i masks logits row rows[i] with words[i * W ..], W = (V + 31) / 32; a clear bit -> -inf */
+__global__ void k_apply_mask(void *logits, int dt, int64_t ls, int V, const int32_t *rows, const uint32_t *words) {
+    const int W = (V + 31) / 32;
+    const uint32_t *m = words + (size_t)blockIdx.x * (size_t)W;
+    const int64_t base = (int64_t)rows[blockIdx.x] * ls;
+    for (int t = threadIdx.x; t < V; t += blockDim.x) {
+        if (m[t >> 5] >> (t & 31) & 1u) continue;
+        if (dt == DTYPE_F32) ((float *)logits)[base + t] = -INFINITY;
+        else ((__nv_bfloat16 *)logits)[base + t] = __float2bfloat16(-INFINITY);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* host side                                                           */
 /* ------------------------------------------------------------------ */
+
+/* the rows of b with a token mask: uploaded and applied to the logits (on the stream, before the sampling
+ * kernels, which then read the masked rows as the reference does) */
+static vllm_status apply_masks(cu_state *cu, tensor *logits, const sample_batch *b, int V) {
+    int nm = 0;
+    for (int i = 0; i < b->num_rows; i++) nm += b->ctx[i].mask != NULL;
+    if (!nm) return VLLM_OK;
+    cu_sample_ws *s = cu->sample;
+    const size_t W = (size_t)(V + 31) / 32, rows_bytes = ((size_t)nm * sizeof(int32_t) + 15) & ~(size_t)15;
+    const size_t bytes = rows_bytes + (size_t)nm * W * sizeof(uint32_t);
+    vllm_status st;
+    if ((st = cu_hbuf_reserve(&s->h_mask, bytes, "token masks")) ||
+        (st = cu_buf_reserve(cu, &s->d_mask, bytes, "token masks")))
+        return st;
+    int32_t *rows = (int32_t *)s->h_mask.p;
+    uint32_t *words = (uint32_t *)((char *)s->h_mask.p + rows_bytes);
+    for (int i = 0, j = 0; i < b->num_rows; i++) {
+        if (!b->ctx[i].mask) continue;
+        rows[j] = b->rows[i];
+        memcpy(words + (size_t)j * W, b->ctx[i].mask, W * sizeof(uint32_t));
+        j++;
+    }
+    cudaError_t e = cudaMemcpyAsync(s->d_mask.p, s->h_mask.p, bytes, cudaMemcpyHostToDevice, cu->stream);
+    if (e == cudaSuccess) {
+        k_apply_mask<<<(unsigned)nm, 256, 0, cu->stream>>>(logits->data, logits->dtype, tensor_row_stride(logits), V,
+                                                          (const int32_t *)s->d_mask.p,
+                                                          (const uint32_t *)((char *)s->d_mask.p + rows_bytes));
+        e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda sample (token masks): %s", cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
 
 void cu_sample_free(cu_state *cu) {
     cu_sample_ws *s = cu->sample;
@@ -761,6 +810,8 @@ void cu_sample_free(cu_state *cu) {
     cu_buf_free(&s->d_outs);
     cu_buf_free(&s->d_work);
     cu_buf_free(&s->d_stats);
+    cu_hbuf_free(&s->h_mask);
+    cu_buf_free(&s->d_mask);
     free(s->slot_of);
     free(s);
     cu->sample = NULL;
@@ -997,7 +1048,9 @@ vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b) {
             n_fast_sampled += !greedy;
         }
     }
-    if ((st = sample_run(be, logits, n, n_edits, n_fast, n_fast_sampled, "sample"))) return st;
+    if ((st = apply_masks(cu, logits, b, V)) ||
+        (st = sample_run(be, logits, n, n_edits, n_fast, n_fast_sampled, "sample")))
+        return st;
     const cu_sout *o = (const cu_sout *)s->h_outs.p;
     for (int i = 0; i < n; i++) {
         b->tokens[i] = o[i].token;

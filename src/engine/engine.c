@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "engine/engine_internal.h"
+#include "structured/so_spec.h"
 #include "sample/logits_proc.h"
 #include "loader/gguf.h"
 #include "loader/gguf_config.h"
@@ -66,6 +67,7 @@ vllm_status vllm_sampling_params_validate(const vllm_sampling_params *p) {
     /* vLLM has no bound; each sample is a request here, so bound the memory a bad n can ask for */
     enum { max_n = 4096 };
     if (p->n > max_n) return vt_error(VLLM_ERR_INVALID_ARG, "n must be at most %d, got %d.", max_n, p->n);
+    if ((st = so_spec_validate(&p->structured_outputs)) != VLLM_OK) return st;
     return VLLM_OK;
 }
 

@@ -12,11 +12,14 @@
 #define VLLM_ENGINE_INTERNAL_H
 
 #include "sample/logits_proc.h"
+#include "structured/so_match.h"
 #include "engine/input_builder.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "vllm.h"
+
+typedef struct engine_so_grammar engine_so_grammar; /* engine_structured.c: a shared compiled grammar */
 
 /* A request as the engine sees it. */
 typedef struct ereq {
@@ -47,6 +50,11 @@ typedef struct ereq {
     float *prompt_top_lps;       /* (num_prompt, prompt_logprobs); row 0: NaN */
     bool prompt_lp_reported;     /* returned by a step already */
     bool done;                   /* finished and reported: freed at the next step */
+    /* structured outputs (r.params.structured_outputs set): owned copies of its strings, its grammar, its matcher */
+    char *own_so_json, *own_so_regex, *own_so_grammar;
+    char **own_so_choice;
+    engine_so_grammar *so_grammar;
+    so_matcher *so;
 } ereq;
 
 /* Host arrays of one step's sampling work (sample/sample.h), sized for
@@ -73,9 +81,13 @@ typedef struct step_sampling {
 } step_sampling;
 
 /* Counters over the engine's lifetime (vllm_generate reports differences). */
+#define ENGINE_MASK_HIST 160 /* token-mask times: bucket b holds [1.1^(b-1), 1.1^b) microseconds */
 typedef struct engine_counters {
     size_t steps, sampled_tokens, prefill_tokens;
     double prefill_seconds, decode_seconds;
+    size_t so_masks;
+    double so_mask_seconds;
+    uint32_t so_mask_hist[ENGINE_MASK_HIST];
 } engine_counters;
 
 struct vllm_engine {
@@ -100,6 +112,12 @@ struct vllm_engine {
     char *out_text;              /* text pieces of the last step's outputs */
     size_t cap_out_text;
     engine_counters counters;
+    /* structured outputs (engine_structured.c): built on first use */
+    so_vocab *so_vocab;
+    engine_so_grammar **so_cache; /* compiled grammars, most recently used kept */
+    int n_so_cache;
+    uint64_t so_tick;
+    uint32_t *so_masks;          /* (max_num_seqs, (V + 31) / 32) the step's token masks */
 };
 
 void step_sampling_free(step_sampling *ss);
@@ -107,6 +125,19 @@ void step_sampling_free(step_sampling *ss);
 void engine_requests_free(vllm_engine *e);
 /* Drops every request without reporting it (after an error). */
 void engine_drop_all(vllm_engine *e);
+/* structured outputs (engine_structured.c). attach: q's grammar (compiled, or from the cache) and matcher, when
+ * its params have a constraint; detach: drops them; mask: the token mask of q's next token in the step's mask
+ * slot `slot`, NULL when unconstrained (none, or its grammar ended); accept: advances q's matcher by t, false
+ * when the grammar refuses t; free: the engine's vocabulary, cache and masks. */
+vllm_status engine_so_attach(vllm_engine *e, ereq *q);
+void engine_so_detach(ereq *q);
+const uint32_t *engine_so_mask(vllm_engine *e, ereq *q, int slot);
+bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t);
+void engine_so_free(vllm_engine *e);
+/* the q-quantile of a mask-time histogram (engine_counters.so_mask_hist), microseconds (its bucket's upper end;
+ * 0 when empty) */
+double engine_hist_quantile(const uint32_t *hist, double q);
+
 /* A live, not yet reported request with this id (any of its children), or NULL. */
 ereq *engine_find(vllm_engine *e, const char *id);
 

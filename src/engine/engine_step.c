@@ -40,11 +40,18 @@ static void ereq_free(ereq *q) {
     free(q->bad_offsets);
     free(q->top_ids);
     free(q->top_lps);
+    engine_so_detach(q);
+    free(q->own_so_json);
+    free(q->own_so_regex);
+    free(q->own_so_grammar);
+    for (size_t i = 0; q->own_so_choice && i < q->r.params.structured_outputs.num_choice; i++) free(q->own_so_choice[i]);
+    free(q->own_so_choice);
     free(q);
 }
 
 void engine_requests_free(vllm_engine *e) {
     for (size_t i = 0; i < e->num_reqs; i++) ereq_free(e->reqs[i]);
+    engine_so_free(e);
     free(e->reqs);
     free(e->outs);
     free(e->out_reqs);
@@ -167,6 +174,15 @@ static vllm_status copy_params(vllm_engine *e, ereq *q, const vllm_sampling_para
     q->own_stop_ids = dup_array(sp->stop_token_ids, sp->num_stop_token_ids, sizeof(int32_t), &ok);
     q->own_stop = dup_strings(sp->stop, sp->num_stop, &ok);
     q->own_bad = dup_strings(sp->bad_words, sp->num_bad_words, &ok);
+    const vllm_structured_outputs *so = &sp->structured_outputs;
+    if (so->json && !(q->own_so_json = strdup(so->json))) ok = false;
+    if (so->regex && !(q->own_so_regex = strdup(so->regex))) ok = false;
+    if (so->grammar && !(q->own_so_grammar = strdup(so->grammar))) ok = false;
+    if (so->choice && so->num_choice) q->own_so_choice = dup_strings(so->choice, so->num_choice, &ok);
+    p->structured_outputs.json = q->own_so_json;
+    p->structured_outputs.regex = q->own_so_regex;
+    p->structured_outputs.grammar = q->own_so_grammar;
+    p->structured_outputs.choice = so->choice ? (const char *const *)q->own_so_choice : NULL;
     p->logit_bias_ids = q->own_bias_ids;
     p->logit_bias_values = q->own_bias_vals;
     p->allowed_token_ids = q->own_allowed;
@@ -209,6 +225,7 @@ static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const v
     vllm_status st = vllm_sampling_params_validate(sp);
     if (st == VLLM_OK) st = sampler_validate(sp, e->cfg->vocab_size);
     if (st == VLLM_OK) st = copy_params(e, q, sp);
+    if (st == VLLM_OK) st = engine_so_attach(e, q);
     if (st != VLLM_OK) {
         vt_error_prefix("request %s", id);
         return st;
@@ -370,6 +387,11 @@ static void accept_token(vllm_engine *e, ereq *q, int32_t t, float logprob) {
     r->logprobs[generated] = logprob;
     r->tokens[r->num_tokens++] = t;
     generated++;
+    if (!engine_so_accept(e, q, t)) { /* (the mask allowed it: a bug; vLLM ends such a request with an error) */
+        LOG_W("request %s: the structured-output grammar refused token %d", q->child_id ? q->child_id : q->id, t);
+        r->finish = VLLM_FINISH_ABORT;
+        return;
+    }
     if (generated < p->min_tokens) {
         if (r->num_tokens >= e->max_model_len) r->finish = VLLM_FINISH_LENGTH;
     } else if (!p->ignore_eos && is_eos(e, t)) {
@@ -470,6 +492,7 @@ static void build_sampling(vllm_engine *e, const sched_output *so, sample_batch 
             .output = r->tokens + r->num_prompt, .n_output = generated,
             .eos_ids = e->eos_ids, .n_eos = (size_t)e->num_eos,
             .bad_words = q->bad.num ? &q->bad : NULL,
+            .mask = engine_so_mask(e, q, ns),
         };
         ss->uniform[ns] = p->temperature > 0.0f ? sampler_rng_uniform(&r->rng) : 0.0;
         ss->top_ids[ns] = p->logprobs > 0 ? q->top_ids + generated * (size_t)p->logprobs : NULL;
@@ -698,7 +721,8 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
                 /* a bad row ends this request only */
                 LOG_W("request %s: %s", q->child_id ? q->child_id : q->id,
                       t == SAMPLE_NAN_LOGITS   ? "the model produced NaN logits"
-                      : t == SAMPLE_ALL_BANNED ? "every token is banned (allowed_token_ids, bad_words, logit_bias)"
+                      : t == SAMPLE_ALL_BANNED ? "every token is banned (structured outputs, allowed_token_ids, "
+                                                 "bad_words, min_tokens, logit_bias)"
                                                : "sampling failed");
                 q->r.finish = VLLM_FINISH_ABORT;
                 continue;

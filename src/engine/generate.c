@@ -138,6 +138,12 @@ vllm_status vllm_generate(vllm_engine *e, const vllm_prompt *prompts, size_t num
         stats->generated_tokens = e->counters.sampled_tokens - c0.sampled_tokens;
         stats->prefill_seconds = e->counters.prefill_seconds - c0.prefill_seconds;
         stats->decode_seconds = e->counters.decode_seconds - c0.decode_seconds;
+        stats->structured_masks = e->counters.so_masks - c0.so_masks;
+        stats->structured_mask_seconds = e->counters.so_mask_seconds - c0.so_mask_seconds;
+        uint32_t h[ENGINE_MASK_HIST];
+        for (int b = 0; b < ENGINE_MASK_HIST; b++) h[b] = e->counters.so_mask_hist[b] - c0.so_mask_hist[b];
+        stats->structured_mask_p50_us = engine_hist_quantile(h, 0.5);
+        stats->structured_mask_p99_us = engine_hist_quantile(h, 0.99);
         stats->preemptions = e->sched.num_preemptions - preempt0;
         for (size_t i = 0; i < num; i++) stats->prompt_tokens += comp[i].num_prompt_tokens;
     }

@@ -275,3 +275,14 @@ int sampler_token_rank(const float *raw, int vocab, int32_t token) {
     for (int v = 0; v < vocab; v++) rank += raw[v] >= x;
     return rank;
 }
+
+void sampler_apply_token_mask(float *logits, int vocab, const uint32_t *mask) {
+    if (!mask) return;
+    for (int w = 0; w < (vocab + 31) / 32; w++) {
+        const uint32_t m = mask[w];
+        if (m == 0xFFFFFFFFu) continue;
+        const int end = w * 32 + 32 < vocab ? w * 32 + 32 : vocab;
+        for (int t = w * 32; t < end; t++)
+            if (!(m >> (t & 31) & 1u)) logits[t] = -INFINITY;
+    }
+}

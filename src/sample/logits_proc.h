@@ -83,7 +83,15 @@ typedef struct sampler_context {
     const int32_t *eos_ids;         /* (n_eos) the model's EOS ids (generation_config) */
     size_t n_eos;
     const sampler_token_seqs *bad_words; /* NULL = none */
+    const uint32_t *mask;           /* structured outputs: ((vocab + 31) / 32) words, token t allowed where bit
+                                       t % 32 of word t / 32 is set; NULL = every token */
 } sampler_context;
+
+/* 0. structured outputs' token mask: tokens whose bit is clear -> -inf, on the row itself BEFORE the raw
+ * logprobs are taken (vLLM applies the grammar bitmask in the model runner, before its Sampler:
+ * vllm/v1/worker/gpu_model_runner.py apply_grammar_bitmask, xgrammar's apply_token_bitmask_inplace), so
+ * logprobs are those of the masked distribution. */
+void sampler_apply_token_mask(float *logits, int vocab, const uint32_t *mask);
 
 /* 1. allowed_token_ids: tokens not in the list -> -inf (vLLM's
  * allowed_token_ids_mask, vllm/v1/worker/gpu_input_batch.py). n == 0: no-op. */

@@ -52,6 +52,7 @@ void sample_row_ref(float *logits, int vocab, const sample_batch *b, int i, samp
     const vllm_sampling_params *p = b->params[i];
     int k = b->top_ids && b->top_ids[i] ? p->logprobs : 0;
     int32_t t = SAMPLE_NAN_LOGITS;
+    sampler_apply_token_mask(logits, vocab, b->ctx[i].mask);
     if (!row_has_nan(logits, vocab)) {
         /* raw logprobs are of the row before any processing (logprobs_mode raw_logprobs) */
         memcpy(ws->raw, logits, (size_t)vocab * sizeof *logits);

@@ -230,45 +230,39 @@ static vllm_status convert_tools(const json_t *body, json_t **tools, oai_error *
     return VLLM_OK;
 }
 
-/* tool_choice (vLLM check_tool_usage): "none" and "auto" are served (the
- * tools go to the template; the reply is plain content, tool calls are not
- * parsed out of it); "required" and named tools need guided decoding. */
-static vllm_status check_tool_choice(const json_t *body, bool have_tools, oai_error *err) {
+/* tool_choice (vLLM check_tool_usage, vllm/entrypoints/openai/chat_completion/protocol.py): "none", "auto",
+ * "required" or {"type": "function", "function": {"name": N}} naming one of the tools; "required" and a named tool
+ * are forced through structured outputs (oai_structured.c oai_parse_tool_choice). */
+static vllm_status check_tool_choice(const json_t *body, const json_t *tools, oai_error *err) {
     json_t *tc = oai_field(body, "tool_choice");
     if (!tc) return VLLM_OK;
     if (json_is_string(tc) && !strcmp(json_string_value(tc), "none")) return VLLM_OK;
-    if (!have_tools) return BAD("tool_choice", "When using `tool_choice`, `tools` must be set.");
+    if (!tools) return BAD("tool_choice", "When using `tool_choice`, `tools` must be set.");
     if (json_is_string(tc)) {
         const char *s = json_string_value(tc);
-        if (!strcmp(s, "auto")) return VLLM_OK;
-        if (!strcmp(s, "required"))
-            return BAD("tool_choice", "tool_choice \"required\" is not supported by this server (it needs guided "
-                                      "decoding); use \"auto\" or \"none\"");
+        if (!strcmp(s, "auto") || !strcmp(s, "required")) return VLLM_OK;
         return BAD("tool_choice", "Invalid value for `tool_choice`: %s! Only named tools, \"none\", \"auto\" or "
                                   "\"required\" are supported.",
                    s);
     }
-    if (json_is_object(tc))
-        return BAD("tool_choice", "named tool_choice is not supported by this server (it needs guided decoding); use "
-                                  "\"auto\" or \"none\"");
+    if (json_is_object(tc)) {
+        json_t *fn = json_object_get(tc, "function");
+        if (!json_is_object(fn))
+            return BAD("tool_choice", "Invalid value for `function` in `tool_choice`! Correct usage: `{\"type\": "
+                                      "\"function\", \"function\": {\"name\": \"my_function\"}}`");
+        json_t *name = json_object_get(fn, "name");
+        if (!json_is_string(name))
+            return BAD("tool_choice", "Expected field `name` in `function` in `tool_choice`! Correct usage: "
+                                      "`{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`");
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            json_t *tn = json_object_get(json_object_get(t, "function"), "name");
+            if (json_is_string(tn) && !strcmp(json_string_value(tn), json_string_value(name))) return VLLM_OK;
+        }
+        return BAD("tool_choice", "The tool specified in `tool_choice` does not match any of the specified `tools`");
+    }
     return oai_type_error(err, "tool_choice", "\"none\", \"auto\", \"required\" or a named tool", tc);
-}
-
-vllm_status oai_check_response_format(const json_t *body, oai_error *err) {
-    json_t *rf = oai_field(body, "response_format");
-    if (!rf) return VLLM_OK;
-    if (!json_is_object(rf)) return oai_type_error(err, "response_format", "an object", rf);
-    json_t *type = json_object_get(rf, "type");
-    if (!json_is_string(type)) return BAD("response_format", "response_format: \"type\" must be a string");
-    const char *t = json_string_value(type);
-    if (!strcmp(t, "text")) return VLLM_OK;
-    if (!strcmp(t, "json_object") || !strcmp(t, "json_schema") || !strcmp(t, "structural_tag"))
-        return BAD("response_format", "response_format of type '%s' is not supported by this server (it needs "
-                                      "structured outputs); only {\"type\": \"text\"} is",
-                   t);
-    return BAD("response_format", "response_format: unknown type '%s' (expected 'text', 'json_object' or "
-                                  "'json_schema')",
-               t);
 }
 
 /* The last occurrence of needle[0..nlen) in hay (Python's str.rindex), or
@@ -346,11 +340,9 @@ vllm_status oai_chat_render(const oai_server_ctx *ctx, const json_t *body, char 
     if (effort && !in_list(effort, efforts, sizeof efforts / sizeof efforts[0]))
         return BAD("reasoning_effort", "reasoning_effort: Input should be 'none', 'minimal', 'low', 'medium', 'high', "
                                        "'xhigh' or 'max'");
-    if ((st = oai_check_response_format(body, err))) return st;
-
     json_t *tools = NULL, *conv = NULL, *tctx = NULL;
     if ((st = convert_tools(body, &tools, err))) return st;
-    if ((st = check_tool_choice(body, tools != NULL, err))) goto done;
+    if ((st = check_tool_choice(body, tools, err))) goto done;
 
     conv = json_array();
     if (!conv) {

@@ -94,6 +94,21 @@ vllm_status oai_get_string(const json_t *obj, const char *key, const char **out,
 vllm_status oai_parse_body(const char *body, size_t len, json_t **root, oai_error *err);
 
 /* ------------------------------------------------------------------ */
+/* Structured outputs (oai_structured.c)                               */
+/* ------------------------------------------------------------------ */
+
+/* oai_structured.c: response_format, structured_outputs and the older guided_* fields (vLLM's
+ * extract_structured_outputs / StructuredOutputsParams) into r's so_* fields, the constraint checked by compiling
+ * it (a 400 naming the problem); then oai_structured_params points sp's structured_outputs at them. */
+vllm_status oai_parse_structured(const json_t *body, oai_request *r, oai_error *err);
+/* chat: tool_choice required / named as a JSON-schema constraint (vLLM's get_json_schema_from_tools), with
+ * r->tool_mode, tool_name and tools_json; after oai_chat_render validated tools and tool_choice */
+vllm_status oai_parse_tool_choice(const oai_server_ctx *ctx, const json_t *body, oai_request *r, oai_error *err);
+/* the constraint compiled once on the request's thread: an invalid schema, regex or grammar is a 400 naming it */
+vllm_status oai_check_structured(const oai_request *r, oai_error *err);
+void oai_structured_params(const oai_request *r, vllm_sampling_params *sp);
+
+/* ------------------------------------------------------------------ */
 /* Chat prompts (oai_chat.c)                                           */
 /* ------------------------------------------------------------------ */
 
@@ -103,9 +118,6 @@ vllm_status oai_parse_body(const char *body, size_t len, json_t **root, oai_erro
  * the rendered text; *role: the role of the reply (vLLM's
  * get_chat_request_role); *last_content: the last message's text content
  * and *last_role its role (for echo). All malloc'd. */
-/* response_format: only {"type": "text"} (400 for json_object / json_schema / structural_tag). */
-vllm_status oai_check_response_format(const json_t *body, oai_error *err);
-
 vllm_status oai_chat_render(const oai_server_ctx *ctx, const json_t *body, char **prompt, char **role,
                             char **last_content, char **last_role, oai_error *err);
 

@@ -120,6 +120,12 @@ typedef struct oai_server_ctx {
      * of the context. More is a 400 naming the fields and the limit.
      * 0 = OAI_DEFAULT_MAX_RESPONSE_ENTRIES; negative = no limit. */
     long long max_response_entries;
+    /* Tools and reasoning (vLLM's --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser): tool_choice
+     * "auto" (the default with tools) needs both of the first two, else a 400 as vLLM; the parsers split the reply
+     * into content, tool_calls and reasoning_content. NULL names: none. */
+    bool enable_auto_tool_choice;
+    const char *tool_call_parser;
+    const char *reasoning_parser;
 } oai_server_ctx;
 
 /* max_response_entries' default: 2^20 entries. Building a non-streamed reply
@@ -142,6 +148,15 @@ typedef enum oai_kind {
     OAI_KIND_COMPLETION = 0,  /* POST /v1/completions */
     OAI_KIND_CHAT = 1,        /* POST /v1/chat/completions */
 } oai_kind;
+
+/* chat tool_choice (vLLM): none, auto (a tool parser finds calls in the text), required (one or more calls, forced
+ * as a JSON array of {"name", "parameters"}), named (the output is the named tool's arguments) */
+typedef enum oai_tool_mode {
+    OAI_TOOLS_NONE = 0,
+    OAI_TOOLS_AUTO,
+    OAI_TOOLS_REQUIRED,
+    OAI_TOOLS_NAMED,
+} oai_tool_mode;
 
 /* One prompt, ready for vllm_async_add_request. */
 typedef struct oai_prompt {
@@ -190,6 +205,16 @@ typedef struct oai_request {
     int32_t *logit_bias_ids;
     float *logit_bias_values;
     size_t num_logit_bias;
+    /* structured outputs (response_format, structured_outputs, guided_*): storage behind params.structured_outputs */
+    char *so_json, *so_regex, *so_grammar;
+    char **so_choice;
+    size_t num_so_choice;
+    bool so_json_object, so_disable_any_whitespace;
+    const char *so_param;         /* the field that set it (for errors); static */
+    /* chat tools: tool_choice, the named tool, the tools as JSON text (for the tool parsers); NULL when none */
+    oai_tool_mode tool_mode;
+    char *tool_name;
+    char *tools_json;
 } oai_request;
 
 /* Parses and validates a /v1/completions body (len bytes, need not be

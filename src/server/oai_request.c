@@ -66,6 +66,12 @@ void oai_request_free(oai_request *r) {
     free(r->echo_text);
     free(r->chat_role);
     free(r->request_id);
+    free(r->so_json);
+    free(r->so_regex);
+    free(r->so_grammar);
+    free_strv(r->so_choice, r->num_so_choice);
+    free(r->tool_name);
+    free(r->tools_json);
     free(r);
 }
 
@@ -200,7 +206,6 @@ typedef struct parsed {
 
 /* Fields vLLM defines for features this server does not have: a non-null value is a 400. */
 static const char *const unsupported_fields[] = {
-    "structured_outputs", "guided_json",       "guided_regex",     "guided_choice", "guided_grammar",
     "logits_processors",  "prompt_embeds",     "logprob_token_ids", "cache_salt",   "kv_transfer_params",
     "thinking_token_budget", "repetition_detection",
 };
@@ -606,7 +611,7 @@ static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *bod
     if (have_best_of && best_of != pp.n)
         return BAD("best_of", "best_of must be equal to n (got best_of=%lld, n=%lld): best_of > n is not supported",
                    best_of, pp.n);
-    if ((st = oai_check_response_format(body, err))) return st;
+    if ((st = oai_parse_structured(body, r, err)) || (st = oai_check_structured(r, err))) return st;
 
     /* the prompt: a string, a list of strings, a list of ids or a list of lists of ids */
     json_t *pv = oai_field(body, "prompt");
@@ -643,6 +648,7 @@ static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *bod
                    OAI_MAX_CHOICES);
     if (max_tokens <= ctx->max_model_len && (st = check_entries(ctx, &pp, num, max_tokens, false, 0, err))) return st;
     apply_sampling(&pp, r, &sp);
+    oai_structured_params(r, &sp);
     vllm_sampling_params probe = sp;
     probe.max_tokens = (int)(max_tokens < INT_MAX ? max_tokens : INT_MAX);
     probe.min_tokens = 0;
@@ -699,6 +705,7 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
     pp.logprobs = logprobs ? top : -1;
     /* vLLM also asks prompt logprobs for echo without logprobs; here only when logprobs are on */
     if (r->echo && logprobs && !oai_field(body, "prompt_logprobs")) pp.prompt_logprobs = top;
+    if ((st = oai_parse_structured(body, r, err))) return st;
 
     if ((st = check_sampling(&pp, pp.max_tokens_param != NULL, pp.max_tokens, err))) return st;
     if (pp.n > OAI_MAX_CHOICES)
@@ -707,6 +714,7 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
         (st = check_entries(ctx, &pp, 1, pp.max_tokens, false, 0, err)))
         return st;
     apply_sampling(&pp, r, &sp);
+    oai_structured_params(r, &sp);
     vllm_sampling_params probe = sp;
     probe.max_tokens = pp.max_tokens < 1 ? 1 : pp.max_tokens < INT_MAX ? (int)pp.max_tokens : INT_MAX;
     probe.min_tokens = 0;
@@ -732,6 +740,11 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
         return NOMEM();
     }
     r->num_prompts = 1;
+    if ((st = oai_parse_tool_choice(ctx, body, r, err)) || (st = oai_check_structured(r, err))) {
+        free(prompt);
+        return st;
+    }
+    oai_structured_params(r, &sp);
     st = finish_prompt(ctx, r, &r->prompts[0], prompt, NULL, &sp, &pp, err);
     free(prompt);
     if (st != VLLM_OK) return st;

@@ -87,6 +87,9 @@ typedef struct server_options {
     const char *eos_token;
     bool use_generation_config;             /* default sampling from generation_config.json (default true;
                                                vLLM's --generation-config auto; false = vllm) */
+    bool enable_auto_tool_choice;           /* tool_choice "auto" served (--enable-auto-tool-choice) */
+    const char *tool_call_parser;           /* --tool-call-parser NAME (tool_parser.h), NULL = none */
+    const char *reasoning_parser;           /* --reasoning-parser NAME (reasoning_parser.h), NULL = none */
 } server_options;
 
 server_options server_default_options(void);

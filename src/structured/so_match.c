@@ -5,28 +5,14 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "structured/so_match_internal.h"
 
 /* ---- the automata ---- */
-
-enum { SO_EDGE_BYTE = -1, SO_EDGE_EPS = -2 }; /* so_edge.call; >= 0: calls that rule */
-
-typedef struct so_edge {
-    int32_t to, call;
-    uint8_t lo, hi;
-} so_edge;
 
 typedef struct so_raw_edge { /* while building: from, then the edge */
     int32_t from;
     so_edge e;
 } so_raw_edge;
-
-struct so_compiled {
-    int n_rules, root;
-    int32_t *start, *final; /* per rule */
-    int32_t n_states;
-    int32_t *off;           /* (n_states + 1): state s's edges are edges[off[s] .. off[s + 1]) */
-    so_edge *edges;
-};
 
 typedef struct builder {
     const so_grammar *g;
@@ -245,6 +231,7 @@ void so_compiled_free(so_compiled *c) {
     if (!c) return;
     free(c->start);
     free(c->final);
+    free(c->look);
     free(c->off);
     free(c->edges);
     free(c);
@@ -258,8 +245,9 @@ vllm_status so_compile(const so_grammar *g, so_compiled **out) {
         return vt_error(VLLM_ERR_INVALID_ARG, "structured outputs: a grammar without its root rule");
     so_compiled *c = calloc(1, sizeof *c);
     builder b = {.g = g};
-    if (!c || !(c->start = malloc((size_t)g->n_rules * sizeof *c->start)) ||
-        !(c->final = malloc((size_t)g->n_rules * sizeof *c->final))) {
+    if (!c || !(c->start = malloc(2 * (size_t)g->n_rules * sizeof *c->start)) ||
+        !(c->final = malloc(2 * (size_t)g->n_rules * sizeof *c->final)) ||
+        !(c->look = malloc((size_t)g->n_rules * sizeof *c->look))) {
         so_compiled_free(c);
         return vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory");
     }
@@ -268,6 +256,14 @@ vllm_status so_compile(const so_grammar *g, so_compiled **out) {
     for (int r = 0; r < g->n_rules && !b.failed; r++) {
         c->start[r] = new_state(&b);
         c->final[r] = build(&b, g->rules[r].body, c->start[r]);
+    }
+    for (int r = 0; r < g->n_rules && !b.failed; r++) { /* lookaheads: automata no rule calls (the mask cache's) */
+        c->look[r] = -1;
+        if (!g->rules[r].lookahead) continue;
+        const int l = g->n_rules + c->n_looks++;
+        c->look[r] = l;
+        c->start[l] = new_state(&b);
+        c->final[l] = build(&b, g->rules[r].lookahead, c->start[l]);
     }
     if (!b.failed) {
         c->n_states = b.n_states;
@@ -292,25 +288,6 @@ vllm_status so_compile(const so_grammar *g, so_compiled **out) {
 }
 
 /* ---- the Earley matcher ---- */
-
-typedef struct so_item {
-    int32_t rule, state, origin;
-} so_item;
-
-struct so_matcher {
-    const so_compiled *c;
-    so_item *items;
-    size_t n_items, cap;
-    size_t *set;     /* set k: items[set[k] .. set[k + 1]); sets 0 .. n_sets - 1, set[n_sets] == n_items */
-    size_t n_sets, set_cap;
-    int32_t *hash;   /* the set being built: item indices from its base (open addressing), a slot in use where */
-    uint32_t *hgen;  /* its generation is gen (a new set: gen + 1, no clearing) */
-    uint32_t gen;
-    size_t hcap;
-    uint8_t *done;   /* the set being built: rules completed with it as origin */
-    bool terminated;
-    bool failed;     /* out of memory: every later read refused */
-};
 
 static size_t item_hash(const so_item *it) {
     uint64_t h = (uint64_t)(uint32_t)it->rule * 0x9E3779B97F4A7C15ull;
@@ -390,6 +367,10 @@ static void closure(so_matcher *m, size_t k, size_t base) {
             }
         }
         if (it.state != c->final[it.rule]) continue;
+        if (it.origin < 0) { /* a local matcher's own item: its parent is not known */
+            m->end_seen[k] = 1;
+            continue;
+        }
         /* complete: the items of the origin set waiting on this rule advance */
         const size_t ob = m->set[it.origin], oe = (size_t)it.origin == k ? m->n_items : m->set[it.origin + 1];
         if ((size_t)it.origin == k) m->done[it.rule] = 1;
@@ -408,9 +389,13 @@ static bool open_set(so_matcher *m) {
         size_t *q = realloc(m->set, cap * sizeof *q);
         if (!q) return false;
         m->set = q;
+        uint8_t *es = realloc(m->end_seen, cap);
+        if (!es) return false;
+        m->end_seen = es;
         m->set_cap = cap;
     }
     m->set[m->n_sets] = m->n_items;
+    m->end_seen[m->n_sets] = 0;
     return hash_reset(m, 16);
 }
 
@@ -421,6 +406,7 @@ void so_matcher_free(so_matcher *m) {
     free(m->hash);
     free(m->hgen);
     free(m->done);
+    free(m->end_seen);
     free(m);
 }
 
@@ -444,6 +430,18 @@ vllm_status so_matcher_create(const so_compiled *c, so_matcher **out) {
     return VLLM_OK;
 }
 
+bool so_match_reset_local(so_matcher *m, int32_t rule, int32_t state) {
+    m->n_sets = 0;
+    m->n_items = 0;
+    m->terminated = false;
+    if (m->failed || !open_set(m)) return false;
+    add(m, 0, (so_item){rule, state, -1});
+    closure(m, 0, 0);
+    m->n_sets = 1;
+    m->set[1] = m->n_items;
+    return !m->failed;
+}
+
 size_t so_match_pos(const so_matcher *m) { return m->n_sets - 1; }
 
 void so_match_rollback(so_matcher *m, size_t n) {
@@ -453,8 +451,7 @@ void so_match_rollback(so_matcher *m, size_t n) {
     m->terminated = false; /* a stop token taken is undone too */
 }
 
-/* one byte: the next set from the last one's byte edges; false (nothing added) when empty */
-static bool step(so_matcher *m, uint8_t byte) {
+bool so_match_step(so_matcher *m, uint8_t byte) {
     if (m->failed || !open_set(m)) {
         m->failed = true;
         return false;
@@ -485,7 +482,7 @@ static bool step(so_matcher *m, uint8_t byte) {
 bool so_match_bytes(so_matcher *m, const uint8_t *b, size_t n) {
     if (m->terminated) return n == 0;
     for (size_t i = 0; i < n; i++)
-        if (!step(m, b[i])) {
+        if (!so_match_step(m, b[i])) {
             so_match_rollback(m, i);
             return false;
         }
@@ -511,42 +508,4 @@ bool so_match_token(so_matcher *m, const so_vocab *v, int32_t id) {
     size_t n = 0;
     const uint8_t *b = so_vocab_bytes(v, id, &n);
     return so_match_bytes(m, b, n);
-}
-
-void so_match_fill_mask(so_matcher *m, const so_vocab *v, uint32_t *mask) {
-    const int32_t V = so_vocab_size(v), ns = so_vocab_n_sorted(v);
-    memset(mask, 0, (size_t)((V + 31) / 32) * sizeof *mask);
-    if (m->terminated) return;
-    const size_t base = so_match_pos(m);
-    const uint8_t *prev = NULL;
-    size_t prev_n = 0, depth = 0; /* the previous token's bytes; how many of them are read (sets above base) */
-    for (int32_t i = 0; i < ns;) {
-        const int32_t id = so_vocab_sorted_id(v, i);
-        size_t n = 0;
-        const uint8_t *b = so_vocab_bytes(v, id, &n);
-        size_t lcp = 0;
-        while (lcp < n && lcp < prev_n && lcp < depth && b[lcp] == prev[lcp]) lcp++;
-        so_match_rollback(m, depth - lcp); /* keep the shared prefix's sets */
-        size_t k = lcp;
-        while (k < n && step(m, b[k])) k++;
-        depth = k;
-        prev = b, prev_n = n;
-        if (k == n) {
-            mask[id >> 5] |= 1u << (id & 31);
-            i++;
-            continue;
-        }
-        /* byte k refused: so is every later token starting with b[0 .. k] */
-        for (i++; i < ns; i++) {
-            size_t n2 = 0;
-            const uint8_t *b2 = so_vocab_bytes(v, so_vocab_sorted_id(v, i), &n2);
-            if (n2 <= k || memcmp(b2, b, k + 1) != 0) break;
-        }
-    }
-    so_match_rollback(m, so_match_pos(m) - base);
-    if (so_match_can_end(m))
-        for (int s = 0; s < so_vocab_n_stop(v); s++) {
-            const int32_t id = so_vocab_stop_id(v, s);
-            mask[id >> 5] |= 1u << (id & 31);
-        }
 }

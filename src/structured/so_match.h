@@ -8,7 +8,7 @@
  * token mask (so_match_fill_mask) walks the vocabulary sorted by bytes (so_vocab.h), reusing the sets of the
  * prefix a token shares with the previous one and skipping every token that shares a rejected prefix: the
  * bits of the tokens whose bytes the grammar can read next, the stop tokens where it may end, never a special
- * one (xgrammar's rules, vLLM's structured outputs). Lookahead assertions are read but not yet enforced (for
+ * one (xgrammar's rules, vLLM's structured outputs); so_mask_cache makes masks cheap. Lookahead assertions are read but not yet enforced (for
  * xgrammar's JSON rules they only repeat what the parent rules require).
  */
 #ifndef VLLM_SO_MATCH_H
@@ -47,7 +47,20 @@ void so_match_rollback(so_matcher *m, size_t n);
  * one is refused; another is its bytes. False (the matcher unchanged) when the grammar cannot take it. */
 bool so_match_token(so_matcher *m, const so_vocab *v, int32_t id);
 bool so_match_terminated(const so_matcher *m);
-/* mask ((vocab size + 31) / 32 words): bit id set where so_match_token would take id */
+/* mask ((vocab size + 31) / 32 words): bit id set where so_match_token would take id. This one walks the whole
+ * vocabulary (its trie); so_match_fill_mask_cached gives the same bits from a cache (so_mask.c). */
 void so_match_fill_mask(so_matcher *m, const so_vocab *v, uint32_t *mask);
+
+/* The adaptive token-mask cache of one compiled grammar over one vocabulary (both borrowed): per automaton state,
+ * the tokens accepted or rejected there whatever the context, filled on first use. A mask then walks only the
+ * tokens whose fate depends on the context. Not thread-safe: one thread fills masks with it at a time. */
+typedef struct so_mask_cache so_mask_cache;
+vllm_status so_mask_cache_create(const so_compiled *c, const so_vocab *v, so_mask_cache **out);
+void so_mask_cache_free(so_mask_cache *mc);
+int64_t so_mask_cache_entries(const so_mask_cache *mc); /* states classified so far */
+int64_t so_mask_cache_bytes(const so_mask_cache *mc);   /* their memory */
+int32_t so_mask_cache_last_walked(const so_mask_cache *mc); /* context-dependent tokens the last fill walked */
+/* so_match_fill_mask's bits for m (a matcher of mc's grammar); VLLM_ERR_NO_MEMORY when an entry cannot be made */
+vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t *mask);
 
 #endif

@@ -15,6 +15,7 @@ struct so_vocab {
     int n_stop;
     int32_t *sorted;    /* the sorted ids */
     int32_t *sub_end;   /* per sorted index: its trie range's end */
+    int32_t *rank;      /* per id: its sorted index, -1 for a special or stop id */
     int32_t n_sorted;
 };
 
@@ -28,6 +29,7 @@ void so_vocab_free(so_vocab *v) {
     free(v->stop);
     free(v->sorted);
     free(v->sub_end);
+    free(v->rank);
     free(v);
 }
 
@@ -75,7 +77,8 @@ vllm_status so_vocab_build(const tokenizer *tok, int32_t model_vocab_size, const
     v->stop = malloc(((size_t)n_stop + 1) * sizeof *v->stop);
     v->sorted = malloc((size_t)n * sizeof *v->sorted);
     v->sub_end = malloc((size_t)n * sizeof *v->sub_end);
-    if (!v->bytes || !v->off || !v->flags || !v->stop || !v->sorted || !v->sub_end) {
+    v->rank = malloc((size_t)n * sizeof *v->rank);
+    if (!v->bytes || !v->off || !v->flags || !v->stop || !v->sorted || !v->sub_end || !v->rank) {
         so_vocab_free(v);
         return vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory for a vocabulary of %d", (int)n);
     }
@@ -108,7 +111,8 @@ vllm_status so_vocab_build(const tokenizer *tok, int32_t model_vocab_size, const
     for (int32_t id = 0; id < n; id++)
         if (!v->flags[id]) e[v->n_sorted++] = (so_entry){v->bytes + v->off[id], v->off[id + 1] - v->off[id], id};
     qsort(e, (size_t)v->n_sorted, sizeof *e, cmp_entry);
-    for (int32_t i = 0; i < v->n_sorted; i++) v->sorted[i] = e[i].id;
+    for (int32_t id = 0; id < n; id++) v->rank[id] = -1;
+    for (int32_t i = 0; i < v->n_sorted; i++) v->sorted[i] = e[i].id, v->rank[e[i].id] = i;
     free(e);
     /* trie ranges: walking back, each index's range ends where the first later token stops having its bytes as a
      * prefix; a stack of open prefixes (each a prefix of the next) finds it in O(n) pops */
@@ -150,3 +154,4 @@ int32_t so_vocab_stop_id(const so_vocab *v, int i) { return v->stop[i]; }
 int32_t so_vocab_n_sorted(const so_vocab *v) { return v->n_sorted; }
 int32_t so_vocab_sorted_id(const so_vocab *v, int32_t i) { return v->sorted[i]; }
 int32_t so_vocab_subtree_end(const so_vocab *v, int32_t i) { return v->sub_end[i]; }
+int32_t so_vocab_sorted_index(const so_vocab *v, int32_t id) { return id >= 0 && id < v->n ? v->rank[id] : -1; }

@@ -38,5 +38,7 @@ int32_t so_vocab_stop_id(const so_vocab *v, int i);
 int32_t so_vocab_n_sorted(const so_vocab *v);
 int32_t so_vocab_sorted_id(const so_vocab *v, int32_t i);
 int32_t so_vocab_subtree_end(const so_vocab *v, int32_t i);
+/* id's sorted index (so_vocab_sorted_id(v, i) == id), -1 for a special or stop id or one out of range */
+int32_t so_vocab_sorted_index(const so_vocab *v, int32_t id);
 
 #endif

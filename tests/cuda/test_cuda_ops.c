@@ -1457,6 +1457,12 @@ static void test_sampling(void) {
     bw_ids[1] = output[5];      /* a two-token word whose prefix is the last output token */
     bw_ids[2] = rnd_int(V);
 
+    /* structured outputs' token masks (about a fifth of the tokens allowed) on some rows of the last trial: the
+     * GPU masks its logits in place, so only once per row */
+    static uint32_t masks[SB][(SV + 31) / 32];
+    for (int i = 0; i < SB; i++)
+        for (int w = 0; w < (SV + 31) / 32; w++)
+            masks[i][w] = (uint32_t)rnd_int(1 << 16) << 16 ^ (uint32_t)rnd_int(1 << 16), masks[i][w] &= masks[i][w] >> 1;
     int trials = 12;
     for (int trial = 0; trial < trials; trial++) {
         for (int i = 0; i < B; i++) {
@@ -1484,6 +1490,7 @@ static void test_sampling(void) {
                 p->top_k = 7;
             }
             if (i == 12) { p->top_k = 50; p->min_p = 0.01f; p->top_p = 0.95f; p->repetition_penalty = 0.8f; }
+            if (trial == trials - 1 && i % 3 == 1 && (i * 7 + trial) % B != 7) ctx[i].mask = masks[i];
             p->logprobs = i % 4 == 0 ? 5 : -1;
             pp[i] = p;
             rows[i] = (i * 7 + trial) % B;

@@ -306,7 +306,7 @@ int main(void) {
         p.repetition_penalty = 1.5f;
         p.frequency_penalty = 0.25f;
         p.presence_penalty = 0.5f;
-        sampler_context ctx = {prompt, np, output, no, eos, 1, &bw};
+        sampler_context ctx = {prompt, np, output, no, eos, 1, &bw, NULL};
         memcpy(got, base, sizeof got);
         CHECK_OK(sampler_process_logits(got, V, &p, &ctx, &s));
         CHECK(scratch_clean(&s));
@@ -326,7 +326,7 @@ int main(void) {
         q.logit_bias_values = bias;
         q.num_logit_bias = 1;
         q.repetition_penalty = 1.5f;
-        sampler_context c2 = {prompt, np, output, no, NULL, 0, NULL};
+        sampler_context c2 = {prompt, np, output, no, NULL, 0, NULL, NULL};
         CHECK_OK(sampler_process_logits(row, V, &q, &c2, &s));
         CHECK_NEAR(row[9], -3.0, 1e-6);
         /* greedy after processing picks the processed argmax */
@@ -343,7 +343,7 @@ int main(void) {
         CHECK(sampler_sample(got, V, &g, &rng, &sc) == best);
         /* min_tokens reached (10 outputs): EOS back */
         int32_t long_out[10] = {5, 9, 9, 9, 13, 22, 40, 1, 1, 1};
-        sampler_context c3 = {prompt, np, long_out, 10, eos, 1, NULL};
+        sampler_context c3 = {prompt, np, long_out, 10, eos, 1, NULL, NULL};
         memcpy(got, base, sizeof got);
         CHECK_OK(sampler_process_logits(got, V, &p, &c3, &s));
         CHECK(!isinf(got[2]) && !isinf(got[41]));
@@ -415,7 +415,7 @@ int main(void) {
         p.repetition_penalty = 1.2f;
         p.presence_penalty = 0.3f;
         p.top_p = 0.95f;
-        sampler_context ctx = {prompt, np, output, no, NULL, 0, NULL};
+        sampler_context ctx = {prompt, np, output, no, NULL, 0, NULL, NULL};
         memcpy(row, base, sizeof row);
         CHECK_OK(sampler_process_logits(row, V, &p, &ctx, &s));
         check_sampling(row, &p, 30000, "processed");

@@ -216,8 +216,58 @@ static void test_logprobs_op(void) {
     backend_free(be);
 }
 
+/* structured outputs' token mask: applied before everything, raw logprobs included (vLLM masks the logits
+ * before its Sampler): only allowed tokens are sampled, their logprobs renormalised among themselves */
+static void test_token_mask(void) {
+    enum { MV = 70 };
+    float lg[MV], row[MV];
+    for (int v = 0; v < MV; v++) lg[v] = (frand() - 0.5f) * 6.0f;
+    uint32_t mask[(MV + 31) / 32] = {0};
+    const int32_t allowed_ids[] = {3, 31, 32, 64, 69};
+    for (int k = 0; k < 5; k++) mask[allowed_ids[k] >> 5] |= 1u << (allowed_ids[k] & 31);
+    memcpy(row, lg, sizeof row);
+    sampler_apply_token_mask(row, MV, mask);
+    for (int v = 0; v < MV; v++) {
+        bool a = false;
+        for (int k = 0; k < 5; k++) a |= allowed_ids[k] == v;
+        CHECK(a ? row[v] == lg[v] : isinf(row[v]) && row[v] < 0);
+    }
+    sampler_apply_token_mask(row, MV, NULL); /* NULL: nothing */
+    sample_ws ws = {0};
+    CHECK_OK(sample_ws_init(&ws, MV));
+    double z = 0;
+    for (int k = 0; k < 5; k++) z += exp((double)lg[allowed_ids[k]]);
+    for (int trial = 0; trial < 40; trial++) {
+        vllm_sampling_params p = vllm_sampling_default_params();
+        p.temperature = trial % 2 ? 1.0f : 0.0f;
+        p.logprobs = 3;
+        const vllm_sampling_params *pp = &p;
+        sampler_context c = {.mask = mask};
+        int32_t row_i = 0, tok = -9, ti[3];
+        float lp = 0, tl[3];
+        int32_t *tip = ti;
+        float *tlp = tl;
+        double u = frand();
+        sample_batch b = {.num_rows = 1, .rows = &row_i, .params = &pp, .ctx = &c, .uniform = &u, .tokens = &tok,
+                          .logprobs = &lp, .top_ids = &tip, .top_lps = &tlp};
+        memcpy(row, lg, sizeof row);
+        sample_row_ref(row, MV, &b, 0, &ws);
+        bool a = false;
+        for (int k = 0; k < 5; k++) a |= allowed_ids[k] == tok;
+        CHECK_MSG(a, "trial %d: token %d is masked", trial, tok);
+        if (a) CHECK_NEAR(lp, (double)lg[tok] - log(z), 1e-5);
+        for (int k = 0; k < 3; k++) {
+            bool ta = false;
+            for (int j = 0; j < 5; j++) ta |= allowed_ids[j] == ti[k];
+            CHECK(ta);
+        }
+    }
+    sample_ws_free(&ws);
+}
+
 int main(void) {
     setup();
+    test_token_mask();
     test_matches_reference();
     test_bad_rows();
     test_logprobs_op();

@@ -406,9 +406,15 @@ static void test_completion_invalid(void) {
     BAD_C("{\"prompt\":\"x\",\"stream\":true,\"prompt_logprobs\":1}", 400, "prompt_logprobs", "stream=True");
     BAD_C("{\"prompt\":\"x\",\"prompt_logprobs\":-3}", 400, "prompt_logprobs", "positive value or -1");
     BAD_C("{\"prompt\":\"x\",\"use_beam_search\":true}", 400, "use_beam_search", "beam search");
-    BAD_C("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", 400, "response_format", "not supported");
+    BAD_C("{\"prompt\":\"x\",\"response_format\":{\"type\":\"structural_tag\"}}", 400, "response_format",
+          "not supported");
+    BAD_C("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"},\"structured_outputs\":{\"regex\":\"a\"}}",
+          400, "response_format", "only use one kind");
+    BAD_C("{\"prompt\":\"x\",\"structured_outputs\":{\"choice\":[]}}", 400, "structured_outputs", "empty list");
+    BAD_C("{\"prompt\":\"x\",\"structured_outputs\":{\"grammar\":\"root ::= undefined_rule\"}}", 400,
+          "structured_outputs", "not defined");
+    BAD_C("{\"prompt\":\"x\",\"guided_choice\":\"a\"}", 400, "guided_choice", "list of strings");
     BAD_C("{\"prompt\":\"x\",\"priority\":1}", 400, "priority", "Priority scheduling is not enabled");
-    BAD_C("{\"prompt\":\"x\",\"guided_json\":{}}", 400, "guided_json", "not supported");
     BAD_C("{\"prompt\":\"x\",\"return_token_ids\":true}", 400, "return_token_ids", "not supported");
     BAD_C("{\"prompt\":[1,2],\"echo\":true,\"model\":\"stories\",\"max_tokens\":0,\"logprobs\":2,\"n\":0}", 400, "n",
           "at least 1");
@@ -536,6 +542,46 @@ static void test_chat_valid(void) {
     }
 }
 
+/* structured outputs and forced tool calls become the prompt's structured_outputs */
+static void test_structured_valid(void) {
+    CTX.max_model_len = 256;
+    oai_request *r = ok_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+                             "\"function\":{\"name\":\"get\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"
+                             "{\"type\":\"string\"}},\"required\":[\"city\"]}}}],\"tool_choice\":\"required\"}",
+                             __LINE__);
+    if (r) {
+        const vllm_structured_outputs *so = &r->prompts[0].params.structured_outputs;
+        CHECK(r->tool_mode == OAI_TOOLS_REQUIRED && so->json && strstr(so->json, "\"minItems\":1") &&
+              strstr(so->json, "\"enum\":[\"get\"]") && r->tools_json);
+        oai_request_free(r);
+    }
+    r = ok_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+                "\"function\":{\"name\":\"get\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"
+                "{\"type\":\"string\"}}}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get\"}}}",
+                __LINE__);
+    if (r) {
+        const vllm_structured_outputs *so = &r->prompts[0].params.structured_outputs;
+        CHECK(r->tool_mode == OAI_TOOLS_NAMED && !strcmp(r->tool_name, "get") && so->json &&
+              !strcmp(so->json, "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}"));
+        oai_request_free(r);
+    }
+    r = ok_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}",
+                __LINE__);
+    if (r) {
+        CHECK(r->prompts[0].params.structured_outputs.json_object && r->tool_mode == OAI_TOOLS_NONE);
+        oai_request_free(r);
+    }
+    r = ok_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"structured_outputs\":{\"choice\":[\"a\",\"b\"]},"
+                "\"guided_decoding_backend\":\"xgrammar\"}",
+                __LINE__);
+    if (r) {
+        const vllm_structured_outputs *so = &r->prompts[0].params.structured_outputs;
+        CHECK(so->num_choice == 2 && !strcmp(so->choice[1], "b"));
+        oai_request_free(r);
+    }
+    CTX.max_model_len = 64;
+}
+
 static void test_chat_invalid(void) {
     const char *U = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
     char body[512];
@@ -571,18 +617,31 @@ static void test_chat_invalid(void) {
     BAD_CHAT(WITH("\"max_tokens\":-5"), 400, "max_tokens", "at least 1");
     BAD_CHAT(WITH("\"max_completion_tokens\":60"), 400, "input_tokens", "requested 60 output tokens");
     BAD_CHAT(WITH("\"tools\":[]"), 400, "tools", "must not be an empty array");
+    CTX.enable_auto_tool_choice = false;
+    BAD_CHAT(WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"), 400, "tool_choice",
+             "requires --enable-auto-tool-choice and --tool-call-parser");
+    CTX.enable_auto_tool_choice = true;
     BAD_CHAT(WITH("\"tools\":[{\"type\":\"function\"}]"), 400, "tools[0]", "function");
     BAD_CHAT(WITH("\"tools\":{}"), 400, "tools", "list of tools");
     BAD_CHAT(WITH("\"tool_choice\":\"auto\""), 400, "tool_choice", "`tools` must be set");
-    BAD_CHAT(WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\""), 400,
-             "tool_choice", "not supported");
     BAD_CHAT(WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":"
-                  "\"function\",\"function\":{\"name\":\"f\"}}"),
-             400, "tool_choice", "not supported");
+                  "\"function\",\"function\":{\"name\":\"g\"}}"),
+             400, "tool_choice", "does not match any of the specified `tools`");
+    BAD_CHAT(WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":"
+                  "\"function\"}"),
+             400, "tool_choice", "Correct usage");
+    BAD_CHAT(WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\","
+                  "\"structured_outputs\":{\"regex\":\"a\"}"),
+             400, "tool_choice", "either use constraints for structured outputs or tools");
+    BAD_CHAT(WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":"
+                  "{\"type\":\"array\",\"minItems\":5,\"maxItems\":3}}}"),
+             400, "response_format", "minItems");
     BAD_CHAT(WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"maybe\""), 400,
              "tool_choice", "Invalid value for `tool_choice`");
     BAD_CHAT(WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}"), 400, "response_format",
-             "not supported");
+             "none are specified");
+    BAD_CHAT(WITH("\"response_format\":{\"type\":\"json_schema\"}"), 400, "response_format",
+             "the 'json_schema' field must be provided");
     BAD_CHAT(WITH("\"response_format\":\"json\""), 400, "response_format", "an object");
     BAD_CHAT(WITH("\"chat_template\":\"{{ 1 }}\""), 400, "chat_template", "untrusted chat template");
     BAD_CHAT(WITH("\"chat_template_kwargs\":\"x\""), 400, "chat_template_kwargs", "an object");
@@ -852,10 +911,13 @@ static void test_no_doubled_prefix(void) {
 
 int main(void) {
     CTX = make_ctx();
+    CTX.enable_auto_tool_choice = true; /* tools without tool_choice are "auto": served with a parser */
+    CTX.tool_call_parser = "hermes";
     test_mutations();
     test_completion_valid();
     test_completion_invalid();
     test_chat_valid();
+    test_structured_valid();
     test_chat_invalid();
     test_tokenize_endpoints();
     test_numbers_as_given();

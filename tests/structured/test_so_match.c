@@ -157,13 +157,22 @@ static void check_masks(const char *tokdir, const char *text) {
     so_compiled *c = compile(JSON);
     so_matcher *m = NULL;
     if (c) CHECK_OK(so_matcher_create(c, &m));
-    uint32_t *mask = calloc((size_t)(V + 31) / 32, 4);
+    uint32_t *mask = calloc((size_t)(V + 31) / 32, 4), *cached = calloc((size_t)(V + 31) / 32, 4);
+    so_mask_cache *mc = NULL;
+    if (c && v) CHECK_OK(so_mask_cache_create(c, v, &mc));
     const size_t n = strlen(text);
     size_t at = 0;
     int steps = 0, allowed_total = 0;
-    while (v && m && mask) {
+    while (v && m && mask && cached && mc) {
         so_match_fill_mask(m, v, mask);
         const size_t pos = so_match_pos(m);
+        /* the adaptive cache gives the same bits (JSON's lookaheads repeat what its parent rules require), twice */
+        for (int rep = 0; rep < 2; rep++) {
+            CHECK_OK(so_match_fill_mask_cached(m, mc, cached));
+            CHECK_MSG(!memcmp(mask, cached, (size_t)(V + 31) / 32 * 4), "%s at %zu: the cached mask differs", tokdir,
+                      at);
+            CHECK(so_match_pos(m) == pos);
+        }
         int bad = 0, allowed = 0, best = -1;
         size_t best_n = 0;
         for (int32_t id = 0; id < V; id++) {
@@ -201,6 +210,9 @@ static void check_masks(const char *tokdir, const char *text) {
         at += best_n;
     }
     CHECK(steps > 3 && allowed_total > steps);
+    CHECK(mc && so_mask_cache_entries(mc) > 3 && so_mask_cache_bytes(mc) > 0);
+    so_mask_cache_free(mc);
+    free(cached);
     free(mask);
     so_matcher_free(m);
     so_compiled_free(c);

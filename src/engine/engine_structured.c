@@ -1,0 +1,163 @@
+/* engine_structured.c: structured outputs in the engine: the vocabulary's bytes, the compiled grammars, a matcher per request, its token masks and its advance (engine_internal.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "engine/engine_internal.h"
+#include "structured/so_spec.h"
+
+/* A compiled grammar shared by the requests of one constraint (vLLM keeps xgrammar's compiler cache; a request's
+ * n samples and repeated schemas compile once). Engine-thread only, so no lock. */
+struct engine_so_grammar {
+    char *key;
+    so_compiled *c;
+    so_mask_cache *mc; /* its token masks over the engine's vocabulary */
+    int refs;        /* requests using it */
+    bool cached;     /* still in e->so_cache (else freed when refs drops to 0) */
+    uint64_t used;
+};
+
+#define SO_CACHE_MAX 64
+
+static void grammar_free(engine_so_grammar *g) {
+    if (!g) return;
+    free(g->key);
+    so_mask_cache_free(g->mc);
+    so_compiled_free(g->c);
+    free(g);
+}
+
+static void grammar_release(engine_so_grammar *g) {
+    if (g && --g->refs == 0 && !g->cached) grammar_free(g);
+}
+
+void engine_so_free(vllm_engine *e) {
+    for (int i = 0; i < e->n_so_cache; i++) {
+        e->so_cache[i]->cached = false;
+        if (e->so_cache[i]->refs == 0) grammar_free(e->so_cache[i]);
+    }
+    free(e->so_cache);
+    e->so_cache = NULL;
+    e->n_so_cache = 0;
+    so_vocab_free(e->so_vocab);
+    e->so_vocab = NULL;
+    free(e->so_masks);
+    e->so_masks = NULL;
+}
+
+/* the vocabulary's bytes, built on the first structured request: every EOS id of the engine is a stop token (a
+ * grammar allows one only where it may end; xgrammar takes the tokenizer's eos_token_id alone, so a
+ * generation_config EOS such as Qwen's <|endoftext|> would stop a JSON string halfway) */
+static vllm_status vocab(vllm_engine *e) {
+    if (e->so_vocab) return VLLM_OK;
+    if (!e->tok) return vt_error(VLLM_ERR_UNSUPPORTED, "structured outputs need the model's tokenizer");
+    vllm_status st = so_vocab_build(e->tok, e->cfg->vocab_size, e->eos_ids, e->num_eos, &e->so_vocab);
+    if (st == VLLM_OK)
+        LOG_I("structured outputs: %d-token vocabulary indexed (%d sorted, %d stop)", so_vocab_size(e->so_vocab),
+              so_vocab_n_sorted(e->so_vocab), so_vocab_n_stop(e->so_vocab));
+    return st;
+}
+
+static vllm_status grammar_get(vllm_engine *e, const vllm_structured_outputs *s, engine_so_grammar **out) {
+    char *key = so_spec_key(s);
+    if (!key) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    e->so_tick++;
+    for (int i = 0; i < e->n_so_cache; i++)
+        if (!strcmp(e->so_cache[i]->key, key)) {
+            free(key);
+            e->so_cache[i]->used = e->so_tick;
+            e->so_cache[i]->refs++;
+            *out = e->so_cache[i];
+            return VLLM_OK;
+        }
+    engine_so_grammar *g = calloc(1, sizeof *g);
+    if (!g) {
+        free(key);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    }
+    g->key = key;
+    vllm_status st = so_spec_compile(s, &g->c);
+    if (st == VLLM_OK) st = so_mask_cache_create(g->c, e->so_vocab, &g->mc);
+    if (st != VLLM_OK) {
+        grammar_free(g);
+        return st;
+    }
+    if (!e->so_cache && !(e->so_cache = calloc(SO_CACHE_MAX, sizeof *e->so_cache))) {
+        grammar_free(g);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    }
+    if (e->n_so_cache == SO_CACHE_MAX) { /* evict the least recently used; in-use grammars live on */
+        int lru = 0;
+        for (int i = 1; i < e->n_so_cache; i++)
+            if (e->so_cache[i]->used < e->so_cache[lru]->used) lru = i;
+        engine_so_grammar *old = e->so_cache[lru];
+        old->cached = false;
+        if (old->refs == 0) grammar_free(old);
+        e->so_cache[lru] = e->so_cache[--e->n_so_cache];
+    }
+    g->cached = true;
+    g->refs = 1;
+    g->used = e->so_tick;
+    e->so_cache[e->n_so_cache++] = g;
+    *out = g;
+    return VLLM_OK;
+}
+
+vllm_status engine_so_attach(vllm_engine *e, ereq *q) {
+    const vllm_structured_outputs *s = &q->r.params.structured_outputs;
+    if (!so_spec_count(s)) return VLLM_OK;
+    vllm_status st;
+    if ((st = so_spec_validate(s)) || (st = vocab(e)) || (st = grammar_get(e, s, &q->so_grammar))) return st;
+    return so_matcher_create(q->so_grammar->c, &q->so);
+}
+
+void engine_so_detach(ereq *q) {
+    so_matcher_free(q->so);
+    q->so = NULL;
+    grammar_release(q->so_grammar);
+    q->so_grammar = NULL;
+}
+
+const uint32_t *engine_so_mask(vllm_engine *e, ereq *q, int slot) {
+    if (!q->so || so_match_terminated(q->so) || !e->so_vocab) return NULL;
+    const size_t W = (size_t)(so_vocab_size(e->so_vocab) + 31) / 32;
+    if (!e->so_masks) {
+        e->so_masks = malloc((size_t)e->sched.cfg.max_num_seqs * W * sizeof *e->so_masks);
+        if (!e->so_masks) {
+            LOG_W("request %s: out of memory for its token mask (unconstrained this step)", q->id);
+            return NULL;
+        }
+    }
+    uint32_t *m = e->so_masks + (size_t)slot * W;
+    const double t0 = progress_now();
+    if (so_match_fill_mask_cached(q->so, q->so_grammar->mc, m) != VLLM_OK) {
+        LOG_W("request %s: %s (its mask walks the whole vocabulary)", q->id, vllm_last_error());
+        so_match_fill_mask(q->so, e->so_vocab, m);
+    }
+    const double dt = progress_now() - t0;
+    engine_counters *k = &e->counters;
+    k->so_masks++;
+    k->so_mask_seconds += dt;
+    int b = dt * 1e6 < 1.0 ? 0 : 1 + (int)(log(dt * 1e6) / log(1.1));
+    k->so_mask_hist[b < ENGINE_MASK_HIST ? b : ENGINE_MASK_HIST - 1]++;
+    return m;
+}
+
+bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t) {
+    if (!q->so || so_match_terminated(q->so)) return true; /* (tokens after the end: unconstrained, as vLLM) */
+    return so_match_token(q->so, e->so_vocab, t);
+}
+
+double engine_hist_quantile(const uint32_t *hist, double q) {
+    uint64_t total = 0, seen = 0;
+    for (int b = 0; b < ENGINE_MASK_HIST; b++) total += hist[b];
+    if (!total) return 0.0;
+    for (int b = 0; b < ENGINE_MASK_HIST; b++) {
+        seen += hist[b];
+        if ((double)seen >= q * (double)total) return b == 0 ? 1.0 : pow(1.1, b);
+    }
+    return pow(1.1, ENGINE_MASK_HIST);
+}

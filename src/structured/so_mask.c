@@ -1,0 +1,307 @@
+/* so_mask.c: token masks of a structured-output matcher: the vocabulary walk, and the adaptive cache that makes a mask cost little more than the tokens whose fate depends on the context (so_match.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "structured/so_match_internal.h"
+
+/* ---- the walk ---- */
+
+/* Walks the sorted indices idx[0 .. n) (increasing) through m from its current position: each token is read byte
+ * by byte, reusing the sets of the prefix it shares with the previous token, and every later token that shares a
+ * refused prefix is skipped. outcome(i, k, read_all) is called for each token: read_all when m took every byte,
+ * else k is the byte refused (and the tokens skipped with it get the same call). m is back where it started. */
+typedef void (*walk_fn)(void *ctx, int32_t sorted_i, size_t refused_at, bool read_all, const so_matcher *m);
+
+static void walk(so_matcher *m, const so_vocab *v, const int32_t *idx, int32_t n, walk_fn fn, void *ctx) {
+    const size_t base = so_match_pos(m);
+    const uint8_t *prev = NULL;
+    size_t prev_n = 0, depth = 0; /* the previous token's bytes; how many of them are read (sets above base) */
+    for (int32_t j = 0; j < n;) {
+        const int32_t i = idx ? idx[j] : j;
+        size_t nb = 0;
+        const uint8_t *b = so_vocab_bytes(v, so_vocab_sorted_id(v, i), &nb);
+        size_t lcp = 0;
+        while (lcp < nb && lcp < prev_n && lcp < depth && b[lcp] == prev[lcp]) lcp++;
+        so_match_rollback(m, depth - lcp); /* keep the shared prefix's sets */
+        size_t k = lcp;
+        while (k < nb && so_match_step(m, b[k])) k++;
+        depth = k;
+        prev = b, prev_n = nb;
+        if (k == nb) {
+            fn(ctx, i, 0, true, m);
+            j++;
+            continue;
+        }
+        /* byte k refused: so is every later token starting with b[0 .. k] */
+        fn(ctx, i, k, false, m);
+        for (j++; j < n; j++) {
+            const int32_t i2 = idx ? idx[j] : j;
+            size_t n2 = 0;
+            const uint8_t *b2 = so_vocab_bytes(v, so_vocab_sorted_id(v, i2), &n2);
+            if (n2 <= k || memcmp(b2, b, k + 1) != 0) break;
+            fn(ctx, i2, k, false, m);
+        }
+    }
+    so_match_rollback(m, so_match_pos(m) - base);
+}
+
+static void set_bit(uint32_t *mask, int32_t id) { mask[id >> 5] |= 1u << (id & 31); }
+
+static void stops(const so_matcher *m, const so_vocab *v, uint32_t *mask) {
+    if (!so_match_can_end(m)) return;
+    for (int s = 0; s < so_vocab_n_stop(v); s++) set_bit(mask, so_vocab_stop_id(v, s));
+}
+
+typedef struct brute_ctx {
+    const so_vocab *v;
+    uint32_t *mask;
+} brute_ctx;
+
+static void brute_fn(void *ctx, int32_t i, size_t k, bool read_all, const so_matcher *m) {
+    (void)k, (void)m;
+    brute_ctx *c = ctx;
+    if (read_all) set_bit(c->mask, so_vocab_sorted_id(c->v, i));
+}
+
+void so_match_fill_mask(so_matcher *m, const so_vocab *v, uint32_t *mask) {
+    memset(mask, 0, (size_t)((so_vocab_size(v) + 31) / 32) * sizeof *mask);
+    if (m->terminated) return;
+    brute_ctx c = {v, mask};
+    walk(m, v, NULL, so_vocab_n_sorted(v), brute_fn, &c);
+    stops(m, v, mask);
+}
+
+/* ---- the adaptive cache ---- */
+
+/* xgrammar's adaptive token mask cache (cpp/grammar_compiler.cc GetAdaptiveTokenMask, compiled_grammar_impl.h
+ * AdaptiveTokenMask; arXiv:2411.15100 section 3.1), over this matcher's automata: for an automaton state s of rule
+ * r, each token is classified by a local matcher started at (r, s) with an unknown parent:
+ *   accepted  - read whole inside r (and the rules it calls): accepted wherever (r, s) is live;
+ *   rejected  - refused inside r before r could end: refused through (r, s) wherever it is live;
+ *   uncertain - refused inside r after r could end mid-token: it depends on r's parent.
+ * A step's mask is then the union of its live states' accepted sets, minus the intersection of their rejected
+ * sets, and only the tokens left (uncertain everywhere they are not rejected) are walked through the real
+ * matcher. An entry keeps its accepted or its rejected ids, whichever is fewer, and its uncertain ids. */
+typedef struct so_mask_entry {
+    bool has_accepted;   /* ids are the accepted ones (the rest rejected), else the rejected ones (the rest accepted) */
+    int32_t *ids, n_ids;
+    int32_t *unc, n_unc; /* uncertain */
+} so_mask_entry;
+
+struct so_mask_cache {
+    const so_compiled *c;
+    const so_vocab *v;
+    so_mask_entry **entry; /* per state, computed on first use */
+    uint32_t *stamp;       /* per state: the fill that saw it last */
+    uint32_t fill;
+    so_matcher *local;     /* the classifying matcher */
+    so_matcher *look;      /* and its lookaheads' */
+    uint32_t *sorted_mask; /* bits of the sorted (neither special nor stop) ids */
+    uint32_t *rej, *tmp;   /* (words) scratch */
+    int32_t *list;         /* (n_sorted) scratch */
+    int64_t entries, bytes;
+    int32_t last_uncertain; /* tokens the last fill walked */
+};
+
+vllm_status so_mask_cache_create(const so_compiled *c, const so_vocab *v, so_mask_cache **out) {
+    *out = NULL;
+    so_mask_cache *mc = calloc(1, sizeof *mc);
+    const size_t W = (size_t)(so_vocab_size(v) + 31) / 32;
+    if (!mc || !(mc->entry = calloc((size_t)c->n_states + 1, sizeof *mc->entry)) ||
+        !(mc->stamp = calloc((size_t)c->n_states + 1, sizeof *mc->stamp)) || !(mc->sorted_mask = calloc(W, 4)) ||
+        !(mc->rej = malloc(W * 4)) || !(mc->tmp = malloc(W * 4)) ||
+        !(mc->list = malloc(((size_t)so_vocab_n_sorted(v) + 1) * sizeof *mc->list)) ||
+        so_matcher_create(c, &mc->local) != VLLM_OK || so_matcher_create(c, &mc->look) != VLLM_OK) {
+        so_mask_cache_free(mc);
+        return vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory (mask cache)");
+    }
+    mc->c = c;
+    mc->v = v;
+    for (int32_t i = 0; i < so_vocab_n_sorted(v); i++) set_bit(mc->sorted_mask, so_vocab_sorted_id(v, i));
+    *out = mc;
+    return VLLM_OK;
+}
+
+static void entry_free(so_mask_entry *e) {
+    if (!e) return;
+    free(e->ids);
+    free(e->unc);
+    free(e);
+}
+
+void so_mask_cache_free(so_mask_cache *mc) {
+    if (!mc) return;
+    for (int32_t s = 0; mc->entry && s < mc->c->n_states; s++) entry_free(mc->entry[s]);
+    free(mc->entry);
+    free(mc->stamp);
+    so_matcher_free(mc->local);
+    so_matcher_free(mc->look);
+    free(mc->sorted_mask);
+    free(mc->rej);
+    free(mc->tmp);
+    free(mc->list);
+    free(mc);
+}
+
+int64_t so_mask_cache_entries(const so_mask_cache *mc) { return mc->entries; }
+int64_t so_mask_cache_bytes(const so_mask_cache *mc) { return mc->bytes; }
+int32_t so_mask_cache_last_walked(const so_mask_cache *mc) { return mc->last_uncertain; }
+
+/* the classification walk's outcome per sorted index: 1 accepted, 2 rejected, 3 uncertain */
+typedef struct classify_ctx {
+    uint8_t *out;
+    const so_vocab *v;
+    so_matcher *look;   /* the lookahead's matcher, when the rule has one */
+    int32_t look_rule;  /* its index in start / final, or -1 */
+} classify_ctx;
+
+/* whether b[0 .. n) can follow the rule by its lookahead: a prefix of it matches the lookahead, or all of it is
+ * the start of a match (xgrammar's lookahead assertion, checked where the rule ends inside a token) */
+static bool look_ok(classify_ctx *c, const uint8_t *b, size_t n) {
+    so_matcher *m = c->look;
+    if (!so_match_reset_local(m, c->look_rule, m->c->start[c->look_rule])) return true;
+    if (m->end_seen[0]) return true;
+    for (size_t i = 0; i < n; i++) {
+        if (!so_match_step(m, b[i])) return false;
+        if (m->end_seen[m->n_sets - 1]) return true;
+    }
+    return true;
+}
+
+static void classify_fn(void *ctx, int32_t i, size_t k, bool read_all, const so_matcher *m) {
+    classify_ctx *c = ctx;
+    if (read_all) {
+        c->out[i] = 1;
+        return;
+    }
+    /* refused at byte k: uncertain when the rule could end after one of bytes 1 .. k (sets 1 .. k; set 0's end
+     * is already expanded into the live set's parents) with what follows allowed by its lookahead */
+    size_t nb = 0;
+    const uint8_t *b = so_vocab_bytes(c->v, so_vocab_sorted_id(c->v, i), &nb);
+    bool unc = false;
+    for (size_t j = 1; j <= k && j < m->n_sets && !unc; j++)
+        if (m->end_seen[j]) unc = c->look_rule < 0 || look_ok(c, b + j, nb - j);
+    c->out[i] = unc ? 3 : 2;
+}
+
+static int32_t state_rule(const so_compiled *c, int32_t s) {
+    /* a rule's states are contiguous from its start (so_compile builds one rule, then one lookahead, at a time) */
+    int32_t lo = 0, hi = c->n_rules + c->n_looks - 1;
+    while (lo < hi) {
+        const int32_t mid = (lo + hi + 1) / 2;
+        if (c->start[mid] <= s) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+static so_mask_entry *entry_get(so_mask_cache *mc, int32_t s) {
+    if (mc->entry[s]) return mc->entry[s];
+    const so_vocab *v = mc->v;
+    const int32_t ns = so_vocab_n_sorted(v);
+    uint8_t *out = calloc((size_t)ns + 1, 1);
+    so_mask_entry *e = calloc(1, sizeof *e);
+    if (!out || !e || !so_match_reset_local(mc->local, state_rule(mc->c, s), s)) {
+        free(out);
+        free(e);
+        return NULL;
+    }
+    const int32_t r = state_rule(mc->c, s);
+    classify_ctx cc = {out, v, mc->look, r < mc->c->n_rules ? mc->c->look[r] : -1};
+    walk(mc->local, v, NULL, ns, classify_fn, &cc);
+    int32_t na = 0, nr = 0, nu = 0;
+    for (int32_t i = 0; i < ns; i++) na += out[i] == 1, nr += out[i] == 2, nu += out[i] == 3;
+    e->has_accepted = na <= nr;
+    const uint8_t want = e->has_accepted ? 1 : 2;
+    e->ids = malloc(((size_t)(e->has_accepted ? na : nr) + 1) * sizeof *e->ids);
+    e->unc = malloc(((size_t)nu + 1) * sizeof *e->unc);
+    if (!e->ids || !e->unc) {
+        free(out);
+        entry_free(e);
+        return NULL;
+    }
+    for (int32_t i = 0; i < ns; i++) {
+        if (out[i] == want) e->ids[e->n_ids++] = so_vocab_sorted_id(v, i);
+        else if (out[i] == 3) e->unc[e->n_unc++] = so_vocab_sorted_id(v, i);
+    }
+    free(out);
+    mc->entries++;
+    mc->bytes += (int64_t)(e->n_ids + e->n_unc) * 4 + (int64_t)sizeof *e;
+    return mc->entry[s] = e;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void clear_bit(uint32_t *mask, int32_t id) { mask[id >> 5] &= ~(1u << (id & 31)); }
+
+vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t *mask) {
+    const so_vocab *v = mc->v;
+    const so_compiled *c = mc->c;
+    const size_t W = (size_t)(so_vocab_size(v) + 31) / 32;
+    memset(mask, 0, W * sizeof *mask);
+    if (m->c != c) return vt_error(VLLM_ERR_INTERNAL, "structured outputs: a mask cache of another grammar");
+    if (m->terminated) return VLLM_OK;
+    uint32_t *acc = mask, *rej = mc->rej, *tmp = mc->tmp;
+    memcpy(rej, mc->sorted_mask, W * sizeof *rej);
+    if (++mc->fill == 0) {
+        memset(mc->stamp, 0, (size_t)c->n_states * sizeof *mc->stamp);
+        mc->fill = 1;
+    }
+    const size_t k = m->n_sets - 1;
+    for (size_t j = m->set[k]; j < m->set[k + 1]; j++) {
+        const int32_t s = m->items[j].state;
+        if (mc->stamp[s] == mc->fill) continue;
+        mc->stamp[s] = mc->fill;
+        /* a state with a byte edge reads the token's first byte: its rejected set bounds the mask's; one with a
+         * call edge only reaches bytes through the called rule's states (in this set too): its accepted set adds
+         * to the mask, its rejected one says nothing the callee's does not (and would keep tokens uncertain that
+         * the callee's lookahead rejects) */
+        bool bytes = false, calls = false;
+        for (int32_t x = c->off[s]; x < c->off[s + 1]; x++) {
+            bytes |= c->edges[x].call == SO_EDGE_BYTE;
+            calls |= c->edges[x].call >= 0;
+        }
+        if (!bytes && !calls) continue;
+        const so_mask_entry *e = entry_get(mc, s);
+        if (!e) return vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory (mask cache)");
+        if (e->has_accepted) {
+            for (int32_t i = 0; i < e->n_ids; i++) set_bit(acc, e->ids[i]);
+            if (bytes) {
+                for (int32_t i = 0; i < e->n_ids; i++) clear_bit(rej, e->ids[i]);
+                for (int32_t i = 0; i < e->n_unc; i++) clear_bit(rej, e->unc[i]);
+            }
+        } else {
+            memcpy(tmp, mc->sorted_mask, W * sizeof *tmp); /* accepted: every sorted id not listed */
+            for (int32_t i = 0; i < e->n_ids; i++) clear_bit(tmp, e->ids[i]);
+            for (int32_t i = 0; i < e->n_unc; i++) clear_bit(tmp, e->unc[i]);
+            for (size_t w = 0; w < W; w++) acc[w] |= tmp[w];
+            if (bytes) {
+                memset(tmp, 0, W * sizeof *tmp); /* rejected: the listed ones only */
+                for (int32_t i = 0; i < e->n_ids; i++) set_bit(tmp, e->ids[i]);
+                for (size_t w = 0; w < W; w++) rej[w] &= tmp[w];
+            }
+        }
+    }
+    /* the uncertain tokens: neither accepted by a state nor rejected by all, walked in sorted order */
+    int32_t nu = 0;
+    for (size_t w = 0; w < W; w++) {
+        uint32_t u = mc->sorted_mask[w] & ~acc[w] & ~rej[w];
+        while (u) {
+            const int b = __builtin_ctz(u);
+            u &= u - 1;
+            mc->list[nu++] = so_vocab_sorted_index(v, (int32_t)(w * 32 + (size_t)b));
+        }
+    }
+    mc->last_uncertain = nu;
+    if (nu) {
+        qsort(mc->list, (size_t)nu, sizeof *mc->list, cmp_i32);
+        brute_ctx bc = {v, mask};
+        walk(m, v, mc->list, nu, brute_fn, &bc);
+    }
+    stops(m, v, mask);
+    return VLLM_OK;
+}

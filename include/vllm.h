@@ -137,6 +137,12 @@ typedef struct vllm_structured_outputs {
     size_t num_choice;
     const char *grammar;          /* an EBNF grammar (xgrammar's GBNF dialect, root rule "root") */
     bool disable_any_whitespace;  /* json / json_object: no whitespace beyond ", " and ": " */
+    /* Reasoning models (vLLM's structured outputs with a --reasoning-parser): the constraint starts after the
+     * reasoning ends. Both are single tokens of the vocabulary (e.g. "<think>", "</think>"); the reasoning has
+     * ended when the last of them in the prompt is the end, or once the end token is generated (that token
+     * itself unconstrained). NULL: constrained from the first token. */
+    const char *reasoning_start;
+    const char *reasoning_end;
 } vllm_structured_outputs;
 
 typedef struct vllm_sampling_params {

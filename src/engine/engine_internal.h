@@ -51,10 +51,12 @@ typedef struct ereq {
     bool prompt_lp_reported;     /* returned by a step already */
     bool done;                   /* finished and reported: freed at the next step */
     /* structured outputs (r.params.structured_outputs set): owned copies of its strings, its grammar, its matcher */
-    char *own_so_json, *own_so_regex, *own_so_grammar;
+    char *own_so_json, *own_so_regex, *own_so_grammar, *own_so_think_start, *own_so_think_end;
     char **own_so_choice;
     engine_so_grammar *so_grammar;
     so_matcher *so;
+    bool so_reasoning;           /* still in the reasoning: unconstrained until so_think_end is generated */
+    int32_t so_think_end;
 } ereq;
 
 /* Host arrays of one step's sampling work (sample/sample.h), sized for

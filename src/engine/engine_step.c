@@ -44,6 +44,8 @@ static void ereq_free(ereq *q) {
     free(q->own_so_json);
     free(q->own_so_regex);
     free(q->own_so_grammar);
+    free(q->own_so_think_start);
+    free(q->own_so_think_end);
     for (size_t i = 0; q->own_so_choice && i < q->r.params.structured_outputs.num_choice; i++) free(q->own_so_choice[i]);
     free(q->own_so_choice);
     free(q);
@@ -178,6 +180,10 @@ static vllm_status copy_params(vllm_engine *e, ereq *q, const vllm_sampling_para
     if (so->json && !(q->own_so_json = strdup(so->json))) ok = false;
     if (so->regex && !(q->own_so_regex = strdup(so->regex))) ok = false;
     if (so->grammar && !(q->own_so_grammar = strdup(so->grammar))) ok = false;
+    if (so->reasoning_start && !(q->own_so_think_start = strdup(so->reasoning_start))) ok = false;
+    if (so->reasoning_end && !(q->own_so_think_end = strdup(so->reasoning_end))) ok = false;
+    p->structured_outputs.reasoning_start = q->own_so_think_start;
+    p->structured_outputs.reasoning_end = q->own_so_think_end;
     if (so->choice && so->num_choice) q->own_so_choice = dup_strings(so->choice, so->num_choice, &ok);
     p->structured_outputs.json = q->own_so_json;
     p->structured_outputs.regex = q->own_so_regex;
@@ -225,7 +231,6 @@ static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const v
     vllm_status st = vllm_sampling_params_validate(sp);
     if (st == VLLM_OK) st = sampler_validate(sp, e->cfg->vocab_size);
     if (st == VLLM_OK) st = copy_params(e, q, sp);
-    if (st == VLLM_OK) st = engine_so_attach(e, q);
     if (st != VLLM_OK) {
         vt_error_prefix("request %s", id);
         return st;
@@ -281,6 +286,10 @@ static vllm_status request_init(vllm_engine *e, ereq *q, const char *id, const v
     memcpy(r->tokens, src, n * sizeof *r->tokens);
     free(ids);
     if ((st = prompt_logprobs_init(q))) return st;
+    if ((st = engine_so_attach(e, q))) { /* (after the prompt: a reasoning end in it starts the constraint) */
+        vt_error_prefix("request %s", id);
+        return st;
+    }
     sampler_rng_seed(&r->rng, sp->has_seed ? sp->seed : e->next_seed++ * 0x9E3779B97F4A7C15ull + 1);
     if (e->tok) {
         st = tok_stream_create(e->tok, r->tokens, n, sp->skip_special_tokens, &q->stream);

@@ -106,11 +106,38 @@ static vllm_status grammar_get(vllm_engine *e, const vllm_structured_outputs *s,
     return VLLM_OK;
 }
 
+/* vLLM's BaseThinkingReasoningParser.is_reasoning_end on the prompt (vllm/reasoning/basic_parsers.py): the last
+ * start or end token, looking back, says whether the reasoning is over; neither: it has not begun, and the
+ * constraint waits for the end token (vllm/v1/structured_output/__init__.py should_fill_bitmask /
+ * should_advance: the end token itself is never fed to the grammar) */
+static vllm_status reasoning_init(vllm_engine *e, ereq *q) {
+    const vllm_structured_outputs *s = &q->r.params.structured_outputs;
+    q->so_reasoning = false;
+    if (!s->reasoning_end) return VLLM_OK;
+    const int32_t end = tok_piece_to_id(e->tok, s->reasoning_end),
+                  start = s->reasoning_start ? tok_piece_to_id(e->tok, s->reasoning_start) : -1;
+    if (end < 0 || (s->reasoning_start && start < 0))
+        return vt_error(VLLM_ERR_INVALID_ARG, "structured outputs: the reasoning markers '%s' / '%s' are not tokens of "
+                                              "the vocabulary",
+                        s->reasoning_start ? s->reasoning_start : "", s->reasoning_end);
+    q->so_think_end = end;
+    q->so_reasoning = true;
+    for (int i = q->r.num_prompt - 1; i >= 0; i--) {
+        if (q->r.tokens[i] == end) {
+            q->so_reasoning = false;
+            break;
+        }
+        if (q->r.tokens[i] == start) break;
+    }
+    return VLLM_OK;
+}
+
 vllm_status engine_so_attach(vllm_engine *e, ereq *q) {
     const vllm_structured_outputs *s = &q->r.params.structured_outputs;
     if (!so_spec_count(s)) return VLLM_OK;
     vllm_status st;
     if ((st = so_spec_validate(s)) || (st = vocab(e)) || (st = grammar_get(e, s, &q->so_grammar))) return st;
+    if ((st = reasoning_init(e, q))) return st;
     return so_matcher_create(q->so_grammar->c, &q->so);
 }
 
@@ -122,7 +149,7 @@ void engine_so_detach(ereq *q) {
 }
 
 const uint32_t *engine_so_mask(vllm_engine *e, ereq *q, int slot) {
-    if (!q->so || so_match_terminated(q->so) || !e->so_vocab) return NULL;
+    if (!q->so || q->so_reasoning || so_match_terminated(q->so) || !e->so_vocab) return NULL;
     const size_t W = (size_t)(so_vocab_size(e->so_vocab) + 31) / 32;
     if (!e->so_masks) {
         e->so_masks = malloc((size_t)e->sched.cfg.max_num_seqs * W * sizeof *e->so_masks);
@@ -148,6 +175,10 @@ const uint32_t *engine_so_mask(vllm_engine *e, ereq *q, int slot) {
 
 bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t) {
     if (!q->so || so_match_terminated(q->so)) return true; /* (tokens after the end: unconstrained, as vLLM) */
+    if (q->so_reasoning) {
+        if (t == q->so_think_end) q->so_reasoning = false;
+        return true;
+    }
     return so_match_token(q->so, e->so_vocab, t);
 }
 

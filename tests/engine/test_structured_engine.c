@@ -4,7 +4,7 @@
  * sentences of their constraint and end with EOS where the constraint is complete; the same seeds give the same
  * outputs with chunked prefill, preemption and prefix caching on or off; logprobs are those of the masked
  * distribution; n > 1 samples each keep their own matcher; a grammar that ended lets ignore_eos go on
- * unconstrained; bad constraints are refused at add_request.
+ * unconstrained; reasoning markers delay the constraint; bad constraints are refused at add_request.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -192,6 +192,40 @@ static void test_logprobs_and_eos(vllm_engine *e) {
     vllm_completions_free(c, 1);
 }
 
+/* reasoning markers: unconstrained up to and including the end marker, then the constraint; an end marker in
+ * the prompt (after its last start marker) constrains from the first token */
+static void test_reasoning(vllm_engine *e) {
+    const char *choices[] = {" Lily", " Tom"};
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        vllm_sampling_params sp = sampled(seed, 60);
+        sp.structured_outputs = (vllm_structured_outputs){.choice = choices, .num_choice = 2,
+                                                          .reasoning_start = "\xe2\x96\x81upon", /* "▁upon" */
+                                                          .reasoning_end = "."};
+        vllm_completion *c = gen(e, &sp); /* the prompt has "▁upon" last: reasoning */
+        if (!c) continue;
+        const char *dot = strchr(c->text, '.');
+        if (c->finish_reason == VLLM_FINISH_STOP) {
+            CHECK_MSG(dot && (!strcmp(dot + 1, " Lily") || !strcmp(dot + 1, " Tom")), "seed %llu: '%s'",
+                      (unsigned long long)seed, c->text);
+        }
+        vllm_completions_free(c, 1);
+        /* the end marker in the prompt after the start: constrained at once */
+        const int32_t ids[] = {1, 403, 407, 426};
+        vllm_prompt p = {.token_ids = ids, .num_token_ids = 4};
+        c = NULL;
+        CHECK_OK(vllm_generate(e, &p, 1, &sp, false, &c, NULL));
+        CHECK_MSG(c && (!strcmp(c->text, " Lily") || !strcmp(c->text, " Tom")), "seed %llu: '%s'",
+                  (unsigned long long)seed, c ? c->text : "");
+        vllm_completions_free(c, 1);
+    }
+    vllm_sampling_params sp = sampled(1, 8);
+    sp.structured_outputs = (vllm_structured_outputs){.choice = choices, .num_choice = 2, .reasoning_end = "</think>"};
+    int32_t bos = 1;
+    vllm_prompt p = {.token_ids = &bos, .num_token_ids = 1};
+    CHECK(vllm_engine_add_request(e, "bad-think", &p, &sp) == VLLM_ERR_INVALID_ARG);
+    CHECK(strstr(vllm_last_error(), "not tokens of the vocabulary") != NULL);
+}
+
 static void test_refused(vllm_engine *e) {
     int32_t bos = 1;
     vllm_prompt p = {.token_ids = &bos, .num_token_ids = 1};
@@ -216,6 +250,7 @@ int main(void) {
     if (!e) TEST_END();
     test_kinds(e);
     test_logprobs_and_eos(e);
+    test_reasoning(e);
     test_refused(e);
     vllm_engine_free(e);
     test_layouts();

@@ -24,6 +24,14 @@ struct engine_so_grammar {
 
 static void grammar_free(engine_so_grammar *g) {
     if (!g) return;
+    if (g->mc) {
+        int64_t fills, walked;
+        double es;
+        so_mask_cache_stats(g->mc, &fills, &walked, &es);
+        LOG_D("structured outputs: grammar dropped: %lld masks (%.1f context-dependent tokens each), %lld states "
+              "classified in %.3f s, %lld KiB", (long long)fills, fills ? (double)walked / (double)fills : 0.0,
+              (long long)so_mask_cache_entries(g->mc), es, (long long)(so_mask_cache_bytes(g->mc) >> 10));
+    }
     free(g->key);
     so_mask_cache_free(g->mc);
     so_compiled_free(g->c);

@@ -1,19 +1,36 @@
 /* so_mask.c: token masks of a structured-output matcher: the vocabulary walk, and the adaptive cache that makes a mask cost little more than the tokens whose fate depends on the context (so_match.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "structured/so_match_internal.h"
 
 /* ---- the walk ---- */
 
-/* Walks the sorted indices idx[0 .. n) (increasing) through m from its current position: each token is read byte
- * by byte, reusing the sets of the prefix it shares with the previous token, and every later token that shares a
- * refused prefix is skipped. outcome(i, k, read_all) is called for each token: read_all when m took every byte,
- * else k is the byte refused (and the tokens skipped with it get the same call). m is back where it started. */
-typedef void (*walk_fn)(void *ctx, int32_t sorted_i, size_t refused_at, bool read_all, const so_matcher *m);
+/* Walks the sorted indices idx[0 .. n) (increasing; idx NULL: 0 .. n - 1) through m from its current position:
+ * each token is read byte by byte, reusing the sets of the prefix it shares with the previous token, and every
+ * later token that shares a refused prefix is skipped (found by bisection: sorted tokens sharing a prefix are
+ * contiguous). accepted(i) is called for each token m took whole; refused(idx, from, to, k) once per refused
+ * run: positions from .. to - 1 all start with the bytes refused at their byte k. m is back where it started. */
+typedef struct walk_fns {
+    void (*accepted)(void *ctx, int32_t sorted_i);
+    void (*refused)(void *ctx, const int32_t *idx, int32_t from, int32_t to, size_t k, const so_matcher *m);
+} walk_fns;
 
-static void walk(so_matcher *m, const so_vocab *v, const int32_t *idx, int32_t n, walk_fn fn, void *ctx) {
+/* the first position in [lo, hi) whose token does not start with p[0 .. np) (the ones that do come first) */
+static int32_t prefix_end(const so_vocab *v, const int32_t *idx, int32_t lo, int32_t hi, const uint8_t *p, size_t np) {
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        size_t n2 = 0;
+        const uint8_t *b2 = so_vocab_bytes(v, so_vocab_sorted_id(v, idx ? idx[mid] : mid), &n2);
+        if (n2 >= np && memcmp(b2, p, np) == 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void walk(so_matcher *m, const so_vocab *v, const int32_t *idx, int32_t n, const walk_fns *fn, void *ctx) {
     const size_t base = so_match_pos(m);
     const uint8_t *prev = NULL;
     size_t prev_n = 0, depth = 0; /* the previous token's bytes; how many of them are read (sets above base) */
@@ -29,19 +46,14 @@ static void walk(so_matcher *m, const so_vocab *v, const int32_t *idx, int32_t n
         depth = k;
         prev = b, prev_n = nb;
         if (k == nb) {
-            fn(ctx, i, 0, true, m);
+            if (fn->accepted) fn->accepted(ctx, i);
             j++;
             continue;
         }
         /* byte k refused: so is every later token starting with b[0 .. k] */
-        fn(ctx, i, k, false, m);
-        for (j++; j < n; j++) {
-            const int32_t i2 = idx ? idx[j] : j;
-            size_t n2 = 0;
-            const uint8_t *b2 = so_vocab_bytes(v, so_vocab_sorted_id(v, i2), &n2);
-            if (n2 <= k || memcmp(b2, b, k + 1) != 0) break;
-            fn(ctx, i2, k, false, m);
-        }
+        const int32_t to = prefix_end(v, idx, j + 1, n, b, k + 1);
+        if (fn->refused) fn->refused(ctx, idx, j, to, k, m);
+        j = to;
     }
     so_match_rollback(m, so_match_pos(m) - base);
 }
@@ -58,17 +70,18 @@ typedef struct brute_ctx {
     uint32_t *mask;
 } brute_ctx;
 
-static void brute_fn(void *ctx, int32_t i, size_t k, bool read_all, const so_matcher *m) {
-    (void)k, (void)m;
+static void brute_accepted(void *ctx, int32_t i) {
     brute_ctx *c = ctx;
-    if (read_all) set_bit(c->mask, so_vocab_sorted_id(c->v, i));
+    set_bit(c->mask, so_vocab_sorted_id(c->v, i));
 }
+
+static const walk_fns brute_fns = {brute_accepted, NULL};
 
 void so_match_fill_mask(so_matcher *m, const so_vocab *v, uint32_t *mask) {
     memset(mask, 0, (size_t)((so_vocab_size(v) + 31) / 32) * sizeof *mask);
     if (m->terminated) return;
     brute_ctx c = {v, mask};
-    walk(m, v, NULL, so_vocab_n_sorted(v), brute_fn, &c);
+    walk(m, v, NULL, so_vocab_n_sorted(v), &brute_fns, &c);
     stops(m, v, mask);
 }
 
@@ -101,6 +114,8 @@ struct so_mask_cache {
     uint32_t *rej, *tmp;   /* (words) scratch */
     int32_t *list;         /* (n_sorted) scratch */
     int64_t entries, bytes;
+    double entry_seconds; /* spent classifying */
+    int64_t fills, walked; /* masks filled, uncertain tokens walked in them */
     int32_t last_uncertain; /* tokens the last fill walked */
 };
 
@@ -147,6 +162,11 @@ void so_mask_cache_free(so_mask_cache *mc) {
 int64_t so_mask_cache_entries(const so_mask_cache *mc) { return mc->entries; }
 int64_t so_mask_cache_bytes(const so_mask_cache *mc) { return mc->bytes; }
 int32_t so_mask_cache_last_walked(const so_mask_cache *mc) { return mc->last_uncertain; }
+void so_mask_cache_stats(const so_mask_cache *mc, int64_t *fills, int64_t *walked, double *entry_seconds) {
+    *fills = mc->fills;
+    *walked = mc->walked;
+    *entry_seconds = mc->entry_seconds;
+}
 
 /* the classification walk's outcome per sorted index: 1 accepted, 2 rejected, 3 uncertain */
 typedef struct classify_ctx {
@@ -169,21 +189,31 @@ static bool look_ok(classify_ctx *c, const uint8_t *b, size_t n) {
     return true;
 }
 
-static void classify_fn(void *ctx, int32_t i, size_t k, bool read_all, const so_matcher *m) {
+static void classify_accepted(void *ctx, int32_t i) { ((classify_ctx *)ctx)->out[i] = 1; }
+
+/* refused at byte k (positions from .. to - 1, sorted indices themselves: the classification walks them all):
+ * uncertain where the rule could end after one of bytes 1 .. k (sets 1 .. k; set 0's end is already expanded into
+ * the live set's parents) with what follows allowed by its lookahead; else rejected */
+static void classify_refused(void *ctx, const int32_t *idx, int32_t from, int32_t to, size_t k, const so_matcher *m) {
     classify_ctx *c = ctx;
-    if (read_all) {
-        c->out[i] = 1;
+    (void)idx;
+    bool end = false;
+    for (size_t j = 1; j <= k && j < m->n_sets; j++) end |= m->end_seen[j] != 0;
+    if (!end) {
+        memset(c->out + from, 2, (size_t)(to - from));
         return;
     }
-    /* refused at byte k: uncertain when the rule could end after one of bytes 1 .. k (sets 1 .. k; set 0's end
-     * is already expanded into the live set's parents) with what follows allowed by its lookahead */
-    size_t nb = 0;
-    const uint8_t *b = so_vocab_bytes(c->v, so_vocab_sorted_id(c->v, i), &nb);
-    bool unc = false;
-    for (size_t j = 1; j <= k && j < m->n_sets && !unc; j++)
-        if (m->end_seen[j]) unc = c->look_rule < 0 || look_ok(c, b + j, nb - j);
-    c->out[i] = unc ? 3 : 2;
+    for (int32_t i = from; i < to; i++) {
+        size_t nb = 0;
+        const uint8_t *b = so_vocab_bytes(c->v, so_vocab_sorted_id(c->v, i), &nb);
+        bool unc = false;
+        for (size_t j = 1; j <= k && j < m->n_sets && !unc; j++)
+            if (m->end_seen[j]) unc = c->look_rule < 0 || look_ok(c, b + j, nb - j);
+        c->out[i] = unc ? 3 : 2;
+    }
 }
+
+static const walk_fns classify_fns = {classify_accepted, classify_refused};
 
 static int32_t state_rule(const so_compiled *c, int32_t s) {
     /* a rule's states are contiguous from its start (so_compile builds one rule, then one lookahead, at a time) */
@@ -196,8 +226,15 @@ static int32_t state_rule(const so_compiled *c, int32_t s) {
     return lo;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static so_mask_entry *entry_get(so_mask_cache *mc, int32_t s) {
     if (mc->entry[s]) return mc->entry[s];
+    const double t0 = now_s();
     const so_vocab *v = mc->v;
     const int32_t ns = so_vocab_n_sorted(v);
     uint8_t *out = calloc((size_t)ns + 1, 1);
@@ -209,7 +246,7 @@ static so_mask_entry *entry_get(so_mask_cache *mc, int32_t s) {
     }
     const int32_t r = state_rule(mc->c, s);
     classify_ctx cc = {out, v, mc->look, r < mc->c->n_rules ? mc->c->look[r] : -1};
-    walk(mc->local, v, NULL, ns, classify_fn, &cc);
+    walk(mc->local, v, NULL, ns, &classify_fns, &cc);
     int32_t na = 0, nr = 0, nu = 0;
     for (int32_t i = 0; i < ns; i++) na += out[i] == 1, nr += out[i] == 2, nu += out[i] == 3;
     e->has_accepted = na <= nr;
@@ -227,6 +264,7 @@ static so_mask_entry *entry_get(so_mask_cache *mc, int32_t s) {
     }
     free(out);
     mc->entries++;
+    mc->entry_seconds += now_s() - t0;
     mc->bytes += (int64_t)(e->n_ids + e->n_unc) * 4 + (int64_t)sizeof *e;
     return mc->entry[s] = e;
 }
@@ -297,10 +335,12 @@ vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t
         }
     }
     mc->last_uncertain = nu;
+    mc->fills++;
+    mc->walked += nu;
     if (nu) {
         qsort(mc->list, (size_t)nu, sizeof *mc->list, cmp_i32);
         brute_ctx bc = {v, mask};
-        walk(m, v, mc->list, nu, brute_fn, &bc);
+        walk(m, v, mc->list, nu, &brute_fns, &bc);
     }
     stops(m, v, mask);
     return VLLM_OK;

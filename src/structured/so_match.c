@@ -222,6 +222,41 @@ static int32_t build(builder *b, const so_expr *e, int32_t from) {
     return from;
 }
 
+/* alternative e of rule r ends with a call of r (a SEQ whose last kid is r) */
+static bool tail_calls(const so_expr *e, int r) {
+    return e->kind == SO_SEQ && e->n_kids > 1 && e->kids[e->n_kids - 1]->kind == SO_REF &&
+           e->kids[e->n_kids - 1]->rule == r;
+}
+
+/* rule r's automaton from `from`. A right-recursive rule R ::= A1 R | .. | Ak R | B1 | .. | Bm (JSON's
+ * basic_string_sub, one call per character) is built as its least solution (A1 | .. | Ak)* (B1 | .. | Bm) (Arden's
+ * rule): the same language, matched in one rule instance instead of one per character, so the Earley sets stay
+ * small and a string's closing quote completes one item, not one per character read */
+static int32_t build_rule(builder *b, const so_grammar *g, int r, int32_t from) {
+    const so_expr *body = g->rules[r].body;
+    while (body->kind == SO_SEQ && body->n_kids == 1) body = body->kids[0];
+    int n_rec = 0;
+    if (body->kind == SO_CHOICE)
+        for (int i = 0; i < body->n_kids; i++) n_rec += tail_calls(body->kids[i], r);
+    if (n_rec == 0 || n_rec == body->n_kids) return build(b, g->rules[r].body, from);
+    const int32_t loop = new_state(b), to = new_state(b);
+    edge(b, from, loop, SO_EDGE_EPS, 0, 0);
+    for (int i = 0; i < body->n_kids && !b->failed; i++) {
+        const so_expr *alt = body->kids[i];
+        const int32_t in = new_state(b);
+        if (tail_calls(alt, r)) { /* loop: the alternative without its last call, back to the loop */
+            edge(b, loop, in, SO_EDGE_EPS, 0, 0);
+            int32_t cur = in;
+            for (int k = 0; k < alt->n_kids - 1; k++) cur = build(b, alt->kids[k], cur);
+            edge(b, cur, loop, SO_EDGE_EPS, 0, 0);
+        } else { /* exit */
+            edge(b, loop, in, SO_EDGE_EPS, 0, 0);
+            edge(b, build(b, alt, in), to, SO_EDGE_EPS, 0, 0);
+        }
+    }
+    return to;
+}
+
 static int cmp_raw(const void *x, const void *y) {
     const so_raw_edge *a = x, *c = y;
     return a->from < c->from ? -1 : a->from > c->from;
@@ -255,7 +290,7 @@ vllm_status so_compile(const so_grammar *g, so_compiled **out) {
     c->root = g->root;
     for (int r = 0; r < g->n_rules && !b.failed; r++) {
         c->start[r] = new_state(&b);
-        c->final[r] = build(&b, g->rules[r].body, c->start[r]);
+        c->final[r] = build_rule(&b, g, r, c->start[r]);
     }
     for (int r = 0; r < g->n_rules && !b.failed; r++) { /* lookaheads: automata no rule calls (the mask cache's) */
         c->look[r] = -1;

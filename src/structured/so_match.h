@@ -60,6 +60,8 @@ void so_mask_cache_free(so_mask_cache *mc);
 int64_t so_mask_cache_entries(const so_mask_cache *mc); /* states classified so far */
 int64_t so_mask_cache_bytes(const so_mask_cache *mc);   /* their memory */
 int32_t so_mask_cache_last_walked(const so_mask_cache *mc); /* context-dependent tokens the last fill walked */
+/* masks filled, context-dependent tokens walked in them, seconds spent classifying states */
+void so_mask_cache_stats(const so_mask_cache *mc, int64_t *fills, int64_t *walked, double *entry_seconds);
 /* so_match_fill_mask's bits for m (a matcher of mc's grammar); VLLM_ERR_NO_MEMORY when an entry cannot be made */
 vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t *mask);
 

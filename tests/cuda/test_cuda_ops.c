@@ -1546,6 +1546,8 @@ static void test_sampling(void) {
         free(row);
         sample_ws_free(&ws);
     }
+    /* the masked rows were set to -inf on the device: the raw logits again for the tests below */
+    CHECK_OK(gpu->ops->upload(gpu, &lgg, lg, (size_t)B * V * sizeof *lg));
 
     /* every token banned: greedy gives token 0 (argmax of all -inf), sampling SAMPLE_ALL_BANNED */
     {

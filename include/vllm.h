@@ -52,6 +52,26 @@ typedef enum vllm_load_format {
     VLLM_LOAD_DUMMY = 1,  /* random weights from config.json alone (benchmarks) */
 } vllm_load_format;
 
+/* What the engine runs the model for (vLLM's --runner). */
+typedef enum vllm_runner {
+    VLLM_RUNNER_AUTO = 0,        /* pooling when the folder has a sentence-transformers modules.json with a
+                                    Pooling module, or when architectures[0] is a *Model (no LM head:
+                                    Qwen3Model, MistralModel, ...) that names a supported *ForCausalLM;
+                                    else generate (vLLM's _get_default_runner_type) */
+    VLLM_RUNNER_GENERATE = 1,    /* text generation: vllm_generate, add_request */
+    VLLM_RUNNER_POOLING = 2,     /* embeddings (vLLM's --runner pooling, a causal LM converted with
+                                    --convert embed): vllm_embed, add_pooling_request; the LM head is not
+                                    loaded and generation is refused */
+} vllm_runner;
+
+/* How a pooling engine pools the final-normed hidden states of a prompt (vLLM's seq_pooling_type). */
+typedef enum vllm_pooling_type {
+    VLLM_POOLING_AUTO = 0,       /* the sentence-transformers 1_Pooling config, else LAST */
+    VLLM_POOLING_LAST = 1,       /* the last prompt token's row (vLLM's default for causal LMs) */
+    VLLM_POOLING_MEAN = 2,       /* the mean over every prompt token's row */
+    VLLM_POOLING_CLS = 3,        /* the first token's row */
+} vllm_pooling_type;
+
 typedef struct vllm_engine_options {
     const char *device;          /* "cpu" (default) or "cuda" */
     int num_threads;             /* CPU worker threads; 0 = all cores */
@@ -79,6 +99,11 @@ typedef struct vllm_engine_options {
     const char *kv_cache_dtype;  /* the KV cache's: "auto" (NULL: the backend's, F32 on the CPU, BF16 on a GPU),
                                     "fp8" or "fp8_e4m3" (E4M3 bytes, each layer's k_scale / v_scale from the
                                     checkpoint, 1 where it has none: vLLM's --kv-cache-dtype) */
+    vllm_runner runner;          /* generate or pooling (default auto, as vLLM's --runner auto) */
+    vllm_pooling_type pooling_type; /* pooling runner: vLLM's --pooler-config pooling_type (default auto) */
+    int pooler_normalize;        /* pooling runner: L2-normalise embeddings by default (vLLM's --pooler-config
+                                    use_activation / normalize): 0 (default) = as the sentence-transformers
+                                    config says (a Normalize module), else yes; > 0 yes; < 0 no */
 } vllm_engine_options;
 
 vllm_engine_options vllm_engine_default_options(void);
@@ -100,6 +125,16 @@ typedef struct vllm_engine_info {
     int num_kv_blocks;           /* blocks in the KV pool */
     int max_num_seqs;
     int max_num_batched_tokens;
+    vllm_runner runner;          /* what the engine runs (auto resolved) */
+    /* pooling runner (zero otherwise): the embedding's size (hidden_size), how prompts are pooled,
+     * whether embeddings are L2-normalised by default, and Matryoshka support (config.json is_matryoshka,
+     * or matryoshka_dimensions: then only those sizes may be asked for) */
+    int embedding_size;
+    vllm_pooling_type pooling_type;
+    bool pooling_normalize;
+    bool is_matryoshka;
+    const int *matryoshka_dimensions; /* (num_matryoshka_dimensions), owned by the engine; NULL = any */
+    size_t num_matryoshka_dimensions;
 } vllm_engine_info;
 
 void vllm_engine_get_info(const vllm_engine *engine, vllm_engine_info *out);
@@ -263,6 +298,38 @@ vllm_status vllm_generate(vllm_engine *engine, const vllm_prompt *prompts, size_
 void vllm_completions_free(vllm_completion *completions, size_t num);
 
 /* ------------------------------------------------------------------ */
+/* Embeddings (vLLM's pooling runner: LLM.embed, PoolingParams)         */
+/* ------------------------------------------------------------------ */
+
+/* Per-request pooling parameters (vLLM's PoolingParams for the embed task). */
+typedef struct vllm_pooling_params {
+    int dimensions;              /* 0 (default): the whole embedding; else keep the first `dimensions`
+                                    values, then normalise (Matryoshka models only, as vLLM: others refuse
+                                    it; with matryoshka_dimensions, one of them; more than the embedding
+                                    size keeps it whole) */
+    int normalize;               /* 0 (default): the engine's (vllm_engine_info.pooling_normalize); > 0 / < 0:
+                                    L2-normalise or not (vLLM's use_activation / normalize) */
+} vllm_pooling_params;
+
+vllm_pooling_params vllm_pooling_default_params(void);
+
+/* One prompt's embedding. */
+typedef struct vllm_embedding {
+    float *data;                 /* (dim) float32 */
+    size_t dim;
+    size_t num_prompt_tokens;
+} vllm_embedding;
+
+/* Embeds every prompt (continuous batching, chunked prefill) on a pooling engine: the model's
+ * final-normed hidden states pooled per the engine's pooling type, truncated to params->dimensions,
+ * then L2-normalised (x / max(||x||, 1e-12), vLLM's F.normalize) when asked. params NULL = defaults.
+ * A prompt may take max_model_len tokens (vLLM's embedding limit). *out receives num_prompts
+ * embeddings in input order; free them with vllm_embeddings_free(*out, num_prompts). */
+vllm_status vllm_embed(vllm_engine *engine, const vllm_prompt *prompts, size_t num_prompts,
+                       const vllm_pooling_params *params, vllm_embedding **out);
+void vllm_embeddings_free(vllm_embedding *embeddings, size_t num);
+
+/* ------------------------------------------------------------------ */
 /* Request-level engine (vLLM's LLMEngine: add_request / step / abort)  */
 /* ------------------------------------------------------------------ */
 
@@ -293,12 +360,20 @@ typedef struct vllm_request_output {
     const int32_t *prompt_top_logprob_ids; /* (prompt_tokens, num_prompt_top_logprobs) when prompt_logprobs > 0 */
     const float *prompt_top_logprobs;
     int num_prompt_top_logprobs;
+    /* a pooling request: its embedding, on the output that finishes it (finish_reason stop); else NULL */
+    const float *embedding;          /* (embedding_dim) */
+    size_t embedding_dim;
 } vllm_request_output;
 
 /* Queues a request. request_id must be unique among unfinished requests.
  * Errors (bad parameters, prompt too long) leave the engine unchanged. */
 vllm_status vllm_engine_add_request(vllm_engine *engine, const char *request_id, const vllm_prompt *prompt,
                                     const vllm_sampling_params *params);
+/* Queues a pooling request on a pooling engine (params NULL = defaults): it computes the prompt and
+ * finishes in the step that computes its last token, whose output carries the embedding. A generate
+ * engine refuses it (VLLM_ERR_UNSUPPORTED), as a pooling engine refuses vllm_engine_add_request. */
+vllm_status vllm_engine_add_pooling_request(vllm_engine *engine, const char *request_id, const vllm_prompt *prompt,
+                                            const vllm_pooling_params *params);
 /* Aborts an unfinished request (with n > 1, every unfinished sample): its
  * blocks are freed and the next step reports it with finish_reason
  * VLLM_FINISH_ABORT. VLLM_ERR_NOT_FOUND when no unfinished request has
@@ -362,6 +437,8 @@ typedef struct vllm_stream_chunk {
     int32_t *prompt_top_logprob_ids; /* (prompt_tokens, num_prompt_top_logprobs) */
     float *prompt_top_logprobs;
     int num_prompt_top_logprobs;
+    float *embedding;            /* a pooling request's last chunk: its embedding (embedding_dim), else NULL */
+    size_t embedding_dim;
 } vllm_stream_chunk;
 
 void vllm_stream_chunk_clear(vllm_stream_chunk *chunk);
@@ -395,6 +472,10 @@ vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, siz
  * is the request's stream. */
 vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
                                    const vllm_sampling_params *params, vllm_stream **out);
+/* vllm_engine_add_pooling_request through the engine thread (a text prompt is tokenized here, with
+ * special tokens): the stream's one chunk carries the embedding. */
+vllm_status vllm_async_add_pooling_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+                                           const vllm_pooling_params *params, vllm_stream **out);
 /* Aborts an unfinished request (every unfinished sample); its stream ends
  * with finish_reason abort (unless it finished first). VLLM_ERR_NOT_FOUND when no unfinished
  * request has this id. */

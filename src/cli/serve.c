@@ -78,7 +78,8 @@ static void usage(FILE *f) {
             "                              of the reply by --tool-call-parser\n"
             "  --tool-call-parser NAME     hermes, qwen3_coder, qwen3_xml, llama3_json, llama4_json, mistral,\n"
             "                              deepseek_v3, openai\n"
-            "  --reasoning-parser NAME     the thinking part of the reply as reasoning_content (qwen3, deepseek_r1, ...)\n"
+            "  --reasoning-parser NAME     the thinking part of the reply as \"reasoning\": qwen3, deepseek_r1,\n"
+            "                              deepseek_v3, granite, openai_gptoss\n"
             "  (tool_choice \"required\" and named tools, response_format json_object / json_schema and\n"
             "   structured_outputs json / regex / choice / grammar are forced by the grammar engine)\n"
             "engine:\n"
@@ -89,7 +90,10 @@ static void usage(FILE *f) {
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
-            "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n");
+            "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n"
+            "  --runner auto|generate|pooling  --convert auto|none|embed   pooling: POST /v1/embeddings (auto: a\n"
+            "                              sentence-transformers Pooling module or a *Model architecture)\n"
+            "  --pooler-config JSON        {\"pooling_type\": \"LAST\"|\"MEAN\"|\"CLS\", \"use_activation\": bool}\n");
 }
 
 /* ---- signals: the handler only writes to a pipe ---- */
@@ -301,6 +305,7 @@ int cmd_serve(int argc, char **argv) {
                 goto bad;
             }
             setenv("VLLM_LOG_LEVEL", env, 1);
+        } else if (cli_is_pooling_arg(a)) { CLI_NEED_VALUE(CMD); if (!cli_pooling_arg(CMD, a, argv[++i], &eo)) goto bad;
         } else if (cli_engine_flag(a, &eo)) { /* --enforce-eager, --[no-]enable-prefix-caching */
         } else if (!strcmp(a, "--gpu-memory-utilization")) {
             CLI_NEED_VALUE(CMD);
@@ -346,6 +351,10 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!model) {
         fprintf(stderr, CMD ": give the model folder (vllmc serve MODEL)\n");
+        goto bad;
+    }
+    if (server_check_parsers(so.enable_auto_tool_choice, so.tool_call_parser, so.reasoning_parser) != VLLM_OK) {
+        fprintf(stderr, CMD ": %s\n", vllm_last_error()); /* before loading the model, as vLLM checks its args */
         goto bad;
     }
     if (!keys_given) {

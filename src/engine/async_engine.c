@@ -60,6 +60,8 @@ typedef struct add_cmd {
     const char *id;
     const vllm_prompt *prompt;
     const vllm_sampling_params *params;
+    const vllm_pooling_params *pool; /* a pooling request (params unused) */
+    bool pooling;
     vllm_stream *stream;
     bool done;
     vllm_status status;
@@ -97,6 +99,7 @@ void vllm_stream_chunk_clear(vllm_stream_chunk *c) {
     free(c->prompt_logprobs);
     free(c->prompt_top_logprob_ids);
     free(c->prompt_top_logprobs);
+    free(c->embedding);
     memset(c, 0, sizeof *c);
 }
 
@@ -143,6 +146,10 @@ static vllm_status chunk_from_output(const vllm_request_output *o, vllm_stream_c
             c->prompt_top_logprob_ids = dup_mem(o->prompt_top_logprob_ids, np * k, sizeof(int32_t), &ok);
             c->prompt_top_logprobs = dup_mem(o->prompt_top_logprobs, np * k, sizeof(float), &ok);
         }
+    }
+    if (o->embedding) {
+        c->embedding = dup_mem(o->embedding, o->embedding_dim, sizeof(float), &ok);
+        c->embedding_dim = o->embedding_dim;
     }
     if (!ok) {
         vllm_stream_chunk_clear(c);
@@ -209,7 +216,7 @@ static bool append_mem(void **dst, size_t dn, const void *src, size_t n, size_t 
  * one chunk per step. False (nothing changed) when c must stay separate:
  * it ends the stream, carries prompt logprobs or an error, or memory ran out. */
 static bool chunk_merge(vllm_stream_chunk *d, vllm_stream_chunk *c) {
-    if (c->last || c->prompt_logprobs || c->error || d->error || !d->text || !c->text ||
+    if (c->last || c->prompt_logprobs || c->embedding || c->error || d->error || !d->text || !c->text ||
         d->num_top_logprobs != c->num_top_logprobs || d->finish_reason != VLLM_FINISH_NONE)
         return false;
     const size_t k = (size_t)c->num_top_logprobs, dn = d->num_tokens, n = c->num_tokens;
@@ -402,10 +409,12 @@ static void run_adds(vllm_async_engine *ae, add_cmd *cmd) {
         pthread_mutex_unlock(&ae->mu);
         if (st == VLLM_OK && live_find(ae, cmd->id) >= 0)
             st = vt_error(VLLM_ERR_INVALID_ARG, "request id '%s' is already in use", cmd->id);
-        if (st == VLLM_OK) st = vllm_engine_add_request(ae->e, cmd->id, cmd->prompt, cmd->params);
+        if (st == VLLM_OK)
+            st = cmd->pooling ? vllm_engine_add_pooling_request(ae->e, cmd->id, cmd->prompt, cmd->pool)
+                              : vllm_engine_add_request(ae->e, cmd->id, cmd->prompt, cmd->params);
         if (st == VLLM_OK) {
             /* validated by the engine: n samples of this request now exist */
-            size_t n = cmd->params && cmd->params->n > 1 ? (size_t)cmd->params->n : 1;
+            size_t n = !cmd->pooling && cmd->params && cmd->params->n > 1 ? (size_t)cmd->params->n : 1;
             if (!(cmd->stream->samples = calloc(n, sizeof *cmd->stream->samples))) {
                 vllm_engine_abort_request(ae->e, cmd->id); /* its abort outputs are ignored */
                 st = vt_error(VLLM_ERR_NO_MEMORY, "request %s: out of memory", cmd->id);
@@ -627,8 +636,9 @@ static void caller_leave(vllm_async_engine *ae) {
     if (ae->stop && ae->callers == 0) pthread_cond_broadcast(&ae->done);
 }
 
-vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
-                                   const vllm_sampling_params *params, vllm_stream **out) {
+/* vllm_async_add_request and vllm_async_add_pooling_request: cmd has the id, params or pool and pooling set. */
+static vllm_status add_common(vllm_async_engine *ae, add_cmd *tmpl, const vllm_prompt *prompt, vllm_stream **out) {
+    const char *request_id = tmpl->id;
     if (out) *out = NULL;
     if (!ae || !out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_add_request: engine or out missing");
     if (!request_id || !*request_id) return vt_error(VLLM_ERR_INVALID_ARG, "request id missing");
@@ -659,7 +669,9 @@ vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id
             prompt = &ids_prompt;
         }
     }
-    add_cmd cmd = {.id = request_id, .prompt = prompt, .params = params, .stream = s};
+    add_cmd cmd = *tmpl;
+    cmd.prompt = prompt;
+    cmd.stream = s;
     pthread_mutex_lock(&ae->mu);
     if (st == VLLM_OK && ae->stop)
         st = vt_error(VLLM_ERR_INVALID_ARG, "request %s: the async engine is shutting down", request_id);
@@ -684,6 +696,18 @@ vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id
     }
     *out = s;
     return VLLM_OK;
+}
+
+vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+                                   const vllm_sampling_params *params, vllm_stream **out) {
+    add_cmd cmd = {.id = request_id, .params = params};
+    return add_common(ae, &cmd, prompt, out);
+}
+
+vllm_status vllm_async_add_pooling_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+                                           const vllm_pooling_params *params, vllm_stream **out) {
+    add_cmd cmd = {.id = request_id, .pool = params, .pooling = true};
+    return add_common(ae, &cmd, prompt, out);
 }
 
 vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id) {

@@ -99,6 +99,9 @@ static vllm_status check_options(const vllm_engine_options *o) {
     if (!(o->gpu_memory_utilization > 0.0f && o->gpu_memory_utilization <= 1.0f))
         return vt_error(VLLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1], got %g",
                         (double)o->gpu_memory_utilization);
+    if ((unsigned)o->runner > VLLM_RUNNER_POOLING || (unsigned)o->pooling_type > VLLM_POOLING_CLS)
+        return vt_error(VLLM_ERR_INVALID_ARG, "runner %d / pooling_type %d: not a vllm_runner / vllm_pooling_type",
+                        (int)o->runner, (int)o->pooling_type);
     if (o->num_kv_blocks < 0 || o->max_model_len < 0 || o->num_threads < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "num_kv_blocks, max_model_len and num_threads must not be negative");
     dtype d;
@@ -297,8 +300,10 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     backend_options bo = {.num_threads = e->opt.num_threads,
                           .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
     if ((st = backend_create(e->opt.device, &bo, &e->be))) goto fail;
-    model_load_options mo = {
-        .dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed, .max_model_len = e->opt.max_model_len};
+    /* the runner (generate or pooling) decides what the model loads: the pooling runner no LM head */
+    if ((st = engine_pooling_resolve(e, model_dir))) goto fail;
+    model_load_options mo = {.dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed,
+                             .max_model_len = e->opt.max_model_len, .no_lm_head = e->pooling};
     if ((st = model_load(model_dir, e->be, &mo, &e->model))) goto fail;
     e->cfg = model_get_config(e->model);
     {
@@ -381,9 +386,11 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     if ((st = sched_init(&e->sched, &sc, num_blocks))) goto fail;
     /* the model runner's input builder, its buffers sized for the largest step up front */
     ib_init(&e->ib, e->sched.kv.num_groups, sc.block_size, sc.max_blocks_per_seq);
+    if (e->pooling) ib_set_pooling(&e->ib, e->pool_type);
     if ((st = ib_reserve(&e->ib, sc.max_num_batched_tokens, sc.max_num_seqs))) goto fail;
-    /* decode steps as recorded graphs (vLLM's cudagraph capture sizes, capped at max_num_seqs) */
-    if (!e->opt.enforce_eager) {
+    /* decode steps as recorded graphs (vLLM's cudagraph capture sizes, capped at max_num_seqs); the
+     * pooling runner never decodes */
+    if (!e->opt.enforce_eager && !e->pooling) {
         int max_batch = e->opt.max_num_seqs < 512 ? e->opt.max_num_seqs : 512;
         if (max_batch > e->opt.max_num_batched_tokens) max_batch = e->opt.max_num_batched_tokens;
         if ((st = model_enable_graphs(e->model, max_batch, e->max_model_len))) goto fail;
@@ -422,6 +429,8 @@ void vllm_engine_free(vllm_engine *e) {
     model_free(e->model);
     tok_free(e->tok);
     backend_free(e->be);
+    free(e->pool_rows);
+    free(e->model_name);
     free(e);
 }
 
@@ -447,7 +456,16 @@ void vllm_engine_get_info(const vllm_engine *e, vllm_engine_info *out) {
         .num_kv_blocks = e->sched.kv.pool.num_blocks,
         .max_num_seqs = e->opt.max_num_seqs,
         .max_num_batched_tokens = e->opt.max_num_batched_tokens,
+        .runner = e->pooling ? VLLM_RUNNER_POOLING : VLLM_RUNNER_GENERATE,
     };
+    if (e->pooling) {
+        out->embedding_size = e->cfg->hidden_size;
+        out->pooling_type = e->pool_type;
+        out->pooling_normalize = e->pool_normalize;
+        out->is_matryoshka = e->pool_cfg.is_matryoshka;
+        out->matryoshka_dimensions = e->pool_cfg.num_matryoshka_dims ? e->pool_cfg.matryoshka_dims : NULL;
+        out->num_matryoshka_dimensions = e->pool_cfg.num_matryoshka_dims;
+    }
 }
 
 void vllm_engine_get_stats(const vllm_engine *e, vllm_engine_stats *out) {

@@ -15,6 +15,7 @@
 #include "structured/so_match.h"
 #include "engine/input_builder.h"
 #include "engine/scheduler.h"
+#include "loader/pooling_config.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "vllm.h"
@@ -57,6 +58,13 @@ typedef struct ereq {
     so_matcher *so;
     bool so_reasoning;           /* still in the reasoning: unconstrained until so_think_end is generated */
     int32_t so_think_end;
+    /* a pooling request (engine_pooling.c): its parameters, the pooled rows so far (MEAN: their sum; LAST /
+     * CLS: the row) in double, and the embedding once its prompt is computed */
+    bool pooling;
+    vllm_pooling_params pool_params;
+    double *pool_acc;            /* (hidden_size) */
+    float *embedding;            /* (embedding_dim), NULL until finished */
+    size_t embedding_dim;
 } ereq;
 
 /* Host arrays of one step's sampling work (sample/sample.h), sized for
@@ -120,9 +128,29 @@ struct vllm_engine {
     int n_so_cache;
     uint64_t so_tick;
     uint32_t *so_masks;          /* (max_num_seqs, (V + 31) / 32) the step's token masks */
+    /* the pooling runner (engine_pooling.c) */
+    bool pooling;                /* runner pooling: embeddings only, the model has no LM head */
+    vllm_pooling_type pool_type; /* LAST, MEAN or CLS (resolved) */
+    bool pool_normalize;         /* the default of vllm_pooling_params.normalize */
+    pooling_config pool_cfg;     /* the folder's sentence-transformers / Matryoshka settings */
+    char *model_name;            /* the model path (messages: vLLM's served_model_name) */
+    unsigned char *pool_rows;    /* (pool_rows_cap) bytes: a step's hidden rows copied to the host */
+    size_t pool_rows_cap;
 };
 
 void step_sampling_free(step_sampling *ss);
+/* Frees one request and everything it owns. */
+void ereq_free(ereq *q);
+/* Room in e->reqs for n more requests. */
+vllm_status engine_reqs_reserve(vllm_engine *e, size_t n);
+/* The pooling runner (engine_pooling.c). resolve: at create, before the model loads, the runner
+ * (e->pooling), pooling type and normalisation from the options and the folder (logged);
+ * rows: after the forward, before sched_commit, the step's hidden rows (out, (num_pool_rows, D)) into
+ * each scheduled request's pool_acc; finish: after sched_commit, the requests whose prompt is now
+ * computed get their embedding and finish (stop). */
+vllm_status engine_pooling_resolve(vllm_engine *e, const char *model_dir);
+vllm_status engine_pooling_rows(vllm_engine *e, const sched_output *so, const tensor *out);
+vllm_status engine_pooling_finish(vllm_engine *e, const sched_output *so);
 /* Frees every live request and the step's arrays (engine teardown). */
 void engine_requests_free(vllm_engine *e);
 /* Drops every request without reporting it (after an error). */

@@ -16,8 +16,10 @@
 
 /* ---- request lifetime ---- */
 
-static void ereq_free(ereq *q) {
+void ereq_free(ereq *q) {
     if (!q) return;
+    free(q->pool_acc);
+    free(q->embedding);
     free(q->r.tokens);
     free(q->r.logprobs);
     free(q->r.blocks);
@@ -308,19 +310,7 @@ static vllm_sampling_params child_params(const vllm_sampling_params *sp, int i) 
     return c;
 }
 
-vllm_status vllm_engine_add_request(vllm_engine *e, const char *id, const vllm_prompt *p,
-                                    const vllm_sampling_params *sp) {
-    if (!id || !*id) return vt_error(VLLM_ERR_INVALID_ARG, "request id missing");
-    if (!p) return vt_error(VLLM_ERR_INVALID_ARG, "request %s: no prompt", id);
-    if (engine_find(e, id)) return vt_error(VLLM_ERR_INVALID_ARG, "request id '%s' is already in use", id);
-    vllm_sampling_params defaults = vllm_sampling_default_params();
-    if (!sp) sp = &defaults;
-    vllm_status st = vllm_sampling_params_validate(sp);
-    if (st != VLLM_OK) {
-        vt_error_prefix("request %s", id);
-        return st;
-    }
-    size_t n = (size_t)sp->n;
+vllm_status engine_reqs_reserve(vllm_engine *e, size_t n) {
     if (e->num_reqs + n > e->cap_reqs) {
         size_t cap = e->cap_reqs ? e->cap_reqs : 64;
         while (cap < e->num_reqs + n) cap *= 2;
@@ -329,6 +319,26 @@ vllm_status vllm_engine_add_request(vllm_engine *e, const char *id, const vllm_p
         e->reqs = nr;
         e->cap_reqs = cap;
     }
+    return VLLM_OK;
+}
+
+vllm_status vllm_engine_add_request(vllm_engine *e, const char *id, const vllm_prompt *p,
+                                    const vllm_sampling_params *sp) {
+    if (!id || !*id) return vt_error(VLLM_ERR_INVALID_ARG, "request id missing");
+    if (!p) return vt_error(VLLM_ERR_INVALID_ARG, "request %s: no prompt", id);
+    if (engine_find(e, id)) return vt_error(VLLM_ERR_INVALID_ARG, "request id '%s' is already in use", id);
+    if (e->pooling) /* vLLM: a pooling model has no generate task (LLM.generate refuses it) */
+        return vt_error(VLLM_ERR_UNSUPPORTED, "request %s: the engine runs the pooling runner (embeddings): it does "
+                        "not generate text", id);
+    vllm_sampling_params defaults = vllm_sampling_default_params();
+    if (!sp) sp = &defaults;
+    vllm_status st = vllm_sampling_params_validate(sp);
+    if (st != VLLM_OK) {
+        vt_error_prefix("request %s", id);
+        return st;
+    }
+    size_t n = (size_t)sp->n;
+    if ((st = engine_reqs_reserve(e, n))) return st;
     /* n > 1: n children, all queued or none */
     size_t first = e->num_reqs;
     for (size_t i = 0; i < n; i++) {
@@ -563,7 +573,13 @@ static vllm_status detokenize_new(ereq *q) {
     request *r = &q->r;
     vllm_status st = VLLM_OK;
     bool was_running = r->finish == VLLM_FINISH_NONE;
-    for (int i = q->r.num_prompt + q->tokens_reported; st == VLLM_OK && i < r->num_tokens; i++) {
+    /* vLLM's IncrementalDetokenizer.update(stop_terminated): the EOS / stop_token_ids token that ended the
+       request is not detokenized unless include_stop_str_in_output (stop strings set stop_reason instead) */
+    int end = r->num_tokens;
+    if (r->finish == VLLM_FINISH_STOP && !q->stop_reason && !r->params.include_stop_str_in_output &&
+        end > r->num_prompt + q->tokens_reported)
+        end--;
+    for (int i = q->r.num_prompt + q->tokens_reported; st == VLLM_OK && i < end; i++) {
         char *piece = NULL;
         size_t n = 0, before = q->text_len;
         st = tok_stream_push(q->stream, r->tokens[i], &piece, &n);
@@ -665,6 +681,10 @@ static vllm_status collect_outputs(vllm_engine *e, size_t *num_out) {
             }
             q->prompt_lp_reported = true;
         }
+        if (q->embedding) {
+            o->embedding = q->embedding;
+            o->embedding_dim = q->embedding_dim;
+        }
         q->tokens_reported = gen;
         q->text_reported = limit;
         if (r->finish != VLLM_FINISH_NONE) q->done = true;
@@ -699,14 +719,19 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         for (int i = 0; i < so.num_saves; i++)
             if ((st = model_state_save(e->model, e->cache, so.saves[i].state_slot, so.saves[i].ckpt_slot))) return st;
         /* prompt logprobs and sampling run on the backend over the (num_logits, V)
-         * logits; only ids and logprobs come back */
-        sample_batch sb;
-        logprob_batch lb;
-        build_sampling(e, &so, &sb, &lb);
-        tensor lt = *logits;
-        if ((lb.num_rows > 0 && (st = e->be->ops->logprobs(e->be, &lt, &lb))) ||
-            (sb.num_rows > 0 && (st = e->be->ops->sample(e->be, &lt, &sb))))
-            return st;
+         * logits; only ids and logprobs come back (the pooling runner: the hidden rows
+         * come back, pooled per request on the host) */
+        sample_batch sb = {0};
+        logprob_batch lb = {0};
+        if (e->pooling) {
+            if ((st = engine_pooling_rows(e, &so, logits))) return st;
+        } else {
+            build_sampling(e, &so, &sb, &lb);
+            tensor lt = *logits;
+            if ((lb.num_rows > 0 && (st = e->be->ops->logprobs(e->be, &lt, &lb))) ||
+                (sb.num_rows > 0 && (st = e->be->ops->sample(e->be, &lt, &sb))))
+                return st;
+        }
         bool prefill = false;
         size_t prefill_tokens = 0;
         for (int i = 0; i < so.num_reqs; i++) {
@@ -717,6 +742,7 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
             }
         }
         sched_commit(&e->sched);
+        if (e->pooling && (st = engine_pooling_finish(e, &so))) return st;
         for (int j = 0; j < lb.num_rows; j++) {
             ereq *q = e->ss.lp_reqs[j];
             int p = e->ss.lp_pos[j];

@@ -27,8 +27,12 @@ void ib_destroy(input_builder *b) {
     free(b->sampled);
     free(b->lp_from);
     free(b->lp_count);
+    free(b->pool_from);
+    free(b->pool_count);
     memset(b, 0, sizeof *b);
 }
+
+void ib_set_pooling(input_builder *b, vllm_pooling_type type) { b->pool = type; }
 
 /* realloc that keeps *p on failure. */
 static bool grow(void *pp, size_t n, size_t size) {
@@ -54,7 +58,8 @@ vllm_status ib_reserve(input_builder *b, int max_tokens, int max_seqs) {
             !grow(&b->block_tables, G * S * mb, sizeof *b->block_tables) ||
             !grow(&b->state_slots, S, sizeof *b->state_slots) ||
             !grow(&b->sampled, S, sizeof *b->sampled) || !grow(&b->lp_from, S, sizeof *b->lp_from) ||
-            !grow(&b->lp_count, S, sizeof *b->lp_count))
+            !grow(&b->lp_count, S, sizeof *b->lp_count) || !grow(&b->pool_from, S, sizeof *b->pool_from) ||
+            !grow(&b->pool_count, S, sizeof *b->pool_count))
             return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (step batch of %d requests)", max_seqs);
         b->cap_seqs = max_seqs;
     }
@@ -63,7 +68,7 @@ vllm_status ib_reserve(input_builder *b, int max_tokens, int max_seqs) {
 
 vllm_status ib_build(input_builder *b, const sched_output *so, fwd_batch *out) {
     memset(out, 0, sizeof *out);
-    b->num_reqs = b->num_sampled = b->num_prompt_lp_rows = 0;
+    b->num_reqs = b->num_sampled = b->num_prompt_lp_rows = b->num_pool_rows = 0;
     int S = so->num_reqs, T = so->total_tokens;
     if (S <= 0 || T <= 0) return vt_error(VLLM_ERR_INTERNAL, "input builder: an empty step");
     if (T > b->cap_tokens || S > b->cap_seqs) { /* beyond the reserve: grow geometrically */
@@ -102,6 +107,20 @@ vllm_status ib_build(input_builder *b, const sched_output *so, fwd_batch *out) {
          * positions for prompt logprobs): row q of the chunk gives log P(prompt[q + 1] |
          * prompt[<= q]); positions whose logprob is already known (computed before a
          * preemption) get none. Then the last row when the request is sampled. */
+        if (b->pool) { /* the pooling runner (vLLM's pooling cursor): the rows the pooling reads */
+            int pf = c0, pc = 0;
+            if (b->pool == VLLM_POOLING_MEAN) pc = n;
+            else if (b->pool == VLLM_POOLING_CLS) pc = c0 == 0;
+            else if (c1 == r->num_prompt) pf = c1 - 1, pc = 1;
+            for (int pos = pf; pos < pf + pc; pos++) b->logits_idx[nl++] = b->qsl[i] + (pos - c0);
+            b->pool_from[i] = pf;
+            b->pool_count[i] = pc;
+            b->num_pool_rows += pc;
+            b->lp_from[i] = c0;
+            b->lp_count[i] = 0;
+            b->sampled[i] = false;
+            continue;
+        }
         int from = c0, count = 0;
         if (r->params.prompt_logprobs >= 0) {
             if (r->prompt_lp_done - 1 > from) from = r->prompt_lp_done - 1;
@@ -133,5 +152,6 @@ vllm_status ib_build(input_builder *b, const sched_output *so, fwd_batch *out) {
     out->state_slots = b->state_slots;
     out->num_logits = nl;
     out->logits_indices = b->logits_idx;
+    out->hidden_out = b->pool != VLLM_POOLING_AUTO;
     return VLLM_OK;
 }

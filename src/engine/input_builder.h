@@ -20,7 +20,11 @@
  *                           that give a still missing prompt logprob
  *                           (request.params.prompt_logprobs >= 0), then
  *                           its last row when it is sampled (every prompt
- *                           and generated token computed after the step).
+ *                           and generated token computed after the step);
+ *                           for the pooling runner (pool set), the rows its
+ *                           pooling reads instead: every row of the chunk
+ *                           (MEAN), the prompt's first (CLS) or last (LAST)
+ *                           when the chunk holds it; never a sampled row.
  * The buffers are host memory owned by the builder, grown when a step needs
  * more and reused across steps (ib_reserve sizes them once up front).
  */
@@ -53,6 +57,11 @@ typedef struct input_builder {
     int num_reqs;                 /* requests of the last build */
     int num_sampled;              /* sampled rows of the last build */
     int num_prompt_lp_rows;       /* prompt-logprob rows of the last build */
+    /* the pooling runner (ib_set_pooling): its pooling type, and per scheduled request the prompt
+     * positions pool_from[i] .. + pool_count[i] whose hidden rows the step returns (in batch order) */
+    vllm_pooling_type pool;       /* VLLM_POOLING_AUTO (0): generation */
+    int *pool_from, *pool_count;  /* (cap_seqs) */
+    int num_pool_rows;            /* rows of the last build */
     int cap_tokens, cap_seqs;
 } input_builder;
 
@@ -60,6 +69,9 @@ typedef struct input_builder {
  * max_blocks_per_seq entries each (kv_coordinator's layout). */
 void ib_init(input_builder *b, int num_groups, int block_size, int max_blocks_per_seq);
 void ib_destroy(input_builder *b);
+/* The pooling runner: every build returns the rows a `type` pooling reads
+ * (fwd_batch.hidden_out) instead of logits rows. */
+void ib_set_pooling(input_builder *b, vllm_pooling_type type);
 /* Sizes the buffers for steps of up to max_tokens tokens from max_seqs
  * requests, so that such steps allocate nothing. */
 vllm_status ib_reserve(input_builder *b, int max_tokens, int max_seqs);

@@ -148,8 +148,14 @@ typedef struct model_config_family {
     vllm_status (*parse)(const struct json_t *root, const char *what, model_config *c);
 } model_config_family;
 
-/* The family of architectures[0], or NULL (registry.c). */
+/* The family of architectures[0], or NULL (registry.c). A name not registered
+ * as such is looked up with its suffix replaced as vLLM's registry does
+ * (Qwen3Model and Qwen3ForTextEncoding run as Qwen3ForCausalLM). */
 const model_config_family *model_config_family_find(const char *architecture);
+/* True when architectures[0] is not registered itself but found that way
+ * from a suffix whose default runner is pooling (*Model, *EmbeddingModel,
+ * *ForTextEncoding: vLLM's --runner auto picks pooling, --convert embed). */
+bool model_arch_default_pooling(const char *architecture);
 
 /* A checkpoint's quantization_config (loader/hf_quant.h): how its weights are stored. */
 typedef enum quant_method {

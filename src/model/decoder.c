@@ -13,6 +13,7 @@
  *     h = n_mlp(x)
  *     x += n_out'(down(act(h Wg) * (h Wu)))   gated;  down(act(h Wu))  plain
  *   logits = final_norm(x[sampled rows]) Wlm  [softcapped] [/ logits_divisor]  (N, V)
+ *   (the pooling runner, hidden_out: final_norm(x[pooled rows]) itself, (N, D))
  *
  * A linear-attention layer (the gated delta-net of Qwen3-Next and Qwen3.5, transformers'
  * Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet) replaces the attention block, with its state in the
@@ -391,15 +392,18 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
     tensor t_embed, t_head, t_pos;
     /* a multimodal checkpoint keeps the text model under its own prefix (transformers 5:
      * model.language_model., 4.x: language_model.model.); the rest of it is not loaded */
-    static const char *const prefixes[] = {"model.language_model.", "language_model.model."};
+    static const char *const prefixes[] = {"model.language_model.", "language_model.model.", ""};
     char name[96];
     snprintf(name, sizeof name, "%s%s.weight", m->cfg.weight_prefix, nm->embed);
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !ws_has(ws, name); i++) {
         snprintf(name, sizeof name, "%s%s.weight", prefixes[i], nm->embed);
         if (ws_has(ws, name)) {
             snprintf(m->cfg.weight_prefix, sizeof m->cfg.weight_prefix, "%s", prefixes[i]);
-            LOG_I("%s: running the text model (%s*); the other weights of the checkpoint are not loaded",
-                  c->architecture, prefixes[i]);
+            if (prefixes[i][0])
+                LOG_I("%s: running the text model (%s*); the other weights of the checkpoint are not loaded",
+                      c->architecture, prefixes[i]);
+            else /* a *Model checkpoint (e5-mistral's MistralModel): the decoder's tensors at the top level */
+                LOG_I("%s: the decoder's tensors have no \"model.\" prefix", c->architecture);
         }
     }
     if ((st = blk_get(ws, c, -1, nm->embed, "weight", 2, se, &t_embed)) ||
@@ -415,10 +419,11 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
         if ((st = blk_get(ws, c, -1, nm->pos_embed, "weight", 2, sp, &t_pos)) || (st = blk_import(m, &t_pos, &lm->pos_embed)))
             return st;
     }
-    if (!c->tie_word_embeddings && (st = ws_get(ws, "lm_head.weight", 2, se, &t_head))) return st;
+    /* the pooling runner loads no LM head (vLLM's as_embedding_model drops lm_head.*) */
+    if (!m->no_lm_head && !c->tie_word_embeddings && (st = ws_get(ws, "lm_head.weight", 2, se, &t_head))) return st;
     if ((st = blk_import(m, &t_embed, &lm->embed))) return st;
     const tensor *head_w[1] = {c->tie_word_embeddings ? &t_embed : &t_head};
-    if ((st = be->ops->linear_create(be, head_w, NULL, 1, &lm->lm_head))) return st;
+    if (!m->no_lm_head && (st = be->ops->linear_create(be, head_w, NULL, 1, &lm->lm_head))) return st;
     if (be->import_copies) ws_release_copied(ws); /* the device has them */
 
     progress pr;
@@ -457,7 +462,8 @@ typedef struct llama_bufs {
 } llama_bufs;
 
 
-static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) {
+/* hidden: a pooling step (the N rows' final-normed hidden states, no logits buffer) */
+static vllm_status llama_buffers(model *m, int64_t T, int64_t N, bool hidden, llama_bufs *t) {
     llama *lm = m->impl;
     const model_config *c = &m->cfg;
     backend *be = m->be;
@@ -483,7 +489,7 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
         (st = model_buf_ensure(m, &lm->gu, act, T, 2 * I, &t->gu)) ||
         (st = model_buf_ensure(m, &lm->act, act, T, I, &t->a)) ||
         (st = model_buf_ensure(m, &lm->sel, act, N, D, &t->sel)) ||
-        (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg)))
+        (!hidden && (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg))))
         return st;
     return moe_bufs_ensure(m, &lm->moe, T);
 }
@@ -491,7 +497,8 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, llama_bufs *t) 
 static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logits) {
     llama_bufs t;
     memset(&t, 0, sizeof t);
-    vllm_status st = llama_buffers(m, max_tokens, max_logits, &t);
+    /* the pooling runner's steps may pool every row (MEAN): hidden rows for all of them, no logits */
+    vllm_status st = llama_buffers(m, max_tokens, m->no_lm_head ? max_tokens : max_logits, m->no_lm_head, &t);
     const llama *lm = m->impl;
     backend *be = m->be;
     /* the gated delta rule's workspace for the largest step (a GPU's chunked prefill) */
@@ -571,7 +578,9 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     float eps = (float)c->rms_norm_eps;
     llama_bufs t;
     memset(&t, 0, sizeof t);
-    if ((st = llama_buffers(m, T, N, &t))) return st;
+    if (!s->hidden_out && m->no_lm_head && N > 0)
+        return vt_error(VLLM_ERR_INTERNAL, "forward: logits asked of a model loaded without its LM head (pooling)");
+    if ((st = llama_buffers(m, T, N, s->hidden_out, &t))) return st;
     tensor x = t.x, h = t.h, qkv = t.qkv, attn = t.attn, o = t.o, gu = t.gu, a = t.a, sel = t.sel, lg = t.lg;
 
     const be_norm_kind nk = blk_norm_kind(c);
@@ -685,7 +694,16 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         }
     }
     /* logits only for the sampled rows: gather them, then the final norm and
-     * lm_head (none when the step only advances partial prefills) */
+     * lm_head (none when the step only advances partial prefills); the pooling
+     * runner stops at the final norm (vLLM's *Model forward: norm(hidden_states)) */
+    if (N > 0 && s->hidden_out) {
+        ops->gather_rows(be, &x, &s->logits_idx, &sel);               /* (N, D) */
+        const be_norm fn = blk_norm(c, &lm->final_norm);
+        ops->norm(be, &sel, &fn, &sel);                               /* final_norm(x[rows]) in place */
+        lm->logits_view = sel;
+        *logits = &lm->logits_view;
+        return VLLM_OK;
+    }
     if (N > 0) {
         ops->gather_rows(be, &x, &s->logits_idx, &sel);               /* (N, D) */
         tensor hn = tensor_rows(&h, 0, N);

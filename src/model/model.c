@@ -148,6 +148,7 @@ static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, in
     s->positions = tensor_1d(DTYPE_I32, d + l.pos, PT);
     s->logits_idx = tensor_1d(DTYPE_I32, d + l.lidx, PN);
     s->num_logits = PN;
+    s->hidden_out = b->hidden_out;
     s->meta.query_start_loc = tensor_1d(DTYPE_I32, d + l.qsl, P + 1);
     s->meta.seq_lens = tensor_1d(DTYPE_I32, d + l.seq_lens, P);
     s->meta.block_tables = tensor_2d(DTYPE_I32, d + l.bt, P, mb);
@@ -257,7 +258,7 @@ static bool is_plain_decode(const fwd_batch *b) {
 vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
     model_step s;
     vllm_status st;
-    int g = m->graphs && is_plain_decode(b) ? graph_size_for(b->num_seqs) : 0;
+    int g = m->graphs && !b->hidden_out && is_plain_decode(b) ? graph_size_for(b->num_seqs) : 0;
     if (g == 0 || g > m->graph_max) {
         if ((st = upload_batch(m, b, cache->block_size, 0, 0, &s))) return st;
         return m->arch->run(m, cache, &s, logits);
@@ -346,6 +347,7 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     model *m = calloc(1, sizeof *m);
     if (!m) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     m->be = be;
+    m->no_lm_head = opt->no_lm_head;
     gguf_file *gf = NULL; /* a GGUF file: config and weights from it */
     vllm_status st;
     if (ggc_is_gguf_path(dir)) {

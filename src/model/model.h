@@ -4,7 +4,8 @@
  * The forward takes vLLM v1's batch layout: T tokens from S sequences
  * (prefill chunks and decodes mixed), their positions, per-sequence query
  * offsets and context lengths, block tables and a slot mapping into the
- * paged KV cache. Logits are computed only for the rows the caller asks for.
+ * paged KV cache. Logits are computed only for the rows the caller asks for
+ * (or, for the pooling runner, their final-normed hidden states).
  */
 #ifndef VLLM_MODEL_MODEL_H
 #define VLLM_MODEL_MODEL_H
@@ -36,6 +37,8 @@ typedef struct fwd_batch {
                                        position 0 starts from a zero state, others continue theirs */
     int num_logits;                 /* rows whose logits are wanted */
     const int32_t *logits_indices;  /* (num_logits) indices into [0, T) */
+    bool hidden_out;                /* the pooling runner: those rows' final-normed hidden states instead of
+                                       their logits (no LM head; never a recorded graph) */
 } fwd_batch;
 
 /* The per-request state of every layer: paged K/V blocks for attention
@@ -71,6 +74,8 @@ typedef struct model_load_options {
     bool dummy;        /* random weights from config.json alone */
     uint64_t seed;     /* seed for dummy weights */
     int max_model_len; /* positions the RoPE table covers, 0..max_model_len-1 (0 = the config's max) */
+    bool no_lm_head;   /* the pooling runner: the LM head is not loaded (a *Model checkpoint has none);
+                          every forward must then be hidden_out */
 } model_load_options;
 
 /* Reads config.json, finds the architecture in the registry and loads the
@@ -126,7 +131,9 @@ vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len);
 
 /* Runs the batch; *logits receives a backend tensor (num_logits, vocab) F32
- * owned by the model, valid until the next forward. */
+ * owned by the model, valid until the next forward. With b->hidden_out it
+ * receives (num_logits, hidden_size) in the backend's activation dtype: the
+ * rows' hidden states after the final norm (what the LM head would read). */
 vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits);
 
 #endif

@@ -13,6 +13,7 @@ typedef struct model_step {
     tensor ids, positions;       /* (T) */
     tensor logits_idx;           /* (num_logits) rows of the batch whose logits are computed */
     int num_logits;
+    bool hidden_out;             /* fwd_batch.hidden_out: the rows' final-normed hidden states, no logits */
     attn_meta meta;              /* group 0's; the fields other than block_tables and slot_mapping
                                     are every group's */
     attn_meta group_meta[KV_MAX_GROUPS]; /* each group's: its block tables and slot mapping */
@@ -34,7 +35,8 @@ typedef struct model_arch {
     /* allocates the activations of a max_tokens-token step with max_logits logits rows */
     vllm_status (*reserve)(model *m, int64_t max_tokens, int64_t max_logits);
     /* issues the ops of one step whose metadata is uploaded (s); *logits
-     * receives (s->num_logits, vocab) F32. Ops only: it may be recorded as a graph */
+     * receives (s->num_logits, vocab) F32 (s->hidden_out: (s->num_logits, hidden_size) in the
+     * activation dtype, the final-normed rows). Ops only: it may be recorded as a graph */
     vllm_status (*run)(model *m, model_cache *c, const model_step *s, const tensor **logits);
     /* *logits = the first n rows of the logits the last run (or replay) wrote */
     vllm_status (*logits)(model *m, int n, const tensor **logits);
@@ -75,6 +77,7 @@ struct model {
     uint64_t graph_gen;         /* buf_gen the recorded graphs were made with */
     dtype conv_state_dtype;     /* the linear-attention layers' conv and recurrent state pools (and their */
     dtype ssm_state_dtype;      /* checkpoints): F32 until model_set_state_dtypes */
+    bool no_lm_head;            /* model_load_options.no_lm_head: the pooling runner's model */
     float *kv_scales;           /* an F8_E4M3 KV cache: (num_layers, 2) each layer's k_scale, v_scale (1 where the
                                    checkpoint has none); NULL otherwise */
 };

@@ -1,4 +1,6 @@
 /* registry.c: the model registry, keyed by config.json architectures[0]: each name's config family and decoder. */
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -38,10 +40,55 @@ static const struct entry {
     {"Qwen3_5MoeForConditionalGeneration", &qwen3_5_moe_mm_family, &decoder_arch},
 };
 
-static const struct entry *find(const char *name) {
+static const struct entry *find_exact(const char *name) {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
         if (!strcmp(ARCHS[i].name, name)) return &ARCHS[i];
     return NULL;
+}
+
+/* vLLM's _SUFFIX_TO_DEFAULTS (vllm/config/model.py), in its order (the first suffix a name ends with
+ * decides), without the classify / reward ones: the runner a name defaults to. */
+static const struct suffix {
+    const char *suffix;
+    bool pooling;
+} SUFFIXES[] = {
+    {"ForCausalLM", false}, {"ForConditionalGeneration", false}, {"ChatModel", false}, {"LMHeadModel", false},
+    {"ForTextEncoding", true}, {"EmbeddingModel", true}, {"Model", true},
+};
+
+/* An architecture not in the registry by its own name: its suffix's default (*sfx), and, for a pooling
+ * suffix, the registered name with that suffix replaced by another of the list (vLLM's
+ * ModelRegistry._normalize_arch: Qwen3Model -> Qwen3ForCausalLM, MistralModel -> MistralForCausalLM), or
+ * NULL. (An unknown generative name, e.g. a vision model's *ForConditionalGeneration, is not run as the
+ * text model of the same prefix.) */
+static const struct entry *find_by_suffix(const char *name, const struct suffix **sfx) {
+    *sfx = NULL;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof SUFFIXES / sizeof *SUFFIXES; i++) {
+        size_t k = strlen(SUFFIXES[i].suffix);
+        if (n <= k || strcmp(name + n - k, SUFFIXES[i].suffix)) continue;
+        *sfx = &SUFFIXES[i];
+        for (size_t j = 0; SUFFIXES[i].pooling && j < sizeof SUFFIXES / sizeof *SUFFIXES; j++) {
+            char base[160];
+            if (n - k + strlen(SUFFIXES[j].suffix) >= sizeof base) continue;
+            snprintf(base, sizeof base, "%.*s%s", (int)(n - k), name, SUFFIXES[j].suffix);
+            const struct entry *e = find_exact(base);
+            if (e) return e;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+static const struct entry *find(const char *name) {
+    const struct entry *e = find_exact(name);
+    const struct suffix *sfx;
+    return e ? e : find_by_suffix(name, &sfx);
+}
+
+bool model_arch_default_pooling(const char *name) {
+    const struct suffix *sfx;
+    return !find_exact(name) && find_by_suffix(name, &sfx) && sfx->pooling;
 }
 
 const model_arch *model_arch_find(const char *name) {

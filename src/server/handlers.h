@@ -1,6 +1,6 @@
 /*
  * handlers.h: what server.c and the endpoint handlers (handlers.c,
- * handlers_generate.c) share: the server object, the per-request state MHD
+ * handlers_generate.c, handlers_embed.c) share: the server object, the per-request state MHD
  * keeps for us, and the reply helpers. Internal to src/server/.
  */
 #ifndef VLLM_SERVER_HANDLERS_H
@@ -74,6 +74,7 @@ typedef enum route_id {
     ROUTE_DETOKENIZE,
     ROUTE_COMPLETIONS,
     ROUTE_CHAT,
+    ROUTE_EMBEDDINGS,
 } route_id;
 
 /* One HTTP request (MHD's *con_cls), from its headers to the request-completed callback. */
@@ -138,6 +139,13 @@ enum MHD_Result handle_tokenize(http_request *r);
 enum MHD_Result handle_detokenize(http_request *r);
 /* POST /v1/completions and /v1/chat/completions (handlers_generate.c). */
 enum MHD_Result handle_generate(http_request *r, oai_kind kind);
+
+/* POST /v1/embeddings (handlers_embed.c), on a pooling engine. */
+enum MHD_Result handle_embeddings(http_request *r);
+/* The route needs the other runner (/v1/embeddings on a generate engine, /v1/completions or
+ * /v1/chat/completions on a pooling one); handle_wrong_runner answers it with vLLM's 400. */
+bool route_wrong_runner(const http_request *r);
+enum MHD_Result handle_wrong_runner(http_request *r);
 
 /* In-flight accounting for --max-pending (server.c): false (and err = 503)
  * when the cap is reached or the server is shutting down. */

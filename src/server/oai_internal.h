@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "server/oai_protocol.h"
+#include "server/tool_parser.h"
 
 /* The most logprobs a request may ask for (vLLM's default max_logprobs). */
 #define OAI_MAX_LOGPROBS 20
@@ -100,13 +101,46 @@ vllm_status oai_parse_body(const char *body, size_t len, json_t **root, oai_erro
 /* oai_structured.c: response_format, structured_outputs and the older guided_* fields (vLLM's
  * extract_structured_outputs / StructuredOutputsParams) into r's so_* fields, the constraint checked by compiling
  * it (a 400 naming the problem); then oai_structured_params points sp's structured_outputs at them. */
-vllm_status oai_parse_structured(const json_t *body, oai_request *r, oai_error *err);
+vllm_status oai_parse_structured(const oai_server_ctx *ctx, const json_t *body, oai_request *r, oai_error *err);
 /* chat: tool_choice required / named as a JSON-schema constraint (vLLM's get_json_schema_from_tools), with
  * r->tool_mode, tool_name and tools_json; after oai_chat_render validated tools and tool_choice */
 vllm_status oai_parse_tool_choice(const oai_server_ctx *ctx, const json_t *body, oai_request *r, oai_error *err);
 /* the constraint compiled once on the request's thread: an invalid schema, regex or grammar is a 400 naming it */
 vllm_status oai_check_structured(const oai_request *r, oai_error *err);
 void oai_structured_params(const oai_request *r, vllm_sampling_params *sp);
+
+/* ------------------------------------------------------------------ */
+/* Chat replies: reasoning and tool calls (oai_reply_parse.c)          */
+/* ------------------------------------------------------------------ */
+
+/* The parsers one chat request's reply needs (--reasoning-parser, the tool_choice's tool stage); read-only once
+ * made, shared by its choices. *out stays NULL when the reply needs none (no reasoning parser, tool_choice
+ * none): the text is the content. Errors: an unknown parser name (INVALID_ARG), NO_MEMORY. */
+typedef struct oai_parsers oai_parsers;
+vllm_status oai_parsers_new(const oai_server_ctx *ctx, const oai_request *req, oai_parsers **out);
+void oai_parsers_free(oai_parsers *p);
+
+/* One choice's message out of its whole text (owned strings; NULL = JSON null). */
+typedef struct oai_parsed_message {
+    char *content;
+    size_t content_len;
+    char *reasoning;
+    size_t reasoning_len;
+    toolp_result calls;      /* calls.num_calls tool calls (with ids) */
+    bool auto_tools_called;  /* tool_choice auto found calls: finish_reason "tool_calls" */
+} oai_parsed_message;
+vllm_status oai_parse_message(const oai_parsers *p, const char *text, size_t len, oai_parsed_message *m);
+void oai_parsed_message_clear(oai_parsed_message *m);
+
+/* Streaming: one per choice, fed each piece of its text in order; *delta is the chat.completion.chunk delta
+ * to send ({"content"?, "reasoning"?, "tool_calls"?}) or NULL when there is nothing. finishing: the last piece
+ * (what the parsers held back is flushed with it). */
+typedef struct oai_delta_parser oai_delta_parser;
+vllm_status oai_delta_parser_new(const oai_parsers *p, oai_delta_parser **out);
+void oai_delta_parser_free(oai_delta_parser *d);
+vllm_status oai_delta_parser_push(oai_delta_parser *d, const char *piece, size_t len, bool finishing, json_t **delta);
+/* A tool-call delta was produced (vLLM's tools_streamed). */
+bool oai_delta_parser_tools_streamed(const oai_delta_parser *d);
 
 /* ------------------------------------------------------------------ */
 /* Chat prompts (oai_chat.c)                                           */

@@ -211,10 +211,18 @@ typedef struct oai_request {
     size_t num_so_choice;
     bool so_json_object, so_disable_any_whitespace;
     const char *so_param;         /* the field that set it (for errors); static */
+    const char *so_think_start;   /* the reasoning parser's markers: the constraint starts after the reasoning */
+    const char *so_think_end;     /* (vllm_structured_outputs.reasoning_start / _end); static, NULL = none */
     /* chat tools: tool_choice, the named tool, the tools as JSON text (for the tool parsers); NULL when none */
     oai_tool_mode tool_mode;
     char *tool_name;
     char *tools_json;
+    /* chat, for the reasoning and tool parsers: the body's chat_template_kwargs as JSON text (NULL when
+     * absent), include_reasoning (false: no reasoning in the reply, as vLLM) and parallel_tool_calls (false:
+     * only the first tool call is returned) */
+    char *chat_template_kwargs;
+    bool include_reasoning;
+    bool parallel_tool_calls;
 } oai_request;
 
 /* Parses and validates a /v1/completions body (len bytes, need not be
@@ -265,7 +273,10 @@ char *oai_models_json(const oai_server_ctx *ctx, const char *root);
 /* Builds the reply of one request from its streams' chunks: accumulates for
  * the non-streaming body, or formats each chunk as SSE events. One per HTTP
  * request, used by one thread at a time. Choice index of sample s of prompt
- * p is p * n + s (vLLM). */
+ * p is p * n + s (vLLM). Chat replies go through ctx's --reasoning-parser
+ * ("reasoning") and the request's tool_choice (auto: ctx's --tool-call-parser;
+ * required / named: the forced JSON) into content and tool_calls, as vLLM's
+ * serving_chat.py (oai_reply_parse.c). */
 typedef struct oai_response oai_response;
 
 typedef struct oai_response_options {
@@ -274,6 +285,8 @@ typedef struct oai_response_options {
 } oai_response_options;
 
 /* opt may be NULL. Borrows ctx and req (both must outlive the response).
+ * VLLM_ERR_INVALID_ARG also for a parser name ctx does not know (the server
+ * checks them at startup: server_check_parsers).
  * Without opt->id the id is "cmpl-"/"chatcmpl-" + the body's request_id when
  * it had one (several requests may share it: engine requests use
  * oai_response_engine_id), else + 32 random hex digits. Freeing a response

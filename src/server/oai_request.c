@@ -27,6 +27,8 @@
 #include <string.h>
 
 #include "server/oai_internal.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_parser.h"
 
 #define BAD(param, ...) (oai_error_set(err, 400, (param), __VA_ARGS__), VLLM_ERR_INVALID_ARG)
 #define NOMEM() (oai_error_set(err, 500, NULL, "out of memory"), VLLM_ERR_NO_MEMORY)
@@ -72,6 +74,7 @@ void oai_request_free(oai_request *r) {
     free_strv(r->so_choice, r->num_so_choice);
     free(r->tool_name);
     free(r->tools_json);
+    free(r->chat_template_kwargs);
     free(r);
 }
 
@@ -249,10 +252,11 @@ static vllm_status parse_common(const oai_server_ctx *ctx, const json_t *body, o
     if ((st = oai_get_bool(body, "ignore_eos", &sp->ignore_eos, err))) return st;
     if ((st = oai_get_int64(body, "min_tokens", &pp->min_tokens, NULL, err))) return st;
     if ((st = oai_get_bool(body, "skip_special_tokens", &sp->skip_special_tokens, err))) return st;
-    bool spaces = true, include_reasoning = true, parallel = true;
+    bool spaces = true;
+    r->include_reasoning = true, r->parallel_tool_calls = true;
     if ((st = oai_get_bool(body, "spaces_between_special_tokens", &spaces, err))) return st; /* accepted */
-    if ((st = oai_get_bool(body, "include_reasoning", &include_reasoning, err))) return st; /* no reasoning parser */
-    if ((st = oai_get_bool(body, "parallel_tool_calls", &parallel, err))) return st;      /* no tool parser */
+    if ((st = oai_get_bool(body, "include_reasoning", &r->include_reasoning, err))) return st;
+    if ((st = oai_get_bool(body, "parallel_tool_calls", &r->parallel_tool_calls, err))) return st;
     if ((st = oai_get_bool(body, "include_stop_str_in_output", &sp->include_stop_str_in_output, err))) return st;
     if ((st = get_str_list(body, "stop", true, &r->stop, &r->num_stop, err))) return st;
     if ((st = get_str_list(body, "bad_words", false, &r->bad_words, &r->num_bad_words, err))) return st;
@@ -611,7 +615,7 @@ static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *bod
     if (have_best_of && best_of != pp.n)
         return BAD("best_of", "best_of must be equal to n (got best_of=%lld, n=%lld): best_of > n is not supported",
                    best_of, pp.n);
-    if ((st = oai_parse_structured(body, r, err)) || (st = oai_check_structured(r, err))) return st;
+    if ((st = oai_parse_structured(ctx, body, r, err)) || (st = oai_check_structured(r, err))) return st;
 
     /* the prompt: a string, a list of strings, a list of ids or a list of lists of ids */
     json_t *pv = oai_field(body, "prompt");
@@ -670,6 +674,25 @@ static vllm_status parse_completion(const oai_server_ctx *ctx, const json_t *bod
 /* /v1/chat/completions                                                */
 /* ------------------------------------------------------------------ */
 
+/* What the reply's tool and reasoning parsers need (oai_response.c): chat_template_kwargs, and the special
+ * tokens kept in the text when a parser reads them. vLLM: ToolParser.adjust_request (hermes, mistral:
+ * skip_special_tokens=False when tools are given and tool_choice is not "none"; the tool parser exists only
+ * with --enable-auto-tool-choice); gpt-oss's harmony markers are special tokens (vLLM reads its token ids,
+ * the text-level parsers here need them in the text). */
+static vllm_status parser_inputs(const oai_server_ctx *ctx, const json_t *body, oai_request *r,
+                                 vllm_sampling_params *sp, oai_error *err) {
+    json_t *kwargs = oai_field(body, "chat_template_kwargs");
+    if (kwargs && !(r->chat_template_kwargs = json_dumps(kwargs, JSON_COMPACT | JSON_PRESERVE_ORDER))) return NOMEM();
+    toolp_kind tk;
+    if (r->tool_mode != OAI_TOOLS_NONE && ctx->enable_auto_tool_choice &&
+        toolp_kind_from_name(ctx->tool_call_parser, &tk) && toolp_kind_needs_special_tokens(tk))
+        sp->skip_special_tokens = false;
+    reasoning_kind rk;
+    if (ctx->reasoning_parser && reasoning_kind_from_name(ctx->reasoning_parser, &rk) && rk == REASONING_GPT_OSS)
+        sp->skip_special_tokens = false;
+    return VLLM_OK;
+}
+
 static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai_request *r, oai_error *err) {
     vllm_status st;
     vllm_sampling_params sp;
@@ -705,7 +728,7 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
     pp.logprobs = logprobs ? top : -1;
     /* vLLM also asks prompt logprobs for echo without logprobs; here only when logprobs are on */
     if (r->echo && logprobs && !oai_field(body, "prompt_logprobs")) pp.prompt_logprobs = top;
-    if ((st = oai_parse_structured(body, r, err))) return st;
+    if ((st = oai_parse_structured(ctx, body, r, err))) return st;
 
     if ((st = check_sampling(&pp, pp.max_tokens_param != NULL, pp.max_tokens, err))) return st;
     if (pp.n > OAI_MAX_CHOICES)
@@ -740,7 +763,8 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
         return NOMEM();
     }
     r->num_prompts = 1;
-    if ((st = oai_parse_tool_choice(ctx, body, r, err)) || (st = oai_check_structured(r, err))) {
+    if ((st = oai_parse_tool_choice(ctx, body, r, err)) || (st = oai_check_structured(r, err)) ||
+        (st = parser_inputs(ctx, body, r, &sp, err))) {
         free(prompt);
         return st;
     }

@@ -19,7 +19,11 @@
  *    _get_top_logprobs (token, logprob, bytes; top_logprobs = the first k
  *    entries of vLLM's logprob dict, which starts with the sampled token);
  *  - the models' field order (pydantic order, exclude_unset for chunks,
- *    exclude_none for the usage chunk).
+ *    exclude_none for the usage chunk);
+ *  - chat with a --reasoning-parser or tools (tool_choice auto / required /
+ *    named): the message's reasoning, content and tool_calls and the deltas
+ *    come from oai_reply_parse.c; finish_reason "tool_calls" as vLLM decides
+ *    it (chat_finish, parsed_delta).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -49,6 +53,7 @@ typedef struct choice {
     bool finished;
     vllm_finish_reason finish;
     char *stop_reason;
+    oai_delta_parser *dp; /* streaming with reasoning / tool parsing (oai_reply_parse.c), made at the first chunk */
 } choice;
 
 /* Per prompt: usage and the prompt logprobs, which arrive once with sample 0. */
@@ -75,6 +80,8 @@ struct oai_response {
     bool started; /* chat: the role chunks were sent */
     bool failed;  /* an engine error was recorded */
     oai_error err;
+    oai_parsers *parsers; /* chat: reasoning / tool-call parsing of the reply, NULL when the text is the content */
+    bool hide_metadata;   /* include_reasoning false with a parser: no logprobs (vLLM's suppress_metadata) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -109,6 +116,14 @@ vllm_status oai_response_create(const oai_server_ctx *ctx, const oai_request *re
         oai_response_free(r);
         return VLLM_ERR_NO_MEMORY;
     }
+    vllm_status st = oai_parsers_new(ctx, req, &r->parsers);
+    if (st != VLLM_OK) {
+        oai_response_free(r);
+        return st;
+    }
+    /* vLLM: suppress_metadata / hide_stream_metadata = not include_reasoning and a parser is configured */
+    r->hide_metadata = req->kind == OAI_KIND_CHAT && !req->include_reasoning &&
+                       (ctx->reasoning_parser || (ctx->enable_auto_tool_choice && ctx->tool_call_parser));
     *out = r;
     return VLLM_OK;
 }
@@ -122,6 +137,7 @@ void oai_response_free(oai_response *r) {
                  c->cap * (size_t)(c->k > 0 ? c->k : 1) * (sizeof *c->top_ids + sizeof *c->top_lps);
         oai_buf_free(&c->text);
         free(c->ids), free(c->lps), free(c->top_ids), free(c->top_lps), free(c->stop_reason);
+        oai_delta_parser_free(c->dp);
     }
     for (size_t i = 0; r->prompts && i < r->req->num_prompts; i++) {
         bytes += r->req->prompts[i].prompt.num_token_ids * (sizeof(float) + (size_t)r->prompts[i].pk * 8);
@@ -130,6 +146,7 @@ void oai_response_free(oai_response *r) {
     free(r->choices);
     free(r->prompts);
     free(r->id);
+    oai_parsers_free(r->parsers);
     free(r);
     oai_release_memory(bytes);
 }
@@ -569,37 +586,63 @@ oom:
     return NULL;
 }
 
+/* vLLM's finish_reason of a whole chat reply: "tool_calls" when tool_choice auto found calls or when
+ * tool_choice required stopped normally (vLLM PR #25054 aligned both with OpenAI; named keeps "stop"); else
+ * the engine's, "stop" by default. chat_completion/serving.py chat_completion_full_generator. */
+static const char *chat_finish(const oai_response *r, const choice *ch, bool auto_tools_called) {
+    bool stopped = ch->finished && ch->finish == VLLM_FINISH_STOP;
+    if (auto_tools_called || (r->req->tool_mode == OAI_TOOLS_REQUIRED && stopped)) return "tool_calls";
+    const char *fr = ch->finished ? finish_str(ch->finish) : NULL;
+    return fr ? fr : "stop";
+}
+
+/* One choice's message (vLLM's ChatMessage: tool_calls left out when empty; echo prepends the last
+ * message to the content) and its finish_reason. */
+static json_t *chat_message(const oai_response *r, const choice *ch, const char **finish) {
+    const oai_request *q = r->req;
+    const char *text = ch->text.data ? ch->text.data : "";
+    oai_parsed_message m = {0};
+    if (r->parsers && oai_parse_message(r->parsers, text, ch->text.len, &m) != VLLM_OK) return NULL;
+    const char *content = r->parsers ? m.content : text;
+    size_t content_len = r->parsers ? m.content_len : ch->text.len;
+    oai_buf c = {0};
+    if (q->echo_text) oai_buf_puts(&c, q->echo_text);
+    if (content) oai_buf_put(&c, content, content_len);
+    json_t *msg = json_object(), *calls = m.calls.num_calls ? toolp_result_tool_calls_json(&m.calls) : NULL;
+    if (!msg || c.oom || (m.calls.num_calls && !calls)) {
+        json_decref(msg), json_decref(calls), oai_buf_free(&c), oai_parsed_message_clear(&m);
+        return NULL;
+    }
+    json_object_set_new(msg, "role", jstr(q->chat_role ? q->chat_role : "assistant"));
+    json_object_set_new(msg, "content", content || q->echo_text ? oai_json_str(c.data ? c.data : "", c.len) : json_null());
+    json_object_set_new(msg, "refusal", json_null());
+    json_object_set_new(msg, "annotations", json_null());
+    json_object_set_new(msg, "audio", json_null());
+    json_object_set_new(msg, "function_call", json_null());
+    if (calls) json_object_set_new(msg, "tool_calls", calls);
+    json_object_set_new(msg, "reasoning", m.reasoning ? oai_json_str(m.reasoning, m.reasoning_len) : json_null());
+    *finish = chat_finish(r, ch, m.auto_tools_called);
+    oai_buf_free(&c);
+    oai_parsed_message_clear(&m);
+    return msg;
+}
+
 static json_t *chat_body(oai_response *r) {
     const oai_request *q = r->req;
     json_t *choices = json_array();
     if (!choices) return NULL;
     for (size_t i = 0; i < r->num_choices; i++) {
         choice *ch = &r->choices[i];
-        json_t *c = json_object(), *msg = json_object();
+        const char *fr = "stop";
+        json_t *c = json_object(), *msg = chat_message(r, ch, &fr);
         if (!c || !msg) {
             json_decref(c), json_decref(msg);
             goto oom;
         }
         json_array_append_new(choices, c);
         json_object_set_new(c, "index", json_integer((json_int_t)i));
-        oai_buf text = {0};
-        if (q->echo_text) oai_buf_puts(&text, q->echo_text);
-        oai_buf_put(&text, ch->text.data ? ch->text.data : "", ch->text.len);
-        if (text.oom) {
-            oai_buf_free(&text);
-            json_decref(msg);
-            goto oom;
-        }
-        json_object_set_new(msg, "role", jstr(q->chat_role ? q->chat_role : "assistant"));
-        json_object_set_new(msg, "content", oai_json_str(text.data, text.len));
-        oai_buf_free(&text);
-        json_object_set_new(msg, "refusal", json_null());
-        json_object_set_new(msg, "annotations", json_null());
-        json_object_set_new(msg, "audio", json_null());
-        json_object_set_new(msg, "function_call", json_null());
-        json_object_set_new(msg, "reasoning", json_null());
         json_object_set_new(c, "message", msg);
-        if (q->logprobs >= 0) {
+        if (q->logprobs >= 0 && !r->hide_metadata) {
             size_t n;
             lp_pos *pos = choice_positions(r, ch, 0, false, true, &n);
             if (!pos) goto oom;
@@ -608,8 +651,7 @@ static json_t *chat_body(oai_response *r) {
         } else {
             json_object_set_new(c, "logprobs", json_null());
         }
-        const char *fr = ch->finished ? finish_str(ch->finish) : NULL;
-        json_object_set_new(c, "finish_reason", json_string(fr ? fr : "stop")); /* vLLM: default "stop" */
+        json_object_set_new(c, "finish_reason", json_string(fr));
         json_object_set_new(c, "stop_reason", ch->stop_reason ? jstr(ch->stop_reason) : json_null());
     }
     json_t *o = envelope(r, "chat.completion", choices);
@@ -755,6 +797,26 @@ static json_t *delta(const char *role, const char *content, size_t len) {
     return d;
 }
 
+/* The delta of one chunk with reasoning / tool parsing: NULL *d and VLLM_OK when there is nothing to send
+ * (vLLM skips the chunk unless it finishes or carries logprobs; it then sends an empty delta). A
+ * finishing chunk's finish_reason is "tool_calls" when tool-call deltas were streamed, tool_choice is not
+ * named and the engine stopped normally (chat_completion/serving.py chat_completion_stream_generator). */
+static vllm_status parsed_delta(oai_response *r, choice *ch, const vllm_stream_chunk *c, bool with_logprobs,
+                                const char **fr, json_t **d) {
+    vllm_status st = ch->dp ? VLLM_OK : oai_delta_parser_new(r->parsers, &ch->dp);
+    if (st == VLLM_OK) st = oai_delta_parser_push(ch->dp, c->text, c->text_len, *fr != NULL, d);
+    if (st == VLLM_ERR_NO_MEMORY) return NOMEM();
+    if (st != VLLM_OK) {
+        oai_error_set(&r->err, 500, NULL, "%s", vllm_last_error());
+        return st;
+    }
+    if (!*d && (*fr || with_logprobs) && !(*d = json_object())) return NOMEM();
+    if (*fr && oai_delta_parser_tools_streamed(ch->dp) && r->req->tool_mode != OAI_TOOLS_NAMED &&
+        c->finish_reason == VLLM_FINISH_STOP)
+        *fr = "tool_calls";
+    return VLLM_OK;
+}
+
 static vllm_status stream_chat(oai_response *r, choice *ch, const vllm_stream_chunk *c, oai_buf *b) {
     const oai_request *q = r->req;
     vllm_status st = VLLM_OK;
@@ -775,7 +837,7 @@ static vllm_status stream_chat(oai_response *r, choice *ch, const vllm_stream_ch
     if (!c->text_len && !c->num_tokens && !ch->num_tokens && c->finish_reason == VLLM_FINISH_NONE) return VLLM_OK;
     size_t index = (size_t)(ch - r->choices);
     json_t *logprobs = NULL;
-    if (q->logprobs >= 0) {
+    if (q->logprobs >= 0 && !r->hide_metadata) {
         size_t n;
         lp_pos *pos = chunk_positions(c, &n);
         if (!pos) return NOMEM();
@@ -790,8 +852,13 @@ static vllm_status stream_chat(oai_response *r, choice *ch, const vllm_stream_ch
         return st;
     }
     const char *fr = finish_str(c->finish_reason);
-    st = chat_chunk(r, b, index, delta(NULL, c->text ? c->text : "", c->text_len), logprobs, fr, c->stop_reason,
-                    fr != NULL, ch);
+    json_t *d = NULL;
+    if (!r->parsers) d = delta(NULL, c->text ? c->text : "", c->text_len);
+    else if ((st = parsed_delta(r, ch, c, logprobs != NULL, &fr, &d)) != VLLM_OK || !d) {
+        json_decref(logprobs);
+        return st;
+    }
+    st = chat_chunk(r, b, index, d, logprobs, fr, c->stop_reason, fr != NULL, ch);
     return st == VLLM_OK ? VLLM_OK : NOMEM();
 }
 

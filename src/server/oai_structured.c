@@ -137,7 +137,30 @@ static vllm_status parse_response_format(const json_t *body, oai_request *r, boo
                t);
 }
 
-vllm_status oai_parse_structured(const json_t *body, oai_request *r, oai_error *err) {
+/* with --reasoning-parser, structured outputs constrain only what follows the reasoning (vLLM's
+ * StructuredOutputManager should_fill_bitmask / should_advance with the parser's is_reasoning_end): the think
+ * parsers' single-token markers; the other parsers' markers are not single tokens, their outputs are
+ * constrained from the first token */
+static bool one_token(const oai_server_ctx *ctx, const char *text) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    bool one = ctx->tokenize && ctx->tokenize(ctx->tok_ctx, text, false, &ids, &n) == VLLM_OK && n == 1;
+    free(ids);
+    return one;
+}
+
+static void think_markers(const oai_server_ctx *ctx, oai_request *r) {
+    const char *p = ctx->reasoning_parser;
+    r->so_think_start = r->so_think_end = NULL;
+    if (!p || (strcmp(p, "qwen3") && strcmp(p, "deepseek_r1"))) return;
+    /* a model without the markers as tokens never reasons in them: constrained from the first token */
+    if (!one_token(ctx, "<think>") || !one_token(ctx, "</think>")) return;
+    r->so_think_start = "<think>";
+    r->so_think_end = "</think>";
+}
+
+vllm_status oai_parse_structured(const oai_server_ctx *ctx, const json_t *body, oai_request *r, oai_error *err) {
+    think_markers(ctx, r);
     vllm_status st;
     json_t *so = oai_field(body, "structured_outputs");
     if (so && (st = parse_so_object(so, r, err))) return st;
@@ -260,4 +283,7 @@ void oai_structured_params(const oai_request *r, vllm_sampling_params *sp) {
     s->choice = (const char *const *)r->so_choice;
     s->num_choice = r->num_so_choice;
     s->disable_any_whitespace = r->so_disable_any_whitespace;
+    if (r->kind == OAI_KIND_CHAT && !r->include_reasoning) return; /* vLLM: no reasoning wanted, constrained at once */
+    s->reasoning_start = r->so_think_start;
+    s->reasoning_end = r->so_think_end;
 }

@@ -40,6 +40,8 @@
 #include "core/log.h"
 #include "server/handlers.h"
 #include "server/http_framing.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_parser.h"
 
 /* a body larger than this many times max_body_bytes is not even read */
 #define BODY_DRAIN_FACTOR 16
@@ -236,6 +238,7 @@ static const struct route {
     {"/detokenize", ROUTE_DETOKENIZE, false, true},
     {"/v1/completions", ROUTE_COMPLETIONS, false, true},
     {"/v1/chat/completions", ROUTE_CHAT, false, true},
+    {"/v1/embeddings", ROUTE_EMBEDDINGS, false, true},
 };
 
 /* Constant-time equality (of lengths too, as far as timing goes). */
@@ -296,6 +299,7 @@ static bool parse_size(const char *v, unsigned long long *out) {
 }
 
 static enum MHD_Result dispatch(http_request *r) {
+    if (route_wrong_runner(r)) return handle_wrong_runner(r);
     switch (r->route) {
     case ROUTE_HEALTH:
     case ROUTE_PING: return handle_health(r);
@@ -306,6 +310,7 @@ static enum MHD_Result dispatch(http_request *r) {
     case ROUTE_DETOKENIZE: return handle_detokenize(r);
     case ROUTE_COMPLETIONS: return handle_generate(r, OAI_KIND_COMPLETION);
     case ROUTE_CHAT: return handle_generate(r, OAI_KIND_CHAT);
+    case ROUTE_EMBEDDINGS: return handle_embeddings(r);
     case ROUTE_NONE: break;
     }
     oai_error err;
@@ -662,6 +667,33 @@ static vllm_status raise_file_limit(int max_connections) {
     return VLLM_OK;
 }
 
+/* "a,b,c": the names of a NULL-terminated list (vLLM joins them with ",") */
+static void join_names(const char *const *names, char *out, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (size_t i = 0; names[i] && k < cap; i++) k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? "," : "", names[i]);
+}
+
+vllm_status server_check_parsers(bool enable_auto_tool_choice, const char *tool_call_parser,
+                                 const char *reasoning_parser) {
+    char names[512];
+    toolp_kind tk;
+    reasoning_kind rk;
+    /* vllm/entrypoints/openai/cli_args.py validate_parsed_serve_args and api_server.py run_server */
+    if (enable_auto_tool_choice && !tool_call_parser)
+        return vt_error(VLLM_ERR_INVALID_ARG, "--enable-auto-tool-choice requires --tool-call-parser");
+    if (tool_call_parser && !toolp_kind_from_name(tool_call_parser, &tk)) {
+        join_names(toolp_names(), names, sizeof names);
+        return vt_error(VLLM_ERR_INVALID_ARG, "invalid tool call parser: %s (chose from { %s })", tool_call_parser, names);
+    }
+    if (reasoning_parser && !reasoning_kind_from_name(reasoning_parser, &rk)) {
+        join_names(reasoning_names(), names, sizeof names);
+        return vt_error(VLLM_ERR_INVALID_ARG, "invalid reasoning parser: %s (chose from { %s })", reasoning_parser,
+                        names);
+    }
+    return VLLM_OK;
+}
+
 vllm_status server_start(vllm_async_engine *ae, const server_options *opt, server **out) {
     *out = NULL;
     if (!ae || !opt) return vt_error(VLLM_ERR_INVALID_ARG, "server_start: engine or options missing");
@@ -673,6 +705,8 @@ vllm_status server_start(vllm_async_engine *ae, const server_options *opt, serve
     if (opt->timeout_keep_alive < 0 || opt->header_timeout <= 0 || opt->request_timeout <= 0 || opt->max_pending < 0 ||
         opt->max_connections <= 0 || opt->max_connections_per_client < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "server: timeouts and limits must be positive");
+    vllm_status pst = server_check_parsers(opt->enable_auto_tool_choice, opt->tool_call_parser, opt->reasoning_parser);
+    if (pst) return pst;
     if (opt->max_pending >= opt->max_connections)
         return vt_error(VLLM_ERR_INVALID_ARG,
                         "--max-connections %d must exceed --max-pending %d (every request in flight holds a connection)",

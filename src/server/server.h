@@ -94,6 +94,12 @@ typedef struct server_options {
 
 server_options server_default_options(void);
 
+/* The tool / reasoning parser options as vLLM's validate_parsed_serve_args checks them: an unknown
+ * --tool-call-parser or --reasoning-parser name is an error listing the valid names, and
+ * --enable-auto-tool-choice needs --tool-call-parser. VLLM_ERR_INVALID_ARG with vt_error's message. */
+vllm_status server_check_parsers(bool enable_auto_tool_choice, const char *tool_call_parser,
+                                 const char *reasoning_parser);
+
 /* Binds host:port, starts the HTTP threads and serves requests on ae
  * (which must outlive the server). Strings in opt are borrowed: they must
  * stay valid until server_free. */

@@ -325,9 +325,13 @@ void toolp_parser_free(toolp_parser *p) {
 
 toolp_kind toolp_parser_kind(const toolp_parser *p) { return p->kind; }
 
-bool toolp_needs_special_tokens(const toolp_parser *p) {
-    return p->kind == TOOLP_HERMES || p->kind == TOOLP_MISTRAL || p->kind == TOOLP_OPENAI;
+bool toolp_kind_needs_special_tokens(toolp_kind kind) {
+    return kind == TOOLP_HERMES || kind == TOOLP_MISTRAL || kind == TOOLP_OPENAI;
 }
+
+bool toolp_needs_special_tokens(const toolp_parser *p) { return toolp_kind_needs_special_tokens(p->kind); }
+
+void toolp_make_call_id(char out[48]) { tp_make_id(TP_ID_CHATCMPL, out); }
 
 /* ------------------------------------------------------------------ */
 /* Results                                                             */
@@ -527,6 +531,7 @@ static vllm_status build_delta(toolp_stream *s, bool final, toolp_delta *d) {
         e->name = c->announced ? NULL : c->name;
         e->arguments = end > c->sent ? c->args.data + c->sent : "";
         e->arguments_len = end > c->sent ? end - c->sent : 0;
+        e->name_null = false;
         if (end > c->sent) c->sent = end;
         c->announced = true;
     }
@@ -599,6 +604,7 @@ json_t *toolp_delta_tool_calls_json(const toolp_delta *d) {
         bad |= json_object_set_new(c, "index", json_integer((json_int_t)e->index));
         bad |= json_object_set_new(c, "function", f);
         if (e->name) bad |= json_object_set_new(f, "name", tp_json_str(e->name, strlen(e->name)));
+        else if (e->name_null) bad |= json_object_set_new(f, "name", json_null());
         bad |= json_object_set_new(f, "arguments", tp_json_str(e->arguments, e->arguments_len));
         if (bad) {
             json_decref(a);

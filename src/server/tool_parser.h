@@ -128,6 +128,10 @@ toolp_kind toolp_parser_kind(const toolp_parser *p);
  * (skip_special_tokens=False): hermes and mistral (vLLM's adjust_request),
  * openai (the harmony markers; vLLM parses its token ids instead). */
 bool toolp_needs_special_tokens(const toolp_parser *p);
+/* The same for a kind (before any parser is made: the request's skip_special_tokens). */
+bool toolp_kind_needs_special_tokens(toolp_kind kind);
+/* A new tool call id as vLLM's make_tool_call_id: "chatcmpl-tool-" + 32 random hex digits. */
+void toolp_make_call_id(char out[48]);
 
 /* ------------------------------------------------------------------ */
 /* Non-streaming                                                       */
@@ -170,6 +174,7 @@ typedef struct toolp_call_delta {
     const char *name;       /* non-NULL on the first delta only */
     const char *arguments;  /* the fragment (never NULL; "" on a first delta without one yet) */
     size_t arguments_len;
+    bool name_null;         /* a later delta that carries "name": null (tool_choice "required", as vLLM) */
 } toolp_call_delta;
 
 /* What to send for one push. Every pointer stays valid until the next push,
@@ -198,8 +203,34 @@ const char *toolp_stream_call_name(const toolp_stream *s, size_t i);
 const char *toolp_stream_call_arguments(const toolp_stream *s, size_t i, size_t *len);
 /* delta's tool calls as OpenAI's delta.tool_calls: first delta {"id", "type":
  * "function", "index", "function": {"name", "arguments"}}, later {"index",
- * "function": {"arguments"}} (vLLM's DeltaToolCall field order); NULL when the
- * delta has no call or out of memory. */
+ * "function": {"arguments"}} ({"name": null, "arguments"} when name_null) (vLLM's
+ * DeltaToolCall field order); NULL when the delta has no call or out of memory. */
 json_t *toolp_delta_tool_calls_json(const toolp_delta *d);
+
+/* ------------------------------------------------------------------ */
+/* tool_choice "required" (tool_parser_required.c)                     */
+/* ------------------------------------------------------------------ */
+
+/* The output forced by tool_choice "required" (a JSON array of {"name", "parameters"} objects) read back
+ * without any --tool-call-parser, as vLLM does (tool_parser_required.c cites it).
+ * Non-streaming: text -> *out (cleared first): one call per element, arguments = json.dumps(parameters,
+ * ensure_ascii=False) ("null" when absent or null), ids "chatcmpl-tool-<32 hex>", content NULL; text that is
+ * not a list of {name: str, description?: str | null, parameters?: object | null, ...} -> no calls at all
+ * (pydantic's ValidationError, which vLLM suppresses). tools_called: at least one call. */
+vllm_status toolp_required_extract(const char *text, size_t len, toolp_result *out);
+
+/* Streaming: each push returns the tool-call deltas to send now (content and reasoning are never set):
+ * a call is announced (index = its position in the array, id, name, the arguments so far) once its name
+ * string is complete and its parameters value has started; later deltas carry argument fragments with
+ * name_null set. The fragments of a call join to toolp_required_extract's arguments string. Pointers stay
+ * valid until the next push, finish or free. */
+typedef struct toolp_required_stream toolp_required_stream;
+vllm_status toolp_required_stream_new(toolp_required_stream **out);
+void toolp_required_stream_free(toolp_required_stream *s);
+vllm_status toolp_required_stream_push(toolp_required_stream *s, const char *piece, size_t len, toolp_delta *out);
+/* End of generation: ends a number the text stopped in and flushes what was held back. */
+vllm_status toolp_required_stream_finish(toolp_required_stream *s, toolp_delta *out);
+/* Calls announced so far. */
+size_t toolp_required_stream_num_calls(const toolp_required_stream *s);
 
 #endif

@@ -1244,21 +1244,27 @@ static char *format_regex(conv *c, const char *f) {
                     "([A-Za-z0-9]([\\-A-Za-z0-9]*[A-Za-z0-9])?)((\\.[A-Za-z0-9][\\-A-Za-z0-9]*[A-Za-z0-9])*)$",
                     atext, atext);
     }
-    if (!strcmp(f, "date")) return cdup(c, "^(\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[1-2]\\d|3[01]))$");
+#define RFC3339_DATE                                                                                        \
+    "\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|02-(0[1-9]|1\\d|2[0-8]))"
+    /* * dates and times: a subset of xgrammar's that is always valid RFC 3339 (its regexes allow April 31,
+     * February 30 and a leap second at any time of day, which a validator refuses: found by
+     * tests/server/node/structured.mjs with ajv-formats): days per month, February to the 28th, seconds 00-59 */
+    if (!strcmp(f, "date")) return cdup(c, "^(" RFC3339_DATE ")$");
     if (!strcmp(f, "time"))
-        return cdup(c, "^([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)$");
-    if (!strcmp(f, "date-time")) /* * minutes 00-59, seconds 00-60 (HEAD) */
-        return cdup(c, "^(\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[1-2]\\d|3[01]))T([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)"
+        return cdup(c, "^([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)$");
+    if (!strcmp(f, "date-time")) /* * minutes 00-59 (HEAD; 0.1.29 had them swapped with the seconds) */
+        return cdup(c, "^(" RFC3339_DATE ")T([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d"
                        "(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)$");
     if (!strcmp(f, "duration"))
         return cdup(c, "^P((\\d+D|\\d+M(\\d+D)?|\\d+Y(\\d+M(\\d+D)?)?)(T(\\d+S|\\d+M(\\d+S)?|\\d+H(\\d+M(\\d+S)?)?))?"
                        "|T(\\d+S|\\d+M(\\d+S)?|\\d+H(\\d+M(\\d+S)?)?)|\\d+W)$");
     if (!strcmp(f, "ipv4")) {
-        static const char *const b = "(25[0-5]|2[0-4]\\d|[0-1]?\\d?\\d)";
+        /* * octets without leading zeros (xgrammar's [0-1]?\\d?\\d allows 018, which validators refuse) */
+        static const char *const b = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
         return cfmt(c, "^(%s\\.){3}%s$", b, b);
     }
     if (!strcmp(f, "ipv6")) {
-        static const char *const b = "(25[0-5]|(2[0-4]|1{0,1}[0-9]){0,1}[0-9])";
+        static const char *const b = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"; /* * (as ipv4's) */
         return cfmt(c,
                     "(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|"
                     "([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|"
@@ -1268,7 +1274,8 @@ static char *format_regex(conv *c, const char *f) {
                     "([0-9a-fA-F]{1,4}:){1,4}:(%s\\.){3,3}%s)",
                     b, b, b, b);
     }
-    if (!strcmp(f, "hostname")) return cdup(c, "^([a-z0-9]([a-z0-9-]*[a-z0-9])?)(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$");
+    if (!strcmp(f, "hostname")) /* * labels of at most 63 characters (RFC 1123) */
+        return cdup(c, "^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$");
     if (!strcmp(f, "uuid"))
         return cdup(c, "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$");
     if (!strcmp(f, "uri") || !strcmp(f, "uri-reference")) {

@@ -94,7 +94,10 @@ vllm_status so_vocab_build(const tokenizer *tok, int32_t model_vocab_size, const
                 return st;
             }
         }
-        if (len == 0) v->flags[id] |= SO_SPECIAL;
+        /* no bytes, or a special token (added with special: true): never allowed. xgrammar takes a special token's
+         * text as its bytes, but the reply drops it (skip_special_tokens), so `"<s>"` in a JSON string would reach
+         * the client as `""` (found by tests/server/node/structured.mjs) */
+        if (len == 0 || (id < nt && tok_is_special(tok, id))) v->flags[id] |= SO_SPECIAL;
         o += len;
     }
     v->off[n] = o;

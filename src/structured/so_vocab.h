@@ -2,7 +2,8 @@
  * so_vocab.h: a model's vocabulary as byte strings for grammar matching (structured outputs, issue 17).
  *
  * xgrammar's TokenizerInfo, which vLLM's structured outputs use (cpp/tokenizer_info.cc): every token id of the
- * model's vocabulary (its logits' width) has its decoded bytes (tok_token_bytes); ids whose bytes are empty and
+ * model's vocabulary (its logits' width) has its decoded bytes (tok_token_bytes); ids whose bytes are empty, the
+ * tokenizer's special tokens (which the reply drops: a grammar cannot count on their text; xgrammar would) and
  * ids past the tokenizer's vocabulary (padding up to the model's) are special: never allowed by a grammar; the
  * stop ids (EOS) are allowed only where the grammar may end (a stop id is never special, even without bytes). The rest, sorted by their bytes (memcmp, a shorter
  * prefix first), carry trie ranges: subtree_end(i) is the first sorted index after i whose bytes do not start

@@ -3,6 +3,8 @@
  *   srv_start   runs `vllmc serve models/stories260K --port 0 --served-model-name stories
  *               --chat-template tests/server/stories260k_chat.jinja EXTRA` with stdout and
  *               stderr in files, and waits for its ready line ("... on http://HOST:PORT")
+ *   srv_start_model  the same for another model folder, served name and chat template (NULL: the
+ *               model's own)
  *   srv_stop    SIGTERM, then checks the server exits 0 (graceful shutdown) in time
  *   node_setup  the pinned openai npm client (tests/node_setup.sh server-node): 77 = skip
  *   node_run    node tests/server/node/<script> with arguments
@@ -67,16 +69,19 @@ static inline void srv_dump(const char *path, const char *what) {
     free(s);
 }
 
-/* Starts the server; false (with the log printed) when it does not become ready in timeout_s. */
-static inline bool srv_start(srv_proc *s, const char *name, const char *extra, int timeout_s) {
+/* Starts `vllmc serve MODEL --served-model-name SERVED [--chat-template TEMPLATE] EXTRA` (template NULL: the
+ * model's own); false (with the log printed) when it does not become ready in timeout_s. */
+static inline bool srv_start_model(srv_proc *s, const char *name, const char *model, const char *served,
+                                   const char *chat_template, const char *extra, int timeout_s) {
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
     snprintf(s->out, sizeof s->out, "%s/%s.out", g_srv_tmp, name);
     snprintf(s->err, sizeof s->err, "%s/%s.err", g_srv_tmp, name);
+    char tmpl[1200] = "";
+    if (chat_template) snprintf(tmpl, sizeof tmpl, " --chat-template \"%s\"", chat_template);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "exec \"%s\" serve \"%s\" --port 0 --served-model-name stories --chat-template \"%s\" %s >\"%s\" 2>\"%s\"",
-             VLLMC_BIN, SRV_MODEL, SRV_TEMPLATE, extra ? extra : "", s->out, s->err);
+    snprintf(cmd, sizeof cmd, "exec \"%s\" serve \"%s\" --port 0 --served-model-name %s%s %s >\"%s\" 2>\"%s\"",
+             VLLMC_BIN, model, served, tmpl, extra ? extra : "", s->out, s->err);
     fprintf(stderr, "+ %s\n", cmd);
     fflush(stderr);
     pid_t pid = fork();
@@ -123,6 +128,11 @@ static inline bool srv_start(srv_proc *s, const char *name, const char *extra, i
     waitpid(pid, NULL, 0);
     s->pid = 0;
     return false;
+}
+
+/* Starts the server on the bundled stories260K (served as "stories", tests/server/stories260k_chat.jinja). */
+static inline bool srv_start(srv_proc *s, const char *name, const char *extra, int timeout_s) {
+    return srv_start_model(s, name, SRV_MODEL, "stories", SRV_TEMPLATE, extra, timeout_s);
 }
 
 /* SIGTERM and wait; the exit code (0 = graceful), or -1 when killed / not exiting in timeout_s. */

@@ -6,6 +6,8 @@
  * chunks: the concatenated argument fragments of each call must equal the non-streaming arguments, the
  * content must match, every fragment must be whole UTF-8, first deltas carry id + name. Random and
  * adversarial inputs must not crash (the suite runs under ASan + UBSan), and held-back text stays bounded.
+ * tool_choice "required" (tool_parser_required.c): pydantic's list[FunctionDefinition] rules, and the
+ * streamed calls against the whole-text ones at every cut.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -922,6 +924,144 @@ static void test_linear(void) {
     }
 }
 
+
+/* ------------------------------------------------------------------ */
+/* tool_choice "required" (tool_parser_required.c)                     */
+/* ------------------------------------------------------------------ */
+
+/* Streams text cut at cuts[0..ncuts) through a required stream. */
+static void run_required(const char *text, size_t len, const size_t *cuts, size_t ncuts, sres *r) {
+    memset(r, 0, sizeof *r);
+    toolp_required_stream *s;
+    if (toolp_required_stream_new(&s) != VLLM_OK) {
+        r->bad++;
+        return;
+    }
+    bool valid = utf8_ok(text, len);
+    size_t prev = 0;
+    toolp_delta d;
+    for (size_t i = 0; i <= ncuts; i++) {
+        size_t end = i < ncuts ? cuts[i] : len;
+        if (toolp_required_stream_push(s, text + prev, end - prev, &d) != VLLM_OK) r->bad++;
+        else collect(r, &d, valid);
+        for (size_t k = 0; k < d.num_calls; k++) r->bad += d.calls[k].id ? d.calls[k].name_null : !d.calls[k].name_null;
+        prev = end;
+    }
+    if (toolp_required_stream_finish(s, &d) != VLLM_OK) r->bad++;
+    else collect(r, &d, valid);
+    if (d.content || d.reasoning) r->bad++;
+    if (toolp_required_stream_num_calls(s) != r->ncalls) r->bad++;
+    if (toolp_required_stream_push(s, "x", 1, &d) == VLLM_OK) r->bad++; /* after finish */
+    toolp_required_stream_free(s);
+}
+
+/* The non-streaming calls (names, arguments; ncalls 0: none) and streaming agreement at every cut. */
+static void check_required(const char *label, const char *text, size_t ncalls, const char *const *names,
+                           const char *const *args, bool stream_agrees) {
+    size_t len = strlen(text);
+    toolp_result ns;
+    CHECK_OK(toolp_required_extract(text, len, &ns));
+    CHECK_MSG(ns.tools_called == (ncalls > 0) && ns.num_calls == ncalls && !ns.content, "%s: %zu calls want %zu", label,
+              ns.num_calls, ncalls);
+    for (size_t i = 0; i < ns.num_calls && i < ncalls; i++) {
+        CHECK_MSG(!strcmp(ns.calls[i].name, names[i]), "%s: call %zu name '%s'", label, i, ns.calls[i].name);
+        CHECK_MSG(eqn(ns.calls[i].arguments, ns.calls[i].arguments_len, args[i]), "%s: call %zu args\n  got  %s\n  want %s",
+                  label, i, ns.calls[i].arguments, args[i]);
+        CHECK_MSG(!strncmp(ns.calls[i].id, "chatcmpl-tool-", 14) && strlen(ns.calls[i].id) == 46, "%s: id %s", label,
+                  ns.calls[i].id);
+    }
+    if (stream_agrees) {
+        sres r;
+        int fails = 0;
+        char what[160];
+        for (size_t k = 0; k <= len && fails < 3; k++) {
+            run_required(text, len, &k, 1, &r);
+            snprintf(what, sizeof what, "%s cut %zu", label, k);
+            if (!agrees(&r, &ns, false, what)) fails++;
+            sres_free(&r);
+        }
+        size_t *cuts = malloc((len + 1) * sizeof *cuts);
+        for (size_t i = 0; i + 1 < len; i++) cuts[i] = i + 1;
+        run_required(text, len, cuts, len ? len - 1 : 0, &r);
+        snprintf(what, sizeof what, "%s byte by byte", label);
+        if (!agrees(&r, &ns, false, what)) fails++;
+        sres_free(&r);
+        free(cuts);
+        CHECK_MSG(fails == 0, "%s: streaming disagrees with the non-streaming result", label);
+    }
+    toolp_result_clear(&ns);
+}
+
+static void test_required(void) {
+    const char *n2[] = {"get", "f"};
+    const char *a2[] = {"{\"city\": \"Z\xc3\xbcrich\", \"n\": 1.5, \"l\": [1, {\"x\": \"}]\\\"\"}]}", "null"};
+    check_required("two calls",
+                   "[{\"name\": \"get\", \"parameters\": {\"city\": \"Z\\u00fcrich\", \"n\": 1.50, \"l\": [1, {\"x\": "
+                   "\"}]\\\"\"}]}}, {\"name\":\"f\",\"parameters\":null}]",
+                   2, n2, a2, true);
+    const char *nf[] = {"f"}, *aa[] = {"{\"a\": 1}"}, *ae[] = {"{}"};
+    check_required("blanks", " [ { \"name\" : \"f\" , \"parameters\" : { \"a\" : 1 } } ] ", 1, nf, aa, true);
+    check_required("parameters first", "[{\"parameters\": {\"a\": 1}, \"name\": \"f\"}]", 1, nf, aa, true);
+    check_required("description", "[{\"name\": \"f\", \"description\": \"d\", \"parameters\": {}}]", 1, nf, ae, true);
+    check_required("no parameters", "[{\"name\": \"f\"}]", 1, nf, (const char *[]){"null"}, false);
+    const char *nc[] = {"caf\xc3\xa9"}, *ac[] = {"{\"\xe2\x82\xac\": \"\xf0\x9f\x98\x80\"}"};
+    check_required("unicode", "[{\"name\": \"caf\\u00e9\", \"parameters\": {\"\xe2\x82\xac\": \"\\ud83d\\ude00\"}}]", 1, nc,
+                   ac, true);
+    check_required("empty list", "[]", 0, NULL, NULL, true);
+    check_required("not a list", "{\"name\": \"f\", \"parameters\": {}}", 0, NULL, NULL, true);
+    check_required("name not a string", "[{\"name\": 5, \"parameters\": {}}]", 0, NULL, NULL, true);
+    check_required("bad name escape", "[{\"name\": \"\\x\", \"parameters\": {}}]", 0, NULL, NULL, true);
+    /* what pydantic refuses but the stream had announced (vLLM streams these too) */
+    check_required("parameters a list", "[{\"name\": \"f\", \"parameters\": [1]}]", 0, NULL, NULL, false);
+    check_required("cut short", "[{\"name\": \"f\", \"parameters\": {\"a\": 1", 0, NULL, NULL, false);
+    check_required("description a number", "[{\"name\": \"f\", \"description\": 1, \"parameters\": {}}]", 0, NULL,
+                   NULL, false);
+    /* a number the text stops in is ended by finish */
+    sres r;
+    const char *num = "[{\"name\": \"f\", \"parameters\": 12";
+    run_required(num, strlen(num), NULL, 0, &r);
+    CHECK(r.bad == 0 && r.ncalls == 1 && eqn(r.calls[0].args.data, r.calls[0].args.len, "12"));
+    sres_free(&r);
+    /* random fragments: no crash, well-formed deltas; a long reply byte by byte stays fast */
+    static const char *const frags[] = {"[", "]", "{", "}", "\"name\"", "\"parameters\"", ": ", ", ", "\"f\"", "\"\\",
+                                        "1.5", " ", "\"x\\\"}\"", "null", "\xc3", "\xa9", "[{\"name\": \"g\", "};
+    int bad = 0;
+    for (int t = 0; t < 500; t++) {
+        tp_buf txt = {0};
+        int np = 1 + (int)(rnd() % 40);
+        if (t % 2) tp_puts(&txt, "[{\"name\": \"f\", \"parameters\": ");
+        for (int i = 0; i < np; i++) tp_puts(&txt, frags[rnd() % (sizeof frags / sizeof *frags)]);
+        toolp_result ns;
+        if (toolp_required_extract(txt.data, txt.len, &ns) != VLLM_OK) bad++;
+        toolp_result_clear(&ns);
+        size_t cuts[64], n = 0, pos = 0;
+        while (n < 64 && (pos += 1 + rnd() % 9) < txt.len) cuts[n++] = pos;
+        run_required(txt.data, txt.len, cuts, n, &r);
+        bad += r.bad != 0;
+        sres_free(&r);
+        tp_buf_free(&txt);
+    }
+    CHECK_MSG(bad == 0, "required: %d random inputs broke the delta shape", bad);
+    tp_buf big = {0};
+    tp_putc(&big, '[');
+    while (big.len < 200000) tp_puts(&big, "{\"name\": \"f\", \"parameters\": {\"a\": [1, \"x\"]}}, ");
+    tp_puts(&big, "{\"name\": \"f\", \"parameters\": {}}]");
+    toolp_required_stream *rs;
+    CHECK_OK(toolp_required_stream_new(&rs));
+    clock_t t0 = clock();
+    toolp_delta d;
+    for (size_t i = 0; i < big.len; i++) toolp_required_stream_push(rs, big.data + i, 1, &d);
+    CHECK_OK(toolp_required_stream_finish(rs, &d));
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK_MSG(secs < 10, "required: %.1f s for 200 KB byte by byte", secs);
+    toolp_result ns;
+    CHECK_OK(toolp_required_extract(big.data, big.len, &ns));
+    CHECK(toolp_required_stream_num_calls(rs) == ns.num_calls && ns.num_calls > 4000);
+    toolp_result_clear(&ns);
+    toolp_required_stream_free(rs);
+    tp_buf_free(&big);
+}
+
 int main(void) {
     test_json();
     test_registry();
@@ -933,5 +1073,6 @@ int main(void) {
     test_openai();
     test_robustness();
     test_linear();
+    test_required();
     TEST_END();
 }

@@ -751,8 +751,12 @@ static void test_strings(void) {
     lang("{'type': 'string', 'pattern': 'a\\'b'}", &WS, L("'a\\'b'"), L("'a'b'"));
     lang("{'type': 'string', 'format': 'date'}", &WS, L("'2024-01-31'", "'0000-12-01'"),
          L("'2024-13-01'", "'2024-01-32'", "'24-01-01'"));
-    lang("{'type': 'string', 'format': 'date-time'}", &WS, L("'2024-01-31T12:30:60Z'", "'2024-01-31T23:59:59.5+01:00'"),
-         L("'2024-01-31T12:60:00Z'", "'2024-01-31T12:30:00'"));
+    /* an always-valid subset of RFC 3339: no leap second (:60), days per month, February to the 28th */
+    lang("{'type': 'string', 'format': 'date-time'}", &WS, L("'2024-01-31T12:30:59Z'", "'2024-01-31T23:59:59.5+01:00'"),
+         L("'2024-01-31T12:60:00Z'", "'2024-01-31T12:30:00'", "'2024-01-31T12:30:60Z'", "'2024-04-31T12:30:00Z'",
+           "'2024-02-30T12:30:00Z'"));
+    lang("{'type': 'string', 'format': 'ipv4'}", &WS, L("'192.168.0.1'", "'0.0.0.0'", "'255.255.255.255'"),
+         L("'018.0.0.1'", "'00.1.2.3'", "'256.1.1.1'"));
     lang("{'type': 'string', 'format': 'email'}", &WS,
          L("'a.b@example.com'", "'\\'john..doe\\'@example.org'", "'\\' \\'@example.org'", "'user+tag@x'"),
          L("'a@b@c'", "'abc.example.com'", "'a'b@example.com'"));

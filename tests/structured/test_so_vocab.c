@@ -44,7 +44,9 @@ static void check_vocab(const tokenizer *tok, int pad, int32_t stop, int *n_dup)
         size_t len = 9;
         const uint8_t *b = so_vocab_bytes(v, id, &len);
         CHECK(b != NULL);
-        CHECK(so_vocab_is_special(v, id) == (len == 0));
+        /* special: no bytes, or a special token of the tokenizer (its text would leave the reply) */
+        CHECK(so_vocab_is_special(v, id) ==
+              (!so_vocab_is_stop(v, id) && (len == 0 || (id < nt && tok_is_special(tok, id)))));
         if (id >= nt) CHECK_MSG(so_vocab_is_special(v, id) && len == 0, "padding id %d not special", (int)id);
         if (id < nt && len) {
             uint8_t buf[256];

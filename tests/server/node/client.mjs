@@ -1,7 +1,8 @@
 // client.mjs: `vllmc serve` through the official OpenAI JavaScript client (openai, pinned in
 // package.json): completions and chat, streamed and not, n=2, logprobs (completions
 // logprobs=3; chat logprobs + top_logprobs), stop strings, stream_options.include_usage
-// counts against /tokenize, /v1/models, seed reproducibility, and API keys on a second
+// counts against /tokenize, /v1/models, seed reproducibility, tool_choice "required" and named
+// tools (tool_calls, streamed through the client's stream helper), and API keys on a second
 // server started with --api-key.
 //   node client.mjs http://HOST:PORT [http://HOST:PORT2 KEY]
 // Semantics checked follow OpenAI's API reference and vLLM's serving_completion.py /
@@ -274,6 +275,40 @@ await part('raw stream framing', async () => {
   check(/text\/event-stream/.test(s.contentType), 'Content-Type text/event-stream', s.contentType);
   check(s.problems.length === 0, 'well-formed SSE', s.problems);
   check(s.events[s.events.length - 1] === '[DONE]', 'data: [DONE] last', s.events.slice(-2));
+});
+
+await part('tool calls', async () => {
+  // tool_choice "required" and a named tool: the grammar forces the JSON, so even stories260K gives valid calls;
+  // the client's stream helper rebuilds the streamed calls (first delta: id, type, name; then argument fragments)
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { unit: { enum: ['c', 'f'] } }, required: ['unit'], additionalProperties: false } } },
+    { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { enum: ['utc', 'local'] } }, required: ['zone'], additionalProperties: false } } },
+  ];
+  // no blanks, and stories260K's comma tokens (432, 47) biased away so the array closes after one element
+  const params = { model: MODEL, messages: [{ role: 'user', content: 'What now?' }], max_tokens: 120, seed: 7, tools,
+    structured_outputs: { disable_any_whitespace: true }, logit_bias: { 432: -100, 47: -100 } };
+  const cases = [['required', 'required', 'tool_calls'], ['named', { type: 'function', function: { name: 'get_weather' } }, 'stop']];
+  for (const [what, tool_choice, finish] of cases) {
+    const r = await client.chat.completions.create({ ...params, tool_choice });
+    const c = r.choices[0];
+    const calls = c.message.tool_calls || [];
+    check(c.finish_reason === finish, `${what}: finish_reason ${finish}`, c);
+    check(c.message.content === '' && calls.length >= 1, `${what}: content "" and tool_calls`, c.message);
+    for (const tc of calls) {
+      check(/^chatcmpl-tool-[0-9a-f]{32}$/.test(tc.id) && tc.type === 'function', `${what}: call id and type`, tc);
+      let args = null;
+      try { args = JSON.parse(tc.function.arguments); } catch (e) { args = null; }
+      const ok = tc.function.name === 'get_weather' ? args && ['c', 'f'].includes(args.unit) : args && ['utc', 'local'].includes(args.zone);
+      check(ok && (what === 'required' || tc.function.name === 'get_weather'), `${what}: arguments fit the tool`, tc);
+    }
+    const stream = client.chat.completions.stream({ ...params, tool_choice });
+    const final = await stream.finalChatCompletion();
+    const fc = final.choices[0];
+    const key = (tcs) => (tcs || []).map((t) => `${t.function.name}(${t.function.arguments})`).join(';');
+    check(fc.finish_reason === finish, `${what} streamed: finish_reason ${finish}`, fc);
+    check(key(fc.message.tool_calls) === key(calls), `${what}: streamed calls = non-streamed (same seed)`, { s: fc.message.tool_calls, r: calls });
+    check((fc.message.tool_calls || []).every((t) => /^chatcmpl-tool-[0-9a-f]{32}$/.test(t.id)), `${what} streamed: ids`, fc.message);
+  }
 });
 
 if (keyedBase && apiKey) {

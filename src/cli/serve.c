@@ -82,6 +82,8 @@ static void usage(FILE *f) {
             "                              deepseek_v3, granite, openai_gptoss\n"
             "  (tool_choice \"required\" and named tools, response_format json_object / json_schema and\n"
             "   structured_outputs json / regex / choice / grammar are forced by the grammar engine)\n"
+            "  --responses-store-bytes N   /v1/responses kept for previous_response_id and GET (least recently\n"
+            "                              used dropped past N bytes; default 64 MiB, 0 = none stored)\n"
             "engine:\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching (default on)\n"
@@ -343,6 +345,7 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--shutdown-timeout")) { INT_ARG(0, 86400, shutdown_timeout);
         } else if (!strcmp(a, "--enable-auto-tool-choice")) { so.enable_auto_tool_choice = true;
         } else if (!strcmp(a, "--tool-call-parser")) { CLI_NEED_VALUE(CMD); so.tool_call_parser = argv[++i];
+        } else if (!strcmp(a, "--responses-store-bytes")) { INT_ARG(0, 1LL << 40, v); so.responses_store_bytes = (size_t)v;
         } else if (!strcmp(a, "--reasoning-parser")) { CLI_NEED_VALUE(CMD); so.reasoning_parser = argv[++i];
         } else {
             fprintf(stderr, CMD ": unknown option '%s' (vllmc serve --help)\n", a);

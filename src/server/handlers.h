@@ -75,6 +75,11 @@ typedef enum route_id {
     ROUTE_COMPLETIONS,
     ROUTE_CHAT,
     ROUTE_EMBEDDINGS,
+    ROUTE_RESPONSES,             /* POST /v1/responses */
+    ROUTE_RESPONSE_ITEM,         /* GET / DELETE /v1/responses/{id} */
+    ROUTE_RESPONSE_CANCEL,       /* POST /v1/responses/{id}/cancel */
+    ROUTE_MESSAGES,              /* POST /v1/messages */
+    ROUTE_COUNT_TOKENS,          /* POST /v1/messages/count_tokens */
 } route_id;
 
 /* One HTTP request (MHD's *con_cls), from its headers to the request-completed callback. */
@@ -98,6 +103,7 @@ typedef struct http_request {
     bool answered_raw;           /* an error was written on the socket mid-body (413): drain, then close */
     int status;                  /* the status replied (for the access log) */
     char method[12];             /* for the access log (truncated) */
+    char item_id[128];           /* ROUTE_RESPONSE_ITEM / _CANCEL: the {id} of the path */
     char path[96];
 } http_request;
 
@@ -138,7 +144,13 @@ enum MHD_Result handle_models(http_request *r);
 enum MHD_Result handle_tokenize(http_request *r);
 enum MHD_Result handle_detokenize(http_request *r);
 /* POST /v1/completions and /v1/chat/completions (handlers_generate.c). */
-enum MHD_Result handle_generate(http_request *r, oai_kind kind);
+enum MHD_Result handle_generate(http_request *r, oai_kind kind, oai_api api);
+/* GET / DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel (handlers_responses.c) */
+enum MHD_Result handle_response_item(http_request *r);
+enum MHD_Result handle_response_cancel(http_request *r);
+enum MHD_Result handle_count_tokens(http_request *r);
+/* An error in the shape of the API the route belongs to (Anthropic's for /v1/messages*). */
+enum MHD_Result reply_error_api(http_request *r, const oai_error *err, oai_api api);
 
 /* POST /v1/embeddings (handlers_embed.c), on a pooling engine. */
 enum MHD_Result handle_embeddings(http_request *r);

@@ -26,13 +26,18 @@
 
 bool route_wrong_runner(const http_request *r) {
     bool pooling = r->srv->info.runner == VLLM_RUNNER_POOLING;
-    return pooling ? r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT : r->route == ROUTE_EMBEDDINGS;
+    bool generate = r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT || r->route == ROUTE_RESPONSES ||
+                    r->route == ROUTE_MESSAGES;
+    return pooling ? generate : r->route == ROUTE_EMBEDDINGS;
 }
 
 enum MHD_Result handle_wrong_runner(http_request *r) {
     oai_error err;
-    const char *api = r->route == ROUTE_EMBEDDINGS ? "Embeddings" : r->route == ROUTE_CHAT ? "Chat Completions"
-                                                                                            : "Completions";
+    const char *api = r->route == ROUTE_EMBEDDINGS    ? "Embeddings"
+                      : r->route == ROUTE_CHAT        ? "Chat Completions"
+                      : r->route == ROUTE_RESPONSES   ? "Responses"
+                      : r->route == ROUTE_MESSAGES    ? "Messages"
+                                                      : "Completions";
     oai_error_set(&err, MHD_HTTP_BAD_REQUEST, NULL, "The model does not support %s API", api);
     return reply_error(r, &err);
 }

@@ -15,6 +15,7 @@
  * engine request when the client disconnects (serving_engine.py,
  * merge_async_iterators / iterate_with_cancellation).
  */
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "server/handlers.h"
+#include "server/responses_store.h"
 
 #define WAIT_MS 100             /* longest wait on a stream before looking at the client / shutdown */
 #define CHECK_EVERY 0.1         /* seconds between client / shutdown checks while chunks flow */
@@ -173,6 +175,17 @@ static bool job_client_alive(gen_job *j) {
     return !client_gone(j->fd, &j->eof);
 }
 
+/* Responses with store: the finished response and its conversation, for previous_response_id and GET. */
+static void job_store(gen_job *j) {
+    const oai_request *q = j->req;
+    const char *obj = oai_response_api_object(j->res);
+    if (q->api != OAI_API_RESPONSES || !q->api_store || !obj) return;
+    char *msgs = q->api_messages ? json_dumps(q->api_messages, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (responses_store_put(j->srv->ctx.responses_store, oai_response_id(j->res), obj, msgs) != VLLM_OK)
+        LOG_W("%s: not stored (out of memory)", oai_response_id(j->res));
+    free(msgs);
+}
+
 /* ---- non-streaming: collect, then one JSON body ---- */
 
 static enum MHD_Result collect_and_reply(http_request *r, gen_job *j) {
@@ -197,10 +210,12 @@ static enum MHD_Result collect_and_reply(http_request *r, gen_job *j) {
     char *body = NULL;
     size_t len = 0;
     if (st == VLLM_OK) st = oai_response_body(j->res, &body, &len, &err);
+    if (st == VLLM_OK) job_store(j);
+    oai_api api = j->req->api;
     job_free(j);
     if (st != VLLM_OK) {
         if (err.status == 0) oai_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "%s", vllm_last_error());
-        return reply_error(r, &err);
+        return reply_error_api(r, &err, api);
     }
     return reply_body(r, MHD_HTTP_OK, "application/json", body, len);
 }
@@ -240,12 +255,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         vllm_status st = j->failed ? VLLM_ERR_NOT_FOUND : job_next(j, &c, &p, WAIT_MS);
         if (st == VLLM_ERR_NOT_FOUND) {
             /* every stream ended (or an error was sent): usage chunk and [DONE] */
-            if (j->failed) {
+            if (j->failed && j->req->api == OAI_API_OPENAI) {
                 sse = strdup("data: [DONE]\n\n");
                 len = sse ? strlen(sse) : 0;
                 st = sse ? VLLM_OK : VLLM_ERR_NO_MEMORY;
             } else {
-                st = oai_response_stream_end(j->res, &sse, &len);
+                st = oai_response_stream_end(j->res, &sse, &len); /* Responses / Messages: nothing after an error */
+                if (st == VLLM_OK && !j->failed) job_store(j);
             }
             if (st != VLLM_OK) return MHD_CONTENT_READER_END_WITH_ERROR;
             job_set_out(j, sse, len);
@@ -283,17 +299,19 @@ static const char *engine_message(const char *msg, const char *engine_id) {
     return msg;
 }
 
-enum MHD_Result handle_generate(http_request *r, oai_kind kind) {
+enum MHD_Result handle_generate(http_request *r, oai_kind kind, oai_api api) {
     server *s = r->srv;
     oai_error err = {0};
-    if (!server_acquire_slot(s, &err)) return reply_error(r, &err);
+    if (!server_acquire_slot(s, &err)) return reply_error_api(r, &err, api);
     oai_request *req = NULL;
-    vllm_status st = kind == OAI_KIND_CHAT ? oai_parse_chat(&s->ctx, r->body, r->body_len, &req, &err)
-                                           : oai_parse_completion(&s->ctx, r->body, r->body_len, &req, &err);
+    vllm_status st = api == OAI_API_RESPONSES   ? oai_parse_responses(&s->ctx, r->body, r->body_len, &req, &err)
+                     : api == OAI_API_ANTHROPIC ? oai_parse_messages(&s->ctx, r->body, r->body_len, &req, &err)
+                     : kind == OAI_KIND_CHAT    ? oai_parse_chat(&s->ctx, r->body, r->body_len, &req, &err)
+                                                : oai_parse_completion(&s->ctx, r->body, r->body_len, &req, &err);
     if (st != VLLM_OK) {
         server_release_slot(s);
         if (err.status == 0) oai_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "%s", vllm_last_error());
-        return reply_error(r, &err);
+        return reply_error_api(r, &err, api);
     }
     gen_job *j = job_new(s, req, r);
     if (!j) {
@@ -316,7 +334,7 @@ enum MHD_Result handle_generate(http_request *r, oai_kind kind) {
             oai_error_from_status(&err, st, engine_message(vllm_last_error(), id));
             free(id);
             job_free(j); /* aborts the prompts already added */
-            return reply_error(r, &err);
+            return reply_error_api(r, &err, api);
         }
         free(id);
     }

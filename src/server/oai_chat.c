@@ -67,7 +67,7 @@ static vllm_status content_text(const json_t *content, const char *role, size_t 
             if (!t && json_is_string(json_object_get(part, "text"))) t = "text"; /* vLLM infers the type */
             if (!t) return BAD(param, "%s[%zu]: a content part needs a string \"type\"", param, pi);
             const char *key = NULL;
-            if (!strcmp(t, "text") || !strcmp(t, "input_text")) key = "text";
+            if (!strcmp(t, "text") || !strcmp(t, "input_text") || !strcmp(t, "output_text")) key = "text";
             else if (!strcmp(t, "refusal")) key = "refusal";
             else if (in_list(t, media_parts, sizeof media_parts / sizeof media_parts[0]))
                 return BAD(param, "%s[%zu]: content parts of type '%s' are not supported: this server serves a "

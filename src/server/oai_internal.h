@@ -94,6 +94,11 @@ vllm_status oai_get_string(const json_t *obj, const char *key, const char **out,
 /* Parses a request body: must be a JSON object (400 otherwise). */
 vllm_status oai_parse_body(const char *body, size_t len, json_t **root, oai_error *err);
 
+/* oai_request.c: a chat request from a chat body in JSON (the Responses and Messages bodies are translated into
+ * one), answered in api's format. */
+vllm_status oai_parse_chat_body(const oai_server_ctx *ctx, const json_t *chat, oai_api api, oai_request **out,
+                                oai_error *err);
+
 /* ------------------------------------------------------------------ */
 /* Structured outputs (oai_structured.c)                               */
 /* ------------------------------------------------------------------ */

@@ -126,6 +126,9 @@ typedef struct oai_server_ctx {
     bool enable_auto_tool_choice;
     const char *tool_call_parser;
     const char *reasoning_parser;
+    /* The Responses API's store (store: true, previous_response_id); NULL: nothing is stored and a
+     * previous_response_id is a 404 (vLLM without VLLM_ENABLE_RESPONSES_API_STORE). */
+    struct responses_store *responses_store;
 } oai_server_ctx;
 
 /* max_response_entries' default: 2^20 entries. Building a non-streamed reply
@@ -148,6 +151,14 @@ typedef enum oai_kind {
     OAI_KIND_COMPLETION = 0,  /* POST /v1/completions */
     OAI_KIND_CHAT = 1,        /* POST /v1/chat/completions */
 } oai_kind;
+
+/* Which API a request came in through: the reply's format. Responses and Messages requests are translated
+ * into a chat request (kind OAI_KIND_CHAT) and answered in their own formats. */
+typedef enum oai_api {
+    OAI_API_OPENAI = 0,   /* /v1/completions, /v1/chat/completions */
+    OAI_API_RESPONSES,    /* /v1/responses (OpenAI Responses API) */
+    OAI_API_ANTHROPIC,    /* /v1/messages (Anthropic Messages API) */
+} oai_api;
 
 /* chat tool_choice (vLLM): none, auto (a tool parser finds calls in the text), required (one or more calls, forced
  * as a JSON array of {"name", "parameters"}), named (the output is the named tool's arguments) */
@@ -223,6 +234,12 @@ typedef struct oai_request {
     char *chat_template_kwargs;
     bool include_reasoning;
     bool parallel_tool_calls;
+    /* Responses / Messages: the body as sent (echoed in the reply), the chat messages it became (kept by the
+     * Responses store for previous_response_id), and whether the reply is to be stored */
+    oai_api api;
+    struct json_t *api_body;
+    struct json_t *api_messages;
+    bool api_store;
 } oai_request;
 
 /* Parses and validates a /v1/completions body (len bytes, need not be
@@ -243,6 +260,25 @@ vllm_status oai_parse_completion(const oai_server_ctx *ctx, const char *body, si
 vllm_status oai_parse_chat(const oai_server_ctx *ctx, const char *body, size_t len, oai_request **out,
                            oai_error *err);
 void oai_request_free(oai_request *r);
+
+/* POST /v1/responses: the body's input items, instructions, previous_response_id (looked up in ctx's
+ * responses store: unknown -> 404), tools, tool_choice, text.format, reasoning and sampling fields become a chat
+ * request (vLLM's responses/protocol.py + utils.py construct_input_messages), parsed as oai_parse_chat. The
+ * reply is a Responses object (oai_response_*). */
+vllm_status oai_parse_responses(const oai_server_ctx *ctx, const char *body, size_t len, oai_request **out,
+                                oai_error *err);
+/* POST /v1/messages: an Anthropic Messages body (system, messages with text / tool_use / tool_result / thinking
+ * blocks, tools, tool_choice, stop_sequences, max_tokens required) as a chat request (vLLM's anthropic/
+ * serving.py _convert_anthropic_to_openai_request). */
+vllm_status oai_parse_messages(const oai_server_ctx *ctx, const char *body, size_t len, oai_request **out,
+                               oai_error *err);
+/* POST /v1/messages/count_tokens: {"input_tokens": N} (malloc'd), the prompt rendered as for /v1/messages. */
+vllm_status oai_count_tokens_request(const oai_server_ctx *ctx, const char *body, size_t len, char **resp,
+                                     oai_error *err);
+/* An error in Anthropic's shape: {"type":"error","error":{"type":"invalid_request_error" | "not_found_error" |
+ * "authentication_error" | "permission_error" | "request_too_large" | "rate_limit_error" | "api_error" |
+ * "overloaded_error", "message"}} (malloc'd). */
+char *oai_error_anthropic_json(const oai_error *e);
 
 /* max_tokenize_bytes' default: 1 MiB of text, a few hundred thousand tokens
  * (more than any context window); tokenizing it takes 0.1 to 1 CPU-second
@@ -297,6 +333,9 @@ void oai_response_free(oai_response *r);
 /* The response id ("cmpl-..." / "chatcmpl-..."): what the client sees, its
  * request_id echoed unchanged when it sent one. */
 const char *oai_response_id(const oai_response *r);
+/* Responses: the final response object's JSON once the body was built or the stream ended (for the store);
+ * NULL before, and for other APIs. Owned by r. */
+const char *oai_response_api_object(const oai_response *r);
 /* The engine request id of prompt prompt_index: "<response id>-<prompt
  * index>-<serial>", the serial unique in the process (vLLM also appends its
  * own part), so requests that share a request_id never share an engine id.

@@ -75,6 +75,8 @@ void oai_request_free(oai_request *r) {
     free(r->tool_name);
     free(r->tools_json);
     free(r->chat_template_kwargs);
+    json_decref(r->api_body);
+    json_decref(r->api_messages);
     free(r);
 }
 
@@ -779,6 +781,24 @@ static vllm_status parse_chat(const oai_server_ctx *ctx, const json_t *body, oai
 /* Entry points                                                        */
 /* ------------------------------------------------------------------ */
 
+static vllm_status parse_root(const oai_server_ctx *ctx, oai_kind kind, oai_api api, json_t *root, oai_request **out,
+                              oai_error *err) {
+    oai_request *r = calloc(1, sizeof *r);
+    if (!r) return NOMEM();
+    r->kind = kind;
+    r->api = api;
+    r->n = 1;
+    r->logprobs = -1;
+    r->prompt_logprobs = -1;
+    vllm_status st = kind == OAI_KIND_COMPLETION ? parse_completion(ctx, root, r, err) : parse_chat(ctx, root, r, err);
+    if (st != VLLM_OK) {
+        oai_request_free(r);
+        return st;
+    }
+    *out = r;
+    return VLLM_OK;
+}
+
 static vllm_status parse(const oai_server_ctx *ctx, oai_kind kind, const char *body, size_t len, oai_request **out,
                          oai_error *err) {
     *out = NULL;
@@ -788,27 +808,15 @@ static vllm_status parse(const oai_server_ctx *ctx, oai_kind kind, const char *b
     json_t *root;
     vllm_status st = oai_parse_body(body, len, &root, err);
     if (st != VLLM_OK) return st;
-    oai_request *r = calloc(1, sizeof *r);
-    if (!r) {
-        json_decref(root);
-        return NOMEM();
-    }
-    r->kind = kind;
-    r->n = 1;
-    r->logprobs = -1;
-    r->prompt_logprobs = -1;
-    if (kind == OAI_KIND_COMPLETION) {
-        st = parse_completion(ctx, root, r, err);
-    } else {
-        st = parse_chat(ctx, root, r, err);
-    }
+    st = parse_root(ctx, kind, OAI_API_OPENAI, root, out, err);
     json_decref(root);
-    if (st != VLLM_OK) {
-        oai_request_free(r);
-        return st;
-    }
-    *out = r;
-    return VLLM_OK;
+    return st;
+}
+
+vllm_status oai_parse_chat_body(const oai_server_ctx *ctx, const json_t *chat, oai_api api, oai_request **out,
+                                oai_error *err) {
+    *out = NULL;
+    return parse_root(ctx, OAI_KIND_CHAT, api, (json_t *)chat, out, err);
 }
 
 vllm_status oai_parse_completion(const oai_server_ctx *ctx, const char *body, size_t len, oai_request **out,

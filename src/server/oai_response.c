@@ -32,57 +32,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/oai_internal.h"
+#include "server/oai_response_internal.h"
 
-#define NOMEM() (oai_error_set(&r->err, 500, NULL, "out of memory"), VLLM_ERR_NO_MEMORY)
-
-/* One choice (one sample of one prompt). */
-typedef struct choice {
-    /* non-streaming: everything generated */
-    oai_buf text;
-    int32_t *ids;
-    float *lps;
-    int32_t *top_ids; /* (num_tokens, k) */
-    float *top_lps;
-    int k;
-    size_t cap;
-    /* both */
-    size_t num_tokens;  /* tokens generated so far (vLLM previous_num_tokens) */
-    size_t text_chars;  /* characters sent so far (vLLM previous_text_lens) */
-    bool echoed;        /* the prompt (completions) or last message (chat) was sent */
-    bool finished;
-    vllm_finish_reason finish;
-    char *stop_reason;
-    oai_delta_parser *dp; /* streaming with reasoning / tool parsing (oai_reply_parse.c), made at the first chunk */
-} choice;
-
-/* Per prompt: usage and the prompt logprobs, which arrive once with sample 0. */
-typedef struct prompt_state {
-    size_t cached_tokens;
-    bool have_cached;
-    float *plp;        /* (num_prompt_tokens) */
-    int32_t *ptop_ids; /* (num_prompt_tokens, pk) */
-    float *ptop;
-    int pk;
-} prompt_state;
-
-struct oai_response {
-    const oai_server_ctx *ctx;
-    const oai_request *req;
-    char *id;
-    uint64_t serial;   /* server-unique: the engine ids' suffix */
-    size_t body_bytes; /* about what the last non-streamed body's JSON tree held (freed) */
-    long long created;
-    const char *model;
-    choice *choices;
-    size_t num_choices;
-    prompt_state *prompts;
-    bool started; /* chat: the role chunks were sent */
-    bool failed;  /* an engine error was recorded */
-    oai_error err;
-    oai_parsers *parsers; /* chat: reasoning / tool-call parsing of the reply, NULL when the text is the content */
-    bool hide_metadata;   /* include_reasoning false with a parser: no logprobs (vLLM's suppress_metadata) */
-};
 
 /* ------------------------------------------------------------------ */
 /* Create / free                                                       */
@@ -100,7 +51,10 @@ vllm_status oai_response_create(const oai_server_ctx *ctx, const oai_request *re
     r->choices = calloc(r->num_choices, sizeof *r->choices);
     r->prompts = calloc(req->num_prompts, sizeof *r->prompts);
     r->model = ctx->num_served_model_names && ctx->served_model_names[0] ? ctx->served_model_names[0] : "";
-    const char *prefix = req->kind == OAI_KIND_CHAT ? "chatcmpl-" : "cmpl-";
+    const char *prefix = req->api == OAI_API_RESPONSES ? "resp_"
+                         : req->api == OAI_API_ANTHROPIC ? "msg_"
+                         : req->kind == OAI_KIND_CHAT    ? "chatcmpl-"
+                                                         : "cmpl-";
     char hex[33];
     const char *base = opt && opt->id ? NULL : req->request_id;
     if (!base && !(opt && opt->id)) oai_random_hex(hex, 32), base = hex;
@@ -146,12 +100,26 @@ void oai_response_free(oai_response *r) {
     free(r->choices);
     free(r->prompts);
     free(r->id);
+    oai_buf_free(&r->api.text);
+    free(r->api.call_id), free(r->api.name);
+    json_decref(r->api.items);
+    free(r->api_object);
     oai_parsers_free(r->parsers);
     free(r);
     oai_release_memory(bytes);
 }
 
 const char *oai_response_id(const oai_response *r) { return r ? r->id : NULL; }
+
+const char *oai_response_api_object(const oai_response *r) { return r ? r->api_object : NULL; }
+
+void oai_prompt_usage(const oai_response *r, size_t *prompt_tokens, size_t *cached) {
+    *prompt_tokens = 0, *cached = 0;
+    for (size_t i = 0; i < r->req->num_prompts; i++) {
+        *prompt_tokens += r->req->prompts[i].prompt.num_token_ids;
+        if (r->prompts[i].have_cached) *cached += r->prompts[i].cached_tokens;
+    }
+}
 
 char *oai_response_engine_id(const oai_response *r, size_t prompt_index) {
     if (!r) return NULL;
@@ -167,20 +135,20 @@ char *oai_response_engine_id(const oai_response *r, size_t prompt_index) {
 /* Chunk intake                                                        */
 /* ------------------------------------------------------------------ */
 
-static vllm_status engine_error(oai_response *r, const char *msg) {
+vllm_status oai_engine_error(oai_response *r, const char *msg) {
     r->failed = true;
     oai_error_set(&r->err, 500, NULL, "%s", msg && msg[0] ? msg : "the engine failed");
     return VLLM_OK;
 }
 
 /* The choice of a chunk, or NULL when the indices are out of range. */
-static choice *choice_of(oai_response *r, size_t prompt_index, const vllm_stream_chunk *c) {
+choice *oai_choice_of(oai_response *r, size_t prompt_index, const vllm_stream_chunk *c) {
     if (prompt_index >= r->req->num_prompts || c->index >= (size_t)r->req->n) return NULL;
     return &r->choices[prompt_index * (size_t)r->req->n + c->index];
 }
 
 /* Usage and prompt logprobs carried by any chunk of a prompt. */
-static vllm_status take_prompt_info(oai_response *r, size_t pi, const vllm_stream_chunk *c) {
+vllm_status oai_take_prompt_info(oai_response *r, size_t pi, const vllm_stream_chunk *c) {
     prompt_state *ps = &r->prompts[pi];
     if (c->cached_prompt_tokens > ps->cached_tokens || !ps->have_cached) ps->cached_tokens = c->cached_prompt_tokens;
     ps->have_cached = true;
@@ -203,7 +171,7 @@ static vllm_status take_prompt_info(oai_response *r, size_t pi, const vllm_strea
     return VLLM_OK;
 }
 
-static vllm_status record_finish(oai_response *r, choice *ch, const vllm_stream_chunk *c) {
+vllm_status oai_record_finish(oai_response *r, choice *ch, const vllm_stream_chunk *c) {
     if (c->finish_reason == VLLM_FINISH_NONE) return VLLM_OK;
     ch->finished = true;
     ch->finish = c->finish_reason;
@@ -215,10 +183,10 @@ static vllm_status record_finish(oai_response *r, choice *ch, const vllm_stream_
 
 vllm_status oai_response_add(oai_response *r, size_t prompt_index, const vllm_stream_chunk *c) {
     if (!r || !c) return VLLM_ERR_INVALID_ARG;
-    choice *ch = choice_of(r, prompt_index, c);
+    choice *ch = oai_choice_of(r, prompt_index, c);
     if (!ch) return VLLM_ERR_INVALID_ARG;
-    if (c->error) return engine_error(r, c->error);
-    vllm_status st = take_prompt_info(r, prompt_index, c);
+    if (c->error) return oai_engine_error(r, c->error);
+    vllm_status st = oai_take_prompt_info(r, prompt_index, c);
     if (st != VLLM_OK) return st;
     if (c->text) oai_buf_put(&ch->text, c->text, c->text_len);
     if (ch->text.oom) return NOMEM();
@@ -256,23 +224,12 @@ vllm_status oai_response_add(oai_response *r, size_t prompt_index, const vllm_st
         }
         ch->num_tokens += c->num_tokens;
     }
-    return record_finish(r, ch, c);
+    return oai_record_finish(r, ch, c);
 }
 
 /* ------------------------------------------------------------------ */
 /* Logprobs                                                            */
 /* ------------------------------------------------------------------ */
-
-/* What one position has: its token, logprob (none: the first prompt token)
- * and the top-k alternatives. */
-typedef struct lp_pos {
-    int32_t id;
-    bool none;
-    float lp;
-    const int32_t *top_ids;
-    const float *top_lps;
-    int k;
-} lp_pos;
 
 /* The token's text as vLLM shows it (decode([id]) or "token_id:<id>"). */
 static const char *tok_str(const oai_response *r, int32_t id, char buf[32], bool *decoded) {
@@ -352,7 +309,7 @@ oom:
 }
 
 /* Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}. */
-static json_t *chat_logprobs(const oai_response *r, const lp_pos *pos, size_t n, int num_top) {
+json_t *oai_chat_logprobs(const oai_response *r, const lp_pos *pos, size_t n, int num_top) {
     json_t *root = json_object(), *content = json_array();
     if (!root || !content) goto oom;
     json_object_set(root, "content", content);
@@ -524,7 +481,7 @@ static vllm_status sse_event(oai_buf *b, json_t *o) {
 /* ------------------------------------------------------------------ */
 
 /* pos for prefix positions (echo) + the choice's tokens. */
-static lp_pos *choice_positions(const oai_response *r, const choice *ch, size_t pi, bool with_prompt, bool with_output,
+lp_pos *oai_choice_positions(const oai_response *r, const choice *ch, size_t pi, bool with_prompt, bool with_output,
                                 size_t *n) {
     size_t np = with_prompt ? r->req->prompts[pi].prompt.num_token_ids : 0;
     size_t no = with_output ? ch->num_tokens : 0;
@@ -564,7 +521,7 @@ static json_t *completion_body(oai_response *r) {
         oai_buf_free(&text);
         if (q->logprobs >= 0) {
             size_t n;
-            lp_pos *pos = choice_positions(r, ch, pi, q->echo, !q->echo_only, &n);
+            lp_pos *pos = oai_choice_positions(r, ch, pi, q->echo, !q->echo_only, &n);
             if (!pos) goto oom;
             json_object_set_new(c, "logprobs", completion_logprobs(r, pos, n, 0));
             free(pos);
@@ -644,9 +601,9 @@ static json_t *chat_body(oai_response *r) {
         json_object_set_new(c, "message", msg);
         if (q->logprobs >= 0 && !r->hide_metadata) {
             size_t n;
-            lp_pos *pos = choice_positions(r, ch, 0, false, true, &n);
+            lp_pos *pos = oai_choice_positions(r, ch, 0, false, true, &n);
             if (!pos) goto oom;
-            json_object_set_new(c, "logprobs", chat_logprobs(r, pos, n, q->logprobs));
+            json_object_set_new(c, "logprobs", oai_chat_logprobs(r, pos, n, q->logprobs));
             free(pos);
         } else {
             json_object_set_new(c, "logprobs", json_null());
@@ -674,7 +631,10 @@ vllm_status oai_response_body(oai_response *r, char **body, size_t *len, oai_err
         if (err) *err = r->err;
         return VLLM_ERR_BACKEND;
     }
-    json_t *o = r->req->kind == OAI_KIND_CHAT ? chat_body(r) : completion_body(r);
+    json_t *o = r->req->api == OAI_API_RESPONSES   ? oai_responses_body(r)
+                : r->req->api == OAI_API_ANTHROPIC ? oai_anthropic_body(r)
+                : r->req->kind == OAI_KIND_CHAT    ? chat_body(r)
+                                                   : completion_body(r);
     size_t n = 0;
     char *s = o ? oai_json_dump(o, &n) : NULL;
     json_decref(o);
@@ -699,7 +659,7 @@ static json_t *stream_usage(const oai_response *r, size_t pi, const choice *ch) 
 }
 
 /* Positions of one chunk's tokens. */
-static lp_pos *chunk_positions(const vllm_stream_chunk *c, size_t *n) {
+lp_pos *oai_chunk_positions(const vllm_stream_chunk *c, size_t *n) {
     lp_pos *pos = malloc((c->num_tokens ? c->num_tokens : 1) * sizeof *pos);
     if (!pos) return NULL;
     int k = c->top_logprob_ids && c->top_logprobs && c->num_top_logprobs > 0 ? c->num_top_logprobs : 0;
@@ -732,7 +692,7 @@ static vllm_status stream_completion(oai_response *r, size_t pi, choice *ch, con
     json_t *logprobs = json_null();
     if (q->logprobs >= 0) {
         size_t np = echo_now ? q->prompts[pi].prompt.num_token_ids : 0, no = 0;
-        lp_pos *out = with_output ? chunk_positions(c, &no) : NULL;
+        lp_pos *out = with_output ? oai_chunk_positions(c, &no) : NULL;
         lp_pos *pos = malloc((np + no ? np + no : 1) * sizeof *pos);
         if (!pos || (with_output && !out)) {
             free(out), free(pos), oai_buf_free(&text);
@@ -746,7 +706,7 @@ static vllm_status stream_completion(oai_response *r, size_t pi, choice *ch, con
     if (echo_now) ch->echoed = true;
     ch->text_chars += oai_utf8_chars(text.data ? text.data : "", text.len);
     ch->num_tokens += c->num_tokens; /* counted even when not shown (echo_only), as vLLM */
-    vllm_status st = record_finish(r, ch, c);
+    vllm_status st = oai_record_finish(r, ch, c);
 
     json_t *choice_o = json_object(), *choices = json_array();
     if (choice_o) {
@@ -839,15 +799,15 @@ static vllm_status stream_chat(oai_response *r, choice *ch, const vllm_stream_ch
     json_t *logprobs = NULL;
     if (q->logprobs >= 0 && !r->hide_metadata) {
         size_t n;
-        lp_pos *pos = chunk_positions(c, &n);
+        lp_pos *pos = oai_chunk_positions(c, &n);
         if (!pos) return NOMEM();
-        logprobs = chat_logprobs(r, pos, n, q->logprobs);
+        logprobs = oai_chat_logprobs(r, pos, n, q->logprobs);
         free(pos);
         if (!logprobs) return NOMEM();
     }
     ch->num_tokens += c->num_tokens;
     ch->text_chars += oai_utf8_chars(c->text ? c->text : "", c->text_len);
-    if ((st = record_finish(r, ch, c)) != VLLM_OK) {
+    if ((st = oai_record_finish(r, ch, c)) != VLLM_OK) {
         json_decref(logprobs);
         return st;
     }
@@ -867,21 +827,30 @@ vllm_status oai_response_stream_chunk(oai_response *r, size_t prompt_index, cons
     *sse = NULL;
     if (len) *len = 0;
     if (!r || !c) return VLLM_ERR_INVALID_ARG;
-    choice *ch = choice_of(r, prompt_index, c);
+    choice *ch = oai_choice_of(r, prompt_index, c);
     if (!ch) return VLLM_ERR_INVALID_ARG;
     oai_buf b = {0};
     vllm_status st;
     if (c->error) {
         /* vLLM: a GenerationError becomes one error event; the caller sends [DONE] next */
-        engine_error(r, c->error);
+        oai_engine_error(r, c->error);
+        if (r->req->api != OAI_API_OPENAI) {
+            st = r->req->api == OAI_API_RESPONSES ? oai_responses_stream_error(r, &b) : oai_anthropic_stream_error(r, &b);
+            if (st == VLLM_OK && !(*sse = oai_buf_take(&b, len))) st = VLLM_ERR_NO_MEMORY;
+            if (st != VLLM_OK) oai_buf_free(&b);
+            return st;
+        }
         char *e = oai_error_sse(&r->err);
         if (!e) return VLLM_ERR_NO_MEMORY;
         *sse = e;
         if (len) *len = strlen(e);
         return VLLM_OK;
     }
-    if ((st = take_prompt_info(r, prompt_index, c)) != VLLM_OK) return st;
-    st = r->req->kind == OAI_KIND_CHAT ? stream_chat(r, ch, c, &b) : stream_completion(r, prompt_index, ch, c, &b);
+    if ((st = oai_take_prompt_info(r, prompt_index, c)) != VLLM_OK) return st;
+    st = r->req->api == OAI_API_RESPONSES   ? oai_responses_stream_chunk(r, ch, c, &b)
+         : r->req->api == OAI_API_ANTHROPIC ? oai_anthropic_stream_chunk(r, ch, c, &b)
+         : r->req->kind == OAI_KIND_CHAT    ? stream_chat(r, ch, c, &b)
+                                            : stream_completion(r, prompt_index, ch, c, &b);
     if (st != VLLM_OK) {
         oai_buf_free(&b);
         return st;
@@ -895,6 +864,14 @@ vllm_status oai_response_stream_end(oai_response *r, char **sse, size_t *len) {
     if (len) *len = 0;
     if (!r) return VLLM_ERR_INVALID_ARG;
     oai_buf b = {0};
+    if (r->req->api != OAI_API_OPENAI) {
+        vllm_status st = r->failed                         ? VLLM_OK
+                         : r->req->api == OAI_API_RESPONSES ? oai_responses_stream_end(r, &b)
+                                                            : oai_anthropic_stream_end(r, &b);
+        if (st == VLLM_OK && !(*sse = oai_buf_take(&b, len))) st = VLLM_ERR_NO_MEMORY;
+        if (st != VLLM_OK) oai_buf_free(&b);
+        return st;
+    }
     if (r->req->include_usage && !r->failed) {
         size_t pt, ct;
         totals(r, &pt, &ct);

@@ -249,6 +249,13 @@ vllm_status oai_parse_tool_choice(const oai_server_ctx *ctx, const json_t *body,
         r->tool_mode = OAI_TOOLS_NAMED;
     }
     /* vllm/entrypoints/openai/serving_chat.py create_chat_completion */
+    /* Responses and Messages render the tools all the same and leave the reply unparsed (vLLM's Responses path
+       does; its Messages path defaults to "auto" and would refuse every request with tools) */
+    if (r->tool_mode == OAI_TOOLS_AUTO && !(ctx->enable_auto_tool_choice && ctx->tool_call_parser) &&
+        r->api != OAI_API_OPENAI) {
+        r->tool_mode = OAI_TOOLS_NONE;
+        return VLLM_OK;
+    }
     if (r->tool_mode == OAI_TOOLS_AUTO && !(ctx->enable_auto_tool_choice && ctx->tool_call_parser))
         return BAD("tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be "
                                   "set");

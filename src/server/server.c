@@ -41,6 +41,7 @@
 #include "server/handlers.h"
 #include "server/http_framing.h"
 #include "server/reasoning_parser.h"
+#include "server/responses_store.h"
 #include "server/tool_parser.h"
 
 /* a body larger than this many times max_body_bytes is not even read */
@@ -60,6 +61,7 @@ server_options server_default_options(void) {
         .max_connections = 4096,
         .max_connections_per_client = 1024,
         .use_generation_config = true,
+        .responses_store_bytes = 64u << 20,
     };
 }
 
@@ -103,6 +105,11 @@ enum MHD_Result reply_json(http_request *r, int status, char *json) {
 enum MHD_Result reply_error(http_request *r, const oai_error *err) {
     if (err->status == MHD_HTTP_UNAUTHORIZED) return reply_json(r, err->status, oai_error_unauthorized_json());
     return reply_json(r, err->status, oai_error_json(err));
+}
+
+enum MHD_Result reply_error_api(http_request *r, const oai_error *err, oai_api api) {
+    if (api != OAI_API_ANTHROPIC) return reply_error(r, err);
+    return reply_json(r, err->status, oai_error_anthropic_json(err));
 }
 
 bool client_gone(int fd, client_eof *eof) {
@@ -239,7 +246,12 @@ static const struct route {
     {"/v1/completions", ROUTE_COMPLETIONS, false, true},
     {"/v1/chat/completions", ROUTE_CHAT, false, true},
     {"/v1/embeddings", ROUTE_EMBEDDINGS, false, true},
+    {"/v1/responses", ROUTE_RESPONSES, false, true},
+    {"/v1/messages", ROUTE_MESSAGES, false, true},
+    {"/v1/messages/count_tokens", ROUTE_COUNT_TOKENS, false, true},
 };
+
+#define RESPONSES_PREFIX "/v1/responses/"
 
 /* Constant-time equality (of lengths too, as far as timing goes). */
 static bool same_secret(const char *a, const char *b) {
@@ -249,8 +261,15 @@ static bool same_secret(const char *a, const char *b) {
     return diff == 0;
 }
 
-/* vLLM's AuthenticationMiddleware.verify_token. */
+/* vLLM's AuthenticationMiddleware.verify_token, and Anthropic's x-api-key header (what @anthropic-ai/sdk sends;
+ * vLLM issue #51572). */
 static bool authorized(server *s, struct MHD_Connection *conn) {
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key");
+    if (x) {
+        bool ok = false;
+        for (size_t i = 0; i < s->opt.num_api_keys; i++) ok |= same_secret(x, s->opt.api_keys[i]);
+        if (ok) return true;
+    }
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h) return false;
     const char *sp = strchr(h, ' ');
@@ -268,6 +287,25 @@ static void route_request(server *s, http_request *r, const char *url, const cha
         return;
     }
     bool get = !strcmp(method, "GET"), head = !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strncmp(url, RESPONSES_PREFIX, sizeof RESPONSES_PREFIX - 1) && url[sizeof RESPONSES_PREFIX - 1]) {
+        /* /v1/responses/{id} (GET, DELETE) and /v1/responses/{id}/cancel (POST) */
+        const char *id = url + sizeof RESPONSES_PREFIX - 1, *slash = strchr(id, '/');
+        size_t n = slash ? (size_t)(slash - id) : strlen(id);
+        bool cancel = slash && !strcmp(slash, "/cancel");
+        if (n == 0 || n >= sizeof r->item_id || (slash && !cancel)) {
+            oai_error_set(&r->deferred, MHD_HTTP_NOT_FOUND, NULL, "Not Found");
+            return;
+        }
+        memcpy(r->item_id, id, n);
+        r->item_id[n] = 0;
+        if (cancel ? post : (get || head || !strcmp(method, "DELETE"))) {
+            r->route = cancel ? ROUTE_RESPONSE_CANCEL : ROUTE_RESPONSE_ITEM;
+            r->is_head = head;
+        } else {
+            oai_error_set(&r->deferred, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, "Method Not Allowed");
+        }
+        return;
+    }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         const struct route *rt = &routes[i];
         if (strcmp(url, rt->path) != 0) continue;
@@ -283,6 +321,8 @@ static void route_request(server *s, http_request *r, const char *url, const cha
 }
 
 static const char *allow_header(const char *url) {
+    if (!strncmp(url, RESPONSES_PREFIX, sizeof RESPONSES_PREFIX - 1))
+        return strstr(url + sizeof RESPONSES_PREFIX - 1, "/cancel") ? "POST" : "GET, DELETE";
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (!strcmp(url, routes[i].path)) return routes[i].get && routes[i].post ? "GET, POST" : routes[i].get ? "GET" : "POST";
     return NULL;
@@ -308,9 +348,14 @@ static enum MHD_Result dispatch(http_request *r) {
     case ROUTE_MODELS: return handle_models(r);
     case ROUTE_TOKENIZE: return handle_tokenize(r);
     case ROUTE_DETOKENIZE: return handle_detokenize(r);
-    case ROUTE_COMPLETIONS: return handle_generate(r, OAI_KIND_COMPLETION);
-    case ROUTE_CHAT: return handle_generate(r, OAI_KIND_CHAT);
+    case ROUTE_COMPLETIONS: return handle_generate(r, OAI_KIND_COMPLETION, OAI_API_OPENAI);
+    case ROUTE_CHAT: return handle_generate(r, OAI_KIND_CHAT, OAI_API_OPENAI);
     case ROUTE_EMBEDDINGS: return handle_embeddings(r);
+    case ROUTE_RESPONSES: return handle_generate(r, OAI_KIND_CHAT, OAI_API_RESPONSES);
+    case ROUTE_MESSAGES: return handle_generate(r, OAI_KIND_CHAT, OAI_API_ANTHROPIC);
+    case ROUTE_RESPONSE_ITEM: return handle_response_item(r);
+    case ROUTE_RESPONSE_CANCEL: return handle_response_cancel(r);
+    case ROUTE_COUNT_TOKENS: return handle_count_tokens(r);
     case ROUTE_NONE: break;
     }
     oai_error err;
@@ -751,6 +796,10 @@ vllm_status server_start(vllm_async_engine *ae, const server_options *opt, serve
         .detokenize = has_tok ? tok_decode : NULL,
         .token_str = has_tok ? tok_str : NULL,
     };
+    if (opt->responses_store_bytes && !(s->ctx.responses_store = responses_store_new(opt->responses_store_bytes))) {
+        st = vt_error(VLLM_ERR_NO_MEMORY, "server: out of memory");
+        goto fail;
+    }
 
     bool ipv6 = false;
     if ((st = open_listener(opt->host ? opt->host : "127.0.0.1", opt->port, &s->listen_fd, &s->port, &ipv6))) goto fail;
@@ -846,6 +895,7 @@ void server_free(server *s) {
         for (int i = 0; i < s->info.vocab_size; i++) free(s->token_strs[i]);
     free(s->token_strs);
     metrics_free(s->metrics);
+    responses_store_free(s->ctx.responses_store);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -90,6 +90,9 @@ typedef struct server_options {
     bool enable_auto_tool_choice;           /* tool_choice "auto" served (--enable-auto-tool-choice) */
     const char *tool_call_parser;           /* --tool-call-parser NAME (tool_parser.h), NULL = none */
     const char *reasoning_parser;           /* --reasoning-parser NAME (reasoning_parser.h), NULL = none */
+    size_t responses_store_bytes;           /* the Responses API's store of finished responses (previous_response_id,
+                                               GET /v1/responses/{id}): at most this many bytes, least recently used
+                                               evicted (default 64 MiB; 0 = nothing stored) */
 } server_options;
 
 server_options server_default_options(void);

@@ -1,7 +1,9 @@
 /*
- * fuzz_oai_request.c: libFuzzer target for the OpenAI request bodies (src/server/oai_request.c,
- * oai_chat.c, oai_tokenize.c, oai_field.c): every input goes through oai_parse_completion,
- * oai_parse_chat, oai_tokenize_request and oai_detokenize_request with a server context holding a
+ * fuzz_oai_request.c: libFuzzer target for the OpenAI / Responses / Anthropic request bodies
+ * (src/server/oai_request.c, oai_chat.c, oai_tokenize.c, oai_field.c, oai_responses_req.c,
+ * oai_anthropic_req.c): every input goes through oai_parse_completion, oai_parse_chat,
+ * oai_parse_responses, oai_parse_messages, oai_count_tokens_request, oai_tokenize_request and
+ * oai_detokenize_request with a server context holding a responses store (one stored response), a
  * byte-level fake tokenizer and a chat template; an accepted request is then answered with made-up
  * chunks (oai_response: non-streaming body or SSE stream) so that its fields reach the responder.
  * Errors must be well formed (status, NUL-terminated message); any crash, leak or sanitizer report
@@ -14,6 +16,7 @@
 
 #include "fuzz_util.h"
 #include "server/oai_protocol.h"
+#include "server/responses_store.h"
 
 enum { VOCAB = 300, BOS = 1, EOS = 2 };
 
@@ -87,7 +90,14 @@ static void setup(void) {
         .detokenize = fake_detokenize,
         .token_str = fake_token_str,
         .enable_prompt_tokens_details = true,
+        .responses_store = responses_store_new(1 << 20),
     };
+    if (!CTX.responses_store ||
+        responses_store_put(CTX.responses_store, "resp_fuzz",
+                            "{\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"A\"}]},"
+                            "{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":\"{}\"}]}",
+                            "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"Q\"}]") != VLLM_OK)
+        abort();
 }
 
 static void check_error(vllm_status st, const oai_error *e) {
@@ -183,18 +193,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_quiet_stderr();
     if (!ready) setup(), ready = true;
     const char *body = (const char *)data; /* not NUL-terminated: the parsers take a length */
-    for (int chat = 0; chat < 2; chat++) {
+    CTX.reasoning_parser = size & 1 ? "qwen3" : NULL; /* Responses / Messages replies split reasoning off */
+    for (int api = 0; api < 4; api++) {
         oai_request *req = (oai_request *)1;
         oai_error err;
         memset(&err, 0, sizeof err);
-        vllm_status st = chat ? oai_parse_chat(&CTX, body, size, &req, &err)
-                              : oai_parse_completion(&CTX, body, size, &req, &err);
+        vllm_status st = api == 0   ? oai_parse_completion(&CTX, body, size, &req, &err)
+                         : api == 1 ? oai_parse_chat(&CTX, body, size, &req, &err)
+                         : api == 2 ? oai_parse_responses(&CTX, body, size, &req, &err)
+                                    : oai_parse_messages(&CTX, body, size, &req, &err);
         check_error(st, &err);
         if (st != VLLM_OK) {
             if (req) fail("*out not NULL on error", &err);
             continue;
         }
-        if (!req || req->kind != (chat ? OAI_KIND_CHAT : OAI_KIND_COMPLETION)) fail("no request", NULL);
+        if (!req || req->kind != (api ? OAI_KIND_CHAT : OAI_KIND_COMPLETION)) fail("no request", NULL);
+        if (req->api != (api < 2 ? OAI_API_OPENAI : api == 2 ? OAI_API_RESPONSES : OAI_API_ANTHROPIC))
+            fail("wrong api", NULL);
         for (size_t p = 0; p < req->num_prompts; p++) {
             const oai_prompt *pr = &req->prompts[p];
             for (size_t i = 0; i < pr->prompt.num_token_ids; i++)
@@ -209,7 +224,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *resp = NULL;
     oai_error err;
     memset(&err, 0, sizeof err);
-    vllm_status st = oai_tokenize_request(&CTX, body, size, &resp, &err);
+    vllm_status st = oai_count_tokens_request(&CTX, body, size, &resp, &err);
+    check_error(st, &err);
+    if ((st == VLLM_OK) != (resp != NULL)) fail("count_tokens: response iff ok", &err);
+    free(resp);
+    resp = NULL;
+    memset(&err, 0, sizeof err);
+    st = oai_tokenize_request(&CTX, body, size, &resp, &err);
     check_error(st, &err);
     if ((st == VLLM_OK) != (resp != NULL)) fail("tokenize: response iff ok", &err);
     free(resp);

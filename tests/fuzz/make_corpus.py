@@ -300,9 +300,10 @@ def seeds_tokenizer_config():
 
 def seeds_oai_request():
     s = set()
-    for lit in c_literals("tests/server/test_oai_request.c"):
-        if lit.startswith(b"{") and len(lit) < 4096:
-            s.add(lit)
+    for src in ("tests/server/test_oai_request.c", "tests/server/test_oai_agents.c"):
+        for lit in c_literals(src):
+            if lit.startswith(b"{") and len(lit) < 4096:
+                s.add(lit)
     s.update([
         b'{"model":"stories","prompt":"Once upon a time","max_tokens":8,"temperature":0,"stream":true,'
         b'"stream_options":{"include_usage":true,"continuous_usage_stats":true}}',
@@ -448,7 +449,8 @@ def main():
     json_tokens = [b"{", b"}", b"[", b"]", b":", b",", b"null", b"true", b"false", b"\"\"", b"\\u0000", b"\\ud800",
                    b"1e308", b"-0", b"0.5", b"2147483647", b"2147483648", b"-2147483649", b"9223372036854775808"]
     jinja_tokens = [b"{{", b"}}", b"{%", b"%}", b"{#", b"#}", b"{%-", b"-%}", b"{{-", b"-}}", b"|", b"~", b"**", b"//"]
-    oai_src = ["src/server/oai_request.c", "src/server/oai_chat.c", "src/server/oai_tokenize.c", "src/server/oai_field.c"]
+    oai_src = ["src/server/oai_request.c", "src/server/oai_chat.c", "src/server/oai_tokenize.c", "src/server/oai_field.c",
+               "src/server/oai_responses_req.c", "src/server/oai_anthropic_req.c"]
     tok_src = ["src/tokenizer/%s" % f for f in sorted(os.listdir(os.path.join(ROOT, "src/tokenizer"))) if f.endswith(".c")]
 
     write_corpus("safetensors", seeds_safetensors())

@@ -19,33 +19,9 @@
 #include "server/oai_internal.h"
 #include "server/oai_protocol.h"
 #include "test.h"
+#include "server/oai_fake_tok.h"
 
-enum { VOCAB = 512, BOS = 1 };
-
-static vllm_status fake_tokenize(void *c, const char *text, bool add_special, int32_t **ids, size_t *n) {
-    (void)c;
-    size_t len = strlen(text);
-    *ids = malloc((len + 1) * sizeof **ids);
-    if (!*ids) return VLLM_ERR_NO_MEMORY;
-    size_t k = 0;
-    if (add_special) (*ids)[k++] = BOS;
-    for (size_t i = 0; i < len; i++) (*ids)[k++] = (unsigned char)text[i] + 3;
-    *n = k;
-    return VLLM_OK;
-}
-
-static vllm_status fake_detokenize(void *c, const int32_t *ids, size_t n, bool skip, char **text) {
-    (void)c, (void)skip;
-    *text = malloc(3 * n + 1);
-    if (!*text) return VLLM_ERR_NO_MEMORY;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ids[i] >= 3) (*text)[k++] = (char)(ids[i] - 3);
-        else memcpy(*text + k, "<s>", 3), k += 3;
-    }
-    (*text)[k] = 0;
-    return VLLM_OK;
-}
+enum { VOCAB = 512 };
 
 /* token i's text: "t<i>"; 300 is "é" (2 bytes), 301 an invalid lone byte */
 static char names[VOCAB][16];

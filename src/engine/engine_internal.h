@@ -128,6 +128,11 @@ struct vllm_engine {
     int n_so_cache;
     uint64_t so_tick;
     uint32_t *so_masks;          /* (max_num_seqs, (V + 31) / 32) the step's token masks */
+    struct tp_pool *so_pool;     /* the mask threads (engine_structured.c), made on the first mask */
+    struct so_mask_scratch **so_scratch; /* (so_threads) one per thread */
+    int so_threads;
+    int *so_rows;                /* (max_num_seqs) the step's masked rows */
+    double *so_row_seconds;      /* (max_num_seqs) each one's fill time */
     /* the pooling runner (engine_pooling.c) */
     bool pooling;                /* runner pooling: embeddings only, the model has no LM head */
     vllm_pooling_type pool_type; /* LAST, MEAN or CLS (resolved) */
@@ -161,7 +166,9 @@ void engine_drop_all(vllm_engine *e);
  * when the grammar refuses t; free: the engine's vocabulary, cache and masks. */
 vllm_status engine_so_attach(vllm_engine *e, ereq *q);
 void engine_so_detach(ereq *q);
-const uint32_t *engine_so_mask(vllm_engine *e, ereq *q, int slot);
+/* The step's token masks, filled on the mask threads: ctx[i].mask for each sampled row i of reqs[0 .. n) whose
+ * request is constrained now, NULL for the others. */
+void engine_so_fill_masks(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n);
 bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t);
 void engine_so_free(vllm_engine *e);
 /* the q-quantile of a mask-time histogram (engine_counters.so_mask_hist), microseconds (its bucket's upper end;

@@ -511,7 +511,6 @@ static void build_sampling(vllm_engine *e, const sched_output *so, sample_batch 
             .output = r->tokens + r->num_prompt, .n_output = generated,
             .eos_ids = e->eos_ids, .n_eos = (size_t)e->num_eos,
             .bad_words = q->bad.num ? &q->bad : NULL,
-            .mask = engine_so_mask(e, q, ns),
         };
         ss->uniform[ns] = p->temperature > 0.0f ? sampler_rng_uniform(&r->rng) : 0.0;
         ss->top_ids[ns] = p->logprobs > 0 ? q->top_ids + generated * (size_t)p->logprobs : NULL;
@@ -519,6 +518,7 @@ static void build_sampling(vllm_engine *e, const sched_output *so, sample_batch 
         ss->reqs[ns] = q;
         ns++;
     }
+    engine_so_fill_masks(e, ss->reqs, ss->ctx, ns);
     *sb = (sample_batch){
         .num_rows = ns, .rows = ss->rows, .params = ss->params, .ctx = ss->ctx, .uniform = ss->uniform,
         .tokens = ss->tokens, .logprobs = ss->logprobs, .top_ids = ss->top_ids, .top_lps = ss->top_lps,

@@ -2,10 +2,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/threadpool.h"
 #include "engine/engine_internal.h"
 #include "structured/so_spec.h"
 
@@ -42,6 +44,22 @@ static void grammar_release(engine_so_grammar *g) {
     if (g && --g->refs == 0 && !g->cached) grammar_free(g);
 }
 
+/* the mask threads and their buffers */
+static void engine_so_free_masks(vllm_engine *e) {
+    tp_free(e->so_pool);
+    e->so_pool = NULL;
+    for (int i = 0; e->so_scratch && i < e->so_threads; i++) so_mask_scratch_free(e->so_scratch[i]);
+    free(e->so_scratch);
+    e->so_scratch = NULL;
+    free(e->so_masks);
+    e->so_masks = NULL;
+    free(e->so_rows);
+    e->so_rows = NULL;
+    free(e->so_row_seconds);
+    e->so_row_seconds = NULL;
+    e->so_threads = 0;
+}
+
 void engine_so_free(vllm_engine *e) {
     for (int i = 0; i < e->n_so_cache; i++) {
         e->so_cache[i]->cached = false;
@@ -52,8 +70,7 @@ void engine_so_free(vllm_engine *e) {
     e->n_so_cache = 0;
     so_vocab_free(e->so_vocab);
     e->so_vocab = NULL;
-    free(e->so_masks);
-    e->so_masks = NULL;
+    engine_so_free_masks(e);
 }
 
 /* the vocabulary's bytes, built on the first structured request: every EOS id of the engine is a stop token (a
@@ -156,29 +173,84 @@ void engine_so_detach(ereq *q) {
     q->so_grammar = NULL;
 }
 
-const uint32_t *engine_so_mask(vllm_engine *e, ereq *q, int slot) {
-    if (!q->so || q->so_reasoning || so_match_terminated(q->so) || !e->so_vocab) return NULL;
-    const size_t W = (size_t)(so_vocab_size(e->so_vocab) + 31) / 32;
-    if (!e->so_masks) {
-        e->so_masks = malloc((size_t)e->sched.cfg.max_num_seqs * W * sizeof *e->so_masks);
-        if (!e->so_masks) {
-            LOG_W("request %s: out of memory for its token mask (unconstrained this step)", q->id);
-            return NULL;
+/* The mask threads: as many as the machine has cores, at most SO_MAX_THREADS (a step's masks are independent:
+ * one matcher per request, the grammars' caches shared and thread-safe); made on the first mask. */
+#define SO_MAX_THREADS 8
+
+static vllm_status pool(vllm_engine *e) {
+    if (e->so_pool) return VLLM_OK;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = ncpu < 1 ? 1 : ncpu > SO_MAX_THREADS ? SO_MAX_THREADS : (int)ncpu;
+    const size_t S = (size_t)e->sched.cfg.max_num_seqs, W = (size_t)(so_vocab_size(e->so_vocab) + 31) / 32;
+    vllm_status st = tp_create(n, &e->so_pool);
+    if (st == VLLM_OK) {
+        n = tp_num_threads(e->so_pool);
+        e->so_scratch = calloc((size_t)n, sizeof *e->so_scratch);
+        e->so_masks = malloc(S * W * sizeof *e->so_masks);
+        e->so_rows = malloc(S * sizeof *e->so_rows);
+        e->so_row_seconds = malloc(S * sizeof *e->so_row_seconds);
+        if (!e->so_scratch || !e->so_masks || !e->so_rows || !e->so_row_seconds) st = VLLM_ERR_NO_MEMORY;
+        for (int i = 0; st == VLLM_OK && e->so_scratch && i < n; i++) st = so_mask_scratch_create(&e->so_scratch[i]);
+    }
+    e->so_threads = n;
+    if (st != VLLM_OK) {
+        engine_so_free_masks(e);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (token masks)");
+    }
+    LOG_I("structured outputs: token masks on %d thread%s", n, n == 1 ? "" : "s");
+    return VLLM_OK;
+}
+
+typedef struct fill_job {
+    vllm_engine *e;
+    ereq *const *reqs;
+    sampler_context *ctx;
+    const int *rows;   /* sampled rows to mask */
+    size_t words;
+} fill_job;
+
+static void fill_rows(void *cls, int64_t start, int64_t end, int tid) {
+    fill_job *j = cls;
+    vllm_engine *e = j->e;
+    for (int64_t k = start; k < end; k++) {
+        const int i = j->rows[k];
+        ereq *q = j->reqs[i];
+        uint32_t *m = e->so_masks + (size_t)i * j->words;
+        const double t0 = progress_now();
+        if (so_match_fill_mask_scratch(q->so, q->so_grammar->mc, e->so_scratch[tid], m) != VLLM_OK) {
+            LOG_W("request %s: %s (its mask walks the whole vocabulary)", q->id, vllm_last_error());
+            so_match_fill_mask(q->so, e->so_vocab, m);
         }
+        e->so_row_seconds[k] = progress_now() - t0;
+        j->ctx[i].mask = m;
     }
-    uint32_t *m = e->so_masks + (size_t)slot * W;
+}
+
+void engine_so_fill_masks(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n) {
+    int nm = 0;
+    for (int i = 0; i < n; i++) {
+        ereq *q = reqs[i];
+        ctx[i].mask = NULL;
+        if (!q->so || q->so_reasoning || so_match_terminated(q->so) || !e->so_vocab) continue;
+        if (!e->so_pool && pool(e) != VLLM_OK) {
+            LOG_W("%s (the step's structured outputs are unconstrained)", vllm_last_error());
+            return;
+        }
+        e->so_rows[nm++] = i;
+    }
+    if (!nm) return;
+    fill_job j = {e, reqs, ctx, e->so_rows, (size_t)(so_vocab_size(e->so_vocab) + 31) / 32};
     const double t0 = progress_now();
-    if (so_match_fill_mask_cached(q->so, q->so_grammar->mc, m) != VLLM_OK) {
-        LOG_W("request %s: %s (its mask walks the whole vocabulary)", q->id, vllm_last_error());
-        so_match_fill_mask(q->so, e->so_vocab, m);
-    }
-    const double dt = progress_now() - t0;
+    if (nm == 1) fill_rows(&j, 0, 1, 0);
+    else tp_run(e->so_pool, nm, fill_rows, &j);
     engine_counters *k = &e->counters;
-    k->so_masks++;
-    k->so_mask_seconds += dt;
-    int b = dt * 1e6 < 1.0 ? 0 : 1 + (int)(log(dt * 1e6) / log(1.1));
-    k->so_mask_hist[b < ENGINE_MASK_HIST ? b : ENGINE_MASK_HIST - 1]++;
-    return m;
+    k->so_mask_seconds += progress_now() - t0; /* what the engine thread waited */
+    k->so_masks += (size_t)nm;
+    for (int r = 0; r < nm; r++) {
+        const double dt = e->so_row_seconds[r];
+        int b = dt * 1e6 < 1.0 ? 0 : 1 + (int)(log(dt * 1e6) / log(1.1));
+        k->so_mask_hist[b < ENGINE_MASK_HIST ? b : ENGINE_MASK_HIST - 1]++;
+    }
 }
 
 bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t) {

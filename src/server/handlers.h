@@ -104,6 +104,7 @@ typedef struct http_request {
     int status;                  /* the status replied (for the access log) */
     char method[12];             /* for the access log (truncated) */
     char item_id[128];           /* ROUTE_RESPONSE_ITEM / _CANCEL: the {id} of the path */
+    bool anthropic;              /* a /v1/messages path: errors in Anthropic's shape (reply_error) */
     char path[96];
 } http_request;
 

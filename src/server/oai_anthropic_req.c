@@ -14,8 +14,9 @@
  * count_tokens renders the same prompt) and Anthropic's API reference (errors
  * {"type":"error","error":{"type","message"}} with the documented error types).
  * Where this differs: thinking {"type":"disabled"} / {"type":"enabled"} sets chat_template_kwargs.enable_thinking
- * (vLLM ignores the field); tools without tool_choice are rendered but the reply is only parsed for calls with
- * --enable-auto-tool-choice (vLLM answers 400); images are refused (the server is text-only).
+ * and tool_choice.disable_parallel_tool_use sets parallel_tool_calls false (vLLM ignores both); tools without
+ * tool_choice are rendered but the reply is only parsed for calls with --enable-auto-tool-choice (vLLM answers
+ * 400); images are refused (the server is text-only).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +204,11 @@ static vllm_status convert_tools(const json_t *body, json_t *chat, oai_error *er
         const char *name = json_string_value(json_object_get(tc, "name"));
         if (!name) return BAD("tool_choice", "tool_choice.name is required when type is 'tool'");
         json_object_set_new(chat, "tool_choice", json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name));
+        if (json_is_true(json_object_get(tc, "disable_parallel_tool_use")))
+            json_object_set_new(chat, "parallel_tool_calls", json_false());
     } else if (!strcmp(type, "auto") || !strcmp(type, "any") || !strcmp(type, "none")) {
+        json_t *dp = json_object_get(tc, "disable_parallel_tool_use");
+        if (json_is_true(dp)) json_object_set_new(chat, "parallel_tool_calls", json_false());
         if (!json_array_size(tools)) {
             if (!strcmp(type, "any")) return BAD("tool_choice", "tool_choice 'any' needs tools");
             return VLLM_OK;

@@ -103,13 +103,18 @@ enum MHD_Result reply_json(http_request *r, int status, char *json) {
 }
 
 enum MHD_Result reply_error(http_request *r, const oai_error *err) {
+    if (r->anthropic) {
+        oai_error e = *err;
+        if (e.status == MHD_HTTP_UNAUTHORIZED && !e.message[0]) snprintf(e.message, sizeof e.message, "invalid x-api-key");
+        return reply_json(r, e.status, oai_error_anthropic_json(&e));
+    }
     if (err->status == MHD_HTTP_UNAUTHORIZED) return reply_json(r, err->status, oai_error_unauthorized_json());
     return reply_json(r, err->status, oai_error_json(err));
 }
 
 enum MHD_Result reply_error_api(http_request *r, const oai_error *err, oai_api api) {
-    if (api != OAI_API_ANTHROPIC) return reply_error(r, err);
-    return reply_json(r, err->status, oai_error_anthropic_json(err));
+    if (api == OAI_API_ANTHROPIC) r->anthropic = true;
+    return reply_error(r, err);
 }
 
 bool client_gone(int fd, client_eof *eof) {
@@ -282,6 +287,7 @@ static bool authorized(server *s, struct MHD_Connection *conn) {
 /* Decides the route, or the error (401 / 404 / 405) to answer once the
  * body has been read. */
 static void route_request(server *s, http_request *r, const char *url, const char *method) {
+    r->anthropic = !strncmp(url, "/v1/messages", 12) && (url[12] == 0 || url[12] == '/');
     if (s->opt.num_api_keys > 0 && !strncmp(url, "/v1", 3) && !authorized(s, r->conn)) {
         r->deferred.status = MHD_HTTP_UNAUTHORIZED;
         return;

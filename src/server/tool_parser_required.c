@@ -93,7 +93,7 @@ struct toolp_required_stream {
     size_t string_start, value_start;
     size_t key_start, key_len; /* the current member's key, raw (NONE: no key) */
     int expect;
-    rq_span *spans;
+    rq_span **spans;     /* each allocated alone: a span's re-serialiser writes through a pointer to it */
     size_t nspans, capspans;
     long cur;            /* the open element, -1 when none */
     size_t first_open;   /* elements before it ended and were handed out whole */
@@ -114,9 +114,10 @@ vllm_status toolp_required_stream_new(toolp_required_stream **out) {
 void toolp_required_stream_free(toolp_required_stream *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nspans; i++) {
-        free(s->spans[i].name);
-        pjs_free(s->spans[i].ser);
-        tp_buf_free(&s->spans[i].args);
+        free(s->spans[i]->name);
+        pjs_free(s->spans[i]->ser);
+        tp_buf_free(&s->spans[i]->args);
+        free(s->spans[i]);
     }
     free(s->spans);
     free(s->deltas);
@@ -126,7 +127,7 @@ void toolp_required_stream_free(toolp_required_stream *s) {
 
 size_t toolp_required_stream_num_calls(const toolp_required_stream *s) {
     size_t n = 0;
-    for (size_t i = 0; s && i < s->nspans; i++) n += s->spans[i].announced;
+    for (size_t i = 0; s && i < s->nspans; i++) n += s->spans[i]->announced;
     return n;
 }
 
@@ -135,7 +136,7 @@ static bool key_is(const toolp_required_stream *s, const char *k) {
     return s->key_start != NONE && s->key_len == n && memcmp(s->text.data + s->key_start, k, n) == 0;
 }
 
-static rq_span *cur_span(toolp_required_stream *s) { return s->cur >= 0 ? &s->spans[s->cur] : NULL; }
+static rq_span *cur_span(toolp_required_stream *s) { return s->cur >= 0 ? s->spans[s->cur] : NULL; }
 
 /* vLLM's end_value: the parameters value ends, or the name string is decoded. */
 static void end_value(toolp_required_stream *s, size_t pos) {
@@ -162,11 +163,14 @@ static void start_value(toolp_required_stream *s, size_t pos, int state) {
 static bool new_span(toolp_required_stream *s) {
     if (s->nspans == s->capspans) {
         size_t nc = s->capspans ? 2 * s->capspans : 4;
-        rq_span *ns = realloc(s->spans, nc * sizeof *ns);
+        rq_span **ns = realloc(s->spans, nc * sizeof *ns);
         if (!ns) return false;
         s->spans = ns, s->capspans = nc;
     }
-    s->spans[s->nspans] = (rq_span){.args_start = NONE, .args_end = NONE};
+    rq_span *sp = malloc(sizeof *sp);
+    if (!sp) return false;
+    *sp = (rq_span){.args_start = NONE, .args_end = NONE};
+    s->spans[s->nspans] = sp;
     s->cur = (long)s->nspans++;
     s->expect = EXPECT_KEY;
     s->key_start = NONE;
@@ -265,7 +269,7 @@ static vllm_status build(toolp_required_stream *s, bool at_end, toolp_delta *out
     if (s->oom || s->text.oom) return NOMEM();
     size_t nd = 0;
     for (size_t i = s->first_open; i < s->nspans; i++) {
-        rq_span *sp = &s->spans[i];
+        rq_span *sp = s->spans[i];
         if (!sp->name || sp->args_start == NONE) break; /* not ready: nothing later is either */
         if (!feed(s, sp, at_end)) return NOMEM();
         bool whole = sp->args_end != NONE || at_end;

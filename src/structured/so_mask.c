@@ -1,4 +1,6 @@
 /* so_mask.c: token masks of a structured-output matcher: the vocabulary walk, and the adaptive cache that makes a mask cost little more than the tokens whose fate depends on the context (so_match.h). */
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -102,37 +104,95 @@ typedef struct so_mask_entry {
     int32_t *unc, n_unc; /* uncertain */
 } so_mask_entry;
 
+/* What one fill needs for itself: one per thread filling masks (so_mask_scratch), the cache's own for
+ * so_match_fill_mask_cached. */
+struct so_mask_scratch {
+    uint32_t *stamp;       /* per state: the fill that saw it last */
+    int32_t stamp_cap;
+    uint32_t fill;
+    uint32_t *rej, *tmp;   /* (words) */
+    int32_t *list;         /* (n_sorted) */
+    size_t words, n_list;
+    so_matcher *local;     /* classifying: the matcher started at the state */
+    so_matcher *look;      /* and its lookaheads' */
+    uint64_t serial;       /* the cache (grammar) they were made for */
+};
+
+/* Entries are made once and never change: any thread may read them; one thread classifies a state while the
+ * others that need it wait (claim). The counters are atomic. */
 struct so_mask_cache {
     const so_compiled *c;
     const so_vocab *v;
-    so_mask_entry **entry; /* per state, computed on first use */
-    uint32_t *stamp;       /* per state: the fill that saw it last */
-    uint32_t fill;
-    so_matcher *local;     /* the classifying matcher */
-    so_matcher *look;      /* and its lookaheads' */
+    so_mask_entry *_Atomic *entry; /* per state, computed on first use (or by so_mask_cache_classify) */
+    _Atomic uint8_t *claim;        /* per state: 1 while a thread classifies it (the others wait for it) */
     uint32_t *sorted_mask; /* bits of the sorted (neither special nor stop) ids */
-    uint32_t *rej, *tmp;   /* (words) scratch */
-    int32_t *list;         /* (n_sorted) scratch */
-    int64_t entries, bytes;
-    double entry_seconds; /* spent classifying */
-    int64_t fills, walked; /* masks filled, uncertain tokens walked in them */
-    int32_t last_uncertain; /* tokens the last fill walked */
+    so_mask_scratch *own;  /* so_match_fill_mask_cached's */
+    _Atomic int64_t entries, bytes, entry_ns;
+    _Atomic int64_t fills, walked; /* masks filled, uncertain tokens walked in them */
+    _Atomic int32_t last_uncertain; /* tokens the last fill walked */
+    uint64_t serial;       /* unique in the process: tells scratches which grammar their matchers are of */
 };
+
+static _Atomic uint64_t cache_serial;
+
+void so_mask_scratch_free(so_mask_scratch *sc) {
+    if (!sc) return;
+    so_matcher_free(sc->local);
+    so_matcher_free(sc->look);
+    free(sc->stamp);
+    free(sc->rej);
+    free(sc->tmp);
+    free(sc->list);
+    free(sc);
+}
+
+vllm_status so_mask_scratch_create(so_mask_scratch **out) {
+    *out = calloc(1, sizeof **out);
+    return *out ? VLLM_OK : vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory (mask scratch)");
+}
+
+/* sized for mc's grammar and vocabulary */
+static bool scratch_fit(so_mask_scratch *sc, const so_mask_cache *mc) {
+    const size_t W = (size_t)(so_vocab_size(mc->v) + 31) / 32, nl = (size_t)so_vocab_n_sorted(mc->v) + 1;
+    if (sc->stamp_cap < mc->c->n_states + 1) {
+        uint32_t *st = calloc((size_t)mc->c->n_states + 1, sizeof *st);
+        if (!st) return false;
+        free(sc->stamp);
+        sc->stamp = st;
+        sc->stamp_cap = mc->c->n_states + 1;
+        sc->fill = 0;
+    }
+    if (sc->words < W) {
+        uint32_t *r = malloc(W * 4), *t = malloc(W * 4);
+        if (!r || !t) {
+            free(r), free(t);
+            return false;
+        }
+        free(sc->rej), free(sc->tmp);
+        sc->rej = r, sc->tmp = t, sc->words = W;
+    }
+    if (sc->n_list < nl) {
+        int32_t *l = malloc(nl * sizeof *l);
+        if (!l) return false;
+        free(sc->list);
+        sc->list = l, sc->n_list = nl;
+    }
+    return true;
+}
 
 vllm_status so_mask_cache_create(const so_compiled *c, const so_vocab *v, so_mask_cache **out) {
     *out = NULL;
     so_mask_cache *mc = calloc(1, sizeof *mc);
     const size_t W = (size_t)(so_vocab_size(v) + 31) / 32;
     if (!mc || !(mc->entry = calloc((size_t)c->n_states + 1, sizeof *mc->entry)) ||
-        !(mc->stamp = calloc((size_t)c->n_states + 1, sizeof *mc->stamp)) || !(mc->sorted_mask = calloc(W, 4)) ||
-        !(mc->rej = malloc(W * 4)) || !(mc->tmp = malloc(W * 4)) ||
-        !(mc->list = malloc(((size_t)so_vocab_n_sorted(v) + 1) * sizeof *mc->list)) ||
-        so_matcher_create(c, &mc->local) != VLLM_OK || so_matcher_create(c, &mc->look) != VLLM_OK) {
+        !(mc->claim = calloc((size_t)c->n_states + 1, sizeof *mc->claim)) || !(mc->sorted_mask = calloc(W, 4)) ||
+        so_mask_scratch_create(&mc->own) != VLLM_OK) {
         so_mask_cache_free(mc);
         return vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory (mask cache)");
     }
     mc->c = c;
     mc->v = v;
+    mc->serial = atomic_fetch_add(&cache_serial, 1) + 1;
     for (int32_t i = 0; i < so_vocab_n_sorted(v); i++) set_bit(mc->sorted_mask, so_vocab_sorted_id(v, i));
     *out = mc;
     return VLLM_OK;
@@ -149,23 +209,20 @@ void so_mask_cache_free(so_mask_cache *mc) {
     if (!mc) return;
     for (int32_t s = 0; mc->entry && s < mc->c->n_states; s++) entry_free(mc->entry[s]);
     free(mc->entry);
-    free(mc->stamp);
-    so_matcher_free(mc->local);
-    so_matcher_free(mc->look);
+    free((void *)mc->claim);
+    so_mask_scratch_free(mc->own);
     free(mc->sorted_mask);
-    free(mc->rej);
-    free(mc->tmp);
-    free(mc->list);
     free(mc);
 }
 
 int64_t so_mask_cache_entries(const so_mask_cache *mc) { return mc->entries; }
 int64_t so_mask_cache_bytes(const so_mask_cache *mc) { return mc->bytes; }
 int32_t so_mask_cache_last_walked(const so_mask_cache *mc) { return mc->last_uncertain; }
+int32_t so_mask_cache_num_states(const so_mask_cache *mc) { return mc->c->n_states; }
 void so_mask_cache_stats(const so_mask_cache *mc, int64_t *fills, int64_t *walked, double *entry_seconds) {
     *fills = mc->fills;
     *walked = mc->walked;
-    *entry_seconds = mc->entry_seconds;
+    *entry_seconds = 1e-9 * (double)mc->entry_ns;
 }
 
 /* the classification walk's outcome per sorted index: 1 accepted, 2 rejected, 3 uncertain */
@@ -232,21 +289,66 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static so_mask_entry *entry_get(so_mask_cache *mc, int32_t s) {
-    if (mc->entry[s]) return mc->entry[s];
+/* Whether a fill reads state s's entry: a byte edge (its rejected set bounds the mask's) or a call edge (its
+ * accepted set adds to it); *bytes: it has a byte edge. */
+static bool state_used(const so_compiled *c, int32_t s, bool *bytes) {
+    bool b = false, calls = false;
+    for (int32_t x = c->off[s]; x < c->off[s + 1]; x++) {
+        b |= c->edges[x].call == SO_EDGE_BYTE;
+        calls |= c->edges[x].call >= 0;
+    }
+    *bytes = b;
+    return b || calls;
+}
+
+/* sc's classifying matchers, made for mc's grammar */
+static bool scratch_matchers(so_mask_scratch *sc, const so_mask_cache *mc) {
+    if (sc->local && sc->serial == mc->serial) return true;
+    so_matcher_free(sc->local), so_matcher_free(sc->look);
+    sc->local = sc->look = NULL;
+    if (so_matcher_create(mc->c, &sc->local) != VLLM_OK || so_matcher_create(mc->c, &sc->look) != VLLM_OK) {
+        so_matcher_free(sc->local), so_matcher_free(sc->look);
+        sc->local = sc->look = NULL;
+        return false;
+    }
+    sc->serial = mc->serial;
+    return true;
+}
+
+static so_mask_entry *classify(so_mask_cache *mc, so_mask_scratch *sc, int32_t s);
+
+/* The classification of state s, made now with sc's matchers (any thread) unless it exists; a state another
+ * thread is classifying is waited for (threads filling masks at once often need the same new state). */
+static so_mask_entry *entry_get(so_mask_cache *mc, so_mask_scratch *sc, int32_t s) {
+    for (;;) {
+        so_mask_entry *have = atomic_load_explicit(&mc->entry[s], memory_order_acquire);
+        if (have) return have;
+        uint8_t free_ = 0;
+        if (atomic_compare_exchange_strong_explicit(&mc->claim[s], &free_, 1, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            so_mask_entry *e = atomic_load_explicit(&mc->entry[s], memory_order_acquire);
+            if (!e && (e = classify(mc, sc, s))) atomic_store_explicit(&mc->entry[s], e, memory_order_release);
+            atomic_store_explicit(&mc->claim[s], 0, memory_order_release);
+            return e;
+        }
+        sched_yield();
+    }
+}
+
+static so_mask_entry *classify(so_mask_cache *mc, so_mask_scratch *sc, int32_t s) {
     const double t0 = now_s();
     const so_vocab *v = mc->v;
     const int32_t ns = so_vocab_n_sorted(v);
+    const int32_t r = state_rule(mc->c, s);
     uint8_t *out = calloc((size_t)ns + 1, 1);
     so_mask_entry *e = calloc(1, sizeof *e);
-    if (!out || !e || !so_match_reset_local(mc->local, state_rule(mc->c, s), s)) {
+    if (!out || !e || !scratch_matchers(sc, mc) || !so_match_reset_local(sc->local, r, s)) {
         free(out);
         free(e);
         return NULL;
     }
-    const int32_t r = state_rule(mc->c, s);
-    classify_ctx cc = {out, v, mc->look, r < mc->c->n_rules ? mc->c->look[r] : -1};
-    walk(mc->local, v, NULL, ns, &classify_fns, &cc);
+    classify_ctx cc = {out, v, sc->look, r < mc->c->n_rules ? mc->c->look[r] : -1};
+    walk(sc->local, v, NULL, ns, &classify_fns, &cc);
     int32_t na = 0, nr = 0, nu = 0;
     for (int32_t i = 0; i < ns; i++) na += out[i] == 1, nr += out[i] == 2, nu += out[i] == 3;
     e->has_accepted = na <= nr;
@@ -263,10 +365,16 @@ static so_mask_entry *entry_get(so_mask_cache *mc, int32_t s) {
         else if (out[i] == 3) e->unc[e->n_unc++] = so_vocab_sorted_id(v, i);
     }
     free(out);
-    mc->entries++;
-    mc->entry_seconds += now_s() - t0;
-    mc->bytes += (int64_t)(e->n_ids + e->n_unc) * 4 + (int64_t)sizeof *e;
-    return mc->entry[s] = e;
+    atomic_fetch_add_explicit(&mc->entries, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mc->entry_ns, (int64_t)((now_s() - t0) * 1e9), memory_order_relaxed);
+    atomic_fetch_add_explicit(&mc->bytes, (int64_t)(e->n_ids + e->n_unc) * 4 + (int64_t)sizeof *e, memory_order_relaxed);
+    return e;
+}
+
+vllm_status so_mask_cache_classify(so_mask_cache *mc, so_mask_scratch *sc, int32_t s) {
+    bool bytes;
+    if (s < 0 || s >= mc->c->n_states || !state_used(mc->c, s, &bytes)) return VLLM_OK;
+    return entry_get(mc, sc, s) ? VLLM_OK : vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory (mask cache)");
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -276,35 +384,32 @@ static int cmp_i32(const void *a, const void *b) {
 
 static void clear_bit(uint32_t *mask, int32_t id) { mask[id >> 5] &= ~(1u << (id & 31)); }
 
-vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t *mask) {
+vllm_status so_match_fill_mask_scratch(so_matcher *m, so_mask_cache *mc, so_mask_scratch *sc, uint32_t *mask) {
     const so_vocab *v = mc->v;
     const so_compiled *c = mc->c;
     const size_t W = (size_t)(so_vocab_size(v) + 31) / 32;
     memset(mask, 0, W * sizeof *mask);
     if (m->c != c) return vt_error(VLLM_ERR_INTERNAL, "structured outputs: a mask cache of another grammar");
     if (m->terminated) return VLLM_OK;
-    uint32_t *acc = mask, *rej = mc->rej, *tmp = mc->tmp;
+    if (!scratch_fit(sc, mc)) return vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory (mask scratch)");
+    uint32_t *acc = mask, *rej = sc->rej, *tmp = sc->tmp;
     memcpy(rej, mc->sorted_mask, W * sizeof *rej);
-    if (++mc->fill == 0) {
-        memset(mc->stamp, 0, (size_t)c->n_states * sizeof *mc->stamp);
-        mc->fill = 1;
+    if (++sc->fill == 0) {
+        memset(sc->stamp, 0, (size_t)sc->stamp_cap * sizeof *sc->stamp);
+        sc->fill = 1;
     }
     const size_t k = m->n_sets - 1;
     for (size_t j = m->set[k]; j < m->set[k + 1]; j++) {
         const int32_t s = m->items[j].state;
-        if (mc->stamp[s] == mc->fill) continue;
-        mc->stamp[s] = mc->fill;
+        if (sc->stamp[s] == sc->fill) continue;
+        sc->stamp[s] = sc->fill;
         /* a state with a byte edge reads the token's first byte: its rejected set bounds the mask's; one with a
          * call edge only reaches bytes through the called rule's states (in this set too): its accepted set adds
          * to the mask, its rejected one says nothing the callee's does not (and would keep tokens uncertain that
          * the callee's lookahead rejects) */
-        bool bytes = false, calls = false;
-        for (int32_t x = c->off[s]; x < c->off[s + 1]; x++) {
-            bytes |= c->edges[x].call == SO_EDGE_BYTE;
-            calls |= c->edges[x].call >= 0;
-        }
-        if (!bytes && !calls) continue;
-        const so_mask_entry *e = entry_get(mc, s);
+        bool bytes = false;
+        if (!state_used(c, s, &bytes)) continue;
+        const so_mask_entry *e = entry_get(mc, sc, s);
         if (!e) return vt_error(VLLM_ERR_NO_MEMORY, "structured outputs: out of memory (mask cache)");
         if (e->has_accepted) {
             for (int32_t i = 0; i < e->n_ids; i++) set_bit(acc, e->ids[i]);
@@ -331,17 +436,21 @@ vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t
         while (u) {
             const int b = __builtin_ctz(u);
             u &= u - 1;
-            mc->list[nu++] = so_vocab_sorted_index(v, (int32_t)(w * 32 + (size_t)b));
+            sc->list[nu++] = so_vocab_sorted_index(v, (int32_t)(w * 32 + (size_t)b));
         }
     }
-    mc->last_uncertain = nu;
-    mc->fills++;
-    mc->walked += nu;
+    atomic_store_explicit(&mc->last_uncertain, nu, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mc->fills, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mc->walked, nu, memory_order_relaxed);
     if (nu) {
-        qsort(mc->list, (size_t)nu, sizeof *mc->list, cmp_i32);
+        qsort(sc->list, (size_t)nu, sizeof *sc->list, cmp_i32);
         brute_ctx bc = {v, mask};
-        walk(m, v, mc->list, nu, &brute_fns, &bc);
+        walk(m, v, sc->list, nu, &brute_fns, &bc);
     }
     stops(m, v, mask);
     return VLLM_OK;
+}
+
+vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t *mask) {
+    return so_match_fill_mask_scratch(m, mc, mc->own, mask);
 }

@@ -52,8 +52,11 @@ bool so_match_terminated(const so_matcher *m);
 void so_match_fill_mask(so_matcher *m, const so_vocab *v, uint32_t *mask);
 
 /* The adaptive token-mask cache of one compiled grammar over one vocabulary (both borrowed): per automaton state,
- * the tokens accepted or rejected there whatever the context, filled on first use. A mask then walks only the
- * tokens whose fate depends on the context. Not thread-safe: one thread fills masks with it at a time. */
+ * the tokens accepted or rejected there whatever the context, filled on first use (or ahead by
+ * so_mask_cache_classify). A mask then walks only the tokens whose fate depends on the context. Threads: masks of
+ * different matchers may be filled at once with so_match_fill_mask_scratch, each thread with its own scratch;
+ * so_match_fill_mask_cached uses the cache's own scratch (one thread at a time); so_mask_cache_classify may run on
+ * any thread alongside them. */
 typedef struct so_mask_cache so_mask_cache;
 vllm_status so_mask_cache_create(const so_compiled *c, const so_vocab *v, so_mask_cache **out);
 void so_mask_cache_free(so_mask_cache *mc);
@@ -64,5 +67,15 @@ int32_t so_mask_cache_last_walked(const so_mask_cache *mc); /* context-dependent
 void so_mask_cache_stats(const so_mask_cache *mc, int64_t *fills, int64_t *walked, double *entry_seconds);
 /* so_match_fill_mask's bits for m (a matcher of mc's grammar); VLLM_ERR_NO_MEMORY when an entry cannot be made */
 vllm_status so_match_fill_mask_cached(so_matcher *m, so_mask_cache *mc, uint32_t *mask);
+/* One thread's working memory for fills (any grammar, any vocabulary: it grows to fit). */
+typedef struct so_mask_scratch so_mask_scratch;
+vllm_status so_mask_scratch_create(so_mask_scratch **out);
+void so_mask_scratch_free(so_mask_scratch *sc);
+/* so_match_fill_mask_cached with sc: safe to call from several threads at once on one cache (other matchers) */
+vllm_status so_match_fill_mask_scratch(so_matcher *m, so_mask_cache *mc, so_mask_scratch *sc, uint32_t *mask);
+/* Classifies state s now unless done (states no fill reads are skipped): the grammar's states can be classified
+ * ahead, on other threads, before the first masks need them. NO_MEMORY on failure. */
+vllm_status so_mask_cache_classify(so_mask_cache *mc, so_mask_scratch *sc, int32_t s);
+int32_t so_mask_cache_num_states(const so_mask_cache *mc);
 
 #endif

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "cpu/cpu_quant.h"
-#include "cpu/threadpool.h"
+#include "core/threadpool.h"
 #include "tensor/fp8.h"
 #include "test.h"
 

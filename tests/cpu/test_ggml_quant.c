@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "cpu/cpu_quant.h"
-#include "cpu/threadpool.h"
+#include "core/threadpool.h"
 #include "tensor/ggml_quant.h"
 #include "test.h"
 

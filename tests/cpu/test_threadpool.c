@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "cpu/threadpool.h"
+#include "core/threadpool.h"
 #include "test.h"
 
 typedef struct job {

@@ -563,6 +563,74 @@ static void test_messages_reply(void) {
     CTX.reasoning_parser = NULL;
 }
 
+/* tool_choice required: several calls streamed in pieces cut anywhere (a stream reader that falls behind gets
+ * merged chunks): every call's streamed arguments must be whole, in both APIs */
+static void test_required_pieces(void) {
+    /* six calls: the parser's table of calls grows past its first four while a call is being written (a
+       use-after-free before: a call's arguments went to the table's old copy) */
+    const char *text = "[{\"name\": \"w\", \"parameters\": {\"u\": \"c\"}}, {\"name\": \"w\", \"parameters\": "
+                       "{\"u\": \"f\"}}, {\"name\": \"w\", \"parameters\": {\"u\": \"c\"}}, {\"name\": \"w\", "
+                       "\"parameters\": {\"u\": \"f\"}}, {\"name\": \"w\", \"parameters\": {\"u\": \"c\"}}, {\"name\": "
+                       "\"w\", \"parameters\": {\"u\": \"f\"}}]";
+    const size_t n = strlen(text);
+    const char *bodies[2] = {
+        "{\"input\":\"x\",\"stream\":true,\"tools\":[{\"type\":\"function\",\"name\":\"w\",\"parameters\":{"
+        "\"type\":\"object\",\"properties\":{\"u\":{\"enum\":[\"c\",\"f\"]}}}}],\"tool_choice\":\"required\",\"reasoning\":{\"effort\":\"none\"}}",
+        "{\"model\":\"m\",\"max_tokens\":99,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+        "\"tools\":[{\"name\":\"w\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"u\":{\"enum\":[\"c\","
+        "\"f\"]}}}}],\"tool_choice\":{\"type\":\"any\"},\"thinking\":{\"type\":\"disabled\"}}"};
+    uint32_t seed = 12345;
+    CTX.reasoning_parser = "qwen3"; /* as the server of test_server_agents: thinking off, then the tool stage */
+    CTX.enable_auto_tool_choice = true;
+    CTX.tool_call_parser = "hermes";
+    for (int api = 0; api < 2; api++)
+        for (int round = 0; round < 200; round++) {
+            /* cut the text into 1 .. 40 pieces at random places */
+            char *pieces[41];
+            size_t cuts[42], nc = 0;
+            cuts[nc++] = 0;
+            int np = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 40;
+            for (int i = 1; i < np; i++) cuts[nc++] = ((seed = seed * 1103515245u + 12345u) >> 8) % n;
+            cuts[nc++] = n;
+            for (size_t i = 1; i < nc; i++)
+                for (size_t j = i; j > 0 && cuts[j] < cuts[j - 1]; j--) {
+                    size_t t = cuts[j];
+                    cuts[j] = cuts[j - 1], cuts[j - 1] = t;
+                }
+            for (size_t i = 0; i + 1 < nc; i++) pieces[i] = strndup(text + cuts[i], cuts[i + 1] - cuts[i]);
+            json_t *ev = stream(api ? oai_parse_messages : oai_parse_responses, bodies[api], (const char *const *)pieces,
+                                nc - 1, VLLM_FINISH_STOP);
+            for (size_t i = 0; i + 1 < nc; i++) free(pieces[i]);
+            /* the arguments of each call, from the deltas */
+            oai_buf args[8] = {{0}};
+            int calls = 0;
+            size_t k;
+            json_t *e;
+            json_array_foreach(ev, k, e) {
+                json_t *d = json_object_get(e, "data");
+                const char *name = json_string_value(json_object_get(e, "event"));
+                if (api == 0 && !strcmp(name, "response.output_item.added")) calls++;
+                if (api == 1 && !strcmp(name, "content_block_start")) calls++;
+                const char *frag = api == 0 ? (!strcmp(name, "response.function_call_arguments.delta")
+                                                   ? json_string_value(json_object_get(d, "delta"))
+                                                   : NULL)
+                                            : json_string_value(json_object_get(json_object_get(d, "delta"), "partial_json"));
+                if (frag && calls >= 1 && calls <= 8) oai_buf_puts(&args[calls - 1], frag);
+            }
+            CHECK_MSG(calls == 6, "api %d round %d: %d calls", api, round, calls);
+            for (int c = 0; c < 6 && c < calls; c++) {
+                const char *a = args[c].data ? args[c].data : "";
+                CHECK_MSG(!strcmp(a, c & 1 ? "{\"u\": \"f\"}" : "{\"u\": \"c\"}"), "api %d round %d call %d: %s", api,
+                          round, c, a);
+            }
+            for (int c = 0; c < 8; c++) oai_buf_free(&args[c]);
+            json_decref(ev);
+        }
+    CTX.reasoning_parser = NULL;
+    CTX.enable_auto_tool_choice = false;
+    CTX.tool_call_parser = NULL;
+}
+
 int main(void) {
     init_ctx();
     test_responses_input();
@@ -572,5 +640,6 @@ int main(void) {
     test_responses_reply();
     test_messages_request();
     test_messages_reply();
+    test_required_pieces();
     TEST_END();
 }

@@ -5,6 +5,7 @@
  * a byte at a time, rollback; token masks on the byte-level and SentencePiece test vocabularies equal to trying
  * every token, along JSON texts, stop tokens only where the grammar may end, specials never; the state limit.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,10 +221,117 @@ static void check_masks(const char *tokdir, const char *text) {
     tok_free(tok);
 }
 
+/* Several threads fill masks at once on one new mask cache, each with its own scratch and matcher, while another
+ * classifies every state ahead: each mask must equal the brute-force walk (TSan runs this too). */
+typedef struct thread_walk {
+    const so_compiled *c;
+    const so_vocab *v;
+    so_mask_cache *mc;
+    const char *text;
+    int32_t V;
+    int masks, bad, failed;
+} thread_walk;
+
+static void *walk_thread(void *arg) {
+    thread_walk *t = arg;
+    so_matcher *m = NULL;
+    so_mask_scratch *sc = NULL;
+    uint32_t *brute = calloc((size_t)(t->V + 31) / 32, 4), *fast = calloc((size_t)(t->V + 31) / 32, 4);
+    if (so_matcher_create(t->c, &m) != VLLM_OK || so_mask_scratch_create(&sc) != VLLM_OK || !brute || !fast) {
+        t->failed = 1;
+    }
+    const size_t n = strlen(t->text);
+    size_t at = 0;
+    while (!t->failed && at < n) {
+        so_match_fill_mask(m, t->v, brute);
+        if (so_match_fill_mask_scratch(m, t->mc, sc, fast) != VLLM_OK) {
+            t->failed = 1;
+            break;
+        }
+        t->masks++;
+        t->bad += memcmp(brute, fast, (size_t)(t->V + 31) / 32 * 4) != 0;
+        int32_t best = -1;
+        size_t best_n = 0;
+        for (int32_t id = 0; id < t->V; id++) {
+            size_t tn = 0;
+            const uint8_t *tb = so_vocab_bytes(t->v, id, &tn);
+            if ((brute[id >> 5] >> (id & 31) & 1u) && !so_vocab_is_stop(t->v, id) && tn > best_n && at + tn <= n &&
+                !memcmp(tb, t->text + at, tn))
+                best = id, best_n = tn;
+        }
+        if (best < 0 || !so_match_token(m, t->v, best)) {
+            t->failed = 2;
+            break;
+        }
+        at += best_n;
+    }
+    so_mask_scratch_free(sc);
+    so_matcher_free(m);
+    free(brute), free(fast);
+    return NULL;
+}
+
+typedef struct classify_all {
+    so_mask_cache *mc;
+    int failed;
+} classify_all;
+
+static void *classify_thread(void *arg) {
+    classify_all *a = arg;
+    so_mask_scratch *sc = NULL;
+    if (so_mask_scratch_create(&sc) != VLLM_OK) a->failed = 1;
+    for (int32_t s = 0; !a->failed && s < so_mask_cache_num_states(a->mc); s++)
+        if (so_mask_cache_classify(a->mc, sc, s) != VLLM_OK) a->failed = 1;
+    so_mask_scratch_free(sc);
+    return NULL;
+}
+
+static void check_threads(const char *tokdir) {
+    tokenizer *tok = NULL;
+    CHECK_OK(tok_load_dir(tokdir, &tok));
+    if (!tok) return;
+    const int32_t V = tok_vocab_size(tok) + 5, eos = tok_eos_id(tok) >= 0 ? tok_eos_id(tok) : 2;
+    so_vocab *v = NULL;
+    CHECK_OK(so_vocab_build(tok, V, &eos, 1, &v));
+    so_compiled *c = compile(JSON);
+    so_mask_cache *mc = NULL;
+    if (c && v) CHECK_OK(so_mask_cache_create(c, v, &mc));
+    static const char *const texts[] = {"{\"name\": \"the cat\", \"n\": [1, -2.5e3, true]}", "{\"a\": {\"b\": null}, \"c\": []}",
+                                        "{\"tt\": \"the\", \"x\": [false, 0.5]}", "{\"l\": [1, 2, 3, {\"k\": \"v\"}]}"};
+    enum { N = sizeof texts / sizeof *texts };
+    thread_walk tw[N];
+    pthread_t th[N + 1];
+    classify_all ca = {mc, 0};
+    for (int round = 0; mc && round < 2; round++) { /* the first round on a new cache, then on a warm one */
+        CHECK(pthread_create(&th[N], NULL, classify_thread, &ca) == 0);
+        for (int i = 0; i < N; i++) {
+            tw[i] = (thread_walk){c, v, mc, texts[i], V, 0, 0, 0};
+            CHECK(pthread_create(&th[i], NULL, walk_thread, &tw[i]) == 0);
+        }
+        for (int i = 0; i <= N; i++) pthread_join(th[i], NULL);
+        CHECK(!ca.failed);
+        for (int i = 0; i < N; i++) {
+            CHECK_MSG(!tw[i].failed && tw[i].masks > 3, "%s thread %d: failed %d after %d masks", tokdir, i, tw[i].failed,
+                      tw[i].masks);
+            CHECK_MSG(tw[i].bad == 0, "%s thread %d: %d of %d masks differ from the walk", tokdir, i, tw[i].bad,
+                      tw[i].masks);
+        }
+    }
+    int64_t fills, walked;
+    double es;
+    if (mc) so_mask_cache_stats(mc, &fills, &walked, &es);
+    CHECK(mc && fills > 8 && so_mask_cache_entries(mc) > 3);
+    so_mask_cache_free(mc);
+    so_compiled_free(c);
+    so_vocab_free(v);
+    tok_free(tok);
+}
+
 int main(void) {
     test_strings();
     test_stop_rules();
     check_masks(VLLM_SOURCE_DIR "/tests/tokenizer/data/bytelevel", "{\"name\": \"the cat\", \"n\": [1, -2.5e3, true]}");
     check_masks(VLLM_SOURCE_DIR "/tests/tokenizer/data/spm", "{\"a\": {\"b\": null}, \"tt\": \"the\"}");
+    check_threads(VLLM_SOURCE_DIR "/tests/tokenizer/data/bytelevel");
     TEST_END();
 }

@@ -1,5 +1,5 @@
 /*
- * threadpool.c: the CPU backend's persistent worker pool (see threadpool.h).
+ * threadpool.c: a persistent pthreads worker pool (see threadpool.h).
  *
  * Protocol. The caller publishes a job by writing its fields and then
  * storing job_word = (generation << 16 | threads in the job) under the
@@ -17,7 +17,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "cpu/threadpool.h"
+#include "core/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>

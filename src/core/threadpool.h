@@ -1,5 +1,5 @@
 /*
- * threadpool.h: a persistent pthreads worker pool for the CPU backend.
+ * threadpool.h: a persistent pthreads worker pool (the CPU backend's ops, the engine's token masks).
  *
  * tp_run splits the items [0, n) across the workers and the calling thread
  * and returns when every item is done. Workers spin briefly after each job

@@ -31,7 +31,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vllmc bench latency --model DIR [options]\n"
             "       vllmc bench throughput --model DIR (--input-len N | --dataset F.jsonl) [options]\n"
-            "       vllmc bench serve [options]   against a running server (vllmc bench serve --help)\n\n"
+            "       vllmc bench serve [options]   against a running server (vllmc bench serve --help)\n"
+            "       vllmc bench grammar --model DIR --json-schemas F   structured-output grammar set-up times\n\n"
             "latency: one batch of random prompts, timed end to end over several iterations\n"
             "  --input-len N               prompt tokens per request (default 32)\n"
             "  --output-len N              tokens generated per request (default 128)\n"
@@ -417,6 +418,7 @@ out:
 /* ------------------------------------------------------------------ */
 
 int cmd_bench_serve(int argc, char **argv); /* bench_serve.c: `vllmc bench serve` (online, over HTTP) */
+int cmd_bench_grammar(int argc, char **argv); /* bench_grammar.c: `vllmc bench grammar` (structured outputs) */
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) {
@@ -425,6 +427,7 @@ int cmd_bench(int argc, char **argv) {
     }
     const char *sub = argv[1];
     if (!strcmp(sub, "serve")) return cmd_bench_serve(argc - 1, argv + 1);
+    if (!strcmp(sub, "grammar")) return cmd_bench_grammar(argc - 1, argv + 1);
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
         usage(stdout);
         return 0;
@@ -437,7 +440,7 @@ int cmd_bench(int argc, char **argv) {
     } else if (!strcmp(sub, "throughput")) {
         a.who = "vllmc bench throughput";
     } else {
-        fprintf(stderr, "vllmc bench: unknown benchmark '%s' (latency or throughput)\n", sub);
+        fprintf(stderr, "vllmc bench: unknown benchmark '%s' (latency, throughput, serve or grammar)\n", sub);
         return 2;
     }
     a.eo = vllm_engine_default_options();

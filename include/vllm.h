@@ -285,6 +285,7 @@ typedef struct vllm_generate_stats {
     double structured_mask_seconds;  /* their time on the engine thread */
     double structured_mask_p50_us;   /* their median and 99th percentile, microseconds (a histogram's: within 10%) */
     double structured_mask_p99_us;
+    double structured_advance_seconds; /* the grammars fed the sampled tokens, on the engine thread */
 } vllm_generate_stats;
 
 /* Runs all prompts together (continuous batching) until each finishes.

@@ -384,8 +384,10 @@ static int run_throughput(const bench_args *a, vllm_engine *engine, const cli_da
     printf("Total num prompt tokens:  %zu\n", prompt_tokens);
     printf("Total num output tokens:  %zu\n", output_tokens);
     if (a->json_schema)
-        printf("Token masks: %zu, %.3f s on the engine thread, per mask median %.1f us, p99 %.1f us\n",
-               st.structured_masks, st.structured_mask_seconds, st.structured_mask_p50_us, st.structured_mask_p99_us);
+        printf("Token masks: %zu, %.3f s on the engine thread, per mask median %.1f us, p99 %.1f us; grammar advance "
+               "%.3f s\n",
+               st.structured_masks, st.structured_mask_seconds, st.structured_mask_p50_us, st.structured_mask_p99_us,
+               st.structured_advance_seconds);
     fflush(stdout);
 
     rc = 0;
@@ -403,6 +405,7 @@ static int run_throughput(const bench_args *a, vllm_engine *engine, const cli_da
             json_object_set_new(o, "structured_mask_seconds", json_real(st.structured_mask_seconds));
             json_object_set_new(o, "structured_mask_p50_us", json_real(st.structured_mask_p50_us));
             json_object_set_new(o, "structured_mask_p99_us", json_real(st.structured_mask_p99_us));
+            json_object_set_new(o, "structured_advance_seconds", json_real(st.structured_advance_seconds));
         }
         if (!write_json(a->output_json, o, a->who)) rc = 1;
         json_decref(o);

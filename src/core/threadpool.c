@@ -65,6 +65,11 @@ struct tp_pool {
     atomic_int stop;
     _Alignas(TP_LINE) _Atomic int64_t next;      /* next unclaimed item */
     _Alignas(TP_LINE) atomic_int caller_sleeping;
+
+    /* tp_start's job until tp_wait: its generation and threads (0: none), or run inline (n items, 1 thread) */
+    uint64_t pending_gen;
+    int pending_threads;
+    bool pending_inline;
 };
 
 static inline void tp_relax(void) {
@@ -233,8 +238,9 @@ static bool tp_all_done(tp_pool *p, int threads, uint64_t gen) {
     return true;
 }
 
-/* Runs a job on `threads` threads (caller included, 2 <= threads <= num_threads). */
-static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx) {
+/* Publishes a job for `threads` threads (caller included, 2 <= threads <= num_threads): the workers start on it;
+ * its generation. */
+static uint64_t tp_publish(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx) {
     int64_t chunk = n / ((int64_t)threads * TP_CHUNKS_PER_THREAD);
     p->fn = fn;
     p->ctx = ctx;
@@ -247,10 +253,12 @@ static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx)
     atomic_store_explicit(&p->job_word, gen << 16 | (uint64_t)threads, memory_order_release);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
+    return gen;
+}
 
+/* The caller's share of generation gen, then the wait for the workers, one after the other: spin, then sleep. */
+static void tp_join(tp_pool *p, int threads, uint64_t gen) {
     tp_work(p, 0);
-
-    /* wait for the workers, one after the other: spin, then sleep */
     int i = 1;
     int64_t t0 = tp_now_ns();
     for (int spins = 1; i < threads; spins++) {
@@ -269,6 +277,33 @@ static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx)
     while (!tp_all_done(p, threads, gen)) pthread_cond_wait(&p->done_cv, &p->mu);
     atomic_store(&p->caller_sleeping, 0);
     pthread_mutex_unlock(&p->mu);
+}
+
+/* Runs a job on `threads` threads (caller included, 2 <= threads <= num_threads). */
+static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx) {
+    tp_join(p, threads, tp_publish(p, n, threads, fn, ctx));
+}
+
+void tp_start(tp_pool *p, int64_t n, tp_fn fn, void *ctx) {
+    p->pending_threads = 0;
+    p->pending_inline = false;
+    if (n <= 0) return;
+    int threads = p->num_threads;
+    if (n < threads) threads = (int)n;
+    if (threads <= 1) { /* no worker: the caller runs it all in tp_wait */
+        p->fn = fn, p->ctx = ctx, p->n = n;
+        p->pending_inline = true;
+        return;
+    }
+    p->pending_gen = tp_publish(p, n, threads, fn, ctx);
+    p->pending_threads = threads;
+}
+
+void tp_wait(tp_pool *p) {
+    if (p->pending_inline) p->fn(p->ctx, 0, p->n, 0);
+    else if (p->pending_threads) tp_join(p, p->pending_threads, p->pending_gen);
+    p->pending_inline = false;
+    p->pending_threads = 0;
 }
 
 void tp_run(tp_pool *p, int64_t n, tp_fn fn, void *ctx) {

@@ -43,5 +43,10 @@ void tp_run(tp_pool *pool, int64_t n, tp_fn fn, void *ctx);
 /* Same, but uses only as many threads as n * item_cost / min_work; runs
  * inline when that is one. */
 void tp_run_cost(tp_pool *pool, int64_t n, double item_cost, tp_fn fn, void *ctx);
+/* tp_run in two halves, so the caller can do something else meanwhile: tp_start hands the items to the workers
+ * and returns at once; tp_wait runs the caller's share (thread 0's first chunk and whatever is left) and returns
+ * when every item is done. Every tp_start needs its tp_wait before the next job on the pool. */
+void tp_start(tp_pool *pool, int64_t n, tp_fn fn, void *ctx);
+void tp_wait(tp_pool *pool);
 
 #endif

@@ -688,6 +688,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     be->act_dtype = DTYPE_BF16;
     be->kv_dtype = opt && opt->kv_cache_fp8 ? DTYPE_F8_E4M3 : DTYPE_BF16; /* ops_attention.cu reads both */
     be->import_copies = true;
+    be->async = true;
     be->dummy_fill = true; /* cu_h2d_2d */
     be->graph_moe_pairs = CU_MOE_GEMV_MAX_PAIRS; /* ops_moe.cu's recordable path */
     /* ggml block weights: linear_create / linear / linear_fused, embedding and experts_create take every

@@ -300,6 +300,10 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     backend_options bo = {.num_threads = e->opt.num_threads,
                           .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
     if ((st = backend_create(e->opt.device, &bo, &e->be))) goto fail;
+    {
+        const char *ov = getenv("VLLM_MASKS_OVERLAP");
+        e->so_overlap = ov && *ov ? strcmp(ov, "0") != 0 : e->be->async;
+    }
     /* the runner (generate or pooling) decides what the model loads: the pooling runner no LM head */
     if ((st = engine_pooling_resolve(e, model_dir))) goto fail;
     model_load_options mo = {.dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed,
@@ -422,6 +426,12 @@ fail:
 
 void vllm_engine_free(vllm_engine *e) {
     if (!e) return;
+    const engine_counters *k = &e->counters;
+    if (k->steps)
+        LOG_D("engine: %zu steps, %.3f s prefill + %.3f s decode; host time in the forward %.3f s, token masks %.3f s, "
+              "sampling %.3f s, grammar advance %.3f s",
+              k->steps, k->prefill_seconds, k->decode_seconds, k->forward_seconds, k->so_mask_seconds, k->sample_seconds,
+              k->so_advance_seconds);
     engine_requests_free(e);
     ib_destroy(&e->ib);
     sched_destroy(&e->sched);

@@ -21,6 +21,16 @@
 #include "vllm.h"
 
 typedef struct engine_so_grammar engine_so_grammar; /* engine_structured.c: a shared compiled grammar */
+typedef struct ereq ereq;
+typedef struct vllm_engine vllm_engine;
+/* the step's mask job (engine_structured.c) */
+typedef struct so_fill_job {
+    vllm_engine *e;
+    ereq *const *reqs;
+    sampler_context *ctx;
+    const int *rows;   /* sampled rows to mask */
+    size_t words;
+} so_fill_job;
 
 /* A request as the engine sees it. */
 typedef struct ereq {
@@ -98,6 +108,9 @@ typedef struct engine_counters {
     size_t so_masks;
     double so_mask_seconds;
     uint32_t so_mask_hist[ENGINE_MASK_HIST];
+    double so_advance_seconds;    /* the matchers fed the sampled tokens */
+    double forward_seconds;       /* host time in model_forward (the launch, or all of it where it waits) */
+    double sample_seconds;        /* host time in the logprobs and sample ops (they wait for the device) */
 } engine_counters;
 
 struct vllm_engine {
@@ -133,6 +146,10 @@ struct vllm_engine {
     int so_threads;
     int *so_rows;                /* (max_num_seqs) the step's masked rows */
     double *so_row_seconds;      /* (max_num_seqs) each one's fill time */
+    so_fill_job so_job;          /* the masks being filled */
+    int so_pending;              /* rows engine_so_masks_start handed to the mask threads (0: none) */
+    bool so_overlap;             /* masks filled during the forward: an async backend, or VLLM_MASKS_OVERLAP=1
+                                    (=0: never; a diagnostic and test switch) */
     /* the pooling runner (engine_pooling.c) */
     bool pooling;                /* runner pooling: embeddings only, the model has no LM head */
     vllm_pooling_type pool_type; /* LAST, MEAN or CLS (resolved) */
@@ -169,6 +186,11 @@ void engine_so_detach(ereq *q);
 /* The step's token masks, filled on the mask threads: ctx[i].mask for each sampled row i of reqs[0 .. n) whose
  * request is constrained now, NULL for the others. */
 void engine_so_fill_masks(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n);
+/* The same in two halves (an async backend: the masks are filled while the device runs the forward):
+ * engine_so_masks_start hands the rows to the mask threads, engine_so_masks_wait returns once they are filled.
+ * The requests and ctx must not change in between. */
+void engine_so_masks_start(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n);
+void engine_so_masks_wait(vllm_engine *e);
 bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t);
 void engine_so_free(vllm_engine *e);
 /* the q-quantile of a mask-time histogram (engine_counters.so_mask_hist), microseconds (its bucket's upper end;

@@ -406,7 +406,15 @@ static void accept_token(vllm_engine *e, ereq *q, int32_t t, float logprob) {
     r->logprobs[generated] = logprob;
     r->tokens[r->num_tokens++] = t;
     generated++;
-    if (!engine_so_accept(e, q, t)) { /* (the mask allowed it: a bug; vLLM ends such a request with an error) */
+    bool so_ok;
+    if (q->so) {
+        const double ta = progress_now();
+        so_ok = engine_so_accept(e, q, t);
+        e->counters.so_advance_seconds += progress_now() - ta;
+    } else {
+        so_ok = true;
+    }
+    if (!so_ok) { /* (the mask allowed it: a bug; vLLM ends such a request with an error) */
         LOG_W("request %s: the structured-output grammar refused token %d", q->child_id ? q->child_id : q->id, t);
         r->finish = VLLM_FINISH_ABORT;
         return;
@@ -518,7 +526,6 @@ static void build_sampling(vllm_engine *e, const sched_output *so, sample_batch 
         ss->reqs[ns] = q;
         ns++;
     }
-    engine_so_fill_masks(e, ss->reqs, ss->ctx, ns);
     *sb = (sample_batch){
         .num_rows = ns, .rows = ss->rows, .params = ss->params, .ctx = ss->ctx, .uniform = ss->uniform,
         .tokens = ss->tokens, .logprobs = ss->logprobs, .top_ids = ss->top_ids, .top_lps = ss->top_lps,
@@ -714,23 +721,34 @@ vllm_status vllm_engine_step(vllm_engine *e, const vllm_request_output **outputs
         for (int i = 0; i < so.num_restores; i++)
             if ((st = model_state_restore(e->model, e->cache, so.restores[i].ckpt_slot, so.restores[i].state_slot)))
                 return st;
+        /* the sampled rows and their token masks (from the matchers as the last step left them): on an async
+         * backend the mask threads fill them while the device runs the forward */
+        sample_batch sb = {0};
+        logprob_batch lb = {0};
+        const bool overlap = !e->pooling && e->so_overlap;
+        if (!e->pooling) build_sampling(e, &so, &sb, &lb);
+        if (overlap) engine_so_masks_start(e, e->ss.reqs, e->ss.ctx, sb.num_rows);
         const tensor *logits;
-        if ((st = model_forward(e->model, e->cache, &b, &logits))) return st;
-        for (int i = 0; i < so.num_saves; i++)
-            if ((st = model_state_save(e->model, e->cache, so.saves[i].state_slot, so.saves[i].ckpt_slot))) return st;
+        double tf = progress_now();
+        st = model_forward(e->model, e->cache, &b, &logits);
+        e->counters.forward_seconds += progress_now() - tf;
+        for (int i = 0; st == VLLM_OK && i < so.num_saves; i++)
+            st = model_state_save(e->model, e->cache, so.saves[i].state_slot, so.saves[i].ckpt_slot);
+        if (overlap) engine_so_masks_wait(e);
+        if (st) return st;
         /* prompt logprobs and sampling run on the backend over the (num_logits, V)
          * logits; only ids and logprobs come back (the pooling runner: the hidden rows
          * come back, pooled per request on the host) */
-        sample_batch sb = {0};
-        logprob_batch lb = {0};
         if (e->pooling) {
             if ((st = engine_pooling_rows(e, &so, logits))) return st;
         } else {
-            build_sampling(e, &so, &sb, &lb);
+            if (!overlap) engine_so_fill_masks(e, e->ss.reqs, e->ss.ctx, sb.num_rows);
             tensor lt = *logits;
+            double ts = progress_now();
             if ((lb.num_rows > 0 && (st = e->be->ops->logprobs(e->be, &lt, &lb))) ||
                 (sb.num_rows > 0 && (st = e->be->ops->sample(e->be, &lt, &sb))))
                 return st;
+            e->counters.sample_seconds += progress_now() - ts;
         }
         bool prefill = false;
         size_t prefill_tokens = 0;

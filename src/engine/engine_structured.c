@@ -201,16 +201,8 @@ static vllm_status pool(vllm_engine *e) {
     return VLLM_OK;
 }
 
-typedef struct fill_job {
-    vllm_engine *e;
-    ereq *const *reqs;
-    sampler_context *ctx;
-    const int *rows;   /* sampled rows to mask */
-    size_t words;
-} fill_job;
-
 static void fill_rows(void *cls, int64_t start, int64_t end, int tid) {
-    fill_job *j = cls;
+    so_fill_job *j = cls;
     vllm_engine *e = j->e;
     for (int64_t k = start; k < end; k++) {
         const int i = j->rows[k];
@@ -226,7 +218,8 @@ static void fill_rows(void *cls, int64_t start, int64_t end, int tid) {
     }
 }
 
-void engine_so_fill_masks(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n) {
+/* The rows of reqs[0 .. n) to mask now into e->so_rows (ctx[i].mask cleared for every row); their count. */
+static int masked_rows(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n) {
     int nm = 0;
     for (int i = 0; i < n; i++) {
         ereq *q = reqs[i];
@@ -234,23 +227,48 @@ void engine_so_fill_masks(vllm_engine *e, ereq *const *reqs, sampler_context *ct
         if (!q->so || q->so_reasoning || so_match_terminated(q->so) || !e->so_vocab) continue;
         if (!e->so_pool && pool(e) != VLLM_OK) {
             LOG_W("%s (the step's structured outputs are unconstrained)", vllm_last_error());
-            return;
+            return 0;
         }
         e->so_rows[nm++] = i;
     }
-    if (!nm) return;
-    fill_job j = {e, reqs, ctx, e->so_rows, (size_t)(so_vocab_size(e->so_vocab) + 31) / 32};
-    const double t0 = progress_now();
-    if (nm == 1) fill_rows(&j, 0, 1, 0);
-    else tp_run(e->so_pool, nm, fill_rows, &j);
+    return nm;
+}
+
+/* the per-mask histogram of the rows just filled */
+static void count_rows(vllm_engine *e, int nm, double waited) {
     engine_counters *k = &e->counters;
-    k->so_mask_seconds += progress_now() - t0; /* what the engine thread waited */
+    k->so_mask_seconds += waited; /* what the engine thread waited */
     k->so_masks += (size_t)nm;
     for (int r = 0; r < nm; r++) {
         const double dt = e->so_row_seconds[r];
         int b = dt * 1e6 < 1.0 ? 0 : 1 + (int)(log(dt * 1e6) / log(1.1));
         k->so_mask_hist[b < ENGINE_MASK_HIST ? b : ENGINE_MASK_HIST - 1]++;
     }
+}
+
+void engine_so_fill_masks(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n) {
+    int nm = masked_rows(e, reqs, ctx, n);
+    if (!nm) return;
+    e->so_job = (so_fill_job){e, reqs, ctx, e->so_rows, (size_t)(so_vocab_size(e->so_vocab) + 31) / 32};
+    const double t0 = progress_now();
+    if (nm == 1) fill_rows(&e->so_job, 0, 1, 0);
+    else tp_run(e->so_pool, nm, fill_rows, &e->so_job);
+    count_rows(e, nm, progress_now() - t0);
+}
+
+void engine_so_masks_start(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, int n) {
+    e->so_pending = masked_rows(e, reqs, ctx, n);
+    if (!e->so_pending) return;
+    e->so_job = (so_fill_job){e, reqs, ctx, e->so_rows, (size_t)(so_vocab_size(e->so_vocab) + 31) / 32};
+    tp_start(e->so_pool, e->so_pending, fill_rows, &e->so_job);
+}
+
+void engine_so_masks_wait(vllm_engine *e) {
+    if (!e->so_pending) return;
+    const double t0 = progress_now();
+    tp_wait(e->so_pool);
+    count_rows(e, e->so_pending, progress_now() - t0);
+    e->so_pending = 0;
 }
 
 bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t) {

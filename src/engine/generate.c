@@ -140,6 +140,7 @@ vllm_status vllm_generate(vllm_engine *e, const vllm_prompt *prompts, size_t num
         stats->decode_seconds = e->counters.decode_seconds - c0.decode_seconds;
         stats->structured_masks = e->counters.so_masks - c0.so_masks;
         stats->structured_mask_seconds = e->counters.so_mask_seconds - c0.so_mask_seconds;
+        stats->structured_advance_seconds = e->counters.so_advance_seconds - c0.so_advance_seconds;
         uint32_t h[ENGINE_MASK_HIST];
         for (int b = 0; b < ENGINE_MASK_HIST; b++) h[b] = e->counters.so_mask_hist[b] - c0.so_mask_hist[b];
         stats->structured_mask_p50_us = engine_hist_quantile(h, 0.5);

@@ -437,6 +437,8 @@ struct backend {
     const char *name;     /* "cpu", "cuda" */
     dtype act_dtype;      /* dtype of activations */
     dtype kv_dtype;       /* dtype of the KV cache */
+    bool async;           /* ops return before the device ran them (a GPU): host work between the forward and
+                             the sampling, which waits for it, overlaps the device's */
     bool import_copies;   /* import / linear_create copy the host data (a GPU): the host
                              source (mmap, dummy buffers) may be freed after loading */
     bool dummy_fill;      /* import / linear_create / experts_create recognise dummy arenas

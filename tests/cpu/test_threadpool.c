@@ -45,8 +45,16 @@ static int run_job(tp_pool *p, int64_t n, double cost, int *used_workers) {
     atomic_init(&j.max_tid, 0);
     j.hits = calloc((size_t)(n > 0 ? n : 1), sizeof *j.hits);
     j.value = calloc((size_t)(n > 0 ? n : 1), sizeof *j.value);
-    if (cost < 0) tp_run(p, n, job_fn, &j);
-    else tp_run_cost(p, n, cost, job_fn, &j);
+    if (cost == -2) { /* tp_start, the caller busy meanwhile, tp_wait */
+        tp_start(p, n, job_fn, &j);
+        volatile int64_t spin = 0;
+        for (int i = 0; i < 1000; i++) spin += i;
+        tp_wait(p);
+    } else if (cost < 0) {
+        tp_run(p, n, job_fn, &j);
+    } else {
+        tp_run_cost(p, n, cost, job_fn, &j);
+    }
     int ok = atomic_load(&j.bad_tid) == 0;
     int64_t sum = 0, want = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -92,6 +100,13 @@ int main(void) {
     for (int i = 0; i < 10000; i++) all_ok &= run_job(p, 4 + i % 61, -1, NULL);
     CHECK(all_ok);
 
+    /* tp_start + tp_wait: the same jobs in two halves, workers asleep or not */
+    all_ok = 1;
+    for (int i = 0; i < 2000; i++) all_ok &= run_job(p, i % 70, -2, NULL);
+    CHECK(all_ok);
+    sleep_ms(3);
+    CHECK(run_job(p, 64, -2, NULL));
+
     /* workers asleep (idle longer than the spin time) still wake up */
     for (int i = 0; i < 5; i++) {
         sleep_ms(3);
@@ -111,6 +126,8 @@ int main(void) {
     CHECK_OK(tp_create(1, &p));
     used = 1;
     CHECK(run_job(p, 1000, -1, &used));
+    CHECK(!used);
+    CHECK(run_job(p, 1000, -2, &used));
     CHECK(!used);
     tp_free(p);
 

@@ -155,13 +155,20 @@ static vllm_engine *engine(int blocks, int batched, bool prefix) {
 
 static void test_layouts(void) {
     vllm_engine *a = engine(0, 8192, true), *b = engine(0, 3, false), *c = engine(16, 8, true);
-    if (!a || !b || !c) return;
-    char *ra = run_all(a), *rb = run_all(b), *rc = run_all(c);
+    /* the masks filled while the forward runs (what a GPU backend does; VLLM_MASKS_OVERLAP forces it here) */
+    setenv("VLLM_MASKS_OVERLAP", "1", 1);
+    vllm_engine *d = engine(0, 8192, true);
+    unsetenv("VLLM_MASKS_OVERLAP");
+    if (!a || !b || !c || !d) return;
+    char *ra = run_all(a), *rb = run_all(b), *rc = run_all(c), *rd = run_all(d);
     CHECK_MSG(ra && rb && !strcmp(ra, rb), "chunked prefill, no prefix cache:\n%s\nvs\n%s", ra, rb);
     CHECK_MSG(ra && rc && !strcmp(ra, rc), "preemption:\n%s\nvs\n%s", ra, rc);
+    CHECK_MSG(ra && rd && !strcmp(ra, rd), "masks during the forward:\n%s\nvs\n%s", ra, rd);
     free(ra);
     free(rb);
     free(rc);
+    free(rd);
+    vllm_engine_free(d);
     vllm_engine_free(a);
     vllm_engine_free(b);
     vllm_engine_free(c);

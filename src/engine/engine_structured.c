@@ -1,5 +1,7 @@
 /* engine_structured.c: structured outputs in the engine: the vocabulary's bytes, the compiled grammars, a matcher per request, its token masks and its advance (engine_internal.h). */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,10 +15,80 @@
 
 /* A compiled grammar shared by the requests of one constraint (vLLM keeps xgrammar's compiler cache; a request's
  * n samples and repeated schemas compile once). Engine-thread only, so no lock. */
+/* Classifies a new grammar's states in the background (xgrammar computes its adaptive mask cache when it compiles
+ * a grammar; vLLM compiles on a thread pool before the request is scheduled): masks that need a state not yet
+ * classified classify it themselves or wait for the thread doing it (so_mask.c), so the first steps of a new
+ * grammar stop paying for every state they meet. Grammars with more states than SO_AHEAD_MAX_STATES are left to
+ * the masks (a huge enum would keep the threads busy for minutes). */
+#define SO_AHEAD_MAX_STATES 4096
+#define SO_AHEAD_THREADS 4
+
+typedef struct so_ahead so_ahead;
+typedef struct ahead_arg {
+    so_ahead *a;
+    int i;
+} ahead_arg;
+
+struct so_ahead {
+    pthread_t th[SO_AHEAD_THREADS];
+    so_mask_scratch *sc[SO_AHEAD_THREADS];
+    ahead_arg args[SO_AHEAD_THREADS];
+    int nth;
+    so_mask_cache *mc;
+    _Atomic int32_t next;
+    atomic_bool stop;
+};
+
+static void *ahead_main(void *arg) {
+    const ahead_arg *x = arg;
+    so_ahead *a = x->a;
+    const int32_t n = so_mask_cache_num_states(a->mc);
+    for (;;) {
+        if (atomic_load_explicit(&a->stop, memory_order_relaxed)) break;
+        const int32_t s = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
+        if (s >= n || so_mask_cache_classify(a->mc, a->sc[x->i], s) != VLLM_OK) break; /* (out of memory: the masks
+                                                                                          classify what they need) */
+    }
+    return NULL;
+}
+
+static void ahead_stop(so_ahead *a) {
+    if (!a) return;
+    atomic_store(&a->stop, true);
+    for (int i = 0; i < a->nth; i++) pthread_join(a->th[i], NULL);
+    for (int i = 0; i < SO_AHEAD_THREADS; i++) so_mask_scratch_free(a->sc[i]);
+    free(a);
+}
+
+/* Starts classifying mc's states on up to SO_AHEAD_THREADS threads (a quarter of the cores, at least one); NULL
+ * when the grammar is too large or a thread cannot start (the masks then classify all they need). */
+static so_ahead *ahead_start(so_mask_cache *mc) {
+    if (so_mask_cache_num_states(mc) > SO_AHEAD_MAX_STATES) return NULL;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = ncpu >= 4 * SO_AHEAD_THREADS ? SO_AHEAD_THREADS : ncpu >= 8 ? (int)(ncpu / 4) : 1;
+    so_ahead *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->mc = mc;
+    atomic_init(&a->next, 0);
+    atomic_init(&a->stop, false);
+    for (int i = 0; i < want; i++) {
+        if (so_mask_scratch_create(&a->sc[i]) != VLLM_OK) break;
+        a->args[i] = (ahead_arg){a, i};
+        if (pthread_create(&a->th[i], NULL, ahead_main, &a->args[i]) != 0) break;
+        a->nth++;
+    }
+    if (a->nth == 0) {
+        ahead_stop(a);
+        return NULL;
+    }
+    return a;
+}
+
 struct engine_so_grammar {
     char *key;
     so_compiled *c;
     so_mask_cache *mc; /* its token masks over the engine's vocabulary */
+    so_ahead *ahead;   /* its states classified in the background, or NULL */
     int refs;        /* requests using it */
     bool cached;     /* still in e->so_cache (else freed when refs drops to 0) */
     uint64_t used;
@@ -26,6 +98,7 @@ struct engine_so_grammar {
 
 static void grammar_free(engine_so_grammar *g) {
     if (!g) return;
+    ahead_stop(g->ahead);
     if (g->mc) {
         int64_t fills, walked;
         double es;
@@ -110,6 +183,7 @@ static vllm_status grammar_get(vllm_engine *e, const vllm_structured_outputs *s,
         grammar_free(g);
         return st;
     }
+    g->ahead = ahead_start(g->mc);
     if (!e->so_cache && !(e->so_cache = calloc(SO_CACHE_MAX, sizeof *e->so_cache))) {
         grammar_free(g);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");

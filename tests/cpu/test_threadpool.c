@@ -47,8 +47,8 @@ static int run_job(tp_pool *p, int64_t n, double cost, int *used_workers) {
     j.value = calloc((size_t)(n > 0 ? n : 1), sizeof *j.value);
     if (cost == -2) { /* tp_start, the caller busy meanwhile, tp_wait */
         tp_start(p, n, job_fn, &j);
-        volatile int64_t spin = 0;
-        for (int i = 0; i < 1000; i++) spin += i;
+        struct timespec busy = {0, 20000}; /* the caller does something else meanwhile */
+        nanosleep(&busy, NULL);
         tp_wait(p);
     } else if (cost < 0) {
         tp_run(p, n, job_fn, &j);

@@ -56,6 +56,7 @@ struct tp_pool {
     pthread_cond_t done_cv;  /* the caller waits here for the job to finish */
 
     /* the current job: written by the caller before publishing job_word */
+    bool async_job;   /* tp_start's: the workers take every first chunk, the caller only helps with the rest */
     tp_fn fn;
     void *ctx;
     int64_t n;
@@ -89,7 +90,9 @@ static int64_t tp_now_ns(void) {
 /* Runs chunk `tid` of the job, then claims and runs chunks until the items
  * are exhausted (`next` starts past the threads' first chunks). */
 static void tp_work(tp_pool *p, int tid) {
-    int64_t start = (int64_t)tid * p->chunk;
+    int64_t start = !p->async_job ? (int64_t)tid * p->chunk
+                    : tid > 0     ? (int64_t)(tid - 1) * p->chunk
+                                  : atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
     while (start < p->n) {
         int64_t end = start + p->chunk < p->n ? start + p->chunk : p->n;
         p->fn(p->ctx, start, end, tid);
@@ -240,13 +243,14 @@ static bool tp_all_done(tp_pool *p, int threads, uint64_t gen) {
 
 /* Publishes a job for `threads` threads (caller included, 2 <= threads <= num_threads): the workers start on it;
  * its generation. */
-static uint64_t tp_publish(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx) {
+static uint64_t tp_publish(tp_pool *p, int64_t n, int threads, bool async_job, tp_fn fn, void *ctx) {
     int64_t chunk = n / ((int64_t)threads * TP_CHUNKS_PER_THREAD);
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     p->chunk = chunk > 0 ? chunk : 1;
-    atomic_store_explicit(&p->next, (int64_t)threads * p->chunk, memory_order_relaxed);
+    p->async_job = async_job;
+    atomic_store_explicit(&p->next, (int64_t)(async_job ? threads - 1 : threads) * p->chunk, memory_order_relaxed);
 
     pthread_mutex_lock(&p->mu);
     uint64_t gen = ((atomic_load_explicit(&p->job_word, memory_order_relaxed) >> 16) + 1) & TP_GEN_MASK;
@@ -281,7 +285,7 @@ static void tp_join(tp_pool *p, int threads, uint64_t gen) {
 
 /* Runs a job on `threads` threads (caller included, 2 <= threads <= num_threads). */
 static void tp_dispatch(tp_pool *p, int64_t n, int threads, tp_fn fn, void *ctx) {
-    tp_join(p, threads, tp_publish(p, n, threads, fn, ctx));
+    tp_join(p, threads, tp_publish(p, n, threads, false, fn, ctx));
 }
 
 void tp_start(tp_pool *p, int64_t n, tp_fn fn, void *ctx) {
@@ -295,7 +299,7 @@ void tp_start(tp_pool *p, int64_t n, tp_fn fn, void *ctx) {
         p->pending_inline = true;
         return;
     }
-    p->pending_gen = tp_publish(p, n, threads, fn, ctx);
+    p->pending_gen = tp_publish(p, n, threads, true, fn, ctx);
     p->pending_threads = threads;
 }
 

@@ -67,6 +67,8 @@ typedef struct ereq {
     engine_so_grammar *so_grammar;
     so_matcher *so;
     bool so_reasoning;           /* still in the reasoning: unconstrained until so_think_end is generated */
+    int32_t so_next;             /* a sampled token the matcher has not read yet (-1: none): with masks filled
+                                    during the forward, the mask threads read it before the next mask */
     int32_t so_think_end;
     /* a pooling request (engine_pooling.c): its parameters, the pooled rows so far (MEAN: their sum; LAST /
      * CLS: the row) in double, and the embedding once its prompt is computed */

@@ -237,6 +237,7 @@ vllm_status engine_so_attach(vllm_engine *e, ereq *q) {
     vllm_status st;
     if ((st = so_spec_validate(s)) || (st = vocab(e)) || (st = grammar_get(e, s, &q->so_grammar))) return st;
     if ((st = reasoning_init(e, q))) return st;
+    q->so_next = -1;
     return so_matcher_create(q->so_grammar->c, &q->so);
 }
 
@@ -283,7 +284,17 @@ static void fill_rows(void *cls, int64_t start, int64_t end, int tid) {
         ereq *q = j->reqs[i];
         uint32_t *m = e->so_masks + (size_t)i * j->words;
         const double t0 = progress_now();
-        if (so_match_fill_mask_scratch(q->so, q->so_grammar->mc, e->so_scratch[tid], m) != VLLM_OK) {
+        bool refused = false;
+        if (q->so_next >= 0) { /* the token the last step sampled (engine_so_accept left it to this job) */
+            refused = !so_match_token(q->so, e->so_vocab, q->so_next);
+            q->so_next = -1;
+        }
+        if (refused) { /* (the mask allowed it: a bug) every token banned: the sampler ends the request */
+            LOG_W("request %s: the structured-output grammar refused the token sampled last", q->id);
+            memset(m, 0, j->words * sizeof *m);
+        } else if (so_match_terminated(q->so)) {
+            m = NULL; /* the grammar ended with that token: unconstrained from here, as vLLM */
+        } else if (so_match_fill_mask_scratch(q->so, q->so_grammar->mc, e->so_scratch[tid], m) != VLLM_OK) {
             LOG_W("request %s: %s (its mask walks the whole vocabulary)", q->id, vllm_last_error());
             so_match_fill_mask(q->so, e->so_vocab, m);
         }
@@ -351,6 +362,12 @@ bool engine_so_accept(vllm_engine *e, ereq *q, int32_t t) {
         if (t == q->so_think_end) q->so_reasoning = false;
         return true;
     }
+    if (e->so_overlap && e->so_pool && q->so_next < 0) { /* read by the next step's mask job, off this thread */
+        q->so_next = t;
+        return true;
+    }
+    if (q->so_next >= 0 && !so_match_token(q->so, e->so_vocab, q->so_next)) return false;
+    q->so_next = -1;
     return so_match_token(q->so, e->so_vocab, t);
 }
 

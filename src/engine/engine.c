@@ -428,9 +428,12 @@ void vllm_engine_free(vllm_engine *e) {
     if (!e) return;
     const engine_counters *k = &e->counters;
     if (k->steps)
-        LOG_D("engine: %zu steps, %.3f s prefill + %.3f s decode; host time in the forward %.3f s, token masks %.3f s, "
-              "sampling %.3f s, grammar advance %.3f s",
-              k->steps, k->prefill_seconds, k->decode_seconds, k->forward_seconds, k->so_mask_seconds, k->sample_seconds,
+        LOG_D("engine: %zu steps, %.3f s prefill + %.3f s decode; host time in the forward %.3f s, token masks %.3f s "
+              "(%zu steps waited over 0.2 ms, %.3f s; per mask p99 %.0f us, p99.9 %.0f us, max %.0f us), sampling %.3f s, "
+              "grammar advance %.3f s",
+              k->steps, k->prefill_seconds, k->decode_seconds, k->forward_seconds, k->so_mask_seconds, k->so_long_waits,
+              k->so_long_wait_seconds, engine_hist_quantile(k->so_mask_hist, 0.99),
+              engine_hist_quantile(k->so_mask_hist, 0.999), engine_hist_quantile(k->so_mask_hist, 1.0), k->sample_seconds,
               k->so_advance_seconds);
     engine_requests_free(e);
     ib_destroy(&e->ib);

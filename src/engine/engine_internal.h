@@ -111,6 +111,8 @@ typedef struct engine_counters {
     double so_mask_seconds;
     uint32_t so_mask_hist[ENGINE_MASK_HIST];
     double so_advance_seconds;    /* the matchers fed the sampled tokens */
+    size_t so_long_waits;         /* steps whose mask wait passed 0.2 ms, and their waits' sum */
+    double so_long_wait_seconds;
     double forward_seconds;       /* host time in model_forward (the launch, or all of it where it waits) */
     double sample_seconds;        /* host time in the logprobs and sample ops (they wait for the device) */
 } engine_counters;

@@ -323,6 +323,7 @@ static int masked_rows(vllm_engine *e, ereq *const *reqs, sampler_context *ctx, 
 static void count_rows(vllm_engine *e, int nm, double waited) {
     engine_counters *k = &e->counters;
     k->so_mask_seconds += waited; /* what the engine thread waited */
+    if (waited > 2e-4) k->so_long_waits++, k->so_long_wait_seconds += waited;
     k->so_masks += (size_t)nm;
     for (int r = 0; r < nm; r++) {
         const double dt = e->so_row_seconds[r];

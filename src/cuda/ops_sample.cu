@@ -821,7 +821,10 @@ void cu_sample_free(cu_state *cu) {
 static vllm_status sample_prepare(backend *be, const tensor *logits, const int32_t *rows, int n, const char *op,
                                   int *V) {
     cu_state *cu = cu_of(be);
-    vllm_status st = cu_sync(be);
+    /* no wait for the forward here: the rows, edits and token masks are packed on the host while the device still
+       runs it (the outputs' download at the end waits, and reports any device error); a failure already recorded
+       is reported now */
+    vllm_status st = cu->err != VLLM_OK ? cu_sync(be) : VLLM_OK;
     if (st != VLLM_OK) return st;
     if (!logits || !logits->data || logits->ndim != 2 || (logits->dtype != DTYPE_F32 && logits->dtype != DTYPE_BF16) ||
         logits->shape[1] <= 0 || logits->shape[1] > INT32_MAX / 2 || tensor_extent_bytes(logits) < 0)
@@ -989,12 +992,12 @@ static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t 
     }
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(s->h_outs.p, s->d_outs.p, (size_t)n * sizeof(cu_sout), cudaMemcpyDeviceToHost, cu->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return vt_error(VLLM_ERR_BACKEND, "cuda %s: %s", op, cudaGetErrorString(e));
     }
-    return VLLM_OK;
+    /* waits for the forward and the sampling, and reports a failure of either (device error flags included) */
+    return cu_sync(be);
 }
 
 vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b) {

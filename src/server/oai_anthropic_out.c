@@ -72,11 +72,10 @@ static json_t *message(const oai_response *r, json_t *content, const char *stop,
 
 json_t *oai_anthropic_body(oai_response *r) {
     choice *ch = &r->choices[0];
-    const char *text = ch->text.data ? ch->text.data : "";
-    oai_parsed_message m = {0};
-    if (r->parsers && oai_parse_message(r->parsers, text, ch->text.len, &m) != VLLM_OK) return NULL;
-    const char *content = r->parsers ? m.content : text;
-    size_t content_len = r->parsers ? m.content_len : ch->text.len;
+    oai_parsed_message m;
+    const char *content;
+    size_t content_len;
+    if (!oai_choice_parse(r, ch, &m, &content, &content_len)) return NULL;
     json_t *blocks = json_array();
     bool ok = blocks != NULL;
     if (ok && m.reasoning && r->req->include_reasoning)
@@ -101,20 +100,7 @@ json_t *oai_anthropic_body(oai_response *r) {
 /* ---- streaming ---- */
 
 /* "event: <type>\ndata: {"type":<type>, ...}\n\n"; o is taken. */
-static vllm_status event(oai_buf *b, const char *type, json_t *o) {
-    if (!o) return VLLM_ERR_NO_MEMORY;
-    size_t n;
-    char *s = oai_json_dump(o, &n);
-    json_decref(o);
-    if (!s) return VLLM_ERR_NO_MEMORY;
-    oai_buf_puts(b, "event: ");
-    oai_buf_puts(b, type);
-    oai_buf_puts(b, "\ndata: ");
-    oai_buf_put(b, s, n);
-    oai_buf_puts(b, "\n\n");
-    free(s);
-    return b->oom ? VLLM_ERR_NO_MEMORY : VLLM_OK;
-}
+static vllm_status event(oai_buf *b, const char *type, json_t *o) { return oai_sse_named(b, type, o); }
 
 static vllm_status start(oai_response *r, oai_buf *b) {
     if (r->api.started) return VLLM_OK;

@@ -221,6 +221,13 @@ static vllm_status convert_tools(const json_t *body, json_t *chat, oai_error *er
 }
 
 /* The chat body of an Anthropic request (count: count_tokens, no max_tokens). */
+static vllm_status to_chat(const json_t *body, bool count, json_t *chat, oai_error *err);
+static vllm_status messages_to_chat(const oai_server_ctx *ctx, const json_t *body, json_t *chat, void *arg,
+                                    oai_error *err) {
+    (void)ctx;
+    return to_chat(body, *(const bool *)arg, chat, err);
+}
+
 static vllm_status to_chat(const json_t *body, bool count, json_t *chat, oai_error *err) {
     vllm_status st;
     json_t *model = oai_field(body, "model");
@@ -313,14 +320,9 @@ vllm_status oai_parse_messages(const oai_server_ctx *ctx, const char *body, size
     *out = NULL;
     oai_error scratch;
     if (!err) err = &scratch;
-    memset(err, 0, sizeof *err);
-    json_t *root, *chat = json_object();
-    vllm_status st = chat ? oai_parse_body(body, len, &root, err) : NOMEM();
-    if (st != VLLM_OK) {
-        json_decref(chat);
-        return st;
-    }
-    st = to_chat(root, false, chat, err);
+    json_t *root, *chat;
+    const bool count = false;
+    vllm_status st = oai_translate_body(ctx, body, len, messages_to_chat, (void *)&count, &root, &chat, err);
     if (st == VLLM_OK) st = oai_parse_chat_body(ctx, chat, OAI_API_ANTHROPIC, out, err);
     if (st == VLLM_OK) (*out)->api_body = json_incref(root);
     json_decref(root), json_decref(chat);
@@ -332,14 +334,9 @@ vllm_status oai_count_tokens_request(const oai_server_ctx *ctx, const char *body
     *resp = NULL;
     oai_error scratch;
     if (!err) err = &scratch;
-    memset(err, 0, sizeof *err);
-    json_t *root, *chat = json_object();
-    vllm_status st = chat ? oai_parse_body(body, len, &root, err) : NOMEM();
-    if (st != VLLM_OK) {
-        json_decref(chat);
-        return st;
-    }
-    st = to_chat(root, true, chat, err);
+    json_t *root, *chat;
+    const bool count = true;
+    vllm_status st = oai_translate_body(ctx, body, len, messages_to_chat, (void *)&count, &root, &chat, err);
     json_decref(root);
     if (st == VLLM_OK && !oai_check_model(ctx, json_string_value(json_object_get(chat, "model")), err))
         st = VLLM_ERR_NOT_FOUND;

@@ -98,6 +98,12 @@ vllm_status oai_parse_body(const char *body, size_t len, json_t **root, oai_erro
  * one), answered in api's format. */
 vllm_status oai_parse_chat_body(const oai_server_ctx *ctx, const json_t *chat, oai_api api, oai_request **out,
                                 oai_error *err);
+/* Another API's body (len bytes) parsed (*root) and translated by fn into a chat body (*chat, a new object fn
+ * fills); both owned by the caller on VLLM_OK, both NULL on an error (err filled, never NULL). */
+typedef vllm_status (*oai_translate_fn)(const oai_server_ctx *ctx, const json_t *body, json_t *chat, void *arg,
+                                        oai_error *err);
+vllm_status oai_translate_body(const oai_server_ctx *ctx, const char *body, size_t len, oai_translate_fn fn, void *arg,
+                               json_t **root, json_t **chat, oai_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Structured outputs (oai_structured.c)                               */

@@ -813,6 +813,24 @@ static vllm_status parse(const oai_server_ctx *ctx, oai_kind kind, const char *b
     return st;
 }
 
+vllm_status oai_translate_body(const oai_server_ctx *ctx, const char *body, size_t len, oai_translate_fn fn, void *arg,
+                               json_t **root, json_t **chat, oai_error *err) {
+    *root = *chat = NULL;
+    memset(err, 0, sizeof *err);
+    json_t *c = json_object();
+    vllm_status st = c ? oai_parse_body(body, len, root, err) : NOMEM();
+    if (st == VLLM_OK && (st = fn(ctx, *root, c, arg, err)) != VLLM_OK) {
+        json_decref(*root);
+        *root = NULL;
+    }
+    if (st != VLLM_OK) {
+        json_decref(c);
+        return st;
+    }
+    *chat = c;
+    return VLLM_OK;
+}
+
 vllm_status oai_parse_chat_body(const oai_server_ctx *ctx, const json_t *chat, oai_api api, oai_request **out,
                                 oai_error *err) {
     *out = NULL;

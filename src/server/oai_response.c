@@ -476,6 +476,31 @@ static vllm_status sse_event(oai_buf *b, json_t *o) {
     return b->oom ? VLLM_ERR_NO_MEMORY : VLLM_OK;
 }
 
+bool oai_choice_parse(const oai_response *r, const choice *ch, oai_parsed_message *m, const char **content,
+                      size_t *content_len) {
+    const char *text = ch->text.data ? ch->text.data : "";
+    memset(m, 0, sizeof *m);
+    if (r->parsers && oai_parse_message(r->parsers, text, ch->text.len, m) != VLLM_OK) return false;
+    *content = r->parsers ? m->content : text;
+    *content_len = r->parsers ? m->content_len : ch->text.len;
+    return true;
+}
+
+vllm_status oai_sse_named(oai_buf *b, const char *type, json_t *o) {
+    if (!o) return VLLM_ERR_NO_MEMORY;
+    size_t n;
+    char *s = oai_json_dump(o, &n);
+    json_decref(o);
+    if (!s) return VLLM_ERR_NO_MEMORY;
+    oai_buf_puts(b, "event: ");
+    oai_buf_puts(b, type);
+    oai_buf_puts(b, "\ndata: ");
+    oai_buf_put(b, s, n);
+    oai_buf_puts(b, "\n\n");
+    free(s);
+    return b->oom ? VLLM_ERR_NO_MEMORY : VLLM_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* Non-streaming bodies                                                */
 /* ------------------------------------------------------------------ */

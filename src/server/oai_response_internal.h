@@ -98,6 +98,12 @@ json_t *oai_chat_logprobs(const oai_response *r, const lp_pos *pos, size_t n, in
 lp_pos *oai_chunk_positions(const vllm_stream_chunk *c, size_t *n);
 lp_pos *oai_choice_positions(const oai_response *r, const choice *ch, size_t pi, bool with_prompt, bool with_output,
                              size_t *n);
+/* A choice's whole text through the reply's parsers into *m (clear it after); *content: the content (the text
+ * itself without parsers). false when parsing failed. */
+bool oai_choice_parse(const oai_response *r, const choice *ch, oai_parsed_message *m, const char **content,
+                      size_t *content_len);
+/* Appends "event: <type>\ndata: <o as JSON>\n\n" (the Responses and Messages streams) and drops o. */
+vllm_status oai_sse_named(oai_buf *b, const char *type, json_t *o);
 /* The reply's prompt tokens and its prefix-cache hits (cached: 0 when unknown). */
 void oai_prompt_usage(const oai_response *r, size_t *prompt_tokens, size_t *cached);
 

@@ -147,11 +147,10 @@ static json_t *choice_logprobs(const oai_response *r, const choice *ch) {
 
 json_t *oai_responses_body(oai_response *r) {
     choice *ch = &r->choices[0];
-    const char *text = ch->text.data ? ch->text.data : "";
-    oai_parsed_message m = {0};
-    if (r->parsers && oai_parse_message(r->parsers, text, ch->text.len, &m) != VLLM_OK) return NULL;
-    const char *content = r->parsers ? m.content : text;
-    size_t content_len = r->parsers ? m.content_len : ch->text.len;
+    oai_parsed_message m;
+    const char *content;
+    size_t content_len;
+    if (!oai_choice_parse(r, ch, &m, &content, &content_len)) return NULL;
     json_t *output = json_array();
     char id[48];
     bool ok = output != NULL;
@@ -193,17 +192,7 @@ static vllm_status event(oai_response *r, oai_buf *b, const char *type, json_t *
     if (!o) return VLLM_ERR_NO_MEMORY;
     json_object_set_new(o, "sequence_number", json_integer(r->api.seq++));
     json_object_set_new(o, "type", json_string(type));
-    size_t n;
-    char *s = oai_json_dump(o, &n);
-    json_decref(o);
-    if (!s) return VLLM_ERR_NO_MEMORY;
-    oai_buf_puts(b, "event: ");
-    oai_buf_puts(b, type);
-    oai_buf_puts(b, "\ndata: ");
-    oai_buf_put(b, s, n);
-    oai_buf_puts(b, "\n\n");
-    free(s);
-    return b->oom ? VLLM_ERR_NO_MEMORY : VLLM_OK;
+    return oai_sse_named(b, type, o);
 }
 
 static vllm_status start(oai_response *r, oai_buf *b) {

@@ -342,7 +342,9 @@ static bool continue_final(const json_t *input) {
     return kind && status && (!strcmp(status, "in_progress") || !strcmp(status, "incomplete"));
 }
 
-static vllm_status to_chat(const oai_server_ctx *ctx, const json_t *body, json_t *chat, bool *store, oai_error *err) {
+static vllm_status to_chat(const oai_server_ctx *ctx, const json_t *body, json_t *chat, void *store_out,
+                           oai_error *err) {
+    bool *store = store_out;
     vllm_status st;
     if (oai_field(body, "prompt")) return BAD("prompt", "prompt template is not supported");
     bool background = false;
@@ -407,14 +409,9 @@ vllm_status oai_parse_responses(const oai_server_ctx *ctx, const char *body, siz
     oai_error scratch;
     if (!err) err = &scratch;
     memset(err, 0, sizeof *err);
-    json_t *root, *chat = json_object();
-    vllm_status st = chat ? oai_parse_body(body, len, &root, err) : NOMEM();
-    if (st != VLLM_OK) {
-        json_decref(chat);
-        return st;
-    }
+    json_t *root, *chat;
     bool store = true;
-    st = to_chat(ctx, root, chat, &store, err);
+    vllm_status st = oai_translate_body(ctx, body, len, to_chat, &store, &root, &chat, err);
     if (st == VLLM_OK) st = oai_parse_chat_body(ctx, chat, OAI_API_RESPONSES, out, err);
     if (st == VLLM_OK) {
         (*out)->api_body = json_incref(root);

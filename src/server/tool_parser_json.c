@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "server/tool_parser_internal.h"
 
 #define PJ_MAX_DEPTH 1000 /* Python's default recursion limit: deeper raises RecursionError */
@@ -182,28 +183,7 @@ pj *pj_obj_get(const pj *o, const char *key) {
 /* ------------------------------------------------------------------ */
 
 /* Code point -> UTF-8 (surrogates as their 3-byte form); returns the length. */
-static int utf8_put(char out[4], uint32_t cp) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
+static int utf8_put(char out[4], uint32_t cp) { return (int)utf8_encode(cp, out); }
 
 /* An incremental UTF-8 decoder that accepts the 3-byte surrogate forms this
  * module stores lone surrogates as; an invalid byte yields U+FFFD (the

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "structured/so_match_internal.h"
 
 /* ---- the automata ---- */
@@ -61,16 +62,7 @@ static void edge(builder *b, int32_t from, int32_t to, int32_t call, uint8_t lo,
  * range split until every byte position is a plain range (RE2's / Go's utf8 range compiler) */
 static int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 
-static void utf8_enc(uint32_t cp, uint8_t *u) {
-    switch (utf8_len(cp)) {
-    case 1: u[0] = (uint8_t)cp; break;
-    case 2: u[0] = (uint8_t)(0xC0 | cp >> 6), u[1] = (uint8_t)(0x80 | (cp & 63)); break;
-    case 3: u[0] = (uint8_t)(0xE0 | cp >> 12), u[1] = (uint8_t)(0x80 | (cp >> 6 & 63)), u[2] = (uint8_t)(0x80 | (cp & 63)); break;
-    default:
-        u[0] = (uint8_t)(0xF0 | cp >> 18), u[1] = (uint8_t)(0x80 | (cp >> 12 & 63)), u[2] = (uint8_t)(0x80 | (cp >> 6 & 63)),
-        u[3] = (uint8_t)(0x80 | (cp & 63));
-    }
-}
+static void utf8_enc(uint32_t cp, uint8_t *u) { utf8_encode(cp, (char *)u); }
 
 static void utf8_range(builder *b, uint32_t lo, uint32_t hi, int32_t from, int32_t to) {
     if (lo > hi || b->failed) return;

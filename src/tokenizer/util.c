@@ -3,6 +3,7 @@
  * Unicode classes, the GPT-2 byte<->unicode map, hash maps (vocab, merges), Oniguruma
  * regexes and literal patterns, HF's split-delimiter rules, and JSON field helpers.
  */
+#include "core/utf8.h"
 #include "tokenizer/internal.h"
 
 #include <oniguruma.h>
@@ -173,26 +174,7 @@ size_t tok_utf8_char_len(const char *s, size_t len) {
 
 size_t tok_utf8_encode(uint32_t cp, char out[4]) {
     if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return utf8_encode(cp, out);
 }
 
 vllm_status tok_utf8_lossy(const char *s, size_t len, tok_buf *out) {

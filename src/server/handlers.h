@@ -103,7 +103,8 @@ typedef struct http_request {
     bool answered_raw;           /* an error was written on the socket mid-body (413): drain, then close */
     int status;                  /* the status replied (for the access log) */
     char method[12];             /* for the access log (truncated) */
-    char item_id[128];           /* ROUTE_RESPONSE_ITEM / _CANCEL: the {id} of the path */
+    char item_id[320];           /* ROUTE_RESPONSE_ITEM / _CANCEL: the {id} of the path ("resp_" + a request_id of
+                                    up to 256 bytes fits) */
     bool anthropic;              /* a /v1/messages path: errors in Anthropic's shape (reply_error) */
     char path[96];
 } http_request;

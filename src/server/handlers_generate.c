@@ -299,6 +299,13 @@ static const char *engine_message(const char *msg, const char *engine_id) {
     return msg;
 }
 
+/* a 500 in the API's shape */
+static enum MHD_Result reply_out_of_memory(http_request *r, oai_api api) {
+    oai_error err;
+    oai_error_set(&err, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "out of memory");
+    return reply_error_api(r, &err, api);
+}
+
 enum MHD_Result handle_generate(http_request *r, oai_kind kind, oai_api api) {
     server *s = r->srv;
     oai_error err = {0};
@@ -317,11 +324,11 @@ enum MHD_Result handle_generate(http_request *r, oai_kind kind, oai_api api) {
     if (!j) {
         oai_request_free(req);
         server_release_slot(s);
-        return reply_json(r, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
+        return reply_out_of_memory(r, api);
     }
     if (oai_response_create(&s->ctx, req, NULL, &j->res) != VLLM_OK) {
         job_free(j);
-        return reply_json(r, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
+        return reply_out_of_memory(r, api);
     }
     /* one engine request per prompt: "<response id>-<prompt index>" as vLLM, plus a
        server-unique serial (vLLM appends a random part), so clients that send the same
@@ -343,7 +350,7 @@ enum MHD_Result handle_generate(http_request *r, oai_kind kind, oai_api api) {
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, j, job_free_cb);
     if (!resp) {
         job_free(j);
-        return reply_json(r, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
+        return reply_out_of_memory(r, api);
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");

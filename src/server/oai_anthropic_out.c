@@ -208,7 +208,11 @@ vllm_status oai_anthropic_stream_end(oai_response *r, oai_buf *b) {
     const char *seq, *stop = stop_reason(&r->choices[0], r->api.any_args, &seq);
     json_t *d = json_pack("{s:s, s:o}", "stop_reason", stop, "stop_sequence", seq ? jstr(seq) : json_null());
     json_t *u = usage(r, true);
-    st = event(b, "message_delta", d && u ? json_pack("{s:s, s:o, s:o}", "type", "message_delta", "delta", d, "usage", u) : NULL);
+    if (!d || !u) {
+        json_decref(d), json_decref(u);
+        return VLLM_ERR_NO_MEMORY;
+    }
+    st = event(b, "message_delta", json_pack("{s:s, s:o, s:o}", "type", "message_delta", "delta", d, "usage", u));
     if (st == VLLM_OK) st = event(b, "message_stop", json_pack("{s:s}", "type", "message_stop"));
     return st;
 }

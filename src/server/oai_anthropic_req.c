@@ -38,7 +38,9 @@ char *oai_error_anthropic_json(const oai_error *e) {
                        : e->status == 503 || e->status == 529 ? "overloaded_error"
                        : e->status >= 500 ? "api_error"
                                           : "invalid_request_error";
-    json_t *o = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type, "message", e->message);
+    /* (oai_json_str: a message that quotes the client may hold invalid UTF-8, which json_pack's "s" refuses) */
+    json_t *o = json_pack("{s:s, s:{s:s, s:o}}", "type", "error", "error", "type", type, "message",
+                          oai_json_str(e->message, strlen(e->message)));
     char *s = o ? oai_json_dump(o, NULL) : NULL;
     json_decref(o);
     return s;

@@ -105,7 +105,10 @@ static void new_id(char *out, const char *prefix) {
 
 static json_t *text_part(const char *text, size_t len, json_t *logprobs) {
     json_t *p = json_object();
-    if (!p) return NULL;
+    if (!p) {
+        json_decref(logprobs);
+        return NULL;
+    }
     json_object_set_new(p, "annotations", json_array());
     json_object_set_new(p, "text", oai_json_str(text, len));
     json_object_set_new(p, "type", json_string("output_text"));
@@ -163,7 +166,9 @@ json_t *oai_responses_body(oai_response *r) {
     if (ok && ((content && content_len) || (!m.calls.num_calls && !m.reasoning))) {
         new_id(id, "msg_");
         json_t *parts = json_array();
-        if (parts && content && content_len) json_array_append_new(parts, text_part(content, content_len, choice_logprobs(r, ch)));
+        if (parts && content && content_len &&
+            json_array_append_new(parts, text_part(content, content_len, choice_logprobs(r, ch))))
+            json_decref(parts), parts = NULL;
         ok = parts && !json_array_append_new(output, message_item(id, parts, "completed"));
     }
     for (size_t i = 0; ok && i < m.calls.num_calls; i++) {
@@ -412,5 +417,7 @@ vllm_status oai_responses_stream_end(oai_response *r, oai_buf *b) {
 vllm_status oai_responses_stream_error(oai_response *r, oai_buf *b) {
     vllm_status st = start(r, b);
     if (st != VLLM_OK) return st;
-    return event(r, b, "error", json_pack("{s:s, s:s, s:n}", "code", "server_error", "message", r->err.message, "param"));
+    return event(r, b, "error",
+                 json_pack("{s:s, s:o, s:n}", "code", "server_error", "message",
+                           oai_json_str(r->err.message, strlen(r->err.message)), "param"));
 }

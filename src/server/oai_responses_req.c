@@ -154,6 +154,17 @@ static vllm_status add_previous(const oai_server_ctx *ctx, const char *id, json_
         oai_error_set(err, 404, "response_id", "Response with id '%s' not found.", id);
         return VLLM_ERR_NOT_FOUND;
     }
+    /* a chain of turns grows the stored conversation past any one body: bounded as a prompt's text is */
+    const size_t cap = ctx->max_tokenize_bytes ? ctx->max_tokenize_bytes : OAI_DEFAULT_MAX_TOKENIZE_BYTES,
+                 have = strlen(resp_text) + strlen(msgs_text);
+    if (have > cap) {
+        free(resp_text), free(msgs_text);
+        oai_error_set(err, 400, "previous_response_id",
+                      "the conversation of response '%s' holds %zu bytes, more than the %zu a prompt may have "
+                      "(--max-tokenize-bytes): start a new conversation",
+                      id, have, cap);
+        return VLLM_ERR_INVALID_ARG;
+    }
     json_t *prev = json_loads(msgs_text, 0, NULL), *resp = json_loads(resp_text, 0, NULL);
     free(resp_text), free(msgs_text);
     vllm_status st = prev && resp ? VLLM_OK : NOMEM();
@@ -177,6 +188,7 @@ static vllm_status add_previous(const oai_server_ctx *ctx, const char *id, json_
                     json_t *a = json_pack("{s:s, s:s}", "role", "assistant", "content", t ? t : "");
                     if (!a || json_array_append_new(msgs, a)) st = NOMEM();
                 }
+                if (st != VLLM_OK) break;
             } else if (!strcmp(type, "function_call") && (st = add_function_call(msgs, m, "previous_response_id", err))) {
                 break;
             }
@@ -369,14 +381,14 @@ static vllm_status to_chat(const oai_server_ctx *ctx, const json_t *body, json_t
     json_object_set_new(chat, "messages", msgs);
     json_t *instr = oai_field(body, "instructions");
     if (instr && !json_is_string(instr)) return oai_type_error(err, "instructions", "a string", instr);
-    if (instr) json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", instr));
+    if (instr && json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", instr))) return NOMEM();
     const char *prev = NULL;
     if ((st = oai_get_string(body, "previous_response_id", &prev, err))) return st;
     if (prev && (st = add_previous(ctx, prev, msgs, err))) return st;
     json_t *input = oai_field(body, "input");
     if (!input) return BAD("input", "input: Field required");
     if (json_is_string(input)) {
-        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", input));
+        if (json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", input))) return NOMEM();
     } else if (json_is_array(input)) {
         size_t i;
         json_t *item;

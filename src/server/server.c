@@ -510,7 +510,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->deferred.status) {
         if (r->deferred.status != MHD_HTTP_METHOD_NOT_ALLOWED) return reply_error(r, &r->deferred);
         /* 405 carries Allow */
-        char *json = oai_error_json(&r->deferred);
+        char *json = r->anthropic ? oai_error_anthropic_json(&r->deferred) : oai_error_json(&r->deferred);
         struct MHD_Response *resp = json ? MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE) : NULL;
         if (!resp) {
             free(json);

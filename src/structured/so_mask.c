@@ -184,6 +184,7 @@ vllm_status so_mask_cache_create(const so_compiled *c, const so_vocab *v, so_mas
     *out = NULL;
     so_mask_cache *mc = calloc(1, sizeof *mc);
     const size_t W = (size_t)(so_vocab_size(v) + 31) / 32;
+    if (mc) mc->c = c, mc->v = v; /* (so_mask_cache_free reads c) */
     if (!mc || !(mc->entry = calloc((size_t)c->n_states + 1, sizeof *mc->entry)) ||
         !(mc->claim = calloc((size_t)c->n_states + 1, sizeof *mc->claim)) || !(mc->sorted_mask = calloc(W, 4)) ||
         so_mask_scratch_create(&mc->own) != VLLM_OK) {

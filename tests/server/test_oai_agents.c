@@ -218,6 +218,11 @@ static void test_previous_response(void) {
     CHECK_OK(oai_parse_responses(&CTX, body, strlen(body), &r, &err));
     CHECK(r && r->api_store && r->api_messages && json_array_size(r->api_messages) == 1);
     oai_request_free(r);
+    /* a conversation grown past what a prompt may hold (--max-tokenize-bytes) is refused, not rendered */
+    CTX.max_tokenize_bytes = 64;
+    check_error(oai_parse_responses, "{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", 400,
+                "previous_response_id", "start a new conversation");
+    CTX.max_tokenize_bytes = 0;
     responses_store_free(CTX.responses_store);
     CTX.responses_store = NULL;
 }
@@ -476,6 +481,12 @@ static void test_messages_request(void) {
     oai_error_set(&e, 500, NULL, "boom");
     s = oai_error_anthropic_json(&e);
     CHECK(s && strstr(s, "\"api_error\""));
+    free(s);
+    /* a message quoting the client's bytes: invalid UTF-8 becomes U+FFFD, never a failed reply */
+    e.status = 400;
+    snprintf(e.message, sizeof e.message, "bad field \xc3");
+    s = oai_error_anthropic_json(&e);
+    CHECK_STR(s, "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"bad field \xef\xbf\xbd\"}}");
     free(s);
 }
 

@@ -104,11 +104,18 @@ typedef struct vllm_engine_options {
     int pooler_normalize;        /* pooling runner: L2-normalise embeddings by default (vLLM's --pooler-config
                                     use_activation / normalize): 0 (default) = as the sentence-transformers
                                     config says (a Normalize module), else yes; > 0 yes; < 0 no */
+    const char *revision;        /* a Hugging Face model id's branch, tag or commit (vLLM's --revision; NULL:
+                                    "main"); ignored for a local folder or file */
+    const char *tokenizer_revision; /* the same for a `tokenizer` given as a Hugging Face id (NULL: revision's
+                                       when the tokenizer is the model's repository, else "main") */
 } vllm_engine_options;
 
 vllm_engine_options vllm_engine_default_options(void);
 
-/* Loads the model folder (config.json, *.safetensors, tokenizer files). */
+/* Loads the model: a folder (config.json, *.safetensors, tokenizer files), a GGUF file, or a Hugging Face
+ * model id ("org/name", "org/name:Q4_K_M" for one GGUF file of the repository) resolved from the Hugging
+ * Face cache ($HF_HUB_CACHE, else $HF_HOME/hub) and downloaded into it when files are missing (HF_TOKEN,
+ * HF_ENDPOINT, HF_HUB_OFFLINE=1 as huggingface_hub). options->tokenizer may be an id too. */
 vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options *options,
                                vllm_engine **out);
 void vllm_engine_free(vllm_engine *engine);

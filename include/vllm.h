@@ -405,6 +405,40 @@ vllm_status vllm_detokenize(vllm_engine *engine, const int32_t *ids, size_t num_
                             bool skip_special_tokens, char **text);
 
 /* ------------------------------------------------------------------ */
+/* Chat templates (vLLM's LLM.chat; the server's /v1/chat/completions)  */
+/* ------------------------------------------------------------------ */
+
+typedef struct vllm_chat_template_options {
+    const char *chat_template;   /* a template file, or the template text itself (vLLM's load_chat_template);
+                                    NULL (default): the model's chat_template.jinja / tokenizer_config.json
+                                    (of the engine's `tokenizer` option when set, else of the model) */
+    bool add_generation_prompt;  /* end with the assistant's turn header (default true) */
+    bool continue_final_message; /* end right after the final message's content, for the model to continue it
+                                    (default false; not with add_generation_prompt, as transformers) */
+    const char *tools_json;      /* NULL, or a JSON array of tools ({"type": "function", "function": {...}}) */
+    const char *chat_template_kwargs_json; /* NULL, or a JSON object of extra template variables
+                                              (enable_thinking, ...; they may override bos_token / eos_token) */
+} vllm_chat_template_options;
+
+vllm_chat_template_options vllm_chat_template_default_options(void);
+
+/* Renders a conversation with the chat template, as the server's chat path does: messages_json is a JSON
+ * array of {"role", "content", ...} objects (content a string, null for an assistant turn, or a list of text
+ * parts joined with "\n"; an assistant's tool_calls arguments given as JSON text are parsed for the template);
+ * the template sees bos_token / eos_token from tokenizer_config.json, the kwargs, messages,
+ * add_generation_prompt and tools. *out_prompt (malloc'd; free with vllm_free or free()) is the prompt text:
+ * tokenize it without special tokens (vllm_tokenize(..., false, ...)), as vLLM's LLM.chat, since the template
+ * writes them. options NULL = defaults. The engine's `tokenizer` option string, when set, must still be
+ * valid. VLLM_ERR_NOT_FOUND when the model has no chat template and none is given; VLLM_ERR_INVALID_ARG for
+ * bad JSON or a template error (raise_exception included). */
+vllm_status vllm_chat_apply_template(const vllm_engine *engine, const char *messages_json,
+                                     const vllm_chat_template_options *options, char **out_prompt);
+
+/* Frees memory this API handed to the caller to free with free() (strings, token ids): for callers
+ * (foreign-function interfaces) that cannot reach the C library's free. NULL is a no-op. */
+void vllm_free(void *ptr);
+
+/* ------------------------------------------------------------------ */
 /* Thread-safe front (vLLM's AsyncLLM): an engine thread and streams    */
 /* ------------------------------------------------------------------ */
 

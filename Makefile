@@ -1,12 +1,13 @@
 # vllm.c: front for the README commands. The build itself is CMake (build/).
 #   make run    installs missing Debian packages, builds, generates a story with the bundled model
 #   make test   builds and runs every test (ctest)
+#   make install PREFIX=/usr/local   builds, then installs (cmake --install)
 BUILD ?= build
 JOBS ?= $(shell nproc)
-DEPS = build-essential cmake pkg-config libjansson-dev libonig-dev libutf8proc-dev libmicrohttpd-dev
+DEPS = build-essential cmake pkg-config libjansson-dev libonig-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build deps run test test-asan test-tsan test-clang fuzz clean
+.PHONY: all build deps run test test-asan test-tsan test-clang fuzz install clean
 
 all: build
 
@@ -18,6 +19,12 @@ deps:
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
+
+# bin/vllmc, lib/libvllmc.so* and libvllmc.a, include/vllm.h, lib/pkgconfig/vllmc.pc and the Python package
+# (lib/python3/dist-packages/vllmc) under PREFIX
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 run: deps build
 	@printf 'Once upon a time'

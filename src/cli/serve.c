@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_hub.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "vllm.h"
@@ -240,7 +241,7 @@ int cmd_serve(int argc, char **argv) {
     vllm_engine_options eo = vllm_engine_default_options();
     server_options so = server_default_options();
     long long body_mb = 4, kv_mib = -1, shutdown_timeout = 5, seed = -1, v;
-    char *tpl = NULL, *bos = NULL, *eos = NULL;
+    char *tpl = NULL, *bos = NULL, *eos = NULL, *hub_model = NULL, *hub_tok = NULL;
     vllm_async_engine *ae = NULL;
     server *srv = NULL;
     int rc = 1;
@@ -319,6 +320,7 @@ int cmd_serve(int argc, char **argv) {
             eo.gpu_memory_utilization = (float)d;
         } else if (!strcmp(a, "--device")) { CLI_NEED_VALUE(CMD); eo.device = argv[++i];
         } else if (!strcmp(a, "--tokenizer")) { CLI_NEED_VALUE(CMD); eo.tokenizer = argv[++i];
+        } else if ((v = cli_hub_opt(CMD, argc, argv, &i, &eo)) != 0) { if (v < 0) goto bad;
         } else if (!strcmp(a, "--load-format")) {
             CLI_NEED_VALUE(CMD);
             if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;
@@ -389,6 +391,9 @@ int cmd_serve(int argc, char **argv) {
             }
         }
     }
+    /* a Hugging Face id: served by that name, loaded from the hub cache's snapshot */
+    const char *model_id = model;
+    if (!cli_hub_resolve(CMD, &model, &eo, false, &hub_model, &hub_tok)) goto out;
     if (!load_template(eo.tokenizer ? eo.tokenizer : model, chat_template_arg, &tpl, &bos, &eos)) goto out;
 
     fprintf(stderr, "vllmc: loading %s\n", model);
@@ -408,7 +413,7 @@ int cmd_serve(int argc, char **argv) {
     }
     so.served_model_names = names;
     so.num_served_model_names = num_names;
-    so.model_root = model;
+    so.model_root = model_id;
     so.api_keys = keys;
     so.num_api_keys = num_keys;
     so.chat_template = tpl;
@@ -429,7 +434,7 @@ int cmd_serve(int argc, char **argv) {
     }
     const char *host = so.host;
     bool v6 = strchr(host, ':') != NULL;
-    printf("vllmc: serving %s as %s on http://%s%s%s:%d\n", model, names[0], v6 ? "[" : "", host, v6 ? "]" : "",
+    printf("vllmc: serving %s as %s on http://%s%s%s:%d\n", model_id, names[0], v6 ? "[" : "", host, v6 ? "]" : "",
            server_port(srv));
     fflush(stdout);
 
@@ -475,6 +480,8 @@ out:
     server_free(srv);
     vllm_async_engine_free(ae);
     free(tpl);
+    free(hub_model);
+    free(hub_tok);
     free(bos);
     free(eos);
     free(names);

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "engine/engine_internal.h"
+#include "hub/hub.h"
 #include "structured/so_spec.h"
 #include "sample/logits_proc.h"
 #include "loader/gguf.h"
@@ -287,6 +288,21 @@ static vllm_status plan_cache(vllm_engine *e, int interval, int *num_blocks, int
     return VLLM_OK;
 }
 
+static vllm_status engine_create_local(vllm_engine *e, const char *model_dir);
+
+/* A Hugging Face model id (the model's, or options->tokenizer's) as a local path from the hub cache,
+ * downloaded into it when files are missing (hub.h); a local path is returned as it is (*owned NULL). */
+static vllm_status resolve_hub(const char *spec, const char *revision, bool tokenizer_only, bool no_weights,
+                               const char **path, char **owned) {
+    *owned = NULL;
+    *path = spec;
+    if (!hub_is_model_id(spec)) return VLLM_OK;
+    hub_options ho = {.revision = revision, .tokenizer_only = tokenizer_only, .no_weights = no_weights};
+    vllm_status st = hub_resolve(spec, &ho, owned);
+    if (!st) *path = *owned;
+    return st;
+}
+
 vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options *options, vllm_engine **out) {
     *out = NULL;
     if (!model_dir) return vt_error(VLLM_ERR_INVALID_ARG, "model directory missing");
@@ -296,6 +312,35 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     e->opt = options ? *options : defaults;
     vllm_status st = check_options(&e->opt);
     if (st != VLLM_OK) goto fail;
+
+    /* Hugging Face ids: the model's files, and a --tokenizer id's (vLLM's --revision / --tokenizer-revision) */
+    char *hub_model = NULL;
+    if ((st = resolve_hub(model_dir, e->opt.revision, false, e->opt.load_format == VLLM_LOAD_DUMMY, &model_dir,
+                          &hub_model)))
+        goto fail;
+    if (e->opt.tokenizer) {
+        const char *trev = e->opt.tokenizer_revision
+                               ? e->opt.tokenizer_revision
+                               : (!strcmp(e->opt.tokenizer, model_dir) ? e->opt.revision : NULL);
+        st = resolve_hub(e->opt.tokenizer, trev, true, true, &e->opt.tokenizer, &e->hub_tokenizer);
+        if (st) {
+            free(hub_model);
+            goto fail;
+        }
+    }
+    st = engine_create_local(e, model_dir);
+    free(hub_model);
+    if (st != VLLM_OK) goto fail;
+    *out = e;
+    return VLLM_OK;
+fail:
+    vllm_engine_free(e);
+    return st;
+}
+
+/* The rest of vllm_engine_create once the model is a local folder or file. */
+static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
+    vllm_status st;
 
     backend_options bo = {.num_threads = e->opt.num_threads,
                           .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
@@ -417,10 +462,8 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     }
     LOG_I("host memory after load: %.1f MiB resident (peak %.1f MiB)", (double)vt_rss_bytes() / (1 << 20),
           (double)vt_peak_rss_bytes() / (1 << 20));
-    *out = e;
     return VLLM_OK;
 fail:
-    vllm_engine_free(e);
     return st;
 }
 
@@ -444,6 +487,7 @@ void vllm_engine_free(vllm_engine *e) {
     backend_free(e->be);
     free(e->pool_rows);
     free(e->model_name);
+    free(e->hub_tokenizer);
     free(e);
 }
 

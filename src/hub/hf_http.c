@@ -278,7 +278,9 @@ vllm_status hfh_fetch_file(const hfh_conf *c, const hfh_download *d, hfh_reply *
         curl_easy_cleanup(h);
         if (x.write_errno) {
             st = vt_error(VLLM_ERR_IO, "cannot write %s: %s%s", d->path, strerror(x.write_errno),
-                          x.write_errno == ENOSPC || x.write_errno == EFBIG ? " (the disk is full)" : "");
+                          x.write_errno == ENOSPC  ? " (the disk is full)"
+                          : x.write_errno == EFBIG ? " (the file size limit was reached)"
+                                                   : "");
             close(fd);
             return st;
         }

@@ -664,6 +664,17 @@ vllm_status hub_resolve(const char *spec, const hub_options *opt, char **out_pat
                         .retry_delay_ms = (int)env_long("VLLM_HUB_RETRY_DELAY_MS", 500)};
     repo_info ri = {0};
     st = fetch_info(&c, &ri);
+    if (st == VLLM_ERR_IO && usable) { /* the hub is unreachable: what the cache has will do (huggingface_hub too) */
+        LOG_W("%s; using the cached snapshot %.12s", vllm_last_error(), commit);
+        vt_error_clear();
+        cache_check(repo_dir, commit, &o, quant, &complete, &usable, &path);
+        *out_path = path;
+        free(endpoint);
+        free(token);
+        free(cache);
+        free(repo_dir);
+        return VLLM_OK;
+    }
     if (!st && (st = hfc_write_ref(repo_dir, rev, ri.commit)) == VLLM_OK) {
         LOG_I("%s: revision %s is commit %s", id, rev, ri.commit);
         st = choose_files(&c, &ri, &o, quant, &path);

@@ -21,6 +21,7 @@
 
 #include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "cli/cli_hub.h"
 #include "cli/dataset.h"
 #include "vllm.h"
 
@@ -116,6 +117,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             return 1;
         }
         if (cli_engine_flag(arg, &a->eo)) continue;
+        int hv = cli_hub_opt(a->who, argc, argv, &i, &a->eo); /* --revision, --tokenizer-revision */
+        if (hv < 0) return 2;
+        if (hv > 0) continue;
         /* everything else takes a value */
         const int_opt *io = NULL;
         for (size_t k = 0; k < num_opts; k++)
@@ -470,6 +474,13 @@ int cmd_bench(int argc, char **argv) {
         }
     }
 
+    /* a Hugging Face id: its snapshot in the hub cache (downloaded when missing) */
+    char *hub_model = NULL, *hub_tok = NULL;
+    if (!cli_hub_resolve(a.who, &a.model, &a.eo, false, &hub_model, &hub_tok)) {
+        free(a.json_schema);
+        return 1;
+    }
+
     /* the prompts first, so that a bad dataset fails before the model loads */
     cli_dataset d = {0};
     if (a.dataset) {
@@ -477,6 +488,9 @@ int cmd_bench(int argc, char **argv) {
         int output_len = a.set_output_len ? (int)a.output_len : CLI_OUTPUT_LEN_FROM_FILE;
         if (!cli_dataset_read_jsonl(a.who, a.dataset, max, output_len, &d)) {
             cli_dataset_free(&d);
+            free(a.json_schema);
+            free(hub_model);
+            free(hub_tok);
             return 2;
         }
     } else {
@@ -485,6 +499,9 @@ int cmd_bench(int argc, char **argv) {
                             (uint64_t)a.seed)) {
             fprintf(stderr, "%s: out of memory\n", a.who);
             cli_dataset_free(&d);
+            free(a.json_schema);
+            free(hub_model);
+            free(hub_tok);
             return 1;
         }
     }
@@ -502,5 +519,7 @@ int cmd_bench(int argc, char **argv) {
     free(prompts);
     cli_dataset_free(&d);
     free(a.json_schema);
+    free(hub_model);
+    free(hub_tok);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/cli_hub.h"
 #include "template/chat_template.h"
 #include "vllm.h"
 
@@ -18,7 +19,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vllmc chat-template --model DIR --messages F.json [--no-generation-prompt]\n"
+            "usage: vllmc chat-template --model DIR|ID --messages F.json [--no-generation-prompt] [--revision REV]\n"
             "                           [--tools F.json] [--var key=value ...]\n\n"
             "Renders DIR's chat template (chat_template.jinja or tokenizer_config.json) and prints\n"
             "the prompt exactly. F.json is an array of messages or {\"messages\": [...], \"tools\": [...]}.\n"
@@ -34,12 +35,16 @@ static int fail(json_t *ctx, const char *what) {
 int cmd_chat_template(int argc, char **argv) {
     const char *model = NULL, *messages = NULL, *tools = NULL;
     bool gen_prompt = true;
+    vllm_engine_options eo = vllm_engine_default_options(); /* --revision */
     json_t *ctx = json_object();
     if (!ctx) return fail(NULL, "out of memory");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); json_decref(ctx); return 0; }
         if (!strcmp(a, "--no-generation-prompt")) { gen_prompt = false; continue; }
+        int hv = cli_hub_opt("vllmc: chat-template", argc, argv, &i, &eo);
+        if (hv < 0) goto bad;
+        if (hv > 0) continue;
         if (!strcmp(a, "--model")) { CLI_NEED_VALUE("vllmc"); model = argv[++i]; }
         else if (!strcmp(a, "--messages")) { CLI_NEED_VALUE("vllmc"); messages = argv[++i]; }
         else if (!strcmp(a, "--tools")) { CLI_NEED_VALUE("vllmc"); tools = argv[++i]; }
@@ -100,9 +105,17 @@ int cmd_chat_template(int argc, char **argv) {
         }
         json_object_set_new(ctx, "tools", t);
     }
+    vllm_status st_load;
     if (!json_object_get(ctx, "add_generation_prompt")) json_object_set_new(ctx, "add_generation_prompt", json_boolean(gen_prompt));
-    char *tpl = NULL, *bos = NULL, *eos = NULL;
-    if (ct_load_dir(model, &tpl, &bos, &eos) != VLLM_OK) return fail(ctx, vllm_last_error());
+    char *tpl = NULL, *bos = NULL, *eos = NULL, *hub_model = NULL, *hub_tok = NULL;
+    if (!cli_hub_resolve("vllmc", &model, &eo, true, &hub_model, &hub_tok)) {
+        json_decref(ctx);
+        return EXIT_FAIL;
+    }
+    st_load = ct_load_dir(model, &tpl, &bos, &eos);
+    free(hub_model);
+    free(hub_tok);
+    if (st_load != VLLM_OK) return fail(ctx, vllm_last_error());
     if (bos && !json_object_get(ctx, "bos_token")) json_object_set_new(ctx, "bos_token", json_string(bos));
     if (eos && !json_object_get(ctx, "eos_token")) json_object_set_new(ctx, "eos_token", json_string(eos));
     free(bos), free(eos);

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/cli_hub.h"
 #include "cli/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "vllm.h"
@@ -26,7 +27,8 @@
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,
-            "usage: vllmc tokenize --model DIR (--text TEXT | --input F.jsonl) [--add-special-tokens]\n\n"
+            "usage: vllmc tokenize --model DIR|ID (--text TEXT | --input F.jsonl) [--add-special-tokens]\n"
+            "                      [--revision REV]\n\n"
             "Prints {\"ids\":[...]} per text. Special tokens (BOS, templates) are added only with\n"
             "--add-special-tokens; in F.jsonl each line is {\"text\": \"...\"} with an optional\n"
             "\"add_special_tokens\": true|false that overrides the flag. Blank lines are skipped.\n");
@@ -34,13 +36,27 @@ static void tokenize_usage(FILE *f) {
 
 static void detokenize_usage(FILE *f) {
     fprintf(f,
-            "usage: vllmc detokenize --model DIR (--ids 1,2,3 | --input F.jsonl) [--skip-special-tokens]\n\n"
+            "usage: vllmc detokenize --model DIR|ID (--ids 1,2,3 | --input F.jsonl) [--skip-special-tokens]\n"
+            "                        [--revision REV]\n\n"
             "Prints {\"text\":\"...\"} per id list. In F.jsonl each line is {\"ids\": [...]} with an\n"
             "optional \"skip_special_tokens\": true|false that overrides the flag. Blank lines are skipped.\n");
 }
 
 /* Loads only the tokenizer of a model folder or GGUF file; prints the error itself. */
-static tokenizer *load_tokenizer(const char *dir) {
+/* The tokenizer of a folder, a GGUF file or a Hugging Face id (its tokenizer files alone, at revision). */
+static tokenizer *load_tokenizer_at(const char *dir);
+static tokenizer *load_tokenizer(const char *dir, const char *revision) {
+    vllm_engine_options eo = vllm_engine_default_options();
+    eo.revision = revision;
+    char *hub_model = NULL, *hub_tok = NULL;
+    if (!cli_hub_resolve("vllmc", &dir, &eo, true, &hub_model, &hub_tok)) return NULL;
+    tokenizer *tok = load_tokenizer_at(dir);
+    free(hub_model);
+    free(hub_tok);
+    return tok;
+}
+
+static tokenizer *load_tokenizer_at(const char *dir) {
     tokenizer *tok = NULL;
     vllm_status st;
     if (ggc_is_gguf_path(dir)) {
@@ -201,12 +217,15 @@ typedef struct tok_args {
     void (*usage)(FILE *f);
     const char *model, *value, *input;
     bool flag;
+    vllm_engine_options eo;  /* --revision */
 } tok_args;
 
 /* 0: parsed; 1: --help printed; 2: a usage error printed (then the usage). */
 static int parse_tok_args(int argc, char **argv, tok_args *t) {
     char who[32];
     snprintf(who, sizeof who, "vllmc: %s", t->cmd);
+    t->eo = vllm_engine_default_options();
+    int v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -216,6 +235,7 @@ static int parse_tok_args(int argc, char **argv, tok_args *t) {
         } else if (!strcmp(a, t->value_opt)) { CLI_NEED_VALUE(who); t->value = argv[++i];
         } else if (!strcmp(a, "--input")) { CLI_NEED_VALUE(who); t->input = argv[++i];
         } else if (!strcmp(a, t->flag_opt)) { t->flag = true;
+        } else if ((v = cli_hub_opt(who, argc, argv, &i, &t->eo)) != 0) { if (v < 0) goto bad;
         } else {
             fprintf(stderr, "%s: unknown option '%s'\n", who, a);
             goto bad;
@@ -236,7 +256,7 @@ int cmd_tokenize(int argc, char **argv) {
                   .usage = tokenize_usage};
     int prc = parse_tok_args(argc, argv, &t);
     if (prc) return prc == 1 ? 0 : EXIT_USAGE;
-    tokenizer *tok = load_tokenizer(t.model);
+    tokenizer *tok = load_tokenizer(t.model, t.eo.revision);
     if (!tok) return EXIT_FAIL;
     line_ctx c = {.tok = tok, .flag = t.flag};
     bool ok = t.value ? encode_print(tok, t.value, strlen(t.value), t.flag, "--text")
@@ -261,7 +281,7 @@ int cmd_detokenize(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
-    tokenizer *tok = load_tokenizer(t.model);
+    tokenizer *tok = load_tokenizer(t.model, t.eo.revision);
     if (!tok) {
         free(ids);
         return EXIT_FAIL;

@@ -246,6 +246,24 @@ class TestGenerate(unittest.TestCase):
         llm.generate(["a", "b"], g, use_tqdm=Bar)
         self.assertEqual(seen, [2, 1, 1, "closed"])
 
+    def test_structured_outputs(self):
+        llm = stories()
+        for seed in range(3):
+            so = vllmc.StructuredOutputsParams(choice=["happy", "sad"])
+            r = llm.generate("Once upon a time", SamplingParams(structured_outputs=so, seed=seed))[0].outputs[0]
+            self.assertIn(r.text, ("happy", "sad"))
+            self.assertEqual(r.finish_reason, "stop")
+        sp = SamplingParams(structured_outputs={"json": {"type": "object", "properties": {"a": {"type": "boolean"}},
+                                                         "required": ["a"], "additionalProperties": False},
+                                                "disable_any_whitespace": True}, temperature=0, max_tokens=40)
+        r = llm.generate("Once upon a time", sp)[0].outputs[0]
+        self.assertEqual(r.finish_reason, "stop", r.text)
+        self.assertIn(json.loads(r.text)["a"], (True, False))
+        with self.assertRaisesRegex(ValueError, "only use one kind"):
+            SamplingParams(structured_outputs={"regex": "a", "choice": ["x"]})
+        with self.assertRaises(ValueError):  # a bad regex, refused when the request is added
+            llm.generate("x", SamplingParams(structured_outputs={"regex": "("}))
+
     def test_prefix_cache_counts(self):
         llm = stories()
         p = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."

@@ -3,7 +3,6 @@
  */
 #include "hub/hf_http.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,25 +36,6 @@ void hfh_reply_free(hfh_reply *r) {
     free(r->body);
     r->body = NULL;
     r->len = 0;
-}
-
-char *hfh_escape(const char *s, int keep_slash) {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(s);
-    char *out = malloc(n * 3 + 1), *o = out;
-    if (!out) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-            *o++ = (char)c;
-        } else {
-            *o++ = '%';
-            *o++ = hex[c >> 4];
-            *o++ = hex[c & 15];
-        }
-    }
-    *o = 0;
-    return out;
 }
 
 /* ---- one transfer's state, shared by the header and body callbacks ---- */

@@ -32,7 +32,8 @@ typedef struct hfh_reply {
 
 void hfh_reply_free(hfh_reply *r);
 
-/* Initialises libcurl once per process (thread-safe). */
+/* Initialises libcurl once per process (thread-safe). In a build without libcurl (-DVLLM_CURL=OFF:
+ * hf_http_none.c) every call below returns VLLM_ERR_UNSUPPORTED saying so. */
 vllm_status hfh_global_init(void);
 
 /* GET url into r (bodies up to 64 MiB). Returns VLLM_ERR_IO when no response arrived; an HTTP error status
@@ -55,8 +56,5 @@ typedef struct hfh_download {
  * returns VLLM_ERR_IO with r->status set and the partial file kept; a size or sha256 mismatch deletes the
  * partial file and returns VLLM_ERR_FORMAT; a write failure (disk full) VLLM_ERR_IO naming the file. */
 vllm_status hfh_fetch_file(const hfh_conf *c, const hfh_download *d, hfh_reply *r);
-
-/* Percent-encodes s for a URL path; keep_slash leaves '/' as is (file paths). malloc'd. */
-char *hfh_escape(const char *s, int keep_slash);
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include "hub/hub.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -261,6 +262,27 @@ static void cache_check(const char *repo_dir, const char *commit, const hub_opti
 /* the hub                                                             */
 /* ------------------------------------------------------------------ */
 
+/* Percent-encodes s for a URL path; keep_slash leaves '/' as is (file paths). malloc'd. */
+static char *url_escape(const char *s, int keep_slash) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = malloc(n * 3 + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+
 typedef struct ctx {
     const char *id, *rev, *endpoint, *cache, *repo_dir;
     hfh_conf conf;
@@ -298,7 +320,7 @@ static vllm_status http_error(const ctx *c, const char *what, const hfh_reply *r
 }
 
 static vllm_status fetch_info(const ctx *c, repo_info *ri) {
-    char *eid = hfh_escape(c->id, 1), *erev = hfh_escape(c->rev, 0), *url = NULL;
+    char *eid = url_escape(c->id, 1), *erev = url_escape(c->rev, 0), *url = NULL;
     if (!eid || !erev || asprintf(&url, "%s/api/models/%s/revision/%s?blobs=true", c->endpoint, eid, erev) < 0)
         url = NULL;
     free(eid);
@@ -406,7 +428,7 @@ static vllm_status fetch_one(dl_state *s, hub_file *f) {
         if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
             return vt_error(VLLM_ERR_FORMAT, "%s: bad blob id '%s' for %s", c->id, f->etag, f->path);
     char *blob = hfc_blob_path(c->repo_dir, f->etag, NULL), *part = hfc_blob_path(c->repo_dir, f->etag, ".incomplete");
-    char *epath = hfh_escape(f->path, 1), *eid = hfh_escape(c->id, 1), *url = NULL;
+    char *epath = url_escape(f->path, 1), *eid = url_escape(c->id, 1), *url = NULL;
     vllm_status st = VLLM_OK;
     if (!blob || !part || !epath || !eid ||
         asprintf(&url, "%s/%s/resolve/%s/%s", c->endpoint, eid, commit, epath) < 0) {

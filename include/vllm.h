@@ -428,8 +428,7 @@ vllm_chat_template_options vllm_chat_template_default_options(void);
  * the template sees bos_token / eos_token from tokenizer_config.json, the kwargs, messages,
  * add_generation_prompt and tools. *out_prompt (malloc'd; free with vllm_free or free()) is the prompt text:
  * tokenize it without special tokens (vllm_tokenize(..., false, ...)), as vLLM's LLM.chat, since the template
- * writes them. options NULL = defaults. The engine's `tokenizer` option string, when set, must still be
- * valid. VLLM_ERR_NOT_FOUND when the model has no chat template and none is given; VLLM_ERR_INVALID_ARG for
+ * writes them. options NULL = defaults. VLLM_ERR_NOT_FOUND when the model has no chat template and none is given; VLLM_ERR_INVALID_ARG for
  * bad JSON or a template error (raise_exception included). */
 vllm_status vllm_chat_apply_template(const vllm_engine *engine, const char *messages_json,
                                      const vllm_chat_template_options *options, char **out_prompt);

@@ -323,10 +323,14 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
                                ? e->opt.tokenizer_revision
                                : (!strcmp(e->opt.tokenizer, model_dir) ? e->opt.revision : NULL);
         st = resolve_hub(e->opt.tokenizer, trev, true, true, &e->opt.tokenizer, &e->hub_tokenizer);
+        /* the engine keeps its own copy: vllm_chat_apply_template reads it after creation */
+        if (!st && !e->hub_tokenizer && !(e->hub_tokenizer = strdup(e->opt.tokenizer)))
+            st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
         if (st) {
             free(hub_model);
             goto fail;
         }
+        e->opt.tokenizer = e->hub_tokenizer;
     }
     st = engine_create_local(e, model_dir);
     free(hub_model);

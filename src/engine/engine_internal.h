@@ -160,7 +160,7 @@ struct vllm_engine {
     bool pool_normalize;         /* the default of vllm_pooling_params.normalize */
     pooling_config pool_cfg;     /* the folder's sentence-transformers / Matryoshka settings */
     char *model_name;            /* the model path (messages: vLLM's served_model_name) */
-    char *hub_tokenizer;         /* opt.tokenizer's local path when it was a Hugging Face id (owned) */
+    char *hub_tokenizer;         /* opt.tokenizer's local path (a copy; the hub cache's for a model id) */
     unsigned char *pool_rows;    /* (pool_rows_cap) bytes: a step's hidden rows copied to the host */
     size_t pool_rows_cap;
 };

@@ -86,20 +86,11 @@ static void print_json(const vllm_completion *c, bool with_index) {
 
 int cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *file = NULL;
-    vllm_engine_options eo = vllm_engine_default_options();
     bool json = false, stats_flag = false;
-    /* sampling overrides (applied over the model's defaults) */
-    long long max_tokens = 256, top_k = 0, min_tokens = 0, seed = -1, v;
-    double temperature = 0, top_p = 0, min_p = 0;
-    bool set_temperature = false, set_top_p = false, set_min_p = false, set_top_k = false;
-    bool ignore_eos = false, keep_special = false, include_stop = false;
-    double presence = 0, frequency = 0, repetition = 1;
-    long long logprobs_k = -1, n_samples = 1;
-    const char **stops = NULL, **bad_words = NULL;
-    size_t num_stops = 0, num_bad = 0;
-    int32_t *stop_ids = NULL, *allowed = NULL, *bias_ids = NULL;
-    float *bias_vals = NULL;
-    size_t num_stop_ids = 0, num_allowed = 0, num_bias = 0;
+    /* sampling overrides (applied over the model's defaults) and engine options */
+    cli_gen_opts go;
+    cli_gen_opts_init(&go);
+    vllm_engine_options eo;
     int rc = 1;
     cli_dataset prompts = {0};
     vllm_prompt *items = NULL;  /* (prompts.n) views of prompts */
@@ -108,9 +99,10 @@ int cmd_generate(int argc, char **argv) {
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        double d;
+        int taken;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
+            cli_gen_opts_free(&go);
             return 0;
         } else if (!strcmp(a, "--model")) { CLI_NEED_VALUE(CMD); model = argv[++i];
         } else if (!strcmp(a, "--prompt")) { CLI_NEED_VALUE(CMD); prompt = argv[++i];
@@ -118,117 +110,15 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--prompts-file")) { CLI_NEED_VALUE(CMD); file = argv[++i];
         } else if (!strcmp(a, "--json")) { json = true;
         } else if (!strcmp(a, "--stats")) { stats_flag = true;
-        } else if (!strcmp(a, "--ignore-eos")) { ignore_eos = true;
-        } else if (!strcmp(a, "--no-skip-special-tokens")) { keep_special = true;
-        } else if (!strcmp(a, "--include-stop-str-in-output")) { include_stop = true;
-        } else if (cli_engine_flag(a, &eo)) { /* --enforce-eager, --[no-]enable-prefix-caching */
-        } else if (!strcmp(a, "--stop") || !strcmp(a, "--bad-words")) {
-            CLI_NEED_VALUE(CMD);
-            const char ***list = !strcmp(a, "--stop") ? &stops : &bad_words;
-            size_t *cnt = !strcmp(a, "--stop") ? &num_stops : &num_bad;
-            const char **nl = realloc(*list, (*cnt + 1) * sizeof *nl);
-            if (!nl) goto out;
-            *list = nl;
-            nl[(*cnt)++] = argv[++i];
-        } else if (!strcmp(a, "--stop-token-ids") || !strcmp(a, "--allowed-token-ids")) {
-            CLI_NEED_VALUE(CMD);
-            int32_t **dst = !strcmp(a, "--stop-token-ids") ? &stop_ids : &allowed;
-            size_t *cnt = !strcmp(a, "--stop-token-ids") ? &num_stop_ids : &num_allowed;
-            free(*dst);
-            if (!cli_parse_ids(argv[++i], dst, cnt)) {
-                fprintf(stderr, CMD ": %s must be comma-separated token ids\n", a);
-                goto bad;
-            }
-        } else if (!strcmp(a, "--logit-bias")) {
-            CLI_NEED_VALUE(CMD);
-            const char *q = argv[++i];
-            size_t cap = 1;
-            for (const char *t = q; *t; t++) cap += *t == ',';
-            free(bias_ids);
-            free(bias_vals);
-            bias_ids = malloc(cap * sizeof *bias_ids);
-            bias_vals = malloc(cap * sizeof *bias_vals);
-            if (!bias_ids || !bias_vals) goto out;
-            num_bias = 0;
-            while (*q) {
-                char *end;
-                long id = strtol(q, &end, 10);
-                if (end == q || *end != ':' || id < 0 || id > INT32_MAX) break;
-                q = end + 1;
-                double v = strtod(q, &end);
-                if (end == q) break;
-                bias_ids[num_bias] = (int32_t)id;
-                bias_vals[num_bias++] = (float)v;
-                q = end;
-                if (*q == ',') q++;
-                else if (*q) break;
-            }
-            if (*q || num_bias == 0) {
-                fprintf(stderr, CMD ": --logit-bias must be ID:VALUE[,ID:VALUE...]\n");
-                goto bad;
-            }
-        } else if (!strcmp(a, "--presence-penalty") || !strcmp(a, "--frequency-penalty") ||
-                   !strcmp(a, "--repetition-penalty")) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, CMD ": %s needs a number\n", a); goto bad; }
-            if (!strcmp(a, "--presence-penalty")) presence = d;
-            else if (!strcmp(a, "--frequency-penalty")) frequency = d;
-            else repetition = d;
-        } else if (!strcmp(a, "--n")) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_parse_int(argv[++i], 1, 4096, &n_samples)) {
-                fprintf(stderr, CMD ": --n needs an integer in [1, 4096]\n");
-                goto bad;
-            }
-        } else if (!strcmp(a, "--logprobs")) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_parse_int(argv[++i], 0, 1000, &logprobs_k)) {
-                fprintf(stderr, CMD ": --logprobs needs a non-negative integer\n");
-                goto bad;
-            }
-        } else if (!strcmp(a, "--device")) { CLI_NEED_VALUE(CMD); eo.device = argv[++i];
-        } else if (!strcmp(a, "--tokenizer")) { CLI_NEED_VALUE(CMD); eo.tokenizer = argv[++i];
-        } else if (!strcmp(a, "--load-format")) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_load_format(CMD, argv[++i], &eo.load_format)) goto bad;
-        } else if (cli_is_state_dtype(a)) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_state_dtype(CMD, a, argv[++i], &eo)) goto bad;
-        } else if (!strcmp(a, "--gpu-memory-utilization")) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, CMD ": %s needs a number\n", a); goto bad; }
-            eo.gpu_memory_utilization = (float)d;
-        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_parse_float(argv[++i], &d)) { fprintf(stderr, CMD ": %s needs a number\n", a); goto bad; }
-            if (!strcmp(a, "--temperature")) temperature = d, set_temperature = true;
-            else if (!strcmp(a, "--top-p")) top_p = d, set_top_p = true;
-            else min_p = d, set_min_p = true;
-        } else if (!strcmp(a, "--max-tokens") || !strcmp(a, "--top-k") || !strcmp(a, "--seed") ||
-                   !strcmp(a, "--min-tokens") || !strcmp(a, "--threads") || !strcmp(a, "--block-size") ||
-                   !strcmp(a, "--num-kv-blocks") || !strcmp(a, "--max-model-len") || !strcmp(a, "--max-num-seqs") ||
-                   !strcmp(a, "--max-num-batched-tokens") || !strcmp(a, "--kv-cache-memory")) {
-            CLI_NEED_VALUE(CMD);
-            if (!cli_parse_int(argv[++i], -1, INT32_MAX, &v)) {
-                fprintf(stderr, CMD ": %s needs an integer, got '%s'\n", a, argv[i]);
-                goto bad;
-            }
-            if (!strcmp(a, "--max-tokens")) max_tokens = v;
-            else if (!strcmp(a, "--top-k")) top_k = v, set_top_k = true;
-            else if (!strcmp(a, "--seed")) seed = v;
-            else if (!strcmp(a, "--min-tokens")) min_tokens = v;
-            else if (!strcmp(a, "--threads")) eo.num_threads = (int)v;
-            else if (!strcmp(a, "--block-size")) eo.block_size = (int)v;
-            else if (!strcmp(a, "--num-kv-blocks")) eo.num_kv_blocks = (int)v;
-            else if (!strcmp(a, "--max-model-len")) eo.max_model_len = (int)v;
-            else if (!strcmp(a, "--max-num-seqs")) eo.max_num_seqs = (int)v;
-            else if (!strcmp(a, "--max-num-batched-tokens")) eo.max_num_batched_tokens = (int)v;
-            else eo.kv_cache_memory = (size_t)(v < 0 ? 0 : v) << 20;
+        } else if ((taken = cli_gen_opt(CMD, argc, argv, &i, &go)) != 0) { /* sampling and engine options */
+            if (taken == -1) goto bad;
+            if (taken == -2) goto out;
         } else {
             fprintf(stderr, CMD ": unknown option '%s'\n", a);
             goto bad;
         }
     }
+    eo = go.eo;
     if (!model) { fprintf(stderr, CMD ": --model is required\n"); goto bad; }
     if (!!prompt + !!ids_arg + !!file != 1) {
         fprintf(stderr, CMD ": give exactly one of --prompt, --prompt-token-ids, --prompts-file\n");
@@ -248,7 +138,7 @@ int cmd_generate(int argc, char **argv) {
         goto out;
     }
     if (!(items = cli_dataset_prompts(&prompts))) goto out;
-    if (seed >= 0) eo.seed = (uint64_t)seed;
+    if (go.seed >= 0) eo.seed = (uint64_t)go.seed;
 
     if (vllm_engine_create(model, &eo, &engine) != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
@@ -259,32 +149,7 @@ int cmd_generate(int argc, char **argv) {
             fprintf(stderr, "vllmc: %s has no tokenizer.json: use --prompt-token-ids\n", model);
             goto out;
         }
-    vllm_sampling_params sp = vllm_engine_default_sampling(engine);
-    sp.max_tokens = (int)max_tokens;
-    if (set_temperature) sp.temperature = (float)temperature;
-    if (set_top_p) sp.top_p = (float)top_p;
-    if (set_min_p) sp.min_p = (float)min_p;
-    if (set_top_k) sp.top_k = (int)top_k;
-    sp.min_tokens = (int)min_tokens;
-    sp.ignore_eos = ignore_eos;
-    sp.skip_special_tokens = !keep_special;
-    sp.stop = stops;
-    sp.num_stop = num_stops;
-    sp.include_stop_str_in_output = include_stop;
-    sp.bad_words = bad_words;
-    sp.num_bad_words = num_bad;
-    sp.stop_token_ids = stop_ids;
-    sp.num_stop_token_ids = num_stop_ids;
-    sp.allowed_token_ids = allowed;
-    sp.num_allowed_token_ids = num_allowed;
-    sp.logit_bias_ids = bias_ids;
-    sp.logit_bias_values = bias_vals;
-    sp.num_logit_bias = num_bias;
-    sp.presence_penalty = (float)presence;
-    sp.frequency_penalty = (float)frequency;
-    sp.repetition_penalty = (float)repetition;
-    sp.logprobs = (int)logprobs_k;
-    sp.n = (int)n_samples;
+    vllm_sampling_params sp = cli_gen_sampling(&go, vllm_engine_default_sampling(engine));
     if (vllm_sampling_params_validate(&sp) != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
         goto bad;
@@ -299,7 +164,7 @@ int cmd_generate(int argc, char **argv) {
         for (size_t k = 0; k <= comps[i].num_siblings; k++) {
             const vllm_completion *c = k ? &comps[i].siblings[k - 1] : &comps[i];
             if (json) {
-                print_json(c, n_samples > 1);
+                print_json(c, go.n_samples > 1);
             } else if (c->text) {
                 printf("%s\n", c->text);
             } else {
@@ -326,11 +191,6 @@ out:
     vllm_engine_free(engine);
     free(items);
     cli_dataset_free(&prompts);
-    free(stops);
-    free(bad_words);
-    free(stop_ids);
-    free(allowed);
-    free(bias_ids);
-    free(bias_vals);
+    cli_gen_opts_free(&go);
     return rc;
 }

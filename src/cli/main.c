@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "  generate        offline generation (vllmc generate --help)\n"
             "  tokenize        text -> token ids as JSON\n"
             "  detokenize      token ids -> text as JSON\n"
+            "  chat            interactive multi-turn chat with a model or a server (vllmc chat --help)\n"
             "  chat-template   render a model's chat template for a conversation\n"
             "  bench           latency and throughput benchmarks (vllmc bench --help)\n"
             "  serve           OpenAI-compatible HTTP server (vllmc serve MODEL --help)\n"
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat-template")) return cmd_chat_template(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1); /* serve.c */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/cli_hub.h"
 
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
     if (!s || !*s) return false;
@@ -331,6 +332,9 @@ int cli_gen_opt(const char *cmd, int argc, char **argv, int *ip, cli_gen_opts *o
     } else if (!strcmp(a, "--tokenizer")) {
         GEN_NEED_VALUE();
         eo->tokenizer = argv[i];
+        o->engine_given = true;
+    } else if (!strcmp(a, "--revision") || !strcmp(a, "--tokenizer-revision")) { /* Hugging Face ids */
+        if (cli_hub_opt(cmd, argc, argv, ip, eo) < 0) return -1;
         o->engine_given = true;
     } else if (!strcmp(a, "--load-format")) {
         GEN_NEED_VALUE();

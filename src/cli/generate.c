@@ -17,7 +17,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vllmc generate --model DIR (--prompt TEXT | --prompt-token-ids 1,2,3 | --prompts-file F.jsonl) [options]\n\n"
+            "usage: vllmc generate --model DIR|ID (--prompt TEXT | --prompt-token-ids 1,2,3 | --prompts-file F.jsonl) [options]\n\n"
             "prompts:\n"
             "  --prompt TEXT               a text prompt (tokenized with special tokens)\n"
             "  --prompt-token-ids IDS      comma-separated token ids (no tokenizer needed)\n"
@@ -40,6 +40,7 @@ static void usage(FILE *f) {
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
+            "  --revision REV  --tokenizer-revision REV   a Hugging Face id's branch, tag or commit\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
             "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n"
             "  --gpu-memory-utilization F  (GPU: share of device memory for weights + activations + KV, 0.9)\n"

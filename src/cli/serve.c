@@ -44,7 +44,7 @@ int cmd_serve(int argc, char **argv);
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vllmc serve MODEL [options]   (or --model MODEL)\n\n"
+            "usage: vllmc serve MODEL [options]   (or --model MODEL; a folder, a GGUF file or a Hugging Face id)\n\n"
             "An OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /tokenize,\n"
             "/detokenize, /health, /ping, /version, /metrics.\n\n"
             "server:\n"
@@ -92,6 +92,7 @@ static void usage(FILE *f) {
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
+            "  --revision REV  --tokenizer-revision REV   a Hugging Face id's branch, tag or commit\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
             "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n"
             "  --runner auto|generate|pooling  --convert auto|none|embed   pooling: POST /v1/embeddings (auto: a\n"

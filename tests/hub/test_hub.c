@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include "cli/cli_test_util.h"
+#include "server/test_server_util.h"
 #include "core/sha256.h"
 #include "hub/hf_cache.h"
+#include "hub/hf_http.h"
 #include "hub/hub.h"
 #include "vllm.h"
 
@@ -214,6 +216,27 @@ static void test_prepopulated_cache(void) {
     }
     EXPECT_ERR(vllm_engine_create("someone/absent", &eo, &e), VLLM_ERR_NOT_FOUND, "someone/absent",
                "HF_HUB_OFFLINE=1");
+
+    /* `vllmc serve ORG/NAME` from the cache alone: served under the id, which /v1/models reports as root */
+    snprintf(g_srv_tmp, sizeof g_srv_tmp, "%s", g_tmp);
+    srv_proc sp;
+    if (srv_start_model(&sp, "hubserve", "someone/cached", "someone/cached", SRV_TEMPLATE, NULL, 60)) {
+        char url[200];
+        snprintf(url, sizeof url, "%s/v1/models", sp.url);
+        hfh_conf hc = {.connect_timeout = 5, .stall_timeout = 10};
+        hfh_reply r;
+        CHECK_OK(hfh_get(&hc, url, &r));
+        CHECK_MSG(r.status == 200 && r.body && strstr(r.body, "\"id\":\"someone/cached\"") &&
+                      strstr(r.body, "\"root\":\"someone/cached\""),
+                  "%s", r.body ? r.body : "");
+        hfh_reply_free(&r);
+        char *out = t_slurp(sp.out);
+        CHECK_MSG(out && strstr(out, "serving someone/cached as someone/cached"), "%s", out ? out : "");
+        free(out);
+        srv_stop_check(&sp, false);
+    } else {
+        CHECK_MSG(false, "vllmc serve someone/cached did not start");
+    }
     unsetenv("HF_HUB_OFFLINE");
     unsetenv("HF_HUB_CACHE");
 }

@@ -22,12 +22,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vllmc chat (--model DIR | --url http://HOST:PORT[/v1]) [options]\n\n"
+            "usage: vllmc chat (--model DIR|ID | --url http://HOST:PORT[/v1]) [options]\n\n"
             "A multi-turn chat: each line of stdin is a user turn (a line ending in '\\' continues on the next),\n"
             "the reply is streamed to stdout. Commands: /clear (forget the history, keep the system prompt),\n"
             "/exit or /quit (or Ctrl-D), /help. Ctrl-C stops a reply; twice at the prompt, leaves.\n\n"
-            "  --model DIR                 the model to load (engine options as vllmc generate: --threads, --device,\n"
-            "                              --max-model-len, --kv-cache-memory, --tokenizer, --load-format, ...)\n"
+            "  --model DIR|ID              the model to load, a folder or a Hugging Face id (--revision REV); engine\n"
+            "                              options as vllmc generate: --threads, --device, --max-model-len,\n"
+            "                              --kv-cache-memory, --tokenizer, --load-format, ...\n"
             "  --url URL                   a running OpenAI-compatible server (http:// only) instead of a model\n"
             "  --model-name NAME           with --url: the model to ask for (default: the first of GET /v1/models)\n"
             "  --api-key KEY               with --url: Authorization: Bearer KEY (default: $OPENAI_API_KEY)\n"

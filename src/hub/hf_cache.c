@@ -89,8 +89,7 @@ bool hfc_is_commit(const char *rev) {
     return true;
 }
 
-/* A revision is used as a relative path under refs/: no "..", no absolute paths. */
-static bool safe_rel_path(const char *p) {
+bool hfc_safe_path(const char *p) {
     if (!p || !*p || p[0] == '/') return false;
     for (const char *s = p; *s;) {
         const char *e = strchr(s, '/');
@@ -107,7 +106,7 @@ bool hfc_read_ref(const char *repo_dir, const char *revision, char commit[41]) {
         memcpy(commit, revision, 41);
         return true;
     }
-    if (!safe_rel_path(revision)) return false;
+    if (!hfc_safe_path(revision)) return false;
     char *p = fmt_path("%s/refs/%s", repo_dir, revision);
     if (!p) return false;
     FILE *f = fopen(p, "rb");
@@ -175,7 +174,7 @@ static vllm_status write_atomic(const char *path, const char *text) {
 
 vllm_status hfc_write_ref(const char *repo_dir, const char *revision, const char *commit) {
     if (hfc_is_commit(revision)) return VLLM_OK; /* a hash names itself: no ref file */
-    if (!safe_rel_path(revision)) return vt_error(VLLM_ERR_INVALID_ARG, "bad revision '%s'", revision);
+    if (!hfc_safe_path(revision)) return vt_error(VLLM_ERR_INVALID_ARG, "bad revision '%s'", revision);
     char *p = fmt_path("%s/refs/%s", repo_dir, revision);
     if (!p) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     vllm_status st = write_atomic(p, commit); /* huggingface_hub writes the hash without a newline */
@@ -188,7 +187,7 @@ char *hfc_snapshot_path(const char *repo_dir, const char *commit, const char *pa
 }
 
 bool hfc_have(const char *repo_dir, const char *commit, const char *path) {
-    if (!safe_rel_path(path)) return false;
+    if (!hfc_safe_path(path)) return false;
     char *p = hfc_snapshot_path(repo_dir, commit, path);
     struct stat sb;
     bool ok = p && stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -197,7 +196,7 @@ bool hfc_have(const char *repo_dir, const char *commit, const char *path) {
 }
 
 bool hfc_known_missing(const char *repo_dir, const char *commit, const char *path) {
-    if (!safe_rel_path(path)) return false;
+    if (!hfc_safe_path(path)) return false;
     char *p = fmt_path("%s/.no_exist/%s/%s", repo_dir, commit, path);
     bool ok = p && access(p, F_OK) == 0;
     free(p);
@@ -205,7 +204,7 @@ bool hfc_known_missing(const char *repo_dir, const char *commit, const char *pat
 }
 
 vllm_status hfc_mark_missing(const char *repo_dir, const char *commit, const char *path) {
-    if (!safe_rel_path(path)) return vt_error(VLLM_ERR_INVALID_ARG, "bad file name '%s'", path);
+    if (!hfc_safe_path(path)) return vt_error(VLLM_ERR_INVALID_ARG, "bad file name '%s'", path);
     char *p = fmt_path("%s/.no_exist/%s/%s", repo_dir, commit, path);
     if (!p) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     vllm_status st = write_atomic(p, "");
@@ -218,7 +217,7 @@ char *hfc_blob_path(const char *repo_dir, const char *etag, const char *suffix) 
 }
 
 vllm_status hfc_link(const char *repo_dir, const char *commit, const char *path, const char *etag) {
-    if (!safe_rel_path(path)) return vt_error(VLLM_ERR_FORMAT, "the hub named an unsafe file path '%s'", path);
+    if (!hfc_safe_path(path)) return vt_error(VLLM_ERR_FORMAT, "the hub named an unsafe file path '%s'", path);
     char *link = hfc_snapshot_path(repo_dir, commit, path);
     /* from snapshots/COMMIT/a/b/file: up two levels plus one per folder of PATH */
     size_t depth = 2;

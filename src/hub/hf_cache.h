@@ -28,6 +28,10 @@ bool hfc_valid_repo_id(const char *id);
 /* cache/models--ORG--NAME (malloc'd). */
 char *hfc_repo_dir(const char *cache, const char *repo_id);
 
+/* True for a relative path that stays inside its folder: no empty, "." or ".." components, not absolute.
+ * Revisions (under refs/) and the hub's file names (under snapshots/) must be. */
+bool hfc_safe_path(const char *p);
+
 /* True for 40 lowercase hex digits (a commit hash). */
 bool hfc_is_commit(const char *rev);
 

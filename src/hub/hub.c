@@ -362,6 +362,10 @@ static vllm_status fetch_info(const ctx *c, repo_info *ri) {
     json_array_foreach(sib, i, s) {
         const char *name = json_string_value(json_object_get(s, "rfilename"));
         if (!name) continue;
+        if (!hfc_safe_path(name)) { /* a file name that would leave the snapshot folder: never fetched */
+            LOG_W("%s: the hub lists an unsafe file name '%.200s': ignored", c->id, name);
+            continue;
+        }
         json_t *lfs = json_object_get(s, "lfs");
         const char *etag = json_string_value(json_object_get(lfs, "sha256"));
         bool is_lfs = etag != NULL;

@@ -246,6 +246,9 @@ static bool start_mock(void) {
     snprintf(cfg, sizeof cfg, "%s/hub.json", g_tmp);
     FILE *f = fopen(cfg, "w");
     if (!f) return false;
+    char idx[400];
+    snprintf(idx, sizeof idx, "%s/evil_index.json", g_tmp);
+    write_file(idx, "{\"weight_map\": {\"w\": \"../../evil.safetensors\"}}");
     fprintf(f,
             "{\"repos\": {"
             "\"test/stories\": {\"dir\": \"%s\"},"
@@ -258,10 +261,13 @@ static bool start_mock(void) {
             "\"test/gguf\": {\"files\": {\"tiny-F16.gguf\": \"%s\", \"tiny-Q8_0.gguf\": \"%s\", "
             "\"README.md\": \"%s/README.md\"}},"
             "\"test/binonly\": {\"files\": {\"config.json\": \"%s/config.json\", \"pytorch_model.bin\": "
-            "\"%s/config.json\"}}"
+            "\"%s/config.json\"}},"
+            "\"test/evil\": {\"files\": {\"config.json\": \"%s/config.json\", "
+            "\"model.safetensors.index.json\": \"%s/evil_index.json\", \"../../evil.safetensors\": "
+            "\"%s/model.safetensors\"}}"
             "}}",
             STORIES, STORIES, STORIES, STORIES, STORIES, STORIES, STORIES, GGUF_FIXTURE, GGUF_FIXTURE, STORIES,
-            STORIES, STORIES);
+            STORIES, STORIES, STORIES, g_tmp, STORIES);
     fclose(f);
     snprintf(cmd, sizeof cmd,
              "python3 %s/tests/hub/mock_hub.py --config %s --port-file %s/port --log %s/hub.log "
@@ -354,6 +360,9 @@ static void test_downloads(void) {
     expect_gen_error("test/nothing", NULL, "neither a local path nor a repository", "unknown repository");
     expect_gen_error("test/stories --revision v2", NULL, "revision 'v2' not found", "unknown revision");
     expect_gen_error("test/binonly", NULL, "PyTorch .bin weights are not read", "no safetensors");
+    /* a file name leaving the snapshot folder is never fetched, nor written */
+    expect_gen_error("test/evil", NULL, "which the repository does not have", "unsafe file name");
+    CHECK(!exists("%s/cache/%s", "evil.safetensors") && !exists("%s/%s", "evil.safetensors"));
 
     /* interrupted twice mid-file: resumed within the run with Range requests */
     clear_log();

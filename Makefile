@@ -41,7 +41,7 @@ test-asan:
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
-# ThreadSanitizer on the multi-threaded parts: the CPU thread pool, ops, the engine, the server (its
+# ThreadSanitizer on the multi-threaded parts: the CPU thread pool, ops, the engine, the hub downloads, the server (its
 # tests start the TSan-built `vllmc serve`, which inherits TSAN_OPTIONS: a race ends it with exit 66
 # and fails the test) and the CLI (generate, bench serve against a server)
 # (model_test_parity, 7 minutes under TSan, is left to the ASan build: it runs the fixtures' families through
@@ -49,7 +49,7 @@ test-asan:
 test-tsan:
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DVLLM_TSAN=ON -DVLLM_CUDA=OFF >/dev/null
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_|sample_|server_|cli_' \
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_|sample_|server_|cli_|hub_' \
 	  -E 'model_test_parity'
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), FUZZ_SECONDS each, one after the other; stops at the first

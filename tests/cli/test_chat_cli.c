@@ -255,9 +255,37 @@ static void test_remote(void) {
     srv_cleanup();
 }
 
+/* Interactive: on a terminal (a pty from util-linux's `script`) the banner and the "> " prompt appear and the
+ * reply is the same as piped. */
+static void test_tty(void) {
+    if (system("command -v script >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "test_tty: no `script` (util-linux): the pty check is skipped\n");
+        return;
+    }
+    char in[300], cmd[4096], o[300];
+    snprintf(in, sizeof in, "%s/tty_in", g_tmp);
+    snprintf(o, sizeof o, "%s/tty_out", g_tmp);
+    write_file(in, "hello\n/exit\n");
+    snprintf(cmd, sizeof cmd,
+             "script -qec 'env VLLM_LOG_LEVEL=error %s chat --model %s " GREEDY "' /dev/null <%s >%s 2>&1", VLLMC_BIN,
+             TINY, in, o);
+    int rc = system(cmd);
+    char *out = t_slurp(o);
+    json_t *msgs = json_array();
+    add_msg(msgs, "user", "hello");
+    char *reply = expected_reply(TINY, TINY, msgs);
+    CHECK_MSG(rc == 0 && out && strstr(out, "/help for commands") && strstr(out, "> ") && reply && reply[0] &&
+                  strstr(out, reply),
+              "rc %d, pty output '%s', reply '%s'", rc, out ? out : "", reply ? reply : "");
+    json_decref(msgs);
+    free(reply);
+    free(out);
+}
+
 int main(void) {
     if (!cli_tmp_begin("vllmc_chat")) TEST_SKIP("mkdtemp failed");
     test_multi_turn();
+    test_tty();
     test_commands();
     test_inline_template();
     test_trimming();

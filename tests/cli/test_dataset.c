@@ -15,6 +15,7 @@
 
 /* the helpers live in the vllmc CLI, not in libvllmc */
 #include "cli/bench_util.c"
+#include "cli/cli_hub.c"
 #include "cli/cli_util.c"
 #include "cli/dataset.c"
 #include "test.h"

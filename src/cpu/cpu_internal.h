@@ -281,4 +281,9 @@ void cpu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache
 void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache,
                    const attn_meta *m, const attn_params *p, tensor *out);
 
+/* ops_attention_mla.c */
+void cpu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y);
+void cpu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
+                       const attn_meta *m, const mla_params *p, tensor *out);
+
 #endif

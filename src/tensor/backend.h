@@ -75,6 +75,14 @@ typedef struct attn_params {
                                   + exp(sink_h - m)); out = sum_j p_j v_j (no value of its own) */
 } attn_params;
 
+/* Multi-head latent attention's shapes (attention_mla). */
+typedef struct mla_params {
+    int num_heads;             /* H */
+    int kv_lora_rank;          /* L: the latent c per token (and the absorbed q / the output per head) */
+    int rope_dim;              /* R: the rotary part k_rope shared by the heads (qk_rope_head_dim) */
+    float scale;               /* softmax scale: 1 / sqrt(qk_nope_head_dim + R) [* yarn's mscale^2] */
+} mla_params;
+
 /* Activations, as transformers' ACT2FN names them (activations.py), in f32. */
 typedef enum be_act {
     BE_ACT_SILU = 0,   /* "silu":              x / (1 + exp(-x)) */
@@ -313,6 +321,24 @@ typedef struct backend_ops {
      * (softcapped scores when p->softcap > 0; a sink per head in the denominator when p->sinks). */
     void (*attention)(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache,
                       const attn_meta *m, const attn_params *p, tensor *out);
+
+    /* ---- multi-head latent attention (DeepSeek-V2 / V3), vLLM's absorbed "MQA" form
+     *      (vllm/v1/attention/backends/mla/common.py); NULL where the backend has none ---- */
+    /* y (T, H*N) = per head h: W_h x_h, i.e. y[t, h*N + n] = sum_k w[h, n, k] x[t, h*K + k], f32
+     * accumulation, rounded once. x (T, H*K) act dtype, may be strided; w (H, N, K) any float dtype,
+     * contiguous (imported); y (T, H*N) act dtype, contiguous, not overlapping x. MLA's absorptions:
+     * q_lat_h = W_UK_h^T q_nope_h and o_h = W_UV_h o_lat_h. */
+    void (*head_linear)(backend *be, const tensor *x, const tensor *w, tensor *y);
+    /* MLA over a paged latent cache (num_blocks, block_size, 1, L + R) of rows [c ; k_rope]: first kv
+     * (T, L + R) (act dtype, may be strided; NULL: nothing written) is written into the cache at
+     * m->slot_mapping (vLLM's concat_and_cache_mla; slots < 0 skipped), then per query token t of its
+     * sequence (the causal / chunked-prefill / prefix-cache semantics of attention) and head h:
+     *   s_j = (q_lat[t, h] . c_j + q_rope[t, h] . k_rope_j) * scale     over its keys j
+     *   out[t, h] = sum_j softmax(s)_j c_j                              (L values: the latent output)
+     * q_lat (T, H*L), q_rope (T, H*R) act dtype, may be strided; out (T, H*L) act dtype, contiguous.
+     * The cache is the backend's kv_dtype (an FP8 one scaled by its qscale as attention's K). */
+    void (*attention_mla)(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
+                          const attn_meta *m, const mla_params *p, tensor *out);
     /* out (N, D) = x[idx] ; idx (N) I32 */
     void (*gather_rows)(backend *be, const tensor *x, const tensor *idx, tensor *out);
 

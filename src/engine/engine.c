@@ -196,7 +196,10 @@ static int state_slots(const vllm_engine *e) {
 static int ckpt_interval(const vllm_engine *e, size_t *layer_bytes, size_t *kv_token_bytes) {
     const int bs = e->opt.block_size;
     *layer_bytes = model_layer_state_bytes(e->model);
-    *kv_token_bytes = 2 * (size_t)e->cfg->num_kv_heads * (size_t)e->cfg->head_dim * dtype_size(e->be->kv_dtype);
+    const kv_cache_groups *g = model_get_cache_groups(e->model);
+    *kv_token_bytes = g->num_groups ? (size_t)cache_spec_planes(&g->spec[0]) * (size_t)g->spec[0].num_kv_heads *
+                                          (size_t)g->spec[0].head_dim * dtype_size(e->be->kv_dtype)
+                                    : 0;
     if (!*layer_bytes) return 0;
     size_t tokens = *kv_token_bytes ? (*layer_bytes + *kv_token_bytes - 1) / *kv_token_bytes : 1;
     size_t c = (tokens + (size_t)bs - 1) / (size_t)bs * (size_t)bs;
@@ -454,14 +457,16 @@ static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
     const kv_cache_groups *kg = model_get_cache_groups(e->model);
     int ng = kg->num_groups > 0 ? kg->num_groups : 1, usable = kv_num_usable(&e->sched.kv.pool);
     if (ng == 1) {
-        LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB, %s), max_model_len %d", usable,
-              e->opt.block_size, (long long)usable * e->opt.block_size, (double)e->cache->bytes / (1 << 20),
-              dtype_name(e->be->kv_dtype), e->max_model_len);
+        LOG_I("KV cache: %d blocks of %d tokens = %lld tokens (%.1f MiB, %s, %zu bytes per token%s), max_model_len %d",
+              usable, e->opt.block_size, (long long)usable * e->opt.block_size, (double)e->cache->bytes / (1 << 20),
+              dtype_name(e->be->kv_dtype), model_cache_bytes_per_token(e->model),
+              kg->num_groups > 0 && kg->spec[0].kind == CACHE_MLA ? ": MLA latent, no V" : "", e->max_model_len);
     } else {
-        LOG_I("KV cache: %d blocks of %d tokens in %d groups of %d layers = %lld tokens per group (%.1f MiB, %s), "
-              "max_model_len %d: %.2fx concurrency",
+        LOG_I("KV cache: %d blocks of %d tokens in %d groups of %d layers = %lld tokens per group (%.1f MiB, %s, "
+              "%zu bytes per block token), max_model_len %d: %.2fx concurrency",
               usable, e->opt.block_size, ng, kg->group_size, (long long)(usable / ng) * e->opt.block_size,
-              (double)e->cache->bytes / (1 << 20), dtype_name(e->be->kv_dtype), e->max_model_len,
+              (double)e->cache->bytes / (1 << 20), dtype_name(e->be->kv_dtype), model_cache_bytes_per_token(e->model),
+              e->max_model_len,
               (double)usable / (double)seq_blocks(e, e->max_model_len));
     }
     LOG_I("host memory after load: %.1f MiB resident (peak %.1f MiB)", (double)vt_rss_bytes() / (1 << 20),

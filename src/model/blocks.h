@@ -65,4 +65,36 @@ void moe_bufs_release(backend *be, moe_bufs *mb);
 /* o (T, D) = the MoE of h (T, D): sum over the top k of w_e expert_e(h) [+ sigmoid(h . g) shared(h)]. */
 void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, tensor *o);
 
+/* ---- multi-head latent attention (block_mla.c; DeepSeek-V2 / V3, layers of kind LAYER_MLA) ---- */
+
+/* One MLA layer's weights, prepared for vLLM's absorbed form (L = kv_lora_rank, R = qk_rope_head_dim,
+ * N = qk_nope_head_dim, V = v_head_dim, H heads). */
+typedef struct mla_block {
+    be_linear *a;                       /* [q_a_proj | kv_a_proj_with_mqa] (q_lora + L + R, D), or
+                                           [q_proj | kv_a_proj_with_mqa] (H (N + R) + L + R, D) */
+    be_linear *q_b;                     /* q_b_proj (H (N + R), q_lora), or NULL (a plain q_proj) */
+    dec_norm q_a_norm, kv_a_norm;       /* (q_lora), (L) */
+    tensor w_uk_t;                      /* (H, L, N): W_UK_h^T, from kv_b_proj's key rows */
+    tensor w_uv;                        /* (H, V, L): W_UV_h, from kv_b_proj's value rows */
+    void *host[3];                      /* the regrouped q rows, W_UK^T and W_UV on the host */
+} mla_block;
+
+/* The step's MLA activations, shared by the layers. */
+typedef struct mla_bufs {
+    ws_buf a, qh, q, qlat, olat, out, so;
+} mla_bufs;
+
+/* Layer l's MLA weights (self_attn.*; o_proj is the decoder's). */
+vllm_status mla_block_load(model *m, weight_source *ws, int l, mla_block *b);
+void mla_block_free(backend *be, mla_block *b);
+/* Sizes the buffers for a step of T tokens (none when the model has no MLA layer). */
+vllm_status mla_bufs_ensure(model *m, mla_bufs *mb, int64_t T);
+void mla_bufs_release(backend *be, mla_bufs *mb);
+/* *out = the attention of one MLA layer before o_proj, (T, H V) (a view of mb's buffer): the normed x
+ * (in_norm, its scratch h) projected, the latent written into cache at meta's slots, attended with
+ * RoPE table cos_sin (rot_interleaved: pairs (2i, 2i + 1)). */
+void mla_block_run(model *m, const mla_block *b, mla_bufs *mb, const tensor *x, const dec_norm *in_norm, tensor *h,
+                   tensor *cache, const attn_meta *meta, const tensor *positions, const tensor *cos_sin,
+                   tensor *out);
+
 #endif

@@ -53,6 +53,8 @@ typedef enum layer_kind {
     LAYER_ATTENTION = 0,            /* full (or sliding-window) softmax attention */
     LAYER_LINEAR_ATTENTION,         /* gated delta-net (Qwen3-Next, Qwen3.5): a conv and a recurrent state
                                        per sequence (model_config.linear_attn) instead of paged K/V */
+    LAYER_MLA,                      /* multi-head latent attention (DeepSeek-V2 / V3, model_config.mla): one
+                                       paged latent [c ; k_rope] per token, no V (block_mla.c) */
 } layer_kind;
 
 typedef enum mlp_kind {
@@ -252,6 +254,15 @@ struct model_config {
         bool split_proj;            /* Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, rows already
                                        q | k | v head-major; else Qwen3-Next's grouped in_proj_qkvz / in_proj_ba */
     } linear_attn;
+    struct {                        /* multi-head latent attention, for the layers whose kind is LAYER_MLA */
+        int q_lora_rank;            /* 0: a plain q_proj (V2-Lite); else q_a_proj, q_a_layernorm, q_b_proj */
+        int kv_lora_rank;           /* L: the latent c cached per token */
+        int qk_nope_head_dim, qk_rope_head_dim, v_head_dim; /* per head; the rope part R is shared by the heads */
+    } mla;
+    int shared_experts_size;        /* MoE layers: a plain shared-experts MLP (no sigmoid gate) of this width added to
+                                       the routed output (DeepSeek's mlp.shared_experts); 0: none */
+    double routed_scaling;          /* MoE layers: the routed output multiplied by it (DeepSeek's
+                                       routed_scaling_factor; 0 = 1) */
     bool attn_sinks;                /* a learned sink logit per head in the attention's softmax (gpt-oss) */
     bool attn_output_gate;          /* q_proj also yields a gate per head ([q | gate] per head): the attention
                                        output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next) */
@@ -287,13 +298,20 @@ typedef enum cache_kind {
     CACHE_FULL_ATTENTION,           /* paged K and V of every position (FullAttentionSpec) */
     CACHE_SLIDING_WINDOW,           /* paged K and V, only the last sliding_window positions read
                                        (SlidingWindowSpec): older blocks can be freed */
+    CACHE_MLA,                      /* one paged plane of [c ; k_rope] (kv_lora_rank + qk_rope_head_dim values) per
+                                       token and no V (vLLM's MLAAttentionSpec) */
 } cache_kind;
 
 typedef struct cache_spec {
     cache_kind kind;
     int sliding_window;             /* CACHE_SLIDING_WINDOW: keys this many positions back are dropped */
-    int num_kv_heads, head_dim;     /* K and V rows of one token (attention kinds) */
+    int num_kv_heads, head_dim;     /* K (and V) rows of one token (attention kinds; CACHE_MLA: 1 x L + R) */
 } cache_spec;
+
+/* The planes a spec caches per token: 2 (K and V), 1 (CACHE_MLA's latent), 0 (none). */
+static inline int cache_spec_planes(const cache_spec *s) {
+    return s->kind == CACHE_NONE ? 0 : s->kind == CACHE_MLA ? 1 : 2;
+}
 
 /* Layer l's cache spec, from its layer_spec (src/model/kv_cache_groups.c). */
 cache_spec model_layer_cache_spec(const model_config *c, int l);

@@ -53,7 +53,9 @@ typedef struct llama_layer {
     be_linear *o;                       /* (D, nh*hd) */
     be_linear *gate_up;                 /* (2I, D) gated; (I, D) plain (OPT's fc1) */
     be_linear *down;                    /* (D, I) */
-    moe_block moe;                      /* MLP_MOE layers (block_moe.c) */
+    moe_block moe;                      /* MLP_MOE layers (block_moe.c); gate_up / down then hold DeepSeek's plain
+                                           shared experts, if any */
+    mla_block mla;                      /* LAYER_MLA layers (block_mla.c) */
     tensor sinks;                       /* (nh) attention sinks (gpt-oss), or data NULL */
     /* linear-attention layers (o is out_proj (D, H_v d_v)) */
     be_linear *in_proj;                 /* (2 kd + 2 vd + 2 H_v, D): q | k | v | z | b | a,
@@ -78,6 +80,7 @@ typedef struct llama {
     ws_buf proj, conv, g, beta, core; /* linear-attention layers: in_proj's output, the conv's, decay, strength,
                                          the delta rule's */
     moe_bufs moe;                /* the MoE layers' activations */
+    mla_bufs mla;                /* the MLA layers' activations */
     tensor logits_view;
 } llama;
 
@@ -242,10 +245,26 @@ static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *
         return st;
     if (c->layers[l].kind == LAYER_LINEAR_ATTENTION) {
         if ((st = load_gdn(m, ws, l, L))) return st;
+    } else if (c->layers[l].kind == LAYER_MLA) {
+        const int64_t o_rows[1] = {D};
+        if ((st = mla_block_load(m, ws, l, &L->mla)) ||
+            (st = blk_load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, (int64_t)c->num_heads * c->mla.v_head_dim, false,
+                                  &L->o)))
+            return st;
     } else if ((st = load_attention(m, ws, l, L))) {
         return st;
     }
-    if (c->layers[l].mlp == MLP_MOE) return moe_block_load(m, ws, l, &L->moe);
+    if (c->layers[l].mlp == MLP_MOE) {
+        if ((st = moe_block_load(m, ws, l, &L->moe))) return st;
+        if (c->shared_experts_size > 0) { /* DeepSeek's plain shared experts: gate | up, down */
+            const int64_t Is = c->shared_experts_size, sh_rows[2] = {Is, Is}, sd_rows[1] = {D};
+            const char *sh[2] = {nm->shared_gate, nm->shared_up};
+            if ((st = blk_load_linear(m, ws, l, NULL, sh, sh_rows, 2, D, false, &L->gate_up)) ||
+                (st = blk_load_linear(m, ws, l, NULL, &nm->shared_down, sd_rows, 1, Is, false, &L->down)))
+                return st;
+        }
+        return VLLM_OK;
+    }
     const bool gated = c->layers[l].mlp == MLP_DENSE;
     const char *gu_names[2] = {gated ? nm->gate : nm->up, nm->up};
     const int64_t gu_rows[2] = {I, I}, down_rows[1] = {D};
@@ -271,6 +290,7 @@ static void llama_destroy(model *m) {
             for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
                 if (lins[i]) be->ops->linear_free(be, lins[i]);
             moe_block_free(be, &L->moe);
+            mla_block_free(be, &L->mla);
             tensor *imports[] = {&L->sinks, &L->conv_w, &L->A_log, &L->dt_bias, &L->gnorm};
             for (size_t i = 0; i < sizeof imports / sizeof *imports; i++)
                 if (imports[i]->data) be->ops->release_import(be, imports[i]);
@@ -289,6 +309,7 @@ static void llama_destroy(model *m) {
                       &lm->sel, &lm->logits, &lm->proj, &lm->g,    &lm->beta, &lm->core, &lm->conv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(be, bufs[i]);
     moe_bufs_release(be, &lm->moe);
+    mla_bufs_release(be, &lm->mla);
     free(lm);
     m->impl = NULL;
 }
@@ -347,6 +368,11 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
                                       : "the gated attention output")))
             return st;
     }
+    /* multi-head latent attention runs on attention_mla / head_linear (the CPU backend's; none on CUDA yet) */
+    for (int l = 0; l < c->num_layers; l++)
+        if (c->layers[l].kind == LAYER_MLA && (!be->ops->attention_mla || !be->ops->head_linear || !be->ops->rope))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: MLA attention is not implemented on %s yet", c->architecture,
+                            !strcmp(be->name, "cuda") ? "CUDA" : be->name);
     /* what the spec asks of the backend, refused up front with a clear error */
     const be_norm norm_probe = {.kind = blk_norm_kind(c)};
     const be_act act = (be_act)c->act;
@@ -468,6 +494,7 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, bool hidden, ll
     const model_config *c = &m->cfg;
     backend *be = m->be;
     int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    if (c->shared_experts_size > I) I = c->shared_experts_size; /* DeepSeek's shared experts use gu / act too */
     int64_t qd = (int64_t)c->num_heads * hd, kvd = (int64_t)c->num_kv_heads * hd;
     dtype act = be->act_dtype;
     vllm_status st;
@@ -491,6 +518,7 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, bool hidden, ll
         (st = model_buf_ensure(m, &lm->sel, act, N, D, &t->sel)) ||
         (!hidden && (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg))))
         return st;
+    if ((st = mla_bufs_ensure(m, &lm->mla, T))) return st;
     return moe_bufs_ensure(m, &lm->moe, T);
 }
 
@@ -621,9 +649,14 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         ap.sinks = L->sinks.data ? &L->sinks : NULL;
 
         const tensor *mix = &attn;                                   /* the token mixer's output */
+        tensor mla_out;
         if (ls->kind == LAYER_LINEAR_ATTENTION) {
             gdn_mixer(m, L, cache, s, l, &x, &h, &t);                 /* t.core (T, H_v d_v) */
             mix = &t.core;
+        } else if (ls->kind == LAYER_MLA) {                           /* (T, H v_head_dim), latent cache */
+            mla_block_run(m, &L->mla, &lm->mla, &x, &L->in_norm, &h, &cache->k[l], meta, &s->positions,
+                          &lm->cos_sin[ls->rope], &mla_out);
+            mix = &mla_out;
         } else {
             /* attention: q, k, v = [in_norm](x) Wqkv [+ b] */
             if (post) {
@@ -673,6 +706,17 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             }
             const tensor *hin = post ? &x : &h;
             moe_block_run(m, &L->moe, &lm->moe, hin, &o);             /* o (T, D) */
+            if (c->routed_scaling != 0 && c->routed_scaling != 1)      /* DeepSeek's routed_scaling_factor */
+                ops->scale(be, &o, (float)c->routed_scaling);
+            if (L->gate_up) { /* DeepSeek's shared experts: o += down(act(gate h) * up h), no gate of their own */
+                const int64_t Is = c->shared_experts_size;
+                tensor so = tensor_rows(&lm->mla.so.t, 0, T), sgu = tensor_2d(gu.dtype, gu.data, T, 2 * Is),
+                       sa = tensor_2d(a.dtype, a.data, T, Is);         /* gu / a's memory, Is wide */
+                const linear_fuse sh = {.silu_mul = true, .mid = &sgu, .act = act};
+                ops->linear_fused(be, L->gate_up, hin, &sh, &sa);     /* (T, Is) */
+                ops->linear(be, L->down, &sa, &so);                    /* (T, D) */
+                ops->add(be, &o, &so);
+            }
             residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
             continue;
         }

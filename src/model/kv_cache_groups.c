@@ -18,6 +18,11 @@ cache_spec model_layer_cache_spec(const model_config *c, int l) {
         break;
     case LAYER_LINEAR_ATTENTION: /* its state lives in the recurrent-state pool, not in paged blocks */
         break;
+    case LAYER_MLA: /* the latent [c ; k_rope] of each token, one "head", no V (vLLM's MLAAttentionSpec) */
+        s.kind = CACHE_MLA;
+        s.num_kv_heads = 1;
+        s.head_dim = c->mla.kv_lora_rank + c->mla.qk_rope_head_dim;
+        break;
     }
     return s;
 }
@@ -53,11 +58,11 @@ vllm_status kv_cache_groups_plan(const model_config *c, kv_cache_groups *g) {
         for (int l = 0; l < c->num_layers; l++) {
             cache_spec s = model_layer_cache_spec(c, l);
             if (s.kind == CACHE_NONE || (s.kind == CACHE_FULL_ATTENTION) != (pass == 0)) continue;
-            int page = s.num_kv_heads * s.head_dim;
+            int page = cache_spec_planes(&s) * s.num_kv_heads * s.head_dim;
             if (first_page < 0) first_page = page;
             if (page != first_page)
                 return vt_error(VLLM_ERR_UNSUPPORTED,
-                                "layer %d caches %d K/V values per token, another layer %d: KV cache groups need "
+                                "layer %d caches %d values per token, another layer %d: KV cache groups need "
                                 "one page size",
                                 l, page, first_page);
             int k = 0;

@@ -423,8 +423,12 @@ const model_config *model_get_config(const model *m) { return &m->cfg; }
 const kv_cache_groups *model_get_cache_groups(const model *m) { return &m->groups; }
 
 size_t model_cache_bytes_per_token(const model *m) {
-    /* a block holds one page per physical slot (with one group: per caching layer) */
-    size_t page = 2 * (size_t)m->cfg.num_kv_heads * (size_t)m->cfg.head_dim * dtype_size(m->be->kv_dtype);
+    /* a block holds one page per physical slot (with one group: per caching layer); a page is the group
+     * spec's planes (K and V, or MLA's one latent plane) of its heads (every group has the same page size) */
+    if (m->groups.num_groups == 0) return 0;
+    const cache_spec *s = &m->groups.spec[0];
+    size_t page = (size_t)cache_spec_planes(s) * (size_t)s->num_kv_heads * (size_t)s->head_dim *
+                  dtype_size(m->be->kv_dtype);
     return page * (size_t)m->groups.group_size;
 }
 
@@ -571,19 +575,23 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num
         model_cache_free(m, c);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }
-    /* one K and one V tensor per physical slot (vLLM's KVCacheTensor shared_by the slot's layers) */
+    /* one K and one V tensor per physical slot (vLLM's KVCacheTensor shared_by the slot's layers), shaped by
+     * the groups' spec: (num_blocks, block_size, heads, head_dim); an MLA spec has its latent plane as K and no V */
+    const cache_spec *spec = &m->groups.spec[0];
     for (int j = 0; j < c->num_slots; j++) {
-        int64_t shape[4] = {num_blocks, block_size, m->cfg.num_kv_heads, m->cfg.head_dim};
+        int64_t shape[4] = {num_blocks, block_size, spec->num_kv_heads, spec->head_dim};
         c->slot_k[j] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
-        c->slot_v[j] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
         vllm_status st = m->be->ops->alloc(m->be, &c->slot_k[j]);
-        if (st == VLLM_OK) st = m->be->ops->alloc(m->be, &c->slot_v[j]);
+        if (st == VLLM_OK && cache_spec_planes(spec) == 2) {
+            c->slot_v[j] = tensor_make(m->be->kv_dtype, NULL, 4, shape);
+            st = m->be->ops->alloc(m->be, &c->slot_v[j]);
+        }
         if (st != VLLM_OK) {
             model_cache_free(m, c);
             vt_error_prefix("KV cache (%d blocks of %d tokens)", num_blocks, block_size);
             return st;
         }
-        c->bytes += 2 * tensor_nbytes(&c->slot_k[j]);
+        c->bytes += (size_t)cache_spec_planes(spec) * tensor_nbytes(&c->slot_k[j]);
     }
     for (int l = 0; l < c->num_layers; l++) {
         int j = m->groups.layer_slot[l];

@@ -49,8 +49,9 @@ typedef struct model_cache {
     int num_blocks;
     int block_size;
     int num_layers;
-    tensor *k;   /* per layer: (num_blocks, block_size, nkv, head_dim), or data NULL */
-    tensor *v;
+    tensor *k;   /* per layer: (num_blocks, block_size, nkv, head_dim), or data NULL; an MLA layer's latent
+                    [c ; k_rope] (num_blocks, block_size, 1, kv_lora_rank + qk_rope_head_dim) */
+    tensor *v;   /* per layer, as k; data NULL for MLA layers (no V plane) */
     int num_slots;
     tensor *slot_k, *slot_v;  /* (num_slots) the tensors owning the memory */
     size_t bytes;  /* total device bytes of the K/V blocks */

@@ -9,7 +9,8 @@ extern const model_arch decoder_arch;
 extern const model_config_family llama_family_llama, llama_family_mistral, llama_family_qwen2, llama_family_qwen3,
     gemma_family_gemma2, gemma_family_gemma3, gemma_family_gemma3_mm, phi3_family, olmo2_family, granite_family,
     glm4_family, opt_family, qwen2_moe_family, qwen3_moe_family, mixtral_family, gptoss_family, qwen3_next_family,
-    qwen3_5_family, qwen3_5_mm_family, qwen3_5_moe_family, qwen3_5_moe_mm_family;
+    qwen3_5_family, qwen3_5_mm_family, qwen3_5_moe_family, qwen3_5_moe_mm_family, deepseek_v2_family,
+    deepseek_v3_family;
 
 static const struct entry {
     const char *name;                   /* architectures[0] */
@@ -38,6 +39,9 @@ static const struct entry {
     {"Qwen3_5ForConditionalGeneration", &qwen3_5_mm_family, &decoder_arch},
     {"Qwen3_5MoeForCausalLM", &qwen3_5_moe_family, &decoder_arch},
     {"Qwen3_5MoeForConditionalGeneration", &qwen3_5_moe_mm_family, &decoder_arch},
+    /* multi-head latent attention: backends with attention_mla / head_linear (the CPU) */
+    {"DeepseekV2ForCausalLM", &deepseek_v2_family, &decoder_arch},
+    {"DeepseekV3ForCausalLM", &deepseek_v3_family, &decoder_arch},
 };
 
 static const struct entry *find_exact(const char *name) {
@@ -106,5 +110,6 @@ const char *model_arch_list(void) {
            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (text), Phi3ForCausalLM, Olmo2ForCausalLM, "
            "GraniteForCausalLM, Glm4ForCausalLM, OPTForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
            "MixtralForCausalLM, GptOssForCausalLM, Qwen3NextForCausalLM, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration (text), "
-           "Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration (text)";
+           "Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration (text), DeepseekV2ForCausalLM, "
+           "DeepseekV3ForCausalLM";
 }

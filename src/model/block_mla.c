@@ -1,0 +1,196 @@
+/*
+ * block_mla.c: multi-head latent attention (DeepSeek-V2 / V3; model/blocks.h) in vLLM's absorbed form
+ * (vllm/v1/attention/backends/mla/common.py, model_executor/models/deepseek_v2.py), with H heads,
+ * L = kv_lora_rank, R = qk_rope_head_dim, N = qk_nope_head_dim, V = v_head_dim:
+ *
+ *   a = in_norm(x) [W_qa | W_kva]^T                  (T, q_lora + L + R)   (or [W_q | W_kva] without q_lora)
+ *   q = q_a_layernorm(a_q) W_qb^T                    (T, H (N + R)), rows regrouped at load into
+ *                                                    [every head's q_nope | every head's q_rope]
+ *   c = kv_a_layernorm(a_c), k_rope = a_kr           the latent (L) and the shared rotary key (R)
+ *   rope(q_rope, k_rope)                             interleaved pairs (transformers' apply_rotary_emb /
+ *                                                    apply_rotary_pos_emb_interleave; vLLM is_neox_style=False)
+ *   q_lat_h = W_UK_h^T q_nope_h                      (T, H L)      head_linear
+ *   o_lat = attention_mla(q_lat, q_rope, [c ; k_rope] -> cache)    (T, H L)
+ *   out_h = W_UV_h o_lat_h                           (T, H V)      head_linear; o_proj is the decoder's
+ *
+ * kv_b_proj (H (N + V), L) holds per head N key rows then V value rows (transformers' view(..., -1, N + V)
+ * then split [N, V]): W_UK_h = rows h (N + V) .. + N, W_UV_h = the next V rows; W_UK_h is stored transposed.
+ * The cache keeps only [c ; k_rope] per token (L + R values), equal to transformers' decompressed attention
+ * (k_h = [W_UK_h c ; k_rope], v_h = W_UV_h c) up to rounding.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/blocks.h"
+
+static bool has_mla(const model_config *c) {
+    for (int l = 0; l < c->num_layers; l++)
+        if (c->layers[l].kind == LAYER_MLA) return true;
+    return false;
+}
+
+static bool float_dtype(dtype dt) { return dt == DTYPE_F32 || dt == DTYPE_BF16 || dt == DTYPE_F16; }
+
+/* The q projection (q_proj or q_b_proj, (H (N + R), in)) with rows regrouped as [every head's nope | every
+ * head's rope], into a host copy *host (a view for dummy weights, whose values are random anyway). */
+static vllm_status regroup_q(const weight_source *ws, const model_config *c, const tensor *w, void **host, tensor *out) {
+    const int64_t H = c->num_heads, N = c->mla.qk_nope_head_dim, R = c->mla.qk_rope_head_dim, in = w->shape[1];
+    if (ws_is_dummy(ws)) {
+        *out = *w;
+        return VLLM_OK;
+    }
+    const size_t row = (size_t)in * dtype_size(w->dtype);
+    unsigned char *d = malloc((size_t)(H * (N + R)) * row);
+    if (!d) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (MLA q rows)");
+    const unsigned char *s = w->data;
+    for (int64_t r = 0; r < H * (N + R); r++) {
+        const int64_t src = r < H * N ? r / N * (N + R) + r % N : (r - H * N) / R * (N + R) + N + (r - H * N) % R;
+        memcpy(d + (size_t)r * row, s + (size_t)src * row, row);
+    }
+    *host = d;
+    *out = tensor_2d(w->dtype, d, H * (N + R), in);
+    return VLLM_OK;
+}
+
+/* W_UK^T (H, L, N) and W_UV (H, V, L) from kv_b_proj (H (N + V), L). */
+static vllm_status split_kv_b(const weight_source *ws, const model_config *c, const tensor *kvb, void **host_uk,
+                              void **host_uv, tensor *uk_t, tensor *uv) {
+    const int64_t H = c->num_heads, N = c->mla.qk_nope_head_dim, V = c->mla.v_head_dim, L = c->mla.kv_lora_rank;
+    const int64_t s_uk[3] = {H, L, N}, s_uv[3] = {H, V, L};
+    if (ws_is_dummy(ws)) { /* random values: views of the right sizes (H L N and H V L <= H (N + V) L) */
+        *uk_t = tensor_make(kvb->dtype, kvb->data, 3, s_uk);
+        *uv = tensor_make(kvb->dtype, kvb->data, 3, s_uv);
+        return VLLM_OK;
+    }
+    const size_t es = dtype_size(kvb->dtype);
+    unsigned char *a = malloc((size_t)(H * L * N) * es), *b = malloc((size_t)(H * V * L) * es);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (MLA kv_b_proj)");
+    }
+    const unsigned char *s = kvb->data;
+    for (int64_t h = 0; h < H; h++) {
+        for (int64_t n = 0; n < N; n++)     /* key row n of head h -> column n of W_UK_h^T */
+            for (int64_t l = 0; l < L; l++)
+                memcpy(a + (size_t)((h * L + l) * N + n) * es, s + (size_t)((h * (N + V) + n) * L + l) * es, es);
+        memcpy(b + (size_t)(h * V * L) * es, s + (size_t)((h * (N + V) + N) * L) * es, (size_t)(V * L) * es);
+    }
+    *host_uk = a;
+    *host_uv = b;
+    *uk_t = tensor_make(kvb->dtype, a, 3, s_uk);
+    *uv = tensor_make(kvb->dtype, b, 3, s_uv);
+    return VLLM_OK;
+}
+
+vllm_status mla_block_load(model *m, weight_source *ws, int l, mla_block *b) {
+    const model_config *c = &m->cfg;
+    const int64_t D = c->hidden_size, H = c->num_heads, N = c->mla.qk_nope_head_dim, R = c->mla.qk_rope_head_dim,
+                  V = c->mla.v_head_dim, L = c->mla.kv_lora_rank, QL = c->mla.q_lora_rank;
+    vllm_status st;
+    tensor q, kva, qb, kvb, qr;
+    const int64_t s_kva[2] = {L + R, D}, s_kvb[2] = {H * (N + V), L};
+    if ((st = blk_get(ws, c, l, "self_attn.kv_a_proj_with_mqa", "weight", 2, s_kva, &kva)) ||
+        (st = blk_get(ws, c, l, "self_attn.kv_b_proj", "weight", 2, s_kvb, &kvb)) ||
+        (st = blk_load_norm(m, ws, l, "self_attn.kv_a_layernorm", L, &b->kv_a_norm)))
+        return st;
+    if (!float_dtype(kvb.dtype))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: layer %d's self_attn.kv_b_proj is %s: MLA needs it in F32 / F16 / "
+                        "BF16 (quantized kv_b_proj is not supported yet)", c->architecture, l, dtype_name(kvb.dtype));
+    if (QL > 0) {
+        const int64_t s_qa[2] = {QL, D}, s_qb[2] = {H * (N + R), QL};
+        if ((st = blk_get(ws, c, l, "self_attn.q_a_proj", "weight", 2, s_qa, &q)) ||
+            (st = blk_get(ws, c, l, "self_attn.q_b_proj", "weight", 2, s_qb, &qb)) ||
+            (st = blk_load_norm(m, ws, l, "self_attn.q_a_layernorm", QL, &b->q_a_norm)) ||
+            (st = regroup_q(ws, c, &qb, &b->host[0], &qr)))
+            return st;
+        const tensor *wb[1] = {&qr};
+        if ((st = m->be->ops->linear_create(m->be, wb, NULL, 1, &b->q_b))) return st;
+    } else {
+        const int64_t s_q[2] = {H * (N + R), D};
+        if ((st = blk_get(ws, c, l, "self_attn.q_proj", "weight", 2, s_q, &qb)) ||
+            (st = regroup_q(ws, c, &qb, &b->host[0], &q)))
+            return st;
+    }
+    const tensor *wa[2] = {&q, &kva};
+    if ((st = m->be->ops->linear_create(m->be, wa, NULL, 2, &b->a))) return st;
+    tensor uk, uv;
+    if ((st = split_kv_b(ws, c, &kvb, &b->host[1], &b->host[2], &uk, &uv)) || (st = blk_import(m, &uk, &b->w_uk_t)) ||
+        (st = blk_import(m, &uv, &b->w_uv)))
+        return st;
+    if (m->be->import_copies) /* the device has its own copies */
+        for (int i = 0; i < 3; i++) {
+            free(b->host[i]);
+            b->host[i] = NULL;
+        }
+    return VLLM_OK;
+}
+
+void mla_block_free(backend *be, mla_block *b) {
+    if (b->a) be->ops->linear_free(be, b->a);
+    if (b->q_b) be->ops->linear_free(be, b->q_b);
+    blk_release_norm(be, &b->q_a_norm);
+    blk_release_norm(be, &b->kv_a_norm);
+    if (b->w_uk_t.data) be->ops->release_import(be, &b->w_uk_t);
+    if (b->w_uv.data) be->ops->release_import(be, &b->w_uv);
+    for (int i = 0; i < 3; i++) free(b->host[i]);
+    memset(b, 0, sizeof *b);
+}
+
+vllm_status mla_bufs_ensure(model *m, mla_bufs *mb, int64_t T) {
+    const model_config *c = &m->cfg;
+    if (!has_mla(c)) return VLLM_OK;
+    const dtype act = m->be->act_dtype;
+    const int64_t H = c->num_heads, N = c->mla.qk_nope_head_dim, R = c->mla.qk_rope_head_dim, V = c->mla.v_head_dim,
+                  L = c->mla.kv_lora_rank, QL = c->mla.q_lora_rank, Wq = QL > 0 ? QL : H * (N + R);
+    tensor t;
+    vllm_status st;
+    if ((st = model_buf_ensure(m, &mb->a, act, T, Wq + L + R, &t)) ||
+        (QL > 0 && ((st = model_buf_ensure(m, &mb->qh, act, T, QL, &t)) ||
+                    (st = model_buf_ensure(m, &mb->q, act, T, H * (N + R), &t)))) ||
+        (st = model_buf_ensure(m, &mb->qlat, act, T, H * L, &t)) ||
+        (st = model_buf_ensure(m, &mb->olat, act, T, H * L, &t)) ||
+        (st = model_buf_ensure(m, &mb->out, act, T, H * V, &t)) ||
+        (c->shared_experts_size > 0 && (st = model_buf_ensure(m, &mb->so, act, T, c->hidden_size, &t))))
+        return st;
+    return VLLM_OK;
+}
+
+void mla_bufs_release(backend *be, mla_bufs *mb) {
+    ws_buf *bufs[] = {&mb->a, &mb->qh, &mb->q, &mb->qlat, &mb->olat, &mb->out, &mb->so};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) model_buf_release(be, bufs[i]);
+}
+
+void mla_block_run(model *m, const mla_block *b, mla_bufs *mb, const tensor *x, const dec_norm *in_norm, tensor *h,
+                   tensor *cache, const attn_meta *meta, const tensor *positions, const tensor *cos_sin,
+                   tensor *out) {
+    const model_config *c = &m->cfg;
+    backend *be = m->be;
+    const backend_ops *ops = be->ops;
+    const int64_t T = x->shape[0], H = c->num_heads, N = c->mla.qk_nope_head_dim, R = c->mla.qk_rope_head_dim,
+                  L = c->mla.kv_lora_rank, QL = c->mla.q_lora_rank, Wq = QL > 0 ? QL : H * (N + R);
+    const float eps = (float)c->rms_norm_eps;
+    tensor a = tensor_rows(&mb->a.t, 0, T), qlat = tensor_rows(&mb->qlat.t, 0, T), olat = tensor_rows(&mb->olat.t, 0, T);
+    *out = tensor_rows(&mb->out.t, 0, T);
+    const linear_fuse in = {.norm_w = &in_norm->w, .eps = eps, .h = h, .norm_kind = blk_norm_kind(c)};
+    ops->linear_fused(be, b->a, x, &in, &a);                          /* (T, Wq + L + R) */
+    tensor q = tensor_cols(&a, 0, Wq);                                  /* (T, H (N + R)) without q_lora */
+    if (QL > 0) {                                                       /* q = q_b(q_a_layernorm(a_q)) */
+        tensor qh = tensor_rows(&mb->qh.t, 0, T), qa = q;
+        q = tensor_rows(&mb->q.t, 0, T);
+        const linear_fuse qn = {.norm_w = &b->q_a_norm.w, .eps = eps, .h = &qh, .norm_kind = BE_NORM_RMS};
+        ops->linear_fused(be, b->q_b, &qa, &qn, &q);                    /* (T, H (N + R)) */
+    }
+    tensor kv = tensor_cols(&a, Wq, L + R);                             /* [c ; k_rope] (T, L + R) */
+    tensor cl = tensor_cols(&kv, 0, L), k_rope = tensor_cols(&kv, L, R);
+    tensor q_nope = tensor_cols(&q, 0, H * N), q_rope = tensor_cols(&q, H * N, H * R);
+    const be_norm kvn = {.kind = BE_NORM_RMS, .w = &b->kv_a_norm.w, .eps = eps};
+    ops->norm(be, &cl, &kvn, &cl);                                      /* c = kv_a_layernorm(c), in place */
+    ops->rope(be, &q_rope, &k_rope, positions, cos_sin, (int)R, (int)R, !c->rope_interleaved);
+    ops->head_linear(be, &q_nope, &b->w_uk_t, &qlat);                   /* q_lat_h = W_UK_h^T q_nope_h */
+    const mla_params mp = {.num_heads = (int)H, .kv_lora_rank = (int)L, .rope_dim = (int)R,
+                           .scale = (float)c->attn_scale};
+    ops->attention_mla(be, &qlat, &q_rope, &kv, cache, meta, &mp, &olat); /* (T, H L) */
+    ops->head_linear(be, &olat, &b->w_uv, out);                         /* out_h = W_UV_h o_lat_h (T, H V) */
+}

@@ -1,0 +1,255 @@
+/* test_deepseek_model.c: tiny random DeepSeek-V2 checkpoints (MLA over the latent cache, MoE) load and generate alike in every engine layout.
+ *
+ * Two BF16 checkpoints written here with transformers' names: q_lora_rank set (q_a_proj, q_a_layernorm,
+ * q_b_proj) and null (q_proj, V2-Lite), first_k_dense_replace 1 (a dense layer, then MoE layers with a shared
+ * expert and routed_scaling_factor 1.5, topk_method greedy). Each generates greedily in several engine
+ * layouts (block sizes, chunked prefill, prefix caching with a second prompt sharing a prefix): the tokens
+ * must agree and the logprobs within 1e-4. The KV cache holds (kv_lora_rank + qk_rope_head_dim) values per
+ * token and layer (576 x layers for a V2-shaped config), no V. Config errors name their field.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+#include "loader/hf_config.h"
+#include "model/kv_cache_groups.h"
+#include "model/model.h"
+#include "tensor/tensor.h"
+#include "test.h"
+#define SYNTH_SEED 0x5eed14ull
+#include "synth_ckpt.h"
+#include "vllm.h"
+
+enum { D = 32, NL = 3, NH = 2, QL = 16, KL = 16, NOPE = 8, ROPE = 4, VD = 8, E = 4, TOPK = 2, MI = 16, I = 48,
+       VOC = 64, PROMPT = 11, NEW = 8, MAXPOS = 64 };
+
+static void add_rand(ckpt *c, const char *name, int ndim, const int64_t *shape, float scale, float offset) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    float *p = malloc((size_t)n * sizeof *p);
+    fill(p, (int)n, scale, offset);
+    add_bf16(c, name, p, ndim, shape);
+    free(p);
+}
+
+static bool write_ckpt(const char *dir, bool q_lora) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    char ql[32];
+    snprintf(ql, sizeof ql, q_lora ? "%d" : "null", QL);
+    fprintf(f, "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"model_type\": \"deepseek_v2\", \"hidden_size\": %d,"
+               " \"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d,"
+               " \"num_key_value_heads\": %d, \"vocab_size\": %d, \"q_lora_rank\": %s, \"kv_lora_rank\": %d,"
+               " \"qk_nope_head_dim\": %d, \"qk_rope_head_dim\": %d, \"v_head_dim\": %d, \"n_routed_experts\": %d,"
+               " \"n_shared_experts\": 1, \"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d,"
+               " \"first_k_dense_replace\": 1, \"moe_layer_freq\": 1, \"topk_method\": \"greedy\","
+               " \"norm_topk_prob\": false, \"routed_scaling_factor\": 1.5, \"rms_norm_eps\": 1e-06,"
+               " \"max_position_embeddings\": %d, \"rope_theta\": 10000, \"tie_word_embeddings\": false,"
+               " \"eos_token_id\": 63, \"dtype\": \"bfloat16\"}\n",
+            D, I, NL, NH, NH, VOC, ql, KL, NOPE, ROPE, VD, E, TOPK, MI, MAXPOS);
+    fclose(f);
+    ckpt *c = calloc(1, sizeof *c);
+    const int64_t s_vd[2] = {VOC, D}, s_d[1] = {D}, s_qa[2] = {QL, D}, s_ql[1] = {QL},
+                  s_qb[2] = {NH * (NOPE + ROPE), QL}, s_q[2] = {NH * (NOPE + ROPE), D}, s_kva[2] = {KL + ROPE, D},
+                  s_kl[1] = {KL}, s_kvb[2] = {NH * (NOPE + VD), KL}, s_o[2] = {D, NH * VD}, s_gu[2] = {I, D},
+                  s_dn[2] = {D, I}, s_r[2] = {E, D}, s_egu[2] = {MI, D}, s_edn[2] = {D, MI};
+    add_rand(c, "model.embed_tokens.weight", 2, s_vd, 1.0f, 0);
+    add_rand(c, "lm_head.weight", 2, s_vd, 0.3f, 0);
+    add_rand(c, "model.norm.weight", 1, s_d, 0.2f, 1.0f);
+    char nm[160];
+    for (int l = 0; l < NL; l++) {
+#define ADD(suffix, nd, sh, sc, off)                                  \
+    do {                                                              \
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);     \
+        add_rand(c, nm, nd, sh, sc, off);                             \
+    } while (0)
+        ADD("input_layernorm.weight", 1, s_d, 0.2f, 1.0f);
+        ADD("post_attention_layernorm.weight", 1, s_d, 0.2f, 1.0f);
+        if (q_lora) {
+            ADD("self_attn.q_a_proj.weight", 2, s_qa, 0.3f, 0);
+            ADD("self_attn.q_a_layernorm.weight", 1, s_ql, 0.2f, 1.0f);
+            ADD("self_attn.q_b_proj.weight", 2, s_qb, 0.4f, 0);
+        } else {
+            ADD("self_attn.q_proj.weight", 2, s_q, 0.3f, 0);
+        }
+        ADD("self_attn.kv_a_proj_with_mqa.weight", 2, s_kva, 0.3f, 0);
+        ADD("self_attn.kv_a_layernorm.weight", 1, s_kl, 0.2f, 1.0f);
+        ADD("self_attn.kv_b_proj.weight", 2, s_kvb, 0.4f, 0);
+        ADD("self_attn.o_proj.weight", 2, s_o, 0.3f, 0);
+        if (l == 0) {
+            ADD("mlp.gate_proj.weight", 2, s_gu, 0.3f, 0);
+            ADD("mlp.up_proj.weight", 2, s_gu, 0.3f, 0);
+            ADD("mlp.down_proj.weight", 2, s_dn, 0.3f, 0);
+            continue;
+        }
+        ADD("mlp.gate.weight", 2, s_r, 0.5f, 0);
+        for (int e = 0; e < E; e++) {
+            char en[96];
+            snprintf(en, sizeof en, "mlp.experts.%d.gate_proj.weight", e);
+            ADD(en, 2, s_egu, 0.3f, 0);
+            snprintf(en, sizeof en, "mlp.experts.%d.up_proj.weight", e);
+            ADD(en, 2, s_egu, 0.3f, 0);
+            snprintf(en, sizeof en, "mlp.experts.%d.down_proj.weight", e);
+            ADD(en, 2, s_edn, 0.3f, 0);
+        }
+        ADD("mlp.shared_experts.gate_proj.weight", 2, s_egu, 0.3f, 0);
+        ADD("mlp.shared_experts.up_proj.weight", 2, s_egu, 0.3f, 0);
+        ADD("mlp.shared_experts.down_proj.weight", 2, s_edn, 0.3f, 0);
+#undef ADD
+    }
+    return ckpt_write(c, dir);
+}
+
+typedef struct result {
+    int32_t tokens[2][NEW];
+    float logprobs[2][NEW];
+} result;
+
+/* Two prompts (the second shares the first's first 8 tokens) greedily, in one engine layout. */
+static bool run_engine(const char *dir, const int32_t prompts[2][PROMPT], int block_size, int chunk, bool prefix,
+                       result *r) {
+    vllm_engine_options o = vllm_engine_default_options();
+    o.block_size = block_size;
+    o.max_num_batched_tokens = chunk;
+    o.max_model_len = MAXPOS;
+    o.enable_prefix_caching = prefix;
+    o.num_threads = 2;
+    vllm_engine *e = NULL;
+    vllm_status st = vllm_engine_create(dir, &o, &e);
+    CHECK_MSG(st == VLLM_OK, "%s: %s", dir, vllm_last_error());
+    if (st != VLLM_OK) return false;
+    vllm_sampling_params sp = vllm_sampling_default_params();
+    sp.temperature = 0;
+    sp.ignore_eos = true;
+    sp.max_tokens = NEW;
+    for (int i = 0; i < 2 && st == VLLM_OK; i++) { /* one after the other: the second may hit the first's blocks */
+        vllm_prompt p = {.token_ids = prompts[i], .num_token_ids = PROMPT};
+        vllm_completion *c = NULL;
+        st = vllm_generate(e, &p, 1, &sp, false, &c, NULL);
+        CHECK_MSG(st == VLLM_OK && c[0].num_tokens == NEW, "generate: %s", vllm_last_error());
+        if (st == VLLM_OK)
+            for (int j = 0; j < NEW && j < (int)c[0].num_tokens; j++) {
+                r->tokens[i][j] = c[0].token_ids[j];
+                r->logprobs[i][j] = c[0].logprobs[j];
+            }
+        vllm_completions_free(c, 1);
+    }
+    vllm_engine_free(e);
+    return st == VLLM_OK;
+}
+
+static void test_layouts(void) {
+    int32_t prompts[2][PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompts[0][i] = prompts[1][i] = (int32_t)rnd(VOC - 1);
+    for (int i = 8; i < PROMPT; i++) prompts[1][i] = (int32_t)rnd(VOC - 1);
+    for (int q_lora = 0; q_lora < 2; q_lora++) {
+        char dir[] = "/tmp/vllmc_deepseek_XXXXXX";
+        CHECK(mkdtemp(dir) != NULL);
+        CHECK_MSG(write_ckpt(dir, q_lora), "could not write %s", dir);
+        /* the latent cache: (KL + ROPE) values per token and layer, one plane */
+        backend *be = NULL;
+        model *m = NULL;
+        backend_options bo = {.num_threads = 1};
+        CHECK_OK(cpu_backend_create(&bo, &be));
+        model_load_options mo = {.max_model_len = MAXPOS};
+        CHECK_OK(model_load(dir, be, &mo, &m));
+        if (m) {
+            const kv_cache_groups *g = model_get_cache_groups(m);
+            CHECK(g->num_groups == 1 && g->spec[0].kind == CACHE_MLA && g->spec[0].head_dim == KL + ROPE);
+            CHECK(model_cache_bytes_per_token(m) == (size_t)(KL + ROPE) * NL * dtype_size(be->kv_dtype));
+            model_cache *mc = NULL;
+            CHECK_OK(model_cache_create(m, 4, 16, 0, 0, &mc));
+            CHECK(mc && mc->k[0].data && !mc->v[0].data && mc->bytes == (size_t)4 * 16 * (KL + ROPE) * NL * 4);
+            model_cache_free(m, mc);
+        }
+        model_free(m);
+        backend_free(be);
+
+        const struct { int bs, chunk; bool prefix; } lay[] = {{16, 8192, false}, {4, 5, false}, {8, 3, true},
+                                                              {16, 8192, true}};
+        result res[4];
+        memset(res, 0, sizeof res);
+        for (int k = 0; k < 4; k++) {
+            if (!run_engine(dir, prompts, lay[k].bs, lay[k].chunk, lay[k].prefix, &res[k])) continue;
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < NEW; j++) {
+                    CHECK_MSG(res[k].tokens[i][j] == res[0].tokens[i][j], "q_lora %d layout %d prompt %d token %d: %d, "
+                              "layout 0 %d", q_lora, k, i, j, res[k].tokens[i][j], res[0].tokens[i][j]);
+                    CHECK_MSG(fabsf(res[k].logprobs[i][j] - res[0].logprobs[i][j]) <= 1e-4f,
+                              "q_lora %d layout %d prompt %d token %d: logprob %.6f, layout 0 %.6f", q_lora, k, i, j,
+                              (double)res[k].logprobs[i][j], (double)res[0].logprobs[i][j]);
+                }
+        }
+        printf("q_lora %d: tokens", q_lora);
+        for (int j = 0; j < NEW; j++) printf(" %d", res[0].tokens[0][j]);
+        printf(" (logprob of the first %.4f)\n", (double)res[0].logprobs[0][0]);
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0);
+    }
+}
+
+/* A V2-shaped config (DeepSeek-V2-Lite's sizes): 576 values per token and layer, no V plane. */
+static void test_v2_bytes(void) {
+    const char *js = "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"hidden_size\": 2048, \"intermediate_size\":"
+                     " 10944, \"num_hidden_layers\": 27, \"num_attention_heads\": 16, \"num_key_value_heads\": 16,"
+                     " \"vocab_size\": 102400, \"q_lora_rank\": null, \"kv_lora_rank\": 512, \"qk_nope_head_dim\":"
+                     " 128, \"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"n_routed_experts\": 64,"
+                     " \"n_shared_experts\": 2, \"num_experts_per_tok\": 6, \"moe_intermediate_size\": 1408,"
+                     " \"first_k_dense_replace\": 1, \"topk_method\": \"greedy\", \"rope_theta\": 10000}";
+    model_config *c = calloc(1, sizeof *c);
+    kv_cache_groups *g = calloc(1, sizeof *g);
+    CHECK_OK(hf_config_parse(js, NULL, "config.json", c));
+    CHECK_OK(kv_cache_groups_plan(c, g));
+    CHECK(g->num_groups == 1 && g->group_size == 27);
+    const cache_spec *s = &g->spec[0];
+    /* bytes per token, as model_cache_bytes_per_token: planes x heads x dim x dtype x slots */
+    const size_t bf16 = (size_t)cache_spec_planes(s) * s->num_kv_heads * s->head_dim * 2 * g->group_size;
+    CHECK_MSG(bf16 == (size_t)576 * 2 * 27, "bytes per token %zu, want %d", bf16, 576 * 2 * 27);
+    printf("DeepSeek-V2-Lite shape: %zu bytes per token in BF16 (an MHA cache of its 16 heads x 192 / 128 would "
+           "hold %d)\n", bf16, (16 * 192 + 16 * 128) * 2 * 27);
+    CHECK(c->layers[0].mlp == MLP_DENSE && c->layers[1].mlp == MLP_MOE && c->layers[26].mlp == MLP_MOE);
+    CHECK(c->mla.q_lora_rank == 0 && c->shared_experts_size == 2 * 1408);
+    CHECK(fabs(c->attn_scale - 1.0 / sqrt(192.0)) < 1e-12);
+    /* yarn with mscale_all_dim: the softmax scale gets mscale^2 (DeepSeek-V2's real rope_scaling) */
+    const char *yarn = "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 64,"
+                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 64, \"q_lora_rank\": 32,"
+                       " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,"
+                       " \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"rope_scaling\": {\"type\": \"yarn\","
+                       " \"factor\": 40, \"mscale\": 0.707, \"mscale_all_dim\": 0.707, \"beta_fast\": 32, \"beta_slow\": 1,"
+                       " \"original_max_position_embeddings\": 4096}, \"max_position_embeddings\": 163840}";
+    CHECK_OK(hf_config_parse(yarn, NULL, "config.json", c));
+    const double ms = 0.1 * 0.707 * log(40.0) + 1.0;
+    CHECK_NEAR(c->attn_scale, ms * ms / sqrt(24.0), 1e-9);
+    CHECK_NEAR(c->rope.attention_factor, 1.0, 1e-12);
+    /* refused, naming the field */
+    const char *bad[][2] = {
+        {"\"topk_method\": \"noaux_tc\", \"n_group\": 2, \"topk_group\": 1", "topk_method"},
+        {"\"topk_method\": \"group_limited_greedy\", \"n_group\": 2, \"topk_group\": 1", "topk_method"},
+        {"\"topk_method\": \"greedy\", \"scoring_func\": \"sigmoid\"", "scoring_func"},
+        {"\"attention_bias\": true", "attention_bias"},
+        {"\"num_experts_per_tok\": 9", "num_experts_per_tok"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"hidden_size\": 64,"
+                 " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 64,"
+                 " \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"first_k_dense_replace\": 1, %s}", bad[i][0]);
+        vllm_status st = hf_config_parse(buf, NULL, "config.json", c);
+        CHECK_MSG(st != VLLM_OK && strstr(vllm_last_error(), bad[i][1]), "%s: %s", bad[i][0],
+                  st ? vllm_last_error() : "accepted");
+    }
+    free(g);
+    free(c);
+}
+
+int main(void) {
+    test_v2_bytes();
+    test_layouts();
+    TEST_END();
+}

@@ -74,6 +74,8 @@ Qwen3NextConfig, Qwen3NextForCausalLM = _optional("Qwen3NextConfig", "Qwen3NextF
 Qwen3_5TextConfig, Qwen3_5ForCausalLM = _optional("Qwen3_5TextConfig", "Qwen3_5ForCausalLM")
 Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration = _optional("Qwen3_5MoeConfig",
                                                                  "Qwen3_5MoeForConditionalGeneration")
+DeepseekV2Config, DeepseekV2ForCausalLM = _optional("DeepseekV2Config", "DeepseekV2ForCausalLM")
+DeepseekV3Config, DeepseekV3ForCausalLM = _optional("DeepseekV3Config", "DeepseekV3ForCausalLM")
 
 from safetensors import safe_open
 
@@ -95,6 +97,23 @@ PHI3_LONG = [1.0 + 1.5 * i for i in range(8)]
 COMMON = dict(vocab_size=512, hidden_size=64, max_position_embeddings=256,
               rms_norm_eps=1e-5, hidden_act="silu", bos_token_id=BOS,
               eos_token_id=EOS, pad_token_id=None, use_cache=False)
+
+
+# DeepSeek (issue 14): multi-head latent attention (kv_lora_rank 32, qk_nope 16, qk_rope 8, v_head_dim 16),
+# layer 0 dense (first_k_dense_replace 1), then 8 routed experts top 2 plus one plain shared expert.
+DEEPSEEK = dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
+                intermediate_size=96, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                v_head_dim=16, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+                first_k_dense_replace=1, moe_intermediate_size=32, rms_norm_eps=1e-6,
+                tie_word_embeddings=False, attention_bias=False, pad_token_id=0)
+
+
+def deepseek_score_bias(model):
+    """V3's router buffer e_score_correction_bias (zeros from transformers) made random, so noaux_tc's choice
+    scores (sigmoid + bias) differ from the weights (sigmoid alone)."""
+    for n, b in list(model.named_buffers()) + list(model.named_parameters()):
+        if n.endswith("e_score_correction_bias"):
+            b.copy_(0.5 * torch.randn(b.shape))
 
 
 def zero_centred_norms(model):
@@ -371,6 +390,45 @@ CASES = [
                    use_sliding_window=False, sliding_window=None),
          head_dim=128,
          rope=dict(rope_type="default", rope_theta=1000000.0)),
+    # DeepSeek-V2-Lite's shape (issue 14): a plain q_proj (q_lora_rank null), topk_method greedy (softmax,
+    # not renormalised), routed_scaling_factor 1.5, RoPE on interleaved pairs (apply_rotary_emb).
+    dict(name="deepseek_v2_lite", cfg_cls=DeepseekV2Config, model_cls=DeepseekV2ForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(DEEPSEEK, q_lora_rank=None, topk_method="greedy", norm_topk_prob=False,
+                   routed_scaling_factor=1.5),
+         variants=[dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+                   dict(rope_theta=10000.0)],
+         head_dim=8,
+         rope=dict(rope_type="default", rope_theta=10000.0)),
+    # DeepSeek-V2 with q_a_proj / q_a_layernorm / q_b_proj (q_lora_rank 32) and YaRN (factor 4 over an original
+    # 64 positions; no mscale / mscale_all_dim: transformers' DeepseekV2Attention has no mscale^2 softmax factor,
+    # vLLM and vllm.c apply it when mscale_all_dim is set, so this case leaves it out).
+    dict(name="deepseek_v2_yarn", cfg_cls=DeepseekV2Config, model_cls=DeepseekV2ForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True,
+         base=dict(DEEPSEEK, q_lora_rank=32, topk_method="greedy", norm_topk_prob=False,
+                   routed_scaling_factor=1.0),
+         variants=[dict(rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0, beta_fast=32.0,
+                                             beta_slow=1.0, original_max_position_embeddings=64)),
+                   dict(rope_theta=10000.0, rope_scaling=dict(type="yarn", factor=4.0, beta_fast=32.0,
+                                                               beta_slow=1.0, original_max_position_embeddings=64))],
+         head_dim=8,
+         rope=dict(rope_type="yarn", rope_theta=10000.0)),
+    # DeepSeek-V3: noaux_tc routing (its only router; vllm.c's default for V3 without topk_method) (sigmoid scores, a random e_score_correction_bias for the choice, 2 groups of
+    # 4 experts with the best 1 kept, renormalised, routed_scaling_factor 2.5), q_lora_rank 32, rope_interleave,
+    # YaRN with mscale = mscale_all_dim = 1 as V3 ships it (cos/sin unscaled, the softmax scale times mscale^2).
+    # vllm.c runs it once the MoE op's DeepSeek routing lands (it refuses noaux_tc until then).
+    dict(name="deepseek_v3", cfg_cls=DeepseekV3Config, model_cls=DeepseekV3ForCausalLM,
+         dtype=torch.bfloat16, custom=True, bf16_reference=True, post_init=deepseek_score_bias,
+         base=dict(DEEPSEEK, q_lora_rank=32, n_group=2, topk_group=1, norm_topk_prob=True,
+                   routed_scaling_factor=2.5, rope_interleave=True),  # DeepseekV3Config has no topk_method
+         variants=[dict(rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0, mscale=1.0,
+                                             mscale_all_dim=1.0, beta_fast=32.0, beta_slow=1.0,
+                                             original_max_position_embeddings=64)),
+                   dict(rope_theta=10000.0, rope_scaling=dict(type="yarn", factor=4.0, mscale=1.0, mscale_all_dim=1.0,
+                                                               beta_fast=32.0, beta_slow=1.0,
+                                                               original_max_position_embeddings=64))],
+         head_dim=8,
+         rope=dict(rope_type="yarn", rope_theta=10000.0)),
 ]
 
 # -----------------------------------------------------------------------------

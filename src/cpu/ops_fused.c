@@ -79,7 +79,7 @@ be_support cpu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_MOE: {
         const moe_params *p = params;
         return p && p->top_k >= 1 && p->top_k <= p->num_experts && (unsigned)p->scoring < BE_MOE_SCORING_COUNT &&
-                       (unsigned)p->act < BE_ACT_COUNT
+                       (unsigned)p->act < BE_ACT_COUNT && !be_moe_routing_check(p)
                    ? BE_NATIVE
                    : BE_UNSUPPORTED;
     }

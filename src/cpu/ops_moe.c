@@ -1,6 +1,10 @@
 /*
  * ops_moe.c: the CPU mixture-of-experts ops (experts, routing, expert MLPs, the shared-expert sigmoid gate).
  *
+ * Routing (moe_route): softmax top-k (Qwen-MoE, Mixtral, gpt-oss), DeepSeek-V2's softmax with
+ * group-limited greedy selection and DeepSeek-V3's sigmoid with the correction bias and groups
+ * (noaux_tc), as route_task spells out; the reference of ops_moe.cu's k_moe_route.
+ *
  * Each expert keeps its weights as the CPU's linear layers do (views of the
  * checkpoint, F32/F16/BF16): gate|up as one two-part be_linear, down as
  * another (with the experts' biases, when given), and moe_experts runs them
@@ -136,6 +140,11 @@ static bool moe_params_ok(cpu_state *cpu, const char *op, const moe_params *p) {
                  (double)p->swiglu_alpha, (double)p->swiglu_limit);
         return false;
     }
+    const char *why = be_moe_routing_check(p);
+    if (why) {
+        cpu_fail(cpu, "%s: %s", op, why);
+        return false;
+    }
     return true;
 }
 
@@ -148,56 +157,117 @@ typedef struct route_ctx {
     float *w;               /* (T, k) */
     int64_t ws;
     int E, k;
+    be_moe_scoring scoring;
     bool renormalize;
-    float *scratch;         /* (num_threads, E) probabilities */
-    unsigned char *taken;   /* (num_threads, E) chosen flags */
+    int G, kg;              /* groups (0: none) and the groups kept */
+    float scale;            /* routed_scaling (1: none) */
+    const void *bias;       /* (E) of bias_dt: the choice scores' bias, or NULL */
+    dtype bias_dt;
+    float *scratch;         /* (num_threads, 2E + G): p, c, group scores */
+    unsigned char *taken;   /* (num_threads, E + G) chosen flags (experts, groups) */
 } route_ctx;
 
+/* a ranks before b (values va, vb): the larger, a number before a NaN; equal values keep the order
+ * of the scan (increasing ids), so the lower id wins a tie */
+static inline bool route_better(float va, float vb) { return va > vb || (vb != vb && va == va); }
+
+/* The routing of one token. The grouped scorings as transformers computes them:
+ *  DeepSeek-V2 (modeling_deepseek_v2.py, DeepseekV2Moe.route_tokens_to_experts):
+ *    p = softmax(logits, f32); group_scores = p.view(G, E/G).max(-1); keep topk(group_scores, kg);
+ *    tmp = p.masked_fill(~kept, 0.0); w, ids = topk(tmp, k); w *= routed_scaling_factor
+ *  DeepSeek-V3 (modeling_deepseek_v3.py, DeepseekV3TopkRouter / DeepseekV3MoE.route_tokens_to_experts):
+ *    s = sigmoid(logits, f32); c = s + e_score_correction_bias;
+ *    group_scores = c.view(G, E/G).topk(2).sum(-1); keep topk(group_scores, kg);
+ *    c = c.masked_fill(~kept, 0.0); ids = topk(c, k); w = s.gather(ids);
+ *    if norm_topk_prob: w /= w.sum() + 1e-20; w *= routed_scaling_factor
+ * vLLM's grouped_topk (fused_moe) computes the same but masks with -inf and renormalises without the
+ * 1e-20: the two differ only when a kept group's experts score <= 0 (a V3 choice score pulled negative
+ * by its bias, a V2 probability underflowing to 0), where transformers can pick a masked expert. */
 static void route_task(void *ctx, int64_t t0, int64_t t1, int tid) {
     const route_ctx *c = ctx;
-    const int E = c->E, k = c->k;
-    float *p = c->scratch + (size_t)tid * (size_t)E;
-    unsigned char *taken = c->taken + (size_t)tid * (size_t)E;
+    const int E = c->E, k = c->k, G = c->G;
+    float *p = c->scratch + (size_t)tid * (size_t)(2 * E + G); /* (E) the scores: softmax or sigmoid */
+    float *ch = p + E;                                          /* (E) the choice scores */
+    float *gs = ch + E;                                         /* (G) the group scores */
+    unsigned char *taken = c->taken + (size_t)tid * (size_t)(E + G), *gkept = taken + E;
+    const bool sigmoid = c->scoring == BE_MOE_SIGMOID_NOAUX_TC;
     for (int64_t t = t0; t < t1; t++) {
-        /* p (E) = softmax(logits[t]) in f32, max-subtracted */
         const unsigned char *row = (const unsigned char *)c->logits + (size_t)(t * c->ls) * dtype_size(c->logits_dt);
-        float mx = -INFINITY;
-        for (int e = 0; e < E; e++) {
-            p[e] = cpu_load(row, c->logits_dt, e);
-            mx = p[e] > mx ? p[e] : mx;
+        if (sigmoid) {
+            /* p (E) = sigmoid(logits[t]) in f32; ch = p + bias */
+            for (int e = 0; e < E; e++) {
+                p[e] = 1.0f / (1.0f + expf(-cpu_load(row, c->logits_dt, e)));
+                ch[e] = c->bias ? p[e] + cpu_load(c->bias, c->bias_dt, e) : p[e];
+            }
+        } else {
+            /* p (E) = softmax(logits[t]) in f32, max-subtracted; ch = p */
+            float mx = -INFINITY;
+            for (int e = 0; e < E; e++) {
+                p[e] = cpu_load(row, c->logits_dt, e);
+                mx = p[e] > mx ? p[e] : mx;
+            }
+            float sum = 0.0f;
+            for (int e = 0; e < E; e++) {
+                p[e] = expf(p[e] - mx);
+                sum += p[e];
+            }
+            for (int e = 0; e < E; e++) ch[e] = p[e] /= sum;
         }
-        float sum = 0.0f;
-        for (int e = 0; e < E; e++) {
-            p[e] = expf(p[e] - mx);
-            sum += p[e];
+        if (G > 1) {
+            /* gs (G): the max of each group's ch (V2) or the sum of its two largest (V3) */
+            const int per = E / G;
+            for (int g = 0; g < G; g++) {
+                float m1 = -INFINITY, m2 = -INFINITY; /* the group's largest two (NaN skipped) */
+                for (int e = g * per; e < (g + 1) * per; e++) {
+                    if (ch[e] > m1) {
+                        m2 = m1;
+                        m1 = ch[e];
+                    } else if (ch[e] > m2) {
+                        m2 = ch[e];
+                    }
+                }
+                gs[g] = sigmoid ? m1 + m2 : m1;
+            }
+            /* keep the kg best groups; the others' experts get a choice score of 0 */
+            memset(gkept, 0, (size_t)G);
+            for (int j = 0; j < c->kg; j++) {
+                int best = -1;
+                for (int g = 0; g < G; g++)
+                    if (!gkept[g] && (best < 0 || route_better(gs[g], gs[best]))) best = g;
+                gkept[best] = 1;
+            }
+            for (int e = 0; e < E; e++)
+                if (!gkept[e / per]) ch[e] = 0.0f;
         }
-        for (int e = 0; e < E; e++) p[e] /= sum;
-        /* the top k of p, best first; equal scores: the lower id first (a
-         * strict > over increasing ids); a NaN score is never preferred */
+        /* the top k of ch, best first; equal scores: the lower id first (a strict > over increasing
+         * ids); a NaN score is never preferred */
         memset(taken, 0, (size_t)E);
         int32_t *ids = c->ids + t * c->is;
         float *w = c->w + t * c->ws;
         for (int j = 0; j < k; j++) {
             int best = -1;
             for (int e = 0; e < E; e++)
-                if (!taken[e] && (best < 0 || p[e] > p[best] || (p[best] != p[best] && p[e] == p[e]))) best = e;
+                if (!taken[e] && (best < 0 || route_better(ch[e], ch[best]))) best = e;
             taken[best] = 1;
             ids[j] = best;
-            w[j] = p[best];
+            w[j] = sigmoid ? p[best] : ch[best]; /* V3: the sigmoid score, not the biased one */
         }
         if (c->renormalize) {
             float s = 0.0f;
             for (int j = 0; j < k; j++) s += w[j];
+            if (c->scoring != BE_MOE_SOFTMAX) s += 1e-20f; /* transformers' DeepSeek routers */
             for (int j = 0; j < k; j++) w[j] /= s;
         }
+        if (c->scale != 1.0f)
+            for (int j = 0; j < k; j++) w[j] *= c->scale;
     }
 }
 
-// logits (T, E) -> ids (T, k) I32, w (T, k) F32
+// logits (T, E) [+ score_bias (E)] -> ids (T, k) I32, w (T, k) F32
 void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
     cpu_state *cpu = cpu_of(be);
     if (!moe_params_ok(cpu, "moe_route", p)) return;
-    const int E = p->num_experts, k = p->top_k;
+    const int E = p->num_experts, k = p->top_k, G = p->num_groups > 1 ? p->num_groups : 0;
     if (!cpu_check_mat(cpu, "moe_route", "logits", logits, CPU_ANY_FLOAT, -1, E) ||
         !cpu_check_mat(cpu, "moe_route", "ids", ids, DTYPE_I32, cpu_rows(logits), k) ||
         !cpu_check_mat(cpu, "moe_route", "w", w, DTYPE_F32, cpu_rows(logits), k))
@@ -205,8 +275,8 @@ void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tenso
     int64_t T = cpu_rows(logits);
     if (T == 0) return;
     int nt = cpu->num_threads;
-    float *scratch = malloc((size_t)nt * (size_t)E * sizeof *scratch);
-    unsigned char *taken = malloc((size_t)nt * (size_t)E);
+    float *scratch = malloc((size_t)nt * (size_t)(2 * E + G) * sizeof *scratch);
+    unsigned char *taken = malloc((size_t)nt * (size_t)(E + G));
     if (!scratch || !taken) {
         free(scratch);
         free(taken);
@@ -216,9 +286,12 @@ void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tenso
     route_ctx c = {
         .logits = logits->data, .logits_dt = logits->dtype, .ls = tensor_row_stride(logits),
         .ids = ids->data, .is = tensor_row_stride(ids), .w = w->data, .ws = tensor_row_stride(w),
-        .E = E, .k = k, .renormalize = p->renormalize, .scratch = scratch, .taken = taken,
+        .E = E, .k = k, .scoring = p->scoring, .renormalize = p->renormalize, .G = G, .kg = p->topk_groups,
+        .scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f,
+        .bias = p->score_bias ? p->score_bias->data : NULL, .bias_dt = p->score_bias ? p->score_bias->dtype : DTYPE_F32,
+        .scratch = scratch, .taken = taken,
     };
-    tp_run_cost(cpu->pool, T, (double)E * (4.0 + k), route_task, &c);
+    tp_run_cost(cpu->pool, T, (double)E * (6.0 + k), route_task, &c);
     free(scratch);
     free(taken);
 }

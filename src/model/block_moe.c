@@ -3,7 +3,8 @@
  * Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock:
  *
  *   logits = h W_router^T                        (T, E)
- *   ids, w = top k of softmax(logits) [/ sum]    (T, k)   (moe_route, on the device)
+ *   ids, w = top k of softmax(logits) [/ sum]    (T, k)   (moe_route, on the device; DeepSeek's
+ *            grouped softmax / sigmoid + correction-bias routings as model_config.moe.scoring says)
  *   o = sum_j w_j * down_e(act(gate_e h) * up_e h)         (moe_experts)
  *   o += sigmoid(h . g) * shared(h)              (Qwen2-MoE's shared expert)
  *
@@ -31,11 +32,14 @@ bool blk_has_moe(const model_config *c) {
     return false;
 }
 
+/* The config's routing; score_bias stays NULL (each layer's own: moe_block_run sets it). */
 moe_params blk_moe_params(const model_config *c) {
-    return (moe_params){.num_experts = c->moe.num_experts, .top_k = c->moe.top_k, .scoring = BE_MOE_SOFTMAX,
-                        .renormalize = c->moe.renormalize, .act = (be_act)c->act,
-                        .swiglu_alpha = (float)c->moe.swiglu_alpha, .swiglu_limit = (float)c->moe.swiglu_limit,
-                        .bias = c->moe.expert_bias};
+    return (moe_params){.num_experts = c->moe.num_experts, .top_k = c->moe.top_k,
+                        .scoring = (be_moe_scoring)c->moe.scoring, .renormalize = c->moe.renormalize,
+                        .act = (be_act)c->act, .swiglu_alpha = (float)c->moe.swiglu_alpha,
+                        .swiglu_limit = (float)c->moe.swiglu_limit, .bias = c->moe.expert_bias,
+                        .num_groups = c->moe.num_groups, .topk_groups = c->moe.topk_groups,
+                        .routed_scaling = (float)c->moe.routed_scaling};
 }
 
 /* ws_get_as with a printf-style name */
@@ -197,6 +201,15 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
     vllm_status st;
     const int64_t rrows[1] = {E};
     if ((st = blk_load_linear(m, ws, l, NULL, &nm->router, rrows, 1, D, c->moe.router_bias, &L->router))) return st;
+    if (c->moe.score_bias) { /* DeepSeek-V3's "<prefix>layers.<l>.mlp.gate.e_score_correction_bias" (E) */
+        const int64_t ne = E;
+        tensor sb;
+        if (nm->router_score_bias)
+            st = ws_getf(ws, &sb, 1, &ne, "%slayers.%d.%s", c->weight_prefix, l, nm->router_score_bias);
+        else
+            st = ws_getf(ws, &sb, 1, &ne, "%slayers.%d.%s.e_score_correction_bias", c->weight_prefix, l, nm->router);
+        if (st || (st = blk_import(m, &sb, &L->score_bias))) return st;
+    }
     tensor *t = calloc((size_t)E * 6, sizeof *t);
     const tensor **pg = calloc((size_t)E * 6, sizeof *pg);
     if (!t || !pg) {
@@ -259,6 +272,8 @@ void moe_block_free(backend *be, moe_block *b) {
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
         if (lins[i]) be->ops->linear_free(be, lins[i]);
     if (b->experts) be->ops->experts_free(be, b->experts);
+    if (b->score_bias.data) be->ops->release_import(be, &b->score_bias);
+    b->score_bias.data = NULL;
     free(b->host);
     b->host = NULL;
 }
@@ -293,7 +308,8 @@ void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, 
     backend *be = m->be;
     const backend_ops *ops = be->ops;
     const int64_t T = h->shape[0];
-    const moe_params mp = blk_moe_params(&m->cfg);
+    moe_params mp = blk_moe_params(&m->cfg);
+    mp.score_bias = b->score_bias.data ? &b->score_bias : NULL;
     tensor rl = rows(&mb->rl, T), ids = rows(&mb->ids, T), rw = rows(&mb->rw, T);
     ops->linear(be, b->router, h, &rl);                           /* (T, E) router logits */
     ops->moe_route(be, &rl, &mp, &ids, &rw);                      /* top-k ids, weights (T, k) */

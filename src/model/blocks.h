@@ -42,6 +42,7 @@ typedef struct moe_block {
     be_experts *experts;                /* E x (gate, up (I, D); down (D, I)) */
     be_linear *sh_gate_up, *sh_down;    /* the shared expert: (2 Is, D), (D, Is); NULL when none */
     be_linear *sh_gate;                 /* its gate (1, D) */
+    tensor score_bias;                  /* (E) the router's choice-score bias (moe.score_bias), or data NULL */
     void *host;                         /* expert weights rearranged on the host (gpt-oss), freed with the block
                                            (or once a copying backend has them) */
 } moe_block;

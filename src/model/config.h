@@ -99,6 +99,8 @@ typedef struct weight_names {
        "<experts>.<fused_down>" (E, D, I) (model_config.moe.layout says which fused layout); the
        shared expert's gated MLP and its (1, D) gate */
     const char *router, *experts, *expert_gate, *expert_up, *expert_down, *fused_gate_up, *fused_down;
+    const char *router_score_bias;  /* model_config.moe.score_bias's (E) tensor, the full name (no ".weight");
+                                       NULL: "<router>.e_score_correction_bias" */
     const char *shared_gate, *shared_up, *shared_down, *shared_expert_gate;
 } weight_names;
 
@@ -246,6 +248,22 @@ struct model_config {
         bool expert_bias;           /* the experts carry biases (gpt-oss) */
         double swiglu_alpha, swiglu_limit; /* act BE_ACT_SWIGLU_OAI's (gpt-oss: 1.702, swiglu_limit 7) */
         moe_layout layout;          /* the fused experts' layout */
+        /* The router's scoring (moe_params' fields of the same names, backend.h; zero: Qwen's softmax top-k):
+         *  DeepSeek-V2 (topk_method "group_limited_greedy"): BE_MOE_SOFTMAX_GROUPED, n_group, topk_group;
+         *    "greedy" (V2-Lite): BE_MOE_SOFTMAX_GROUPED (or BE_MOE_SOFTMAX) with num_groups 0.
+         *    transformers 5's DeepseekV2Moe never renormalises (norm_topk_prob unread) and always scales;
+         *    the original remote code renormalises when top_k > 1 and norm_topk_prob, else scales (the
+         *    released V2 / V2-Lite configs: norm_topk_prob false, so both agree).
+         *  DeepSeek-V3 / R1 / Kimi-K2 (topk_method "noaux_tc", scoring_func "sigmoid"):
+         *    BE_MOE_SIGMOID_NOAUX_TC, n_group, topk_group, renormalize = norm_topk_prob, score_bias true. */
+        int scoring;                /* be_moe_scoring (0 = BE_MOE_SOFTMAX) */
+        int num_groups;             /* n_group: experts in this many equal groups of consecutive ids; 0 / 1 none */
+        int topk_groups;            /* topk_group: the groups kept per token (with num_groups > 1) */
+        double routed_scaling;      /* routed_scaling_factor: the routing weights multiplied by it after the
+                                       renormalisation, in moe_route (as transformers; 0 = 1). Not to be
+                                       combined with a scaling of the routed output */
+        bool score_bias;            /* BE_MOE_SIGMOID_NOAUX_TC: each MoE layer has the router's (E) choice
+                                       bias, names.router_score_bias (mlp.gate.e_score_correction_bias) */
     } moe;
     struct {                        /* gated delta-net, for the layers whose kind is LAYER_LINEAR_ATTENTION */
         int num_k_heads, num_v_heads; /* q / k heads and v heads (num_v_heads a multiple of num_k_heads) */

@@ -144,10 +144,25 @@ typedef struct linear_fuse {
 /* How a mixture-of-experts layer routes its tokens (transformers' MoE blocks). */
 typedef enum be_moe_scoring {
     BE_MOE_SOFTMAX = 0,    /* p = softmax(logits) over all E in f32, then the top k of p
-                              (Qwen2-MoE, Qwen3-MoE, Mixtral) */
+                              (Qwen2-MoE, Qwen3-MoE, Mixtral); no groups, no score_bias */
+    BE_MOE_SOFTMAX_GROUPED,/* DeepSeek-V2 (transformers' DeepseekV2Moe.route_tokens_to_experts, topk_method
+                              "group_limited_greedy"; "greedy" is this with num_groups 0 / 1):
+                              p = softmax(logits) in f32; with groups: a group's score = the max of its p,
+                              the topk_groups best groups kept, the p of the other groups' experts set to 0
+                              (transformers' masked_fill(0.0)); the top k of that; weights = those values */
+    BE_MOE_SIGMOID_NOAUX_TC,/* DeepSeek-V3 / Kimi-K2 (transformers' DeepseekV3TopkRouter, "noaux_tc"):
+                              s = sigmoid(logits) in f32, c = s + score_bias (the choice scores); with
+                              groups: a group's score = the sum of its two largest c, the topk_groups best
+                              groups kept, the c of the other groups' experts set to 0; the top k of c;
+                              weights = s of the chosen experts (not c) */
     BE_MOE_SCORING_COUNT
 } be_moe_scoring;
 
+/* Zero-initialised fields are "off": no groups, no score bias, a routed scaling of 1. The grouped
+ * scorings renormalise as transformers' DeepSeek routers do, w / (sum + 1e-20); every scoring multiplies
+ * the final weights by routed_scaling (after the renormalisation). Ranking everywhere (groups and
+ * experts): the larger score first, equal scores the lower id first, a NaN never preferred
+ * (torch.topk leaves the order of equal values unspecified). */
 typedef struct moe_params {
     int num_experts;       /* E */
     int top_k;             /* k experts per token, 1 <= k <= E */
@@ -157,7 +172,43 @@ typedef struct moe_params {
     float swiglu_alpha;    /* act BE_ACT_SWIGLU_OAI: its alpha and limit; 0 = BE_SWIGLU_OAI_ALPHA / _LIMIT */
     float swiglu_limit;
     bool bias;             /* the experts carry biases (experts_create's bias; asked of supports()) */
+    int num_groups;        /* the grouped scorings: E in num_groups equal groups of consecutive ids (n_group;
+                              E % num_groups == 0; BE_MOE_SIGMOID_NOAUX_TC: at least 2 experts a group);
+                              0 or 1 = no groups (BE_MOE_SOFTMAX: must be) */
+    int topk_groups;       /* with groups: the groups kept per token (topk_group), 1 <= topk_groups <=
+                              num_groups and topk_groups * E / num_groups >= top_k; ignored without groups */
+    float routed_scaling;  /* the weights multiplied by it last (routed_scaling_factor); 0 = 1 */
+    const tensor *score_bias; /* BE_MOE_SIGMOID_NOAUX_TC only: (E) F32 (F16 / BF16 taken too) on the
+                              backend's device, added to s for the choice (e_score_correction_bias);
+                              NULL = none. Not asked of supports() */
 } moe_params;
+
+/* NULL when moe_params' routing fields (scoring, num_groups, topk_groups, routed_scaling, score_bias)
+ * are consistent, else why not (the backends' moe_route / moe_experts / supports share it). */
+static inline const char *be_moe_routing_check(const moe_params *p) {
+    if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT) return "scoring out of range";
+    if (!(p->routed_scaling >= 0.0f && p->routed_scaling < 3.4e38f))
+        return "routed_scaling must be 0 (none) or positive and finite";
+    if (p->num_groups < 0 || p->topk_groups < 0) return "num_groups and topk_groups must not be negative";
+    if (p->num_groups > 1) {
+        if (p->scoring == BE_MOE_SOFTMAX) return "BE_MOE_SOFTMAX takes no groups (BE_MOE_SOFTMAX_GROUPED does)";
+        if (p->num_experts % p->num_groups) return "num_groups must divide num_experts";
+        const int per = p->num_experts / p->num_groups;
+        if (p->scoring == BE_MOE_SIGMOID_NOAUX_TC && per < 2)
+            return "BE_MOE_SIGMOID_NOAUX_TC's groups need 2 experts or more (a group scores its top 2)";
+        if (p->topk_groups < 1 || p->topk_groups > p->num_groups)
+            return "topk_groups must be 1 .. num_groups";
+        if ((int64_t)p->topk_groups * per < p->top_k) return "the kept groups hold fewer than top_k experts";
+    }
+    if (p->score_bias) {
+        const tensor *b = p->score_bias;
+        if (p->scoring != BE_MOE_SIGMOID_NOAUX_TC) return "score_bias is BE_MOE_SIGMOID_NOAUX_TC's only";
+        if (!b->data || b->ndim != 1 || b->shape[0] != p->num_experts ||
+            (b->dtype != DTYPE_F32 && b->dtype != DTYPE_F16 && b->dtype != DTYPE_BF16))
+            return "score_bias must be an (num_experts) F32 / F16 / BF16 vector";
+    }
+    return NULL;
+}
 
 /* Optional per-expert biases of experts_create: arrays of E host tensors (any float dtype),
  * gate[e], up[e] (I) added to the gate and up projections before the activation, down[e] (D)
@@ -356,8 +407,9 @@ typedef struct backend_ops {
      * graphs (graph_moe_pairs rises to max_pairs) and never move memory a recording uses. */
     vllm_status (*experts_reserve)(backend *be, const be_experts *ex, int64_t max_pairs);
     /* The routing of router logits (T, E) (act dtype or F32) as p's scoring:
-     * ids (T, k) I32 the chosen experts (best first; equal scores: the lower
-     * id first), w (T, k) F32 their weights (renormalised when p says so).
+     * ids (T, k) I32 the chosen experts (best first by the choice score; equal
+     * scores: the lower id first), w (T, k) F32 their weights (renormalised
+     * when p says so, times p's routed_scaling).
      * On the device: no host round trip, so it records into a graph. */
     void (*moe_route)(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
     /* y (T, D) = (or +=, accumulate) sum over j < k of w[t, j] * expert_{ids[t, j]}(x_t);

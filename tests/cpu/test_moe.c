@@ -8,7 +8,11 @@
  * experts (the others get no token, and a NaN-filled unused expert must not
  * leak), 1 vs N threads bit for bit; gpt-oss's experts: per-expert biases and
  * the clamped SwiGLU (alpha, limit); moe_route alone (exact ids and
- * weights, ties), sigmoid_gate; bad arguments refused with a sticky error
+ * weights, ties), sigmoid_gate; DeepSeek's routings (V2's grouped softmax,
+ * V3's sigmoid with the correction bias and groups: hand-computed cases where
+ * the groups change the choice, ties, renormalisation, scaling, and random
+ * rows at the V2 / V3 / V2-Lite / Kimi-K2 shapes against a sort-based
+ * reference; bad routing fields refused); bad arguments refused with a sticky error
  * and nothing written; supports() and the op name.
  */
 #include <math.h>
@@ -111,6 +115,301 @@ static void test_route_random(backend *be) {
         }
         CHECK_MSG(bad == 0, "%d routing mismatches (bf16 logits %d)", bad, bf);
     }
+}
+
+/* ---- DeepSeek's routings (BE_MOE_SOFTMAX_GROUPED, BE_MOE_SIGMOID_NOAUX_TC) ---- */
+
+/* A separate reference, written as transformers' tensors are (modeling_deepseek_v2.py's
+ * DeepseekV2Moe.route_tokens_to_experts, modeling_deepseek_v3.py's DeepseekV3TopkRouter): the scores in
+ * f32 (softmax via double sums, sigmoid as 1 / (1 + exp(-x))), a group mask from sorting the group
+ * scores, masked_fill(0.0), then a stable sort of all E by (choice score desc, id asc) for the top k. */
+typedef struct ds_rank {
+    double v;
+    int id;
+} ds_rank;
+
+static int ds_rank_cmp(const void *a, const void *b) {
+    const ds_rank *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->id - y->id;
+}
+
+static void ref_route_ds(const float *logits, const float *bias, int E, int k, be_moe_scoring scoring, int G, int kg,
+                         bool renorm, float scale, int32_t *ids, double *w) {
+    float *s = malloc((size_t)E * sizeof *s), *c = malloc((size_t)E * sizeof *c);
+    ds_rank *r = malloc((size_t)E * sizeof *r);
+    if (scoring == BE_MOE_SIGMOID_NOAUX_TC) {
+        for (int e = 0; e < E; e++) {
+            s[e] = 1.0f / (1.0f + expf(-logits[e]));
+            c[e] = s[e] + (bias ? bias[e] : 0.0f);
+        }
+    } else {
+        double mx = -INFINITY, sum = 0.0;
+        for (int e = 0; e < E; e++) mx = logits[e] > mx ? logits[e] : mx;
+        for (int e = 0; e < E; e++) sum += exp(logits[e] - mx);
+        for (int e = 0; e < E; e++) c[e] = s[e] = (float)(exp(logits[e] - mx) / sum);
+    }
+    if (G > 1) {
+        const int per = E / G;
+        ds_rank *gr = malloc((size_t)G * sizeof *gr);
+        for (int g = 0; g < G; g++) {
+            /* the group's values sorted, descending: max (V2) or the two largest summed (V3) */
+            for (int i = 0; i < per; i++) r[i] = (ds_rank){c[g * per + i], i};
+            qsort(r, (size_t)per, sizeof *r, ds_rank_cmp);
+            gr[g] = (ds_rank){scoring == BE_MOE_SIGMOID_NOAUX_TC ? (double)(float)(r[0].v + r[1].v) : r[0].v, g};
+        }
+        qsort(gr, (size_t)G, sizeof *gr, ds_rank_cmp);
+        for (int j = kg; j < G; j++) /* the groups not kept: masked_fill(0.0) */
+            for (int i = 0; i < per; i++) c[gr[j].id * per + i] = 0.0f;
+        free(gr);
+    }
+    for (int e = 0; e < E; e++) r[e] = (ds_rank){c[e], e};
+    qsort(r, (size_t)E, sizeof *r, ds_rank_cmp);
+    double sum = 0.0;
+    for (int j = 0; j < k; j++) {
+        ids[j] = r[j].id;
+        sum += w[j] = scoring == BE_MOE_SIGMOID_NOAUX_TC ? s[r[j].id] : c[r[j].id];
+    }
+    for (int j = 0; j < k; j++) w[j] = (renorm ? w[j] / (sum + 1e-20) : w[j]) * (scale > 0.0f ? scale : 1.0f);
+    free(s);
+    free(c);
+    free(r);
+}
+
+/* moe_route on one row set: ids as want (when given) and as the reference, weights within 1e-6 (relative) */
+static int route_ds_check(backend *be, const float *logits, const float *bias, int T, int E, int k, be_moe_scoring sc,
+                          int G, int kg, bool renorm, float scale, const int32_t *want) {
+    int32_t *ids = malloc((size_t)T * k * sizeof *ids);
+    float *w = malloc((size_t)T * k * sizeof *w);
+    memset(ids, 0xff, (size_t)T * k * sizeof *ids);
+    tensor L = tensor_2d(DTYPE_F32, (void *)logits, T, E), I = tensor_2d(DTYPE_I32, ids, T, k),
+           W = tensor_2d(DTYPE_F32, w, T, k), B = tensor_1d(DTYPE_F32, (void *)bias, E);
+    moe_params p = {.num_experts = E, .top_k = k, .scoring = sc, .renormalize = renorm, .num_groups = G,
+                    .topk_groups = kg, .routed_scaling = scale, .score_bias = bias ? &B : NULL};
+    CHECK(be->ops->supports(be, BE_OP_MOE, &p) == BE_NATIVE);
+    be->ops->moe_route(be, &L, &p, &I, &W);
+    CHECK_OK(be->ops->synchronize(be));
+    int bad = 0;
+    int32_t *rid = malloc((size_t)k * sizeof *rid);
+    double *rw = malloc((size_t)k * sizeof *rw);
+    for (int t = 0; t < T; t++) {
+        ref_route_ds(logits + (size_t)t * E, bias, E, k, sc, G, kg, renorm, scale, rid, rw);
+        for (int j = 0; j < k; j++) {
+            const int32_t got = ids[t * k + j];
+            const bool ok = got == rid[j] && (!want || got == want[t * k + j]) &&
+                            fabs(w[t * k + j] - rw[j]) <= 1e-6 * (1.0 + fabs(rw[j]));
+            if (!ok && bad < 5)
+                fprintf(stderr, "  scoring %d G %d kg %d k %d: row %d slot %d: id %d (ref %d, want %d) w %.9g (ref %.9g)\n",
+                        (int)sc, G, kg, k, t, j, got, rid[j], want ? want[t * k + j] : -1, w[t * k + j], rw[j]);
+            bad += !ok;
+        }
+    }
+    free(rid);
+    free(rw);
+    free(ids);
+    free(w);
+    return bad;
+}
+
+/* logit(s): the logit whose sigmoid is s */
+static float lgt(double s) { return (float)log(s / (1.0 - s)); }
+
+static void test_route_deepseek_exact(backend *be) {
+    enum { E = 8, G = 4 };
+    /* V3, groups of 2: s = {0.9, 0.1 | 0.6, 0.6 | 0.55, 0.55 | 0.2, 0.2}; top-2 sums 1.0, 1.2, 1.1, 0.4:
+     * groups 1 and 2 kept, so the top 2 are 2 and 3 (a tie: the lower id first), where plain top-k
+     * takes 0 and 2 */
+    const float l3[E] = {lgt(0.9), lgt(0.1), lgt(0.6), lgt(0.6), lgt(0.55), lgt(0.55), lgt(0.2), lgt(0.2)};
+    {
+        const int32_t want[2] = {2, 3}, plain[2] = {0, 2};
+        int bad = route_ds_check(be, l3, NULL, 1, E, 2, BE_MOE_SIGMOID_NOAUX_TC, G, 2, true, 2.5f, want);
+        bad += route_ds_check(be, l3, NULL, 1, E, 2, BE_MOE_SIGMOID_NOAUX_TC, 0, 0, true, 2.5f, plain);
+        bad += route_ds_check(be, l3, NULL, 1, E, 2, BE_MOE_SIGMOID_NOAUX_TC, 1, 1, false, 0.0f, plain);
+        CHECK_MSG(bad == 0, "V3 groups: %d mismatches", bad);
+    }
+    /* the weights: renormalised 0.5 each, times 2.5; not renormalised: s (0.6), times 1 */
+    for (int renorm = 0; renorm < 2; renorm++) {
+        int32_t ids[2];
+        float w[2];
+        tensor L = tensor_2d(DTYPE_F32, (void *)l3, 1, E), I = tensor_2d(DTYPE_I32, ids, 1, 2),
+               W = tensor_2d(DTYPE_F32, w, 1, 2);
+        moe_params p = {.num_experts = E, .top_k = 2, .scoring = BE_MOE_SIGMOID_NOAUX_TC, .renormalize = renorm,
+                        .num_groups = G, .topk_groups = 2, .routed_scaling = renorm ? 2.5f : 0.0f};
+        be->ops->moe_route(be, &L, &p, &I, &W);
+        CHECK_OK(be->ops->synchronize(be));
+        CHECK(ids[0] == 2 && ids[1] == 3);
+        CHECK_NEAR(w[0], renorm ? 1.25 : 0.6, 1e-6);
+        CHECK_NEAR(w[1], renorm ? 1.25 : 0.6, 1e-6);
+    }
+    /* the correction bias moves the choice, not the weights: bias[7] = 1 makes group 3's sum 1.4
+     * (kept with group 1), the top 2 are 7 (c 1.2) and 2 (c 0.6); weights s = 0.2 and 0.6, so
+     * renormalised 0.25 and 0.75 (times 1) */
+    {
+        float bias[E] = {0, 0, 0, 0, 0, 0, 0, 1.0f};
+        const int32_t want[2] = {7, 2};
+        CHECK(route_ds_check(be, l3, bias, 1, E, 2, BE_MOE_SIGMOID_NOAUX_TC, G, 2, true, 0.0f, want) == 0);
+        int32_t ids[2];
+        float w[2];
+        tensor L = tensor_2d(DTYPE_F32, (void *)l3, 1, E), I = tensor_2d(DTYPE_I32, ids, 1, 2),
+               W = tensor_2d(DTYPE_F32, w, 1, 2), B = tensor_1d(DTYPE_F32, bias, E);
+        moe_params p = {.num_experts = E, .top_k = 2, .scoring = BE_MOE_SIGMOID_NOAUX_TC, .renormalize = true,
+                        .num_groups = G, .topk_groups = 2, .score_bias = &B};
+        be->ops->moe_route(be, &L, &p, &I, &W);
+        CHECK_OK(be->ops->synchronize(be));
+        CHECK(ids[0] == 7 && ids[1] == 2);
+        CHECK_NEAR(w[0], 0.25, 1e-6);
+        CHECK_NEAR(w[1], 0.75, 1e-6);
+        /* the same bias as BF16 (exact: 0 and 1) */
+        uint16_t bb[E];
+        for (int e = 0; e < E; e++) bb[e] = f32_to_bf16(bias[e]);
+        tensor BB = tensor_1d(DTYPE_BF16, bb, E);
+        p.score_bias = &BB;
+        ids[0] = ids[1] = -1;
+        be->ops->moe_route(be, &L, &p, &I, &W);
+        CHECK_OK(be->ops->synchronize(be));
+        CHECK(ids[0] == 7 && ids[1] == 2);
+        CHECK_NEAR(w[0], 0.25, 1e-6);
+    }
+    /* ties: every logit equal, so every group ties: groups 0 and 1 kept (lower ids), ids 0, 1, 2 */
+    {
+        const float same[E] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+        const int32_t want[3] = {0, 1, 2};
+        CHECK(route_ds_check(be, same, NULL, 1, E, 3, BE_MOE_SIGMOID_NOAUX_TC, G, 2, true, 0.0f, want) == 0);
+        CHECK(route_ds_check(be, same, NULL, 1, E, 3, BE_MOE_SOFTMAX_GROUPED, G, 2, false, 0.0f, want) == 0);
+        /* a group tie broken by the lower group id, then the expert order inside: groups {1, 3} tie at
+         * the top (max 2.0), group 0 (1.5) loses */
+        const float gt[E] = {1.5f, 0.0f, 2.0f, -1.0f, 0.0f, 0.0f, -1.0f, 2.0f};
+        const int32_t want2[2] = {2, 7};
+        CHECK(route_ds_check(be, gt, NULL, 1, E, 2, BE_MOE_SOFTMAX_GROUPED, G, 2, false, 0.0f, want2) == 0);
+        const int32_t want3[3] = {2, 7, 0}; /* 3 groups: group 0 joins, its 1.5 is next */
+        CHECK(route_ds_check(be, gt, NULL, 1, E, 3, BE_MOE_SOFTMAX_GROUPED, G, 3, false, 0.0f, want3) == 0);
+    }
+    /* V2, groups of 2 by their max: {3, -5 | 2, 2 | 2.5, -5 | 1, 1}: groups 0 and 2 kept; top 3 = 0, 4 and
+     * then 1 (p of -5, tied with 5: the lower id), where plain top-k takes 0, 4, 2. Weights: the softmax
+     * over all 8 (not over the kept ones), times 16 (DeepSeek-V2's routed_scaling_factor) */
+    {
+        const float l2[E] = {3.0f, -5.0f, 2.0f, 2.0f, 2.5f, -5.0f, 1.0f, 1.0f};
+        const int32_t want[3] = {0, 4, 1}, plain[3] = {0, 4, 2};
+        int bad = route_ds_check(be, l2, NULL, 1, E, 3, BE_MOE_SOFTMAX_GROUPED, G, 2, false, 16.0f, want);
+        bad += route_ds_check(be, l2, NULL, 1, E, 3, BE_MOE_SOFTMAX_GROUPED, G, 2, true, 0.0f, want);
+        bad += route_ds_check(be, l2, NULL, 1, E, 3, BE_MOE_SOFTMAX_GROUPED, 0, 0, false, 16.0f, plain);
+        CHECK_MSG(bad == 0, "V2 groups: %d mismatches", bad);
+        int32_t ids[3];
+        float w[3];
+        tensor L = tensor_2d(DTYPE_F32, (void *)l2, 1, E), I = tensor_2d(DTYPE_I32, ids, 1, 3),
+               W = tensor_2d(DTYPE_F32, w, 1, 3);
+        moe_params p = {.num_experts = E, .top_k = 3, .scoring = BE_MOE_SOFTMAX_GROUPED, .num_groups = G,
+                        .topk_groups = 2, .routed_scaling = 16.0f};
+        be->ops->moe_route(be, &L, &p, &I, &W);
+        CHECK_OK(be->ops->synchronize(be));
+        double z = 0.0;
+        for (int e = 0; e < E; e++) z += exp(l2[e] - 3.0);
+        CHECK(ids[0] == 0 && ids[1] == 4 && ids[2] == 1);
+        CHECK_NEAR(w[0], 16.0 / z, 1e-5);
+        CHECK_NEAR(w[1], 16.0 * exp(-0.5) / z, 1e-5);
+        CHECK_NEAR(w[2], 16.0 * exp(-8.0) / z, 1e-5);
+    }
+    /* BE_MOE_SOFTMAX with a routed scaling: the weights times 2, nothing else */
+    {
+        const float l[E] = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -3.0f, 0.0f, 1.0f};
+        int32_t ids[2][3];
+        float w[2][3];
+        for (int i = 0; i < 2; i++) {
+            tensor L = tensor_2d(DTYPE_F32, (void *)l, 1, E), I = tensor_2d(DTYPE_I32, ids[i], 1, 3),
+                   W = tensor_2d(DTYPE_F32, w[i], 1, 3);
+            moe_params p = {.num_experts = E, .top_k = 3, .renormalize = true, .routed_scaling = i ? 2.0f : 0.0f};
+            be->ops->moe_route(be, &L, &p, &I, &W);
+            CHECK_OK(be->ops->synchronize(be));
+        }
+        for (int j = 0; j < 3; j++) {
+            CHECK(ids[0][j] == ids[1][j]);
+            CHECK(w[1][j] == 2.0f * w[0][j]);
+        }
+    }
+}
+
+/* random logits (and correction biases) against ref_route_ds at DeepSeek's shapes: ids exact, weights */
+static void test_route_deepseek_random(backend *be) {
+    static const struct {
+        int E, k, G, kg;
+        be_moe_scoring sc;
+        bool renorm, bias;
+        float scale;
+    } cs[] = {
+        {256, 8, 8, 4, BE_MOE_SIGMOID_NOAUX_TC, true, true, 2.5f},    /* DeepSeek-V3 / R1 */
+        {160, 6, 8, 3, BE_MOE_SOFTMAX_GROUPED, false, false, 16.0f},  /* DeepSeek-V2 */
+        {64, 6, 0, 0, BE_MOE_SOFTMAX_GROUPED, false, false, 1.0f},    /* DeepSeek-V2-Lite (greedy) */
+        {384, 8, 1, 1, BE_MOE_SIGMOID_NOAUX_TC, true, true, 2.827f},  /* Kimi-K2 */
+        {64, 4, 16, 2, BE_MOE_SIGMOID_NOAUX_TC, false, true, 0.0f},   /* groups of 4, little kept */
+        {32, 8, 4, 1, BE_MOE_SOFTMAX_GROUPED, true, false, 0.0f},     /* k = the kept experts */
+        {16, 1, 8, 1, BE_MOE_SIGMOID_NOAUX_TC, true, false, 0.0f},    /* k 1: weight 1 */
+    };
+    enum { T = 37 };
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        const int E = cs[ci].E;
+        float *l = malloc((size_t)T * E * sizeof *l), *b = malloc((size_t)E * sizeof *b);
+        ct_fill(l, (int64_t)T * E, 4.0f);
+        ct_fill(b, E, 0.5f);
+        /* a few rows of BF16-rounded logits (repeated values: ties) */
+        for (int i = 0; i < 5 * E; i++) l[i] = bf16_to_f32(f32_to_bf16(l[i]));
+        int bad = route_ds_check(be, l, cs[ci].bias ? b : NULL, T, E, cs[ci].k, cs[ci].sc, cs[ci].G, cs[ci].kg,
+                                 cs[ci].renorm, cs[ci].scale, NULL);
+        CHECK_MSG(bad == 0, "case %zu (E %d k %d groups %d / %d scoring %d): %d mismatches", ci, E, cs[ci].k, cs[ci].G,
+                  cs[ci].kg, (int)cs[ci].sc, bad);
+        /* all rows one integer pattern: many exact ties among groups and experts */
+        for (int i = 0; i < T * E; i++) l[i] = (float)((int)(ct_u32() % 5) - 2);
+        bad = route_ds_check(be, l, NULL, T, E, cs[ci].k, cs[ci].sc, cs[ci].G, cs[ci].kg, cs[ci].renorm, cs[ci].scale,
+                             NULL);
+        CHECK_MSG(bad == 0, "case %zu ties: %d mismatches", ci, bad);
+        free(l);
+        free(b);
+    }
+}
+
+/* the routing fields refused (both moe_route and supports) with nothing written */
+static void test_route_deepseek_bad(backend *be) {
+    enum { T = 2, E = 8, K = 2 };
+    float logits[T * E], bias[E + 1] = {0};
+    ct_fill(logits, T * E, 1.0f);
+    tensor L = tensor_2d(DTYPE_F32, logits, T, E), B = tensor_1d(DTYPE_F32, bias, E),
+           B9 = tensor_1d(DTYPE_F32, bias, E + 1), BI = tensor_1d(DTYPE_I32, bias, E);
+    const be_moe_scoring S = BE_MOE_SOFTMAX, SG = BE_MOE_SOFTMAX_GROUPED, V3 = BE_MOE_SIGMOID_NOAUX_TC;
+    const struct {
+        moe_params p;
+        const char *why;
+    } bads[] = {
+        {{.num_experts = E, .top_k = K, .scoring = S, .num_groups = 4, .topk_groups = 2}, "takes no groups"},
+        {{.num_experts = E, .top_k = K, .scoring = SG, .num_groups = 3, .topk_groups = 2}, "divide"},
+        {{.num_experts = E, .top_k = K, .scoring = SG, .num_groups = 4, .topk_groups = 0}, "topk_groups"},
+        {{.num_experts = E, .top_k = K, .scoring = SG, .num_groups = 4, .topk_groups = 5}, "topk_groups"},
+        {{.num_experts = E, .top_k = 3, .scoring = SG, .num_groups = 4, .topk_groups = 1}, "fewer than top_k"},
+        {{.num_experts = E, .top_k = K, .scoring = V3, .num_groups = 8, .topk_groups = 4}, "2 experts"},
+        {{.num_experts = E, .top_k = K, .scoring = SG, .num_groups = -1}, "negative"},
+        {{.num_experts = E, .top_k = K, .scoring = SG, .routed_scaling = -1.0f}, "routed_scaling"},
+        {{.num_experts = E, .top_k = K, .scoring = SG, .routed_scaling = NAN}, "routed_scaling"},
+        {{.num_experts = E, .top_k = K, .scoring = V3, .routed_scaling = INFINITY}, "routed_scaling"},
+        {{.num_experts = E, .top_k = K, .scoring = SG, .score_bias = &B}, "score_bias"},
+        {{.num_experts = E, .top_k = K, .scoring = S, .score_bias = &B}, "score_bias"},
+        {{.num_experts = E, .top_k = K, .scoring = V3, .score_bias = &B9}, "score_bias"},
+        {{.num_experts = E, .top_k = K, .scoring = V3, .score_bias = &BI}, "score_bias"},
+    };
+    for (size_t i = 0; i < sizeof bads / sizeof *bads; i++) {
+        const moe_params *p = &bads[i].p;
+        CHECK_MSG(be->ops->supports(be, BE_OP_MOE, p) == BE_UNSUPPORTED, "case %zu", i);
+        int32_t ids[T * 3];
+        float w[T * 3];
+        memset(ids, 0x7f, sizeof ids);
+        tensor I = tensor_2d(DTYPE_I32, ids, T, p->top_k), W = tensor_2d(DTYPE_F32, w, T, p->top_k);
+        be->ops->moe_route(be, &L, p, &I, &W);
+        CHECK_MSG(be->ops->synchronize(be) != VLLM_OK, "case %zu", i);
+        CHECK_MSG(strstr(vllm_last_error(), bads[i].why) != NULL, "case %zu: %s", i, vllm_last_error());
+        CHECK(ids[0] == 0x7f7f7f7f);
+    }
+    /* the good neighbours: V3 with groups of 2, a bias; num_groups 1 with any topk_groups */
+    moe_params ok = {.num_experts = E, .top_k = K, .scoring = V3, .num_groups = 4, .topk_groups = 1, .score_bias = &B};
+    CHECK(be->ops->supports(be, BE_OP_MOE, &ok) == BE_NATIVE);
+    moe_params ok1 = {.num_experts = E, .top_k = K, .scoring = SG, .num_groups = 1, .topk_groups = 7};
+    CHECK(be->ops->supports(be, BE_OP_MOE, &ok1) == BE_NATIVE);
 }
 
 /* ---- sigmoid_gate ---- */
@@ -578,6 +877,10 @@ int main(void) {
     test_route_exact(be[0]);
     test_route_exact(be[1]);
     test_route_random(be[1]);
+    test_route_deepseek_exact(be[0]);
+    test_route_deepseek_exact(be[1]);
+    test_route_deepseek_random(be[1]);
+    test_route_deepseek_bad(be[0]);
     test_sigmoid_gate(be[0]);
     test_sigmoid_gate(be[1]);
     test_moe_experts(be);

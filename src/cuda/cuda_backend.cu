@@ -588,8 +588,9 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_MOE: { /* ops_moe.cu's kernels */
         const moe_params *p = (const moe_params *)params;
         return p && p->top_k >= 1 && p->top_k <= p->num_experts && p->num_experts <= CU_MOE_MAX_E && p->top_k <= CU_MOE_MAX_K &&
-                       (unsigned)p->scoring < BE_MOE_SCORING_COUNT && (unsigned)p->act < BE_ACT_COUNT
-                   ? BE_NATIVE /* expert biases and gpt-oss's clamped SwiGLU included */
+                       (unsigned)p->scoring < BE_MOE_SCORING_COUNT && (unsigned)p->act < BE_ACT_COUNT &&
+                       !be_moe_routing_check(p) && p->num_groups <= 32 /* k_moe_route: a lane per group */
+                   ? BE_NATIVE /* expert biases, gpt-oss's clamped SwiGLU and DeepSeek's routings included */
                    : BE_UNSUPPORTED;
     }
     case BE_OP_GATED_DELTA_NET: { /* ops_linear_attn.cu: d_k up to 256, conv widths 2..8, F32 / F16 / BF16 states */

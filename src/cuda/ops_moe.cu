@@ -5,7 +5,12 @@
  *
  * The semantics are the CPU reference's (src/cpu/ops_moe.c, backend.h):
  *  - moe_route: p = softmax(logits) in f32 (max-subtracted), the top k of p by repeated arg-max (best
- *    first; equal scores: the lower id first; NaN never preferred), renormalised when asked.
+ *    first; equal scores: the lower id first; NaN never preferred), renormalised when asked. DeepSeek's
+ *    routings (BE_MOE_SOFTMAX_GROUPED: V2's group-limited greedy; BE_MOE_SIGMOID_NOAUX_TC: V3's sigmoid
+ *    + correction bias, groups scored by their top two) in the same kernel: the group scores reduced
+ *    over the warp (a lane per group, up to 32 groups), the groups kept by repeated arg-max, the
+ *    others' choice scores set to 0 (transformers' masked_fill), then the same top k; weights gathered
+ *    from the unbiased scores, / (sum + 1e-20) when renormalised, times routed_scaling.
  *  - moe_experts: the T * k (token, slot) pairs grouped by expert (expert id, then token, then slot:
  *    a stable counting sort on the device), each expert's gated MLP on its group, each expert output
  *    rounded to BF16 (the activation dtype), then y[t] = (y[t] +) sum of w[t, j] * out in f32 over the
@@ -397,6 +402,15 @@ static bool moe_params_ok(cu_state *cu, const char *op, const moe_params *p) {
         cu_fail(cu, "%s: %d experts (the CUDA kernels take up to %d)", op, p->num_experts, CU_MOE_MAX_E);
         return false;
     }
+    const char *why = be_moe_routing_check(p);
+    if (why) {
+        cu_fail(cu, "%s: %s", op, why);
+        return false;
+    }
+    if (p->num_groups > 32) {
+        cu_fail(cu, "%s: %d expert groups (k_moe_route takes up to 32: a lane each)", op, p->num_groups);
+        return false;
+    }
     return true;
 }
 
@@ -418,6 +432,12 @@ struct route_args {
     int64_t ws;
     int T, E, k;
     bool renorm;
+    int scoring;                /* be_moe_scoring */
+    int G, kg;                  /* groups (0: none; at most 32) and the groups kept */
+    float eps;                  /* added to the renormalisation's sum (the grouped scorings: 1e-20) */
+    float scale;                /* routed_scaling (1: none) */
+    const void *bias;           /* (E) of bdt: the choice scores' bias, or NULL */
+    int bdt;
 };
 
 /* (av, ai) ranks before (bv, bi): a real id before none (-1), a number before NaN, the larger
@@ -431,7 +451,8 @@ __device__ __forceinline__ bool route_better(float av, int ai, float bv, int bi)
     return ai < bi;
 }
 
-// logits (T, E) -> ids (T, k) I32 best first, w (T, k) F32; a warp per token, lane l holds experts l + 32 i
+// logits (T, E) [+ bias (E)] -> ids (T, k) I32 best first, w (T, k) F32; a warp per token, lane l holds
+// experts l + 32 i
 template <int EPL>
 __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
     pdl_launch();
@@ -439,29 +460,96 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int t = blockIdx.x * MR_WARPS + warp;
     if (t >= a.T) return;
-    float p[EPL];
-    float mx = -INFINITY;
+    const bool sigmoid = a.scoring == BE_MOE_SIGMOID_NOAUX_TC;
+    float p[EPL]; /* the scores: softmax or sigmoid */
+    float c[EPL]; /* the choice scores: p (+ bias), 0 in the groups not kept */
+    if (sigmoid) {
 #pragma unroll
-    for (int i = 0; i < EPL; i++) {
-        const int e = lane + 32 * i;
-        p[i] = e < a.E ? cu_ld(a.logits, a.ldt, (int64_t)t * a.ls + e) : -INFINITY;
-        mx = p[i] > mx ? p[i] : mx; /* NaN never the max (as the CPU's compare) */
+        for (int i = 0; i < EPL; i++) {
+            const int e = lane + 32 * i;
+            p[i] = c[i] = 0.0f;
+            if (e < a.E) {
+                p[i] = 1.0f / (1.0f + expf(-cu_ld(a.logits, a.ldt, (int64_t)t * a.ls + e)));
+                c[i] = a.bias ? p[i] + cu_ld(a.bias, a.bdt, e) : p[i];
+            }
+        }
+    } else {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) {
+            const int e = lane + 32 * i;
+            p[i] = e < a.E ? cu_ld(a.logits, a.ldt, (int64_t)t * a.ls + e) : -INFINITY;
+            mx = p[i] > mx ? p[i] : mx; /* NaN never the max (as the CPU's compare) */
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float v = __shfl_xor_sync(0xffffffffu, mx, o);
+            mx = v > mx ? v : mx;
+        }
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) {
+            p[i] = lane + 32 * i < a.E ? expf(p[i] - mx) : 0.0f;
+            sum += p[i];
+        }
+        sum = cu_warp_sum(sum);
+#pragma unroll
+        for (int i = 0; i < EPL; i++) c[i] = p[i] /= sum;
     }
+    if (a.G > 1) {
+        /* group g's score (lane g keeps it): the max of its c (V2) or the sum of its two largest (V3),
+         * NaN skipped; the two largest of the warp by a butterfly of (largest, second) pairs */
+        const int per = a.E / a.G;
+        int gi[EPL];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float v = __shfl_xor_sync(0xffffffffu, mx, o);
-        mx = v > mx ? v : mx;
+        for (int i = 0; i < EPL; i++) gi[i] = lane + 32 * i < a.E ? (lane + 32 * i) / per : -1;
+        float gsc = 0.0f;
+        for (int g = 0; g < a.G; g++) {
+            float m1 = -INFINITY, m2 = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < EPL; i++)
+                if (gi[i] == g) {
+                    if (c[i] > m1) {
+                        m2 = m1;
+                        m1 = c[i];
+                    } else if (c[i] > m2) {
+                        m2 = c[i];
+                    }
+                }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const float o1 = __shfl_xor_sync(0xffffffffu, m1, o), o2 = __shfl_xor_sync(0xffffffffu, m2, o);
+                const float hi = m1 > o1 ? m1 : o1, lo = m1 > o1 ? o1 : m1, r2 = m2 > o2 ? m2 : o2;
+                m1 = hi;
+                m2 = lo > r2 ? lo : r2;
+            }
+            if (lane == g) gsc = sigmoid ? m1 + m2 : m1;
+        }
+        /* keep the kg best groups (repeated arg-max, the lower group first on ties) */
+        unsigned kept = 0;
+        for (int j = 0; j < a.kg; j++) {
+            float bv = 0.0f;
+            int bi = -1;
+            if (lane < a.G && !((kept >> lane) & 1u)) {
+                bv = gsc;
+                bi = lane;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (route_better(ov, oi, bv, bi)) {
+                    bv = ov;
+                    bi = oi;
+                }
+            }
+            if (bi >= 0) kept |= 1u << bi;
+        }
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            if (gi[i] >= 0 && !((kept >> gi[i]) & 1u)) c[i] = 0.0f;
     }
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < EPL; i++) {
-        p[i] = lane + 32 * i < a.E ? expf(p[i] - mx) : 0.0f;
-        sum += p[i];
-    }
-    sum = cu_warp_sum(sum);
-#pragma unroll
-    for (int i = 0; i < EPL; i++) p[i] /= sum;
-    /* top k by repeated arg-max; taken: bit i = expert lane + 32 i chosen; slot j is kept by lane
+    /* top k of c by repeated arg-max; taken: bit i = expert lane + 32 i chosen; slot j is kept by lane
      * j % 32 (in my[j / 32]) and every slot is written at the end at once (no store-then-reload chain) */
     unsigned taken = 0;
     float wsum = 0.0f, myw[CU_MOE_MAX_K / 32] = {0.0f};
@@ -474,8 +562,8 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
             const int e = lane + 32 * i;
-            if (e < a.E && !((taken >> i) & 1u) && route_better(p[i], e, bv, bi)) {
-                bv = p[i];
+            if (e < a.E && !((taken >> i) & 1u) && route_better(c[i], e, bv, bi)) {
+                bv = c[i];
                 bi = e;
             }
         }
@@ -489,6 +577,13 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
             }
         }
         if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+        if (sigmoid) { /* the weight is the chosen expert's sigmoid score, from the lane holding it */
+            float mine = 0.0f;
+#pragma unroll
+            for (int i = 0; i < EPL; i++)
+                if (i == (bi >> 5)) mine = p[i];
+            bv = __shfl_sync(0xffffffffu, mine, bi & 31);
+        }
         /* the butterfly left (bv, bi) in every lane */
 #pragma unroll
         for (int h = 0; h < CU_MOE_MAX_K / 32; h++)
@@ -498,19 +593,22 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
             }
         wsum += bv; /* in slot order, as the CPU (the same sum in every lane) */
     }
+    wsum += a.eps;
 #pragma unroll
     for (int h = 0; h < CU_MOE_MAX_K / 32; h++) {
         const int j = lane + 32 * h;
         if (j < a.k) {
             ids[j] = myi[h];
-            w[j] = a.renorm ? myw[h] / wsum : myw[h];
+            float v = a.renorm ? myw[h] / wsum : myw[h];
+            if (a.scale != 1.0f) v *= a.scale;
+            w[j] = v;
         }
     }
 }
 
 typedef void (*route_kernel)(route_args);
 
-// logits (T, E) BF16 / F16 / F32 -> ids (T, k) I32, w (T, k) F32
+// logits (T, E) BF16 / F16 / F32 [+ score_bias (E)] -> ids (T, k) I32, w (T, k) F32
 void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
     cu_state *cu = cu_of(be);
     if (!moe_params_ok(cu, "moe_route", p)) return;
@@ -519,6 +617,10 @@ void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor
         !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), k) ||
         !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), k))
         return;
+    if (k > CU_MOE_MAX_K) {
+        cu_fail(cu, "moe_route: top_k %d (the CUDA kernels take up to %d)", k, CU_MOE_MAX_K);
+        return;
+    }
     const int64_t T = cu_rows(logits);
     if (T == 0) return;
     if (T > INT_MAX - MR_WARPS) {
@@ -537,6 +639,13 @@ void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor
     a.E = E;
     a.k = k;
     a.renorm = p->renormalize;
+    a.scoring = (int)p->scoring;
+    a.G = p->num_groups > 1 ? p->num_groups : 0;
+    a.kg = p->topk_groups;
+    a.eps = p->scoring == BE_MOE_SOFTMAX ? 0.0f : 1e-20f; /* transformers' DeepSeek routers */
+    a.scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f;
+    a.bias = p->score_bias ? p->score_bias->data : NULL;
+    a.bdt = p->score_bias ? (int)p->score_bias->dtype : (int)DTYPE_F32;
     const int epl = (E + 31) / 32;
     route_kernel kern = epl <= 1 ? k_moe_route<1> : epl <= 2 ? k_moe_route<2> : epl <= 4 ? k_moe_route<4>
                                                  : epl <= 8 ? k_moe_route<8> : k_moe_route<16>; /* E <= 512 */

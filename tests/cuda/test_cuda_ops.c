@@ -2024,6 +2024,8 @@ static void test_supports(void) {
 
 /* ---- mixture of experts (ops_moe.cu) ----
  * moe_route on random, identical and tied logits (BF16 and F32; ids exactly, weights within 1e-5),
+ * DeepSeek's routings too (V2's grouped softmax, V3's sigmoid + correction bias + groups, at the V3,
+ * V2, V2-Lite and Kimi-K2 shapes, T 1 / 7 / 64),
  * moe_experts on the same ids and weights for both backends (E 8 / 64, top_k 1 / 2 / 8, T 1 / 3 / 8
  * (the expert GEMV) and 37 / 300 (the GEMMs, unless T * k <= 64), SiLU / GELU-tanh, every token on the
  * same experts, experts that get no token, repeated ids, accumulate on / off, F32 / F16 weights, F32 y,
@@ -2229,6 +2231,118 @@ static void test_moe_route_case(int E, int k, int T, bool renorm, dtype ldt, int
     drop_pairs(cs, gs, 3);
 }
 
+/* DeepSeek's routings (BE_MOE_SOFTMAX_GROUPED, BE_MOE_SIGMOID_NOAUX_TC) against the CPU: ids exactly
+ * (best first), weights within 1e-5. A row whose order the two backends' expf may legitimately flip
+ * (two distinct choice or group scores, in double, within 1e-6 of each other among the ranks that
+ * decide: the kept groups' boundary, the first k + 1 experts) is left out and counted; exact ties
+ * (equal logits) stay in: both backends must take the lower id. */
+static bool route_ds_near_tie(const float *l, const float *b, int E, int k, be_moe_scoring sc, int G, int kg) {
+    double *c = malloc((size_t)E * sizeof *c), *v = malloc((size_t)(E + 1) * sizeof *v);
+    double mx = -INFINITY, sum = 0.0;
+    for (int e = 0; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+    for (int e = 0; e < E; e++) sum += exp(l[e] - mx);
+    for (int e = 0; e < E; e++)
+        c[e] = sc == BE_MOE_SIGMOID_NOAUX_TC ? 1.0 / (1.0 + exp(-(double)l[e])) + (b ? b[e] : 0.0) : exp(l[e] - mx) / sum;
+    bool near = false;
+    /* sorted copies, descending (insertion sort: small n) */
+#define SORT_DESC(a, n)                                                                                     \
+    for (int i_ = 1; i_ < (n); i_++)                                                                        \
+        for (int j_ = i_; j_ > 0 && (a)[j_] > (a)[j_ - 1]; j_--) {                                          \
+            double t_ = (a)[j_];                                                                            \
+            (a)[j_] = (a)[j_ - 1];                                                                          \
+            (a)[j_ - 1] = t_;                                                                               \
+        }
+#define NEAR(x, y) ((x) != (y) && fabs((x) - (y)) <= 1e-6 * (1.0 + fabs(x)))
+    if (G > 1) {
+        const int per = E / G;
+        double *gs = malloc((size_t)G * sizeof *gs);
+        for (int g = 0; g < G; g++) {
+            for (int i = 0; i < per; i++) v[i] = c[g * per + i];
+            SORT_DESC(v, per);
+            gs[g] = sc == BE_MOE_SIGMOID_NOAUX_TC ? v[0] + v[1] : v[0];
+            for (int i = 0; i + 1 < per && i < 2; i++) near |= NEAR(v[i], v[i + 1]);
+        }
+        double *gsort = malloc((size_t)G * sizeof *gsort);
+        memcpy(gsort, gs, (size_t)G * sizeof *gs);
+        SORT_DESC(gsort, G);
+        if (kg < G) near |= NEAR(gsort[kg - 1], gsort[kg]);
+        for (int g = 0; g < G; g++) /* the groups not kept: 0 (ties at the boundary are found above) */
+            if (gs[g] < gsort[kg - 1])
+                for (int i = 0; i < per; i++) c[g * per + i] = 0.0;
+        free(gs);
+        free(gsort);
+    }
+    memcpy(v, c, (size_t)E * sizeof *c);
+    SORT_DESC(v, E);
+    for (int j = 0; j < k && j + 1 < E; j++) near |= NEAR(v[j], v[j + 1]);
+#undef NEAR
+#undef SORT_DESC
+    free(c);
+    free(v);
+    return near;
+}
+
+static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scoring sc, int G, int kg, bool renorm,
+                                   float scale, int bias, int T, dtype ldt, int pat) {
+    float *l = malloc((size_t)T * E * sizeof *l), *b = malloc((size_t)E * sizeof *b);
+    const dtype bdt = bias == 2 ? DTYPE_BF16 : DTYPE_F32; /* bias: 0 none, 1 F32, 2 BF16 */
+    for (int e = 0; e < E; e++) b[e] = round_to(bdt, 0.5f * rnd());
+    for (int t = 0; t < T; t++)
+        for (int e = 0; e < E; e++)
+            l[t * E + e] = pat == ROUTE_SAME && t > 0 ? l[e]
+                           : pat == ROUTE_TIES       ? (float)(rnd_int(5) - 2)
+                                                     : round_to(ldt, 4.0f * rnd());
+    tensor lc = put(cpu, DTYPE_F32, T, E, l), lg = put(gpu, ldt, T, E, l);
+    tensor bc = put(cpu, DTYPE_F32, 1, E, b), bg = put(gpu, bdt, 1, E, b);
+    tensor bc1 = tensor_1d(DTYPE_F32, bc.data, E), bg1 = tensor_1d(bdt, bg.data, E);
+    tensor ic = put_i32_2d(cpu, NULL, T, k), ig = put_i32_2d(gpu, NULL, T, k);
+    tensor wc = put(cpu, DTYPE_F32, T, k, NULL), wg = put(gpu, DTYPE_F32, T, k, NULL);
+    poison(&ig);
+    poison(&wg);
+    moe_params mp = {.num_experts = E, .top_k = k, .scoring = sc, .renormalize = renorm, .num_groups = G,
+                     .topk_groups = kg, .routed_scaling = scale, .score_bias = bias ? &bc1 : NULL};
+    CHECK(backend_supports(gpu, BE_OP_MOE, &mp) == BE_NATIVE);
+    cpu->ops->moe_route(cpu, &lc, &mp, &ic, &wc);
+    mp.score_bias = bias ? &bg1 : NULL;
+    gpu->ops->moe_route(gpu, &lg, &mp, &ig, &wg);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+    int32_t *idc = malloc((size_t)T * k * 4), *idg = malloc((size_t)T * k * 4);
+    CHECK_OK(cpu->ops->download(cpu, idc, &ic, (size_t)T * k * 4));
+    CHECK_OK(gpu->ops->download(gpu, idg, &ig, (size_t)T * k * 4));
+    float *c = get(cpu, &wc), *g = get(gpu, &wg);
+    int64_t off = 0, first = -1;
+    int skipped = 0;
+    for (int t = 0; t < T; t++) {
+        if (route_ds_near_tie(l + (size_t)t * E, bias ? b : NULL, E, k, sc, G, kg)) {
+            skipped++;
+            for (int j = 0; j < k; j++) g[t * k + j] = c[t * k + j]; /* not compared */
+            continue;
+        }
+        for (int j = 0; j < k; j++)
+            if (idc[t * k + j] != idg[t * k + j]) {
+                if (first < 0) first = (int64_t)t * k + j;
+                off++;
+            }
+    }
+    CHECK_MSG(off == 0, "moe_route %s E %d k %d groups %d/%d T %d: %lld ids differ; first at %lld: gpu %d cpu %d", name,
+              E, k, G, kg, T, (long long)off, (long long)first, first >= 0 ? idg[first] : 0,
+              first >= 0 ? idc[first] : 0);
+    char what[160];
+    snprintf(what, sizeof what, "moe_route %s E %d k %d grp %d/%d T %d %s%s%s %s (ids, w)%s", name, E, k, G, kg, T,
+             pat == ROUTE_SAME ? "same" : pat == ROUTE_TIES ? "ties" : "rand", renorm ? " renorm" : "",
+             bias ? (bias == 2 ? " bias bf16" : " bias") : "", dtype_name(ldt), skipped ? " near ties skipped" : "");
+    compare(what, g, c, (int64_t)T * k, 1e-5, 1e-5);
+    CHECK_MSG(skipped * 4 <= T + 3, "%s: %d of %d rows near ties", what, skipped, T);
+    free(c);
+    free(g);
+    free(idc);
+    free(idg);
+    free(l);
+    free(b);
+    tensor *cs[] = {&lc, &bc, &ic, &wc}, *gs[] = {&lg, &bg, &ig, &wg};
+    drop_pairs(cs, gs, 4);
+}
+
 static void test_sigmoid_gate_case(int T, int D, dtype xdt, dtype gdt) {
     float *hx, *hg = malloc((size_t)T * 3 * sizeof *hg);
     for (int i = 0; i < T * 3; i++) hg[i] = round_to(DTYPE_BF16, 4.0f * rnd());
@@ -2379,6 +2493,46 @@ static void test_moe(void) {
     test_moe_route_case(128, 8, 5, true, DTYPE_BF16, ROUTE_RANDOM);  /* Qwen3-MoE's E */
     test_moe_route_case(512, 4, 3, false, DTYPE_F32, ROUTE_TIES);    /* the largest E */
     test_moe_route_case(33, 33, 2, true, DTYPE_BF16, ROUTE_RANDOM);  /* k = E */
+    /* DeepSeek's routings at the released shapes, T = 1, 7, 64: V3 / R1 (sigmoid + correction bias, 8
+     * groups, 4 kept, top 8, renormalised, x 2.5), V2 (softmax, 8 groups, 3 kept, top 6, x 16), V2-Lite
+     * (greedy softmax, top 6), Kimi-K2 (384 experts, one group, top 8, x 2.827), and odd ones */
+    const int dsT[3] = {1, 7, 64};
+    for (int ti = 0; ti < 3; ti++) {
+        const int T = dsT[ti];
+        const dtype ldt = ti == 1 ? DTYPE_F32 : DTYPE_BF16;
+        const int pat = ti == 2 ? ROUTE_RANDOM : ti == 1 ? ROUTE_TIES : ROUTE_RANDOM;
+        test_moe_route_ds_case("V3", 256, 8, BE_MOE_SIGMOID_NOAUX_TC, 8, 4, true, 2.5f, 1, T, ldt, ROUTE_RANDOM);
+        test_moe_route_ds_case("V3", 256, 8, BE_MOE_SIGMOID_NOAUX_TC, 8, 4, true, 2.5f, 0, T, DTYPE_BF16, pat);
+        test_moe_route_ds_case("V2", 160, 6, BE_MOE_SOFTMAX_GROUPED, 8, 3, false, 16.0f, 0, T, ldt, ROUTE_RANDOM);
+        test_moe_route_ds_case("V2", 160, 6, BE_MOE_SOFTMAX_GROUPED, 8, 3, true, 0.0f, 0, T, DTYPE_BF16, pat);
+        test_moe_route_ds_case("V2-Lite", 64, 6, BE_MOE_SOFTMAX_GROUPED, 1, 1, false, 1.0f, 0, T, ldt, pat);
+        test_moe_route_ds_case("Kimi-K2", 384, 8, BE_MOE_SIGMOID_NOAUX_TC, 1, 1, true, 2.827f, 2, T, ldt,
+                               ROUTE_RANDOM);
+        test_moe_route_ds_case("Kimi-K2", 384, 8, BE_MOE_SIGMOID_NOAUX_TC, 0, 0, false, 0.0f, 0, T, DTYPE_BF16,
+                               ROUTE_SAME);
+    }
+    test_moe_route_ds_case("groups of 4", 64, 4, BE_MOE_SIGMOID_NOAUX_TC, 16, 2, false, 0.0f, 1, 37, DTYPE_BF16,
+                           ROUTE_RANDOM);
+    test_moe_route_ds_case("32 groups", 512, 8, BE_MOE_SOFTMAX_GROUPED, 32, 5, true, 0.0f, 0, 9, DTYPE_BF16,
+                           ROUTE_TIES);
+    test_moe_route_ds_case("k = kept", 32, 8, BE_MOE_SIGMOID_NOAUX_TC, 4, 1, true, 1.5f, 1, 9, DTYPE_F32,
+                           ROUTE_RANDOM);
+    test_moe_route_ds_case("k 1", 16, 1, BE_MOE_SIGMOID_NOAUX_TC, 8, 1, true, 0.0f, 2, 9, DTYPE_BF16, ROUTE_TIES);
+    test_moe_route_ds_case("softmax x2", 64, 8, BE_MOE_SOFTMAX, 0, 0, true, 2.0f, 0, 9, DTYPE_BF16, ROUTE_RANDOM);
+    {   /* 33 groups: refused (a lane per group), by supports() and the op */
+        const moe_params g33 = {.num_experts = 66, .top_k = 2, .scoring = BE_MOE_SOFTMAX_GROUPED, .num_groups = 33,
+                                .topk_groups = 2};
+        CHECK(backend_supports(gpu, BE_OP_MOE, &g33) == BE_UNSUPPORTED);
+        tensor lg = put(gpu, DTYPE_BF16, 2, 66, NULL), ig = put_i32_2d(gpu, NULL, 2, 2), wg = put(gpu, DTYPE_F32, 2, 2, NULL);
+        gpu->ops->moe_route(gpu, &lg, &g33, &ig, &wg);
+        CHECK(gpu->ops->synchronize(gpu) != VLLM_OK);
+        CHECK_MSG(strstr(vllm_last_error(), "32") != NULL, "%s", vllm_last_error());
+        const moe_params sb = {.num_experts = 8, .top_k = 2, .scoring = BE_MOE_SOFTMAX, .score_bias = &lg};
+        CHECK(backend_supports(gpu, BE_OP_MOE, &sb) == BE_UNSUPPORTED);
+        drop(gpu, &lg);
+        drop(gpu, &ig);
+        drop(gpu, &wg);
+    }
     /* the experts: every (E, k, T), patterns, activations and accumulate cycling */
     int n = 0;
     for (int ei = 0; ei < 2; ei++)

@@ -110,10 +110,13 @@ DEEPSEEK = dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_valu
 
 def deepseek_score_bias(model):
     """V3's router buffer e_score_correction_bias (zeros from transformers) made random, so noaux_tc's choice
-    scores (sigmoid + bias) differ from the weights (sigmoid alone)."""
+    scores (sigmoid + bias) differ from the weights (sigmoid alone). Non-negative (uniform in [0, 0.5)), as the
+    released checkpoints' are in effect: transformers masks the experts of the dropped groups to 0.0, so a
+    negative choice score would rank below them and the pick among masked experts (all exactly 0.0) would be
+    torch.topk's unspecified tie order."""
     for n, b in list(model.named_buffers()) + list(model.named_parameters()):
         if n.endswith("e_score_correction_bias"):
-            b.copy_(0.5 * torch.randn(b.shape))
+            b.copy_(0.5 * torch.rand(b.shape))
 
 
 def zero_centred_norms(model):

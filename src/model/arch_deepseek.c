@@ -6,11 +6,12 @@
  * l >= first_k_dense_replace and l % moe_layer_freq == 0 (vLLM's rule; transformers' ignores moe_layer_freq,
  * 1 in every released config), else a dense gated MLP of intermediate_size. The MoE adds plain shared experts
  * (mlp.shared_experts, a gated MLP of moe_intermediate_size * n_shared_experts, no sigmoid gate) to the
- * routed output, which is multiplied by routed_scaling_factor.
+ * routed output, whose routing weights are multiplied by routed_scaling_factor.
  *
- * Routing: V2's topk_method "greedy" (softmax, top k; renormalised when norm_topk_prob, as vLLM's
- * renormalize) runs on BE_MOE_SOFTMAX; "group_limited_greedy" (V2) and V3's "noaux_tc" (sigmoid scores,
- * e_score_correction_bias, grouped top-k) need the MoE op's DeepSeek routing and are refused until it lands.
+ * Routing (the MoE op's, backend.h): V2's topk_method "greedy" (softmax, top k; renormalised when
+ * norm_topk_prob, as vLLM's renormalize) is BE_MOE_SOFTMAX; "group_limited_greedy" BE_MOE_SOFTMAX_GROUPED
+ * (n_group, topk_group); V3's "noaux_tc" BE_MOE_SIGMOID_NOAUX_TC (sigmoid scores, e_score_correction_bias
+ * choosing, grouped top-k by each group's two best).
  * Softmax scale 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim), times yarn_get_mscale(factor, mscale_all_dim)^2
  * when rope_scaling sets mscale_all_dim (transformers' DeepseekV3Attention, vLLM's DeepseekV2MLAAttention;
  * transformers' DeepseekV2Attention leaves it out). V3's multi-token-prediction layers
@@ -107,17 +108,36 @@ static vllm_status parse_deepseek(const json_t *root, const char *what, model_co
             if (strcmp(scoring, "softmax"))
                 return vt_error(VLLM_ERR_UNSUPPORTED, "%s: topk_method greedy with scoring_func '%.32s' is not "
                                 "supported (softmax)", what, scoring);
-        } else if (!strcmp(topk_method, "group_limited_greedy") || !strcmp(topk_method, "noaux_tc")) {
-            return vt_error(VLLM_ERR_UNSUPPORTED,
-                            "%s: topk_method '%s' (n_group %d, topk_group %d, scoring_func %s) needs the MoE op's "
-                            "DeepSeek grouped routing, which this build does not have yet (topk_method greedy runs)",
-                            what, topk_method, n_group, topk_group, scoring);
+            c->moe.scoring = BE_MOE_SOFTMAX;
+        } else if (!strcmp(topk_method, "group_limited_greedy")) {
+            if (strcmp(scoring, "softmax"))
+                return vt_error(VLLM_ERR_UNSUPPORTED, "%s: topk_method group_limited_greedy with scoring_func "
+                                "'%.32s' is not supported (softmax)", what, scoring);
+            c->moe.scoring = BE_MOE_SOFTMAX_GROUPED;
+            c->moe.num_groups = n_group;
+            c->moe.topk_groups = topk_group;
+        } else if (!strcmp(topk_method, "noaux_tc")) {
+            if (strcmp(scoring, "sigmoid"))
+                return vt_error(VLLM_ERR_UNSUPPORTED, "%s: topk_method noaux_tc with scoring_func '%.32s' is not "
+                                "supported (sigmoid)", what, scoring);
+            c->moe.scoring = BE_MOE_SIGMOID_NOAUX_TC;
+            c->moe.num_groups = n_group;
+            c->moe.topk_groups = topk_group;
+            c->moe.score_bias = true;    /* mlp.gate.e_score_correction_bias */
         } else {
-            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: topk_method '%.32s' is not supported (greedy)", what,
+            return vt_error(VLLM_ERR_UNSUPPORTED,
+                            "%s: topk_method '%.32s' is not supported (greedy, group_limited_greedy, noaux_tc)", what,
                             topk_method);
         }
+        if (c->moe.num_groups > 1) {
+            moe_params mp = {.num_experts = c->moe.num_experts, .top_k = c->moe.top_k,
+                             .scoring = (be_moe_scoring)c->moe.scoring, .num_groups = c->moe.num_groups,
+                             .topk_groups = c->moe.topk_groups};
+            const char *why = be_moe_routing_check(&mp);
+            if (why) return vt_error(VLLM_ERR_FORMAT, "%s: n_group %d / topk_group %d: %s", what, n_group, topk_group, why);
+        }
         c->shared_experts_size = c->moe.intermediate_size * n_shared;
-        c->routed_scaling = rsf;
+        c->moe.routed_scaling = rsf;    /* the routing weights times routed_scaling_factor (transformers) */
     }
     if (nextn > 0)
         LOG_I("%s: %d multi-token-prediction layer(s) (num_nextn_predict_layers) are not loaded", c->architecture,

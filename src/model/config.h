@@ -279,8 +279,6 @@ struct model_config {
     } mla;
     int shared_experts_size;        /* MoE layers: a plain shared-experts MLP (no sigmoid gate) of this width added to
                                        the routed output (DeepSeek's mlp.shared_experts); 0: none */
-    double routed_scaling;          /* MoE layers: the routed output multiplied by it (DeepSeek's
-                                       routed_scaling_factor; 0 = 1) */
     bool attn_sinks;                /* a learned sink logit per head in the attention's softmax (gpt-oss) */
     bool attn_output_gate;          /* q_proj also yields a gate per head ([q | gate] per head): the attention
                                        output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next) */

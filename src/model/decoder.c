@@ -706,8 +706,6 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             }
             const tensor *hin = post ? &x : &h;
             moe_block_run(m, &L->moe, &lm->moe, hin, &o);             /* o (T, D) */
-            if (c->routed_scaling != 0 && c->routed_scaling != 1)      /* DeepSeek's routed_scaling_factor */
-                ops->scale(be, &o, (float)c->routed_scaling);
             if (L->gate_up) { /* DeepSeek's shared experts: o += down(act(gate h) * up h), no gate of their own */
                 const int64_t Is = c->shared_experts_size;
                 tensor so = tensor_rows(&lm->mla.so.t, 0, T), sgu = tensor_2d(gu.dtype, gu.data, T, 2 * Is),

@@ -229,8 +229,11 @@ static void test_v2_bytes(void) {
     CHECK_NEAR(c->rope.attention_factor, 1.0, 1e-12);
     /* refused, naming the field */
     const char *bad[][2] = {
-        {"\"topk_method\": \"noaux_tc\", \"n_group\": 2, \"topk_group\": 1", "topk_method"},
-        {"\"topk_method\": \"group_limited_greedy\", \"n_group\": 2, \"topk_group\": 1", "topk_method"},
+        {"\"topk_method\": \"noaux_tc\", \"scoring_func\": \"softmax\", \"n_group\": 2, \"topk_group\": 1",
+         "scoring_func"},
+        {"\"topk_method\": \"group_limited_greedy\", \"n_group\": 3, \"topk_group\": 1", "n_group 3"},
+        {"\"topk_method\": \"noaux_tc\", \"n_group\": 2, \"topk_group\": 3", "topk_group 3"},
+        {"\"topk_method\": \"seq_aux\"", "topk_method"},
         {"\"topk_method\": \"greedy\", \"scoring_func\": \"sigmoid\"", "scoring_func"},
         {"\"attention_bias\": true", "attention_bias"},
         {"\"num_experts_per_tok\": 9", "num_experts_per_tok"},
@@ -244,6 +247,30 @@ static void test_v2_bytes(void) {
         CHECK_MSG(st != VLLM_OK && strstr(vllm_last_error(), bad[i][1]), "%s: %s", bad[i][0],
                   st ? vllm_last_error() : "accepted");
     }
+    /* the routing schemes the MoE op runs (backend.h be_moe_scoring) */
+    const struct {
+        const char *cfg;
+        int scoring, groups, kept;
+        bool bias;
+    } ok[] = {
+        {"\"topk_method\": \"greedy\"", BE_MOE_SOFTMAX, 0, 0, false},
+        {"\"topk_method\": \"group_limited_greedy\", \"n_group\": 2, \"topk_group\": 1", BE_MOE_SOFTMAX_GROUPED, 2, 1,
+         false},
+        {"\"topk_method\": \"noaux_tc\", \"n_group\": 2, \"topk_group\": 1, \"routed_scaling_factor\": 2.5",
+         BE_MOE_SIGMOID_NOAUX_TC, 2, 1, true},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"hidden_size\": 64,"
+                 " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 64,"
+                 " \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"first_k_dense_replace\": 1, %s}", ok[i].cfg);
+        vllm_status st = hf_config_parse(buf, NULL, "config.json", c);
+        CHECK_MSG(st == VLLM_OK, "%s: %s", ok[i].cfg, vllm_last_error());
+        if (st) continue;
+        CHECK(c->moe.scoring == ok[i].scoring && c->moe.num_groups == ok[i].groups &&
+              c->moe.topk_groups == ok[i].kept && c->moe.score_bias == ok[i].bias);
+    }
+    CHECK_NEAR(c->moe.routed_scaling, 2.5, 0);
     free(g);
     free(c);
 }

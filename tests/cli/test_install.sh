@@ -110,4 +110,27 @@ if ldd "$tmp/greedy_static" | grep -q libvllmc; then fail "greedy_static links l
 cmp -s "$tmp/expected.txt" "$tmp/static.txt" \
   || fail "libvllmc.a: '$(cat "$tmp/static.txt")', vllmc generate: '$(cat "$tmp/expected.txt")'"
 
+# the Python package, found where python3 looks under this prefix (lib/python3.X/dist-packages), loads the
+# installed library by itself (no VLLMC_LIBRARY) and generates the same text
+if command -v python3 >/dev/null 2>&1; then
+  pkgdir=$(find "$prefix/lib" -type d -name vllmc -path '*dist-packages*' | head -1)
+  [ -n "$pkgdir" ] || fail "the Python package is not installed under $prefix/lib"
+  site=$(dirname "$pkgdir")
+  pyver=$(python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+  case "$site" in
+    "$prefix/lib/$pyver/dist-packages") ;;
+    *) fail "the Python package is in $site, not $prefix/lib/$pyver/dist-packages" ;;
+  esac
+  env -u VLLMC_LIBRARY PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 python3 -c '
+import sys
+from vllmc import LLM, SamplingParams
+llm = LLM(model=sys.argv[1])
+out = llm.generate([sys.argv[2]], SamplingParams(temperature=0, max_tokens=16), use_tqdm=False)
+print(out[0].outputs[0].text)
+' "$model" "$prompt" >"$tmp/python.txt" 2>"$tmp/python.log" || { cat "$tmp/python.log"; fail "python3 -c 'from vllmc import LLM' from the prefix"; }
+  cmp -s "$tmp/expected.txt" "$tmp/python.txt" \
+    || fail "installed Python package: '$(cat "$tmp/python.txt")', vllmc generate: '$(cat "$tmp/expected.txt")'"
+  grep -q "$prefix" "$tmp/python.log" 2>/dev/null || true
+fi
+
 echo "ok: installed under a prefix ($libdir); libvllmc.so and libvllmc.a programs generate '$(cat "$tmp/expected.txt")'"

@@ -318,13 +318,14 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
 
     /* Hugging Face ids: the model's files, and a --tokenizer id's (vLLM's --revision / --tokenizer-revision) */
     char *hub_model = NULL;
+    const char *model_arg = model_dir; /* as given: a --tokenizer naming the same id takes its revision */
     if ((st = resolve_hub(model_dir, e->opt.revision, false, e->opt.load_format == VLLM_LOAD_DUMMY, &model_dir,
                           &hub_model)))
         goto fail;
     if (e->opt.tokenizer) {
         const char *trev = e->opt.tokenizer_revision
                                ? e->opt.tokenizer_revision
-                               : (!strcmp(e->opt.tokenizer, model_dir) ? e->opt.revision : NULL);
+                               : (!strcmp(e->opt.tokenizer, model_arg) ? e->opt.revision : NULL);
         st = resolve_hub(e->opt.tokenizer, trev, true, true, &e->opt.tokenizer, &e->hub_tokenizer);
         /* the engine keeps its own copy: vllm_chat_apply_template reads it after creation */
         if (!st && !e->hub_tokenizer && !(e->hub_tokenizer = strdup(e->opt.tokenizer)))

@@ -31,11 +31,22 @@ static const char *env_nonempty(const char *name) {
     return v && *v ? v : NULL;
 }
 
+char *hfc_expand_user(const char *path) {
+    const char *home = env_nonempty("HOME");
+    if (home && path[0] == '~' && (path[1] == '/' || path[1] == 0)) return fmt_path("%s%s", home, path + 1);
+    return strdup(path);
+}
+
 char *hfc_cache_dir(void) {
     const char *v;
-    if ((v = env_nonempty("HF_HUB_CACHE"))) return strdup(v);
-    if ((v = env_nonempty("HUGGINGFACE_HUB_CACHE"))) return strdup(v); /* huggingface_hub's older name */
-    if ((v = env_nonempty("HF_HOME"))) return fmt_path("%s/hub", v);
+    /* huggingface_hub's constants.py expands ~ in these (os.path.expanduser) */
+    if ((v = env_nonempty("HF_HUB_CACHE"))) return hfc_expand_user(v);
+    if ((v = env_nonempty("HUGGINGFACE_HUB_CACHE"))) return hfc_expand_user(v); /* huggingface_hub's older name */
+    if ((v = env_nonempty("HF_HOME"))) {
+        char *h = hfc_expand_user(v), *d = h ? fmt_path("%s/hub", h) : NULL;
+        free(h);
+        return d;
+    }
     if ((v = env_nonempty("XDG_CACHE_HOME"))) return fmt_path("%s/huggingface/hub", v);
     if ((v = env_nonempty("HOME"))) return fmt_path("%s/.cache/huggingface/hub", v);
     return strdup(".cache/huggingface/hub");

@@ -18,6 +18,9 @@
 
 #include "vllm.h"
 
+/* path with a leading ~ replaced by $HOME (os.path.expanduser), malloc'd. */
+char *hfc_expand_user(const char *path);
+
 /* The hub cache folder (malloc'd) from the environment, as huggingface_hub's constants.py. */
 char *hfc_cache_dir(void);
 

@@ -167,6 +167,7 @@ vllm_status hfh_get(const hfh_conf *c, const char *url, hfh_reply *r) {
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     CURLcode rc = curl_easy_perform(h);
     curl_easy_cleanup(h);
+    if (x.too_big || rc != CURLE_OK) hfh_reply_free(r); /* a failed call leaves no body to free */
     if (x.too_big) return vt_error(VLLM_ERR_FORMAT, "%s: the reply is larger than %zu MiB", url, GET_MAX_BODY >> 20);
     if (rc != CURLE_OK) {
         r->status = 0;
@@ -263,6 +264,19 @@ vllm_status hfh_fetch_file(const hfh_conf *c, const hfh_download *d, hfh_reply *
                                                    : "");
             close(fd);
             return st;
+        }
+        if (rc == CURLE_RANGE_ERROR && x.resumed && attempt < c->retries + 1) {
+            /* the server (a mirror, a proxy) answered the Range request with the whole file, which libcurl
+             * refuses to append: start the file over without a Range */
+            if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
+                st = vt_error(VLLM_ERR_IO, "cannot truncate %s: %s", d->path, strerror(errno));
+                close(fd);
+                return st;
+            }
+            if (d->progress) d->progress(d->ctx, -x.have);
+            x.have = 0;
+            sha256_init(&x.sha);
+            continue;
         }
         if (rc == CURLE_OK && r->status == 416 && x.resumed) { /* nothing left to send, or a bad range */
             if (d->size < 0 || x.have == d->size) break;

@@ -75,11 +75,15 @@ static char *read_token(void) {
     char path[4096];
     const char *tp = getenv("HF_TOKEN_PATH"), *home = getenv("HF_HOME"), *xdg = getenv("XDG_CACHE_HOME"),
                *h = getenv("HOME");
-    if (tp && *tp) snprintf(path, sizeof path, "%s", tp);
-    else if (home && *home) snprintf(path, sizeof path, "%s/token", home);
+    char *tpx = tp && *tp ? hfc_expand_user(tp) : NULL, *homex = home && *home ? hfc_expand_user(home) : NULL;
+    if (tpx) snprintf(path, sizeof path, "%s", tpx);
+    else if (homex) snprintf(path, sizeof path, "%s/token", homex);
     else if (xdg && *xdg) snprintf(path, sizeof path, "%s/huggingface/token", xdg);
     else if (h && *h) snprintf(path, sizeof path, "%s/.cache/huggingface/token", h);
-    else return NULL;
+    else path[0] = 0;
+    free(tpx);
+    free(homex);
+    if (!path[0]) return NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     char buf[512] = {0};
@@ -188,24 +192,48 @@ static json_t *index_shards(const char *index_path) {
     return out;
 }
 
-/* The GGUF file of a cached snapshot for QUANT (NULL: none). Looks at the top level and one folder down. */
-static char *cached_gguf(const char *snap, const char *quant) {
-    DIR *d = opendir(snap);
-    if (!d) return NULL;
+/* The GGUF file of a cached snapshot whose name carries tag (NULL: any GGUF file), the first in name order at
+ * the top level, else one folder down (repositories keep quantizations in folders: Q4_K_M/name-Q4_K_M.gguf);
+ * NULL when there is none. */
+static char *cached_gguf(const char *snap, const char *tag) {
+    struct dirent **ents = NULL;
+    int n = scandir(snap, &ents, NULL, alphasort);
     char *found = NULL;
-    struct dirent *e;
-    while (!found && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char *p = NULL;
-        if (asprintf(&p, "%s/%s", snap, e->d_name) < 0) break;
-        struct stat sb;
-        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && gguf_matches(e->d_name, quant) && !is_split_gguf(e->d_name)) {
-            found = p;
-            p = NULL;
+    for (int pass = 0; pass < 2 && !found; pass++) {
+        for (int i = 0; i < n && !found; i++) {
+            const char *name = ents[i]->d_name;
+            if (name[0] == '.') continue;
+            char *p = NULL;
+            if (asprintf(&p, "%s/%s", snap, name) < 0) break;
+            struct stat sb;
+            if (stat(p, &sb) == 0) {
+                if (pass == 0 && S_ISREG(sb.st_mode) && gguf_matches(name, tag) && !is_split_gguf(name)) {
+                    found = p;
+                    p = NULL;
+                } else if (pass == 1 && S_ISDIR(sb.st_mode)) {
+                    struct dirent **sub = NULL;
+                    int m = scandir(p, &sub, NULL, alphasort);
+                    for (int j = 0; j < m; j++) {
+                        struct stat sb2;
+                        char *q = NULL;
+                        if (!found && sub[j]->d_name[0] != '.' && gguf_matches(sub[j]->d_name, tag) &&
+                            !is_split_gguf(sub[j]->d_name) && asprintf(&q, "%s/%s", p, sub[j]->d_name) >= 0) {
+                            if (stat(q, &sb2) == 0 && S_ISREG(sb2.st_mode)) {
+                                found = q;
+                                q = NULL;
+                            }
+                        }
+                        free(q);
+                        free(sub[j]);
+                    }
+                    free(sub);
+                }
+            }
+            free(p);
         }
-        free(p);
     }
-    closedir(d);
+    for (int i = 0; i < n; i++) free(ents[i]);
+    free(ents);
     return found;
 }
 
@@ -218,11 +246,15 @@ static void cache_check(const char *repo_dir, const char *commit, const hub_opti
     char *snap = hfc_snapshot_path(repo_dir, commit, NULL);
     if (!snap) return;
     if (quant || (!o->tokenizer_only && !hfc_have(repo_dir, commit, "config.json"))) {
-        char *g = cached_gguf(snap, quant);
+        /* a GGUF repository: the tagged file; with no tag the one the hub would be asked for (Q4_K_M, as
+         * llama-cli -hf), and, offline, any cached GGUF file */
+        char *g = cached_gguf(snap, quant ? quant : "Q4_K_M");
         if (g) {
             *complete = *usable = true;
-            *out = g;
+        } else if (!quant && (g = cached_gguf(snap, NULL))) {
+            *usable = true;
         }
+        *out = g;
         free(snap);
         return;
     }
@@ -645,7 +677,7 @@ vllm_status hub_resolve(const char *spec, const hub_options *opt, char **out_pat
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }
     vllm_status st = VLLM_OK;
-    bool offline = env_true("HF_HUB_OFFLINE");
+    bool offline = env_true("HF_HUB_OFFLINE") || env_true("TRANSFORMERS_OFFLINE"); /* huggingface_hub: either */
     char commit[41];
     bool complete = false, usable = false;
     char *path = NULL;

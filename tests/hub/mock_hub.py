@@ -14,7 +14,8 @@ Configured by a JSON file (--config): {"repos": {"ORG/NAME": {"dir": folder whos
 repository, "shards": 2 (split model.safetensors into an index and 2 shards), "files": {"NAME": path} (more
 files), "token": "..." (gated: requests need "Authorization: Bearer ..."), "corrupt": ["PATH"] (one byte of the
 served content flipped), "interrupt": {"PATH": [BYTES, TIMES]} (the first TIMES transfers of PATH stop after
-BYTES bytes, the connection closed), "branches": ["v1"] (more revisions naming the same commit)}}}.
+BYTES bytes, the connection closed), "branches": ["v1"] (more revisions naming the same commit), "norange": true
+(Range headers ignored: the whole file, 200, as some mirrors and proxies do)}}}.
 Writes the port it listens on to --port-file and one line per request to --log: METHOD PATH RANGE AUTH.
 """
 import argparse
@@ -75,6 +76,7 @@ class Repo:
         self.token = cfg.get("token")
         self.corrupt = set(cfg.get("corrupt", []))
         self.interrupt = {k: list(v) for k, v in cfg.get("interrupt", {}).items()}
+        self.norange = bool(cfg.get("norange"))
         self.meta = {}
         h = hashlib.sha1()
         for name in sorted(self.files):
@@ -134,7 +136,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_bytes(self, data, extra_headers, interrupt_key=None, repo=None):
         start, end = 0, len(data)
-        rng = self.headers.get("Range")
+        rng = None if repo is not None and repo.norange else self.headers.get("Range")
         status = 200
         if rng and rng.startswith("bytes="):
             a, _, b = rng[6:].partition("-")

@@ -88,6 +88,12 @@ static void test_ids(void) {
     c = hfc_cache_dir();
     CHECK(c && !strcmp(c, "/x/home/hub"));
     free(c);
+    setenv("HF_HOME", "~/x/home", 1); /* expanded as os.path.expanduser does */
+    c = hfc_cache_dir();
+    char want[600];
+    snprintf(want, sizeof want, "%s/x/home/hub", getenv("HOME") ? getenv("HOME") : "");
+    CHECK_MSG(!getenv("HOME") || (c && !strcmp(c, want)), "%s", c ? c : "");
+    free(c);
     unsetenv("HF_HOME");
     if (keep) setenv("HF_HUB_CACHE", keep, 1);
     free(keep);
@@ -262,12 +268,14 @@ static bool start_mock(void) {
             "\"README.md\": \"%s/README.md\"}},"
             "\"test/binonly\": {\"files\": {\"config.json\": \"%s/config.json\", \"pytorch_model.bin\": "
             "\"%s/config.json\"}},"
+            "\"test/norange\": {\"dir\": \"%s\", \"norange\": true, \"interrupt\": {\"model.safetensors\": [300000, 1]}},"
+            "\"test/gguf2\": {\"files\": {\"Q4_K_M/tiny-Q4_K_M.gguf\": \"%s\", \"tiny-Q8_0.gguf\": \"%s\"}},"
             "\"test/evil\": {\"files\": {\"config.json\": \"%s/config.json\", "
             "\"model.safetensors.index.json\": \"%s/evil_index.json\", \"../../evil.safetensors\": "
             "\"%s/model.safetensors\"}}"
             "}}",
             STORIES, STORIES, STORIES, STORIES, STORIES, STORIES, STORIES, GGUF_FIXTURE, GGUF_FIXTURE, STORIES,
-            STORIES, STORIES, STORIES, g_tmp, STORIES);
+            STORIES, STORIES, STORIES, GGUF_FIXTURE, GGUF_FIXTURE, STORIES, g_tmp, STORIES);
     fclose(f);
     snprintf(cmd, sizeof cmd,
              "python3 %s/tests/hub/mock_hub.py --config %s --port-file %s/port --log %s/hub.log "
@@ -370,6 +378,9 @@ static void test_downloads(void) {
     CHECK_MSG(count_in_log("bytes=300000-") == 2 && count_in_log("bytes=600000-") == 2, /* resolve + CDN */
               "the retries resumed at 300000 and 600000");
 
+    /* a server that ignores Range (200 with the whole file) after an interruption: the file starts over */
+    expect_gen("test/norange", "VLLM_HUB_RETRY_DELAY_MS=10", "Range ignored");
+
     /* interrupted with no retries: the run fails keeping the partial file; the next run resumes it */
     expect_gen_error("test/cut", "VLLM_HUB_RETRIES=0", "run again to resume", "interrupted, no retries");
     {
@@ -439,7 +450,26 @@ static void test_downloads(void) {
     clear_log();
     CHECK_OK(hub_resolve("test/gguf:F16", NULL, &path));
     free(path);
+    path = NULL;
     CHECK(count_in_log("GET") == 0);
+    /* a repository with its quantizations in folders; the bare id means Q4_K_M, cached or not */
+    CHECK_OK(hub_resolve("test/gguf2:Q8_0", NULL, &path));
+    CHECK_MSG(path && strstr(path, "/tiny-Q8_0.gguf"), "%s", path ? path : "");
+    free(path);
+    path = NULL;
+    CHECK_OK(hub_resolve("test/gguf2", NULL, &path));
+    CHECK_MSG(path && strstr(path, "/Q4_K_M/tiny-Q4_K_M.gguf"), "%s", path ? path : "");
+    free(path);
+    path = NULL;
+    setenv("TRANSFORMERS_OFFLINE", "1", 1); /* huggingface_hub reads it as HF_HUB_OFFLINE */
+    clear_log();
+    CHECK_OK(hub_resolve("test/gguf2", NULL, &path));
+    CHECK_MSG(path && strstr(path, "/Q4_K_M/tiny-Q4_K_M.gguf"), "%s", path ? path : "");
+    free(path);
+    path = NULL;
+    CHECK(count_in_log("GET") == 0);
+    EXPECT_ERR(hub_resolve("test/notcached", NULL, &path), VLLM_ERR_NOT_FOUND, "test/notcached", "HF_HUB_OFFLINE");
+    unsetenv("TRANSFORMERS_OFFLINE");
     unsetenv("HF_HUB_CACHE");
     unsetenv("HF_ENDPOINT");
 }

@@ -191,11 +191,13 @@ chat_result chat_remote_reply(chat_remote *r, json_t *messages, char **reply) {
     hc_conn *c = NULL;
     hc_response head;
     vllm_status st = hc_connect(r->url.host, r->url.port, REPLY_TIMEOUT_MS, &c);
+    if (st == VLLM_OK) hc_set_cancel(c, chat_interrupted); /* Ctrl-C ends any wait on the server */
     if (st == VLLM_OK) st = hc_send(c, "POST", r->path, r->headers, req, strlen(req));
     if (st == VLLM_OK) st = hc_read_head(c, &head);
     free(req);
     if (st != VLLM_OK) {
-        fprintf(stderr, CHAT_CMD ": %s\n", vllm_last_error());
+        if (chat_interrupted()) fprintf(stderr, CHAT_CMD ": reply stopped (Ctrl-C)\n");
+        else fprintf(stderr, CHAT_CMD ": %s\n", vllm_last_error());
         hc_close(c);
         return CHAT_SKIP;
     }
@@ -219,6 +221,10 @@ chat_result chat_remote_reply(chat_remote *r, json_t *messages, char **reply) {
         size_t n;
         bool eof = false;
         if (hc_sse_next(c, &data, &n, &eof) != VLLM_OK) {
+            if (chat_interrupted()) {
+                stopped = true;
+                break;
+            }
             fprintf(stderr, "\n" CHAT_CMD ": the reply broke off: %s\n", vllm_last_error());
             failed = true;
             break;

@@ -39,6 +39,7 @@ typedef enum body_mode {
 struct hc_conn {
     int fd;
     int timeout_ms;
+    bool (*cancelled)(void);  /* hc_set_cancel: polled while waiting (a Ctrl-C flag) */
     char where[300];          /* "host:port" for messages and the Host header */
     /* raw bytes received and not consumed: raw[raw_pos, raw_end) */
     char *raw;
@@ -118,15 +119,20 @@ static double now_ms(void) {
 static vllm_status wait_fd(hc_conn *c, short events, const char *what) {
     double deadline = now_ms() + c->timeout_ms;
     for (;;) {
+        if (c->cancelled && c->cancelled()) return vt_error(VLLM_ERR_IO, "%s: interrupted %s", c->where, what);
         struct pollfd pfd = {.fd = c->fd, .events = events};
         double left = deadline - now_ms();
         if (left < 0) left = 0;
+        if (c->cancelled && left > 200) left = 200; /* look at the cancel flag at least every 200 ms */
         int r = poll(&pfd, 1, (int)left);
         if (r > 0) return VLLM_OK; /* readable, writable, or an error/hang-up the next call reports */
-        if (r == 0) return vt_error(VLLM_ERR_IO, "%s: timed out after %d ms %s", c->where, c->timeout_ms, what);
-        if (errno != EINTR) return vt_error(VLLM_ERR_IO, "%s: poll: %s", c->where, strerror(errno));
+        if (r == 0 && now_ms() >= deadline)
+            return vt_error(VLLM_ERR_IO, "%s: timed out after %d ms %s", c->where, c->timeout_ms, what);
+        if (r < 0 && errno != EINTR) return vt_error(VLLM_ERR_IO, "%s: poll: %s", c->where, strerror(errno));
     }
 }
+
+void hc_set_cancel(hc_conn *c, bool (*cancelled)(void)) { c->cancelled = cancelled; }
 
 /* A connection without a socket yet (fd -1), NULL when out of memory. (Also what
  * tests/fuzz/fuzz_http_client.c wraps around one end of a socketpair.) */

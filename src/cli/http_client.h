@@ -91,4 +91,8 @@ vllm_status hc_fetch(const char *host, int port, int timeout_ms, const char *met
                      const char *headers, const char *body, size_t body_len, int *status, char **resp_body,
                      size_t *resp_len);
 
+/* Waits on c look at cancelled() at least every 200 ms (and after a signal) and fail with "interrupted" once
+ * it is true (vllmc chat --url's Ctrl-C); NULL: no such check. */
+void hc_set_cancel(hc_conn *c, bool (*cancelled)(void));
+
 #endif

@@ -473,6 +473,30 @@ int cmd_chat(int argc, char **argv) {
         chat_clear_interrupt();
         char *reply = NULL;
         chat_result res = url ? chat_remote_reply(remote, hist, &reply) : local_reply(&L, hist, nsys, &reply);
+        /* --url: the server measures the context; drop the oldest turn pairs until it takes the conversation */
+        size_t dropped = 0;
+        json_t *trial = NULL; /* the trimmed history, kept only if the server takes it */
+        while (res == CHAT_TOO_LONG && json_array_size(trial ? trial : hist) >= (size_t)nsys + 3) {
+            if (!trial && !(trial = json_copy(hist))) {
+                res = CHAT_FATAL;
+                break;
+            }
+            json_array_remove(trial, (size_t)nsys);
+            json_array_remove(trial, (size_t)nsys);
+            dropped++;
+            res = chat_remote_reply(remote, trial, &reply);
+        }
+        if (trial && res == CHAT_OK) {
+            json_array_clear(hist);
+            json_array_extend(hist, trial);
+            fprintf(stderr, CHAT_CMD ": history trimmed: dropped the oldest %zu turn(s) to fit the server's context\n",
+                    dropped);
+        }
+        json_decref(trial);
+        if (res == CHAT_TOO_LONG) {
+            fprintf(stderr, CHAT_CMD ": the message does not fit the server's context even alone: skipped\n");
+            res = CHAT_SKIP;
+        }
         if (res == CHAT_FATAL) goto out;
         if (res == CHAT_SKIP) {
             json_array_remove(hist, json_array_size(hist) - 1);

@@ -15,7 +15,12 @@ void chat_clear_interrupt(void);
 
 /* What a reply call returns: the turn done, the turn failed (the message printed; the loop goes on), or a
  * failure that ends the chat. */
-typedef enum chat_result { CHAT_OK = 0, CHAT_SKIP = 1, CHAT_FATAL = 2 } chat_result;
+typedef enum chat_result {
+    CHAT_OK = 0,
+    CHAT_SKIP = 1,      /* this turn failed (said why); the chat goes on */
+    CHAT_FATAL = 2,
+    CHAT_TOO_LONG = 3,  /* --url: the server refused the conversation as longer than its context (nothing printed) */
+} chat_result;
 
 /* Growable text (s NUL-terminated once something was added); false when out of memory. */
 typedef struct chat_buf {

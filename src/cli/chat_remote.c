@@ -38,6 +38,19 @@ static void print_server_error(int status, const char *body, size_t len) {
     json_decref(j);
 }
 
+/* A 400 that refuses the conversation's length: vllmc serve's ("the prompt has N tokens; max_model_len is M",
+ * param input_tokens) or vLLM's ("This model's maximum context length is M tokens. However, ..."). */
+static bool too_long(const char *body, size_t len) {
+    json_t *j = json_loadb(body, len, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    const char *param = json_string_value(json_object_get(e, "param"));
+    bool yes = (param && !strcmp(param, "input_tokens")) ||
+               (msg && (strstr(msg, "max_model_len") || strstr(msg, "maximum context length")));
+    json_decref(j);
+    return yes;
+}
+
 static json_t *ids_array(const int32_t *ids, size_t n) {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++) json_array_append_new(a, json_integer(ids[i]));
@@ -204,11 +217,16 @@ chat_result chat_remote_reply(chat_remote *r, json_t *messages, char **reply) {
     if (head.status != 200) {
         char *err = NULL;
         size_t n = 0;
-        if (hc_read_body(c, &err, &n) == VLLM_OK) print_server_error(head.status, err, n);
-        else fprintf(stderr, CHAT_CMD ": the server answered %d %s\n", head.status, head.reason);
+        chat_result res = CHAT_SKIP;
+        if (hc_read_body(c, &err, &n) == VLLM_OK) {
+            if (head.status == 400 && too_long(err, n)) res = CHAT_TOO_LONG; /* the caller trims and retries */
+            else print_server_error(head.status, err, n);
+        } else {
+            fprintf(stderr, CHAT_CMD ": the server answered %d %s\n", head.status, head.reason);
+        }
         free(err);
         hc_close(c);
-        return CHAT_SKIP;
+        return res;
     }
     chat_buf b = {0};
     bool oom = !chat_buf_add(&b, "", 0), failed = false, stopped = false;

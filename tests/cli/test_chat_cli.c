@@ -252,6 +252,26 @@ static void test_remote(void) {
     expect_error_rc(args, "the server answered 401", 1);
     free(local);
     srv_stop_check(&s, false);
+
+    /* a server with a small context: the oldest turns are dropped when it refuses the conversation's length,
+     * a message too long even alone is skipped with the history kept */
+    srv_proc s2;
+    if (srv_start_model(&s2, "chat64", TINY, "tiny", NULL, "--max-model-len 64", 120)) {
+        const char *in2 = "the first message\nthe second message\nthe third message\n"
+                          "a message far too long for this context: abcdefghijklmnopqrstuvwxyz "
+                          "abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz\nshort\n";
+        snprintf(args, sizeof args, "chat --url %s " GREEDY, s2.url);
+        rc = run_input(args, in2, &out, &err);
+        CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
+        CHECK_MSG(strstr(err, "history trimmed: dropped the oldest") && strstr(err, "fit the server's context"),
+                  "stderr: %s", err);
+        CHECK_MSG(strstr(err, "does not fit the server's context even alone: skipped"), "stderr: %s", err);
+        CHECK_MSG(count_lines(out) == 4, "four replies expected: '%s'", out); /* all but the skipped message */
+        free(out), free(err);
+        srv_stop_check(&s2, false);
+    } else {
+        CHECK_MSG(0, "vllmc serve --max-model-len 64 did not start");
+    }
     srv_cleanup();
 }
 

@@ -154,9 +154,44 @@ static bool gguf_matches(const char *name, const char *quant) {
     return false;
 }
 
-static bool is_split_gguf(const char *name) {
-    const char *p = strstr(name, "-of-");
-    return p && p > name + 5 && ends_with(name, ".gguf") && p[-6] == '-';
+/* A split GGUF file's part ("NAME-00002-of-00003.gguf": 2, *count 3; llama.cpp's gguf-split naming); 0 when
+ * the name is not a split part. */
+static int split_part(const char *name, int *count) {
+    size_t n = strlen(name);
+    *count = 0;
+    if (n < 20 || strcasecmp(name + n - 5, ".gguf")) return 0;
+    const char *s = name + n - 20; /* "-XXXXX-of-YYYYY.gguf" */
+    if (s[0] != '-' || strncmp(s + 6, "-of-", 4)) return 0;
+    for (int i = 1; i <= 5; i++)
+        if (s[i] < '0' || s[i] > '9' || s[9 + i] < '0' || s[9 + i] > '9') return 0;
+    int part = atoi(s + 1), total = atoi(s + 10);
+    if (part < 1 || total < 1 || part > total) return 0;
+    *count = total;
+    return part;
+}
+
+/* A loadable GGUF name: a whole file or the first part of a split one (the loader opens the rest). */
+static bool gguf_entry(const char *name) {
+    int count;
+    int part = split_part(name, &count);
+    return part == 0 || part == 1;
+}
+
+/* Whether every part of the split file whose first part is `first` (a path) exists; true for a whole file. */
+static bool split_complete(const char *first) {
+    int count;
+    if (split_part(first, &count) != 1) return true;
+    size_t n = strlen(first);
+    char *p = strdup(first);
+    bool ok = p != NULL;
+    for (int k = 2; ok && k <= count; k++) {
+        char suf[48];
+        ok = snprintf(suf, sizeof suf, "-%05d-of-%05d.gguf", k, count) == 20; /* counts are 5 digits */
+        if (ok) memcpy(p + n - 20, suf, 20);
+        ok = ok && access(p, R_OK) == 0;
+    }
+    free(p);
+    return ok;
 }
 
 /* ------------------------------------------------------------------ */
@@ -207,7 +242,8 @@ static char *cached_gguf(const char *snap, const char *tag) {
             if (asprintf(&p, "%s/%s", snap, name) < 0) break;
             struct stat sb;
             if (stat(p, &sb) == 0) {
-                if (pass == 0 && S_ISREG(sb.st_mode) && gguf_matches(name, tag) && !is_split_gguf(name)) {
+                if (pass == 0 && S_ISREG(sb.st_mode) && gguf_matches(name, tag) && gguf_entry(name) &&
+                    split_complete(p)) {
                     found = p;
                     p = NULL;
                 } else if (pass == 1 && S_ISDIR(sb.st_mode)) {
@@ -217,8 +253,8 @@ static char *cached_gguf(const char *snap, const char *tag) {
                         struct stat sb2;
                         char *q = NULL;
                         if (!found && sub[j]->d_name[0] != '.' && gguf_matches(sub[j]->d_name, tag) &&
-                            !is_split_gguf(sub[j]->d_name) && asprintf(&q, "%s/%s", p, sub[j]->d_name) >= 0) {
-                            if (stat(q, &sb2) == 0 && S_ISREG(sb2.st_mode)) {
+                            gguf_entry(sub[j]->d_name) && asprintf(&q, "%s/%s", p, sub[j]->d_name) >= 0) {
+                            if (stat(q, &sb2) == 0 && S_ISREG(sb2.st_mode) && split_complete(q)) {
                                 found = q;
                                 q = NULL;
                             }
@@ -571,7 +607,7 @@ static vllm_status choose_files(const ctx *c, repo_info *ri, const hub_options *
         for (int t = 0; t < 3 && !pick; t++) {
             if (t > 0 && quant) break;
             for (size_t i = 0; i < ri->n && !pick; i++)
-                if (gguf_matches(ri->files[i].path, t == 2 ? NULL : tags[t]) && !is_split_gguf(ri->files[i].path))
+                if (gguf_matches(ri->files[i].path, t == 2 ? NULL : tags[t]) && gguf_entry(ri->files[i].path))
                     pick = &ri->files[i];
         }
         if (!pick) {
@@ -580,13 +616,29 @@ static vllm_status choose_files(const ctx *c, repo_info *ri, const hub_options *
                 if (gguf_matches(ri->files[i].path, NULL) && strlen(list) + strlen(ri->files[i].path) + 3 < sizeof list)
                     strcat(strcat(list, list[0] ? ", " : ""), ri->files[i].path);
             if (quant)
-                return vt_error(VLLM_ERR_NOT_FOUND, "%s: no GGUF file for '%s' (split GGUF files are not supported)%s%s",
+                return vt_error(VLLM_ERR_NOT_FOUND, "%s: no GGUF file for '%s'%s%s",
                                 c->id, quant, list[0] ? "; the repository has: " : "", list);
             return vt_error(VLLM_ERR_NOT_FOUND,
                             "%s: no config.json and no GGUF file: not a model repository vllm.c can load", c->id);
         }
         pick->need = true;
-        LOG_I("%s: GGUF file %s", c->id, pick->path);
+        int count;
+        if (split_part(pick->path, &count) == 1) { /* every part of a split file, next to the first */
+            size_t n = strlen(pick->path);
+            int found = 1;
+            for (size_t i = 0; i < ri->n; i++) {
+                int cnt, part = split_part(ri->files[i].path, &cnt);
+                if (part > 1 && cnt == count && strlen(ri->files[i].path) == n &&
+                    !strncmp(ri->files[i].path, pick->path, n - 20)) {
+                    ri->files[i].need = true;
+                    found++;
+                }
+            }
+            if (found != count)
+                return vt_error(VLLM_ERR_FORMAT, "%s: %s is part 1 of %d, the repository has %d of them", c->id,
+                                pick->path, count, found);
+        }
+        LOG_I("%s: GGUF file %s%s", c->id, pick->path, count ? " (and its other parts)" : "");
         *out_path = hfc_snapshot_path(c->repo_dir, ri->commit, pick->path);
         return *out_path ? VLLM_OK : vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }

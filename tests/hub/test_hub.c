@@ -270,12 +270,15 @@ static bool start_mock(void) {
             "\"%s/config.json\"}},"
             "\"test/norange\": {\"dir\": \"%s\", \"norange\": true, \"interrupt\": {\"model.safetensors\": [300000, 1]}},"
             "\"test/gguf2\": {\"files\": {\"Q4_K_M/tiny-Q4_K_M.gguf\": \"%s\", \"tiny-Q8_0.gguf\": \"%s\"}},"
+            "\"test/gguf3\": {\"files\": {\"big-Q4_K_M-00001-of-00002.gguf\": \"%s\", "
+            "\"big-Q4_K_M-00002-of-00002.gguf\": \"%s/config.json\", \"big-Q8_0.gguf\": \"%s\"}},"
             "\"test/evil\": {\"files\": {\"config.json\": \"%s/config.json\", "
             "\"model.safetensors.index.json\": \"%s/evil_index.json\", \"../../evil.safetensors\": "
             "\"%s/model.safetensors\"}}"
             "}}",
             STORIES, STORIES, STORIES, STORIES, STORIES, STORIES, STORIES, GGUF_FIXTURE, GGUF_FIXTURE, STORIES,
-            STORIES, STORIES, STORIES, GGUF_FIXTURE, GGUF_FIXTURE, STORIES, g_tmp, STORIES);
+            STORIES, STORIES, STORIES, GGUF_FIXTURE, GGUF_FIXTURE, GGUF_FIXTURE, STORIES, GGUF_FIXTURE, STORIES, g_tmp,
+            STORIES);
     fclose(f);
     snprintf(cmd, sizeof cmd,
              "python3 %s/tests/hub/mock_hub.py --config %s --port-file %s/port --log %s/hub.log "
@@ -461,7 +464,21 @@ static void test_downloads(void) {
     CHECK_MSG(path && strstr(path, "/Q4_K_M/tiny-Q4_K_M.gguf"), "%s", path ? path : "");
     free(path);
     path = NULL;
+    /* a split GGUF file (llama.cpp's gguf-split): every part fetched, the first one's path returned */
+    CHECK_OK(hub_resolve("test/gguf3:Q4_K_M", NULL, &path));
+    CHECK_MSG(path && strstr(path, "/big-Q4_K_M-00001-of-00002.gguf"), "%s", path ? path : "");
+    if (path) {
+        char second[1024];
+        snprintf(second, sizeof second, "%.*s-00002-of-00002.gguf", (int)(strlen(path) - 20), path);
+        CHECK_MSG(access(second, R_OK) == 0, "%s", second);
+    }
+    free(path);
+    path = NULL;
     setenv("TRANSFORMERS_OFFLINE", "1", 1); /* huggingface_hub reads it as HF_HUB_OFFLINE */
+    CHECK_OK(hub_resolve("test/gguf3:Q4_K_M", NULL, &path)); /* complete in the cache */
+    CHECK_MSG(path && strstr(path, "-00001-of-00002.gguf"), "%s", path ? path : "");
+    free(path);
+    path = NULL;
     clear_log();
     CHECK_OK(hub_resolve("test/gguf2", NULL, &path));
     CHECK_MSG(path && strstr(path, "/Q4_K_M/tiny-Q4_K_M.gguf"), "%s", path ? path : "");

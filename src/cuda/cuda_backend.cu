@@ -638,6 +638,8 @@ static const backend_ops CU_OPS = {
     .qk_norm_rope_kv = cu_qk_norm_rope_kv,
     .qk_norm_rope_kv_ex = cu_qk_norm_rope_kv_ex,
     .attention = cu_attention,
+    .head_linear = cu_head_linear,     /* multi-head latent attention (ops_attention_mla.cu) */
+    .attention_mla = cu_attention_mla,
     .gather_rows = cu_gather_rows,
     /* mixture of experts (ops_moe.cu) */
     .experts_create = cu_experts_create,

@@ -501,6 +501,12 @@ void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache,
 void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                   const attn_params *p, tensor *out);
 
+/* ops_attention_mla.cu: multi-head latent attention (DeepSeek-V2 / V3; latent caches BF16, F32 or F8_E4M3,
+ * L + R <= 1024) */
+void cu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y);
+void cu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
+                      const attn_meta *m, const mla_params *p, tensor *out);
+
 /* ops_sample.cu */
 vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b);
 vllm_status cu_logprobs(backend *be, const tensor *logits, const logprob_batch *b);

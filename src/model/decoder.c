@@ -368,7 +368,7 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
                                       : "the gated attention output")))
             return st;
     }
-    /* multi-head latent attention runs on attention_mla / head_linear (the CPU backend's; none on CUDA yet) */
+    /* multi-head latent attention runs on attention_mla / head_linear (the CPU's, CUDA's); refused without them */
     for (int l = 0; l < c->num_layers; l++)
         if (c->layers[l].kind == LAYER_MLA && (!be->ops->attention_mla || !be->ops->head_linear || !be->ops->rope))
             return vt_error(VLLM_ERR_UNSUPPORTED, "%s: MLA attention is not implemented on %s yet", c->architecture,

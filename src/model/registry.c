@@ -39,7 +39,7 @@ static const struct entry {
     {"Qwen3_5ForConditionalGeneration", &qwen3_5_mm_family, &decoder_arch},
     {"Qwen3_5MoeForCausalLM", &qwen3_5_moe_family, &decoder_arch},
     {"Qwen3_5MoeForConditionalGeneration", &qwen3_5_moe_mm_family, &decoder_arch},
-    /* multi-head latent attention: backends with attention_mla / head_linear (the CPU) */
+    /* multi-head latent attention: backends with attention_mla / head_linear (the CPU and CUDA) */
     {"DeepseekV2ForCausalLM", &deepseek_v2_family, &decoder_arch},
     {"DeepseekV3ForCausalLM", &deepseek_v3_family, &decoder_arch},
 };

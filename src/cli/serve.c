@@ -78,7 +78,7 @@ static void usage(FILE *f) {
             "  --enable-auto-tool-choice   serve tool_choice \"auto\" (the default with tools): tool calls parsed out\n"
             "                              of the reply by --tool-call-parser\n"
             "  --tool-call-parser NAME     hermes, qwen3_coder, qwen3_xml, llama3_json, llama4_json, mistral,\n"
-            "                              deepseek_v3, openai\n"
+            "                              deepseek_v3, deepseek_v31, kimi_k2, openai\n"
             "  --reasoning-parser NAME     the thinking part of the reply as \"reasoning\": qwen3, deepseek_r1,\n"
             "                              deepseek_v3, granite, openai_gptoss\n"
             "  (tool_choice \"required\" and named tools, response_format json_object / json_schema and\n"

@@ -261,10 +261,12 @@ static const struct {
 } NAMES[] = {
     {"hermes", TOOLP_HERMES},           {"qwen3_coder", TOOLP_QWEN3_CODER}, {"qwen3_xml", TOOLP_QWEN3_XML},
     {"llama3_json", TOOLP_LLAMA3_JSON}, {"llama4_json", TOOLP_LLAMA3_JSON}, {"mistral", TOOLP_MISTRAL},
-    {"deepseek_v3", TOOLP_DEEPSEEK_V3}, {"openai", TOOLP_OPENAI},
+    {"deepseek_v3", TOOLP_DEEPSEEK_V3}, {"openai", TOOLP_OPENAI},           {"deepseek_v31", TOOLP_DEEPSEEK_V31},
+    {"kimi_k2", TOOLP_KIMI_K2},
 };
-static const char *const NAME_LIST[] = {"hermes",  "qwen3_coder", "qwen3_xml", "llama3_json", "llama4_json",
-                                        "mistral", "deepseek_v3", "openai",    NULL};
+static const char *const NAME_LIST[] = {"hermes",  "qwen3_coder", "qwen3_xml", "llama3_json",  "llama4_json",
+                                        "mistral", "deepseek_v3", "openai",    "deepseek_v31", "kimi_k2",
+                                        NULL};
 
 bool toolp_kind_from_name(const char *name, toolp_kind *out) {
     if (!name) return false;
@@ -293,6 +295,8 @@ static const tp_family *family(toolp_kind k) {
     case TOOLP_MISTRAL: return &tp_fam_mistral;
     case TOOLP_DEEPSEEK_V3: return &tp_fam_deepseek;
     case TOOLP_OPENAI: return &tp_fam_openai;
+    case TOOLP_DEEPSEEK_V31: return &tp_fam_deepseek_v31;
+    case TOOLP_KIMI_K2: return &tp_fam_kimi_k2;
     default: return NULL;
     }
 }
@@ -302,7 +306,8 @@ vllm_status toolp_parser_new(const char *name, const toolp_options *opt, toolp_p
     toolp_kind k;
     if (!toolp_kind_from_name(name, &k))
         return vt_error(VLLM_ERR_INVALID_ARG, "tool call parser: unknown name '%s' (one of hermes, qwen3_coder, "
-                        "qwen3_xml, llama3_json, llama4_json, mistral, deepseek_v3, openai)", name ? name : "(null)");
+                        "qwen3_xml, llama3_json, llama4_json, mistral, deepseek_v3, openai, deepseek_v31, kimi_k2)",
+                        name ? name : "(null)");
     const json_t *tools = opt && opt->tools && !json_is_null(opt->tools) ? opt->tools : NULL;
     if (tools && !json_is_array(tools))
         return vt_error(VLLM_ERR_INVALID_ARG, "tool call parser: tools must be a JSON array");
@@ -326,7 +331,9 @@ void toolp_parser_free(toolp_parser *p) {
 toolp_kind toolp_parser_kind(const toolp_parser *p) { return p->kind; }
 
 bool toolp_kind_needs_special_tokens(toolp_kind kind) {
-    return kind == TOOLP_HERMES || kind == TOOLP_MISTRAL || kind == TOOLP_OPENAI;
+    /* kimi_k2: vLLM's KimiK2ToolParser.adjust_request sets skip_special_tokens=False (the section and call
+     * markers are special tokens of Kimi-K2's tokenizer; this text-level parser needs them in the text) */
+    return kind == TOOLP_HERMES || kind == TOOLP_MISTRAL || kind == TOOLP_OPENAI || kind == TOOLP_KIMI_K2;
 }
 
 bool toolp_needs_special_tokens(const toolp_parser *p) { return toolp_kind_needs_special_tokens(p->kind); }
@@ -485,6 +492,7 @@ void toolp_stream_free(toolp_stream *s) {
     tp_buf_free(&s->withheld);
     for (size_t i = 0; i < s->ncalls; i++) {
         free(s->calls[i].name);
+        free(s->calls[i].xid);
         tp_buf_free(&s->calls[i].args);
     }
     free(s->calls);
@@ -527,7 +535,7 @@ static vllm_status build_delta(toolp_stream *s, bool final, toolp_delta *d) {
         }
         toolp_call_delta *e = &s->deltas[nd++];
         e->index = i;
-        e->id = c->announced ? NULL : c->id;
+        e->id = c->announced ? NULL : c->xid ? c->xid : c->id;
         e->name = c->announced ? NULL : c->name;
         e->arguments = end > c->sent ? c->args.data + c->sent : "";
         e->arguments_len = end > c->sent ? end - c->sent : 0;

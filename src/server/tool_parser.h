@@ -16,6 +16,9 @@
  *   deepseek_v3  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{..}\n```<｜tool▁call▁end｜>
  *   openai       gpt-oss harmony: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{..}<|call|>,
  *                analysis -> reasoning, final (and commentary without recipient) -> content
+ *   deepseek_v31 DeepSeek-V3.1 / V3.2: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜>
+ *   kimi_k2      Kimi-K2: <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{..}
+ *                <|tool_call_end|>; the call id is the model's "functions.NAME:IDX"
  *
  * Non-streaming (toolp_extract): as vLLM's extract_tool_calls. Arguments are
  * re-serialised as vLLM does where vLLM does (json.dumps(obj, ensure_ascii=False):
@@ -56,8 +59,8 @@
  * Wiring (serving_chat.py): with a reasoning parser, feed the tool parser only
  * the content the reasoning parser returns (reasoning_parser.h); with the
  * openai parser feed the raw text and take reasoning from its deltas.
- * hermes, mistral and openai need the special tokens in the text (vLLM's
- * adjust_request sets skip_special_tokens=False for hermes and mistral; the
+ * hermes, mistral, kimi_k2 and openai need the special tokens in the text (vLLM's
+ * adjust_request sets skip_special_tokens=False for hermes, mistral and kimi_k2; the
  * harmony markers are special tokens): see toolp_needs_special_tokens.
  * Typical use:
  *   toolp_parser *tp; toolp_parser_new("hermes", &(toolp_options){.tools = tools_json}, &tp);
@@ -93,11 +96,13 @@ typedef enum toolp_kind {
     TOOLP_MISTRAL,
     TOOLP_DEEPSEEK_V3,
     TOOLP_OPENAI,
+    TOOLP_DEEPSEEK_V31,
+    TOOLP_KIMI_K2,
     TOOLP_NUM_KINDS
 } toolp_kind;
 
 /* The parser registered under name ("hermes", "qwen3_coder", "qwen3_xml",
- * "llama3_json", "llama4_json", "mistral", "deepseek_v3", "openai"); false
+ * "llama3_json", "llama4_json", "mistral", "deepseek_v3", "openai", "deepseek_v31", "kimi_k2"); false
  * when no parser has that name. */
 bool toolp_kind_from_name(const char *name, toolp_kind *out);
 /* The canonical name of a kind ("hermes", ...). */
@@ -125,7 +130,7 @@ vllm_status toolp_parser_new(const char *name, const toolp_options *opt, toolp_p
 void toolp_parser_free(toolp_parser *p);
 toolp_kind toolp_parser_kind(const toolp_parser *p);
 /* True when the parser needs the special tokens kept in the decoded text
- * (skip_special_tokens=False): hermes and mistral (vLLM's adjust_request),
+ * (skip_special_tokens=False): hermes, mistral and kimi_k2 (vLLM's adjust_request),
  * openai (the harmony markers; vLLM parses its token ids instead). */
 bool toolp_needs_special_tokens(const toolp_parser *p);
 /* The same for a kind (before any parser is made: the request's skip_special_tokens). */
@@ -138,7 +143,7 @@ void toolp_make_call_id(char out[48]);
 /* ------------------------------------------------------------------ */
 
 typedef struct toolp_call {
-    char *id;        /* "chatcmpl-tool-<32 hex>"; mistral: 9 alphanumerics */
+    char *id;        /* "chatcmpl-tool-<32 hex>"; mistral: 9 alphanumerics; kimi_k2: the model's "functions.NAME:IDX" */
     char *name;
     char *arguments; /* a JSON text, as a string for the client */
     size_t arguments_len;

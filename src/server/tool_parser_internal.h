@@ -178,6 +178,7 @@ typedef struct tp_callst {
     tp_buf args;         /* every argument byte produced */
     size_t sent;         /* args bytes handed out */
     bool announced;      /* the first delta (id, name) handed out */
+    char *xid;           /* an id the model wrote (kimi_k2), handed out instead of id; malloc'd or NULL */
 } tp_callst;
 
 /* One output text and how much of it was handed out. */
@@ -215,7 +216,8 @@ struct tp_family {
     void (*free_impl)(void *impl);
 };
 
-extern const tp_family tp_fam_hermes, tp_fam_llama, tp_fam_mistral, tp_fam_qwen3, tp_fam_deepseek, tp_fam_openai;
+extern const tp_family tp_fam_hermes, tp_fam_llama, tp_fam_mistral, tp_fam_qwen3, tp_fam_deepseek, tp_fam_openai,
+    tp_fam_deepseek_v31, tp_fam_kimi_k2;
 
 /* The unconsumed input. */
 static inline const char *tp_in(const toolp_stream *s) { return s->in.data ? s->in.data + s->in_off : ""; }

@@ -93,6 +93,7 @@ typedef struct mla_ctx {
     int num_seqs;
     float scale;
     float *out;
+    float *dec;               /* fp8: per thread MLA_CHUNK rows of W decoded values (tid-indexed), else NULL */
 } mla_ctx;
 
 /* The sequence that owns query token t: the last s with qsl[s] <= t. */
@@ -108,11 +109,10 @@ static int mla_seq_of(const mla_ctx *c, int64_t t) {
 
 /* Items are (query token, head), token-major. */
 static void mla_task(void *ctx, int64_t i0, int64_t i1, int tid) {
-    (void)tid;
     const mla_ctx *c = ctx;
     const int L = c->L, R = c->R, W = L + R, bs = c->block_size;
     float acc[MLA_MAX_DIM];                 /* the running sum of p_j c_j (L) */
-    float dec[MLA_CHUNK][MLA_MAX_DIM];      /* fp8: the chunk's rows decoded */
+    float *dec = c->dec ? c->dec + (size_t)tid * MLA_CHUNK * (size_t)W : NULL; /* fp8: the chunk's rows decoded */
     for (int64_t i = i0; i < i1; i++) {
         const int64_t t = i / c->H;
         const int h = (int)(i % c->H);
@@ -131,8 +131,9 @@ static void mla_task(void *ctx, int64_t i0, int64_t i1, int tid) {
                 const int64_t key = k0 + j, slot = (int64_t)blocks[key / bs] * bs + key % bs;
                 if (c->fp8) {
                     const uint8_t *q8 = (const uint8_t *)c->cache + slot * W;
-                    for (int d = 0; d < W; d++) dec[j][d] = c->e4m3[q8[d]] * c->cscale;
-                    row[j] = dec[j];
+                    float *dj = dec + (size_t)j * W;
+                    for (int d = 0; d < W; d++) dj[d] = c->e4m3[q8[d]] * c->cscale;
+                    row[j] = dj;
                 } else {
                     row[j] = (const float *)c->cache + slot * W;
                 }
@@ -261,7 +262,15 @@ void cpu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, c
         .e4m3 = fp8_e4m3_table(), .L = L, .R = R, .H = H, .block_size = bs, .qsl = qsl, .seq_lens = seq_lens,
         .bt = bt, .bt_stride = bt_stride, .num_seqs = (int)S, .scale = p->scale, .out = out->data,
     };
+    if (fp8) { /* decoded rows on the heap, one chunk per thread (not 256 KiB of every thread's stack) */
+        c.dec = malloc((size_t)tp_num_threads(cpu->pool) * MLA_CHUNK * (size_t)W * sizeof(float));
+        if (!c.dec) {
+            cpu_fail(cpu, "attention_mla: out of memory");
+            return;
+        }
+    }
     /* cost: a query sees about max_seq_len / 2 keys on average, about 4 * (L + R) flops each */
     const int64_t avg_keys = m->max_seq_len > 2 ? m->max_seq_len / 2 : 1;
     tp_run_cost(cpu->pool, T * H, 4.0 * (double)W * (double)avg_keys, mla_task, &c);
+    free(c.dec);
 }

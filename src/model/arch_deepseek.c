@@ -22,6 +22,7 @@
  */
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -110,6 +111,9 @@ static vllm_status parse_deepseek(const json_t *root, const char *what, model_co
                                 "supported (softmax)", what, scoring);
             c->moe.scoring = BE_MOE_SOFTMAX;
         } else if (!strcmp(topk_method, "group_limited_greedy")) {
+            if (n_group < 1 || topk_group < 1) /* transformers fails on it; no silent ungrouped top-k */
+                return vt_error(VLLM_ERR_FORMAT, "%s: topk_method group_limited_greedy needs n_group and topk_group "
+                                "(got %d and %d)", what, n_group, topk_group);
             if (strcmp(scoring, "softmax"))
                 return vt_error(VLLM_ERR_UNSUPPORTED, "%s: topk_method group_limited_greedy with scoring_func "
                                 "'%.32s' is not supported (softmax)", what, scoring);
@@ -117,6 +121,9 @@ static vllm_status parse_deepseek(const json_t *root, const char *what, model_co
             c->moe.num_groups = n_group;
             c->moe.topk_groups = topk_group;
         } else if (!strcmp(topk_method, "noaux_tc")) {
+            if (n_group < 1 || topk_group < 1)
+                return vt_error(VLLM_ERR_FORMAT, "%s: topk_method noaux_tc needs n_group and topk_group (got %d and %d)",
+                                what, n_group, topk_group);
             if (strcmp(scoring, "sigmoid"))
                 return vt_error(VLLM_ERR_UNSUPPORTED, "%s: topk_method noaux_tc with scoring_func '%.32s' is not "
                                 "supported (sigmoid)", what, scoring);
@@ -136,7 +143,13 @@ static vllm_status parse_deepseek(const json_t *root, const char *what, model_co
             const char *why = be_moe_routing_check(&mp);
             if (why) return vt_error(VLLM_ERR_FORMAT, "%s: n_group %d / topk_group %d: %s", what, n_group, topk_group, why);
         }
-        c->shared_experts_size = c->moe.intermediate_size * n_shared;
+        /* n_shared_experts null: no shared experts (transformers / vLLM build them only when it is not None) */
+        if (json_is_null(json_object_get(root, "n_shared_experts"))) n_shared = 0;
+        const int64_t shared = (int64_t)c->moe.intermediate_size * n_shared;
+        if (shared > INT32_MAX / 2)
+            return vt_error(VLLM_ERR_FORMAT, "%s: moe_intermediate_size %d x n_shared_experts %d is too large", what,
+                            c->moe.intermediate_size, n_shared);
+        c->shared_experts_size = (int)shared;
         c->moe.routed_scaling = rsf;    /* the routing weights times routed_scaling_factor (transformers) */
     }
     if (nextn > 0)

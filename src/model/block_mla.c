@@ -40,7 +40,12 @@ static vllm_status regroup_q(const weight_source *ws, const model_config *c, con
         *out = *w;
         return VLLM_OK;
     }
-    const size_t row = (size_t)in * dtype_size(w->dtype);
+    /* whole rows (a block dtype's rows carry their own scales): dtype_size is a block's bytes for those */
+    const int64_t per = dtype_block(w->dtype) > 0 ? dtype_block(w->dtype) : 1;
+    if (in % per)
+        return vt_error(VLLM_ERR_FORMAT, "%s: the q projection's %lld columns are not whole %s blocks",
+                        c->architecture, (long long)in, dtype_name(w->dtype));
+    const size_t row = (size_t)(in / per) * dtype_size(w->dtype);
     unsigned char *d = malloc((size_t)(H * (N + R)) * row);
     if (!d) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (MLA q rows)");
     const unsigned char *s = w->data;

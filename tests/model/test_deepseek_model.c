@@ -234,6 +234,8 @@ static void test_v2_bytes(void) {
         {"\"topk_method\": \"group_limited_greedy\", \"n_group\": 3, \"topk_group\": 1", "n_group 3"},
         {"\"topk_method\": \"noaux_tc\", \"n_group\": 2, \"topk_group\": 3", "topk_group 3"},
         {"\"topk_method\": \"seq_aux\"", "topk_method"},
+        {"\"topk_method\": \"group_limited_greedy\"", "needs n_group"}, /* not a silent ungrouped top-k */
+        {"\"moe_intermediate_size\": 1073741824, \"n_shared_experts\": 4", "too large"},
         {"\"topk_method\": \"greedy\", \"scoring_func\": \"sigmoid\"", "scoring_func"},
         {"\"attention_bias\": true", "attention_bias"},
         {"\"num_experts_per_tok\": 9", "num_experts_per_tok"},
@@ -271,6 +273,15 @@ static void test_v2_bytes(void) {
               c->moe.topk_groups == ok[i].kept && c->moe.score_bias == ok[i].bias);
     }
     CHECK_NEAR(c->moe.routed_scaling, 2.5, 0);
+    /* n_shared_experts null: no shared experts (transformers builds them only when it is not None) */
+    {
+        const char *nul = "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 64,"
+                          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 64, \"n_routed_experts\": 4,"
+                          " \"num_experts_per_tok\": 2, \"first_k_dense_replace\": 1, \"moe_intermediate_size\": 32,"
+                          " \"n_shared_experts\": null}";
+        CHECK_OK(hf_config_parse(nul, NULL, "config.json", c));
+        CHECK(c->shared_experts_size == 0);
+    }
     free(g);
     free(c);
 }

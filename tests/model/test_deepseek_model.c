@@ -286,8 +286,41 @@ static void test_v2_bytes(void) {
     free(c);
 }
 
+/* The FP8 (E4M3) latent cache (kv_cache_dtype fp8, no checkpoint scales: 1) on the deepseek_v2_lite fixture:
+ * it runs, its greedy logprobs finite and near the F32 cache's (E4M3 rounds the latents to 3 mantissa bits). */
+static void test_fp8_cache(void) {
+    const char *dir = VLLM_SOURCE_DIR "/tests/fixtures/models/deepseek_v2_lite";
+    const int32_t ids[] = {5, 17, 29, 3, 41, 8, 12, 60, 33, 7, 21, 2};
+    float lp[2][8];
+    int32_t tok[2][8];
+    for (int f = 0; f < 2; f++) {
+        vllm_engine_options o = vllm_engine_default_options();
+        o.max_model_len = 128;
+        o.num_threads = 2;
+        o.kv_cache_dtype = f ? "fp8" : NULL;
+        vllm_engine *e = NULL;
+        CHECK_OK(vllm_engine_create(dir, &o, &e));
+        if (!e) return;
+        vllm_prompt p = {.token_ids = ids, .num_token_ids = sizeof ids / sizeof *ids};
+        vllm_sampling_params sp = vllm_sampling_default_params();
+        sp.temperature = 0;
+        sp.ignore_eos = true;
+        sp.max_tokens = 8;
+        vllm_completion *c = NULL;
+        CHECK_OK(vllm_generate(e, &p, 1, &sp, false, &c, NULL));
+        for (int j = 0; c && j < 8; j++) lp[f][j] = c[0].logprobs[j], tok[f][j] = c[0].token_ids[j];
+        vllm_completions_free(c, 1);
+        vllm_engine_free(e);
+    }
+    CHECK_MSG(tok[0][0] == tok[1][0] && isfinite(lp[1][0]) && fabsf(lp[0][0] - lp[1][0]) < 0.25f,
+              "first token %d (%.4f) with the F32 cache, %d (%.4f) with FP8", tok[0][0], (double)lp[0][0], tok[1][0],
+              (double)lp[1][0]);
+    for (int j = 0; j < 8; j++) CHECK(isfinite(lp[1][j]) && lp[1][j] <= 0.0f);
+}
+
 int main(void) {
     test_v2_bytes();
     test_layouts();
+    test_fp8_cache();
     TEST_END();
 }

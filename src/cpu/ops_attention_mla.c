@@ -15,6 +15,8 @@
  * slot s is row s of the cache viewed as (num_blocks * block_size, L + R). One work item per (query
  * token, head); keys MLA_CHUNK at a time with an online (running max) softmax in f32, as ops_attention.c.
  */
+#include <stdlib.h>
+
 #include "cpu/cpu_internal.h"
 #include "tensor/fp8.h"
 

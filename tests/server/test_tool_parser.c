@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/tool_parser.h"
 #include "server/tool_parser_internal.h"
@@ -882,8 +881,8 @@ static void test_robustness(void) {
     }
 }
 
-/* Held-back text stays bounded and the work per byte constant: 200 KB of tag
- * prefixes and open structures, fed byte by byte. */
+/* Held-back text stays bounded (what keeps the work per byte constant; speed itself is measured by benchmarks,
+ * not timed here): 200 KB of tag prefixes and open structures, fed byte by byte. */
 static void test_linear(void) {
     const char *names[] = {"hermes", "qwen3_coder", "llama3_json", "mistral", "deepseek_v3", "openai"};
     const char *units[] = {"<tool_cal", "<parameter=a>x<paramete", "{\"name\": \"f\", \"arguments\": {\"a\": [",
@@ -896,7 +895,6 @@ static void test_linear(void) {
         while (txt.len < 200000) tp_puts(&txt, units[k]);
         toolp_stream *s;
         CHECK_OK(toolp_stream_new(p, &s));
-        clock_t t0 = clock();
         size_t max_in = 0;
         toolp_delta d;
         for (size_t i = 0; i < txt.len; i++) {
@@ -904,20 +902,15 @@ static void test_linear(void) {
             if (s->in.len - s->in_off > max_in) max_in = s->in.len - s->in_off;
         }
         toolp_stream_finish(s, &d);
-        double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
         CHECK_MSG(max_in <= 64, "%s: %zu bytes held back", names[k], max_in);
-        CHECK_MSG(secs < 10, "%s: %.1f s for 200 KB byte by byte", names[k], secs);
         toolp_stream_free(s);
         /* and one push of everything, plus the non-streaming path */
         CHECK_OK(toolp_stream_new(p, &s));
-        t0 = clock();
         CHECK_OK(toolp_stream_push(s, txt.data, txt.len, &d));
         CHECK_OK(toolp_stream_finish(s, &d));
         toolp_result r;
         CHECK_OK(toolp_extract(p, txt.data, txt.len, &r));
         toolp_result_clear(&r);
-        secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
-        CHECK_MSG(secs < 5, "%s: %.1f s for 200 KB at once", names[k], secs);
         toolp_stream_free(s);
         tp_buf_free(&txt);
         toolp_parser_free(p);
@@ -1048,12 +1041,9 @@ static void test_required(void) {
     tp_puts(&big, "{\"name\": \"f\", \"parameters\": {}}]");
     toolp_required_stream *rs;
     CHECK_OK(toolp_required_stream_new(&rs));
-    clock_t t0 = clock();
     toolp_delta d;
     for (size_t i = 0; i < big.len; i++) toolp_required_stream_push(rs, big.data + i, 1, &d);
     CHECK_OK(toolp_required_stream_finish(rs, &d));
-    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
-    CHECK_MSG(secs < 10, "required: %.1f s for 200 KB byte by byte", secs);
     toolp_result ns;
     CHECK_OK(toolp_required_extract(big.data, big.len, &ns));
     CHECK(toolp_required_stream_num_calls(rs) == ns.num_calls && ns.num_calls > 4000);

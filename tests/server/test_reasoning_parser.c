@@ -16,6 +16,7 @@
 #include "server/tool_parser.h"
 #include "server/tool_parser_internal.h"
 #include "test.h"
+#include "server/utf8_check.h"
 
 static reasoning_parser *mk(const char *name, const char *kwargs) {
     json_t *kw = kwargs ? json_loads(kwargs, 0, NULL) : NULL;
@@ -39,19 +40,6 @@ static void check_extract(const reasoning_parser *p, const char *label, const ch
     CHECK_MSG(eqn(r.content, r.content_len, content), "%s: content '%s' want '%s'", label, r.content ? r.content : "(null)",
               content ? content : "(null)");
     reasoning_result_clear(&r);
-}
-
-static bool utf8_ok(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        size_t need = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 9;
-        if (need == 9 || i + need >= n + (need == 0)) return false;
-        for (size_t k = 1; k <= need; k++)
-            if ((p[i + k] & 0xC0) != 0x80) return false;
-        i += need + 1;
-    }
-    return true;
 }
 
 typedef struct sres {
@@ -362,7 +350,6 @@ static const char *const PIECES[] = {"<think>", "</think>", "<tool_call>", "</to
                                      "Here is my thought process:", "Here's my response:", "Here", ":",
                                      "<|channel|>", "analysis", "final", "<|message|>", "<|end|>", "<|start|>",
                                      "assistant", "<|return|>", " to=functions.f", "<|"};
-
 
 /* The serving pipeline: the reasoning stream's content feeds the tool stream
  * (serving_chat.py); at every cut, the streamed reasoning, content and calls

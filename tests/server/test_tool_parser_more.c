@@ -20,23 +20,11 @@
 #include "server/tool_parser.h"
 #include "server/tool_parser_internal.h"
 #include "test.h"
+#include "server/utf8_check.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers (as in test_tool_parser.c)                                  */
 /* ------------------------------------------------------------------ */
-
-static bool utf8_ok(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        size_t need = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 9;
-        if (need == 9 || i + need >= n + (need == 0)) return false;
-        for (size_t k = 1; k <= need; k++)
-            if ((p[i + k] & 0xC0) != 0x80) return false;
-        i += need + 1;
-    }
-    return true;
-}
 
 static toolp_parser *mk(const char *name) {
     toolp_parser *p = NULL;

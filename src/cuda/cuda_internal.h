@@ -246,6 +246,34 @@ template <int B>
 __device__ __forceinline__ void cp_async_ca(void *dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_u32(dst)), "l"(src), "n"(B) : "memory");
 }
+/* ldmatrix (x4: four 8x8 BF16 matrices; _t transposed; x2: two, addresses from lanes 0-15) */
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+/* c (16x8, f32) += a (16x16, bf16, row) b (16x8, bf16, col) */
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -490,6 +518,11 @@ bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor 
 /* ops_attention_tc.cu: prefill chunks on the tensor cores (sequences with at
  * least TC_MIN_Q new tokens, head_dim 64 / 128 / 256 (256: cu->tc_hd256), BF16 q and out) */
 #define TC_MIN_Q 16
+/* ops_attention_mla_tc.cu: MLA attention on the tensor cores (BF16 cache and queries, L in 64 / 128 / 256 / 512) */
+bool cu_attention_mla_tc_fits(const tensor *q_lat, const tensor *q_rope, const tensor *cache, const tensor *out,
+                              int L, int R);
+void cu_attention_mla_tc(cu_state *cu, const tensor *q_lat, const tensor *q_rope, const tensor *cache,
+                         const attn_meta *m, const mla_params *p, tensor *out);
 vllm_status cu_attention_tc_init(cu_state *cu);
 bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out, int hd, int max_query_len);
 void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,

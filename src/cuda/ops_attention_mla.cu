@@ -21,9 +21,13 @@
  * sum_j p_j c_j in registers. Same causal / chunked-prefill / prefix-cache semantics and metadata as the
  * paged attention op (ops_attention.cu), the same device-side checks (bad slots, block ids, query_start_loc,
  * lengths reported through cu_dev_err), no allocation and no host sync: both ops record into graphs.
- * Limits: L + R <= MLA_MAX_W (1024), L <= 32 * MLA_MAX_NACC. Correct first: no split-KV, the heads of one
- * token beyond MLA_HPC re-read the latents (the bandwidth-bound decode kernel comes later).
+ * Limits: L + R <= MLA_MAX_W (1024), L <= 32 * MLA_MAX_NACC. This kernel is the general one (any float cache,
+ * FP8 included, any L and R); a BF16 cache with BF16 queries in DeepSeek's shapes goes to the tensor-core kernel
+ * of ops_attention_mla_tc.cu, split over the keys (VLLM_CUDA_MLA=generic keeps this one, for comparison).
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda/cuda_internal.h"
 
 #define MLA_WARPS 8
@@ -476,6 +480,16 @@ void cu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, co
     if (T == 0) return;
     if (S == 0) {
         cu_fail(cu, "attention_mla: %lld tokens but no sequence", (long long)T);
+        return;
+    }
+    /* the tensor-core kernel where it applies (VLLM_CUDA_MLA=generic: always this file's) */
+    static int generic = -1;
+    if (generic < 0) {
+        const char *e = getenv("VLLM_CUDA_MLA");
+        generic = e && !strcmp(e, "generic");
+    }
+    if (!generic && cu_attention_mla_tc_fits(q_lat, q_rope, cache, out, L, R)) {
+        cu_attention_mla_tc(cu, q_lat, q_rope, cache, m, p, out);
         return;
     }
     mla_args a = {};

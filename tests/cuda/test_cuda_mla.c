@@ -10,7 +10,9 @@
  * attention_mla: several sequences over scrambled block tables (a whole prompt, a chunk starting
  * mid-sequence over its cached prefix, decode rows), block sizes 16 / 7 / 5, (L, R) = (32, 8), (512, 64)
  * (16 heads, 2 prompts of 300 tokens, block 16; a chunk + decodes), (64, 16) with 20 heads (two head groups
- * of a CTA), (40, 6) (L + R not a multiple of 8: the scalar loads), (960, 64) (the largest L + R, 1024);
+ * of a CTA), (40, 6) (L + R not a multiple of 8: the scalar loads), (960, 64) (the largest L + R, 1024); the
+ * tensor-core kernel (BF16, L 64 / 256 / 512) with decodes at up to 4000 keys (many splits and their merge) and
+ * DeepSeek-V3's 128 heads;
  * BF16 activations with the BF16 cache (the GPU's defaults), F32 activations with an F32 cache (1e-4), and
  * the FP8 (E4M3) cache with a scale. The inputs are rounded to what the GPU holds so both backends see the
  * same values; every cache slot no query may read is NaN. Also: the cache write (concat_and_cache_mla) equal
@@ -125,6 +127,12 @@ static const mla_layout MLA_LAYOUTS[] = {
     {"(64 + 16) x 20 heads (two head groups), block 5", 20, 64, 16, 5, 2, {3, 1}, {40, 77}},
     {"(40 + 6) x 3 heads (L + R not a multiple of 8), block 7", 3, 40, 6, 7, 2, {6, 1}, {20, 45}},
     {"(960 + 64) x 16 heads (the largest L + R), block 16", 16, 960, 64, 16, 2, {2, 1}, {40, 100}},
+    /* the tensor-core kernel's split keys: one to many splits per token, the merge */
+    {"(512 + 64) x 16 heads: decodes at 4000, 1500, 70 and 1 keys, block 16", 16, 512, 64, 16, 4, {1, 1, 1, 1},
+     {4000, 1500, 70, 1}},
+    {"(512 + 64) x 128 heads (DeepSeek-V3: 8 head groups): chunk of 16 at 600, decodes, block 16", 128, 512, 64, 16,
+     3, {16, 1, 1}, {600, 900, 5}},
+    {"(256 + 32) x 16 heads: chunk, decode, block 16", 16, 256, 32, 16, 2, {2, 1}, {300, 129}},
 };
 
 enum { MLA_BF16, MLA_F32, MLA_FP8 }; /* activations + cache: BF16 + BF16, F32 + F32, BF16 + F8_E4M3 */
@@ -192,8 +200,9 @@ static void test_attention_mla_case(const mla_layout *Ly, int mode, float fp8_sc
     CHECK_OK(gpu->ops->upload(gpu, &ccg, b, (size_t)cache_n * dtype_size(gcdt)));
     free(b);
 
-    /* one fused row per token, [q_lat | q_rope | kv | 3 spare]: every input strided (as block_mla.c's) */
-    const int64_t QL = (int64_t)H * L, QR = (int64_t)H * R, XW = QL + QR + W + 3;
+    /* one fused row per token, [q_lat | q_rope | kv | 8 spare]: every input strided (as block_mla.c's; rows of
+     * 16-byte multiples where W is a multiple of 8, as the tensor-core kernel needs) */
+    const int64_t QL = (int64_t)H * L, QR = (int64_t)H * R, XW = QL + QR + W + 8;
     const dtype rdt = mode == MLA_F32 ? DTYPE_F32 : DTYPE_BF16; /* the values both backends hold */
     float *xh = malloc((size_t)(T * XW) * sizeof *xh);
     for (int64_t i = 0; i < T * XW; i++) xh[i] = round_to(rdt, rnd());
@@ -392,7 +401,7 @@ static void test_attention_mla_case(const mla_layout *Ly, int mode, float fp8_sc
 static void test_attention_mla(void) {
     const int n = (int)(sizeof MLA_LAYOUTS / sizeof *MLA_LAYOUTS);
     for (int i = 0; i < n; i++) {
-        test_attention_mla_case(&MLA_LAYOUTS[i], MLA_BF16, 0.0f, i == 0);
+        test_attention_mla_case(&MLA_LAYOUTS[i], MLA_BF16, 0.0f, i == 0 || i == 7); /* 7: the tensor cores */
         test_attention_mla_case(&MLA_LAYOUTS[i], MLA_F32, 0.0f, i == 1);
     }
     /* the FP8 cache: scales that spread the values over E4M3's range, 1, and one that saturates */

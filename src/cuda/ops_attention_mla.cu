@@ -7,7 +7,8 @@
  *   o_lat_h = sum_j softmax(s)_j c_j                         (L)           attention_mla
  *   o_h     = W_UV_h o_lat_h                                 (v_head_dim)  head_linear
  *
- * head_linear: H independent (T, K) x (K, N) products. Where x and w share a dtype (BF16 / BF16, F32 / F32)
+ * head_linear: H independent (T, K) x (K, N) products. Decode batches of BF16 (T <= 8) run k_head_gemv, a
+ * bandwidth-bound GEMV with the weights' first loads in flight before the previous kernel ends. Where x and w share a dtype
  * it is one cuBLAS strided-batched GEMM (f32 compute; the handle's workspace is set, so it records into
  * graphs); other mixes (a BF16 activation with F32 / F16 weights, as imported from the checkpoint) run
  * k_head_linear, a plain shared-memory tiled kernel in f32.
@@ -94,6 +95,65 @@ __global__ void __launch_bounds__(256) k_head_linear(const void *x, int xdt, int
     }
 }
 
+/* Decode batches (T <= HG_MAXT, BF16 x and w, K a multiple of 8): a bandwidth-bound GEMV. grid (ceil(N / (4 HG_RPW)),
+ * H), 128 threads: the CTA's x_h rows (T, K) in shared memory as f32; warp w computes rows n0 + w HG_RPW .. + HG_RPW
+ * for every token, its lanes streaming 16-byte chunks of each row (f32 sums, one warp reduction per output). */
+#define HG_MAXT 8
+#define HG_RPW 4
+#define HG_MAXK 1024
+template <int TT>
+__global__ void __launch_bounds__(128) k_head_gemv(const __nv_bfloat16 *x, int64_t xs, const __nv_bfloat16 *w,
+                                                   void *y, int ydt, int T, int H, int N, int K) {
+    __shared__ float xsm[TT * HG_MAXK];
+    pdl_launch();
+    const int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n0 = (blockIdx.x * 4 + warp) * HG_RPW;
+    const __nv_bfloat16 *wh = w + (int64_t)h * N * K;
+    /* the weights do not depend on the previous kernel: the first chunks are requested before waiting */
+    uint4 pre[HG_RPW];
+#pragma unroll
+    for (int r = 0; r < HG_RPW; r++)
+        pre[r] = n0 + r < N && lane * 8 < K ? *(const uint4 *)(wh + (int64_t)(n0 + r) * K + lane * 8) : make_uint4(0, 0, 0, 0);
+    pdl_wait();
+    for (int i = threadIdx.x; i < T * (K / 8); i += 128) {
+        const int t = i / (K / 8), c = i % (K / 8);
+        float f[8];
+        bf16x8_to_f32(*(const uint4 *)(x + (int64_t)t * xs + (int64_t)h * K + c * 8), f);
+#pragma unroll
+        for (int e = 0; e < 8; e++) xsm[t * K + c * 8 + e] = f[e];
+    }
+    __syncthreads();
+    float acc[HG_RPW][TT];
+#pragma unroll
+    for (int r = 0; r < HG_RPW; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
+    for (int k0 = lane * 8; k0 < K; k0 += 256) {
+#pragma unroll
+        for (int r = 0; r < HG_RPW; r++) {
+            uint4 raw = pre[r];
+            if (k0 != lane * 8) raw = n0 + r < N ? *(const uint4 *)(wh + (int64_t)(n0 + r) * K + k0) : make_uint4(0, 0, 0, 0);
+            float wf[8];
+            bf16x8_to_f32(raw, wf);
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                if (t >= T) break;
+                const float *xr = xsm + t * K + k0;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[r][t] = fmaf(wf[e], xr[e], acc[r][t]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < HG_RPW; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            if (t >= T) break;
+            const float v = cu_warp_sum(acc[r][t]);
+            if (lane == 0 && n0 + r < N) cu_st(y, ydt, (int64_t)t * H * N + (int64_t)h * N + n0 + r, v);
+        }
+}
+
 static cudaDataType cu_blas_type(dtype dt) { return dt == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 // x (T, H*K), w (H, N, K) -> y (T, H*N)
@@ -118,6 +178,24 @@ void cu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y) {
     if (T == 0) return;
     if (T > INT32_MAX || xs > INT32_MAX || (int64_t)H * N > INT32_MAX) {
         cu_fail(cu, "head_linear: %lld rows of stride %lld are too many", (long long)T, (long long)xs);
+        return;
+    }
+    if (T <= HG_MAXT && x->dtype == DTYPE_BF16 && w->dtype == DTYPE_BF16 && K % 8 == 0 && K <= HG_MAXK &&
+        xs % 8 == 0 && (uintptr_t)x->data % 16 == 0 && (uintptr_t)w->data % 16 == 0) {
+        const dim3 grid((unsigned)((N + 4 * HG_RPW - 1) / (4 * HG_RPW)), (unsigned)H);
+        const __nv_bfloat16 *xb = (const __nv_bfloat16 *)x->data, *wb = (const __nv_bfloat16 *)w->data;
+        if (T == 1)
+            cu_launch(cu, op, true, k_head_gemv<1>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
+                      N, K);
+        else if (T <= 2)
+            cu_launch(cu, op, true, k_head_gemv<2>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
+                      N, K);
+        else if (T <= 4)
+            cu_launch(cu, op, true, k_head_gemv<4>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
+                      N, K);
+        else
+            cu_launch(cu, op, true, k_head_gemv<8>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
+                      N, K);
         return;
     }
     /* x, w of one dtype: one strided-batched GEMM. Column-major per head h: Y_h^T (N, T) ldc H*N =

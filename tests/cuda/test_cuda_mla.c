@@ -63,7 +63,9 @@ static void test_head_linear_case(int H, int N, int K, int T, int pad, dtype xdt
     char what[200];
     snprintf(what, sizeof what, "head_linear H %d, N %d, K %d, T %d%s: x %s, w %s, y %s%s", H, N, K, T,
              pad ? " (strided x)" : "", dt_name(xdt), dt_name(wdt), dt_name(ydt),
-             xdt == wdt && (ydt == xdt || ydt == DTYPE_F32) ? " (cuBLAS)" : " (kernel)");
+             T <= 8 && xdt == DTYPE_BF16 && wdt == DTYPE_BF16 && K % 8 == 0 && pad % 8 == 0 ? " (GEMV)"
+             : xdt == wdt && (ydt == xdt || ydt == DTYPE_F32)                               ? " (cuBLAS)"
+                                                                                              : " (kernel)");
     const bool f32 = ydt == DTYPE_F32;
     compare(what, g, c, (int64_t)T * H * N, f32 ? REL32 : REL, f32 ? REL32 : ELEM);
     free(c);
@@ -87,7 +89,12 @@ static void test_head_linear(void) {
     test_head_linear_case(4, 16, 32, 9, 0, DTYPE_BF16, DTYPE_F16, DTYPE_BF16);
     test_head_linear_case(16, 512, 128, 33, 64, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16); /* DeepSeek's W_UK^T */
     test_head_linear_case(16, 128, 512, 33, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);  /* and W_UV */
-    test_head_linear_case(16, 512, 128, 1, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);   /* a decode row */
+    test_head_linear_case(16, 512, 128, 1, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);   /* a decode row: k_head_gemv */
+    test_head_linear_case(16, 128, 512, 1, 8, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);   /* its W_UV, strided */
+    test_head_linear_case(16, 512, 128, 5, 16, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);  /* decode batches 2 .. 8 */
+    test_head_linear_case(16, 128, 512, 8, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);
+    test_head_linear_case(5, 9, 96, 2, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_F32);        /* rows past N, F32 out */
+    test_head_linear_case(3, 20, 1024, 3, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);    /* its largest K */
     test_head_linear_case(16, 128, 512, 70, 0, DTYPE_BF16, DTYPE_F32, DTYPE_BF16);   /* the kernel at K 512 */
     test_head_linear_case(16, 512, 128, 2, 0, DTYPE_BF16, DTYPE_F16, DTYPE_BF16);
     test_head_linear_case(3, 70, 37, 65, 1, DTYPE_F32, DTYPE_F32, DTYPE_F32);        /* odd sizes, F32 */

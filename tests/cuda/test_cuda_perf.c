@@ -19,8 +19,12 @@
  * FP8_B128 / I4_B128 (issue 16's block-FP8 and 4-bit checkpoints): the same measure at the Qwen3-8B layers' shapes
  * for T = 1, 8 (decode GEMVs), 16, 64 (I4: the small-batch GEMM) and 256, beside BF16.
  *
+ * MLA decode attention alone (attention_mla, DeepSeek-V2-Lite's 16 heads and V3's 128; L 512 + R 64, BF16 cache):
+ * batch 1 and 8 at context 4k, 16k and 32k over 8 layers' distinct caches in a graph; per layer us, the bytes read
+ * (latents, queries, output) and the effective GB/s against 4.25 TB/s (VLLM_CUDA_MLA=generic: the general kernel's).
+ *
  * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
- * VLLM_PERF_SHAPES=0.6b|8b|moe|blocks|quant picks one part (default: all).
+ * VLLM_PERF_SHAPES=0.6b|8b|moe|blocks|quant|mla picks one part (default: all).
  */
 #include <math.h>
 #include <stdint.h>
@@ -730,6 +734,144 @@ static void run_blocks(void) {
             }
 }
 
+/* ---- MLA decode attention alone (attention_mla, DeepSeek-V2 / V3's absorbed form) ----
+ * L 512 + R 64, BF16 cache and activations, block size BS; B sequences of ctx tokens each, one decode token
+ * per sequence; LAYERS distinct caches (each B ctx (L + R) 2 bytes) so that the latents stream from device
+ * memory, not L2; one attention_mla per layer (kv NULL: no cache write) in a graph. The bytes read: the
+ * latents, the queries and the output; effective GB/s against the H200's 4.25 TB/s. */
+static void run_mla_case(int H, int B, int ctx) {
+    enum { L = 512, R = 64, W = L + R, LAYERS = 8 };
+    const int T = B, nbps = (ctx + BS - 1) / BS;
+    const int64_t num_blocks = (int64_t)B * nbps;
+    const size_t cache_n = (size_t)num_blocks * BS * W;
+    tensor cache[LAYERS];
+    memset(cache, 0, sizeof cache);
+    bool ok = true;
+    uint16_t *hc = rand_bf16(cache_n, 1.0f);
+    if (!hc) {
+        printf("    H %d, B %d, ctx %d: out of host memory\n", H, B, ctx);
+        return;
+    }
+    const int64_t cshape[4] = {num_blocks, BS, 1, W};
+    for (int l = 0; l < LAYERS && ok; l++) {
+        cache[l] = tensor_make(DTYPE_BF16, NULL, 4, cshape);
+        ok = gpu->ops->alloc(gpu, &cache[l]) == VLLM_OK;
+        CHECK_MSG(ok, "mla H %d B %d ctx %d: cache %d: %s", H, B, ctx, l, vllm_last_error());
+        if (ok) CHECK_OK(gpu->ops->upload(gpu, &cache[l], hc, cache_n * sizeof *hc));
+    }
+    free(hc);
+    /* the metadata: sequence s owns blocks s nbps .. s nbps + nbps - 1; its one token is its ctx-th */
+    int32_t *qsl = malloc((size_t)(B + 1) * sizeof *qsl), *lens = malloc((size_t)B * sizeof *lens);
+    int32_t *bt = malloc((size_t)B * nbps * sizeof *bt);
+    int64_t *slots = malloc((size_t)T * sizeof *slots);
+    ok = ok && qsl && lens && bt && slots;
+    attn_meta m = {.num_seqs = B, .num_tokens = T, .max_query_len = 1, .max_seq_len = ctx, .block_size = BS,
+                   .max_blocks_per_seq = nbps,
+                   .query_start_loc = tensor_1d(DTYPE_I32, NULL, B + 1),
+                   .seq_lens = tensor_1d(DTYPE_I32, NULL, B),
+                   .block_tables = tensor_2d(DTYPE_I32, NULL, B, nbps),
+                   .slot_mapping = tensor_1d(DTYPE_I64, NULL, T)};
+    tensor ql = {0}, qr = {0}, out = {0};
+    if (ok) {
+        for (int s = 0; s <= B; s++) qsl[s] = s;
+        for (int s = 0; s < B; s++) {
+            lens[s] = ctx;
+            for (int b = 0; b < nbps; b++) bt[(size_t)s * nbps + b] = s * nbps + b;
+        }
+        for (int t = 0; t < T; t++) slots[t] = -1; /* unused: kv is NULL */
+        tensor *mt[4] = {&m.query_start_loc, &m.seq_lens, &m.block_tables, &m.slot_mapping};
+        const void *mh[4] = {qsl, lens, bt, slots};
+        const size_t mb[4] = {(size_t)(B + 1) * 4, (size_t)B * 4, (size_t)B * nbps * 4, (size_t)T * 8};
+        for (int i = 0; i < 4; i++) {
+            CHECK_OK(gpu->ops->alloc(gpu, mt[i]));
+            if (mt[i]->data) CHECK_OK(gpu->ops->upload(gpu, mt[i], mh[i], mb[i]));
+        }
+        ql = act(DTYPE_BF16, T, (int64_t)H * L);
+        qr = act(DTYPE_BF16, T, (int64_t)H * R);
+        out = act(DTYPE_BF16, T, (int64_t)H * L);
+        uint16_t *hq = rand_bf16((size_t)T * H * L, 1.0f), *hr = rand_bf16((size_t)T * H * R, 1.0f);
+        if (hq && ql.data) CHECK_OK(gpu->ops->upload(gpu, &ql, hq, (size_t)T * H * L * 2));
+        if (hr && qr.data) CHECK_OK(gpu->ops->upload(gpu, &qr, hr, (size_t)T * H * R * 2));
+        ok = hq && hr && t_failures == 0;
+        free(hq);
+        free(hr);
+    }
+    /* DeepSeek's scale: 1 / sqrt(qk_nope_head_dim 128 + R) */
+    const mla_params mp = {.num_heads = H, .kv_lora_rank = L, .rope_dim = R, .scale = 1.0f / sqrtf(128.0f + R)};
+    be_graph *gr = NULL;
+    if (ok) {
+        for (int l = 0; l < LAYERS; l++) gpu->ops->attention_mla(gpu, &ql, &qr, NULL, &cache[l], &m, &mp, &out);
+        vllm_status st = gpu->ops->synchronize(gpu); /* eager once */
+        CHECK_MSG(st == VLLM_OK, "mla H %d B %d ctx %d (eager): %s", H, B, ctx, vllm_last_error());
+        ok = st == VLLM_OK;
+    }
+    if (ok) {
+        CHECK_OK(gpu->ops->graph_begin(gpu));
+        for (int l = 0; l < LAYERS; l++) gpu->ops->attention_mla(gpu, &ql, &qr, NULL, &cache[l], &m, &mp, &out);
+        vllm_status st = gpu->ops->graph_end(gpu, &gr);
+        CHECK_MSG(st == VLLM_OK, "mla H %d B %d ctx %d (recording): %s", H, B, ctx, vllm_last_error());
+    }
+    if (gr) {
+        /* warm up, then batches of reps replays (about 20 ms a batch, 1 to 20 replays): the median batch */
+        for (int i = 0; i < 2; i++) CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        double t0 = now();
+        CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        const double t1 = now() - t0;
+        const int reps = t1 >= 0.02 ? 1 : t1 * 20 <= 0.02 ? 20 : (int)(0.02 / t1);
+        double t[9];
+        for (int i = 0; i < 9; i++) {
+            t0 = now();
+            for (int r = 0; r < reps; r++) CHECK_OK(gpu->ops->graph_launch(gpu, gr));
+            CHECK_OK(gpu->ops->synchronize(gpu));
+            t[i] = (now() - t0) / reps / LAYERS;
+        }
+        const double tl = median(t, 9);
+        const double bytes = (double)B * ctx * W * 2 + (double)T * H * W * 2 + (double)T * H * L * 2;
+        const double gbs = bytes / tl * 1e-9;
+        const size_t on = (size_t)T * H * L;
+        float *oh = malloc(on * sizeof *oh);
+        uint16_t *ob = malloc(on * 2);
+        CHECK(oh && ob);
+        if (oh && ob) {
+            CHECK_OK(gpu->ops->download(gpu, ob, &out, on * 2));
+            for (size_t i = 0; i < on; i++) oh[i] = bf16_to_f32(ob[i]);
+            const int64_t bad = count_nonfinite(oh, on);
+            CHECK_MSG(bad == 0, "mla H %d B %d ctx %d: %lld non-finite outputs", H, B, ctx, (long long)bad);
+        }
+        free(oh);
+        free(ob);
+        printf("    %3d  %2d  %6d  %9.1f  %8.1f  %7.0f  %5.1f%%\n", H, B, ctx, 1e6 * tl, bytes * 1e-6, gbs,
+               100.0 * gbs / 4250.0);
+        printf("PERF mla-decode-H%d-B%d-ctx%d us %.1f GB_s %.0f\n", H, B, ctx, 1e6 * tl, gbs);
+        gpu->ops->graph_free(gpu, gr);
+    }
+    tensor *ts[7] = {&ql, &qr, &out, &m.query_start_loc, &m.seq_lens, &m.block_tables, &m.slot_mapping};
+    for (int i = 0; i < 7; i++)
+        if (ts[i]->data) gpu->ops->release(gpu, ts[i]);
+    for (int l = 0; l < LAYERS; l++)
+        if (cache[l].data) gpu->ops->release(gpu, &cache[l]);
+    free(qsl);
+    free(lens);
+    free(bt);
+    free(slots);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+}
+
+static void run_mla(void) {
+    printf("\n== MLA decode attention alone (L 512 + R 64, BF16 cache, block %d), 8 layers per graph:\n", BS);
+    if (!gpu->ops->attention_mla) {
+        printf("  (no attention_mla in this backend)\n");
+        return;
+    }
+    printf("      H   B     ctx  us/layer   MB read     GB/s  of 4.25 TB/s\n");
+    const int Hs[2] = {16, 128}, Bs[2] = {1, 8}, ctxs[3] = {4096, 16384, 32768};
+    for (int h = 0; h < 2; h++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 3; c++) run_mla_case(Hs[h], Bs[b], ctxs[c]);
+}
+
 int main(void) {
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
@@ -747,6 +889,7 @@ int main(void) {
     }
     if (!only || !*only || !strcmp(only, "all") || strstr(only, "blocks")) run_blocks();
     if (!only || !*only || !strcmp(only, "all") || strstr(only, "quant")) run_quant();
+    if (!only || !*only || !strcmp(only, "all") || strstr(only, "mla")) run_mla();
     backend_free(gpu);
     TEST_END();
 }

@@ -1,8 +1,8 @@
 /* ops_attention_mla_tc.cu: MLA attention (DeepSeek-V2 / V3, absorbed form) on the tensor cores, split over the keys.
  *
  * The math is ops_attention_mla.cu's (the CPU reference: src/cpu/ops_attention_mla.c); this kernel is its fast path
- * for a BF16 latent cache with BF16 queries, kv_lora_rank L in {64, 128, 256, 512} and L + R a multiple of 16 (the
- * DeepSeek / Kimi shape: L 512, R 64). FlashMLA's idea (deepseek-ai/FlashMLA) in mma.sync form: the H heads of one
+ * for a BF16 latent cache with BF16 queries and (kv_lora_rank L, rope R) of DeepSeek-V2 / V3 / Kimi-K2 (512, 64),
+ * MiniCPM3 (256, 32) or (64, 16) (the tests'), compile-time shapes. FlashMLA's idea (deepseek-ai/FlashMLA) in mma.sync form: the H heads of one
  * query token share every latent, so 16 heads are the M rows of one MMA tile and each cached latent is read once
  * per 16 heads:
  *
@@ -12,10 +12,11 @@
  *   O (16, L) = O * corr + P . c (MT_BN, L)                                  warp w: columns w L / 4 .. (w + 1) L / 4
  *
  * Keys come from the paged cache into shared memory with cp.async, two tiles deep (rows padded by 8 BF16 so that
- * ldmatrix rows fall on distinct banks). With one split the CTA writes O / l; with several (a short batch, chosen
- * by the host as the dense decode kernel does: ops_attention.cu) each writes its unnormalised O with its max and
- * sum to the split-KV workspace and k_mla_tc_combine merges them (a grid of its own: the partials of 16 heads x L
- * are too many for one CTA). A token's split count is cut on the device to its own length (max_seq_len may be an
+ * ldmatrix rows fall on distinct banks); the block-table entries of a tile are loaded a tile ahead. With one split
+ * the CTA writes O / l; with several (a short batch: as many splits as fit one wave of two CTAs per SM, at least
+ * MT_MINK keys each) each writes its unnormalised O with its max and sum to the split-KV workspace and
+ * k_mla_tc_combine merges them (a grid of its own, a CTA per token, head and 128 columns: the partials of 16 heads
+ * x L are too many for one CTA to merge). A token's split count is cut on the device to its own length (max_seq_len may be an
  * upper bound, as in a recorded graph). Heads past H are zero rows; keys past the range or behind a bad block id
  * (reported) get -inf.
  */
@@ -25,7 +26,7 @@
 #define MT_WARPS 4
 #define MT_THREADS (MT_WARPS * 32)
 #define MT_HPC 16         /* heads per CTA: the MMA's M */
-#define MT_MINK 64        /* keys per split at least */
+#define MT_MINK 128       /* keys per split at least (its partial output, 16 x L floats, is a fraction of its keys) */
 #define MT_MAX_SPLIT 128
 #define MT_SLD (MT_BN + 4) /* score rows (f32) */
 #define MT_PLD (MT_BN + 8) /* P rows (BF16): 80 bytes apart, distinct banks for ldmatrix */
@@ -39,10 +40,11 @@ typedef struct mt_args {
     const int32_t *qsl, *seq_lens, *bt;
     int64_t bt_stride;
     int max_blocks;
-    int S, T, H, R, nsplit;
+    int S, T, H, nsplit;
     float scale_log2;             /* softmax scale * log2(e) */
     __nv_bfloat16 *out;           /* (T, H L) contiguous */
-    float *ws;                    /* nsplit > 1: (T, H, nsplit, L + 2) partials: O, then max (base 2), sum */
+    float *ws;                    /* nsplit > 1: (T, H, nsplit, L + 4) partials: O, then max (base 2), sum, 2 spare
+                                     (rows of 16-byte multiples for the merge's float4 loads) */
     cu_dev_err *err;
 } mt_args;
 
@@ -85,12 +87,12 @@ __device__ __forceinline__ void mt_locate(const mt_args &a, int t, int split, bo
 }
 
 // grid (T, ceil(H / 16), nsplit), MT_THREADS threads, mt_smem_bytes(L + R) bytes of dynamic shared memory
-template <int L>
+template <int L, int R>
 __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
     constexpr int WC = L / MT_WARPS; /* output columns per warp */
     constexpr int NP = WC / 16;      /* their 16-column groups (two n-tiles each) */
+    constexpr int W = L + R, LD = W + 8, KS = W / 16, CPR = W / 8;
     extern __shared__ __align__(16) unsigned char mt_sm[];
-    const int W = L + a.R, LD = W + 8, KS = W / 16, CPR = W / 8;
     __nv_bfloat16 *sq = (__nv_bfloat16 *)mt_sm;          /* (16, LD) [q_lat ; q_rope] of the CTA's heads */
     __nv_bfloat16 *sk = sq + MT_HPC * LD;                 /* 2 stages of (MT_BN, LD) [c ; k_rope] */
     float *ss = (float *)(sk + 2 * MT_BN * LD);           /* (16, MT_SLD) the tile's scores (base 2) */
@@ -117,18 +119,22 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
         const __nv_bfloat16 *src = a.ql;
         if (valid)
             src = c * 8 < L ? a.ql + (int64_t)t * a.qls + (int64_t)(h0 + r) * L + c * 8
-                            : a.qr + (int64_t)t * a.qrs + (int64_t)(h0 + r) * a.R + (c * 8 - L);
+                            : a.qr + (int64_t)t * a.qrs + (int64_t)(h0 + r) * R + (c * 8 - L);
         cp_async16(sq + r * LD + c * 8, src, valid);
     }
+    /* thread tid < MT_BN: the block id of key kb0 + tid, loaded a tile ahead of its use (its latency then hides
+     * behind a tile's work instead of preceding each tile's copies) */
+    auto blk_of = [&](int kb0) -> int32_t {
+        const int key = kb0 + tid;
+        return tid < MT_BN && key < hi ? blocks[key / a.bs] : -1;
+    };
     /* keys [kb0, kb0 + MT_BN) into stage st (rows past hi or behind a bad block: zeros, slot -1) */
-    auto issue = [&](int st, int kb0) {
+    auto issue = [&](int st, int kb0, int32_t blk) {
         if (tid < MT_BN) {
             const int key = kb0 + tid;
             long long slot = -1;
             if (key < hi) {
-                const int col = key / a.bs;
-                const int32_t blk = blocks[col];
-                if (blk < 0 || blk >= a.num_blocks) cu_report(a.err, CU_DEV_ATTN_BLOCK, s, col, blk);
+                if (blk < 0 || blk >= a.num_blocks) cu_report(a.err, CU_DEV_ATTN_BLOCK, s, key / a.bs, blk);
                 else slot = (long long)blk * a.bs + key % a.bs;
             }
             sslot[st][tid] = slot;
@@ -143,7 +149,9 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
         cp_async_commit();
     };
     const int ntile = (hi - lo + MT_BN - 1) / MT_BN;
-    issue(0, lo); /* with the queries in the same group */
+    int32_t nblk = blk_of(lo);
+    issue(0, lo, nblk); /* with the queries in the same group */
+    nblk = blk_of(lo + MT_BN);
 
     const int g = lane >> 2, qd = lane & 3; /* fragment row (and row + 8), column pair */
     float o[2 * NP][4];
@@ -158,21 +166,35 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
 
     for (int it = 0; it < ntile; it++) {
         if (it + 1 < ntile) {
-            issue((it + 1) & 1, lo + (it + 1) * MT_BN);
+            issue((it + 1) & 1, lo + (it + 1) * MT_BN, nblk);
+            nblk = blk_of(lo + (it + 2) * MT_BN);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
         const __nv_bfloat16 *kt = sk + (it & 1) * MT_BN * LD;
-        /* S = Q K^T for the warp's 8 keys */
-        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int kk = 0; kk < KS; kk++) {
+        /* S = Q K^T for the warp's 8 keys: two k-steps per iteration (one ldmatrix of the keys for both, two
+         * accumulators so that consecutive MMAs do not wait on each other) */
+        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const __nv_bfloat16 *krow = kt + (warp * 8 + (lane & 7)) * LD, *qrow = sq + (lane & 15) * LD + (lane >> 4) * 8;
+#pragma unroll
+        for (int kk = 0; kk + 1 < KS; kk += 2) {
+            uint32_t qa[4], qb[4], b[4];
+            ldsm_x4(b, krow + kk * 16 + (lane >> 3) * 8);
+            ldsm_x4(qa, qrow + kk * 16);
+            ldsm_x4(qb, qrow + kk * 16 + 16);
+            mma16816(sc, qa, b[0], b[1]);
+            mma16816(sc2, qb, b[2], b[3]);
+        }
+        if (KS % 2) {
             uint32_t qa[4], b[2];
-            ldsm_x4(qa, sq + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
-            ldsm_x2(b, kt + (warp * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+            ldsm_x2(b, krow + (KS - 1) * 16 + ((lane >> 3) & 1) * 8);
+            ldsm_x4(qa, qrow + (KS - 1) * 16);
             mma16816(sc, qa, b[0], b[1]);
         }
+#pragma unroll
+        for (int e = 0; e < 4; e++) sc[e] += sc2[e];
         const int kb0 = lo + it * MT_BN;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
@@ -240,7 +262,7 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
             for (int n = 0; n < 2 * NP; n++)
                 *(uint32_t *)(dst + n * 8) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
         } else {
-            float *part = a.ws + (((int64_t)t * a.H + h0 + row) * a.nsplit + split) * (L + 2);
+            float *part = a.ws + (((int64_t)t * a.H + h0 + row) * a.nsplit + split) * (L + 4);
 #pragma unroll
             for (int n = 0; n < 2 * NP; n++)
                 *(float2 *)(part + warp * WC + n * 8 + 2 * qd) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
@@ -252,56 +274,62 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
     }
 }
 
-/* grid (T, ceil(H / 16), L / 64), 64 threads: merges the splits of a token's 16 heads, 64 columns per CTA
- * (tokens of one split were written by k_mla_tc). */
+/* grid (T, H, L / 128 (1 below 128)), 128 threads: merges the splits of one (token, head) for 128 columns (tokens of one split
+ * were written by k_mla_tc). The splits' max and sum: a thread each; the columns: 4 groups of 32 lanes take every
+ * 4th split, 4 columns a lane (float4), their sums added in shared memory. */
 template <int L>
-__global__ void __launch_bounds__(64) k_mla_tc_combine(mt_args a) {
-    __shared__ float fsm[MT_MAX_SPLIT * MT_HPC]; /* the splits' weights exp2(M_s - M) per head */
-    __shared__ float lsm[MT_HPC];                /* the heads' total sums */
+__global__ void __launch_bounds__(128) k_mla_tc_combine(mt_args a) {
+    constexpr int CW = L < 128 ? L : 128; /* columns per CTA */
+    __shared__ float fsm[MT_MAX_SPLIT]; /* the splits' weights exp2(M_s - M) */
+    __shared__ float red[4][128];
+    __shared__ float wm[4], wl[4];
     __shared__ int info[5];
     pdl_launch();
     pdl_wait();
-    const int t = blockIdx.x, h0 = blockIdx.y * MT_HPC, nh = min(MT_HPC, a.H - h0), d = blockIdx.z * 64 + threadIdx.x;
-    if (threadIdx.x == 0) mt_locate(a, t, 0, false, info);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int t = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * CW;
+    if (tid == 0) mt_locate(a, t, 0, false, info);
     __syncthreads();
     const int splits = info[2];
     if (!info[0] || splits == 1) return;
-    if (threadIdx.x < nh) {
-        const int h = threadIdx.x;
-        const float *part = a.ws + ((int64_t)t * a.H + h0 + h) * a.nsplit * (L + 2);
-        float M = -INFINITY;
-        for (int sp = 0; sp < splits; sp++) M = fmaxf(M, __ldcg(part + sp * (L + 2) + L));
-        float Ls = 0.0f;
-        for (int sp = 0; sp < splits; sp++) {
-            const float ms = __ldcg(part + sp * (L + 2) + L);
-            const float f = ms == -INFINITY ? 0.0f : exp2f(ms - M);
-            fsm[sp * MT_HPC + h] = f;
-            Ls += f * __ldcg(part + sp * (L + 2) + L + 1);
-        }
-        lsm[h] = Ls;
-    }
+    const float *part = a.ws + ((int64_t)t * a.H + h) * a.nsplit * (L + 4);
+    const float ms = tid < splits ? __ldcg(part + tid * (L + 4) + L) : -INFINITY;
+    const float ls = tid < splits ? __ldcg(part + tid * (L + 4) + L + 1) : 0.0f;
+    float M = ms;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+    if (lane == 0) wm[warp] = M;
     __syncthreads();
-    for (int h = 0; h < nh; h++) {
-        const float *part = a.ws + ((int64_t)t * a.H + h0 + h) * a.nsplit * (L + 2) + d;
-        float O = 0.0f;
-        int sp = 0;
-        for (; sp + 4 <= splits; sp += 4) {
-            float v[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) v[q] = __ldcg(part + (sp + q) * (L + 2));
-#pragma unroll
-            for (int q = 0; q < 4; q++) O += fsm[(sp + q) * MT_HPC + h] * v[q];
-        }
-        for (; sp < splits; sp++) O += fsm[sp * MT_HPC + h] * __ldcg(part + sp * (L + 2));
-        a.out[(int64_t)t * a.H * L + (int64_t)(h0 + h) * L + d] = __float2bfloat16(lsm[h] > 0.0f ? O / lsm[h] : 0.0f);
+    M = fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3]));
+    const float f = ms == -INFINITY ? 0.0f : exp2f(ms - M);
+    if (tid < MT_MAX_SPLIT) fsm[tid] = f;
+    const float lw = cu_warp_sum(f * ls);
+    if (lane == 0) wl[warp] = lw;
+    __syncthreads();
+    const float Ls = wl[0] + wl[1] + wl[2] + wl[3];
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int sp = warp; lane * 4 < CW && sp < splits; sp += 4) {
+        const float4 v = __ldcg((const float4 *)(part + sp * (L + 4) + c0 + lane * 4));
+        const float w = fsm[sp];
+        acc.x += w * v.x;
+        acc.y += w * v.y;
+        acc.z += w * v.z;
+        acc.w += w * v.w;
     }
+    if (lane * 4 < CW) *(float4 *)&red[warp][lane * 4] = acc;
+    __syncthreads();
+    if (tid >= CW) return;
+    const float O = red[0][tid] + red[1][tid] + red[2][tid] + red[3][tid];
+    a.out[(int64_t)t * a.H * L + (int64_t)h * L + c0 + tid] = __float2bfloat16(Ls > 0.0f ? O / Ls : 0.0f);
 }
 
 bool cu_attention_mla_tc_fits(const tensor *q_lat, const tensor *q_rope, const tensor *cache, const tensor *out,
                               int L, int R) {
     const bool bf = q_lat->dtype == DTYPE_BF16 && q_rope->dtype == DTYPE_BF16 && cache->dtype == DTYPE_BF16 &&
                     out->dtype == DTYPE_BF16;
-    const bool shape = (L == 64 || L == 128 || L == 256 || L == 512) && R >= 0 && (L + R) % 16 == 0;
+    /* the instantiated shapes: DeepSeek-V2 / V3 / Kimi-K2 (512, 64), MiniCPM3 (256, 32), a small one for tests */
+    const bool shape = (L == 512 && R == 64) || (L == 256 && R == 32) || (L == 64 && R == 16);
     /* 16-byte copies of the query rows */
     const bool aligned = tensor_row_stride(q_lat) % 8 == 0 && tensor_row_stride(q_rope) % 8 == 0 &&
                          (uintptr_t)q_lat->data % 16 == 0 && (uintptr_t)q_rope->data % 16 == 0 &&
@@ -309,18 +337,19 @@ bool cu_attention_mla_tc_fits(const tensor *q_lat, const tensor *q_rope, const t
     return bf && shape && aligned;
 }
 
-template <int L>
+template <int L, int R>
 static void mt_launch(cu_state *cu, const mt_args &a, dim3 grid, size_t smem) {
     static size_t smem_set = 48 * 1024; /* per instantiation: the dynamic shared memory allowed so far */
     if (smem > smem_set) {
-        if (!cu_ok(cu, cudaFuncSetAttribute(k_mla_tc<L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+        if (!cu_ok(cu, cudaFuncSetAttribute(k_mla_tc<L, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                    "attention_mla", "cudaFuncSetAttribute"))
             return;
         smem_set = smem;
     }
-    if (!cu_launch(cu, "attention_mla", true, k_mla_tc<L>, grid, dim3(MT_THREADS), smem, a) || a.nsplit == 1) return;
-    cu_launch(cu, "attention_mla (split merge)", true, k_mla_tc_combine<L>, dim3(grid.x, grid.y, L / 64), dim3(64),
-              0, a);
+    if (!cu_launch(cu, "attention_mla", true, k_mla_tc<L, R>, grid, dim3(MT_THREADS), smem, a) || a.nsplit == 1)
+        return;
+    cu_launch(cu, "attention_mla (split merge)", true, k_mla_tc_combine<L>, dim3(grid.x, a.H, L < 128 ? 1 : L / 128), dim3(128), 0,
+              a);
 }
 
 // q_lat (T, H*L), q_rope (T, H*R) BF16, cache (num_blocks, bs, 1, L+R) BF16 (the new latents written) -> out (T, H*L)
@@ -332,12 +361,13 @@ void cu_attention_mla_tc(cu_state *cu, const tensor *q_lat, const tensor *q_rope
         cu_fail(cu, "attention_mla: %d heads exceed the grid", H);
         return;
     }
-    /* splits: the GPU filled twice over, at least MT_MINK keys each (of max_seq_len, an upper bound) */
+    /* splits: as many as keep every CTA in one wave of two per SM (their shared memory allows two), at least
+     * MT_MINK keys each (of max_seq_len, an upper bound) */
     const int64_t target = 2 * (int64_t)cu->num_sms;
     const int64_t max_len = m->max_seq_len > 0 ? m->max_seq_len : (int64_t)m->max_blocks_per_seq * m->block_size;
     int64_t nsplit = 1;
-    if (ctas < target) {
-        nsplit = (target + ctas - 1) / ctas;
+    if (2 * ctas <= target) {
+        nsplit = target / ctas;
         const int64_t by_len = (max_len + MT_MINK - 1) / MT_MINK;
         if (nsplit > by_len) nsplit = by_len;
         if (nsplit > MT_MAX_SPLIT) nsplit = MT_MAX_SPLIT;
@@ -345,9 +375,9 @@ void cu_attention_mla_tc(cu_state *cu, const tensor *q_lat, const tensor *q_rope
     }
     mt_args a = {};
     if (nsplit > 1) {
-        /* the workspace at its bound for any batch (T ceil(H / 16) nsplit < 2 target CTAs of 16 heads), so that
+        /* the workspace at its bound for any batch (T ceil(H / 16) nsplit <= target CTAs of 16 heads), so that
          * a graph recorded later never needs it larger */
-        const size_t bytes = (size_t)2 * target * MT_HPC * (L + 2) * sizeof(float);
+        const size_t bytes = (size_t)target * MT_HPC * (L + 4) * sizeof(float);
         if (cu_buf_reserve(cu, &cu->attn_ws, bytes, "attention_mla (split-KV workspace)") != VLLM_OK) return;
         a.ws = (float *)cu->attn_ws.p;
     }
@@ -366,17 +396,13 @@ void cu_attention_mla_tc(cu_state *cu, const tensor *q_lat, const tensor *q_rope
     a.S = (int)m->num_seqs;
     a.T = (int)T;
     a.H = H;
-    a.R = R;
     a.nsplit = (int)nsplit;
     a.scale_log2 = p->scale * 1.4426950408889634f;
     a.out = (__nv_bfloat16 *)out->data;
     a.err = cu->derr_dev;
     const dim3 grid((unsigned)T, (unsigned)hg, (unsigned)nsplit);
     const size_t smem = mt_smem_bytes(W);
-    switch (L) {
-    case 64: mt_launch<64>(cu, a, grid, smem); break;
-    case 128: mt_launch<128>(cu, a, grid, smem); break;
-    case 256: mt_launch<256>(cu, a, grid, smem); break;
-    default: mt_launch<512>(cu, a, grid, smem); break;
-    }
+    if (L == 512) mt_launch<512, 64>(cu, a, grid, smem);
+    else if (L == 256) mt_launch<256, 32>(cu, a, grid, smem);
+    else mt_launch<64, 16>(cu, a, grid, smem);
 }

@@ -16,6 +16,10 @@
  * read at all; the outputs are scattered back with their
  * weights, expert by expert in increasing id (transformers' index_add_
  * order), into an f32 sum. This is the layout the GPU kernels follow.
+ *
+ * DeepSeek's plain shared experts (moe_params.num_shared): experts E .. E + num_shared - 1 of the same
+ * be_experts, appended by moe_route after every token's top k with weight 1, so moe_experts runs them
+ * with the routed ones (the widths below are k + num_shared, the expert count E + num_shared).
  */
 #include <stdlib.h>
 
@@ -157,6 +161,7 @@ typedef struct route_ctx {
     float *w;               /* (T, k) */
     int64_t ws;
     int E, k;
+    int ns;                 /* shared experts E .. E + ns - 1 appended after the top k, weight 1 */
     be_moe_scoring scoring;
     bool renormalize;
     int G, kg;              /* groups (0: none) and the groups kept */
@@ -260,17 +265,22 @@ static void route_task(void *ctx, int64_t t0, int64_t t1, int tid) {
         }
         if (c->scale != 1.0f)
             for (int j = 0; j < k; j++) w[j] *= c->scale;
+        /* the shared experts: every token's, unscaled (transformers adds shared_experts(x) as is) */
+        for (int j = 0; j < c->ns; j++) {
+            ids[k + j] = E + j;
+            w[k + j] = 1.0f;
+        }
     }
 }
 
-// logits (T, E) [+ score_bias (E)] -> ids (T, k) I32, w (T, k) F32
+// logits (T, E) [+ score_bias (E)] -> ids (T, k + ns) I32, w (T, k + ns) F32 (ns = num_shared)
 void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
     cpu_state *cpu = cpu_of(be);
     if (!moe_params_ok(cpu, "moe_route", p)) return;
-    const int E = p->num_experts, k = p->top_k, G = p->num_groups > 1 ? p->num_groups : 0;
+    const int E = p->num_experts, k = p->top_k, G = p->num_groups > 1 ? p->num_groups : 0, kw = be_moe_width(p);
     if (!cpu_check_mat(cpu, "moe_route", "logits", logits, CPU_ANY_FLOAT, -1, E) ||
-        !cpu_check_mat(cpu, "moe_route", "ids", ids, DTYPE_I32, cpu_rows(logits), k) ||
-        !cpu_check_mat(cpu, "moe_route", "w", w, DTYPE_F32, cpu_rows(logits), k))
+        !cpu_check_mat(cpu, "moe_route", "ids", ids, DTYPE_I32, cpu_rows(logits), kw) ||
+        !cpu_check_mat(cpu, "moe_route", "w", w, DTYPE_F32, cpu_rows(logits), kw))
         return;
     int64_t T = cpu_rows(logits);
     if (T == 0) return;
@@ -286,7 +296,7 @@ void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tenso
     route_ctx c = {
         .logits = logits->data, .logits_dt = logits->dtype, .ls = tensor_row_stride(logits),
         .ids = ids->data, .is = tensor_row_stride(ids), .w = w->data, .ws = tensor_row_stride(w),
-        .E = E, .k = k, .scoring = p->scoring, .renormalize = p->renormalize, .G = G, .kg = p->topk_groups,
+        .E = E, .k = k, .ns = p->num_shared, .scoring = p->scoring, .renormalize = p->renormalize, .G = G, .kg = p->topk_groups,
         .scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f,
         .bias = p->score_bias ? p->score_bias->data : NULL, .bias_dt = p->score_bias ? p->score_bias->dtype : DTYPE_F32,
         .scratch = scratch, .taken = taken,
@@ -304,7 +314,8 @@ static bool moe_overlap(const tensor *a, const tensor *b) {
     return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
-// x (T, D), ids (T, k) I32, w (T, k) F32 -> y (T, D) (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t)
+// x (T, D), ids (T, k) I32, w (T, k) F32 -> y (T, D) (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t);
+// k = top_k + num_shared, the experts E + num_shared
 void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
                      const moe_params *p, bool accumulate, tensor *y) {
     cpu_state *cpu = cpu_of(be);
@@ -313,11 +324,12 @@ void cpu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const t
         return;
     }
     if (!moe_params_ok(cpu, "moe_experts", p)) return;
-    if (p->num_experts != ex->E) {
-        cpu_fail(cpu, "moe_experts: moe_params has %d experts, the layer %d", p->num_experts, ex->E);
+    if (p->num_experts + p->num_shared != ex->E) {
+        cpu_fail(cpu, "moe_experts: moe_params has %d experts (%d routed, %d shared), the layer %d",
+                 p->num_experts + p->num_shared, p->num_experts, p->num_shared, ex->E);
         return;
     }
-    const int E = ex->E, k = p->top_k;
+    const int E = ex->E, k = be_moe_width(p); /* the shared experts are ids like the routed ones */
     const int64_t D = ex->D, I = ex->I;
     const float alpha = p->swiglu_alpha > 0.0f ? p->swiglu_alpha : BE_SWIGLU_OAI_ALPHA;
     const float limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;

@@ -587,9 +587,11 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_SOFTCAP: return BE_NATIVE;
     case BE_OP_MOE: { /* ops_moe.cu's kernels */
         const moe_params *p = (const moe_params *)params;
-        return p && p->top_k >= 1 && p->top_k <= p->num_experts && p->num_experts <= CU_MOE_MAX_E && p->top_k <= CU_MOE_MAX_K &&
-                       (unsigned)p->scoring < BE_MOE_SCORING_COUNT && (unsigned)p->act < BE_ACT_COUNT &&
-                       !be_moe_routing_check(p) && p->num_groups <= 32 /* k_moe_route: a lane per group */
+        /* be_moe_routing_check first: it bounds num_shared */
+        return p && p->top_k >= 1 && p->top_k <= p->num_experts && (unsigned)p->scoring < BE_MOE_SCORING_COUNT &&
+                       (unsigned)p->act < BE_ACT_COUNT && !be_moe_routing_check(p) &&
+                       p->num_experts + p->num_shared <= CU_MOE_MAX_E && /* shared experts included */
+                       be_moe_width(p) <= CU_MOE_MAX_K && p->num_groups <= 32 /* k_moe_route: a lane per group */
                    ? BE_NATIVE /* expert biases, gpt-oss's clamped SwiGLU and DeepSeek's routings included */
                    : BE_UNSUPPORTED;
     }

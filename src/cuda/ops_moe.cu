@@ -11,6 +11,11 @@
  *    over the warp (a lane per group, up to 32 groups), the groups kept by repeated arg-max, the
  *    others' choice scores set to 0 (transformers' masked_fill), then the same top k; weights gathered
  *    from the unbiased scores, / (sum + 1e-20) when renormalised, times routed_scaling.
+ *  - DeepSeek's plain shared experts (moe_params.num_shared): experts E .. E + num_shared - 1 of the same
+ *    be_experts, which moe_route appends to every token's top k with weight 1 (k_moe_route's last
+ *    lanes), so moe_experts below runs them as any expert: k there is top_k + num_shared, E the routed
+ *    and shared experts together. A decode batch keeps the expert GEMV while its routed pairs fit
+ *    (T * top_k <= CU_MOE_GEMV_MAX_PAIRS and T <= 8: the shared experts take every token).
  *  - moe_experts: the T * k (token, slot) pairs grouped by expert (expert id, then token, then slot:
  *    a stable counting sort on the device), each expert's gated MLP on its group, each expert output
  *    rounded to BF16 (the activation dtype), then y[t] = (y[t] +) sum of w[t, j] * out in f32 over the
@@ -398,13 +403,19 @@ static bool moe_params_ok(cu_state *cu, const char *op, const moe_params *p) {
                 (double)p->swiglu_alpha, (double)p->swiglu_limit);
         return false;
     }
-    if (p->num_experts > CU_MOE_MAX_E) {
-        cu_fail(cu, "%s: %d experts (the CUDA kernels take up to %d)", op, p->num_experts, CU_MOE_MAX_E);
-        return false;
-    }
     const char *why = be_moe_routing_check(p);
     if (why) {
         cu_fail(cu, "%s: %s", op, why);
+        return false;
+    }
+    if (p->num_experts + p->num_shared > CU_MOE_MAX_E) {
+        cu_fail(cu, "%s: %d experts (%d shared; the CUDA kernels take up to %d)", op, p->num_experts + p->num_shared,
+                p->num_shared, CU_MOE_MAX_E);
+        return false;
+    }
+    if (be_moe_width(p) > CU_MOE_MAX_K) {
+        cu_fail(cu, "%s: top_k %d + %d shared experts (the CUDA kernels take up to %d)", op, p->top_k, p->num_shared,
+                CU_MOE_MAX_K);
         return false;
     }
     if (p->num_groups > 32) {
@@ -431,6 +442,7 @@ struct route_args {
     float *w;                   /* (T, k), row stride ws */
     int64_t ws;
     int T, E, k;
+    int ns;                     /* shared experts E .. E + ns - 1 written after the top k with weight 1 */
     bool renorm;
     int scoring;                /* be_moe_scoring */
     int G, kg;                  /* groups (0: none; at most 32) and the groups kept */
@@ -451,8 +463,8 @@ __device__ __forceinline__ bool route_better(float av, int ai, float bv, int bi)
     return ai < bi;
 }
 
-// logits (T, E) [+ bias (E)] -> ids (T, k) I32 best first, w (T, k) F32; a warp per token, lane l holds
-// experts l + 32 i
+// logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
+// a warp per token, lane l holds experts l + 32 i
 template <int EPL>
 __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
     pdl_launch();
@@ -604,23 +616,23 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
             w[j] = v;
         }
     }
+    for (int j = lane; j < a.ns; j += 32) { /* the shared experts, unscaled */
+        ids[a.k + j] = a.E + j;
+        w[a.k + j] = 1.0f;
+    }
 }
 
 typedef void (*route_kernel)(route_args);
 
-// logits (T, E) BF16 / F16 / F32 [+ score_bias (E)] -> ids (T, k) I32, w (T, k) F32
+// logits (T, E) BF16 / F16 / F32 [+ score_bias (E)] -> ids (T, k + ns) I32, w (T, k + ns) F32 (ns = num_shared)
 void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
     cu_state *cu = cu_of(be);
-    if (!moe_params_ok(cu, "moe_route", p)) return;
-    const int E = p->num_experts, k = p->top_k;
+    if (!moe_params_ok(cu, "moe_route", p)) return; /* k + ns <= CU_MOE_MAX_K */
+    const int E = p->num_experts, k = p->top_k, kw = be_moe_width(p);
     if (!cu_check_mat(cu, "moe_route", "logits", logits, CU_FLOAT, -1, E) ||
-        !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), k) ||
-        !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), k))
+        !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), kw) ||
+        !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), kw))
         return;
-    if (k > CU_MOE_MAX_K) {
-        cu_fail(cu, "moe_route: top_k %d (the CUDA kernels take up to %d)", k, CU_MOE_MAX_K);
-        return;
-    }
     const int64_t T = cu_rows(logits);
     if (T == 0) return;
     if (T > INT_MAX - MR_WARPS) {
@@ -638,6 +650,7 @@ void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor
     a.T = (int)T;
     a.E = E;
     a.k = k;
+    a.ns = p->num_shared;
     a.renorm = p->renormalize;
     a.scoring = (int)p->scoring;
     a.G = p->num_groups > 1 ? p->num_groups : 0;
@@ -1219,7 +1232,8 @@ static void moe_gemm_path(backend *be, const be_experts *ex, const tensor *x, in
                   (const __nv_bfloat16 *)ex->bias + 2 * ex->I, 2 * ex->I + ex->D, offs_dev, E);
 }
 
-// x (T, D) BF16, ids (T, k) I32, w (T, k) F32 -> y (T, D) BF16 / F32 (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t)
+// x (T, D) BF16, ids (T, k) I32, w (T, k) F32 -> y (T, D) BF16 / F32 (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t);
+// k = top_k + num_shared, the experts E + num_shared (the shared ones are experts like the others)
 void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
                     const moe_params *p, bool accumulate, tensor *y) {
     cu_state *cu = cu_of(be);
@@ -1228,15 +1242,12 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         return;
     }
     if (!moe_params_ok(cu, "moe_experts", p)) return;
-    if (p->num_experts != ex->E) {
-        cu_fail(cu, "moe_experts: moe_params has %d experts, the layer %d", p->num_experts, ex->E);
+    if (p->num_experts + p->num_shared != ex->E) {
+        cu_fail(cu, "moe_experts: moe_params has %d experts (%d routed, %d shared), the layer %d",
+                p->num_experts + p->num_shared, p->num_experts, p->num_shared, ex->E);
         return;
     }
-    const int E = ex->E, k = p->top_k;
-    if (k > CU_MOE_MAX_K) {
-        cu_fail(cu, "moe_experts: top_k %d (the CUDA kernels take up to %d)", k, CU_MOE_MAX_K);
-        return;
-    }
+    const int E = ex->E, k = be_moe_width(p); /* k <= CU_MOE_MAX_K (moe_params_ok) */
     const int64_t D = ex->D, I = ex->I;
     if (!cu_check_mat(cu, "moe_experts", "x", x, CU_DT(DTYPE_BF16), -1, D)) return;
     const int64_t T = cu_rows(x);
@@ -1256,8 +1267,12 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     const int N = (int)(T * k);
     const int64_t xs = tensor_row_stride(x);
     const bool small = N <= CU_MOE_GEMV_MAX_PAIRS; /* the fixed buffers; recordable on the GEMV path */
+    /* a decode batch: with shared experts, its routed pairs as without them (a DeepSeek-V3 batch of 8 keeps
+     * the GEMV at 64 + 8 pairs, on the larger buffers) and at most 8 tokens (one GEMV pass: the shared
+     * experts take every token) */
+    const bool decode = p->num_shared ? T * p->top_k <= CU_MOE_GEMV_MAX_PAIRS && T <= 8 : small;
     const bool gemv_ok = D % 8 == 0 && I % 8 == 0 && ((uintptr_t)x->data % 16) == 0 && xs % 8 == 0;
-    const bool gemv = gemv_ok && (ex->path == 1 || (ex->path == 0 && small));
+    const bool gemv = gemv_ok && (ex->path == 1 || (ex->path == 0 && decode));
     const bool grouped = !gemv && gemv_ok && (ex->path == 3 || ex->path == 0) &&
                          gg_tiles_bound(N, E) <= 65535; /* else cuBLAS per expert */
     const bool cublas = !gemv && !grouped;

@@ -8,6 +8,14 @@
  *   o = sum_j w_j * down_e(act(gate_e h) * up_e h)         (moe_experts)
  *   o += sigmoid(h . g) * shared(h)              (Qwen2-MoE's shared expert)
  *
+ * DeepSeek's plain shared experts (transformers' DeepseekV2MoE / DeepseekV3MoE: moe(...) +
+ * shared_experts(residuals), an MLP of n_shared x moe_intermediate_size, no gate of its own) ride in the
+ * expert op: down(act(gate h) * up h) over Is = n I splits exactly over the intermediate dimension, so it
+ * is the sum of n experts of size I (rows [j I, (j + 1) I) of gate and up, columns [j I, (j + 1) I) of
+ * down), loaded as experts E .. E + n - 1 of the same be_experts and always chosen with weight 1
+ * (moe_params.num_shared). Where that cannot be (Is not a multiple of I, the backend's limits, shared
+ * tensors of another dtype than the experts') the decoder runs them apart as before.
+ *
  * gpt-oss (GptOssMLP): the router has a bias, each expert biases on gate, up and down and the clamped
  * SwiGLU (BE_ACT_SWIGLU_OAI). Its fused tensors are rearranged on the host into experts_create's
  * per-expert (I, D) / (D, I) matrices: transformers 5's gate_up_proj (E, D, 2I) transposed with gate and
@@ -32,7 +40,8 @@ bool blk_has_moe(const model_config *c) {
     return false;
 }
 
-/* The config's routing; score_bias stays NULL (each layer's own: moe_block_run sets it). */
+/* The config's routing; score_bias stays NULL (each layer's own: moe_block_run sets it), num_shared 0
+ * (likewise). */
 moe_params blk_moe_params(const model_config *c) {
     return (moe_params){.num_experts = c->moe.num_experts, .top_k = c->moe.top_k,
                         .scoring = (be_moe_scoring)c->moe.scoring, .renormalize = c->moe.renormalize,
@@ -40,6 +49,15 @@ moe_params blk_moe_params(const model_config *c) {
                         .swiglu_limit = (float)c->moe.swiglu_limit, .bias = c->moe.expert_bias,
                         .num_groups = c->moe.num_groups, .topk_groups = c->moe.topk_groups,
                         .routed_scaling = (float)c->moe.routed_scaling};
+}
+
+int blk_moe_shared(const model *m) {
+    const model_config *c = &m->cfg;
+    const int64_t Is = c->shared_experts_size, I = c->moe.intermediate_size;
+    if (Is <= 0 || I <= 0 || Is % I || !blk_has_moe(c)) return 0;
+    moe_params mp = blk_moe_params(c);
+    mp.num_shared = (int)(Is / I);
+    return backend_supports(m->be, BE_OP_MOE, &mp) != BE_UNSUPPORTED ? mp.num_shared : 0;
 }
 
 /* ws_get_as with a printf-style name */
@@ -191,8 +209,40 @@ static vllm_status gptoss_experts(model *m, weight_source *ws, int l, moe_block 
     return VLLM_OK;
 }
 
+/* DeepSeek's plain shared experts of layer l (mlp.shared_experts: gate, up (ns I, D), down (D, ns I)) as ns
+ * experts of the routed ones' size I: sh[j], sh[ns + j], sh[2 ns + j] = gate rows, up rows, down columns
+ * [j I, (j + 1) I) (views: a dummy arena's too, whose values the device writes from the views' offsets).
+ * *n = ns, or 0 when they are not of the experts' float dtypes (gate and up as gate0, down as down0: one
+ * be_experts takes one of each): the decoder then runs them as a separate MLP. */
+static vllm_status shared_as_experts(model *m, weight_source *ws, int l, int ns, const tensor *gate0,
+                                     const tensor *down0, tensor *sh, int *n) {
+    const model_config *c = &m->cfg;
+    const weight_names *nm = blk_names(c);
+    const int64_t D = c->hidden_size, I = c->moe.intermediate_size, Is = I * ns;
+    const int64_t sgu[2] = {Is, D}, sdn[2] = {D, Is};
+    tensor g, u, d;
+    vllm_status st;
+    *n = 0;
+    if ((st = blk_get(ws, c, l, nm->shared_gate, "weight", 2, sgu, &g)) ||
+        (st = blk_get(ws, c, l, nm->shared_up, "weight", 2, sgu, &u)) ||
+        (st = blk_get(ws, c, l, nm->shared_down, "weight", 2, sdn, &d)))
+        return st;
+    const dtype gdt = gate0->dtype;
+    if ((gdt != DTYPE_F32 && gdt != DTYPE_F16 && gdt != DTYPE_BF16) || g.dtype != gdt || u.dtype != gdt ||
+        d.dtype != down0->dtype)
+        return VLLM_OK;
+    for (int j = 0; j < ns; j++) {
+        sh[j] = tensor_rows(&g, (int64_t)j * I, I);
+        sh[ns + j] = tensor_rows(&u, (int64_t)j * I, I);
+        sh[2 * ns + j] = tensor_cols(&d, (int64_t)j * I, I); /* (D, I), rows Is apart */
+    }
+    *n = ns;
+    return VLLM_OK;
+}
+
 /* An MoE layer's router, experts (per-expert tensors, or the fused (E, 2I, D) / (E, D, I) ones of
- * transformers 5) and shared expert. */
+ * transformers 5) and shared expert; DeepSeek's plain shared experts as experts E .. E + ns - 1 where
+ * blk_moe_shared says the op takes them (b->num_shared; else they are the decoder's to load). */
 vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
     const model_config *c = &m->cfg;
     const weight_names *nm = blk_names(c);
@@ -210,15 +260,18 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
             st = ws_getf(ws, &sb, 1, &ne, "%slayers.%d.%s.e_score_correction_bias", c->weight_prefix, l, nm->router);
         if (st || (st = blk_import(m, &sb, &L->score_bias))) return st;
     }
-    tensor *t = calloc((size_t)E * 6, sizeof *t);
-    const tensor **pg = calloc((size_t)E * 6, sizeof *pg);
+    /* t: the routed experts' gate, up, down, bias tensors (E each), then the shared experts' slices (ns each);
+     * pg: pointers to them, E + ns a kind (the shared experts' bias entries NULL: none) */
+    const int ns = blk_moe_shared(m), Et = E + ns;
+    tensor *t = calloc((size_t)E * 6 + (size_t)ns * 3, sizeof *t);
+    const tensor **pg = calloc((size_t)Et * 6, sizeof *pg);
     if (!t || !pg) {
         free(t);
         free(pg);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (experts)");
     }
-    const tensor **pu = pg + E, **pd = pg + 2 * E;
-    be_expert_bias bias = {.gate = pg + 3 * E, .up = pg + 4 * E, .down = pg + 5 * E};
+    const tensor **pu = pg + Et, **pd = pg + 2 * Et;
+    be_expert_bias bias = {.gate = pg + 3 * Et, .up = pg + 4 * Et, .down = pg + 5 * Et};
     char name[160];
     snprintf(name, sizeof name, "%slayers.%d.%s.%s", c->weight_prefix, l, nm->experts, nm->fused_gate_up ? nm->fused_gate_up : "");
     if (c->moe.layout == MOE_LAYOUT_GPTOSS) {
@@ -246,8 +299,15 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
             st = ws_getf(ws, &t[2 * E + e], 2, sdn, "%slayers.%d.%s.%d.%s.weight", pre, l, ex, e, nm->expert_down);
         }
     }
-    for (int i = 0; i < 6 * E; i++) pg[i] = &t[i];
-    if (!st) st = m->be->ops->experts_create(m->be, pg, pu, pd, c->moe.expert_bias ? &bias : NULL, E, &L->experts);
+    L->num_shared = 0;
+    if (!st && ns > 0) st = shared_as_experts(m, ws, l, ns, &t[0], &t[2 * E], t + 6 * E, &L->num_shared);
+    for (int k = 0; k < 6; k++)
+        for (int e = 0; e < E; e++) pg[k * Et + e] = &t[k * E + e];
+    for (int j = 0; j < L->num_shared; j++)
+        for (int k = 0; k < 3; k++) pg[k * Et + E + j] = &t[6 * E + k * ns + j];
+    if (!st)
+        st = m->be->ops->experts_create(m->be, pg, pu, pd, c->moe.expert_bias ? &bias : NULL, E + L->num_shared,
+                                        &L->experts);
     free(t);
     free(pg);
     if (L->host && m->be->import_copies) { /* the device has them */
@@ -282,7 +342,9 @@ vllm_status moe_bufs_ensure(model *m, moe_bufs *mb, int64_t T) {
     const model_config *c = &m->cfg;
     if (!blk_has_moe(c)) return VLLM_OK;
     const dtype act = m->be->act_dtype;
-    const int64_t E = c->moe.num_experts, k = c->moe.top_k, Is = c->moe.shared_intermediate_size, D = c->hidden_size;
+    /* ids / weights: the top k and the shared experts that ride along (a layer without them: a column view) */
+    const int64_t E = c->moe.num_experts, k = c->moe.top_k + blk_moe_shared(m), Is = c->moe.shared_intermediate_size,
+                  D = c->hidden_size;
     tensor t;
     vllm_status st;
     if ((st = model_buf_ensure(m, &mb->rl, act, T, E, &t)) || (st = model_buf_ensure(m, &mb->ids, DTYPE_I32, T, k, &t)) ||
@@ -304,16 +366,19 @@ void moe_bufs_release(backend *be, moe_bufs *mb) {
 /* The first T rows of a buffer sized by moe_bufs_ensure. */
 static tensor rows(const ws_buf *b, int64_t T) { return tensor_rows(&b->t, 0, T); }
 
-void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, tensor *o) {
+void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, bool accumulate, tensor *o) {
     backend *be = m->be;
     const backend_ops *ops = be->ops;
     const int64_t T = h->shape[0];
     moe_params mp = blk_moe_params(&m->cfg);
     mp.score_bias = b->score_bias.data ? &b->score_bias : NULL;
-    tensor rl = rows(&mb->rl, T), ids = rows(&mb->ids, T), rw = rows(&mb->rw, T);
+    mp.num_shared = b->num_shared;                                /* DeepSeek's shared experts ride along */
+    const int64_t kw = be_moe_width(&mp);
+    tensor rl = rows(&mb->rl, T), idb = rows(&mb->ids, T), rwb = rows(&mb->rw, T);
+    tensor ids = tensor_cols(&idb, 0, kw), rw = tensor_cols(&rwb, 0, kw);
     ops->linear(be, b->router, h, &rl);                           /* (T, E) router logits */
-    ops->moe_route(be, &rl, &mp, &ids, &rw);                      /* top-k ids, weights (T, k) */
-    ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, false, o); /* o (T, D) */
+    ops->moe_route(be, &rl, &mp, &ids, &rw);                      /* top-k (+ shared) ids, weights (T, kw) */
+    ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, accumulate, o); /* o (T, D) (+)= */
     if (b->sh_gate_up) {
         tensor sgu = rows(&mb->sgu, T), sa = rows(&mb->sa, T), sg = rows(&mb->sg, T), so = rows(&mb->so, T);
         const linear_fuse gated = {.silu_mul = true, .mid = &sgu, .act = (be_act)m->cfg.act};

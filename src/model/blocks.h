@@ -39,7 +39,9 @@ vllm_status blk_load_linear(model *m, weight_source *ws, int l, const char *fuse
 /* One MoE layer's weights. */
 typedef struct moe_block {
     be_linear *router;                  /* (E, D) */
-    be_experts *experts;                /* E x (gate, up (I, D); down (D, I)) */
+    be_experts *experts;                /* E (+ num_shared) x (gate, up (I, D); down (D, I)) */
+    int num_shared;                     /* DeepSeek's plain shared experts as experts E .. E + num_shared - 1
+                                           (moe_params.num_shared); 0: none, or the decoder runs them apart */
     be_linear *sh_gate_up, *sh_down;    /* the shared expert: (2 Is, D), (D, Is); NULL when none */
     be_linear *sh_gate;                 /* its gate (1, D) */
     tensor score_bias;                  /* (E) the router's choice-score bias (moe.score_bias), or data NULL */
@@ -54,17 +56,22 @@ typedef struct moe_bufs {
 
 /* Some layer of the config is an MoE layer. */
 bool blk_has_moe(const model_config *c);
-/* The routing of the config's MoE layers. */
+/* The routing of the config's MoE layers (num_shared 0: each layer's moe_block says). */
 moe_params blk_moe_params(const model_config *c);
+/* How many experts DeepSeek's plain shared experts (shared_experts_size) make when split into experts of the
+ * routed ones' size, where the backend's MoE op takes them so (block_moe.c); 0 otherwise. */
+int blk_moe_shared(const model *m);
 /* Layer l's router, experts (per-expert tensors, transformers 5's fused ones, gpt-oss's fused ones with
- * biases in BF16 or MXFP4) and shared expert. */
+ * biases in BF16 or MXFP4) and shared expert; DeepSeek's plain shared experts among the experts where
+ * blk_moe_shared allows and their dtypes match the experts' (b->num_shared). */
 vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *b);
 void moe_block_free(backend *be, moe_block *b);
 /* Sizes the buffers for a step of T tokens (none when the model has no MoE layer). */
 vllm_status moe_bufs_ensure(model *m, moe_bufs *mb, int64_t T);
 void moe_bufs_release(backend *be, moe_bufs *mb);
-/* o (T, D) = the MoE of h (T, D): sum over the top k of w_e expert_e(h) [+ sigmoid(h . g) shared(h)]. */
-void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, tensor *o);
+/* o (T, D) = (accumulate: +=) the MoE of h (T, D): sum over the top k of w_e expert_e(h) [+ the plain shared
+ * experts (num_shared)] [+ sigmoid(h . g) shared(h)]; o must not overlap h. */
+void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, bool accumulate, tensor *o);
 
 /* ---- multi-head latent attention (block_mla.c; DeepSeek-V2 / V3, layers of kind LAYER_MLA) ---- */
 

@@ -54,7 +54,7 @@ typedef struct llama_layer {
     be_linear *gate_up;                 /* (2I, D) gated; (I, D) plain (OPT's fc1) */
     be_linear *down;                    /* (D, I) */
     moe_block moe;                      /* MLP_MOE layers (block_moe.c); gate_up / down then hold DeepSeek's plain
-                                           shared experts, if any */
+                                           shared experts where moe.experts does not (moe.num_shared 0) */
     mla_block mla;                      /* LAYER_MLA layers (block_mla.c) */
     tensor sinks;                       /* (nh) attention sinks (gpt-oss), or data NULL */
     /* linear-attention layers (o is out_proj (D, H_v d_v)) */
@@ -256,7 +256,7 @@ static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *
     }
     if (c->layers[l].mlp == MLP_MOE) {
         if ((st = moe_block_load(m, ws, l, &L->moe))) return st;
-        if (c->shared_experts_size > 0) { /* DeepSeek's plain shared experts: gate | up, down */
+        if (c->shared_experts_size > 0 && !L->moe.num_shared) { /* DeepSeek's plain shared experts apart: gate | up, down */
             const int64_t Is = c->shared_experts_size, sh_rows[2] = {Is, Is}, sd_rows[1] = {D};
             const char *sh[2] = {nm->shared_gate, nm->shared_up};
             if ((st = blk_load_linear(m, ws, l, NULL, sh, sh_rows, 2, D, false, &L->gate_up)) ||
@@ -459,6 +459,16 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
         if (be->import_copies) ws_release_copied(ws);
         progress_update(&pr, l + 1);
     }
+    if (c->shared_experts_size > 0) { /* where DeepSeek's shared experts run (block_moe.c) */
+        int in_op = 0, apart = 0;
+        for (int l = 0; l < c->num_layers; l++)
+            if (c->layers[l].mlp == MLP_MOE) {
+                in_op += lm->layers[l].moe.num_shared > 0;
+                apart += lm->layers[l].moe.num_shared == 0;
+            }
+        LOG_I("%s: the shared experts (%d wide) run %s", c->architecture, c->shared_experts_size,
+              !apart ? "as extra experts of the MoE op" : !in_op ? "apart, as a dense MLP" : "apart in some layers");
+    }
 
     /* the RoPE tables (max_pos, rot_dim); every rope config rotates the same dimensions */
     if (rope) {
@@ -536,12 +546,14 @@ static vllm_status llama_reserve(model *m, int64_t max_tokens, int64_t max_logit
             st = be->ops->gdn_reserve(be, &gp, max_tokens);
             break;
         }
-    /* the MoE scratch for the largest step (its layers share it): every decode batch records */
-    for (int l = 0; st == VLLM_OK && l < m->cfg.num_layers && be->ops->experts_reserve; l++)
-        if (lm->layers[l].moe.experts) {
-            st = be->ops->experts_reserve(be, lm->layers[l].moe.experts, max_tokens * m->cfg.moe.top_k);
-            break;
-        }
+    /* the MoE scratch for the largest step (its layers share it): every decode batch records. A layer with
+     * DeepSeek's shared experts among its experts has the most of them and top_k + num_shared pairs a token */
+    const moe_block *big = NULL;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        if (lm->layers[l].moe.experts && (!big || lm->layers[l].moe.num_shared > big->num_shared))
+            big = &lm->layers[l].moe;
+    if (st == VLLM_OK && big && be->ops->experts_reserve)
+        st = be->ops->experts_reserve(be, big->experts, max_tokens * (m->cfg.moe.top_k + big->num_shared));
     return st;
 }
 
@@ -705,8 +717,15 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
                 ops->norm(be, &x, &n, &h);
             }
             const tensor *hin = post ? &x : &h;
-            moe_block_run(m, &L->moe, &lm->moe, hin, &o);             /* o (T, D) */
-            if (L->gate_up) { /* DeepSeek's shared experts: o += down(act(gate h) * up h), no gate of their own */
+            /* DeepSeek's plain shared experts inside the expert op (moe.num_shared, weight 1): with nothing
+             * between the MLP's output and the residual add (no out norm, no residual multiplier), the experts'
+             * sum goes straight into x (transformers' DeepseekV2MoE: moe(...) + shared_experts(residuals),
+             * then the decoder layer's residual + that) */
+            const bool into_x = L->moe.num_shared > 0 && hin != &x && !L->mlp_out_norm.w.data &&
+                                (c->residual_multiplier == 0 || c->residual_multiplier == 1);
+            moe_block_run(m, &L->moe, &lm->moe, hin, into_x, into_x ? &x : &o); /* x += / o = (T, D) */
+            if (into_x) continue;
+            if (L->gate_up) { /* DeepSeek's shared experts apart: o += down(act(gate h) * up h), no gate of their own */
                 const int64_t Is = c->shared_experts_size;
                 tensor so = tensor_rows(&lm->mla.so.t, 0, T), sgu = tensor_2d(gu.dtype, gu.data, T, 2 * Is),
                        sa = tensor_2d(a.dtype, a.data, T, Is);         /* gu / a's memory, Is wide */

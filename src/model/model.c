@@ -214,11 +214,13 @@ vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len) {
     if (!m->be->ops->graph_begin || max_batch <= 0) return VLLM_OK; /* the backend has none */
     int top = graph_size_for(max_batch);
     if (blk_has_moe(&m->cfg) && m->be->graph_moe_pairs > 0 && m->cfg.moe.top_k > 0) {
-        /* decode batches whose MoE layers the backend can record; larger ones run eagerly */
-        int cap = graph_size_below(m->be->graph_moe_pairs / m->cfg.moe.top_k);
+        /* decode batches whose MoE layers the backend can record; larger ones run eagerly (a token's pairs:
+         * its routed experts and DeepSeek's shared experts where they ride in the expert op) */
+        const int shared = blk_moe_shared(m);
+        int cap = graph_size_below(m->be->graph_moe_pairs / (m->cfg.moe.top_k + shared));
         if (cap < top) top = cap;
-        LOG_I("CUDA graphs for decode batches of up to %d sequences (%d routed experts per token)", top,
-              m->cfg.moe.top_k);
+        LOG_I("CUDA graphs for decode batches of up to %d sequences (%d routed experts per token%s)", top,
+              m->cfg.moe.top_k, shared ? " and the shared ones" : "");
         if (top <= 0) return VLLM_OK;
     }
     m->graphs = calloc((size_t)top + 1, sizeof *m->graphs);

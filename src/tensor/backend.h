@@ -181,15 +181,28 @@ typedef struct moe_params {
     const tensor *score_bias; /* BE_MOE_SIGMOID_NOAUX_TC only: (E) F32 (F16 / BF16 taken too) on the
                               backend's device, added to s for the choice (e_score_correction_bias);
                               NULL = none. Not asked of supports() */
+    int num_shared;        /* experts E .. E + num_shared - 1 follow the top k of every token with weight
+                              exactly 1 (DeepSeek's plain shared experts, transformers' DeepseekV2MoE:
+                              moe(...) + shared_experts(x), split over their intermediate dimension into
+                              num_shared experts of the routed ones' size): moe_route writes ids / w of
+                              (T, top_k + num_shared), the routed k first as without them, and moe_experts
+                              takes experts of E + num_shared (be_experts made with that many) and ids / w
+                              of that width. 0 = none */
 } moe_params;
 
-/* NULL when moe_params' routing fields (scoring, num_groups, topk_groups, routed_scaling, score_bias)
- * are consistent, else why not (the backends' moe_route / moe_experts / supports share it). */
+/* The ids / weights per token of moe_route and moe_experts: top_k, then the shared experts. */
+static inline int be_moe_width(const moe_params *p) { return p->top_k + p->num_shared; }
+
+/* NULL when moe_params' routing fields (scoring, num_groups, topk_groups, routed_scaling, score_bias,
+ * num_shared) are consistent, else why not (the backends' moe_route / moe_experts / supports share it). */
 static inline const char *be_moe_routing_check(const moe_params *p) {
     if ((unsigned)p->scoring >= BE_MOE_SCORING_COUNT) return "scoring out of range";
     if (!(p->routed_scaling >= 0.0f && p->routed_scaling < 3.4e38f))
         return "routed_scaling must be 0 (none) or positive and finite";
     if (p->num_groups < 0 || p->topk_groups < 0) return "num_groups and topk_groups must not be negative";
+    if (p->num_shared < 0 || (int64_t)p->num_experts + p->num_shared > INT32_MAX / 2 ||
+        (int64_t)p->top_k + p->num_shared > INT32_MAX / 2)
+        return "num_shared must not be negative (nor E + num_shared or top_k + num_shared huge)";
     if (p->num_groups > 1) {
         if (p->scoring == BE_MOE_SOFTMAX) return "BE_MOE_SOFTMAX takes no groups (BE_MOE_SOFTMAX_GROUPED does)";
         if (p->num_experts % p->num_groups) return "num_groups must divide num_experts";
@@ -409,10 +422,12 @@ typedef struct backend_ops {
     /* The routing of router logits (T, E) (act dtype or F32) as p's scoring:
      * ids (T, k) I32 the chosen experts (best first by the choice score; equal
      * scores: the lower id first), w (T, k) F32 their weights (renormalised
-     * when p says so, times p's routed_scaling).
+     * when p says so, times p's routed_scaling). With p->num_shared: ids / w
+     * are (T, k + num_shared), columns k .. hold E, E + 1, .. with weight 1.
      * On the device: no host round trip, so it records into a graph. */
     void (*moe_route)(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
-    /* y (T, D) = (or +=, accumulate) sum over j < k of w[t, j] * expert_{ids[t, j]}(x_t);
+    /* y (T, D) = (or +=, accumulate) sum over j < k (+ p->num_shared) of w[t, j] * expert_{ids[t, j]}(x_t)
+     * (ex holds p->num_experts + p->num_shared experts);
      * x (T, D); each expert's output rounded to the activation dtype, then
      * weighted and summed in f32 in increasing expert id (transformers: expert(x)
      * * w, index_add_ expert by expert); y must not overlap x. */

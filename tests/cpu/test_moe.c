@@ -12,8 +12,11 @@
  * V3's sigmoid with the correction bias and groups: hand-computed cases where
  * the groups change the choice, ties, renormalisation, scaling, and random
  * rows at the V2 / V3 / V2-Lite / Kimi-K2 shapes against a sort-based
- * reference; bad routing fields refused); bad arguments refused with a sticky error
- * and nothing written; supports() and the op name.
+ * reference; bad routing fields refused); DeepSeek's plain shared experts as extra always-chosen
+ * experts (moe_params.num_shared: moe_route's ids / weights layout after the routed k, which stay as
+ * without them; moe_experts over experts sliced from a dense shared MLP equal to the routed sum plus
+ * that MLP computed apart, with the routed scaling left off the shared part); bad arguments refused
+ * with a sticky error and nothing written; supports() and the op name.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -412,6 +415,87 @@ static void test_route_deepseek_bad(backend *be) {
     CHECK(be->ops->supports(be, BE_OP_MOE, &ok1) == BE_NATIVE);
 }
 
+/* ---- DeepSeek's plain shared experts (moe_params.num_shared) ---- */
+
+/* moe_route with ns shared experts: ids / w (T, k + ns) (written into a column view of a wider buffer):
+ * the first k as the same call without them (bit for bit), then E .. E + ns - 1 with weight exactly 1 (no
+ * routed scaling, no renormalisation); the buffer's other columns untouched */
+static void test_route_shared(backend *be) {
+    static const struct {
+        int E, k, G, kg;
+        be_moe_scoring sc;
+        bool renorm, bias;
+        float scale;
+    } cs[] = {
+        {8, 2, 0, 0, BE_MOE_SOFTMAX, true, false, 0.0f},
+        {64, 6, 0, 0, BE_MOE_SOFTMAX_GROUPED, false, false, 1.0f},     /* DeepSeek-V2-Lite: 2 shared */
+        {160, 6, 8, 3, BE_MOE_SOFTMAX_GROUPED, false, false, 16.0f},  /* DeepSeek-V2: 2 shared */
+        {256, 8, 8, 4, BE_MOE_SIGMOID_NOAUX_TC, true, true, 2.5f},    /* DeepSeek-V3: 1 shared */
+    };
+    enum { T = 37, PAD = 3 };
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++)
+        for (int ns = 1; ns <= 3; ns++) {
+            const int E = cs[ci].E, k = cs[ci].k, kw = k + ns, bw = kw + PAD;
+            float *l = malloc((size_t)T * E * sizeof *l), *b = malloc((size_t)E * sizeof *b);
+            ct_fill(l, (int64_t)T * E, 4.0f);
+            ct_fill(b, E, 0.5f);
+            int32_t *id0 = malloc((size_t)T * k * sizeof *id0), *idb = malloc((size_t)T * bw * sizeof *idb);
+            float *w0 = malloc((size_t)T * k * sizeof *w0), *wb = malloc((size_t)T * bw * sizeof *wb);
+            memset(idb, 0x7f, (size_t)T * bw * sizeof *idb);
+            memset(wb, 0x7f, (size_t)T * bw * sizeof *wb);
+            tensor L = tensor_2d(DTYPE_F32, l, T, E), B = tensor_1d(DTYPE_F32, b, E);
+            tensor I0 = tensor_2d(DTYPE_I32, id0, T, k), W0 = tensor_2d(DTYPE_F32, w0, T, k);
+            tensor IBf = tensor_2d(DTYPE_I32, idb, T, bw), WBf = tensor_2d(DTYPE_F32, wb, T, bw);
+            tensor IB = tensor_cols(&IBf, 1, kw), WB = tensor_cols(&WBf, 2, kw);
+            moe_params p = {.num_experts = E, .top_k = k, .scoring = cs[ci].sc, .renormalize = cs[ci].renorm,
+                            .num_groups = cs[ci].G, .topk_groups = cs[ci].kg, .routed_scaling = cs[ci].scale,
+                            .score_bias = cs[ci].bias ? &B : NULL};
+            be->ops->moe_route(be, &L, &p, &I0, &W0);
+            p.num_shared = ns;
+            CHECK(be->ops->supports(be, BE_OP_MOE, &p) == BE_NATIVE);
+            be->ops->moe_route(be, &L, &p, &IB, &WB);
+            CHECK_OK(be->ops->synchronize(be));
+            int bad = 0, pad_bad = 0;
+            for (int t = 0; t < T; t++) {
+                const int32_t *ir = idb + t * bw + 1;
+                const float *wr = wb + t * bw + 2;
+                for (int j = 0; j < k; j++) bad += ir[j] != id0[t * k + j] || wr[j] != w0[t * k + j];
+                for (int j = 0; j < ns; j++) bad += ir[k + j] != E + j || wr[k + j] != 1.0f;
+                pad_bad += idb[t * bw] != 0x7f7f7f7f;
+                for (int c = kw + 1; c < bw; c++) pad_bad += idb[t * bw + c] != 0x7f7f7f7f;
+                for (int c = 0; c < bw; c++)
+                    if (c < 2 || c >= kw + 2) pad_bad += memcmp(&wb[t * bw + c], &(uint32_t){0x7f7f7f7fu}, 4) != 0;
+            }
+            CHECK_MSG(bad == 0 && pad_bad == 0, "case %zu (E %d k %d scoring %d) with %d shared: %d wrong, %d padding",
+                      ci, E, k, (int)cs[ci].sc, ns, bad, pad_bad);
+            free(l);
+            free(b);
+            free(id0);
+            free(idb);
+            free(w0);
+            free(wb);
+        }
+    /* refused: num_shared negative (supports and the op, nothing written); ids / w of width k with ns shared */
+    enum { E = 8, K = 2 };
+    float logits[2 * E];
+    ct_fill(logits, 2 * E, 1.0f);
+    int32_t ids[2 * (K + 1)];
+    float w[2 * (K + 1)];
+    memset(ids, 0x7f, sizeof ids);
+    tensor L = tensor_2d(DTYPE_F32, logits, 2, E), I = tensor_2d(DTYPE_I32, ids, 2, K), W = tensor_2d(DTYPE_F32, w, 2, K);
+    moe_params neg = {.num_experts = E, .top_k = K, .num_shared = -1};
+    CHECK(be->ops->supports(be, BE_OP_MOE, &neg) == BE_UNSUPPORTED);
+    be->ops->moe_route(be, &L, &neg, &I, &W);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK_MSG(strstr(vllm_last_error(), "num_shared") != NULL, "%s", vllm_last_error());
+    moe_params one = {.num_experts = E, .top_k = K, .num_shared = 1};
+    be->ops->moe_route(be, &L, &one, &I, &W); /* (2, K): one column short */
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK(ids[0] == 0x7f7f7f7f);
+    moe_params huge = {.num_experts = E, .top_k = K, .num_shared = INT32_MAX - 4};
+    CHECK(be->ops->supports(be, BE_OP_MOE, &huge) == BE_UNSUPPORTED);
+}
+
 /* ---- sigmoid_gate ---- */
 
 static void test_sigmoid_gate(backend *be) {
@@ -733,6 +817,138 @@ static void test_moe_experts(backend *be[CT_NBE]) {
     run_moe_case(be, CT_NBE, &bs);
 }
 
+/* moe_experts with DeepSeek's plain shared experts: E routed experts of (I, D) and a dense shared MLP of
+ * Is = ns I (gate, up (Is, D), down (D, Is)) given to experts_create as experts E .. E + ns - 1 (views of
+ * its rows [j I, (j + 1) I) and down's columns, as block_moe.c loads them), routed by moe_route with
+ * num_shared; y must equal (y0 +) the routed sum (routed_scaling applied) + the dense shared MLP computed
+ * apart in double (weight 1), on every backend, the threaded ones bit for bit as one thread. */
+static void run_shared_case(backend *be[CT_NBE], int E, int k, int ns, int64_t T, dtype dt, be_act act, bool acc,
+                            be_moe_scoring sc, float scale) {
+    const int64_t D = 40, I = 24, Is = ns * I;
+    experts_fixture f;
+    fixture_make(&f, E, D, I, dt, -1);
+    const size_t es = dtype_size(dt);
+    unsigned char *sh = malloc((size_t)(3 * Is * D) * es); /* gate (Is, D) | up (Is, D) | down (D, Is) */
+    const float wscale = 2.0f / sqrtf((float)D);
+    for (int64_t i = 0; i < 3 * Is * D; i++) ct_store(sh, dt, i, ct_uniform() * wscale);
+    const tensor SG = tensor_2d(dt, sh, Is, D), SU = tensor_2d(dt, sh + (size_t)(Is * D) * es, Is, D),
+                 SD = tensor_2d(dt, sh + (size_t)(2 * Is * D) * es, D, Is);
+    const int Et = E + ns;
+    tensor *st = malloc((size_t)(3 * ns) * sizeof *st);
+    const tensor **pg = malloc((size_t)(3 * Et) * sizeof *pg), **pu = pg + Et, **pd = pg + 2 * Et;
+    for (int e = 0; e < E; e++) {
+        pg[e] = f.gp[e];
+        pu[e] = f.up[e];
+        pd[e] = f.dp[e];
+    }
+    for (int j = 0; j < ns; j++) {
+        st[j] = tensor_rows(&SG, j * I, I);
+        st[ns + j] = tensor_rows(&SU, j * I, I);
+        st[2 * ns + j] = tensor_cols(&SD, j * I, I); /* rows Is apart */
+        pg[E + j] = &st[j];
+        pu[E + j] = &st[ns + j];
+        pd[E + j] = &st[2 * ns + j];
+    }
+
+    const int kw = k + ns;
+    float *x = malloc((size_t)(T * D) * sizeof *x), *y0 = malloc((size_t)(T * D) * sizeof *y0),
+          *y = malloc((size_t)(T * D) * sizeof *y), *yfirst = malloc((size_t)(T * D) * sizeof *yfirst),
+          *logits = malloc((size_t)(T * E) * sizeof *logits), *w = malloc((size_t)(T * kw) * sizeof *w);
+    int32_t *ids = malloc((size_t)(T * kw) * sizeof *ids);
+    ct_fill(x, T * D, 1.0f);
+    ct_fill(y0, T * D, 1.0f);
+    ct_fill(logits, T * E, 3.0f);
+    tensor X = tensor_2d(DTYPE_F32, x, T, D), Y = tensor_2d(DTYPE_F32, y, T, D),
+           L = tensor_2d(DTYPE_F32, logits, T, E), IDS = tensor_2d(DTYPE_I32, ids, T, kw),
+           W = tensor_2d(DTYPE_F32, w, T, kw);
+    const moe_params p = {.num_experts = E, .top_k = k, .scoring = sc, .renormalize = sc == BE_MOE_SOFTMAX,
+                          .act = act, .routed_scaling = scale, .num_shared = ns};
+
+    /* the reference: the routed experts' weighted sum, then the dense shared MLP over all Is */
+    double *o = ref_dense(&f, x, D, T, act, 1.702, 7.0);
+    double *want = malloc((size_t)(T * D) * sizeof *want), *h = malloc((size_t)Is * sizeof *h);
+    int32_t rid[64];
+    double rw[64];
+    for (int64_t t = 0; t < T; t++) {
+        ref_route_ds(logits + t * E, NULL, E, k, sc, 0, 0, sc == BE_MOE_SOFTMAX, scale, rid, rw);
+        for (int64_t i = 0; i < Is; i++) {
+            double g = 0.0, u = 0.0;
+            for (int64_t d = 0; d < D; d++) {
+                g += ct_load(sh, dt, i * D + d) * x[t * D + d];
+                u += ct_load(sh, dt, Is * D + i * D + d) * x[t * D + d];
+            }
+            h[i] = ref_act(act, g) * u;
+        }
+        for (int64_t d = 0; d < D; d++) {
+            double s = acc ? y0[t * D + d] : 0.0, sd = 0.0;
+            for (int j = 0; j < k; j++) s += rw[j] * o[(rid[j] * T + t) * D + d];
+            for (int64_t i = 0; i < Is; i++) sd += ct_load(sh, dt, 2 * Is * D + d * Is + i) * h[i];
+            want[t * D + d] = s + sd;
+        }
+    }
+    char what[160];
+    snprintf(what, sizeof what, "shared experts: E %d k %d + %d shared T %lld %s act %d acc %d scoring %d scale %g", E,
+             k, ns, (long long)T, dtype_name(dt), (int)act, acc, (int)sc, (double)scale);
+    for (int b = 0; b < CT_NBE; b++) {
+        be_experts *ex = NULL;
+        CHECK_OK(be[b]->ops->experts_create(be[b], pg, pu, pd, NULL, Et, &ex));
+        if (!ex) break;
+        memcpy(y, y0, (size_t)(T * D) * sizeof *y);
+        be[b]->ops->moe_route(be[b], &L, &p, &IDS, &W);
+        be[b]->ops->moe_experts(be[b], ex, &X, &IDS, &W, &p, acc, &Y);
+        CHECK_OK(be[b]->ops->synchronize(be[b]));
+        int bad = 0;
+        double worst = 0.0;
+        for (int64_t i = 0; i < T * D; i++) {
+            const double err = fabs(y[i] - want[i]);
+            if (!(err <= 1e-4 * (1.0 + fabs(want[i])))) bad++;
+            worst = err > worst || isnan(err) ? err : worst;
+        }
+        CHECK_MSG(bad == 0, "%s, backend %d: %d of %lld wrong, worst error %g", what, b, bad, (long long)(T * D), worst);
+        for (int64_t t = 0; t < T; t++)
+            for (int j = 0; j < ns; j++) CHECK(ids[t * kw + k + j] == E + j && w[t * kw + k + j] == 1.0f);
+        if (b == 0)
+            memcpy(yfirst, y, (size_t)(T * D) * sizeof *y);
+        else
+            CHECK_MSG(!memcmp(yfirst, y, (size_t)(T * D) * sizeof *y), "%s: backend %d differs from 1 thread", what, b);
+        /* the same experts asked without their shared part: a count mismatch, refused with y untouched */
+        if (b == 0) {
+            moe_params p0 = p;
+            p0.num_shared = 0;
+            memcpy(y, yfirst, (size_t)(T * D) * sizeof *y);
+            be[b]->ops->moe_experts(be[b], ex, &X, &IDS, &W, &p0, acc, &Y);
+            CHECK(be[b]->ops->synchronize(be[b]) != VLLM_OK);
+            CHECK_MSG(strstr(vllm_last_error(), "shared") != NULL, "%s", vllm_last_error());
+            CHECK(!memcmp(y, yfirst, (size_t)(T * D) * sizeof *y));
+        }
+        be[b]->ops->experts_free(be[b], ex);
+    }
+    free(o);
+    free(want);
+    free(h);
+    free(x);
+    free(y0);
+    free(y);
+    free(yfirst);
+    free(logits);
+    free(w);
+    free(ids);
+    free(st);
+    free((void *)pg);
+    free(sh);
+    fixture_free(&f);
+}
+
+static void test_moe_experts_shared(backend *be[CT_NBE]) {
+    for (int ns = 1; ns <= 2; ns++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int v = 0; v < 4; v++)
+                run_shared_case(be, v < 2 ? 8 : 16, v < 2 ? 2 : 4, ns, ti ? 37 : 1, v % 2 ? DTYPE_BF16 : DTYPE_F32,
+                                v == 3 ? BE_ACT_GELU_TANH : BE_ACT_SILU, (v + ti) % 2 == 1,
+                                v < 2 ? BE_MOE_SOFTMAX_GROUPED : v == 2 ? BE_MOE_SIGMOID_NOAUX_TC : BE_MOE_SOFTMAX,
+                                v < 2 ? 16.0f : v == 2 ? 2.5f : 0.0f);
+}
+
 /* ---- refusals ---- */
 
 static void test_bad_args(backend *be) {
@@ -881,9 +1097,12 @@ int main(void) {
     test_route_deepseek_exact(be[1]);
     test_route_deepseek_random(be[1]);
     test_route_deepseek_bad(be[0]);
+    test_route_shared(be[0]);
+    test_route_shared(be[1]);
     test_sigmoid_gate(be[0]);
     test_sigmoid_gate(be[1]);
     test_moe_experts(be);
+    test_moe_experts_shared(be);
     test_bad_args(be[0]);
     test_supports(be[0]);
     ct_backends_free(be);

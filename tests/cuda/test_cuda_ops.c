@@ -1876,7 +1876,12 @@ static void test_supports(void) {
  * same experts, experts that get no token, repeated ids, accumulate on / off, F32 / F16 weights, F32 y,
  * strided and misaligned x, odd sizes, each path forced on the other's batches with VLLM_CUDA_MOE),
  * sigmoid_gate, a bad expert id found on the device, and a decode-sized route + experts recorded as
- * a graph and replayed (equal to eager; the GEMM path refused while recording). */
+ * a graph and replayed (equal to eager; the GEMM path refused while recording). DeepSeek's plain shared
+ * experts (moe_params.num_shared): moe_route's ids / weights with the shared columns (E + j, weight 1)
+ * after the routed k, and moe_experts over E routed experts plus ns sliced from a dense shared MLP (rows
+ * of gate / up, strided columns of down, as block_moe.c loads them) routed on the device, against the CPU,
+ * on the expert GEMV (DeepSeek-V3's decode batch of 8: 64 routed + 8 shared pairs), the grouped GEMM and
+ * cuBLAS, and recorded into a graph. */
 
 enum { MOE_RANDOM, MOE_SAME, MOE_SUBSET, MOE_REPEAT, MOE_PATTERNS };
 static const char *MOE_PAT[MOE_PATTERNS] = {"random", "all tokens same experts", "some experts none", "repeated ids"};
@@ -2127,8 +2132,11 @@ static bool route_ds_near_tie(const float *l, const float *b, int E, int k, be_m
     return near;
 }
 
-static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scoring sc, int G, int kg, bool renorm,
-                                   float scale, int bias, int T, dtype ldt, int pat) {
+/* ns: moe_params.num_shared (ids / w of k + ns columns; the shared ones must be E + j with weight 1) */
+static void test_moe_route_ds_ns(const char *name, int E, int k, be_moe_scoring sc, int G, int kg, bool renorm,
+                                 float scale, int bias, int T, dtype ldt, int pat, int ns) {
+    const int kr = k; /* the routed columns */
+    k += ns;          /* the width below */
     float *l = malloc((size_t)T * E * sizeof *l), *b = malloc((size_t)E * sizeof *b);
     const dtype bdt = bias == 2 ? DTYPE_BF16 : DTYPE_F32; /* bias: 0 none, 1 F32, 2 BF16 */
     for (int e = 0; e < E; e++) b[e] = round_to(bdt, 0.5f * rnd());
@@ -2144,8 +2152,8 @@ static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scorin
     tensor wc = put(cpu, DTYPE_F32, T, k, NULL), wg = put(gpu, DTYPE_F32, T, k, NULL);
     poison(&ig);
     poison(&wg);
-    moe_params mp = {.num_experts = E, .top_k = k, .scoring = sc, .renormalize = renorm, .num_groups = G,
-                     .topk_groups = kg, .routed_scaling = scale, .score_bias = bias ? &bc1 : NULL};
+    moe_params mp = {.num_experts = E, .top_k = kr, .scoring = sc, .renormalize = renorm, .num_groups = G,
+                     .topk_groups = kg, .routed_scaling = scale, .score_bias = bias ? &bc1 : NULL, .num_shared = ns};
     CHECK(backend_supports(gpu, BE_OP_MOE, &mp) == BE_NATIVE);
     cpu->ops->moe_route(cpu, &lc, &mp, &ic, &wc);
     mp.score_bias = bias ? &bg1 : NULL;
@@ -2157,8 +2165,13 @@ static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scorin
     float *c = get(cpu, &wc), *g = get(gpu, &wg);
     int64_t off = 0, first = -1;
     int skipped = 0;
+    int shared_bad = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = kr; j < k; j++) shared_bad += idg[t * k + j] != E + j - kr || g[t * k + j] != 1.0f;
+    CHECK_MSG(shared_bad == 0, "moe_route %s E %d k %d + %d shared T %d: %d shared columns wrong", name, E, kr, ns, T,
+              shared_bad);
     for (int t = 0; t < T; t++) {
-        if (route_ds_near_tie(l + (size_t)t * E, bias ? b : NULL, E, k, sc, G, kg)) {
+        if (route_ds_near_tie(l + (size_t)t * E, bias ? b : NULL, E, kr, sc, G, kg)) {
             skipped++;
             for (int j = 0; j < k; j++) g[t * k + j] = c[t * k + j]; /* not compared */
             continue;
@@ -2173,7 +2186,8 @@ static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scorin
               E, k, G, kg, T, (long long)off, (long long)first, first >= 0 ? idg[first] : 0,
               first >= 0 ? idc[first] : 0);
     char what[160];
-    snprintf(what, sizeof what, "moe_route %s E %d k %d grp %d/%d T %d %s%s%s %s (ids, w)%s", name, E, k, G, kg, T,
+    snprintf(what, sizeof what, "moe_route %s E %d k %d%s grp %d/%d T %d %s%s%s %s (ids, w)%s", name, E, kr,
+             ns ? (ns == 1 ? " + 1 shared" : " + 2+ shared") : "", G, kg, T,
              pat == ROUTE_SAME ? "same" : pat == ROUTE_TIES ? "ties" : "rand", renorm ? " renorm" : "",
              bias ? (bias == 2 ? " bias bf16" : " bias") : "", dtype_name(ldt), skipped ? " near ties skipped" : "");
     compare(what, g, c, (int64_t)T * k, 1e-5, 1e-5);
@@ -2186,6 +2200,86 @@ static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scorin
     free(b);
     tensor *cs[] = {&lc, &bc, &ic, &wc}, *gs[] = {&lg, &bg, &ig, &wg};
     drop_pairs(cs, gs, 4);
+}
+
+static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scoring sc, int G, int kg, bool renorm,
+                                   float scale, int bias, int T, dtype ldt, int pat) {
+    test_moe_route_ds_ns(name, E, k, sc, G, kg, renorm, scale, bias, T, ldt, pat, 0);
+}
+
+/* moe_experts with ns plain shared experts (DeepSeek's): E routed experts of (I, D) and a dense shared MLP of
+ * ns I given to experts_create as experts E .. E + ns - 1 (gate / up row slices, down column slices rows ns I
+ * apart: what block_moe.c hands over), routed by moe_route (softmax top k, scaled by 2.5, + the shared
+ * columns) on each backend, then moe_experts (accumulate when acc) on the device against the CPU. force:
+ * VLLM_CUDA_MOE for the GPU's experts, or NULL. */
+static void test_moe_shared_case(int E, int k, int ns, int T, int D, int I, bool acc, const char *force) {
+    const int Et = E + ns, kw = k + ns;
+    const int64_t per = (int64_t)I * D, Is = (int64_t)ns * I, nr = 3 * (int64_t)E * per, n = nr + 3 * Is * D;
+    float *wh = malloc((size_t)n * sizeof *wh);
+    for (int64_t i = 0; i < n; i++) wh[i] = round_to(DTYPE_BF16, rnd() * 0.1f);
+    void *wb = pack(wh, n, DTYPE_BF16);
+    tensor *t = malloc((size_t)Et * 6 * sizeof *t);
+    const tensor **pt = malloc((size_t)Et * 6 * sizeof *pt);
+    for (int b = 0; b < 2; b++) { /* b 0: the CPU's F32 views, 1: the GPU's BF16 ones */
+        const dtype dt = b ? DTYPE_BF16 : DTYPE_F32;
+        unsigned char *base = b ? (unsigned char *)wb : (unsigned char *)wh;
+        const size_t es = dtype_size(dt);
+        for (int e = 0; e < E; e++)
+            for (int m = 0; m < 3; m++)
+                t[(3 * b + m) * Et + e] = tensor_2d(dt, base + (size_t)((3 * (int64_t)e + m) * per) * es, m == 2 ? D : I,
+                                                    m == 2 ? I : D);
+        const tensor sg = tensor_2d(dt, base + (size_t)nr * es, Is, D), su = tensor_2d(dt, base + (size_t)(nr + Is * D) * es, Is, D),
+                     sd = tensor_2d(dt, base + (size_t)(nr + 2 * Is * D) * es, D, Is);
+        for (int j = 0; j < ns; j++) {
+            t[(3 * b + 0) * Et + E + j] = tensor_rows(&sg, (int64_t)j * I, I);
+            t[(3 * b + 1) * Et + E + j] = tensor_rows(&su, (int64_t)j * I, I);
+            t[(3 * b + 2) * Et + E + j] = tensor_cols(&sd, (int64_t)j * I, I);
+        }
+    }
+    for (int i = 0; i < 6 * Et; i++) pt[i] = &t[i];
+    be_experts *ec = NULL, *eg = NULL;
+    CHECK_OK(cpu->ops->experts_create(cpu, pt, pt + Et, pt + 2 * Et, NULL, Et, &ec));
+    if (force) setenv("VLLM_CUDA_MOE", force, 1);
+    CHECK_OK(gpu->ops->experts_create(gpu, pt + 3 * Et, pt + 4 * Et, pt + 5 * Et, NULL, Et, &eg));
+    if (force) unsetenv("VLLM_CUDA_MOE");
+    float *l = malloc((size_t)T * E * sizeof *l), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
+    for (int i = 0; i < T * E; i++) l[i] = round_to(DTYPE_BF16, 4.0f * rnd());
+    for (int64_t i = 0; i < (int64_t)T * D; i++) y0[i] = round_to(DTYPE_BF16, rnd());
+    tensor xc, xg;
+    rand_pair(T, D, 1.0f, &hx, &xc, &xg);
+    tensor lc = put(cpu, DTYPE_F32, T, E, l), lg = put(gpu, DTYPE_BF16, T, E, l);
+    tensor ic = put_i32_2d(cpu, NULL, T, kw), ig = put_i32_2d(gpu, NULL, T, kw);
+    tensor wc = put(cpu, DTYPE_F32, T, kw, NULL), wg = put(gpu, DTYPE_F32, T, kw, NULL);
+    tensor yc = put(cpu, DTYPE_F32, T, D, y0), yg = put(gpu, DTYPE_BF16, T, D, y0);
+    if (!acc) poison(&yg);
+    const moe_params mp = {.num_experts = E, .top_k = k, .scoring = BE_MOE_SOFTMAX_GROUPED, .act = BE_ACT_SILU,
+                           .routed_scaling = 2.5f, .num_shared = ns};
+    CHECK(backend_supports(gpu, BE_OP_MOE, &mp) == BE_NATIVE);
+    if (ec && eg) {
+        cpu->ops->moe_route(cpu, &lc, &mp, &ic, &wc);
+        cpu->ops->moe_experts(cpu, ec, &xc, &ic, &wc, &mp, acc, &yc);
+        gpu->ops->moe_route(gpu, &lg, &mp, &ig, &wg);
+        gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, acc, &yg);
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        float *c = get(cpu, &yc), *g = get(gpu, &yg);
+        char what[160];
+        snprintf(what, sizeof what, "moe_experts E %d k %d + %d shared T %d D %d I %d%s%s%s", E, k, ns, T, D, I,
+                 acc ? " acc" : "", force ? " forced " : "", force ? force : "");
+        compare(what, g, c, (int64_t)T * D, REL, ELEM);
+        free(c);
+        free(g);
+    }
+    cpu->ops->experts_free(cpu, ec);
+    gpu->ops->experts_free(gpu, eg);
+    tensor *cs[] = {&xc, &lc, &ic, &wc, &yc}, *gs[] = {&xg, &lg, &ig, &wg, &yg};
+    drop_pairs(cs, gs, 5);
+    free(t);
+    free(pt);
+    free(wb);
+    free(wh);
+    free(l);
+    free(y0);
+    free(hx);
 }
 
 static void test_sigmoid_gate_case(int T, int D, dtype xdt, dtype gdt) {
@@ -2212,22 +2306,23 @@ static void test_sigmoid_gate_case(int T, int D, dtype xdt, dtype gdt) {
 
 /* A decode-sized route + experts recorded and replayed on new inputs equals the same eagerly. */
 /* T tokens: 4 (the expert GEMV's fixed buffers) or, large, more than 64 pairs (the grouped GEMM on the
- * scratch experts_reserve sized) */
-static void test_moe_graph(int T, bool large) {
+ * scratch experts_reserve sized; with DeepSeek-V3's top 8 + 1 shared expert at 8 tokens, 72 pairs: the expert
+ * GEMV on that scratch); top k of 8 (16 when k > 4) routed experts and ns shared ones (num_shared) */
+static void test_moe_graph(int T, bool large, int k, int ns) {
     if (!gpu->ops->graph_begin) return;
-    const int E = 8, k = 2, D = 256, I = 128;
+    const int E = k > 4 ? 16 : 8, D = 256, I = 128, kw = k + ns;
     be_experts *ec, *eg;
     float *keep;
-    moe_make(E, D, I, DTYPE_BF16, MOE_BIAS_NONE, &ec, &eg, &keep);
+    moe_make(E + ns, D, I, DTYPE_BF16, MOE_BIAS_NONE, &ec, &eg, &keep);
     if (large && eg) {
-        CHECK_OK(gpu->ops->experts_reserve(gpu, eg, (int64_t)T * k));
-        CHECK(gpu->graph_moe_pairs >= T * k);
+        CHECK_OK(gpu->ops->experts_reserve(gpu, eg, (int64_t)T * kw));
+        CHECK(gpu->graph_moe_pairs >= T * kw);
     }
     float *l = malloc((size_t)T * E * sizeof *l), *hx = malloc((size_t)T * D * sizeof *hx);
     tensor lg = put(gpu, DTYPE_BF16, T, E, NULL), xg = put(gpu, DTYPE_BF16, T, D, NULL);
-    tensor ig = put_i32_2d(gpu, NULL, T, k), wg = put(gpu, DTYPE_F32, T, k, NULL);
+    tensor ig = put_i32_2d(gpu, NULL, T, kw), wg = put(gpu, DTYPE_F32, T, kw, NULL);
     tensor yg = put(gpu, DTYPE_BF16, T, D, NULL);
-    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = true, .act = BE_ACT_SILU};
+    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = true, .act = BE_ACT_SILU, .num_shared = ns};
     const size_t lbytes = (size_t)T * E * 2, xbytes = (size_t)T * D * 2;
     void *lb = NULL, *xb = NULL;
     /* new logits and x into the same buffers */
@@ -2266,8 +2361,8 @@ static void test_moe_graph(int T, bool large) {
             same_as_a += yr[i] == ya[i];
             nan += isnan(yr[i]);
         }
-        printf("  moe graph replay %d (%d tokens): %lld of %d outputs differ from eager\n", rep, T, (long long)differ,
-               T * D);
+        printf("  moe graph replay %d (%d tokens, top %d + %d shared): %lld of %d outputs differ from eager\n", rep, T, k,
+               ns, (long long)differ, T * D);
         CHECK_MSG(nan == 0 && differ == 0 && same_as_a < T * D / 2, "moe graph replay %d: %lld NaN, %lld differ, %lld stale",
                   rep, (long long)nan, (long long)differ, (long long)same_as_a);
         free(yr);
@@ -2277,7 +2372,7 @@ static void test_moe_graph(int T, bool large) {
 #undef MOE_STEP
 #undef MOE_INPUTS
     /* the cuBLAS path reads the counts on the host: refused while recording */
-    if (!large) {
+    if (!large && !ns) {
         const int T2 = 40;
         be_experts *ec2, *eg2;
         float *keep2;
@@ -2364,6 +2459,33 @@ static void test_moe(void) {
                            ROUTE_RANDOM);
     test_moe_route_ds_case("k 1", 16, 1, BE_MOE_SIGMOID_NOAUX_TC, 8, 1, true, 0.0f, 2, 9, DTYPE_BF16, ROUTE_TIES);
     test_moe_route_ds_case("softmax x2", 64, 8, BE_MOE_SOFTMAX, 0, 0, true, 2.0f, 0, 9, DTYPE_BF16, ROUTE_RANDOM);
+    /* with DeepSeek's plain shared experts after the routed k (V3: 1, V2 / V2-Lite: 2); 33 columns (a second
+     * pass of the writing lanes); the widest, top_k + shared = CU_MOE_MAX_K */
+    for (int ti = 0; ti < 3; ti++) {
+        test_moe_route_ds_ns("V3", 256, 8, BE_MOE_SIGMOID_NOAUX_TC, 8, 4, true, 2.5f, 1, dsT[ti], DTYPE_BF16,
+                             ROUTE_RANDOM, 1);
+        test_moe_route_ds_ns("V2", 160, 6, BE_MOE_SOFTMAX_GROUPED, 8, 3, false, 16.0f, 0, dsT[ti], DTYPE_F32,
+                             ROUTE_RANDOM, 2);
+        test_moe_route_ds_ns("V2-Lite", 64, 6, BE_MOE_SOFTMAX_GROUPED, 0, 0, false, 1.0f, 0, dsT[ti], DTYPE_BF16,
+                             ROUTE_TIES, 2);
+    }
+    test_moe_route_ds_ns("33 shared", 16, 2, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, 0, 5, DTYPE_BF16, ROUTE_RANDOM, 33);
+    enum { MAX_K = 64, MAX_E = 512 }; /* cuda_internal.h's CU_MOE_MAX_K, CU_MOE_MAX_E */
+    test_moe_route_ds_ns("widest", 128, 8, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, 0, 3, DTYPE_BF16, ROUTE_RANDOM, MAX_K - 8);
+    {   /* refused: top_k + shared past CU_MOE_MAX_K, experts + shared past CU_MOE_MAX_E */
+        const moe_params wide = {.num_experts = 128, .top_k = 8, .num_shared = MAX_K - 7},
+                         many = {.num_experts = MAX_E, .top_k = 8, .num_shared = 1};
+        CHECK(backend_supports(gpu, BE_OP_MOE, &wide) == BE_UNSUPPORTED);
+        CHECK(backend_supports(gpu, BE_OP_MOE, &many) == BE_UNSUPPORTED);
+        tensor lg = put(gpu, DTYPE_BF16, 2, 128, NULL), ig = put_i32_2d(gpu, NULL, 2, MAX_K + 1),
+               wg = put(gpu, DTYPE_F32, 2, MAX_K + 1, NULL);
+        gpu->ops->moe_route(gpu, &lg, &wide, &ig, &wg);
+        CHECK(gpu->ops->synchronize(gpu) != VLLM_OK);
+        CHECK_MSG(strstr(vllm_last_error(), "shared") != NULL, "%s", vllm_last_error());
+        drop(gpu, &lg);
+        drop(gpu, &ig);
+        drop(gpu, &wg);
+    }
     {   /* 33 groups: refused (a lane per group), by supports() and the op */
         const moe_params g33 = {.num_experts = 66, .top_k = 2, .scoring = BE_MOE_SOFTMAX_GROUPED, .num_groups = 33,
                                 .topk_groups = 2};
@@ -2456,6 +2578,19 @@ static void test_moe(void) {
     };
     for (size_t i = 0; i < sizeof x / sizeof *x; i++) test_moe_experts_case(&x[i]);
 
+    /* DeepSeek's plain shared experts among the experts: decode batches on the expert GEMV (1 and 8 tokens of
+     * a V3-like top 8 + 1 shared: 9 and 72 pairs, the latter past the fixed buffers), 2 shared (V2-Lite), the
+     * grouped GEMM (37, 300 tokens), cuBLAS (forced; D, I not multiples of 8 too), the GEMV forced on a
+     * prefill batch (the shared experts' 40 tokens in 5 passes) */
+    test_moe_shared_case(16, 8, 1, 1, 256, 128, false, NULL);
+    test_moe_shared_case(16, 8, 1, 8, 256, 128, true, NULL);
+    test_moe_shared_case(64, 6, 2, 4, 512, 128, false, NULL);
+    test_moe_shared_case(64, 6, 2, 37, 256, 128, true, NULL);
+    test_moe_shared_case(8, 2, 1, 300, 256, 128, false, NULL);
+    test_moe_shared_case(8, 2, 2, 20, 256, 128, true, "gemm");
+    test_moe_shared_case(8, 2, 1, 6, 100, 36, false, NULL);
+    test_moe_shared_case(16, 4, 1, 40, 256, 128, false, "gemv");
+
     /* sigmoid_gate */
     test_sigmoid_gate_case(1, 256, DTYPE_BF16, DTYPE_BF16);
     test_sigmoid_gate_case(5, 200, DTYPE_BF16, DTYPE_F32);
@@ -2487,8 +2622,10 @@ static void test_moe(void) {
         free(keep);
     }
 
-    test_moe_graph(4, false);
-    test_moe_graph(100, true);
+    test_moe_graph(4, false, 2, 0);
+    test_moe_graph(100, true, 2, 0);
+    test_moe_graph(4, false, 2, 1);
+    test_moe_graph(8, true, 8, 1);
 
     /* supports(): Qwen3-30B-A3B's 128 experts / top 8 natively; more than the kernels hold is refused */
     const moe_params mp = {.num_experts = 128, .top_k = 8, .renormalize = true};

@@ -6,6 +6,9 @@
  * layouts (block sizes, chunked prefill, prefix caching with a second prompt sharing a prefix): the tokens
  * must agree and the logprobs within 1e-4. The KV cache holds (kv_lora_rank + qk_rope_head_dim) values per
  * token and layer (576 x layers for a V2-shaped config), no V. Config errors name their field.
+ * DeepSeek's plain shared experts as extra experts of the MoE op (n_shared_experts 1 and 2: sliced from the
+ * shared MLP, block_moe.c) generate as the same checkpoint with its shared MLP in F32, which the BF16 experts
+ * cannot take in, so the decoder runs it apart (the dense path); --load-format dummy loads them too.
  */
 #include <math.h>
 #include <stdint.h>
@@ -35,7 +38,19 @@ static void add_rand(ckpt *c, const char *name, int ndim, const int64_t *shape, 
     free(p);
 }
 
-static bool write_ckpt(const char *dir, bool q_lora) {
+/* adds name = an F32 tensor of uniform values, as add_rand draws them (the same values as its BF16 ones) */
+static void add_rand_f32(ckpt *c, const char *name, int ndim, const int64_t *shape, float scale, float offset) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    float *p = malloc((size_t)n * sizeof *p);
+    fill(p, (int)n, scale, offset);
+    c->owned[c->n] = p;
+    c->names[c->n] = strdup(name);
+    c->ts[c->n++] = tensor_make(DTYPE_F32, p, ndim, shape);
+}
+
+/* n_shared: n_shared_experts (the shared MLP n_shared x MI wide); shared_f32: its tensors in F32 */
+static bool write_ckpt_shared(const char *dir, bool q_lora, int n_shared, bool shared_f32) {
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
@@ -46,18 +61,19 @@ static bool write_ckpt(const char *dir, bool q_lora) {
                " \"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d,"
                " \"num_key_value_heads\": %d, \"vocab_size\": %d, \"q_lora_rank\": %s, \"kv_lora_rank\": %d,"
                " \"qk_nope_head_dim\": %d, \"qk_rope_head_dim\": %d, \"v_head_dim\": %d, \"n_routed_experts\": %d,"
-               " \"n_shared_experts\": 1, \"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d,"
+               " \"n_shared_experts\": %d, \"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d,"
                " \"first_k_dense_replace\": 1, \"moe_layer_freq\": 1, \"topk_method\": \"greedy\","
                " \"norm_topk_prob\": false, \"routed_scaling_factor\": 1.5, \"rms_norm_eps\": 1e-06,"
                " \"max_position_embeddings\": %d, \"rope_theta\": 10000, \"tie_word_embeddings\": false,"
                " \"eos_token_id\": 63, \"dtype\": \"bfloat16\"}\n",
-            D, I, NL, NH, NH, VOC, ql, KL, NOPE, ROPE, VD, E, TOPK, MI, MAXPOS);
+            D, I, NL, NH, NH, VOC, ql, KL, NOPE, ROPE, VD, E, n_shared, TOPK, MI, MAXPOS);
     fclose(f);
     ckpt *c = calloc(1, sizeof *c);
     const int64_t s_vd[2] = {VOC, D}, s_d[1] = {D}, s_qa[2] = {QL, D}, s_ql[1] = {QL},
                   s_qb[2] = {NH * (NOPE + ROPE), QL}, s_q[2] = {NH * (NOPE + ROPE), D}, s_kva[2] = {KL + ROPE, D},
                   s_kl[1] = {KL}, s_kvb[2] = {NH * (NOPE + VD), KL}, s_o[2] = {D, NH * VD}, s_gu[2] = {I, D},
-                  s_dn[2] = {D, I}, s_r[2] = {E, D}, s_egu[2] = {MI, D}, s_edn[2] = {D, MI};
+                  s_dn[2] = {D, I}, s_r[2] = {E, D}, s_egu[2] = {MI, D}, s_edn[2] = {D, MI},
+                  s_sgu[2] = {(int64_t)n_shared * MI, D}, s_sdn[2] = {D, (int64_t)n_shared * MI};
     add_rand(c, "model.embed_tokens.weight", 2, s_vd, 1.0f, 0);
     add_rand(c, "lm_head.weight", 2, s_vd, 0.3f, 0);
     add_rand(c, "model.norm.weight", 1, s_d, 0.2f, 1.0f);
@@ -97,13 +113,18 @@ static bool write_ckpt(const char *dir, bool q_lora) {
             snprintf(en, sizeof en, "mlp.experts.%d.down_proj.weight", e);
             ADD(en, 2, s_edn, 0.3f, 0);
         }
-        ADD("mlp.shared_experts.gate_proj.weight", 2, s_egu, 0.3f, 0);
-        ADD("mlp.shared_experts.up_proj.weight", 2, s_egu, 0.3f, 0);
-        ADD("mlp.shared_experts.down_proj.weight", 2, s_edn, 0.3f, 0);
+        const char *sh[3] = {"mlp.shared_experts.gate_proj.weight", "mlp.shared_experts.up_proj.weight",
+                             "mlp.shared_experts.down_proj.weight"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(nm, sizeof nm, "model.layers.%d.%s", l, sh[i]);
+            (shared_f32 ? add_rand_f32 : add_rand)(c, nm, 2, i < 2 ? s_sgu : s_sdn, 0.3f, 0);
+        }
 #undef ADD
     }
     return ckpt_write(c, dir);
 }
+
+static bool write_ckpt(const char *dir, bool q_lora) { return write_ckpt_shared(dir, q_lora, 1, false); }
 
 typedef struct result {
     int32_t tokens[2][NEW];
@@ -191,6 +212,66 @@ static void test_layouts(void) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         CHECK(system(cmd) == 0);
+    }
+}
+
+/* The shared experts inside the MoE op against the same weights run apart (shared MLP in F32), for 1 and 2
+ * shared experts, in two layouts: the same tokens, logprobs within 1e-4; then the folder's config with
+ * --load-format dummy (random weights, the experts' slices views of them) generates finite logprobs. */
+static void test_shared_in_op(void) {
+    int32_t prompts[2][PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompts[0][i] = prompts[1][i] = (int32_t)rnd(VOC - 1);
+    for (int i = 5; i < PROMPT; i++) prompts[1][i] = (int32_t)rnd(VOC - 1);
+    for (int ns = 1; ns <= 2; ns++) {
+        char dir[2][32] = {"/tmp/vllmc_dsshared_XXXXXX", "/tmp/vllmc_dsshared_XXXXXX"};
+        const uint64_t seed = rng;
+        for (int f = 0; f < 2; f++) {
+            CHECK(mkdtemp(dir[f]) != NULL);
+            rng = seed; /* the same values, in BF16 or (the shared MLP) in F32 */
+            CHECK_MSG(write_ckpt_shared(dir[f], true, ns, f == 1), "could not write %s", dir[f]);
+        }
+        const struct { int bs, chunk; } lay[] = {{16, 8192}, {4, 5}};
+        for (int k = 0; k < 2; k++) {
+            result r[2];
+            memset(r, 0, sizeof r);
+            if (!run_engine(dir[0], prompts, lay[k].bs, lay[k].chunk, false, &r[0]) ||
+                !run_engine(dir[1], prompts, lay[k].bs, lay[k].chunk, false, &r[1]))
+                continue;
+            float worst = 0.0f;
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < NEW; j++) {
+                    CHECK_MSG(r[0].tokens[i][j] == r[1].tokens[i][j], "%d shared, layout %d, prompt %d token %d: %d "
+                              "in the op, %d apart", ns, k, i, j, r[0].tokens[i][j], r[1].tokens[i][j]);
+                    const float d = fabsf(r[0].logprobs[i][j] - r[1].logprobs[i][j]);
+                    worst = d > worst ? d : worst;
+                }
+            CHECK_MSG(worst <= 1e-4f, "%d shared, layout %d: logprobs differ by %g", ns, k, (double)worst);
+            printf("%d shared expert(s), layout %d: in the op vs apart: logprobs within %.2g\n", ns, k, (double)worst);
+        }
+        /* --load-format dummy on the same config */
+        vllm_engine_options o = vllm_engine_default_options();
+        o.max_model_len = MAXPOS;
+        o.num_threads = 2;
+        o.load_format = VLLM_LOAD_DUMMY;
+        vllm_engine *e = NULL;
+        CHECK_OK(vllm_engine_create(dir[0], &o, &e));
+        if (e) {
+            vllm_sampling_params sp = vllm_sampling_default_params();
+            sp.temperature = 0;
+            sp.ignore_eos = true;
+            sp.max_tokens = 4;
+            vllm_prompt p = {.token_ids = prompts[0], .num_token_ids = PROMPT};
+            vllm_completion *c = NULL;
+            CHECK_OK(vllm_generate(e, &p, 1, &sp, false, &c, NULL));
+            for (int j = 0; c && j < 4; j++) CHECK(isfinite(c[0].logprobs[j]) && c[0].logprobs[j] <= 0.0f);
+            vllm_completions_free(c, 1);
+            vllm_engine_free(e);
+        }
+        for (int f = 0; f < 2; f++) {
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf %s", dir[f]);
+            CHECK(system(cmd) == 0);
+        }
     }
 }
 
@@ -322,5 +403,6 @@ int main(void) {
     test_v2_bytes();
     test_layouts();
     test_fp8_cache();
+    test_shared_in_op();
     TEST_END();
 }

@@ -205,6 +205,7 @@ static const backend_ops CPU_OPS = {
     .attention = cpu_attention,
     .head_linear = cpu_head_linear,
     .attention_mla = cpu_attention_mla,
+    .mla_prep = cpu_mla_prep,
     .gather_rows = cpu_gather_rows,
     .experts_create = cpu_experts_create,
     .experts_free = cpu_experts_free,

@@ -179,6 +179,56 @@ static void mla_cache_write(const tensor *kv, tensor *cache, const int64_t *slot
     }
 }
 
+/* The slots of T tokens inside a cache of nslots (an error naming op otherwise). */
+static bool mla_slots_ok(cpu_state *cpu, const char *op, const int64_t *slots, int64_t T, int64_t nslots) {
+    for (int64_t t = 0; t < T; t++)
+        if (slots[t] >= nslots) {
+            cpu_fail(cpu, "%s: slot %lld of token %lld is past the cache's %lld slots", op, (long long)slots[t],
+                     (long long)t, (long long)nslots);
+            return false;
+        }
+    return true;
+}
+
+// q_rope (T, H*R), kv (T, L+R) in place; norm_w (L); the rows into cache at m->slot_mapping: the composition of
+// norm, rope and attention_mla's write, which the fused backends equal
+void cpu_mla_prep(backend *be, tensor *q_rope, tensor *kv, const tensor *norm_w, float eps, const tensor *positions,
+                  const tensor *cos_sin, int rope_dim, bool neox, tensor *cache, const attn_meta *m) {
+    cpu_state *cpu = cpu_of(be);
+    const int R = rope_dim;
+    if (!m || !kv || !cache || m->block_size <= 0 || R <= 0 || R % 2 || kv->ndim != 2 || kv->shape[1] <= R ||
+        kv->shape[1] > MLA_MAX_DIM) {
+        cpu_fail(cpu, "mla_prep: bad metadata, kv or rope_dim %d (kv (T, L + R) with L > 0, R even, L + R <= %d)", R,
+                 MLA_MAX_DIM);
+        return;
+    }
+    const int64_t T = kv->shape[0], W = kv->shape[1], L = W - R, bs = m->block_size;
+    const bool fp8 = cache->dtype == DTYPE_F8_E4M3;
+    if (!cpu_check_mat(cpu, "mla_prep", "kv", kv, DTYPE_F32, T, W) ||
+        !cpu_check_vec(cpu, "mla_prep", "cache", cache, fp8 ? DTYPE_F8_E4M3 : DTYPE_F32, -1) ||
+        !cpu_check_vec(cpu, "mla_prep", "slot_mapping", &m->slot_mapping, DTYPE_I64, -1))
+        return;
+    if (cache->ndim != 4 || cache->shape[1] != bs || cache->shape[2] != 1 || cache->shape[3] != W) {
+        cpu_fail(cpu, "mla_prep: cache must be (num_blocks, %lld, 1, %lld)", (long long)bs, (long long)W);
+        return;
+    }
+    if (fp8 && !(cache->qscale >= 0.0f && isfinite(cache->qscale))) {
+        cpu_fail(cpu, "mla_prep: cache has scale %g", (double)cache->qscale);
+        return;
+    }
+    if (tensor_numel(&m->slot_mapping) < T) {
+        cpu_fail(cpu, "mla_prep: slot_mapping is shorter than the %lld tokens", (long long)T);
+        return;
+    }
+    if (!mla_slots_ok(cpu, "mla_prep", m->slot_mapping.data, T, cache->shape[0] * bs)) return;
+    tensor c = tensor_cols(kv, 0, L), kr = tensor_cols(kv, L, R);
+    const be_norm n = {.kind = BE_NORM_RMS, .w = norm_w, .eps = eps};
+    cpu_norm(be, &c, &n, &c);
+    cpu_rope(be, q_rope, &kr, positions, cos_sin, R, R, neox);
+    if (cpu->err != VLLM_OK) return; /* the norm or the rope refused its arguments */
+    mla_cache_write(kv, cache, m->slot_mapping.data, T, (int)W);
+}
+
 // q_lat (T, H*L), q_rope (T, H*R), kv (T, L+R), cache (num_blocks, block_size, 1, L+R) -> out (T, H*L)
 void cpu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
                        const attn_meta *m, const mla_params *p, tensor *out) {
@@ -226,12 +276,7 @@ void cpu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, c
     const int64_t num_blocks = cache->shape[0];
     if (kv) { /* the new tokens' latents first: the queries read them */
         const int64_t *slots = m->slot_mapping.data;
-        for (int64_t t = 0; t < T; t++)
-            if (slots[t] >= num_blocks * bs) {
-                cpu_fail(cpu, "attention_mla: slot %lld of token %lld is past the cache's %lld slots",
-                         (long long)slots[t], (long long)t, (long long)(num_blocks * bs));
-                return;
-            }
+        if (!mla_slots_ok(cpu, "attention_mla", slots, T, num_blocks * bs)) return;
         mla_cache_write(kv, cache, slots, T, W);
     }
     if (T == 0) return;

@@ -9,6 +9,7 @@
  *   c = kv_a_layernorm(a_c), k_rope = a_kr           the latent (L) and the shared rotary key (R)
  *   rope(q_rope, k_rope)                             interleaved pairs (transformers' apply_rotary_emb /
  *                                                    apply_rotary_pos_emb_interleave; vLLM is_neox_style=False)
+ *   [c ; k_rope] -> cache                            (the norm, the rope and this write: one mla_prep op)
  *   q_lat_h = W_UK_h^T q_nope_h                      (T, H L)      head_linear
  *   o_lat = attention_mla(q_lat, q_rope, [c ; k_rope] -> cache)    (T, H L)
  *   out_h = W_UV_h o_lat_h                           (T, H V)      head_linear; o_proj is the decoder's
@@ -190,12 +191,19 @@ void mla_block_run(model *m, const mla_block *b, mla_bufs *mb, const tensor *x, 
     tensor kv = tensor_cols(&a, Wq, L + R);                             /* [c ; k_rope] (T, L + R) */
     tensor cl = tensor_cols(&kv, 0, L), k_rope = tensor_cols(&kv, L, R);
     tensor q_nope = tensor_cols(&q, 0, H * N), q_rope = tensor_cols(&q, H * N, H * R);
-    const be_norm kvn = {.kind = BE_NORM_RMS, .w = &b->kv_a_norm.w, .eps = eps};
-    ops->norm(be, &cl, &kvn, &cl);                                      /* c = kv_a_layernorm(c), in place */
-    ops->rope(be, &q_rope, &k_rope, positions, cos_sin, (int)R, (int)R, !c->rope_interleaved);
+    const bool neox = !c->rope_interleaved;
+    const tensor *kv_in = &kv;                                          /* attention_mla writes it to the cache */
+    if (ops->mla_prep) {                  /* c = kv_a_layernorm(c), rope(q_rope, k_rope), the cache write: one op */
+        ops->mla_prep(be, &q_rope, &kv, &b->kv_a_norm.w, eps, positions, cos_sin, (int)R, neox, cache, meta);
+        kv_in = NULL;
+    } else {
+        const be_norm kvn = {.kind = BE_NORM_RMS, .w = &b->kv_a_norm.w, .eps = eps};
+        ops->norm(be, &cl, &kvn, &cl);                                  /* c = kv_a_layernorm(c), in place */
+        ops->rope(be, &q_rope, &k_rope, positions, cos_sin, (int)R, (int)R, neox);
+    }
     ops->head_linear(be, &q_nope, &b->w_uk_t, &qlat);                   /* q_lat_h = W_UK_h^T q_nope_h */
     const mla_params mp = {.num_heads = (int)H, .kv_lora_rank = (int)L, .rope_dim = (int)R,
                            .scale = (float)c->attn_scale};
-    ops->attention_mla(be, &qlat, &q_rope, &kv, cache, meta, &mp, &olat); /* (T, H L) */
+    ops->attention_mla(be, &qlat, &q_rope, kv_in, cache, meta, &mp, &olat); /* (T, H L) */
     ops->head_linear(be, &olat, &b->w_uv, out);                         /* out_h = W_UV_h o_lat_h (T, H V) */
 }

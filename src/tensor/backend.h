@@ -403,6 +403,15 @@ typedef struct backend_ops {
      * The cache is the backend's kv_dtype (an FP8 one scaled by its qscale as attention's K). */
     void (*attention_mla)(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
                           const attn_meta *m, const mla_params *p, tensor *out);
+    /* MLA's new latents in one op (DeepSeek's kv_a_layernorm, rotary embedding and concat_and_cache_mla), in
+     * place: c = rms_norm(kv[:, :L]) * norm_w (eps; L = kv's width - rope_dim), then rope (as rope(): pairs
+     * neox or adjacent, cos_sin (max_pos, rope_dim)) on the shared key kv[:, L:] and on q_rope (T, H rope_dim)
+     * at positions, then kv's rows into cache (num_blocks, block_size, 1, L + rope_dim) at m->slot_mapping as
+     * attention_mla writes them (slots < 0 skipped). attention_mla then runs with kv NULL. Optional (NULL: norm,
+     * rope and attention_mla's own write, which this equals). */
+    void (*mla_prep)(backend *be, tensor *q_rope, tensor *kv, const tensor *norm_w, float eps,
+                     const tensor *positions, const tensor *cos_sin, int rope_dim, bool neox, tensor *cache,
+                     const attn_meta *m);
     /* out (N, D) = x[idx] ; idx (N) I32 */
     void (*gather_rows)(backend *be, const tensor *x, const tensor *idx, tensor *out);
 

@@ -4,7 +4,9 @@
  * with scrambled block tables: a whole prompt, a prompt chunk starting mid-sequence (its prefix already in the
  * cache), a decode step. Reference per head, in double: k_j = [W_UK_h c_j ; k_rope_j], v_j = W_UV_h c_j,
  * softmax((q_nope ; q_rope) . k_j * scale) over keys 0 .. pos, sum p_j v_j (DeepseekV2Attention's eager path).
- * The op's cache write (concat_and_cache_mla) and its errors are checked too. 1, 4 forced-parallel and 4 threads.
+ * The op's cache write (concat_and_cache_mla) and its errors are checked too, and mla_prep (the latent's RMSNorm,
+ * the rope of the query heads and the shared key, the write) against a double reference. 1, 4 forced-parallel and
+ * 4 threads.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +17,71 @@
 enum { H = 3, N = 10, R = 6, V = 12, L = 20, W = L + R, BS = 4, NB = 24, S = 3, MAXB = 6 };
 
 static const int CTX[S] = {9, 14, 5}, QLEN[S] = {9, 3, 1}; /* prompt, chunk at 11 .. 13, decode at 4 */
+
+/* mla_prep (the latent's RMSNorm, the rope of the query heads and the shared key, the cache write) against a
+ * double reference, both pair layouts; a padding slot writes nothing; a slot past the cache is refused. */
+static void test_mla_prep(backend *be, int bi) {
+    enum { T = 5, MAXP = 40 };
+    static float kv[T][W], q[T][H * R], w[L], cs[MAXP][R], cache[NB * BS * W];
+    int32_t pos[T] = {0, 3, 17, 39, 8};
+    int64_t slots[T] = {2, 9, -1, 40, 77};
+    for (int neox = 0; neox < 2; neox++) {
+        ct_fill(&kv[0][0], T * W, 1.0f);
+        ct_fill(&q[0][0], T * H * R, 1.0f);
+        ct_fill(w, L, 1.0f);
+        for (int p = 0; p < MAXP; p++)
+            for (int i = 0; i < R / 2; i++) {
+                cs[p][i] = cosf(p * powf(100.0f, -2.0f * i / R));
+                cs[p][R / 2 + i] = sinf(p * powf(100.0f, -2.0f * i / R));
+            }
+        for (int i = 0; i < NB * BS * W; i++) cache[i] = NAN;
+        double rkv[T][W], rq[T][H * R];
+        for (int t = 0; t < T; t++) {
+            double ss = 0;
+            for (int l = 0; l < L; l++) ss += (double)kv[t][l] * kv[t][l];
+            const double inv = 1.0 / sqrt(ss / L + 1e-6);
+            for (int l = 0; l < L; l++) rkv[t][l] = kv[t][l] * inv * w[l];
+            for (int hh = 0; hh <= H; hh++) { /* H query heads, then the key */
+                const float *x = hh < H ? &q[t][hh * R] : &kv[t][L];
+                double *y = hh < H ? &rq[t][hh * R] : &rkv[t][L];
+                for (int i = 0; i < R / 2; i++) {
+                    const int i1 = neox ? i : 2 * i, i2 = neox ? i + R / 2 : 2 * i + 1;
+                    const double c = cs[pos[t]][i], sn = cs[pos[t]][R / 2 + i];
+                    y[i1] = x[i1] * c - x[i2] * sn;
+                    y[i2] = x[i2] * c + x[i1] * sn;
+                }
+            }
+        }
+        int64_t sc[4] = {NB, BS, 1, W};
+        tensor tc = tensor_make(DTYPE_F32, cache, 4, sc), tkv = tensor_2d(DTYPE_F32, kv, T, W);
+        tensor tq = tensor_2d(DTYPE_F32, q, T, H * R), tw = tensor_1d(DTYPE_F32, w, L);
+        tensor tp = tensor_1d(DTYPE_I32, pos, T), tcs = tensor_2d(DTYPE_F32, cs, MAXP, R);
+        attn_meta m = {.num_tokens = T, .block_size = BS, .slot_mapping = tensor_1d(DTYPE_I64, slots, T)};
+        be->ops->mla_prep(be, &tq, &tkv, &tw, 1e-6f, &tp, &tcs, R, neox, &tc, &m);
+        CHECK_OK(be->ops->synchronize(be));
+        double maxerr = 0;
+        int64_t written = 0;
+        for (int t = 0; t < T; t++) {
+            for (int i = 0; i < W; i++) maxerr = fmax(maxerr, fabs(kv[t][i] - rkv[t][i]));
+            for (int i = 0; i < H * R; i++) maxerr = fmax(maxerr, fabs(q[t][i] - rq[t][i]));
+            if (slots[t] >= 0) CHECK(!memcmp(cache + slots[t] * W, kv[t], sizeof kv[t]));
+        }
+        for (int i = 0; i < NB * BS * W; i++) written += !isnan(cache[i]);
+        CHECK_MSG(maxerr < 1e-5, "backend %d: mla_prep (neox %d) max error %g", bi, neox, maxerr);
+        CHECK_MSG(written == (T - 1) * W, "backend %d: mla_prep wrote %lld cache values, not %d", bi,
+                  (long long)written, (T - 1) * W);
+        /* a slot past the cache is refused */
+        int64_t bad[T] = {2, 9, -1, 40, NB * BS};
+        m.slot_mapping = tensor_1d(DTYPE_I64, bad, T);
+        be->ops->mla_prep(be, &tq, &tkv, &tw, 1e-6f, &tp, &tcs, R, neox, &tc, &m);
+        CHECK(be->ops->synchronize(be) != VLLM_OK);
+        /* an odd rope_dim is refused */
+        m.slot_mapping = tensor_1d(DTYPE_I64, slots, T);
+        be->ops->mla_prep(be, &tq, &tkv, &tw, 1e-6f, &tp, &tcs, R - 1, neox, &tc, &m);
+        CHECK(be->ops->synchronize(be) != VLLM_OK);
+    }
+    printf("backend %d: mla_prep (norm, rope both layouts, cache write) ok\n", bi);
+}
 
 int main(void) {
     backend *bes[CT_NBE];
@@ -126,6 +193,7 @@ int main(void) {
         tensor tc2 = tensor_make(DTYPE_F32, cache, 4, sc2);
         be->ops->attention_mla(be, &tql, &tqr, NULL, &tc2, &m, &p, &tol);
         CHECK(be->ops->synchronize(be) != VLLM_OK);
+        test_mla_prep(be, bi);
     }
     ct_backends_free(bes);
     TEST_END();

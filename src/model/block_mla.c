@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "model/blocks.h"
+#include "tensor/fp8.h"
 
 static bool has_mla(const model_config *c) {
     for (int l = 0; l < c->num_layers; l++)
@@ -56,6 +57,33 @@ static vllm_status regroup_q(const weight_source *ws, const model_config *c, con
     }
     *host = d;
     *out = tensor_2d(w->dtype, d, H * (N + R), in);
+    return VLLM_OK;
+}
+
+/* A block-scaled FP8 kv_b_proj (FP8_B128 rows: DeepSeek-V3 / R1 / Kimi-K2's checkpoints) as a host copy of its values
+ * in dt (the activation dtype: the absorptions then run as for a BF16 checkpoint), as vLLM dequantizes it before
+ * splitting W_UK / W_UV (MLACommonImpl.process_weights_after_loading: get_and_maybe_dequant_weights). */
+static vllm_status dequant_kv_b(const tensor *w, dtype dt, void **host, tensor *out) {
+    const int64_t rows = w->shape[0], K = w->shape[1];
+    if (K % FP8_B) return vt_error(VLLM_ERR_FORMAT, "kv_b_proj: %lld columns are not whole FP8 blocks", (long long)K);
+    float *row = malloc((size_t)K * sizeof *row);
+    unsigned char *d = malloc((size_t)(rows * K) * (dt == DTYPE_BF16 ? 2 : 4));
+    if (!row || !d) {
+        free(row);
+        free(d);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (MLA kv_b_proj, dequantized)");
+    }
+    const fp8_block *b = w->data;
+    for (int64_t r = 0; r < rows; r++) {
+        fp8_dequantize_row(b + r * (K / FP8_B), row, K);
+        for (int64_t k = 0; k < K; k++) {
+            if (dt == DTYPE_BF16) ((uint16_t *)d)[r * K + k] = f32_to_bf16(row[k]);
+            else ((float *)d)[r * K + k] = row[k];
+        }
+    }
+    free(row);
+    *host = d;
+    *out = tensor_2d(dt == DTYPE_BF16 ? DTYPE_BF16 : DTYPE_F32, d, rows, K);
     return VLLM_OK;
 }
 
@@ -101,9 +129,19 @@ vllm_status mla_block_load(model *m, weight_source *ws, int l, mla_block *b) {
         (st = blk_get(ws, c, l, "self_attn.kv_b_proj", "weight", 2, s_kvb, &kvb)) ||
         (st = blk_load_norm(m, ws, l, "self_attn.kv_a_layernorm", L, &b->kv_a_norm)))
         return st;
-    if (!float_dtype(kvb.dtype))
+    void *kvb_deq = NULL; /* an FP8 kv_b_proj's values, freed once split */
+    if (kvb.dtype == DTYPE_FP8_B128) {
+        tensor d;
+        if ((st = dequant_kv_b(&kvb, m->be->act_dtype, &kvb_deq, &d))) return st;
+        kvb = d;
+    } else if (!float_dtype(kvb.dtype)) {
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: layer %d's self_attn.kv_b_proj is %s: MLA needs it in F32 / F16 / "
-                        "BF16 (quantized kv_b_proj is not supported yet)", c->architecture, l, dtype_name(kvb.dtype));
+                        "BF16 or block FP8", c->architecture, l, dtype_name(kvb.dtype));
+    }
+    tensor uk, uv;
+    st = split_kv_b(ws, c, &kvb, &b->host[1], &b->host[2], &uk, &uv);
+    free(kvb_deq);
+    if (st || (st = blk_import(m, &uk, &b->w_uk_t)) || (st = blk_import(m, &uv, &b->w_uv))) return st;
     if (QL > 0) {
         const int64_t s_qa[2] = {QL, D}, s_qb[2] = {H * (N + R), QL};
         if ((st = blk_get(ws, c, l, "self_attn.q_a_proj", "weight", 2, s_qa, &q)) ||
@@ -121,10 +159,6 @@ vllm_status mla_block_load(model *m, weight_source *ws, int l, mla_block *b) {
     }
     const tensor *wa[2] = {&q, &kva};
     if ((st = m->be->ops->linear_create(m->be, wa, NULL, 2, &b->a))) return st;
-    tensor uk, uv;
-    if ((st = split_kv_b(ws, c, &kvb, &b->host[1], &b->host[2], &uk, &uv)) || (st = blk_import(m, &uk, &b->w_uk_t)) ||
-        (st = blk_import(m, &uv, &b->w_uv)))
-        return st;
     if (m->be->import_copies) /* the device has its own copies */
         for (int i = 0; i < 3; i++) {
             free(b->host[i]);

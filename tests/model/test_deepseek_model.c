@@ -20,6 +20,7 @@
 #include "loader/hf_config.h"
 #include "model/kv_cache_groups.h"
 #include "model/model.h"
+#include "tensor/fp8.h"
 #include "tensor/tensor.h"
 #include "test.h"
 #define SYNTH_SEED 0x5eed14ull
@@ -49,6 +50,50 @@ static void add_rand_f32(ckpt *c, const char *name, int ndim, const int64_t *sha
     c->ts[c->n++] = tensor_make(DTYPE_F32, p, ndim, shape);
 }
 
+/* kv_lora_rank of the next checkpoint, and how its kv_b_proj is stored: BF16; block FP8 (F8_E4M3 values with a
+ * weight_scale_inv per 128 x 128 block, DeepSeek-V3's format; the config then has a quantization_config); or F32
+ * copies of that FP8 tensor's values */
+enum { KVB_BF16, KVB_FP8, KVB_FP8_AS_F32 };
+static int g_kl = KL, g_kvb = KVB_BF16;
+
+static void add_kv_b(ckpt *c, const char *name, const int64_t *shape) {
+    const int64_t rows = shape[0], K = shape[1], rb = (rows + 127) / 128, kb = (K + 127) / 128;
+    if (g_kvb == KVB_BF16) {
+        add_rand(c, name, 2, shape, 0.4f, 0);
+        return;
+    }
+    float *w = malloc((size_t)(rows * K) * sizeof *w), *sc = calloc((size_t)(rb * kb), sizeof *sc);
+    uint8_t *q = malloc((size_t)(rows * K));
+    fill(w, (int)(rows * K), 0.4f, 0);
+    for (int64_t i = 0; i < rows * K; i++) { /* each block's max |w| / 448 */
+        float *m = &sc[(i / K / 128) * kb + (i % K) / 128];
+        *m = fabsf(w[i]) / FP8_E4M3_MAX > *m ? fabsf(w[i]) / FP8_E4M3_MAX : *m;
+    }
+    for (int64_t i = 0; i < rows * K; i++) {
+        const float s = sc[(i / K / 128) * kb + (i % K) / 128];
+        q[i] = fp8_e4m3_from_f32(w[i] / s);
+        w[i] = fp8_e4m3_to_f32(q[i]) * s;
+    }
+    if (g_kvb == KVB_FP8_AS_F32) {
+        c->owned[c->n] = w;
+        c->names[c->n] = strdup(name);
+        c->ts[c->n++] = tensor_make(DTYPE_F32, w, 2, shape);
+        free(q);
+        free(sc);
+        return;
+    }
+    free(w);
+    c->owned[c->n] = q;
+    c->names[c->n] = strdup(name);
+    c->ts[c->n++] = tensor_make(DTYPE_F8_E4M3, q, 2, shape);
+    char sn[200];
+    snprintf(sn, sizeof sn, "%s_scale_inv", name);
+    const int64_t s_sc[2] = {rb, kb};
+    c->owned[c->n] = sc;
+    c->names[c->n] = strdup(sn);
+    c->ts[c->n++] = tensor_make(DTYPE_F32, sc, 2, s_sc);
+}
+
 /* n_shared: n_shared_experts (the shared MLP n_shared x MI wide); shared_f32: its tensors in F32 */
 static bool write_ckpt_shared(const char *dir, bool q_lora, int n_shared, bool shared_f32) {
     char path[512];
@@ -65,13 +110,16 @@ static bool write_ckpt_shared(const char *dir, bool q_lora, int n_shared, bool s
                " \"first_k_dense_replace\": 1, \"moe_layer_freq\": 1, \"topk_method\": \"greedy\","
                " \"norm_topk_prob\": false, \"routed_scaling_factor\": 1.5, \"rms_norm_eps\": 1e-06,"
                " \"max_position_embeddings\": %d, \"rope_theta\": 10000, \"tie_word_embeddings\": false,"
-               " \"eos_token_id\": 63, \"dtype\": \"bfloat16\"}\n",
-            D, I, NL, NH, NH, VOC, ql, KL, NOPE, ROPE, VD, E, n_shared, TOPK, MI, MAXPOS);
+               " \"eos_token_id\": 63, \"dtype\": \"bfloat16\"%s}\n",
+            D, I, NL, NH, NH, VOC, ql, g_kl, NOPE, ROPE, VD, E, n_shared, TOPK, MI, MAXPOS,
+            g_kvb == KVB_FP8 ? ", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": "
+                               "\"dynamic\", \"weight_block_size\": [128, 128]}"
+                             : "");
     fclose(f);
     ckpt *c = calloc(1, sizeof *c);
     const int64_t s_vd[2] = {VOC, D}, s_d[1] = {D}, s_qa[2] = {QL, D}, s_ql[1] = {QL},
-                  s_qb[2] = {NH * (NOPE + ROPE), QL}, s_q[2] = {NH * (NOPE + ROPE), D}, s_kva[2] = {KL + ROPE, D},
-                  s_kl[1] = {KL}, s_kvb[2] = {NH * (NOPE + VD), KL}, s_o[2] = {D, NH * VD}, s_gu[2] = {I, D},
+                  s_qb[2] = {NH * (NOPE + ROPE), QL}, s_q[2] = {NH * (NOPE + ROPE), D}, s_kva[2] = {g_kl + ROPE, D},
+                  s_kl[1] = {g_kl}, s_kvb[2] = {NH * (NOPE + VD), g_kl}, s_o[2] = {D, NH * VD}, s_gu[2] = {I, D},
                   s_dn[2] = {D, I}, s_r[2] = {E, D}, s_egu[2] = {MI, D}, s_edn[2] = {D, MI},
                   s_sgu[2] = {(int64_t)n_shared * MI, D}, s_sdn[2] = {D, (int64_t)n_shared * MI};
     add_rand(c, "model.embed_tokens.weight", 2, s_vd, 1.0f, 0);
@@ -95,7 +143,8 @@ static bool write_ckpt_shared(const char *dir, bool q_lora, int n_shared, bool s
         }
         ADD("self_attn.kv_a_proj_with_mqa.weight", 2, s_kva, 0.3f, 0);
         ADD("self_attn.kv_a_layernorm.weight", 1, s_kl, 0.2f, 1.0f);
-        ADD("self_attn.kv_b_proj.weight", 2, s_kvb, 0.4f, 0);
+        snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_b_proj.weight", l);
+        add_kv_b(c, nm, s_kvb);
         ADD("self_attn.o_proj.weight", 2, s_o, 0.3f, 0);
         if (l == 0) {
             ADD("mlp.gate_proj.weight", 2, s_gu, 0.3f, 0);
@@ -399,7 +448,48 @@ static void test_fp8_cache(void) {
     for (int j = 0; j < 8; j++) CHECK(isfinite(lp[1][j]) && lp[1][j] <= 0.0f);
 }
 
+/* A block-FP8 kv_b_proj (DeepSeek-V3's checkpoints; kv_lora_rank 128: whole FP8 blocks) loads, dequantized before
+ * W_UK / W_UV are split off, and generates what the same values stored in F32 do. */
+static void test_fp8_kv_b(void) {
+    int32_t prompts[2][PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompts[0][i] = prompts[1][i] = (int32_t)rnd(VOC - 1);
+    for (int i = 5; i < PROMPT; i++) prompts[1][i] = (int32_t)rnd(VOC - 1);
+    char dir[2][32] = {"/tmp/vllmc_dsfp8kvb_XXXXXX", "/tmp/vllmc_dsfp8kvb_XXXXXX"};
+    const uint64_t seed = rng;
+    g_kl = 128;
+    for (int f = 0; f < 2; f++) {
+        CHECK(mkdtemp(dir[f]) != NULL);
+        rng = seed; /* the same values: FP8 with scales, or their F32 copies */
+        g_kvb = f == 0 ? KVB_FP8 : KVB_FP8_AS_F32;
+        CHECK_MSG(write_ckpt_shared(dir[f], true, 1, false), "could not write %s", dir[f]);
+    }
+    g_kl = KL;
+    g_kvb = KVB_BF16;
+    result r[2];
+    memset(r, 0, sizeof r);
+    if (run_engine(dir[0], prompts, 16, 8192, false, &r[0]) && run_engine(dir[1], prompts, 16, 8192, false, &r[1])) {
+        float worst = 0.0f;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < NEW; j++) {
+                CHECK_MSG(r[0].tokens[i][j] == r[1].tokens[i][j], "FP8 kv_b_proj: prompt %d token %d: %d, F32 %d", i,
+                          j, r[0].tokens[i][j], r[1].tokens[i][j]);
+                const float d = fabsf(r[0].logprobs[i][j] - r[1].logprobs[i][j]);
+                worst = d > worst ? d : worst;
+            }
+        CHECK_MSG(worst <= 1e-5f, "FP8 kv_b_proj: logprobs differ from the F32 copy's by %g", (double)worst);
+        printf("block-FP8 kv_b_proj vs its F32 values: same tokens, logprobs within %.2g\n", (double)worst);
+    } else {
+        CHECK_MSG(false, "FP8 kv_b_proj: the engine did not run: %s", vllm_last_error());
+    }
+    for (int f = 0; f < 2; f++) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir[f]);
+        CHECK(system(cmd) == 0);
+    }
+}
+
 int main(void) {
+    test_fp8_kv_b();
     test_v2_bytes();
     test_layouts();
     test_fp8_cache();

@@ -11,8 +11,8 @@
  * mid-sequence over its cached prefix, decode rows), block sizes 16 / 7 / 5, (L, R) = (32, 8), (512, 64)
  * (16 heads, 2 prompts of 300 tokens, block 16; a chunk + decodes), (64, 16) with 20 heads (two head groups
  * of a CTA), (40, 6) (L + R not a multiple of 8: the scalar loads), (960, 64) (the largest L + R, 1024); the
- * tensor-core kernel (BF16; (L, R) (512, 64), (256, 32)) with decodes at up to 4000 keys (many splits and
- * their merge), DeepSeek-V3's 128 heads and a partial head group;
+ * tensor-core kernel (BF16; (L, R) (512, 64), (256, 32), (64, 16)) with decodes at up to 4000 keys (many
+ * splits and their merge) and DeepSeek-V3's 128 heads;
  * BF16 activations with the BF16 cache (the GPU's defaults), F32 activations with an F32 cache (1e-4), and
  * the FP8 (E4M3) cache with a scale. The inputs are rounded to what the GPU holds so both backends see the
  * same values; every cache slot no query may read is NaN. Also: the cache write (concat_and_cache_mla) equal
@@ -141,7 +141,7 @@ static const mla_layout MLA_LAYOUTS[] = {
     {"(512 + 64) x 128 heads (DeepSeek-V3: 8 head groups): chunk of 16 at 600, decodes, block 16", 128, 512, 64, 16,
      3, {16, 1, 1}, {600, 900, 5}},
     {"(256 + 32) x 16 heads: chunk, decode, block 16", 16, 256, 32, 16, 2, {2, 1}, {300, 129}},
-    {"(256 + 32) x 20 heads: a decode at 900 keys (split, two head groups), block 16", 20, 256, 32, 16, 1, {1}, {900}},
+    {"(64 + 16) x 20 heads: a decode at 900 keys (split, two head groups), block 16", 20, 64, 16, 16, 1, {1}, {900}},
 };
 
 enum { MLA_BF16, MLA_F32, MLA_FP8 }; /* activations + cache: BF16 + BF16, F32 + F32, BF16 + F8_E4M3 */

@@ -642,7 +642,6 @@ static const backend_ops CU_OPS = {
     .attention = cu_attention,
     .head_linear = cu_head_linear,     /* multi-head latent attention (ops_attention_mla.cu) */
     .attention_mla = cu_attention_mla,
-    .mla_prep = cu_mla_prep,
     .gather_rows = cu_gather_rows,
     /* mixture of experts (ops_moe.cu) */
     .experts_create = cu_experts_create,

@@ -537,8 +537,6 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
 /* ops_attention_mla.cu: multi-head latent attention (DeepSeek-V2 / V3; latent caches BF16, F32 or F8_E4M3,
  * L + R <= 1024) */
 void cu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y);
-void cu_mla_prep(backend *be, tensor *q_rope, tensor *kv, const tensor *norm_w, float eps, const tensor *positions,
-                 const tensor *cos_sin, int rope_dim, bool neox, tensor *cache, const attn_meta *m);
 void cu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
                       const attn_meta *m, const mla_params *p, tensor *out);
 

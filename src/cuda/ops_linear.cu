@@ -477,6 +477,9 @@ struct gv_args {
     bool norm_offset;            /* the norm multiplies by 1 + nw (Gemma's RMSNorm): picks NK below */
     bool acc;                    /* y += instead of y = (the residual add) */
     int act;                     /* be_act of the gated form: picks ACT below */
+    __nv_bfloat16 *h;            /* NORM kernels: the normalised rows also stored here (T, K) by CTA 0
+                                    (linear_fused's f->h, which its callers may read), rows hs apart; or NULL */
+    int64_t hs;
 };
 
 /* The norm kinds and the gate's activation are template arguments of the kernels (NK: GV_NORM_*,
@@ -513,7 +516,8 @@ __device__ __forceinline__ void gemv_fma(const uint4 *w, const __nv_bfloat16 *x,
 
 /* The norm's prologue (after pdl_wait), by the whole CTA: xn (T, K) in shared
  * memory = BF16(x / sqrt(mean(x^2) + eps) * nw) (NK GV_NORM_OFFSET: * (1 + nw)),
- * as the norm op writes h. red: GEMV_WARPS x TT scratch. */
+ * as the norm op writes h; CTA 0 also stores them to a.h (when set: h must not
+ * overlap x, which the other CTAs still read). red: GEMV_WARPS x TT scratch. */
 template <int TT, int NK>
 __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn) {
     const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -557,7 +561,9 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
             x_chunk(t, c, xf);
 #pragma unroll
             for (int i = 0; i < 8; i++) xf[i] = xf[i] * inv[t] * nf[i];
-            ((uint4 *)(xn + (int64_t)t * a.K))[c] = f32_to_bf16x8(xf);
+            const uint4 v = f32_to_bf16x8(xf);
+            ((uint4 *)(xn + (int64_t)t * a.K))[c] = v;
+            if (a.h && blockIdx.x == 0) ((uint4 *)(a.h + (int64_t)t * a.hs))[c] = v;
         }
     }
     __syncthreads();
@@ -1098,6 +1104,13 @@ static void packed_linear_fused(backend *be, cu_state *cu, const be_linear *lin,
     linear_run(cu, lin, in, y, f->accumulate);
 }
 
+/* a and b's bytes overlap */
+static bool lf_overlap(const tensor *a, const tensor *b) {
+    const int64_t na = tensor_extent_bytes(a), nb = tensor_extent_bytes(b);
+    const char *pa = (const char *)a->data, *pb = (const char *)b->data;
+    return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
 /* linear_fused (backend.h): decode-sized batches in one GEMV kernel (the
  * norm's factors computed by every CTA from x, the gated product and the
  * residual add in its epilogue); otherwise the composite of single ops. */
@@ -1123,11 +1136,16 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
                  (!glu || lin->out % 2 == 0) && (unsigned)f->act < CU_ACT_COUNT &&
                  (f->norm_kind == BE_NORM_RMS || (f->norm_kind == BE_NORM_RMS_OFFSET && nw)) && !f->norm_b;
     /* the norm's prologue runs in every CTA: for a vocabulary-sized layer (tens of thousands of
-     * CTAs) one norm kernel first is cheaper (Qwen3-0.6B lm_head: 87 vs 72 us, H200) */
+     * CTAs) one norm kernel first is cheaper (Qwen3-0.6B lm_head: 87 vs 72 us, H200). f->h receives
+     * the normalised rows (backend.h: callers may read them, as the MoE block's experts do): the
+     * kernel's CTA 0 stores them where h takes 16-byte stores and does not overlap x; otherwise the
+     * composite (the norm op into h) */
     if (fused && nw)
         fused = nw->dtype == DTYPE_BF16 && nw->ndim == 1 && nw->shape[0] == lin->in && nw->data &&
                 ((uintptr_t)nw->data % 16) == 0 && T * lin->in * 2 <= GEMV_NORM_SMEM &&
-                (glu ? lin->out / 2 : lin->out) <= GEMV_NORM_MAX_N;
+                (glu ? lin->out / 2 : lin->out) <= GEMV_NORM_MAX_N && f->h && f->h->dtype == DTYPE_BF16 &&
+                f->h->data && ((uintptr_t)f->h->data % 16) == 0 && tensor_row_stride(f->h) % 8 == 0 &&
+                !lf_overlap(f->h, x);
     if (!fused && f && f->accumulate && !linear_fuse_has_norm(f) && !f->silu_mul) {
         linear_run(cu, lin, x, y, true); /* cuBLAS accumulates itself (beta 1) */
         return;
@@ -1144,6 +1162,11 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     if (T == 0) return;
     gv_args a = gemv_args(x, y, (int)T, (int)N, (int)lin->in);
     a.nw = nw ? (const __nv_bfloat16 *)nw->data : NULL;
+    if (nw) {
+        if (!cu_check_mat(cu, "linear_fused", "h", f->h, CU_DT(DTYPE_BF16), T, lin->in)) return;
+        a.h = (__nv_bfloat16 *)f->h->data;
+        a.hs = tensor_row_stride(f->h);
+    }
     a.eps = f->eps;
     a.norm_offset = f->norm_kind == BE_NORM_RMS_OFFSET;
     a.acc = f->accumulate;

@@ -126,8 +126,10 @@ typedef struct be_norm {
  *   mid = in @ W^T + b                                          (T, out)
  *   r   = silu_mul ? act(mid[:, :out/2]) * mid[:, out/2:] : mid   (act: SiLU unless set)
  *   y   = accumulate ? y + r : r        (the residual add: y is the stream)
- * h (T, in) and mid (T, out) are scratch a backend may write (required when
- * their stage is asked for: h with the norm, mid with silu_mul or
+ * With the norm, h (T, in) is required and receives `in` (every backend writes
+ * it, as the norm op would: a caller may read it afterwards, e.g. the MoE
+ * block's experts after the router's linear_fused); h must not overlap x.
+ * mid (T, out) is scratch a backend may write (required with silu_mul or
  * accumulate). silu_mul and accumulate do not combine. y must not overlap
  * x, h or mid. Zero-initialised fields keep the Llama meaning. */
 typedef struct linear_fuse {

@@ -154,6 +154,8 @@ static void test_linear_fused(backend *be) {
         }
         CHECK_OK(be->ops->synchronize(be));
         CHECK_MSG(!memcmp(y1, y2, sizeof(float) * (size_t)(T * n)), "linear_fused mode %d", mode);
+        /* h receives the normalised rows (backend.h: the MoE block's experts read it after the router) */
+        if (norm) CHECK_MSG(!memcmp(h, hx, sizeof hx), "linear_fused mode %d: h is not rms_norm(x)", mode);
     }
     /* refused: no scratch for the norm; silu_mul with accumulate */
     tensor Y = tensor_2d(DTYPE_F32, y1, T, OUT);
@@ -265,6 +267,7 @@ static void test_linear_fused_kinds(backend *be) {
         }
         CHECK_OK(be->ops->synchronize(be));
         CHECK_MSG(!memcmp(y1, y2, sizeof(float) * (size_t)(T * n)), "linear_fused kinds mode %d", mode);
+        if (has_norm) CHECK_MSG(!memcmp(h, hx, sizeof h), "linear_fused kinds mode %d: h is not norm(x)", mode);
     }
     /* refused: an activation out of range */
     tensor Y = tensor_2d(DTYPE_F32, y1, T, OUT / 2);

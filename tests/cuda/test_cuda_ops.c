@@ -1210,6 +1210,7 @@ static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) 
     tensor mc = put(cpu, DTYPE_F32, T, out, NULL), mg = put(gpu, DTYPE_BF16, T, out, NULL);
     tensor yc = put(cpu, DTYPE_F32, T, n, y0), yg = put(gpu, DTYPE_BF16, T, n, y0);
     if (!acc) poison(&yg);
+    poison(&hg); /* h must be written */
     linear_fuse fc = {.norm_w = norm ? &nwc : NULL, .eps = 1e-6f, .silu_mul = glu, .accumulate = acc, .h = &hc,
                       .mid = &mc, .act = act, .norm_kind = kind, .norm_b = mode == LF_OPT ? &nbc : NULL};
     linear_fuse fg = fc;
@@ -1227,6 +1228,15 @@ static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) 
         compare(what, g, c, (int64_t)T * n, REL, ELEM);
         free(c);
         free(g);
+        if (norm) { /* h receives the normalised rows (the GEMV kernel's CTA 0, or the norm op): the MoE block's
+                     * experts read it after the router's linear_fused */
+            c = get(cpu, &hc);
+            g = get(gpu, &hg);
+            snprintf(what, sizeof what, "linear_fused %s h (T %d, in %d, out %d)", LF_NAMES[mode], T, in, out);
+            compare(what, g, c, (int64_t)T * in, REL, ELEM);
+            free(c);
+            free(g);
+        }
     }
     cpu->ops->linear_free(cpu, lc);
     gpu->ops->linear_free(gpu, lg);
@@ -1874,7 +1884,8 @@ static void test_supports(void) {
  * moe_experts on the same ids and weights for both backends (E 8 / 64, top_k 1 / 2 / 8, T 1 / 3 / 8
  * (the expert GEMV) and 37 / 300 (the GEMMs, unless T * k <= 64), SiLU / GELU-tanh, every token on the
  * same experts, experts that get no token, repeated ids, accumulate on / off, F32 / F16 weights, F32 y,
- * strided and misaligned x, odd sizes, each path forced on the other's batches with VLLM_CUDA_MOE),
+ * strided and misaligned x, odd sizes, each path forced on the other's batches with VLLM_CUDA_MOE, 200
+ * experts at 40 to 264 pairs),
  * sigmoid_gate, a bad expert id found on the device, and a decode-sized route + experts recorded as
  * a graph and replayed (equal to eager; the GEMM path refused while recording). DeepSeek's plain shared
  * experts (moe_params.num_shared): moe_route's ids / weights with the shared columns (E + j, weight 1)
@@ -2575,6 +2586,17 @@ static void test_moe(void) {
          .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .force = "gemm", .bias = MOE_BIAS_BF16},
         {.E = 8, .k = 2, .T = 4, .D = 100, .I = 36, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16, .bias = MOE_BIAS_F32_NO_DOWN, .limit = 1.0f},
+        /* the expert GEMV and its permutation with 200 experts (more than a warp's lanes, several words of
+         * ids), 256 and 264 pairs (forced), repeated ids within one token's pass */
+        {.E = 200, .k = 8, .T = 8, .D = 64, .I = 32, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 200, .k = 8, .T = 5, .D = 64, .I = 32, .pat = MOE_SUBSET, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32},
+        {.E = 200, .k = 32, .T = 8, .D = 64, .I = 32, .pat = MOE_RANDOM, .act = BE_ACT_GELU_TANH, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .force = "gemv"},
+        {.E = 200, .k = 8, .T = 33, .D = 64, .I = 32, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .force = "gemv"},
+        {.E = 16, .k = 8, .T = 8, .D = 64, .I = 32, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16},
     };
     for (size_t i = 0; i < sizeof x / sizeof *x; i++) test_moe_experts_case(&x[i]);
 

@@ -66,6 +66,14 @@
  *    ops_linear.cu's k_gemv); the small kernels are latency chains of a single CTA. Next: route and
  *    permutation in one kernel for small batches, the combine in the down GEMV's epilogue, a persistent
  *    GEMV over (active expert, row block) work items with the dense GEMV's prefetch.
+ *    Measured and dropped (H200, test_cuda_perf's MoE rows, graphs): no permutation kernel, each GEMV CTA
+ *    finding its expert and the expert's pairs from ids itself (a shared bitmask of the chosen experts, its
+ *    a-th set bit, a ballot of the pairs; rows indexed by pair) was slower: batch 1 47.8 -> 49.6 us, batch 8
+ *    226.7 -> 282.6 us per layer (a warp-0 version; a whole-CTA version 47.3 -> 48.4, 228.3 -> 261.1). The
+ *    grouping prologue runs in every CTA before its first weight load, and the GEMVs run many waves of
+ *    short-lived CTAs (a row per warp), so it costs more than the one-CTA permutation it replaces. A down
+ *    GEMV with 4 rows per warp and the next row's loads in flight (a quarter of the CTAs, 3 per SM) was
+ *    slower too at batch 1 (48.4 -> 50.1 us).
  *  - 256 tokens (2,048 pairs): 610 us per layer against 284 (all 128 experts read once): the grouped
  *    GEMM has no cp.async pipeline and 64-row tiles leave most of each tile empty at ~16 pairs per expert.
  *    Next: cp.async multi-stage loads, 16- or 32-row tiles when experts get few pairs.

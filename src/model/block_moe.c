@@ -366,17 +366,25 @@ void moe_bufs_release(backend *be, moe_bufs *mb) {
 /* The first T rows of a buffer sized by moe_bufs_ensure. */
 static tensor rows(const ws_buf *b, int64_t T) { return tensor_rows(&b->t, 0, T); }
 
-void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, bool accumulate, tensor *o) {
+void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, const be_norm *norm, tensor *hbuf,
+                   bool accumulate, tensor *o) {
     backend *be = m->be;
     const backend_ops *ops = be->ops;
-    const int64_t T = h->shape[0];
+    const int64_t T = x->shape[0];
+    const tensor *h = norm ? hbuf : x; /* the experts' input: norm(x), which the router's linear_fused writes */
     moe_params mp = blk_moe_params(&m->cfg);
     mp.score_bias = b->score_bias.data ? &b->score_bias : NULL;
     mp.num_shared = b->num_shared;                                /* DeepSeek's shared experts ride along */
     const int64_t kw = be_moe_width(&mp);
     tensor rl = rows(&mb->rl, T), idb = rows(&mb->ids, T), rwb = rows(&mb->rw, T);
     tensor ids = tensor_cols(&idb, 0, kw), rw = tensor_cols(&rwb, 0, kw);
-    ops->linear(be, b->router, h, &rl);                           /* (T, E) router logits */
+    if (norm) { /* h = norm(x) and the router logits in one op (a decode batch's GEMV normalises x itself) */
+        const linear_fuse in = {.norm_w = norm->w, .norm_b = norm->b, .eps = norm->eps, .norm_kind = norm->kind,
+                                .h = hbuf};
+        ops->linear_fused(be, b->router, x, &in, &rl);            /* (T, E) router logits; h (T, D) */
+    } else {
+        ops->linear(be, b->router, h, &rl);                       /* (T, E) router logits */
+    }
     ops->moe_route(be, &rl, &mp, &ids, &rw);                      /* top-k (+ shared) ids, weights (T, kw) */
     ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, accumulate, o); /* o (T, D) (+)= */
     if (b->sh_gate_up) {

@@ -70,8 +70,11 @@ void moe_block_free(backend *be, moe_block *b);
 vllm_status moe_bufs_ensure(model *m, moe_bufs *mb, int64_t T);
 void moe_bufs_release(backend *be, moe_bufs *mb);
 /* o (T, D) = (accumulate: +=) the MoE of h (T, D): sum over the top k of w_e expert_e(h) [+ the plain shared
- * experts (num_shared)] [+ sigmoid(h . g) shared(h)]; o must not overlap h. */
-void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *h, bool accumulate, tensor *o);
+ * experts (num_shared)] [+ sigmoid(h . g) shared(h)]. With norm, h = norm(x) is written into *hbuf by the
+ * router's linear_fused (the norm folded into the router's GEMV) and read by the experts; without, h = x
+ * (hbuf unused). o must not overlap h (it may be x when norm is given: the residual stream). */
+void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, const be_norm *norm, tensor *hbuf,
+                   bool accumulate, tensor *o);
 
 /* ---- multi-head latent attention (block_mla.c; DeepSeek-V2 / V3, layers of kind LAYER_MLA) ---- */
 

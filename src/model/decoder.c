@@ -711,11 +711,11 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         }
 
         if (ls->mlp == MLP_MOE) {
-            /* h = mlp_norm(x); o = sum over the top k of w_e expert_e(h) [+ sigmoid(h.g) shared(h)] */
-            if (!mlp_normed && !post) {
-                const be_norm n = blk_norm(c, &L->post_norm);
-                ops->norm(be, &x, &n, &h);
-            }
+            /* h = mlp_norm(x); o = sum over the top k of w_e expert_e(h) [+ sigmoid(h.g) shared(h)]. The norm
+             * rides in the router's linear_fused, which writes h for the experts (none with the post layout;
+             * the sandwich layout's residual_add wrote h already) */
+            const bool norm_here = !mlp_normed && !post;
+            const be_norm mlp_norm = blk_norm(c, &L->post_norm);
             const tensor *hin = post ? &x : &h;
             /* DeepSeek's plain shared experts inside the expert op (moe.num_shared, weight 1): with nothing
              * between the MLP's output and the residual add (no out norm, no residual multiplier), the experts'
@@ -723,7 +723,8 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
              * then the decoder layer's residual + that) */
             const bool into_x = L->moe.num_shared > 0 && hin != &x && !L->mlp_out_norm.w.data &&
                                 (c->residual_multiplier == 0 || c->residual_multiplier == 1);
-            moe_block_run(m, &L->moe, &lm->moe, hin, into_x, into_x ? &x : &o); /* x += / o = (T, D) */
+            moe_block_run(m, &L->moe, &lm->moe, norm_here ? &x : hin, norm_here ? &mlp_norm : NULL, &h, into_x,
+                          into_x ? &x : &o);                      /* x += / o = (T, D) */
             if (into_x) continue;
             if (L->gate_up) { /* DeepSeek's shared experts apart: o += down(act(gate h) * up h), no gate of their own */
                 const int64_t Is = c->shared_experts_size;

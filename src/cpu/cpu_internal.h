@@ -283,6 +283,8 @@ void cpu_attention(backend *be, const tensor *q, const tensor *k_cache, const te
 
 /* ops_attention_mla.c */
 void cpu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y);
+/* The MLA shapes ops_attention_mla.c runs (supports(BE_OP_MLA)). */
+bool cpu_mla_params_ok(const mla_params *p);
 void cpu_mla_prep(backend *be, tensor *q_rope, tensor *kv, const tensor *norm_w, float eps, const tensor *positions,
                   const tensor *cos_sin, int rope_dim, bool neox, tensor *cache, const attn_meta *m);
 void cpu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,

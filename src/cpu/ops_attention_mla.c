@@ -179,6 +179,11 @@ static void mla_cache_write(const tensor *kv, tensor *cache, const int64_t *slot
     }
 }
 
+bool cpu_mla_params_ok(const mla_params *p) {
+    return p->num_heads > 0 && p->kv_lora_rank > 0 && p->rope_dim >= 0 &&
+           p->kv_lora_rank + p->rope_dim <= MLA_MAX_DIM && isfinite(p->scale);
+}
+
 /* The slots of T tokens inside a cache of nslots (an error naming op otherwise). */
 static bool mla_slots_ok(cpu_state *cpu, const char *op, const int64_t *slots, int64_t T, int64_t nslots) {
     for (int64_t t = 0; t < T; t++)

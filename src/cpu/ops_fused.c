@@ -85,6 +85,8 @@ be_support cpu_supports(backend *be, be_op op, const void *params) {
     }
     case BE_OP_GATED_DELTA_NET: /* ops_linear_attn.c: any head shape, state F32 / F16 / BF16 */
         return params && cpu_gdn_params_ok(params) ? BE_NATIVE : BE_UNSUPPORTED;
+    case BE_OP_MLA: /* ops_attention_mla.c: L + R and head_linear's K up to its stack rows */
+        return params && cpu_mla_params_ok(params) ? BE_NATIVE : BE_UNSUPPORTED;
     default: return BE_UNSUPPORTED;
     }
 }

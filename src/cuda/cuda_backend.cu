@@ -604,6 +604,12 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
                    ? BE_NATIVE
                    : BE_UNSUPPORTED;
     }
+    case BE_OP_MLA: { /* ops_attention_mla*.cu: head counts and the kernels' shared memory on this GPU */
+        const char *why = params ? cu_attention_mla_unsupported(cu_of(be), (const mla_params *)params, be->kv_dtype)
+                                 : "no parameters";
+        if (why) LOG_W("cuda backend: attention_mla: %s", why);
+        return why ? BE_UNSUPPORTED : BE_NATIVE;
+    }
     default: return BE_UNSUPPORTED;
     }
 }
@@ -642,6 +648,7 @@ static const backend_ops CU_OPS = {
     .attention = cu_attention,
     .head_linear = cu_head_linear,     /* multi-head latent attention (ops_attention_mla.cu) */
     .attention_mla = cu_attention_mla,
+    .mla_prep = NULL, /* norm, rope and attention_mla's write (k_mla_prep of 61de783 waits for a GPU run) */
     .gather_rows = cu_gather_rows,
     /* mixture of experts (ops_moe.cu) */
     .experts_create = cu_experts_create,
@@ -709,6 +716,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     what = "cudaGetDeviceProperties";
     if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) goto cuda_fail;
     cu->num_sms = prop.multiProcessorCount;
+    cu->smem_optin = prop.sharedMemPerBlockOptin;
     cu->pdl = prop.major >= 9 && !getenv("VLLM_CUDA_NO_PDL");
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");

@@ -107,6 +107,7 @@ typedef struct cu_sample_ws cu_sample_ws;  /* ops_sample.cu: sampling buffers */
 typedef struct cu_state {
     int device;
     int num_sms;
+    size_t smem_optin;             /* the most dynamic shared memory a block may opt into */
     cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt;
@@ -537,6 +538,10 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
 /* ops_attention_mla.cu: multi-head latent attention (DeepSeek-V2 / V3; latent caches BF16, F32 or F8_E4M3,
  * L + R <= 1024) */
 void cu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y);
+/* Why attention_mla cannot run p's shape over a cache_dt cache on this GPU (NULL: it can); supports(BE_OP_MLA). */
+const char *cu_attention_mla_unsupported(const cu_state *cu, const mla_params *p, dtype cache_dt);
+/* The tensor-core kernel's shared memory for (L, R), 0 for shapes it does not take. */
+size_t cu_attention_mla_tc_smem(int L, int R);
 void cu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
                       const attn_meta *m, const mla_params *p, tensor *out);
 

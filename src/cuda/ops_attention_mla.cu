@@ -484,6 +484,26 @@ static void mla_dispatch(cu_state *cu, const mla_args &a, dim3 grid, size_t smem
     else mla_launch<KT, 32>(cu, a, grid, smem);
 }
 
+const char *cu_attention_mla_unsupported(const cu_state *cu, const mla_params *p, dtype cache_dt) {
+    static thread_local char why[320];
+    const int H = p->num_heads, L = p->kv_lora_rank, R = p->rope_dim, W = L + R;
+    if (H <= 0 || L <= 0 || R < 0 || !isfinite(p->scale)) return "bad head counts or scale";
+    if (W > MLA_MAX_W || L > 32 * MLA_MAX_NACC) {
+        snprintf(why, sizeof why, "kv_lora_rank %d + rope %d: the kernels take L + R <= %d", L, R, MLA_MAX_W);
+        return why;
+    }
+    /* the tensor-core kernel where it applies (a BF16 cache and its shapes), else the general one */
+    const size_t tc = cache_dt == DTYPE_BF16 ? cu_attention_mla_tc_smem(L, R) : 0;
+    const size_t need = tc ? tc : mla_smem_bytes(H < MLA_HPC ? H : MLA_HPC, W);
+    if (need > cu->smem_optin) {
+        snprintf(why, sizeof why, "kv_lora_rank %d + rope %d over a %s cache needs %zu bytes of shared memory per "
+                 "block; this GPU allows %zu%s", L, R, dtype_name(cache_dt), need, cu->smem_optin,
+                 cache_dt != DTYPE_BF16 ? " (the BF16 cache takes the tensor-core kernel, which needs less)" : "");
+        return why;
+    }
+    return NULL;
+}
+
 // q_lat (T, H*L), q_rope (T, H*R), kv (T, L+R), cache (num_blocks, block_size, 1, L+R) -> out (T, H*L)
 void cu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
                       const attn_meta *m, const mla_params *p, tensor *out) {

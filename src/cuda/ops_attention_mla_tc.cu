@@ -324,6 +324,10 @@ __global__ void __launch_bounds__(128) k_mla_tc_combine(mt_args a) {
     a.out[(int64_t)t * a.H * L + (int64_t)h * L + c0 + tid] = __float2bfloat16(Ls > 0.0f ? O / Ls : 0.0f);
 }
 
+size_t cu_attention_mla_tc_smem(int L, int R) {
+    return (L == 512 && R == 64) || (L == 256 && R == 32) || (L == 64 && R == 16) ? mt_smem_bytes(L + R) : 0;
+}
+
 bool cu_attention_mla_tc_fits(const tensor *q_lat, const tensor *q_rope, const tensor *cache, const tensor *out,
                               int L, int R) {
     const bool bf = q_lat->dtype == DTYPE_BF16 && q_rope->dtype == DTYPE_BF16 && cache->dtype == DTYPE_BF16 &&

@@ -19,6 +19,7 @@
  * The cache keeps only [c ; k_rope] per token (L + R values), equal to transformers' decompressed attention
  * (k_h = [W_UK_h c ; k_rope], v_h = W_UV_h c) up to rounding.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,12 @@ vllm_status mla_block_load(model *m, weight_source *ws, int l, mla_block *b) {
     const int64_t D = c->hidden_size, H = c->num_heads, N = c->mla.qk_nope_head_dim, R = c->mla.qk_rope_head_dim,
                   V = c->mla.v_head_dim, L = c->mla.kv_lora_rank, QL = c->mla.q_lora_rank;
     vllm_status st;
+    /* the backend's limits (the CUDA kernels' L + R and shared memory) refused here, at load */
+    const mla_params mp = {.num_heads = (int)H, .kv_lora_rank = (int)L, .rope_dim = (int)R,
+                           .scale = (float)c->attn_scale};
+    char what[96];
+    snprintf(what, sizeof what, "%s's multi-head latent attention", c->architecture);
+    if ((st = backend_require(m->be, BE_OP_MLA, &mp, what))) return st;
     tensor q, kva, qb, kvb, qr;
     const int64_t s_kva[2] = {L + R, D}, s_kvb[2] = {H * (N + V), L};
     if ((st = blk_get(ws, c, l, "self_attn.kv_a_proj_with_mqa", "weight", 2, s_kva, &kva)) ||

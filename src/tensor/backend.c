@@ -40,6 +40,7 @@ const char *be_op_name(be_op op) {
         [BE_OP_NORM] = "norm",             [BE_OP_ADD_NORM] = "add_norm",
         [BE_OP_QK_NORM_ROPE_KV] = "qk_norm_rope_kv", [BE_OP_SOFTCAP] = "softcap",
         [BE_OP_MOE] = "moe",               [BE_OP_GATED_DELTA_NET] = "gated_delta_net",
+        [BE_OP_MLA] = "attention_mla",
     };
     return (unsigned)op < BE_OP_COUNT ? names[op] : "unknown op";
 }
@@ -95,6 +96,11 @@ static void describe(be_op op, const void *params, char *buf, size_t n) {
         const attn_params *p = params;
         snprintf(buf, n, "head_dim %d, %d heads, %d kv heads, softcap %g", p->head_dim, p->num_heads,
                  p->num_kv_heads, (double)p->softcap);
+        break;
+    }
+    case BE_OP_MLA: {
+        const mla_params *p = params;
+        snprintf(buf, n, "%d heads, kv_lora_rank %d, rope %d", p->num_heads, p->kv_lora_rank, p->rope_dim);
         break;
     }
     case BE_OP_ACT_MUL:

@@ -281,6 +281,8 @@ typedef enum be_op {
     BE_OP_MOE,             /* params: const moe_params * (moe_route and moe_experts) */
     BE_OP_GATED_DELTA_NET, /* params: const gdn_params * (causal_conv1d, gated_delta_rule, rms_norm_gated,
                               gdn_gating, sigmoid_mul) */
+    BE_OP_MLA,             /* params: const mla_params * (attention_mla over the backend's kv_dtype cache, and
+                              head_linear's absorptions; the CUDA kernels' head and shared-memory limits) */
     BE_OP_COUNT
 } be_op;
 

@@ -194,6 +194,12 @@ int main(void) {
         be->ops->attention_mla(be, &tql, &tqr, NULL, &tc2, &m, &p, &tol);
         CHECK(be->ops->synchronize(be) != VLLM_OK);
         test_mla_prep(be, bi);
+        /* supports(BE_OP_MLA): this shape yes, L + R past the stack rows no (refused at load, named) */
+        CHECK_OK(backend_require(be, BE_OP_MLA, &p, "test MLA"));
+        mla_params big = p;
+        big.kv_lora_rank = 4000;
+        CHECK(backend_require(be, BE_OP_MLA, &big, "test MLA") == VLLM_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(vllm_last_error(), "kv_lora_rank 4000") != NULL, "not named: %s", vllm_last_error());
     }
     ct_backends_free(bes);
     TEST_END();

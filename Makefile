@@ -49,7 +49,7 @@ test-asan:
 test-tsan:
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DVLLM_TSAN=ON -DVLLM_CUDA=OFF >/dev/null
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_|sample_|server_|cli_|hub_' \
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'cpu_|engine_|model_|sample_|server_|cli_|hub_|dist_' \
 	  -E 'model_test_parity'
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), FUZZ_SECONDS each, one after the other; stops at the first

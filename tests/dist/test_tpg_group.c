@@ -1,17 +1,17 @@
-/* test_tp_group.c: the in-process tensor-parallel group (dist/tp_group.h): collectives of 1 to 5 thread ranks
+/* test_tpg_group.c: the in-process tensor-parallel group (dist/tpg_group.h): collectives of 1 to 5 thread ranks
  * against serial results, bit for bit; many rounds (buffer reuse); an abort releases the waiting ranks. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/tp_group.h"
+#include "dist/tpg_group.h"
 #include "test.h"
 
 enum { ROUNDS = 200, MAXN = 1037 };
 
 typedef struct rank_ctx {
-    tp_group *g;
+    tpg_group *g;
     int rank, size, failures;
     bool abort_test;
     vllm_status last;
@@ -25,8 +25,8 @@ static void *rank_main(void *p) {
     float *x = malloc(MAXN * sizeof *x);
     int32_t *gath = malloc((size_t)c->size * 8 * sizeof *gath);
     if (c->abort_test) { /* ranks 1.. wait in a barrier; rank 0 aborts instead of arriving */
-        if (c->rank == 0) tp_abort(c->g, "rank 0's forward failed");
-        else c->last = tp_barrier(c->g, c->rank);
+        if (c->rank == 0) tpg_abort(c->g, "rank 0's forward failed");
+        else c->last = tpg_barrier(c->g, c->rank);
         free(x);
         free(gath);
         return NULL;
@@ -34,7 +34,7 @@ static void *rank_main(void *p) {
     for (int k = 0; k < ROUNDS; k++) {
         const int64_t n = (k * 97) % MAXN; /* 0 included, odd sizes, fewer elements than ranks */
         for (int64_t i = 0; i < n; i++) x[i] = val(c->rank, k, i);
-        if (tp_all_reduce_f32(c->g, c->rank, x, n) != VLLM_OK) c->failures++;
+        if (tpg_all_reduce_f32(c->g, c->rank, x, n) != VLLM_OK) c->failures++;
         for (int64_t i = 0; i < n; i++) {
             float want = val(0, k, i);
             for (int r = 1; r < c->size; r++) want += val(r, k, i);
@@ -45,15 +45,15 @@ static void *rank_main(void *p) {
         }
         int32_t mine[8];
         for (int j = 0; j < 8; j++) mine[j] = c->rank * 1000 + k * 8 + j;
-        if (tp_all_gather(c->g, c->rank, mine, sizeof mine, gath) != VLLM_OK) c->failures++;
+        if (tpg_all_gather(c->g, c->rank, mine, sizeof mine, gath) != VLLM_OK) c->failures++;
         for (int r = 0; r < c->size; r++)
             for (int j = 0; j < 8; j++)
                 if (gath[r * 8 + j] != r * 1000 + k * 8 + j) c->failures++;
         int64_t b[3] = {c->rank, k, -1};
         const int root = k % c->size;
-        if (tp_broadcast(c->g, c->rank, b, sizeof b, root) != VLLM_OK) c->failures++;
+        if (tpg_broadcast(c->g, c->rank, b, sizeof b, root) != VLLM_OK) c->failures++;
         if (b[0] != root || b[1] != k) c->failures++;
-        if (tp_barrier(c->g, c->rank) != VLLM_OK) c->failures++;
+        if (tpg_barrier(c->g, c->rank) != VLLM_OK) c->failures++;
     }
     free(x);
     free(gath);
@@ -61,10 +61,10 @@ static void *rank_main(void *p) {
 }
 
 static void run(int size, bool abort_test) {
-    tp_group *g = NULL;
-    CHECK_OK(tp_group_create(size, &g));
+    tpg_group *g = NULL;
+    CHECK_OK(tpg_create(size, &g));
     if (!g) return;
-    CHECK(tp_group_size(g) == size);
+    CHECK(tpg_size(g) == size);
     pthread_t th[8];
     rank_ctx c[8];
     for (int r = 0; r < size; r++) {
@@ -79,23 +79,23 @@ static void run(int size, bool abort_test) {
     }
     if (abort_test) { /* every later collective fails at once, naming the cause */
         float x[4] = {0};
-        CHECK(tp_all_reduce_f32(g, 0, x, 4) == VLLM_ERR_BACKEND);
+        CHECK(tpg_all_reduce_f32(g, 0, x, 4) == VLLM_ERR_BACKEND);
         CHECK_MSG(strstr(vllm_last_error(), "rank 0's forward failed") != NULL, "why not named: %s", vllm_last_error());
     }
-    tp_group_free(g);
+    tpg_free(g);
     printf("%d rank(s)%s: ok\n", size, abort_test ? ", abort" : "");
 }
 
 int main(void) {
     for (int size = 1; size <= 5; size++) run(size, false);
     run(3, true);
-    tp_group *g = NULL;
-    CHECK(tp_group_create(0, &g) == VLLM_ERR_INVALID_ARG && g == NULL);
-    CHECK(tp_group_create(TP_MAX_RANKS + 1, &g) == VLLM_ERR_INVALID_ARG);
-    CHECK_OK(tp_group_create(2, &g));
+    tpg_group *g = NULL;
+    CHECK(tpg_create(0, &g) == VLLM_ERR_INVALID_ARG && g == NULL);
+    CHECK(tpg_create(TPG_MAX_RANKS + 1, &g) == VLLM_ERR_INVALID_ARG);
+    CHECK_OK(tpg_create(2, &g));
     int64_t b = 0;
-    CHECK(tp_broadcast(g, 0, &b, sizeof b, 5) == VLLM_ERR_INVALID_ARG); /* a bad root: refused, the group aborted */
-    CHECK(tp_barrier(g, 1) == VLLM_ERR_BACKEND);
-    tp_group_free(g);
+    CHECK(tpg_broadcast(g, 0, &b, sizeof b, 5) == VLLM_ERR_INVALID_ARG); /* a bad root: refused, the group aborted */
+    CHECK(tpg_barrier(g, 1) == VLLM_ERR_BACKEND);
+    tpg_free(g);
     TEST_END();
 }

@@ -1,43 +1,43 @@
 /*
- * tp_group.h: the collectives of a tensor-parallel group whose ranks are threads of one process (prefix tp_):
- * the CPU multi-rank backend's all-reduce (issue 18: TP=2 / 4 against TP=1 in CI) and the rendezvous of the
- * in-process GPU ranks (NCCL's unique id is broadcast through it).
+ * tpg_group.h: the collectives of a tensor-parallel group whose ranks are threads of one process (prefix tpg_;
+ * core/threadpool.h owns tp_): the CPU multi-rank backend's all-reduce (issue 18: TP=2 / 4 against TP=1 in
+ * CI) and the rendezvous of the in-process GPU ranks (NCCL's unique id is broadcast through it).
  *
  * Each collective is called by every one of the group's `size` ranks, each from its own thread, with the same
  * sizes; it returns when every rank's part is done. The reductions are deterministic: element i of an
  * all-reduce is x_0[i] + x_1[i] + ... + x_{size-1}[i] in rank order, the same bits on every rank, whatever the
  * thread timing (vLLM's custom all-reduce likewise sums in a fixed order).
  *
- * Failure: tp_abort (a rank that cannot go on, e.g. its forward failed) marks the group aborted; every
+ * Failure: tpg_abort (a rank that cannot go on, e.g. its forward failed) marks the group aborted; every
  * collective then returns VLLM_ERR_BACKEND (naming why) on every rank, those already waiting included, so no
  * rank is left blocked. A group is not reusable after an abort.
  */
-#ifndef VLLM_DIST_TP_GROUP_H
-#define VLLM_DIST_TP_GROUP_H
+#ifndef VLLM_DIST_TPG_GROUP_H
+#define VLLM_DIST_TPG_GROUP_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "vllm.h"
 
-typedef struct tp_group tp_group;
+typedef struct tpg_group tpg_group;
 
-/* A group of size ranks (1 <= size <= TP_MAX_RANKS). */
-#define TP_MAX_RANKS 64
-vllm_status tp_group_create(int size, tp_group **out);
+/* A group of size ranks (1 <= size <= TPG_MAX_RANKS). */
+#define TPG_MAX_RANKS 64
+vllm_status tpg_create(int size, tpg_group **out);
 /* After every rank has returned from its last collective. */
-void tp_group_free(tp_group *g);
-int tp_group_size(const tp_group *g);
+void tpg_free(tpg_group *g);
+int tpg_size(const tpg_group *g);
 
 /* Waits for every rank. */
-vllm_status tp_barrier(tp_group *g, int rank);
+vllm_status tpg_barrier(tpg_group *g, int rank);
 /* x (n floats, each rank its own buffer) = the sum over the ranks, in rank order. */
-vllm_status tp_all_reduce_f32(tp_group *g, int rank, float *x, int64_t n);
+vllm_status tpg_all_reduce_f32(tpg_group *g, int rank, float *x, int64_t n);
 /* out (size * bytes) = every rank's x (bytes each) in rank order; out must not overlap any rank's x. */
-vllm_status tp_all_gather(tp_group *g, int rank, const void *x, size_t bytes, void *out);
+vllm_status tpg_all_gather(tpg_group *g, int rank, const void *x, size_t bytes, void *out);
 /* Every rank's x (bytes) = root's. */
-vllm_status tp_broadcast(tp_group *g, int rank, void *x, size_t bytes, int root);
+vllm_status tpg_broadcast(tpg_group *g, int rank, void *x, size_t bytes, int root);
 /* Marks the group aborted (why is kept for the others' error message); callable from any thread, any time. */
-void tp_abort(tp_group *g, const char *why);
+void tpg_abort(tpg_group *g, const char *why);
 
 #endif

@@ -1,5 +1,5 @@
-/* tp_group.c: a tensor-parallel group of threads: barrier, all-reduce, all-gather and broadcast through shared memory. */
-#include "dist/tp_group.h"
+/* tpg_group.c: a tensor-parallel group of threads: barrier, all-reduce, all-gather and broadcast through shared memory. */
+#include "dist/tpg_group.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-struct tp_group {
+struct tpg_group {
     int size;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -17,14 +17,14 @@ struct tp_group {
     uint64_t generation;         /* barriers completed */
     bool aborted;
     char why[256];
-    const void *ptr[TP_MAX_RANKS]; /* each rank's buffer in the current collective */
+    const void *ptr[TPG_MAX_RANKS]; /* each rank's buffer in the current collective */
 };
 
-vllm_status tp_group_create(int size, tp_group **out) {
+vllm_status tpg_create(int size, tpg_group **out) {
     *out = NULL;
-    if (size < 1 || size > TP_MAX_RANKS)
-        return vt_error(VLLM_ERR_INVALID_ARG, "tensor-parallel group of %d ranks: 1 to %d", size, TP_MAX_RANKS);
-    tp_group *g = calloc(1, sizeof *g);
+    if (size < 1 || size > TPG_MAX_RANKS)
+        return vt_error(VLLM_ERR_INVALID_ARG, "tensor-parallel group of %d ranks: 1 to %d", size, TPG_MAX_RANKS);
+    tpg_group *g = calloc(1, sizeof *g);
     if (!g) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (tensor-parallel group)");
     g->size = size;
     pthread_mutex_init(&g->mu, NULL);
@@ -33,16 +33,16 @@ vllm_status tp_group_create(int size, tp_group **out) {
     return VLLM_OK;
 }
 
-void tp_group_free(tp_group *g) {
+void tpg_free(tpg_group *g) {
     if (!g) return;
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
 }
 
-int tp_group_size(const tp_group *g) { return g->size; }
+int tpg_size(const tpg_group *g) { return g->size; }
 
-void tp_abort(tp_group *g, const char *why) {
+void tpg_abort(tpg_group *g, const char *why) {
     pthread_mutex_lock(&g->mu);
     if (!g->aborted) {
         g->aborted = true;
@@ -53,12 +53,12 @@ void tp_abort(tp_group *g, const char *why) {
 }
 
 /* The group's abort as this rank's error (called with the lock held). */
-static vllm_status aborted_err(const tp_group *g, int rank) {
+static vllm_status aborted_err(const tpg_group *g, int rank) {
     return vt_error(VLLM_ERR_BACKEND, "tensor-parallel rank %d: the group was aborted: %s", rank, g->why);
 }
 
 /* Every rank arrives, then all go on (the mutex orders each rank's writes before the others' reads). */
-static vllm_status wait_all(tp_group *g, int rank) {
+static vllm_status wait_all(tpg_group *g, int rank) {
     pthread_mutex_lock(&g->mu);
     vllm_status st = VLLM_OK;
     if (g->aborted) {
@@ -78,26 +78,26 @@ static vllm_status wait_all(tp_group *g, int rank) {
     return st;
 }
 
-static vllm_status check_rank(tp_group *g, int rank) {
+static vllm_status check_rank(tpg_group *g, int rank) {
     if (rank >= 0 && rank < g->size) return VLLM_OK;
-    tp_abort(g, "a collective was called with a rank outside the group");
+    tpg_abort(g, "a collective was called with a rank outside the group");
     return vt_error(VLLM_ERR_INVALID_ARG, "tensor-parallel rank %d outside a group of %d", rank, g->size);
 }
 
-vllm_status tp_barrier(tp_group *g, int rank) {
+vllm_status tpg_barrier(tpg_group *g, int rank) {
     vllm_status st = check_rank(g, rank);
     return st ? st : wait_all(g, rank);
 }
 
 /* Publishes this rank's buffer for the collective and waits for the others'. */
-static vllm_status publish(tp_group *g, int rank, const void *p) {
+static vllm_status publish(tpg_group *g, int rank, const void *p) {
     vllm_status st = check_rank(g, rank);
     if (st) return st;
     g->ptr[rank] = p; /* read by the others only after the barrier below */
     return wait_all(g, rank);
 }
 
-vllm_status tp_all_reduce_f32(tp_group *g, int rank, float *x, int64_t n) {
+vllm_status tpg_all_reduce_f32(tpg_group *g, int rank, float *x, int64_t n) {
     vllm_status st = publish(g, rank, x);
     if (st) return st;
     if (g->size == 1 || n <= 0) return VLLM_OK; /* every rank has the same n: nothing was read */
@@ -106,7 +106,7 @@ vllm_status tp_all_reduce_f32(tp_group *g, int rank, float *x, int64_t n) {
                   hi = lo + per < n ? lo + per : n;
     float *sum = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *sum);
     if (!sum) {
-        tp_abort(g, "out of memory in an all-reduce");
+        tpg_abort(g, "out of memory in an all-reduce");
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (tensor-parallel all-reduce)");
     }
     for (int64_t i = lo; i < hi; i++) {
@@ -123,7 +123,7 @@ vllm_status tp_all_reduce_f32(tp_group *g, int rank, float *x, int64_t n) {
     return st ? st : wait_all(g, rank); /* the buffers are whole before anyone returns */
 }
 
-vllm_status tp_all_gather(tp_group *g, int rank, const void *x, size_t bytes, void *out) {
+vllm_status tpg_all_gather(tpg_group *g, int rank, const void *x, size_t bytes, void *out) {
     vllm_status st = publish(g, rank, x);
     if (st) return st;
     for (int k = 0; k < g->size; k++)
@@ -131,9 +131,9 @@ vllm_status tp_all_gather(tp_group *g, int rank, const void *x, size_t bytes, vo
     return wait_all(g, rank); /* the sources stay until every rank has copied them */
 }
 
-vllm_status tp_broadcast(tp_group *g, int rank, void *x, size_t bytes, int root) {
+vllm_status tpg_broadcast(tpg_group *g, int rank, void *x, size_t bytes, int root) {
     if (root < 0 || root >= g->size) {
-        tp_abort(g, "a broadcast named a root outside the group");
+        tpg_abort(g, "a broadcast named a root outside the group");
         return vt_error(VLLM_ERR_INVALID_ARG, "tensor-parallel broadcast root %d outside a group of %d", root, g->size);
     }
     vllm_status st = publish(g, rank, x);

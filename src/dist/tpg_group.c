@@ -1,4 +1,4 @@
-/* tpg_group.c: a tensor-parallel group of threads: barrier, all-reduce, all-gather and broadcast through shared memory. */
+/* tpg_group.c: a tensor-parallel group of threads: barrier, all-reduce, all-gather, broadcast in shared memory. */
 #include "dist/tpg_group.h"
 
 #include <pthread.h>

@@ -18,7 +18,9 @@ typedef struct rank_ctx {
 } rank_ctx;
 
 /* rank r's value at element i of round k: distinct per rank, so that a wrong sum order or a stale buffer shows */
-static float val(int r, int k, int64_t i) { return (float)((r + 1) * 0.1 + k * 0.001 + (double)i * 1e-4) * (r % 2 ? -1.0f : 1.0f); }
+static float val(int r, int k, int64_t i) {
+    return (float)((r + 1) * 0.1 + k * 0.001 + (double)i * 1e-4) * (r % 2 ? -1.0f : 1.0f);
+}
 
 static void *rank_main(void *p) {
     rank_ctx *c = p;

@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "cpu/cpu_internal.h"
+#include "dist/tpg_group.h"
 #include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
 #include "tensor/tensor_check.h"
@@ -172,6 +173,23 @@ static void cpu_destroy(backend *be) {
     free(be);
 }
 
+/* x = its sum over the tensor-parallel group (row by row when strided: every rank has the same shape) */
+static void cpu_all_reduce(backend *be, tensor *x) {
+    cpu_state *cpu = cpu_of(be);
+    if (!cpu->tp_group || tpg_size(cpu->tp_group) == 1) return;
+    if (!cpu_check_mat(cpu, "all_reduce", "x", x, DTYPE_F32, -1, -1)) {
+        tpg_abort(cpu->tp_group, "all_reduce: a rank's tensor is not F32");
+        return;
+    }
+    const int64_t rows = cpu_rows(x), cols = tensor_numel(x) / (rows ? rows : 1), rs = tensor_row_stride(x);
+    vllm_status st = VLLM_OK;
+    if (rs == cols) st = tpg_all_reduce_f32(cpu->tp_group, cpu->tp_rank, x->data, rows * cols);
+    else
+        for (int64_t r = 0; r < rows && st == VLLM_OK; r++)
+            st = tpg_all_reduce_f32(cpu->tp_group, cpu->tp_rank, (float *)x->data + r * rs, cols);
+    if (st != VLLM_OK) cpu_fail(cpu, "all_reduce: %s", vllm_last_error());
+}
+
 static const backend_ops CPU_OPS = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
@@ -220,6 +238,7 @@ static const backend_ops CPU_OPS = {
     .sample = cpu_sample,
     .logprobs = cpu_logprobs,
     .supports = cpu_supports,
+    .all_reduce = cpu_all_reduce,
 };
 
 vllm_status cpu_backend_create(const backend_options *opt, backend **out) {
@@ -250,6 +269,17 @@ vllm_status cpu_backend_create(const backend_options *opt, backend **out) {
     be->native_blocks |= 1u << (DTYPE_I4_B128 - DTYPE_FIRST_BLOCK);  /* through cpu_i4_matmul */
     be->act_dtype = DTYPE_F32;
     be->kv_dtype = opt && opt->kv_cache_fp8 ? DTYPE_F8_E4M3 : DTYPE_F32; /* ops_attention.c reads both */
+    if (opt && opt->tp_group) {
+        if (opt->tp_rank < 0 || opt->tp_rank >= tpg_size(opt->tp_group)) {
+            tp_free(cpu->pool);
+            free(be);
+            free(cpu);
+            return vt_error(VLLM_ERR_INVALID_ARG, "cpu backend: tensor-parallel rank %d outside a group of %d",
+                            opt->tp_rank, tpg_size(opt->tp_group));
+        }
+        cpu->tp_group = opt->tp_group;
+        cpu->tp_rank = opt->tp_rank;
+    }
     be->impl = cpu;
     LOG_D("cpu backend: %d threads", cpu->num_threads);
     *out = be;

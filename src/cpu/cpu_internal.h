@@ -48,6 +48,8 @@ typedef struct cpu_state {
     char err_msg[512];
     sample_ws *sample_ws; /* (num_threads) sampling workspaces, made on first use */
     float *attn_dec;      /* FP8 KV caches: (num_threads, 2, 32, head_dim) decoded keys / values, grown on use */
+    struct tpg_group *tp_group; /* backend_options.tp_group / tp_rank: all_reduce's group, or NULL */
+    int tp_rank;
     size_t attn_dec_cap;  /* its floats */
 } cpu_state;
 

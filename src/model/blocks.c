@@ -5,6 +5,8 @@
 #include "model/blocks.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 
@@ -60,10 +62,62 @@ be_norm blk_norm(const model_config *c, const dec_norm *n) {
  * concatenated along the output as vLLM's QKVParallelLinear / MergedColumnParallelLinear; with biases. */
 vllm_status blk_load_linear(model *m, weight_source *ws, int l, const char *fused, const char *const *names,
                                const int64_t *rows, int n, int64_t in, bool bias, be_linear **out) {
+    return blk_load_linear_split(m, ws, l, fused, names, rows, n, in, bias, BLK_WHOLE, out);
+}
+
+/* The rank's share of a part of the full tensor w (float dtypes: whole elements). BLK_SPLIT_OUT: rows
+ * [rank rows, + rows) of w (rows * tp, in), a view; BLK_SPLIT_IN: columns [rank in, + in) of w (rows, in * tp),
+ * a copy the model keeps. */
+static vllm_status tp_slice(model *m, const tensor *w, blk_split split, int64_t rows, int64_t in, tensor *out) {
+    if (!(w->dtype == DTYPE_F32 || w->dtype == DTYPE_F16 || w->dtype == DTYPE_BF16))
+        return vt_error(VLLM_ERR_UNSUPPORTED, "tensor parallelism: %s weights are not split yet", dtype_name(w->dtype));
+    const size_t es = dtype_size(w->dtype);
+    if (split == BLK_SPLIT_OUT) {
+        *out = w->ndim == 2 ? tensor_2d(w->dtype, (char *)w->data + (size_t)(m->tp_rank * rows * in) * es, rows, in)
+                            : tensor_1d(w->dtype, (char *)w->data + (size_t)(m->tp_rank * rows) * es, rows);
+        return VLLM_OK;
+    }
+    void **bufs = realloc(m->tp_bufs, (size_t)(m->n_tp_bufs + 1) * sizeof *bufs);
+    char *d = bufs ? malloc((size_t)(rows * in) * es) : NULL;
+    if (bufs) m->tp_bufs = bufs;
+    if (!d) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (a tensor-parallel weight slice)");
+    m->tp_bufs[m->n_tp_bufs++] = d;
+    const char *s = w->data;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(d + (size_t)(r * in) * es, s + (size_t)(r * in * m->tp_size + m->tp_rank * in) * es, (size_t)in * es);
+    *out = tensor_2d(w->dtype, d, rows, in);
+    return VLLM_OK;
+}
+
+vllm_status blk_load_linear_split(model *m, weight_source *ws, int l, const char *fused, const char *const *names,
+                                  const int64_t *rows, int n, int64_t in, bool bias, blk_split split,
+                                  be_linear **out) {
     tensor w[3], b[3];
     const tensor *wp[3], *bp[3];
     vllm_status st;
     int64_t total = 0;
+    const int tp = m->tp_size > 1 ? m->tp_size : 1;
+    if (tp > 1 && split != BLK_WHOLE) {
+        if (fused)
+            return vt_error(VLLM_ERR_UNSUPPORTED, "tensor parallelism: the fused checkpoint tensor %s is not split yet",
+                            fused);
+        if (split == BLK_SPLIT_IN && bias)
+            return vt_error(VLLM_ERR_UNSUPPORTED, "tensor parallelism: a row-parallel layer's bias is not split yet");
+        for (int i = 0; i < n; i++) {
+            const int64_t sw[2] = {split == BLK_SPLIT_OUT ? rows[i] * tp : rows[i], split == BLK_SPLIT_IN ? in * tp : in},
+                          sb = rows[i] * tp;
+            tensor full;
+            if ((st = blk_get(ws, &m->cfg, l, names[i], "weight", 2, sw, &full)) ||
+                (st = tp_slice(m, &full, split, rows[i], in, &w[i])))
+                return st;
+            if (bias && ((st = blk_get(ws, &m->cfg, l, names[i], "bias", 1, &sb, &full)) ||
+                         (st = tp_slice(m, &full, split, rows[i], 1, &b[i]))))
+                return st;
+            wp[i] = &w[i];
+            bp[i] = &b[i];
+        }
+        return m->be->ops->linear_create(m->be, wp, bias ? bp : NULL, n, out);
+    }
     if (fused) {
         for (int i = 0; i < n; i++) total += rows[i];
         names = &fused;

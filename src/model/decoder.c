@@ -213,10 +213,11 @@ static vllm_status load_attention(model *m, weight_source *ws, int l, llama_laye
     const char *qkv_names[3] = {nm->q, nm->k, nm->v};
     const int64_t qkv_rows[3] = {qd, kvd, kvd};
     const int64_t o_rows[1] = {D};
+    /* tensor parallelism: q / k / v column-parallel (each rank its heads), o row-parallel */
     if ((st = c->attn_output_gate ? load_gated_qkv(m, ws, l, L)
-                                  : blk_load_linear(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D, c->attention_bias,
-                                                    &L->qkv)) ||
-        (st = blk_load_linear(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, &L->o)))
+                                  : blk_load_linear_split(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D,
+                                                          c->attention_bias, BLK_SPLIT_OUT, &L->qkv)) ||
+        (st = blk_load_linear_split(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, BLK_SPLIT_IN, &L->o)))
         return st;
     if (c->attn_sinks) { /* "<prefix>layers.<l>.self_attn.sinks" (num_heads), no .weight */
         const int64_t nh = c->num_heads;
@@ -268,9 +269,10 @@ static vllm_status build_layer(model *m, weight_source *ws, int l, llama_layer *
     const bool gated = c->layers[l].mlp == MLP_DENSE;
     const char *gu_names[2] = {gated ? nm->gate : nm->up, nm->up};
     const int64_t gu_rows[2] = {I, I}, down_rows[1] = {D};
-    if ((st = blk_load_linear(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D, c->mlp_bias,
-                          &L->gate_up)) ||
-        (st = blk_load_linear(m, ws, l, NULL, &nm->down, down_rows, 1, I, c->mlp_bias, &L->down)))
+    /* tensor parallelism: gate / up column-parallel, down row-parallel */
+    if ((st = blk_load_linear_split(m, ws, l, gated ? nm->gate_up : NULL, gu_names, gu_rows, gated ? 2 : 1, D,
+                                    c->mlp_bias, BLK_SPLIT_OUT, &L->gate_up)) ||
+        (st = blk_load_linear_split(m, ws, l, NULL, &nm->down, down_rows, 1, I, c->mlp_bias, BLK_SPLIT_IN, &L->down)))
         return st;
     return VLLM_OK;
 }
@@ -639,7 +641,8 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
     tensor v = tensor_cols(&qkv, qw + kvd, kvd);  /* (T, nkv*hd) strided */
     const bool pre = c->norm_layout == NORM_LAYOUT_PRE, post = c->norm_layout == NORM_LAYOUT_POST;
     /* the Llama fast path: each residual add fused into the linear before it */
-    const bool fused_residual = pre && (c->residual_multiplier == 0 || c->residual_multiplier == 1);
+    const bool fused_residual = pre && (c->residual_multiplier == 0 || c->residual_multiplier == 1) &&
+                                m->tp_size <= 1; /* tensor parallelism: the add comes after the all-reduce */
     const bool neox = !c->rope_interleaved;
 
     /* x is the residual stream; each linear_fused (backend.h) carries its
@@ -706,6 +709,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             ops->linear_fused(be, L->o, mix, &add_to_x, &x);          /* x += mix Wo */
         } else {
             ops->linear(be, L->o, mix, &o);                           /* o = mix Wo (T, D) */
+            if (m->tp_size > 1) ops->all_reduce(be, &o);              /* the row-parallel o's partial sums */
             mlp_normed = c->norm_layout == NORM_LAYOUT_SANDWICH;
             residual_add(m, L, &x, &o, &h, &L->attn_out_norm, mlp_normed);
         }
@@ -752,6 +756,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             ops->linear_fused(be, L->down, &a, &add_to_x, &x);        /* x += a Wd */
         } else {
             ops->linear(be, L->down, &a, &o);                         /* o = a Wd */
+            if (m->tp_size > 1) ops->all_reduce(be, &o);              /* the row-parallel down's partial sums */
             residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
         }
     }

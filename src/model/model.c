@@ -342,6 +342,33 @@ static vllm_status kv_scales_load(model *m) {
     return VLLM_OK;
 }
 
+/* Tensor parallelism: the rank's share of the config (heads, KV heads, the MLP width), or why the model cannot be
+ * split yet. What runs split: attention (full or sliding, per-head q / k norms, q / k / v biases) and the dense
+ * MLP (gated or plain) of float checkpoints; the embeddings, norms and LM head are whole on every rank. */
+static vllm_status tp_shard_config(const model *m, model_config *c) {
+    const int n = m->tp_size;
+    const char *why = NULL;
+    if (!m->be->ops->all_reduce) why = "the device has no all-reduce";
+    else if (c->quant.method != QUANT_NONE) why = "quantized checkpoints are not split yet";
+    else if (c->attn_output_gate || c->attn_sinks) why = "the attention's output gate / sinks are not split yet";
+    else if (c->qk_norm && c->qk_norm_kind == QK_NORM_PROJ) why = "q / k norms over the whole projection need it whole";
+    else if (c->o_bias || c->mlp_bias) why = "o_proj / down_proj biases are not split yet";
+    else if (c->num_heads % n || c->num_kv_heads % n)
+        why = "the attention heads and KV heads must divide by it (KV heads replicated across ranks: not yet)";
+    else if (c->intermediate_size % n) why = "intermediate_size must divide by it";
+    for (int l = 0; !why && l < c->num_layers; l++)
+        if (c->layers[l].kind != LAYER_ATTENTION || (c->layers[l].mlp != MLP_DENSE && c->layers[l].mlp != MLP_DENSE_PLAIN))
+            why = "only attention + dense MLP layers are split so far (MoE, MLA and linear-attention layers: not yet)";
+    if (why)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor parallelism over %d ranks: %s (%d heads, %d KV heads, "
+                        "intermediate_size %d)", c->architecture, n, why, c->num_heads, c->num_kv_heads,
+                        c->intermediate_size);
+    c->num_heads /= n; /* head_dim was fixed by the parse (hidden_size / num_heads by default) */
+    c->num_kv_heads /= n;
+    c->intermediate_size /= n;
+    return VLLM_OK;
+}
+
 vllm_status model_load(const char *dir, backend *be, const model_load_options *opt, model **out) {
     model_load_options defaults = {0};
     if (!opt) opt = &defaults;
@@ -350,6 +377,8 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     if (!m) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     m->be = be;
     m->no_lm_head = opt->no_lm_head;
+    m->tp_size = opt->tp_size > 1 ? opt->tp_size : 1;
+    m->tp_rank = opt->tp_rank;
     gguf_file *gf = NULL; /* a GGUF file: config and weights from it */
     vllm_status st;
     if (ggc_is_gguf_path(dir)) {
@@ -361,6 +390,11 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
         st = hf_config_load(dir, &m->cfg);
     }
     if (st != VLLM_OK) goto fail;
+    if (m->tp_size > 1 && (opt->tp_rank < 0 || opt->tp_rank >= m->tp_size)) {
+        st = vt_error(VLLM_ERR_INVALID_ARG, "tensor-parallel rank %d of %d", opt->tp_rank, m->tp_size);
+        goto fail;
+    }
+    if (m->tp_size > 1 && (st = tp_shard_config(m, &m->cfg))) goto fail;
     if ((st = kv_cache_groups_plan(&m->cfg, &m->groups))) goto fail;
     m->arch = model_arch_find(m->cfg.architecture);
     if (!m->arch) {
@@ -417,6 +451,8 @@ void model_free(model *m) {
     free(m->meta_host);
     ws_close(m->ws);
     free(m->kv_scales);
+    for (int i = 0; i < m->n_tp_bufs; i++) free(m->tp_bufs[i]);
+    free(m->tp_bufs);
     free(m);
 }
 

@@ -77,6 +77,13 @@ typedef struct model_load_options {
     int max_model_len; /* positions the RoPE table covers, 0..max_model_len-1 (0 = the config's max) */
     bool no_lm_head;   /* the pooling runner: the LM head is not loaded (a *Model checkpoint has none);
                           every forward must then be hidden_out */
+    int tp_size;       /* tensor parallelism (issue 18): this model is rank tp_rank of tp_size (0 or 1: none), its
+                          backend made with that group (backend_options.tp_group); it loads its shard of the
+                          weights as vLLM's parallel layers split them: q / k / v and gate / up by output rows
+                          (column-parallel), o and down by input columns (row-parallel, all-reduced after), KV
+                          heads split; embeddings and the LM head whole on every rank. Dense attention + MLP
+                          families only so far; others are refused naming the reason */
+    int tp_rank;
 } model_load_options;
 
 /* Reads config.json, finds the architecture in the registry and loads the

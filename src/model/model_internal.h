@@ -78,6 +78,10 @@ struct model {
     dtype conv_state_dtype;     /* the linear-attention layers' conv and recurrent state pools (and their */
     dtype ssm_state_dtype;      /* checkpoints): F32 until model_set_state_dtypes */
     bool no_lm_head;            /* model_load_options.no_lm_head: the pooling runner's model */
+    int tp_rank, tp_size;       /* model_load_options' (tp_size 1: no tensor parallelism) */
+    void **tp_bufs;             /* host copies of the row-parallel weights' column slices (the CPU uses weights
+                                   in place), freed with the model */
+    int n_tp_bufs;
     float *kv_scales;           /* an F8_E4M3 KV cache: (num_layers, 2) each layer's k_scale, v_scale (1 where the
                                    checkpoint has none); NULL otherwise */
 };

@@ -418,6 +418,10 @@ typedef struct backend_ops {
                      const attn_meta *m);
     /* out (N, D) = x[idx] ; idx (N) I32 */
     void (*gather_rows)(backend *be, const tensor *x, const tensor *idx, tensor *out);
+    /* x (T, D) = the sum of x over the backend's tensor-parallel group (backend_options.tp_group), the same on
+     * every rank (each rank calls it with the same shape, in the same order); without a group, nothing.
+     * Optional: NULL where the backend has no tensor parallelism (a model then refuses tp_size > 1). */
+    void (*all_reduce)(backend *be, tensor *x);
 
     /* ---- mixture of experts ---- */
     /* gate[e], up[e]: (I, D), down[e]: (D, I) host tensors of one dtype, e < E
@@ -563,6 +567,9 @@ typedef struct backend_options {
     int device_id;        /* GPU ordinal */
     bool kv_cache_fp8;    /* KV caches of F8_E4M3 values (kv_dtype), each scaled by its tensor's qscale;
                              VLLM_ERR_UNSUPPORTED from a backend without it */
+    struct tpg_group *tp_group; /* tensor parallelism: the in-process group this backend is rank tp_rank of
+                                   (dist/tpg_group.h; all_reduce sums over it), or NULL */
+    int tp_rank;
 } backend_options;
 
 /* be->ops->supports(be, op, params), BE_UNSUPPORTED for an op or a

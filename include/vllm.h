@@ -108,6 +108,11 @@ typedef struct vllm_engine_options {
                                     "main"); ignored for a local folder or file */
     const char *tokenizer_revision; /* the same for a `tokenizer` given as a Hugging Face id (NULL: revision's
                                        when the tokenizer is the model's repository, else "main") */
+    int tensor_parallel_size;    /* ranks the model is split over (vLLM's --tensor-parallel-size; 0 or 1: none).
+                                    Each rank is a thread with its own backend of `device`, its shard of the
+                                    weights (heads, KV heads, the MLP width) and of the KV cache; one scheduler
+                                    and sampler. The CPU runs it (num_threads each rank); dense attention + MLP
+                                    families of float checkpoints so far, others refused naming why */
 } vllm_engine_options;
 
 vllm_engine_options vllm_engine_default_options(void);

@@ -106,6 +106,7 @@ class EngineOptions(ctypes.Structure):
         ("pooler_normalize", ctypes.c_int),
         ("revision", ctypes.c_char_p),
         ("tokenizer_revision", ctypes.c_char_p),
+        ("tensor_parallel_size", ctypes.c_int),
     ]
 
 

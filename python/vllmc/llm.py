@@ -37,7 +37,7 @@ _IGNORED_ARGS = frozenset((
 
 # vLLM engine arguments this engine cannot honour beyond their default: name -> the values that are fine
 _DEFAULT_ONLY = {
-    "tensor_parallel_size": (1,), "pipeline_parallel_size": (1,), "data_parallel_size": (1,),
+    "pipeline_parallel_size": (1,), "data_parallel_size": (1,),
     "cpu_offload_gb": (0, 0.0), "quantization": (None,), "hf_overrides": (None, {}), "mm_processor_kwargs": (None,),
     "limit_mm_per_prompt": (None, {}), "enable_lora": (False, None), "max_loras": (1, None),
     "speculative_config": (None,), "skip_tokenizer_init": (False,), "tokenizer_mode": ("auto", "hf", "slow"),
@@ -196,7 +196,7 @@ class LLM:
         self._counter = itertools.count()
         self._decoded = {}
         given = dict(kwargs, tokenizer_mode=tokenizer_mode, skip_tokenizer_init=skip_tokenizer_init,
-                     tensor_parallel_size=tensor_parallel_size, quantization=quantization)
+                     quantization=quantization)
         unknown = sorted(k for k in kwargs if k not in _IGNORED_ARGS and k not in _DEFAULT_ONLY)
         if unknown:
             raise TypeError("LLM() got unexpected keyword argument(s): %s" % ", ".join(repr(k) for k in unknown))
@@ -260,6 +260,7 @@ class LLM:
             o.kv_cache_memory = int(kv_cache_memory_bytes)
         if num_threads is not None:
             o.num_threads = int(num_threads)
+        o.tensor_parallel_size = int(tensor_parallel_size or 1)  # the engine refuses models it cannot split
         # the runner: vLLM's runner / convert (and the older task)
         pooling = runner == "pooling" or convert == "embed" or task in ("embed", "embedding")
         if runner not in ("auto", "generate", "pooling") or convert not in ("auto", "none", "embed", None) or \

@@ -59,6 +59,7 @@ static void usage(FILE *f) {
             "  --enable-prefix-caching / --no-enable-prefix-caching\n"
             "                              (default: off for latency, on for throughput, as vLLM)\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
+            "  --tensor-parallel-size N (-tp)  the model split over N ranks (the CPU: threads; dense families)\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
             "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n"
@@ -90,7 +91,7 @@ typedef struct int_opt {
 
 /* Parses argv (argv[0] is the subcommand); 0 ok, 1 help printed, 2 bad option. */
 static int parse_args(int argc, char **argv, bench_args *a) {
-    long long threads = 0, block_size = a->eo.block_size, num_kv_blocks = 0, max_model_len = 0;
+    long long threads = 0, tp = 1, block_size = a->eo.block_size, num_kv_blocks = 0, max_model_len = 0;
     long long max_num_seqs = a->eo.max_num_seqs, max_batched = a->eo.max_num_batched_tokens;
     const int_opt opts[] = {
         {"--input-len", 1, INT32_MAX, &a->input_len, &a->set_input_len, false, false},
@@ -101,6 +102,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"--num-prompts", 1, 1 << 24, &a->num_prompts, &a->set_num_prompts, false, true},
         {"--seed", 0, INT64_MAX, &a->seed, NULL, false, false},
         {"--threads", 0, 4096, &threads, NULL, false, false},
+        {"--tensor-parallel-size", 1, 64, &tp, NULL, false, false},
+        {"-tp", 1, 64, &tp, NULL, false, false},
         {"--block-size", 1, 1024, &block_size, NULL, false, false},
         {"--num-kv-blocks", 0, INT32_MAX, &num_kv_blocks, NULL, false, false},
         {"--kv-cache-memory", 1, (long long)1 << 30, &a->kv_mib, &a->set_kv_mib, false, false},
@@ -190,6 +193,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         return 2;
     }
     a->eo.num_threads = (int)threads;
+    a->eo.tensor_parallel_size = (int)tp;
     a->eo.block_size = (int)block_size;
     a->eo.num_kv_blocks = (int)num_kv_blocks;
     a->eo.max_model_len = (int)max_model_len;

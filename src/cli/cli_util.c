@@ -261,7 +261,7 @@ static int logit_bias(const char *cmd, const char *q, cli_gen_opts *o) {
 static bool is_engine_int(const char *a) {
     static const char *const names[] = {"--threads",      "--block-size",           "--num-kv-blocks",
                                         "--max-model-len", "--max-num-seqs",         "--max-num-batched-tokens",
-                                        "--kv-cache-memory"};
+                                        "--kv-cache-memory", "--tensor-parallel-size", "-tp"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!strcmp(a, names[k])) return true;
     return false;
@@ -373,6 +373,7 @@ int cli_gen_opt(const char *cmd, int argc, char **argv, int *ip, cli_gen_opts *o
         else if (!strcmp(a, "--max-model-len")) eo->max_model_len = (int)v;
         else if (!strcmp(a, "--max-num-seqs")) eo->max_num_seqs = (int)v;
         else if (!strcmp(a, "--max-num-batched-tokens")) eo->max_num_batched_tokens = (int)v;
+        else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) eo->tensor_parallel_size = (int)v;
         else eo->kv_cache_memory = (size_t)(v < 0 ? 0 : v) << 20;
     } else {
         return 0;

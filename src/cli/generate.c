@@ -38,6 +38,7 @@ static void usage(FILE *f) {
             "  --stats                     print prefill/decode speed and peak memory to stderr\n"
             "engine:\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
+            "  --tensor-parallel-size N (-tp)  the model split over N ranks (the CPU: threads; dense families)\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --revision REV  --tokenizer-revision REV   a Hugging Face id's branch, tag or commit\n"

@@ -90,6 +90,7 @@ static void usage(FILE *f) {
             "  --enable-prefix-caching / --no-enable-prefix-caching (default on)\n"
             "  --gpu-memory-utilization F (GPU, default 0.9)  --enforce-eager (GPU: no CUDA graphs)\n"
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
+            "  --tensor-parallel-size N (-tp)  the model split over N ranks (the CPU: threads; dense families)\n"
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --revision REV  --tokenizer-revision REV   a Hugging Face id's branch, tag or commit\n"
@@ -329,6 +330,9 @@ int cmd_serve(int argc, char **argv) {
             CLI_NEED_VALUE(CMD);
             if (!cli_state_dtype(CMD, a, argv[++i], &eo)) goto bad;
         } else if (!strcmp(a, "--num-threads") || !strcmp(a, "--threads")) { INT_ARG(0, 4096, v); eo.num_threads = (int)v;
+        } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
+            INT_ARG(1, 64, v);
+            eo.tensor_parallel_size = (int)v;
         } else if (!strcmp(a, "--block-size")) { INT_ARG(1, 1 << 16, v); eo.block_size = (int)v;
         } else if (!strcmp(a, "--num-kv-blocks")) { INT_ARG(0, INT32_MAX, v); eo.num_kv_blocks = (int)v;
         } else if (!strcmp(a, "--kv-cache-memory")) { INT_ARG(1, 1LL << 30, kv_mib);

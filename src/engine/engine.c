@@ -17,6 +17,7 @@
 #include "structured/so_spec.h"
 #include "sample/logits_proc.h"
 #include "loader/gguf.h"
+#include "dist/tpg_group.h"
 #include "loader/gguf_config.h"
 
 
@@ -105,6 +106,9 @@ static vllm_status check_options(const vllm_engine_options *o) {
                         (int)o->runner, (int)o->pooling_type);
     if (o->num_kv_blocks < 0 || o->max_model_len < 0 || o->num_threads < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "num_kv_blocks, max_model_len and num_threads must not be negative");
+    if (o->tensor_parallel_size < 0 || o->tensor_parallel_size > TPG_MAX_RANKS)
+        return vt_error(VLLM_ERR_INVALID_ARG, "tensor_parallel_size %d: 1 to %d", o->tensor_parallel_size,
+                        TPG_MAX_RANKS);
     dtype d;
     if (!state_dtype_of(o->mamba_cache_dtype, DTYPE_F32, &d) || !state_dtype_of(o->mamba_ssm_cache_dtype, DTYPE_F32, &d))
         return vt_error(VLLM_ERR_INVALID_ARG, "mamba_cache_dtype / mamba_ssm_cache_dtype '%.32s' / '%.32s': auto, "
@@ -352,6 +356,13 @@ static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
 
     backend_options bo = {.num_threads = e->opt.num_threads,
                           .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
+    const int tp = e->opt.tensor_parallel_size > 1 ? e->opt.tensor_parallel_size : 1;
+    if (tp > 1) { /* rank 0 here; the model loads and runs ranks 1 .. tp - 1 (model_tp.c) */
+        if ((st = tpg_create(tp, &e->tp_group))) goto fail;
+        bo.tp_group = e->tp_group;
+        bo.tp_rank = 0;
+        LOG_I("tensor parallelism: %d ranks of device %s", tp, e->opt.device);
+    }
     if ((st = backend_create(e->opt.device, &bo, &e->be))) goto fail;
     {
         const char *ov = getenv("VLLM_MASKS_OVERLAP");
@@ -360,7 +371,9 @@ static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
     /* the runner (generate or pooling) decides what the model loads: the pooling runner no LM head */
     if ((st = engine_pooling_resolve(e, model_dir))) goto fail;
     model_load_options mo = {.dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed,
-                             .max_model_len = e->opt.max_model_len, .no_lm_head = e->pooling};
+                             .max_model_len = e->opt.max_model_len, .no_lm_head = e->pooling,
+                             .tp_size = tp, .tp_rank = 0, .tp_device = tp > 1 ? e->opt.device : NULL,
+                             .tp_backend_options = &bo, .tp_group = e->tp_group};
     if ((st = model_load(model_dir, e->be, &mo, &e->model))) goto fail;
     e->cfg = model_get_config(e->model);
     {
@@ -492,9 +505,10 @@ void vllm_engine_free(vllm_engine *e) {
     ib_destroy(&e->ib);
     sched_destroy(&e->sched);
     if (e->model) model_cache_free(e->model, e->cache);
-    model_free(e->model);
+    model_free(e->model); /* its worker ranks too: they use the group */
     tok_free(e->tok);
     backend_free(e->be);
+    tpg_free(e->tp_group);
     free(e->pool_rows);
     free(e->model_name);
     free(e->hub_tokenizer);

@@ -120,6 +120,7 @@ typedef struct engine_counters {
 struct vllm_engine {
     vllm_engine_options opt;
     backend *be;
+    struct tpg_group *tp_group;  /* tensor_parallel_size > 1: the ranks' group (rank 0's backend is be) */
     model *model;
     model_cache *cache;
     tokenizer *tok;              /* NULL when the folder has none */

@@ -180,6 +180,11 @@ static vllm_status upload_batch(model *m, const fwd_batch *b, int block_size, in
 }
 
 vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq) {
+    return m->tp ? model_tp_reserve(m, max_tokens, max_seqs, max_blocks_per_seq)
+                 : model_reserve_rank(m, max_tokens, max_seqs, max_blocks_per_seq);
+}
+
+vllm_status model_reserve_rank(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq) {
     tensor t;
     meta_layout l = meta_plan(max_tokens, max_tokens, max_seqs, max_blocks_per_seq, num_groups(m));
     vllm_status st;
@@ -212,6 +217,7 @@ bool model_has_recurrent_state(const model *m) {
 
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len) {
     if (!m->be->ops->graph_begin || max_batch <= 0) return VLLM_OK; /* the backend has none */
+    if (m->tp_size > 1) return VLLM_OK; /* tensor parallelism runs eagerly (the collectives are not recorded yet) */
     int top = graph_size_for(max_batch);
     if (blk_has_moe(&m->cfg) && m->be->graph_moe_pairs > 0 && m->cfg.moe.top_k > 0) {
         /* decode batches whose MoE layers the backend can record; larger ones run eagerly (a token's pairs:
@@ -258,6 +264,10 @@ static bool is_plain_decode(const fwd_batch *b) {
 }
 
 vllm_status model_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
+    return m->tp ? model_tp_forward(m, cache, b, logits) : model_forward_rank(m, cache, b, logits);
+}
+
+vllm_status model_forward_rank(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
     model_step s;
     vllm_status st;
     int g = m->graphs && !b->hidden_out && is_plain_decode(b) ? graph_size_for(b->num_seqs) : 0;
@@ -431,6 +441,7 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
               "them", dtype_name(be->kv_dtype));
     if (st != VLLM_OK) goto fail;
     ws_log_summary(m->ws);
+    if (m->tp_size > 1 && m->tp_rank == 0 && opt->tp_device && (st = model_tp_start(m, dir, opt))) goto fail;
     if (be->import_copies) { /* the device holds its own copy: drop the mapping / dummy buffers */
         ws_close(m->ws);
         m->ws = NULL;
@@ -445,6 +456,7 @@ fail:
 
 void model_free(model *m) {
     if (!m) return;
+    model_tp_stop(m); /* the worker ranks first: their threads use the group */
     if (m->arch && m->impl) m->arch->destroy(m);
     graphs_free(m);
     model_buf_release(m->be, &m->meta);
@@ -596,6 +608,12 @@ vllm_status model_state_restore(model *m, model_cache *c, int ckpt, int slot) {
 
 vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, int num_ckpt_slots,
                                model_cache **out) {
+    return m->tp ? model_tp_cache_create(m, num_blocks, block_size, num_state_slots, num_ckpt_slots, out)
+                 : model_cache_create_rank(m, num_blocks, block_size, num_state_slots, num_ckpt_slots, out);
+}
+
+vllm_status model_cache_create_rank(model *m, int num_blocks, int block_size, int num_state_slots,
+                                    int num_ckpt_slots, model_cache **out) {
     *out = NULL;
     if (num_blocks <= 0 || block_size <= 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "KV cache: num_blocks and block_size must be positive");
@@ -648,6 +666,11 @@ vllm_status model_cache_create(model *m, int num_blocks, int block_size, int num
 }
 
 void model_cache_free(model *m, model_cache *c) {
+    if (m && m->tp) model_tp_cache_free(m, c);
+    else model_cache_free_rank(m, c);
+}
+
+void model_cache_free_rank(model *m, model_cache *c) {
     if (!c) return;
     for (int j = 0; j < c->num_slots; j++) {
         if (c->slot_k && c->slot_k[j].data) m->be->ops->release(m->be, &c->slot_k[j]);

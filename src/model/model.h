@@ -84,6 +84,13 @@ typedef struct model_load_options {
                           heads split; embeddings and the LM head whole on every rank. Dense attention + MLP
                           families only so far; others are refused naming the reason */
     int tp_rank;
+    /* the driver (rank 0, tp_device set): model_load also loads ranks 1 .. tp_size - 1 on backends of tp_device
+       made with *tp_backend_options in tp_group (the group rank 0's backend was made with), each run by a thread
+       of its own; model_forward, model_cache_create / _free and model_reserve then run on every rank
+       (model_tp.c) and rank 0's logits are the model's */
+    const char *tp_device;
+    const backend_options *tp_backend_options;
+    struct tpg_group *tp_group;
 } model_load_options;
 
 /* Reads config.json, finds the architecture in the registry and loads the

@@ -8,6 +8,21 @@
 #include "model/model.h"
 #include "model/weights.h"
 
+/* One rank's share of the public calls (model.c); model_tp.c runs them on every rank of a tensor-parallel model. */
+vllm_status model_forward_rank(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits);
+vllm_status model_cache_create_rank(model *m, int num_blocks, int block_size, int num_state_slots, int num_ckpt_slots,
+                                    model_cache **out);
+void model_cache_free_rank(model *m, model_cache *c);
+vllm_status model_reserve_rank(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);
+/* model_tp.c: the driver's worker ranks */
+vllm_status model_tp_start(model *m, const char *dir, const model_load_options *opt);
+void model_tp_stop(model *m);
+vllm_status model_tp_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits);
+vllm_status model_tp_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, int num_ckpt_slots,
+                                  model_cache **out);
+void model_tp_cache_free(model *m, model_cache *c);
+vllm_status model_tp_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);
+
 /* Batch metadata uploaded to the backend for one step (views into one buffer). */
 typedef struct model_step {
     tensor ids, positions;       /* (T) */
@@ -79,6 +94,7 @@ struct model {
     dtype ssm_state_dtype;      /* checkpoints): F32 until model_set_state_dtypes */
     bool no_lm_head;            /* model_load_options.no_lm_head: the pooling runner's model */
     int tp_rank, tp_size;       /* model_load_options' (tp_size 1: no tensor parallelism) */
+    struct model_tp *tp;        /* the driver's worker ranks (model_tp.c), or NULL */
     void **tp_bufs;             /* host copies of the row-parallel weights' column slices (the CPU uses weights
                                    in place), freed with the model */
     int n_tp_bufs;

@@ -388,8 +388,13 @@ class TestErrors(unittest.TestCase):
     def test_engine_args(self):
         with self.assertRaisesRegex(TypeError, "not_an_arg"):
             LLM(model=STORIES, not_an_arg=1)
-        with self.assertRaisesRegex(NotImplementedError, "tensor_parallel_size"):
-            LLM(model=STORIES, tensor_parallel_size=2)
+        # tensor parallelism: stories260K's 8 heads over 2 ranks give the unsplit tokens; 3 ranks do not divide them
+        g = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+        whole = LLM(model=STORIES, num_threads=1).generate("Once upon a time", g)[0].outputs[0].token_ids
+        split = LLM(model=STORIES, num_threads=1, tensor_parallel_size=2).generate("Once upon a time", g)
+        self.assertEqual(list(split[0].outputs[0].token_ids), list(whole))
+        with self.assertRaisesRegex(NotImplementedError, "tensor parallelism over 3 ranks"):
+            LLM(model=STORIES, tensor_parallel_size=3)
         with self.assertRaisesRegex(NotImplementedError, "dtype"):
             LLM(model=STORIES, dtype="float16")
         with self.assertRaisesRegex(ValueError, "block_size"):

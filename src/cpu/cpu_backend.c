@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "cpu/cpu_internal.h"
@@ -190,6 +191,56 @@ static void cpu_all_reduce(backend *be, tensor *x) {
     if (st != VLLM_OK) cpu_fail(cpu, "all_reduce: %s", vllm_last_error());
 }
 
+/* out (N, C tp): rank k's x (N, C) in columns [k C, (k + 1) C) */
+static void cpu_all_gather_cols(backend *be, const tensor *x, tensor *out) {
+    cpu_state *cpu = cpu_of(be);
+    const int n = cpu->tp_group ? tpg_size(cpu->tp_group) : 1;
+    const int64_t N = x ? cpu_rows(x) : 0, C = N ? tensor_numel(x) / N : 0;
+    if (!cpu_check_mat(cpu, "all_gather_cols", "x", x, DTYPE_F32, -1, -1) ||
+        !cpu_check_mat(cpu, "all_gather_cols", "out", out, DTYPE_F32, N, C * n)) {
+        if (cpu->tp_group) tpg_abort(cpu->tp_group, "all_gather_cols: bad shapes on a rank");
+        return;
+    }
+    const int64_t xs = tensor_row_stride(x), os = tensor_row_stride(out);
+    float *buf = malloc((size_t)(N * C * n + 1) * sizeof *buf), *mine = malloc((size_t)(N * C + 1) * sizeof *mine);
+    vllm_status st = buf && mine ? VLLM_OK : vt_error(VLLM_ERR_NO_MEMORY, "out of memory (all_gather_cols)");
+    for (int64_t r = 0; st == VLLM_OK && r < N; r++) memcpy(mine + r * C, (const float *)x->data + r * xs, (size_t)C * 4);
+    if (st == VLLM_OK && n > 1) st = tpg_all_gather(cpu->tp_group, cpu->tp_rank, mine, (size_t)(N * C) * 4, buf);
+    else if (st == VLLM_OK) memcpy(buf, mine, (size_t)(N * C) * 4);
+    else if (cpu->tp_group) tpg_abort(cpu->tp_group, vllm_last_error());
+    for (int k = 0; st == VLLM_OK && k < n; k++)
+        for (int64_t r = 0; r < N; r++)
+            memcpy((float *)out->data + r * os + k * C, buf + ((int64_t)k * N + r) * C, (size_t)C * 4);
+    if (st != VLLM_OK) cpu_fail(cpu, "all_gather_cols: %s", vllm_last_error());
+    free(buf);
+    free(mine);
+}
+
+/* out (T, D) = table[ids - row0], zero rows for ids outside the table's range */
+static void cpu_embedding_range(backend *be, const tensor *table, const tensor *ids, int64_t row0, tensor *out) {
+    cpu_state *cpu = cpu_of(be);
+    if (!cpu_check_mat(cpu, "embedding_range", "table", table, CPU_ANY_FLOAT, -1, -1) ||
+        !cpu_check_vec(cpu, "embedding_range", "ids", ids, DTYPE_I32, -1))
+        return;
+    const int64_t T = tensor_numel(ids), V = cpu_rows(table), D = tensor_row_len(table), ts = tensor_row_stride(table);
+    if (!cpu_check_mat(cpu, "embedding_range", "out", out, DTYPE_F32, T, D)) return;
+    const int32_t *id = ids->data;
+    const size_t es = dtype_size(table->dtype);
+    for (int64_t t = 0; t < T; t++) {
+        float *o = (float *)out->data + t * tensor_row_stride(out);
+        const int64_t r = (int64_t)id[t] - row0;
+        if (r < 0 || r >= V) {
+            memset(o, 0, (size_t)D * sizeof *o);
+            continue;
+        }
+        const char *row = (const char *)table->data + (size_t)(r * ts) * es;
+        for (int64_t d = 0; d < D; d++)
+            o[d] = table->dtype == DTYPE_F32   ? ((const float *)row)[d]
+                   : table->dtype == DTYPE_BF16 ? bf16_to_f32(((const uint16_t *)row)[d])
+                                                : f16_to_f32(((const uint16_t *)row)[d]);
+    }
+}
+
 static const backend_ops CPU_OPS = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
@@ -239,6 +290,8 @@ static const backend_ops CPU_OPS = {
     .logprobs = cpu_logprobs,
     .supports = cpu_supports,
     .all_reduce = cpu_all_reduce,
+    .all_gather_cols = cpu_all_gather_cols,
+    .embedding_range = cpu_embedding_range,
 };
 
 vllm_status cpu_backend_create(const backend_options *opt, backend **out) {

@@ -651,6 +651,8 @@ static const backend_ops CU_OPS = {
     .mla_prep = NULL, /* norm, rope and attention_mla's write (k_mla_prep of 61de783 waits for a GPU run) */
     .gather_rows = cu_gather_rows,
     .all_reduce = NULL, /* tensor parallelism over NCCL: issue 18, not yet */
+    .all_gather_cols = NULL,
+    .embedding_range = NULL,
     /* mixture of experts (ops_moe.cu) */
     .experts_create = cu_experts_create,
     .experts_free = cu_experts_free,

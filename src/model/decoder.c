@@ -71,12 +71,16 @@ typedef struct llama {
     tensor pos_embed;            /* (max_pos + offset, D) learned positions, or data NULL */
     dec_norm final_norm;         /* (D) */
     be_linear *lm_head;          /* (V, D), the embedding when tied */
+    bool vocab_split;            /* tensor parallelism: embed and lm_head hold this rank's rows v0 .. v0 + vr - 1
+                                    of the vocabulary (vLLM's VocabParallelEmbedding / ParallelLMHead) */
+    int64_t v0, vr;
     llama_layer *layers;
     tensor cos_sin[MODEL_MAX_ROPES]; /* (max_pos, rot_dim) F32, one per rope config */
     float embed_scale;           /* sqrt(hidden_size) rounded to the activation dtype (embed_scale_sqrt) */
     int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
+    ws_buf logits_part;          /* vocab_split: the rank's (N, vr) logits before the all-gather */
     ws_buf proj, conv, g, beta, core; /* linear-attention layers: in_proj's output, the conv's, decay, strength,
                                          the delta rule's */
     moe_bufs moe;                /* the MoE layers' activations */
@@ -308,7 +312,7 @@ static void llama_destroy(model *m) {
     for (int r = 0; r < MODEL_MAX_ROPES; r++)
         if (lm->cos_sin[r].data) be->ops->release(be, &lm->cos_sin[r]);
     ws_buf *bufs[] = {&lm->x,   &lm->h,      &lm->qkv,  &lm->attn, &lm->o,    &lm->gu, &lm->act,
-                      &lm->sel, &lm->logits, &lm->proj, &lm->g,    &lm->beta, &lm->core, &lm->conv};
+                      &lm->sel, &lm->logits, &lm->logits_part, &lm->proj, &lm->g,    &lm->beta, &lm->core, &lm->conv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(be, bufs[i]);
     moe_bufs_release(be, &lm->moe);
     mla_bufs_release(be, &lm->mla);
@@ -449,6 +453,20 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
     }
     /* the pooling runner loads no LM head (vLLM's as_embedding_model drops lm_head.*) */
     if (!m->no_lm_head && !c->tie_word_embeddings && (st = ws_get(ws, "lm_head.weight", 2, se, &t_head))) return st;
+    /* tensor parallelism: the vocabulary split when it divides (float tables), else whole on every rank */
+    const bool fl = t_embed.dtype == DTYPE_F32 || t_embed.dtype == DTYPE_F16 || t_embed.dtype == DTYPE_BF16;
+    if (m->tp_size > 1 && V % m->tp_size == 0 && fl && be->ops->all_gather_cols && be->ops->embedding_range &&
+        (c->tie_word_embeddings || m->no_lm_head || t_head.dtype == t_embed.dtype)) {
+        lm->vocab_split = true;
+        lm->vr = V / m->tp_size;
+        lm->v0 = (int64_t)m->tp_rank * lm->vr;
+        LOG_D("tensor-parallel rank %d: vocabulary rows %lld .. %lld of %lld", m->tp_rank, (long long)lm->v0,
+              (long long)(lm->v0 + lm->vr - 1), (long long)V);
+        const size_t row = (size_t)D * dtype_size(t_embed.dtype);
+        t_embed = tensor_2d(t_embed.dtype, (char *)t_embed.data + (size_t)lm->v0 * row, lm->vr, D);
+        if (!m->no_lm_head && !c->tie_word_embeddings)
+            t_head = tensor_2d(t_head.dtype, (char *)t_head.data + (size_t)lm->v0 * row, lm->vr, D);
+    }
     if ((st = blk_import(m, &t_embed, &lm->embed))) return st;
     const tensor *head_w[1] = {c->tie_word_embeddings ? &t_embed : &t_head};
     if (!m->no_lm_head && (st = be->ops->linear_create(be, head_w, NULL, 1, &lm->lm_head))) return st;
@@ -495,7 +513,7 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
 
 /* Views of the step's activations, T rows (N for the logits rows). */
 typedef struct llama_bufs {
-    tensor x, h, qkv, attn, o, gu, a, sel, lg;
+    tensor x, h, qkv, attn, o, gu, a, sel, lg, lp;
     tensor proj, conv, g, beta, core; /* linear-attention layers (data NULL without them) */
 } llama_bufs;
 
@@ -528,7 +546,8 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, bool hidden, ll
         (st = model_buf_ensure(m, &lm->gu, act, T, 2 * I, &t->gu)) ||
         (st = model_buf_ensure(m, &lm->act, act, T, I, &t->a)) ||
         (st = model_buf_ensure(m, &lm->sel, act, N, D, &t->sel)) ||
-        (!hidden && (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg))))
+        (!hidden && (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg))) ||
+        (!hidden && lm->vocab_split && (st = model_buf_ensure(m, &lm->logits_part, DTYPE_F32, N, lm->vr, &t->lp))))
         return st;
     if ((st = mla_bufs_ensure(m, &lm->mla, T))) return st;
     return moe_bufs_ensure(m, &lm->moe, T);
@@ -647,7 +666,12 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
 
     /* x is the residual stream; each linear_fused (backend.h) carries its
      * neighbours: the input norm, the gated product, the residual add */
-    ops->embedding(be, &lm->embed, &s->ids, &x);                    /* x (T, D) */
+    if (lm->vocab_split) {                                           /* each rank its rows, then their sum */
+        ops->embedding_range(be, &lm->embed, &s->ids, lm->v0, &x);
+        ops->all_reduce(be, &x);
+    } else {
+        ops->embedding(be, &lm->embed, &s->ids, &x);                /* x (T, D) */
+    }
     if (c->embed_scale_sqrt) ops->scale(be, &x, lm->embed_scale);   /* x *= sqrt(D) */
     if (c->embed_multiplier != 0 && c->embed_multiplier != 1) ops->scale(be, &x, (float)c->embed_multiplier);
     if (lm->pos_embed.data) {                                        /* x += P[pos + offset] */
@@ -777,7 +801,13 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         const linear_fuse final = {.norm_w = &lm->final_norm.w,
                                    .norm_b = lm->final_norm.b.data ? &lm->final_norm.b : NULL, .eps = eps, .h = &hn,
                                    .norm_kind = nk};
-        ops->linear_fused(be, lm->lm_head, &sel, &final, &lg);        /* (N, V) */
+        if (lm->vocab_split) {                                       /* the rank's columns, then every rank's */
+            tensor lp = tensor_rows(&t.lp, 0, N);
+            ops->linear_fused(be, lm->lm_head, &sel, &final, &lp);    /* (N, V / tp) */
+            ops->all_gather_cols(be, &lp, &lg);                       /* (N, V) */
+        } else {
+            ops->linear_fused(be, lm->lm_head, &sel, &final, &lg);    /* (N, V) */
+        }
         if (c->final_softcap > 0) ops->softcap(be, &lg, (float)c->final_softcap); /* tanh(lg / cap) * cap */
         if (c->logits_divisor != 0 && c->logits_divisor != 1) ops->scale(be, &lg, (float)(1.0 / c->logits_divisor));
     }

@@ -422,6 +422,12 @@ typedef struct backend_ops {
      * every rank (each rank calls it with the same shape, in the same order); without a group, nothing.
      * Optional: NULL where the backend has no tensor parallelism (a model then refuses tp_size > 1). */
     void (*all_reduce)(backend *be, tensor *x);
+    /* out (N, C tp) = every rank's x (N, C) side by side, rank k's in columns [k C, (k + 1) C) (the
+     * vocabulary-parallel LM head's logits); without a group, out = x. Optional as all_reduce. */
+    void (*all_gather_cols)(backend *be, const tensor *x, tensor *out);
+    /* out (T, D) = table[ids - row0] for ids in [row0, row0 + rows(table)), zeros for the others (a
+     * vocabulary-parallel embedding's shard; all_reduce then sums the ranks'). Optional as all_reduce. */
+    void (*embedding_range)(backend *be, const tensor *table, const tensor *ids, int64_t row0, tensor *out);
 
     /* ---- mixture of experts ---- */
     /* gate[e], up[e]: (I, D), down[e]: (D, I) host tensors of one dtype, e < E

@@ -68,13 +68,14 @@ vllm_status blk_load_linear(model *m, weight_source *ws, int l, const char *fuse
 /* The rank's share of a part of the full tensor w (float dtypes: whole elements). BLK_SPLIT_OUT: rows
  * [rank rows, + rows) of w (rows * tp, in), a view; BLK_SPLIT_IN: columns [rank in, + in) of w (rows, in * tp),
  * a copy the model keeps. */
-static vllm_status tp_slice(model *m, const tensor *w, blk_split split, int64_t rows, int64_t in, tensor *out) {
+static vllm_status tp_slice(model *m, const tensor *w, blk_split split, int64_t rows, int64_t in, int index,
+                            int count, tensor *out) {
     if (!(w->dtype == DTYPE_F32 || w->dtype == DTYPE_F16 || w->dtype == DTYPE_BF16))
         return vt_error(VLLM_ERR_UNSUPPORTED, "tensor parallelism: %s weights are not split yet", dtype_name(w->dtype));
     const size_t es = dtype_size(w->dtype);
-    if (split == BLK_SPLIT_OUT) {
-        *out = w->ndim == 2 ? tensor_2d(w->dtype, (char *)w->data + (size_t)(m->tp_rank * rows * in) * es, rows, in)
-                            : tensor_1d(w->dtype, (char *)w->data + (size_t)(m->tp_rank * rows) * es, rows);
+    if (split != BLK_SPLIT_IN) {
+        *out = w->ndim == 2 ? tensor_2d(w->dtype, (char *)w->data + (size_t)(index * rows * in) * es, rows, in)
+                            : tensor_1d(w->dtype, (char *)w->data + (size_t)(index * rows) * es, rows);
         return VLLM_OK;
     }
     void **bufs = realloc(m->tp_bufs, (size_t)(m->n_tp_bufs + 1) * sizeof *bufs);
@@ -84,7 +85,7 @@ static vllm_status tp_slice(model *m, const tensor *w, blk_split split, int64_t 
     m->tp_bufs[m->n_tp_bufs++] = d;
     const char *s = w->data;
     for (int64_t r = 0; r < rows; r++)
-        memcpy(d + (size_t)(r * in) * es, s + (size_t)(r * in * m->tp_size + m->tp_rank * in) * es, (size_t)in * es);
+        memcpy(d + (size_t)(r * in) * es, s + (size_t)(r * in * count + index * in) * es, (size_t)in * es);
     *out = tensor_2d(w->dtype, d, rows, in);
     return VLLM_OK;
 }
@@ -104,14 +105,18 @@ vllm_status blk_load_linear_split(model *m, weight_source *ws, int l, const char
         if (split == BLK_SPLIT_IN && bias)
             return vt_error(VLLM_ERR_UNSUPPORTED, "tensor parallelism: a row-parallel layer's bias is not split yet");
         for (int i = 0; i < n; i++) {
-            const int64_t sw[2] = {split == BLK_SPLIT_OUT ? rows[i] * tp : rows[i], split == BLK_SPLIT_IN ? in * tp : in},
-                          sb = rows[i] * tp;
+            /* BLK_SPLIT_QKV's k and v parts: the rank's KV-head shard (replicated when fewer heads than ranks) */
+            const bool kv = split == BLK_SPLIT_QKV && i > 0;
+            const int index = kv ? m->tp_kv_shard : m->tp_rank, count = kv ? m->tp_kv_shards : tp;
+            const int64_t sw[2] = {split != BLK_SPLIT_IN ? rows[i] * count : rows[i],
+                                   split == BLK_SPLIT_IN ? in * tp : in},
+                          sb = rows[i] * count;
             tensor full;
             if ((st = blk_get(ws, &m->cfg, l, names[i], "weight", 2, sw, &full)) ||
-                (st = tp_slice(m, &full, split, rows[i], in, &w[i])))
+                (st = tp_slice(m, &full, split, rows[i], in, index, count, &w[i])))
                 return st;
             if (bias && ((st = blk_get(ws, &m->cfg, l, names[i], "bias", 1, &sb, &full)) ||
-                         (st = tp_slice(m, &full, split, rows[i], 1, &b[i]))))
+                         (st = tp_slice(m, &full, split, rows[i], 1, index, count, &b[i]))))
                 return st;
             wp[i] = &w[i];
             bp[i] = &b[i];

@@ -36,7 +36,12 @@ vllm_status blk_load_linear(model *m, weight_source *ws, int l, const char *fuse
 /* How a linear layer splits over tensor-parallel ranks (model tp_size > 1), as vLLM's parallel layers: whole on
  * every rank; column-parallel (each part's output rows split: rows[i] and its bias are the rank's share); or
  * row-parallel (the input columns split: in is the rank's share; the caller all-reduces the output). */
-typedef enum blk_split { BLK_WHOLE = 0, BLK_SPLIT_OUT, BLK_SPLIT_IN } blk_split;
+typedef enum blk_split {
+    BLK_WHOLE = 0,
+    BLK_SPLIT_OUT, /* column-parallel */
+    BLK_SPLIT_QKV, /* column-parallel q | k | v: k and v by the rank's KV-head shard (model tp_kv_shard) */
+    BLK_SPLIT_IN   /* row-parallel */
+} blk_split;
 vllm_status blk_load_linear_split(model *m, weight_source *ws, int l, const char *fused, const char *const *names,
                                   const int64_t *rows, int n, int64_t in, bool bias, blk_split split, be_linear **out);
 

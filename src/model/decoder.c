@@ -220,7 +220,7 @@ static vllm_status load_attention(model *m, weight_source *ws, int l, llama_laye
     /* tensor parallelism: q / k / v column-parallel (each rank its heads), o row-parallel */
     if ((st = c->attn_output_gate ? load_gated_qkv(m, ws, l, L)
                                   : blk_load_linear_split(m, ws, l, nm->qkv, qkv_names, qkv_rows, 3, D,
-                                                          c->attention_bias, BLK_SPLIT_OUT, &L->qkv)) ||
+                                                          c->attention_bias, BLK_SPLIT_QKV, &L->qkv)) ||
         (st = blk_load_linear_split(m, ws, l, NULL, &nm->o, o_rows, 1, qd, c->o_bias, BLK_SPLIT_IN, &L->o)))
         return st;
     if (c->attn_sinks) { /* "<prefix>layers.<l>.self_attn.sinks" (num_heads), no .weight */

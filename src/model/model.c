@@ -355,7 +355,7 @@ static vllm_status kv_scales_load(model *m) {
 /* Tensor parallelism: the rank's share of the config (heads, KV heads, the MLP width), or why the model cannot be
  * split yet. What runs split: attention (full or sliding, per-head q / k norms, q / k / v biases) and the dense
  * MLP (gated or plain) of float checkpoints; the embeddings, norms and LM head are whole on every rank. */
-static vllm_status tp_shard_config(const model *m, model_config *c) {
+static vllm_status tp_shard_config(model *m, model_config *c) {
     const int n = m->tp_size;
     const char *why = NULL;
     if (!m->be->ops->all_reduce) why = "the device has no all-reduce";
@@ -363,8 +363,8 @@ static vllm_status tp_shard_config(const model *m, model_config *c) {
     else if (c->attn_output_gate || c->attn_sinks) why = "the attention's output gate / sinks are not split yet";
     else if (c->qk_norm && c->qk_norm_kind == QK_NORM_PROJ) why = "q / k norms over the whole projection need it whole";
     else if (c->o_bias || c->mlp_bias) why = "o_proj / down_proj biases are not split yet";
-    else if (c->num_heads % n || c->num_kv_heads % n)
-        why = "the attention heads and KV heads must divide by it (KV heads replicated across ranks: not yet)";
+    else if (c->num_heads % n || (c->num_kv_heads % n && n % c->num_kv_heads))
+        why = "the attention heads must divide by it, and the KV heads divide by it or it by them";
     else if (c->intermediate_size % n) why = "intermediate_size must divide by it";
     for (int l = 0; !why && l < c->num_layers; l++)
         if (c->layers[l].kind != LAYER_ATTENTION || (c->layers[l].mlp != MLP_DENSE && c->layers[l].mlp != MLP_DENSE_PLAIN))
@@ -374,7 +374,15 @@ static vllm_status tp_shard_config(const model *m, model_config *c) {
                         "intermediate_size %d)", c->architecture, n, why, c->num_heads, c->num_kv_heads,
                         c->intermediate_size);
     c->num_heads /= n; /* head_dim was fixed by the parse (hidden_size / num_heads by default) */
-    c->num_kv_heads /= n;
+    if (c->num_kv_heads >= n) { /* split */
+        m->tp_kv_shards = n;
+        m->tp_kv_shard = m->tp_rank;
+        c->num_kv_heads /= n;
+    } else { /* fewer KV heads than ranks: each on n / kv ranks, as vLLM's QKVParallelLinear replicates them */
+        m->tp_kv_shards = c->num_kv_heads;
+        m->tp_kv_shard = m->tp_rank / (n / c->num_kv_heads);
+        c->num_kv_heads = 1;
+    }
     c->intermediate_size /= n;
     return VLLM_OK;
 }

@@ -94,6 +94,8 @@ struct model {
     dtype ssm_state_dtype;      /* checkpoints): F32 until model_set_state_dtypes */
     bool no_lm_head;            /* model_load_options.no_lm_head: the pooling runner's model */
     int tp_rank, tp_size;       /* model_load_options' (tp_size 1: no tensor parallelism) */
+    int tp_kv_shard, tp_kv_shards; /* the rank's KV heads: shard tp_kv_shard of tp_kv_shards (tp_size, or the
+                                      checkpoint's KV heads when fewer: each then on tp_size / that ranks) */
     struct model_tp *tp;        /* the driver's worker ranks (model_tp.c), or NULL */
     void **tp_bufs;             /* host copies of the row-parallel weights' column slices (the CPU uses weights
                                    in place), freed with the model */

@@ -1,8 +1,9 @@
 /* test_tp_model.c: tensor parallelism on the CPU (issue 18): a model split over 2 and 4 ranks (threads, each its CPU
  * backend in one dist/tpg_group) gives the logits of the whole model, for a prefill and a decode step over its KV
  * cache shard, on fixtures of every split path: MHA (TP 4), GQA, per-head q / k norms (Qwen3), q / k / v biases with
- * tied embeddings (Qwen2), a sliding window (Mistral), Gemma 2's sandwich norms and softcaps. Models that cannot be
- * split yet (MoE) and uneven splits are refused naming why. */
+ * tied embeddings (Qwen2), a sliding window (Mistral), Gemma 2's sandwich norms and softcaps, one KV head replicated
+ * on every rank (Llama 3 MQA, Granite). Models that cannot be split yet (MoE) and uneven splits are refused naming
+ * why. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -141,6 +142,11 @@ int main(void) {
     check_split("qwen2_bias_tied", 2);
     check_split("mistral_swa", 2);
     check_split("gemma2_softcap", 2);
+    check_split("llama3_mqa_tied", 2); /* one KV head: replicated on every rank */
+    check_split("llama3_mqa_tied", 4);
+    check_split("granite_mult", 2);    /* one KV head, Granite's multipliers */
+    check_split("llama_gqa", 4);       /* 2 KV heads over 4 ranks: each on 2 */
+    check_split("qwen2_bias_tied", 4); /* and their k / v biases */
     check_refused("qwen3_moe", 2, "MoE");
     check_refused("llama_mha_f16", 3, "divide");
     TEST_END();

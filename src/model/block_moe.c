@@ -301,6 +301,15 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
     }
     L->num_shared = 0;
     if (!st && ns > 0) st = shared_as_experts(m, ws, l, ns, &t[0], &t[2 * E], t + 6 * E, &L->num_shared);
+    if (!st && m->tp_size > 1) { /* tensor-parallel experts (vLLM's default for MoE under TP): every expert's
+                                    gate / up rows and down columns split, the layer's output all-reduced */
+        const int64_t Ir = I / m->tp_size, r0 = m->tp_rank * Ir;
+        for (int e = 0; e < E; e++) {
+            t[e] = tensor_rows(&t[e], r0, Ir);
+            t[E + e] = tensor_rows(&t[E + e], r0, Ir);
+            t[2 * E + e] = tensor_cols(&t[2 * E + e], r0, Ir); /* (D, I / tp), rows I apart */
+        }
+    }
     for (int k = 0; k < 6; k++)
         for (int e = 0; e < E; e++) pg[k * Et + e] = &t[k * E + e];
     for (int j = 0; j < L->num_shared; j++)
@@ -319,8 +328,10 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
         const int64_t Is = c->moe.shared_intermediate_size;
         const char *sh[2] = {nm->shared_gate, nm->shared_up};
         const int64_t shrows[2] = {Is, Is}, dnrows[1] = {D}, grows[1] = {1};
-        if ((st = blk_load_linear(m, ws, l, NULL, sh, shrows, 2, D, false, &L->sh_gate_up)) ||
-            (st = blk_load_linear(m, ws, l, NULL, &nm->shared_down, dnrows, 1, Is, false, &L->sh_down)) ||
+        /* tensor parallelism: the shared expert split as a dense MLP (its sigmoid gate whole) */
+        if ((st = blk_load_linear_split(m, ws, l, NULL, sh, shrows, 2, D, false, BLK_SPLIT_OUT, &L->sh_gate_up)) ||
+            (st = blk_load_linear_split(m, ws, l, NULL, &nm->shared_down, dnrows, 1, Is, false, BLK_SPLIT_IN,
+                                        &L->sh_down)) ||
             (st = blk_load_linear(m, ws, l, NULL, &nm->shared_expert_gate, grows, 1, D, false, &L->sh_gate)))
             return st;
     }

@@ -750,7 +750,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
              * sum goes straight into x (transformers' DeepseekV2MoE: moe(...) + shared_experts(residuals),
              * then the decoder layer's residual + that) */
             const bool into_x = L->moe.num_shared > 0 && hin != &x && !L->mlp_out_norm.w.data &&
-                                (c->residual_multiplier == 0 || c->residual_multiplier == 1);
+                                (c->residual_multiplier == 0 || c->residual_multiplier == 1) && m->tp_size <= 1;
             moe_block_run(m, &L->moe, &lm->moe, norm_here ? &x : hin, norm_here ? &mlp_norm : NULL, &h, into_x,
                           into_x ? &x : &o);                      /* x += / o = (T, D) */
             if (into_x) continue;
@@ -763,6 +763,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
                 ops->linear(be, L->down, &sa, &so);                    /* (T, D) */
                 ops->add(be, &o, &so);
             }
+            if (m->tp_size > 1) ops->all_reduce(be, &o); /* each rank's experts are a slice of every expert's width */
             residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
             continue;
         }

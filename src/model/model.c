@@ -365,10 +365,15 @@ static vllm_status tp_shard_config(model *m, model_config *c) {
     else if (c->o_bias || c->mlp_bias) why = "o_proj / down_proj biases are not split yet";
     else if (c->num_heads % n || (c->num_kv_heads % n && n % c->num_kv_heads))
         why = "the attention heads must divide by it, and the KV heads divide by it or it by them";
-    else if (c->intermediate_size % n) why = "intermediate_size must divide by it";
     for (int l = 0; !why && l < c->num_layers; l++)
-        if (c->layers[l].kind != LAYER_ATTENTION || (c->layers[l].mlp != MLP_DENSE && c->layers[l].mlp != MLP_DENSE_PLAIN))
-            why = "only attention + dense MLP layers are split so far (MoE, MLA and linear-attention layers: not yet)";
+        if (c->layers[l].kind != LAYER_ATTENTION)
+            why = "only attention layers are split so far (MLA and linear-attention layers: not yet)";
+        else if (c->layers[l].mlp != MLP_MOE && c->intermediate_size % n)
+            why = "intermediate_size must divide by it";
+        else if (c->layers[l].mlp == MLP_MOE && (c->moe.intermediate_size % n || c->moe.shared_intermediate_size % n ||
+                                                 c->moe.expert_bias || c->shared_experts_size > 0))
+            why = "MoE layers split their experts' width: moe_intermediate_size (and a shared expert's) must divide "
+                  "by it; experts with biases and DeepSeek's shared experts: not yet";
     if (why)
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor parallelism over %d ranks: %s (%d heads, %d KV heads, "
                         "intermediate_size %d)", c->architecture, n, why, c->num_heads, c->num_kv_heads,
@@ -383,7 +388,8 @@ static vllm_status tp_shard_config(model *m, model_config *c) {
         m->tp_kv_shard = m->tp_rank / (n / c->num_kv_heads);
         c->num_kv_heads = 1;
     }
-    c->intermediate_size /= n;
+    c->intermediate_size /= c->intermediate_size % n ? 1 : n; /* (an MoE-only model's may not divide: unused) */
+    c->moe.shared_intermediate_size /= n; /* the experts' own width is sliced at load (block_moe.c) */
     return VLLM_OK;
 }
 

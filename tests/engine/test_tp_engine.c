@@ -1,7 +1,7 @@
 /* test_tp_engine.c: vllm_engine with tensor_parallel_size 2 and 4 on the CPU (issue 18) generates the tokens of the
  * unsplit engine, in the engine's layouts (one batch; chunked prefill; prefix caching with a shared prefix; a KV
- * cache small enough to preempt), on fixtures of the split paths; a model that cannot be split and a bad size are
- * refused naming why; the CLI takes --tensor-parallel-size / -tp. */
+ * cache small enough to preempt), on fixtures of the split paths (MoE included); a model that cannot be split and a
+ * bad size are refused naming why; the CLI takes --tensor-parallel-size / -tp. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,12 +91,13 @@ int main(void) {
     check("llama_mha_f16", 4);
     check("qwen3_qknorm", 2);
     check("gemma2_softcap", 2);
+    check("qwen2_moe_shared", 2);
     /* refused, naming why: a MoE model, a size past the limit */
     vllm_engine_options o = vllm_engine_default_options();
     o.num_threads = 1;
     o.tensor_parallel_size = 2;
     vllm_engine *e = NULL;
-    CHECK(vllm_engine_create(FX "qwen3_moe", &o, &e) == VLLM_ERR_UNSUPPORTED && e == NULL);
+    CHECK(vllm_engine_create(FX "deepseek_v2_lite", &o, &e) == VLLM_ERR_UNSUPPORTED && e == NULL);
     CHECK_MSG(strstr(vllm_last_error(), "tensor parallelism") != NULL, "not named: %s", vllm_last_error());
     o.tensor_parallel_size = 1000;
     CHECK(vllm_engine_create(FX "llama_gqa", &o, &e) == VLLM_ERR_INVALID_ARG && e == NULL);

@@ -2,8 +2,8 @@
  * backend in one dist/tpg_group) gives the logits of the whole model, for a prefill and a decode step over its KV
  * cache shard, on fixtures of every split path: MHA (TP 4), GQA, per-head q / k norms (Qwen3), q / k / v biases with
  * tied embeddings (Qwen2), a sliding window (Mistral), Gemma 2's sandwich norms and softcaps, one KV head replicated
- * on every rank (Llama 3 MQA, Granite). Models that cannot be split yet (MoE) and uneven splits are refused naming
- * why. */
+ * on every rank (Llama 3 MQA, Granite), MoE with tensor-parallel experts (Qwen3-MoE, Qwen2-MoE's shared expert,
+ * Mixtral). Models that cannot be split yet (MLA, linear attention) and uneven splits are refused naming why. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -147,7 +147,12 @@ int main(void) {
     check_split("granite_mult", 2);    /* one KV head, Granite's multipliers */
     check_split("llama_gqa", 4);       /* 2 KV heads over 4 ranks: each on 2 */
     check_split("qwen2_bias_tied", 4); /* and their k / v biases */
-    check_refused("qwen3_moe", 2, "MoE");
+    check_split("qwen3_moe", 2);       /* tensor-parallel experts: each expert's width split */
+    check_split("qwen3_moe", 4);
+    check_split("qwen2_moe_shared", 2); /* and a shared expert with its sigmoid gate */
+    check_split("mixtral_moe", 2);
+    check_refused("deepseek_v2_lite", 2, "MLA");
+    check_refused("qwen3_next", 2, "output gate"); /* (its gated attention is the first thing named) */
     check_refused("llama_mha_f16", 3, "divide");
     TEST_END();
 }

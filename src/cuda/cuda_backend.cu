@@ -517,6 +517,7 @@ static void cu_destroy(backend *be) {
             cudaGetLastError();
         }
         if (cu->stream) cudaStreamSynchronize(cu->stream);
+        cu_comm_free(cu);
         LOG_D("cuda backend: %zu MiB of device memory held at exit", cu->bytes_allocated >> 20);
         cu_sample_free(cu);
         cu_plans_free(cu);
@@ -650,9 +651,10 @@ static const backend_ops CU_OPS = {
     .attention_mla = cu_attention_mla,
     .mla_prep = NULL, /* norm, rope and attention_mla's write (k_mla_prep of 61de783 waits for a GPU run) */
     .gather_rows = cu_gather_rows,
-    .all_reduce = NULL, /* tensor parallelism over NCCL: issue 18, not yet */
-    .all_gather_cols = NULL,
-    .embedding_range = NULL,
+    .all_reduce = cu_all_reduce, /* tensor parallelism over NCCL (comm_nccl.cu) */
+    .all_gather_cols = cu_all_gather_cols,
+    .embedding_range = cu_embedding_range,
+    .bind_thread = cu_bind_thread,
     /* mixture of experts (ops_moe.cu) */
     .experts_create = cu_experts_create,
     .experts_free = cu_experts_free,
@@ -719,6 +721,9 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     what = "cudaGetDeviceProperties";
     if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) goto cuda_fail;
     cu->num_sms = prop.multiProcessorCount;
+    cu->dev = dev;
+    cu->tp_group = opt ? opt->tp_group : NULL;
+    cu->tp_rank = opt ? opt->tp_rank : 0;
     cu->smem_optin = prop.sharedMemPerBlockOptin;
     cu->pdl = prop.major >= 9 && !getenv("VLLM_CUDA_NO_PDL");
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;

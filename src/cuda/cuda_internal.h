@@ -107,6 +107,11 @@ typedef struct cu_sample_ws cu_sample_ws;  /* ops_sample.cu: sampling buffers */
 typedef struct cu_state {
     int device;
     int num_sms;
+    int dev;                       /* the GPU ordinal (backend_options.device_id) */
+    struct tpg_group *tp_group;    /* tensor parallelism (comm_nccl.cu): the ranks' group, this rank, its NCCL */
+    int tp_rank;                   /* communicator (made at the first collective) and gather scratch */
+    void *nccl;
+    cu_buf comm_ws;
     size_t smem_optin;             /* the most dynamic shared memory a block may opt into */
     cudaStream_t stream;
     cublasHandle_t blas;
@@ -538,6 +543,12 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
 /* ops_attention_mla.cu: multi-head latent attention (DeepSeek-V2 / V3; latent caches BF16, F32 or F8_E4M3,
  * L + R <= 1024) */
 void cu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y);
+/* comm_nccl.cu: tensor parallelism */
+void cu_all_reduce(backend *be, tensor *x);
+void cu_all_gather_cols(backend *be, const tensor *x, tensor *out);
+void cu_embedding_range(backend *be, const tensor *table, const tensor *ids, int64_t row0, tensor *out);
+void cu_bind_thread(backend *be);
+void cu_comm_free(cu_state *cu);
 /* Why attention_mla cannot run p's shape over a cache_dt cache on this GPU (NULL: it can); supports(BE_OP_MLA). */
 const char *cu_attention_mla_unsupported(const cu_state *cu, const mla_params *p, dtype cache_dt);
 /* The tensor-core kernel's shared memory for (L, R), 0 for shapes it does not take. */

@@ -45,6 +45,7 @@ static void *worker_main(void *p) {
     tp_worker *w = p;
     struct model_tp *t = w->tp;
     uint64_t seen = 0;
+    if (w->be->ops->bind_thread) w->be->ops->bind_thread(w->be); /* a GPU rank: its device */
     for (;;) {
         pthread_mutex_lock(&t->mu);
         while (t->seq == seen) pthread_cond_wait(&t->cv, &t->mu);
@@ -124,6 +125,7 @@ vllm_status model_tp_start(model *m, const char *dir, const model_load_options *
         backend_options bo = *opt->tp_backend_options;
         bo.tp_group = opt->tp_group;
         bo.tp_rank = r;
+        bo.device_id += r; /* a GPU each: device_id .. device_id + tp - 1 */
         model_load_options mo = *opt;
         mo.tp_rank = r;
         mo.tp_device = NULL; /* a worker loads only itself */

@@ -428,6 +428,9 @@ typedef struct backend_ops {
     /* out (T, D) = table[ids - row0] for ids in [row0, row0 + rows(table)), zeros for the others (a
      * vocabulary-parallel embedding's shard; all_reduce then sums the ranks'). Optional as all_reduce. */
     void (*embedding_range)(backend *be, const tensor *table, const tensor *ids, int64_t row0, tensor *out);
+    /* Optional: makes the calling thread ready to issue this backend's ops (a GPU backend: its device current),
+     * for a thread other than the one that created it (tensor-parallel worker ranks). */
+    void (*bind_thread)(backend *be);
 
     /* ---- mixture of experts ---- */
     /* gate[e], up[e]: (I, D), down[e]: (D, I) host tensors of one dtype, e < E

@@ -10,7 +10,9 @@
  * off under tensor parallelism (model.c), so nothing here is recorded yet. NVLink SHARP stays off
  * (NCCL_NVLS_ENABLE=0 unless the user set it), as the GPU machines here require.
  *
- * Not yet run on GPUs: written and compiled while no two-GPU machine was lent (issue 18).
+ * Not yet run on GPUs: written and compiled while no two-GPU machine was lent (issue 18). Known gap: a rank that
+ * fails after its peers queued a collective leaves them waiting in NCCL (tpg_abort wakes only the CPU rendezvous;
+ * ncclCommAbort on every rank is the fix to make with a GPU pair at hand).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -65,6 +67,7 @@ static bool nccl_load(void) {
 /* The rank's communicator, made at its first collective (every rank is in the same forward then). */
 static bool comm_ready(cu_state *cu, const char *op) {
     if (cu->nccl) return true;
+    cudaSetDevice(cu->dev); /* the communicator belongs to this rank's GPU */
     if (!nccl_load()) {
         cu_fail(cu, "%s: tensor parallelism needs NCCL (libnccl.so.2, the CUDA toolkit's), which could not be loaded",
                 op);
@@ -103,7 +106,11 @@ static int nccl_type(dtype dt) { return dt == DTYPE_BF16 ? NCCL_BFLOAT16 : NCCL_
 void cu_all_reduce(backend *be, tensor *x) {
     cu_state *cu = cu_of(be);
     if (!cu->tp_group || tpg_size(cu->tp_group) == 1) return;
-    if (!cu_check_mat(cu, "all_reduce", "x", x, CU_ACT, -1, -1) || !comm_ready(cu, "all_reduce")) return;
+    if (!cu_check_mat(cu, "all_reduce", "x", x, CU_ACT, -1, -1)) {
+        tpg_abort(cu->tp_group, "all_reduce: a rank's tensor was refused"); /* the peers must not wait on it */
+        return;
+    }
+    if (!comm_ready(cu, "all_reduce")) return;
     const int64_t rows = cu_rows(x), cols = rows ? tensor_numel(x) / rows : 0, rs = tensor_row_stride(x);
     const size_t es = dtype_size(x->dtype);
     for (int64_t r = 0; r < (rs == cols ? 1 : rows); r++) {
@@ -134,10 +141,10 @@ void cu_all_gather_cols(backend *be, const tensor *x, tensor *out) {
     const int n = cu->tp_group ? tpg_size(cu->tp_group) : 1;
     const int64_t N = x ? cu_rows(x) : 0, C = N ? tensor_numel(x) / N : 0;
     if (!cu_check_mat(cu, "all_gather_cols", "x", x, CU_ACT, -1, -1) ||
-        !cu_check_mat(cu, "all_gather_cols", "out", out, CU_DT(x->dtype), N, C * n))
-        return;
-    if (tensor_row_stride(x) != C) {
-        cu_fail(cu, "all_gather_cols: x must be contiguous");
+        !cu_check_mat(cu, "all_gather_cols", "out", out, CU_DT(x->dtype), N, C * n) ||
+        tensor_row_stride(x) != C) {
+        if (x && tensor_row_stride(x) != C) cu_fail(cu, "all_gather_cols: x must be contiguous");
+        if (cu->tp_group) tpg_abort(cu->tp_group, "all_gather_cols: a rank's tensors were refused");
         return;
     }
     const size_t es = dtype_size(x->dtype), bytes = (size_t)(N * C) * es;

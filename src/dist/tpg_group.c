@@ -52,6 +52,15 @@ void tpg_abort(tpg_group *g, const char *why) {
     pthread_mutex_unlock(&g->mu);
 }
 
+void tpg_reset(tpg_group *g) {
+    pthread_mutex_lock(&g->mu);
+    g->aborted = false;
+    g->why[0] = '\0';
+    g->arrived = 0;
+    g->generation++; /* a barrier's waiters (none: no rank is inside) would see a new generation */
+    pthread_mutex_unlock(&g->mu);
+}
+
 /* The group's abort as this rank's error (called with the lock held). */
 static vllm_status aborted_err(const tpg_group *g, int rank) {
     return vt_error(VLLM_ERR_BACKEND, "tensor-parallel rank %d: the group was aborted: %s", rank, g->why);

@@ -10,7 +10,7 @@
  *
  * Failure: tpg_abort (a rank that cannot go on, e.g. its forward failed) marks the group aborted; every
  * collective then returns VLLM_ERR_BACKEND (naming why) on every rank, those already waiting included, so no
- * rank is left blocked. A group is not reusable after an abort.
+ * rank is left blocked. tpg_reset, once every rank is out of its collectives, makes it usable again.
  */
 #ifndef VLLM_DIST_TPG_GROUP_H
 #define VLLM_DIST_TPG_GROUP_H
@@ -39,5 +39,8 @@ vllm_status tpg_all_gather(tpg_group *g, int rank, const void *x, size_t bytes, 
 vllm_status tpg_broadcast(tpg_group *g, int rank, void *x, size_t bytes, int root);
 /* Marks the group aborted (why is kept for the others' error message); callable from any thread, any time. */
 void tpg_abort(tpg_group *g, const char *why);
+/* Makes an aborted group usable again; only while no rank is inside a collective (e.g. once every rank has
+ * returned from a failed step). */
+void tpg_reset(tpg_group *g);
 
 #endif

@@ -372,7 +372,7 @@ static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
     if ((st = engine_pooling_resolve(e, model_dir))) goto fail;
     model_load_options mo = {.dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed,
                              .max_model_len = e->opt.max_model_len, .no_lm_head = e->pooling,
-                             .tp_size = tp, .tp_rank = 0, .tp_device = tp > 1 ? e->opt.device : NULL,
+                             .tp_size = tp, .tp_rank = 0, .tp_device = tp > 1 ? (e->opt.device ? e->opt.device : "cpu") : NULL,
                              .tp_backend_options = &bo, .tp_group = e->tp_group};
     if ((st = model_load(model_dir, e->be, &mo, &e->model))) goto fail;
     e->cfg = model_get_config(e->model);

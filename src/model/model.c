@@ -459,6 +459,8 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
     if (be->import_copies) { /* the device holds its own copy: drop the mapping / dummy buffers */
         ws_close(m->ws);
         m->ws = NULL;
+        for (int i = 0; i < m->n_tp_bufs; i++) free(m->tp_bufs[i]); /* the row-parallel slices too */
+        m->n_tp_bufs = 0;
     }
     *out = m;
     return VLLM_OK;

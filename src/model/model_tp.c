@@ -54,7 +54,11 @@ static void *worker_main(void *p) {
         pthread_mutex_unlock(&t->mu);
         vllm_status st = VLLM_OK;
         switch (c.kind) {
-        case TPW_CACHE_CREATE: st = model_cache_create_rank(w->m, c.a, c.b, c.c, c.d, &w->cache); break;
+        case TPW_CACHE_CREATE:
+            model_cache_free_rank(w->m, w->cache); /* a cache left by an earlier create that rank 0 failed */
+            w->cache = NULL;
+            st = model_cache_create_rank(w->m, c.a, c.b, c.c, c.d, &w->cache);
+            break;
         case TPW_CACHE_FREE:
             model_cache_free_rank(w->m, w->cache);
             w->cache = NULL;
@@ -137,7 +141,14 @@ vllm_status model_tp_start(model *m, const char *dir, const model_load_options *
         }
         w->running = true;
     }
+    /* making the workers' backends left this thread on the last one's GPU: rank 0's device again */
+    if (m->be->ops->bind_thread) m->be->ops->bind_thread(m->be);
     return st; /* on failure model_free (model_tp_stop) releases what was made */
+}
+
+/* The calling thread (the engine's: it may not be the one that loaded the model) on rank 0's device. */
+static void bind_driver(model *m) {
+    if (m->be->ops->bind_thread) m->be->ops->bind_thread(m->be);
 }
 
 void model_tp_stop(model *m) {
@@ -161,16 +172,24 @@ void model_tp_stop(model *m) {
 
 vllm_status model_tp_forward(model *m, model_cache *cache, const fwd_batch *b, const tensor **logits) {
     struct model_tp *t = m->tp;
+    bind_driver(m);
     post(t, (tpw_cmd){.kind = TPW_FORWARD, .batch = b});
     vllm_status st = model_forward_rank(m, cache, b, logits); /* with the workers: the collectives pair up */
     if (st != VLLM_OK) tpg_abort(t->g, vllm_last_error());
     const vllm_status ws = wait_done(t);
+    if (st != VLLM_OK || ws != VLLM_OK) { /* every rank is out of its collectives now: the next step may run */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", vllm_last_error());
+        tpg_reset(t->g);
+        vt_error(st != VLLM_OK ? st : ws, "%s", msg);
+    }
     return st != VLLM_OK ? st : ws;
 }
 
 vllm_status model_tp_cache_create(model *m, int num_blocks, int block_size, int num_state_slots, int num_ckpt_slots,
                                   model_cache **out) {
     struct model_tp *t = m->tp;
+    bind_driver(m);
     post(t, (tpw_cmd){.kind = TPW_CACHE_CREATE, .a = num_blocks, .b = block_size, .c = num_state_slots,
                       .d = num_ckpt_slots});
     vllm_status st = model_cache_create_rank(m, num_blocks, block_size, num_state_slots, num_ckpt_slots, out);
@@ -190,6 +209,7 @@ void model_tp_cache_free(model *m, model_cache *c) {
 }
 
 vllm_status model_tp_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq) {
+    bind_driver(m);
     post(m->tp, (tpw_cmd){.kind = TPW_RESERVE, .a = max_tokens, .b = max_seqs, .c = max_blocks_per_seq});
     const vllm_status st = model_reserve_rank(m, max_tokens, max_seqs, max_blocks_per_seq);
     const vllm_status ws = wait_done(m->tp);

@@ -99,6 +99,21 @@ int main(void) {
     vllm_engine *e = NULL;
     CHECK(vllm_engine_create(FX "deepseek_v2_lite", &o, &e) == VLLM_ERR_UNSUPPORTED && e == NULL);
     CHECK_MSG(strstr(vllm_last_error(), "tensor parallelism") != NULL, "not named: %s", vllm_last_error());
+    /* a NULL device is the CPU's, TP included */
+    o.device = NULL;
+    o.tensor_parallel_size = 2;
+    CHECK_OK(vllm_engine_create(FX "llama_gqa", &o, &e));
+    if (e) {
+        vllm_sampling_params sp = vllm_sampling_default_params();
+        sp.max_tokens = 3;
+        const int32_t ids[3] = {1, 2, 3};
+        const vllm_prompt pr = {.token_ids = ids, .num_token_ids = 3};
+        vllm_completion *c = NULL;
+        CHECK_OK(vllm_generate(e, &pr, 1, &sp, false, &c, NULL));
+        if (c) vllm_completions_free(c, 1);
+        vllm_engine_free(e);
+        e = NULL;
+    }
     o.tensor_parallel_size = 1000;
     CHECK(vllm_engine_create(FX "llama_gqa", &o, &e) == VLLM_ERR_INVALID_ARG && e == NULL);
     /* the CLI's flag: the same tokens as without it */

@@ -111,8 +111,9 @@ typedef struct vllm_engine_options {
     int tensor_parallel_size;    /* ranks the model is split over (vLLM's --tensor-parallel-size; 0 or 1: none).
                                     Each rank is a thread with its own backend of `device`, its shard of the
                                     weights (heads, KV heads, the MLP width) and of the KV cache; one scheduler
-                                    and sampler. The CPU runs it (num_threads each rank); dense attention + MLP
-                                    families of float checkpoints so far, others refused naming why */
+                                    and sampler. The CPU runs it (num_threads each rank; 0: the cores / N),
+                                    CUDA over NCCL (GPU device_id + rank; not yet run on GPUs); attention and
+                                    MoE families of float checkpoints so far, others refused naming why */
 } vllm_engine_options;
 
 vllm_engine_options vllm_engine_default_options(void);

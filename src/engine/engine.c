@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/meminfo.h"
@@ -359,6 +360,10 @@ static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
     const int tp = e->opt.tensor_parallel_size > 1 ? e->opt.tensor_parallel_size : 1;
     if (tp > 1) { /* rank 0 here; the model loads and runs ranks 1 .. tp - 1 (model_tp.c) */
         if ((st = tpg_create(tp, &e->tp_group))) goto fail;
+        if (bo.num_threads == 0) { /* the CPU's ranks share the cores rather than each taking them all */
+            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            bo.num_threads = cores > tp ? (int)(cores / tp) : 1;
+        }
         bo.tp_group = e->tp_group;
         bo.tp_rank = 0;
         LOG_I("tensor parallelism: %d ranks of device %s", tp, e->opt.device);

@@ -1,15 +1,15 @@
 /* ops_attention_mla_tc.cu: MLA attention (DeepSeek-V2 / V3, absorbed form) on the tensor cores, split over the keys.
  *
  * The math is ops_attention_mla.cu's (the CPU reference: src/cpu/ops_attention_mla.c); this kernel is its fast path
- * for a BF16 latent cache with BF16 queries and (kv_lora_rank L, rope R) of DeepSeek-V2 / V3 / Kimi-K2 (512, 64),
- * MiniCPM3 (256, 32) or (64, 16) (the tests'), compile-time shapes. FlashMLA's idea (deepseek-ai/FlashMLA) in mma.sync form: the H heads of one
- * query token share every latent, so 16 heads are the M rows of one MMA tile and each cached latent is read once
- * per 16 heads:
+ * for a BF16 latent cache with BF16 queries and (kv_lora_rank L, rope R) of DeepSeek-V2 / V3 / Kimi-K2 (512, 64)
+ * or MiniCPM3 (256, 32), compile-time shapes. FlashMLA's idea (deepseek-ai/FlashMLA) in mma.sync form: the H heads
+ * of one query token share every latent, so 16 heads are the M rows of one MMA tile and each cached latent is read
+ * once per 16 heads. A CTA of 8 warps:
  *
  *   CTA (token t, heads h0 .. h0 + 15, split): keys [lo, hi) of the token's causal range 0 .. pos, MT_BN at a time
- *   S (16, MT_BN)  = [q_lat ; q_rope] (16, L + R) . [c ; k_rope]^T       warp w: keys 8w .. 8w + 7, L + R / 16 mmas
- *   online softmax per head (base 2), P (16, MT_BN) to shared memory as BF16           warp w: heads 4w .. 4w + 3
- *   O (16, L) = O * corr + P . c (MT_BN, L)                                  warp w: columns w L / 4 .. (w + 1) L / 4
+ *   S (16, MT_BN)  = [q_lat ; q_rope] (16, L + R) . [c ; k_rope]^T      warp w: keys 8 (w % 4) .., half w / 4 of K
+ *   online softmax per head (base 2), P (16, MT_BN) to shared memory as BF16           warp w: heads 2w, 2w + 1
+ *   O (16, L) = O * corr + P . c (MT_BN, L)                                  warp w: columns w L / 8 .. (w + 1) L / 8
  *
  * Keys come from the paged cache into shared memory with cp.async, two tiles deep (rows padded by 8 BF16 so that
  * ldmatrix rows fall on distinct banks); the block-table entries of a tile are loaded a tile ahead. With one split
@@ -23,7 +23,7 @@
 #include "cuda/cuda_internal.h"
 
 #define MT_BN 32          /* keys per tile */
-#define MT_WARPS 4
+#define MT_WARPS 8
 #define MT_THREADS (MT_WARPS * 32)
 #define MT_HPC 16         /* heads per CTA: the MMA's M */
 #define MT_MINK 128       /* keys per split at least (its partial output, 16 x L floats, is a fraction of its keys) */
@@ -50,7 +50,7 @@ typedef struct mt_args {
 
 static size_t mt_smem_bytes(int W) {
     const size_t LD = (size_t)W + 8;
-    return (size_t)(MT_HPC + 2 * MT_BN) * LD * sizeof(__nv_bfloat16) + (size_t)MT_HPC * MT_SLD * sizeof(float) +
+    return (size_t)(MT_HPC + 2 * MT_BN) * LD * sizeof(__nv_bfloat16) + (size_t)2 * MT_HPC * MT_SLD * sizeof(float) +
            (size_t)MT_HPC * MT_PLD * sizeof(__nv_bfloat16) + (size_t)3 * MT_HPC * sizeof(float);
 }
 
@@ -86,6 +86,27 @@ __device__ __forceinline__ void mt_locate(const mt_args &a, int t, int split, bo
     info[4] = min(n_keys, (split + 1) * seg);
 }
 
+/* sc (+ sc2) += the k-steps [K0, K1) of Q (16 rows at qrow) K^T (8 keys at krow), two k-steps per iteration */
+template <int K0, int K1>
+__device__ __forceinline__ void mt_qk(float *sc, float *sc2, const __nv_bfloat16 *krow, const __nv_bfloat16 *qrow,
+                                      int lane) {
+#pragma unroll
+    for (int kk = K0; kk + 1 < K1; kk += 2) {
+        uint32_t qa[4], qb[4], b[4];
+        ldsm_x4(b, krow + kk * 16 + (lane >> 3) * 8);
+        ldsm_x4(qa, qrow + kk * 16);
+        ldsm_x4(qb, qrow + kk * 16 + 16);
+        mma16816(sc, qa, b[0], b[1]);
+        mma16816(sc2, qb, b[2], b[3]);
+    }
+    if ((K1 - K0) % 2) {
+        uint32_t qa[4], b[2];
+        ldsm_x2(b, krow + (K1 - 1) * 16 + ((lane >> 3) & 1) * 8);
+        ldsm_x4(qa, qrow + (K1 - 1) * 16);
+        mma16816(sc, qa, b[0], b[1]);
+    }
+}
+
 // grid (T, ceil(H / 16), nsplit), MT_THREADS threads, mt_smem_bytes(L + R) bytes of dynamic shared memory
 template <int L, int R>
 __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
@@ -95,8 +116,8 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
     extern __shared__ __align__(16) unsigned char mt_sm[];
     __nv_bfloat16 *sq = (__nv_bfloat16 *)mt_sm;          /* (16, LD) [q_lat ; q_rope] of the CTA's heads */
     __nv_bfloat16 *sk = sq + MT_HPC * LD;                 /* 2 stages of (MT_BN, LD) [c ; k_rope] */
-    float *ss = (float *)(sk + 2 * MT_BN * LD);           /* (16, MT_SLD) the tile's scores (base 2) */
-    __nv_bfloat16 *sp = (__nv_bfloat16 *)(ss + MT_HPC * MT_SLD); /* (16, MT_PLD) the tile's P */
+    float *ss = (float *)(sk + 2 * MT_BN * LD);           /* 2 x (16, MT_SLD) the tile's scores, two halves of K */
+    __nv_bfloat16 *sp = (__nv_bfloat16 *)(ss + 2 * MT_HPC * MT_SLD); /* (16, MT_PLD) the tile's P */
     float *scorr = (float *)(sp + MT_HPC * MT_PLD);       /* (16) the rows' rescale factors */
     float *sml = scorr + MT_HPC;                          /* (16, 2) the rows' final max and sum */
     __shared__ long long sslot[2][MT_BN];
@@ -157,9 +178,9 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
     float o[2 * NP][4];
 #pragma unroll
     for (int n = 0; n < 2 * NP; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float mrow[4], lrow[4]; /* heads 4 warp + i: the running max (base 2) and sum, the same in every lane */
+    float mrow[2], lrow[2]; /* heads 2 warp + i: the running max (base 2) and sum, the same in every lane */
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2; i++) {
         mrow[i] = -INFINITY;
         lrow[i] = 0.0f;
     }
@@ -174,40 +195,27 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
         }
         __syncthreads();
         const __nv_bfloat16 *kt = sk + (it & 1) * MT_BN * LD;
-        /* S = Q K^T for the warp's 8 keys: two k-steps per iteration (one ldmatrix of the keys for both, two
-         * accumulators so that consecutive MMAs do not wait on each other) */
+        /* S = Q K^T: warp w the 8 keys 8 (w % 4) .. over half w / 4 of the k-steps (the halves' sums meet in
+         * shared memory), two k-steps per iteration (one ldmatrix of the keys for both, two accumulators so that
+         * consecutive MMAs do not wait on each other) */
         float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const __nv_bfloat16 *krow = kt + (warp * 8 + (lane & 7)) * LD, *qrow = sq + (lane & 15) * LD + (lane >> 4) * 8;
+        const __nv_bfloat16 *krow = kt + ((warp & 3) * 8 + (lane & 7)) * LD,
+                            *qrow = sq + (lane & 15) * LD + (lane >> 4) * 8;
+        if (warp < 4) mt_qk<0, KS / 2>(sc, sc2, krow, qrow, lane);
+        else mt_qk<KS / 2, KS>(sc, sc2, krow, qrow, lane);
+        float *ssw = ss + (warp >> 2) * MT_HPC * MT_SLD;
 #pragma unroll
-        for (int kk = 0; kk + 1 < KS; kk += 2) {
-            uint32_t qa[4], qb[4], b[4];
-            ldsm_x4(b, krow + kk * 16 + (lane >> 3) * 8);
-            ldsm_x4(qa, qrow + kk * 16);
-            ldsm_x4(qb, qrow + kk * 16 + 16);
-            mma16816(sc, qa, b[0], b[1]);
-            mma16816(sc2, qb, b[2], b[3]);
-        }
-        if (KS % 2) {
-            uint32_t qa[4], b[2];
-            ldsm_x2(b, krow + (KS - 1) * 16 + ((lane >> 3) & 1) * 8);
-            ldsm_x4(qa, qrow + (KS - 1) * 16);
-            mma16816(sc, qa, b[0], b[1]);
-        }
-#pragma unroll
-        for (int e = 0; e < 4; e++) sc[e] += sc2[e];
-        const int kb0 = lo + it * MT_BN;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int key = warp * 8 + 2 * qd + (e & 1), row = g + 8 * (e >> 1);
-            const bool valid = kb0 + key < hi && sslot[it & 1][key] >= 0;
-            ss[row * MT_SLD + key] = valid ? sc[e] * a.scale_log2 : -INFINITY;
-        }
+        for (int e = 0; e < 4; e++)
+            ssw[(g + 8 * (e >> 1)) * MT_SLD + (warp & 3) * 8 + 2 * qd + (e & 1)] = sc[e] + sc2[e];
         __syncthreads();
-        /* online softmax: warp w has heads 4w .. 4w + 3, lane j key j */
+        /* online softmax: warp w has heads 2w, 2w + 1, lane j key j */
+        const int kb0 = lo + it * MT_BN;
+        const bool valid = kb0 + lane < hi && sslot[it & 1][lane] >= 0;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int row = 4 * warp + i;
-            const float x = ss[row * MT_SLD + lane];
+        for (int i = 0; i < 2; i++) {
+            const int row = 2 * warp + i;
+            const float x = valid ? (ss[row * MT_SLD + lane] + ss[(MT_HPC + row) * MT_SLD + lane]) * a.scale_log2
+                                  : -INFINITY;
             float mx = x;
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -245,9 +253,9 @@ __global__ void __launch_bounds__(MT_THREADS) k_mla_tc(mt_args a) {
     }
     if (lane == 0)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            sml[(4 * warp + i) * 2] = mrow[i];
-            sml[(4 * warp + i) * 2 + 1] = lrow[i];
+        for (int i = 0; i < 2; i++) {
+            sml[(2 * warp + i) * 2] = mrow[i];
+            sml[(2 * warp + i) * 2 + 1] = lrow[i];
         }
     __syncthreads();
 #pragma unroll
@@ -333,7 +341,7 @@ bool cu_attention_mla_tc_fits(const tensor *q_lat, const tensor *q_rope, const t
     const bool bf = q_lat->dtype == DTYPE_BF16 && q_rope->dtype == DTYPE_BF16 && cache->dtype == DTYPE_BF16 &&
                     out->dtype == DTYPE_BF16;
     /* the instantiated shapes: DeepSeek-V2 / V3 / Kimi-K2 (512, 64), MiniCPM3 (256, 32), a small one for tests */
-    const bool shape = (L == 512 && R == 64) || (L == 256 && R == 32) || (L == 64 && R == 16);
+    const bool shape = (L == 512 && R == 64) || (L == 256 && R == 32);
     /* 16-byte copies of the query rows */
     const bool aligned = tensor_row_stride(q_lat) % 8 == 0 && tensor_row_stride(q_rope) % 8 == 0 &&
                          (uintptr_t)q_lat->data % 16 == 0 && (uintptr_t)q_rope->data % 16 == 0 &&
@@ -407,6 +415,5 @@ void cu_attention_mla_tc(cu_state *cu, const tensor *q_lat, const tensor *q_rope
     const dim3 grid((unsigned)T, (unsigned)hg, (unsigned)nsplit);
     const size_t smem = mt_smem_bytes(W);
     if (L == 512) mt_launch<512, 64>(cu, a, grid, smem);
-    else if (L == 256) mt_launch<256, 32>(cu, a, grid, smem);
-    else mt_launch<64, 16>(cu, a, grid, smem);
+    else mt_launch<256, 32>(cu, a, grid, smem);
 }

@@ -11,14 +11,15 @@
  * mid-sequence over its cached prefix, decode rows), block sizes 16 / 7 / 5, (L, R) = (32, 8), (512, 64)
  * (16 heads, 2 prompts of 300 tokens, block 16; a chunk + decodes), (64, 16) with 20 heads (two head groups
  * of a CTA), (40, 6) (L + R not a multiple of 8: the scalar loads), (960, 64) (the largest L + R, 1024); the
- * tensor-core kernel (BF16; (L, R) (512, 64), (256, 32), (64, 16)) with decodes at up to 4000 keys (many
- * splits and their merge) and DeepSeek-V3's 128 heads;
+ * tensor-core kernel (BF16; (L, R) (512, 64), (256, 32)) with decodes at up to 4000 keys (many splits and
+ * their merge), DeepSeek-V3's 128 heads and a partial head group;
  * BF16 activations with the BF16 cache (the GPU's defaults), F32 activations with an F32 cache (1e-4), and
  * the FP8 (E4M3) cache with a scale. The inputs are rounded to what the GPU holds so both backends see the
  * same values; every cache slot no query may read is NaN. Also: the cache write (concat_and_cache_mla) equal
  * to the CPU's (bit for bit after rounding), max_query_len / max_seq_len as upper bounds, padding slots (-1)
  * leave the cache alone, a CUDA graph of head_linear + attention_mla replayed equal to the eager ops, bad
- * slots / block ids reported by synchronize, bad shapes refused.
+ * slots / block ids reported by synchronize, bad shapes refused. mla_prep (norm + rope + cache write in one op)
+ * against the CPU's, in BF16, F32 and with the FP8 cache, both rotary pair layouts.
  *
  * Exits 77 ("no CUDA device: skipped") without a GPU or a CUDA build.
  */
@@ -140,11 +141,127 @@ static const mla_layout MLA_LAYOUTS[] = {
     {"(512 + 64) x 128 heads (DeepSeek-V3: 8 head groups): chunk of 16 at 600, decodes, block 16", 128, 512, 64, 16,
      3, {16, 1, 1}, {600, 900, 5}},
     {"(256 + 32) x 16 heads: chunk, decode, block 16", 16, 256, 32, 16, 2, {2, 1}, {300, 129}},
-    {"(64 + 16) x 20 heads: a decode at 900 keys (split, two head groups), block 16", 20, 64, 16, 16, 1, {1}, {900}},
+    {"(256 + 32) x 20 heads: a decode at 900 keys (split, two head groups), block 16", 20, 256, 32, 16, 1, {1}, {900}},
 };
 
 enum { MLA_BF16, MLA_F32, MLA_FP8 }; /* activations + cache: BF16 + BF16, F32 + F32, BF16 + F8_E4M3 */
 static const char *MLA_MODE[] = {"BF16 act, BF16 cache", "F32 act, F32 cache", "BF16 act, FP8 cache"};
+
+/* mla_prep (the latent's RMSNorm, the rope of H query heads and the shared key, the cache write) against the CPU's
+ * (its composition of norm, rope and the write): strided kv and q_rope, both pair layouts, a padding slot; a bad
+ * position and a slot past the cache reported by synchronize. */
+static void test_mla_prep_case(int H, int L, int R, int mode, float fp8_scale) {
+    enum { T = 6, BS = 16, NBLK = 5, MAXP = 64 };
+    const bool f8 = mode == MLA_FP8;
+    const dtype adt = mode == MLA_F32 ? DTYPE_F32 : DTYPE_BF16, rdt = adt;
+    const dtype gcdt = mode == MLA_F32 ? DTYPE_F32 : f8 ? DTYPE_F8_E4M3 : DTYPE_BF16;
+    const dtype ccdt = f8 ? DTYPE_F8_E4M3 : DTYPE_F32;
+    const int W = L + R;
+    const int64_t XW = W + 8, QW = (int64_t)H * R + 8, cache_n = (int64_t)NBLK * BS * W;
+    int32_t pos[T] = {0, 5, 63, 17, 30, 1};
+    int64_t slots[T] = {3, 17, -1, 40, 79, 0};
+    for (int neox = 0; neox < 2; neox++) {
+        float *xh = malloc((size_t)(T * XW) * sizeof *xh), *qh = malloc((size_t)(T * QW) * sizeof *qh);
+        float *wh = malloc((size_t)L * sizeof *wh), *csh = malloc((size_t)MAXP * R * sizeof *csh);
+        float *ch = malloc((size_t)cache_n * sizeof *ch);
+        for (int64_t i = 0; i < T * XW; i++) xh[i] = round_to(rdt, 2.0f * rnd());
+        for (int64_t i = 0; i < T * QW; i++) qh[i] = round_to(rdt, rnd());
+        for (int i = 0; i < L; i++) wh[i] = 1.0f + 0.5f * rnd();
+        for (int p = 0; p < MAXP; p++)
+            for (int i = 0; i < R / 2; i++) {
+                csh[p * R + i] = cosf(p * powf(1000.0f, -2.0f * i / R));
+                csh[p * R + R / 2 + i] = sinf(p * powf(1000.0f, -2.0f * i / R));
+            }
+        for (int64_t i = 0; i < cache_n; i++) ch[i] = NAN;
+        tensor xc = put(cpu, DTYPE_F32, T, XW, xh), xg = put(gpu, adt, T, XW, xh);
+        tensor qc = put(cpu, DTYPE_F32, T, QW, qh), qg = put(gpu, adt, T, QW, qh);
+        tensor wc = put(cpu, DTYPE_F32, 1, L, wh), wg = put(gpu, DTYPE_F32, 1, L, wh);
+        tensor csc = put(cpu, DTYPE_F32, MAXP, R, csh), csg = put(gpu, DTYPE_F32, MAXP, R, csh);
+        tensor kvc = tensor_cols(&xc, 8, W), kvg = tensor_cols(&xg, 8, W); /* rows of XW: strided */
+        tensor qrc = tensor_cols(&qc, 8, (int64_t)H * R), qrg = tensor_cols(&qg, 8, (int64_t)H * R);
+        tensor wc1 = tensor_1d(DTYPE_F32, wc.data, L), wg1 = tensor_1d(DTYPE_F32, wg.data, L);
+        const int64_t shape[4] = {NBLK, BS, 1, W};
+        tensor ccc = tensor_make(ccdt, NULL, 4, shape), ccg = tensor_make(gcdt, NULL, 4, shape);
+        ccc.qscale = ccg.qscale = f8 ? fp8_scale : 0.0f;
+        CHECK_OK(cpu->ops->alloc(cpu, &ccc));
+        CHECK_OK(gpu->ops->alloc(gpu, &ccg));
+        void *b = pack(ch, cache_n, ccdt);
+        CHECK_OK(cpu->ops->upload(cpu, &ccc, b, (size_t)cache_n * dtype_size(ccdt)));
+        free(b);
+        b = pack(ch, cache_n, gcdt);
+        CHECK_OK(gpu->ops->upload(gpu, &ccg, b, (size_t)cache_n * dtype_size(gcdt)));
+        free(b);
+        attn_meta mc = {.num_tokens = T, .block_size = BS}, mg = mc;
+        mc.slot_mapping = put_i64(cpu, slots, T);
+        mg.slot_mapping = put_i64(gpu, slots, T);
+        tensor pc = put_i32(cpu, pos, T), pg = put_i32(gpu, pos, T);
+        cpu->ops->mla_prep(cpu, &qrc, &kvc, &wc1, 1e-6f, &pc, &csc, R, neox, &ccc, &mc);
+        gpu->ops->mla_prep(gpu, &qrg, &kvg, &wg1, 1e-6f, &pg, &csg, R, neox, &ccg, &mg);
+        CHECK_OK(cpu->ops->synchronize(cpu));
+        CHECK_OK(gpu->ops->synchronize(gpu));
+        const bool f32 = mode == MLA_F32;
+        char what[160];
+        float *c = get(cpu, &xc), *g = get(gpu, &xg);
+        snprintf(what, sizeof what, "mla_prep (%d + %d) x %d heads, neox %d [%s]: kv", L, R, H, neox, MLA_MODE[mode]);
+        compare(what, g, c, T * XW, f32 ? REL32 : REL, f32 ? REL32 : ELEM);
+        free(c);
+        free(g);
+        c = get(cpu, &qc);
+        g = get(gpu, &qg);
+        snprintf(what, sizeof what, "mla_prep (%d + %d) x %d heads, neox %d [%s]: q_rope", L, R, H, neox,
+                 MLA_MODE[mode]);
+        compare(what, g, c, T * QW, f32 ? REL32 : REL, f32 ? REL32 : ELEM);
+        free(c);
+        free(g);
+        /* the cache: the written rows alike (FP8: a rounding step apart at most), everything else still NaN */
+        c = get(cpu, &ccc);
+        g = get(gpu, &ccg);
+        int64_t nan_c = 0, nan_g = 0;
+        for (int64_t i = 0; i < cache_n; i++) {
+            nan_c += isnan(c[i]);
+            nan_g += isnan(g[i]);
+            if (isnan(c[i]) || isnan(g[i])) c[i] = g[i] = 0.0f;
+        }
+        CHECK_MSG(nan_c == nan_g && nan_c == cache_n - (T - 1) * W, "mla_prep: %lld / %lld unwritten cache values, "
+                  "want %lld", (long long)nan_g, (long long)nan_c, (long long)(cache_n - (T - 1) * W));
+        snprintf(what, sizeof what, "mla_prep (%d + %d) x %d heads, neox %d [%s]: cache", L, R, H, neox,
+                 MLA_MODE[mode]);
+        compare(what, g, c, cache_n, f32 ? REL32 : f8 ? 6e-2 : REL, f32 ? REL32 : f8 ? 0.15 : ELEM);
+        free(c);
+        free(g);
+        if (neox == 0 && mode == MLA_BF16) {
+            /* a position past the table, then a slot past the cache: reported at synchronize */
+            int32_t badp[T] = {0, 5, MAXP, 17, 30, 1};
+            tensor bp = put_i32(gpu, badp, T);
+            gpu->ops->mla_prep(gpu, &qrg, &kvg, &wg1, 1e-6f, &bp, &csg, R, false, &ccg, &mg);
+            expect_device_error("rope");
+            drop(gpu, &bp);
+            int64_t bads[T] = {3, 17, -1, 40, NBLK * BS, 0};
+            tensor bs = put_i64(gpu, bads, T);
+            attn_meta mb = mg;
+            mb.slot_mapping = bs;
+            gpu->ops->mla_prep(gpu, &qrg, &kvg, &wg1, 1e-6f, &pg, &csg, R, false, &ccg, &mb);
+            expect_device_error("kv_write");
+            drop(gpu, &bs);
+            /* host-side refusals: an odd rope_dim, q_rope not whole heads */
+            gpu->ops->mla_prep(gpu, &qrg, &kvg, &wg1, 1e-6f, &pg, &csg, R - 1, false, &ccg, &mg);
+            CHECK(gpu->ops->synchronize(gpu) != VLLM_OK);
+            tensor q_odd = tensor_cols(&qg, 8, (int64_t)H * R - 2);
+            gpu->ops->mla_prep(gpu, &q_odd, &kvg, &wg1, 1e-6f, &pg, &csg, R, false, &ccg, &mg);
+            CHECK(gpu->ops->synchronize(gpu) != VLLM_OK);
+            CHECK_OK(gpu->ops->synchronize(gpu));
+        }
+        tensor *tc[] = {&xc, &qc, &wc, &csc, &ccc, &mc.slot_mapping, &pc};
+        tensor *tg[] = {&xg, &qg, &wg, &csg, &ccg, &mg.slot_mapping, &pg};
+        for (size_t i = 0; i < sizeof tc / sizeof *tc; i++) drop(cpu, tc[i]);
+        for (size_t i = 0; i < sizeof tg / sizeof *tg; i++) drop(gpu, tg[i]);
+        free(xh);
+        free(qh);
+        free(wh);
+        free(csh);
+        free(ch);
+    }
+}
 
 /* One layout in one mode (fp8_scale: the FP8 cache's qscale). extra: also graphs, padding, bad indices. */
 static void test_attention_mla_case(const mla_layout *Ly, int mode, float fp8_scale, bool extra) {
@@ -417,6 +534,12 @@ static void test_attention_mla(void) {
     test_attention_mla_case(&MLA_LAYOUTS[1], MLA_FP8, 1.0f, false);
     test_attention_mla_case(&MLA_LAYOUTS[3], MLA_FP8, 1.0f / 100, false);
     test_attention_mla_case(&MLA_LAYOUTS[5], MLA_FP8, 0.002f, false);
+    /* mla_prep: DeepSeek's shape, the fixtures', MiniCPM3's; F32; the FP8 cache */
+    test_mla_prep_case(16, 512, 64, MLA_BF16, 0.0f);
+    test_mla_prep_case(4, 32, 8, MLA_BF16, 0.0f);
+    test_mla_prep_case(40, 256, 32, MLA_BF16, 0.0f);
+    test_mla_prep_case(16, 512, 64, MLA_F32, 0.0f);
+    test_mla_prep_case(16, 512, 64, MLA_FP8, 1.0f / 32);
 }
 
 int main(void) {

@@ -553,6 +553,8 @@ void cu_comm_free(cu_state *cu);
 const char *cu_attention_mla_unsupported(const cu_state *cu, const mla_params *p, dtype cache_dt);
 /* The tensor-core kernel's shared memory for (L, R), 0 for shapes it does not take. */
 size_t cu_attention_mla_tc_smem(int L, int R);
+void cu_mla_prep(backend *be, tensor *q_rope, tensor *kv, const tensor *norm_w, float eps, const tensor *positions,
+                 const tensor *cos_sin, int rope_dim, bool neox, tensor *cache, const attn_meta *m);
 void cu_attention_mla(backend *be, const tensor *q_lat, const tensor *q_rope, const tensor *kv, tensor *cache,
                       const attn_meta *m, const mla_params *p, tensor *out);
 

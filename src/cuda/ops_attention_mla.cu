@@ -22,7 +22,8 @@
  * sum_j p_j c_j in registers. Same causal / chunked-prefill / prefix-cache semantics and metadata as the
  * paged attention op (ops_attention.cu), the same device-side checks (bad slots, block ids, query_start_loc,
  * lengths reported through cu_dev_err), no allocation and no host sync: both ops record into graphs.
- * Limits: L + R <= MLA_MAX_W (1024), L <= 32 * MLA_MAX_NACC. This kernel is the general one (any float cache,
+ * mla_prep: k_mla_prep does the latent's RMSNorm, the rotary embedding of the query heads and the shared key
+ * and the cache write in one launch (they were three). Limits: L + R <= MLA_MAX_W (1024), L <= 32 * MLA_MAX_NACC. This kernel is the general one (any float cache,
  * FP8 included, any L and R); a BF16 cache with BF16 queries in DeepSeek's shapes goes to the tensor-core kernel
  * of ops_attention_mla_tc.cu, split over the keys (VLLM_CUDA_MLA=generic keeps this one, for comparison).
  */
@@ -502,6 +503,119 @@ const char *cu_attention_mla_unsupported(const cu_state *cu, const mla_params *p
         return why;
     }
     return NULL;
+}
+
+/* mla_prep: grid-stride over tokens, 128 threads: the latent's sum of squares (block reduction), c normalised
+ * (rounded to the activation dtype in kv, as the separate norm op stores it) and written to the cache; then the
+ * rotary pairs of the H query heads and of the shared key (rounded likewise), the key's into the cache. A bad
+ * position or slot is reported; that token is then left alone (the step fails at synchronize). */
+template <typename KT>
+__global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, void *kv, int64_t ks, int adt,
+                                                  const void *w, int wdt, float eps, const int32_t *pos,
+                                                  const float *cs, int64_t css, int64_t max_pos, int L, int R,
+                                                  bool neox, KT *cache, float scale, const int64_t *slots, int64_t T,
+                                                  int64_t num_slots, cu_dev_err *err) {
+    __shared__ float part[4];
+    pdl_launch();
+    pdl_wait();
+    const int W = L + R, half = R / 2;
+    for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
+        const int64_t slot = slots[t];
+        const int32_t p = pos[t];
+        if (p < 0 || p >= max_pos || slot >= num_slots) { /* uniform over the block */
+            if (threadIdx.x == 0) {
+                if (p < 0 || p >= max_pos) cu_report(err, CU_DEV_ROPE_POS, t, p, max_pos);
+                else cu_report(err, CU_DEV_KV_SLOT, t, slot, num_slots);
+            }
+            continue;
+        }
+        const int64_t row = t * ks;
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < L; i += 128) {
+            const float v = cu_ld(kv, adt, row + i);
+            ss += v * v;
+        }
+        ss = cu_warp_sum(ss);
+        if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
+        __syncthreads();
+        const float inv = 1.0f / sqrtf((part[0] + part[1] + part[2] + part[3]) / (float)L + eps);
+        __syncthreads(); /* part is rewritten by the next token */
+        for (int i = threadIdx.x; i < L; i += 128) {
+            cu_st(kv, adt, row + i, cu_ld(kv, adt, row + i) * inv * cu_ld(w, wdt, i));
+            if (slot >= 0) mla_store(cache, slot * W + i, cu_ld(kv, adt, row + i), scale);
+        }
+        const float *c = cs + (int64_t)p * css, *sn = c + half;
+        for (int j = threadIdx.x; j < (H + 1) * half; j += 128) {
+            const int h = j / half, i = j % half;
+            void *x = h < H ? q : kv;
+            const int64_t base = h < H ? t * qs + (int64_t)h * R : row + L;
+            const int64_t i1 = neox ? base + i : base + 2 * i, i2 = neox ? base + i + half : base + 2 * i + 1;
+            const float x1 = cu_ld(x, adt, i1), x2 = cu_ld(x, adt, i2);
+            cu_st(x, adt, i1, x1 * c[i] - x2 * sn[i]);
+            cu_st(x, adt, i2, x2 * c[i] + x1 * sn[i]);
+            if (h == H && slot >= 0) {
+                mla_store(cache, slot * W + (i1 - row), cu_ld(x, adt, i1), scale);
+                mla_store(cache, slot * W + (i2 - row), cu_ld(x, adt, i2), scale);
+            }
+        }
+    }
+}
+
+// q_rope (T, H*R), kv (T, L+R) in place; norm_w (L); positions (T); cos_sin (max_pos, R); kv's rows into the cache
+void cu_mla_prep(backend *be, tensor *q_rope, tensor *kv, const tensor *norm_w, float eps, const tensor *positions,
+                 const tensor *cos_sin, int rope_dim, bool neox, tensor *cache, const attn_meta *m) {
+    cu_state *cu = cu_of(be);
+    const char *op = "mla_prep";
+    const int R = rope_dim;
+    if (!m || !kv || !q_rope || !cache || m->block_size <= 0 || R <= 0 || R % 2 || kv->ndim != 2 ||
+        kv->shape[1] <= R || kv->shape[1] > INT32_MAX) {
+        cu_fail(cu, "mla_prep: bad metadata, kv or rope_dim %d (kv (T, L + R) with L > 0 and R even)", R);
+        return;
+    }
+    const int64_t T = kv->shape[0], W = kv->shape[1], L = W - R, bs = m->block_size;
+    const int64_t H = q_rope->ndim == 2 ? q_rope->shape[1] / R : 0;
+    if (!cu_check_mat(cu, op, "kv", kv, CU_ACT, T, W) ||
+        !cu_check_mat(cu, op, "q_rope", q_rope, CU_DT(kv->dtype), T, H * R) ||
+        !cu_check_vec(cu, op, "norm_w", norm_w, CU_FLOAT, L) ||
+        !cu_check_vec(cu, op, "positions", positions, CU_DT(DTYPE_I32), T) ||
+        !cu_check_mat(cu, op, "cos_sin", cos_sin, CU_DT(DTYPE_F32), -1, R) ||
+        !cu_check_vec(cu, op, "cache", cache, CU_DT(DTYPE_BF16) | CU_DT(DTYPE_F8_E4M3) | CU_DT(DTYPE_F32), -1) ||
+        !cu_check_vec(cu, op, "slot_mapping", &m->slot_mapping, CU_DT(DTYPE_I64), -1))
+        return;
+    if (H <= 0 || H * R != q_rope->shape[1] || H > INT32_MAX) {
+        cu_fail(cu, "mla_prep: q_rope's %lld columns are not heads of %d", (long long)q_rope->shape[1], R);
+        return;
+    }
+    if (cache->ndim != 4 || cache->shape[1] != bs || cache->shape[2] != 1 || cache->shape[3] != W) {
+        cu_fail(cu, "mla_prep: cache must be (num_blocks, %lld, 1, %lld)", (long long)bs, (long long)W);
+        return;
+    }
+    if (cache->dtype == DTYPE_F8_E4M3 && !(cache->qscale >= 0.0f && isfinite(cache->qscale))) {
+        cu_fail(cu, "mla_prep: cache has scale %g", (double)cache->qscale);
+        return;
+    }
+    if (tensor_numel(&m->slot_mapping) < T) {
+        cu_fail(cu, "mla_prep: slot_mapping is shorter than the %lld tokens", (long long)T);
+        return;
+    }
+    if (T == 0) return;
+    const int64_t nslots = cache->shape[0] * bs;
+    const float cscale = cu_cache_scale(cache);
+    const dim3 grid(cu_grid(T, 1));
+    const int64_t *slots = (const int64_t *)m->slot_mapping.data;
+    const float *cs = (const float *)cos_sin->data;
+#define MLA_PREP_ARGS(KT)                                                                                           \
+    q_rope->data, tensor_row_stride(q_rope), (int)H, kv->data, tensor_row_stride(kv), (int)kv->dtype,            \
+        (const void *)norm_w->data, (int)norm_w->dtype, eps, (const int32_t *)positions->data, cs,                \
+        tensor_row_stride(cos_sin), cu_rows(cos_sin), (int)L, R, neox, (KT *)cache->data, cscale, slots, T, nslots, \
+        cu->derr_dev
+    if (cache->dtype == DTYPE_F8_E4M3)
+        cu_launch(cu, op, true, k_mla_prep<uint8_t>, grid, dim3(128), 0, MLA_PREP_ARGS(uint8_t));
+    else if (cache->dtype == DTYPE_BF16)
+        cu_launch(cu, op, true, k_mla_prep<__nv_bfloat16>, grid, dim3(128), 0, MLA_PREP_ARGS(__nv_bfloat16));
+    else
+        cu_launch(cu, op, true, k_mla_prep<float>, grid, dim3(128), 0, MLA_PREP_ARGS(float));
+#undef MLA_PREP_ARGS
 }
 
 // q_lat (T, H*L), q_rope (T, H*R), kv (T, L+R), cache (num_blocks, block_size, 1, L+R) -> out (T, H*L)

@@ -3,16 +3,16 @@
 # (issue 15's rows: vllmc and llama.cpp's llama-bench read the same file). Run on the GPU machine with
 # llama.cpp's gguf-py on PYTHONPATH (DEVICE.md); nothing here is a reference output.
 #
-#   make_gguf_bench.py OUT_DIR TOKENIZER_DIR [--shape qwen3-8b|qwen3-0.6b] [--types Q4_K_M,Q8_0,Q6_K]
+#   make_gguf_bench.py OUT_DIR TOKENIZER_DIR [--shape qwen3-8b|qwen3-0.6b] [--types Q4_K_M,Q8_0,Q6_K,BF16]
 #
 # TOKENIZER_DIR holds the model's tokenizer.json (or tokenizer.json.gz) and tokenizer_config.json; the
 # vocabulary goes into the file as convert_hf_to_gguf.py writes a Qwen2/3 one (tokenizer.ggml.model gpt2,
 # pre qwen2, tokens padded to vocab_size with [PADn] of type UNUSED, added tokens CONTROL when special,
-# merges, special ids, chat_template). Weights: random bytes in each block type's layout with the f16
+# merges, special ids, chat_template). Weights (BF16: N(0, 0.02) values): random bytes in each block type's layout with the f16
 # scales set to small finite values, so that activations stay finite; norms 1. The tensor types of a
 # mix follow llama.cpp b10095 src/llama-quant.cpp llama_tensor_get_type_impl: Q4_K_M = Q4_K with
 # output.weight (token_embd.weight when tied) Q6_K and attn_v / ffn_down Q6_K on the layers use_more_bits picks (i < n/8, i >= 7n/8,
-# (i - n/8) % 3 == 2); Q8_0 and Q6_K: every matrix of that type.
+# (i - n/8) % 3 == 2); Q8_0, Q6_K and BF16: every matrix of that type.
 import argparse, gzip, json, os, sys
 
 import numpy as np
@@ -24,7 +24,7 @@ SHAPES = {
 }
 Q = gguf.GGMLQuantizationType
 FTYPE = {"Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-         "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K}
+         "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K, "BF16": gguf.LlamaFileType.MOSTLY_BF16}
 # f16 fields of each block (byte offsets) and the value range given to them
 F16_FIELDS = {Q.Q8_0: [(0, 0.002, 0.004)], Q.Q4_K: [(0, 0.001, 0.002), (2, 0.0005, 0.001)],
               Q.Q6_K: [(208, 0.0002, 0.0004)]}
@@ -37,6 +37,7 @@ def use_more_bits(i, n):
 def tensor_type(mix, name, layer, n_layer, tied):
     if mix == "Q8_0": return Q.Q8_0
     if mix == "Q6_K": return Q.Q6_K
+    if mix == "BF16": return Q.BF16
     if name == "output" or (tied and name == "token_embd"): return Q.Q6_K
     if name in ("attn_v", "ffn_down") and use_more_bits(layer, n_layer): return Q.Q6_K
     return Q.Q4_K
@@ -51,9 +52,13 @@ class Pool:
         bs, ts = gguf.GGML_QUANT_SIZES[t]
         row_bytes = cols // bs * ts
         if t not in self.bufs:
-            nblk = self.max_bytes // ts
-            b = np.frombuffer(self.rng.bytes(nblk * ts), dtype=np.uint8).reshape(nblk, ts).copy()
-            for off, lo, hi in F16_FIELDS[t]:
+            nblk = int(self.max_bytes) // ts
+            if t == Q.BF16:  # N(0, 0.02) rounded down to bf16 (the top half of the f32)
+                v = (self.rng.standard_normal(nblk, dtype=np.float32) * 0.02).view(np.uint32) >> 16
+                b = v.astype(np.uint16).view(np.uint8).reshape(nblk, ts)
+            else:
+                b = np.frombuffer(self.rng.bytes(nblk * ts), dtype=np.uint8).reshape(nblk, ts).copy()
+            for off, lo, hi in F16_FIELDS.get(t, []):
                 b[:, off:off + 2] = self.rng.uniform(lo, hi, nblk).astype(np.float16).view(np.uint8).reshape(nblk, 2)
             self.bufs[t], self.off[t] = b.reshape(-1), 0
         buf = self.bufs[t]
@@ -115,7 +120,8 @@ def write(out, tok_dir, shape, mix, seed):
     w.add_rope_freq_base(1e6)
     w.add_layer_norm_rms_eps(1e-6)
     add_vocab(w, tok_dir, V)
-    pool = Pool(rng, V * H * 17 // 16 + (1 << 20))  # the largest matrix at Q8_0's 34 / 32 bytes per element
+    # the largest matrix at Q8_0's 34 / 32 bytes per element (BF16: 2)
+    pool = Pool(rng, V * H * (2 if mix == "BF16" else 17 / 16) + (1 << 20))
     ones = lambda n: np.ones(n, dtype=np.float32)
     def mat(name, layer, rows, cols):
         t = tensor_type(mix, name.split(".")[-2] if layer is not None else name.split(".")[0], layer or 0, L, s["tied"])

@@ -222,6 +222,8 @@ vllm_status cpu_linear_create(backend *be, const tensor *const *weights, const t
                               int n, be_linear **out);
 void cpu_linear_free(backend *be, be_linear *lin);
 void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y);
+/* One output of cpu_linear by its definition (16 lanes over k, a fixed tree): the tests' bit-exact reference. */
+float cpu_linear_dot_ref(const float *x, const void *w, dtype dt, int64_t n);
 
 /* ops_elementwise.c */
 void cpu_embedding(backend *be, const tensor *table, const tensor *ids, tensor *out);

@@ -1,37 +1,22 @@
 /*
  * ops_linear.c: the CPU linear layer, y = x @ W^T + b, the hot op.
  *
- * Weights stay where the checkpoint put them (F32, F16 or BF16, any
- * alignment; ggml's block types go to cpu_quant_matmul, ops_quant.c). The kernel widens LIN_K weights at a time into a stack buffer
- * and multiply-adds them into LIN_K accumulator lanes for each of up to
- * LIN_NT tokens, so one read of a weight serves several tokens. Every
- * (token, output) value is computed by the same sequence of f32 operations
- * whatever the batch, the grouping or the thread split, so results do not
- * depend on the thread count.
+ * Weights stay where the checkpoint put them (F32, F16 or BF16, any alignment; ggml's block types go to
+ * cpu_quant_matmul, ops_quant.c, FP8_B128 / I4_B128 to ops_fp8.c / ops_int4.c). Every (token, output)
+ * value is one dot product computed by the same sequence of f32 operations whatever the batch, the tiling
+ * or the thread split (the definition is at "kernel" below), so results do not depend on the thread count
+ * or on the other tokens of the step (the engine's layouts, chunked prefill and preemption, agree exactly).
  *
- * Work items are (token tile, row tile) pairs: a row tile is LIN_ROWS
- * outputs, a token tile as many tokens as keep their x rows in L2. Inside
- * an item, each group of LIN_NT tokens runs over all the tile's rows while
- * its x rows are in L1.
+ * Work items are (token tile, row tile) pairs: LIN_ROWS outputs for up to LIN_TT tokens. A batch of a few
+ * tokens reads the weights in place; a larger one widens each item's weights to f32 per LIN_KB inputs
+ * and runs register tiles of LIN_MR rows x LIN_NT tokens over them (a blocked GEMM: the FMAs, not the
+ * loads or the widening, bound the prefill).
  */
 #include <stdlib.h>
 
 #include "cpu/cpu_internal.h"
 #include "cpu/cpu_quant.h"
 #include "tensor/ggml_dtype.h"
-
-#define LIN_K 64            /* weight elements widened per step = accumulators per token */
-_Static_assert(LIN_K == 64, "lin_reduce is written for 64 lanes");
-/* tokens per pass over a weight row: LIN_NT * LIN_K / 16 AVX-512 registers hold the accumulators */
-#if defined(__AVX512F__)
-#define LIN_NT 4
-#else
-#define LIN_NT 2
-#endif
-#define LIN_ROWS 16         /* output rows per work item */
-#define LIN_KB 1024         /* input block for several tokens: their x rows stay in L1 */
-#define LIN_X_TILE_BYTES (256 * 1024)  /* x rows of one token tile (stay in L2) */
-#define LIN_MAX_TOK_TILE 64
 
 typedef struct lin_part {
     const unsigned char *w;     /* (rows, in) of the layer's dtype (block layers: of dt) */
@@ -148,46 +133,158 @@ void cpu_linear_free(backend *be, be_linear *lin) {
     free(lin);
 }
 
-/* ---- kernel ---- */
+/* ---- kernel ----
+ *
+ * Every output is one dot product with this arithmetic, whatever the batch, the tile or the thread split:
+ *     acc[0 .. 16) = 0;  for k = 0 .. in - 1, in order: acc[k % 16] = fma(x[k], w[k], acc[k % 16]);
+ *     y = tree(acc) + bias,  tree: for h = 8, 4, 2, 1: acc[j] += acc[j + h] (j < h)
+ * with w widened exactly to f32. lin_dot_ref below is that definition; the fast forms compute a register
+ * tile of LIN_MR rows x LIN_NT tokens of such dot products at once (one accumulator register each):
+ *   - a few tokens (decode): the weights widened in registers straight from the checkpoint's rows;
+ *   - more (prefill): each LIN_ROWS-row tile's weights widened to f32 once per LIN_KB inputs into an L1
+ *     block that every token group of the item then reuses (the f32 FMAs stay the bound, not the widening),
+ *     the accumulators kept in a buffer between input blocks.
+ */
+#define LIN_L 16     /* accumulator lanes of a dot product */
+#define LIN_MR 4     /* rows of a register tile */
+#define LIN_NT 6     /* tokens of a register tile: LIN_MR x LIN_NT = 24 accumulator registers */
+#define LIN_ROWS 16  /* rows of a work item */
+#define LIN_KB 256   /* inputs per widened weight block (LIN_ROWS x LIN_KB f32: 16 KiB) */
+#define LIN_TT 48    /* tokens of a work item, LIN_TT / LIN_NT token groups */
+#define LIN_DIRECT_T 3 /* batches up to this many tokens: the decode form (the weights read once anyway) */
+#define LIN_DR 1     /* rows of the decode form's register tile (x up to LIN_DIRECT_T tokens) */
+_Static_assert(LIN_ROWS % LIN_MR == 0 && LIN_TT % LIN_NT == 0 && LIN_KB % LIN_L == 0, "linear tiling");
 
-/* acc[t][j] += x[t][k] * w[k] for the k in [k0, k1) with k % LIN_K == j, for
- * t < nt (nt <= LIN_NT); w of dtype dt. k0 is a multiple of LIN_K. Written
- * like this gcc and clang keep the nt * LIN_K accumulators in vector
- * registers, and what happens to one token does not depend on nt. */
-CPU_INLINE void lin_accumulate(int nt, const float *const *x, const unsigned char *w, dtype dt, int64_t k0,
-                               int64_t k1, float acc[LIN_NT][LIN_K]) {
-    const size_t es = dt == DTYPE_F32 ? 4 : 2;
-    float a[LIN_NT][LIN_K];
-    float wf[LIN_K];
-    for (int t = 0; t < nt; t++)
-        for (int j = 0; j < LIN_K; j++) a[t][j] = acc[t][j];
-    int64_t k = k0;
-    for (; k + LIN_K <= k1; k += LIN_K) {
-        cpu_widen(wf, w + (size_t)k * es, dt, LIN_K);
-        for (int t = 0; t < nt; t++) {
-            const float *xt = x[t] + k;
-            for (int j = 0; j < LIN_K; j++) a[t][j] = CPU_FMA(xt[j], wf[j], a[t][j]);
-        }
-    }
-    int rem = (int)(k1 - k);
-    if (rem > 0) {
-        cpu_widen(wf, w + (size_t)k * es, dt, rem);
-        for (int t = 0; t < nt; t++) {
-            const float *xt = x[t] + k;
-            for (int j = 0; j < rem; j++) a[t][j] = CPU_FMA(xt[j], wf[j], a[t][j]);
-        }
-    }
-    for (int t = 0; t < nt; t++)
-        for (int j = 0; j < LIN_K; j++) acc[t][j] = a[t][j];
+/* the definition, one output (the portable fallback's building block and the tests' reference) */
+static inline float lin_tree(float *acc) {
+    for (int h = LIN_L / 2; h > 0; h /= 2)
+        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+    return acc[0];
 }
 
-/* The dot product from a token's LIN_K lanes, in a fixed order: 64 -> 16 -> 1. */
-static inline float lin_reduce(const float *acc) {
-    float r[16];
-    for (int j = 0; j < 16; j++) r[j] = (acc[j] + acc[j + 16]) + (acc[j + 32] + acc[j + 48]);
-    for (int h = 8; h > 0; h /= 2)
-        for (int j = 0; j < h; j++) r[j] += r[j + h];
-    return r[0];
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define LIN_AVX512 1
+
+/* tree() of one accumulator register, in the definition's order: 16 -> 8 -> 4 -> 2 -> 1 */
+CPU_INLINE float lin_tree16(__m512 v) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* 16 weights of dtype dt from p widened to f32 (lanes off in m read as 0) */
+CPU_INLINE __m512 lin_w16(const unsigned char *p, dtype dt, __mmask16 m) {
+    if (dt == DTYPE_F32) return _mm512_maskz_loadu_ps(m, p);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if (dt == DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The decode form: rows wr[0 .. R) (dtype dt, read in place) x tokens x[0 .. NT), inputs [0, n) -> out[t][i] */
+CPU_INLINE void lin_tile_direct(const int R, const int NT, const unsigned char *const *wr, dtype dt,
+                                const float *const *x, int64_t n, float out[LIN_DIRECT_T][LIN_DR]) {
+    const size_t es = dt == DTYPE_F32 ? 4 : 2;
+    __m512 acc[LIN_DR][LIN_DIRECT_T];
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < NT; t++) acc[i][t] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + LIN_L <= n; k += LIN_L) {
+        __m512 xv[LIN_DIRECT_T];
+        for (int t = 0; t < NT; t++) xv[t] = _mm512_loadu_ps(x[t] + k);
+        for (int i = 0; i < R; i++) {
+            const __m512 w = lin_w16(wr[i] + (size_t)k * es, dt, 0xffff);
+            for (int t = 0; t < NT; t++) acc[i][t] = _mm512_fmadd_ps(xv[t], w, acc[i][t]);
+        }
+    }
+    if (k < n) { /* the last lanes: the others keep their sums */
+        const __mmask16 m = (__mmask16)((1u << (n - k)) - 1u);
+        __m512 xv[LIN_DIRECT_T];
+        for (int t = 0; t < NT; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + k);
+        for (int i = 0; i < R; i++) {
+            const __m512 w = lin_w16(wr[i] + (size_t)k * es, dt, m);
+            for (int t = 0; t < NT; t++) acc[i][t] = _mm512_mask3_fmadd_ps(xv[t], w, acc[i][t], m);
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < NT; t++) out[t][i] = lin_tree16(acc[i][t]);
+}
+
+/* The prefill form's register tile: R rows of widened weights w (rows ws floats apart) x NT tokens x[t],
+ * inputs [0, n); the accumulators from ab (or zero when first), back to ab, or (last) their trees to
+ * out[t][i]. */
+CPU_INLINE void lin_tile_wide(const int R, const int NT, const float *w, int64_t ws, const float *const *x,
+                              int64_t n, float *ab, bool first, bool last, float out[LIN_NT][LIN_MR]) {
+    __m512 acc[LIN_MR][LIN_NT];
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < NT; t++)
+            acc[i][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(ab + (i * LIN_NT + t) * LIN_L);
+    int64_t k = 0;
+    for (; k + LIN_L <= n; k += LIN_L) {
+        __m512 wv[LIN_MR];
+        for (int i = 0; i < R; i++) wv[i] = _mm512_load_ps(w + i * ws + k);
+        for (int t = 0; t < NT; t++) {
+            const __m512 xv = _mm512_loadu_ps(x[t] + k);
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_fmadd_ps(xv, wv[i], acc[i][t]);
+        }
+    }
+    if (k < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - k)) - 1u);
+        __m512 wv[LIN_MR];
+        for (int i = 0; i < R; i++) wv[i] = _mm512_maskz_load_ps(m, w + i * ws + k);
+        for (int t = 0; t < NT; t++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + k);
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_mask3_fmadd_ps(xv, wv[i], acc[i][t], m);
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < NT; t++) {
+            if (last) out[t][i] = lin_tree16(acc[i][t]);
+            else _mm512_store_ps(ab + (i * LIN_NT + t) * LIN_L, acc[i][t]);
+        }
+}
+
+#else /* portable: the same arithmetic on arrays (compilers vectorise the lane loops) */
+
+CPU_INLINE void lin_tile_direct(const int R, const int NT, const unsigned char *const *wr, dtype dt,
+                                const float *const *x, int64_t n, float out[LIN_DIRECT_T][LIN_DR]) {
+    const size_t es = dt == DTYPE_F32 ? 4 : 2;
+    float acc[LIN_DR][LIN_DIRECT_T][LIN_L] = {{{0}}};
+    float wf[LIN_L];
+    for (int64_t k = 0; k < n; k += LIN_L) {
+        const int nl = n - k < LIN_L ? (int)(n - k) : LIN_L;
+        for (int i = 0; i < R; i++) {
+            cpu_widen(wf, wr[i] + (size_t)k * es, dt, nl);
+            for (int t = 0; t < NT; t++)
+                for (int j = 0; j < nl; j++) acc[i][t][j] = CPU_FMA(x[t][k + j], wf[j], acc[i][t][j]);
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < NT; t++) out[t][i] = lin_tree(acc[i][t]);
+}
+
+CPU_INLINE void lin_tile_wide(const int R, const int NT, const float *w, int64_t ws, const float *const *x,
+                              int64_t n, float *ab, bool first, bool last, float out[LIN_NT][LIN_MR]) {
+    if (first) memset(ab, 0, sizeof(float) * LIN_MR * LIN_NT * LIN_L);
+    for (int64_t k = 0; k < n; k += LIN_L) {
+        const int nl = n - k < LIN_L ? (int)(n - k) : LIN_L;
+        for (int i = 0; i < R; i++)
+            for (int t = 0; t < NT; t++) {
+                float *a = ab + (i * LIN_NT + t) * LIN_L;
+                for (int j = 0; j < nl; j++) a[j] = CPU_FMA(x[t][k + j], w[i * ws + k + j], a[j]);
+            }
+    }
+    if (last)
+        for (int i = 0; i < R; i++)
+            for (int t = 0; t < NT; t++) out[t][i] = lin_tree(ab + (i * LIN_NT + t) * LIN_L);
+}
+#endif
+
+float cpu_linear_dot_ref(const float *x, const void *w, dtype dt, int64_t n) {
+    float acc[LIN_L] = {0};
+    for (int64_t k = 0; k < n; k++) acc[k % LIN_L] = CPU_FMA(x[k], cpu_load(w, dt, k), acc[k % LIN_L]);
+    return lin_tree(acc);
 }
 
 typedef struct lin_ctx {
@@ -197,125 +294,95 @@ typedef struct lin_ctx {
     float *y;
     int64_t ys;        /* y row stride (elements) */
     int64_t T;
-    int64_t tok_tile;  /* tokens per item (multiple of LIN_NT) */
+    int64_t tok_tile;  /* tokens per item */
     int64_t row_tiles; /* items per token tile */
-    int64_t kb;        /* input block (a multiple of LIN_K) */
 } lin_ctx;
 
-/* Items [i0, i1): each is output rows [r0, r0 + LIN_ROWS) for tokens
- * [t0, t0 + tok_tile), done LIN_NT tokens at a time; for each group of
- * tokens the input is walked in blocks of LIN_KB so that the group's x and
- * the tile's weight rows stay in L1 while every row of the tile uses them.
- * dt is a constant at each call site, so the kernel is specialised per dtype. */
-CPU_INLINE void lin_items(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
+/* item's rows [r0, r0 + nr): their weight rows and biases (a tile may straddle parts) */
+static int lin_item_rows(const be_linear *lin, int64_t r0, const unsigned char **wrow, float *bias) {
+    const int nr = (int)(r0 + LIN_ROWS < lin->out ? LIN_ROWS : lin->out - r0);
+    int p = 0;
+    for (int i = 0; i < nr; i++) {
+        const int64_t r = r0 + i;
+        while (r >= lin->parts[p].row0 + lin->parts[p].rows) p++;
+        const lin_part *part = &lin->parts[p];
+        wrow[i] = part->w + (size_t)(r - part->row0) * part->w_row_bytes;
+        bias[i] = part->bias ? cpu_load(part->bias, part->bias_dt, r - part->row0) : 0.0f;
+    }
+    return nr;
+}
+
+/* the register tile shapes as constants, so that each is its own unrolled kernel */
+#define LIN_CASES_4(M, R) M(R, 1) M(R, 2) M(R, 3) M(R, 4) M(R, 5) M(R, 6)
+
+/* Items [i0, i1), a few tokens each: weights read in place, LIN_DR rows x up to LIN_DIRECT_T tokens a tile. */
+CPU_INLINE void lin_items_direct(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
     const be_linear *lin = c->lin;
-    float acc[LIN_ROWS][LIN_NT][LIN_K];
     const unsigned char *wrow[LIN_ROWS];
-    float bias[LIN_ROWS];
+    float bias[LIN_ROWS], out[LIN_DIRECT_T][LIN_DR];
     for (int64_t item = i0; item < i1; item++) {
-        int64_t t0 = item / c->row_tiles * c->tok_tile;
-        int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
-        int64_t r0 = item % c->row_tiles * LIN_ROWS;
-        int nr = (int)(r0 + LIN_ROWS < lin->out ? LIN_ROWS : lin->out - r0);
-        /* the tile's weight rows and biases (a tile may straddle parts) */
-        int p = 0;
-        for (int i = 0; i < nr; i++) {
-            int64_t r = r0 + i;
-            while (r >= lin->parts[p].row0 + lin->parts[p].rows) p++;
-            const lin_part *part = &lin->parts[p];
-            wrow[i] = part->w + (size_t)(r - part->row0) * part->w_row_bytes;
-            bias[i] = part->bias ? cpu_load(part->bias, part->bias_dt, r - part->row0) : 0.0f;
-        }
-        for (int64_t t = t0; t < t1; t += LIN_NT) {
-            const float *xr[LIN_NT];
-            int nt = t1 - t < LIN_NT ? (int)(t1 - t) : LIN_NT;
-            for (int i = 0; i < LIN_NT; i++) xr[i] = c->x + (t + (i < nt ? i : 0)) * c->xs;
-            for (int i = 0; i < nr; i++)
+        const int64_t t0 = item / c->row_tiles * c->tok_tile;
+        const int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
+        const int64_t r0 = item % c->row_tiles * LIN_ROWS;
+        const int nr = lin_item_rows(lin, r0, wrow, bias);
+        for (int64_t t = t0; t < t1; t += LIN_DIRECT_T) {
+            const int nt = t1 - t < LIN_DIRECT_T ? (int)(t1 - t) : LIN_DIRECT_T;
+            const float *xr[LIN_DIRECT_T];
+            for (int i = 0; i < LIN_DIRECT_T; i++) xr[i] = c->x + (t + (i < nt ? i : 0)) * c->xs;
+            for (int q = 0; q < nr; q += LIN_DR) {
+                const int R = nr - q < LIN_DR ? nr - q : LIN_DR;
+                if (R == LIN_DR && nt == 1) lin_tile_direct(LIN_DR, 1, wrow + q, dt, xr, lin->in, out);
+                else if (R == LIN_DR && nt == 2) lin_tile_direct(LIN_DR, 2, wrow + q, dt, xr, lin->in, out);
+                else if (R == LIN_DR && nt == 3) lin_tile_direct(LIN_DR, 3, wrow + q, dt, xr, lin->in, out);
+                else lin_tile_direct(R, nt, wrow + q, dt, xr, lin->in, out); /* edges */
                 for (int ti = 0; ti < nt; ti++)
-                    for (int j = 0; j < LIN_K; j++) acc[i][ti][j] = 0.0f;
-            for (int64_t k0 = 0; k0 < lin->in; k0 += c->kb) {
-                int64_t k1 = k0 + c->kb < lin->in ? k0 + c->kb : lin->in;
-                for (int i = 0; i < nr; i++) {
-                    switch (nt) {
-#if LIN_NT > 2
-                    case 4: lin_accumulate(4, xr, wrow[i], dt, k0, k1, acc[i]); break;
-                    case 3: lin_accumulate(3, xr, wrow[i], dt, k0, k1, acc[i]); break;
-#endif
-                    case 2: lin_accumulate(2, xr, wrow[i], dt, k0, k1, acc[i]); break;
-                    default: lin_accumulate(1, xr, wrow[i], dt, k0, k1, acc[i]); break;
+                    for (int i = 0; i < R; i++) c->y[(t + ti) * c->ys + r0 + q + i] = out[ti][i] + bias[q + i];
+            }
+        }
+    }
+}
+
+/* Items [i0, i1), many tokens each: per LIN_KB inputs, the item's weight rows widened into wt, then every
+ * token group x row quad of the item runs its register tile over them. */
+CPU_INLINE void lin_items_wide(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
+    const be_linear *lin = c->lin;
+    const size_t es = dt == DTYPE_F32 ? 4 : 2;
+    _Alignas(64) float wt[LIN_ROWS * LIN_KB];
+    _Alignas(64) float accb[(LIN_TT / LIN_NT) * (LIN_ROWS / LIN_MR) * LIN_MR * LIN_NT * LIN_L];
+    const unsigned char *wrow[LIN_ROWS];
+    float bias[LIN_ROWS], out[LIN_NT][LIN_MR];
+    for (int64_t item = i0; item < i1; item++) {
+        const int64_t t0 = item / c->row_tiles * c->tok_tile;
+        const int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
+        const int64_t r0 = item % c->row_tiles * LIN_ROWS;
+        const int nr = lin_item_rows(lin, r0, wrow, bias);
+        for (int64_t kb = 0; kb < lin->in; kb += LIN_KB) {
+            const int64_t kn = lin->in - kb < LIN_KB ? lin->in - kb : LIN_KB;
+            const bool first = kb == 0, last = kb + kn >= lin->in;
+            for (int i = 0; i < nr; i++) cpu_widen(wt + i * LIN_KB, wrow[i] + (size_t)kb * es, dt, kn);
+            for (int64_t t = t0, g = 0; t < t1; t += LIN_NT, g++) {
+                const int nt = t1 - t < LIN_NT ? (int)(t1 - t) : LIN_NT;
+                const float *xr[LIN_NT];
+                for (int i = 0; i < LIN_NT; i++) xr[i] = c->x + (t + (i < nt ? i : 0)) * c->xs + kb;
+                for (int q = 0; q < nr; q += LIN_MR) {
+                    const int R = nr - q < LIN_MR ? nr - q : LIN_MR;
+                    float *ab = accb + (g * (LIN_ROWS / LIN_MR) + q / LIN_MR) * (LIN_MR * LIN_NT * LIN_L);
+                    const float *w = wt + q * LIN_KB;
+                    switch (R * 8 + nt) {
+#define LIN_WIDE_CASE(RR, NN) \
+    case RR * 8 + NN: lin_tile_wide(RR, NN, w, LIN_KB, xr, kn, ab, first, last, out); break;
+                        LIN_CASES_4(LIN_WIDE_CASE, 4)
+                        LIN_CASES_4(LIN_WIDE_CASE, 3)
+                        LIN_CASES_4(LIN_WIDE_CASE, 2)
+                        LIN_CASES_4(LIN_WIDE_CASE, 1)
+#undef LIN_WIDE_CASE
+                    default: break;
                     }
+                    if (last)
+                        for (int ti = 0; ti < nt; ti++)
+                            for (int i = 0; i < R; i++) c->y[(t + ti) * c->ys + r0 + q + i] = out[ti][i] + bias[q + i];
                 }
             }
-            for (int i = 0; i < nr; i++)
-                for (int ti = 0; ti < nt; ti++) c->y[(t + ti) * c->ys + r0 + i] = lin_reduce(acc[i][ti]) + bias[i];
-        }
-    }
-}
-
-/* Short rows (in <= LIN_SMALL_IN): a plain 16-lane dot product per (token,
- * output), without the 64-lane accumulator tiles whose setup would cost more
- * than the arithmetic. Chosen by `in` alone, so a token's result still does
- * not depend on the batch or the thread split. */
-#define LIN_SMALL_IN 256
-
-CPU_INLINE float lin_dot_small(const float *x, const unsigned char *w, dtype dt, int64_t n) {
-    const size_t es = dt == DTYPE_F32 ? 4 : 2;
-    float a[16] = {0};
-    float wf[16];
-    int64_t k = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-    /* the same arithmetic as the portable loop below, kept in registers
-     * (the compiler spills the 16 lanes and reduces them through memory) */
-    if (dt == DTYPE_F32) {
-        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-        const float *wp = (const float *)(const void *)w;
-        for (; k + 16 <= n; k += 16) {
-            lo = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(wp + k), lo);
-            hi = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8), _mm256_loadu_ps(wp + k + 8), hi);
-        }
-        _mm256_storeu_ps(a, lo);
-        _mm256_storeu_ps(a + 8, hi);
-        if (k < n) {
-            for (int j = 0; j < (int)(n - k); j++) a[j] = CPU_FMA(x[k + j], wp[k + j], a[j]);
-            lo = _mm256_loadu_ps(a);
-            hi = _mm256_loadu_ps(a + 8);
-        }
-        __m256 v = _mm256_add_ps(lo, hi);                                          /* a[j] + a[j + 8] */
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* + 4 */
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                    /* + 2 */
-        h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));                                /* + 1 */
-        return _mm_cvtss_f32(h);
-    }
-#endif
-    for (; k + 16 <= n; k += 16) {
-        cpu_widen(wf, w + (size_t)k * es, dt, 16);
-        for (int j = 0; j < 16; j++) a[j] = CPU_FMA(x[k + j], wf[j], a[j]);
-    }
-    if (k < n) {
-        int rem = (int)(n - k);
-        cpu_widen(wf, w + (size_t)k * es, dt, rem);
-        for (int j = 0; j < rem; j++) a[j] = CPU_FMA(x[k + j], wf[j], a[j]);
-    }
-    for (int h = 8; h > 0; h /= 2)
-        for (int j = 0; j < h; j++) a[j] += a[j + h];
-    return a[0];
-}
-
-CPU_INLINE void lin_items_small(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
-    const be_linear *lin = c->lin;
-    for (int64_t item = i0; item < i1; item++) {
-        int64_t t0 = item / c->row_tiles * c->tok_tile;
-        int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
-        int64_t r0 = item % c->row_tiles * LIN_ROWS;
-        int64_t r1 = r0 + LIN_ROWS < lin->out ? r0 + LIN_ROWS : lin->out;
-        int p = 0;
-        for (int64_t r = r0; r < r1; r++) {
-            while (r >= lin->parts[p].row0 + lin->parts[p].rows) p++;
-            const lin_part *part = &lin->parts[p];
-            const unsigned char *wr = part->w + (size_t)(r - part->row0) * part->w_row_bytes;
-            float b = part->bias ? cpu_load(part->bias, part->bias_dt, r - part->row0) : 0.0f;
-            for (int64_t t = t0; t < t1; t++)
-                c->y[t * c->ys + r] = lin_dot_small(c->x + t * c->xs, wr, dt, lin->in) + b;
         }
     }
 }
@@ -323,18 +390,11 @@ CPU_INLINE void lin_items_small(const lin_ctx *c, int64_t i0, int64_t i1, dtype 
 static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     const lin_ctx *c = ctx;
-    if (c->lin->in <= LIN_SMALL_IN) {
-        switch (c->lin->dt) {
-        case DTYPE_BF16: lin_items_small(c, i0, i1, DTYPE_BF16); break;
-        case DTYPE_F16: lin_items_small(c, i0, i1, DTYPE_F16); break;
-        default: lin_items_small(c, i0, i1, DTYPE_F32); break;
-        }
-        return;
-    }
+    const bool direct = c->T <= LIN_DIRECT_T;
     switch (c->lin->dt) {
-    case DTYPE_BF16: lin_items(c, i0, i1, DTYPE_BF16); break;
-    case DTYPE_F16: lin_items(c, i0, i1, DTYPE_F16); break;
-    default: lin_items(c, i0, i1, DTYPE_F32); break;
+    case DTYPE_BF16: direct ? lin_items_direct(c, i0, i1, DTYPE_BF16) : lin_items_wide(c, i0, i1, DTYPE_BF16); break;
+    case DTYPE_F16: direct ? lin_items_direct(c, i0, i1, DTYPE_F16) : lin_items_wide(c, i0, i1, DTYPE_F16); break;
+    default: direct ? lin_items_direct(c, i0, i1, DTYPE_F32) : lin_items_wide(c, i0, i1, DTYPE_F32); break;
     }
 }
 
@@ -389,16 +449,9 @@ void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
         .ys = tensor_row_stride(y),
         .T = T,
         .row_tiles = (lin->out + LIN_ROWS - 1) / LIN_ROWS,
+        .tok_tile = T < LIN_TT ? T : LIN_TT,
     };
-    int64_t tile = LIN_X_TILE_BYTES / (lin->in * 4) / LIN_NT * LIN_NT;
-    if (tile < LIN_NT) tile = LIN_NT;
-    if (tile > LIN_MAX_TOK_TILE) tile = LIN_MAX_TOK_TILE;
-    c.tok_tile = tile;
-    /* blocking the input only pays when several tokens share each weight row:
-     * alone, one token streams each row straight through (prefetch friendly) */
-    c.kb = T > 1 ? LIN_KB : (lin->in + LIN_K - 1) / LIN_K * LIN_K;
-    int64_t tok_tiles = (T + tile - 1) / tile;
-    int64_t tokens_per_item = T < tile ? T : tile;
-    double cost = (double)LIN_ROWS * (double)tokens_per_item * (double)lin->in;
+    const int64_t tok_tiles = (T + c.tok_tile - 1) / c.tok_tile;
+    const double cost = (double)LIN_ROWS * (double)c.tok_tile * (double)lin->in;
     tp_run_cost(cpu->pool, tok_tiles * c.row_tiles, cost, lin_task, &c);
 }

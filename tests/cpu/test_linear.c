@@ -3,7 +3,7 @@
  * reference, for F32, F16 and BF16 weights (also misaligned), several parts
  * with and without biases, odd shapes, strided x and y, and 1 vs 4 threads
  * (which must agree bit for bit); a token's output does not depend on the
- * batch it is in. Also linear_create's argument checks and
+ * batch it is in, and every output is the documented dot product (cpu_linear_dot_ref) bit for bit. Also linear_create's argument checks and
  * the sticky error of a bad call.
  */
 #include <stdlib.h>
@@ -152,6 +152,45 @@ static void test_batch_invariance(backend *be, dtype wdt, int64_t in) {
     free(y);
 }
 
+/* Every output equals the definition (cpu_linear_dot_ref: 16 lanes over k, a fixed tree) bit for bit, in
+ * the decode form (T <= 3) and the blocked one (more tokens: token groups of 6 and their remainders, row
+ * quads and their remainders, inputs in blocks of 256 with a tail), on 1 and 3 threads. */
+static void test_definition(backend *be[CT_NBE], dtype wdt) {
+    const int64_t Ts[] = {1, 2, 3, 4, 7, 13, 50, 97}, ins[] = {5, 16, 255, 256, 600};
+    const int64_t out = 23;
+    for (size_t ii = 0; ii < sizeof ins / sizeof *ins; ii++) {
+        const int64_t in = ins[ii];
+        unsigned char *w = malloc((size_t)(out * in) * dtype_size(wdt));
+        for (int64_t i = 0; i < out * in; i++) ct_store(w, wdt, i, ct_uniform());
+        tensor wt = tensor_2d(wdt, w, out, in);
+        const tensor *wp[1] = {&wt};
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+            const int64_t T = Ts[ti];
+            float *x = malloc((size_t)(T * in) * sizeof(float)), *y = malloc((size_t)(T * out) * sizeof(float));
+            ct_fill(x, T * in, 1.0f);
+            for (int b = 0; b < CT_NBE; b++) {
+                be_linear *lin = NULL;
+                CHECK_OK(be[b]->ops->linear_create(be[b], wp, NULL, 1, &lin));
+                tensor xt = tensor_2d(DTYPE_F32, x, T, in), yt = tensor_2d(DTYPE_F32, y, T, out);
+                be[b]->ops->linear(be[b], lin, &xt, &yt);
+                CHECK_OK(be[b]->ops->synchronize(be[b]));
+                int bad = 0;
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t o = 0; o < out; o++) {
+                        const float r = cpu_linear_dot_ref(x + t * in, w + (size_t)(o * in) * dtype_size(wdt), wdt, in);
+                        bad += memcmp(&r, &y[t * out + o], sizeof r) != 0;
+                    }
+                CHECK_MSG(bad == 0, "%s T %lld in %lld backend %d: %d outputs differ from the definition",
+                          dtype_name(wdt), (long long)T, (long long)in, b, bad);
+                be[b]->ops->linear_free(be[b], lin);
+            }
+            free(x);
+            free(y);
+        }
+        free(w);
+    }
+}
+
 static void test_errors(backend *be) {
     float w[12] = {0}, w2[8] = {0}, bias[5] = {0};
     uint16_t wh[4] = {0};
@@ -211,6 +250,7 @@ int main(void) {
     for (int d = 0; d < 3; d++) {
         test_batch_invariance(be[1], CT_WDTYPES[d], 131);
         test_batch_invariance(be[0], CT_WDTYPES[d], 2100);  /* input blocks for T > 1, not for T = 1 */
+        test_definition(be, CT_WDTYPES[d]);
     }
     test_errors(be[0]);
     ct_backends_free(be);

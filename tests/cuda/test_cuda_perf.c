@@ -667,7 +667,12 @@ static void run_blocks_case(dtype dt, int64_t rows, int64_t in, int T) {
     if (hx) CHECK_OK(gpu->ops->upload(gpu, &x, hx, (size_t)T * (size_t)in * 2));
     free(hx);
     be_graph *gr = NULL;
-    if (ok) {
+    /* VLLM_PERF_NCU=1: one eager launch per case and no graph (for ncu --kernel-name ... on every case) */
+    const bool ncu = getenv("VLLM_PERF_NCU") != NULL;
+    if (ok && ncu) {
+        gpu->ops->linear(gpu, lin[0], &x, &y);
+        CHECK_OK(gpu->ops->synchronize(gpu));
+    } else if (ok) {
         for (int l = 0; l < LAYERS; l++) gpu->ops->linear(gpu, lin[l], &x, &y); /* eager once */
         CHECK_OK(gpu->ops->synchronize(gpu));
         CHECK_OK(gpu->ops->graph_begin(gpu));
@@ -718,7 +723,18 @@ static void run_quant(void) {
             const dtype dt = d == 0 ? DTYPE_BF16 : d == 1 ? DTYPE_FP8_B128 : DTYPE_I4_B128;
             if (dt != DTYPE_BF16 && !(gpu->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u)) continue;
             if (dt == DTYPE_BF16 && getenv("VLLM_PERF_NO_BF16")) continue; /* (measured before, same machine) */
-            for (int ti = 0; ti < 5; ti++) run_blocks_case(dt, shp[s][0], shp[s][1], Ts[ti]);
+            for (int ti = 0; ti < 5; ti++) {
+                /* VLLM_PERF_T=1,64: only those token counts */
+                const char *only_t = getenv("VLLM_PERF_T");
+                char tb[16];
+                snprintf(tb, sizeof tb, ",%d,", Ts[ti]);
+                if (only_t && *only_t) {
+                    char list[128];
+                    snprintf(list, sizeof list, ",%s,", only_t);
+                    if (!strstr(list, tb)) continue;
+                }
+                run_blocks_case(dt, shp[s][0], shp[s][1], Ts[ti]);
+            }
         }
 }
 

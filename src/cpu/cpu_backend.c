@@ -169,6 +169,7 @@ static void cpu_destroy(backend *be) {
         cpu_sample_free(cpu);
         tp_free(cpu->pool);
         free(cpu->attn_dec);
+        free(cpu->lin_ws);
     }
     free(cpu);
     free(be);

@@ -51,6 +51,8 @@ typedef struct cpu_state {
     struct tpg_group *tp_group; /* backend_options.tp_group / tp_rank: all_reduce's group, or NULL */
     int tp_rank;
     size_t attn_dec_cap;  /* its floats */
+    float *lin_ws;        /* the blocked linear's per-thread weight tiles and accumulators, grown on use */
+    size_t lin_ws_cap;    /* its floats */
 } cpu_state;
 
 static inline cpu_state *cpu_of(backend *be) { return (cpu_state *)be->impl; }

@@ -149,10 +149,11 @@ void cpu_linear_free(backend *be, be_linear *lin) {
 #define LIN_MR 4     /* rows of a register tile */
 #define LIN_NT 6     /* tokens of a register tile: LIN_MR x LIN_NT = 24 accumulator registers */
 #define LIN_ROWS 16  /* rows of a work item */
-#define LIN_KB 256   /* inputs per widened weight block (LIN_ROWS x LIN_KB f32: 16 KiB) */
-#define LIN_TT 48    /* tokens of a work item, LIN_TT / LIN_NT token groups */
+#define LIN_KB 256   /* inputs per block of the register tiles (their x rows stay in L1) */
+#define LIN_TT 132   /* tokens of a work item, LIN_TT / LIN_NT token groups (a 128-token chunk: one item) */
 #define LIN_DIRECT_T 3 /* batches up to this many tokens: the decode form (the weights read once anyway) */
-#define LIN_DR 1     /* rows of the decode form's register tile (x up to LIN_DIRECT_T tokens) */
+#define LIN_DR 1     /* rows of the decode form's register tile: one sequential stream (2 or 8: slower) */
+#define LIN_PREFETCH 768  /* bytes ahead in a decode row: a software prefetch (18.4 tok/s against 17.0 without) */
 _Static_assert(LIN_ROWS % LIN_MR == 0 && LIN_TT % LIN_NT == 0 && LIN_KB % LIN_L == 0, "linear tiling");
 
 /* the definition, one output (the portable fallback's building block and the tests' reference) */
@@ -163,7 +164,6 @@ static inline float lin_tree(float *acc) {
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#define LIN_AVX512 1
 
 /* tree() of one accumulator register, in the definition's order: 16 -> 8 -> 4 -> 2 -> 1 */
 CPU_INLINE float lin_tree16(__m512 v) {
@@ -194,6 +194,7 @@ CPU_INLINE void lin_tile_direct(const int R, const int NT, const unsigned char *
         __m512 xv[LIN_DIRECT_T];
         for (int t = 0; t < NT; t++) xv[t] = _mm512_loadu_ps(x[t] + k);
         for (int i = 0; i < R; i++) {
+            _mm_prefetch((const char *)(wr[i] + (size_t)k * es) + LIN_PREFETCH, _MM_HINT_T0);
             const __m512 w = lin_w16(wr[i] + (size_t)k * es, dt, 0xffff);
             for (int t = 0; t < NT; t++) acc[i][t] = _mm512_fmadd_ps(xv[t], w, acc[i][t]);
         }
@@ -296,6 +297,8 @@ typedef struct lin_ctx {
     int64_t T;
     int64_t tok_tile;  /* tokens per item */
     int64_t row_tiles; /* items per token tile */
+    float *ws;         /* the blocked form's workspace (NULL: the decode form): per thread ws_per_thread floats, */
+    size_t ws_per_thread, wt_floats; /* the widened rows (wt_floats) then the accumulators */
 } lin_ctx;
 
 /* item's rows [r0, r0 + nr): their weight rows and biases (a tile may straddle parts) */
@@ -342,13 +345,12 @@ CPU_INLINE void lin_items_direct(const lin_ctx *c, int64_t i0, int64_t i1, dtype
     }
 }
 
-/* Items [i0, i1), many tokens each: per LIN_KB inputs, the item's weight rows widened into wt, then every
- * token group x row quad of the item runs its register tile over them. */
-CPU_INLINE void lin_items_wide(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
+/* Items [i0, i1), many tokens each: the item's weight rows widened to f32 into wt (rows kp floats apart: one
+ * sequential read of the rows), then per LIN_KB inputs every token group x row quad of the item runs its
+ * register tile over them, the accumulators kept in accb between input blocks. */
+CPU_INLINE void lin_items_wide(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt, float *wt, float *accb) {
     const be_linear *lin = c->lin;
-    const size_t es = dt == DTYPE_F32 ? 4 : 2;
-    _Alignas(64) float wt[LIN_ROWS * LIN_KB];
-    _Alignas(64) float accb[(LIN_TT / LIN_NT) * (LIN_ROWS / LIN_MR) * LIN_MR * LIN_NT * LIN_L];
+    const int64_t kp = (lin->in + LIN_L - 1) / LIN_L * LIN_L;
     const unsigned char *wrow[LIN_ROWS];
     float bias[LIN_ROWS], out[LIN_NT][LIN_MR];
     for (int64_t item = i0; item < i1; item++) {
@@ -356,10 +358,10 @@ CPU_INLINE void lin_items_wide(const lin_ctx *c, int64_t i0, int64_t i1, dtype d
         const int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
         const int64_t r0 = item % c->row_tiles * LIN_ROWS;
         const int nr = lin_item_rows(lin, r0, wrow, bias);
+        for (int i = 0; i < nr; i++) cpu_widen(wt + i * kp, wrow[i], dt, lin->in);
         for (int64_t kb = 0; kb < lin->in; kb += LIN_KB) {
             const int64_t kn = lin->in - kb < LIN_KB ? lin->in - kb : LIN_KB;
             const bool first = kb == 0, last = kb + kn >= lin->in;
-            for (int i = 0; i < nr; i++) cpu_widen(wt + i * LIN_KB, wrow[i] + (size_t)kb * es, dt, kn);
             for (int64_t t = t0, g = 0; t < t1; t += LIN_NT, g++) {
                 const int nt = t1 - t < LIN_NT ? (int)(t1 - t) : LIN_NT;
                 const float *xr[LIN_NT];
@@ -367,10 +369,10 @@ CPU_INLINE void lin_items_wide(const lin_ctx *c, int64_t i0, int64_t i1, dtype d
                 for (int q = 0; q < nr; q += LIN_MR) {
                     const int R = nr - q < LIN_MR ? nr - q : LIN_MR;
                     float *ab = accb + (g * (LIN_ROWS / LIN_MR) + q / LIN_MR) * (LIN_MR * LIN_NT * LIN_L);
-                    const float *w = wt + q * LIN_KB;
+                    const float *w = wt + q * kp + kb;
                     switch (R * 8 + nt) {
 #define LIN_WIDE_CASE(RR, NN) \
-    case RR * 8 + NN: lin_tile_wide(RR, NN, w, LIN_KB, xr, kn, ab, first, last, out); break;
+    case RR * 8 + NN: lin_tile_wide(RR, NN, w, kp, xr, kn, ab, first, last, out); break;
                         LIN_CASES_4(LIN_WIDE_CASE, 4)
                         LIN_CASES_4(LIN_WIDE_CASE, 3)
                         LIN_CASES_4(LIN_WIDE_CASE, 2)
@@ -388,15 +390,23 @@ CPU_INLINE void lin_items_wide(const lin_ctx *c, int64_t i0, int64_t i1, dtype d
 }
 
 static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
-    (void)tid;
     const lin_ctx *c = ctx;
-    const bool direct = c->T <= LIN_DIRECT_T;
+    if (c->ws) { /* the blocked form, in this thread's part of the workspace */
+        float *wt = c->ws + (size_t)tid * c->ws_per_thread, *accb = wt + c->wt_floats;
+        switch (c->lin->dt) {
+        case DTYPE_BF16: lin_items_wide(c, i0, i1, DTYPE_BF16, wt, accb); break;
+        case DTYPE_F16: lin_items_wide(c, i0, i1, DTYPE_F16, wt, accb); break;
+        default: lin_items_wide(c, i0, i1, DTYPE_F32, wt, accb); break;
+        }
+        return;
+    }
     switch (c->lin->dt) {
-    case DTYPE_BF16: direct ? lin_items_direct(c, i0, i1, DTYPE_BF16) : lin_items_wide(c, i0, i1, DTYPE_BF16); break;
-    case DTYPE_F16: direct ? lin_items_direct(c, i0, i1, DTYPE_F16) : lin_items_wide(c, i0, i1, DTYPE_F16); break;
-    default: direct ? lin_items_direct(c, i0, i1, DTYPE_F32) : lin_items_wide(c, i0, i1, DTYPE_F32); break;
+    case DTYPE_BF16: lin_items_direct(c, i0, i1, DTYPE_BF16); break;
+    case DTYPE_F16: lin_items_direct(c, i0, i1, DTYPE_F16); break;
+    default: lin_items_direct(c, i0, i1, DTYPE_F32); break;
     }
 }
+
 
 /* A layer of ggml blocks: each part through cpu_quant_matmul (x quantized to the type's partner, integer
  * dot products per block, as llama.cpp's CPU backend) or, FP8_B128 / I4_B128, cpu_fp8_matmul / cpu_i4_matmul,
@@ -451,6 +461,18 @@ void cpu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
         .row_tiles = (lin->out + LIN_ROWS - 1) / LIN_ROWS,
         .tok_tile = T < LIN_TT ? T : LIN_TT,
     };
+    if (T > LIN_DIRECT_T) { /* the blocked form's workspace (without it: the decode form, the same results) */
+        const size_t kp = (size_t)(lin->in + LIN_L - 1) / LIN_L * LIN_L;
+        c.wt_floats = LIN_ROWS * kp;
+        c.ws_per_thread = c.wt_floats + (size_t)(LIN_TT / LIN_NT) * (LIN_ROWS / LIN_MR) * LIN_MR * LIN_NT * LIN_L;
+        const size_t need = c.ws_per_thread * (size_t)tp_num_threads(cpu->pool);
+        if (need > cpu->lin_ws_cap) {
+            free(cpu->lin_ws);
+            cpu->lin_ws = aligned_alloc(64, (need * sizeof(float) + 63) / 64 * 64);
+            cpu->lin_ws_cap = cpu->lin_ws ? need : 0;
+        }
+        c.ws = cpu->lin_ws;
+    }
     const int64_t tok_tiles = (T + c.tok_tile - 1) / c.tok_tile;
     const double cost = (double)LIN_ROWS * (double)c.tok_tile * (double)lin->in;
     tp_run_cost(cpu->pool, tok_tiles * c.row_tiles, cost, lin_task, &c);

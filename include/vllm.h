@@ -114,6 +114,12 @@ typedef struct vllm_engine_options {
                                     and sampler. The CPU runs it (num_threads each rank; 0: the cores / N),
                                     CUDA over NCCL (GPU device_id + rank; not yet run on GPUs); attention and
                                     MoE families of float checkpoints so far, others refused naming why */
+    int data_parallel_size;      /* engine replicas behind the thread-safe front (vLLM's --data-parallel-size;
+                                    0 or 1: one). vllm_async_engine_create loads N replicas, each with its own
+                                    engine thread, scheduler and KV cache: on a GPU replica r takes ordinals
+                                    r * tp .. (r + 1) * tp - 1; on the CPU each gets the cores / N (num_threads
+                                    0). A request goes to the replica holding the fewest (ties: in turn);
+                                    vllm_stream_engine says which. vllm_engine_create refuses N > 1 */
 } vllm_engine_options;
 
 vllm_engine_options vllm_engine_default_options(void);
@@ -493,6 +499,10 @@ void vllm_stream_chunk_clear(vllm_stream_chunk *chunk);
 /* Loads the model (on the calling thread) and starts the engine thread. */
 vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_options *options,
                                      vllm_async_engine **out);
+/* Its replicas (options' data_parallel_size, at least 1), and one's stats (as vllm_async_engine_get_stats,
+ * which sums them: counts and tokens added, kv_cache_usage their mean). */
+int vllm_async_engine_num_engines(const vllm_async_engine *ae);
+void vllm_async_engine_get_engine_stats(vllm_async_engine *ae, int engine, vllm_engine_stats *out);
 /* Stops the engine thread: every unfinished sample ends with a chunk of
  * finish_reason abort (error "the async engine was freed"). Streams stay
  * valid until their own vllm_stream_free. */
@@ -532,6 +542,8 @@ vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id);
  * after the last chunk (chunk.last) was returned. One consumer thread per stream. */
 vllm_status vllm_stream_next(vllm_stream *s, vllm_stream_chunk *chunk, int timeout_ms);
 const char *vllm_stream_request_id(const vllm_stream *s);
+/* The replica running the stream's request (0 .. vllm_async_engine_num_engines - 1). */
+int vllm_stream_engine(const vllm_stream *s);
 /* Frees the stream; an unfinished request is aborted. */
 void vllm_stream_free(vllm_stream *s);
 

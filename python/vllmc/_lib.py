@@ -107,6 +107,7 @@ class EngineOptions(ctypes.Structure):
         ("revision", ctypes.c_char_p),
         ("tokenizer_revision", ctypes.c_char_p),
         ("tensor_parallel_size", ctypes.c_int),
+        ("data_parallel_size", ctypes.c_int),
     ]
 
 

@@ -91,6 +91,8 @@ static void usage(FILE *f) {
             "  --gpu-memory-utilization F (GPU, default 0.9)  --enforce-eager (GPU: no CUDA graphs)\n"
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
             "  --tensor-parallel-size N (-tp)  the model split over N ranks (the CPU: threads; dense families)\n"
+            "  --data-parallel-size N (-dp)    N engine replicas behind this server, requests to the least loaded\n"
+            "                              (a GPU group of tp each; the CPU: the cores shared out)\n"
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --revision REV  --tokenizer-revision REV   a Hugging Face id's branch, tag or commit\n"
@@ -333,6 +335,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
             INT_ARG(1, 64, v);
             eo.tensor_parallel_size = (int)v;
+        } else if (!strcmp(a, "--data-parallel-size") || !strcmp(a, "-dp")) {
+            INT_ARG(1, 64, v);
+            eo.data_parallel_size = (int)v;
         } else if (!strcmp(a, "--block-size")) { INT_ARG(1, 1 << 16, v); eo.block_size = (int)v;
         } else if (!strcmp(a, "--num-kv-blocks")) { INT_ARG(0, INT32_MAX, v); eo.num_kv_blocks = (int)v;
         } else if (!strcmp(a, "--kv-cache-memory")) { INT_ARG(1, 1LL << 30, kv_mib);

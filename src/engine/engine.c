@@ -107,6 +107,8 @@ static vllm_status check_options(const vllm_engine_options *o) {
                         (int)o->runner, (int)o->pooling_type);
     if (o->num_kv_blocks < 0 || o->max_model_len < 0 || o->num_threads < 0)
         return vt_error(VLLM_ERR_INVALID_ARG, "num_kv_blocks, max_model_len and num_threads must not be negative");
+    if (o->data_parallel_size < 0 || o->data_parallel_size > ENGINE_MAX_DP)
+        return vt_error(VLLM_ERR_INVALID_ARG, "data_parallel_size %d: 1 to %d", o->data_parallel_size, ENGINE_MAX_DP);
     if (o->tensor_parallel_size < 0 || o->tensor_parallel_size > TPG_MAX_RANKS)
         return vt_error(VLLM_ERR_INVALID_ARG, "tensor_parallel_size %d: 1 to %d", o->tensor_parallel_size,
                         TPG_MAX_RANKS);
@@ -313,11 +315,21 @@ static vllm_status resolve_hub(const char *spec, const char *revision, bool toke
 
 vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options *options, vllm_engine **out) {
     *out = NULL;
+    if (options && options->data_parallel_size > 1)
+        return vt_error(VLLM_ERR_INVALID_ARG, "data_parallel_size %d: replicas run behind the thread-safe front "
+                        "(vllm_async_engine_create, vllmc serve), not in one vllm_engine", options->data_parallel_size);
+    return engine_create_on(model_dir, options, 0, out);
+}
+
+vllm_status engine_create_on(const char *model_dir, const vllm_engine_options *options, int device_id,
+                             vllm_engine **out) {
+    *out = NULL;
     if (!model_dir) return vt_error(VLLM_ERR_INVALID_ARG, "model directory missing");
     vllm_engine_options defaults = vllm_engine_default_options();
     vllm_engine *e = calloc(1, sizeof *e);
     if (!e) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     e->opt = options ? *options : defaults;
+    e->device_id = device_id;
     vllm_status st = check_options(&e->opt);
     if (st != VLLM_OK) goto fail;
 
@@ -355,7 +367,7 @@ fail:
 static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
     vllm_status st;
 
-    backend_options bo = {.num_threads = e->opt.num_threads,
+    backend_options bo = {.num_threads = e->opt.num_threads, .device_id = e->device_id,
                           .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
     const int tp = e->opt.tensor_parallel_size > 1 ? e->opt.tensor_parallel_size : 1;
     if (tp > 1) { /* rank 0 here; the model loads and runs ranks 1 .. tp - 1 (model_tp.c) */

@@ -119,6 +119,7 @@ typedef struct engine_counters {
 
 struct vllm_engine {
     vllm_engine_options opt;
+    int device_id;               /* the GPU ordinal of rank 0 (a data-parallel replica's first) */
     backend *be;
     struct tpg_group *tp_group;  /* tensor_parallel_size > 1: the ranks' group (rank 0's backend is be) */
     model *model;
@@ -205,5 +206,11 @@ double engine_hist_quantile(const uint32_t *hist, double q);
 
 /* A live, not yet reported request with this id (any of its children), or NULL. */
 ereq *engine_find(vllm_engine *e, const char *id);
+
+/* vllm_engine_create on GPU ordinal device_id (a data-parallel replica: async_front.c); options'
+ * data_parallel_size is the front's business and not looked at here. */
+#define ENGINE_MAX_DP 64
+vllm_status engine_create_on(const char *model_dir, const vllm_engine_options *options, int device_id,
+                             vllm_engine **out);
 
 #endif

@@ -62,10 +62,10 @@ typedef struct embed_job {
 
 static void job_free(embed_job *j, double e2e) {
     for (size_t i = 0; i < j->n; i++) {
-        vllm_stream_free(j->streams ? j->streams[i] : NULL); /* aborts an unfinished one */
         if (j->streams && j->streams[i])
-            metrics_finished(j->srv->metrics, j->emb[i] ? VLLM_FINISH_STOP : VLLM_FINISH_ABORT, e2e,
-                             j->req->prompts[i].num_token_ids, 0);
+            metrics_finished(j->srv->metrics, vllm_stream_engine(j->streams[i]),
+                             j->emb[i] ? VLLM_FINISH_STOP : VLLM_FINISH_ABORT, e2e, j->req->prompts[i].num_token_ids, 0);
+        vllm_stream_free(j->streams ? j->streams[i] : NULL); /* aborts an unfinished one */
         free(j->emb ? j->emb[i] : NULL);
     }
     free(j->streams);

@@ -61,12 +61,12 @@ typedef struct gen_job {
 static void job_free(gen_job *j) {
     if (!j) return;
     double now = server_now();
-    for (size_t i = 0; i < j->num_streams; i++) vllm_stream_free(j->streams[i]); /* aborts unfinished ones */
     /* samples that never finished (client gone, shutdown) count as aborted */
     for (size_t i = 0; j->samples && i < j->num_streams * j->n; i++)
         if (!j->samples[i].finished)
-            metrics_finished(j->srv->metrics, VLLM_FINISH_ABORT, now - j->arrival,
-                             j->req->prompts[i / j->n].prompt.num_token_ids, 0);
+            metrics_finished(j->srv->metrics, vllm_stream_engine(j->streams[i / j->n]), VLLM_FINISH_ABORT,
+                             now - j->arrival, j->req->prompts[i / j->n].prompt.num_token_ids, 0);
+    for (size_t i = 0; i < j->num_streams; i++) vllm_stream_free(j->streams[i]); /* aborts unfinished ones */
     oai_response_free(j->res);
     oai_request_free(j->req);
     free(j->streams);
@@ -111,20 +111,21 @@ static gen_job *job_new(server *s, oai_request *req, const http_request *r) {
 /* Metrics of one chunk of prompt p's stream, and its end. */
 static void job_observe(gen_job *j, size_t p, const vllm_stream_chunk *c) {
     metrics *m = j->srv->metrics;
+    const int eng = vllm_stream_engine(j->streams[p]);
     if (c->last) j->done[p] = true;
     if (c->index >= j->n) return;
     sample_state *ss = &j->samples[p * j->n + c->index];
     double now = server_now();
     if (c->num_tokens > 0) {
-        if (!ss->started) metrics_first_token(m, now - j->arrival, c->prompt_tokens);
-        else metrics_inter_token(m, now - ss->last);
+        if (!ss->started) metrics_first_token(m, eng, now - j->arrival, c->prompt_tokens);
+        else metrics_inter_token(m, eng, now - ss->last);
         ss->started = true;
         ss->last = now;
-        metrics_generated(m, c->num_tokens);
+        metrics_generated(m, eng, c->num_tokens);
     }
     if (c->finish_reason != VLLM_FINISH_NONE && !ss->finished) {
         ss->finished = true;
-        metrics_finished(m, c->finish_reason, now - j->arrival, c->prompt_tokens, c->completion_tokens);
+        metrics_finished(m, eng, c->finish_reason, now - j->arrival, c->prompt_tokens, c->completion_tokens);
     }
 }
 

@@ -81,12 +81,19 @@ static const double latency_buckets[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2
 
 #define NUM_REASONS 3 /* stop, length, abort (vLLM v1's FinishReason) */
 
-struct metrics {
-    pthread_mutex_t mu;
-    char *label;                 /* engine="0",model_name="<escaped>" */
+/* one engine replica's request-level series (data parallelism: one each, label engine="i") */
+typedef struct engine_series {
+    char *label;                 /* engine="i",model_name="<escaped>" */
     uint64_t prompt_tokens, generation_tokens;
     uint64_t success[NUM_REASONS];
     histogram ttft, itl, e2e, req_prompt, req_gen;
+} engine_series;
+
+struct metrics {
+    pthread_mutex_t mu;
+    char *model_label;           /* model_name="<escaped>" */
+    engine_series *eng;          /* (num_engines) */
+    int num_engines;
     int in_flight;
 };
 
@@ -105,27 +112,38 @@ static char *escape_label(const char *s) {
     return out;
 }
 
-vllm_status metrics_create(const char *model_name, int max_model_len, metrics **out) {
+vllm_status metrics_create(const char *model_name, int max_model_len, int num_engines, metrics **out) {
     *out = NULL;
     if (!model_name) return vt_error(VLLM_ERR_INVALID_ARG, "metrics: model name missing");
+    if (num_engines < 1) num_engines = 1;
     metrics *m = calloc(1, sizeof *m);
     if (!m) return vt_error(VLLM_ERR_NO_MEMORY, "metrics: out of memory");
     pthread_mutex_init(&m->mu, NULL);
     vllm_status st = VLLM_OK;
     char *esc = escape_label(model_name);
     if (esc) {
-        size_t n = strlen(esc) + 64;
-        if ((m->label = malloc(n))) snprintf(m->label, n, "engine=\"0\",model_name=\"%s\"", esc);
+        size_t n = strlen(esc) + 32;
+        if ((m->model_label = malloc(n))) snprintf(m->model_label, n, "model_name=\"%s\"", esc);
         free(esc);
     }
-    if (!m->label) st = vt_error(VLLM_ERR_NO_MEMORY, "metrics: out of memory");
+    if (!m->model_label || !(m->eng = calloc((size_t)num_engines, sizeof *m->eng))) {
+        metrics_free(m);
+        return vt_error(VLLM_ERR_NO_MEMORY, "metrics: out of memory");
+    }
+    m->num_engines = num_engines;
     double tok[64];
     size_t ntok = buckets_1_2_5(max_model_len > 0 ? max_model_len : 1, tok, 64);
-    if (!st) st = hist_init(&m->ttft, ttft_buckets, sizeof ttft_buckets / sizeof *ttft_buckets);
-    if (!st) st = hist_init(&m->itl, itl_buckets, sizeof itl_buckets / sizeof *itl_buckets);
-    if (!st) st = hist_init(&m->e2e, latency_buckets, sizeof latency_buckets / sizeof *latency_buckets);
-    if (!st) st = hist_init(&m->req_prompt, tok, ntok);
-    if (!st) st = hist_init(&m->req_gen, tok, ntok);
+    for (int e = 0; e < num_engines && !st; e++) {
+        engine_series *g = &m->eng[e];
+        size_t n = strlen(m->model_label) + 32;
+        if ((g->label = malloc(n))) snprintf(g->label, n, "engine=\"%d\",%s", e, m->model_label);
+        else st = vt_error(VLLM_ERR_NO_MEMORY, "metrics: out of memory");
+        if (!st) st = hist_init(&g->ttft, ttft_buckets, sizeof ttft_buckets / sizeof *ttft_buckets);
+        if (!st) st = hist_init(&g->itl, itl_buckets, sizeof itl_buckets / sizeof *itl_buckets);
+        if (!st) st = hist_init(&g->e2e, latency_buckets, sizeof latency_buckets / sizeof *latency_buckets);
+        if (!st) st = hist_init(&g->req_prompt, tok, ntok);
+        if (!st) st = hist_init(&g->req_gen, tok, ntok);
+    }
     if (st) {
         metrics_free(m);
         return st;
@@ -136,43 +154,55 @@ vllm_status metrics_create(const char *model_name, int max_model_len, metrics **
 
 void metrics_free(metrics *m) {
     if (!m) return;
-    hist_free(&m->ttft);
-    hist_free(&m->itl);
-    hist_free(&m->e2e);
-    hist_free(&m->req_prompt);
-    hist_free(&m->req_gen);
-    free(m->label);
+    for (int e = 0; m->eng && e < m->num_engines; e++) {
+        engine_series *g = &m->eng[e];
+        hist_free(&g->ttft);
+        hist_free(&g->itl);
+        hist_free(&g->e2e);
+        hist_free(&g->req_prompt);
+        hist_free(&g->req_gen);
+        free(g->label);
+    }
+    free(m->eng);
+    free(m->model_label);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
-void metrics_first_token(metrics *m, double ttft, size_t prompt_tokens) {
+/* engine's series (an index out of range, as a stream never made: engine 0's) */
+static engine_series *series(metrics *m, int engine) {
+    return &m->eng[engine >= 0 && engine < m->num_engines ? engine : 0];
+}
+
+void metrics_first_token(metrics *m, int engine, double ttft, size_t prompt_tokens) {
     pthread_mutex_lock(&m->mu);
-    hist_observe(&m->ttft, ttft);
-    m->prompt_tokens += prompt_tokens;
+    engine_series *g = series(m, engine);
+    hist_observe(&g->ttft, ttft);
+    g->prompt_tokens += prompt_tokens;
     pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_generated(metrics *m, size_t num_tokens) {
+void metrics_generated(metrics *m, int engine, size_t num_tokens) {
     pthread_mutex_lock(&m->mu);
-    m->generation_tokens += num_tokens;
+    series(m, engine)->generation_tokens += num_tokens;
     pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_inter_token(metrics *m, double seconds) {
+void metrics_inter_token(metrics *m, int engine, double seconds) {
     pthread_mutex_lock(&m->mu);
-    hist_observe(&m->itl, seconds);
+    hist_observe(&series(m, engine)->itl, seconds);
     pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_finished(metrics *m, vllm_finish_reason reason, double e2e, size_t prompt_tokens,
+void metrics_finished(metrics *m, int engine, vllm_finish_reason reason, double e2e, size_t prompt_tokens,
                       size_t generation_tokens) {
     int r = reason == VLLM_FINISH_STOP ? 0 : reason == VLLM_FINISH_LENGTH ? 1 : 2;
     pthread_mutex_lock(&m->mu);
-    m->success[r]++;
-    hist_observe(&m->e2e, e2e);
-    hist_observe(&m->req_prompt, (double)prompt_tokens);
-    hist_observe(&m->req_gen, (double)generation_tokens);
+    engine_series *g = series(m, engine);
+    g->success[r]++;
+    hist_observe(&g->e2e, e2e);
+    hist_observe(&g->req_prompt, (double)prompt_tokens);
+    hist_observe(&g->req_gen, (double)generation_tokens);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -260,69 +290,77 @@ static void gauge(sbuf *b, const char *name, const char *help, const char *label
     sample(b, name, label, v);
 }
 
-static void counter(sbuf *b, const char *name, const char *help, const char *label, double v) {
-    header(b, name, "counter", help);
-    sample(b, name, label, v);
-}
-
-/* name_bucket{engine,le,model_name} (cumulative), name_count, name_sum. */
-static void hist_render(sbuf *b, const char *name, const char *help, const char *model_label, const histogram *h) {
-    header(b, name, "histogram", help);
+/* one engine's name_bucket{engine,le,model_name} (cumulative), name_count, name_sum (the header written once
+ * by the caller) */
+static void hist_render(sbuf *b, const char *name, int engine, const char *model_label, const histogram *h) {
     uint64_t cum = 0;
     char num[40];
     for (size_t i = 0; i <= h->num_bounds; i++) {
         cum += h->counts[i];
         fmt_num(num, i < h->num_bounds ? h->bounds[i] : INFINITY);
         /* labels sorted: engine, le, model_name */
-        sb_printf(b, "%s_bucket{engine=\"0\",le=\"%s\",%s} %" PRIu64 ".0\n", name, num, model_label, cum);
+        sb_printf(b, "%s_bucket{engine=\"%d\",le=\"%s\",%s} %" PRIu64 ".0\n", name, engine, num, model_label, cum);
     }
-    sb_printf(b, "%s_count{engine=\"0\",%s} %" PRIu64 ".0\n", name, model_label, h->count);
+    sb_printf(b, "%s_count{engine=\"%d\",%s} %" PRIu64 ".0\n", name, engine, model_label, h->count);
     fmt_num(num, h->sum);
-    sb_printf(b, "%s_sum{engine=\"0\",%s} %s\n", name, model_label, num);
+    sb_printf(b, "%s_sum{engine=\"%d\",%s} %s\n", name, engine, model_label, num);
 }
 
-vllm_status metrics_render(metrics *m, const vllm_engine_stats *st, int num_kv_blocks, char **out, size_t *len) {
+/* The engine-level families: a header, then a sample per engine of the value v(stats of engine e). */
+#define PER_ENGINE(kind, name, help, expr)                                          \
+    do {                                                                            \
+        header(&b, name, kind, help);                                               \
+        for (int e = 0; e < m->num_engines; e++) {                                  \
+            const vllm_engine_stats *st = &stats[e];                                \
+            const engine_series *g = &m->eng[e];                                    \
+            (void)st, (void)g;                                                      \
+            sample(&b, name, g->label, (double)(expr));                             \
+        }                                                                           \
+    } while (0)
+
+#define PER_ENGINE_HIST(name, help, field)                                          \
+    do {                                                                            \
+        header(&b, name, "histogram", help);                                        \
+        for (int e = 0; e < m->num_engines; e++) hist_render(&b, name, e, ml, &m->eng[e].field); \
+    } while (0)
+
+vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, int num_kv_blocks, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
     sbuf b = {0};
-    const char *lab = m->label;
-    const char *model_label = strchr(lab, ',') + 1; /* model_name="..." alone */
+    const char *ml = m->model_label;
     static const char *reasons[NUM_REASONS] = {"stop", "length", "abort"};
 
     pthread_mutex_lock(&m->mu);
-    gauge(&b, "vllm:num_requests_running", "Number of requests in model execution batches.", lab, st->num_running);
-    gauge(&b, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", lab, st->num_waiting);
-    gauge(&b, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lab, st->kv_cache_usage);
-    counter(&b, "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
-            lab, (double)st->prefix_cache_queries);
-    counter(&b, "vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", lab,
-            (double)st->prefix_cache_hits);
-    counter(&b, "vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", lab,
-            (double)st->num_preemptions);
-    counter(&b, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", lab, (double)m->prompt_tokens);
-    counter(&b, "vllm:generation_tokens_total", "Number of generation tokens processed.", lab,
-            (double)m->generation_tokens);
+    PER_ENGINE("gauge", "vllm:num_requests_running", "Number of requests in model execution batches.", st->num_running);
+    PER_ENGINE("gauge", "vllm:num_requests_waiting", "Number of requests waiting to be processed.", st->num_waiting);
+    PER_ENGINE("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", st->kv_cache_usage);
+    PER_ENGINE("counter", "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+               st->prefix_cache_queries);
+    PER_ENGINE("counter", "vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+               st->prefix_cache_hits);
+    PER_ENGINE("counter", "vllm:num_preemptions_total", "Cumulative number of preemption from the engine.",
+               st->num_preemptions);
+    PER_ENGINE("counter", "vllm:prompt_tokens_total", "Number of prefill tokens processed.", g->prompt_tokens);
+    PER_ENGINE("counter", "vllm:generation_tokens_total", "Number of generation tokens processed.", g->generation_tokens);
     header(&b, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
-    for (int r = 0; r < NUM_REASONS; r++) {
-        char num[40];
-        fmt_num(num, (double)m->success[r]);
-        sb_printf(&b, "vllm:request_success_total{engine=\"0\",finished_reason=\"%s\",%s} %s\n", reasons[r],
-                  model_label, num);
-    }
-    hist_render(&b, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", model_label, &m->req_prompt);
-    hist_render(&b, "vllm:request_generation_tokens", "Number of generation tokens processed.", model_label,
-                &m->req_gen);
-    hist_render(&b, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", model_label,
-                &m->ttft);
-    hist_render(&b, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", model_label,
-                &m->itl);
-    hist_render(&b, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", model_label,
-                &m->e2e);
-    gauge(&b, "vllmc:num_free_kv_blocks", "Free KV cache blocks (cached but evictable ones included).", lab,
-          st->num_free_kv_blocks);
-    gauge(&b, "vllmc:num_kv_blocks", "KV cache blocks in the pool.", lab, num_kv_blocks);
-    gauge(&b, "vllmc:num_requests_in_flight", "Generation requests being served (capped by --max-pending).", lab,
-          m->in_flight);
+    for (int e = 0; e < m->num_engines; e++)
+        for (int r = 0; r < NUM_REASONS; r++) {
+            char num[40];
+            fmt_num(num, (double)m->eng[e].success[r]);
+            sb_printf(&b, "vllm:request_success_total{engine=\"%d\",finished_reason=\"%s\",%s} %s\n", e, reasons[r],
+                      ml, num);
+        }
+    PER_ENGINE_HIST("vllm:request_prompt_tokens", "Number of prefill tokens processed.", req_prompt);
+    PER_ENGINE_HIST("vllm:request_generation_tokens", "Number of generation tokens processed.", req_gen);
+    PER_ENGINE_HIST("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft);
+    PER_ENGINE_HIST("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl);
+    PER_ENGINE_HIST("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e);
+    PER_ENGINE("gauge", "vllmc:num_free_kv_blocks", "Free KV cache blocks (cached but evictable ones included).",
+               st->num_free_kv_blocks);
+    PER_ENGINE("gauge", "vllmc:num_kv_blocks", "KV cache blocks in the pool.", num_kv_blocks);
+    gauge(&b, "vllmc:num_requests_in_flight", "Generation requests being served (capped by --max-pending).",
+          m->eng[0].label, m->in_flight);
     pthread_mutex_unlock(&m->mu);
 
     if (b.failed || !b.s) {

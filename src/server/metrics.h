@@ -3,7 +3,8 @@
  *
  * Names, help texts, labels and histogram buckets are vLLM v1's
  * (vllm/v1/metrics/loggers.py, PrometheusStatLogger.__init__): every series
- * carries {engine="0",model_name="<first served name>"}, labels sorted by
+ * carries {engine="i",model_name="<first served name>"} (i: the data-parallel
+ * replica, a series per replica as vLLM's per-engine loggers), labels sorted by
  * name as prometheus_client's text exposition writes them, counters end in
  * _total. Engine-level values (running / waiting, KV usage, prefix cache,
  * preemptions) come from a vllm_engine_stats snapshot passed at render
@@ -29,26 +30,28 @@ typedef struct metrics metrics;
 
 /* model_name labels every series; max_model_len sets the token-count
  * histograms' 1-2-5 buckets (vLLM's build_1_2_5_buckets). */
-vllm_status metrics_create(const char *model_name, int max_model_len, metrics **out);
+vllm_status metrics_create(const char *model_name, int max_model_len, int num_engines, metrics **out);
 void metrics_free(metrics *m);
 
+/* engine: the replica that ran the request (vllm_stream_engine). */
 /* A sample produced its first token, ttft seconds after the request
  * arrived: observes vllm:time_to_first_token_seconds and adds its prompt
  * length to vllm:prompt_tokens_total (vLLM counts each sample's prompt). */
-void metrics_first_token(metrics *m, double ttft, size_t prompt_tokens);
+void metrics_first_token(metrics *m, int engine, double ttft, size_t prompt_tokens);
 /* num_tokens more tokens were generated (vllm:generation_tokens_total). */
-void metrics_generated(metrics *m, size_t num_tokens);
+void metrics_generated(metrics *m, int engine, size_t num_tokens);
 /* Seconds between two outputs of one sample (vllm:inter_token_latency_seconds). */
-void metrics_inter_token(metrics *m, double seconds);
+void metrics_inter_token(metrics *m, int engine, double seconds);
 /* A sample finished: vllm:request_success_total{finished_reason}, the e2e
  * latency and the prompt / generation token histograms. */
-void metrics_finished(metrics *m, vllm_finish_reason reason, double e2e, size_t prompt_tokens,
+void metrics_finished(metrics *m, int engine, vllm_finish_reason reason, double e2e, size_t prompt_tokens,
                       size_t generation_tokens);
 /* Generation requests in flight (vllmc:num_requests_in_flight). */
 void metrics_set_in_flight(metrics *m, int in_flight);
 
-/* The text exposition (text/plain; version=0.0.4) with the engine's
- * stats and KV pool size; *out malloc'd, NUL-terminated, *len bytes. */
+/* The text exposition (text/plain; version=0.0.4) with each engine's stats
+ * (stats: num_engines of them) and KV pool size; *out malloc'd,
+ * NUL-terminated, *len bytes. */
 vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, int num_kv_blocks, char **out, size_t *len);
 
 #endif

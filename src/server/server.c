@@ -778,7 +778,8 @@ vllm_status server_start(vllm_async_engine *ae, const server_options *opt, serve
     pthread_condattr_destroy(&ca);
     vllm_async_engine_get_info(ae, &s->info);
 
-    vllm_status st = metrics_create(opt->served_model_names[0], s->info.max_model_len, &s->metrics);
+    vllm_status st = metrics_create(opt->served_model_names[0], s->info.max_model_len,
+                                    vllm_async_engine_num_engines(ae), &s->metrics);
     bool has_tok = vllm_async_engine_has_tokenizer(ae);
     if (!st && has_tok) st = build_token_strs(s);
     if (st) goto fail;

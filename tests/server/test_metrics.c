@@ -37,17 +37,17 @@ static bool has_line(const char *text, const char *line) {
 
 static void test_render(void) {
     metrics *m = NULL;
-    CHECK_OK(metrics_create("m", 100, &m));
+    CHECK_OK(metrics_create("m", 100, 1, &m));
     if (!m) return;
-    metrics_first_token(m, 0.003, 7);   /* ttft bucket le=0.005 */
-    metrics_first_token(m, 3.0, 5);     /* le=5.0 */
-    metrics_generated(m, 4);
-    metrics_generated(m, 2);
-    metrics_inter_token(m, 0.02);
-    metrics_inter_token(m, 100.0);      /* above every bound: only +Inf */
-    metrics_finished(m, VLLM_FINISH_STOP, 0.4, 7, 4);
-    metrics_finished(m, VLLM_FINISH_LENGTH, 2.0, 5, 2);
-    metrics_finished(m, VLLM_FINISH_ABORT, 1.0, 5, 0);
+    metrics_first_token(m, 0, 0.003, 7);   /* ttft bucket le=0.005 */
+    metrics_first_token(m, 0, 3.0, 5);     /* le=5.0 */
+    metrics_generated(m, 0, 4);
+    metrics_generated(m, 0, 2);
+    metrics_inter_token(m, 0, 0.02);
+    metrics_inter_token(m, 0, 100.0);      /* above every bound: only +Inf */
+    metrics_finished(m, 0, VLLM_FINISH_STOP, 0.4, 7, 4);
+    metrics_finished(m, 0, VLLM_FINISH_LENGTH, 2.0, 5, 2);
+    metrics_finished(m, 0, VLLM_FINISH_ABORT, 1.0, 5, 0);
     metrics_set_in_flight(m, 3);
     vllm_engine_stats st = {.num_running = 2, .num_waiting = 1, .num_free_kv_blocks = 90,
                             .kv_cache_usage = 0.25, .prefix_cache_queries = 40, .prefix_cache_hits = 16,
@@ -118,9 +118,43 @@ static void test_render(void) {
     metrics_free(m);
 }
 
+/* Data parallelism: a series per engine (label engine="i"), each family's header once. */
+static void test_engines(void) {
+    metrics *m = NULL;
+    CHECK_OK(metrics_create("m", 100, 2, &m));
+    if (!m) return;
+    metrics_first_token(m, 1, 0.003, 7);
+    metrics_generated(m, 1, 5);
+    metrics_generated(m, 0, 2);
+    metrics_finished(m, 1, VLLM_FINISH_STOP, 0.4, 7, 5);
+    metrics_finished(m, 7, VLLM_FINISH_ABORT, 0.4, 7, 0); /* out of range: engine 0's */
+    vllm_engine_stats st[2] = {{.num_running = 2}, {.num_running = 5, .num_waiting = 1}};
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_OK(metrics_render(m, st, 64, &text, &len));
+    if (!text) {
+        metrics_free(m);
+        return;
+    }
+    CHECK(has_line(text, "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 2.0"));
+    CHECK(has_line(text, "vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 5.0"));
+    CHECK(has_line(text, "vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"} 1.0"));
+    CHECK(has_line(text, "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 2.0"));
+    CHECK(has_line(text, "vllm:generation_tokens_total{engine=\"1\",model_name=\"m\"} 5.0"));
+    CHECK(has_line(text, "vllm:request_success_total{engine=\"1\",finished_reason=\"stop\",model_name=\"m\"} 1.0"));
+    CHECK(has_line(text, "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"m\"} 1.0"));
+    CHECK(value_of(text, "vllm:time_to_first_token_seconds_count{engine=\"1\",model_name=\"m\"}") == 1);
+    CHECK(value_of(text, "vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=\"m\"}") == 0);
+    int headers = 0;
+    for (const char *p = text; (p = strstr(p, "# TYPE vllm:num_requests_running ")); p++) headers++;
+    CHECK(headers == 1);
+    free(text);
+    metrics_free(m);
+}
+
 static void test_escaping(void) {
     metrics *m = NULL;
-    CHECK_OK(metrics_create("a\"b\\c\nd", 8, &m));
+    CHECK_OK(metrics_create("a\"b\\c\nd", 8, 1, &m));
     if (!m) return;
     vllm_engine_stats st = {0};
     char *text = NULL;
@@ -140,17 +174,17 @@ enum { THREADS = 4, ITERS = 2000 };
 static void *observer(void *arg) {
     metrics *m = arg;
     for (int i = 0; i < ITERS; i++) {
-        metrics_first_token(m, 0.01, 3);
-        metrics_generated(m, 1);
-        metrics_inter_token(m, 0.001);
-        metrics_finished(m, VLLM_FINISH_LENGTH, 0.5, 3, 1);
+        metrics_first_token(m, 0, 0.01, 3);
+        metrics_generated(m, 0, 1);
+        metrics_inter_token(m, 0, 0.001);
+        metrics_finished(m, 0, VLLM_FINISH_LENGTH, 0.5, 3, 1);
     }
     return NULL;
 }
 
 static void test_threads(void) {
     metrics *m = NULL;
-    CHECK_OK(metrics_create("m", 512, &m));
+    CHECK_OK(metrics_create("m", 512, 1, &m));
     if (!m) return;
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&t[i], NULL, observer, m) == 0);
@@ -173,6 +207,7 @@ static void test_threads(void) {
 int main(void) {
     test_render();
     test_escaping();
+    test_engines();
     test_threads();
     TEST_END();
 }

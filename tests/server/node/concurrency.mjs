@@ -173,4 +173,17 @@ await part('idle afterwards', async () => {
   }
 });
 
+// VLLMC_DP=N: the server runs N data-parallel replicas; each served some of the 64 and has its series
+if (process.env.VLLMC_DP) {
+  await part('data-parallel replicas', async () => {
+    const m = await metrics(base);
+    for (let e = 0; e < Number(process.env.VLLMC_DP); e++) {
+      const gen = m[`vllm:generation_tokens_total{engine="${e}",model_name="${MODEL}"}`];
+      check(gen > 0, `engine ${e} generated tokens (its own series)`, gen);
+      check(m[`vllm:num_requests_running{engine="${e}",model_name="${MODEL}"}`] === 0, `engine ${e} idle`,
+        m[`vllm:num_requests_running{engine="${e}",model_name="${MODEL}"}`]);
+    }
+  });
+}
+
 finish('concurrency.mjs');

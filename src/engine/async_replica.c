@@ -1,11 +1,11 @@
 /*
- * async_engine.c: the thread-safe front of vllm.h (vLLM's AsyncLLM): one
+ * async_replica.c: one replica of the thread-safe front of vllm.h (vLLM's AsyncLLM, async_front.c): one
  * engine thread owns a vllm_engine and steps it while there is work;
  * other threads add requests (and wait for the engine thread's verdict, so
  * errors reach them synchronously), abort them, and read each request's
  * vllm_stream of deep-copied output chunks. Tokenization runs on the
- * calling threads (text prompts in vllm_async_add_request, and
- * vllm_async_tokenize / _detokenize), never on the engine thread.
+ * calling threads (text prompts in replica_add_request, and
+ * replica_tokenize / _detokenize), never on the engine thread.
  *
  * Locks: ae->mu guards the add queue, the stop flag, the caller count and
  * the live-stream table (written only by the engine thread); each stream's
@@ -24,7 +24,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "engine/async_engine.h"
+#include "engine/async_replica.h"
 #include "engine/engine_internal.h"
 
 #define AE_MSG_MAX 1024
@@ -41,7 +41,7 @@ struct vllm_stream {
     chunk_node *head, *tail;     /* chunks not yet read */
     bool ended;                  /* the engine queued the last chunk */
     bool delivered_last;         /* the consumer read the last chunk */
-    bool cancel;                 /* abort requested (vllm_async_abort or vllm_stream_free) */
+    bool cancel;                 /* abort requested (replica_abort or vllm_stream_free) */
     bool abandoned;              /* the consumer freed it: outputs are dropped */
     int refs;
     /* engine thread only */
@@ -52,6 +52,7 @@ struct vllm_stream {
     } *samples;                  /* (num_samples) */
     size_t num_samples, num_finished;
     size_t prompt_tokens, cached_prompt_tokens; /* usage from the last output */
+    int engine;                  /* the replica that runs it (vllm_stream_engine) */
 };
 
 /* A caller's add, on the caller's stack until the engine thread sets done. */
@@ -68,7 +69,7 @@ typedef struct add_cmd {
     char msg[AE_MSG_MAX];
 } add_cmd;
 
-struct vllm_async_engine {
+struct ae_replica {
     vllm_engine *e;              /* touched only by the engine thread once it runs */
     pthread_t thread;
     pthread_mutex_t mu;
@@ -83,6 +84,10 @@ struct vllm_async_engine {
     vllm_engine_stats stats;     /* the engine's stats after its last step (under mu) */
     vllm_stream **live;          /* (num_live) streams of unfinished requests */
     size_t num_live, cap_live;
+    size_t num_queued;           /* adds waiting for the engine thread (under mu) */
+    int index;                   /* this replica's number in the front */
+    replica_release_fn release;  /* the front's id registry (or NULL) */
+    void *release_ctx;
 };
 
 /* ---- chunks ---- */
@@ -374,24 +379,25 @@ void vllm_stream_free(vllm_stream *s) {
 
 /* ---- the engine thread ---- */
 
-static ssize_t live_find(vllm_async_engine *ae, const char *id) {
+static ssize_t live_find(ae_replica *ae, const char *id) {
     for (size_t i = 0; i < ae->num_live; i++)
         if (!strcmp(ae->live[i]->id, id)) return (ssize_t)i;
     return -1;
 }
 
 /* Takes live stream i out of the table and drops the engine's reference. */
-static void live_remove(vllm_async_engine *ae, size_t i) {
+static void live_remove(ae_replica *ae, size_t i) {
     vllm_stream *s = ae->live[i];
     pthread_mutex_lock(&ae->mu);
     ae->live[i] = ae->live[--ae->num_live];
     pthread_mutex_unlock(&ae->mu);
+    if (ae->release) ae->release(ae->release_ctx, s->id); /* s->id stays valid: the stream holds it */
     stream_release(s);
 }
 
 /* Runs queued adds on the engine, answering each caller as soon as its
  * add is done (the caller's add_cmd must not be touched afterwards). */
-static void run_adds(vllm_async_engine *ae, add_cmd *cmd) {
+static void run_adds(ae_replica *ae, add_cmd *cmd) {
     while (cmd) {
         add_cmd *next = cmd->next;
         vllm_status st = VLLM_OK;
@@ -429,6 +435,7 @@ static void run_adds(vllm_async_engine *ae, add_cmd *cmd) {
         }
         pthread_mutex_lock(&ae->mu);
         if (st == VLLM_OK) ae->live[ae->num_live++] = cmd->stream;
+        ae->num_queued--;
         cmd->status = st;
         if (st != VLLM_OK) snprintf(cmd->msg, sizeof cmd->msg, "%s", vllm_last_error());
         cmd->done = true;
@@ -438,9 +445,9 @@ static void run_adds(vllm_async_engine *ae, add_cmd *cmd) {
     }
 }
 
-/* Passes aborts requested through streams (vllm_async_abort, an early
+/* Passes aborts requested through streams (replica_abort, an early
  * vllm_stream_free) to the engine. */
-static void run_cancels(vllm_async_engine *ae) {
+static void run_cancels(ae_replica *ae) {
     for (size_t i = 0; i < ae->num_live; i++) {
         vllm_stream *s = ae->live[i];
         if (s->cancel_sent) continue;
@@ -455,7 +462,7 @@ static void run_cancels(vllm_async_engine *ae) {
 
 /* Ends every live request with an abort chunk carrying msg and drops them
  * from the engine, which stays usable. */
-static void fail_all(vllm_async_engine *ae, const char *msg) {
+static void fail_all(ae_replica *ae, const char *msg) {
     LOG_E("engine step failed: %s (aborting %zu requests)", msg, ae->num_live);
     while (ae->num_live) {
         stream_end_all(ae->live[ae->num_live - 1], msg);
@@ -464,7 +471,7 @@ static void fail_all(vllm_async_engine *ae, const char *msg) {
     engine_drop_all(ae->e);
 }
 
-static void run_step(vllm_async_engine *ae) {
+static void run_step(ae_replica *ae) {
     pthread_mutex_lock(&ae->mu);
     bool fail = ae->fail_next_step;
     ae->fail_next_step = false;
@@ -516,7 +523,7 @@ static void run_step(vllm_async_engine *ae) {
 }
 
 static void *engine_main(void *arg) {
-    vllm_async_engine *ae = arg;
+    ae_replica *ae = arg;
     bool busy = false;
     pthread_mutex_lock(&ae->mu);
     for (;;) {
@@ -540,6 +547,7 @@ static void *engine_main(void *arg) {
         c->status = VLLM_ERR_INVALID_ARG;
         snprintf(c->msg, sizeof c->msg, "request %s: the async engine is shutting down", c->id);
         c->done = true;
+        ae->num_queued--;
     }
     ae->adds_head = ae->adds_tail = NULL;
     pthread_cond_broadcast(&ae->done);
@@ -549,13 +557,15 @@ static void *engine_main(void *arg) {
 
 /* ---- the engine handle ---- */
 
-vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_options *options,
-                                     vllm_async_engine **out) {
-    if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_engine_create: out missing");
+vllm_status replica_create(const char *model_dir, const vllm_engine_options *options, int device_id, int index,
+                           replica_release_fn release, void *release_ctx, ae_replica **out) {
     *out = NULL;
-    vllm_async_engine *ae = calloc(1, sizeof *ae);
+    ae_replica *ae = calloc(1, sizeof *ae);
     if (!ae) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
-    vllm_status st = vllm_engine_create(model_dir, options, &ae->e);
+    ae->index = index;
+    ae->release = release;
+    ae->release_ctx = release_ctx;
+    vllm_status st = engine_create_on(model_dir, options, device_id, &ae->e);
     if (st != VLLM_OK) {
         free(ae);
         return st;
@@ -578,7 +588,7 @@ vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_op
     return VLLM_OK;
 }
 
-void vllm_async_engine_free(vllm_async_engine *ae) {
+void replica_free(ae_replica *ae) {
     if (!ae) return;
     pthread_mutex_lock(&ae->mu);
     ae->stop = true;
@@ -602,42 +612,51 @@ void vllm_async_engine_free(vllm_async_engine *ae) {
 }
 
 /* Immutable after create: safe from any thread. */
-vllm_sampling_params vllm_async_engine_default_sampling(const vllm_async_engine *ae) {
+vllm_sampling_params replica_default_sampling(const ae_replica *ae) {
     return vllm_engine_default_sampling(ae->e);
 }
 
-bool vllm_async_engine_has_tokenizer(const vllm_async_engine *ae) { return ae && vllm_engine_has_tokenizer(ae->e); }
+bool replica_has_tokenizer(const ae_replica *ae) { return ae && vllm_engine_has_tokenizer(ae->e); }
 
-void vllm_async_engine_get_info(const vllm_async_engine *ae, vllm_engine_info *out) {
+void replica_get_info(const ae_replica *ae, vllm_engine_info *out) {
     vllm_engine_get_info(ae->e, out); /* fixed after create: no lock needed */
 }
 
-void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out) {
+void replica_get_stats(ae_replica *ae, vllm_engine_stats *out) {
     pthread_mutex_lock(&ae->mu);
     *out = ae->stats;
     pthread_mutex_unlock(&ae->mu);
 }
 
+size_t replica_load(ae_replica *ae) {
+    pthread_mutex_lock(&ae->mu);
+    const size_t n = ae->num_live + ae->num_queued;
+    pthread_mutex_unlock(&ae->mu);
+    return n;
+}
+
+int vllm_stream_engine(const vllm_stream *s) { return s ? s->engine : -1; }
+
 /* Both run on the calling thread (the server's HTTP threads for /tokenize, /detokenize and
  * prompts): the tokenizer is read-only after load (tokenizer.h) and the engine thread is not
  * involved. */
-vllm_status vllm_async_tokenize(vllm_async_engine *ae, const char *text, bool add_special, int32_t **ids,
+vllm_status replica_tokenize(ae_replica *ae, const char *text, bool add_special, int32_t **ids,
                                 size_t *n) {
     return vllm_tokenize(ae->e, text, add_special, ids, n); /* the tokenizer is read-only */
 }
 
-vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, size_t n, bool skip_special,
+vllm_status replica_detokenize(ae_replica *ae, const int32_t *ids, size_t n, bool skip_special,
                                   char **text) {
     return vllm_detokenize(ae->e, ids, n, skip_special, text);
 }
 
-static void caller_leave(vllm_async_engine *ae) {
+static void caller_leave(ae_replica *ae) {
     ae->callers--;
     if (ae->stop && ae->callers == 0) pthread_cond_broadcast(&ae->done);
 }
 
-/* vllm_async_add_request and vllm_async_add_pooling_request: cmd has the id, params or pool and pooling set. */
-static vllm_status add_common(vllm_async_engine *ae, add_cmd *tmpl, const vllm_prompt *prompt, vllm_stream **out) {
+/* replica_add_request and replica_add_pooling_request: cmd has the id, params or pool and pooling set. */
+static vllm_status add_common(ae_replica *ae, add_cmd *tmpl, const vllm_prompt *prompt, vllm_stream **out) {
     const char *request_id = tmpl->id;
     if (out) *out = NULL;
     if (!ae || !out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_add_request: engine or out missing");
@@ -645,13 +664,14 @@ static vllm_status add_common(vllm_async_engine *ae, add_cmd *tmpl, const vllm_p
     if (!prompt) return vt_error(VLLM_ERR_INVALID_ARG, "request %s: no prompt", request_id);
     vllm_stream *s = stream_new(request_id);
     if (!s) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    s->engine = ae->index;
     pthread_mutex_lock(&ae->mu);
     if (ae->stop) {
         pthread_mutex_unlock(&ae->mu);
         stream_release(s);
         return vt_error(VLLM_ERR_INVALID_ARG, "request %s: the async engine is shutting down", request_id);
     }
-    ae->callers++; /* from here vllm_async_engine_free waits for this call (the tokenizer stays) */
+    ae->callers++; /* from here replica_free waits for this call (the tokenizer stays) */
     pthread_mutex_unlock(&ae->mu);
 
     /* A text prompt is tokenized here, on the caller's thread (the tokenizer is immutable once
@@ -685,6 +705,7 @@ static vllm_status add_common(vllm_async_engine *ae, add_cmd *tmpl, const vllm_p
     if (ae->adds_tail) ae->adds_tail->next = &cmd;
     else ae->adds_head = &cmd;
     ae->adds_tail = &cmd;
+    ae->num_queued++;
     pthread_cond_signal(&ae->wake);
     while (!cmd.done) pthread_cond_wait(&ae->done, &ae->mu);
     caller_leave(ae);
@@ -698,20 +719,19 @@ static vllm_status add_common(vllm_async_engine *ae, add_cmd *tmpl, const vllm_p
     return VLLM_OK;
 }
 
-vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+vllm_status replica_add_request(ae_replica *ae, const char *request_id, const vllm_prompt *prompt,
                                    const vllm_sampling_params *params, vllm_stream **out) {
     add_cmd cmd = {.id = request_id, .params = params};
     return add_common(ae, &cmd, prompt, out);
 }
 
-vllm_status vllm_async_add_pooling_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+vllm_status replica_add_pooling_request(ae_replica *ae, const char *request_id, const vllm_prompt *prompt,
                                            const vllm_pooling_params *params, vllm_stream **out) {
     add_cmd cmd = {.id = request_id, .pool = params, .pooling = true};
     return add_common(ae, &cmd, prompt, out);
 }
 
-vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id) {
-    if (!ae || !request_id) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_abort: engine or request id missing");
+vllm_status replica_abort(ae_replica *ae, const char *request_id) {
     pthread_mutex_lock(&ae->mu);
     ssize_t i = live_find(ae, request_id);
     if (i >= 0) {
@@ -722,26 +742,25 @@ vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id) {
         pthread_cond_signal(&ae->wake);
     }
     pthread_mutex_unlock(&ae->mu);
-    if (i < 0) return vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", request_id);
-    return VLLM_OK;
+    return i < 0 ? VLLM_ERR_NOT_FOUND : VLLM_OK;
 }
 
 /* ---- test hooks ---- */
 
-void async_engine_fail_next_step(vllm_async_engine *ae) {
+void replica_fail_next_step(ae_replica *ae) {
     pthread_mutex_lock(&ae->mu);
     ae->fail_next_step = true;
     pthread_mutex_unlock(&ae->mu);
 }
 
-void async_engine_pause(vllm_async_engine *ae, bool paused) {
+void replica_pause(ae_replica *ae, bool paused) {
     pthread_mutex_lock(&ae->mu);
     ae->paused = paused;
     pthread_cond_signal(&ae->wake);
     pthread_mutex_unlock(&ae->mu);
 }
 
-size_t async_engine_steps(vllm_async_engine *ae) {
+size_t replica_steps(ae_replica *ae) {
     pthread_mutex_lock(&ae->mu);
     size_t n = ae->steps;
     pthread_mutex_unlock(&ae->mu);

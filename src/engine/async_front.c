@@ -1,0 +1,240 @@
+/*
+ * async_front.c: the thread-safe front of vllm.h (vllm_async_*): one engine replica (async_replica.c), or
+ * data_parallel_size of them behind one handle as vLLM's data parallelism puts them behind one server.
+ *
+ * Each replica loads the model with its own engine thread, scheduler and KV cache (a GPU replica r on
+ * ordinals r * tp .. r * tp + tp - 1; on the CPU the cores are shared out). A request goes to the replica
+ * that holds the fewest requests, live or queued (vLLM's DPLBAsyncMPClient balances by its engines'
+ * waiting and running counts), ties taken in turn; its stream says which (vllm_stream_engine). Request ids
+ * stay unique across replicas: the front keeps the ids of requests added and not yet finished, and a
+ * replica hands an id back (replica_release_fn) when its request stops being live. With one replica the
+ * replica's own check is the only one, as before.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/async_engine.h"
+#include "engine/async_replica.h"
+#include "engine/engine_internal.h"
+
+struct vllm_async_engine {
+    ae_replica **reps; /* (n) */
+    int n;
+    pthread_mutex_t mu; /* guards ids and next */
+    char **ids;         /* (num_ids) ids of the requests added and not yet released (n > 1 only) */
+    size_t num_ids, cap_ids;
+    unsigned next;      /* where the search for the least loaded replica starts (ties in turn) */
+};
+
+/* ---- the id registry (n > 1) ---- */
+
+static ssize_t ids_find(const vllm_async_engine *ae, const char *id) {
+    for (size_t i = 0; i < ae->num_ids; i++)
+        if (!strcmp(ae->ids[i], id)) return (ssize_t)i;
+    return -1;
+}
+
+/* Claims id for a new request: VLLM_ERR_INVALID_ARG when a request of the front already has it. */
+static vllm_status ids_claim(vllm_async_engine *ae, const char *id) {
+    vllm_status st = VLLM_OK;
+    pthread_mutex_lock(&ae->mu);
+    if (ids_find(ae, id) >= 0) {
+        st = vt_error(VLLM_ERR_INVALID_ARG, "request id '%s' is already in use", id);
+    } else if (ae->num_ids == ae->cap_ids) {
+        const size_t cap = ae->cap_ids ? 2 * ae->cap_ids : 64;
+        char **p = realloc(ae->ids, cap * sizeof *p);
+        if (!p) st = vt_error(VLLM_ERR_NO_MEMORY, "request %s: out of memory", id);
+        else ae->ids = p, ae->cap_ids = cap;
+    }
+    char *copy = st == VLLM_OK ? strdup(id) : NULL;
+    if (st == VLLM_OK && !copy) st = vt_error(VLLM_ERR_NO_MEMORY, "request %s: out of memory", id);
+    if (st == VLLM_OK) ae->ids[ae->num_ids++] = copy;
+    pthread_mutex_unlock(&ae->mu);
+    return st;
+}
+
+/* replica_release_fn: a replica's request ended (or the add failed) */
+static void ids_release(void *ctx, const char *id) {
+    vllm_async_engine *ae = ctx;
+    pthread_mutex_lock(&ae->mu);
+    const ssize_t i = ids_find(ae, id);
+    if (i >= 0) {
+        free(ae->ids[i]);
+        ae->ids[i] = ae->ids[--ae->num_ids];
+    }
+    pthread_mutex_unlock(&ae->mu);
+}
+
+/* ---- the handle ---- */
+
+vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_options *options,
+                                     vllm_async_engine **out) {
+    if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_engine_create: out missing");
+    *out = NULL;
+    vllm_engine_options o = options ? *options : vllm_engine_default_options();
+    if (o.data_parallel_size < 0 || o.data_parallel_size > ENGINE_MAX_DP)
+        return vt_error(VLLM_ERR_INVALID_ARG, "data_parallel_size %d: 1 to %d", o.data_parallel_size, ENGINE_MAX_DP);
+    const int n = o.data_parallel_size > 1 ? o.data_parallel_size : 1;
+    const int tp = o.tensor_parallel_size > 1 ? o.tensor_parallel_size : 1;
+    vllm_async_engine *ae = calloc(1, sizeof *ae);
+    if (!ae || !(ae->reps = calloc((size_t)n, sizeof *ae->reps))) {
+        free(ae);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    }
+    pthread_mutex_init(&ae->mu, NULL);
+    ae->n = n;
+    if (n > 1) {
+        if (o.num_threads == 0) { /* the CPU's cores shared out (each TP rank of a replica takes num_threads) */
+            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            o.num_threads = cores > (long)n * tp ? (int)(cores / ((long)n * tp)) : 1;
+        }
+        LOG_I("data parallelism: %d engine replicas of device %s (%d rank%s each)", n, o.device ? o.device : "cpu", tp,
+              tp > 1 ? "s" : "");
+    }
+    vllm_status st = VLLM_OK;
+    for (int r = 0; r < n && st == VLLM_OK; r++) {
+        st = replica_create(model_dir, &o, r * tp, r, n > 1 ? ids_release : NULL, ae, &ae->reps[r]);
+        if (st != VLLM_OK && n > 1) vt_error_prefix("data-parallel replica %d", r);
+    }
+    if (st != VLLM_OK) {
+        vllm_async_engine_free(ae);
+        return st;
+    }
+    *out = ae;
+    return VLLM_OK;
+}
+
+void vllm_async_engine_free(vllm_async_engine *ae) {
+    if (!ae) return;
+    for (int r = 0; r < ae->n; r++)
+        if (ae->reps[r]) replica_free(ae->reps[r]); /* its live ids come back through ids_release */
+    for (size_t i = 0; i < ae->num_ids; i++) free(ae->ids[i]);
+    free(ae->ids);
+    free(ae->reps);
+    pthread_mutex_destroy(&ae->mu);
+    free(ae);
+}
+
+/* The replicas load the same model: replica 0 answers for all. */
+vllm_sampling_params vllm_async_engine_default_sampling(const vllm_async_engine *ae) {
+    return replica_default_sampling(ae->reps[0]);
+}
+
+bool vllm_async_engine_has_tokenizer(const vllm_async_engine *ae) { return ae && replica_has_tokenizer(ae->reps[0]); }
+
+void vllm_async_engine_get_info(const vllm_async_engine *ae, vllm_engine_info *out) { replica_get_info(ae->reps[0], out); }
+
+int vllm_async_engine_num_engines(const vllm_async_engine *ae) { return ae ? ae->n : 0; }
+
+void vllm_async_engine_get_engine_stats(vllm_async_engine *ae, int engine, vllm_engine_stats *out) {
+    if (!ae || engine < 0 || engine >= ae->n) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    replica_get_stats(ae->reps[engine], out);
+}
+
+void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out) {
+    replica_get_stats(ae->reps[0], out);
+    for (int r = 1; r < ae->n; r++) {
+        vllm_engine_stats s;
+        replica_get_stats(ae->reps[r], &s);
+        out->num_running += s.num_running;
+        out->num_waiting += s.num_waiting;
+        out->num_free_kv_blocks += s.num_free_kv_blocks;
+        out->kv_cache_usage += s.kv_cache_usage;
+        out->prefix_cache_queries += s.prefix_cache_queries;
+        out->prefix_cache_hits += s.prefix_cache_hits;
+        out->num_preemptions += s.num_preemptions;
+        out->prompt_tokens += s.prompt_tokens;
+        out->generation_tokens += s.generation_tokens;
+        out->steps += s.steps;
+    }
+    out->kv_cache_usage /= ae->n;
+}
+
+vllm_status vllm_async_tokenize(vllm_async_engine *ae, const char *text, bool add_special, int32_t **ids,
+                                size_t *n) {
+    return replica_tokenize(ae->reps[0], text, add_special, ids, n);
+}
+
+vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, size_t n, bool skip_special,
+                                  char **text) {
+    return replica_detokenize(ae->reps[0], ids, n, skip_special, text);
+}
+
+/* ---- requests ---- */
+
+/* The replica holding the fewest requests, the search starting one further each call (ties in turn). */
+static ae_replica *pick(vllm_async_engine *ae) {
+    if (ae->n == 1) return ae->reps[0];
+    pthread_mutex_lock(&ae->mu);
+    const unsigned start = ae->next++;
+    pthread_mutex_unlock(&ae->mu);
+    ae_replica *best = NULL;
+    size_t best_load = 0;
+    for (int k = 0; k < ae->n; k++) {
+        ae_replica *r = ae->reps[(start + (unsigned)k) % (unsigned)ae->n];
+        const size_t load = replica_load(r);
+        if (!best || load < best_load) best = r, best_load = load;
+    }
+    return best;
+}
+
+typedef struct add_args {
+    const vllm_sampling_params *params;
+    const vllm_pooling_params *pool;
+    bool pooling;
+} add_args;
+
+static vllm_status add(vllm_async_engine *ae, const char *id, const vllm_prompt *prompt, add_args a, vllm_stream **out) {
+    if (out) *out = NULL;
+    if (!ae || !out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_add_request: engine or out missing");
+    if (!id || !*id) return vt_error(VLLM_ERR_INVALID_ARG, "request id missing");
+    if (ae->n > 1) {
+        vllm_status st = ids_claim(ae, id);
+        if (st != VLLM_OK) return st;
+    }
+    ae_replica *r = pick(ae);
+    vllm_status st = a.pooling ? replica_add_pooling_request(r, id, prompt, a.pool, out)
+                            : replica_add_request(r, id, prompt, a.params, out);
+    if (st != VLLM_OK && ae->n > 1) ids_release(ae, id); /* (the error stays the replica's) */
+    return st;
+}
+
+vllm_status vllm_async_add_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+                                   const vllm_sampling_params *params, vllm_stream **out) {
+    return add(ae, request_id, prompt, (add_args){.params = params}, out);
+}
+
+vllm_status vllm_async_add_pooling_request(vllm_async_engine *ae, const char *request_id, const vllm_prompt *prompt,
+                                           const vllm_pooling_params *params, vllm_stream **out) {
+    return add(ae, request_id, prompt, (add_args){.pool = params, .pooling = true}, out);
+}
+
+vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id) {
+    if (!ae || !request_id) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_abort: engine or request id missing");
+    for (int r = 0; r < ae->n; r++)
+        if (replica_abort(ae->reps[r], request_id) == VLLM_OK) return VLLM_OK;
+    return vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", request_id);
+}
+
+/* ---- test hooks (async_engine.h) ---- */
+
+void async_engine_fail_next_step(vllm_async_engine *ae) {
+    for (int r = 0; r < ae->n; r++) replica_fail_next_step(ae->reps[r]);
+}
+
+void async_engine_pause(vllm_async_engine *ae, bool paused) {
+    for (int r = 0; r < ae->n; r++) replica_pause(ae->reps[r], paused);
+}
+
+size_t async_engine_steps(vllm_async_engine *ae) {
+    size_t n = 0;
+    for (int r = 0; r < ae->n; r++) n += replica_steps(ae->reps[r]);
+    return n;
+}

@@ -23,6 +23,7 @@
 #include "cli/cli.h"
 #include "cli/cli_hub.h"
 #include "cli/dataset.h"
+#include "core/error.h"
 #include "vllm.h"
 
 /* vLLM's latency benchmark draws prompt ids from [0, 10000). */
@@ -53,6 +54,8 @@ static void usage(FILE *f) {
             "                              Schema in file F (the grammar engine's cost; with ignore_eos the output\n"
             "                              goes on unconstrained once the JSON ends); prints the token-mask times\n"
             "  --structured-output-ratio R the fraction of requests constrained (default 1)\n"
+            "  --data-parallel-size N (-dp) N engine replicas (the thread-safe front, as vllmc serve -dp), the\n"
+            "                              requests added at once and balanced by load\n"
             "both:\n"
             "  --seed S                    seed of the random prompts, dummy weights and sampling (default 0)\n"
             "  --output-json F             also write the results as JSON\n"
@@ -91,7 +94,7 @@ typedef struct int_opt {
 
 /* Parses argv (argv[0] is the subcommand); 0 ok, 1 help printed, 2 bad option. */
 static int parse_args(int argc, char **argv, bench_args *a) {
-    long long threads = 0, tp = 1, block_size = a->eo.block_size, num_kv_blocks = 0, max_model_len = 0;
+    long long threads = 0, tp = 1, dp = 1, block_size = a->eo.block_size, num_kv_blocks = 0, max_model_len = 0;
     long long max_num_seqs = a->eo.max_num_seqs, max_batched = a->eo.max_num_batched_tokens;
     const int_opt opts[] = {
         {"--input-len", 1, INT32_MAX, &a->input_len, &a->set_input_len, false, false},
@@ -104,6 +107,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"--threads", 0, 4096, &threads, NULL, false, false},
         {"--tensor-parallel-size", 1, 64, &tp, NULL, false, false},
         {"-tp", 1, 64, &tp, NULL, false, false},
+        {"--data-parallel-size", 1, 64, &dp, NULL, false, true},
+        {"-dp", 1, 64, &dp, NULL, false, true},
         {"--block-size", 1, 1024, &block_size, NULL, false, false},
         {"--num-kv-blocks", 0, INT32_MAX, &num_kv_blocks, NULL, false, false},
         {"--kv-cache-memory", 1, (long long)1 << 30, &a->kv_mib, &a->set_kv_mib, false, false},
@@ -194,6 +199,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     a->eo.num_threads = (int)threads;
     a->eo.tensor_parallel_size = (int)tp;
+    a->eo.data_parallel_size = (int)dp;
     a->eo.block_size = (int)block_size;
     a->eo.num_kv_blocks = (int)num_kv_blocks;
     a->eo.max_model_len = (int)max_model_len;
@@ -335,14 +341,48 @@ out:
 /* throughput                                                          */
 /* ------------------------------------------------------------------ */
 
-static int run_throughput(const bench_args *a, vllm_engine *engine, const cli_dataset *d,
+/* --data-parallel-size: every request added to the replicas' front at once, then each stream read to its end;
+ * the prompt and output token counts summed (short: requests that stopped before max_tokens). */
+static vllm_status dp_generate(vllm_async_engine *ae, const vllm_prompt *prompts, size_t n,
+                               const vllm_sampling_params *sps, size_t *prompt_tokens, size_t *output_tokens,
+                               size_t *short_requests) {
+    vllm_stream **ss = calloc(n ? n : 1, sizeof *ss);
+    if (!ss) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    vllm_status st = VLLM_OK;
+    for (size_t i = 0; i < n && st == VLLM_OK; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "bench-%zu", i);
+        st = vllm_async_add_request(ae, id, &prompts[i], &sps[i], &ss[i]);
+    }
+    for (size_t i = 0; i < n && st == VLLM_OK; i++) {
+        size_t got = 0;
+        for (;;) {
+            vllm_stream_chunk c;
+            if ((st = vllm_stream_next(ss[i], &c, -1)) != VLLM_OK) break;
+            got += c.num_tokens;
+            const bool last = c.last;
+            if (c.error) st = vt_error(VLLM_ERR_BACKEND, "request %zu: %s", i, c.error);
+            if (last) *prompt_tokens += c.prompt_tokens;
+            vllm_stream_chunk_clear(&c);
+            if (last || st != VLLM_OK) break;
+        }
+        *output_tokens += got;
+        *short_requests += got < (size_t)sps[i].max_tokens;
+    }
+    for (size_t i = 0; i < n; i++) vllm_stream_free(ss[i]);
+    free(ss);
+    return st;
+}
+
+static int run_throughput(const bench_args *a, vllm_engine *engine, vllm_async_engine *ae, const cli_dataset *d,
                           const vllm_prompt *prompts) {
     const size_t n = d->n;
     vllm_sampling_params *sps = NULL;
     vllm_completion *comps = NULL;
     int rc = 1;
+    const bool has_tok = ae ? vllm_async_engine_has_tokenizer(ae) : vllm_engine_has_tokenizer(engine);
     for (size_t i = 0; i < n; i++)
-        if (d->items[i].text && !vllm_engine_has_tokenizer(engine)) {
+        if (d->items[i].text && !has_tok) {
             fprintf(stderr, "vllmc bench throughput: %s has text prompts but %s has no tokenizer.json\n", a->dataset,
                     a->model);
             return 2;
@@ -368,15 +408,22 @@ static int run_throughput(const bench_args *a, vllm_engine *engine, const cli_da
             n, requested, a->eo.max_num_seqs, a->eo.max_num_batched_tokens);
     vllm_generate_stats st;
     memset(&st, 0, sizeof st);
+    size_t prompt_tokens = 0, output_tokens = 0, short_requests = 0;
     double t0 = cli_now();
-    vllm_status s = vllm_generate(engine, prompts, n, sps, true, &comps, &st);
+    vllm_status s = ae ? dp_generate(ae, prompts, n, sps, &prompt_tokens, &output_tokens, &short_requests)
+                       : vllm_generate(engine, prompts, n, sps, true, &comps, &st);
     double elapsed = cli_now() - t0;
     if (s != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
         goto out;
     }
-    size_t prompt_tokens = 0, output_tokens = 0, short_requests = 0;
-    for (size_t i = 0; i < n; i++) {
+    if (ae) { /* the replicas' summed counters (structured-output mask times are the offline path's) */
+        vllm_engine_stats es;
+        vllm_async_engine_get_stats(ae, &es);
+        st.steps = (size_t)es.steps;
+        st.preemptions = (size_t)es.num_preemptions;
+    }
+    for (size_t i = 0; !ae && i < n; i++) {
         prompt_tokens += comps[i].num_prompt_tokens;
         output_tokens += comps[i].num_tokens;
         short_requests += comps[i].num_tokens < (size_t)sps[i].max_tokens;
@@ -511,14 +558,19 @@ int cmd_bench(int argc, char **argv) {
     }
     vllm_prompt *prompts = cli_dataset_prompts(&d);
     vllm_engine *engine = NULL;
+    vllm_async_engine *ae = NULL;
     int rc = 1;
     if (!prompts) {
         fprintf(stderr, "%s: out of memory\n", a.who);
+    } else if (a.eo.data_parallel_size > 1) { /* replicas: the thread-safe front */
+        if (vllm_async_engine_create(a.model, &a.eo, &ae) != VLLM_OK) fprintf(stderr, "vllmc: %s\n", vllm_last_error());
+        else rc = run_throughput(&a, NULL, ae, &d, prompts);
     } else if (vllm_engine_create(a.model, &a.eo, &engine) != VLLM_OK) {
         fprintf(stderr, "vllmc: %s\n", vllm_last_error());
     } else {
-        rc = a.latency ? run_latency(&a, engine, prompts, d.n) : run_throughput(&a, engine, &d, prompts);
+        rc = a.latency ? run_latency(&a, engine, prompts, d.n) : run_throughput(&a, engine, NULL, &d, prompts);
     }
+    vllm_async_engine_free(ae);
     vllm_engine_free(engine);
     free(prompts);
     cli_dataset_free(&d);

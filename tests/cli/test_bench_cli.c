@@ -1,5 +1,5 @@
 /*
- * test_bench_cli.c: the `vllmc bench latency` and `vllmc bench throughput`
+ * test_bench_cli.c: the `vllmc bench latency` and `vllmc bench throughput` (also with -dp 2)
  * contract: vLLM's result lines parse with positive, consistent numbers,
  * the JSON results match, datasets are read as documented, and every bad
  * option gives one clear error line and exit code 2.
@@ -130,6 +130,24 @@ static void test_throughput(void) {
         CHECK_NEAR(json_number_value(json_object_get(o, "tokens_per_second")), 72 / el, 1e-6 * (72 / el));
         json_decref(o);
     }
+    free(out);
+    free(err);
+
+    /* --data-parallel-size 2: two replicas behind the thread-safe front, the same token counts */
+    snprintf(args, sizeof args,
+             "bench throughput --model %s --input-len 8 --output-len 4 --num-prompts 6 --max-num-seqs 4 -dp 2 "
+             "--threads 1", FIX);
+    rc = run(args, &out, &err);
+    CHECK_MSG(rc == 0, "-dp 2: rc %d: %s", rc, err);
+    CHECK(parse_throughput(out, &req, &total, &output) && req > 0 && output > 0);
+    CHECK(number_after(out, "Total num prompt tokens:  ") == 48);
+    CHECK(number_after(out, "Total num output tokens:  ") == 24);
+    CHECK_MSG(strstr(err, "Done: 6 requests"), "stderr: %s", err);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "bench latency --model %s -dp 2", FIX);
+    rc = run(args, &out, &err);
+    CHECK_MSG(rc == 2 && strstr(err, "-dp is an option of bench throughput"), "latency -dp: rc %d: %s", rc, err);
     free(out);
     free(err);
 

@@ -500,8 +500,11 @@ void vllm_stream_chunk_clear(vllm_stream_chunk *chunk);
 vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_options *options,
                                      vllm_async_engine **out);
 /* Its replicas (options' data_parallel_size, at least 1), and one's stats (as vllm_async_engine_get_stats,
- * which sums them: counts and tokens added, kv_cache_usage their mean). */
+ * which sums them: counts and tokens added, kv_cache_usage over all their blocks). */
 int vllm_async_engine_num_engines(const vllm_async_engine *ae);
+/* One replica's vllm_engine_info (GPU replicas size their KV caches apart; vllm_async_engine_get_info is
+ * replica 0's). */
+void vllm_async_engine_get_engine_info(const vllm_async_engine *ae, int engine, vllm_engine_info *out);
 void vllm_async_engine_get_engine_stats(vllm_async_engine *ae, int engine, vllm_engine_stats *out);
 /* Stops the engine thread: every unfinished sample ends with a chunk of
  * finish_reason abort (error "the async engine was freed"). Streams stay

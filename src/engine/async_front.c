@@ -24,10 +24,15 @@
 struct vllm_async_engine {
     ae_replica **reps; /* (n) */
     int n;
-    pthread_mutex_t mu; /* guards ids and next */
+    pthread_mutex_t mu; /* guards what follows */
+    pthread_cond_t left; /* a caller left (vllm_async_engine_free waits for them) */
     char **ids;         /* (num_ids) ids of the requests added and not yet released (n > 1 only) */
     size_t num_ids, cap_ids;
     unsigned next;      /* where the search for the least loaded replica starts (ties in turn) */
+    size_t *picked;     /* (n) adds sent to each replica and not yet answered (a text prompt is tokenized
+                           before its replica counts it: concurrent adds would all pick the same one) */
+    int callers;        /* threads inside add / abort */
+    bool stopping;      /* vllm_async_engine_free has begun: new calls refused */
 };
 
 /* ---- the id registry (n > 1) ---- */
@@ -81,11 +86,13 @@ vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_op
     const int n = o.data_parallel_size > 1 ? o.data_parallel_size : 1;
     const int tp = o.tensor_parallel_size > 1 ? o.tensor_parallel_size : 1;
     vllm_async_engine *ae = calloc(1, sizeof *ae);
-    if (!ae || !(ae->reps = calloc((size_t)n, sizeof *ae->reps))) {
+    if (!ae || !(ae->reps = calloc((size_t)n, sizeof *ae->reps)) || !(ae->picked = calloc((size_t)n, sizeof *ae->picked))) {
+        if (ae) free(ae->reps);
         free(ae);
         return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
     }
     pthread_mutex_init(&ae->mu, NULL);
+    pthread_cond_init(&ae->left, NULL);
     ae->n = n;
     if (n > 1) {
         if (o.num_threads == 0) { /* the CPU's cores shared out (each TP rank of a replica takes num_threads) */
@@ -108,15 +115,40 @@ vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_op
     return VLLM_OK;
 }
 
+/* Stops every replica first (adds in flight are answered "shutting down"), waits for the callers still
+ * inside the front, then frees the replicas (their live ids come back through ids_release) and the front. */
 void vllm_async_engine_free(vllm_async_engine *ae) {
     if (!ae) return;
-    for (int r = 0; r < ae->n; r++)
-        if (ae->reps[r]) replica_free(ae->reps[r]); /* its live ids come back through ids_release */
+    pthread_mutex_lock(&ae->mu);
+    ae->stopping = true;
+    pthread_mutex_unlock(&ae->mu);
+    for (int r = 0; r < ae->n; r++) replica_stop(ae->reps[r]);
+    pthread_mutex_lock(&ae->mu);
+    while (ae->callers > 0) pthread_cond_wait(&ae->left, &ae->mu);
+    pthread_mutex_unlock(&ae->mu);
+    for (int r = 0; r < ae->n; r++) replica_free(ae->reps[r]);
     for (size_t i = 0; i < ae->num_ids; i++) free(ae->ids[i]);
     free(ae->ids);
     free(ae->reps);
+    free(ae->picked);
+    pthread_cond_destroy(&ae->left);
     pthread_mutex_destroy(&ae->mu);
     free(ae);
+}
+
+/* A caller enters the front (false: it is being freed) and leaves it. */
+static bool enter(vllm_async_engine *ae) {
+    pthread_mutex_lock(&ae->mu);
+    const bool ok = !ae->stopping;
+    if (ok) ae->callers++;
+    pthread_mutex_unlock(&ae->mu);
+    return ok;
+}
+
+static void leave(vllm_async_engine *ae) {
+    pthread_mutex_lock(&ae->mu);
+    if (--ae->callers == 0 && ae->stopping) pthread_cond_broadcast(&ae->left);
+    pthread_mutex_unlock(&ae->mu);
 }
 
 /* The replicas load the same model: replica 0 answers for all. */
@@ -130,6 +162,14 @@ void vllm_async_engine_get_info(const vllm_async_engine *ae, vllm_engine_info *o
 
 int vllm_async_engine_num_engines(const vllm_async_engine *ae) { return ae ? ae->n : 0; }
 
+void vllm_async_engine_get_engine_info(const vllm_async_engine *ae, int engine, vllm_engine_info *out) {
+    if (!ae || engine < 0 || engine >= ae->n) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    replica_get_info(ae->reps[engine], out);
+}
+
 void vllm_async_engine_get_engine_stats(vllm_async_engine *ae, int engine, vllm_engine_stats *out) {
     if (!ae || engine < 0 || engine >= ae->n) {
         memset(out, 0, sizeof *out);
@@ -140,13 +180,20 @@ void vllm_async_engine_get_engine_stats(vllm_async_engine *ae, int engine, vllm_
 
 void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out) {
     replica_get_stats(ae->reps[0], out);
+    if (ae->n == 1) return;
+    /* KV usage weighted by each replica's pool (GPU replicas size theirs apart) */
+    vllm_engine_info info;
+    replica_get_info(ae->reps[0], &info);
+    double used = out->kv_cache_usage * info.num_kv_blocks, blocks = info.num_kv_blocks;
     for (int r = 1; r < ae->n; r++) {
         vllm_engine_stats s;
         replica_get_stats(ae->reps[r], &s);
+        replica_get_info(ae->reps[r], &info);
+        used += s.kv_cache_usage * info.num_kv_blocks;
+        blocks += info.num_kv_blocks;
         out->num_running += s.num_running;
         out->num_waiting += s.num_waiting;
         out->num_free_kv_blocks += s.num_free_kv_blocks;
-        out->kv_cache_usage += s.kv_cache_usage;
         out->prefix_cache_queries += s.prefix_cache_queries;
         out->prefix_cache_hits += s.prefix_cache_hits;
         out->num_preemptions += s.num_preemptions;
@@ -154,7 +201,7 @@ void vllm_async_engine_get_stats(vllm_async_engine *ae, vllm_engine_stats *out) 
         out->generation_tokens += s.generation_tokens;
         out->steps += s.steps;
     }
-    out->kv_cache_usage /= ae->n;
+    out->kv_cache_usage = blocks > 0 ? used / blocks : 0.0;
 }
 
 vllm_status vllm_async_tokenize(vllm_async_engine *ae, const char *text, bool add_special, int32_t **ids,
@@ -169,19 +216,21 @@ vllm_status vllm_async_detokenize(vllm_async_engine *ae, const int32_t *ids, siz
 
 /* ---- requests ---- */
 
-/* The replica holding the fewest requests, the search starting one further each call (ties in turn). */
-static ae_replica *pick(vllm_async_engine *ae) {
-    if (ae->n == 1) return ae->reps[0];
+/* The replica holding the fewest requests (live, queued, or picked by an add not yet answered), the search
+ * starting one further each call (ties in turn); counted in picked until the add returns. */
+static int pick(vllm_async_engine *ae) {
+    if (ae->n == 1) return 0;
+    size_t load[ENGINE_MAX_DP];
+    for (int r = 0; r < ae->n; r++) load[r] = replica_load(ae->reps[r]);
     pthread_mutex_lock(&ae->mu);
     const unsigned start = ae->next++;
-    pthread_mutex_unlock(&ae->mu);
-    ae_replica *best = NULL;
-    size_t best_load = 0;
+    int best = -1;
     for (int k = 0; k < ae->n; k++) {
-        ae_replica *r = ae->reps[(start + (unsigned)k) % (unsigned)ae->n];
-        const size_t load = replica_load(r);
-        if (!best || load < best_load) best = r, best_load = load;
+        const int r = (int)((start + (unsigned)k) % (unsigned)ae->n);
+        if (best < 0 || load[r] + ae->picked[r] < load[best] + ae->picked[best]) best = r;
     }
+    ae->picked[best]++;
+    pthread_mutex_unlock(&ae->mu);
     return best;
 }
 
@@ -195,14 +244,20 @@ static vllm_status add(vllm_async_engine *ae, const char *id, const vllm_prompt 
     if (out) *out = NULL;
     if (!ae || !out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_add_request: engine or out missing");
     if (!id || !*id) return vt_error(VLLM_ERR_INVALID_ARG, "request id missing");
-    if (ae->n > 1) {
-        vllm_status st = ids_claim(ae, id);
-        if (st != VLLM_OK) return st;
+    if (!enter(ae)) return vt_error(VLLM_ERR_INVALID_ARG, "request %s: the async engine is shutting down", id);
+    vllm_status st = ae->n > 1 ? ids_claim(ae, id) : VLLM_OK;
+    if (st == VLLM_OK) {
+        const int r = pick(ae);
+        st = a.pooling ? replica_add_pooling_request(ae->reps[r], id, prompt, a.pool, out)
+                       : replica_add_request(ae->reps[r], id, prompt, a.params, out);
+        if (ae->n > 1) {
+            pthread_mutex_lock(&ae->mu);
+            ae->picked[r]--;
+            pthread_mutex_unlock(&ae->mu);
+            if (st != VLLM_OK) ids_release(ae, id); /* (the error stays the replica's) */
+        }
     }
-    ae_replica *r = pick(ae);
-    vllm_status st = a.pooling ? replica_add_pooling_request(r, id, prompt, a.pool, out)
-                            : replica_add_request(r, id, prompt, a.params, out);
-    if (st != VLLM_OK && ae->n > 1) ids_release(ae, id); /* (the error stays the replica's) */
+    leave(ae);
     return st;
 }
 
@@ -218,9 +273,11 @@ vllm_status vllm_async_add_pooling_request(vllm_async_engine *ae, const char *re
 
 vllm_status vllm_async_abort(vllm_async_engine *ae, const char *request_id) {
     if (!ae || !request_id) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_abort: engine or request id missing");
-    for (int r = 0; r < ae->n; r++)
-        if (replica_abort(ae->reps[r], request_id) == VLLM_OK) return VLLM_OK;
-    return vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", request_id);
+    if (!enter(ae)) return vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", request_id);
+    bool found = false;
+    for (int r = 0; r < ae->n && !found; r++) found = replica_abort(ae->reps[r], request_id) == VLLM_OK;
+    leave(ae);
+    return found ? VLLM_OK : vt_error(VLLM_ERR_NOT_FOUND, "no unfinished request '%s'", request_id);
 }
 
 /* ---- test hooks (async_engine.h) ---- */

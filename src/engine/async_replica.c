@@ -85,6 +85,7 @@ struct ae_replica {
     vllm_stream **live;          /* (num_live) streams of unfinished requests */
     size_t num_live, cap_live;
     size_t num_queued;           /* adds waiting for the engine thread (under mu) */
+    bool joined;                 /* replica_stop joined the engine thread */
     int index;                   /* this replica's number in the front */
     replica_release_fn release;  /* the front's id registry (or NULL) */
     void *release_ctx;
@@ -391,8 +392,20 @@ static void live_remove(ae_replica *ae, size_t i) {
     pthread_mutex_lock(&ae->mu);
     ae->live[i] = ae->live[--ae->num_live];
     pthread_mutex_unlock(&ae->mu);
-    if (ae->release) ae->release(ae->release_ctx, s->id); /* s->id stays valid: the stream holds it */
     stream_release(s);
+}
+
+/* The front's id registry lets live stream i's id go: called before its last chunk is pushed, so that a
+ * consumer who read that chunk may reuse the id at once (then live_remove). */
+static void live_release(ae_replica *ae, size_t i) {
+    if (ae->release) ae->release(ae->release_ctx, ae->live[i]->id);
+}
+
+/* Ends live stream i with an abort chunk carrying msg (every unfinished sample) and drops it. */
+static void live_end(ae_replica *ae, size_t i, const char *msg) {
+    live_release(ae, i);
+    stream_end_all(ae->live[i], msg);
+    live_remove(ae, i);
 }
 
 /* Runs queued adds on the engine, answering each caller as soon as its
@@ -464,10 +477,7 @@ static void run_cancels(ae_replica *ae) {
  * from the engine, which stays usable. */
 static void fail_all(ae_replica *ae, const char *msg) {
     LOG_E("engine step failed: %s (aborting %zu requests)", msg, ae->num_live);
-    while (ae->num_live) {
-        stream_end_all(ae->live[ae->num_live - 1], msg);
-        live_remove(ae, ae->num_live - 1);
-    }
+    while (ae->num_live) live_end(ae, ae->num_live - 1, msg);
     engine_drop_all(ae->e);
 }
 
@@ -517,6 +527,7 @@ static void run_step(ae_replica *ae) {
         if (outs[k].index < s->num_samples) s->samples[outs[k].index].completion_tokens = outs[k].completion_tokens;
         bool last = c.finish_reason != VLLM_FINISH_NONE && stream_sample_finished(s, outs[k].index);
         c.last = last;
+        if (last) live_release(ae, (size_t)i);
         stream_push(s, &c);
         if (last) live_remove(ae, (size_t)i);
     }
@@ -524,6 +535,7 @@ static void run_step(ae_replica *ae) {
 
 static void *engine_main(void *arg) {
     ae_replica *ae = arg;
+    engine_bind_thread(ae->e); /* a GPU replica's device: the thread's current device is per thread */
     bool busy = false;
     pthread_mutex_lock(&ae->mu);
     for (;;) {
@@ -588,22 +600,27 @@ vllm_status replica_create(const char *model_dir, const vllm_engine_options *opt
     return VLLM_OK;
 }
 
-void replica_free(ae_replica *ae) {
+void replica_stop(ae_replica *ae) {
     if (!ae) return;
     pthread_mutex_lock(&ae->mu);
+    const bool joined = ae->joined;
     ae->stop = true;
+    ae->joined = true;
     pthread_cond_signal(&ae->wake);
     pthread_mutex_unlock(&ae->mu);
-    pthread_join(ae->thread, NULL);
+    if (!joined) pthread_join(ae->thread, NULL);
     /* callers answered by the stopping thread may still be leaving */
     pthread_mutex_lock(&ae->mu);
     while (ae->callers > 0) pthread_cond_wait(&ae->done, &ae->mu);
     pthread_mutex_unlock(&ae->mu);
-    while (ae->num_live) {
-        stream_end_all(ae->live[ae->num_live - 1], "the async engine was freed");
-        live_remove(ae, ae->num_live - 1);
-    }
+}
+
+void replica_free(ae_replica *ae) {
+    if (!ae) return;
+    replica_stop(ae);
+    while (ae->num_live) live_end(ae, ae->num_live - 1, "the async engine was freed");
     free(ae->live);
+    engine_bind_thread(ae->e); /* the engine's device on this thread too */
     vllm_engine_free(ae->e);
     pthread_cond_destroy(&ae->done);
     pthread_cond_destroy(&ae->wake);

@@ -22,6 +22,9 @@ typedef void (*replica_release_fn)(void *ctx, const char *request_id);
  * the streams it makes (vllm_stream_engine). release may be NULL. */
 vllm_status replica_create(const char *model_dir, const vllm_engine_options *options, int device_id, int index,
                            replica_release_fn release, void *release_ctx, ae_replica **out);
+/* Stops the engine thread (queued and later adds refused) and waits for the callers inside replica_add_*;
+ * the replica stays readable until replica_free (which stops it first if need be). */
+void replica_stop(ae_replica *r);
 void replica_free(ae_replica *r);
 vllm_sampling_params replica_default_sampling(const ae_replica *r);
 bool replica_has_tokenizer(const ae_replica *r);

@@ -321,6 +321,10 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
     return engine_create_on(model_dir, options, 0, out);
 }
 
+void engine_bind_thread(vllm_engine *e) {
+    if (e && e->be && e->be->ops->bind_thread) e->be->ops->bind_thread(e->be);
+}
+
 vllm_status engine_create_on(const char *model_dir, const vllm_engine_options *options, int device_id,
                              vllm_engine **out) {
     *out = NULL;

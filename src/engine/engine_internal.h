@@ -212,5 +212,8 @@ ereq *engine_find(vllm_engine *e, const char *id);
 #define ENGINE_MAX_DP 64
 vllm_status engine_create_on(const char *model_dir, const vllm_engine_options *options, int device_id,
                              vllm_engine **out);
+/* Makes the calling thread use the engine's device (a GPU's current device is per thread): the engine
+ * thread of a data-parallel replica on GPU r, and the thread that frees it. */
+void engine_bind_thread(vllm_engine *e);
 
 #endif

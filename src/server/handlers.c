@@ -23,12 +23,21 @@ enum MHD_Result handle_version(http_request *r) {
 
 enum MHD_Result handle_metrics(http_request *r) {
     server *s = r->srv;
-    vllm_engine_stats st[64];
     const int ne = vllm_async_engine_num_engines(s->ae);
-    for (int e = 0; e < ne && e < 64; e++) vllm_async_engine_get_engine_stats(s->ae, e, &st[e]);
+    vllm_engine_stats *st = calloc((size_t)ne, sizeof *st);
+    int *blocks = calloc((size_t)ne, sizeof *blocks);
     char *text = NULL;
     size_t len = 0;
-    if (metrics_render(s->metrics, st, s->info.num_kv_blocks, &text, &len) != VLLM_OK) return reply_json(r, 500, NULL);
+    for (int e = 0; st && blocks && e < ne; e++) {
+        vllm_engine_info info;
+        vllm_async_engine_get_engine_stats(s->ae, e, &st[e]);
+        vllm_async_engine_get_engine_info(s->ae, e, &info);
+        blocks[e] = info.num_kv_blocks;
+    }
+    const vllm_status ms = st && blocks ? metrics_render(s->metrics, st, blocks, &text, &len) : VLLM_ERR_NO_MEMORY;
+    free(st);
+    free(blocks);
+    if (ms != VLLM_OK) return reply_json(r, 500, NULL);
     return reply_body(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 

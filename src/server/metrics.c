@@ -324,7 +324,8 @@ static void hist_render(sbuf *b, const char *name, int engine, const char *model
         for (int e = 0; e < m->num_engines; e++) hist_render(&b, name, e, ml, &m->eng[e].field); \
     } while (0)
 
-vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, int num_kv_blocks, char **out, size_t *len) {
+vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, const int *num_kv_blocks, char **out,
+                           size_t *len) {
     *out = NULL;
     *len = 0;
     sbuf b = {0};
@@ -358,7 +359,7 @@ vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, int num_k
     PER_ENGINE_HIST("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e);
     PER_ENGINE("gauge", "vllmc:num_free_kv_blocks", "Free KV cache blocks (cached but evictable ones included).",
                st->num_free_kv_blocks);
-    PER_ENGINE("gauge", "vllmc:num_kv_blocks", "KV cache blocks in the pool.", num_kv_blocks);
+    PER_ENGINE("gauge", "vllmc:num_kv_blocks", "KV cache blocks in the pool.", num_kv_blocks[e]);
     gauge(&b, "vllmc:num_requests_in_flight", "Generation requests being served (capped by --max-pending).",
           m->eng[0].label, m->in_flight);
     pthread_mutex_unlock(&m->mu);

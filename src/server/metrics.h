@@ -50,8 +50,9 @@ void metrics_finished(metrics *m, int engine, vllm_finish_reason reason, double 
 void metrics_set_in_flight(metrics *m, int in_flight);
 
 /* The text exposition (text/plain; version=0.0.4) with each engine's stats
- * (stats: num_engines of them) and KV pool size; *out malloc'd,
- * NUL-terminated, *len bytes. */
-vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, int num_kv_blocks, char **out, size_t *len);
+ * and KV pool size (stats, num_kv_blocks: num_engines of each); *out
+ * malloc'd, NUL-terminated, *len bytes. */
+vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, const int *num_kv_blocks, char **out,
+                           size_t *len);
 
 #endif

@@ -54,7 +54,8 @@ static void test_render(void) {
                             .num_preemptions = 3};
     char *text = NULL;
     size_t len = 0;
-    CHECK_OK(metrics_render(m, &st, 120, &text, &len));
+    const int blocks120 = 120;
+    CHECK_OK(metrics_render(m, &st, &blocks120, &text, &len));
     if (!text) {
         metrics_free(m);
         return;
@@ -131,7 +132,9 @@ static void test_engines(void) {
     vllm_engine_stats st[2] = {{.num_running = 2}, {.num_running = 5, .num_waiting = 1}};
     char *text = NULL;
     size_t len = 0;
-    CHECK_OK(metrics_render(m, st, 64, &text, &len));
+    const int blocks[2] = {64, 48};
+    CHECK_OK(metrics_render(m, st, blocks, &text, &len));
+    CHECK(text && strstr(text, "vllmc:num_kv_blocks{engine=\"1\",model_name=\"m\"} 48.0"));
     if (!text) {
         metrics_free(m);
         return;
@@ -159,7 +162,8 @@ static void test_escaping(void) {
     vllm_engine_stats st = {0};
     char *text = NULL;
     size_t len;
-    CHECK_OK(metrics_render(m, &st, 0, &text, &len));
+    const int blocks0 = 0;
+    CHECK_OK(metrics_render(m, &st, &blocks0, &text, &len));
     CHECK(text && strstr(text, "vllm:num_requests_running{engine=\"0\",model_name=\"a\\\"b\\\\c\\nd\"} 0.0\n"));
     /* build_1_2_5_buckets(8) = 1, 2, 5 */
     CHECK(text && strstr(text, "vllm:request_prompt_tokens_bucket{engine=\"0\",le=\"5.0\",model_name="));
@@ -192,7 +196,8 @@ static void test_threads(void) {
     vllm_engine_stats st = {0};
     char *text = NULL;
     size_t len;
-    CHECK_OK(metrics_render(m, &st, 0, &text, &len));
+    const int blocks0 = 0;
+    CHECK_OK(metrics_render(m, &st, &blocks0, &text, &len));
     if (text) {
         CHECK(value_of(text, "vllm:prompt_tokens_total" L) == 3.0 * THREADS * ITERS);
         CHECK(value_of(text, "vllm:generation_tokens_total" L) == (double)THREADS * ITERS);

@@ -66,6 +66,9 @@ const char *cpu_quant_isa(void) {
 
 /* token rows per pass over a weight row (a decoded weight block is reused for this many rows) */
 #define CQ_NT 4
+/* bytes ahead of the blocks in use that the kernels prefetch: a row is one sequential stream, and the
+ * software prefetch 3 KiB ahead (768: 24.3, 1536: 25.3) takes the 0.6B Q4_K_M decode from 19.5 to 25.3 tok/s */
+#define CQ_PREFETCH 3072
 
 #if CQ_AVX2
 
@@ -73,6 +76,11 @@ const char *cpu_quant_isa(void) {
 
 #define CQ_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
 #define CQ_LOAD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+
+/* the cache lines of [p + CQ_PREFETCH, p + CQ_PREFETCH + bytes) */
+CQ_INLINE void cq_prefetch(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + CQ_PREFETCH + o, _MM_HINT_T0);
+}
 
 CQ_INLINE float cq_f16(const uint8_t *p) { return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8))); }
 
@@ -245,6 +253,7 @@ CQ_INLINE void cq_k32(ggml_type t, size_t wsize, const void *vw, const void *con
     }
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *wb = w + (size_t)i * wsize;
+        cq_prefetch(wb, 8 * wsize);
         const __m256 dw = cq_f16x8(wb, wsize);
         __m256 dd[CQ_NT];
         for (int k = 0; k < nt; k++) {
@@ -360,6 +369,7 @@ CQ_INLINE void cq_k_q4_K(const void *vw, const void *const *x, int nt, int64_t n
     __m256 accf[CQ_NT], accm[CQ_NT];
     for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(w + i, sizeof *w);
         __m256i u[8], s[8], m2;
         cq_k4_scales(w[i].scales, s, &m2);
         for (int c = 0; c < 4; c++) {
@@ -379,6 +389,7 @@ CQ_INLINE void cq_k_q5_K(const void *vw, const void *const *x, int nt, int64_t n
     __m256 accf[CQ_NT], accm[CQ_NT];
     for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(w + i, sizeof *w);
         __m256i u[8], s[8], m2;
         cq_k4_scales(w[i].scales, s, &m2);
         __m256i hb = CQ_LOAD(w[i].qh); /* bits 2c, 2c + 1 of each byte, moved down by 2 per c */
@@ -404,6 +415,7 @@ CQ_INLINE void cq_k_q2_K(const void *vw, const void *const *x, int nt, int64_t n
     __m256 accf[CQ_NT], accm[CQ_NT];
     for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(w + i, sizeof *w);
         __m256i u[8], s[8];
         const __m128i sb = CQ_LOAD128(w[i].scales);
         const __m128i sc8 = _mm_and_si128(sb, m4), mn8 = _mm_and_si128(_mm_srli_epi16(sb, 4), m4);
@@ -427,6 +439,7 @@ CQ_INLINE void cq_k_q6_K(const void *vw, const void *const *x, int nt, int64_t n
     __m256 accf[CQ_NT];
     for (int k = 0; k < nt; k++) accf[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(w + i, sizeof *w);
         __m256i u[8], s[8];
         const __m128i sc8 = CQ_LOAD128(w[i].scales);
         for (int h = 0; h < 2; h++) {
@@ -466,6 +479,7 @@ CQ_INLINE void cq_k_q3_K(const void *vw, const void *const *x, int nt, int64_t n
     __m256 accf[CQ_NT];
     for (int k = 0; k < nt; k++) accf[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(w + i, sizeof *w);
         __m256i u[8], s[8];
         const __m128i sc8 = cq_q3_K_scales(w[i].scales);
         const __m256i hm = CQ_LOAD(w[i].hmask);
@@ -492,6 +506,7 @@ CQ_INLINE void cq_k_iq4_xs(const void *vw, const void *const *x, int nt, int64_t
     __m256 accf[CQ_NT];
     for (int k = 0; k < nt; k++) accf[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(w + i, sizeof *w);
         __m256i q[8], qa[8], s[8];
         int sh = w[i].scales_h[0] | (w[i].scales_h[1] << 8);
         for (int ib = 0; ib < 8; ib++) {

@@ -2,7 +2,7 @@
  * async_front.c: the thread-safe front of vllm.h (vllm_async_*): one engine replica (async_replica.c), or
  * data_parallel_size of them behind one handle as vLLM's data parallelism puts them behind one server.
  *
- * Each replica loads the model with its own engine thread, scheduler and KV cache (a GPU replica r on
+ * Each replica loads the model (all at once, a thread each) with its own engine thread, scheduler and KV cache (a GPU replica r on
  * ordinals r * tp .. r * tp + tp - 1; on the CPU the cores are shared out). A request goes to the replica
  * that holds the fewest requests, live or queued (vLLM's DPLBAsyncMPClient balances by its engines'
  * waiting and running counts), ties taken in turn; its stream says which (vllm_stream_engine). Request ids
@@ -11,6 +11,7 @@
  * replica's own check is the only one, as before.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,6 +77,23 @@ static void ids_release(void *ctx, const char *id) {
 
 /* ---- the handle ---- */
 
+/* one replica's load, on its own thread: its status and (the error text is per thread) message */
+typedef struct load_job {
+    const char *dir;
+    const vllm_engine_options *opt;
+    int device_id, index;
+    vllm_async_engine *ae;
+    vllm_status st;
+    char msg[1024];
+} load_job;
+
+static void *load_main(void *arg) {
+    load_job *j = arg;
+    j->st = replica_create(j->dir, j->opt, j->device_id, j->index, ids_release, j->ae, &j->ae->reps[j->index]);
+    if (j->st != VLLM_OK) snprintf(j->msg, sizeof j->msg, "%s", vllm_last_error());
+    return NULL;
+}
+
 vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_options *options,
                                      vllm_async_engine **out) {
     if (!out) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_async_engine_create: out missing");
@@ -103,9 +121,29 @@ vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_op
               tp > 1 ? "s" : "");
     }
     vllm_status st = VLLM_OK;
-    for (int r = 0; r < n && st == VLLM_OK; r++) {
-        st = replica_create(model_dir, &o, r * tp, r, n > 1 ? ids_release : NULL, ae, &ae->reps[r]);
-        if (st != VLLM_OK && n > 1) vt_error_prefix("data-parallel replica %d", r);
+    if (n == 1) {
+        st = replica_create(model_dir, &o, 0, 0, NULL, ae, &ae->reps[0]);
+    } else { /* the replicas load at once, each on its own thread (as vLLM starts its engine cores) */
+        load_job *jobs = calloc((size_t)n, sizeof *jobs);
+        pthread_t *th = calloc((size_t)n, sizeof *th);
+        bool *started = calloc((size_t)n, sizeof *started);
+        if (!jobs || !th || !started) {
+            st = vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+        } else {
+            for (int r = 0; r < n; r++) {
+                jobs[r] = (load_job){.dir = model_dir, .opt = &o, .device_id = r * tp, .index = r, .ae = ae};
+                started[r] = r > 0 && pthread_create(&th[r], NULL, load_main, &jobs[r]) == 0;
+            }
+            for (int r = 0; r < n; r++) /* replica 0, and any whose thread did not start, here */
+                if (!started[r]) load_main(&jobs[r]);
+            for (int r = 0; r < n; r++)
+                if (started[r]) pthread_join(th[r], NULL);
+            for (int r = 0; r < n && st == VLLM_OK; r++)
+                if (jobs[r].st != VLLM_OK) st = vt_error(jobs[r].st, "data-parallel replica %d: %s", r, jobs[r].msg);
+        }
+        free(jobs);
+        free(th);
+        free(started);
     }
     if (st != VLLM_OK) {
         vllm_async_engine_free(ae);

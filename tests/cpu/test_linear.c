@@ -154,9 +154,9 @@ static void test_batch_invariance(backend *be, dtype wdt, int64_t in) {
 
 /* Every output equals the definition (cpu_linear_dot_ref: 16 lanes over k, a fixed tree) bit for bit, in
  * the decode form (T <= 3) and the blocked one (more tokens: token groups of 6 and their remainders, row
- * quads and their remainders, inputs in blocks of 256 with a tail), on 1 and 3 threads. */
+ * quads and their remainders, inputs in blocks of 1024 with a tail), on every test backend (1 and 4 threads). */
 static void test_definition(backend *be[CT_NBE], dtype wdt) {
-    const int64_t Ts[] = {1, 2, 3, 4, 7, 13, 50, 97}, ins[] = {5, 16, 255, 256, 600};
+    const int64_t Ts[] = {1, 2, 3, 4, 7, 13, 50, 97}, ins[] = {5, 16, 255, 256, 600, 1024, 1100, 2100};
     const int64_t out = 23;
     for (size_t ii = 0; ii < sizeof ins / sizeof *ins; ii++) {
         const int64_t in = ins[ii];

@@ -416,6 +416,12 @@ int cmd_serve(int argc, char **argv) {
     vllm_async_engine_get_info(ae, &info);
     fprintf(stderr, "vllmc: loaded %s (%s) in %.1f s: max_model_len %d, %d KV blocks of %d tokens\n", model,
             info.architecture, cli_now() - t0, info.max_model_len, info.num_kv_blocks, info.block_size);
+    for (int e = 1; e < vllm_async_engine_num_engines(ae); e++) { /* data-parallel replicas size theirs apart */
+        vllm_engine_info ei;
+        vllm_async_engine_get_engine_info(ae, e, &ei);
+        fprintf(stderr, "vllmc: data-parallel engine %d: %d KV blocks of %d tokens\n", e, ei.num_kv_blocks,
+                ei.block_size);
+    }
 
     if (!install_signals()) {
         fprintf(stderr, CMD ": cannot install signal handlers: %s\n", strerror(errno));

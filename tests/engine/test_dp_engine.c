@@ -3,8 +3,9 @@
  * --data-parallel-size): two replicas of stories260K take requests by load (queued while paused: they
  * alternate), each stream says its replica, and the tokens equal one engine's greedy results; ids stay
  * unique across replicas (a live id is refused, a finished one is free again); abort reaches a request on
- * either replica; per-engine and summed stats; vllm_engine_create and out-of-range sizes refused; the
- * server's /metrics then has a series per engine (engine="1"). Run under ThreadSanitizer by make test-tsan.
+ * either replica; per-engine and summed stats; 2 replicas of 2 tensor-parallel ranks give the same tokens;
+ * vllm_engine_create and out-of-range sizes refused (the server's per-engine /metrics: test_server_concurrency).
+ * Run under ThreadSanitizer by make test-tsan.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,48 @@ static void test_balance_and_tokens(void) {
     vllm_completions_free(ref, N);
 }
 
+/* data parallelism over tensor-parallel replicas: 2 replicas of 2 CPU ranks each give one engine's tokens */
+static void test_dp_tp(void) {
+    vllm_engine *e = NULL;
+    vllm_engine_options o1 = options(1);
+    CHECK_OK(vllm_engine_create(STORIES, &o1, &e));
+    if (!e) return;
+    vllm_sampling_params sp = greedy(10);
+    vllm_prompt ps[4];
+    for (int i = 0; i < 4; i++) ps[i] = (vllm_prompt){.text = PROMPTS[i]};
+    vllm_completion *ref = NULL;
+    vllm_generate_stats gs;
+    CHECK_OK(vllm_generate(e, ps, 4, &sp, false, &ref, &gs));
+    vllm_engine_free(e);
+    vllm_engine_options o = options(2);
+    o.tensor_parallel_size = 2;
+    vllm_async_engine *ae = NULL;
+    CHECK_OK(vllm_async_engine_create(STORIES, &o, &ae));
+    if (!ae || !ref) {
+        vllm_async_engine_free(ae);
+        vllm_completions_free(ref, 4);
+        return;
+    }
+    vllm_stream *s[4] = {0};
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "tp%d", i);
+        CHECK_OK(vllm_async_add_request(ae, id, &ps[i], &sp, &s[i]));
+    }
+    for (int i = 0; i < 4; i++) {
+        int32_t ids[64];
+        size_t n = 0;
+        vllm_finish_reason fin;
+        if (!s[i]) continue;
+        CHECK_MSG(drain(s[i], ids, 64, &n, &fin) && n == ref[i].num_tokens &&
+                      !memcmp(ids, ref[i].token_ids, n * sizeof *ids),
+                  "dp 2 x tp 2, request %d on engine %d: not the one-engine tokens", i, vllm_stream_engine(s[i]));
+        vllm_stream_free(s[i]);
+    }
+    vllm_async_engine_free(ae);
+    vllm_completions_free(ref, 4);
+}
+
 static void test_refused(void) {
     vllm_engine *e = NULL;
     vllm_engine_options o = options(2);
@@ -167,6 +210,7 @@ static void test_refused(void) {
 
 int main(void) {
     test_balance_and_tokens();
+    test_dp_tp();
     test_refused();
     TEST_END();
 }

@@ -138,12 +138,13 @@ void cpu_linear_free(backend *be, be_linear *lin) {
  * Every output is one dot product with this arithmetic, whatever the batch, the tile or the thread split:
  *     acc[0 .. 16) = 0;  for k = 0 .. in - 1, in order: acc[k % 16] = fma(x[k], w[k], acc[k % 16]);
  *     y = tree(acc) + bias,  tree: for h = 8, 4, 2, 1: acc[j] += acc[j + h] (j < h)
- * with w widened exactly to f32. lin_dot_ref below is that definition; the fast forms compute a register
- * tile of LIN_MR rows x LIN_NT tokens of such dot products at once (one accumulator register each):
- *   - a few tokens (decode): the weights widened in registers straight from the checkpoint's rows;
- *   - more (prefill): each LIN_ROWS-row tile's weights widened to f32 once per LIN_KB inputs into an L1
- *     block that every token group of the item then reuses (the f32 FMAs stay the bound, not the widening),
- *     the accumulators kept in a buffer between input blocks.
+ * with w widened exactly to f32. cpu_linear_dot_ref below is that definition; the fast forms compute a
+ * register tile of dot products at once (one accumulator register each):
+ *   - a few tokens (decode): one row at a time, its weights widened in registers straight from the
+ *     checkpoint (one sequential stream, prefetched ahead);
+ *   - more (prefill): each work item's LIN_ROWS rows widened to f32 once into a per-thread buffer, then
+ *     register tiles of LIN_MR rows x LIN_NT tokens over LIN_KB inputs at a time (the f32 FMAs stay the
+ *     bound, not the widening), the accumulators kept in a buffer between input blocks.
  */
 #define LIN_L 16     /* accumulator lanes of a dot product */
 #define LIN_MR 4     /* rows of a register tile */

@@ -153,7 +153,6 @@ void cpu_linear_free(backend *be, be_linear *lin) {
 #define LIN_KB 1024  /* inputs per block of the register tiles (their x rows stay in L1; 256: 194 tok/s, 1024: 224-234) */
 #define LIN_TT 132   /* tokens of a work item, LIN_TT / LIN_NT token groups (a 128-token chunk: one item) */
 #define LIN_DIRECT_T 3 /* batches up to this many tokens: the decode form (the weights read once anyway) */
-#define LIN_DR 1     /* rows of the decode form's register tile: one sequential stream (2 or 8: slower) */
 #define LIN_PREFETCH 768  /* bytes ahead in a decode row: a software prefetch (18.4 tok/s against 17.0 without; 2048: slower) */
 _Static_assert(LIN_ROWS % LIN_MR == 0 && LIN_TT % LIN_NT == 0 && LIN_KB % LIN_L == 0, "linear tiling");
 
@@ -183,34 +182,25 @@ CPU_INLINE __m512 lin_w16(const unsigned char *p, dtype dt, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* The decode form: rows wr[0 .. R) (dtype dt, read in place) x tokens x[0 .. NT), inputs [0, n) -> out[t][i] */
-CPU_INLINE void lin_tile_direct(const int R, const int NT, const unsigned char *const *wr, dtype dt,
-                                const float *const *x, int64_t n, float out[LIN_DIRECT_T][LIN_DR]) {
+/* The decode form: one row w (dtype dt, read in place; one row at a time is one sequential stream: 2 or 8
+ * interleaved rows measured slower) x tokens x[0 .. NT), inputs [0, n) -> out[t] */
+CPU_INLINE void lin_tile_direct(const int NT, const unsigned char *w, dtype dt, const float *const *x, int64_t n,
+                                float out[LIN_DIRECT_T]) {
     const size_t es = dt == DTYPE_F32 ? 4 : 2;
-    __m512 acc[LIN_DR][LIN_DIRECT_T];
-    for (int i = 0; i < R; i++)
-        for (int t = 0; t < NT; t++) acc[i][t] = _mm512_setzero_ps();
+    __m512 acc[LIN_DIRECT_T];
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + LIN_L <= n; k += LIN_L) {
-        __m512 xv[LIN_DIRECT_T];
-        for (int t = 0; t < NT; t++) xv[t] = _mm512_loadu_ps(x[t] + k);
-        for (int i = 0; i < R; i++) {
-            _mm_prefetch((const char *)(wr[i] + (size_t)k * es) + LIN_PREFETCH, _MM_HINT_T0);
-            const __m512 w = lin_w16(wr[i] + (size_t)k * es, dt, 0xffff);
-            for (int t = 0; t < NT; t++) acc[i][t] = _mm512_fmadd_ps(xv[t], w, acc[i][t]);
-        }
+        _mm_prefetch((const char *)(w + (size_t)k * es) + LIN_PREFETCH, _MM_HINT_T0);
+        const __m512 wv = lin_w16(w + (size_t)k * es, dt, 0xffff);
+        for (int t = 0; t < NT; t++) acc[t] = _mm512_fmadd_ps(_mm512_loadu_ps(x[t] + k), wv, acc[t]);
     }
     if (k < n) { /* the last lanes: the others keep their sums */
         const __mmask16 m = (__mmask16)((1u << (n - k)) - 1u);
-        __m512 xv[LIN_DIRECT_T];
-        for (int t = 0; t < NT; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + k);
-        for (int i = 0; i < R; i++) {
-            const __m512 w = lin_w16(wr[i] + (size_t)k * es, dt, m);
-            for (int t = 0; t < NT; t++) acc[i][t] = _mm512_mask3_fmadd_ps(xv[t], w, acc[i][t], m);
-        }
+        const __m512 wv = lin_w16(w + (size_t)k * es, dt, m);
+        for (int t = 0; t < NT; t++) acc[t] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, x[t] + k), wv, acc[t], m);
     }
-    for (int i = 0; i < R; i++)
-        for (int t = 0; t < NT; t++) out[t][i] = lin_tree16(acc[i][t]);
+    for (int t = 0; t < NT; t++) out[t] = lin_tree16(acc[t]);
 }
 
 /* The prefill form's register tile: R rows of widened weights w (rows ws floats apart) x NT tokens x[t],
@@ -249,21 +239,18 @@ CPU_INLINE void lin_tile_wide(const int R, const int NT, const float *w, int64_t
 
 #else /* portable: the same arithmetic on arrays (compilers vectorise the lane loops) */
 
-CPU_INLINE void lin_tile_direct(const int R, const int NT, const unsigned char *const *wr, dtype dt,
-                                const float *const *x, int64_t n, float out[LIN_DIRECT_T][LIN_DR]) {
+CPU_INLINE void lin_tile_direct(const int NT, const unsigned char *w, dtype dt, const float *const *x, int64_t n,
+                                float out[LIN_DIRECT_T]) {
     const size_t es = dt == DTYPE_F32 ? 4 : 2;
-    float acc[LIN_DR][LIN_DIRECT_T][LIN_L] = {{{0}}};
+    float acc[LIN_DIRECT_T][LIN_L] = {{0}};
     float wf[LIN_L];
     for (int64_t k = 0; k < n; k += LIN_L) {
         const int nl = n - k < LIN_L ? (int)(n - k) : LIN_L;
-        for (int i = 0; i < R; i++) {
-            cpu_widen(wf, wr[i] + (size_t)k * es, dt, nl);
-            for (int t = 0; t < NT; t++)
-                for (int j = 0; j < nl; j++) acc[i][t][j] = CPU_FMA(x[t][k + j], wf[j], acc[i][t][j]);
-        }
+        cpu_widen(wf, w + (size_t)k * es, dt, nl);
+        for (int t = 0; t < NT; t++)
+            for (int j = 0; j < nl; j++) acc[t][j] = CPU_FMA(x[t][k + j], wf[j], acc[t][j]);
     }
-    for (int i = 0; i < R; i++)
-        for (int t = 0; t < NT; t++) out[t][i] = lin_tree(acc[i][t]);
+    for (int t = 0; t < NT; t++) out[t] = lin_tree(acc[t]);
 }
 
 CPU_INLINE void lin_tile_wide(const int R, const int NT, const float *w, int64_t ws, const float *const *x,
@@ -317,13 +304,13 @@ static int lin_item_rows(const be_linear *lin, int64_t r0, const unsigned char *
 }
 
 /* the register tile shapes as constants, so that each is its own unrolled kernel */
-#define LIN_CASES_4(M, R) M(R, 1) M(R, 2) M(R, 3) M(R, 4) M(R, 5) M(R, 6)
+#define LIN_CASES_NT(M, R) M(R, 1) M(R, 2) M(R, 3) M(R, 4) M(R, 5) M(R, 6)
 
-/* Items [i0, i1), a few tokens each: weights read in place, LIN_DR rows x up to LIN_DIRECT_T tokens a tile. */
+/* Items [i0, i1), a few tokens each: weights read in place, a row at a time for up to LIN_DIRECT_T tokens. */
 CPU_INLINE void lin_items_direct(const lin_ctx *c, int64_t i0, int64_t i1, dtype dt) {
     const be_linear *lin = c->lin;
     const unsigned char *wrow[LIN_ROWS];
-    float bias[LIN_ROWS], out[LIN_DIRECT_T][LIN_DR];
+    float bias[LIN_ROWS], out[LIN_DIRECT_T];
     for (int64_t item = i0; item < i1; item++) {
         const int64_t t0 = item / c->row_tiles * c->tok_tile;
         const int64_t t1 = t0 + c->tok_tile < c->T ? t0 + c->tok_tile : c->T;
@@ -333,14 +320,11 @@ CPU_INLINE void lin_items_direct(const lin_ctx *c, int64_t i0, int64_t i1, dtype
             const int nt = t1 - t < LIN_DIRECT_T ? (int)(t1 - t) : LIN_DIRECT_T;
             const float *xr[LIN_DIRECT_T];
             for (int i = 0; i < LIN_DIRECT_T; i++) xr[i] = c->x + (t + (i < nt ? i : 0)) * c->xs;
-            for (int q = 0; q < nr; q += LIN_DR) {
-                const int R = nr - q < LIN_DR ? nr - q : LIN_DR;
-                if (R == LIN_DR && nt == 1) lin_tile_direct(LIN_DR, 1, wrow + q, dt, xr, lin->in, out);
-                else if (R == LIN_DR && nt == 2) lin_tile_direct(LIN_DR, 2, wrow + q, dt, xr, lin->in, out);
-                else if (R == LIN_DR && nt == 3) lin_tile_direct(LIN_DR, 3, wrow + q, dt, xr, lin->in, out);
-                else lin_tile_direct(R, nt, wrow + q, dt, xr, lin->in, out); /* edges */
-                for (int ti = 0; ti < nt; ti++)
-                    for (int i = 0; i < R; i++) c->y[(t + ti) * c->ys + r0 + q + i] = out[ti][i] + bias[q + i];
+            for (int i = 0; i < nr; i++) {
+                if (nt == 1) lin_tile_direct(1, wrow[i], dt, xr, lin->in, out); /* constant shapes: unrolled */
+                else if (nt == 2) lin_tile_direct(2, wrow[i], dt, xr, lin->in, out);
+                else lin_tile_direct(3, wrow[i], dt, xr, lin->in, out);
+                for (int ti = 0; ti < nt; ti++) c->y[(t + ti) * c->ys + r0 + i] = out[ti] + bias[i];
             }
         }
     }
@@ -374,10 +358,10 @@ CPU_INLINE void lin_items_wide(const lin_ctx *c, int64_t i0, int64_t i1, dtype d
                     switch (R * 8 + nt) {
 #define LIN_WIDE_CASE(RR, NN) \
     case RR * 8 + NN: lin_tile_wide(RR, NN, w, kp, xr, kn, ab, first, last, out); break;
-                        LIN_CASES_4(LIN_WIDE_CASE, 4)
-                        LIN_CASES_4(LIN_WIDE_CASE, 3)
-                        LIN_CASES_4(LIN_WIDE_CASE, 2)
-                        LIN_CASES_4(LIN_WIDE_CASE, 1)
+                        LIN_CASES_NT(LIN_WIDE_CASE, 4)
+                        LIN_CASES_NT(LIN_WIDE_CASE, 3)
+                        LIN_CASES_NT(LIN_WIDE_CASE, 2)
+                        LIN_CASES_NT(LIN_WIDE_CASE, 1)
 #undef LIN_WIDE_CASE
                     default: break;
                     }
@@ -407,7 +391,6 @@ static void lin_task(void *ctx, int64_t i0, int64_t i1, int tid) {
     default: lin_items_direct(c, i0, i1, DTYPE_F32); break;
     }
 }
-
 
 /* A layer of ggml blocks: each part through cpu_quant_matmul (x quantized to the type's partner, integer
  * dot products per block, as llama.cpp's CPU backend) or, FP8_B128 / I4_B128, cpu_fp8_matmul / cpu_i4_matmul,

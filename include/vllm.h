@@ -120,6 +120,18 @@ typedef struct vllm_engine_options {
                                     r * tp .. (r + 1) * tp - 1; on the CPU each gets the cores / N (num_threads
                                     0). A request goes to the replica holding the fewest (ties: in turn);
                                     vllm_stream_engine says which. vllm_engine_create refuses N > 1 */
+    int nnodes;                  /* hosts the tensor_parallel_size ranks are spread over (vLLM's / torchrun's
+                                    --nnodes; 0 or 1: this one), each taking tensor_parallel_size / nnodes
+                                    consecutive ranks (a whole multiple is required). Node 0 runs the engine
+                                    (scheduler, sampler, rank 0: vllm_engine_create / vllm_async_engine_create);
+                                    every other node runs vllm_node_run with the same options but its node_rank.
+                                    The CPU's collectives travel over TCP (node 0 sums in rank order: the tokens of
+                                    one host); GPU ranks bootstrap NCCL over it. data_parallel_size must be 1 */
+    int node_rank;               /* this host's node, 0 .. nnodes - 1 (vLLM's --node-rank) */
+    const char *master_addr;     /* node 0's address, which the other nodes connect to (vLLM's --master-addr;
+                                    NULL: "127.0.0.1") */
+    int master_port;             /* the TCP port node 0 listens on (vLLM's --master-port; 0: 29501). Node 0 waits
+                                    for the others (and they for it) up to $VLLM_DIST_TIMEOUT seconds (600) */
 } vllm_engine_options;
 
 vllm_engine_options vllm_engine_default_options(void);
@@ -130,6 +142,12 @@ vllm_engine_options vllm_engine_default_options(void);
  * HF_ENDPOINT, HF_HUB_OFFLINE=1 as huggingface_hub). options->tokenizer may be an id too. */
 vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options *options,
                                vllm_engine **out);
+/* Several hosts (options->nnodes > 1, node_rank > 0): joins node 0 at master_addr:master_port, loads this node's
+ * ranks of the model (options as node 0's: tensor_parallel_size, nnodes, device, load_format, seed, max_model_len,
+ * kv_cache_dtype, runner must match, else node 0 refuses the node naming both) and runs the steps node 0's engine
+ * sends until that engine is freed (VLLM_OK) or node 0 is lost (VLLM_ERR_BACKEND, naming why). vLLM's headless
+ * nodes; `vllmc serve --node-rank N` (N > 0) calls it. */
+vllm_status vllm_node_run(const char *model_dir, const vllm_engine_options *options);
 void vllm_engine_free(vllm_engine *engine);
 
 /* True when the model folder had a tokenizer. */

@@ -108,6 +108,10 @@ class EngineOptions(ctypes.Structure):
         ("tokenizer_revision", ctypes.c_char_p),
         ("tensor_parallel_size", ctypes.c_int),
         ("data_parallel_size", ctypes.c_int),
+        ("nnodes", ctypes.c_int),
+        ("node_rank", ctypes.c_int),
+        ("master_addr", ctypes.c_char_p),
+        ("master_port", ctypes.c_int),
     ]
 
 

@@ -261,7 +261,8 @@ static int logit_bias(const char *cmd, const char *q, cli_gen_opts *o) {
 static bool is_engine_int(const char *a) {
     static const char *const names[] = {"--threads",      "--block-size",           "--num-kv-blocks",
                                         "--max-model-len", "--max-num-seqs",         "--max-num-batched-tokens",
-                                        "--kv-cache-memory", "--tensor-parallel-size", "-tp"};
+                                        "--kv-cache-memory", "--tensor-parallel-size", "-tp",
+                                        "--nnodes",       "--node-rank",            "--master-port"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!strcmp(a, names[k])) return true;
     return false;
@@ -333,6 +334,10 @@ int cli_gen_opt(const char *cmd, int argc, char **argv, int *ip, cli_gen_opts *o
         GEN_NEED_VALUE();
         eo->tokenizer = argv[i];
         o->engine_given = true;
+    } else if (!strcmp(a, "--master-addr")) {
+        GEN_NEED_VALUE();
+        eo->master_addr = argv[i];
+        o->engine_given = true;
     } else if (!strcmp(a, "--revision") || !strcmp(a, "--tokenizer-revision")) { /* Hugging Face ids */
         if (cli_hub_opt(cmd, argc, argv, ip, eo) < 0) return -1;
         o->engine_given = true;
@@ -374,6 +379,9 @@ int cli_gen_opt(const char *cmd, int argc, char **argv, int *ip, cli_gen_opts *o
         else if (!strcmp(a, "--max-num-seqs")) eo->max_num_seqs = (int)v;
         else if (!strcmp(a, "--max-num-batched-tokens")) eo->max_num_batched_tokens = (int)v;
         else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) eo->tensor_parallel_size = (int)v;
+        else if (!strcmp(a, "--nnodes")) eo->nnodes = (int)v;
+        else if (!strcmp(a, "--node-rank")) eo->node_rank = (int)v;
+        else if (!strcmp(a, "--master-port")) eo->master_port = (int)v;
         else eo->kv_cache_memory = (size_t)(v < 0 ? 0 : v) << 20;
     } else {
         return 0;

@@ -39,6 +39,8 @@ static void usage(FILE *f) {
             "engine:\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --tensor-parallel-size N (-tp)  the model split over N ranks (the CPU: threads; dense families)\n"
+            "  --nnodes N  --master-addr A  --master-port P   the -tp ranks over N hosts (this one node 0; the others\n"
+            "                              run vllmc serve with the same options and --node-rank 1 .. N-1)\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
             "  --tokenizer PATH   a tokenizer folder or GGUF file instead of the model's\n"
             "  --revision REV  --tokenizer-revision REV   a Hugging Face id's branch, tag or commit\n"

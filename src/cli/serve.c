@@ -91,6 +91,9 @@ static void usage(FILE *f) {
             "  --gpu-memory-utilization F (GPU, default 0.9)  --enforce-eager (GPU: no CUDA graphs)\n"
             "  --device cpu|cuda  --num-threads N (alias --threads)  --block-size N (16)\n"
             "  --tensor-parallel-size N (-tp)  the model split over N ranks (the CPU: threads; dense families)\n"
+            "  --nnodes N --node-rank R --master-addr A --master-port P   the -tp ranks over N hosts, tp / N each:\n"
+            "                              node 0 (this server) listens on P; nodes 1 .. N-1 run the same command with\n"
+            "                              their --node-rank and serve no API (headless; --headless is accepted)\n"
             "  --data-parallel-size N (-dp)    N engine replicas behind this server, requests to the least loaded\n"
             "                              (a GPU group of tp each; the CPU: the cores shared out)\n"
             "  --num-kv-blocks N  --kv-cache-memory MiB  --seed S  --load-format auto|dummy\n"
@@ -335,6 +338,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
             INT_ARG(1, 64, v);
             eo.tensor_parallel_size = (int)v;
+        } else if (!strcmp(a, "--nnodes")) { INT_ARG(1, 64, v); eo.nnodes = (int)v;
+        } else if (!strcmp(a, "--node-rank")) { INT_ARG(0, 63, v); eo.node_rank = (int)v;
+        } else if (!strcmp(a, "--master-port")) { INT_ARG(1, 65535, v); eo.master_port = (int)v;
+        } else if (!strcmp(a, "--master-addr")) { CLI_NEED_VALUE(CMD); eo.master_addr = argv[++i];
+        } else if (!strcmp(a, "--headless")) { /* implied by --node-rank > 0 (vLLM's flag, accepted) */
         } else if (!strcmp(a, "--data-parallel-size") || !strcmp(a, "-dp")) {
             INT_ARG(1, 64, v);
             eo.data_parallel_size = (int)v;
@@ -404,6 +412,17 @@ int cmd_serve(int argc, char **argv) {
     /* a Hugging Face id: served by that name, loaded from the hub cache's snapshot */
     const char *model_id = model;
     if (!cli_hub_resolve(CMD, &model, &eo, false, &hub_model, &hub_tok)) goto out;
+    if (eo.nnodes > 1 && eo.node_rank > 0) { /* headless (vLLM's): this host's ranks for node 0's engine */
+        fprintf(stderr, "vllmc: node %d of %d: no API server here; joining node 0 at %s:%d\n", eo.node_rank, eo.nnodes,
+                eo.master_addr ? eo.master_addr : "127.0.0.1", eo.master_port ? eo.master_port : 29501);
+        if (vllm_node_run(model, &eo) != VLLM_OK) {
+            fprintf(stderr, CMD ": %s\n", vllm_last_error());
+            goto out;
+        }
+        fprintf(stderr, "vllmc: node %d: node 0 ended the group\n", eo.node_rank);
+        rc = 0;
+        goto out;
+    }
     if (!load_template(eo.tokenizer ? eo.tokenizer : model, chat_template_arg, &tpl, &bos, &eos)) goto out;
 
     fprintf(stderr, "vllmc: loading %s\n", model);
@@ -504,6 +523,6 @@ out:
     free(keys);
     for (int k = 0; k < 2; k++)
         if (sig_pipe[k] >= 0) close(sig_pipe[k]), sig_pipe[k] = -1;
-    if (rc == 0) fprintf(stderr, "vllmc: server stopped\n");
+    if (rc == 0 && srv) fprintf(stderr, "vllmc: server stopped\n");
     return rc;
 }

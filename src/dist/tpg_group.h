@@ -11,6 +11,13 @@
  * Failure: tpg_abort (a rank that cannot go on, e.g. its forward failed) marks the group aborted; every
  * collective then returns VLLM_ERR_BACKEND (naming why) on every rank, those already waiting included, so no
  * rank is left blocked. tpg_reset, once every rank is out of its collectives, makes it usable again.
+ *
+ * Several hosts (tpg_create_nodes): the ranks are spread over nodes (processes, one per host), each holding an
+ * equal share of consecutive ranks (node k: k * L .. k * L + L - 1); here only this node's ranks call. One thread a
+ * node (its first rank's) carries the node's part over the data links of dist/tpn_link.h, node 0 in the middle:
+ * it gathers every rank's buffer, sums in rank order (the same bits as one process's group) and sends the result
+ * back. An abort there shuts the data links down, so every node's ranks return the error; such a group stays
+ * aborted (tpg_reset does not revive it): the engine's later steps fail at once, naming why.
  */
 #ifndef VLLM_DIST_TPG_GROUP_H
 #define VLLM_DIST_TPG_GROUP_H
@@ -18,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dist/tpn_link.h"
 #include "vllm.h"
 
 typedef struct tpg_group tpg_group;
@@ -28,6 +36,13 @@ vllm_status tpg_create(int size, tpg_group **out);
 /* After every rank has returned from its last collective. */
 void tpg_free(tpg_group *g);
 int tpg_size(const tpg_group *g);
+/* A group of size ranks over net's nodes (size divisible by the nodes); the group owns net (tpg_free closes it). */
+vllm_status tpg_create_nodes(int size, tpn_net *net, tpg_group **out);
+/* The ranks of this process: first .. first + local - 1 (0 .. size - 1 without nodes). */
+int tpg_first_rank(const tpg_group *g);
+int tpg_local_size(const tpg_group *g);
+/* The links to the other nodes, or NULL for a group of one process. */
+tpn_net *tpg_net(const tpg_group *g);
 
 /* Waits for every rank. */
 vllm_status tpg_barrier(tpg_group *g, int rank);

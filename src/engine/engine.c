@@ -5,6 +5,7 @@
  * batch in generate.c.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "sample/logits_proc.h"
 #include "loader/gguf.h"
 #include "dist/tpg_group.h"
+#include "dist/tpn_link.h"
 #include "loader/gguf_config.h"
 
 
@@ -112,6 +114,18 @@ static vllm_status check_options(const vllm_engine_options *o) {
     if (o->tensor_parallel_size < 0 || o->tensor_parallel_size > TPG_MAX_RANKS)
         return vt_error(VLLM_ERR_INVALID_ARG, "tensor_parallel_size %d: 1 to %d", o->tensor_parallel_size,
                         TPG_MAX_RANKS);
+    if (o->nnodes < 0 || o->nnodes > TPN_MAX_NODES || o->master_port < 0 || o->master_port > 65535)
+        return vt_error(VLLM_ERR_INVALID_ARG, "nnodes %d / master_port %d: 1 to %d nodes, ports 1 to 65535", o->nnodes,
+                        o->master_port, TPN_MAX_NODES);
+    const int nn = o->nnodes > 1 ? o->nnodes : 1, tp = o->tensor_parallel_size > 1 ? o->tensor_parallel_size : 1;
+    if (o->node_rank < 0 || o->node_rank >= nn)
+        return vt_error(VLLM_ERR_INVALID_ARG, "node_rank %d of %d node(s): 0 to %d", o->node_rank, nn, nn - 1);
+    if (nn > 1 && tp % nn)
+        return vt_error(VLLM_ERR_INVALID_ARG, "nnodes %d: tensor_parallel_size %d must be a multiple of it (each node "
+                        "takes an equal share of the ranks)", nn, tp);
+    if (nn > 1 && o->data_parallel_size > 1)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "nnodes %d with data_parallel_size %d: replicas over several hosts are "
+                        "not supported yet", nn, o->data_parallel_size);
     dtype d;
     if (!state_dtype_of(o->mamba_cache_dtype, DTYPE_F32, &d) || !state_dtype_of(o->mamba_ssm_cache_dtype, DTYPE_F32, &d))
         return vt_error(VLLM_ERR_INVALID_ARG, "mamba_cache_dtype / mamba_ssm_cache_dtype '%.32s' / '%.32s': auto, "
@@ -315,6 +329,9 @@ static vllm_status resolve_hub(const char *spec, const char *revision, bool toke
 
 vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options *options, vllm_engine **out) {
     *out = NULL;
+    if (options && options->nnodes > 1 && options->node_rank > 0)
+        return vt_error(VLLM_ERR_INVALID_ARG, "node_rank %d: the engine runs on node 0; node %d runs vllm_node_run "
+                        "(vllmc serve --node-rank %d)", options->node_rank, options->node_rank, options->node_rank);
     if (options && options->data_parallel_size > 1)
         return vt_error(VLLM_ERR_INVALID_ARG, "data_parallel_size %d: replicas run behind the thread-safe front "
                         "(vllm_async_engine_create, vllmc serve), not in one vllm_engine", options->data_parallel_size);
@@ -367,34 +384,97 @@ fail:
     return st;
 }
 
+/* The backend and load options of this process's ranks, and (tensor_parallel_size > 1) their group: threads of
+ * this process, or this node's share of ranks spread over nnodes hosts (the links to the others opened here,
+ * waiting for them). e->pooling is resolved. */
+static vllm_status engine_rank_setup(vllm_engine *e, backend_options *bo, model_load_options *mo) {
+    *bo = (backend_options){.num_threads = e->opt.num_threads, .device_id = e->device_id,
+                            .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
+    const int tp = e->opt.tensor_parallel_size > 1 ? e->opt.tensor_parallel_size : 1;
+    const int nn = e->opt.nnodes > 1 ? e->opt.nnodes : 1;
+    const char *device = e->opt.device ? e->opt.device : "cpu";
+    *mo = (model_load_options){.dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed,
+                               .max_model_len = e->opt.max_model_len, .no_lm_head = e->pooling, .tp_size = tp,
+                               .tp_device = tp > 1 ? device : NULL, .tp_backend_options = bo};
+    if (tp == 1) return VLLM_OK;
+    vllm_status st;
+    if (nn > 1) { /* several hosts: what every node must agree on, then the links */
+        char fp[512];
+        const char *kd = e->opt.kv_cache_dtype && strcmp(e->opt.kv_cache_dtype, "auto") ? e->opt.kv_cache_dtype : "auto";
+        snprintf(fp, sizeof fp, "tensor_parallel_size %d, nnodes %d, device %s, load_format %s, seed %llu, "
+                 "max_model_len %d, kv_cache_dtype %s, runner %s", tp, nn, device,
+                 mo->dummy ? "dummy" : "auto", mo->dummy ? (unsigned long long)e->opt.seed : 0ULL, e->opt.max_model_len,
+                 kd, e->pooling ? "pooling" : "generate");
+        const char *to = getenv("VLLM_DIST_TIMEOUT");
+        const tpn_options no = {.nnodes = nn, .node_rank = e->opt.node_rank,
+                                .master_addr = e->opt.master_addr ? e->opt.master_addr : "127.0.0.1",
+                                .master_port = e->opt.master_port ? e->opt.master_port : 29501, .fingerprint = fp,
+                                .timeout_s = to && *to ? atof(to) : 0};
+        tpn_net *net = NULL;
+        if ((st = tpn_open(&no, &net))) return st;
+        if ((st = tpg_create_nodes(tp, net, &e->tp_group))) {
+            tpn_close(net);
+            return st;
+        }
+    } else if ((st = tpg_create(tp, &e->tp_group))) {
+        return st;
+    }
+    const int local = tpg_local_size(e->tp_group), first = tpg_first_rank(e->tp_group);
+    if (bo->num_threads == 0) { /* the CPU's ranks share the cores rather than each taking them all */
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        bo->num_threads = cores > local ? (int)(cores / local) : 1;
+    }
+    bo->tp_group = e->tp_group;
+    bo->tp_rank = first;
+    mo->tp_rank = first;
+    mo->tp_group = e->tp_group;
+    if (nn > 1)
+        LOG_I("tensor parallelism: %d ranks of device %s over %d nodes; this is node %d with ranks %d .. %d", tp, device,
+              nn, e->opt.node_rank, first, first + local - 1);
+    else
+        LOG_I("tensor parallelism: %d ranks of device %s", tp, device);
+    return VLLM_OK;
+}
+
+vllm_status vllm_node_run(const char *model_dir, const vllm_engine_options *options) {
+    if (!model_dir || !options) return vt_error(VLLM_ERR_INVALID_ARG, "vllm_node_run: a model and options are needed");
+    if (options->nnodes < 2 || options->node_rank < 1)
+        return vt_error(VLLM_ERR_INVALID_ARG, "vllm_node_run: nnodes %d, node_rank %d: it runs nodes 1 .. nnodes - 1 "
+                        "(node 0 runs the engine)", options->nnodes, options->node_rank);
+    vllm_engine *e = calloc(1, sizeof *e); /* the parts of an engine a node needs: options, runner, group */
+    if (!e) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    e->opt = *options;
+    char *hub_model = NULL;
+    vllm_status st = check_options(&e->opt);
+    if (!st) st = resolve_hub(model_dir, e->opt.revision, false, e->opt.load_format == VLLM_LOAD_DUMMY, &model_dir,
+                              &hub_model);
+    if (!st) st = engine_pooling_resolve(e, model_dir);
+    backend_options bo;
+    model_load_options mo;
+    if (!st) st = engine_rank_setup(e, &bo, &mo);
+    if (!st) st = model_tp_node_run(model_dir, &mo);
+    char msg[512] = "";
+    if (st) snprintf(msg, sizeof msg, "%s", vllm_last_error());
+    free(hub_model);
+    vllm_engine_free(e);
+    if (st) vt_error(st, "%s", msg);
+    return st;
+}
+
 /* The rest of vllm_engine_create once the model is a local folder or file. */
 static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
     vllm_status st;
 
-    backend_options bo = {.num_threads = e->opt.num_threads, .device_id = e->device_id,
-                          .kv_cache_fp8 = e->opt.kv_cache_dtype && !strncmp(e->opt.kv_cache_dtype, "fp8", 3)};
-    const int tp = e->opt.tensor_parallel_size > 1 ? e->opt.tensor_parallel_size : 1;
-    if (tp > 1) { /* rank 0 here; the model loads and runs ranks 1 .. tp - 1 (model_tp.c) */
-        if ((st = tpg_create(tp, &e->tp_group))) goto fail;
-        if (bo.num_threads == 0) { /* the CPU's ranks share the cores rather than each taking them all */
-            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-            bo.num_threads = cores > tp ? (int)(cores / tp) : 1;
-        }
-        bo.tp_group = e->tp_group;
-        bo.tp_rank = 0;
-        LOG_I("tensor parallelism: %d ranks of device %s", tp, e->opt.device);
-    }
+    /* the runner (generate or pooling) decides what the model loads: the pooling runner no LM head */
+    if ((st = engine_pooling_resolve(e, model_dir))) goto fail;
+    backend_options bo;
+    model_load_options mo;
+    if ((st = engine_rank_setup(e, &bo, &mo))) goto fail;
     if ((st = backend_create(e->opt.device, &bo, &e->be))) goto fail;
     {
         const char *ov = getenv("VLLM_MASKS_OVERLAP");
         e->so_overlap = ov && *ov ? strcmp(ov, "0") != 0 : e->be->async;
     }
-    /* the runner (generate or pooling) decides what the model loads: the pooling runner no LM head */
-    if ((st = engine_pooling_resolve(e, model_dir))) goto fail;
-    model_load_options mo = {.dummy = e->opt.load_format == VLLM_LOAD_DUMMY, .seed = e->opt.seed,
-                             .max_model_len = e->opt.max_model_len, .no_lm_head = e->pooling,
-                             .tp_size = tp, .tp_rank = 0, .tp_device = tp > 1 ? (e->opt.device ? e->opt.device : "cpu") : NULL,
-                             .tp_backend_options = &bo, .tp_group = e->tp_group};
     if ((st = model_load(model_dir, e->be, &mo, &e->model))) goto fail;
     e->cfg = model_get_config(e->model);
     {

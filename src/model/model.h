@@ -97,6 +97,11 @@ typedef struct model_load_options {
  * weights (memory-mapped safetensors, used in place on the CPU); dir may also name a GGUF file
  * (loader/gguf_config.h: its metadata as config.json, its tensors under their HF names). */
 vllm_status model_load(const char *dir, backend *be, const model_load_options *opt, model **out);
+/* Several hosts (opt->tp_group made by tpg_create_nodes, this process not node 0): loads this node's ranks
+ * (threads on backends of opt->tp_device made with *opt->tp_backend_options), tells node 0 it is ready, then runs
+ * node 0's commands (cache, reserve, forward: the other half of model_tp.c's calls on node 0) until node 0 ends
+ * the group (VLLM_OK) or the link to it fails (the error). */
+vllm_status model_tp_node_run(const char *dir, const model_load_options *opt);
 void model_free(model *m);
 const model_config *model_get_config(const model *m);
 

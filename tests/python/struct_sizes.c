@@ -19,7 +19,9 @@ int main(void) {
     F(vllm_engine_options, kv_cache_dtype), F(vllm_engine_options, runner), F(vllm_engine_options, pooling_type);
     F(vllm_engine_options, pooler_normalize), F(vllm_engine_options, revision);
     F(vllm_engine_options, tokenizer_revision);
-    F(vllm_engine_options, tensor_parallel_size), F(vllm_engine_options, data_parallel_size);
+    F(vllm_engine_options, tensor_parallel_size), F(vllm_engine_options, data_parallel_size),
+        F(vllm_engine_options, nnodes), F(vllm_engine_options, node_rank), F(vllm_engine_options, master_addr),
+        F(vllm_engine_options, master_port);
 
     S(vllm_engine_info);
     F(vllm_engine_info, architecture), F(vllm_engine_info, vocab_size), F(vllm_engine_info, max_model_len);

@@ -4,9 +4,11 @@
  * NCCL is the CUDA toolkit's libnccl.so.2, opened at the first collective (no link-time dependency, as vLLM's
  * pynccl loads it with ctypes); the few types and constants used are declared here from nccl.h's stable ABI
  * (ncclUniqueId: 128 bytes; ncclFloat32 7, ncclBfloat16 9; ncclSum 0). The ranks are threads of one process
- * (model_tp.c), each with its backend on GPU device_id + rank: at the first collective rank 0 makes the unique
- * id, the group (dist/tpg_group.h) broadcasts it, and every rank joins with ncclCommInitRank (all ranks are in a
- * forward then, so none waits on a rank not yet created). Collectives run on the backend's stream; graphs stay
+ * (model_tp.c), each with its backend on GPU device_id + its index on its node: at the first collective rank 0
+ * makes the unique id, the group (dist/tpg_group.h) broadcasts it, over the nodes' TCP links too when the ranks
+ * span hosts (NCCL's own bootstrap then connects them, as torch.distributed's store hands out the id), and every
+ * rank joins with ncclCommInitRank(world size, its global rank) (all ranks are in a forward then, so none waits
+ * on a rank not yet created). Collectives run on the backend's stream; graphs stay
  * off under tensor parallelism (model.c), so nothing here is recorded yet. NVLink SHARP stays off
  * (NCCL_NVLS_ENABLE=0 unless the user set it), as the GPU machines here require.
  *

@@ -215,6 +215,10 @@ static vllm_status exchange_node(tpg_group *g, int op, uint32_t kind, size_t byt
             for (int j = 0; j < L; j++) parts[np] = g->ptr[j], lens[np++] = bytes;
         }
         st = tpn_send(net, 0, TPN_DATA, kind, np, parts, lens);
+        if (!st && op == OP_BROADCAST && bytes) { /* this node's other ranks copy it from scratch */
+            if (!scratch_fit(g, bytes)) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (a broadcast over nodes)");
+            memcpy(g->scratch, g->ptr[root - g->first], bytes);
+        }
     }
     if (!st && gets) {
         if (!scratch_fit(g, res)) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (a collective over nodes)");

@@ -1,5 +1,11 @@
-/* test_tpg_group.c: the in-process tensor-parallel group (dist/tpg_group.h): collectives of 1 to 5 thread ranks
- * against serial results, bit for bit; many rounds (buffer reuse); an abort releases the waiting ranks. */
+/* test_tpg_group.c: the tensor-parallel group (dist/tpg_group.h): collectives of 1 to 5 thread ranks against serial
+ * results, bit for bit; many rounds (buffer reuse); an abort releases the waiting ranks. The same over nodes
+ * (tpg_create_nodes: 2 to 4 nodes of 1 or 2 ranks linked over TCP on 127.0.0.1, broadcast roots on every node), an
+ * abort on node 0 releasing the ranks of the others; bad node options refused. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,8 +94,100 @@ static void run(int size, bool abort_test) {
     printf("%d rank(s)%s: ok\n", size, abort_test ? ", abort" : "");
 }
 
+/* A free port on 127.0.0.1 (the kernel's pick). */
+static int free_port(void) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+typedef struct node_ctx {
+    tpn_options o;
+    tpn_net *net;
+    vllm_status st;
+} node_ctx;
+
+static void *open_main(void *p) {
+    node_ctx *n = p;
+    n->st = tpn_open(&n->o, &n->net);
+    return NULL;
+}
+
+/* size ranks over nnodes nodes of this process: the collectives' results as one group's, bit for bit. */
+static void run_nodes(int size, int nnodes, bool abort_test) {
+    const int port = free_port();
+    node_ctx nc[4];
+    pthread_t th[8];
+    for (int k = 0; k < nnodes; k++) {
+        nc[k] = (node_ctx){.o = {.nnodes = nnodes, .node_rank = k, .master_addr = "127.0.0.1", .master_port = port,
+                                 .fingerprint = "test", .timeout_s = 30}};
+        CHECK(pthread_create(&th[k], NULL, open_main, &nc[k]) == 0);
+    }
+    for (int k = 0; k < nnodes; k++) pthread_join(th[k], NULL);
+    tpg_group *g[4] = {0};
+    bool ok = true;
+    for (int k = 0; k < nnodes; k++) {
+        CHECK_OK(nc[k].st);
+        if (nc[k].st == VLLM_OK) CHECK_OK(tpg_create_nodes(size, nc[k].net, &g[k]));
+        else ok = false;
+        if (!g[k]) ok = false;
+    }
+    if (ok) {
+        rank_ctx c[8];
+        const int L = size / nnodes;
+        for (int k = 0; k < nnodes; k++) CHECK(tpg_first_rank(g[k]) == k * L && tpg_local_size(g[k]) == L);
+        for (int r = 0; r < size; r++) {
+            c[r] = (rank_ctx){.g = g[r / L], .rank = r, .size = size, .abort_test = abort_test};
+            CHECK(pthread_create(&th[r], NULL, rank_main, &c[r]) == 0);
+        }
+        for (int r = 0; r < size; r++) pthread_join(th[r], NULL);
+        for (int r = 0; r < size; r++) {
+            CHECK_MSG(c[r].failures == 0, "%d ranks over %d nodes: rank %d saw %d wrong results", size, nnodes, r,
+                      c[r].failures);
+            if (abort_test && r > 0)
+                CHECK_MSG(c[r].last == VLLM_ERR_BACKEND, "rank %d: status %d after the abort", r, c[r].last);
+        }
+        if (abort_test) { /* the group stays down on every node: tpg_reset does not revive it */
+            float x[4] = {0};
+            tpg_reset(g[1]);
+            CHECK(tpg_all_reduce_f32(g[1], L, x, 4) == VLLM_ERR_BACKEND);
+            CHECK(tpg_all_reduce_f32(g[0], 0, x, 4) == VLLM_ERR_BACKEND);
+            CHECK_MSG(strstr(vllm_last_error(), "rank 0's forward failed") != NULL, "why not named: %s",
+                      vllm_last_error());
+        }
+        float x[2] = {0}; /* a rank of another node is refused here */
+        if (!abort_test) CHECK(tpg_all_reduce_f32(g[0], size - 1, x, 2) == VLLM_ERR_INVALID_ARG);
+    }
+    for (int k = 0; k < nnodes; k++) {
+        if (g[k]) tpg_free(g[k]); /* closes the links */
+        else tpn_close(nc[k].net);
+    }
+    printf("%d ranks over %d nodes%s: ok\n", size, nnodes, abort_test ? ", abort" : "");
+}
+
 int main(void) {
     for (int size = 1; size <= 5; size++) run(size, false);
+    run_nodes(2, 2, false);
+    run_nodes(4, 2, false);
+    run_nodes(4, 4, false);
+    run_nodes(4, 2, true);
+    {
+        tpn_net *net = NULL;
+        tpn_options o = {.nnodes = 1, .node_rank = 0, .master_addr = "127.0.0.1", .master_port = 1, .fingerprint = "x"};
+        CHECK(tpn_open(&o, &net) == VLLM_ERR_INVALID_ARG && !net);
+        o.nnodes = 2, o.node_rank = 2;
+        CHECK(tpn_open(&o, &net) == VLLM_ERR_INVALID_ARG && !net);
+        o.node_rank = 1, o.master_port = 0;
+        CHECK(tpn_open(&o, &net) == VLLM_ERR_INVALID_ARG && !net);
+        o.master_port = free_port(), o.timeout_s = 0.5; /* nobody listens there */
+        CHECK(tpn_open(&o, &net) == VLLM_ERR_IO && !net);
+        CHECK_MSG(strstr(vllm_last_error(), "could not join"), "not named: %s", vllm_last_error());
+    }
     run(3, true);
     tpg_group *g = NULL;
     CHECK(tpg_create(0, &g) == VLLM_ERR_INVALID_ARG && g == NULL);

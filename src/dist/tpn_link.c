@@ -293,6 +293,17 @@ static vllm_status open_master(tpn_net *n, const tpn_options *o, double timeout)
     return st;
 }
 
+/* A connect to a port of this host that nobody listens on can meet itself (TCP simultaneous open when the kernel
+ * picks that port as the local one): not node 0. */
+static bool self_connected(int fd) {
+    struct sockaddr_storage a, b;
+    socklen_t la = sizeof a, lb = sizeof b;
+    if (getsockname(fd, (struct sockaddr *)&a, &la) || getpeername(fd, (struct sockaddr *)&b, &lb)) return false;
+    if (la != lb || memcmp(&a, &b, la)) return false;
+    errno = ECONNREFUSED;
+    return true;
+}
+
 /* One link to node 0: connect (retrying while node 0 is not listening yet), hello, its reply. */
 static vllm_status connect_link(tpn_net *n, const tpn_options *o, tpn_chan ch, double t0, double timeout) {
     char port[16];
@@ -306,8 +317,8 @@ static vllm_status connect_link(tpn_net *n, const tpn_options *o, tpn_chan ch, d
             for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
                 fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
                 if (fd < 0) continue;
-                if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-                    err = errno;
+                if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 || self_connected(fd)) {
+                    err = errno ? errno : ECONNREFUSED;
                     close(fd);
                     fd = -1;
                 }

@@ -96,14 +96,21 @@ static void run(int size, bool abort_test) {
 
 /* A free port on 127.0.0.1 (the kernel's pick). */
 static int free_port(void) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
+    /* below the kernel's ephemeral range (32768 ..): a port picked there could be taken as some connection's local
+     * port before node 0 listens on it */
+    static unsigned seed;
+    if (!seed) seed = (unsigned)getpid() * 2654435761u;
+    for (int tries = 0; tries < 1000; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        const int port = 20000 + (int)((seed >> 8) % 12000);
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_ANY)};
+        const bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0) close(fd);
+        if (ok) return port;
+    }
+    return 0;
 }
 
 typedef struct node_ctx {

@@ -25,14 +25,21 @@ enum { NP = 3, PLEN = 14, NEW = 12 };
 
 /* A port nothing listens on now (the kernel's pick for port 0). */
 static int free_port(void) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
+    /* below the kernel's ephemeral range (32768 ..): a port picked there could be taken as some connection's local
+     * port before node 0 listens on it */
+    static unsigned seed;
+    if (!seed) seed = (unsigned)getpid() * 2654435761u;
+    for (int tries = 0; tries < 1000; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        const int port = 20000 + (int)((seed >> 8) % 12000);
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_ANY)};
+        const bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0) close(fd);
+        if (ok) return port;
+    }
+    return 0;
 }
 
 typedef struct layout {
@@ -260,7 +267,7 @@ static void refusals(void) {
     CHECK(vllm_async_engine_create(FX "llama_mha_f16", &o, &ae) == VLLM_ERR_UNSUPPORTED && !ae);
     o = opts(2, 2, 0, 70000, NULL);
     CHECK(vllm_engine_create(FX "llama_mha_f16", &o, &e) == VLLM_ERR_INVALID_ARG && !e);
-    unsetenv("VLLM_DIST_TIMEOUT");
+    setenv("VLLM_DIST_TIMEOUT", "60", 1);
 }
 
 /* vllmc serve --node-rank 1 (headless) with vllmc generate --nnodes 2: the tokens of generate -tp 2. */
@@ -287,6 +294,7 @@ static void cli(void) {
 }
 
 int main(void) {
+    setenv("VLLM_DIST_TIMEOUT", "60", 1); /* a failing case must not leave its nodes waiting 600 s */
     node_dies(); /* first: it forks before this process has threads */
     check("llama_mha_f16", 2, 2);
     check("llama_mha_f16", 4, 2);

@@ -47,6 +47,7 @@ typedef struct tp_worker {
 struct tp_pool {
     int num_threads;  /* including the caller */
     double min_work;
+    atomic_bool flush_denormals; /* tp_set_flush_denormals */
     pthread_t *threads;
     tp_worker *workers;
     int started;      /* workers actually started */
@@ -89,6 +90,30 @@ static int64_t tp_now_ns(void) {
 
 /* Runs chunk `tid` of the job, then claims and runs chunks until the items
  * are exhausted (`next` starts past the threads' first chunks). */
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define TP_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
+/* The thread's float mode for the pool's jobs; returns the mode it had. */
+static unsigned tp_float_mode(const tp_pool *p) {
+    const unsigned old = _mm_getcsr();
+    const unsigned want = atomic_load_explicit(&p->flush_denormals, memory_order_relaxed) ? old | TP_FTZ_DAZ
+                                                                                           : old & ~TP_FTZ_DAZ;
+    if (want != old) _mm_setcsr(want);
+    return old;
+}
+static void tp_float_restore(unsigned old) {
+    if (_mm_getcsr() != old) _mm_setcsr(old);
+}
+#else
+static unsigned tp_float_mode(const tp_pool *p) {
+    (void)p;
+    return 0;
+}
+static void tp_float_restore(unsigned old) { (void)old; }
+#endif
+
+void tp_set_flush_denormals(tp_pool *p, bool on) { atomic_store(&p->flush_denormals, on); }
+
 static void tp_work(tp_pool *p, int tid) {
     int64_t start = !p->async_job ? (int64_t)tid * p->chunk
                     : tid > 0     ? (int64_t)(tid - 1) * p->chunk
@@ -133,6 +158,7 @@ static void *tp_worker_main(void *arg) {
         seen = word >> 16;
         if (w->index >= (int)(word & 0xffff)) continue;  /* not needed for this job */
 
+        tp_float_mode(p); /* a worker keeps the pool's mode */
         tp_work(p, w->index);
         /* seq_cst store then load, against the caller's store of caller_sleeping
          * then load of done: one of the two sides sees the other */
@@ -304,8 +330,10 @@ void tp_start(tp_pool *p, int64_t n, tp_fn fn, void *ctx) {
 }
 
 void tp_wait(tp_pool *p) {
+    const unsigned mode = tp_float_mode(p);
     if (p->pending_inline) p->fn(p->ctx, 0, p->n, 0);
     else if (p->pending_threads) tp_join(p, p->pending_threads, p->pending_gen);
+    tp_float_restore(mode);
     p->pending_inline = false;
     p->pending_threads = 0;
 }
@@ -314,11 +342,10 @@ void tp_run(tp_pool *p, int64_t n, tp_fn fn, void *ctx) {
     if (n <= 0) return;
     int threads = p->num_threads;
     if (n < threads) threads = (int)n;
-    if (threads <= 1) {
-        fn(ctx, 0, n, 0);
-        return;
-    }
-    tp_dispatch(p, n, threads, fn, ctx);
+    const unsigned mode = tp_float_mode(p);
+    if (threads <= 1) fn(ctx, 0, n, 0);
+    else tp_dispatch(p, n, threads, fn, ctx);
+    tp_float_restore(mode);
 }
 
 void tp_run_cost(tp_pool *p, int64_t n, double item_cost, tp_fn fn, void *ctx) {
@@ -329,9 +356,8 @@ void tp_run_cost(tp_pool *p, int64_t n, double item_cost, tp_fn fn, void *ctx) {
         double by_work = (double)n * item_cost / p->min_work;
         if (by_work < threads) threads = by_work;
     }
-    if (threads < 2) {
-        fn(ctx, 0, n, 0);
-        return;
-    }
-    tp_dispatch(p, n, (int)threads, fn, ctx);
+    const unsigned mode = tp_float_mode(p);
+    if (threads < 2) fn(ctx, 0, n, 0);
+    else tp_dispatch(p, n, (int)threads, fn, ctx);
+    tp_float_restore(mode);
 }

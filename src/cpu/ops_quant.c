@@ -46,6 +46,13 @@
 #define CQ_BW 0
 #endif
 
+/* two weight rows per 512-bit register (the K types' matmul): AVX-512 BW + VNNI */
+#if CQ_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define CQ_Z 1
+#else
+#define CQ_Z 0
+#endif
+
 #if defined(__GNUC__)
 #define CQ_INLINE static inline __attribute__((always_inline))
 #else
@@ -460,6 +467,158 @@ CQ_INLINE void cq_k_q6_K(const void *vw, const void *const *x, int nt, int64_t n
 }
 CQ_DEFINE_DOTN(q6_K)
 
+#if CQ_Z
+/* ---- the K types two rows at a time: rows A and B in the low and high 256 bits of each 512-bit register ----
+ *
+ * Every 256-bit half computes exactly what the one-row kernel above computes for its row (the same decoded
+ * vectors, the same vpmaddubsw / vpdpwssd lanes, the same float FMAs per lane, the same horizontal sum), so a
+ * result is bit-identical to cpu_quant_vec_dot's; the pair halves the instructions per (row, token, block). */
+
+CQ_INLINE __m512i cq_z_pair(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+CQ_INLINE __m512 cq_z_pair_ps(float a, float b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
+}
+CQ_INLINE __m512i cq_z_bcast(const void *p) { return _mm512_broadcast_i64x4(CQ_LOAD(p)); }
+
+/* sum_g s[g] . maddubs(u[g], a[g]) for both rows (a[g] the same 32 activation bytes in both halves) */
+CQ_INLINE __m512i cq_z_dot8(const __m512i u[8], const __m512i s[8], const int8_t *a) {
+    __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int g = 0; g < 8; g++)
+        acc[g % 4] = _mm512_dpwssd_epi32(acc[g % 4], _mm512_maddubs_epi16(u[g], cq_z_bcast(a + 32 * g)), s[g]);
+    return _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
+}
+
+/* the two rows' results: the horizontal sums of each half */
+CQ_INLINE void cq_z_out(__m512 v, float *a, float *b) {
+    *a = cq_hsum_ps(_mm512_castps512_ps256(v));
+    *b = cq_hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+/* the Q4_K / Q5_K / Q2_K form (cq_kmin_rows) for the pair: dw / dmw hold row A's d in the low half, B's high */
+CQ_INLINE void cq_z_kmin_rows(const __m512i u[8], const __m512i s[8], __m512i m, __m512 dw, __m512 dmw,
+                              const void *const *x, int64_t i, int nt, __m512 *accf, __m512 *accm) {
+    for (int k = 0; k < nt; k++) {
+        const gq_block_q8_K *xb = cq_xk(x, k, i);
+        const __m512 xd = _mm512_set1_ps(xb->d);
+        accf[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cq_z_dot8(u, s, xb->qs)), _mm512_mul_ps(dw, xd), accf[k]);
+        accm[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(cq_z_bcast(xb->bsums), m)),
+                                  _mm512_mul_ps(dmw, xd), accm[k]);
+    }
+}
+
+/* the Q6_K / Q3_K form (cq_koff_rows) for the pair */
+CQ_INLINE void cq_z_koff_rows(const __m512i u[8], const __m512i s[8], __m512i s16, int off_shift, __m512 dw,
+                              const void *const *x, int64_t i, int nt, __m512 *accf) {
+    for (int k = 0; k < nt; k++) {
+        const gq_block_q8_K *xb = cq_xk(x, k, i);
+        const __m512i off = _mm512_madd_epi16(cq_z_bcast(xb->bsums), s16);
+        const __m512i isum = _mm512_sub_epi32(cq_z_dot8(u, s, xb->qs), _mm512_sll_epi32(off, _mm_cvtsi32_si128(off_shift)));
+        accf[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), accf[k]);
+    }
+}
+
+/* Q4_K rows wa, wb with nt activation rows: outa[k], outb[k] */
+CQ_INLINE void cq_z_q4_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                         float *outb) {
+    const gq_block_q4_K *wa = va, *wb = vb;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 accf[CQ_NT], accm[CQ_NT];
+    for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(wa + i, sizeof *wa);
+        cq_prefetch(wb + i, sizeof *wb);
+        __m256i sa[8], sb[8], ma, mb;
+        cq_k4_scales(wa[i].scales, sa, &ma);
+        cq_k4_scales(wb[i].scales, sb, &mb);
+        __m512i u[8], s[8];
+        for (int g = 0; g < 8; g++) s[g] = cq_z_pair(sa[g], sb[g]);
+        for (int c = 0; c < 4; c++) {
+            const __m512i qv = cq_z_pair(CQ_LOAD(wa[i].qs + 32 * c), CQ_LOAD(wb[i].qs + 32 * c));
+            u[2 * c] = _mm512_and_si512(qv, m4);
+            u[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(qv, 4), m4);
+        }
+        cq_z_kmin_rows(u, s, cq_z_pair(ma, mb), cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d)),
+                       cq_z_pair_ps(cq_f16(wa[i].dmin), cq_f16(wb[i].dmin)), x, i, nt, accf, accm);
+    }
+    for (int k = 0; k < nt; k++) cq_z_out(_mm512_sub_ps(accf[k], accm[k]), &outa[k], &outb[k]);
+}
+
+CQ_INLINE void cq_z_q5_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                         float *outb) {
+    const gq_block_q5_K *wa = va, *wb = vb;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    __m512 accf[CQ_NT], accm[CQ_NT];
+    for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(wa + i, sizeof *wa);
+        cq_prefetch(wb + i, sizeof *wb);
+        __m256i sa[8], sb[8], ma, mb;
+        cq_k4_scales(wa[i].scales, sa, &ma);
+        cq_k4_scales(wb[i].scales, sb, &mb);
+        __m512i u[8], s[8];
+        for (int g = 0; g < 8; g++) s[g] = cq_z_pair(sa[g], sb[g]);
+        __m512i hb = cq_z_pair(CQ_LOAD(wa[i].qh), CQ_LOAD(wb[i].qh));
+        for (int c = 0; c < 4; c++) {
+            const __m512i qv = cq_z_pair(CQ_LOAD(wa[i].qs + 32 * c), CQ_LOAD(wb[i].qs + 32 * c));
+            u[2 * c] = _mm512_or_si512(_mm512_and_si512(qv, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4));
+            u[2 * c + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qv, 4), m4),
+                                           _mm512_and_si512(_mm512_slli_epi16(hb, 3), b4));
+            hb = _mm512_srli_epi16(hb, 2);
+        }
+        cq_z_kmin_rows(u, s, cq_z_pair(ma, mb), cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d)),
+                       cq_z_pair_ps(cq_f16(wa[i].dmin), cq_f16(wb[i].dmin)), x, i, nt, accf, accm);
+    }
+    for (int k = 0; k < nt; k++) cq_z_out(_mm512_sub_ps(accf[k], accm[k]), &outa[k], &outb[k]);
+}
+
+CQ_INLINE void cq_z_q6_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                         float *outb) {
+    const gq_block_q6_K *wa = va, *wb = vb;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x30);
+    __m512 accf[CQ_NT];
+    for (int k = 0; k < nt; k++) accf[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(wa + i, sizeof *wa);
+        cq_prefetch(wb + i, sizeof *wb);
+        __m512i u[8], s[8];
+        const __m128i sca = CQ_LOAD128(wa[i].scales), scb = CQ_LOAD128(wb[i].scales);
+        for (int h = 0; h < 2; h++) {
+            const __m512i sc = cq_z_pair(cq_dup128(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sca, 8) : sca)),
+                                         cq_dup128(_mm_cvtepi8_epi16(h ? _mm_srli_si128(scb, 8) : scb)));
+            const __m512i l0 = cq_z_pair(CQ_LOAD(wa[i].ql + 64 * h), CQ_LOAD(wb[i].ql + 64 * h));
+            const __m512i l1 = cq_z_pair(CQ_LOAD(wa[i].ql + 64 * h + 32), CQ_LOAD(wb[i].ql + 64 * h + 32));
+            const __m512i qh = cq_z_pair(CQ_LOAD(wa[i].qh + 32 * h), CQ_LOAD(wb[i].qh + 32 * h));
+            u[4 * h] = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m2));
+            u[4 * h + 1] = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m2));
+            u[4 * h + 2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(qh, m2));
+            u[4 * h + 3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                           _mm512_and_si512(_mm512_srli_epi16(qh, 2), m2));
+            for (int g = 0; g < 4; g++) {
+                const __m256i pk = cq_pick16(2 * g, 2 * g + 1);
+                s[4 * h + g] = _mm512_shuffle_epi8(sc, cq_z_pair(pk, pk));
+            }
+        }
+        cq_z_koff_rows(u, s, cq_z_pair(_mm256_cvtepi8_epi16(sca), _mm256_cvtepi8_epi16(scb)), 5,
+                       cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d)), x, i, nt, accf);
+    }
+    for (int k = 0; k < nt; k++) cq_z_out(accf[k], &outa[k], &outb[k]);
+}
+
+#define CQ_DEFINE_DOTN2(NAME)                                                                                 \
+    static void cq_dotn2_##NAME(const void *wa, const void *wb, const void *const *x, int nt, int64_t n,     \
+                                float *outa, float *outb) {                                                  \
+        switch (nt) {                                                                                         \
+        case 4: cq_z_##NAME(wa, wb, x, 4, n, outa, outb); break;                                              \
+        case 3: cq_z_##NAME(wa, wb, x, 3, n, outa, outb); break;                                              \
+        case 2: cq_z_##NAME(wa, wb, x, 2, n, outa, outb); break;                                              \
+        default: cq_z_##NAME(wa, wb, x, 1, n, outa, outb); break;                                             \
+        }                                                                                                     \
+    }
+CQ_DEFINE_DOTN2(q4_K)
+CQ_DEFINE_DOTN2(q5_K)
+CQ_DEFINE_DOTN2(q6_K)
+#endif /* CQ_Z */
+
 /* Q3_K's 16 scale codes - 32, as int8 (the 12 packed bytes read 4 at a time). */
 CQ_INLINE __m128i cq_q3_K_scales(const uint8_t *s) {
     uint32_t a0, a1, t;
@@ -687,6 +846,10 @@ static void cq_convert_f16(const float *x, uint8_t *y, int64_t n) {
 
 /* ---- dispatch ---- */
 
+/* two weight rows (wa, wb) with nt activation rows -> outa, outb (the pair kernels, CQ_Z) */
+typedef void (*cq_dotn2_fn_t)(const void *wa, const void *wb, const void *const *x, int nt, int64_t n, float *outa,
+                              float *outb);
+
 /* n elements of weight row w with nt (1 .. CQ_NT) activation rows x[0 .. nt) in the partner type -> out */
 typedef void (*cq_dotn_fn)(const void *w, const void *const *x, int nt, int64_t n, float *out);
 
@@ -709,6 +872,21 @@ static cq_dotn_fn cq_kernel(ggml_type t) {
     case GGML_TYPE_Q6_K: return cq_dotn_q6_K;
     case GGML_TYPE_IQ4_NL: return cq_dotn_iq4_nl;
     case GGML_TYPE_IQ4_XS: return cq_dotn_iq4_xs;
+    default: return NULL;
+    }
+#else
+    (void)t;
+    return NULL;
+#endif
+}
+
+/* The pair kernel of weight type t (two rows per 512-bit register), or NULL. */
+static cq_dotn2_fn_t cq_kernel2(ggml_type t) {
+#if CQ_Z
+    switch (t) {
+    case GGML_TYPE_Q4_K: return cq_dotn2_q4_K;
+    case GGML_TYPE_Q5_K: return cq_dotn2_q5_K;
+    case GGML_TYPE_Q6_K: return cq_dotn2_q6_K;
     default: return NULL;
     }
 #else
@@ -759,6 +937,7 @@ bool cpu_quant_row(ggml_type act, const float *x, void *xq, int64_t n) {
 typedef struct cq_ctx {
     ggml_type t;
     cq_dotn_fn fn;
+    cq_dotn2_fn_t fn2;   /* two rows at a time, or NULL */
     const unsigned char *w;
     size_t w_row_bytes;
     int64_t in, out, T;
@@ -790,7 +969,20 @@ static void cq_matmul_task(void *vc, int64_t i0, int64_t i1, int tid) {
         int64_t r0 = item % c->row_tiles * CQ_ROWS;
         int64_t r1 = r0 + CQ_ROWS < c->out ? r0 + CQ_ROWS : c->out;
         for (int64_t t = t0; t < t1; t++) xr[t - t0] = c->xq + (size_t)t * c->xq_row_bytes;
-        for (int64_t r = r0; r < r1; r++) {
+        int64_t r = r0;
+        for (; c->fn2 && r + 2 <= r1; r += 2) { /* pairs of rows: the same results, half the instructions */
+            const unsigned char *wa = c->w + (size_t)r * c->w_row_bytes, *wb = wa + c->w_row_bytes;
+            for (int64_t t = t0; t < t1; t += CQ_NT) {
+                int nt = t1 - t < CQ_NT ? (int)(t1 - t) : CQ_NT;
+                float oa[CQ_NT], ob[CQ_NT];
+                c->fn2(wa, wb, xr + (t - t0), nt, c->in, oa, ob);
+                for (int k = 0; k < nt; k++) {
+                    c->y[(t + k) * c->ys + r] = oa[k];
+                    c->y[(t + k) * c->ys + r + 1] = ob[k];
+                }
+            }
+        }
+        for (; r < r1; r++) {
             const unsigned char *wr = c->w + (size_t)r * c->w_row_bytes;
             for (int64_t t = t0; t < t1; t += CQ_NT) {
                 int nt = t1 - t < CQ_NT ? (int)(t1 - t) : CQ_NT;
@@ -832,6 +1024,7 @@ vllm_status cpu_quant_matmul(tp_pool *pool, ggml_type t, const void *w, size_t w
     cq_ctx c = {
         .t = t,
         .fn = cq_kernel(t),
+        .fn2 = cq_kernel2(t),
         .w = w,
         .w_row_bytes = w_row_bytes,
         .in = in,

@@ -650,12 +650,16 @@ static double now_s(void) {
 }
 
 static void bench(void) {
-    const int64_t in = 4096, out = 4096;
+    /* GQ_BENCH_SHAPE=in,out,T (e.g. 1024,3072,128: the 0.6B's gate projection at a 128-token prefill) */
+    long long sin = 4096, sout = 4096, sT = 64;
+    const char *shape = getenv("GQ_BENCH_SHAPE");
+    if (shape && sscanf(shape, "%lld,%lld,%lld", &sin, &sout, &sT) != 3) sin = 4096, sout = 4096, sT = 64;
+    const int64_t in = sin, out = sout, Tmax = sT;
     const ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K, GGML_TYPE_Q4_0, GGML_TYPE_Q5_K,
                                GGML_TYPE_IQ4_XS, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K};
     const int copies = 8; /* cycling through 8 weights (> L3) measures DRAM; 1 copy what the caches give */
-    float *x = xmalloc(sizeof(float) * (size_t)in * 64), *y = xmalloc(sizeof(float) * (size_t)out * 64);
-    for (int64_t i = 0; i < in * 64; i++) x[i] = rng_uniform();
+    float *x = xmalloc(sizeof(float) * (size_t)(in * Tmax)), *y = xmalloc(sizeof(float) * (size_t)(out * Tmax));
+    for (int64_t i = 0; i < in * Tmax; i++) x[i] = rng_uniform();
     float *rowf = xmalloc(sizeof(float) * (size_t)in);
     fprintf(stderr, "quant matmul, %s kernels, W %lld x %lld\n", cpu_quant_isa(), (long long)out, (long long)in);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -670,7 +674,7 @@ static void bench(void) {
         for (int threads = 1; threads <= 2; threads++) {
             tp_pool *pool = NULL;
             if (tp_create(threads, &pool) != VLLM_OK) continue;
-            for (int T = 1; T <= 64; T *= 64) {
+            for (int64_t T = 1; T <= Tmax; T = T == 1 && Tmax > 1 ? Tmax : Tmax + 1) {
                 for (int cold = 0; cold < 2; cold++) {
                     int reps = T == 1 ? 200 : 8;
                     cpu_quant_matmul(pool, t, w, row, out, in, x, in, T, y, out); /* warm up */
@@ -680,8 +684,8 @@ static void bench(void) {
                         cpu_quant_matmul(pool, t, wc, row, out, in, x, in, T, y, out);
                     }
                     double dt = (now_s() - t0) / reps;
-                    fprintf(stderr, "%-6s T %2d threads %d %s: %8.1f us  %6.1f GB/s of weights  %7.1f GMAC/s\n",
-                            gq_type_name(t), T, threads, cold ? "cold (8 weights)" : "hot (1 weight) ", dt * 1e6,
+                    fprintf(stderr, "%-6s T %2lld threads %d %s: %8.1f us  %6.1f GB/s of weights  %7.1f GMAC/s\n",
+                            gq_type_name(t), (long long)T, threads, cold ? "cold (8 weights)" : "hot (1 weight) ", dt * 1e6,
                             (double)bytes / dt * 1e-9, (double)T * (double)in * (double)out / dt * 1e-9);
                 }
             }

@@ -1,7 +1,9 @@
 /*
  * test_threadpool.c: the CPU backend's worker pool: every item runs once,
  * thread ids are in range, 10,000 back-to-back dispatches, wake-up after the
- * workers went to sleep, the inline path for small jobs, create/free cycles.
+ * workers went to sleep, the inline path for small jobs, create/free cycles;
+ * tp_set_flush_denormals: a denormal product is 0 in every thread of a job
+ * (the caller's share included) and the caller's float mode is back after it.
  * Also run under -fsanitize=thread.
  */
 #include <stdatomic.h>
@@ -74,8 +76,59 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
+/* Each item: a product that is denormal unless flushed; nonzero counts the items that saw it unflushed. */
+static volatile float tiny_a = 1e-30f, tiny_b = 1e-15f;
+typedef struct flush_ctx {
+    atomic_int nonzero, items;
+} flush_ctx;
+
+static void flush_fn(void *vc, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    flush_ctx *c = vc;
+    for (int64_t i = i0; i < i1; i++) {
+        const float prod = tiny_a * tiny_b; /* 1e-45: a denormal (or 0 when flushed) */
+        if (prod != 0.0f) atomic_fetch_add(&c->nonzero, 1);
+        atomic_fetch_add(&c->items, 1);
+    }
+}
+
+static void test_flush_denormals(void) {
+    for (int threads = 1; threads <= 3; threads += 2) {
+        tp_pool *p = NULL;
+        CHECK_OK(tp_create(threads, &p));
+        if (!p) continue;
+        flush_ctx c = {0};
+        tp_run(p, 64, flush_fn, &c);
+        CHECK_MSG(atomic_load(&c.nonzero) == 64, "%d threads, default: %d of 64 kept the denormal", threads,
+                  atomic_load(&c.nonzero));
+        tp_set_flush_denormals(p, true);
+        for (int way = 0; way < 3; way++) { /* tp_run, tp_run_cost, tp_start + tp_wait */
+            flush_ctx f = {0};
+            if (way == 0) tp_run(p, 64, flush_fn, &f);
+            else if (way == 1) tp_run_cost(p, 64, 1e9, flush_fn, &f);
+            else {
+                tp_start(p, 64, flush_fn, &f);
+                tp_wait(p);
+            }
+            CHECK_MSG(atomic_load(&f.items) == 64 && atomic_load(&f.nonzero) == 0,
+                      "%d threads, flushing (way %d): %d of %d items kept the denormal", threads, way,
+                      atomic_load(&f.nonzero), atomic_load(&f.items));
+        }
+        const float after = tiny_a * tiny_b; /* the caller's own mode is back */
+        CHECK_MSG(after != 0.0f, "the caller's float mode was left flushing");
+        tp_set_flush_denormals(p, false);
+        flush_ctx k = {0};
+        tp_run(p, 64, flush_fn, &k);
+        CHECK(atomic_load(&k.nonzero) == 64);
+        tp_free(p);
+    }
+}
+
 int main(void) {
     tp_pool *p = NULL;
+#if defined(__x86_64__) || defined(__SSE__)
+    test_flush_denormals(); /* (a no-op elsewhere) */
+#endif
 
     /* bad argument */
     CHECK(tp_create(-1, &p) == VLLM_ERR_INVALID_ARG);

@@ -216,8 +216,24 @@ bool model_has_recurrent_state(const model *m) {
 }
 
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len) {
+    if (m->tp) { /* every rank records and replays its own graphs: the batch, so the choice, is the same on each */
+        const vllm_status st = model_tp_enable_graphs(m, max_batch, max_seq_len);
+        return st != VLLM_OK ? st : model_enable_graphs_rank(m, max_batch, max_seq_len);
+    }
+    return model_enable_graphs_rank(m, max_batch, max_seq_len);
+}
+
+vllm_status model_enable_graphs_rank(model *m, int max_batch, int max_seq_len) {
     if (!m->be->ops->graph_begin || max_batch <= 0) return VLLM_OK; /* the backend has none */
-    if (m->tp_size > 1) return VLLM_OK; /* tensor parallelism runs eagerly (the collectives are not recorded yet) */
+    if (m->tp_size > 1) { /* the collectives captured too (NCCL records into graphs): not yet run on GPUs */
+        const char *on = getenv("VLLM_TP_CUDA_GRAPHS");
+        if (!on || strcmp(on, "1")) {
+            if (m->tp_rank == 0)
+                LOG_I("tensor parallelism runs decode eagerly (VLLM_TP_CUDA_GRAPHS=1 records it with its collectives: "
+                      "written, not yet run on two GPUs)");
+            return VLLM_OK;
+        }
+    }
     int top = graph_size_for(max_batch);
     if (blk_has_moe(&m->cfg) && m->be->graph_moe_pairs > 0 && m->cfg.moe.top_k > 0) {
         /* decode batches whose MoE layers the backend can record; larger ones run eagerly (a token's pairs:

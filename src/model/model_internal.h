@@ -14,6 +14,7 @@ vllm_status model_cache_create_rank(model *m, int num_blocks, int block_size, in
                                     model_cache **out);
 void model_cache_free_rank(model *m, model_cache *c);
 vllm_status model_reserve_rank(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);
+vllm_status model_enable_graphs_rank(model *m, int max_batch, int max_seq_len);
 /* model_tp.c: the driver's worker ranks (and, over several nodes, the other nodes': model.h's model_tp_node_run) */
 vllm_status model_tp_start(model *m, const char *dir, const model_load_options *opt);
 void model_tp_stop(model *m);
@@ -22,6 +23,7 @@ vllm_status model_tp_cache_create(model *m, int num_blocks, int block_size, int 
                                   model_cache **out);
 void model_tp_cache_free(model *m, model_cache *c);
 vllm_status model_tp_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);
+vllm_status model_tp_enable_graphs(model *m, int max_batch, int max_seq_len);
 /* model_tp_wire.c: a forward batch as bytes for another node (tpw_batch_unpack points *b into buf, which must be
  * 8-byte aligned, after checking the sizes add up to len) */
 size_t tpw_batch_bytes(const fwd_batch *b);

@@ -11,7 +11,8 @@
 
 /* Commands (the worker threads', and node 0's messages on the control links, whose replies are TPW_REPLY: int32
  * status then the error text; TPW_READY once a node has loaded: status then its config summary or error). */
-typedef enum { TPW_CACHE_CREATE = 1, TPW_CACHE_FREE, TPW_RESERVE, TPW_FORWARD, TPW_EXIT, TPW_REPLY, TPW_READY } tpw_kind;
+typedef enum { TPW_CACHE_CREATE = 1, TPW_CACHE_FREE, TPW_RESERVE, TPW_FORWARD, TPW_GRAPHS, TPW_EXIT, TPW_REPLY,
+               TPW_READY } tpw_kind;
 
 typedef struct tpw_cmd {
     tpw_kind kind;
@@ -69,6 +70,7 @@ static void *worker_main(void *p) {
             w->cache = NULL;
             break;
         case TPW_RESERVE: st = model_reserve_rank(w->m, c.a, c.b, c.c); break;
+        case TPW_GRAPHS: st = model_enable_graphs_rank(w->m, c.a, c.b); break;
         case TPW_FORWARD: {
             const tensor *lg = NULL;
             st = w->cache ? model_forward_rank(w->m, w->cache, c.batch, &lg)
@@ -326,6 +328,12 @@ void model_tp_cache_free(model *m, model_cache *c) {
     wait_done(m->tp);
 }
 
+vllm_status model_tp_enable_graphs(model *m, int max_batch, int max_seq_len) {
+    bind_driver(m);
+    post(m->tp, (tpw_cmd){.kind = TPW_GRAPHS, .a = max_batch, .b = max_seq_len});
+    return wait_done(m->tp);
+}
+
 vllm_status model_tp_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq) {
     bind_driver(m);
     post(m->tp, (tpw_cmd){.kind = TPW_RESERVE, .a = max_tokens, .b = max_seqs, .c = max_blocks_per_seq});
@@ -382,7 +390,7 @@ vllm_status model_tp_node_run(const char *dir, const model_load_options *opt) {
         int32_t a[4] = {0};
         fwd_batch b;
         vllm_status cs = VLLM_OK;
-        if (kind < TPW_CACHE_CREATE || kind > TPW_FORWARD || len < sizeof a)
+        if (kind < TPW_CACHE_CREATE || kind > TPW_GRAPHS || len < sizeof a)
             cs = vt_error(VLLM_ERR_BACKEND, "node %d: a command it does not know from node 0 (kind %u)", node, kind);
         else
             memcpy(a, buf, sizeof a);

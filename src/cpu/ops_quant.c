@@ -786,6 +786,110 @@ CQ_INLINE void cq_k_iq4_xs(const void *vw, const void *const *x, int nt, int64_t
 }
 CQ_DEFINE_DOTN(iq4_xs)
 
+#if CQ_Z
+/* Q2_K, Q3_K and IQ4_XS for the pair (their one-row kernels' arithmetic per half, as the pair kernels above) */
+CQ_INLINE void cq_z_q2_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                         float *outb) {
+    const gq_block_q2_K *wa = va, *wb = vb;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m512 accf[CQ_NT], accm[CQ_NT];
+    for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(wa + i, sizeof *wa);
+        cq_prefetch(wb + i, sizeof *wb);
+        __m512i u[8], s[8];
+        const __m128i sba = CQ_LOAD128(wa[i].scales), sbb = CQ_LOAD128(wb[i].scales);
+        const __m128i sca = _mm_and_si128(sba, m4), mna = _mm_and_si128(_mm_srli_epi16(sba, 4), m4);
+        const __m128i scb = _mm_and_si128(sbb, m4), mnb = _mm_and_si128(_mm_srli_epi16(sbb, 4), m4);
+        for (int h = 0; h < 2; h++) {
+            const __m512i sc = cq_z_pair(cq_dup128(_mm_cvtepu8_epi16(h ? _mm_srli_si128(sca, 8) : sca)),
+                                         cq_dup128(_mm_cvtepu8_epi16(h ? _mm_srli_si128(scb, 8) : scb)));
+            const __m512i qv = cq_z_pair(CQ_LOAD(wa[i].qs + 32 * h), CQ_LOAD(wb[i].qs + 32 * h));
+            for (int g = 0; g < 4; g++) {
+                u[4 * h + g] = _mm512_and_si512(_mm512_srli_epi16(qv, 2 * g), _mm512_set1_epi8(3));
+                const __m256i pk = cq_pick16(2 * g, 2 * g + 1);
+                s[4 * h + g] = _mm512_shuffle_epi8(sc, cq_z_pair(pk, pk));
+            }
+        }
+        cq_z_kmin_rows(u, s, cq_z_pair(_mm256_cvtepu8_epi16(mna), _mm256_cvtepu8_epi16(mnb)),
+                       cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d)),
+                       cq_z_pair_ps(cq_f16(wa[i].dmin), cq_f16(wb[i].dmin)), x, i, nt, accf, accm);
+    }
+    for (int k = 0; k < nt; k++) cq_z_out(_mm512_sub_ps(accf[k], accm[k]), &outa[k], &outb[k]);
+}
+
+CQ_INLINE void cq_z_q3_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                         float *outb) {
+    const gq_block_q3_K *wa = va, *wb = vb;
+    const __m512i one = _mm512_set1_epi8(1);
+    __m512 accf[CQ_NT];
+    for (int k = 0; k < nt; k++) accf[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(wa + i, sizeof *wa);
+        cq_prefetch(wb + i, sizeof *wb);
+        __m512i u[8], s[8];
+        const __m128i sca = cq_q3_K_scales(wa[i].scales), scb = cq_q3_K_scales(wb[i].scales);
+        const __m512i hm = cq_z_pair(CQ_LOAD(wa[i].hmask), CQ_LOAD(wb[i].hmask));
+        for (int h = 0; h < 2; h++) {
+            const __m512i sc = cq_z_pair(cq_dup128(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sca, 8) : sca)),
+                                         cq_dup128(_mm_cvtepi8_epi16(h ? _mm_srli_si128(scb, 8) : scb)));
+            const __m512i qv = cq_z_pair(CQ_LOAD(wa[i].qs + 32 * h), CQ_LOAD(wb[i].qs + 32 * h));
+            for (int g = 0; g < 4; g++) {
+                const __m512i hbit = _mm512_and_si512(_mm512_srli_epi16(hm, 4 * h + g), one);
+                u[4 * h + g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qv, 2 * g), _mm512_set1_epi8(3)),
+                                               _mm512_slli_epi16(hbit, 2));
+                const __m256i pk = cq_pick16(2 * g, 2 * g + 1);
+                s[4 * h + g] = _mm512_shuffle_epi8(sc, cq_z_pair(pk, pk));
+            }
+        }
+        cq_z_koff_rows(u, s, cq_z_pair(_mm256_cvtepi8_epi16(sca), _mm256_cvtepi8_epi16(scb)), 2,
+                       cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d)), x, i, nt, accf);
+    }
+    for (int k = 0; k < nt; k++) cq_z_out(accf[k], &outa[k], &outb[k]);
+}
+
+CQ_INLINE void cq_z_iq4_xs(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                           float *outb) {
+    const gq_block_iq4_xs *wa = va, *wb = vb;
+    const __m256i table = cq_dup128(CQ_LOAD128(gq_kvalues_iq4nl));
+    __m512 accf[CQ_NT];
+    for (int k = 0; k < nt; k++) accf[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / GQ_QK_K; i++) {
+        cq_prefetch(wa + i, sizeof *wa);
+        cq_prefetch(wb + i, sizeof *wb);
+        __m512i qa[8], s[8];
+        __mmask64 neg[8];
+        const int sha = wa[i].scales_h[0] | (wa[i].scales_h[1] << 8), shb = wb[i].scales_h[0] | (wb[i].scales_h[1] << 8);
+        for (int ib = 0; ib < 8; ib++) {
+            const int lsa = ((wa[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((sha >> (2 * ib)) & 3) << 4);
+            const int lsb = ((wb[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((shb >> (2 * ib)) & 3) << 4);
+            const __m512i q = cq_z_pair(_mm256_shuffle_epi8(table, cq_nibbles(wa[i].qs + 16 * ib)),
+                                        _mm256_shuffle_epi8(table, cq_nibbles(wb[i].qs + 16 * ib)));
+            qa[ib] = _mm512_abs_epi8(q);
+            neg[ib] = _mm512_movepi8_mask(q);
+            s[ib] = cq_z_pair(_mm256_set1_epi16((short)(lsa - 32)), _mm256_set1_epi16((short)(lsb - 32)));
+        }
+        const __m512 dw = cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d));
+        for (int k = 0; k < nt; k++) {
+            const gq_block_q8_K *xb = cq_xk(x, k, i);
+            __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                              _mm512_setzero_si512()};
+            for (int ib = 0; ib < 8; ib++) {
+                const __m512i a = cq_z_bcast(xb->qs + 32 * ib);
+                const __m512i as = _mm512_mask_sub_epi8(a, neg[ib], _mm512_setzero_si512(), a);
+                acc[ib % 4] = _mm512_dpwssd_epi32(acc[ib % 4], _mm512_maddubs_epi16(qa[ib], as), s[ib]);
+            }
+            const __m512i isum = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
+            accf[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), accf[k]);
+        }
+    }
+    for (int k = 0; k < nt; k++) cq_z_out(accf[k], &outa[k], &outb[k]);
+}
+CQ_DEFINE_DOTN2(q2_K)
+CQ_DEFINE_DOTN2(q3_K)
+CQ_DEFINE_DOTN2(iq4_xs)
+#endif /* CQ_Z */
+
 /* ---- float weights (activations converted to the weight's type, as ggml does); a row at a time ---- */
 
 CQ_INLINE __m256 cq_load8(ggml_type t, const uint8_t *p) {
@@ -978,15 +1082,19 @@ static cq_dotn_fn cq_kernel(ggml_type t) {
 
 /* The pair kernel of weight type t (two rows per 512-bit register) for a T-token matmul, or NULL. The 32-element
  * types take it from 2 tokens (0.6B Q8_0 prefill 143 -> 174 tok/s); a one-token step keeps their one-row kernel
- * (test_ggml_quant's GQ_BENCH at T 1: Q8_0 the same, Q4_0 69 vs 83 us for the one-row kernel); the K types take it
- * everywhere (0.6B Q4_K_M decode 25 -> 40 tok/s). */
+ * (test_ggml_quant's GQ_BENCH at T 1: Q8_0 the same, Q4_0 69 vs 83 us for the one-row kernel), IQ4_XS too (707 vs
+ * 1086 us; at T 64 the pair takes 20.5 ms for 22.6); the K types take it everywhere (0.6B Q4_K_M decode 25 -> 40
+ * tok/s; at T 64 Q3_K 21.3 -> 16.4 ms, Q2_K 18.7 -> 14.8, one core, 4096 x 4096). */
 static cq_dotn2_fn_t cq_kernel2(ggml_type t, int64_t T) {
 #if CQ_Z
-    if (T < 2 && gq_block_size(t) != GQ_QK_K) return NULL;
+    if (T < 2 && (gq_block_size(t) != GQ_QK_K || t == GGML_TYPE_IQ4_XS)) return NULL;
     switch (t) {
     case GGML_TYPE_Q4_K: return cq_dotn2_q4_K;
     case GGML_TYPE_Q5_K: return cq_dotn2_q5_K;
     case GGML_TYPE_Q6_K: return cq_dotn2_q6_K;
+    case GGML_TYPE_Q2_K: return cq_dotn2_q2_K;
+    case GGML_TYPE_Q3_K: return cq_dotn2_q3_K;
+    case GGML_TYPE_IQ4_XS: return cq_dotn2_iq4_xs;
     case GGML_TYPE_Q8_0: return cq_dotn2_q8_0;
     case GGML_TYPE_Q4_0: return cq_dotn2_q4_0;
     case GGML_TYPE_Q4_1: return cq_dotn2_q4_1;

@@ -190,7 +190,8 @@ class LLM:
                  kv_cache_dtype="auto", load_format="auto", device=None, block_size=None,
                  num_gpu_blocks_override=None, kv_cache_memory_bytes=None, num_kv_blocks=None, num_threads=None,
                  runner="auto", convert="auto", task=None, pooler_config=None, override_pooler_config=None,
-                 generation_config="auto", mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto", **kwargs):
+                 generation_config="auto", mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto", nnodes=1,
+                 node_rank=0, master_addr="127.0.0.1", master_port=29501, **kwargs):
         self._engine = None
         self._lock = threading.RLock()
         self._counter = itertools.count()
@@ -261,6 +262,13 @@ class LLM:
         if num_threads is not None:
             o.num_threads = int(num_threads)
         o.tensor_parallel_size = int(tensor_parallel_size or 1)  # the engine refuses models it cannot split
+        # several hosts (vLLM's nnodes / node_rank / master_addr / master_port): this LLM is node 0; the other
+        # hosts run `vllmc serve MODEL ... --node-rank N` (the engine refuses node_rank > 0 here, saying so)
+        o.nnodes = int(nnodes or 1)
+        o.node_rank = int(node_rank or 0)
+        o.master_port = int(master_port or 0)
+        if master_addr is not None:
+            setstr("master_addr", master_addr)
         # the runner: vLLM's runner / convert (and the older task)
         pooling = runner == "pooling" or convert == "embed" or task in ("embed", "embedding")
         if runner not in ("auto", "generate", "pooling") or convert not in ("auto", "none", "embed", None) or \

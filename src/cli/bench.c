@@ -63,6 +63,8 @@ static void usage(FILE *f) {
             "                              (default: off for latency, on for throughput, as vLLM)\n"
             "  --device cpu|cuda  --threads N  --block-size N (16)  --num-kv-blocks N  --kv-cache-memory MiB\n"
             "  --tensor-parallel-size N (-tp)  the model split over N ranks (the CPU: threads; dense families)\n"
+            "  --nnodes N  --master-addr A  --master-port P   the ranks over N hosts, this one node 0 (the others:\n"
+            "                              vllmc serve with the same options and --node-rank 1 .. N-1)\n"
             "  --max-model-len N  --max-num-seqs N  --max-num-batched-tokens N  --load-format auto|dummy\n"
             "  --mamba-cache-dtype / --mamba-ssm-cache-dtype auto|float32|bfloat16|float16 (hybrid models' states)\n"
             "  --kv-cache-dtype auto|fp8|fp8_e4m3 (FP8 KV cache: per-layer k_scale / v_scale from the checkpoint)\n"
@@ -94,7 +96,7 @@ typedef struct int_opt {
 
 /* Parses argv (argv[0] is the subcommand); 0 ok, 1 help printed, 2 bad option. */
 static int parse_args(int argc, char **argv, bench_args *a) {
-    long long threads = 0, tp = 1, dp = 1, block_size = a->eo.block_size, num_kv_blocks = 0, max_model_len = 0;
+    long long threads = 0, tp = 1, dp = 1, nnodes = 1, master_port = 0, block_size = a->eo.block_size, num_kv_blocks = 0, max_model_len = 0;
     long long max_num_seqs = a->eo.max_num_seqs, max_batched = a->eo.max_num_batched_tokens;
     const int_opt opts[] = {
         {"--input-len", 1, INT32_MAX, &a->input_len, &a->set_input_len, false, false},
@@ -109,6 +111,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"-tp", 1, 64, &tp, NULL, false, false},
         {"--data-parallel-size", 1, 64, &dp, NULL, false, true},
         {"-dp", 1, 64, &dp, NULL, false, true},
+        {"--nnodes", 1, 64, &nnodes, NULL, false, false},
+        {"--master-port", 1, 65535, &master_port, NULL, false, false},
         {"--block-size", 1, 1024, &block_size, NULL, false, false},
         {"--num-kv-blocks", 0, INT32_MAX, &num_kv_blocks, NULL, false, false},
         {"--kv-cache-memory", 1, (long long)1 << 30, &a->kv_mib, &a->set_kv_mib, false, false},
@@ -136,7 +140,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         bool known = io || !strcmp(arg, "--model") || !strcmp(arg, "--dataset") || !strcmp(arg, "--json-schema") ||
                      !strcmp(arg, "--structured-output-ratio") ||
                      !strcmp(arg, "--output-json") || !strcmp(arg, "--device") || !strcmp(arg, "--load-format") ||
-                     !strcmp(arg, "--gpu-memory-utilization") || cli_is_state_dtype(arg);
+                     !strcmp(arg, "--gpu-memory-utilization") || !strcmp(arg, "--master-addr") ||
+                     cli_is_state_dtype(arg);
         if (!known) {
             fprintf(stderr, "%s: unknown option '%s'\n", a->who, arg);
             return 2;
@@ -172,6 +177,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             }
         } else if (!strcmp(arg, "--device")) {
             a->eo.device = val;
+        } else if (!strcmp(arg, "--master-addr")) {
+            a->eo.master_addr = val;
         } else if (!strcmp(arg, "--gpu-memory-utilization")) {
             double d;
             if (!cli_parse_float(val, &d) || !(d > 0.0 && d <= 1.0)) {
@@ -200,6 +207,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     a->eo.num_threads = (int)threads;
     a->eo.tensor_parallel_size = (int)tp;
     a->eo.data_parallel_size = (int)dp;
+    a->eo.nnodes = (int)nnodes; /* node 0 here; the others run vllmc serve --node-rank N */
+    a->eo.master_port = (int)master_port;
     a->eo.block_size = (int)block_size;
     a->eo.num_kv_blocks = (int)num_kv_blocks;
     a->eo.max_model_len = (int)max_model_len;

@@ -73,6 +73,10 @@ const char *cpu_quant_isa(void) {
 
 /* token rows per pass over a weight row (a decoded weight block is reused for this many rows) */
 #define CQ_NT 4
+/* the pair kernels' (two weight rows per register) */
+#ifndef CQ_NT2
+#define CQ_NT2 8
+#endif
 /* bytes ahead of the blocks in use that the kernels prefetch: a row is one sequential stream, and the
  * software prefetch 3 KiB ahead (768: 24.3, 1536: 25.3) takes the 0.6B Q4_K_M decode from 19.5 to 25.3 tok/s */
 #define CQ_PREFETCH 3072
@@ -528,9 +532,9 @@ CQ_INLINE void cq_z32(ggml_type t, size_t wsize, const void *va, const void *vb,
     const __m256i table = cq_dup128(CQ_LOAD128(gq_kvalues_iq4nl));
     const int64_t nb = n / GQ_QK;
     int64_t i = 0;
-    __m512 acc[4 * CQ_NT], summ[CQ_NT]; /* acc[4j + k]: accumulator j of row k */
+    __m512 acc[4 * CQ_NT2], summ[CQ_NT2]; /* acc[CQ_NT2 j + k]: accumulator j of row k */
     for (int k = 0; k < nt; k++) {
-        for (int j = 0; j < 4; j++) acc[4 * j + k] = _mm512_setzero_ps();
+        for (int j = 0; j < 4; j++) acc[CQ_NT2 * j + k] = _mm512_setzero_ps();
         summ[k] = _mm512_setzero_ps();
     }
     for (; i + 8 <= nb; i += 8) {
@@ -538,7 +542,7 @@ CQ_INLINE void cq_z32(ggml_type t, size_t wsize, const void *va, const void *vb,
         cq_prefetch(ba, 8 * wsize);
         cq_prefetch(bb, 8 * wsize);
         const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(cq_f16x8(ba, wsize)), cq_f16x8(bb, wsize), 1);
-        __m512 dd[CQ_NT];
+        __m512 dd[CQ_NT2];
         for (int k = 0; k < nt; k++) {
             const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
             const __m256 dx = cq_f16x8(xb, xs);
@@ -560,12 +564,12 @@ CQ_INLINE void cq_z32(ggml_type t, size_t wsize, const void *va, const void *vb,
                 const __m512i a = cq_z_bcast((const uint8_t *)x[k] + (size_t)(i + j) * xs + xo);
                 const __m512i as = cq_is_1(t) ? a : _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
                 const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, as);
-                acc[4 * (j % 4) + k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pick, dd[k]),
-                                                       acc[4 * (j % 4) + k]);
+                acc[CQ_NT2 * (j % 4) + k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(pick, dd[k]),
+                                                       acc[CQ_NT2 * (j % 4) + k]);
             }
         }
     }
-    float taila[CQ_NT] = {0}, tailb[CQ_NT] = {0};
+    float taila[CQ_NT2] = {0}, tailb[CQ_NT2] = {0};
     for (; i < nb; i++) {
         const uint8_t *ba = wa + (size_t)i * wsize, *bb = wb + (size_t)i * wsize;
         const cq_w32 qa = cq_decode32(t, ba, table), qb = cq_decode32(t, bb, table);
@@ -584,7 +588,8 @@ CQ_INLINE void cq_z32(ggml_type t, size_t wsize, const void *va, const void *vb,
         }
     }
     for (int k = 0; k < nt; k++) {
-        const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[k], acc[4 + k]), _mm512_add_ps(acc[8 + k], acc[12 + k]));
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[k], acc[CQ_NT2 + k]),
+                                        _mm512_add_ps(acc[2 * CQ_NT2 + k], acc[3 * CQ_NT2 + k]));
         cq_z_out(s, &outa[k], &outb[k]);
         if (cq_is_1(t)) {
             float ma, mb;
@@ -612,7 +617,7 @@ CQ_INLINE void cq_z_q4_K(const void *va, const void *vb, const void *const *x, i
                          float *outb) {
     const gq_block_q4_K *wa = va, *wb = vb;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 accf[CQ_NT], accm[CQ_NT];
+    __m512 accf[CQ_NT2], accm[CQ_NT2];
     for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
         cq_prefetch(wa + i, sizeof *wa);
@@ -637,7 +642,7 @@ CQ_INLINE void cq_z_q5_K(const void *va, const void *vb, const void *const *x, i
                          float *outb) {
     const gq_block_q5_K *wa = va, *wb = vb;
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
-    __m512 accf[CQ_NT], accm[CQ_NT];
+    __m512 accf[CQ_NT2], accm[CQ_NT2];
     for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
         cq_prefetch(wa + i, sizeof *wa);
@@ -665,7 +670,7 @@ CQ_INLINE void cq_z_q6_K(const void *va, const void *vb, const void *const *x, i
                          float *outb) {
     const gq_block_q6_K *wa = va, *wb = vb;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x30);
-    __m512 accf[CQ_NT];
+    __m512 accf[CQ_NT2];
     for (int k = 0; k < nt; k++) accf[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
         cq_prefetch(wa + i, sizeof *wa);
@@ -698,6 +703,10 @@ CQ_INLINE void cq_z_q6_K(const void *va, const void *vb, const void *const *x, i
     static void cq_dotn2_##NAME(const void *wa, const void *wb, const void *const *x, int nt, int64_t n,     \
                                 float *outa, float *outb) {                                                  \
         switch (nt) {                                                                                         \
+        case 8: cq_z_##NAME(wa, wb, x, 8, n, outa, outb); break;                                              \
+        case 7: cq_z_##NAME(wa, wb, x, 7, n, outa, outb); break;                                              \
+        case 6: cq_z_##NAME(wa, wb, x, 6, n, outa, outb); break;                                              \
+        case 5: cq_z_##NAME(wa, wb, x, 5, n, outa, outb); break;                                              \
         case 4: cq_z_##NAME(wa, wb, x, 4, n, outa, outb); break;                                              \
         case 3: cq_z_##NAME(wa, wb, x, 3, n, outa, outb); break;                                              \
         case 2: cq_z_##NAME(wa, wb, x, 2, n, outa, outb); break;                                              \
@@ -792,7 +801,7 @@ CQ_INLINE void cq_z_q2_K(const void *va, const void *vb, const void *const *x, i
                          float *outb) {
     const gq_block_q2_K *wa = va, *wb = vb;
     const __m128i m4 = _mm_set1_epi8(0x0f);
-    __m512 accf[CQ_NT], accm[CQ_NT];
+    __m512 accf[CQ_NT2], accm[CQ_NT2];
     for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
         cq_prefetch(wa + i, sizeof *wa);
@@ -822,7 +831,7 @@ CQ_INLINE void cq_z_q3_K(const void *va, const void *vb, const void *const *x, i
                          float *outb) {
     const gq_block_q3_K *wa = va, *wb = vb;
     const __m512i one = _mm512_set1_epi8(1);
-    __m512 accf[CQ_NT];
+    __m512 accf[CQ_NT2];
     for (int k = 0; k < nt; k++) accf[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
         cq_prefetch(wa + i, sizeof *wa);
@@ -852,7 +861,7 @@ CQ_INLINE void cq_z_iq4_xs(const void *va, const void *vb, const void *const *x,
                            float *outb) {
     const gq_block_iq4_xs *wa = va, *wb = vb;
     const __m256i table = cq_dup128(CQ_LOAD128(gq_kvalues_iq4nl));
-    __m512 accf[CQ_NT];
+    __m512 accf[CQ_NT2];
     for (int k = 0; k < nt; k++) accf[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
         cq_prefetch(wa + i, sizeof *wa);
@@ -1187,9 +1196,9 @@ static void cq_matmul_task(void *vc, int64_t i0, int64_t i1, int tid) {
         int64_t r = r0;
         for (; c->fn2 && r + 2 <= r1; r += 2) { /* pairs of rows: the same results, half the instructions */
             const unsigned char *wa = c->w + (size_t)r * c->w_row_bytes, *wb = wa + c->w_row_bytes;
-            for (int64_t t = t0; t < t1; t += CQ_NT) {
-                int nt = t1 - t < CQ_NT ? (int)(t1 - t) : CQ_NT;
-                float oa[CQ_NT], ob[CQ_NT];
+            for (int64_t t = t0; t < t1; t += CQ_NT2) {
+                int nt = t1 - t < CQ_NT2 ? (int)(t1 - t) : CQ_NT2;
+                float oa[CQ_NT2], ob[CQ_NT2];
                 c->fn2(wa, wb, xr + (t - t0), nt, c->in, oa, ob);
                 for (int k = 0; k < nt; k++) {
                     c->y[(t + k) * c->ys + r] = oa[k];

@@ -393,6 +393,22 @@ class TestErrors(unittest.TestCase):
         whole = LLM(model=STORIES, num_threads=1).generate("Once upon a time", g)[0].outputs[0].token_ids
         split = LLM(model=STORIES, num_threads=1, tensor_parallel_size=2).generate("Once upon a time", g)
         self.assertEqual(list(split[0].outputs[0].token_ids), list(whole))
+        # several hosts: this LLM as node 0, `vllmc serve --node-rank 1` (headless) as node 1, on 127.0.0.1
+        if VLLMC_BIN:
+            port = 20000 + os.getpid() % 12000
+            node = subprocess.Popen([VLLMC_BIN, "serve", STORIES, "-tp", "2", "--nnodes", "2", "--node-rank", "1",
+                                     "--master-port", str(port), "--threads", "1"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, env=dict(os.environ, VLLM_DIST_TIMEOUT="60"))
+            try:
+                two = LLM(model=STORIES, num_threads=1, tensor_parallel_size=2, nnodes=2, master_port=port)
+                self.assertEqual(list(two.generate("Once upon a time", g)[0].outputs[0].token_ids), list(whole))
+                two.close()
+                self.assertEqual(node.wait(timeout=60), 0)  # node 0 ended the group: the node returns
+            finally:
+                if node.poll() is None:
+                    node.kill()
+        with self.assertRaisesRegex(ValueError, "vllm_node_run"):
+            LLM(model=STORIES, tensor_parallel_size=2, nnodes=2, node_rank=1)
         with self.assertRaisesRegex(NotImplementedError, "tensor parallelism over 3 ranks"):
             LLM(model=STORIES, tensor_parallel_size=3)
         with self.assertRaisesRegex(NotImplementedError, "dtype"):

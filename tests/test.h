@@ -6,6 +6,7 @@
 #define VLLM_TEST_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,16 @@ static inline char *t_slurp(const char *path) {
     if (s) s[fread(s, 1, (size_t)n, f)] = 0;
     fclose(f);
     return s;
+}
+
+/* Runs a shell command, its stdout into out (at most cap - 1 bytes, NUL-terminated); true when it ran and exited 0. */
+static inline bool t_capture(const char *cmd, char *out, size_t cap) {
+    out[0] = '\0';
+    FILE *f = popen(cmd, "r");
+    if (!f) return false;
+    const size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    return pclose(f) == 0;
 }
 
 /* The end of a test: prints the summary line (stderr) and gives ctest's exit code: 1 when a check failed;

@@ -612,58 +612,50 @@ CQ_DEFINE_Z32(q5_0, GGML_TYPE_Q5_0, gq_block_q5_0)
 CQ_DEFINE_Z32(q5_1, GGML_TYPE_Q5_1, gq_block_q5_1)
 CQ_DEFINE_Z32(iq4_nl, GGML_TYPE_IQ4_NL, gq_block_iq4_nl)
 
-/* Q4_K rows wa, wb with nt activation rows: outa[k], outb[k] */
-CQ_INLINE void cq_z_q4_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
-                         float *outb) {
-    const gq_block_q4_K *wa = va, *wb = vb;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 accf[CQ_NT2], accm[CQ_NT2];
-    for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / GQ_QK_K; i++) {
-        cq_prefetch(wa + i, sizeof *wa);
-        cq_prefetch(wb + i, sizeof *wb);
-        __m256i sa[8], sb[8], ma, mb;
-        cq_k4_scales(wa[i].scales, sa, &ma);
-        cq_k4_scales(wb[i].scales, sb, &mb);
-        __m512i u[8], s[8];
-        for (int g = 0; g < 8; g++) s[g] = cq_z_pair(sa[g], sb[g]);
-        for (int c = 0; c < 4; c++) {
-            const __m512i qv = cq_z_pair(CQ_LOAD(wa[i].qs + 32 * c), CQ_LOAD(wb[i].qs + 32 * c));
-            u[2 * c] = _mm512_and_si512(qv, m4);
-            u[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(qv, 4), m4);
-        }
-        cq_z_kmin_rows(u, s, cq_z_pair(ma, mb), cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d)),
-                       cq_z_pair_ps(cq_f16(wa[i].dmin), cq_f16(wb[i].dmin)), x, i, nt, accf, accm);
-    }
-    for (int k = 0; k < nt; k++) cq_z_out(_mm512_sub_ps(accf[k], accm[k]), &outa[k], &outb[k]);
-}
-
-CQ_INLINE void cq_z_q5_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
-                         float *outb) {
-    const gq_block_q5_K *wa = va, *wb = vb;
+/* Q4_K (q5 false) and Q5_K rows wa, wb with nt activation rows: outa[k], outb[k] (the blocks share d, dmin and
+ * scales at the start; Q5_K's qh comes before its qs) */
+CQ_INLINE void cq_z_k45(bool q5, const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                        float *outb) {
+    const size_t bs = q5 ? sizeof(gq_block_q5_K) : sizeof(gq_block_q4_K);
+    const size_t oqs = q5 ? offsetof(gq_block_q5_K, qs) : offsetof(gq_block_q4_K, qs);
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     __m512 accf[CQ_NT2], accm[CQ_NT2];
     for (int k = 0; k < nt; k++) accf[k] = accm[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / GQ_QK_K; i++) {
-        cq_prefetch(wa + i, sizeof *wa);
-        cq_prefetch(wb + i, sizeof *wb);
+        const uint8_t *ba = (const uint8_t *)va + (size_t)i * bs, *bb = (const uint8_t *)vb + (size_t)i * bs;
+        cq_prefetch(ba, bs);
+        cq_prefetch(bb, bs);
         __m256i sa[8], sb[8], ma, mb;
-        cq_k4_scales(wa[i].scales, sa, &ma);
-        cq_k4_scales(wb[i].scales, sb, &mb);
+        cq_k4_scales(ba + offsetof(gq_block_q4_K, scales), sa, &ma);
+        cq_k4_scales(bb + offsetof(gq_block_q4_K, scales), sb, &mb);
         __m512i u[8], s[8];
         for (int g = 0; g < 8; g++) s[g] = cq_z_pair(sa[g], sb[g]);
-        __m512i hb = cq_z_pair(CQ_LOAD(wa[i].qh), CQ_LOAD(wb[i].qh));
+        /* Q5_K: bits 2c, 2c + 1 of each qh byte, moved down by 2 per c */
+        __m512i hb = q5 ? cq_z_pair(CQ_LOAD(ba + offsetof(gq_block_q5_K, qh)), CQ_LOAD(bb + offsetof(gq_block_q5_K, qh)))
+                        : _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
-            const __m512i qv = cq_z_pair(CQ_LOAD(wa[i].qs + 32 * c), CQ_LOAD(wb[i].qs + 32 * c));
-            u[2 * c] = _mm512_or_si512(_mm512_and_si512(qv, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4));
-            u[2 * c + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qv, 4), m4),
-                                           _mm512_and_si512(_mm512_slli_epi16(hb, 3), b4));
-            hb = _mm512_srli_epi16(hb, 2);
+            const __m512i qv = cq_z_pair(CQ_LOAD(ba + oqs + 32 * c), CQ_LOAD(bb + oqs + 32 * c));
+            u[2 * c] = _mm512_and_si512(qv, m4);
+            u[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(qv, 4), m4);
+            if (q5) {
+                u[2 * c] = _mm512_or_si512(u[2 * c], _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4));
+                u[2 * c + 1] = _mm512_or_si512(u[2 * c + 1], _mm512_and_si512(_mm512_slli_epi16(hb, 3), b4));
+                hb = _mm512_srli_epi16(hb, 2);
+            }
         }
-        cq_z_kmin_rows(u, s, cq_z_pair(ma, mb), cq_z_pair_ps(cq_f16(wa[i].d), cq_f16(wb[i].d)),
-                       cq_z_pair_ps(cq_f16(wa[i].dmin), cq_f16(wb[i].dmin)), x, i, nt, accf, accm);
+        cq_z_kmin_rows(u, s, cq_z_pair(ma, mb), cq_z_pair_ps(cq_f16(ba), cq_f16(bb)),
+                       cq_z_pair_ps(cq_f16(ba + offsetof(gq_block_q4_K, dmin)), cq_f16(bb + offsetof(gq_block_q4_K, dmin))),
+                       x, i, nt, accf, accm);
     }
     for (int k = 0; k < nt; k++) cq_z_out(_mm512_sub_ps(accf[k], accm[k]), &outa[k], &outb[k]);
+}
+CQ_INLINE void cq_z_q4_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                         float *outb) {
+    cq_z_k45(false, va, vb, x, nt, n, outa, outb);
+}
+CQ_INLINE void cq_z_q5_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,
+                         float *outb) {
+    cq_z_k45(true, va, vb, x, nt, n, outa, outb);
 }
 
 CQ_INLINE void cq_z_q6_K(const void *va, const void *vb, const void *const *x, int nt, int64_t n, float *outa,

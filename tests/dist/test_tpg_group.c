@@ -2,10 +2,6 @@
  * results, bit for bit; many rounds (buffer reuse); an abort releases the waiting ranks. The same over nodes
  * (tpg_create_nodes: 2 to 4 nodes of 1 or 2 ranks linked over TCP on 127.0.0.1, broadcast roots on every node), an
  * abort on node 0 releasing the ranks of the others; bad node options refused. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +9,7 @@
 
 #include "dist/tpg_group.h"
 #include "test.h"
+#include "test_port.h"
 
 enum { ROUNDS = 200, MAXN = 1037 };
 
@@ -94,25 +91,6 @@ static void run(int size, bool abort_test) {
     printf("%d rank(s)%s: ok\n", size, abort_test ? ", abort" : "");
 }
 
-/* A free port on 127.0.0.1 (the kernel's pick). */
-static int free_port(void) {
-    /* below the kernel's ephemeral range (32768 ..): a port picked there could be taken as some connection's local
-     * port before node 0 listens on it */
-    static unsigned seed;
-    if (!seed) seed = (unsigned)getpid() * 2654435761u;
-    for (int tries = 0; tries < 1000; tries++) {
-        seed = seed * 1103515245u + 12345u;
-        const int port = 20000 + (int)((seed >> 8) % 12000);
-        const int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_ANY)};
-        const bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        if (fd >= 0) close(fd);
-        if (ok) return port;
-    }
-    return 0;
-}
-
 typedef struct node_ctx {
     tpn_options o;
     tpn_net *net;
@@ -127,7 +105,7 @@ static void *open_main(void *p) {
 
 /* size ranks over nnodes nodes of this process: the collectives' results as one group's, bit for bit. */
 static void run_nodes(int size, int nnodes, bool abort_test) {
-    const int port = free_port();
+    const int port = t_free_port();
     node_ctx nc[4];
     pthread_t th[8];
     for (int k = 0; k < nnodes; k++) {
@@ -191,7 +169,7 @@ int main(void) {
         CHECK(tpn_open(&o, &net) == VLLM_ERR_INVALID_ARG && !net);
         o.node_rank = 1, o.master_port = 0;
         CHECK(tpn_open(&o, &net) == VLLM_ERR_INVALID_ARG && !net);
-        o.master_port = free_port(), o.timeout_s = 0.5; /* nobody listens there */
+        o.master_port = t_free_port(), o.timeout_s = 0.5; /* nobody listens there */
         CHECK(tpn_open(&o, &net) == VLLM_ERR_IO && !net);
         CHECK_MSG(strstr(vllm_last_error(), "could not join"), "not named: %s", vllm_last_error());
     }

@@ -6,8 +6,6 @@
  * mismatched options, another model, missing nodes and bad values are refused naming why; the CLI's flags
  * (vllmc serve --node-rank 1 headless, vllmc generate --nnodes 2) give the tokens of -tp 2 alone.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,43 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/tp_layouts.h"
 #include "test.h"
+#include "test_port.h"
 #include "vllm.h"
 
 #define FX VLLM_SOURCE_DIR "/tests/fixtures/models/"
-enum { NP = 3, PLEN = 14, NEW = 12 };
-
-/* A port nothing listens on now (the kernel's pick for port 0). */
-static int free_port(void) {
-    /* below the kernel's ephemeral range (32768 ..): a port picked there could be taken as some connection's local
-     * port before node 0 listens on it */
-    static unsigned seed;
-    if (!seed) seed = (unsigned)getpid() * 2654435761u;
-    for (int tries = 0; tries < 1000; tries++) {
-        seed = seed * 1103515245u + 12345u;
-        const int port = 20000 + (int)((seed >> 8) % 12000);
-        const int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_ANY)};
-        const bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        if (fd >= 0) close(fd);
-        if (ok) return port;
-    }
-    return 0;
-}
-
-typedef struct layout {
-    const char *name;
-    int batched, blocks; /* max_num_batched_tokens, num_kv_blocks (0: sized) */
-    bool prefix;
-} layout;
-
-static const layout LAYOUTS[] = {
-    {"one batch", 8192, 0, false},
-    {"chunked prefill (5 tokens a step)", 5, 0, false},
-    {"prefix caching", 8192, 0, true},
-    {"preemption (16 blocks of 4)", 8192, 16, false},
-};
 
 static vllm_engine_options opts(int tp, int nnodes, int node_rank, int port, const layout *ly) {
     vllm_engine_options o = vllm_engine_default_options();
@@ -65,11 +32,7 @@ static vllm_engine_options opts(int tp, int nnodes, int node_rank, int port, con
     o.master_port = port;
     o.block_size = 4;
     o.max_model_len = 28;
-    if (ly) {
-        o.max_num_batched_tokens = ly->batched;
-        o.num_kv_blocks = ly->blocks;
-        o.enable_prefix_caching = ly->prefix;
-    }
+    if (ly) layout_apply(ly, &o);
     return o;
 }
 
@@ -97,29 +60,6 @@ static void node_start(node_arg *a, const char *dir, vllm_engine_options o) {
     CHECK(pthread_create(&a->th, NULL, node_main, a) == 0);
 }
 
-/* The NP greedy completions of NEW tokens (prompts sharing their first 8 tokens); false when the engine failed. */
-static bool generate(vllm_engine *e, int32_t tok[NP][NEW], float lp[NP][NEW]) {
-    int32_t ids[NP][PLEN];
-    vllm_prompt p[NP];
-    for (int i = 0; i < NP; i++) {
-        for (int j = 0; j < PLEN; j++) ids[i][j] = (int32_t)((j < 8 ? j * 7 + 3 : j * 13 + i * 29) % 60 + 1);
-        p[i] = (vllm_prompt){.token_ids = ids[i], .num_token_ids = PLEN};
-    }
-    vllm_sampling_params sp = vllm_sampling_default_params();
-    sp.temperature = 0;
-    sp.ignore_eos = true;
-    sp.max_tokens = NEW;
-    vllm_completion *c = NULL;
-    const vllm_status st = vllm_generate(e, p, NP, &sp, false, &c, NULL);
-    for (int i = 0; st == VLLM_OK && i < NP; i++)
-        for (int j = 0; j < NEW; j++) {
-            tok[i][j] = j < (int)c[i].num_tokens ? c[i].token_ids[j] : -1;
-            lp[i][j] = j < (int)c[i].num_tokens ? c[i].logprobs[j] : 0;
-        }
-    if (c) vllm_completions_free(c, NP);
-    return st == VLLM_OK;
-}
-
 /* tp ranks over nnodes nodes (threads of this process talking TCP) against the one-process group of tp ranks: the
  * same tokens and logprobs, bit for bit (node 0 sums in rank order, as the one-process group does). */
 static void check(const char *name, int tp, int nnodes) {
@@ -132,16 +72,16 @@ static void check(const char *name, int tp, int nnodes) {
         vllm_engine_options o = opts(tp, 1, 0, 0, ly);
         vllm_engine *e = NULL;
         CHECK_OK(vllm_engine_create(dir, &o, &e));
-        const bool ok1 = e && generate(e, t1, l1);
+        const bool ok1 = e && layout_generate(e, t1, l1);
         vllm_engine_free(e);
         e = NULL;
-        const int port = free_port();
+        const int port = t_free_port();
         node_arg nodes[8];
         for (int r = 1; r < nnodes; r++) node_start(&nodes[r], dir, opts(tp, nnodes, r, port, ly));
         o = opts(tp, nnodes, 0, port, ly);
         const vllm_status st = vllm_engine_create(dir, &o, &e);
         CHECK_MSG(st == VLLM_OK, "%s TP %d over %d nodes (%s): %s", name, tp, nnodes, ly->name, vllm_last_error());
-        const bool okn = e && generate(e, tn, ln);
+        const bool okn = e && layout_generate(e, tn, ln);
         CHECK_MSG(!e || okn, "%s over nodes (%s): generate: %s", name, ly->name, vllm_last_error());
         vllm_engine_free(e); /* ends the group: the nodes return */
         for (int r = 1; r < nnodes; r++) {
@@ -158,7 +98,7 @@ static void check(const char *name, int tp, int nnodes) {
 
 /* A node process killed mid-run: node 0's next steps fail naming the lost link, promptly; freeing does not hang. */
 static void node_dies(void) {
-    const int port = free_port();
+    const int port = t_free_port();
     vllm_engine_options o = opts(2, 2, 1, port, NULL);
     fflush(stdout);
     const pid_t pid = fork();
@@ -173,11 +113,11 @@ static void node_dies(void) {
     CHECK_OK(vllm_engine_create(FX "llama_mha_f16", &o, &e));
     int32_t t[NP][NEW];
     float l[NP][NEW];
-    if (e) CHECK_MSG(generate(e, t, l), "before the node died: %s", vllm_last_error());
+    if (e) CHECK_MSG(layout_generate(e, t, l), "before the node died: %s", vllm_last_error());
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     for (int k = 0; e && k < 2; k++) { /* the step that finds the link gone, then one on the dead group */
-        CHECK(!generate(e, t, l));
+        CHECK(!layout_generate(e, t, l));
         const char *err = vllm_last_error();
         CHECK_MSG(strstr(err, "node") && (strstr(err, "closed") || strstr(err, "down") || strstr(err, "aborted")),
                   "not named: %s", err);
@@ -209,7 +149,7 @@ static void refusals(void) {
     setenv("VLLM_DIST_TIMEOUT", "20", 1);
     vllm_engine *e = NULL;
     /* a node with other options: node 0 refuses it, naming both, and the node hears why */
-    int port = free_port();
+    int port = t_free_port();
     node_arg n;
     vllm_engine_options on = opts(2, 2, 1, port, NULL);
     on.max_model_len = 20;
@@ -221,14 +161,14 @@ static void refusals(void) {
     pthread_join(n.th, NULL);
     CHECK_MSG(n.st != VLLM_OK && strstr(n.err, "refused"), "node: %s", n.err);
     /* a node that loaded another model */
-    port = free_port();
+    port = t_free_port();
     node_start(&n, FX "llama_gqa", opts(2, 2, 1, port, NULL));
     o = opts(2, 2, 0, port, NULL);
     CHECK(vllm_engine_create(FX "llama_mha_f16", &o, &e) == VLLM_ERR_INVALID_ARG && !e);
     CHECK_MSG(strstr(vllm_last_error(), "another model") != NULL, "not named: %s", vllm_last_error());
     pthread_join(n.th, NULL);
     /* a stranger on the port first (dropped), then the node */
-    port = free_port();
+    port = t_free_port();
     node_start(&n, FX "llama_mha_f16", opts(2, 2, 1, port, NULL));
     o = opts(2, 2, 0, port, NULL);
     pthread_t th;
@@ -236,7 +176,7 @@ static void refusals(void) {
     CHECK_OK(vllm_engine_create(FX "llama_mha_f16", &o, &e));
     int32_t t[NP][NEW];
     float l[NP][NEW];
-    if (e) CHECK(generate(e, t, l));
+    if (e) CHECK(layout_generate(e, t, l));
     vllm_engine_free(e);
     e = NULL;
     pthread_join(th, NULL);
@@ -244,24 +184,24 @@ static void refusals(void) {
     CHECK_MSG(n.st == VLLM_OK, "node after a stranger: %s", n.err);
     /* nobody joins: node 0 gives up after VLLM_DIST_TIMEOUT, naming the missing node; a node without node 0 too */
     setenv("VLLM_DIST_TIMEOUT", "1", 1);
-    o = opts(2, 2, 0, free_port(), NULL);
+    o = opts(2, 2, 0, t_free_port(), NULL);
     CHECK(vllm_engine_create(FX "llama_mha_f16", &o, &e) == VLLM_ERR_IO && !e);
     CHECK_MSG(strstr(vllm_last_error(), "did not join"), "not named: %s", vllm_last_error());
     o.node_rank = 1;
     CHECK(vllm_node_run(FX "llama_mha_f16", &o) == VLLM_ERR_IO);
     CHECK_MSG(strstr(vllm_last_error(), "could not join"), "not named: %s", vllm_last_error());
     /* bad values */
-    o = opts(2, 2, 1, free_port(), NULL);
+    o = opts(2, 2, 1, t_free_port(), NULL);
     CHECK(vllm_engine_create(FX "llama_mha_f16", &o, &e) == VLLM_ERR_INVALID_ARG && !e);
     CHECK_MSG(strstr(vllm_last_error(), "vllm_node_run"), "not named: %s", vllm_last_error());
-    o = opts(3, 2, 0, free_port(), NULL);
+    o = opts(3, 2, 0, t_free_port(), NULL);
     CHECK(vllm_engine_create(FX "llama_mha_f16", &o, &e) == VLLM_ERR_INVALID_ARG && !e);
     CHECK_MSG(strstr(vllm_last_error(), "multiple"), "not named: %s", vllm_last_error());
-    o = opts(2, 2, 2, free_port(), NULL);
+    o = opts(2, 2, 2, t_free_port(), NULL);
     CHECK(vllm_node_run(FX "llama_mha_f16", &o) == VLLM_ERR_INVALID_ARG);
-    o = opts(2, 1, 0, free_port(), NULL);
+    o = opts(2, 1, 0, t_free_port(), NULL);
     CHECK(vllm_node_run(FX "llama_mha_f16", &o) == VLLM_ERR_INVALID_ARG);
-    o = opts(2, 2, 0, free_port(), NULL);
+    o = opts(2, 2, 0, t_free_port(), NULL);
     o.data_parallel_size = 2;
     vllm_async_engine *ae = NULL;
     CHECK(vllm_async_engine_create(FX "llama_mha_f16", &o, &ae) == VLLM_ERR_UNSUPPORTED && !ae);
@@ -273,7 +213,7 @@ static void refusals(void) {
 /* vllmc serve --node-rank 1 (headless) with vllmc generate --nnodes 2: the tokens of generate -tp 2. */
 static void cli(void) {
     char cmd[2048], out1[4096] = {0}, out2[4096] = {0};
-    const int port = free_port();
+    const int port = t_free_port();
     snprintf(cmd, sizeof cmd, "%s serve %s -tp 2 --nnodes 2 --node-rank 1 --master-port %d --threads 1 2>/dev/null &",
              VLLMC_BIN, FX "llama_mha_f16", port);
     CHECK(system(cmd) == 0);
@@ -282,12 +222,7 @@ static void cli(void) {
         if (k) snprintf(extra, sizeof extra, "--nnodes 2 --master-addr localhost --master-port %d", port);
         snprintf(cmd, sizeof cmd, "%s generate --model %s --prompt-token-ids 1,2,3,4,5 --max-tokens 6 --temperature 0 "
                  "--ignore-eos --json --threads 1 -tp 2 %s 2>/dev/null", VLLMC_BIN, FX "llama_mha_f16", extra);
-        FILE *f = popen(cmd, "r");
-        CHECK(f != NULL);
-        if (!f) continue;
-        size_t n = fread(k ? out2 : out1, 1, 4095, f);
-        (void)n;
-        CHECK(pclose(f) == 0);
+        CHECK(t_capture(cmd, k ? out2 : out1, sizeof out1));
     }
     CHECK_MSG(out1[0] && !strcmp(out1, out2), "-tp 2: %s\nover 2 nodes: %s", out1, out2);
     printf("vllmc generate --nnodes 2 with vllmc serve --node-rank 1: %s", out2);

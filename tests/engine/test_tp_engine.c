@@ -7,62 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/tp_layouts.h"
 #include "test.h"
 #include "vllm.h"
 
 #define FX VLLM_SOURCE_DIR "/tests/fixtures/models/"
-enum { NP = 3, PLEN = 14, NEW = 12 };
 
-typedef struct layout {
-    const char *name;
-    int batched, blocks; /* max_num_batched_tokens, num_kv_blocks (0: sized) */
-    bool prefix;
-} layout;
-
-static const layout LAYOUTS[] = {
-    {"one batch", 8192, 0, false},
-    {"chunked prefill (5 tokens a step)", 5, 0, false},
-    {"prefix caching", 8192, 0, true},
-    {"preemption (16 blocks of 4)", 8192, 16, false},
-};
-
-/* NP greedy completions of NEW tokens (the prompts share their first 8 tokens); false when the engine failed. */
+/* NP greedy completions of NEW tokens in layout ly; false when the engine failed. */
 static bool run(const char *dir, int tp, const layout *ly, int32_t tok[NP][NEW], float lp[NP][NEW]) {
     vllm_engine_options o = vllm_engine_default_options();
     o.num_threads = 1;
     o.tensor_parallel_size = tp;
-    o.block_size = 4;
-    o.max_model_len = 28;
-    o.max_num_batched_tokens = ly->batched;
-    o.num_kv_blocks = ly->blocks;
-    o.enable_prefix_caching = ly->prefix;
+    layout_apply(ly, &o);
     vllm_engine *e = NULL;
     vllm_status st = vllm_engine_create(dir, &o, &e);
     CHECK_MSG(st == VLLM_OK, "%s TP %d (%s): %s", dir, tp, ly->name, vllm_last_error());
     if (st) return false;
-    int32_t ids[NP][PLEN];
-    vllm_prompt p[NP];
-    for (int i = 0; i < NP; i++) {
-        for (int j = 0; j < PLEN; j++) ids[i][j] = (int32_t)((j < 8 ? j * 7 + 3 : j * 13 + i * 29) % 60 + 1);
-        p[i] = (vllm_prompt){.token_ids = ids[i], .num_token_ids = PLEN};
-    }
-    vllm_sampling_params sp = vllm_sampling_default_params();
-    sp.temperature = 0;
-    sp.ignore_eos = true;
-    sp.max_tokens = NEW;
-    vllm_completion *c = NULL;
-    st = vllm_generate(e, p, NP, &sp, false, &c, NULL);
-    CHECK_MSG(st == VLLM_OK, "%s TP %d (%s): generate: %s", dir, tp, ly->name, vllm_last_error());
-    for (int i = 0; st == VLLM_OK && i < NP; i++) {
-        CHECK(c[i].num_tokens == NEW);
-        for (int j = 0; j < NEW && j < (int)c[i].num_tokens; j++) {
-            tok[i][j] = c[i].token_ids[j];
-            lp[i][j] = c[i].logprobs[j];
-        }
-    }
-    if (c) vllm_completions_free(c, NP);
+    const bool ok = layout_generate(e, tok, lp);
+    CHECK_MSG(ok, "%s TP %d (%s): generate: %s", dir, tp, ly->name, vllm_last_error());
+    for (int i = 0; ok && i < NP; i++) CHECK(tok[i][NEW - 1] >= 0);
     vllm_engine_free(e);
-    return st == VLLM_OK;
+    return ok;
 }
 
 static void check(const char *name, int tp) {
@@ -121,12 +86,7 @@ int main(void) {
     for (int k = 0; k < 2; k++) {
         snprintf(cmd, sizeof cmd, "%s generate --model %s --prompt-token-ids 1,2,3,4,5 --max-tokens 6 --temperature 0 "
                  "--ignore-eos --json --threads 1 %s 2>/dev/null", VLLMC_BIN, FX "llama_gqa", k ? "-tp 2" : "");
-        FILE *f = popen(cmd, "r");
-        CHECK(f != NULL);
-        if (!f) continue;
-        size_t n = fread(k ? out2 : out1, 1, 4095, f);
-        (void)n;
-        CHECK(pclose(f) == 0);
+        CHECK(t_capture(cmd, k ? out2 : out1, sizeof out1));
     }
     char *a = strstr(out1, "\"token_ids\""), *b = strstr(out2, "\"token_ids\"");
     CHECK_MSG(a && b && !strncmp(a, b, 60), "vllmc generate -tp 2 differs: %.80s vs %.80s", a ? a : "(none)",

@@ -148,6 +148,10 @@ vllm_status vllm_engine_create(const char *model_dir, const vllm_engine_options 
  * sends until that engine is freed (VLLM_OK) or node 0 is lost (VLLM_ERR_BACKEND, naming why). vLLM's headless
  * nodes; `vllmc serve --node-rank N` (N > 0) calls it. */
 vllm_status vllm_node_run(const char *model_dir, const vllm_engine_options *options);
+/* VLLM_OK while the engine can run steps; VLLM_ERR_BACKEND naming why when it cannot any more (a tensor-parallel
+ * group over several hosts that lost a node: every later step fails; restart the nodes). Any thread (vLLM's
+ * check_health: `vllmc serve`'s GET /health answers 503 then). */
+vllm_status vllm_engine_check_health(const vllm_engine *engine);
 void vllm_engine_free(vllm_engine *engine);
 
 /* True when the model folder had a tokenizer. */
@@ -520,6 +524,8 @@ vllm_status vllm_async_engine_create(const char *model_dir, const vllm_engine_op
 /* Its replicas (options' data_parallel_size, at least 1), and one's stats (as vllm_async_engine_get_stats,
  * which sums them: counts and tokens added, kv_cache_usage over all their blocks). */
 int vllm_async_engine_num_engines(const vllm_async_engine *ae);
+/* vllm_engine_check_health over every replica (the first failing one's error). */
+vllm_status vllm_async_engine_check_health(const vllm_async_engine *ae);
 /* One replica's vllm_engine_info (GPU replicas size their KV caches apart; vllm_async_engine_get_info is
  * replica 0's). */
 void vllm_async_engine_get_engine_info(const vllm_async_engine *ae, int engine, vllm_engine_info *out);

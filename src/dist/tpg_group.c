@@ -57,6 +57,7 @@ vllm_status tpg_create_nodes(int size, tpn_net *net, tpg_group **out) {
 int tpg_first_rank(const tpg_group *g) { return g->first; }
 int tpg_local_size(const tpg_group *g) { return g->local; }
 tpn_net *tpg_net(const tpg_group *g) { return g->net; }
+bool tpg_healthy(const tpg_group *g, char *why, size_t cap) { return !g->net || tpn_probe(g->net, why, cap); }
 
 void tpg_free(tpg_group *g) {
     if (!g) return;

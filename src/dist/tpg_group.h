@@ -43,6 +43,8 @@ int tpg_first_rank(const tpg_group *g);
 int tpg_local_size(const tpg_group *g);
 /* The links to the other nodes, or NULL for a group of one process. */
 tpn_net *tpg_net(const tpg_group *g);
+/* False (why in why[cap]) when a group over nodes lost one of them (tpn_probe); true for a group of one process. */
+bool tpg_healthy(const tpg_group *g, char *why, size_t cap);
 
 /* Waits for every rank. */
 vllm_status tpg_barrier(tpg_group *g, int rank);

@@ -510,3 +510,27 @@ bool tpn_failed(const tpn_net *n, tpn_chan ch) {
     pthread_mutex_unlock((pthread_mutex_t *)&n->mu);
     return f;
 }
+
+bool tpn_probe(tpn_net *n, char *why, size_t cap) {
+    bool up = true;
+    pthread_mutex_lock(&n->mu);
+    for (int p = 0; p < n->nnodes && up; p++)
+        for (int c = 0; c < 2 && up; c++) {
+            tpn_link *l = &n->link[p][c];
+            if (l->fd < 0) continue;
+            if (l->failed) {
+                snprintf(why, cap, "the %s link between nodes %d and %d is down: %s", chan_name((tpn_chan)c),
+                         n->node_rank, p, l->why);
+                up = false;
+                continue;
+            }
+            char b;
+            const ssize_t r = recv(l->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                snprintf(why, cap, "node %d closed its %s link (its process ended?)", p, chan_name((tpn_chan)c));
+                up = false;
+            }
+        }
+    pthread_mutex_unlock(&n->mu);
+    return up;
+}

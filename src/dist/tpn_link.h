@@ -59,5 +59,8 @@ vllm_status tpn_recv_exact(tpn_net *n, int peer, tpn_chan ch, uint32_t kind, voi
 void tpn_shutdown(tpn_net *n, tpn_chan ch, const char *why);
 /* True once chan's links were shut down or one failed. */
 bool tpn_failed(const tpn_net *n, tpn_chan ch);
+/* Whether every link is up: false (why in why[cap]) when one failed or was shut down, or its peer has closed it
+ * (a look without reading: a node whose process ended is seen while the links are idle). Any thread. */
+bool tpn_probe(tpn_net *n, char *why, size_t cap);
 
 #endif

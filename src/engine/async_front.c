@@ -200,6 +200,15 @@ void vllm_async_engine_get_info(const vllm_async_engine *ae, vllm_engine_info *o
 
 int vllm_async_engine_num_engines(const vllm_async_engine *ae) { return ae ? ae->n : 0; }
 
+vllm_status vllm_async_engine_check_health(const vllm_async_engine *ae) {
+    if (!ae) return vt_error(VLLM_ERR_INVALID_ARG, "no engine");
+    for (int i = 0; i < ae->n; i++) {
+        const vllm_status st = replica_check_health(ae->reps[i]);
+        if (st != VLLM_OK) return ae->n > 1 ? (vt_error_prefix("engine %d", i), st) : st;
+    }
+    return VLLM_OK;
+}
+
 void vllm_async_engine_get_engine_info(const vllm_async_engine *ae, int engine, vllm_engine_info *out) {
     if (!ae || engine < 0 || engine >= ae->n) {
         memset(out, 0, sizeof *out);

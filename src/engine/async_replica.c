@@ -639,6 +639,10 @@ void replica_get_info(const ae_replica *ae, vllm_engine_info *out) {
     vllm_engine_get_info(ae->e, out); /* fixed after create: no lock needed */
 }
 
+vllm_status replica_check_health(const ae_replica *ae) {
+    return vllm_engine_check_health(ae->e); /* reads the links' state under their own lock */
+}
+
 void replica_get_stats(ae_replica *ae, vllm_engine_stats *out) {
     pthread_mutex_lock(&ae->mu);
     *out = ae->stats;

@@ -30,6 +30,7 @@ vllm_sampling_params replica_default_sampling(const ae_replica *r);
 bool replica_has_tokenizer(const ae_replica *r);
 void replica_get_info(const ae_replica *r, vllm_engine_info *out);
 void replica_get_stats(ae_replica *r, vllm_engine_stats *out);
+vllm_status replica_check_health(const ae_replica *r);
 /* Requests it holds: live ones plus adds queued for its thread (the front's load measure). */
 size_t replica_load(ae_replica *r);
 vllm_status replica_tokenize(ae_replica *r, const char *text, bool add_special_tokens, int32_t **ids, size_t *n);

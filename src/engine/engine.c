@@ -616,6 +616,10 @@ void vllm_engine_free(vllm_engine *e) {
     free(e);
 }
 
+vllm_status vllm_engine_check_health(const vllm_engine *e) {
+    return e ? model_check_health(e->model) : vt_error(VLLM_ERR_INVALID_ARG, "no engine");
+}
+
 bool vllm_engine_has_tokenizer(const vllm_engine *e) { return e && e->tok; }
 
 vllm_status vllm_tokenize(vllm_engine *e, const char *text, bool add_special, int32_t **ids, size_t *n) {

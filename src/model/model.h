@@ -102,6 +102,9 @@ vllm_status model_load(const char *dir, backend *be, const model_load_options *o
  * node 0's commands (cache, reserve, forward: the other half of model_tp.c's calls on node 0) until node 0 ends
  * the group (VLLM_OK) or the link to it fails (the error). */
 vllm_status model_tp_node_run(const char *dir, const model_load_options *opt);
+/* VLLM_ERR_BACKEND naming why when the model's ranks can no longer run steps (a tensor-parallel group over
+ * several hosts that lost a node); else VLLM_OK. Any thread. */
+vllm_status model_check_health(const model *m);
 void model_free(model *m);
 const model_config *model_get_config(const model *m);
 

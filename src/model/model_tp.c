@@ -421,3 +421,10 @@ vllm_status model_tp_node_run(const char *dir, const model_load_options *opt) {
     tp_free(t);
     return VLLM_OK;
 }
+
+vllm_status model_check_health(const model *m) {
+    const struct model_tp *t = m ? m->tp : NULL;
+    char why[300];
+    if (!t || tpg_healthy(t->g, why, sizeof why)) return VLLM_OK;
+    return vt_error(VLLM_ERR_BACKEND, "the tensor-parallel group lost a node: %s; restart every node", why);
+}

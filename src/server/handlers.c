@@ -3,7 +3,7 @@
  * /version, GET /metrics, GET /v1/models, POST /tokenize and /detokenize.
  *
  * vLLM: vllm/entrypoints/openai/api_server.py (health: 200 with an empty
- * body; ping: the same for GET and POST; version: {"version": ...};
+ * body, 503 once the engine is dead; ping: the same for GET and POST; version: {"version": ...};
  * show_available_models; tokenize / detokenize through
  * OpenAIServingTokenization) and vllm/entrypoints/openai/api_server.py's
  * /metrics (prometheus_client's exposition, text/plain; version=0.0.4).
@@ -14,7 +14,15 @@
 
 #include "server/handlers.h"
 
-enum MHD_Result handle_health(http_request *r) { return reply_body(r, MHD_HTTP_OK, NULL, NULL, 0); }
+/* 200 with an empty body; 503 with the reason once the engine cannot run steps (vLLM's EngineDeadError) */
+enum MHD_Result handle_health(http_request *r) {
+    if (vllm_async_engine_check_health(r->srv->ae) != VLLM_OK) {
+        oai_error e;
+        oai_error_set(&e, 503, NULL, "the engine cannot run: %s", vllm_last_error());
+        return reply_error(r, &e);
+    }
+    return reply_body(r, MHD_HTTP_OK, NULL, NULL, 0);
+}
 
 enum MHD_Result handle_version(http_request *r) {
     char *json = strdup("{\"version\":\"" VLLM_VERSION "\"}");

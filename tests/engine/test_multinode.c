@@ -2,7 +2,8 @@
  * test_multinode.c: tensor parallelism over several hosts (issue 18 item 3: nnodes, node_rank, master_addr,
  * master_port), tested as the issue asks with the nodes on one host: node 0's engine and vllm_node_run for the
  * others over TCP on 127.0.0.1 give the same tokens and the same bits as the one-process group of the same size, in
- * the engine's layouts; a node that dies mid-run makes node 0's steps fail with an error naming it (no hang);
+ * the engine's layouts; a node that dies mid-run makes node 0's steps fail with an error naming it (no hang) and
+ * vllm_engine_check_health say so at once;
  * mismatched options, another model, missing nodes and bad values are refused naming why; the CLI's flags
  * (vllmc serve --node-rank 1 headless, vllmc generate --nnodes 2) give the tokens of -tp 2 alone.
  */
@@ -114,8 +115,15 @@ static void node_dies(void) {
     int32_t t[NP][NEW];
     float l[NP][NEW];
     if (e) CHECK_MSG(layout_generate(e, t, l), "before the node died: %s", vllm_last_error());
+    if (e) CHECK_OK(vllm_engine_check_health(e));
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    /* seen at once, before any step (the links are idle): the health check looks at them */
+    if (e) {
+        CHECK(vllm_engine_check_health(e) == VLLM_ERR_BACKEND);
+        CHECK_MSG(strstr(vllm_last_error(), "lost a node") && strstr(vllm_last_error(), "node 1"), "not named: %s",
+                  vllm_last_error());
+    }
     for (int k = 0; e && k < 2; k++) { /* the step that finds the link gone, then one on the dead group */
         CHECK(!layout_generate(e, t, l));
         const char *err = vllm_last_error();
@@ -123,6 +131,7 @@ static void node_dies(void) {
                   "not named: %s", err);
         printf("after node 1 died, step %d: %s\n", k, err);
     }
+    if (e) CHECK(vllm_engine_check_health(e) == VLLM_ERR_BACKEND);
     vllm_engine_free(e);
 }
 

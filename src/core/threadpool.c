@@ -92,12 +92,13 @@ static int64_t tp_now_ns(void) {
  * are exhausted (`next` starts past the threads' first chunks). */
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
-#define TP_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
+#define TP_FTZ 0x8000u /* MXCSR flush-to-zero: results that would be denormal are 0 (DAZ stays off: inputs that are
+                              denormal keep their value, e.g. the f16 widening of cpu_f16_to_f32 goes through one) */
 /* The thread's float mode for the pool's jobs; returns the mode it had. */
 static unsigned tp_float_mode(const tp_pool *p) {
     const unsigned old = _mm_getcsr();
-    const unsigned want = atomic_load_explicit(&p->flush_denormals, memory_order_relaxed) ? old | TP_FTZ_DAZ
-                                                                                           : old & ~TP_FTZ_DAZ;
+    const unsigned want = atomic_load_explicit(&p->flush_denormals, memory_order_relaxed) ? old | TP_FTZ
+                                                                                           : old & ~TP_FTZ;
     if (want != old) _mm_setcsr(want);
     return old;
 }

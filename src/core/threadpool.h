@@ -38,11 +38,12 @@ int tp_num_threads(const tp_pool *pool);
 /* Each thread that is woken must get at least min_work of work (jobs with
  * less in total run inline). 0 parallelises every job with n > 1 (tests). */
 void tp_set_min_work(tp_pool *pool, double min_work);
-/* Flush denormal floats to zero (x86's MXCSR FTZ and DAZ) while the pool's jobs run: in the workers, and in the
- * caller for the duration of each tp_run / tp_run_cost / tp_start..tp_wait (restored after). A float operation that
- * meets or makes a denormal takes a microcode assist of ~100 cycles: one 256-block of tiny activations makes every
- * FMA of a quantized dot product with it that slow (a 4-7x slower layer measured). Results then differ only where
- * a value's magnitude is below 1.2e-38. Off by default; a no-op off x86. */
+/* Flush denormal results to zero (x86's MXCSR FTZ) while the pool's jobs run: in the workers, and in the caller
+ * for the duration of each tp_run / tp_run_cost / tp_start..tp_wait (restored after). A float operation that makes a
+ * denormal takes a microcode assist of ~100 cycles: one 256-block of tiny activations made every FMA of a quantized
+ * dot product with it that slow (a 4-7x slower layer measured). Results then differ only where a value's magnitude
+ * would be below 1.2e-38. Denormal inputs keep their value (no DAZ: the CPU's f16 widening passes through one).
+ * Off by default; a no-op off x86. */
 void tp_set_flush_denormals(tp_pool *pool, bool on);
 
 /* Runs fn over [0, n) on up to all threads, with no work threshold. */

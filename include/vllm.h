@@ -111,9 +111,10 @@ typedef struct vllm_engine_options {
     int tensor_parallel_size;    /* ranks the model is split over (vLLM's --tensor-parallel-size; 0 or 1: none).
                                     Each rank is a thread with its own backend of `device`, its shard of the
                                     weights (heads, KV heads, the MLP width) and of the KV cache; one scheduler
-                                    and sampler. The CPU runs it (num_threads each rank; 0: the cores / N),
-                                    CUDA over NCCL (GPU device_id + rank; not yet run on GPUs); attention and
-                                    MoE families of float checkpoints so far, others refused naming why */
+                                    and sampler. The CPU runs it (num_threads each rank; 0: the cores / the
+                                    ranks of this host), CUDA over NCCL (GPU device_id + the rank's index on its
+                                    host; not yet run on GPUs); over several hosts with nnodes below; attention
+                                    and MoE families of float checkpoints so far, others refused naming why */
     int data_parallel_size;      /* engine replicas behind the thread-safe front (vLLM's --data-parallel-size;
                                     0 or 1: one). vllm_async_engine_create loads N replicas, each with its own
                                     engine thread, scheduler and KV cache: on a GPU replica r takes ordinals

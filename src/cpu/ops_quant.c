@@ -74,9 +74,7 @@ const char *cpu_quant_isa(void) {
 /* token rows per pass over a weight row (a decoded weight block is reused for this many rows) */
 #define CQ_NT 4
 /* the pair kernels' (two weight rows per register) */
-#ifndef CQ_NT2
 #define CQ_NT2 8
-#endif
 /* bytes ahead of the blocks in use that the kernels prefetch: a row is one sequential stream, and the
  * software prefetch 3 KiB ahead (768: 24.3, 1536: 25.3) takes the 0.6B Q4_K_M decode from 19.5 to 25.3 tok/s */
 #define CQ_PREFETCH 3072

@@ -204,7 +204,9 @@ vllm_status vllm_async_engine_check_health(const vllm_async_engine *ae) {
     if (!ae) return vt_error(VLLM_ERR_INVALID_ARG, "no engine");
     for (int i = 0; i < ae->n; i++) {
         const vllm_status st = replica_check_health(ae->reps[i]);
-        if (st != VLLM_OK) return ae->n > 1 ? (vt_error_prefix("engine %d", i), st) : st;
+        if (st == VLLM_OK) continue;
+        if (ae->n > 1) vt_error_prefix("engine %d", i);
+        return st;
     }
     return VLLM_OK;
 }

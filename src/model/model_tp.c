@@ -39,6 +39,8 @@ struct model_tp {
     tpg_group *g;
     tpn_net *net;            /* several nodes: the control links (node 0's to each, a node's to node 0), else NULL */
     vllm_status sent[TPN_MAX_NODES]; /* node 0: the last command's send to each node */
+    void *wire;              /* node 0: the forward batch packed for the other nodes (grown, reused every step) */
+    size_t wire_cap;
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* a new command */
     pthread_cond_t done_cv;  /* a worker finished it */
@@ -111,7 +113,11 @@ static void post(struct model_tp *t, tpw_cmd c) {
     if (!t->net || tpn_node_rank(t->net) != 0) return;
     const int32_t args[4] = {c.a, c.b, c.c, c.d};
     const size_t bb = c.kind == TPW_FORWARD ? tpw_batch_bytes(c.batch) : 0;
-    void *batch = bb ? malloc(bb) : NULL;
+    if (bb > t->wire_cap) {
+        void *p = realloc(t->wire, bb);
+        if (p) t->wire = p, t->wire_cap = bb;
+    }
+    void *batch = bb && bb <= t->wire_cap ? t->wire : NULL;
     if (batch) tpw_batch_pack(c.batch, batch);
     const void *parts[2] = {args, batch};
     const size_t lens[2] = {sizeof args, bb};
@@ -120,7 +126,6 @@ static void post(struct model_tp *t, tpw_cmd c) {
                                   : tpn_send(t->net, k, TPN_CTL, (uint32_t)c.kind, 2, parts, lens);
         if (t->sent[k] != VLLM_OK) tpg_abort(t->g, vllm_last_error()); /* the ranks here must not wait for node k */
     }
-    free(batch);
 }
 
 /* Waits for this node's workers; the first one's failure as the call's error. */
@@ -239,6 +244,7 @@ static void tp_free(struct model_tp *t) {
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
     free(t->w);
+    free(t->wire);
     free(t);
 }
 

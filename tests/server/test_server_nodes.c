@@ -53,6 +53,19 @@ static void completion_text(const char *body, char *text, size_t cap) {
     snprintf(text, cap, "%.*s", e ? (int)(e - t - 8) : 0, e ? t + 8 : "");
 }
 
+/* Node 1 of a two-node -tp 2 group on stories260K (vllmc serve --node-rank 1, headless), stderr to err; its pid. */
+static pid_t start_node(int port, const char *err) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "exec \"%s\" serve \"%s\" -tp 2 --nnodes 2 --node-rank 1 --master-port %d --threads 1 "
+             "2>\"%s\"", VLLMC_BIN, SRV_MODEL, port, err);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
 int main(void) {
     if (!srv_tmpdir("nodes")) TEST_SKIP("no scratch folder");
     setenv("VLLM_DIST_TIMEOUT", "60", 1);
@@ -70,15 +83,9 @@ int main(void) {
 
     /* node 1 (headless), then node 0 */
     const int port = t_free_port();
-    char cmd[2048], node_err[300];
+    char node_err[300];
     snprintf(node_err, sizeof node_err, "%s/node1.err", g_srv_tmp);
-    snprintf(cmd, sizeof cmd, "exec \"%s\" serve \"%s\" -tp 2 --nnodes 2 --node-rank 1 --master-port %d --threads 1 "
-             "2>\"%s\"", VLLMC_BIN, SRV_MODEL, port, node_err);
-    const pid_t node = fork();
-    if (node == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    const pid_t node = start_node(port, node_err);
     CHECK(node > 0);
     char extra[256];
     snprintf(extra, sizeof extra, "-tp 2 --nnodes 2 --master-port %d --threads 1", port);
@@ -109,13 +116,7 @@ int main(void) {
 
     /* the group ended by node 0: a node exits 0 by itself */
     const int port2 = t_free_port();
-    snprintf(cmd, sizeof cmd, "exec \"%s\" serve \"%s\" -tp 2 --nnodes 2 --node-rank 1 --master-port %d --threads 1 "
-             "2>\"%s\"", VLLMC_BIN, SRV_MODEL, port2, node_err);
-    const pid_t node2 = fork();
-    if (node2 == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    const pid_t node2 = start_node(port2, node_err);
     snprintf(extra, sizeof extra, "-tp 2 --nnodes 2 --master-port %d --threads 1", port2);
     if (node2 > 0 && srv_start(&s, "node0b", extra, 60)) {
         srv_stop_check(&s, false);

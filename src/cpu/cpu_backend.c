@@ -268,6 +268,7 @@ static const backend_ops CPU_OPS = {
     .scale = cpu_scale,
     .norm = cpu_norm,
     .add_norm = cpu_add_norm,
+    .norm_add_norm = cpu_norm_add_norm,
     .rope = cpu_rope,
     .kv_write = cpu_kv_write,
     .qk_norm_rope_kv = cpu_qk_norm_rope_kv,

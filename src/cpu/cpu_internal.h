@@ -243,6 +243,7 @@ void cpu_gather_rows(backend *be, const tensor *x, const tensor *idx, tensor *ou
 void cpu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);
 void cpu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
 void cpu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
+void cpu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out);
 void cpu_qk_norm_rope_kv_ex(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
                             const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
                             int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);

@@ -18,6 +18,12 @@ void cpu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, ten
     if (err) cpu_fail(cpu_of(be), "%s", err);
 }
 
+// y = ny(y); x (T, D) += y; out (T, D) = nx(x) when nx is given
+void cpu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out) {
+    const char *err = norm_add_norm_composite(be, x, y, ny, nx, out);
+    if (err) cpu_fail(cpu_of(be), "%s", err);
+}
+
 // q (T, nq*hd), k (T, nk*hd): per-head norm (optional), rope; k, v -> paged caches
 void cpu_qk_norm_rope_kv(backend *be, tensor *q, tensor *k, const tensor *v, const tensor *q_norm,
                          const tensor *k_norm, float eps, const tensor *positions, const tensor *cos_sin,

@@ -642,6 +642,7 @@ static const backend_ops CU_OPS = {
     .scale = cu_scale,
     .norm = cu_norm,
     .add_norm = cu_add_norm,
+    .norm_add_norm = cu_norm_add_norm,
     .rope = cu_rope,
     .kv_write = cu_kv_write,
     .qk_norm_rope_kv = cu_qk_norm_rope_kv,

@@ -16,6 +16,7 @@
  */
 #include "cuda/cuda_blocks.h"
 #include "cuda/cuda_internal.h"
+#include "tensor/op_composite.h"
 
 #define EW_THREADS 256
 
@@ -308,6 +309,106 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rms_vec(__nv_bfloat16 *x, i
     }
 }
 
+/* o = v * scale * w (BE_NORM_RMS; w absent: 1) or v * scale * (1 + w) (BE_NORM_RMS_OFFSET), w the chunk's
+ * preloaded BF16 (wraw), F32 at w, or absent (wdt < 0) */
+template <int KIND>
+__device__ __forceinline__ void rms_apply8(const float (&v)[8], float scale, uint4 wraw, int wdt, const void *w, int c,
+                                           float (&o)[8]) {
+    float wv[8];
+    if (wdt == DTYPE_BF16) {
+        bf16x8_to_f32(wraw, wv);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            wv[i] = wdt == DTYPE_F32 ? ((const float *)w)[(int64_t)c * 8 + i] : (KIND == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) o[i] = KIND == BE_NORM_RMS_OFFSET ? v[i] * scale * (1.0f + wv[i]) : v[i] * scale * wv[i];
+}
+
+/* the sum of every thread's v over the block (k_rms_vec's order: warps, then the warps' sums in turn); part
+ * is free again on return */
+__device__ __forceinline__ float rms_block_total(float v, float *part) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    float tot = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) tot += part[i];
+    __syncthreads();
+    return tot;
+}
+
+/* The sandwich residual (norm_add_norm) on BF16 rows of D (k_rms_vec's layout, RMS kinds): y = ny(y) (stored,
+ * rounded), x += y (stored, rounded), then (OUT) out = nx(x): the three ops of the composite in one kernel, each
+ * sum of squares in the norm op's order. */
+template <int KIND, bool OUT>
+__global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(__nv_bfloat16 *x, int64_t xs, __nv_bfloat16 *y,
+                                                                   int64_t ys, const void *wy, int wydt, float eps_y,
+                                                                   const void *wx, int wxdt, float eps_x, int D,
+                                                                   __nv_bfloat16 *out, int64_t os, int T) {
+    __shared__ float part[RMS_MAX_THREADS / 32];
+    const int nc = D / 8;
+    pdl_launch();
+    uint4 wyraw[RMS_VPT], wxraw[RMS_VPT]; /* constant: read before waiting for the previous kernel */
+#pragma unroll
+    for (int j = 0; j < RMS_VPT; j++) {
+        const int c = threadIdx.x + j * blockDim.x;
+        wyraw[j] = c < nc && wydt == DTYPE_BF16 ? __ldg((const uint4 *)wy + c) : make_uint4(0, 0, 0, 0);
+        wxraw[j] = OUT && c < nc && wxdt == DTYPE_BF16 ? __ldg((const uint4 *)wx + c) : make_uint4(0, 0, 0, 0);
+    }
+    pdl_wait();
+    for (int r = blockIdx.x; r < T; r += gridDim.x) {
+        uint4 *yr = (uint4 *)(y + (int64_t)r * ys), *xr = (uint4 *)(x + (int64_t)r * xs);
+        float v[RMS_VPT][8];
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RMS_VPT; j++) {
+            const int c = threadIdx.x + j * blockDim.x;
+            if (c < nc) {
+                bf16x8_to_f32(yr[c], v[j]);
+#pragma unroll
+                for (int i = 0; i < 8; i++) ss += v[j][i] * v[j][i];
+            }
+        }
+        const float scale_y = 1.0f / sqrtf(rms_block_total(ss, part) / (float)D + eps_y);
+        ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RMS_VPT; j++) {
+            const int c = threadIdx.x + j * blockDim.x;
+            if (c < nc) {
+                float o[8], xv[8];
+                rms_apply8<KIND>(v[j], scale_y, wyraw[j], wydt, wy, c, o);
+                const uint4 py = f32_to_bf16x8(o);
+                yr[c] = py;
+                bf16x8_to_f32(py, o); /* the add sees the stored (rounded) norm */
+                bf16x8_to_f32(xr[c], xv);
+#pragma unroll
+                for (int i = 0; i < 8; i++) xv[i] += o[i];
+                const uint4 px = f32_to_bf16x8(xv);
+                xr[c] = px;
+                if constexpr (OUT) {
+                    bf16x8_to_f32(px, v[j]); /* the norm sees the stored (rounded) sum */
+#pragma unroll
+                    for (int i = 0; i < 8; i++) ss += v[j][i] * v[j][i];
+                }
+            }
+        }
+        if constexpr (OUT) {
+            const float scale_x = 1.0f / sqrtf(rms_block_total(ss, part) / (float)D + eps_x);
+            uint4 *orow = (uint4 *)(out + (int64_t)r * os);
+#pragma unroll
+            for (int j = 0; j < RMS_VPT; j++) {
+                const int c = threadIdx.x + j * blockDim.x;
+                if (c < nc) {
+                    float o[8];
+                    rms_apply8<KIND>(v[j], scale_x, wxraw[j], wxdt, wx, c, o);
+                    orow[c] = f32_to_bf16x8(o);
+                }
+            }
+        }
+    }
+}
+
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* The vector kernel takes BF16 rows of D % 8 == 0 with 16-byte aligned rows
@@ -509,6 +610,53 @@ void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tens
         return;
     }
     add_norm_run(be, "add_norm", x, y, n->kind, n->w, false, n->b, n->eps, out);
+}
+
+/* y = ny(y); x (T, D) += y; out (T, D) = nx(x) when nx is given: one kernel for BF16 rows normalised whole by
+ * RMS norms of one kind, else the composite (norm, add [, norm]) */
+void cu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out) {
+    cu_state *cu = cu_of(be);
+    const char *op = "norm_add_norm";
+    if (!ny || (nx && !out)) {
+        cu_fail(cu, "%s: %s", op, !ny ? "no be_norm for y" : "a norm of x needs out");
+        return;
+    }
+    if (!cu_check_mat(cu, op, "x", x, CU_ACT, -1, -1) ||
+        !cu_check_mat(cu, op, "y", y, CU_ACT, cu_rows(x), tensor_row_len(x)) ||
+        (nx && !cu_check_mat(cu, op, "out", out, CU_DT(x->dtype), cu_rows(x), tensor_row_len(x))))
+        return;
+    const int64_t T = cu_rows(x), D = tensor_row_len(x);
+    if (T == 0 || D == 0) return;
+    const be_norm_kind kind = ny->kind;
+    const bool rms = kind == BE_NORM_RMS || kind == BE_NORM_RMS_OFFSET;
+    if (rms && !ny->b && (!nx || (nx->kind == kind && !nx->b)) && (!ny->w || tensor_numel(ny->w) == D) &&
+        (!nx || !nx->w || tensor_numel(nx->w) == D) && rms_vec_fits(x, D) && rms_vec_fits(y, D) &&
+        (!nx || rms_vec_fits(out, D)) && rms_vec_param(ny->w) && (!nx || rms_vec_param(nx->w)) && T <= INT32_MAX) {
+        if ((ny->w && !cu_check_vec(cu, op, "ny.w", ny->w, CU_FLOAT, D)) ||
+            (nx && nx->w && !cu_check_vec(cu, op, "nx.w", nx->w, CU_FLOAT, D)))
+            return;
+        const dim3 grid(cu_grid(T, 1)), block = rms_vec_block(D);
+        const tensor *wx = nx ? nx->w : NULL;
+        __nv_bfloat16 *o = nx ? (__nv_bfloat16 *)out->data : NULL;
+        const int64_t os = nx ? tensor_row_stride(out) : 0;
+        const float ex = nx ? nx->eps : 0.0f;
+#define NAN_LAUNCH(K, OUTB)                                                                                            \
+    cu_launch(cu, op, true, k_norm_add_norm<K, OUTB>, grid, block, 0, (__nv_bfloat16 *)x->data, tensor_row_stride(x), \
+              (__nv_bfloat16 *)y->data, tensor_row_stride(y), (const void *)(ny->w ? ny->w->data : NULL),             \
+              ny->w ? (int)ny->w->dtype : -1, ny->eps, (const void *)(wx ? wx->data : NULL), wx ? (int)wx->dtype : -1, \
+              ex, (int)D, o, os, (int)T)
+        if (kind == BE_NORM_RMS_OFFSET) {
+            if (nx) NAN_LAUNCH(BE_NORM_RMS_OFFSET, true);
+            else NAN_LAUNCH(BE_NORM_RMS_OFFSET, false);
+        } else {
+            if (nx) NAN_LAUNCH(BE_NORM_RMS, true);
+            else NAN_LAUNCH(BE_NORM_RMS, false);
+        }
+#undef NAN_LAUNCH
+        return;
+    }
+    const char *err = norm_add_norm_composite(be, x, y, ny, nx, out);
+    if (err) cu_fail(cu, "%s", err);
 }
 
 /* ---- activations: the gated product, in place, the softcap ---- */

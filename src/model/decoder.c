@@ -591,18 +591,19 @@ static void residual_add(model *m, const llama_layer *L, tensor *x, tensor *o, t
                          bool then_mlp_norm) {
     const model_config *c = &m->cfg;
     backend *be = m->be;
+    const bool scaled = c->residual_multiplier != 0 && c->residual_multiplier != 1;
+    const be_norm mlp_norm = blk_norm(c, &L->post_norm);
     if (out_norm && out_norm->w.data) {
         const be_norm n = blk_norm(c, out_norm);
+        if (!scaled) { /* o = out_norm(o); x += o [; h = mlp_norm(x)]: one kernel */
+            be->ops->norm_add_norm(be, x, o, &n, then_mlp_norm ? &mlp_norm : NULL, h);
+            return;
+        }
         be->ops->norm(be, o, &n, o);                                  /* o = out_norm(o) */
     }
-    if (c->residual_multiplier != 0 && c->residual_multiplier != 1)
-        be->ops->scale(be, o, (float)c->residual_multiplier);        /* o *= residual_multiplier */
-    if (then_mlp_norm) {
-        const be_norm n = blk_norm(c, &L->post_norm);
-        be->ops->add_norm(be, x, o, &n, h);                           /* x += o; h = mlp_norm(x) */
-    } else {
-        be->ops->add(be, x, o);                                       /* x += o */
-    }
+    if (scaled) be->ops->scale(be, o, (float)c->residual_multiplier); /* o *= residual_multiplier */
+    if (then_mlp_norm) be->ops->add_norm(be, x, o, &mlp_norm, h);     /* x += o; h = mlp_norm(x) */
+    else be->ops->add(be, x, o);                                       /* x += o */
 }
 
 /* A gated delta-net layer's mixer (transformers' Qwen3NextGatedDeltaNet.forward) up to out_proj:

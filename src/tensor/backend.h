@@ -363,6 +363,10 @@ typedef struct backend_ops {
     void (*norm)(backend *be, const tensor *x, const be_norm *n, tensor *out);
     /* x (T, D) += y (T, D); out (T, D) = norm(x) (as add then norm). */
     void (*add_norm)(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
+    /* The sandwich layout's residual (Gemma, GLM-4), as norm, add [, norm]: y (T, D) = ny(y) in place;
+     * x (T, D) += y; then, when nx is given, out (T, D) = nx(x). Supported as BE_OP_ADD_NORM with ny
+     * and with nx. */
+    void (*norm_add_norm)(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out);
     /* Rotary embedding in place on q (T, nq*head_dim) and k (T, nk*head_dim).
      * cos_sin (max_pos, rot_dim) F32: [cos(p*f_0..f_{r/2-1}) | sin(...)].
      * neox: rotate halves (i, i + rot_dim/2) (HF Llama); else adjacent pairs. */

@@ -51,6 +51,16 @@ const char *add_norm_composite(backend *be, tensor *x, const tensor *y, const be
     return NULL;
 }
 
+const char *norm_add_norm_composite(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx,
+                                    tensor *out) {
+    if (!ny) return "norm_add_norm: no be_norm for y";
+    if (nx && !out) return "norm_add_norm: a norm of x needs out";
+    be->ops->norm(be, y, ny, y);            /* y (T, D) = ny(y) */
+    if (nx) be->ops->add_norm(be, x, y, nx, out); /* x += y; out = nx(x) */
+    else be->ops->add(be, x, y);            /* x += y */
+    return NULL;
+}
+
 const char *qk_norm_rope_kv_ex_composite(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
                                          const be_norm *k_norm, const tensor *positions, const tensor *cos_sin,
                                          int head_dim, int rot_dim, bool neox, tensor *k_cache, tensor *v_cache,

@@ -29,6 +29,11 @@ const char *linear_fused_composite(backend *be, const be_linear *lin, const tens
 /* add_norm (backend.h) as add then norm. NULL, or a message (no be_norm). */
 const char *add_norm_composite(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
 
+/* norm_add_norm (backend.h) as norm (y in place), then add_norm (nx given) or add. NULL, or a message
+ * (no ny, or nx without out). */
+const char *norm_add_norm_composite(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx,
+                                    tensor *out);
+
 /* qk_norm_rope_kv_ex (backend.h) as norm (q, k, in place; each when given),
  * rope and kv_write. Returns NULL (the ops report their own failures). */
 const char *qk_norm_rope_kv_ex_composite(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,

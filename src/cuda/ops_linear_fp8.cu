@@ -303,10 +303,8 @@ __device__ __forceinline__ void f8m_quantize_x(const __nv_bfloat16 *__restrict__
     }
 }
 
-/* MINB: the CTAs a SM the registers must allow (1: the compiler's choice, 115 registers, 2 CTAs; 3: at most 85
- * registers, VLLM_CUDA_F8M_MINB=3, an experiment against ncu's 25% occupancy: not yet measured) */
-template <bool GLU, int MINB>
-__global__ void __launch_bounds__(F8M_WARPS * 32, MINB) k_f8_mma(const uint8_t *__restrict__ W, const float *__restrict__ S,
+template <bool GLU>
+__global__ void __launch_bounds__(F8M_WARPS * 32) k_f8_mma(const uint8_t *__restrict__ W, const float *__restrict__ S,
                                                            int R, int K, const __nv_bfloat16 *__restrict__ x,
                                                            int64_t xs, int T, const float *__restrict__ bias, void *y,
                                                            int ydt, int64_t ys, bool acc, int act) {
@@ -470,15 +468,10 @@ __global__ void k_f8_dequant_w(const uint8_t *q, const float *s, int64_t r0, int
  * cannot, the CUDA-core GEMV */
 static void f8m_prepare(cu_state *cu) {
     if (!cu->f8m_ready && cu->f8_mma) {
-        cu->f8m_ready =
-            cudaFuncSetAttribute(k_f8_mma<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
-                cudaSuccess &&
-            cudaFuncSetAttribute(k_f8_mma<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
-                cudaSuccess &&
-            cudaFuncSetAttribute(k_f8_mma<false, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
-                cudaSuccess &&
-            cudaFuncSetAttribute(k_f8_mma<true, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
-                cudaSuccess;
+        cu->f8m_ready = cudaFuncSetAttribute(k_f8_mma<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
+                       cudaSuccess &&
+                   cudaFuncSetAttribute(k_f8_mma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8M_SMEM_MAX) ==
+                       cudaSuccess;
         if (!cu->f8m_ready) {
             cudaGetLastError();
             cu->f8_mma = false;
@@ -496,43 +489,27 @@ bool cu_f8_gemv_fits(const cu_f8w *w, const tensor *x, int64_t T) {
 
 /* y (T, N) (+)= x W^T + b, or (glu) y (T, N / 2) = act(x W_gate^T + b_gate) * (x W_up^T + b_up), on the FP8 tensor
  * cores: T within cu_f8_gemv_fits, cu->f8_mma */
-template <int MINB>
-static bool f8_mma_launch(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, bool acc,
-                          bool glu, int act) {
+static bool f8_mma_run(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, bool acc,
+                       bool glu, int act) {
     const int64_t T = cu_rows(x), N = w->rows;
     const int64_t tiles = glu ? (N / 2 + 7) / 8 : (N + 15) / 16;
     const size_t smem = f8m_smem(T, w->K);
     /* as many CTAs as are resident at once, each looping over tiles (one prologue per CTA) */
     int occ = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, glu ? k_f8_mma<true, MINB> : k_f8_mma<false, MINB>,
-                                                      F8M_WARPS * 32, smem) != cudaSuccess ||
-        occ < 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, glu ? k_f8_mma<true> : k_f8_mma<false>, F8M_WARPS * 32,
+                                                      smem) != cudaSuccess || occ < 1) {
         cudaGetLastError();
         occ = 1;
     }
     const int64_t grid = tiles < (int64_t)occ * cu->num_sms ? tiles : (int64_t)occ * cu->num_sms;
     if (glu)
-        return cu_launch(cu, "linear (fp8 gemv, gated)", true, k_f8_mma<true, MINB>, dim3((unsigned)grid),
+        return cu_launch(cu, "linear (fp8 gemv, gated)", true, k_f8_mma<true>, dim3((unsigned)grid),
                          dim3(F8M_WARPS * 32), smem, (const uint8_t *)w->q, (const float *)w->s, (int)N, (int)w->K,
                          (const __nv_bfloat16 *)x->data, tensor_row_stride(x), (int)T, bias, y->data, (int)y->dtype,
                          tensor_row_stride(y), false, act);
-    return cu_launch(cu, "linear (fp8 gemv)", true, k_f8_mma<false, MINB>, dim3((unsigned)grid), dim3(F8M_WARPS * 32),
-                     smem, (const uint8_t *)w->q, (const float *)w->s, (int)N, (int)w->K,
-                     (const __nv_bfloat16 *)x->data, tensor_row_stride(x), (int)T, bias, y->data, (int)y->dtype,
-                     tensor_row_stride(y), acc, 0);
-}
-
-/* y (T, N) (+)= x W^T + b, or (glu) y (T, N / 2) = act(x W_gate^T + b_gate) * (x W_up^T + b_up), on the FP8 tensor
- * cores: T within cu_f8_gemv_fits, cu->f8_mma (VLLM_CUDA_F8M_MINB=3: the register-capped build of the kernel) */
-static bool f8_mma_run(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, bool acc,
-                       bool glu, int act) {
-    static int minb = -1; /* read once: the launches of a graph must not change with the environment */
-    if (minb < 0) {
-        const char *e = getenv("VLLM_CUDA_F8M_MINB");
-        minb = e && !strcmp(e, "3") ? 3 : 1;
-    }
-    return minb == 3 ? f8_mma_launch<3>(cu, w, bias, x, y, acc, glu, act)
-                     : f8_mma_launch<1>(cu, w, bias, x, y, acc, glu, act);
+    return cu_launch(cu, "linear (fp8 gemv)", true, k_f8_mma<false>, dim3((unsigned)grid), dim3(F8M_WARPS * 32), smem,
+                     (const uint8_t *)w->q, (const float *)w->s, (int)N, (int)w->K, (const __nv_bfloat16 *)x->data,
+                     tensor_row_stride(x), (int)T, bias, y->data, (int)y->dtype, tensor_row_stride(y), acc, 0);
 }
 
 bool cu_f8_gemv_glu(cu_state *cu, const cu_f8w *w, const float *bias, const tensor *x, tensor *y, int act) {

@@ -737,9 +737,22 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     }
 }
 
+/* The most tokens the GEMV takes (GEMV_MAX_T; VLLM_CUDA_GEMV_MAX_T=1..8 lowers it, read once: an experiment,
+ * the H200 rows of 2026-12-03 put the BF16 GEMV at T 8 at 1.2-1.6 TB/s where cuBLAS at T 16 streams 3.2-4.1:
+ * every token's FMAs and x conversions per weight chunk make T 8 instruction-bound) */
+static int gemv_max_t(void) {
+    static int max_t = 0; /* the launches of a graph must not change with the environment */
+    if (!max_t) {
+        const char *e = getenv("VLLM_CUDA_GEMV_MAX_T");
+        const int v = e ? atoi(e) : 0;
+        max_t = v >= 1 && v <= GEMV_MAX_T ? v : GEMV_MAX_T;
+    }
+    return max_t;
+}
+
 /* The GEMV takes BF16 x with K % 8 == 0 and 16-byte aligned rows. */
 static bool gemv_fits(const be_linear *lin, const tensor *x, int64_t T) {
-    return T <= GEMV_MAX_T && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
+    return T <= gemv_max_t() && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
            ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
 }
 

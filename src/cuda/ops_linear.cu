@@ -7,7 +7,7 @@
  * there (the host tensors are read once, in place), and the biases into one
  * F32 vector (zeros for parts without one). A forward is one GEMM with BF16
  * inputs, f32 accumulation and a BF16 or F32 output (the logits), plus a
- * bias pass when the layer has biases. Batches of up to 8 tokens take a
+ * bias pass when the layer has biases. Batches of up to 4 tokens (gemv_max_t) take a
  * bandwidth-bound GEMV kernel instead (decode), which also carries
  * linear_fused's stages: the input RMSNorm, plain or Gemma's (1 + w) (each
  * CTA normalises the rows into shared memory), the gated product (SiLU,
@@ -737,15 +737,18 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     }
 }
 
-/* The most tokens the GEMV takes (GEMV_MAX_T; VLLM_CUDA_GEMV_MAX_T=1..8 lowers it, read once: an experiment,
- * the H200 rows of 2026-12-03 put the BF16 GEMV at T 8 at 1.2-1.6 TB/s where cuBLAS at T 16 streams 3.2-4.1:
- * every token's FMAs and x conversions per weight chunk make T 8 instruction-bound) */
+/* The most tokens the BF16 GEMV takes: 4 (VLLM_CUDA_GEMV_MAX_T=1..8 sets it, read once). Each weight chunk costs
+ * the GEMV T tokens' x conversions and FMAs, so at T 8 it is instruction-bound: the H200 rows put it at 1.2-1.6
+ * TB/s ((6144, 4096) 41.1 us, (4096, 4096) 39.2, (24576, 4096) 127.9, (4096, 12288) 108.9) where cuBLAS at T 16
+ * streams the same weights at 3.2-4.1 TB/s (15.5, -, 48.4, 27.7 us): batches of 5-8 take cuBLAS's tensor cores
+ * (the norm and residual add then run as their own kernels). T 3-4 (half the work a chunk) stay on the GEMV
+ * until measured. */
 static int gemv_max_t(void) {
     static int max_t = 0; /* the launches of a graph must not change with the environment */
     if (!max_t) {
         const char *e = getenv("VLLM_CUDA_GEMV_MAX_T");
         const int v = e ? atoi(e) : 0;
-        max_t = v >= 1 && v <= GEMV_MAX_T ? v : GEMV_MAX_T;
+        max_t = v >= 1 && v <= GEMV_MAX_T ? v : 4;
     }
     return max_t;
 }

@@ -3001,6 +3001,9 @@ static void test_linear_attn(void) {
 }
 
 int main(void) {
+    /* the BF16 GEMV kernels for every T they are built for (1..8: models send 5..8 to cuBLAS by default, the
+     * path T > 8 takes here) */
+    setenv("VLLM_CUDA_GEMV_MAX_T", "8", 0);
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
         printf("no CUDA device: skipped (%s)\n", vllm_last_error());

@@ -737,25 +737,15 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     }
 }
 
-/* The most tokens the BF16 GEMV takes: 4 (VLLM_CUDA_GEMV_MAX_T=1..8 sets it, read once). Each weight chunk costs
- * the GEMV T tokens' x conversions and FMAs, so at T 8 it is instruction-bound: the H200 rows put it at 1.2-1.6
- * TB/s ((6144, 4096) 41.1 us, (4096, 4096) 39.2, (24576, 4096) 127.9, (4096, 12288) 108.9) where cuBLAS at T 16
- * streams the same weights at 3.2-4.1 TB/s (15.5, -, 48.4, 27.7 us): batches of 5-8 take cuBLAS's tensor cores
- * (the norm and residual add then run as their own kernels). T 3-4 (half the work a chunk) stay on the GEMV
- * until measured. */
-static int gemv_max_t(void) {
-    static int max_t = 0; /* the launches of a graph must not change with the environment */
-    if (!max_t) {
-        const char *e = getenv("VLLM_CUDA_GEMV_MAX_T");
-        const int v = e ? atoi(e) : 0;
-        max_t = v >= 1 && v <= GEMV_MAX_T ? v : 4;
-    }
-    return max_t;
-}
-
+/* The most tokens the BF16 GEMV takes (cu->gemv_max_t): 4 (VLLM_CUDA_GEMV_MAX_T=1..8 sets it, read when the
+ * backend is made). Each weight chunk costs the GEMV T tokens' x conversions and FMAs, so at T 8 it is
+ * instruction-bound: the H200 rows put it at 1.2-1.6 TB/s ((6144, 4096) 41.1 us, (4096, 4096) 39.2, (24576, 4096)
+ * 127.9, (4096, 12288) 108.9) where cuBLAS at T 16 streams the same weights at 3.2-4.1 TB/s (15.5, -, 48.4, 27.7
+ * us): batches of 5-8 take cuBLAS's tensor cores (the norm and residual add then run as their own kernels).
+ * T 3-4 (half the work a chunk) stay on the GEMV until measured. (GEMV_MAX_T: the most it is built for.) */
 /* The GEMV takes BF16 x with K % 8 == 0 and 16-byte aligned rows. */
-static bool gemv_fits(const be_linear *lin, const tensor *x, int64_t T) {
-    return T <= gemv_max_t() && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
+static bool gemv_fits(const cu_state *cu, const be_linear *lin, const tensor *x, int64_t T) {
+    return T <= cu->gemv_max_t && T <= GEMV_MAX_T && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
            ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
 }
 
@@ -1001,7 +991,7 @@ static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tens
         if (lin->bias) cu_add_bias(cu, y->data, y->dtype, ys, lin->bias, T, lin->out);
         return;
     }
-    if (gemv_fits(lin, x, T)) {
+    if (gemv_fits(cu, lin, x, T)) {
         gv_args a = gemv_args(x, y, (int)T, (int)lin->out, (int)lin->in);
         a.acc = accumulate;
         gemv(cu, lin, a, false); /* adds the bias */
@@ -1148,7 +1138,7 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     const bool glu = f && f->silu_mul;
     const tensor *nw = f ? f->norm_w : NULL;
     /* the kernel's norms: RMSNorm with a weight, plain or (1 + w); other stages as the composite */
-    bool fused = f && !(f->silu_mul && f->accumulate) && gemv_fits(lin, x, T) && x->dtype == DTYPE_BF16 &&
+    bool fused = f && !(f->silu_mul && f->accumulate) && gemv_fits(cu, lin, x, T) && x->dtype == DTYPE_BF16 &&
                  (!glu || lin->out % 2 == 0) && (unsigned)f->act < CU_ACT_COUNT &&
                  (f->norm_kind == BE_NORM_RMS || (f->norm_kind == BE_NORM_RMS_OFFSET && nw)) && !f->norm_b;
     /* the norm's prologue runs in every CTA: for a vocabulary-sized layer (tens of thousands of

@@ -58,35 +58,39 @@ static void test_add_norm(backend *be) {
 /* norm_add_norm of each kind is norm (y in place), then add_norm, or add without nx */
 static void test_norm_add_norm(backend *be) {
     for (int kind = 0; kind < BE_NORM_COUNT; kind++)
-        for (int with_nx = 0; with_nx < 2; with_nx++) {
-            float x1[T * D], x2[T * D], y1[T * D], y2[T * D], w[D], wy[D], b[D], h1[T * D], h2[T * D];
-            ct_fill(x1, T * D, 2.0f);
-            ct_fill(y1, T * D, 1.0f);
-            ct_fill(w, D, 1.0f);
-            ct_fill(wy, D, 0.5f);
-            ct_fill(b, D, 1.0f);
-            memcpy(x2, x1, sizeof x1);
-            memcpy(y2, y1, sizeof y1);
-            float y0[T * D];
-            memcpy(y0, y1, sizeof y1);
-            memset(h1, 0, sizeof h1);
-            memset(h2, 0, sizeof h2);
-            tensor X1 = tensor_2d(DTYPE_F32, x1, T, D), X2 = tensor_2d(DTYPE_F32, x2, T, D);
-            tensor Y1 = tensor_2d(DTYPE_F32, y1, T, D), Y2 = tensor_2d(DTYPE_F32, y2, T, D);
-            tensor W = tensor_1d(DTYPE_F32, w, D), WY = tensor_1d(DTYPE_F32, wy, D), B = tensor_1d(DTYPE_F32, b, D);
-            tensor H1 = tensor_2d(DTYPE_F32, h1, T, D), H2 = tensor_2d(DTYPE_F32, h2, T, D);
-            be_norm nx = {.kind = (be_norm_kind)kind, .w = &W, .b = kind == BE_NORM_LAYER ? &B : NULL, .eps = 1e-5f};
-            be_norm ny = {.kind = (be_norm_kind)kind, .w = &WY, .b = kind == BE_NORM_LAYER ? &B : NULL, .eps = 1e-6f};
-            be->ops->norm_add_norm(be, &X1, &Y1, &ny, with_nx ? &nx : NULL, &H1);
-            be->ops->norm(be, &Y2, &ny, &Y2);
-            if (with_nx) be->ops->add_norm(be, &X2, &Y2, &nx, &H2);
-            else be->ops->add(be, &X2, &Y2);
-            CHECK_OK(be->ops->synchronize(be));
-            CHECK_MSG(!memcmp(x1, x2, sizeof x1) && !memcmp(y1, y2, sizeof y1) && !memcmp(h1, h2, sizeof h1),
-                      "norm_add_norm kind %d, nx %d", kind, with_nx);
-            CHECK_MSG(memcmp(y0, y1, sizeof y0) && (!with_nx || h1[0] != 0.0f), "norm_add_norm wrote y and h");
-        }
+        for (int with_nx = 0; with_nx < 2; with_nx++)
+            for (int no_w = 0; no_w < 2; no_w++) {
+                float x1[T * D], x2[T * D], y1[T * D], y2[T * D], w[D], wy[D], b[D], h1[T * D], h2[T * D];
+                ct_fill(x1, T * D, 2.0f);
+                ct_fill(y1, T * D, 1.0f);
+                ct_fill(w, D, 1.0f);
+                ct_fill(wy, D, 0.5f);
+                ct_fill(b, D, 1.0f);
+                memcpy(x2, x1, sizeof x1);
+                memcpy(y2, y1, sizeof y1);
+                float y0[T * D];
+                memcpy(y0, y1, sizeof y1);
+                memset(h1, 0, sizeof h1);
+                memset(h2, 0, sizeof h2);
+                tensor X1 = tensor_2d(DTYPE_F32, x1, T, D), X2 = tensor_2d(DTYPE_F32, x2, T, D);
+                tensor Y1 = tensor_2d(DTYPE_F32, y1, T, D), Y2 = tensor_2d(DTYPE_F32, y2, T, D);
+                tensor W = tensor_1d(DTYPE_F32, w, D), WY = tensor_1d(DTYPE_F32, wy, D), B = tensor_1d(DTYPE_F32, b, D);
+                tensor H1 = tensor_2d(DTYPE_F32, h1, T, D), H2 = tensor_2d(DTYPE_F32, h2, T, D);
+                be_norm nx = {.kind = (be_norm_kind)kind, .w = no_w ? NULL : &W, .b = kind == BE_NORM_LAYER ? &B : NULL,
+                              .eps = 1e-5f};
+                be_norm ny = {.kind = (be_norm_kind)kind, .w = no_w ? NULL : &WY, .b = kind == BE_NORM_LAYER ? &B : NULL,
+                              .eps = 0.5f};
+                be->ops->norm_add_norm(be, &X1, &Y1, &ny, with_nx ? &nx : NULL, &H1);
+                be->ops->norm(be, &Y2, &ny, &Y2);
+                if (with_nx) be->ops->add_norm(be, &X2, &Y2, &nx, &H2);
+                else be->ops->add(be, &X2, &Y2);
+                CHECK_OK(be->ops->synchronize(be));
+                CHECK_MSG(!memcmp(x1, x2, sizeof x1) && !memcmp(y1, y2, sizeof y1) && !memcmp(h1, h2, sizeof h1),
+                          "norm_add_norm kind %d, nx %d, no weights %d", kind, with_nx, no_w);
+                CHECK_MSG(memcmp(y0, y1, sizeof y0) && (!with_nx || h1[0] != 0.0f), "norm_add_norm wrote y and h");
+            }
     float x[T * D];
+    memset(x, 0, sizeof x);
     tensor X = tensor_2d(DTYPE_F32, x, T, D);
     be->ops->norm_add_norm(be, &X, &X, NULL, NULL, &X); /* no ny */
     CHECK(be->ops->synchronize(be) != VLLM_OK);

@@ -540,55 +540,70 @@ static void test_norm_kinds(void) {
         }
 
     /* norm_add_norm (the sandwich residual): the one-kernel path (RMS kinds, D 1024) and the composite
-     * (LayerNorm, D 700), with and without the norm of x */
+     * (LayerNorm, D 700), with and without the norm of x; weights BF16 / F32 / absent; the two eps far apart
+     * (0.5 for y, whose mean square is about 3); the GPU's op bit-equal to its own composite (norm, add_norm) */
     for (int k = 0; k < BE_NORM_COUNT; k++)
         for (int di = 0; di < 2; di++)
-            for (int with_nx = 0; with_nx < 2; with_nx++) {
-                const int T = 5, D = Ds[di];
-                float *hx, *hy;
-                tensor xc, xg, yc, yg;
-                rand_pair(T, D, 2.0f, &hx, &xc, &xg);
-                rand_pair(T, D, 3.0f, &hy, &yc, &yg);
-                float *wv = malloc((size_t)D * 2 * sizeof *wv);
-                for (int i = 0; i < 2 * D; i++)
-                    wv[i] = round_to(DTYPE_BF16, (k == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f) + 0.5f * rnd());
-                void *wb, *wyb, *bb;
-                tensor wc, wg, wyc, wyg, bc, bg;
-                import_pair(wv, D, DTYPE_BF16, &wc, &wg, &wb);
-                import_pair(wv + D, D, k == BE_NORM_RMS ? DTYPE_F32 : DTYPE_BF16, &wyc, &wyg, &wyb);
-                import_pair(wv, D, DTYPE_F32, &bc, &bg, &bb);
-                const bool lb = k == BE_NORM_LAYER;
-                const be_norm nxc = {(be_norm_kind)k, &wc, lb ? &bc : NULL, 1e-6f}, nxg = {(be_norm_kind)k, &wg, lb ? &bg : NULL, 1e-6f};
-                const be_norm nyc = {(be_norm_kind)k, &wyc, lb ? &bc : NULL, 1e-5f}, nyg = {(be_norm_kind)k, &wyg, lb ? &bg : NULL, 1e-5f};
-                tensor oc = put(cpu, DTYPE_F32, T, D, NULL), og = put(gpu, DTYPE_BF16, T, D, NULL);
-                poison(&og);
-                cpu->ops->norm_add_norm(cpu, &xc, &yc, &nyc, with_nx ? &nxc : NULL, &oc);
-                gpu->ops->norm_add_norm(gpu, &xg, &yg, &nyg, with_nx ? &nxg : NULL, &og);
-                const tensor *outs_c[3] = {&yc, &xc, &oc}, *outs_g[3] = {&yg, &xg, &og};
-                const char *names[3] = {"y = ny(y)", "x += y", "out = nx(x)"};
-                for (int q = 0; q < 2 + with_nx; q++) {
-                    char what[96];
-                    float *c = get(cpu, outs_c[q]), *g = get(gpu, outs_g[q]);
-                    snprintf(what, sizeof what, "norm_add_norm kind %d: %s (D %d)", k, names[q], D);
-                    compare(what, g, c, (int64_t)T * D, REL, ELEM);
-                    free(c);
-                    free(g);
+            for (int with_nx = 0; with_nx < 2; with_nx++)
+                for (int wmode = 0; wmode < 3; wmode++) { /* 0: BF16 nx, F32 / BF16 ny; 1: none; 2: F32 nx, BF16 ny */
+                    const int T = 5, D = Ds[di];
+                    float *hx, *hy;
+                    tensor xc, xg, yc, yg;
+                    rand_pair(T, D, 2.0f, &hx, &xc, &xg);
+                    rand_pair(T, D, 3.0f, &hy, &yc, &yg);
+                    tensor x2 = put(gpu, DTYPE_BF16, T, D, hx), y2 = put(gpu, DTYPE_BF16, T, D, hy);
+                    float *wv = malloc((size_t)D * 2 * sizeof *wv);
+                    for (int i = 0; i < 2 * D; i++)
+                        wv[i] = round_to(DTYPE_BF16, (k == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f) + 0.5f * rnd());
+                    void *wb, *wyb, *bb;
+                    tensor wc, wg, wyc, wyg, bc, bg;
+                    import_pair(wv, D, wmode == 2 ? DTYPE_F32 : DTYPE_BF16, &wc, &wg, &wb);
+                    import_pair(wv + D, D, wmode == 0 && k == BE_NORM_RMS ? DTYPE_F32 : DTYPE_BF16, &wyc, &wyg, &wyb);
+                    import_pair(wv, D, DTYPE_F32, &bc, &bg, &bb);
+                    const bool lb = k == BE_NORM_LAYER, nw = wmode == 1;
+                    const be_norm nxc = {(be_norm_kind)k, nw ? NULL : &wc, lb ? &bc : NULL, 1e-6f},
+                                  nxg = {(be_norm_kind)k, nw ? NULL : &wg, lb ? &bg : NULL, 1e-6f};
+                    const be_norm nyc = {(be_norm_kind)k, nw ? NULL : &wyc, lb ? &bc : NULL, 0.5f},
+                                  nyg = {(be_norm_kind)k, nw ? NULL : &wyg, lb ? &bg : NULL, 0.5f};
+                    tensor oc = put(cpu, DTYPE_F32, T, D, NULL), og = put(gpu, DTYPE_BF16, T, D, NULL),
+                           o2 = put(gpu, DTYPE_BF16, T, D, NULL);
+                    poison(&og);
+                    poison(&o2);
+                    cpu->ops->norm_add_norm(cpu, &xc, &yc, &nyc, with_nx ? &nxc : NULL, &oc);
+                    gpu->ops->norm_add_norm(gpu, &xg, &yg, &nyg, with_nx ? &nxg : NULL, &og);
+                    gpu->ops->norm(gpu, &y2, &nyg, &y2); /* the composite on the GPU */
+                    if (with_nx) gpu->ops->add_norm(gpu, &x2, &y2, &nxg, &o2);
+                    else gpu->ops->add(gpu, &x2, &y2);
+                    const tensor *outs_c[3] = {&yc, &xc, &oc}, *outs_g[3] = {&yg, &xg, &og}, *outs_2[3] = {&y2, &x2, &o2};
+                    const char *names[3] = {"y = ny(y)", "x += y", "out = nx(x)"};
+                    for (int q = 0; q < 2 + with_nx; q++) {
+                        char what[128];
+                        float *c = get(cpu, outs_c[q]), *g = get(gpu, outs_g[q]), *g2 = get(gpu, outs_2[q]);
+                        snprintf(what, sizeof what, "norm_add_norm kind %d, weights %d: %s (D %d)", k, wmode, names[q], D);
+                        compare(what, g, c, (int64_t)T * D, REL, ELEM);
+                        CHECK_MSG(!memcmp(g, g2, (size_t)T * D * sizeof *g), "%s: the GPU composite differs", what);
+                        free(c);
+                        free(g);
+                        free(g2);
+                    }
+                    cpu->ops->release_import(cpu, &wc);
+                    gpu->ops->release_import(gpu, &wg);
+                    cpu->ops->release_import(cpu, &wyc);
+                    gpu->ops->release_import(gpu, &wyg);
+                    cpu->ops->release_import(cpu, &bc);
+                    gpu->ops->release_import(gpu, &bg);
+                    tensor *tc[] = {&xc, &yc, &oc}, *tg[] = {&xg, &yg, &og};
+                    drop_pairs(tc, tg, 3);
+                    drop(gpu, &x2);
+                    drop(gpu, &y2);
+                    drop(gpu, &o2);
+                    free(wb);
+                    free(wyb);
+                    free(bb);
+                    free(wv);
+                    free(hx);
+                    free(hy);
                 }
-                cpu->ops->release_import(cpu, &wc);
-                gpu->ops->release_import(gpu, &wg);
-                cpu->ops->release_import(cpu, &wyc);
-                gpu->ops->release_import(gpu, &wyg);
-                cpu->ops->release_import(cpu, &bc);
-                gpu->ops->release_import(gpu, &bg);
-                tensor *tc[] = {&xc, &yc, &oc}, *tg[] = {&xg, &yg, &og};
-                drop_pairs(tc, tg, 3);
-                free(wb);
-                free(wyb);
-                free(bb);
-                free(wv);
-                free(hx);
-                free(hy);
-            }
 
     /* refused: a bias on an RMSNorm */
     float one[128];

@@ -126,7 +126,7 @@ typedef struct cu_state {
     bool tc_hd256;                 /* the tensor-core prefill kernel's head_dim 256 fits the GPU's shared memory */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
-    int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 4, VLLM_CUDA_GEMV_MAX_T=1..8 (ops_linear.cu) */
+    int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 4, VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
     bool capturing;                /* between graph_begin and graph_end */
     cu_stage stage;                /* upload staging */
@@ -469,6 +469,7 @@ typedef struct cu_f8w cu_f8w;
 typedef struct cu_f8_plan cu_f8_plan;
 void cu_f8_plans_free(cu_state *cu);
 #define CU_F8_GEMV_MAX_T 8  /* tokens up to this: the FP8 GEMV; more: BF16 tiles and cuBLAS */
+#define CU_GEMV_MAX_T 8     /* the most tokens the BF16 GEMV is built for (cu->gemv_max_t picks up to it) */
 #define FP8_B128_ELEMS 128
 vllm_status cu_f8w_create(cu_state *cu, const tensor *const *parts, int n, int64_t K, int64_t rows, cu_f8w **out);
 void cu_f8w_free(cu_f8w *w);

@@ -612,6 +612,18 @@ void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tens
     add_norm_run(be, "add_norm", x, y, n->kind, n->w, false, n->b, n->eps, out);
 }
 
+/* one k_norm_add_norm launch (OUT: nx given, out written) */
+template <int KIND, bool OUT>
+static void nan_launch(cu_state *cu, const char *op, dim3 grid, dim3 block, tensor *x, tensor *y, const be_norm *ny,
+                       const be_norm *nx, tensor *out) {
+    const tensor *wy = ny->w, *wx = OUT ? nx->w : NULL;
+    cu_launch(cu, op, true, k_norm_add_norm<KIND, OUT>, grid, block, 0, (__nv_bfloat16 *)x->data, tensor_row_stride(x),
+              (__nv_bfloat16 *)y->data, tensor_row_stride(y), (const void *)(wy ? wy->data : NULL),
+              wy ? (int)wy->dtype : -1, ny->eps, (const void *)(wx ? wx->data : NULL), wx ? (int)wx->dtype : -1,
+              OUT ? nx->eps : 0.0f, (int)tensor_row_len(x), OUT ? (__nv_bfloat16 *)out->data : (__nv_bfloat16 *)NULL,
+              OUT ? tensor_row_stride(out) : (int64_t)0, (int)cu_rows(x));
+}
+
 /* y = ny(y); x (T, D) += y; out (T, D) = nx(x) when nx is given: one kernel for BF16 rows normalised whole by
  * RMS norms of one kind, else the composite (norm, add [, norm]) */
 void cu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out) {
@@ -636,23 +648,13 @@ void cu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, cons
             (nx && nx->w && !cu_check_vec(cu, op, "nx.w", nx->w, CU_FLOAT, D)))
             return;
         const dim3 grid(cu_grid(T, 1)), block = rms_vec_block(D);
-        const tensor *wx = nx ? nx->w : NULL;
-        __nv_bfloat16 *o = nx ? (__nv_bfloat16 *)out->data : NULL;
-        const int64_t os = nx ? tensor_row_stride(out) : 0;
-        const float ex = nx ? nx->eps : 0.0f;
-#define NAN_LAUNCH(K, OUTB)                                                                                            \
-    cu_launch(cu, op, true, k_norm_add_norm<K, OUTB>, grid, block, 0, (__nv_bfloat16 *)x->data, tensor_row_stride(x), \
-              (__nv_bfloat16 *)y->data, tensor_row_stride(y), (const void *)(ny->w ? ny->w->data : NULL),             \
-              ny->w ? (int)ny->w->dtype : -1, ny->eps, (const void *)(wx ? wx->data : NULL), wx ? (int)wx->dtype : -1, \
-              ex, (int)D, o, os, (int)T)
         if (kind == BE_NORM_RMS_OFFSET) {
-            if (nx) NAN_LAUNCH(BE_NORM_RMS_OFFSET, true);
-            else NAN_LAUNCH(BE_NORM_RMS_OFFSET, false);
+            if (nx) nan_launch<BE_NORM_RMS_OFFSET, true>(cu, op, grid, block, x, y, ny, nx, out);
+            else nan_launch<BE_NORM_RMS_OFFSET, false>(cu, op, grid, block, x, y, ny, nx, out);
         } else {
-            if (nx) NAN_LAUNCH(BE_NORM_RMS, true);
-            else NAN_LAUNCH(BE_NORM_RMS, false);
+            if (nx) nan_launch<BE_NORM_RMS, true>(cu, op, grid, block, x, y, ny, nx, out);
+            else nan_launch<BE_NORM_RMS, false>(cu, op, grid, block, x, y, ny, nx, out);
         }
-#undef NAN_LAUNCH
         return;
     }
     const char *err = norm_add_norm_composite(be, x, y, ny, nx, out);

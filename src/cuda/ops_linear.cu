@@ -453,7 +453,6 @@ static cu_lt_plan *plan_get(cu_state *cu, int64_t m, int64_t n, int64_t k, int64
  * k_gemv_rows (a warp per row, a CTA per 8 rows), which measured 5-8%
  * faster there; the persistent kernel wins where the rows are few for the
  * GPU (H200, Qwen3 shapes: o / down projections of 0.6B 1.6-2.4x). */
-#define GEMV_MAX_T 8
 #define GEMV_WARPS 8
 #define GV_U 4
 
@@ -742,10 +741,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
  * instruction-bound: the H200 rows put it at 1.2-1.6 TB/s ((6144, 4096) 41.1 us, (4096, 4096) 39.2, (24576, 4096)
  * 127.9, (4096, 12288) 108.9) where cuBLAS at T 16 streams the same weights at 3.2-4.1 TB/s (15.5, -, 48.4, 27.7
  * us): batches of 5-8 take cuBLAS's tensor cores (the norm and residual add then run as their own kernels).
- * T 3-4 (half the work a chunk) stay on the GEMV until measured. (GEMV_MAX_T: the most it is built for.) */
+ * T 3-4 (half the work a chunk) stay on the GEMV until measured. */
 /* The GEMV takes BF16 x with K % 8 == 0 and 16-byte aligned rows. */
 static bool gemv_fits(const cu_state *cu, const be_linear *lin, const tensor *x, int64_t T) {
-    return T <= cu->gemv_max_t && T <= GEMV_MAX_T && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
+    return T <= cu->gemv_max_t && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
            ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
 }
 

@@ -11,11 +11,12 @@
 #include "core/error.h"
 
 /* The families whose metadata or tensors need more than the common keys. */
-typedef enum ggc_family { GGC_PLAIN, GGC_GEMMA2, GGC_GEMMA3, GGC_PHI3 } ggc_family;
+typedef enum ggc_family { GGC_PLAIN, GGC_GEMMA2, GGC_GEMMA3, GGC_PHI3, GGC_QWEN2MOE } ggc_family;
 
 /* general.architecture -> the HF architecture and model_type it was converted from (llama.cpp's
- * convert_hf_to_gguf.py: LlamaModel (also Mistral), Qwen2Model, Qwen3Model, Qwen3MoeModel, Gemma2Model,
- * Gemma3Model (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel) */
+ * convert_hf_to_gguf.py: LlamaModel (also Mistral, and Mixtral: a llama file with llama.expert_count,
+ * see mixtral()), Qwen2Model, Qwen2MoeModel, Qwen3Model, Qwen3MoeModel, Gemma2Model, Gemma3Model
+ * (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel) */
 typedef struct ggc_arch {
     const char *gguf, *hf, *model_type;
     bool permute_qk; /* llama.cpp permuted q / k rows (llama's rotary layout) */
@@ -26,6 +27,7 @@ typedef struct ggc_arch {
 static const ggc_arch ARCHS[] = {
     {"llama", "LlamaForCausalLM", "llama", true, false, GGC_PLAIN},
     {"qwen2", "Qwen2ForCausalLM", "qwen2", false, false, GGC_PLAIN},
+    {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", false, true, GGC_QWEN2MOE},
     {"qwen3", "Qwen3ForCausalLM", "qwen3", false, false, GGC_PLAIN},
     {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, true, GGC_PLAIN},
     {"gemma2", "Gemma2ForCausalLM", "gemma2", false, false, GGC_GEMMA2},
@@ -40,7 +42,7 @@ bool ggc_is_gguf_path(const char *path) {
 }
 
 const char *ggc_architectures(void) {
-    return "llama (and Mistral), qwen2, qwen3, qwen3moe, gemma2, gemma3 (text), phi3";
+    return "llama (and Mistral, Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 (text), phi3";
 }
 
 static const ggc_arch *arch_of(const gguf_file *f, const char **name, size_t *len) {
@@ -136,6 +138,53 @@ static void put_token(ctx *c, const char *name, const char *field) {
     }
 }
 
+/* A rope factor tensor (F32, rot_dim / 2 of them: phi3's long / short factors, llama's rope_freqs) as a JSON list. */
+static json_t *rope_factor_list(ctx *c, const gguf_tensor_info *t, int64_t n) {
+    if (t->type != GGML_TYPE_F32 || t->n_dims != 1 || t->ne[0] != n) {
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: tensor %s must hold %lld F32 values (rope.dimension_count / 2)",
+                         c->what, t->name, (long long)n);
+        return NULL;
+    }
+    json_t *a = json_array();
+    for (int64_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, (const uint8_t *)t->data + (size_t)i * sizeof x, sizeof x);
+        json_array_append_new(a, json_real(x));
+    }
+    return a;
+}
+
+/* rope_freqs.weight: per-dimension divisors of the rotary frequencies, theta_i = p base^(-2i/d) / f_i (ggml_rope_ext's
+ * freq_factors). LlamaModel.generate_extra_tensors writes them for llama3 rope scaling (1 / ((1 - smooth) / factor +
+ * smooth) per dimension, from the config's factor, low / high_freq_factor and original context), whose parameters
+ * the file no longer holds. The same arithmetic is LongRoPE's with one list for both tables and no cos / sin
+ * factor (rope.c: inv_freq = 1 / (f_i base^(2i/d)), in f32), so the config says that. */
+static vllm_status rope_freqs(ctx *c, const gguf_tensor_info *rf, const char *type, size_t tlen) {
+    if (!(tlen == 4 && !memcmp(type, "none", 4))) {
+        char key[160];
+        key_of(c, "rope.scaling.type", key, sizeof key);
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.*s' with rope_freqs.weight is not supported", c->what, key,
+                        (int)tlen, type);
+    }
+    double af;
+    if (get_num(c, "rope.scaling.attn_factor", &af) && af != 1.0)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g with rope_freqs.weight is not supported%s", "rope.scaling.attn_factor",
+               af, "");
+    if (c->st) return c->st;
+    const int64_t hd = get_int(c, "head_dim", 2);
+    json_t *l = rope_factor_list(c, rf, hd / 2);
+    if (!l) return c->st;
+    json_t *rs = json_object();
+    json_object_set_new(rs, "rope_type", json_string("longrope"));
+    json_object_set_new(rs, "long_factor", l);
+    json_object_set_new(rs, "short_factor", json_deep_copy(l));
+    json_object_set_new(rs, "factor", json_real(1.0));
+    json_object_set_new(rs, "attention_factor", json_real(1.0));
+    json_object_set_new(rs, "original_max_position_embeddings", json_integer(get_int(c, "max_position_embeddings", 1)));
+    json_object_set_new(c->cfg, "rope_scaling", rs);
+    return VLLM_OK;
+}
+
 static vllm_status rope(ctx *c) {
     char key[160];
     const char *type = NULL;
@@ -147,10 +196,11 @@ static vllm_status rope(ctx *c) {
         type = "none";
         tlen = 4;
     }
-    if (gguf_find_tensor(c->f, "rope_freqs.weight"))
-        return vt_error(VLLM_ERR_UNSUPPORTED,
-                        "%s: rope_freqs.weight (per-dimension rope factors, llama 3's rope scaling) is not supported yet",
+    const gguf_tensor_info *rf = gguf_find_tensor(c->f, "rope_freqs.weight");
+    if (rf && c->longrope)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: rope_freqs.weight with rope_factors_long / _short is not supported",
                         c->what);
+    if (rf) return rope_freqs(c, rf, type, tlen);
     if (c->longrope) { /* phi3's factors (phi3()): its converter writes no type; "longrope" is the same thing */
         if ((tlen == 4 && !memcmp(type, "none", 4)) || (tlen == 8 && !memcmp(type, "longrope", 8))) return VLLM_OK;
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.*s' with rope_factors_long / _short is not supported", c->what,
@@ -267,22 +317,6 @@ static void gemma(ctx *c, int version) {
                         json_boolean(version == 2 || !gguf_find_tensor(c->f, "output.weight")));
 }
 
-/* A phi3 rope factor tensor (F32, rot_dim / 2 of them) as a JSON list. */
-static json_t *rope_factor_list(ctx *c, const gguf_tensor_info *t, int64_t n) {
-    if (t->type != GGML_TYPE_F32 || t->n_dims != 1 || t->ne[0] != n) {
-        c->st = vt_error(VLLM_ERR_FORMAT, "%s: tensor %s must hold %lld F32 values (rope.dimension_count / 2)",
-                         c->what, t->name, (long long)n);
-        return NULL;
-    }
-    json_t *a = json_array();
-    for (int64_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, (const uint8_t *)t->data + (size_t)i * sizeof x, sizeof x);
-        json_array_append_new(a, json_real(x));
-    }
-    return a;
-}
-
 /* Phi-3 (llama.cpp src/models/phi3.cpp; convert_hf_to_gguf.py Phi3MiniModel): fused attn_qkv / ffn_up
  * (gate | up rows), partial rotary from rope.dimension_count, LongRoPE from the rope_factors_long / _short
  * tensors with rope.scaling.original_context_length and rope.scaling.attn_factor, sliding_window. */
@@ -348,6 +382,79 @@ static void phi3(ctx *c) {
     c->longrope = true;
 }
 
+/* <arch>.expert_weights_scale: the routing weights' factor of build_moe_ffn (0 or absent: none); these families'
+ * HF configs have none, so another value is refused */
+static void expert_weights_scale(ctx *c) {
+    double v;
+    if (get_num(c, "expert_weights_scale", &v) && v != 0.0 && v != 1.0)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g is not supported (llama.cpp's graph for this file does not scale its routing weights%s)",
+               "expert_weights_scale", v, "");
+}
+
+/* Qwen2-MoE / Qwen3-MoE (llama.cpp src/models/qwen2moe.cpp, qwen3moe.cpp; convert_hf_to_gguf.py Qwen2MoeModel):
+ * softmax routing over every expert, the top-k weights renormalised by qwen3moe and not by qwen2moe (build_moe_ffn's
+ * norm_w), qwen2moe's shared expert with its sigmoid gate (ffn_gate_inp_shexp) beside the routed ones; the
+ * expert size from expert_feed_forward_length (qwen2moe: else feed_forward_length / expert_used_count), the shared
+ * one from expert_shared_feed_forward_length (else feed_forward_length). */
+/* <arch>.expert_count and expert_used_count into cfg[count] and num_experts_per_tok (at most the count) */
+static void expert_counts(ctx *c, const char *count) {
+    put_int(c, "expert_count", count, true, 1);
+    put_int(c, "expert_used_count", "num_experts_per_tok", true, 1);
+    if (!c->st && get_int(c, "num_experts_per_tok", 1) > get_int(c, count, 1))
+        refuse(c, VLLM_ERR_FORMAT, "%s: %s %g exceeds the expert count%s", "expert_used_count",
+               (double)get_int(c, "num_experts_per_tok", 1), "");
+}
+
+static void moe(ctx *c, bool qwen2) {
+    expert_counts(c, "num_experts");
+    if (c->st) return;
+    const bool has_ff = put_int(c, "feed_forward_length", "intermediate_size", qwen2, 1);
+    if (c->st) return;
+    if (!put_int(c, "expert_feed_forward_length", "moe_intermediate_size", !qwen2, 1) && !c->st) {
+        const int64_t v = get_int(c, "intermediate_size", 1) / get_int(c, "num_experts_per_tok", 1);
+        if (v < 1) {
+            refuse(c, VLLM_ERR_FORMAT, "%s: %s missing and feed_forward_length / expert_used_count is %g%s",
+                   "expert_feed_forward_length", (double)v, "");
+            return;
+        }
+        json_object_set_new(c->cfg, "moe_intermediate_size", json_integer(v));
+    }
+    if (c->st) return;
+    if (!has_ff) json_object_set_new(c->cfg, "intermediate_size", json_integer(get_int(c, "moe_intermediate_size", 1)));
+    if (qwen2 && !put_int(c, "expert_shared_feed_forward_length", "shared_expert_intermediate_size", false, 1) && !c->st)
+        json_object_set_new(c->cfg, "shared_expert_intermediate_size", json_integer(get_int(c, "intermediate_size", 1)));
+    json_object_set_new(c->cfg, "norm_topk_prob", json_boolean(!qwen2));
+    json_object_set_new(c->cfg, "decoder_sparse_step", json_integer(1));
+    /* a layer without a router keeps a dense MLP (llama.cpp's own graphs make every layer sparse;
+     * files converted from a checkpoint with mlp_only_layers carry ffn_gate / ffn_up / ffn_down there) */
+    json_t *dense = json_array();
+    for (int64_t l = 0; l < get_int(c, "num_hidden_layers", 0); l++) {
+        char tn[96];
+        snprintf(tn, sizeof tn, "blk.%lld.ffn_gate_inp.weight", (long long)l);
+        if (!gguf_find_tensor(c->f, tn)) json_array_append_new(dense, json_integer(l));
+    }
+    json_object_set_new(c->cfg, "mlp_only_layers", dense);
+    expert_weights_scale(c);
+}
+
+/* Mixtral as llama.cpp's llama graph runs it (src/models/llama.cpp): softmax routing, the top-k weights
+ * renormalised, experts of feed_forward_length, no sliding window (the converter writes none: Mixtral's released
+ * configs have sliding_window null; a config that had one runs without it here, as in llama.cpp). */
+static void mixtral_moe(ctx *c) {
+    expert_counts(c, "num_local_experts");
+    put_int(c, "feed_forward_length", "intermediate_size", true, 1);
+    int64_t v;
+    if (!c->st && gguf_get_i64(c->f, "llama.expert_feed_forward_length", &v, NULL) &&
+        v != get_int(c, "intermediate_size", 0))
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g differs from feed_forward_length (the llama graph's experts are "
+               "feed_forward_length wide%s)", "expert_feed_forward_length", (double)v, "");
+    if (!c->st && gguf_get_i64(c->f, "llama.expert_shared_feed_forward_length", &v, NULL) && v > 0)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g (a shared expert) is not supported for llama files%s",
+               "expert_shared_feed_forward_length", (double)v, "");
+    json_object_set_new(c->cfg, "sliding_window", json_null());
+    expert_weights_scale(c);
+}
+
 vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json) {
     *config_json = NULL;
     const char *an = NULL;
@@ -359,10 +466,14 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
                         (int)alen, an, ggc_architectures());
     ctx c = {f, what, a->gguf, json_object(), VLLM_OK, false};
     if (!c.cfg) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    /* a llama file with experts is Mixtral's (LlamaModel.modify_tensors merges block_sparse_moe.experts; the
+     * llama graph runs them when llama.expert_count > 0) */
+    int64_t ne = 0;
+    const bool mixtral = !strcmp(a->gguf, "llama") && gguf_get_i64(f, "llama.expert_count", &ne, NULL) && ne > 0;
     json_t *archs = json_array();
-    json_array_append_new(archs, json_string(a->hf));
+    json_array_append_new(archs, json_string(mixtral ? "MixtralForCausalLM" : a->hf));
     json_object_set_new(c.cfg, "architectures", archs);
-    json_object_set_new(c.cfg, "model_type", json_string(a->model_type));
+    json_object_set_new(c.cfg, "model_type", json_string(mixtral ? "mixtral" : a->model_type));
     put_int(&c, "embedding_length", "hidden_size", true, 1);
     put_int(&c, "block_count", "num_hidden_layers", true, 1);
     put_int(&c, "attention.head_count", "num_attention_heads", true, 1);
@@ -390,26 +501,9 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld (partial rotary) is not supported for %s", what, key,
                             (long long)rd, a->gguf);
     }
-    if (a->moe) {
-        put_int(&c, "expert_count", "num_experts", true, 1);
-        put_int(&c, "expert_used_count", "num_experts_per_tok", true, 1);
-        put_int(&c, "expert_feed_forward_length", "moe_intermediate_size", true, 1);
-        json_object_set_new(c.cfg, "norm_topk_prob", json_true()); /* llama.cpp's qwen3moe graph always does */
-        json_object_set_new(c.cfg, "decoder_sparse_step", json_integer(1));
-        /* a layer without a router keeps a dense MLP (llama.cpp's own graph makes every layer sparse;
-         * files converted from a checkpoint with mlp_only_layers carry ffn_gate / ffn_up / ffn_down there) */
-        json_t *dense = json_array();
-        for (int64_t l = 0; l < get_int(&c, "num_hidden_layers", 0); l++) {
-            char tn[96];
-            snprintf(tn, sizeof tn, "blk.%lld.ffn_gate_inp.weight", (long long)l);
-            if (!gguf_find_tensor(f, tn)) json_array_append_new(dense, json_integer(l));
-        }
-        json_object_set_new(c.cfg, "mlp_only_layers", dense);
-        if (!put_int(&c, "feed_forward_length", "intermediate_size", false, 1) && !c.st)
-            json_object_set_new(c.cfg, "intermediate_size", json_integer(get_int(&c, "moe_intermediate_size", 1)));
-    } else {
-        put_int(&c, "feed_forward_length", "intermediate_size", true, 1);
-    }
+    if (a->moe) moe(&c, a->family == GGC_QWEN2MOE);
+    else if (mixtral) mixtral_moe(&c);
+    else put_int(&c, "feed_forward_length", "intermediate_size", true, 1);
     if (!c.st && (a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3)) gemma(&c, a->family == GGC_GEMMA2 ? 2 : 3);
     if (!c.st && a->family == GGC_PHI3) phi3(&c);
     if (!c.st) c.st = rope(&c);
@@ -461,6 +555,7 @@ static const struct {
     {"mlp.gate_up_proj.weight", "ffn_up.weight"},     /* phi3's fused gate | up, kept fused */
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}, /* Mixtral's router */
     {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
@@ -477,12 +572,15 @@ static const struct {
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
 };
 
+/* one expert's matrices in the merged (E, out, in) tensors: Qwen's names and Mixtral's w1 / w3 / w2; half is the
+ * row half of ffn_gate_up_exps (the converter's --fuse-gate-up-exps: gate rows, then up rows) holding it instead */
 static const struct {
     const char *hf, *gguf;
+    int half;
 } EXPERT_NAMES[] = {
-    {"gate_proj.weight", "ffn_gate_exps.weight"},
-    {"up_proj.weight", "ffn_up_exps.weight"},
-    {"down_proj.weight", "ffn_down_exps.weight"},
+    {"gate_proj.weight", "ffn_gate_exps.weight", 0}, {"up_proj.weight", "ffn_up_exps.weight", 1},
+    {"down_proj.weight", "ffn_down_exps.weight", -1}, {"w1.weight", "ffn_gate_exps.weight", 0},
+    {"w3.weight", "ffn_up_exps.weight", 1},          {"w2.weight", "ffn_down_exps.weight", -1},
 };
 
 static const struct {
@@ -550,7 +648,7 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
         }
         return true;
     }
-    const char *ex = "mlp.experts.";
+    const char *ex = !strncmp(s, "mlp.experts.", 12) ? "mlp.experts." : "block_sparse_moe.experts.";
     if (strncmp(s, ex, strlen(ex))) return false;
     s += strlen(ex);
     const long e = parse_index(&s);
@@ -560,6 +658,12 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
         if (strcmp(s, EXPERT_NAMES[i].hf)) continue;
         snprintf(name, sizeof name, "blk.%ld.%s", l, EXPERT_NAMES[i].gguf);
         ref->t = gguf_find_tensor(f, name);
+        if (!ref->t && EXPERT_NAMES[i].half >= 0) {
+            snprintf(name, sizeof name, "blk.%ld.ffn_gate_up_exps.weight", l);
+            if (!(ref->t = gguf_find_tensor(f, name)) || ref->t->n_dims != 3 || ref->t->ne[1] % 2) return false;
+            ref->rows = ref->t->ne[1] / 2;
+            ref->row0 = EXPERT_NAMES[i].half * ref->rows;
+        }
         if (!ref->t || ref->t->n_dims != 3 || e >= ref->t->ne[2]) return false;
         ref->expert = (int)e;
         return true;

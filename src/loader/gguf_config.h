@@ -9,14 +9,15 @@
  * <arch>.block_count, <arch>.feed_forward_length, <arch>.attention.head_count / head_count_kv /
  * key_length / layer_norm_rms_epsilon, <arch>.rope.freq_base / dimension_count / scaling.*,
  * <arch>.expert_count / expert_used_count / expert_feed_forward_length; tokenizer.ggml.bos_token_id /
- * eos_token_id. Families: llama (and Mistral), qwen2, qwen3, qwen3moe; gemma2 / gemma3 (text)
+ * eos_token_id. Families: llama (and Mistral; rope_freqs as per-dimension frequency divisors; Mixtral when
+ * llama.expert_count > 0), qwen2, qwen2moe (expert_shared_feed_forward_length), qwen3, qwen3moe; gemma2 / gemma3 (text)
  * (<arch>.attn_logit_softcapping / final_logit_softcapping, attention.sliding_window and _pattern (a period),
  * rope.freq_base_swa, query_pre_attn_scalar as llama.cpp derives it, norms stored as w + 1); phi3 (fused
  * attn_qkv / ffn_up, partial rotary from rope.dimension_count, LongRoPE from the rope_factors_long / _short
  * tensors with rope.scaling.original_context_length / attn_factor). A value the architecture depends on that
- * this mapping cannot express (per-layer head counts, YaRN, llama3 rope factors in a rope_freqs tensor, a
- * per-layer sliding-window list for gemma, an attention.scale llama.cpp would ignore, an unknown
- * architecture) is refused with VLLM_ERR_UNSUPPORTED naming the key.
+ * this mapping cannot express (per-layer head counts, YaRN, rope_freqs beside a rope scaling type, a
+ * per-layer sliding-window list for gemma, an attention.scale llama.cpp would ignore, an expert_weights_scale,
+ * an unknown architecture) is refused with VLLM_ERR_UNSUPPORTED naming the key.
  */
 #ifndef VLLM_LOADER_GGUF_CONFIG_H
 #define VLLM_LOADER_GGUF_CONFIG_H
@@ -40,6 +41,8 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
 typedef struct ggc_tensor_ref {
     const gguf_tensor_info *t; /* the GGUF tensor */
     int expert;                /* >= 0: the HF tensor is slice `expert` of t's outermost dimension */
+    int64_t row0, rows;        /* rows > 0: the HF tensor is rows [row0, row0 + rows) of that slice (one half of a
+                                * fused ffn_gate_up_exps) */
     int permute_heads;         /* > 0: llama.cpp permuted the rows of this q / k projection for its rotary
                                 * layout with this many heads (convert_hf_to_gguf.py LlamaModel.permute):
                                 * the reader must undo it */

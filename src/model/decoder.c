@@ -499,7 +499,9 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
                             c->rope.partial_rotary_factor);
         for (int r = 0; r < c->num_ropes; r++)
             if ((st = rope_table(m, &c->ropes[r], lm->rot_dim, &lm->cos_sin[r]))) return st;
-        if (c->rope.type == ROPE_LONGROPE)
+        /* (one list for both: per-dimension frequency divisors, a GGUF's rope_freqs; no choice to report) */
+        if (c->rope.type == ROPE_LONGROPE &&
+            memcmp(c->rope.long_factor, c->rope.short_factor, (size_t)c->rope.num_factors * sizeof(float)))
             LOG_I("%s: LongRoPE with its %s factors (max_model_len %d %s original_max_position_embeddings %d)",
                   c->architecture, m->max_pos > c->rope.original_max_position ? "long" : "short", m->max_pos,
                   m->max_pos > c->rope.original_max_position ? ">" : "<=", c->rope.original_max_position);

@@ -134,8 +134,13 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     const int tdims = t->n_dims - (ref.expert >= 0 ? 1 : 0);
     int64_t tshape[GGUF_MAX_DIMS];
     for (int i = 0; i < tdims; i++) tshape[i] = t->ne[tdims - 1 - i];
-    bool ok = tdims == ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = tshape[i] == shape[i];
+    if (ref.rows > 0) tshape[0] = ref.rows; /* its half of a fused ffn_gate_up_exps */
+    /* the same shape up to leading 1s (a (1, n) matrix the converter once squeezed to (n): the same bytes) */
+    int a0 = 0, b0 = 0;
+    while (a0 < tdims - 1 && tshape[a0] == 1) a0++;
+    while (b0 < ndim - 1 && shape[b0] == 1) b0++;
+    bool ok = tdims - a0 == ndim - b0;
+    for (int i = 0; ok && i < ndim - b0; i++) ok = tshape[a0 + i] == shape[b0 + i];
     if (!ok) {
         char got[96] = "", want[96] = "";
         for (int i = 0; i < tdims; i++)
@@ -148,8 +153,13 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     const int64_t row = ndim ? shape[ndim - 1] : 1, rows = row ? n / row : 0;
-    const size_t slice = t->nbytes / (ref.expert >= 0 ? (size_t)t->ne[2] : 1);
+    size_t slice = t->nbytes / (ref.expert >= 0 ? (size_t)t->ne[2] : 1);
     const uint8_t *src = (const uint8_t *)t->data + (ref.expert >= 0 ? (size_t)ref.expert * slice : 0);
+    if (ref.rows > 0) { /* rows [row0, row0 + rows) of the slice */
+        const size_t full_row = slice / (size_t)t->ne[1];
+        src += (size_t)ref.row0 * full_row;
+        slice = (size_t)ref.rows * full_row;
+    }
     const size_t row_bytes = rows ? slice / (size_t)rows : 0;
     dtype dt = DTYPE_COUNT;
     if (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type)))

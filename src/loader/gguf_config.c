@@ -11,12 +11,12 @@
 #include "core/error.h"
 
 /* The families whose metadata or tensors need more than the common keys. */
-typedef enum ggc_family { GGC_PLAIN, GGC_GEMMA2, GGC_GEMMA3, GGC_PHI3, GGC_QWEN2MOE } ggc_family;
+typedef enum ggc_family { GGC_PLAIN, GGC_GEMMA2, GGC_GEMMA3, GGC_PHI3, GGC_QWEN2MOE, GGC_GPTOSS } ggc_family;
 
 /* general.architecture -> the HF architecture and model_type it was converted from (llama.cpp's
  * convert_hf_to_gguf.py: LlamaModel (also Mistral, and Mixtral: a llama file with llama.expert_count,
  * see mixtral()), Qwen2Model, Qwen2MoeModel, Qwen3Model, Qwen3MoeModel, Gemma2Model, Gemma3Model
- * (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel) */
+ * (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel, GptOssModel) */
 typedef struct ggc_arch {
     const char *gguf, *hf, *model_type;
     bool permute_qk; /* llama.cpp permuted q / k rows (llama's rotary layout) */
@@ -33,6 +33,7 @@ static const ggc_arch ARCHS[] = {
     {"gemma2", "Gemma2ForCausalLM", "gemma2", false, false, GGC_GEMMA2},
     {"gemma3", "Gemma3ForCausalLM", "gemma3_text", false, false, GGC_GEMMA3},
     {"phi3", "Phi3ForCausalLM", "phi3", false, false, GGC_PHI3},
+    {"gpt-oss", "GptOssForCausalLM", "gpt_oss", false, false, GGC_GPTOSS},
 };
 
 bool ggc_is_gguf_path(const char *path) {
@@ -42,7 +43,7 @@ bool ggc_is_gguf_path(const char *path) {
 }
 
 const char *ggc_architectures(void) {
-    return "llama (and Mistral, Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 (text), phi3";
+    return "llama (and Mistral, Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 (text), phi3, gpt-oss";
 }
 
 static const ggc_arch *arch_of(const gguf_file *f, const char **name, size_t *len) {
@@ -185,6 +186,45 @@ static vllm_status rope_freqs(ctx *c, const gguf_tensor_info *rf, const char *ty
     return VLLM_OK;
 }
 
+/* YaRN as llama.cpp runs it for these families (llama-context.cpp, ggml's rope_yarn): factor and
+ * rope.scaling.original_context_length from the file, beta_fast 32 and beta_slow 1 (llama.cpp's defaults: these
+ * graphs do not read rope.scaling.yarn_beta_*, so other values there are refused), the correction range rounded
+ * outwards (floor / ceil: transformers' truncate true), cos and sin times 1 + 0.1 ln(factor) (transformers'
+ * default attention_factor, get_mscale(factor)). A yarn_attn_factor, yarn_ext_factor or yarn_log_multiplier
+ * key changes that arithmetic in ways the config cannot say here: refused. */
+static vllm_status yarn(ctx *c) {
+    char key[160];
+    double f, v;
+    vllm_status err = VLLM_OK;
+    key_of(c, "rope.scaling.factor", key, sizeof key);
+    if (!gguf_get_f64(c->f, key, &f, &err)) return err ? err : vt_error(VLLM_ERR_FORMAT, "%s: %s missing", c->what, key);
+    if (!(f >= 1.0 && f < 1e6)) return vt_error(VLLM_ERR_FORMAT, "%s: %s is %g, must be at least 1", c->what, key, f);
+    static const struct {
+        const char *suffix;
+        double def;
+    } fixed[] = {{"rope.scaling.yarn_beta_fast", 32.0}, {"rope.scaling.yarn_beta_slow", 1.0},
+                 {"rope.scaling.yarn_attn_factor", NAN}, {"rope.scaling.yarn_ext_factor", NAN},
+                 {"rope.scaling.yarn_log_multiplier", NAN}};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (get_num(c, fixed[i].suffix, &v) && !(v == fixed[i].def))
+            refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g is not supported (llama.cpp's YaRN for this file runs "
+                   "beta_fast 32, beta_slow 1, attention factor 1 + 0.1 ln(factor)%s)", fixed[i].suffix, v, "");
+    if (c->st) return c->st;
+    int64_t orig;
+    key_of(c, "rope.scaling.original_context_length", key, sizeof key);
+    if (!gguf_get_i64(c->f, key, &orig, &err) || orig < 1 || orig > INT32_MAX)
+        return err ? err : vt_error(VLLM_ERR_FORMAT, "%s: %s missing or out of range", c->what, key);
+    json_t *rs = json_object();
+    json_object_set_new(rs, "rope_type", json_string("yarn"));
+    json_object_set_new(rs, "factor", json_real(f));
+    json_object_set_new(rs, "original_max_position_embeddings", json_integer(orig));
+    json_object_set_new(rs, "beta_fast", json_real(32.0));
+    json_object_set_new(rs, "beta_slow", json_real(1.0));
+    json_object_set_new(rs, "truncate", json_true());
+    json_object_set_new(c->cfg, "rope_scaling", rs);
+    return VLLM_OK;
+}
+
 static vllm_status rope(ctx *c) {
     char key[160];
     const char *type = NULL;
@@ -224,8 +264,34 @@ static vllm_status rope(ctx *c) {
         json_object_set_new(c->cfg, "rope_scaling", rs);
         return VLLM_OK;
     }
-    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported (none, linear)", c->what, key, (int)tlen,
-                    type);
+    if (tlen == 4 && !memcmp(type, "yarn", 4)) return yarn(c);
+    return vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported (none, linear, yarn)", c->what, key,
+                    (int)tlen, type);
+}
+
+/* layer_types by llama.cpp's set_swa_pattern(period): layer i slides when i % period < period - 1 (period 0: all;
+ * no window: none), the period from attention.sliding_window_pattern (a number) else def. A per-layer list there is
+ * refused (gemma's graphs read none; where llama.cpp takes one, it is not mapped here). False on error (c->st). */
+static bool swa_layer_types(ctx *c, int64_t window, int64_t period) {
+    char key[160];
+    key_of(c, "attention.sliding_window_pattern", key, sizeof key);
+    const int64_t pk = gguf_find_key(c->f, key);
+    if (window > 0 && pk >= 0) {
+        vllm_status err = VLLM_OK;
+        if (gguf_kv_type(c->f, pk) == GGUF_TYPE_ARRAY || !gguf_get_i64(c->f, key, &period, &err) || period < 0) {
+            c->st = err ? err
+                        : vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s must be a period (a per-layer list is not supported "
+                                   "for %s)", c->what, key, c->arch);
+            return false;
+        }
+    }
+    json_t *types = json_array();
+    for (int64_t i = 0; i < get_int(c, "num_hidden_layers", 0); i++) {
+        const bool sliding = window > 0 && (period == 0 || i % period < period - 1);
+        json_array_append_new(types, json_string(sliding ? "sliding_attention" : "full_attention"));
+    }
+    json_object_set_new(c->cfg, "layer_types", types);
+    return true;
 }
 
 /* Gemma 2 / Gemma 3 (llama.cpp src/models/gemma2.cpp, gemma3.cpp load_arch_hparams; convert_hf_to_gguf.py
@@ -280,26 +346,7 @@ static void gemma(ctx *c, int version) {
         return;
     }
     json_object_set_new(c->cfg, "sliding_window", json_integer(window > 0 ? window : 4096));
-    char key[160];
-    key_of(c, "attention.sliding_window_pattern", key, sizeof key);
-    const int64_t pk = gguf_find_key(c->f, key);
-    if (window > 0 && pk >= 0) {
-        vllm_status err = VLLM_OK;
-        if (gguf_kv_type(c->f, pk) == GGUF_TYPE_ARRAY || !gguf_get_i64(c->f, key, &period, &err) || period < 0) {
-            c->st = err ? err
-                        : vt_error(VLLM_ERR_UNSUPPORTED,
-                                   "%s: %s must be a period (llama.cpp's %s reads no per-layer list; a list runs as "
-                                   "period %d there)",
-                                   c->what, key, c->arch, version == 2 ? 2 : 6);
-            return;
-        }
-    }
-    json_t *types = json_array();
-    for (int64_t i = 0; i < layers; i++) {
-        const bool sliding = window > 0 && (period == 0 || i % period < period - 1);
-        json_array_append_new(types, json_string(sliding ? "sliding_attention" : "full_attention"));
-    }
-    json_object_set_new(c->cfg, "layer_types", types);
+    if (!swa_layer_types(c, window, period)) return;
     /* RoPE: gemma2's sliding layers take rope.freq_base_swa (else freq_base) where HF has one table for all;
      * gemma3's take it (else 10000) without the global layers' scaling (transformers' rope_local_base_freq) */
     const double theta = json_real_value(json_object_get(c->cfg, "rope_theta"));
@@ -455,6 +502,23 @@ static void mixtral_moe(ctx *c) {
     expert_weights_scale(c);
 }
 
+/* gpt-oss (llama.cpp src/models/openai-moe*.cpp, convert_hf_to_gguf.py GptOssModel): every MLP a MoE of
+ * expert_count experts of expert_feed_forward_length, top expert_used_count by router logit then a softmax over
+ * them, the clamped SwiGLU (alpha 1.702, limit 7: constants in llama.cpp), q / k / v / o, router and expert
+ * biases, a sink logit per head; sliding-window layers by a period (2: the even layers), YaRN (rope()). */
+static void gptoss(ctx *c) {
+    expert_counts(c, "num_local_experts");
+    put_int(c, "expert_feed_forward_length", "intermediate_size", true, 1);
+    if (!put_int(c, "attention.sliding_window", "sliding_window", true, 1) || c->st) return;
+    if (!swa_layer_types(c, get_int(c, "sliding_window", 0), 2)) return;
+    json_object_set_new(c->cfg, "attention_bias", json_true());
+    json_object_set_new(c->cfg, "swiglu_alpha", json_real(1.702));
+    json_object_set_new(c->cfg, "swiglu_limit", json_real(7.0));
+    expert_weights_scale(c);
+    if (!c->st && !gguf_find_tensor(c->f, "blk.0.attn_sinks.weight"))
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: tensor blk.0.attn_sinks.weight missing (gpt-oss)", c->what);
+}
+
 vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json) {
     *config_json = NULL;
     const char *an = NULL;
@@ -506,6 +570,7 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     else put_int(&c, "feed_forward_length", "intermediate_size", true, 1);
     if (!c.st && (a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3)) gemma(&c, a->family == GGC_GEMMA2 ? 2 : 3);
     if (!c.st && a->family == GGC_PHI3) phi3(&c);
+    if (!c.st && a->family == GGC_GPTOSS) gptoss(&c);
     if (!c.st) c.st = rope(&c);
     /* vocabulary: <arch>.vocab_size, else the embedding's rows */
     const gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
@@ -581,6 +646,20 @@ static const struct {
     {"gate_proj.weight", "ffn_gate_exps.weight", 0}, {"up_proj.weight", "ffn_up_exps.weight", 1},
     {"down_proj.weight", "ffn_down_exps.weight", -1}, {"w1.weight", "ffn_gate_exps.weight", 0},
     {"w3.weight", "ffn_up_exps.weight", 1},          {"w2.weight", "ffn_down_exps.weight", -1},
+    /* gpt-oss's expert biases, (E, out) (GptOssModel: gate_up_proj_bias's even / odd entries) */
+    {"gate_proj.bias", "ffn_gate_exps.bias", -1},    {"up_proj.bias", "ffn_up_exps.bias", -1},
+    {"down_proj.bias", "ffn_down_exps.bias", -1},
+};
+
+/* gpt-oss (gguf-py tensor_mapping.py for GPT_OSS): its MLP's input norm is llama.cpp's post_attention_norm, the
+ * sinks a tensor of their own, the router with a bias; looked up before LAYER_NAMES */
+static const struct {
+    const char *hf, *gguf;
+} GPTOSS_NAMES[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"self_attn.sinks", "attn_sinks.weight"},
+    {"mlp.router.weight", "ffn_gate_inp.weight"},
+    {"mlp.router.bias", "ffn_gate_inp.bias"},
 };
 
 static const struct {
@@ -633,6 +712,11 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
         snprintf(name, sizeof name, "blk.%ld.%s", l, GEMMA_NAMES[i].gguf);
         return (ref->t = gguf_find_tensor(f, name)) != NULL;
     }
+    for (size_t i = 0; a && a->family == GGC_GPTOSS && i < sizeof GPTOSS_NAMES / sizeof *GPTOSS_NAMES; i++) {
+        if (strcmp(s, GPTOSS_NAMES[i].hf)) continue;
+        snprintf(name, sizeof name, "blk.%ld.%s", l, GPTOSS_NAMES[i].gguf);
+        return (ref->t = gguf_find_tensor(f, name)) != NULL;
+    }
     for (size_t i = 0; i < sizeof LAYER_NAMES / sizeof *LAYER_NAMES; i++) {
         if (strcmp(s, LAYER_NAMES[i].hf)) continue;
         snprintf(name, sizeof name, "blk.%ld.%s", l, LAYER_NAMES[i].gguf);
@@ -664,7 +748,8 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
             ref->rows = ref->t->ne[1] / 2;
             ref->row0 = EXPERT_NAMES[i].half * ref->rows;
         }
-        if (!ref->t || ref->t->n_dims != 3 || e >= ref->t->ne[2]) return false;
+        const int dims = strstr(EXPERT_NAMES[i].hf, ".bias") ? 2 : 3; /* (E, out, in) / (E, out) */
+        if (!ref->t || ref->t->n_dims != dims || e >= ref->t->ne[dims - 1]) return false;
         ref->expert = (int)e;
         return true;
     }

@@ -14,8 +14,11 @@
  * (<arch>.attn_logit_softcapping / final_logit_softcapping, attention.sliding_window and _pattern (a period),
  * rope.freq_base_swa, query_pre_attn_scalar as llama.cpp derives it, norms stored as w + 1); phi3 (fused
  * attn_qkv / ffn_up, partial rotary from rope.dimension_count, LongRoPE from the rope_factors_long / _short
- * tensors with rope.scaling.original_context_length / attn_factor). A value the architecture depends on that
- * this mapping cannot express (per-layer head counts, YaRN, rope_freqs beside a rope scaling type, a
+ * tensors with rope.scaling.original_context_length / attn_factor); gpt-oss (expert_feed_forward_length,
+ * attention.sliding_window by period 2, attn_sinks, MXFP4 experts); YaRN (rope.scaling.type yarn, factor,
+ * original_context_length) as llama.cpp runs it. A value the architecture depends on that
+ * this mapping cannot express (per-layer head counts, YaRN keys llama.cpp's graphs ignore, rope_freqs beside a
+ * rope scaling type, a
  * per-layer sliding-window list for gemma, an attention.scale llama.cpp would ignore, an expert_weights_scale,
  * an unknown architecture) is refused with VLLM_ERR_UNSUPPORTED naming the key.
  */

@@ -105,9 +105,32 @@ static void transpose_cols(unsigned char *dst, const unsigned char *src, int64_t
 }
 #undef TRANSPOSE_TILED
 
+/* gpt-oss's experts of layer l as a GGUF file holds them (ggc_find: llama.cpp's ffn_{gate,up,down}_exps and their
+ * biases, one expert a slice, gate and up already apart; MXFP4 read as BF16): t and b as gptoss_experts'. */
+static vllm_status gptoss_split_experts(const model_config *c, weight_source *ws, const char *pre, tensor *t,
+                                        tensor *b) {
+    const int E = c->moe.num_experts;
+    const int64_t D = c->hidden_size, I = c->moe.intermediate_size;
+    const int64_t sgu[2] = {I, D}, sdn[2] = {D, I};
+    static const char *proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    vllm_status st;
+    for (int e = 0; e < E; e++)
+        for (int p = 0; p < 3; p++) {
+            const int64_t nb = p < 2 ? I : D;
+            if ((st = ws_getf(ws, &t[p * E + e], 2, p < 2 ? sgu : sdn, "%s%d.%s.weight", pre, e, proj[p])) ||
+                (st = ws_getf(ws, &b[p * E + e], 1, &nb, "%s%d.%s.bias", pre, e, proj[p])))
+                return st;
+            if (t[p * E + e].dtype != t[0].dtype)
+                return vt_error(VLLM_ERR_UNSUPPORTED, "%s%d.%s.weight is %s, %s0.gate_proj.weight %s: gpt-oss experts of "
+                                "mixed types are not supported", pre, e, proj[p], dtype_name(t[p * E + e].dtype), pre,
+                                dtype_name(t[0].dtype));
+        }
+    return VLLM_OK;
+}
+
 /* gpt-oss's experts of layer l (bf16 fused tensors, or MXFP4 blocks and scales) into per-expert views of
  * L->host: t[e] gate (I, D), t[E + e] up (I, D), t[2E + e] down (D, I); b[e], b[E + e] the gate / up
- * biases (I), b[2E + e] the down bias (D). */
+ * biases (I), b[2E + e] the down bias (D). A GGUF file's are per expert already (gptoss_split_experts). */
 static vllm_status gptoss_experts(model *m, weight_source *ws, int l, moe_block *L, tensor *t, tensor *b) {
     const model_config *c = &m->cfg;
     const weight_names *nm = blk_names(c);
@@ -116,6 +139,9 @@ static vllm_status gptoss_experts(model *m, weight_source *ws, int l, moe_block 
     char pre[160];
     snprintf(pre, sizeof pre, "%slayers.%d.%s.", c->weight_prefix, l, nm->experts);
     vllm_status st;
+    char split[224];
+    snprintf(split, sizeof split, "%s0.gate_proj.weight", pre);
+    if (ws_has(ws, split)) return gptoss_split_experts(c, ws, pre, t, b);
     tensor gub, dnb;
     const int64_t sgub[2] = {E, 2 * I}, sdnb[2] = {E, D};
     if ((st = ws_getf(ws, &gub, 2, sgub, "%s%s_bias", pre, nm->fused_gate_up)) ||

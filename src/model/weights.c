@@ -153,7 +153,7 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     const int64_t row = ndim ? shape[ndim - 1] : 1, rows = row ? n / row : 0;
-    size_t slice = t->nbytes / (ref.expert >= 0 ? (size_t)t->ne[2] : 1);
+    size_t slice = t->nbytes / (ref.expert >= 0 ? (size_t)t->ne[t->n_dims - 1] : 1);
     const uint8_t *src = (const uint8_t *)t->data + (ref.expert >= 0 ? (size_t)ref.expert * slice : 0);
     if (ref.rows > 0) { /* rows [row0, row0 + rows) of the slice */
         const size_t full_row = slice / (size_t)t->ne[1];
@@ -162,7 +162,10 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     }
     const size_t row_bytes = rows ? slice / (size_t)rows : 0;
     dtype dt = DTYPE_COUNT;
-    if (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type)))
+    /* MXFP4 (gpt-oss's experts): no backend runs it, so BF16 copies (exact: 2-bit mantissas, E8M0 scales) */
+    const bool mxfp4 = t->type == GGML_TYPE_MXFP4;
+    if (!mxfp4 &&
+        (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type))))
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
                         gguf_type_name(t->type));
     if (dtype_is_block(dt) && (ndim != 2 || !(ws->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u)))
@@ -186,21 +189,24 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
         *out = tensor_make(dt, (void *)src, ndim, shape);
         return VLLM_OK;
     }
-    /* a copy: F32 rows (dequantized) or the file's rows (plain or block) in HF order */
-    const dtype odt = dt == DTYPE_COUNT ? DTYPE_F32 : dt;
-    const size_t orow = dt == DTYPE_COUNT ? (size_t)row * sizeof(float) : row_bytes;
+    /* a copy: F32 rows (dequantized; MXFP4's BF16) or the file's rows (plain or block) in HF order */
+    const dtype odt = dt == DTYPE_COUNT ? (mxfp4 ? DTYPE_BF16 : DTYPE_F32) : dt;
+    const size_t orow = dt == DTYPE_COUNT ? (size_t)row * dtype_size(odt) : row_bytes;
     if (rows && orow > SIZE_MAX / (size_t)rows)
         return vt_error(VLLM_ERR_NO_MEMORY, "%s: tensor '%s' too large", file, t->name);
     uint8_t *buf = ws_buffer(ws, (size_t)rows * orow);
-    if (!buf) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
+    float *tmp = mxfp4 ? ws_buffer(ws, (size_t)row * sizeof *tmp) : NULL;
+    if (!buf || (mxfp4 && !tmp)) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
     for (int64_t r = 0; r < rows; r++) {
         const int64_t sr = ref.permute_heads > 0 ? gguf_hf_row(r, rows, ref.permute_heads) : r;
         const uint8_t *s = src + (size_t)sr * row_bytes;
         uint8_t *d = buf + (size_t)r * orow;
         if (dt != DTYPE_COUNT) memcpy(d, s, row_bytes);
-        else if (!gq_dequantize_row((ggml_type)t->type, s, (float *)d, row))
+        else if (!gq_dequantize_row((ggml_type)t->type, s, mxfp4 ? tmp : (float *)d, row))
             return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s': rows of %lld elements do not hold whole %s blocks", file,
                             t->name, (long long)row, gguf_type_name(t->type));
+        else if (mxfp4)
+            for (int64_t i = 0; i < row; i++) ((uint16_t *)(void *)d)[i] = f32_to_bf16(tmp[i]);
     }
     if (dt == DTYPE_COUNT) ws->dequantized += (size_t)rows * orow;
     *out = tensor_make(odt, buf, ndim, shape);
@@ -510,7 +516,7 @@ void ws_log_summary(const weight_source *ws) {
         LOG_I("%s: %.1f MiB of ggml block-type weights used as they are", gguf_file_name(ws->gguf, 0),
               (double)ws->native / 1048576.0);
     if (ws && ws->gguf && ws->dequantized)
-        LOG_I("%s: %.1f MiB of block-type weights dequantized to F32 copies (types or tensors this backend does not "
+        LOG_I("%s: %.1f MiB of block-type weights dequantized to F32 copies (MXFP4: BF16; types or tensors this backend does not "
               "run on their blocks)", gguf_file_name(ws->gguf, 0), (double)ws->dequantized / 1048576.0);
 }
 

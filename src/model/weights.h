@@ -22,7 +22,7 @@ vllm_status ws_open(const char *dir, const model_config *cfg, bool dummy, bool d
 /* The tensors of an opened GGUF file (the source takes it over, also on failure), under their Hugging Face
  * names (loader/gguf_config.h's mapping). F32 / F16 / BF16 tensors, and matrices of the block dtypes in
  * native_blocks (backend.native_blocks), are used in place (rows of llama.cpp's permuted q / k projections
- * put back in a copy); other block-type tensors are dequantized to F32 copies. ws_log_summary says how
+ * put back in a copy); other block-type tensors are dequantized to F32 copies (MXFP4, gpt-oss's experts: BF16, exact). ws_log_summary says how
  * much went each way. */
 struct gguf_file;
 vllm_status ws_open_gguf(struct gguf_file *f, uint32_t native_blocks, weight_source **out);

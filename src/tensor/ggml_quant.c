@@ -25,8 +25,10 @@ _Static_assert(GGML_TYPE_Q2_K == 10 && GGML_TYPE_Q3_K == 11 && GGML_TYPE_Q4_K ==
 _Static_assert(GGML_TYPE_Q6_K == 14 && GGML_TYPE_Q8_K == 15 && GGML_TYPE_IQ4_NL == 20 &&
                    GGML_TYPE_IQ4_XS == 23 && GGML_TYPE_BF16 == 30,
                "ggml type numbering");
+_Static_assert(GGML_TYPE_MXFP4 == 39, "ggml type numbering");
 
 const int8_t gq_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t gq_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* ---- type facts ---- */
 
@@ -55,6 +57,7 @@ static const gq_info gq_infos[GGML_TYPE_COUNT] = {
     [GGML_TYPE_Q8_K] = {"Q8_K", GQ_QK_K, sizeof(gq_block_q8_K), GGML_TYPE_COUNT},
     [GGML_TYPE_IQ4_NL] = {"IQ4_NL", GQ_QK, sizeof(gq_block_iq4_nl), GGML_TYPE_Q8_0},
     [GGML_TYPE_IQ4_XS] = {"IQ4_XS", GQ_QK_K, sizeof(gq_block_iq4_xs), GGML_TYPE_Q8_K},
+    [GGML_TYPE_MXFP4] = {"MXFP4", GQ_QK, sizeof(gq_block_mxfp4), GGML_TYPE_COUNT},
 };
 
 static const gq_info *gq_info_of(ggml_type t) {
@@ -315,6 +318,19 @@ static void dq_iq4_xs(const gq_block_iq4_xs *b, float *y, int64_t nb) {
     }
 }
 
+/* ggml_e8m0_to_fp32_half: 2^(e - 128), exact for every e (2^-128 is a float subnormal) */
+static float e8m0_half(uint8_t e) { return ldexpf(1.0f, (int)e - 128); }
+
+static void dq_mxfp4(const gq_block_mxfp4 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++, y += GQ_QK) {
+        const float d = e8m0_half(b->e);
+        for (int j = 0; j < GQ_QK / 2; j++) {
+            y[j] = d * (float)gq_kvalues_mxfp4[b->qs[j] & 15];
+            y[j + GQ_QK / 2] = d * (float)gq_kvalues_mxfp4[b->qs[j] >> 4];
+        }
+    }
+}
+
 bool gq_dequantize_row(ggml_type t, const void *src, float *dst, int64_t n) {
     const gq_info *in = gq_info_of(t);
     if (!in || n < 0 || n % in->block != 0) return false;
@@ -342,6 +358,7 @@ bool gq_dequantize_row(ggml_type t, const void *src, float *dst, int64_t n) {
     case GGML_TYPE_Q8_K: dq_q8_K(src, dst, nb); break;
     case GGML_TYPE_IQ4_NL: dq_iq4_nl(src, dst, nb); break;
     case GGML_TYPE_IQ4_XS: dq_iq4_xs(src, dst, nb); break;
+    case GGML_TYPE_MXFP4: dq_mxfp4(src, dst, nb); break;
     default: return false;
     }
     return true;
@@ -680,6 +697,28 @@ static void q_iq4_nl(const float *x, gq_block_iq4_nl *b, int64_t nb) {
 
 /* IQ4_XS: per sub-block of 32 a scale s (largest magnitude -> level -127), coded as d * (ls - 32) with the
  * largest |s| at ls = 0. */
+/* quantize_row_mxfp4_ref: e from the absmax (floor(log2) - 2 + 127: the largest level 12 d covers it), each value
+ * to its nearest level (the first of equals) */
+static void q_mxfp4(const float *x, gq_block_mxfp4 *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++, x += GQ_QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < GQ_QK; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        b->e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d = e8m0_half(b->e);
+        for (int j = 0; j < GQ_QK; j++) {
+            int best = 0;
+            float err = fabsf((float)gq_kvalues_mxfp4[0] * d - x[j]);
+            for (int k = 1; k < 16; k++) {
+                const float e = fabsf((float)gq_kvalues_mxfp4[k] * d - x[j]);
+                if (e < err) best = k, err = e;
+            }
+            if (j < GQ_QK / 2) b->qs[j] = (uint8_t)best;
+            else b->qs[j - GQ_QK / 2] |= (uint8_t)(best << 4);
+        }
+    }
+}
+
 static void q_iq4_xs(const float *x, gq_block_iq4_xs *b, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, b++, x += GQ_QK_K) {
         float s[8];
@@ -735,6 +774,7 @@ bool gq_quantize_row(ggml_type t, const float *src, void *dst, int64_t n) {
     case GGML_TYPE_Q8_K: q_q8_K(src, dst, nb); break;
     case GGML_TYPE_IQ4_NL: q_iq4_nl(src, dst, nb); break;
     case GGML_TYPE_IQ4_XS: q_iq4_xs(src, dst, nb); break;
+    case GGML_TYPE_MXFP4: q_mxfp4(src, dst, nb); break;
     default: return false;
     }
     return true;

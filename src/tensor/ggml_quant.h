@@ -11,7 +11,8 @@
  *     with d = 1 / (-127 / signed absmax); an all-zero Q8_K block also gets zero bsums); Q4_0 / Q4_1 / Q5_0 /
  *     Q5_1 follow ggml's reference rules too (round-to-nearest); the K types and IQ4_NL / IQ4_XS get a plain
  *     round-to-nearest quantizer that makes valid blocks for tests and tools (not ggml's search for the best
- *     scales, so not bit-identical to llama.cpp's files);
+ *     scales, so not bit-identical to llama.cpp's files); MXFP4 follows ggml's quantize_row_mxfp4_ref (the
+ *     scale from the block's absmax, each value to the nearest level);
  *   - gq_vec_dot: dot product of a weight row in type T with an activation row quantized to T's partner
  *     type (gq_vec_dot_type: Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1, Q8_K for the K
  *     types and IQ4_XS; F32 / F16 / BF16 for themselves), computed as ggml's scalar "generic" CPU path does
@@ -161,6 +162,15 @@ typedef struct gq_block_iq4_xs {
     uint8_t qs[GQ_QK_K / 2];
 } gq_block_iq4_xs;
 
+/* MXFP4 (gpt-oss's experts; OCP microscaling FP4): x = gq_kvalues_mxfp4[nibble] * 2^(e - 128) (the E2M1 values
+ * doubled, the E8M0 scale halved: ggml_e8m0_to_fp32_half); nibbles as Q4_0 (element j < 16 in the low nibble of
+ * qs[j], element j + 16 in its high nibble). */
+typedef struct gq_block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[GQ_QK / 2];
+} gq_block_mxfp4;
+
+_Static_assert(sizeof(gq_block_mxfp4) == 17, "mxfp4 block size");
 _Static_assert(sizeof(gq_block_q4_0) == 18 && sizeof(gq_block_q4_1) == 20, "q4 block sizes");
 _Static_assert(sizeof(gq_block_q5_0) == 22 && sizeof(gq_block_q5_1) == 24, "q5 block sizes");
 _Static_assert(sizeof(gq_block_q8_0) == 34 && sizeof(gq_block_q8_1) == 36, "q8 block sizes");
@@ -172,12 +182,15 @@ _Static_assert(_Alignof(gq_block_q6_K) == 1 && _Alignof(gq_block_q4_K) == 1, "we
 
 /* The 16 IQ4_NL / IQ4_XS levels (kvalues_iq4nl). */
 extern const int8_t gq_kvalues_iq4nl[16];
+/* The 16 MXFP4 levels, twice the E2M1 values (kvalues_mxfp4): 0, 1, 2, 3, 4, 6, 8, 12, then negated. */
+extern const int8_t gq_kvalues_mxfp4[16];
 
 /* ---- type facts ---- */
 
 /* True for the weight types this module reads: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
  * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (dequantize, vec_dot and the CPU matmul). Q8_1 and Q8_K are activation
- * formats: known to the size helpers, gq_quantize_row and gq_dequantize_row, but not weights. */
+ * formats: known to the size helpers, gq_quantize_row and gq_dequantize_row, but not weights. MXFP4 is known
+ * to those too (gpt-oss's experts, dequantized at load: no vec_dot). */
 bool gq_type_supported(ggml_type t);
 /* Elements per block (1 for F32 / F16 / BF16); 0 for a type this module does not know. */
 int64_t gq_block_size(ggml_type t);

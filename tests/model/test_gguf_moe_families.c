@@ -1,14 +1,19 @@
 /*
- * test_gguf_moe_families.c: GGUF files of Llama 3 (rope_freqs), Mixtral (a llama file with experts) and Qwen2-MoE
- * run as the safetensors they were made from. The parity fixtures llama3_mqa_tied, mixtral_moe and
- * qwen2_moe_shared are written the way llama.cpp's convert_hf_to_gguf.py writes them at b10095 (LlamaModel,
- * Qwen2MoeModel, TextModel.prepare_tensors): its tensor names, ne innermost first, llama's q / k rows permuted,
- * each layer's experts merged into (E, out, in) tensors (or, as --fuse-gate-up-exps does, gate and up into one
- * ffn_gate_up_exps), routers and the shared expert's gate in F32, 1-D tensors in F32, llama3 rope scaling as the
- * rope_freqs tensor of LlamaModel.generate_extra_tensors, and the metadata keys of TextModel.set_gguf_parameters.
- * Through the engine they must give their folders' tokens and logprobs: identical with the BF16 tensors kept,
- * close with Q8_0 matrices. One difference from a folder is the GGUF's own: mixtral_moe's sliding_window (16) is
- * not written (llama.cpp's llama graph has none), so its reference is the folder without one.
+ * test_gguf_moe_families.c: GGUF files of Llama 3 (rope_freqs), Mixtral (a llama file with experts), Qwen2-MoE
+ * and gpt-oss run as the safetensors they were made from. The parity fixtures llama3_mqa_tied, mixtral_moe,
+ * qwen2_moe_shared and gptoss_moe are written the way llama.cpp's convert_hf_to_gguf.py writes them at b10095
+ * (LlamaModel, Qwen2MoeModel, GptOssModel, TextModel.prepare_tensors): its tensor names, ne innermost first,
+ * llama's q / k rows permuted, each layer's experts merged into (E, out, in) tensors (or, as --fuse-gate-up-exps
+ * does, gate and up into one ffn_gate_up_exps; gpt-oss's interleaved gate_up_proj split into its even and odd
+ * outputs, weights and biases), routers and the shared expert's gate in F32, 1-D tensors and biases in F32, llama3
+ * rope scaling as the rope_freqs tensor of LlamaModel.generate_extra_tensors, and the metadata keys of
+ * TextModel.set_gguf_parameters and the classes. Through the engine they must give their folders' tokens and
+ * logprobs: identical with the BF16 tensors kept or MXFP4 experts (gpt-oss's released form; the reference folder then
+ * holds the experts' MXFP4 round trip, and ggml's MXFP4 dequantisation is checked bit for bit against the
+ * safetensors MXFP4 reader), close with Q8_0 matrices. Two differences from a folder are the GGUF's own, so the
+ * reference is the folder changed to match: mixtral_moe's sliding_window (16) is not
+ * written (llama.cpp's llama graph has none), and llama.cpp rounds YaRN's correction range outwards (gptoss_moe's
+ * truncate false becomes true).
  * Plus the configs the mapping derives (qwen2moe's defaults) and its refusals, each naming its key.
  */
 #include <jansson.h>
@@ -22,6 +27,7 @@
 #include "gguf_fixture.h"
 #include "loader/gguf_config.h"
 #include "loader/safetensors.h"
+#include "model/mxfp4.h"
 
 #ifndef VLLM_SOURCE_DIR
 #define VLLM_SOURCE_DIR "."
@@ -46,6 +52,10 @@ static const struct {
     {"self_attn.q_proj.bias", "attn_q.bias", true},
     {"self_attn.k_proj.bias", "attn_k.bias", true},
     {"self_attn.v_proj.bias", "attn_v.bias", true},
+    {"self_attn.o_proj.bias", "attn_output.bias", true},
+    {"self_attn.sinks", "attn_sinks.weight", true},
+    {"mlp.router.weight", "ffn_gate_inp.weight", true},
+    {"mlp.router.bias", "ffn_gate_inp.bias", true},
     {"mlp.gate_proj.weight", "ffn_gate.weight", false},
     {"mlp.up_proj.weight", "ffn_up.weight", false},
     {"mlp.down_proj.weight", "ffn_down.weight", false},
@@ -59,9 +69,14 @@ static const struct {
 
 typedef struct fcase {
     const char *fixture, *arch;
-    bool fuse_gate_up;    /* the experts' gate and up as one ffn_gate_up_exps */
-    const char *ref_drop; /* the reference folder's config.json without this key (NULL: the folder itself) */
+    bool fuse_gate_up; /* the experts' gate and up as one ffn_gate_up_exps; gpt-oss: its experts in MXFP4 */
+    void (*ref_edit)(json_t *cfg); /* the reference folder's config.json changed by this (NULL: the folder) */
 } fcase;
+
+static void no_window(json_t *cfg) { json_object_del(cfg, "sliding_window"); }
+static void yarn_truncated(json_t *cfg) {
+    json_object_set_new(json_object_get(cfg, "rope_parameters"), "truncate", json_true());
+}
 
 static void put_bf16_as_f32(gfile *g, const char *name, int nd, const int64_t *ne, const uint16_t *bf) {
     int64_t n = 1;
@@ -155,10 +170,76 @@ static void rope_freqs(gfile *g, const json_t *cfg) {
     put_f32(g, "rope_freqs.weight", 1, ne, v);
 }
 
+/* BF16 values -> an MXFP4 tensor (quantize_row_mxfp4_ref, as llama-quantize would requantize) */
+static void put_mxfp4(gfile *g, const char *name, const int64_t *ne, const uint16_t *bf) {
+    gtensor *t = &g->t[g->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->n_dims = 3;
+    const int64_t rows = ne[1] * ne[2];
+    for (int i = 0; i < 3; i++) t->ne[i] = ne[i];
+    t->type = GGML_TYPE_MXFP4;
+    const size_t rb = gq_row_bytes(GGML_TYPE_MXFP4, ne[0]);
+    t->nbytes = rb * (size_t)rows;
+    t->data = malloc(t->nbytes);
+    float *row = malloc((size_t)ne[0] * sizeof *row);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < ne[0]; i++) row[i] = bf16f(bf[r * ne[0] + i]);
+        CHECK(gq_quantize_row(GGML_TYPE_MXFP4, row, t->data + (size_t)r * rb, ne[0]));
+    }
+    free(row);
+}
+
+/* GptOssModel.modify_tensors on a bf16 checkpoint: gate_up_proj (E, D, 2I) transposed to (E, 2I, D), its even
+ * rows the gate, odd rows up; down_proj (E, I, D) transposed to (E, D, I); the biases split alike, F32 */
+static void gptoss_experts(gfile *g, st_set *st, int l, bool mxfp4, bool q8) {
+    char name[160], gname[128];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj", l);
+    const tensor *gu = st_find(st, name);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj", l);
+    const tensor *dn = st_find(st, name);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_bias", l);
+    const tensor *gub = st_find(st, name);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj_bias", l);
+    const tensor *dnb = st_find(st, name);
+    CHECK(gu && dn && gub && dnb);
+    if (!gu || !dn || !gub || !dnb) return;
+    const int64_t E = gu->shape[0], D = gu->shape[1], I = gu->shape[2] / 2;
+    const uint16_t *G = gu->data, *Dn = dn->data, *GB = gub->data, *DB = dnb->data;
+    uint16_t *w = malloc((size_t)(E * I * D) * 2);
+    float *b = malloc((size_t)(E * (I > D ? I : D)) * sizeof *b);
+    static const char *gg[2] = {"ffn_gate_exps", "ffn_up_exps"};
+    for (int h = 0; h < 2; h++) { /* h 0: gate (even), 1: up (odd) */
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t i = 0; i < I; i++) {
+                for (int64_t d = 0; d < D; d++) w[(e * I + i) * D + d] = G[(e * D + d) * 2 * I + 2 * i + h];
+                b[e * I + i] = bf16f(GB[e * 2 * I + 2 * i + h]);
+            }
+        const int64_t ne[3] = {D, I, E}, nb[2] = {I, E};
+        snprintf(gname, sizeof gname, "blk.%d.%s.weight", l, gg[h]);
+        if (mxfp4) put_mxfp4(g, gname, ne, w);
+        else put(g, gname, 3, ne, w, q8);
+        snprintf(gname, sizeof gname, "blk.%d.%s.bias", l, gg[h]);
+        put_f32(g, gname, 2, nb, b);
+    }
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t d = 0; d < D; d++) {
+            for (int64_t i = 0; i < I; i++) w[(e * D + d) * I + i] = Dn[(e * I + i) * D + d];
+            b[e * D + d] = bf16f(DB[e * D + d]);
+        }
+    const int64_t ne[3] = {I, D, E}, nb[2] = {D, E};
+    snprintf(gname, sizeof gname, "blk.%d.ffn_down_exps.weight", l);
+    if (mxfp4) put_mxfp4(g, gname, ne, w);
+    else put(g, gname, 3, ne, w, q8);
+    snprintf(gname, sizeof gname, "blk.%d.ffn_down_exps.bias", l);
+    put_f32(g, gname, 2, nb, b);
+    free(w);
+    free(b);
+}
+
 static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8, gfile *g) {
     st_set *st = NULL;
     if (st_open_dir(dir, &st) != VLLM_OK) return false;
-    const bool llama = !strcmp(fc->arch, "llama");
+    const bool llama = !strcmp(fc->arch, "llama"), gptoss = !strcmp(fc->arch, "gpt-oss");
     const int heads = cfg_int(cfg, "num_attention_heads"), kv_heads = cfg_int(cfg, "num_key_value_heads");
     g->n = 0;
     for (size_t i = 0; i < st_count(st); i++) {
@@ -180,7 +261,8 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
             CHECK_MSG(sscanf(name, "model.layers.%d.%159s", &l, suffix) == 2, "unexpected tensor %s", name);
             if (strstr(suffix, "experts.") && !strstr(suffix, "shared_expert")) continue; /* merged below */
             const char *gn = NULL;
-            for (size_t k = 0; k < sizeof NAMES / sizeof *NAMES; k++)
+            if (gptoss && !strcmp(suffix, "post_attention_layernorm.weight")) gn = "post_attention_norm.weight";
+            for (size_t k = 0; !gn && k < sizeof NAMES / sizeof *NAMES; k++)
                 if (!strcmp(suffix, NAMES[k].hf)) {
                     gn = NAMES[k].gguf;
                     f32 = f32 || NAMES[k].f32;
@@ -200,8 +282,10 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
         else put(g, gname, nd, ne, bf, q8 && strcmp(gname, "token_embd.weight"));
     }
     const json_t *ex = json_object_get(cfg, llama ? "num_local_experts" : "num_experts");
-    for (int l = 0; l < cfg_int(cfg, "num_hidden_layers") && json_is_integer(ex); l++)
-        merge_experts(g, st, fc, l, (int)json_integer_value(ex), q8);
+    for (int l = 0; l < cfg_int(cfg, "num_hidden_layers"); l++) {
+        if (gptoss) gptoss_experts(g, st, l, fc->fuse_gate_up, q8);
+        else if (json_is_integer(ex)) merge_experts(g, st, fc, l, (int)json_integer_value(ex), q8);
+    }
     st_close(st);
     const json_t *rp = json_object_get(cfg, "rope_parameters");
     if (json_string_value(json_object_get(rp, "rope_type")) && !strcmp(json_string_value(json_object_get(rp, "rope_type")), "llama3"))
@@ -284,6 +368,17 @@ static void metadata(kvlist *l, const json_t *cfg, const char *arch, bool q8) {
             json_is_integer(hd) ? json_number_value(hd) : num(cfg, "hidden_size") / num(cfg, "num_attention_heads"),
             NULL);
     }
+    if (!strcmp(arch, "gpt-oss")) { /* GptOssModel.set_gguf_parameters and TextModel's YaRN keys */
+        const json_t *rp = json_object_get(cfg, "rope_parameters");
+        set(l, arch, "expert_count", K_U32, num(cfg, "num_local_experts"), NULL);
+        set(l, arch, "expert_feed_forward_length", K_U32, num(cfg, "intermediate_size"), NULL);
+        set(l, arch, "attention.sliding_window", K_U32, num(cfg, "sliding_window"), NULL);
+        set(l, arch, "rope.scaling.type", K_STR, 0, "yarn");
+        set(l, arch, "rope.scaling.factor", K_F32, num(rp, "factor"), NULL);
+        set(l, arch, "rope.scaling.original_context_length", K_U32, num(rp, "original_max_position_embeddings"), NULL);
+        set(l, arch, "rope.scaling.yarn_beta_fast", K_F32, num(rp, "beta_fast"), NULL);
+        set(l, arch, "rope.scaling.yarn_beta_slow", K_F32, num(rp, "beta_slow"), NULL);
+    }
     if (!strcmp(arch, "qwen2moe")) {
         set(l, arch, "expert_feed_forward_length", K_U32, num(cfg, "moe_intermediate_size"), NULL);
         set(l, arch, "expert_shared_feed_forward_length", K_U32, num(cfg, "shared_expert_intermediate_size"), NULL);
@@ -312,12 +407,12 @@ static bool write_gguf(const char *path, const kvlist *l, const gfile *g) {
 
 /* ---- the cases ---- */
 
-/* A copy of the fixture folder with config.json less one key (the weights linked). */
-static bool reference_dir(const char *dir, const json_t *cfg, const char *drop, char *out, size_t n) {
+/* A copy of the fixture folder with config.json changed by edit (the weights linked). */
+static bool reference_dir(const char *dir, const json_t *cfg, void (*edit)(json_t *), char *out, size_t n) {
     snprintf(out, n, "/tmp/vllmc_test_gmoe_%d_ref", (int)getpid());
     if (mkdir(out, 0700) && access(out, F_OK)) return false;
     json_t *c = json_deep_copy(cfg);
-    json_object_del(c, drop);
+    edit(c);
     char p[1400], src[1400];
     snprintf(p, sizeof p, "%s/config.json", out);
     const bool ok = json_dump_file(c, p, JSON_INDENT(1)) == 0;
@@ -329,6 +424,53 @@ static bool reference_dir(const char *dir, const json_t *cfg, const char *drop, 
         unlink(p);
         if (symlink(src, p)) return false;
     }
+    return ok;
+}
+
+/* BF16 values v[i0 + k step] (k < n) replaced by their MXFP4 round trip (quantize_row_mxfp4_ref, then the exact
+ * dequantisation): what a GGUF of MXFP4 experts made from them holds */
+static void mxfp4_round(uint16_t *v, int64_t i0, int64_t step, int64_t n) {
+    float x[1024];
+    uint8_t q[32 * 17];
+    CHECK(n <= 1024);
+    for (int64_t k = 0; k < n; k++) x[k] = bf16f(v[i0 + k * step]);
+    CHECK(gq_quantize_row(GGML_TYPE_MXFP4, x, q, n) && gq_dequantize_row(GGML_TYPE_MXFP4, q, x, n));
+    for (int64_t k = 0; k < n; k++) v[i0 + k * step] = f32_to_bf16(x[k]);
+}
+
+/* out/model.safetensors: dir's, with gpt-oss's expert matrices as MXFP4 experts would hold them (rows along the
+ * input: gate_up_proj (E, D, 2I) column by column, down_proj (E, I, D) column by column) */
+static bool write_mxfp4_rounded(const char *dir, const char *out) {
+    st_set *st = NULL;
+    if (st_open_dir(dir, &st) != VLLM_OK) return false;
+    const size_t n = st_count(st);
+    const char **names = calloc(n, sizeof *names);
+    tensor *ts = calloc(n, sizeof *ts);
+    void **own = calloc(n, sizeof *own);
+    for (size_t i = 0; i < n; i++) {
+        names[i] = st_name(st, i);
+        const tensor *t = st_find(st, names[i]);
+        ts[i] = *t;
+        const bool gu = strstr(names[i], "experts.gate_up_proj") && !strstr(names[i], "_bias");
+        const bool dn = strstr(names[i], "experts.down_proj") && !strstr(names[i], "_bias");
+        if (!gu && !dn) continue;
+        const size_t bytes = tensor_nbytes(t);
+        uint16_t *v = own[i] = malloc(bytes);
+        memcpy(v, t->data, bytes);
+        const int64_t E = t->shape[0], R = t->shape[1], C = t->shape[2]; /* (E, in, out) */
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t c = 0; c < C; c++) mxfp4_round(v, e * R * C + c, C, R);
+        ts[i].data = v;
+    }
+    char p[1400];
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    unlink(p);
+    const bool ok = st_write_file(p, names, ts, n) == VLLM_OK;
+    for (size_t i = 0; i < n; i++) free(own[i]);
+    free(names);
+    free(ts);
+    free(own);
+    st_close(st);
     return ok;
 }
 
@@ -363,9 +505,11 @@ static void run_case(const fcase *fc) {
     }
     fixture_prompts fp;
     fixture_prompts_load(json_object_get(expected, "prompts"), &fp);
-    if (fc->ref_drop) CHECK(reference_dir(dir, cfg, fc->ref_drop, refdir, sizeof refdir));
+    const bool mx = fc->fuse_gate_up && !strcmp(fc->arch, "gpt-oss"); /* MXFP4 experts: the reference holds them */
+    if (fc->ref_edit) CHECK(reference_dir(dir, cfg, fc->ref_edit, refdir, sizeof refdir));
+    if (mx) CHECK(write_mxfp4_rounded(dir, refdir));
     vllm_status st;
-    vllm_completion *ref = run(fc->ref_drop ? refdir : dir, &fp, &st);
+    vllm_completion *ref = run(fc->ref_edit ? refdir : dir, &fp, &st);
     CHECK_MSG(ref != NULL, "%s: %s", fc->fixture, vllm_last_error());
     /* llama3's frequencies: the folder's rope.c divides in doubles, the file's factors in f32 (1 ulp of inv_freq) */
     const bool freqs = !strcmp(fc->fixture, "llama3_mqa_tied");
@@ -384,8 +528,12 @@ static void run_case(const fcase *fc) {
         size_t same, total;
         gf_compare(c, ref, &fp, &same, &total, &maxd);
         printf("GGUF %-17s %-8s %s%s: %zu of %zu tokens as the safetensors%s, max |dlogprob| %.2e\n", fc->fixture,
-               fc->arch, q8 ? "Q8_0" : "BF16", fc->fuse_gate_up ? " gate_up_exps" : "", same, total,
-               fc->ref_drop ? " (no sliding_window)" : "", maxd);
+               fc->arch, q8 ? "Q8_0" : "BF16", mx ? " MXFP4 experts" : fc->fuse_gate_up ? " gate_up_exps" : "", same,
+               total, fc->ref_edit == no_window ? " (no sliding_window)"
+               : mx                         ? " (YaRN truncated, its experts MXFP4-rounded)"
+               : fc->ref_edit               ? " (YaRN truncated)"
+                                            : "",
+               maxd);
         if (!q8)
             CHECK_MSG(c && same == total && total > 0 && maxd <= (freqs ? 1e-4 : 1e-6),
                       "%s BF16: %zu of %zu tokens, max |dlogprob| %g", fc->fixture, same, total, maxd);
@@ -397,7 +545,7 @@ static void run_case(const fcase *fc) {
         unlink(path);
     }
     if (ref) vllm_completions_free(ref, fp.n);
-    if (fc->ref_drop) remove_reference_dir(refdir);
+    if (fc->ref_edit) remove_reference_dir(refdir);
     fixture_prompts_free(&fp);
     json_decref(cfg);
     json_decref(expected);
@@ -524,6 +672,16 @@ static void refusals(void) {
         {{"qwen2_moe_shared", "qwen2moe", false, NULL}, "expert_used_count", K_U32, 9, NULL, NULL,
          "qwen2moe.expert_used_count"},
         {{"qwen2_moe_shared", "qwen2moe", false, NULL}, "expert_count", K_DEL, 0, NULL, NULL, "qwen2moe.expert_count"},
+        {{"gptoss_moe", "gpt-oss", false, NULL}, "rope.scaling.yarn_beta_fast", K_F32, 16.0, NULL, NULL,
+         "gpt-oss.rope.scaling.yarn_beta_fast"},
+        {{"gptoss_moe", "gpt-oss", false, NULL}, "rope.scaling.yarn_attn_factor", K_F32, 1.0, NULL, NULL,
+         "gpt-oss.rope.scaling.yarn_attn_factor"},
+        {{"gptoss_moe", "gpt-oss", false, NULL}, "rope.scaling.original_context_length", K_DEL, 0, NULL, NULL,
+         "gpt-oss.rope.scaling.original_context_length"},
+        {{"gptoss_moe", "gpt-oss", false, NULL}, "attention.sliding_window", K_DEL, 0, NULL, NULL,
+         "gpt-oss.attention.sliding_window"},
+        {{"gptoss_moe", "gpt-oss", false, NULL}, NULL, K_U32, 0, NULL, "blk.0.attn_sinks.weight", "attn_sinks"},
+        {{"gptoss_moe", "gpt-oss", false, NULL}, NULL, K_U32, 0, NULL, "blk.1.ffn_up_exps.bias", "up_proj.bias"},
         {{"qwen2_moe_shared", "qwen2moe", false, NULL}, NULL, K_U32, 0, NULL, "blk.1.ffn_gate_inp_shexp.weight",
          "shared_expert_gate"},
     };
@@ -553,15 +711,84 @@ static void refusals(void) {
     }
 }
 
+/* ggml's MXFP4 against the safetensors reader (mxfp4.c, transformers' convention: value 2j the low nibble of byte j)
+ * through GptOssModel.repack_mxfp4's relayout (qs[j] = v[j] | v[j + 16] << 4, the E8M0 byte kept): random
+ * blocks, every scale (0: 2^-128 .. 255), both dequantised must agree exactly (and be BF16 values); and ggml's quantizer
+ * round-trips its own levels. */
+static void mxfp4_layouts(void) {
+    enum { G = 256 };
+    static uint8_t hf[G * 16], sc[G], gg[G * 17];
+    static uint16_t want[G * 32];
+    static float got[G * 32];
+    uint32_t r = 12345;
+    for (int i = 0; i < G * 16; i++) hf[i] = (uint8_t)((r = r * 1664525u + 1013904223u) >> 24);
+    for (int g = 0; g < G; g++) sc[g] = (uint8_t)g; /* every E8M0 code */
+    for (int g = 0; g < G; g++) {
+        uint8_t v[32];
+        for (int j = 0; j < 16; j++) v[2 * j] = hf[g * 16 + j] & 15, v[2 * j + 1] = hf[g * 16 + j] >> 4;
+        gg[g * 17] = sc[g];
+        for (int j = 0; j < 16; j++) gg[g * 17 + 1 + j] = (uint8_t)(v[j] | v[j + 16] << 4);
+    }
+    mxfp4_dequant_row(hf, sc, G, want);
+    CHECK(gq_dequantize_row(GGML_TYPE_MXFP4, gg, got, G * 32));
+    int bad = 0; /* as values: code 8 is -0 in transformers' table, 0 in ggml's */
+    for (int i = 0; i < G * 32; i++) bad += bf16_to_f32(want[i]) != got[i] || bf16_to_f32(f32_to_bf16(got[i])) != got[i];
+    CHECK_MSG(bad == 0, "MXFP4: %d of %d values differ from the safetensors reader's", bad, G * 32);
+    /* quantize_row_mxfp4_ref keeps values that are levels of the block's scale */
+    float x[32], y[32];
+    uint8_t q[17];
+    for (int j = 0; j < 32; j++) x[j] = 0.25f * (float)gq_kvalues_mxfp4[j % 16] * (j % 3 ? 1.0f : -1.0f);
+    CHECK(gq_quantize_row(GGML_TYPE_MXFP4, x, q, 32) && gq_dequantize_row(GGML_TYPE_MXFP4, q, y, 32));
+    CHECK(q[0] == 127 - 2 + 1); /* absmax 3 = 12 * 2^-2: floor(log2 3) - 2 + 127 = 126, d = 2^-2 */
+    for (int j = 0; j < 32; j++) CHECK_MSG(y[j] == x[j], "MXFP4 round trip: %d: %g -> %g", j, x[j], y[j]);
+    CHECK(gq_type_size(GGML_TYPE_MXFP4) == 17 && gq_block_size(GGML_TYPE_MXFP4) == 32 &&
+          !gq_type_supported(GGML_TYPE_MXFP4));
+}
+
+static void gptoss_config(void) {
+    static small s;
+    static kvlist l;
+    vllm_status st;
+    const fcase go = {"gptoss_moe", "gpt-oss", false, NULL};
+    if (!small_open(&s, &go)) {
+        small_close(&s);
+        return;
+    }
+    metadata(&l, s.cfg, "gpt-oss", false);
+    CHECK(write_gguf(s.path, &l, &s.g));
+    json_t *c = config_of(s.path, &st);
+    const json_t *rs = c ? json_object_get(c, "rope_scaling") : NULL, *lt = c ? json_object_get(c, "layer_types") : NULL;
+    CHECK_MSG(rs && !strcmp(str(rs, "rope_type"), "yarn") && num(rs, "factor") == 32 &&
+                  num(rs, "original_max_position_embeddings") == 4096 && json_is_true(json_object_get(rs, "truncate")),
+              "%s", vllm_last_error());
+    CHECK(c && num(c, "sliding_window") == 8 && num(c, "intermediate_size") == 32 && num(c, "num_local_experts") == 8);
+    CHECK(lt && json_array_size(lt) == 2 && !strcmp(json_string_value(json_array_get(lt, 0)), "sliding_attention") &&
+          !strcmp(json_string_value(json_array_get(lt, 1)), "full_attention"));
+    CHECK(c && json_is_false(json_object_get(c, "tie_word_embeddings")) && !strcmp(str(c, "model_type"), "gpt_oss"));
+    json_decref(c);
+    /* a period of 1 (llama.cpp: no layer slides) */
+    set(&l, "gpt-oss", "attention.sliding_window_pattern", K_U32, 1, NULL);
+    CHECK(write_gguf(s.path, &l, &s.g));
+    c = config_of(s.path, &st);
+    lt = c ? json_object_get(c, "layer_types") : NULL;
+    CHECK(lt && !strcmp(json_string_value(json_array_get(lt, 0)), "full_attention"));
+    json_decref(c);
+    small_close(&s);
+}
+
 int main(void) {
     static const fcase cases[] = {
         {"llama3_mqa_tied", "llama", false, NULL},
-        {"mixtral_moe", "llama", false, "sliding_window"},
-        {"mixtral_moe", "llama", true, "sliding_window"},
+        {"mixtral_moe", "llama", false, no_window},
+        {"mixtral_moe", "llama", true, no_window},
         {"qwen2_moe_shared", "qwen2moe", false, NULL},
+        {"gptoss_moe", "gpt-oss", false, yarn_truncated},
+        {"gptoss_moe", "gpt-oss", true, yarn_truncated},
     };
+    mxfp4_layouts();
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     derived_configs();
+    gptoss_config();
     refusals();
     TEST_END();
 }

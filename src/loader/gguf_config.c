@@ -11,12 +11,22 @@
 #include "core/error.h"
 
 /* The families whose metadata or tensors need more than the common keys. */
-typedef enum ggc_family { GGC_PLAIN, GGC_GEMMA2, GGC_GEMMA3, GGC_PHI3, GGC_QWEN2MOE, GGC_GPTOSS } ggc_family;
+typedef enum ggc_family {
+    GGC_PLAIN,
+    GGC_GEMMA2,
+    GGC_GEMMA3,
+    GGC_PHI3,
+    GGC_QWEN2MOE,
+    GGC_GPTOSS,
+    GGC_QWEN3NEXT, /* gated delta-net hybrids: qwen3next, then qwen35 / qwen35moe (value heads tiled) */
+    GGC_QWEN35,
+} ggc_family;
 
 /* general.architecture -> the HF architecture and model_type it was converted from (llama.cpp's
  * convert_hf_to_gguf.py: LlamaModel (also Mistral, and Mixtral: a llama file with llama.expert_count,
  * see mixtral()), Qwen2Model, Qwen2MoeModel, Qwen3Model, Qwen3MoeModel, Gemma2Model, Gemma3Model
- * (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel, GptOssModel) */
+ * (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel, GptOssModel,
+ * Qwen3NextModel, Qwen3_5TextModel, Qwen3_5MoeTextModel) */
 typedef struct ggc_arch {
     const char *gguf, *hf, *model_type;
     bool permute_qk; /* llama.cpp permuted q / k rows (llama's rotary layout) */
@@ -34,6 +44,9 @@ static const ggc_arch ARCHS[] = {
     {"gemma3", "Gemma3ForCausalLM", "gemma3_text", false, false, GGC_GEMMA3},
     {"phi3", "Phi3ForCausalLM", "phi3", false, false, GGC_PHI3},
     {"gpt-oss", "GptOssForCausalLM", "gpt_oss", false, false, GGC_GPTOSS},
+    {"qwen3next", "Qwen3NextForCausalLM", "qwen3_next", false, true, GGC_QWEN3NEXT},
+    {"qwen35", "Qwen3_5ForCausalLM", "qwen3_5_text", false, false, GGC_QWEN35},
+    {"qwen35moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", false, true, GGC_QWEN35},
 };
 
 bool ggc_is_gguf_path(const char *path) {
@@ -43,7 +56,8 @@ bool ggc_is_gguf_path(const char *path) {
 }
 
 const char *ggc_architectures(void) {
-    return "llama (and Mistral, Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 (text), phi3, gpt-oss";
+    return "llama (and Mistral, Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 (text), phi3, gpt-oss, "
+           "qwen3next, qwen35, qwen35moe";
 }
 
 static const ggc_arch *arch_of(const gguf_file *f, const char **name, size_t *len) {
@@ -519,6 +533,117 @@ static void gptoss(ctx *c) {
         c->st = vt_error(VLLM_ERR_FORMAT, "%s: tensor blk.0.attn_sinks.weight missing (gpt-oss)", c->what);
 }
 
+/* The gated delta-net hybrids (llama.cpp src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp; convert_hf_to_gguf.py
+ * Qwen3NextModel, Qwen3_5TextModel): the mixer's shapes from ssm.* (conv_kernel, state_size = key head size,
+ * group_count = key heads, time_step_rank = value heads, inner_size = all value heads' width), the layer kinds from
+ * attention.recurrent_layers (per layer, or one value) else full attention every full_attention_interval-th layer
+ * (4), partial rotary from rope.dimension_count; qwen35's trailing nextn_predict_layers blocks (multi-token
+ * prediction) are not decoder layers; experts as qwen3moe's (softmax, top-k renormalised) with a shared expert. */
+static void hybrid(ctx *c, bool qwen35, bool moe_layers) {
+    put_int(c, "ssm.conv_kernel", "linear_conv_kernel_dim", true, 2);
+    put_int(c, "ssm.state_size", "linear_key_head_dim", true, 1);
+    put_int(c, "ssm.group_count", "linear_num_key_heads", true, 1);
+    put_int(c, "ssm.time_step_rank", "linear_num_value_heads", true, 1);
+    int64_t inner = 0;
+    char key[160];
+    key_of(c, "ssm.inner_size", key, sizeof key);
+    vllm_status err = VLLM_OK;
+    if (c->st) return;
+    const int64_t hv = get_int(c, "linear_num_value_heads", 1), hk = get_int(c, "linear_num_key_heads", 1);
+    if (!gguf_get_i64(c->f, key, &inner, &err) || inner < 1 || inner % hv || hv % hk) {
+        c->st = err ? err : vt_error(VLLM_ERR_FORMAT, "%s: %s must be a positive multiple of ssm.time_step_rank %lld, "
+                                     "itself a multiple of ssm.group_count %lld", c->what, key, (long long)hv,
+                                     (long long)hk);
+        return;
+    }
+    json_object_set_new(c->cfg, "linear_value_head_dim", json_integer(inner / hv));
+    /* the decoder's layers: less qwen35's multi-token-prediction blocks at the end */
+    int64_t all = get_int(c, "num_hidden_layers", 1), nextn = 0;
+    if (qwen35 && put_int(c, "nextn_predict_layers", "mtp_num_hidden_layers", false, 0)) {
+        nextn = get_int(c, "mtp_num_hidden_layers", 0);
+        if (nextn >= all) {
+            refuse(c, VLLM_ERR_FORMAT, "%s: %s %g leaves no decoder layer%s", "nextn_predict_layers", (double)nextn, "");
+            return;
+        }
+        json_object_set_new(c->cfg, "num_hidden_layers", json_integer(all - nextn));
+    }
+    if (c->st) return;
+    const int64_t layers = all - nextn;
+    /* layer kinds */
+    json_t *types = json_array();
+    json_object_set_new(c->cfg, "layer_types", types);
+    key_of(c, "attention.recurrent_layers", key, sizeof key);
+    const int64_t rk = gguf_find_key(c->f, key);
+    int64_t interval = 4;
+    if (rk < 0 && !put_int(c, "full_attention_interval", "full_attention_interval", false, 1) && c->st) return;
+    if (rk < 0) interval = get_int(c, "full_attention_interval", 4);
+    gguf_type et = GGUF_TYPE_COUNT;
+    uint64_t n = 0;
+    const bool arr = rk >= 0 && gguf_kv_type(c->f, rk) == GGUF_TYPE_ARRAY;
+    const uint8_t *flags = NULL;
+    if (arr && (!gguf_get_arr(c->f, key, &et, &n, &err) || n != (uint64_t)all ||
+                (et == GGUF_TYPE_BOOL && !(flags = gguf_arr_data(c->f, key))))) {
+        c->st = err ? err : vt_error(VLLM_ERR_FORMAT, "%s: %s must hold a flag for each of the %lld blocks", c->what,
+                                     key, (long long)all);
+        return;
+    }
+    for (int64_t i = 0; i < layers; i++) {
+        bool recurrent = (i + 1) % interval != 0;
+        if (rk >= 0) {
+            int64_t v = 0;
+            bool b = false, ok = true;
+            if (flags) v = flags[i] != 0;
+            else if (arr) ok = gguf_arr_i64(c->f, key, (uint64_t)i, &v);
+            else if (gguf_kv_type(c->f, rk) == GGUF_TYPE_BOOL) ok = gguf_get_bool(c->f, key, &b, &err), v = b;
+            else ok = gguf_get_i64(c->f, key, &v, &err);
+            if (!ok) {
+                c->st = err ? err : vt_error(VLLM_ERR_FORMAT, "%s: %s must be flags (bool or integer)", c->what, key);
+                return;
+            }
+            recurrent = v != 0;
+        }
+        json_array_append_new(types, json_string(recurrent ? "linear_attention" : "full_attention"));
+    }
+    /* partial rotary: rope.dimension_count of the head (else the whole head, llama.cpp's default) */
+    int64_t rd = get_int(c, "head_dim", 1), hd = rd;
+    key_of(c, "rope.dimension_count", key, sizeof key);
+    if (gguf_get_i64(c->f, key, &rd, &err) && (rd < 2 || rd > hd || rd % 2)) {
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s is %lld, must be even and at most the head size %lld", c->what, key,
+                         (long long)rd, (long long)hd);
+        return;
+    }
+    if ((c->st = err)) return;
+    json_t *rp = json_object();
+    json_object_set_new(c->cfg, "rope_parameters", rp);
+    double prf = (double)rd / (double)hd;
+    if ((int64_t)((double)hd * prf) != rd) prf = nextafter(prf, 1.0);
+    json_object_set_new(rp, "partial_rotary_factor", json_real(prf));
+    json_object_set_new(rp, "rope_type", json_string("default"));
+    json_object_set_new(rp, "rope_theta", json_real(json_real_value(json_object_get(c->cfg, "rope_theta"))));
+    json_object_set_new(c->cfg, "partial_rotary_factor", json_real(prf));
+    json_object_set_new(c->cfg, "head_dim", json_integer(hd));
+    if (moe_layers) {
+        expert_counts(c, "num_experts");
+        if (!put_int(c, "expert_feed_forward_length", "moe_intermediate_size", false, 1) && !c->st) {
+            const int64_t v = get_int(c, "intermediate_size", 0) / get_int(c, "num_experts_per_tok", 1);
+            if (v < 1) {
+                refuse(c, VLLM_ERR_FORMAT, "%s: %s missing and feed_forward_length / expert_used_count is %g%s",
+                       "expert_feed_forward_length", (double)v, "");
+                return;
+            }
+            json_object_set_new(c->cfg, "moe_intermediate_size", json_integer(v));
+        }
+        if (!put_int(c, "expert_shared_feed_forward_length", "shared_expert_intermediate_size", false, 1) && !c->st)
+            json_object_set_new(c->cfg, "shared_expert_intermediate_size",
+                                json_integer(get_int(c, "intermediate_size", 0)));
+        /* llama.cpp renormalises the top-k weights of both (build_moe_ffn norm_w true); every layer sparse */
+        json_object_set_new(c->cfg, "norm_topk_prob", json_true());
+        json_object_set_new(c->cfg, "decoder_sparse_step", json_integer(1));
+        json_object_set_new(c->cfg, "mlp_only_layers", json_array());
+        expert_weights_scale(c);
+    }
+}
+
 vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json) {
     *config_json = NULL;
     const char *an = NULL;
@@ -561,11 +686,17 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld differs from the key length %lld", what, key, (long long)vl,
                             (long long)get_int(&c, "head_dim", 0));
         key_of(&c, "rope.dimension_count", key, sizeof key);
-        if (!c.st && a->family != GGC_PHI3 && gguf_get_i64(f, key, &rd, NULL) && rd != get_int(&c, "head_dim", 0))
+        if (!c.st && a->family != GGC_PHI3 && a->family != GGC_QWEN3NEXT && a->family != GGC_QWEN35 &&
+            gguf_get_i64(f, key, &rd, NULL) && rd != get_int(&c, "head_dim", 0))
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld (partial rotary) is not supported for %s", what, key,
                             (long long)rd, a->gguf);
     }
-    if (a->moe) moe(&c, a->family == GGC_QWEN2MOE);
+    const bool hybrid_family = a->family == GGC_QWEN3NEXT || a->family == GGC_QWEN35;
+    if (hybrid_family) {
+        if (!put_int(&c, "feed_forward_length", "intermediate_size", !a->moe, 1) && !c.st)
+            json_object_set_new(c.cfg, "intermediate_size", json_integer(0));
+        hybrid(&c, a->family == GGC_QWEN35, a->moe);
+    } else if (a->moe) moe(&c, a->family == GGC_QWEN2MOE);
     else if (mixtral) mixtral_moe(&c);
     else put_int(&c, "feed_forward_length", "intermediate_size", true, 1);
     if (!c.st && (a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3)) gemma(&c, a->family == GGC_GEMMA2 ? 2 : 3);
@@ -689,6 +820,86 @@ static bool is_norm_weight(const char *hf_name) {
     return n >= k && !strcmp(hf_name + n - k, "norm.weight");
 }
 
+int64_t ggc_source_index(const ggc_tensor_ref *ref, int64_t i, bool *second) {
+    *second = false;
+    if (ref->map == GGC_MAP_VHEAD_ROWS || ref->map == GGC_MAP_VHEAD_COLS) {
+        /* _LinearAttentionVReorderBase._reorder_v_heads: HF head h = g r + j (key head g's j-th) sits in file
+         * slot j hk + g */
+        const int64_t j = i - ref->off;
+        if (j < 0 || j >= ref->hk * ref->r * ref->hs) return i;
+        const int64_t h = j / ref->hs;
+        return ref->off + ((h % ref->r) * ref->hk + h / ref->r) * ref->hs + j % ref->hs;
+    }
+    if (ref->map == GGC_MAP_QKVZ) {
+        /* HF row g G + o, G = 2 dk + 2 r hs: q (o < dk), k, v (r hs), z (r hs) of key head g; the file's attn_qkv
+         * holds every q, then every k, then every v (Qwen3NextModel.modify_tensors), attn_gate every z */
+        const int64_t vr = ref->r * ref->hs, G = 2 * ref->dk + 2 * vr, g = i / G, o = i % G, kd = ref->hk * ref->dk;
+        if (o < ref->dk) return g * ref->dk + o;
+        if (o < 2 * ref->dk) return kd + g * ref->dk + o - ref->dk;
+        if (o < 2 * ref->dk + vr) return 2 * kd + g * vr + o - 2 * ref->dk;
+        *second = true;
+        return g * vr + o - 2 * ref->dk - vr;
+    }
+    return i;
+}
+
+/* The gated delta-net hybrids' layer tensors (gguf-py tensor_mapping.py for QWEN3NEXT / QWEN35 / QWEN35MOE):
+ * true when s is one of theirs (ref->t NULL when the file lacks it). */
+static bool hybrid_find(const gguf_file *f, const ggc_arch *a, long l, const char *s, ggc_tensor_ref *ref) {
+    static const struct {
+        const char *hf, *gguf;
+        ggc_map map; /* qwen35's value-head order (qwen3next keeps HF's) */
+        int64_t off; /* 0, or 1: after the q and k rows (2 H_k d_k) */
+        bool head_rows; /* the value head's rows are d_v (else 1) */
+    } names[] = {
+        {"post_attention_layernorm.weight", "post_attention_norm.weight", GGC_MAP_NONE, 0, false},
+        {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight", GGC_MAP_VHEAD_ROWS, 1, true},
+        {"linear_attn.in_proj_z.weight", "attn_gate.weight", GGC_MAP_VHEAD_ROWS, 0, true},
+        {"linear_attn.in_proj_b.weight", "ssm_beta.weight", GGC_MAP_VHEAD_ROWS, 0, false},
+        {"linear_attn.in_proj_a.weight", "ssm_alpha.weight", GGC_MAP_VHEAD_ROWS, 0, false},
+        {"linear_attn.A_log", "ssm_a", GGC_MAP_VHEAD_COLS, 0, false},
+        {"linear_attn.dt_bias", "ssm_dt.bias", GGC_MAP_VHEAD_COLS, 0, false},
+        {"linear_attn.conv1d.weight", "ssm_conv1d.weight", GGC_MAP_VHEAD_ROWS, 1, true},
+        {"linear_attn.norm.weight", "ssm_norm.weight", GGC_MAP_NONE, 0, false},
+        {"linear_attn.out_proj.weight", "ssm_out.weight", GGC_MAP_VHEAD_COLS, 0, true},
+        {"linear_attn.in_proj_ba.weight", "ssm_ba.weight", GGC_MAP_NONE, 0, false},
+        {"linear_attn.in_proj_qkvz.weight", "attn_qkv.weight", GGC_MAP_QKVZ, 0, true},
+    };
+    char key[160], name[256];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        if (strcmp(s, names[i].hf)) continue;
+        snprintf(name, sizeof name, "blk.%ld.%s", l, names[i].gguf);
+        ref->t = gguf_find_tensor(f, name);
+        ref->neg_exp_log = !strcmp(names[i].gguf, "ssm_a");
+        const bool qwen35 = a->family == GGC_QWEN35;
+        if (names[i].map == GGC_MAP_NONE || (!qwen35 && names[i].map != GGC_MAP_QKVZ)) return true;
+        int64_t hk = 0, hv = 0, dk = 0, inner = 0;
+        static const char *keys[4] = {"ssm.group_count", "ssm.time_step_rank", "ssm.state_size", "ssm.inner_size"};
+        int64_t *vals[4] = {&hk, &hv, &dk, &inner};
+        for (int k = 0; k < 4; k++) {
+            snprintf(key, sizeof key, "%s.%s", a->gguf, keys[k]);
+            gguf_get_i64(f, key, vals[k], NULL);
+        }
+        if (hk < 1 || hv < 1 || hv % hk || inner % hv) { /* ggc_hf_config refuses these */
+            ref->t = NULL;
+            return true;
+        }
+        ref->map = names[i].map;
+        ref->hk = hk;
+        ref->r = hv / hk;
+        ref->dk = dk;
+        ref->hs = names[i].head_rows ? inner / hv : 1;
+        ref->off = names[i].off ? 2 * hk * dk : 0;
+        if (ref->map == GGC_MAP_QKVZ) {
+            snprintf(name, sizeof name, "blk.%ld.attn_gate.weight", l);
+            ref->t2 = gguf_find_tensor(f, name);
+            if (!ref->t2) ref->t = NULL;
+        }
+        return true;
+    }
+    return false;
+}
+
 bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
     memset(ref, 0, sizeof *ref);
     ref->expert = -1;
@@ -697,8 +908,10 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
     size_t alen;
     const ggc_arch *a = arch_of(f, &an, &alen);
     const bool gemma = a && (a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3);
-    /* Gemma's norms: convert_hf_to_gguf.py stored w + 1 (HF's x * (1 + w) as llama.cpp's plain norm) */
-    ref->norm_minus_one = gemma && is_norm_weight(hf_name);
+    const bool hybrid = a && (a->family == GGC_QWEN3NEXT || a->family == GGC_QWEN35);
+    /* Gemma's and the hybrids' norms: convert_hf_to_gguf.py stored w + 1 (HF's x * (1 + w) as llama.cpp's plain
+     * norm), except the hybrids' gated norm (linear_attn.norm, a plain w there) */
+    ref->norm_minus_one = (gemma || hybrid) && is_norm_weight(hf_name) && !strstr(hf_name, "linear_attn.norm");
     for (size_t i = 0; i < sizeof GLOBAL_NAMES / sizeof *GLOBAL_NAMES; i++)
         if (!strcmp(hf_name, GLOBAL_NAMES[i].hf)) return (ref->t = gguf_find_tensor(f, GLOBAL_NAMES[i].gguf)) != NULL;
     const char *pre = "model.layers.";
@@ -712,6 +925,7 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
         snprintf(name, sizeof name, "blk.%ld.%s", l, GEMMA_NAMES[i].gguf);
         return (ref->t = gguf_find_tensor(f, name)) != NULL;
     }
+    if (hybrid && hybrid_find(f, a, l, s, ref)) return ref->t != NULL;
     for (size_t i = 0; a && a->family == GGC_GPTOSS && i < sizeof GPTOSS_NAMES / sizeof *GPTOSS_NAMES; i++) {
         if (strcmp(s, GPTOSS_NAMES[i].hf)) continue;
         snprintf(name, sizeof name, "blk.%ld.%s", l, GPTOSS_NAMES[i].gguf);

@@ -15,7 +15,10 @@
  * rope.freq_base_swa, query_pre_attn_scalar as llama.cpp derives it, norms stored as w + 1); phi3 (fused
  * attn_qkv / ffn_up, partial rotary from rope.dimension_count, LongRoPE from the rope_factors_long / _short
  * tensors with rope.scaling.original_context_length / attn_factor); gpt-oss (expert_feed_forward_length,
- * attention.sliding_window by period 2, attn_sinks, MXFP4 experts); YaRN (rope.scaling.type yarn, factor,
+ * attention.sliding_window by period 2, attn_sinks, MXFP4 experts); qwen3next / qwen35 / qwen35moe (ssm.conv_kernel /
+ * state_size / group_count / time_step_rank / inner_size, attention.recurrent_layers or full_attention_interval,
+ * nextn_predict_layers, norms stored as 1 + w, ssm_a = -exp(A_log), the value-head and qkvz row orders through
+ * ggc_map); YaRN (rope.scaling.type yarn, factor,
  * original_context_length) as llama.cpp runs it. A value the architecture depends on that
  * this mapping cannot express (per-layer head counts, YaRN keys llama.cpp's graphs ignore, rope_freqs beside a
  * rope scaling type, a
@@ -40,6 +43,15 @@ const char *ggc_architectures(void);
 /* *config_json: malloc'd config.json text for f (what names the file in messages). */
 vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json);
 
+/* A row or column order the converter changed (see ggc_tensor_ref). */
+typedef enum ggc_map {
+    GGC_MAP_NONE = 0,
+    GGC_MAP_VHEAD_ROWS,  /* qwen35: value heads tiled (file slot n holds HF head (n % hk) r + n / hk), rows */
+    GGC_MAP_VHEAD_COLS,  /* the same over columns (ssm_out) */
+    GGC_MAP_QKVZ,        /* qwen3next: HF in_proj_qkvz (per key head [q | k | v | z]) from attn_qkv (q, k, v
+                          * head-major) and attn_gate (z) */
+} ggc_map;
+
 /* How a weight of the HF name maps into the file. */
 typedef struct ggc_tensor_ref {
     const gguf_tensor_info *t; /* the GGUF tensor */
@@ -51,7 +63,17 @@ typedef struct ggc_tensor_ref {
                                 * the reader must undo it */
     bool norm_minus_one;       /* a Gemma RMSNorm weight: convert_hf_to_gguf.py stored w + 1 (llama.cpp runs
                                 * a plain norm, HF x * (1 + w)): the reader hands out the values less 1 */
+    /* the gated delta-net layers of qwen3next / qwen35 (Qwen3NextModel, _LinearAttentionVReorderBase): */
+    ggc_map map;               /* how the HF tensor's rows (or columns) come from the file's: ggc_source_index */
+    const gguf_tensor_info *t2; /* GGC_MAP_QKVZ: attn_gate, the z rows (t: attn_qkv) */
+    int64_t off, hk, r, hs, dk; /* the mapped rows / columns: after off, r = H_v / H_k value heads per key head of
+                                 * hs rows each (GGC_MAP_QKVZ: dk, the key head size, and hs the value head's) */
+    bool neg_exp_log;          /* A_log: the file holds -exp(A_log) (ssm_a): the reader hands out log(-x) */
 } ggc_tensor_ref;
+
+/* Which row (or column, GGC_MAP_VHEAD_COLS) of the file holds index i of the HF tensor, in ref->t, or in ref->t2
+ * when *second is set (GGC_MAP_QKVZ). */
+int64_t ggc_source_index(const ggc_tensor_ref *ref, int64_t i, bool *second);
 
 /* Looks up the GGUF tensor for a Hugging Face weight name ("model.layers.3.self_attn.q_proj.weight");
  * false when the name has no GGUF counterpart or the file lacks it. */

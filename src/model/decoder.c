@@ -97,7 +97,8 @@ static vllm_status regroup_rows(const weight_source *ws, const tensor *src, cons
         *out = *src;
         return VLLM_OK;
     }
-    const size_t row = (size_t)(src->ndim == 2 ? src->shape[1] : 1) * dtype_size(src->dtype);
+    /* a row's bytes (block types: its blocks, a GGUF file's rows) */
+    const size_t row = (size_t)((src->ndim == 2 ? src->shape[1] : 1) / dtype_block(src->dtype)) * dtype_size(src->dtype);
     unsigned char *d = malloc((size_t)n * row);
     if (!d) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (regrouping weights)");
     const unsigned char *s = src->data;

@@ -135,12 +135,21 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     int64_t tshape[GGUF_MAX_DIMS];
     for (int i = 0; i < tdims; i++) tshape[i] = t->ne[tdims - 1 - i];
     if (ref.rows > 0) tshape[0] = ref.rows; /* its half of a fused ffn_gate_up_exps */
-    /* the same shape up to leading 1s (a (1, n) matrix the converter once squeezed to (n): the same bytes) */
-    int a0 = 0, b0 = 0;
-    while (a0 < tdims - 1 && tshape[a0] == 1) a0++;
-    while (b0 < ndim - 1 && shape[b0] == 1) b0++;
-    bool ok = tdims - a0 == ndim - b0;
-    for (int i = 0; ok && i < ndim - b0; i++) ok = tshape[a0 + i] == shape[b0 + i];
+    const gguf_tensor_info *t2 = ref.t2;    /* qwen3next's attn_gate: the z rows after attn_qkv's */
+    if (t2 && (t->n_dims != 2 || t2->n_dims != 2 || t2->ne[0] != t->ne[0]))
+        return vt_error(VLLM_ERR_FORMAT, "%s: tensors '%s' and '%s' (for %s) must be matrices of the same width", file,
+                        t->name, t2->name, name);
+    if (t2) tshape[0] += t2->ne[1];
+    /* the same shape up to 1s (a (1, n) matrix the converter once squeezed to (n), conv1d's (C, 1, K) as (C, K):
+     * the same bytes) */
+    int64_t sa[GGUF_MAX_DIMS], sb[8];
+    int na = 0, nb = 0;
+    for (int i = 0; i < tdims; i++)
+        if (tshape[i] != 1) sa[na++] = tshape[i];
+    for (int i = 0; i < ndim && nb < 8; i++)
+        if (shape[i] != 1) sb[nb++] = shape[i];
+    bool ok = na == nb;
+    for (int i = 0; ok && i < na; i++) ok = sa[i] == sb[i];
     if (!ok) {
         char got[96] = "", want[96] = "";
         for (int i = 0; i < tdims; i++)
@@ -160,7 +169,8 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
         src += (size_t)ref.row0 * full_row;
         slice = (size_t)ref.rows * full_row;
     }
-    const size_t row_bytes = rows ? slice / (size_t)rows : 0;
+    /* (with attn_gate's rows after attn_qkv's, a row of t is t's bytes over its own rows) */
+    const size_t row_bytes = t2 ? t->nbytes / (size_t)t->ne[1] : rows ? slice / (size_t)rows : 0;
     dtype dt = DTYPE_COUNT;
     /* MXFP4 (gpt-oss's experts): no backend runs it, so BF16 copies (exact: 2-bit mantissas, E8M0 scales) */
     const bool mxfp4 = t->type == GGML_TYPE_MXFP4;
@@ -168,10 +178,12 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
         (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type))))
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
                         gguf_type_name(t->type));
-    if (dtype_is_block(dt) && (ndim != 2 || !(ws->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u)))
+    /* values or columns the converter changed, or two sources of different types: F32 rows */
+    const bool to_f32 = ref.map == GGC_MAP_VHEAD_COLS || ref.neg_exp_log || (t2 && t2->type != t->type);
+    if (to_f32 || (dtype_is_block(dt) && (ndim != 2 || !(ws->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u))))
         dt = DTYPE_COUNT; /* a block type the backend does not take (or not a matrix): dequantized below */
     else if (dtype_is_block(dt))
-        ws->native += slice;
+        ws->native += slice + (t2 ? t2->nbytes : 0);
     if (ref.norm_minus_one) { /* Gemma's norms (ggc_tensor_ref): an F32 copy of the stored w + 1, less 1 */
         float *w = ws_buffer(ws, (size_t)n * sizeof *w);
         if (!w) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
@@ -185,28 +197,40 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     if (ref.permute_heads > 0 && (rows % ref.permute_heads || (rows / ref.permute_heads) % 2))
         return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' has %lld rows, not a multiple of 2 x %d heads", file, t->name,
                         (long long)rows, ref.permute_heads);
-    if (dt != DTYPE_COUNT && ref.permute_heads <= 0) { /* in place */
+    const bool rows_mapped = ref.permute_heads > 0 || ref.map == GGC_MAP_VHEAD_ROWS || ref.map == GGC_MAP_QKVZ;
+    if (dt != DTYPE_COUNT && !rows_mapped) { /* in place */
         *out = tensor_make(dt, (void *)src, ndim, shape);
         return VLLM_OK;
     }
     /* a copy: F32 rows (dequantized; MXFP4's BF16) or the file's rows (plain or block) in HF order */
-    const dtype odt = dt == DTYPE_COUNT ? (mxfp4 ? DTYPE_BF16 : DTYPE_F32) : dt;
+    const bool bf16_out = mxfp4 && !to_f32;
+    const dtype odt = dt == DTYPE_COUNT ? (bf16_out ? DTYPE_BF16 : DTYPE_F32) : dt;
     const size_t orow = dt == DTYPE_COUNT ? (size_t)row * dtype_size(odt) : row_bytes;
     if (rows && orow > SIZE_MAX / (size_t)rows)
         return vt_error(VLLM_ERR_NO_MEMORY, "%s: tensor '%s' too large", file, t->name);
     uint8_t *buf = ws_buffer(ws, (size_t)rows * orow);
-    float *tmp = mxfp4 ? ws_buffer(ws, (size_t)row * sizeof *tmp) : NULL;
-    if (!buf || (mxfp4 && !tmp)) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
+    const bool via_tmp = bf16_out || ref.map == GGC_MAP_VHEAD_COLS; /* dequantized into tmp, then placed */
+    float *tmp = via_tmp ? ws_buffer(ws, (size_t)row * sizeof *tmp) : NULL;
+    if (!buf || (via_tmp && !tmp)) return vt_error(VLLM_ERR_NO_MEMORY, "%s: out of memory for tensor '%s'", file, t->name);
+    const size_t row_bytes2 = t2 ? t2->nbytes / (size_t)t2->ne[1] : 0;
     for (int64_t r = 0; r < rows; r++) {
-        const int64_t sr = ref.permute_heads > 0 ? gguf_hf_row(r, rows, ref.permute_heads) : r;
-        const uint8_t *s = src + (size_t)sr * row_bytes;
+        bool second = false;
+        const int64_t sr = ref.permute_heads > 0                                         ? gguf_hf_row(r, rows, ref.permute_heads)
+                           : ref.map == GGC_MAP_VHEAD_ROWS || ref.map == GGC_MAP_QKVZ ? ggc_source_index(&ref, r, &second)
+                                                                                        : r;
+        const gguf_tensor_info *ts = second ? t2 : t;
+        const uint8_t *s = second ? (const uint8_t *)t2->data + (size_t)sr * row_bytes2 : src + (size_t)sr * row_bytes;
         uint8_t *d = buf + (size_t)r * orow;
         if (dt != DTYPE_COUNT) memcpy(d, s, row_bytes);
-        else if (!gq_dequantize_row((ggml_type)t->type, s, mxfp4 ? tmp : (float *)d, row))
+        else if (!gq_dequantize_row((ggml_type)ts->type, s, via_tmp ? tmp : (float *)d, row))
             return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s': rows of %lld elements do not hold whole %s blocks", file,
-                            t->name, (long long)row, gguf_type_name(t->type));
-        else if (mxfp4)
+                            ts->name, (long long)row, gguf_type_name(ts->type));
+        else if (ref.map == GGC_MAP_VHEAD_COLS)
+            for (int64_t i = 0; i < row; i++) ((float *)(void *)d)[i] = tmp[ggc_source_index(&ref, i, &second)];
+        else if (bf16_out)
             for (int64_t i = 0; i < row; i++) ((uint16_t *)(void *)d)[i] = f32_to_bf16(tmp[i]);
+        if (ref.neg_exp_log) /* ssm_a = -exp(A_log) */
+            for (int64_t i = 0; i < row; i++) ((float *)(void *)d)[i] = logf(-((float *)(void *)d)[i]);
     }
     if (dt == DTYPE_COUNT) ws->dequantized += (size_t)rows * orow;
     *out = tensor_make(odt, buf, ndim, shape);

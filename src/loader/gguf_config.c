@@ -20,13 +20,17 @@ typedef enum ggc_family {
     GGC_GPTOSS,
     GGC_QWEN3NEXT, /* gated delta-net hybrids: qwen3next, then qwen35 / qwen35moe (value heads tiled) */
     GGC_QWEN35,
+    GGC_OLMO2,
+    GGC_GRANITE,
+    GGC_GLM4,
 } ggc_family;
 
 /* general.architecture -> the HF architecture and model_type it was converted from (llama.cpp's
  * convert_hf_to_gguf.py: LlamaModel (also Mistral, and Mixtral: a llama file with llama.expert_count,
  * see mixtral()), Qwen2Model, Qwen2MoeModel, Qwen3Model, Qwen3MoeModel, Gemma2Model, Gemma3Model
  * (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel, GptOssModel,
- * Qwen3NextModel, Qwen3_5TextModel, Qwen3_5MoeTextModel) */
+ * Qwen3NextModel, Qwen3_5TextModel, Qwen3_5MoeTextModel, Olmo2Model, GraniteModel (a LlamaModel: q / k permuted),
+ * Glm4Model) */
 typedef struct ggc_arch {
     const char *gguf, *hf, *model_type;
     bool permute_qk; /* llama.cpp permuted q / k rows (llama's rotary layout) */
@@ -47,6 +51,9 @@ static const ggc_arch ARCHS[] = {
     {"qwen3next", "Qwen3NextForCausalLM", "qwen3_next", false, true, GGC_QWEN3NEXT},
     {"qwen35", "Qwen3_5ForCausalLM", "qwen3_5_text", false, false, GGC_QWEN35},
     {"qwen35moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", false, true, GGC_QWEN35},
+    {"olmo2", "Olmo2ForCausalLM", "olmo2", false, false, GGC_OLMO2},
+    {"granite", "GraniteForCausalLM", "granite", true, false, GGC_GRANITE},
+    {"glm4", "Glm4ForCausalLM", "glm4", false, false, GGC_GLM4},
 };
 
 bool ggc_is_gguf_path(const char *path) {
@@ -57,7 +64,7 @@ bool ggc_is_gguf_path(const char *path) {
 
 const char *ggc_architectures(void) {
     return "llama (and Mistral, Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 (text), phi3, gpt-oss, "
-           "qwen3next, qwen35, qwen35moe";
+           "qwen3next, qwen35, qwen35moe, olmo2, granite, glm4";
 }
 
 static const ggc_arch *arch_of(const gguf_file *f, const char **name, size_t *len) {
@@ -381,23 +388,33 @@ static void gemma(ctx *c, int version) {
 /* Phi-3 (llama.cpp src/models/phi3.cpp; convert_hf_to_gguf.py Phi3MiniModel): fused attn_qkv / ffn_up
  * (gate | up rows), partial rotary from rope.dimension_count, LongRoPE from the rope_factors_long / _short
  * tensors with rope.scaling.original_context_length and rope.scaling.attn_factor, sliding_window. */
-static void phi3(ctx *c) {
+/* The rotary dimension: rope.dimension_count (else the whole head), with cfg.partial_rotary_factor set when it is
+ * part of the head (HF's rotary size is int(head_dim * partial_rotary_factor): made to land on it); 0 on error. */
+static int64_t partial_rotary(ctx *c) {
     const int64_t hd = get_int(c, "head_dim", 1);
     char key[160];
     int64_t rd = hd;
     key_of(c, "rope.dimension_count", key, sizeof key);
     vllm_status err = VLLM_OK;
-    if (gguf_get_i64(c->f, key, &rd, &err) && (rd <= 0 || rd > hd || rd % 2)) {
+    if (gguf_get_i64(c->f, key, &rd, &err) && (rd < 2 || rd > hd || rd % 2)) {
         c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s is %lld, must be even and at most the head size %lld", c->what, key,
                          (long long)rd, (long long)hd);
-        return;
+        return 0;
     }
-    if ((c->st = err)) return;
-    if (rd != hd) { /* HF's rotary size is int(head_dim * partial_rotary_factor): make it land on rd */
+    if ((c->st = err)) return 0;
+    if (rd != hd) {
         double prf = (double)rd / (double)hd;
         if ((int64_t)((double)hd * prf) != rd) prf = nextafter(prf, 1.0);
         json_object_set_new(c->cfg, "partial_rotary_factor", json_real(prf));
     }
+    return rd;
+}
+
+static void phi3(ctx *c) {
+    char key[160];
+    vllm_status err = VLLM_OK;
+    const int64_t rd = partial_rotary(c);
+    if (!rd) return;
     /* the converter writes 0 for none; llama.cpp leaves Phi's window off (its TODO), HF's Phi3Attention and
      * vLLM use it on every layer: it is the model's */
     int64_t window = 0;
@@ -604,24 +621,17 @@ static void hybrid(ctx *c, bool qwen35, bool moe_layers) {
         }
         json_array_append_new(types, json_string(recurrent ? "linear_attention" : "full_attention"));
     }
-    /* partial rotary: rope.dimension_count of the head (else the whole head, llama.cpp's default) */
-    int64_t rd = get_int(c, "head_dim", 1), hd = rd;
-    key_of(c, "rope.dimension_count", key, sizeof key);
-    if (gguf_get_i64(c->f, key, &rd, &err) && (rd < 2 || rd > hd || rd % 2)) {
-        c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s is %lld, must be even and at most the head size %lld", c->what, key,
-                         (long long)rd, (long long)hd);
-        return;
-    }
-    if ((c->st = err)) return;
+    /* partial rotary: rope.dimension_count of the head (else the whole head, llama.cpp's default); said in
+     * rope_parameters too (these families' default is 0.25) */
+    if (!partial_rotary(c)) return;
+    const json_t *pr = json_object_get(c->cfg, "partial_rotary_factor");
+    const double prf = pr ? json_real_value(pr) : 1.0;
     json_t *rp = json_object();
     json_object_set_new(c->cfg, "rope_parameters", rp);
-    double prf = (double)rd / (double)hd;
-    if ((int64_t)((double)hd * prf) != rd) prf = nextafter(prf, 1.0);
     json_object_set_new(rp, "partial_rotary_factor", json_real(prf));
     json_object_set_new(rp, "rope_type", json_string("default"));
     json_object_set_new(rp, "rope_theta", json_real(json_real_value(json_object_get(c->cfg, "rope_theta"))));
     json_object_set_new(c->cfg, "partial_rotary_factor", json_real(prf));
-    json_object_set_new(c->cfg, "head_dim", json_integer(hd));
     if (moe_layers) {
         expert_counts(c, "num_experts");
         if (!put_int(c, "expert_feed_forward_length", "moe_intermediate_size", false, 1) && !c->st) {
@@ -642,6 +652,63 @@ static void hybrid(ctx *c, bool qwen35, bool moe_layers) {
         json_object_set_new(c->cfg, "mlp_only_layers", json_array());
         expert_weights_scale(c);
     }
+}
+
+/* OLMo-2 (llama.cpp src/models/olmo2.cpp): post-norms, q / k norms over the whole projections. The same arch
+ * carries Olmo3's sliding-window layers (attention.sliding_window), whose family is not here: refused. */
+static void olmo2(ctx *c) {
+    double v;
+    if (get_num(c, "attention.sliding_window", &v) && v > 0)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g (Olmo3's sliding-window layers) is not supported%s",
+               "attention.sliding_window", v, "");
+}
+
+/* Granite (llama.cpp src/models/granite.cpp, GraniteModel): the multipliers as attention.scale (else
+ * 1 / sqrt(head_dim), llama.cpp's: transformers' default attention_multiplier 1 is not what a file without the
+ * key runs), embedding_scale, residual_scale (else 1), logit_scale (required, as llama.cpp). */
+static void granite(ctx *c) {
+    static const struct {
+        const char *suffix, *field;
+        bool required;
+    } mult[] = {{"attention.scale", "attention_multiplier", false},
+                {"embedding_scale", "embedding_multiplier", false},
+                {"residual_scale", "residual_multiplier", false},
+                {"logit_scale", "logits_scaling", true}};
+    for (size_t i = 0; i < sizeof mult / sizeof *mult; i++) {
+        double v;
+        const bool has = get_num(c, mult[i].suffix, &v);
+        if (c->st) return;
+        if (!has && mult[i].required) {
+            char key[160];
+            key_of(c, mult[i].suffix, key, sizeof key);
+            c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s missing", c->what, key);
+            return;
+        }
+        /* llama.cpp: a 0 value is "none" */
+        if (!has || v == 0) v = i == 0 ? 1.0 / sqrt((double)get_int(c, "head_dim", 1)) : 1.0;
+        if (!isfinite(v)) {
+            refuse(c, VLLM_ERR_FORMAT, "%s: %s is %g, must be finite%s", mult[i].suffix, v, "");
+            return;
+        }
+        json_object_set_new(c->cfg, mult[i].field, json_real(v));
+    }
+}
+
+/* GLM-4 (llama.cpp src/models/glm4.cpp, Glm4Model): sandwich norms, fused ffn_up (gate | up), q / k / v biases,
+ * partial rotary (rope.dimension_count, interleaved pairs: llama.cpp's NORM rope, HF's); M-RoPE files
+ * (rope.dimension_sections, GLM-4V: q / k permuted to NeoX by the converter) and nextn blocks are refused. */
+static void glm4(ctx *c) {
+    char key[160];
+    key_of(c, "rope.dimension_sections", key, sizeof key);
+    if (gguf_find_key(c->f, key) >= 0) {
+        c->st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s (GLM-4V's M-RoPE) is not supported", c->what, key);
+        return;
+    }
+    double v;
+    if (get_num(c, "nextn_predict_layers", &v) && v > 0)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g (multi-token-prediction blocks) is not supported for glm4%s",
+               "nextn_predict_layers", v, "");
+    if (!c->st) partial_rotary(c);
 }
 
 vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json) {
@@ -687,6 +754,7 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
                             (long long)get_int(&c, "head_dim", 0));
         key_of(&c, "rope.dimension_count", key, sizeof key);
         if (!c.st && a->family != GGC_PHI3 && a->family != GGC_QWEN3NEXT && a->family != GGC_QWEN35 &&
+            a->family != GGC_GLM4 &&
             gguf_get_i64(f, key, &rd, NULL) && rd != get_int(&c, "head_dim", 0))
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld (partial rotary) is not supported for %s", what, key,
                             (long long)rd, a->gguf);
@@ -702,6 +770,9 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     if (!c.st && (a->family == GGC_GEMMA2 || a->family == GGC_GEMMA3)) gemma(&c, a->family == GGC_GEMMA2 ? 2 : 3);
     if (!c.st && a->family == GGC_PHI3) phi3(&c);
     if (!c.st && a->family == GGC_GPTOSS) gptoss(&c);
+    if (!c.st && a->family == GGC_OLMO2) olmo2(&c);
+    if (!c.st && a->family == GGC_GRANITE) granite(&c);
+    if (!c.st && a->family == GGC_GLM4) glm4(&c);
     if (!c.st) c.st = rope(&c);
     /* vocabulary: <arch>.vocab_size, else the embedding's rows */
     const gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
@@ -780,6 +851,15 @@ static const struct {
     /* gpt-oss's expert biases, (E, out) (GptOssModel: gate_up_proj_bias's even / odd entries) */
     {"gate_proj.bias", "ffn_gate_exps.bias", -1},    {"up_proj.bias", "ffn_up_exps.bias", -1},
     {"down_proj.bias", "ffn_down_exps.bias", -1},
+};
+
+/* OLMo-2's and GLM-4's post-norms (tensor_mapping.py ATTN_POST_NORM, FFN_POST_NORM), before LAYER_NAMES */
+static const struct {
+    const char *hf, *gguf;
+} POSTNORM_NAMES[] = {
+    {"post_self_attn_layernorm.weight", "post_attention_norm.weight"}, /* GLM-4 */
+    {"post_mlp_layernorm.weight", "post_ffw_norm.weight"},             /* GLM-4 */
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},     /* OLMo-2 */
 };
 
 /* gpt-oss (gguf-py tensor_mapping.py for GPT_OSS): its MLP's input norm is llama.cpp's post_attention_norm, the
@@ -926,6 +1006,17 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
         return (ref->t = gguf_find_tensor(f, name)) != NULL;
     }
     if (hybrid && hybrid_find(f, a, l, s, ref)) return ref->t != NULL;
+    /* OLMo-2's post_attention_layernorm follows the attention (llama.cpp's post_attention_norm) */
+    if (a && a->family == GGC_OLMO2 && !strcmp(s, "post_attention_layernorm.weight")) {
+        snprintf(name, sizeof name, "blk.%ld.post_attention_norm.weight", l);
+        return (ref->t = gguf_find_tensor(f, name)) != NULL;
+    }
+    for (size_t i = 0; a && (a->family == GGC_OLMO2 || a->family == GGC_GLM4) &&
+                       i < sizeof POSTNORM_NAMES / sizeof *POSTNORM_NAMES; i++) {
+        if (strcmp(s, POSTNORM_NAMES[i].hf)) continue;
+        snprintf(name, sizeof name, "blk.%ld.%s", l, POSTNORM_NAMES[i].gguf);
+        return (ref->t = gguf_find_tensor(f, name)) != NULL;
+    }
     for (size_t i = 0; a && a->family == GGC_GPTOSS && i < sizeof GPTOSS_NAMES / sizeof *GPTOSS_NAMES; i++) {
         if (strcmp(s, GPTOSS_NAMES[i].hf)) continue;
         snprintf(name, sizeof name, "blk.%ld.%s", l, GPTOSS_NAMES[i].gguf);

@@ -18,7 +18,8 @@
  * attention.sliding_window by period 2, attn_sinks, MXFP4 experts); qwen3next / qwen35 / qwen35moe (ssm.conv_kernel /
  * state_size / group_count / time_step_rank / inner_size, attention.recurrent_layers or full_attention_interval,
  * nextn_predict_layers, norms stored as 1 + w, ssm_a = -exp(A_log), the value-head and qkvz row orders through
- * ggc_map); YaRN (rope.scaling.type yarn, factor,
+ * ggc_map); olmo2 (post-norms), granite (attention.scale, embedding_scale, residual_scale, logit_scale), glm4
+ * (sandwich norms, partial rotary); YaRN (rope.scaling.type yarn, factor,
  * original_context_length) as llama.cpp runs it. A value the architecture depends on that
  * this mapping cannot express (per-layer head counts, YaRN keys llama.cpp's graphs ignore, rope_freqs beside a
  * rope scaling type, a

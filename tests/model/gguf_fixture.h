@@ -1,6 +1,6 @@
 /*
  * gguf_fixture.h: what the tests that write parity fixtures as GGUF files share (test_gguf_model.c,
- * test_gguf_families.c), header only: a list of tensors in llama.cpp's layout (ne innermost first, BF16
+ * test_gguf_families.c, test_gguf_families_more.c), header only: a list of tensors in llama.cpp's layout (ne innermost first, BF16
  * kept as the bytes, Q8_0 quantized, F32 for norms and rope factors), the tensor section of a file after
  * its metadata (../loader/gguf_build.h), greedy runs of a fixture's prompts through the engine, and the
  * comparison of two runs.

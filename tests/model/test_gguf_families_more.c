@@ -1,9 +1,11 @@
 /*
- * test_gguf_moe_families.c: GGUF files of Llama 3 (rope_freqs), Mixtral (a llama file with experts), Qwen2-MoE,
- * gpt-oss and the gated delta-net hybrids (Qwen3-Next, Qwen3.5, Qwen3.5-MoE) run as the safetensors they were made
- * from. The parity fixtures llama3_mqa_tied, mixtral_moe, qwen2_moe_shared, gptoss_moe, qwen3_next, qwen3_5 and
- * qwen3_5_moe are written the way llama.cpp's convert_hf_to_gguf.py writes them at b10095 (LlamaModel,
- * Qwen2MoeModel, GptOssModel, Qwen3NextModel, Qwen3_5TextModel, TextModel.prepare_tensors; the hybrids: in_proj_qkvz
+ * test_gguf_families_more.c: the GGUF families after test_gguf_families.c's gemma / phi3 (and test_gguf_model.c's
+ * llama / qwen3 / qwen3moe): Llama 3 (rope_freqs), Mixtral (a llama file with experts), Qwen2-MoE, gpt-oss, OLMo-2,
+ * Granite, GLM-4 and the gated delta-net hybrids (Qwen3-Next, Qwen3.5, Qwen3.5-MoE) run as the safetensors they were
+ * made from. The parity fixtures llama3_mqa_tied, mixtral_moe, qwen2_moe_shared, gptoss_moe, olmo2_postnorm,
+ * granite_mult, glm4_partial, qwen3_next, qwen3_5 and qwen3_5_moe are written the way llama.cpp's
+ * convert_hf_to_gguf.py writes them at b10095 (LlamaModel, GraniteModel, Qwen2MoeModel, GptOssModel, Olmo2Model,
+ * Glm4Model, Qwen3NextModel, Qwen3_5TextModel, TextModel.prepare_tensors; the hybrids: in_proj_qkvz
  * split into attn_qkv and attn_gate, qwen35's value heads tiled in attn_qkv / attn_gate / ssm_beta / ssm_alpha /
  * ssm_a / ssm_dt / ssm_conv1d rows and ssm_out columns, A_log as -exp(A_log), conv1d squeezed, the 1 + w norms
  * stored with the 1, layer kinds by interval or attention.recurrent_layers): its tensor names, ne innermost first,
@@ -60,6 +62,12 @@ static const struct {
     {"self_attn.sinks", "attn_sinks.weight", true},
     {"mlp.router.weight", "ffn_gate_inp.weight", true},
     {"mlp.router.bias", "ffn_gate_inp.bias", true},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", true},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", true},
+    {"post_self_attn_layernorm.weight", "post_attention_norm.weight", true}, /* GLM-4 */
+    {"post_mlp_layernorm.weight", "post_ffw_norm.weight", true},             /* GLM-4 */
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", true},     /* OLMo-2 */
+    {"mlp.gate_up_proj.weight", "ffn_up.weight", false},                     /* GLM-4: gate | up, kept fused */
     {"mlp.gate_proj.weight", "ffn_gate.weight", false},
     {"mlp.up_proj.weight", "ffn_up.weight", false},
     {"mlp.down_proj.weight", "ffn_down.weight", false},
@@ -345,6 +353,7 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
     st_set *st = NULL;
     if (st_open_dir(dir, &st) != VLLM_OK) return false;
     const bool llama = !strcmp(fc->arch, "llama"), gptoss = !strcmp(fc->arch, "gpt-oss");
+    const bool olmo2 = !strcmp(fc->arch, "olmo2"), permute = llama || !strcmp(fc->arch, "granite");
     const bool hybrid = !strncmp(fc->arch, "qwen3next", 9) || !strncmp(fc->arch, "qwen35", 6);
     const json_t *tc = json_object_get(cfg, "text_config") ? json_object_get(cfg, "text_config") : cfg;
     const hyb hy = {cfg_int(tc, "linear_num_key_heads"),
@@ -383,7 +392,7 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
             if (strstr(suffix, "experts.") && !strstr(suffix, "shared_expert")) continue; /* merged below */
             if (hybrid && hybrid_tensor(g, &hy, l, suffix, t, q8)) continue;
             const char *gn = NULL;
-            if (gptoss && !strcmp(suffix, "post_attention_layernorm.weight")) gn = "post_attention_norm.weight";
+            if ((gptoss || olmo2) && !strcmp(suffix, "post_attention_layernorm.weight")) gn = "post_attention_norm.weight";
             for (size_t k = 0; !gn && k < sizeof NAMES / sizeof *NAMES; k++)
                 if (!strcmp(suffix, NAMES[k].hf)) {
                     gn = NAMES[k].gguf;
@@ -393,7 +402,7 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
             if (!gn) continue;
             snprintf(gname, sizeof gname, "blk.%d.%s", l, gn);
             const bool q = !strcmp(suffix, "self_attn.q_proj.weight"), k = !strcmp(suffix, "self_attn.k_proj.weight");
-            if (llama && (q || k)) {
+            if (permute && (q || k)) {
                 uint16_t *p = permuted(bf, ne[1], ne[0], q ? heads : kv_heads);
                 put(g, gname, nd, ne, p, q8);
                 free(p);
@@ -485,7 +494,19 @@ static void metadata(kvlist *l, const json_t *cfg, const char *arch, bool q8) {
         set(l, arch, "attention.key_length", K_U32, json_number_value(hd), NULL);
         set(l, arch, "attention.value_length", K_U32, json_number_value(hd), NULL);
     }
-    if (!strcmp(arch, "llama")) {
+    if (!strcmp(arch, "granite")) { /* GraniteModel: head_dim popped, the multipliers as scales */
+        set(l, arch, "attention.key_length", K_DEL, 0, NULL);
+        set(l, arch, "attention.value_length", K_DEL, 0, NULL);
+        set(l, arch, "attention.scale", K_F32, num(cfg, "attention_multiplier"), NULL);
+        set(l, arch, "embedding_scale", K_F32, num(cfg, "embedding_multiplier"), NULL);
+        set(l, arch, "residual_scale", K_F32, num(cfg, "residual_multiplier"), NULL);
+        set(l, arch, "logit_scale", K_F32, num(cfg, "logits_scaling"), NULL);
+    }
+    if (!strcmp(arch, "glm4")) /* Glm4Model: int(head_dim * partial_rotary_factor) */
+        set(l, arch, "rope.dimension_count", K_U32,
+            (double)(int)(num(cfg, "head_dim") * num(json_object_get(cfg, "rope_parameters"), "partial_rotary_factor")),
+            NULL);
+    if (!strcmp(arch, "llama") || !strcmp(arch, "granite")) {
         set(l, arch, "vocab_size", K_U32, num(cfg, "vocab_size"), NULL);
         set(l, arch, "rope.dimension_count", K_U32,
             json_is_integer(hd) ? json_number_value(hd) : num(cfg, "hidden_size") / num(cfg, "num_attention_heads"),
@@ -565,7 +586,7 @@ static bool write_gguf(const char *path, const kvlist *l, const gfile *g) {
 
 /* A copy of the fixture folder with config.json changed by edit (the weights linked). */
 static bool reference_dir(const char *dir, const json_t *cfg, void (*edit)(json_t *), char *out, size_t n) {
-    snprintf(out, n, "/tmp/vllmc_test_gmoe_%d_ref", (int)getpid());
+    snprintf(out, n, "/tmp/vllmc_test_gmore_%d_ref", (int)getpid());
     if (mkdir(out, 0700) && access(out, F_OK)) return false;
     json_t *c = json_deep_copy(cfg);
     edit(c);
@@ -671,7 +692,7 @@ static void run_case(const fcase *fc) {
     const bool freqs = !strcmp(fc->fixture, "llama3_mqa_tied");
     for (int q8 = 0; q8 < 2 && ref; q8++) {
         char path[256];
-        snprintf(path, sizeof path, "/tmp/vllmc_test_gmoe_%d_%s_%d.gguf", (int)getpid(), fc->fixture, q8);
+        snprintf(path, sizeof path, "/tmp/vllmc_test_gmore_%d_%s_%d.gguf", (int)getpid(), fc->fixture, q8);
         static gfile g;
         static kvlist l;
         CHECK(convert(dir, cfg, fc, q8, &g));
@@ -719,7 +740,7 @@ static bool small_open(small *s, const fcase *fc) {
     char dir[1024];
     s->g.n = 0;
     s->cfg = load_cfg(fc->fixture, dir, sizeof dir, &s->expected);
-    snprintf(s->path, sizeof s->path, "/tmp/vllmc_test_gmoe_%d_small_%s.gguf", (int)getpid(), fc->arch);
+    snprintf(s->path, sizeof s->path, "/tmp/vllmc_test_gmore_%d_small_%s.gguf", (int)getpid(), fc->arch);
     return s->cfg && convert(dir, s->cfg, fc, false, &s->g);
 }
 
@@ -838,6 +859,13 @@ static void refusals(void) {
          "gpt-oss.attention.sliding_window"},
         {{"gptoss_moe", "gpt-oss", false, NULL}, NULL, K_U32, 0, NULL, "blk.0.attn_sinks.weight", "attn_sinks"},
         {{"gptoss_moe", "gpt-oss", false, NULL}, NULL, K_U32, 0, NULL, "blk.1.ffn_up_exps.bias", "up_proj.bias"},
+        {{"olmo2_postnorm", "olmo2", false, NULL}, "attention.sliding_window", K_U32, 4096, NULL, NULL,
+         "olmo2.attention.sliding_window"},
+        {{"granite_mult", "granite", false, NULL}, "logit_scale", K_DEL, 0, NULL, NULL, "granite.logit_scale"},
+        {{"glm4_partial", "glm4", false, NULL}, "nextn_predict_layers", K_U32, 1, NULL, NULL,
+         "glm4.nextn_predict_layers"},
+        {{"glm4_partial", "glm4", false, NULL}, "rope.dimension_sections", K_FLAGS, 0, "1111", NULL,
+         "glm4.rope.dimension_sections"},
         {{"qwen3_5", "qwen35", false, NULL}, "ssm.inner_size", K_U32, 62, NULL, NULL, "qwen35.ssm.inner_size"},
         {{"qwen3_5", "qwen35", false, NULL}, "ssm.group_count", K_DEL, 0, NULL, NULL, "qwen35.ssm.group_count"},
         {{"qwen3_5", "qwen35", false, NULL}, "attention.recurrent_layers", K_FLAGS, 0, "110", NULL,
@@ -990,6 +1018,9 @@ int main(void) {
         {"qwen2_moe_shared", "qwen2moe", false, NULL},
         {"gptoss_moe", "gpt-oss", false, yarn_truncated},
         {"gptoss_moe", "gpt-oss", true, yarn_truncated},
+        {"olmo2_postnorm", "olmo2", false, NULL},
+        {"granite_mult", "granite", false, NULL},
+        {"glm4_partial", "glm4", false, NULL},
         {"qwen3_next", "qwen3next", false, NULL},
         {"qwen3_5", "qwen35", false, NULL},
         {"qwen3_5_moe", "qwen35moe", false, NULL},

@@ -74,6 +74,8 @@ static const ggc_arch *arch_of(const gguf_file *f, const char **name, size_t *le
     return NULL;
 }
 
+#define GGC_MAX_BLOCKS 16384 /* layers a file may declare */
+
 typedef struct ctx {
     const gguf_file *f;
     const char *what, *arch;
@@ -731,7 +733,10 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     json_object_set_new(c.cfg, "architectures", archs);
     json_object_set_new(c.cfg, "model_type", json_string(mixtral ? "mixtral" : a->model_type));
     put_int(&c, "embedding_length", "hidden_size", true, 1);
-    put_int(&c, "block_count", "num_hidden_layers", true, 1);
+    /* (a bound before anything loops over the layers: the decoder takes far fewer, hf_config says how many) */
+    if (put_int(&c, "block_count", "num_hidden_layers", true, 1) && get_int(&c, "num_hidden_layers", 0) > GGC_MAX_BLOCKS)
+        refuse(&c, VLLM_ERR_FORMAT, "%s: %s %g is out of range%s", "block_count",
+               (double)get_int(&c, "num_hidden_layers", 0), "");
     put_int(&c, "attention.head_count", "num_attention_heads", true, 1);
     if (!put_int(&c, "attention.head_count_kv", "num_key_value_heads", false, 1) && !c.st)
         json_object_set_new(c.cfg, "num_key_value_heads", json_integer(get_int(&c, "num_attention_heads", 1)));
@@ -900,6 +905,15 @@ static bool is_norm_weight(const char *hf_name) {
     return n >= k && !strcmp(hf_name + n - k, "norm.weight");
 }
 
+int ggc_ref_shape(const ggc_tensor_ref *ref, int64_t *shape) {
+    const gguf_tensor_info *t = ref->t;
+    const int nd = (int)t->n_dims - (ref->expert >= 0 ? 1 : 0);
+    for (int i = 0; i < nd; i++) shape[i] = t->ne[nd - 1 - i];
+    if (ref->rows > 0) shape[0] = ref->rows;
+    if (ref->t2 && nd > 0) shape[0] += ref->t2->ne[ref->t2->n_dims - 1];
+    return nd;
+}
+
 int64_t ggc_source_index(const ggc_tensor_ref *ref, int64_t i, bool *second) {
     *second = false;
     if (ref->map == GGC_MAP_VHEAD_ROWS || ref->map == GGC_MAP_VHEAD_COLS) {
@@ -960,7 +974,8 @@ static bool hybrid_find(const gguf_file *f, const ggc_arch *a, long l, const cha
             snprintf(key, sizeof key, "%s.%s", a->gguf, keys[k]);
             gguf_get_i64(f, key, vals[k], NULL);
         }
-        if (hk < 1 || hv < 1 || hv % hk || inner % hv) { /* ggc_hf_config refuses these */
+        if (hk < 1 || hv < 1 || hv % hk || inner < 1 || inner % hv || dk < 0 || dk > (1 << 20) || inner > (1 << 24)) {
+            /* ggc_hf_config refuses these */
             ref->t = NULL;
             return true;
         }

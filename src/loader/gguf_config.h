@@ -72,6 +72,11 @@ typedef struct ggc_tensor_ref {
     bool neg_exp_log;          /* A_log: the file holds -exp(A_log) (ssm_a): the reader hands out log(-x) */
 } ggc_tensor_ref;
 
+/* The shape (outermost first) of the HF tensor ref stands for: its tensor's, less an expert slice's outermost
+ * dimension, with a fused half's rows, or attn_qkv's rows plus attn_gate's (GGC_MAP_QKVZ); returns the number of
+ * dimensions (shape holds GGUF_MAX_DIMS). */
+int ggc_ref_shape(const ggc_tensor_ref *ref, int64_t *shape);
+
 /* Which row (or column, GGC_MAP_VHEAD_COLS) of the file holds index i of the HF tensor, in ref->t, or in ref->t2
  * when *second is set (GGC_MAP_QKVZ). */
 int64_t ggc_source_index(const ggc_tensor_ref *ref, int64_t i, bool *second);

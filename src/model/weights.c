@@ -130,16 +130,13 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     if (!ggc_find(ws->gguf, name, &ref))
         return vt_error(VLLM_ERR_NOT_FOUND, "%s: no tensor for '%s'", file, name);
     const gguf_tensor_info *t = ref.t;
-    /* its shape (outermost first), less the expert dimension of a slice */
-    const int tdims = t->n_dims - (ref.expert >= 0 ? 1 : 0);
-    int64_t tshape[GGUF_MAX_DIMS];
-    for (int i = 0; i < tdims; i++) tshape[i] = t->ne[tdims - 1 - i];
-    if (ref.rows > 0) tshape[0] = ref.rows; /* its half of a fused ffn_gate_up_exps */
-    const gguf_tensor_info *t2 = ref.t2;    /* qwen3next's attn_gate: the z rows after attn_qkv's */
-    if (t2 && (t->n_dims != 2 || t2->n_dims != 2 || t2->ne[0] != t->ne[0]))
+    const gguf_tensor_info *t2 = ref.t2; /* qwen3next's attn_gate: the z rows after attn_qkv's */
+    if (t2 && (t->n_dims != 2 || t2->n_dims != 2 || t2->ne[0] != t->ne[0] || ref.expert >= 0))
         return vt_error(VLLM_ERR_FORMAT, "%s: tensors '%s' and '%s' (for %s) must be matrices of the same width", file,
                         t->name, t2->name, name);
-    if (t2) tshape[0] += t2->ne[1];
+    /* its shape (outermost first): less the expert dimension of a slice, a fused half's rows, plus t2's rows */
+    int64_t tshape[GGUF_MAX_DIMS];
+    const int tdims = ggc_ref_shape(&ref, tshape);
     /* the same shape up to 1s (a (1, n) matrix the converter once squeezed to (n), conv1d's (C, 1, K) as (C, K):
      * the same bytes) */
     int64_t sa[GGUF_MAX_DIMS], sb[8];
@@ -161,6 +158,8 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
+    if (n == 0 || !t->nbytes || !t->data || (t2 && (!t2->nbytes || !t2->data)))
+        return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' (for %s) is empty", file, t->name, name);
     const int64_t row = ndim ? shape[ndim - 1] : 1, rows = row ? n / row : 0;
     size_t slice = t->nbytes / (ref.expert >= 0 ? (size_t)t->ne[t->n_dims - 1] : 1);
     const uint8_t *src = (const uint8_t *)t->data + (ref.expert >= 0 ? (size_t)ref.expert * slice : 0);
@@ -219,6 +218,10 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
                            : ref.map == GGC_MAP_VHEAD_ROWS || ref.map == GGC_MAP_QKVZ ? ggc_source_index(&ref, r, &second)
                                                                                         : r;
         const gguf_tensor_info *ts = second ? t2 : t;
+        /* a map whose metadata (ssm.*) disagrees with the tensors' shapes must not read past them */
+        if (sr < 0 || sr >= (second ? t2->ne[1] : t2 ? t->ne[1] : rows))
+            return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' (for %s): its rows do not match the metadata's head "
+                            "layout", file, ts->name, name);
         const uint8_t *s = second ? (const uint8_t *)t2->data + (size_t)sr * row_bytes2 : src + (size_t)sr * row_bytes;
         uint8_t *d = buf + (size_t)r * orow;
         if (dt != DTYPE_COUNT) memcpy(d, s, row_bytes);
@@ -226,7 +229,13 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
             return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s': rows of %lld elements do not hold whole %s blocks", file,
                             ts->name, (long long)row, gguf_type_name(ts->type));
         else if (ref.map == GGC_MAP_VHEAD_COLS)
-            for (int64_t i = 0; i < row; i++) ((float *)(void *)d)[i] = tmp[ggc_source_index(&ref, i, &second)];
+            for (int64_t i = 0; i < row; i++) {
+                const int64_t sc = ggc_source_index(&ref, i, &second);
+                if (sc < 0 || sc >= row)
+                    return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' (for %s): its columns do not match the "
+                                    "metadata's head layout", file, ts->name, name);
+                ((float *)(void *)d)[i] = tmp[sc];
+            }
         else if (bf16_out)
             for (int64_t i = 0; i < row; i++) ((uint16_t *)(void *)d)[i] = f32_to_bf16(tmp[i]);
         if (ref.neg_exp_log) /* ssm_a = -exp(A_log) */

@@ -244,6 +244,122 @@ def seeds_gguf():
     return s
 
 
+def seeds_gguf_model():
+    """Tiny GGUF models of each family the mapping knows (hidden 32, 2 layers, 16 tokens), tensors of the shapes
+    llama.cpp's converter writes, bytes from a fixed generator (their values do not matter to the mapping)."""
+    F32, F16, Q8_0, BF16, MXFP4 = 0, 1, 8, 30, 39
+    per = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), MXFP4: (32, 17)}
+    rng = [12345]
+
+    def data(ne, ty):
+        n = 1
+        for x in ne:
+            n *= x
+        blk, size = per[ty]
+        out = bytearray()
+        for _ in range(n // blk * size):
+            rng[0] = (rng[0] * 1103515245 + 12345) & 0x7FFFFFFF
+            out.append((rng[0] >> 16) & 0x3F)  # small positive bytes: finite F32 / F16 / BF16 values
+        return bytes(out)
+
+    def model(arch, extra, tensors, layers=2):
+        kvs = [("general.architecture", GG_STR, arch), (arch + ".context_length", GG_U32, 64),
+               (arch + ".embedding_length", GG_U32, 32), (arch + ".block_count", GG_U32, layers),
+               (arch + ".feed_forward_length", GG_U32, 32), (arch + ".attention.head_count", GG_U32, 2),
+               (arch + ".attention.head_count_kv", GG_U32, 1), (arch + ".attention.key_length", GG_U32, 16),
+               (arch + ".attention.value_length", GG_U32, 16),
+               (arch + ".attention.layer_norm_rms_epsilon", GG_F32, 1e-5), (arch + ".rope.freq_base", GG_F32, 1e4)]
+        kvs += [(arch + "." + k if not k.startswith("general.") else k, t, v) for k, t, v in extra]
+        tens = [("token_embd.weight", [32, 16], F16, None), ("output_norm.weight", [32], F32, None),
+                ("output.weight", [32, 16], Q8_0, None)] + tensors
+        return gguf_file(kvs, [(n, ne, ty, data(ne, ty)) for n, ne, ty, _ in tens])
+
+    def attn(i, biases=False, qrows=32):
+        t = [("blk.%d.attn_norm.weight" % i, [32], F32, None), ("blk.%d.attn_q.weight" % i, [32, qrows], BF16, None),
+             ("blk.%d.attn_k.weight" % i, [32, 16], Q8_0, None), ("blk.%d.attn_v.weight" % i, [32, 16], BF16, None),
+             ("blk.%d.attn_output.weight" % i, [32, 32], Q8_0, None)]
+        if biases:
+            t += [("blk.%d.attn_%s.bias" % (i, x), [n], F32, None) for x, n in (("q", qrows), ("k", 16), ("v", 16))]
+        return t
+
+    def mlp(i, norm="ffn_norm"):
+        return [("blk.%d.%s.weight" % (i, norm), [32], F32, None), ("blk.%d.ffn_gate.weight" % i, [32, 32], Q8_0, None),
+                ("blk.%d.ffn_up.weight" % i, [32, 32], BF16, None), ("blk.%d.ffn_down.weight" % i, [32, 32], Q8_0, None)]
+
+    def experts(i, ff=32, ty=Q8_0, fused=False, bias=False):
+        t = [("blk.%d.ffn_gate_inp.weight" % i, [32, 4], F32, None), ("blk.%d.ffn_down_exps.weight" % i, [ff, 32, 4], ty, None)]
+        if fused:
+            t.append(("blk.%d.ffn_gate_up_exps.weight" % i, [32, 2 * ff, 4], ty, None))
+        else:
+            t += [("blk.%d.ffn_gate_exps.weight" % i, [32, ff, 4], ty, None), ("blk.%d.ffn_up_exps.weight" % i, [32, ff, 4], ty, None)]
+        if bias:
+            t += [("blk.%d.ffn_gate_inp.bias" % i, [4], F32, None)] + [
+                ("blk.%d.ffn_%s_exps.bias" % (i, x), [ff if x != "down" else 32, 4], F32, None) for x in ("gate", "up", "down")]
+        return t
+
+    def shexp(i, squeeze):
+        return [("blk.%d.ffn_gate_inp_shexp.weight" % i, [32] if squeeze else [32, 1], F32, None),
+                ("blk.%d.ffn_gate_shexp.weight" % i, [32, 32], Q8_0, None), ("blk.%d.ffn_up_shexp.weight" % i, [32, 32], BF16, None),
+                ("blk.%d.ffn_down_shexp.weight" % i, [32, 32], Q8_0, None)]
+
+    def gdn(i, next_=False):  # H_k 2, H_v 4, d_k 8, d_v 8: q|k 32 rows, v 32 rows
+        t = [("blk.%d.attn_norm.weight" % i, [32], F32, None), ("blk.%d.attn_qkv.weight" % i, [32, 64], Q8_0, None),
+             ("blk.%d.attn_gate.weight" % i, [32, 32], BF16, None), ("blk.%d.ssm_a" % i, [4], F32, None),
+             ("blk.%d.ssm_dt.bias" % i, [4], F32, None), ("blk.%d.ssm_conv1d.weight" % i, [4, 64], F32, None),
+             ("blk.%d.ssm_norm.weight" % i, [8], F32, None), ("blk.%d.ssm_out.weight" % i, [32, 32], Q8_0, None)]
+        if next_:
+            return t + [("blk.%d.ssm_ba.weight" % i, [32, 8], BF16, None)]
+        return t + [("blk.%d.ssm_beta.weight" % i, [32, 4], BF16, None), ("blk.%d.ssm_alpha.weight" % i, [32, 4], F16, None)]
+
+    ssm = [("ssm.conv_kernel", GG_U32, 4), ("ssm.state_size", GG_U32, 8), ("ssm.group_count", GG_U32, 2),
+           ("ssm.time_step_rank", GG_U32, 4), ("ssm.inner_size", GG_U32, 32), ("rope.dimension_count", GG_U32, 4)]
+    gated_attn = lambda i: attn(i, qrows=64) + [("blk.%d.attn_q_norm.weight" % i, [16], F32, None),
+                                                 ("blk.%d.attn_k_norm.weight" % i, [16], F32, None)]
+    s = []
+    s.append(model("llama", [("rope.dimension_count", GG_U32, 16), ("vocab_size", GG_U32, 16)],
+                   attn(0) + mlp(0) + attn(1) + mlp(1) + [("rope_freqs.weight", [8], F32, None)]))
+    s.append(model("llama", [("expert_count", GG_U32, 4), ("expert_used_count", GG_U32, 2)],
+                   attn(0) + experts(0, fused=True) + [("blk.0.ffn_norm.weight", [32], F32, None)] + attn(1) + experts(1) +
+                   [("blk.1.ffn_norm.weight", [32], F32, None)]))
+    s.append(model("qwen2moe", [("expert_count", GG_U32, 4), ("expert_used_count", GG_U32, 2),
+                                ("expert_feed_forward_length", GG_U32, 32), ("expert_shared_feed_forward_length", GG_U32, 32)],
+                   attn(0, True) + experts(0) + shexp(0, True) + [("blk.0.ffn_norm.weight", [32], F32, None)] +
+                   attn(1, True) + experts(1) + shexp(1, False) + [("blk.1.ffn_norm.weight", [32], F32, None)]))
+    s.append(model("gpt-oss", [("expert_count", GG_U32, 4), ("expert_used_count", GG_U32, 2),
+                               ("expert_feed_forward_length", GG_U32, 32), ("attention.sliding_window", GG_U32, 8),
+                               ("rope.scaling.type", GG_STR, "yarn"), ("rope.scaling.factor", GG_F32, 4.0),
+                               ("rope.scaling.original_context_length", GG_U32, 16)],
+                   [t for i in range(2) for t in attn(i, True) + experts(i, ty=MXFP4, bias=True) +
+                    [("blk.%d.attn_sinks.weight" % i, [2], F32, None), ("blk.%d.attn_output.bias" % i, [32], F32, None),
+                     ("blk.%d.post_attention_norm.weight" % i, [32], F32, None)]]))
+    s.append(model("qwen35", ssm + [("attention.recurrent_layers", GG_ARR, (GG_BOOL, [1, 0, 0])),
+                                    ("nextn_predict_layers", GG_U32, 1)],
+                   gdn(0) + mlp(0, "post_attention_norm") + gated_attn(1) + mlp(1, "post_attention_norm"), layers=3))
+    s.append(model("qwen35moe", ssm + [("expert_count", GG_U32, 4), ("expert_used_count", GG_U32, 2),
+                                       ("full_attention_interval", GG_U32, 2), ("expert_feed_forward_length", GG_U32, 32)],
+                   gdn(0) + experts(0) + shexp(0, False) + [("blk.0.post_attention_norm.weight", [32], F32, None)] +
+                   gated_attn(1) + experts(1, fused=True) + shexp(1, True) + [("blk.1.post_attention_norm.weight", [32], F32, None)]))
+    s.append(model("qwen3next", ssm + [("expert_count", GG_U32, 4), ("expert_used_count", GG_U32, 2),
+                                       ("full_attention_interval", GG_U32, 2)],
+                   gdn(0, True) + experts(0) + shexp(0, False) + [("blk.0.post_attention_norm.weight", [32], F32, None)] +
+                   gated_attn(1) + experts(1) + shexp(1, False) + [("blk.1.post_attention_norm.weight", [32], F32, None)]))
+    s.append(model("olmo2", [], [t for i in range(2) for t in attn(i) + mlp(i, "post_ffw_norm") +
+                                 [("blk.%d.attn_q_norm.weight" % i, [32], F32, None), ("blk.%d.attn_k_norm.weight" % i, [16], F32, None),
+                                  ("blk.%d.post_attention_norm.weight" % i, [32], F32, None)]]))
+    s.append(model("granite", [("attention.scale", GG_F32, 0.25), ("embedding_scale", GG_F32, 2.0),
+                               ("residual_scale", GG_F32, 0.5), ("logit_scale", GG_F32, 4.0)],
+                   attn(0) + mlp(0) + attn(1) + mlp(1)))
+    s.append(model("glm4", [("rope.dimension_count", GG_U32, 8)],
+                   [t for i in range(2) for t in attn(i, True) + [("blk.%d.ffn_norm.weight" % i, [32], F32, None),
+                    ("blk.%d.ffn_up.weight" % i, [32, 64], Q8_0, None), ("blk.%d.ffn_down.weight" % i, [32, 32], Q8_0, None),
+                    ("blk.%d.post_attention_norm.weight" % i, [32], F32, None), ("blk.%d.post_ffw_norm.weight" % i, [32], F32, None)]]))
+    s.append(model("gemma3", [("attention.sliding_window", GG_U32, 8), ("rope.freq_base_swa", GG_F32, 1e4)],
+                   [t for i in range(2) for t in attn(i) + mlp(i) + [("blk.%d.post_attention_norm.weight" % i, [32], F32, None),
+                    ("blk.%d.post_ffw_norm.weight" % i, [32], F32, None), ("blk.%d.attn_q_norm.weight" % i, [16], F32, None),
+                    ("blk.%d.attn_k_norm.weight" % i, [16], F32, None)]]))
+    return s
+
+
 GGUF_DICT = [b"GGUF", b"\x02\x00\x00\x00", b"\x03\x00\x00\x00", b"\x00\x00\x00\x03",
              b"\xff\xff\xff\xff\xff\xff\xff\xff", b"\x00\x00\x00\x00\x00\x00\x00\x80",
              b"\x00\x00\x00\x00\x00\x00\x00\x00", b"\x20\x00\x00\x00", b"\x40\x00\x00\x00",
@@ -470,6 +586,9 @@ def main():
     write_dict("tokenizer", quoted(literals_of(tok_src)) + json_tokens + [b"\x00", b"<s>", b"</s>", b"\xc4\xa0", b"\xe2\x96\x81"])
     write_corpus("gguf", seeds_gguf())
     write_dict("gguf", GGUF_DICT)
+    write_corpus("gguf_model", seeds_gguf_model())
+    write_dict("gguf_model", GGUF_DICT + literals_of(["src/loader/gguf_config.c"], rb"^[A-Za-z_][A-Za-z0-9_.\-]{1,60}$") +
+               [b"blk.1.", b"yarn", b"linear"])
     write_corpus("ebnf", seeds_ebnf())
     write_dict("ebnf", [b"::=", b"root", b"|", b"(", b")", b"(=", b"[", b"[^", b"]", b"-", b"?", b"*", b"+", b"{", b"}",
                         b",", b"\"", b"\\x", b"\\u", b"\\U", b"\\n", b"\\0", b"\\", b"#", b"\n", b"\x00", b"{2,3}",

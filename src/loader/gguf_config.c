@@ -23,6 +23,7 @@ typedef enum ggc_family {
     GGC_OLMO2,
     GGC_GRANITE,
     GGC_GLM4,
+    GGC_DEEPSEEK2,
 } ggc_family;
 
 /* general.architecture -> the HF architecture and model_type it was converted from (llama.cpp's
@@ -30,7 +31,7 @@ typedef enum ggc_family {
  * see mixtral()), Qwen2Model, Qwen2MoeModel, Qwen3Model, Qwen3MoeModel, Gemma2Model, Gemma3Model
  * (Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration), Phi3MiniModel, GptOssModel,
  * Qwen3NextModel, Qwen3_5TextModel, Qwen3_5MoeTextModel, Olmo2Model, GraniteModel (a LlamaModel: q / k permuted),
- * Glm4Model) */
+ * Glm4Model, DeepseekV2Model (V2, V2-Lite, V3, R1)) */
 typedef struct ggc_arch {
     const char *gguf, *hf, *model_type;
     bool permute_qk; /* llama.cpp permuted q / k rows (llama's rotary layout) */
@@ -54,6 +55,7 @@ static const ggc_arch ARCHS[] = {
     {"olmo2", "Olmo2ForCausalLM", "olmo2", false, false, GGC_OLMO2},
     {"granite", "GraniteForCausalLM", "granite", true, false, GGC_GRANITE},
     {"glm4", "Glm4ForCausalLM", "glm4", false, false, GGC_GLM4},
+    {"deepseek2", "DeepseekV2ForCausalLM", "deepseek_v2", false, false, GGC_DEEPSEEK2},
 };
 
 bool ggc_is_gguf_path(const char *path) {
@@ -64,7 +66,7 @@ bool ggc_is_gguf_path(const char *path) {
 
 const char *ggc_architectures(void) {
     return "llama (and Mistral, Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 (text), phi3, gpt-oss, "
-           "qwen3next, qwen35, qwen35moe, olmo2, granite, glm4";
+           "qwen3next, qwen35, qwen35moe, olmo2, granite, glm4, deepseek2";
 }
 
 static const ggc_arch *arch_of(const gguf_file *f, const char **name, size_t *len) {
@@ -215,7 +217,11 @@ static vllm_status rope_freqs(ctx *c, const gguf_tensor_info *rf, const char *ty
  * outwards (floor / ceil: transformers' truncate true), cos and sin times 1 + 0.1 ln(factor) (transformers'
  * default attention_factor, get_mscale(factor)). A yarn_attn_factor, yarn_ext_factor or yarn_log_multiplier
  * key changes that arithmetic in ways the config cannot say here: refused. */
-static vllm_status yarn(ctx *c) {
+static vllm_status yarn_with(ctx *c, bool mscale, double mscale_all_dim);
+static vllm_status yarn(ctx *c) { return yarn_with(c, false, 0.0); }
+
+/* (deepseek2: mscale_all_dim from its yarn_log_multiplier, mscale equal to it; that key allowed) */
+static vllm_status yarn_with(ctx *c, bool mscale, double mscale_all_dim) {
     char key[160];
     double f, v;
     vllm_status err = VLLM_OK;
@@ -229,7 +235,7 @@ static vllm_status yarn(ctx *c) {
                  {"rope.scaling.yarn_attn_factor", NAN}, {"rope.scaling.yarn_ext_factor", NAN},
                  {"rope.scaling.yarn_log_multiplier", NAN}};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        if (get_num(c, fixed[i].suffix, &v) && !(v == fixed[i].def))
+        if (get_num(c, fixed[i].suffix, &v) && !(v == fixed[i].def) && !(mscale && i == 4))
             refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g is not supported (llama.cpp's YaRN for this file runs "
                    "beta_fast 32, beta_slow 1, attention factor 1 + 0.1 ln(factor)%s)", fixed[i].suffix, v, "");
     if (c->st) return c->st;
@@ -244,6 +250,10 @@ static vllm_status yarn(ctx *c) {
     json_object_set_new(rs, "beta_fast", json_real(32.0));
     json_object_set_new(rs, "beta_slow", json_real(1.0));
     json_object_set_new(rs, "truncate", json_true());
+    if (mscale) {
+        json_object_set_new(rs, "mscale", json_real(mscale_all_dim));
+        json_object_set_new(rs, "mscale_all_dim", json_real(mscale_all_dim));
+    }
     json_object_set_new(c->cfg, "rope_scaling", rs);
     return VLLM_OK;
 }
@@ -713,6 +723,140 @@ static void glm4(ctx *c) {
     if (!c->st) partial_rotary(c);
 }
 
+/* DeepSeek-V2 / V3 (llama.cpp src/models/deepseek2.cpp, conversion/deepseek.py DeepseekV2Model). Since llama.cpp's
+ * MLA files (PR 12801) attention.key_length / value_length hold the absorbed sizes (kv_lora_rank + rope,
+ * kv_lora_rank) with head_count_kv 1, and key_length_mla / value_length_mla the per-head qk_nope + rope and v
+ * sizes; kv_b_proj is split into attn_k_b / attn_v_b (block_mla.c takes them as they are). Older files: the
+ * per-head sizes in key_length / value_length and one attn_kv_b. q_lora_rank absent or 0: a plain attn_q (V2-Lite).
+ * The MoE: leading_dense_block_count dense layers, then every layer; expert_gating_func 1 (or absent, llama.cpp's
+ * default) softmax, 2 sigmoid with exp_probs_b choosing (V3's noaux_tc); expert_group_count groups (the HF
+ * checkpoint's group rule: V2's group_limited_greedy by each group's best, V3's by its two best; llama.cpp groups
+ * V2 by the two best too); expert_weights_norm, expert_weights_scale (absent or 0: 1); expert_shared_count plain
+ * shared experts. YaRN with rope.scaling.yarn_log_multiplier = 0.1 mscale_all_dim (divided back in f32, as
+ * llama.cpp; mscale taken equal to it, llama.cpp's assumption); without it, transformers' meaning of no
+ * mscale_all_dim (llama.cpp then also squares 1 + 0.1 ln(factor) into the softmax scale). */
+static void deepseek2(ctx *c) {
+    char key[160];
+    int64_t kl = 0, vl = 0, klm = 0, vlm = 0, qlr = 0, L = 0, R = 0, hkv = 0;
+    vllm_status err = VLLM_OK;
+    if (!put_int(c, "attention.kv_lora_rank", "kv_lora_rank", true, 1) ||
+        !put_int(c, "rope.dimension_count", "qk_rope_head_dim", true, 2))
+        return;
+    L = get_int(c, "kv_lora_rank", 1), R = get_int(c, "qk_rope_head_dim", 2);
+    const char *ks[5] = {"attention.key_length", "attention.value_length", "attention.key_length_mla",
+                         "attention.value_length_mla", "attention.head_count_kv"};
+    int64_t *vs[5] = {&kl, &vl, &klm, &vlm, &hkv};
+    bool has[5];
+    for (int i = 0; i < 5; i++) {
+        key_of(c, ks[i], key, sizeof key);
+        has[i] = gguf_get_i64(c->f, key, vs[i], &err);
+        if ((c->st = err)) return;
+    }
+    const bool mla = has[2] || has[3];
+    if (mla && (!has[2] || !has[3] || klm <= R || vlm < 1 || (has[0] && kl != L + R) || (has[1] && vl != L) ||
+                (has[4] && hkv != 1))) {
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: deepseek2.attention.key_length_mla %lld / value_length_mla %lld do not "
+                         "fit kv_lora_rank %lld and rope.dimension_count %lld (key_length %lld, value_length %lld, "
+                         "head_count_kv %lld)", c->what, (long long)klm, (long long)vlm, (long long)L, (long long)R,
+                         (long long)kl, (long long)vl, (long long)hkv);
+        return;
+    }
+    if (!mla && (!has[0] || !has[1] || kl <= R || vl < 1)) {
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: deepseek2.attention.key_length / value_length missing or not above "
+                         "rope.dimension_count %lld", c->what, (long long)R);
+        return;
+    }
+    json_object_set_new(c->cfg, "qk_nope_head_dim", json_integer((mla ? klm : kl) - R));
+    json_object_set_new(c->cfg, "v_head_dim", json_integer(mla ? vlm : vl));
+    json_object_set_new(c->cfg, "head_dim", json_integer(R));
+    json_object_set_new(c->cfg, "num_key_value_heads", json_object_get(c->cfg, "num_attention_heads"));
+    json_incref(json_object_get(c->cfg, "num_attention_heads"));
+    key_of(c, "attention.q_lora_rank", key, sizeof key);
+    if (gguf_get_i64(c->f, key, &qlr, &err) && qlr > 0) json_object_set_new(c->cfg, "q_lora_rank", json_integer(qlr));
+    else json_object_set_new(c->cfg, "q_lora_rank", json_null());
+    if ((c->st = err)) return;
+    /* the MoE */
+    int64_t v;
+    if (!put_int(c, "leading_dense_block_count", "first_k_dense_replace", false, 0) && !c->st)
+        json_object_set_new(c->cfg, "first_k_dense_replace", json_integer(0));
+    if (!put_int(c, "expert_count", "n_routed_experts", false, 0) && !c->st)
+        json_object_set_new(c->cfg, "n_routed_experts", json_integer(0));
+    if (!put_int(c, "expert_used_count", "num_experts_per_tok", false, 0) && !c->st)
+        json_object_set_new(c->cfg, "num_experts_per_tok", json_integer(0));
+    if (!put_int(c, "expert_shared_count", "n_shared_experts", false, 0) && !c->st)
+        json_object_set_new(c->cfg, "n_shared_experts", json_integer(0));
+    if (get_int(c, "n_routed_experts", 0) > 0) put_int(c, "expert_feed_forward_length", "moe_intermediate_size", true, 1);
+    if (c->st) return;
+    json_object_set_new(c->cfg, "moe_layer_freq", json_integer(1));
+    double f;
+    json_object_set_new(c->cfg, "routed_scaling_factor",
+                        json_real(get_num(c, "expert_weights_scale", &f) && f != 0.0 ? f : 1.0));
+    bool norm = false;
+    key_of(c, "expert_weights_norm", key, sizeof key);
+    gguf_get_bool(c->f, key, &norm, &err);
+    if ((c->st = err)) return;
+    json_object_set_new(c->cfg, "norm_topk_prob", json_boolean(norm));
+    int64_t gating = 1, groups = 1, used_groups = 1;
+    key_of(c, "expert_gating_func", key, sizeof key);
+    if (gguf_get_i64(c->f, key, &v, &err)) gating = v;
+    if (!c->st && put_int(c, "expert_group_count", "n_group", false, 0)) groups = get_int(c, "n_group", 1);
+    if (!c->st && put_int(c, "expert_group_used_count", "topk_group", false, 0)) used_groups = get_int(c, "topk_group", 1);
+    if ((c->st = c->st ? c->st : err)) return;
+    if (gating != 1 && gating != 2) {
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g is not supported (1 softmax, 2 sigmoid)%s", "expert_gating_func",
+               (double)gating, "");
+        return;
+    }
+    const bool sigmoid = gating == 2, bias = gguf_find_tensor(c->f, "blk.0.exp_probs_b.bias") != NULL ||
+                                             gguf_find_tensor(c->f, "blk.1.exp_probs_b.bias") != NULL ||
+                                             gguf_find_tensor(c->f, "blk.3.exp_probs_b.bias") != NULL;
+    if (!sigmoid && bias) {
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: exp_probs_b with %s %g (softmax routing, llama.cpp's default when the key "
+               "is absent) is not supported: V3 / R1 files route by sigmoid (2)%s", "expert_gating_func", (double)gating,
+               "");
+        return;
+    }
+    json_object_set_new(c->cfg, "scoring_func", json_string(sigmoid ? "sigmoid" : "softmax"));
+    json_object_set_new(c->cfg, "topk_method",
+                        json_string(sigmoid ? "noaux_tc" : groups > 1 ? "group_limited_greedy" : "greedy"));
+    json_object_set_new(c->cfg, "n_group", json_integer(groups < 1 ? 1 : groups));
+    json_object_set_new(c->cfg, "topk_group", json_integer(used_groups < 1 ? 1 : used_groups));
+    if (sigmoid) { /* V3's class */
+        json_object_set_new(c->cfg, "architectures", json_pack("[s]", "DeepseekV3ForCausalLM"));
+        json_object_set_new(c->cfg, "model_type", json_string("deepseek_v3"));
+    }
+    json_object_set_new(c->cfg, "rope_interleave", json_true());
+    json_object_set_new(c->cfg, "attention_bias", json_false());
+    json_object_set_new(c->cfg, "mlp_bias", json_false());
+    json_object_set_new(c->cfg, "num_nextn_predict_layers", json_integer(0));
+    /* rope: llama.cpp's YaRN, with its log multiplier as mscale_all_dim */
+    double lm;
+    const bool has_lm = get_num(c, "rope.scaling.yarn_log_multiplier", &lm);
+    const char *type = NULL;
+    size_t tlen = 0;
+    key_of(c, "rope.scaling.type", key, sizeof key);
+    const bool is_yarn = gguf_get_str(c->f, key, &type, &tlen, NULL) && tlen == 4 && !memcmp(type, "yarn", 4);
+    if (c->st) return;
+    double af;
+    if (type && !is_yarn && !(tlen == 4 && !memcmp(type, "none", 4))) {
+        c->st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported for deepseek2 (none, yarn)", c->what, key,
+                         (int)tlen, type);
+        return;
+    }
+    if (get_num(c, "rope.scaling.attn_factor", &af) && af != 1.0)
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g is not supported%s", "rope.scaling.attn_factor", af, "");
+    if (c->st) return;
+    if (has_lm && !is_yarn) {
+        refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g without YaRN is not supported%s", "rope.scaling.yarn_log_multiplier",
+               lm, "");
+        return;
+    }
+    if (is_yarn) {
+        c->st = yarn_with(c, has_lm, has_lm ? (double)((float)lm / 0.1f) : 0.0);
+        if (c->st) return;
+    }
+}
+
 vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_json) {
     *config_json = NULL;
     const char *an = NULL;
@@ -754,12 +898,12 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
         char key[160];
         int64_t vl, rd;
         key_of(&c, "attention.value_length", key, sizeof key);
-        if (gguf_get_i64(f, key, &vl, NULL) && vl != get_int(&c, "head_dim", 0))
+        if (a->family != GGC_DEEPSEEK2 && gguf_get_i64(f, key, &vl, NULL) && vl != get_int(&c, "head_dim", 0))
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld differs from the key length %lld", what, key, (long long)vl,
                             (long long)get_int(&c, "head_dim", 0));
         key_of(&c, "rope.dimension_count", key, sizeof key);
         if (!c.st && a->family != GGC_PHI3 && a->family != GGC_QWEN3NEXT && a->family != GGC_QWEN35 &&
-            a->family != GGC_GLM4 &&
+            a->family != GGC_GLM4 && a->family != GGC_DEEPSEEK2 &&
             gguf_get_i64(f, key, &rd, NULL) && rd != get_int(&c, "head_dim", 0))
             c.st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s %lld (partial rotary) is not supported for %s", what, key,
                             (long long)rd, a->gguf);
@@ -778,7 +922,8 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     if (!c.st && a->family == GGC_OLMO2) olmo2(&c);
     if (!c.st && a->family == GGC_GRANITE) granite(&c);
     if (!c.st && a->family == GGC_GLM4) glm4(&c);
-    if (!c.st) c.st = rope(&c);
+    if (!c.st && a->family == GGC_DEEPSEEK2) deepseek2(&c);
+    if (!c.st && a->family != GGC_DEEPSEEK2) c.st = rope(&c);
     /* vocabulary: <arch>.vocab_size, else the embedding's rows */
     const gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
     if (!c.st && !emb) c.st = vt_error(VLLM_ERR_FORMAT, "%s: tensor token_embd.weight missing", what);
@@ -856,6 +1001,25 @@ static const struct {
     /* gpt-oss's expert biases, (E, out) (GptOssModel: gate_up_proj_bias's even / odd entries) */
     {"gate_proj.bias", "ffn_gate_exps.bias", -1},    {"up_proj.bias", "ffn_up_exps.bias", -1},
     {"down_proj.bias", "ffn_down_exps.bias", -1},
+};
+
+/* DeepSeek-V2 / V3's attention and MoE (gguf-py tensor_mapping.py for DEEPSEEK2; k_b_proj / v_b_proj are the
+ * converter's names for kv_b_proj's split, W_UK^T (H, L, N) and W_UV (H, V, L)), before LAYER_NAMES */
+static const struct {
+    const char *hf, *gguf;
+} DEEPSEEK_NAMES[] = {
+    {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+    {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+    {"self_attn.k_b_proj.weight", "attn_k_b.weight"},
+    {"self_attn.v_b_proj.weight", "attn_v_b.weight"},
+    {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
 };
 
 /* OLMo-2's and GLM-4's post-norms (tensor_mapping.py ATTN_POST_NORM, FFN_POST_NORM), before LAYER_NAMES */
@@ -1021,6 +1185,11 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
         return (ref->t = gguf_find_tensor(f, name)) != NULL;
     }
     if (hybrid && hybrid_find(f, a, l, s, ref)) return ref->t != NULL;
+    for (size_t i = 0; a && a->family == GGC_DEEPSEEK2 && i < sizeof DEEPSEEK_NAMES / sizeof *DEEPSEEK_NAMES; i++) {
+        if (strcmp(s, DEEPSEEK_NAMES[i].hf)) continue;
+        snprintf(name, sizeof name, "blk.%ld.%s", l, DEEPSEEK_NAMES[i].gguf);
+        return (ref->t = gguf_find_tensor(f, name)) != NULL;
+    }
     /* OLMo-2's post_attention_layernorm follows the attention (llama.cpp's post_attention_norm) */
     if (a && a->family == GGC_OLMO2 && !strcmp(s, "post_attention_layernorm.weight")) {
         snprintf(name, sizeof name, "blk.%ld.post_attention_norm.weight", l);

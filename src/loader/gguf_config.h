@@ -19,7 +19,10 @@
  * state_size / group_count / time_step_rank / inner_size, attention.recurrent_layers or full_attention_interval,
  * nextn_predict_layers, norms stored as 1 + w, ssm_a = -exp(A_log), the value-head and qkvz row orders through
  * ggc_map); olmo2 (post-norms), granite (attention.scale, embedding_scale, residual_scale, logit_scale), glm4
- * (sandwich norms, partial rotary); YaRN (rope.scaling.type yarn, factor,
+ * (sandwich norms, partial rotary); deepseek2 (attention.kv_lora_rank / q_lora_rank / key_length_mla /
+ * value_length_mla, attn_k_b / attn_v_b as self_attn.k_b_proj / v_b_proj, leading_dense_block_count, expert_shared_count,
+ * expert_gating_func, expert_group_count / _used_count, expert_weights_norm / _scale, yarn_log_multiplier);
+ * YaRN (rope.scaling.type yarn, factor,
  * original_context_length) as llama.cpp runs it. A value the architecture depends on that
  * this mapping cannot express (per-layer head counts, YaRN keys llama.cpp's graphs ignore, rope_freqs beside a
  * rope scaling type, a

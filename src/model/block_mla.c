@@ -26,6 +26,8 @@
 #include "core/error.h"
 #include "model/blocks.h"
 #include "tensor/fp8.h"
+#include "tensor/ggml_dtype.h"
+#include "tensor/ggml_quant.h"
 
 static bool has_mla(const model_config *c) {
     for (int l = 0; l < c->num_layers; l++)
@@ -61,12 +63,20 @@ static vllm_status regroup_q(const weight_source *ws, const model_config *c, con
     return VLLM_OK;
 }
 
-/* A block-scaled FP8 kv_b_proj (FP8_B128 rows: DeepSeek-V3 / R1 / Kimi-K2's checkpoints) as a host copy of its values
+/* A block-scaled FP8 kv_b_proj (FP8_B128 rows: DeepSeek-V3 / R1 / Kimi-K2's checkpoints), or one in ggml blocks (an
+ * older GGUF file's attn_kv_b), as a host copy of its values
  * in dt (the activation dtype: the absorptions then run as for a BF16 checkpoint), as vLLM dequantizes it before
  * splitting W_UK / W_UV (MLACommonImpl.process_weights_after_loading: get_and_maybe_dequant_weights). */
 static vllm_status dequant_kv_b(const tensor *w, dtype dt, void **host, tensor *out) {
     const int64_t rows = w->shape[0], K = w->shape[1];
-    if (K % FP8_B) return vt_error(VLLM_ERR_FORMAT, "kv_b_proj: %lld columns are not whole FP8 blocks", (long long)K);
+    ggml_type gt = GGML_TYPE_COUNT;
+    const bool ggml = w->dtype != DTYPE_FP8_B128 && dtype_to_ggml(w->dtype, &gt);
+    if (!ggml && K % FP8_B)
+        return vt_error(VLLM_ERR_FORMAT, "kv_b_proj: %lld columns are not whole FP8 blocks", (long long)K);
+    const size_t grow = ggml ? gq_row_bytes(gt, K) : 0;
+    if (ggml && !grow)
+        return vt_error(VLLM_ERR_FORMAT, "kv_b_proj: %lld columns are not whole %s blocks", (long long)K,
+                        dtype_name(w->dtype));
     float *row = malloc((size_t)K * sizeof *row);
     unsigned char *d = malloc((size_t)(rows * K) * (dt == DTYPE_BF16 ? 2 : 4));
     if (!row || !d) {
@@ -76,7 +86,8 @@ static vllm_status dequant_kv_b(const tensor *w, dtype dt, void **host, tensor *
     }
     const fp8_block *b = w->data;
     for (int64_t r = 0; r < rows; r++) {
-        fp8_dequantize_row(b + r * (K / FP8_B), row, K);
+        if (ggml) gq_dequantize_row(gt, (const uint8_t *)w->data + (size_t)r * grow, row, K);
+        else fp8_dequantize_row(b + r * (K / FP8_B), row, K);
         for (int64_t k = 0; k < K; k++) {
             if (dt == DTYPE_BF16) ((uint16_t *)d)[r * K + k] = f32_to_bf16(row[k]);
             else ((float *)d)[r * K + k] = row[k];
@@ -85,6 +96,26 @@ static vllm_status dequant_kv_b(const tensor *w, dtype dt, void **host, tensor *
     free(row);
     *host = d;
     *out = tensor_2d(dt == DTYPE_BF16 ? DTYPE_BF16 : DTYPE_F32, d, rows, K);
+    return VLLM_OK;
+}
+
+/* *t as a host copy in the backend's activation dtype (into *host) when it is in another float dtype. */
+static vllm_status to_act_dtype(const model *m, tensor *t, void **host) {
+    const dtype act = m->be->act_dtype;
+    if (t->dtype == act || (act != DTYPE_BF16 && act != DTYPE_F16 && act != DTYPE_F32)) return VLLM_OK;
+    const int64_t n = tensor_numel(t);
+    void *d = malloc((size_t)n * dtype_size(act));
+    if (!d) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (MLA weights)");
+    for (int64_t i = 0; i < n; i++) {
+        const float x = t->dtype == DTYPE_F32    ? ((const float *)t->data)[i]
+                        : t->dtype == DTYPE_BF16 ? bf16_to_f32(((const uint16_t *)t->data)[i])
+                                                 : f16_to_f32(((const uint16_t *)t->data)[i]);
+        if (act == DTYPE_BF16) ((uint16_t *)d)[i] = f32_to_bf16(x);
+        else if (act == DTYPE_F16) ((uint16_t *)d)[i] = f32_to_f16(x);
+        else ((float *)d)[i] = x;
+    }
+    *host = d;
+    *t = tensor_make(act, d, t->ndim, t->shape);
     return VLLM_OK;
 }
 
@@ -130,25 +161,39 @@ vllm_status mla_block_load(model *m, weight_source *ws, int l, mla_block *b) {
     char what[96];
     snprintf(what, sizeof what, "%s's multi-head latent attention", c->architecture);
     if ((st = backend_require(m->be, BE_OP_MLA, &mp, what))) return st;
-    tensor q, kva, qb, kvb, qr;
-    const int64_t s_kva[2] = {L + R, D}, s_kvb[2] = {H * (N + V), L};
+    tensor q, kva, qb, kvb, qr, uk, uv;
+    const int64_t s_kva[2] = {L + R, D}, s_kvb[2] = {H * (N + V), L}, s_uk[3] = {H, L, N}, s_uv[3] = {H, V, L};
     if ((st = blk_get(ws, c, l, "self_attn.kv_a_proj_with_mqa", "weight", 2, s_kva, &kva)) ||
-        (st = blk_get(ws, c, l, "self_attn.kv_b_proj", "weight", 2, s_kvb, &kvb)) ||
         (st = blk_load_norm(m, ws, l, "self_attn.kv_a_layernorm", L, &b->kv_a_norm)))
         return st;
-    void *kvb_deq = NULL; /* an FP8 kv_b_proj's values, freed once split */
-    if (kvb.dtype == DTYPE_FP8_B128) {
-        tensor d;
-        if ((st = dequant_kv_b(&kvb, m->be->act_dtype, &kvb_deq, &d))) return st;
-        kvb = d;
-    } else if (!float_dtype(kvb.dtype)) {
-        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: layer %d's self_attn.kv_b_proj is %s: MLA needs it in F32 / F16 / "
-                        "BF16 or block FP8", c->architecture, l, dtype_name(kvb.dtype));
+    char split[160];
+    snprintf(split, sizeof split, "%slayers.%d.self_attn.k_b_proj.weight", c->weight_prefix, l);
+    if (!ws_is_dummy(ws) && ws_has(ws, split)) {
+        /* kv_b_proj already split as W_UK^T and W_UV (a GGUF file's attn_k_b / attn_v_b: llama.cpp's converter) */
+        if ((st = blk_get(ws, c, l, "self_attn.k_b_proj", "weight", 3, s_uk, &uk)) ||
+            (st = blk_get(ws, c, l, "self_attn.v_b_proj", "weight", 3, s_uv, &uv)))
+            return st;
+        if (!float_dtype(uk.dtype) || !float_dtype(uv.dtype))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: layer %d's self_attn.k_b_proj / v_b_proj are %s / %s: MLA needs "
+                            "them in F32 / F16 / BF16", c->architecture, l, dtype_name(uk.dtype), dtype_name(uv.dtype));
+        /* in the activations' dtype, as a split kv_b_proj of an FP8 checkpoint (quantized ones come as F32 copies) */
+        if ((st = to_act_dtype(m, &uk, &b->host[1])) || (st = to_act_dtype(m, &uv, &b->host[2]))) return st;
+    } else {
+        if ((st = blk_get(ws, c, l, "self_attn.kv_b_proj", "weight", 2, s_kvb, &kvb))) return st;
+        void *kvb_deq = NULL; /* an FP8 kv_b_proj's values, freed once split */
+        if (kvb.dtype == DTYPE_FP8_B128 || dtype_is_block(kvb.dtype)) { /* FP8, or a GGUF file's ggml blocks */
+            tensor d;
+            if ((st = dequant_kv_b(&kvb, m->be->act_dtype, &kvb_deq, &d))) return st;
+            kvb = d;
+        } else if (!float_dtype(kvb.dtype)) {
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: layer %d's self_attn.kv_b_proj is %s: MLA needs it in F32 / "
+                            "F16 / BF16 or block FP8", c->architecture, l, dtype_name(kvb.dtype));
+        }
+        st = split_kv_b(ws, c, &kvb, &b->host[1], &b->host[2], &uk, &uv);
+        free(kvb_deq);
+        if (st) return st;
     }
-    tensor uk, uv;
-    st = split_kv_b(ws, c, &kvb, &b->host[1], &b->host[2], &uk, &uv);
-    free(kvb_deq);
-    if (st || (st = blk_import(m, &uk, &b->w_uk_t)) || (st = blk_import(m, &uv, &b->w_uv))) return st;
+    if ((st = blk_import(m, &uk, &b->w_uk_t)) || (st = blk_import(m, &uv, &b->w_uv))) return st;
     if (QL > 0) {
         const int64_t s_qa[2] = {QL, D}, s_qb[2] = {H * (N + R), QL};
         if ((st = blk_get(ws, c, l, "self_attn.q_a_proj", "weight", 2, s_qa, &q)) ||

@@ -39,7 +39,11 @@ static const char *const SUFFIXES[] = {
     "mlp.shared_expert_gate.weight", "linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
     "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight", "linear_attn.A_log", "linear_attn.dt_bias",
     "linear_attn.conv1d.weight", "linear_attn.norm.weight", "linear_attn.out_proj.weight",
-    "linear_attn.in_proj_ba.weight", "linear_attn.in_proj_qkvz.weight",
+    "linear_attn.in_proj_ba.weight", "linear_attn.in_proj_qkvz.weight", "self_attn.q_a_proj.weight",
+    "self_attn.q_a_layernorm.weight", "self_attn.q_b_proj.weight", "self_attn.kv_a_proj_with_mqa.weight",
+    "self_attn.kv_a_layernorm.weight", "self_attn.k_b_proj.weight", "self_attn.v_b_proj.weight",
+    "self_attn.kv_b_proj.weight", "mlp.gate.e_score_correction_bias", "mlp.shared_experts.gate_proj.weight",
+    "mlp.shared_experts.up_proj.weight", "mlp.shared_experts.down_proj.weight",
 };
 static const char *const EXPERT_SUFFIXES[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight", "w1.weight",
                                               "w3.weight", "w2.weight", "gate_proj.bias", "up_proj.bias",

@@ -353,6 +353,25 @@ def seeds_gguf_model():
                    [t for i in range(2) for t in attn(i, True) + [("blk.%d.ffn_norm.weight" % i, [32], F32, None),
                     ("blk.%d.ffn_up.weight" % i, [32, 64], Q8_0, None), ("blk.%d.ffn_down.weight" % i, [32, 32], Q8_0, None),
                     ("blk.%d.post_attention_norm.weight" % i, [32], F32, None), ("blk.%d.post_ffw_norm.weight" % i, [32], F32, None)]]))
+    mla = [("attention.kv_lora_rank", GG_U32, 32), ("attention.key_length", GG_U32, 40), ("attention.value_length", GG_U32, 32),
+           ("attention.key_length_mla", GG_U32, 24), ("attention.value_length_mla", GG_U32, 16),
+           ("attention.q_lora_rank", GG_U32, 32), ("rope.dimension_count", GG_U32, 8),
+           ("leading_dense_block_count", GG_U32, 1), ("expert_count", GG_U32, 4), ("expert_used_count", GG_U32, 2),
+           ("expert_shared_count", GG_U32, 1), ("expert_feed_forward_length", GG_U32, 32),
+           ("expert_group_count", GG_U32, 2), ("expert_group_used_count", GG_U32, 1), ("expert_gating_func", GG_U32, 2),
+           ("expert_weights_norm", GG_BOOL, 1), ("expert_weights_scale", GG_F32, 2.5), ("rope.scaling.type", GG_STR, "yarn"),
+           ("rope.scaling.factor", GG_F32, 4.0), ("rope.scaling.original_context_length", GG_U32, 16),
+           ("rope.scaling.yarn_log_multiplier", GG_F32, 0.1)]
+    def mla_attn(i):  # H 2, N 16, R 8, V 16, L 32, QL 32
+        return [("blk.%d.attn_norm.weight" % i, [32], F32, None), ("blk.%d.attn_q_a.weight" % i, [32, 32], Q8_0, None),
+                ("blk.%d.attn_q_a_norm.weight" % i, [32], F32, None), ("blk.%d.attn_q_b.weight" % i, [32, 48], BF16, None),
+                ("blk.%d.attn_kv_a_mqa.weight" % i, [32, 40], Q8_0, None), ("blk.%d.attn_kv_a_norm.weight" % i, [32], F32, None),
+                ("blk.%d.attn_k_b.weight" % i, [16, 32, 2], BF16, None), ("blk.%d.attn_v_b.weight" % i, [32, 16, 2], Q8_0, None),
+                ("blk.%d.attn_output.weight" % i, [32, 32], Q8_0, None)]
+    s.append(model("deepseek2", mla, mla_attn(0) + mlp(0) + mla_attn(1) + experts(1) + [
+        ("blk.1.ffn_norm.weight", [32], F32, None), ("blk.1.exp_probs_b.bias", [4], F32, None),
+        ("blk.1.ffn_gate_shexp.weight", [32, 32], Q8_0, None), ("blk.1.ffn_up_shexp.weight", [32, 32], Q8_0, None),
+        ("blk.1.ffn_down_shexp.weight", [32, 32], Q8_0, None)]))
     s.append(model("gemma3", [("attention.sliding_window", GG_U32, 8), ("rope.freq_base_swa", GG_F32, 1e4)],
                    [t for i in range(2) for t in attn(i) + mlp(i) + [("blk.%d.post_attention_norm.weight" % i, [32], F32, None),
                     ("blk.%d.post_ffw_norm.weight" % i, [32], F32, None), ("blk.%d.attn_q_norm.weight" % i, [16], F32, None),

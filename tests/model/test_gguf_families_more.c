@@ -1,11 +1,13 @@
 /*
  * test_gguf_families_more.c: the GGUF families after test_gguf_families.c's gemma / phi3 (and test_gguf_model.c's
  * llama / qwen3 / qwen3moe): Llama 3 (rope_freqs), Mixtral (a llama file with experts), Qwen2-MoE, gpt-oss, OLMo-2,
- * Granite, GLM-4 and the gated delta-net hybrids (Qwen3-Next, Qwen3.5, Qwen3.5-MoE) run as the safetensors they were
- * made from. The parity fixtures llama3_mqa_tied, mixtral_moe, qwen2_moe_shared, gptoss_moe, olmo2_postnorm,
- * granite_mult, glm4_partial, qwen3_next, qwen3_5 and qwen3_5_moe are written the way llama.cpp's
- * convert_hf_to_gguf.py writes them at b10095 (LlamaModel, GraniteModel, Qwen2MoeModel, GptOssModel, Olmo2Model,
- * Glm4Model, Qwen3NextModel, Qwen3_5TextModel, TextModel.prepare_tensors; the hybrids: in_proj_qkvz
+ * Granite, GLM-4, DeepSeek-V2 / V3 and the gated delta-net hybrids (Qwen3-Next, Qwen3.5, Qwen3.5-MoE) run as the
+ * safetensors they were made from. The parity fixtures llama3_mqa_tied, mixtral_moe, qwen2_moe_shared, gptoss_moe,
+ * olmo2_postnorm, granite_mult, glm4_partial, deepseek_v2_lite, deepseek_v2_yarn, deepseek_v3, qwen3_next, qwen3_5 and
+ * qwen3_5_moe are written the way llama.cpp's convert_hf_to_gguf.py writes them at b10095 (LlamaModel, GraniteModel,
+ * Qwen2MoeModel, GptOssModel, Olmo2Model, Glm4Model, DeepseekV2Model (kv_b_proj split into attn_k_b / attn_v_b,
+ * head_count_kv 1 and the absorbed key / value lengths; also as a file from before that, one attn_kv_b),
+ * Qwen3NextModel, Qwen3_5TextModel, TextModel.prepare_tensors; the hybrids: in_proj_qkvz
  * split into attn_qkv and attn_gate, qwen35's value heads tiled in attn_qkv / attn_gate / ssm_beta / ssm_alpha /
  * ssm_a / ssm_dt / ssm_conv1d rows and ssm_out columns, A_log as -exp(A_log), conv1d squeezed, the 1 + w norms
  * stored with the 1, layer kinds by interval or attention.recurrent_layers): its tensor names, ne innermost first,
@@ -68,6 +70,15 @@ static const struct {
     {"post_mlp_layernorm.weight", "post_ffw_norm.weight", true},             /* GLM-4 */
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", true},     /* OLMo-2 */
     {"mlp.gate_up_proj.weight", "ffn_up.weight", false},                     /* GLM-4: gate | up, kept fused */
+    {"self_attn.q_a_proj.weight", "attn_q_a.weight", false},               /* DeepSeek */
+    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight", true},
+    {"self_attn.q_b_proj.weight", "attn_q_b.weight", false},
+    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight", false},
+    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight", true},
+    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias", true},
+    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight", false},
+    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight", false},
+    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight", false},
     {"mlp.gate_proj.weight", "ffn_gate.weight", false},
     {"mlp.up_proj.weight", "ffn_up.weight", false},
     {"mlp.down_proj.weight", "ffn_down.weight", false},
@@ -83,6 +94,7 @@ typedef struct fcase {
     const char *fixture, *arch;
     bool fuse_gate_up; /* the experts' gate and up as one ffn_gate_up_exps; gpt-oss: its experts in MXFP4 */
     void (*ref_edit)(json_t *cfg); /* the reference folder's config.json changed by this (NULL: the folder) */
+    bool legacy;                   /* deepseek2: a file from before llama.cpp's MLA (one attn_kv_b, per-head sizes) */
 } fcase;
 
 static void no_window(json_t *cfg) { json_object_del(cfg, "sliding_window"); }
@@ -391,6 +403,30 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
             CHECK_MSG(sscanf(name, "model.layers.%d.%159s", &l, suffix) == 2, "unexpected tensor %s", name);
             if (strstr(suffix, "experts.") && !strstr(suffix, "shared_expert")) continue; /* merged below */
             if (hybrid && hybrid_tensor(g, &hy, l, suffix, t, q8)) continue;
+            if (!strcmp(suffix, "self_attn.kv_b_proj.weight")) { /* DeepseekV2Model: split unless legacy */
+                char kn[96];
+                if (fc->legacy) {
+                    snprintf(kn, sizeof kn, "blk.%d.attn_kv_b.weight", l);
+                    put(g, kn, 2, ne, bf, q8);
+                    continue;
+                }
+                const int64_t H = cfg_int(cfg, "num_attention_heads"), N = cfg_int(cfg, "qk_nope_head_dim"),
+                              V = cfg_int(cfg, "v_head_dim"), L = ne[0];
+                uint16_t *kb = malloc((size_t)(H * L * N) * 2), *vb = malloc((size_t)(H * V * L) * 2);
+                for (int64_t h = 0; h < H; h++) {
+                    for (int64_t n = 0; n < N; n++) /* k_b (H, L, N): transposed */
+                        for (int64_t k = 0; k < L; k++) kb[(h * L + k) * N + n] = bf[(h * (N + V) + n) * L + k];
+                    memcpy(vb + h * V * L, bf + (h * (N + V) + N) * L, (size_t)(V * L) * 2);
+                }
+                const int64_t nek[3] = {N, L, H}, nev[3] = {L, V, H};
+                snprintf(kn, sizeof kn, "blk.%d.attn_k_b.weight", l);
+                put(g, kn, 3, nek, kb, false); /* (rows of N: no whole Q8_0 blocks at N 16) */
+                snprintf(kn, sizeof kn, "blk.%d.attn_v_b.weight", l);
+                put(g, kn, 3, nev, vb, q8);
+                free(kb);
+                free(vb);
+                continue;
+            }
             const char *gn = NULL;
             if ((gptoss || olmo2) && !strcmp(suffix, "post_attention_layernorm.weight")) gn = "post_attention_norm.weight";
             for (size_t k = 0; !gn && k < sizeof NAMES / sizeof *NAMES; k++)
@@ -412,10 +448,13 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
         if (f32) put_bf16_as_f32(g, gname, nd, ne, bf);
         else put(g, gname, nd, ne, bf, q8 && strcmp(gname, "token_embd.weight"));
     }
-    const json_t *ex = json_object_get(tc, llama ? "num_local_experts" : "num_experts");
+    const json_t *ex = json_object_get(tc, llama                           ? "num_local_experts"
+                                           : !strcmp(fc->arch, "deepseek2") ? "n_routed_experts"
+                                                                            : "num_experts");
     for (int l = 0; l < cfg_int(tc, "num_hidden_layers"); l++) {
         if (gptoss) gptoss_experts(g, st, l, fc->fuse_gate_up, q8);
-        else if (json_is_integer(ex)) merge_experts(g, st, fc, l, (int)json_integer_value(ex), q8);
+        else if (json_is_integer(ex) && l >= cfg_int(tc, "first_k_dense_replace"))
+            merge_experts(g, st, fc, l, (int)json_integer_value(ex), q8);
     }
     st_close(st);
     const json_t *rp = json_object_get(cfg, "rope_parameters");
@@ -436,7 +475,7 @@ static void drop_tensor(gfile *g, const char *name) {
 
 /* ---- metadata ---- */
 
-typedef enum { K_U32, K_F32, K_STR, K_FLAGS, K_DEL } kind; /* K_FLAGS: a BOOL array, s "1101..." */
+typedef enum { K_U32, K_F32, K_STR, K_FLAGS, K_BOOL, K_DEL } kind; /* K_FLAGS: a BOOL array, s "1101..." */
 
 typedef struct kvx {
     char key[96];
@@ -470,6 +509,8 @@ static void set(kvlist *l, const char *arch, const char *suffix, kind k, double 
 
 /* TextModel.set_gguf_parameters (+ LlamaModel's vocab_size and rope.dimension_count, Qwen2MoeModel's expert
  * sizes) from the fixture's config.json */
+static void metadata_deepseek2(kvlist *l, const json_t *cfg, bool legacy);
+
 static void metadata(kvlist *l, const json_t *cfg, const char *arch, bool q8) {
     l->n = 0;
     if (json_object_get(cfg, "text_config")) cfg = json_object_get(cfg, "text_config"); /* merged in (base.py) */
@@ -551,9 +592,53 @@ static void metadata(kvlist *l, const json_t *cfg, const char *arch, bool q8) {
         flags[k] = 0;
         if (!interval) set(l, arch, "attention.recurrent_layers", K_FLAGS, 0, flags);
     }
+    if (!strcmp(arch, "deepseek2")) metadata_deepseek2(l, cfg, false);
     if (!strcmp(arch, "qwen2moe")) {
         set(l, arch, "expert_feed_forward_length", K_U32, num(cfg, "moe_intermediate_size"), NULL);
         set(l, arch, "expert_shared_feed_forward_length", K_U32, num(cfg, "shared_expert_intermediate_size"), NULL);
+    }
+}
+
+/* DeepseekV2Model.set_gguf_parameters (deepseek.py 301-368): MLA files say head_count_kv 1, key_length L + R,
+ * value_length L and the per-head sizes in key_length_mla / value_length_mla (legacy files: the per-head sizes in
+ * key_length / value_length); V3's scoring_func, which the fixture's transformers-5 config leaves to its class
+ * default (sigmoid), as the released configs state it */
+static void metadata_deepseek2(kvlist *l, const json_t *cfg, bool legacy) {
+    const char *a = "deepseek2";
+    const double L = num(cfg, "kv_lora_rank"), R = num(cfg, "qk_rope_head_dim"), N = num(cfg, "qk_nope_head_dim"),
+                 V = num(cfg, "v_head_dim");
+    const json_t *rp = json_object_get(cfg, "rope_parameters");
+    set(l, a, "attention.head_count_kv", K_U32, legacy ? num(cfg, "num_attention_heads") : 1, NULL);
+    set(l, a, "attention.key_length", K_U32, legacy ? N + R : L + R, NULL);
+    set(l, a, "attention.value_length", K_U32, legacy ? V : L, NULL);
+    set(l, a, "attention.key_length_mla", legacy ? K_DEL : K_U32, N + R, NULL);
+    set(l, a, "attention.value_length_mla", legacy ? K_DEL : K_U32, V, NULL);
+    if (json_is_integer(json_object_get(cfg, "q_lora_rank")))
+        set(l, a, "attention.q_lora_rank", K_U32, num(cfg, "q_lora_rank"), NULL);
+    set(l, a, "attention.kv_lora_rank", K_U32, L, NULL);
+    set(l, a, "rope.dimension_count", K_U32, R, NULL);
+    set(l, a, "leading_dense_block_count", K_U32, num(cfg, "first_k_dense_replace"), NULL);
+    set(l, a, "vocab_size", K_U32, num(cfg, "vocab_size"), NULL);
+    set(l, a, "expert_feed_forward_length", K_U32, num(cfg, "moe_intermediate_size"), NULL);
+    set(l, a, "expert_count", K_U32, num(cfg, "n_routed_experts"), NULL);
+    set(l, a, "expert_used_count", K_U32, num(cfg, "num_experts_per_tok"), NULL);
+    set(l, a, "expert_shared_count", K_U32, num(cfg, "n_shared_experts"), NULL);
+    if (json_is_integer(json_object_get(cfg, "n_group")))
+        set(l, a, "expert_group_count", K_U32, num(cfg, "n_group"), NULL);
+    if (json_is_integer(json_object_get(cfg, "topk_group")))
+        set(l, a, "expert_group_used_count", K_U32, num(cfg, "topk_group"), NULL);
+    set(l, a, "expert_weights_scale", K_F32, num(cfg, "routed_scaling_factor"), NULL);
+    if (json_is_true(json_object_get(cfg, "norm_topk_prob"))) set(l, a, "expert_weights_norm", K_BOOL, 1, NULL);
+    if (!strcmp(json_string_value(json_array_get(json_object_get(cfg, "architectures"), 0)), "DeepseekV3ForCausalLM"))
+        set(l, a, "expert_gating_func", K_U32, 2, NULL);
+    if (!strcmp(json_string_value(json_object_get(rp, "rope_type")), "yarn")) {
+        set(l, a, "rope.scaling.type", K_STR, 0, "yarn");
+        set(l, a, "rope.scaling.factor", K_F32, num(rp, "factor"), NULL);
+        set(l, a, "rope.scaling.original_context_length", K_U32, num(rp, "original_max_position_embeddings"), NULL);
+        set(l, a, "rope.scaling.yarn_beta_fast", K_F32, num(rp, "beta_fast"), NULL);
+        set(l, a, "rope.scaling.yarn_beta_slow", K_F32, num(rp, "beta_slow"), NULL);
+        if (json_object_get(rp, "mscale_all_dim"))
+            set(l, a, "rope.scaling.yarn_log_multiplier", K_F32, 0.1 * num(rp, "mscale_all_dim"), NULL);
     }
 }
 
@@ -568,6 +653,10 @@ static bool write_gguf(const char *path, const kvlist *l, const gfile *g) {
         case K_U32: gb_kv_u32(&b, kv->key, (uint32_t)kv->v); break;
         case K_F32: kv_f32(&b, kv->key, (float)kv->v); break;
         case K_STR: gb_kv_str(&b, kv->key, kv->s); break;
+        case K_BOOL:
+            gb_key(&b, kv->key, GGUF_TYPE_BOOL);
+            gb_u8(&b, (uint8_t)(kv->v != 0));
+            break;
         case K_FLAGS:
             gb_key(&b, kv->key, GGUF_TYPE_ARRAY);
             gb_arr(&b, GGUF_TYPE_BOOL, (uint64_t)strlen(kv->s));
@@ -697,6 +786,7 @@ static void run_case(const fcase *fc) {
         static kvlist l;
         CHECK(convert(dir, cfg, fc, q8, &g));
         metadata(&l, cfg, fc->arch, q8);
+        if (fc->legacy) metadata_deepseek2(&l, cfg, true);
         CHECK(write_gguf(path, &l, &g));
         free_gfile(&g);
         vllm_completion *c = run(path, &fp, &st);
@@ -705,7 +795,7 @@ static void run_case(const fcase *fc) {
         size_t same, total;
         gf_compare(c, ref, &fp, &same, &total, &maxd);
         printf("GGUF %-17s %-8s %s%s: %zu of %zu tokens as the safetensors%s, max |dlogprob| %.2e\n", fc->fixture,
-               fc->arch, q8 ? "Q8_0" : "BF16", mx ? " MXFP4 experts" : fc->fuse_gate_up ? " gate_up_exps" : "", same,
+               fc->arch, q8 ? "Q8_0" : "BF16", mx ? " MXFP4 experts" : fc->fuse_gate_up ? " gate_up_exps" : fc->legacy ? " attn_kv_b" : "", same,
                total, fc->ref_edit == no_window ? " (no sliding_window)"
                : mx                         ? " (YaRN truncated, its experts MXFP4-rounded)"
                : fc->ref_edit               ? " (YaRN truncated)"
@@ -771,7 +861,7 @@ static void derived_configs(void) {
     static small s;
     static kvlist l;
     vllm_status st;
-    const fcase q2 = {"qwen2_moe_shared", "qwen2moe", false, NULL};
+    const fcase q2 = {"qwen2_moe_shared", "qwen2moe", false, NULL, false};
     if (small_open(&s, &q2)) {
         metadata(&l, s.cfg, "qwen2moe", false);
         CHECK(write_gguf(s.path, &l, &s.g));
@@ -792,7 +882,7 @@ static void derived_configs(void) {
         json_decref(c);
         small_close(&s);
     }
-    const fcase l3 = {"llama3_mqa_tied", "llama", false, NULL};
+    const fcase l3 = {"llama3_mqa_tied", "llama", false, NULL, false};
     if (small_open(&s, &l3)) {
         metadata(&l, s.cfg, "llama", false);
         CHECK(write_gguf(s.path, &l, &s.g));
@@ -809,7 +899,7 @@ static void derived_configs(void) {
         json_decref(c);
         small_close(&s);
     }
-    const fcase mx = {"mixtral_moe", "llama", false, NULL};
+    const fcase mx = {"mixtral_moe", "llama", false, NULL, false};
     if (small_open(&s, &mx)) {
         metadata(&l, s.cfg, "llama", false);
         CHECK(write_gguf(s.path, &l, &s.g));
@@ -836,45 +926,57 @@ typedef struct refusal {
 
 static void refusals(void) {
     static const refusal cases[] = {
-        {{"llama3_mqa_tied", "llama", false, NULL}, "rope.scaling.type", K_STR, 0, "linear", NULL, "with rope_freqs"},
-        {{"llama3_mqa_tied", "llama", false, NULL}, "rope.scaling.attn_factor", K_F32, 2.0, NULL, NULL,
+        {{"llama3_mqa_tied", "llama", false, NULL, false}, "rope.scaling.type", K_STR, 0, "linear", NULL, "with rope_freqs"},
+        {{"llama3_mqa_tied", "llama", false, NULL, false}, "rope.scaling.attn_factor", K_F32, 2.0, NULL, NULL,
          "llama.rope.scaling.attn_factor"},
-        {{"mixtral_moe", "llama", false, NULL}, "expert_weights_scale", K_F32, 2.5, NULL, NULL,
+        {{"mixtral_moe", "llama", false, NULL, false}, "expert_weights_scale", K_F32, 2.5, NULL, NULL,
          "llama.expert_weights_scale"},
-        {{"mixtral_moe", "llama", false, NULL}, "expert_feed_forward_length", K_U32, 48, NULL, NULL,
+        {{"mixtral_moe", "llama", false, NULL, false}, "expert_feed_forward_length", K_U32, 48, NULL, NULL,
          "llama.expert_feed_forward_length"},
-        {{"mixtral_moe", "llama", false, NULL}, "expert_shared_feed_forward_length", K_U32, 48, NULL, NULL,
+        {{"mixtral_moe", "llama", false, NULL, false}, "expert_shared_feed_forward_length", K_U32, 48, NULL, NULL,
          "llama.expert_shared_feed_forward_length"},
-        {{"mixtral_moe", "llama", false, NULL}, "expert_used_count", K_U32, 5, NULL, NULL, "llama.expert_used_count"},
-        {{"qwen2_moe_shared", "qwen2moe", false, NULL}, "expert_used_count", K_U32, 9, NULL, NULL,
+        {{"mixtral_moe", "llama", false, NULL, false}, "expert_used_count", K_U32, 5, NULL, NULL, "llama.expert_used_count"},
+        {{"qwen2_moe_shared", "qwen2moe", false, NULL, false}, "expert_used_count", K_U32, 9, NULL, NULL,
          "qwen2moe.expert_used_count"},
-        {{"qwen2_moe_shared", "qwen2moe", false, NULL}, "expert_count", K_DEL, 0, NULL, NULL, "qwen2moe.expert_count"},
-        {{"gptoss_moe", "gpt-oss", false, NULL}, "rope.scaling.yarn_beta_fast", K_F32, 16.0, NULL, NULL,
+        {{"qwen2_moe_shared", "qwen2moe", false, NULL, false}, "expert_count", K_DEL, 0, NULL, NULL, "qwen2moe.expert_count"},
+        {{"gptoss_moe", "gpt-oss", false, NULL, false}, "rope.scaling.yarn_beta_fast", K_F32, 16.0, NULL, NULL,
          "gpt-oss.rope.scaling.yarn_beta_fast"},
-        {{"gptoss_moe", "gpt-oss", false, NULL}, "rope.scaling.yarn_attn_factor", K_F32, 1.0, NULL, NULL,
+        {{"gptoss_moe", "gpt-oss", false, NULL, false}, "rope.scaling.yarn_attn_factor", K_F32, 1.0, NULL, NULL,
          "gpt-oss.rope.scaling.yarn_attn_factor"},
-        {{"gptoss_moe", "gpt-oss", false, NULL}, "rope.scaling.original_context_length", K_DEL, 0, NULL, NULL,
+        {{"gptoss_moe", "gpt-oss", false, NULL, false}, "rope.scaling.original_context_length", K_DEL, 0, NULL, NULL,
          "gpt-oss.rope.scaling.original_context_length"},
-        {{"gptoss_moe", "gpt-oss", false, NULL}, "attention.sliding_window", K_DEL, 0, NULL, NULL,
+        {{"gptoss_moe", "gpt-oss", false, NULL, false}, "attention.sliding_window", K_DEL, 0, NULL, NULL,
          "gpt-oss.attention.sliding_window"},
-        {{"gptoss_moe", "gpt-oss", false, NULL}, NULL, K_U32, 0, NULL, "blk.0.attn_sinks.weight", "attn_sinks"},
-        {{"gptoss_moe", "gpt-oss", false, NULL}, NULL, K_U32, 0, NULL, "blk.1.ffn_up_exps.bias", "up_proj.bias"},
-        {{"olmo2_postnorm", "olmo2", false, NULL}, "attention.sliding_window", K_U32, 4096, NULL, NULL,
+        {{"gptoss_moe", "gpt-oss", false, NULL, false}, NULL, K_U32, 0, NULL, "blk.0.attn_sinks.weight", "attn_sinks"},
+        {{"gptoss_moe", "gpt-oss", false, NULL, false}, NULL, K_U32, 0, NULL, "blk.1.ffn_up_exps.bias", "up_proj.bias"},
+        {{"olmo2_postnorm", "olmo2", false, NULL, false}, "attention.sliding_window", K_U32, 4096, NULL, NULL,
          "olmo2.attention.sliding_window"},
-        {{"granite_mult", "granite", false, NULL}, "logit_scale", K_DEL, 0, NULL, NULL, "granite.logit_scale"},
-        {{"glm4_partial", "glm4", false, NULL}, "nextn_predict_layers", K_U32, 1, NULL, NULL,
+        {{"granite_mult", "granite", false, NULL, false}, "logit_scale", K_DEL, 0, NULL, NULL, "granite.logit_scale"},
+        {{"glm4_partial", "glm4", false, NULL, false}, "nextn_predict_layers", K_U32, 1, NULL, NULL,
          "glm4.nextn_predict_layers"},
-        {{"glm4_partial", "glm4", false, NULL}, "rope.dimension_sections", K_FLAGS, 0, "1111", NULL,
+        {{"glm4_partial", "glm4", false, NULL, false}, "rope.dimension_sections", K_FLAGS, 0, "1111", NULL,
          "glm4.rope.dimension_sections"},
-        {{"qwen3_5", "qwen35", false, NULL}, "ssm.inner_size", K_U32, 62, NULL, NULL, "qwen35.ssm.inner_size"},
-        {{"qwen3_5", "qwen35", false, NULL}, "ssm.group_count", K_DEL, 0, NULL, NULL, "qwen35.ssm.group_count"},
-        {{"qwen3_5", "qwen35", false, NULL}, "attention.recurrent_layers", K_FLAGS, 0, "110", NULL,
+        {{"deepseek_v3", "deepseek2", false, NULL, false}, "expert_gating_func", K_U32, 1, NULL, NULL,
+         "exp_probs_b"},
+        {{"deepseek_v3", "deepseek2", false, NULL, false}, "expert_gating_func", K_U32, 4, NULL, NULL,
+         "deepseek2.expert_gating_func"},
+        {{"deepseek_v3", "deepseek2", false, NULL, false}, "attention.key_length_mla", K_U32, 8, NULL, NULL,
+         "key_length_mla"},
+        {{"deepseek_v3", "deepseek2", false, NULL, false}, "attention.kv_lora_rank", K_DEL, 0, NULL, NULL,
+         "deepseek2.attention.kv_lora_rank"},
+        {{"deepseek_v3", "deepseek2", false, NULL, false}, "rope.scaling.type", K_STR, 0, "linear", NULL,
+         "deepseek2.rope.scaling.type"},
+        {{"deepseek_v2_lite", "deepseek2", false, NULL, false}, "rope.scaling.yarn_log_multiplier", K_F32, 0.1, NULL,
+         NULL, "deepseek2.rope.scaling.yarn_log_multiplier"},
+        {{"qwen3_5", "qwen35", false, NULL, false}, "ssm.inner_size", K_U32, 62, NULL, NULL, "qwen35.ssm.inner_size"},
+        {{"qwen3_5", "qwen35", false, NULL, false}, "ssm.group_count", K_DEL, 0, NULL, NULL, "qwen35.ssm.group_count"},
+        {{"qwen3_5", "qwen35", false, NULL, false}, "attention.recurrent_layers", K_FLAGS, 0, "110", NULL,
          "qwen35.attention.recurrent_layers"},
-        {{"qwen3_5", "qwen35", false, NULL}, "nextn_predict_layers", K_U32, 4, NULL, NULL, "qwen35.nextn_predict_layers"},
-        {{"qwen3_5", "qwen35", false, NULL}, "rope.dimension_count", K_U32, 40, NULL, NULL, "qwen35.rope.dimension_count"},
-        {{"qwen3_next", "qwen3next", false, NULL}, NULL, K_U32, 0, NULL, "blk.0.attn_gate.weight", "in_proj_qkvz"},
-        {{"qwen3_next", "qwen3next", false, NULL}, NULL, K_U32, 0, NULL, "blk.2.ssm_a", "A_log"},
-        {{"qwen2_moe_shared", "qwen2moe", false, NULL}, NULL, K_U32, 0, NULL, "blk.1.ffn_gate_inp_shexp.weight",
+        {{"qwen3_5", "qwen35", false, NULL, false}, "nextn_predict_layers", K_U32, 4, NULL, NULL, "qwen35.nextn_predict_layers"},
+        {{"qwen3_5", "qwen35", false, NULL, false}, "rope.dimension_count", K_U32, 40, NULL, NULL, "qwen35.rope.dimension_count"},
+        {{"qwen3_next", "qwen3next", false, NULL, false}, NULL, K_U32, 0, NULL, "blk.0.attn_gate.weight", "in_proj_qkvz"},
+        {{"qwen3_next", "qwen3next", false, NULL, false}, NULL, K_U32, 0, NULL, "blk.2.ssm_a", "A_log"},
+        {{"qwen2_moe_shared", "qwen2moe", false, NULL, false}, NULL, K_U32, 0, NULL, "blk.1.ffn_gate_inp_shexp.weight",
          "shared_expert_gate"},
     };
     static small s;
@@ -944,7 +1046,7 @@ static void qwen35_nextn(void) {
     static small s;
     static kvlist l;
     vllm_status st;
-    const fcase q = {"qwen3_5", "qwen35", false, NULL};
+    const fcase q = {"qwen3_5", "qwen35", false, NULL, false};
     if (!small_open(&s, &q)) {
         small_close(&s);
         return;
@@ -979,11 +1081,40 @@ static void qwen35_nextn(void) {
     small_close(&s);
 }
 
+/* DeepSeek's GGUF config: V3's routing from expert_gating_func 2, mscale_all_dim back from the log multiplier
+ * (0.1 x 1.0 stored as f32, divided back in f32: exactly 1), the per-head sizes from the _mla keys */
+static void deepseek_config(void) {
+    static small s;
+    static kvlist l;
+    vllm_status st;
+    const fcase d = {"deepseek_v3", "deepseek2", false, NULL, false};
+    if (!small_open(&s, &d)) {
+        small_close(&s);
+        return;
+    }
+    metadata(&l, s.cfg, "deepseek2", false);
+    CHECK(write_gguf(s.path, &l, &s.g));
+    json_t *c = config_of(s.path, &st);
+    const json_t *rs = c ? json_object_get(c, "rope_scaling") : NULL;
+    CHECK_MSG(c && !strcmp(json_string_value(json_array_get(json_object_get(c, "architectures"), 0)),
+                           "DeepseekV3ForCausalLM") &&
+                  !strcmp(str(c, "topk_method"), "noaux_tc") && !strcmp(str(c, "scoring_func"), "sigmoid") &&
+                  num(c, "qk_nope_head_dim") == 16 && num(c, "v_head_dim") == 16 && num(c, "kv_lora_rank") == 32 &&
+                  num(c, "q_lora_rank") == 32 && num(c, "n_group") == 2 && num(c, "topk_group") == 1 &&
+                  num(c, "routed_scaling_factor") == 2.5 && json_is_true(json_object_get(c, "norm_topk_prob")) &&
+                  num(c, "first_k_dense_replace") == 1 && num(c, "n_shared_experts") == 1,
+              "%s", vllm_last_error());
+    CHECK(rs && num(rs, "mscale_all_dim") == 1.0 && num(rs, "mscale") == 1.0 && num(rs, "factor") == 4.0 &&
+          !strcmp(str(rs, "rope_type"), "yarn"));
+    json_decref(c);
+    small_close(&s);
+}
+
 static void gptoss_config(void) {
     static small s;
     static kvlist l;
     vllm_status st;
-    const fcase go = {"gptoss_moe", "gpt-oss", false, NULL};
+    const fcase go = {"gptoss_moe", "gpt-oss", false, NULL, false};
     if (!small_open(&s, &go)) {
         small_close(&s);
         return;
@@ -1012,23 +1143,28 @@ static void gptoss_config(void) {
 
 int main(void) {
     static const fcase cases[] = {
-        {"llama3_mqa_tied", "llama", false, NULL},
-        {"mixtral_moe", "llama", false, no_window},
-        {"mixtral_moe", "llama", true, no_window},
-        {"qwen2_moe_shared", "qwen2moe", false, NULL},
-        {"gptoss_moe", "gpt-oss", false, yarn_truncated},
-        {"gptoss_moe", "gpt-oss", true, yarn_truncated},
-        {"olmo2_postnorm", "olmo2", false, NULL},
-        {"granite_mult", "granite", false, NULL},
-        {"glm4_partial", "glm4", false, NULL},
-        {"qwen3_next", "qwen3next", false, NULL},
-        {"qwen3_5", "qwen35", false, NULL},
-        {"qwen3_5_moe", "qwen35moe", false, NULL},
+        {"llama3_mqa_tied", "llama", false, NULL, false},
+        {"mixtral_moe", "llama", false, no_window, false},
+        {"mixtral_moe", "llama", true, no_window, false},
+        {"qwen2_moe_shared", "qwen2moe", false, NULL, false},
+        {"gptoss_moe", "gpt-oss", false, yarn_truncated, false},
+        {"gptoss_moe", "gpt-oss", true, yarn_truncated, false},
+        {"olmo2_postnorm", "olmo2", false, NULL, false},
+        {"granite_mult", "granite", false, NULL, false},
+        {"glm4_partial", "glm4", false, NULL, false},
+        {"qwen3_next", "qwen3next", false, NULL, false},
+        {"deepseek_v2_lite", "deepseek2", false, NULL, false},
+        {"deepseek_v2_lite", "deepseek2", false, NULL, true},
+        {"deepseek_v2_yarn", "deepseek2", false, NULL, false},
+        {"deepseek_v3", "deepseek2", false, NULL, false},
+        {"qwen3_5", "qwen35", false, NULL, false},
+        {"qwen3_5_moe", "qwen35moe", false, NULL, false},
     };
     mxfp4_layouts();
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     derived_configs();
     gptoss_config();
+    deepseek_config();
     qwen35_nextn();
     refusals();
     TEST_END();

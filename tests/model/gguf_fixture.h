@@ -109,10 +109,20 @@ static inline void free_gfile(gfile *g) {
     g->n = 0;
 }
 
+/* The device the GGUF tests run their engines on: VLLM_TEST_GGUF_DEVICE ("cuda" on a GPU machine:
+ * tools/device/check_gguf.sh), else the CPU. */
+static inline const char *gf_device(void) {
+    const char *d = getenv("VLLM_TEST_GGUF_DEVICE");
+    return d && *d ? d : "cpu";
+}
+static inline bool gf_on_gpu(void) { return strcmp(gf_device(), "cpu") != 0; }
+
 /* Greedy completions of the fixture's prompts; NULL when the engine could not be made. */
 static inline vllm_completion *run(const char *model, const fixture_prompts *fp, vllm_status *st) {
     vllm_engine_options o = vllm_engine_default_options();
     o.num_threads = 2;
+    o.device = gf_device();
+    if (gf_on_gpu()) o.gpu_memory_utilization = 0.2f;
     o.max_model_len = 128;
     o.block_size = 4;
     vllm_engine *e = NULL;
@@ -125,6 +135,14 @@ static inline vllm_completion *run(const char *model, const fixture_prompts *fp,
     *st = vllm_generate(e, fp->ps, fp->n, &sp, false, &c, NULL);
     vllm_engine_free(e);
     return *st ? NULL : c;
+}
+
+/* Whether a GGUF run whose tensors hold the folder's values matches the folder's run: on the CPU every token and
+ * logprobs within cpu_tol (F32 arithmetic on the same values); on a GPU (BF16 activations, where a GGUF's F32 norms
+ * and biases meet the folder's BF16 ones) logprobs within 0.05 and 90% of the tokens (a near-tie may flip). */
+static inline bool gf_same_run(size_t same, size_t total, double maxd, double cpu_tol) {
+    if (!gf_on_gpu()) return same == total && total > 0 && maxd <= cpu_tol;
+    return total > 0 && same * 10 >= total * 9 && maxd <= 0.05;
 }
 
 /* c against ref: tokens compared (each prompt up to its first difference: the rest follows another path),

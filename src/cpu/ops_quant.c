@@ -204,6 +204,7 @@ CQ_INLINE cq_w32 cq_decode32(ggml_type t, const uint8_t *b, __m256i iq4_table) {
         break;
     }
     case GGML_TYPE_IQ4_NL: r.q = _mm256_shuffle_epi8(iq4_table, cq_nibbles(((const gq_block_iq4_nl *)b)->qs)); break;
+    case GGML_TYPE_MXFP4: r.q = _mm256_shuffle_epi8(iq4_table, cq_nibbles(((const gq_block_mxfp4 *)b)->qs)); break;
     case GGML_TYPE_Q4_1: {
         const gq_block_q4_1 *q = (const gq_block_q4_1 *)b;
         r.q = cq_nibbles(q->qs);
@@ -219,6 +220,17 @@ CQ_INLINE cq_w32 cq_decode32(ggml_type t, const uint8_t *b, __m256i iq4_table) {
     r.qa = cq_is_1(t) ? r.q : _mm256_abs_epi8(r.q);
     return r;
 }
+
+/* MXFP4's scale: 2^(e - 128) (ggml_e8m0_to_fp32_half: e < 2 a subnormal) */
+CQ_INLINE float cq_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* A 32-element block's weight scale: its f16 d, or MXFP4's E8M0 byte */
+CQ_INLINE float cq_scale32(ggml_type t, const uint8_t *b) { return t == GGML_TYPE_MXFP4 ? cq_e8m0_half(b[0]) : cq_f16(b); }
 
 /* The 8 f16 values at p, p + stride, ..., p + 7 stride, widened (8 scales of consecutive blocks). */
 CQ_INLINE __m256 cq_f16x8(const uint8_t *p, size_t stride) {
@@ -253,7 +265,7 @@ CQ_INLINE void cq_k32(ggml_type t, size_t wsize, const void *vw, const void *con
                       float *out) {
     const uint8_t *w = vw;
     const size_t xs = cq_is_1(t) ? sizeof(gq_block_q8_1) : sizeof(gq_block_q8_0);
-    const __m256i table = cq_dup128(CQ_LOAD128(gq_kvalues_iq4nl));
+    const __m256i table = cq_dup128(CQ_LOAD128(t == GGML_TYPE_MXFP4 ? gq_kvalues_mxfp4 : gq_kvalues_iq4nl));
     int64_t nb = n / GQ_QK, i = 0;
     __m256 acc[4 * CQ_NT], summ[CQ_NT]; /* acc[4j + k]: accumulator j of row k */
     for (int k = 0; k < nt; k++) {
@@ -263,7 +275,11 @@ CQ_INLINE void cq_k32(ggml_type t, size_t wsize, const void *vw, const void *con
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *wb = w + (size_t)i * wsize;
         cq_prefetch(wb, 8 * wsize);
-        const __m256 dw = cq_f16x8(wb, wsize);
+        const __m256 dw = t == GGML_TYPE_MXFP4 ? _mm256_setr_ps(cq_e8m0_half(wb[0]), cq_e8m0_half(wb[wsize]),
+                                                                 cq_e8m0_half(wb[2 * wsize]), cq_e8m0_half(wb[3 * wsize]),
+                                                                 cq_e8m0_half(wb[4 * wsize]), cq_e8m0_half(wb[5 * wsize]),
+                                                                 cq_e8m0_half(wb[6 * wsize]), cq_e8m0_half(wb[7 * wsize]))
+                                               : cq_f16x8(wb, wsize);
         __m256 dd[CQ_NT];
         for (int k = 0; k < nt; k++) {
             const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
@@ -285,7 +301,7 @@ CQ_INLINE void cq_k32(ggml_type t, size_t wsize, const void *vw, const void *con
         __m256 ddj[CQ_NT];
         for (int k = 0; k < nt; k++) {
             const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
-            ddj[k] = _mm256_set1_ps(cq_f16(wb) * cq_f16(xb));
+            ddj[k] = _mm256_set1_ps(cq_scale32(t, wb) * cq_f16(xb));
             if (cq_is_1(t)) tail[k] += cq_f16(wb + 2) * cq_f16(xb + offsetof(gq_block_q8_1, s));
         }
         cq_block32(t, wb, x, i, nt, 0, table, ddj, acc);
@@ -308,6 +324,7 @@ CQ_DEFINE_32(q4_1, GGML_TYPE_Q4_1, gq_block_q4_1)
 CQ_DEFINE_32(q5_0, GGML_TYPE_Q5_0, gq_block_q5_0)
 CQ_DEFINE_32(q5_1, GGML_TYPE_Q5_1, gq_block_q5_1)
 CQ_DEFINE_32(iq4_nl, GGML_TYPE_IQ4_NL, gq_block_iq4_nl)
+CQ_DEFINE_32(mxfp4, GGML_TYPE_MXFP4, gq_block_mxfp4)
 
 /* ---- 256-element super-block types (activations Q8_K) ----
  *
@@ -1071,6 +1088,7 @@ static cq_dotn_fn cq_kernel(ggml_type t) {
     case GGML_TYPE_Q6_K: return cq_dotn_q6_K;
     case GGML_TYPE_IQ4_NL: return cq_dotn_iq4_nl;
     case GGML_TYPE_IQ4_XS: return cq_dotn_iq4_xs;
+    case GGML_TYPE_MXFP4: return cq_dotn_mxfp4;
     default: return NULL;
     }
 #else

@@ -171,10 +171,10 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     /* (with attn_gate's rows after attn_qkv's, a row of t is t's bytes over its own rows) */
     const size_t row_bytes = t2 ? t->nbytes / (size_t)t->ne[1] : rows ? slice / (size_t)rows : 0;
     dtype dt = DTYPE_COUNT;
-    /* MXFP4 (gpt-oss's experts): no backend runs it, so BF16 copies (exact: 2-bit mantissas, E8M0 scales) */
+    /* MXFP4 (gpt-oss's experts): where the backend does not run its blocks, BF16 copies (exact: 2-bit mantissas,
+     * E8M0 scales; a quarter of F32's memory) */
     const bool mxfp4 = t->type == GGML_TYPE_MXFP4;
-    if (!mxfp4 &&
-        (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type))))
+    if (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type)))
         return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
                         gguf_type_name(t->type));
     /* values or columns the converter changed, or two sources of different types: F32 rows */

@@ -20,6 +20,7 @@ static inline const ggml_dtype_pair *ggml_dtype_pairs(unsigned *n) {
         {DTYPE_Q5_0, GGML_TYPE_Q5_0},     {DTYPE_Q5_1, GGML_TYPE_Q5_1},     {DTYPE_Q2_K, GGML_TYPE_Q2_K},
         {DTYPE_Q3_K, GGML_TYPE_Q3_K},     {DTYPE_Q4_K, GGML_TYPE_Q4_K},     {DTYPE_Q5_K, GGML_TYPE_Q5_K},
         {DTYPE_Q6_K, GGML_TYPE_Q6_K},     {DTYPE_IQ4_NL, GGML_TYPE_IQ4_NL}, {DTYPE_IQ4_XS, GGML_TYPE_IQ4_XS},
+        {DTYPE_MXFP4, GGML_TYPE_MXFP4},
     };
     *n = sizeof P / sizeof *P;
     return P;

@@ -57,7 +57,7 @@ static const gq_info gq_infos[GGML_TYPE_COUNT] = {
     [GGML_TYPE_Q8_K] = {"Q8_K", GQ_QK_K, sizeof(gq_block_q8_K), GGML_TYPE_COUNT},
     [GGML_TYPE_IQ4_NL] = {"IQ4_NL", GQ_QK, sizeof(gq_block_iq4_nl), GGML_TYPE_Q8_0},
     [GGML_TYPE_IQ4_XS] = {"IQ4_XS", GQ_QK_K, sizeof(gq_block_iq4_xs), GGML_TYPE_Q8_K},
-    [GGML_TYPE_MXFP4] = {"MXFP4", GQ_QK, sizeof(gq_block_mxfp4), GGML_TYPE_COUNT},
+    [GGML_TYPE_MXFP4] = {"MXFP4", GQ_QK, sizeof(gq_block_mxfp4), GGML_TYPE_Q8_0},
 };
 
 static const gq_info *gq_info_of(ggml_type t) {
@@ -852,6 +852,21 @@ static float vd_q8_0(const gq_block_q8_0 *x, const gq_block_q8_0 *y, int64_t nb)
     return sumf;
 }
 
+/* ggml_vec_dot_mxfp4_q8_0_generic: d = d_y * 2^(e - 128), the levels of gq_kvalues_mxfp4 */
+static float vd_mxfp4(const gq_block_mxfp4 *x, const gq_block_q8_0 *y, int64_t nb) {
+    float sumf = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = gq_f16_load(y[i].d) * e8m0_half(x[i].e);
+        int sumi1 = 0, sumi2 = 0;
+        for (int j = 0; j < 16; j++) {
+            sumi1 += y[i].qs[j] * gq_kvalues_mxfp4[x[i].qs[j] & 15];
+            sumi2 += y[i].qs[j + 16] * gq_kvalues_mxfp4[x[i].qs[j] >> 4];
+        }
+        sumf += d * (float)(sumi1 + sumi2);
+    }
+    return sumf;
+}
+
 static float vd_iq4_nl(const gq_block_iq4_nl *x, const gq_block_q8_0 *y, int64_t nb) {
     float sumf = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
@@ -1020,6 +1035,7 @@ float gq_vec_dot(ggml_type t, const void *w, const void *xq, int64_t n) {
     case GGML_TYPE_Q6_K: return vd_q6_K(w, xq, nb);
     case GGML_TYPE_IQ4_NL: return vd_iq4_nl(w, xq, nb);
     case GGML_TYPE_IQ4_XS: return vd_iq4_xs(w, xq, nb);
+    case GGML_TYPE_MXFP4: return vd_mxfp4(w, xq, nb);
     default: return NAN;
     }
 }

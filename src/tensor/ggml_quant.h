@@ -14,7 +14,7 @@
  *     scales, so not bit-identical to llama.cpp's files); MXFP4 follows ggml's quantize_row_mxfp4_ref (the
  *     scale from the block's absmax, each value to the nearest level);
  *   - gq_vec_dot: dot product of a weight row in type T with an activation row quantized to T's partner
- *     type (gq_vec_dot_type: Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL, Q8_1 for Q4_1 / Q5_1, Q8_K for the K
+ *     type (gq_vec_dot_type: Q8_0 for Q4_0 / Q5_0 / Q8_0 / IQ4_NL / MXFP4, Q8_1 for Q4_1 / Q5_1, Q8_K for the K
  *     types and IQ4_XS; F32 / F16 / BF16 for themselves), computed as ggml's scalar "generic" CPU path does
  *     (integer sums per block, then the same float operations), so results equal llama.cpp's CPU up to float
  *     summation order. The fast SIMD versions and the matmul are in src/cpu/cpu_quant.h.
@@ -188,9 +188,8 @@ extern const int8_t gq_kvalues_mxfp4[16];
 /* ---- type facts ---- */
 
 /* True for the weight types this module reads: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (dequantize, vec_dot and the CPU matmul). Q8_1 and Q8_K are activation
- * formats: known to the size helpers, gq_quantize_row and gq_dequantize_row, but not weights. MXFP4 is known
- * to those too (gpt-oss's experts, dequantized at load: no vec_dot). */
+ * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (dequantize, vec_dot and the CPU matmul). Q8_1 and Q8_K are activation
+ * formats: known to the size helpers, gq_quantize_row and gq_dequantize_row, but not weights. */
 bool gq_type_supported(ggml_type t);
 /* Elements per block (1 for F32 / F16 / BF16); 0 for a type this module does not know. */
 int64_t gq_block_size(ggml_type t);

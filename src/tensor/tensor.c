@@ -13,6 +13,7 @@ static const struct { const char *name; size_t size; int64_t block; } DTYPES[DTY
     [DTYPE_Q5_0] = {"Q5_0", 22, 32}, [DTYPE_Q5_1] = {"Q5_1", 24, 32}, [DTYPE_Q2_K] = {"Q2_K", 84, 256},
     [DTYPE_Q3_K] = {"Q3_K", 110, 256}, [DTYPE_Q4_K] = {"Q4_K", 144, 256}, [DTYPE_Q5_K] = {"Q5_K", 176, 256},
     [DTYPE_Q6_K] = {"Q6_K", 210, 256}, [DTYPE_IQ4_NL] = {"IQ4_NL", 18, 32}, [DTYPE_IQ4_XS] = {"IQ4_XS", 136, 256},
+    [DTYPE_MXFP4] = {"MXFP4", 17, 32},
     [DTYPE_FP8_B128] = {"FP8_B128", 132, 128}, [DTYPE_I4_B128] = {"I4_B128", 84, 128},
 };
 

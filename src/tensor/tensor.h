@@ -37,6 +37,7 @@ typedef enum dtype {
     DTYPE_Q6_K,
     DTYPE_IQ4_NL,
     DTYPE_IQ4_XS,
+    DTYPE_MXFP4, /* gpt-oss's experts in GGUF files (ggml_quant.h gq_block_mxfp4) */
     /* FP8 E4M3 weights in blocks of 128 elements along a row, each 128 bytes then its F32 scale
      * (tensor/fp8.h): the block-scaled FP8 checkpoints' rows (quantization_config quant_method "fp8"),
      * repacked at load. Not a ggml type. */

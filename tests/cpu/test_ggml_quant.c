@@ -29,7 +29,7 @@
 static const ggml_type WEIGHT_TYPES[] = {
     GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,   GGML_TYPE_Q5_0,
     GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,   GGML_TYPE_Q5_K,
-    GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
+    GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4,
 };
 #define N_WEIGHT_TYPES ((int)(sizeof WEIGHT_TYPES / sizeof WEIGHT_TYPES[0]))
 
@@ -101,7 +101,7 @@ static void test_type_facts(void) {
         {GGML_TYPE_Q2_K, 256, 84, GGML_TYPE_Q8_K},     {GGML_TYPE_Q3_K, 256, 110, GGML_TYPE_Q8_K},
         {GGML_TYPE_Q4_K, 256, 144, GGML_TYPE_Q8_K},    {GGML_TYPE_Q5_K, 256, 176, GGML_TYPE_Q8_K},
         {GGML_TYPE_Q6_K, 256, 210, GGML_TYPE_Q8_K},    {GGML_TYPE_IQ4_NL, 32, 18, GGML_TYPE_Q8_0},
-        {GGML_TYPE_IQ4_XS, 256, 136, GGML_TYPE_Q8_K},
+        {GGML_TYPE_IQ4_XS, 256, 136, GGML_TYPE_Q8_K},  {GGML_TYPE_MXFP4, 32, 17, GGML_TYPE_Q8_0},
     };
     for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
         ggml_type t = facts[i].t;
@@ -399,6 +399,7 @@ static double rt_bound(ggml_type t) {
     case GGML_TYPE_Q4_K: return 0.10;
     case GGML_TYPE_IQ4_NL: return 0.12;
     case GGML_TYPE_IQ4_XS: return 0.12;
+    case GGML_TYPE_MXFP4: return 0.2; /* levels 0 .. 6 x a power of two: steps up to a third of a value */
     case GGML_TYPE_Q3_K: return 0.25;
     case GGML_TYPE_Q2_K: return 0.45;
     default: return 0.0;
@@ -473,6 +474,7 @@ static void make_weight_row(ggml_type t, int64_t n, bool random_bytes, unsigned 
         case GGML_TYPE_Q2_K: put16(b + 80, h1), put16(b + 82, h2); break;
         case GGML_TYPE_Q3_K: put16(b + 108, h1); break;
         case GGML_TYPE_Q6_K: put16(b + 208, h1); break;
+        case GGML_TYPE_MXFP4: b[0] = (uint8_t)(117 + rng_u32() % 12); break; /* E8M0: scales 2^-11 .. 2^0 */
         default: put16(b, h1); break; /* Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first */
         }
     }
@@ -656,7 +658,7 @@ static void bench(void) {
     if (shape && sscanf(shape, "%lld,%lld,%lld", &sin, &sout, &sT) != 3) sin = 4096, sout = 4096, sT = 64;
     const int64_t in = sin, out = sout, Tmax = sT;
     const ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K, GGML_TYPE_Q4_0, GGML_TYPE_Q5_K,
-                               GGML_TYPE_IQ4_XS, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K};
+                               GGML_TYPE_IQ4_XS, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K, GGML_TYPE_MXFP4};
     const int copies = 8; /* cycling through 8 weights (> L3) measures DRAM; 1 copy what the caches give */
     float *x = xmalloc(sizeof(float) * (size_t)(in * Tmax)), *y = xmalloc(sizeof(float) * (size_t)(out * Tmax));
     for (int64_t i = 0; i < in * Tmax; i++) x[i] = rng_uniform();

@@ -789,6 +789,22 @@ static void run_case(const fcase *fc) {
         if (fc->legacy) metadata_deepseek2(&l, cfg, true);
         CHECK(write_gguf(path, &l, &g));
         free_gfile(&g);
+        /* MXFP4 experts with BF16 matrices: first dequantized at load (exact against the rounded folder), then
+         * on their blocks where the backend runs them (the CPU: activations quantized to Q8_0 per block, as
+         * llama.cpp's ggml_vec_dot_mxfp4_q8_0; checked as the Q8_0 files) */
+        if (mx && !q8) {
+            setenv("VLLM_GGUF_DEQUANTIZE", "1", 1);
+            vllm_completion *cd = run(path, &fp, &st);
+            unsetenv("VLLM_GGUF_DEQUANTIZE");
+            double dmax;
+            size_t dsame, dtotal;
+            gf_compare(cd, ref, &fp, &dsame, &dtotal, &dmax);
+            printf("GGUF %-17s %-8s BF16 MXFP4 experts dequantized: %zu of %zu tokens as the safetensors, max "
+                   "|dlogprob| %.2e\n", fc->fixture, fc->arch, dsame, dtotal, dmax);
+            CHECK_MSG(cd && gf_same_run(dsame, dtotal, dmax, 1e-6), "%s MXFP4 dequantized: %zu of %zu, %g",
+                      fc->fixture, dsame, dtotal, dmax);
+            if (cd) vllm_completions_free(cd, fp.n);
+        }
         vllm_completion *c = run(path, &fp, &st);
         CHECK_MSG(c != NULL, "%s: %s", path, vllm_last_error());
         double maxd;
@@ -801,7 +817,7 @@ static void run_case(const fcase *fc) {
                : fc->ref_edit               ? " (YaRN truncated)"
                                             : "",
                maxd);
-        if (!q8)
+        if (!q8 && !(mx && !gf_on_gpu())) /* (on a GPU the MXFP4 blocks are BF16 copies: exact) */
             CHECK_MSG(c && gf_same_run(same, total, maxd, freqs ? 1e-4 : 1e-6),
                       "%s BF16: %zu of %zu tokens, max |dlogprob| %g", fc->fixture, same, total, maxd);
         else /* 8-bit matrices on logits of std ~8 (test_gguf_model.c's bound, 0.5 seen on the dense llama3); 1 for
@@ -1036,7 +1052,7 @@ static void mxfp4_layouts(void) {
     CHECK(q[0] == 127 - 2 + 1); /* absmax 3 = 12 * 2^-2: floor(log2 3) - 2 + 127 = 126, d = 2^-2 */
     for (int j = 0; j < 32; j++) CHECK_MSG(y[j] == x[j], "MXFP4 round trip: %d: %g -> %g", j, x[j], y[j]);
     CHECK(gq_type_size(GGML_TYPE_MXFP4) == 17 && gq_block_size(GGML_TYPE_MXFP4) == 32 &&
-          !gq_type_supported(GGML_TYPE_MXFP4));
+          gq_type_supported(GGML_TYPE_MXFP4) && gq_vec_dot_type(GGML_TYPE_MXFP4) == GGML_TYPE_Q8_0);
 }
 
 /* Qwen3.5's multi-token-prediction block, as the converter keeps it by default (block_count = layers + 1,

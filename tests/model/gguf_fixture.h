@@ -117,6 +117,18 @@ static inline const char *gf_device(void) {
 }
 static inline bool gf_on_gpu(void) { return strcmp(gf_device(), "cpu") != 0; }
 
+/* VLLM_TEST_GGUF_CONVERTED=DIR (tools/device/check_gguf_converter.sh): DIR/<fixture>.gguf made from the fixture by
+ * llama.cpp's own convert_hf_to_gguf.py (tools/gguf_convert_fixture.py, BF16) is run in place of the test's own
+ * writing of it; out gets its path, false when there is none. */
+static inline bool gf_converted(const char *fixture, char *out, size_t n) {
+    const char *dir = getenv("VLLM_TEST_GGUF_CONVERTED");
+    if (!dir || !*dir) return false;
+    snprintf(out, n, "%s/%s.gguf", dir, fixture);
+    FILE *f = fopen(out, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
 /* Greedy completions of the fixture's prompts; NULL when the engine could not be made. */
 static inline vllm_completion *run(const char *model, const fixture_prompts *fp, vllm_status *st) {
     vllm_engine_options o = vllm_engine_default_options();

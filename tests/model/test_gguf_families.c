@@ -310,16 +310,22 @@ static void run_case(const fam_case *fc) {
     vllm_completion *ref = run(fc->qpas ? refdir : dir, &fp, &st);
     CHECK_MSG(ref != NULL, "%s: %s", fc->fixture, vllm_last_error());
     for (int q8 = 0; q8 < 2 && ref; q8++) {
-        char path[256];
+        char path[1280];
         snprintf(path, sizeof path, "/tmp/vllmc_test_gfam_%d_%s_%d.gguf", (int)getpid(), fc->fixture, q8);
         static gfile g;
         static kvlist l;
-        CHECK(convert(dir, cfg, fc->arch, q8, &g));
-        metadata(&l, cfg, fc->arch, q8);
-        if (!strcmp(fc->arch, "gemma3")) /* layer_types: every 2nd layer global (see the top) */
-            set(&l, "gemma3", "attention.sliding_window_pattern", K_U32, 2, NULL);
-        CHECK(write_gguf(path, &l, &g));
-        free_gfile(&g);
+        char conv[1200];
+        const bool theirs = !q8 && gf_converted(fc->fixture, conv, sizeof conv); /* llama.cpp's converter's */
+        if (theirs) {
+            snprintf(path, sizeof path, "%s", conv);
+        } else {
+            CHECK(convert(dir, cfg, fc->arch, q8, &g));
+            metadata(&l, cfg, fc->arch, q8);
+            if (!strcmp(fc->arch, "gemma3")) /* layer_types: every 2nd layer global (see the top) */
+                set(&l, "gemma3", "attention.sliding_window_pattern", K_U32, 2, NULL);
+            CHECK(write_gguf(path, &l, &g));
+            free_gfile(&g);
+        }
         vllm_completion *c = run(path, &fp, &st);
         CHECK_MSG(c != NULL, "%s: %s", path, vllm_last_error());
         double maxd;
@@ -333,8 +339,9 @@ static void run_case(const fam_case *fc) {
         else /* 8-bit matrices on logits of std ~8 (test_gguf_model.c's bound, 0.08-0.6 seen here) */
             CHECK_MSG(c && maxd <= 0.8 && same * 10 >= total * 7, "%s Q8_0: %zu of %zu tokens, max |dlogprob| %g",
                       fc->fixture, same, total, maxd);
+        if (theirs) printf("   (the file of llama.cpp's convert_hf_to_gguf.py: %s)\n", path);
         if (c) vllm_completions_free(c, fp.n);
-        unlink(path);
+        if (!theirs) unlink(path);
     }
     if (ref) vllm_completions_free(ref, fp.n);
     if (fc->qpas) remove_reference_dir(refdir);

@@ -124,6 +124,10 @@ static bool put_num(ctx *c, const char *suffix, const char *field, bool required
         else if (required) c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s missing", c->what, key);
         return false;
     }
+    if (!isfinite(v)) { /* (json_real would drop it, and the field would fall back to a default) */
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s is %g, must be finite", c->what, key, v);
+        return false;
+    }
     json_object_set_new(c->cfg, field, json_real(v));
     return true;
 }
@@ -139,7 +143,11 @@ static bool get_num(ctx *c, const char *suffix, double *v) {
     key_of(c, suffix, key, sizeof key);
     vllm_status err = VLLM_OK;
     if (c->st) return false;
-    if (gguf_get_f64(c->f, key, v, &err)) return true;
+    if (gguf_get_f64(c->f, key, v, &err)) {
+        if (isfinite(*v)) return true;
+        c->st = vt_error(VLLM_ERR_FORMAT, "%s: %s is %g, must be finite", c->what, key, *v);
+        return false;
+    }
     if (err) c->st = err;
     return false;
 }
@@ -197,8 +205,12 @@ static vllm_status rope_freqs(ctx *c, const gguf_tensor_info *rf, const char *ty
         refuse(c, VLLM_ERR_UNSUPPORTED, "%s: %s %g with rope_freqs.weight is not supported%s", "rope.scaling.attn_factor",
                af, "");
     if (c->st) return c->st;
-    const int64_t hd = get_int(c, "head_dim", 2);
-    json_t *l = rope_factor_list(c, rf, hd / 2);
+    int64_t rd = get_int(c, "head_dim", 2); /* llama.cpp's n_rot: rope.dimension_count, else the head */
+    char key[160];
+    key_of(c, "rope.dimension_count", key, sizeof key);
+    vllm_status err = VLLM_OK;
+    if (!gguf_get_i64(c->f, key, &rd, &err) && err) return c->st = err;
+    json_t *l = rope_factor_list(c, rf, rd / 2);
     if (!l) return c->st;
     json_t *rs = json_object();
     json_object_set_new(rs, "rope_type", json_string("longrope"));
@@ -413,7 +425,7 @@ static int64_t partial_rotary(ctx *c) {
                          (long long)rd, (long long)hd);
         return 0;
     }
-    if ((c->st = err)) return 0;
+    if (c->st || (c->st = err)) return 0;
     if (rd != hd) {
         double prf = (double)rd / (double)hd;
         if ((int64_t)((double)hd * prf) != rd) prf = nextafter(prf, 1.0);
@@ -432,7 +444,7 @@ static void phi3(ctx *c) {
     int64_t window = 0;
     key_of(c, "attention.sliding_window", key, sizeof key);
     if (gguf_get_i64(c->f, key, &window, &err) && window < 0) window = 0;
-    if ((c->st = err)) return;
+    if (c->st || (c->st = err)) return;
     json_object_set_new(c->cfg, "sliding_window", window > 0 ? json_integer(window) : json_null());
     if (!gguf_find_tensor(c->f, "blk.0.attn_qkv.weight")) {
         c->st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor blk.0.attn_qkv.weight missing (phi3 files with separate "
@@ -750,7 +762,7 @@ static void deepseek2(ctx *c) {
     for (int i = 0; i < 5; i++) {
         key_of(c, ks[i], key, sizeof key);
         has[i] = gguf_get_i64(c->f, key, vs[i], &err);
-        if ((c->st = err)) return;
+        if (c->st || (c->st = err)) return;
     }
     const bool mla = has[2] || has[3];
     if (mla && (!has[2] || !has[3] || klm <= R || vlm < 1 || (has[0] && kl != L + R) || (has[1] && vl != L) ||
@@ -774,7 +786,7 @@ static void deepseek2(ctx *c) {
     key_of(c, "attention.q_lora_rank", key, sizeof key);
     if (gguf_get_i64(c->f, key, &qlr, &err) && qlr > 0) json_object_set_new(c->cfg, "q_lora_rank", json_integer(qlr));
     else json_object_set_new(c->cfg, "q_lora_rank", json_null());
-    if ((c->st = err)) return;
+    if (c->st || (c->st = err)) return;
     /* the MoE */
     int64_t v;
     if (!put_int(c, "leading_dense_block_count", "first_k_dense_replace", false, 0) && !c->st)
@@ -794,7 +806,7 @@ static void deepseek2(ctx *c) {
     bool norm = false;
     key_of(c, "expert_weights_norm", key, sizeof key);
     gguf_get_bool(c->f, key, &norm, &err);
-    if ((c->st = err)) return;
+    if (c->st || (c->st = err)) return;
     json_object_set_new(c->cfg, "norm_topk_prob", json_boolean(norm));
     int64_t gating = 1, groups = 1, used_groups = 1;
     key_of(c, "expert_gating_func", key, sizeof key);
@@ -807,9 +819,13 @@ static void deepseek2(ctx *c) {
                (double)gating, "");
         return;
     }
-    const bool sigmoid = gating == 2, bias = gguf_find_tensor(c->f, "blk.0.exp_probs_b.bias") != NULL ||
-                                             gguf_find_tensor(c->f, "blk.1.exp_probs_b.bias") != NULL ||
-                                             gguf_find_tensor(c->f, "blk.3.exp_probs_b.bias") != NULL;
+    const bool sigmoid = gating == 2;
+    bool bias = false; /* any layer's */
+    for (int64_t l = 0; !bias && l < get_int(c, "num_hidden_layers", 0); l++) {
+        char tn[64];
+        snprintf(tn, sizeof tn, "blk.%lld.exp_probs_b.bias", (long long)l);
+        bias = gguf_find_tensor(c->f, tn) != NULL;
+    }
     if (!sigmoid && bias) {
         refuse(c, VLLM_ERR_UNSUPPORTED, "%s: exp_probs_b with %s %g (softmax routing, llama.cpp's default when the key "
                "is absent) is not supported: V3 / R1 files route by sigmoid (2)%s", "expert_gating_func", (double)gating,
@@ -835,8 +851,9 @@ static void deepseek2(ctx *c) {
     const char *type = NULL;
     size_t tlen = 0;
     key_of(c, "rope.scaling.type", key, sizeof key);
-    const bool is_yarn = gguf_get_str(c->f, key, &type, &tlen, NULL) && tlen == 4 && !memcmp(type, "yarn", 4);
-    if (c->st) return;
+    const bool has_type = gguf_get_str(c->f, key, &type, &tlen, &err);
+    if ((c->st = c->st ? c->st : err)) return;
+    const bool is_yarn = has_type && tlen == 4 && !memcmp(type, "yarn", 4);
     double af;
     if (type && !is_yarn && !(tlen == 4 && !memcmp(type, "none", 4))) {
         c->st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported for deepseek2 (none, yarn)", c->what, key,

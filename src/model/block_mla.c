@@ -28,6 +28,7 @@
 #include "tensor/fp8.h"
 #include "tensor/ggml_dtype.h"
 #include "tensor/ggml_quant.h"
+#include "tensor/int4.h"
 
 static bool has_mla(const model_config *c) {
     for (int l = 0; l < c->num_layers; l++)
@@ -63,16 +64,19 @@ static vllm_status regroup_q(const weight_source *ws, const model_config *c, con
     return VLLM_OK;
 }
 
-/* A block-scaled FP8 kv_b_proj (FP8_B128 rows: DeepSeek-V3 / R1 / Kimi-K2's checkpoints), or one in ggml blocks (an
- * older GGUF file's attn_kv_b), as a host copy of its values
+/* A block-scaled FP8 kv_b_proj (FP8_B128 rows: DeepSeek-V3 / R1 / Kimi-K2's checkpoints), a 4-bit one (I4_B128: AWQ /
+ * GPTQ checkpoints) or one in ggml blocks (an older GGUF file's attn_kv_b), as a host copy of its values
  * in dt (the activation dtype: the absorptions then run as for a BF16 checkpoint), as vLLM dequantizes it before
  * splitting W_UK / W_UV (MLACommonImpl.process_weights_after_loading: get_and_maybe_dequant_weights). */
 static vllm_status dequant_kv_b(const tensor *w, dtype dt, void **host, tensor *out) {
     const int64_t rows = w->shape[0], K = w->shape[1];
     ggml_type gt = GGML_TYPE_COUNT;
-    const bool ggml = w->dtype != DTYPE_FP8_B128 && dtype_to_ggml(w->dtype, &gt);
-    if (!ggml && K % FP8_B)
-        return vt_error(VLLM_ERR_FORMAT, "kv_b_proj: %lld columns are not whole FP8 blocks", (long long)K);
+    const bool ggml = dtype_to_ggml(w->dtype, &gt) && dtype_is_block(w->dtype), i4 = w->dtype == DTYPE_I4_B128;
+    if (!ggml && !i4 && w->dtype != DTYPE_FP8_B128)
+        return vt_error(VLLM_ERR_UNSUPPORTED, "kv_b_proj: %s is not supported", dtype_name(w->dtype));
+    if (!ggml && K % (i4 ? I4_B : FP8_B))
+        return vt_error(VLLM_ERR_FORMAT, "kv_b_proj: %lld columns are not whole %s blocks", (long long)K,
+                        dtype_name(w->dtype));
     const size_t grow = ggml ? gq_row_bytes(gt, K) : 0;
     if (ggml && !grow)
         return vt_error(VLLM_ERR_FORMAT, "kv_b_proj: %lld columns are not whole %s blocks", (long long)K,
@@ -86,7 +90,8 @@ static vllm_status dequant_kv_b(const tensor *w, dtype dt, void **host, tensor *
     }
     const fp8_block *b = w->data;
     for (int64_t r = 0; r < rows; r++) {
-        if (ggml) gq_dequantize_row(gt, (const uint8_t *)w->data + (size_t)r * grow, row, K);
+        if (ggml) (void)gq_dequantize_row(gt, (const uint8_t *)w->data + (size_t)r * grow, row, K); /* (K checked) */
+        else if (i4) i4_dequantize_row((const i4_block *)w->data + r * (K / I4_B), K, row);
         else fp8_dequantize_row(b + r * (K / FP8_B), row, K);
         for (int64_t k = 0; k < K; k++) {
             if (dt == DTYPE_BF16) ((uint16_t *)d)[r * K + k] = f32_to_bf16(row[k]);
@@ -181,7 +186,7 @@ vllm_status mla_block_load(model *m, weight_source *ws, int l, mla_block *b) {
     } else {
         if ((st = blk_get(ws, c, l, "self_attn.kv_b_proj", "weight", 2, s_kvb, &kvb))) return st;
         void *kvb_deq = NULL; /* an FP8 kv_b_proj's values, freed once split */
-        if (kvb.dtype == DTYPE_FP8_B128 || dtype_is_block(kvb.dtype)) { /* FP8, or a GGUF file's ggml blocks */
+        if (dtype_is_block(kvb.dtype)) { /* FP8, int4, or a GGUF file's ggml blocks */
             tensor d;
             if ((st = dequant_kv_b(&kvb, m->be->act_dtype, &kvb_deq, &d))) return st;
             kvb = d;

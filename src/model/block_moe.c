@@ -120,10 +120,12 @@ static vllm_status gptoss_split_experts(const model_config *c, weight_source *ws
             if ((st = ws_getf(ws, &t[p * E + e], 2, p < 2 ? sgu : sdn, "%s%d.%s.weight", pre, e, proj[p])) ||
                 (st = ws_getf(ws, &b[p * E + e], 1, &nb, "%s%d.%s.bias", pre, e, proj[p])))
                 return st;
-            if (t[p * E + e].dtype != t[0].dtype)
-                return vt_error(VLLM_ERR_UNSUPPORTED, "%s%d.%s.weight is %s, %s0.gate_proj.weight %s: gpt-oss experts of "
+            /* gate and up in one dtype, down in one (the expert op's: a Q4_K_M-style file keeps down apart) */
+            const tensor *first = &t[p < 2 ? 0 : 2 * E];
+            if (t[p * E + e].dtype != first->dtype)
+                return vt_error(VLLM_ERR_UNSUPPORTED, "%s%d.%s.weight is %s, %s0.%s.weight %s: gpt-oss experts of "
                                 "mixed types are not supported", pre, e, proj[p], dtype_name(t[p * E + e].dtype), pre,
-                                dtype_name(t[0].dtype));
+                                p < 2 ? "gate_proj" : "down_proj", dtype_name(first->dtype));
         }
     return VLLM_OK;
 }
@@ -141,7 +143,7 @@ static vllm_status gptoss_experts(model *m, weight_source *ws, int l, moe_block 
     vllm_status st;
     char split[224];
     snprintf(split, sizeof split, "%s0.gate_proj.weight", pre);
-    if (ws_has(ws, split)) return gptoss_split_experts(c, ws, pre, t, b);
+    if (!ws_is_dummy(ws) && ws_has(ws, split)) return gptoss_split_experts(c, ws, pre, t, b);
     tensor gub, dnb;
     const int64_t sgub[2] = {E, 2 * I}, sdnb[2] = {E, D};
     if ((st = ws_getf(ws, &gub, 2, sgub, "%s%s_bias", pre, nm->fused_gate_up)) ||

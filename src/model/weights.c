@@ -158,6 +158,18 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
+    dtype dt = DTYPE_COUNT;
+    /* MXFP4 (gpt-oss's experts): where the backend does not run its blocks, BF16 copies (exact: 2-bit mantissas,
+     * E8M0 scales; a quarter of F32's memory) */
+    const bool mxfp4 = t->type == GGML_TYPE_MXFP4;
+    for (int k = 0; k < (t2 ? 2 : 1); k++) {
+        const gguf_tensor_info *tk = k ? t2 : t;
+        dtype dk = DTYPE_COUNT;
+        if (!dtype_from_ggml(tk->type, &dk) || (dtype_is_block(dk) && !gq_type_supported((ggml_type)tk->type)))
+            return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, tk->name,
+                            gguf_type_name(tk->type));
+        if (!k) dt = dk;
+    }
     if (n == 0 || !t->nbytes || !t->data || (t2 && (!t2->nbytes || !t2->data)))
         return vt_error(VLLM_ERR_FORMAT, "%s: tensor '%s' (for %s) is empty", file, t->name, name);
     const int64_t row = ndim ? shape[ndim - 1] : 1, rows = row ? n / row : 0;
@@ -170,13 +182,6 @@ static vllm_status gguf_get(weight_source *ws, const char *name, int ndim, const
     }
     /* (with attn_gate's rows after attn_qkv's, a row of t is t's bytes over its own rows) */
     const size_t row_bytes = t2 ? t->nbytes / (size_t)t->ne[1] : rows ? slice / (size_t)rows : 0;
-    dtype dt = DTYPE_COUNT;
-    /* MXFP4 (gpt-oss's experts): where the backend does not run its blocks, BF16 copies (exact: 2-bit mantissas,
-     * E8M0 scales; a quarter of F32's memory) */
-    const bool mxfp4 = t->type == GGML_TYPE_MXFP4;
-    if (!dtype_from_ggml(t->type, &dt) || (dtype_is_block(dt) && !gq_type_supported((ggml_type)t->type)))
-        return vt_error(VLLM_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported", file, t->name,
-                        gguf_type_name(t->type));
     /* values or columns the converter changed, or two sources of different types: F32 rows */
     const bool to_f32 = ref.map == GGC_MAP_VHEAD_COLS || ref.neg_exp_log || (t2 && t2->type != t->type);
     if (to_f32 || (dtype_is_block(dt) && (ndim != 2 || !(ws->native_blocks >> (dt - DTYPE_FIRST_BLOCK) & 1u))))

@@ -704,7 +704,10 @@ static void q_mxfp4(const float *x, gq_block_mxfp4 *b, int64_t nb) {
         float amax = 0.0f;
         for (int j = 0; j < GQ_QK; j++)
             if (amax < fabsf(x[j])) amax = fabsf(x[j]);
-        b->e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        /* ggml's (uint8_t)(floorf(log2f(amax)) - 2 + 127), kept in 0 .. 254 (its cast is undefined outside) */
+        int e = 0;
+        if (amax > 0.0f) e = isfinite(amax) ? (int)floorf(log2f(amax)) - 2 + 127 : 254;
+        b->e = (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
         const float d = e8m0_half(b->e);
         for (int j = 0; j < GQ_QK; j++) {
             int best = 0;

@@ -699,6 +699,7 @@ static void mxfp4_round(uint16_t *v, int64_t i0, int64_t step, int64_t n) {
     float x[1024];
     uint8_t q[32 * 17];
     CHECK(n <= 1024);
+    if (n > 1024) return;
     for (int64_t k = 0; k < n; k++) x[k] = bf16f(v[i0 + k * step]);
     CHECK(gq_quantize_row(GGML_TYPE_MXFP4, x, q, n) && gq_dequantize_row(GGML_TYPE_MXFP4, q, x, n));
     for (int64_t k = 0; k < n; k++) v[i0 + k * step] = f32_to_bf16(x[k]);
@@ -983,6 +984,11 @@ static void refusals(void) {
          "exp_probs_b"},
         {{"deepseek_v3", "deepseek2", false, NULL, false}, "expert_gating_func", K_U32, 4, NULL, NULL,
          "deepseek2.expert_gating_func"},
+        /* a NaN would be dropped by the JSON and the field fall back to V3's default (2.5) */
+        {{"deepseek_v3", "deepseek2", false, NULL, false}, "expert_weights_scale", K_F32, NAN, NULL, NULL,
+         "must be finite"},
+        {{"gptoss_moe", "gpt-oss", false, NULL, false}, "rope.scaling.factor", K_F32, INFINITY, NULL, NULL,
+         "gpt-oss.rope.scaling.factor"},
         {{"deepseek_v3", "deepseek2", false, NULL, false}, "attention.key_length_mla", K_U32, 8, NULL, NULL,
          "key_length_mla"},
         {{"deepseek_v3", "deepseek2", false, NULL, false}, "attention.kv_lora_rank", K_DEL, 0, NULL, NULL,

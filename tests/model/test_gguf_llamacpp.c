@@ -74,9 +74,7 @@ static void check_dequant(const char *type, const gguf_file *f, json_t *dq) {
 
 static void run_type(const char *type) {
     /* VLLM_TEST_GGUF_DEVICE=cuda: the engine on the GPU (tools/device/check_gguf.sh) */
-    const char *gpu = getenv("VLLM_TEST_GGUF_DEVICE") && strcmp(getenv("VLLM_TEST_GGUF_DEVICE"), "cpu")
-                          ? getenv("VLLM_TEST_GGUF_DEVICE")
-                          : NULL;
+    const char *dev = getenv("VLLM_TEST_GGUF_DEVICE"), *gpu = dev && *dev && strcmp(dev, "cpu") ? dev : NULL;
     char path[512], jpath[512];
     snprintf(path, sizeof path, "%s/%s.gguf", DIR, type);
     snprintf(jpath, sizeof jpath, "%s/%s.json", DIR, type);

@@ -4,7 +4,7 @@
 # against its safetensors folder on the same GPU (test_gguf_model, test_gguf_families, test_gguf_families_more).
 # Usage: tools/device/check_gguf.sh BUILD_DIR   (a -DVLLM_CUDA=ON build of the model tests)
 set -uo pipefail
-B=${1:?build dir}
+B=$(cd "${1:?build dir}" && pwd)
 cd "$(dirname "$0")/../.."
 rc=0
 for t in model_test_gguf_llamacpp model_test_gguf_model model_test_gguf_families model_test_gguf_families_more; do

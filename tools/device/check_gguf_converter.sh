@@ -12,7 +12,7 @@
 # as the released V3 configs do, so that the converter writes expert_gating_func.
 # Usage: tools/device/check_gguf_converter.sh BUILD_DIR
 set -uo pipefail
-B=${1:?build dir}
+B=$(cd "${1:?build dir}" && pwd)
 cd "$(dirname "$0")/../.."
 L=.peer/llama.cpp
 W=${WORK:-/tmp/gconv}

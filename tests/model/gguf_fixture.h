@@ -8,6 +8,7 @@
 #ifndef VLLM_TESTS_MODEL_GGUF_FIXTURE_H
 #define VLLM_TESTS_MODEL_GGUF_FIXTURE_H
 
+#include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,9 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "../loader/gguf_build.h"
 #include "fixtures.h"
 #include "loader/gguf.h"
+#include "loader/gguf_config.h"
 #include "tensor/ggml_quant.h"
 #include "test.h"
 #include "vllm.h"
@@ -45,15 +50,16 @@ static inline float bf16f(uint16_t h) {
     return f;
 }
 
-/* BF16 values -> a tensor of type BF16 (the bytes kept) or Q8_0 (q8, matrices whose rows hold whole blocks) */
-static inline void put(gfile *g, const char *name, int n_dims, const int64_t *ne, const uint16_t *bf, bool q8) {
+/* BF16 values -> a tensor of block type qt (rows quantized by gq_quantize_row; matrices whose rows hold whole
+ * blocks), or BF16 (the bytes kept) when qt is GGML_TYPE_BF16 or the rows do not hold whole blocks */
+static inline void put_as(gfile *g, const char *name, int n_dims, const int64_t *ne, const uint16_t *bf, ggml_type qt) {
     gtensor *t = &g->t[g->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->n_dims = n_dims;
     int64_t n = 1;
     for (int i = 0; i < n_dims; i++) n *= (t->ne[i] = ne[i]);
-    const bool quant = q8 && n_dims >= 2 && ne[0] % 32 == 0;
-    t->type = quant ? GGML_TYPE_Q8_0 : GGML_TYPE_BF16;
+    const bool quant = qt != GGML_TYPE_BF16 && n_dims >= 2 && ne[0] % gq_block_size(qt) == 0;
+    t->type = quant ? qt : GGML_TYPE_BF16;
     if (!quant) {
         t->nbytes = (size_t)n * 2;
         t->data = malloc(t->nbytes);
@@ -61,15 +67,20 @@ static inline void put(gfile *g, const char *name, int n_dims, const int64_t *ne
         return;
     }
     const int64_t rows = n / ne[0];
-    const size_t rb = gq_row_bytes(GGML_TYPE_Q8_0, ne[0]);
+    const size_t rb = gq_row_bytes(qt, ne[0]);
     t->nbytes = rb * (size_t)rows;
     t->data = malloc(t->nbytes);
     float *row = malloc((size_t)ne[0] * sizeof *row);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t i = 0; i < ne[0]; i++) row[i] = bf16f(bf[r * ne[0] + i]);
-        CHECK(gq_quantize_row(GGML_TYPE_Q8_0, row, t->data + (size_t)r * rb, ne[0]));
+        CHECK(gq_quantize_row(qt, row, t->data + (size_t)r * rb, ne[0]));
     }
     free(row);
+}
+
+/* BF16 values -> a tensor of type BF16 (the bytes kept) or Q8_0 (q8, matrices whose rows hold whole blocks) */
+static inline void put(gfile *g, const char *name, int n_dims, const int64_t *ne, const uint16_t *bf, bool q8) {
+    put_as(g, name, n_dims, ne, bf, q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_BF16);
 }
 
 /* F32 values -> an F32 tensor (convert_hf_to_gguf.py's type for norms and other 1-D tensors) */
@@ -107,6 +118,163 @@ static inline void gf_write_tensors(gb *b, const gfile *g) {
 static inline void free_gfile(gfile *g) {
     for (int i = 0; i < g->n; i++) free(g->t[i].data);
     g->n = 0;
+}
+
+/* ---- the file's metadata, as the converter's set_gguf_parameters writes it ---- */
+
+/* K_BOOLS: an array of v bools (true, false, true, ...); K_FLAGS: an array of bools spelled by s ("1101");
+ * K_BOOL: one bool; K_DEL: the key left out (an entry replaced by it) */
+typedef enum { K_U32, K_F32, K_STR, K_BOOLS, K_FLAGS, K_BOOL, K_DEL } kind;
+
+typedef struct kvx {
+    char key[96];
+    kind k;
+    double v;
+    const char *s;
+} kvx;
+
+#define MAXKV 48
+
+typedef struct kvlist {
+    kvx kv[MAXKV];
+    int n;
+} kvlist;
+
+/* sets "arch.suffix" (or suffix alone when arch is NULL), replacing an earlier entry of the same key */
+static inline void set(kvlist *l, const char *arch, const char *suffix, kind k, double v, const char *s) {
+    char key[96];
+    if (arch) snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    else snprintf(key, sizeof key, "%s", suffix);
+    int i = 0;
+    while (i < l->n && strcmp(l->kv[i].key, key)) i++;
+    if (i == l->n) {
+        if (l->n == MAXKV) return;
+        l->n++;
+    }
+    snprintf(l->kv[i].key, sizeof l->kv[i].key, "%s", key);
+    l->kv[i].k = k;
+    l->kv[i].v = v;
+    l->kv[i].s = s;
+}
+
+/* Writes the file: the metadata of l, then the tensors of g. */
+static inline bool write_gguf(const char *path, const kvlist *l, const gfile *g) {
+    gb b = {0};
+    uint64_t nkv = 0;
+    for (int i = 0; i < l->n; i++) nkv += l->kv[i].k != K_DEL;
+    gb_header(&b, 3, (uint64_t)g->n, nkv);
+    for (int i = 0; i < l->n; i++) {
+        const kvx *kv = &l->kv[i];
+        switch (kv->k) {
+        case K_U32: gb_kv_u32(&b, kv->key, (uint32_t)kv->v); break;
+        case K_F32: kv_f32(&b, kv->key, (float)kv->v); break;
+        case K_STR: gb_kv_str(&b, kv->key, kv->s); break;
+        case K_BOOLS:
+            gb_key(&b, kv->key, GGUF_TYPE_ARRAY);
+            gb_arr(&b, GGUF_TYPE_BOOL, (uint64_t)kv->v);
+            for (int j = 0; j < (int)kv->v; j++) gb_u8(&b, (uint8_t)(j % 2 == 0));
+            break;
+        case K_FLAGS:
+            gb_key(&b, kv->key, GGUF_TYPE_ARRAY);
+            gb_arr(&b, GGUF_TYPE_BOOL, (uint64_t)strlen(kv->s));
+            for (const char *c = kv->s; *c; c++) gb_u8(&b, (uint8_t)(*c == '1'));
+            break;
+        case K_BOOL:
+            gb_key(&b, kv->key, GGUF_TYPE_BOOL);
+            gb_u8(&b, (uint8_t)(kv->v != 0));
+            break;
+        case K_DEL: break;
+        }
+    }
+    gf_write_tensors(&b, g);
+    const int rc = gb_write(&b, path);
+    gb_free(&b);
+    return rc == 0;
+}
+
+static inline void drop_tensor(gfile *g, const char *name) {
+    for (int i = 0; i < g->n; i++) {
+        if (strcmp(g->t[i].name, name)) continue;
+        free(g->t[i].data);
+        memmove(&g->t[i], &g->t[i + 1], (size_t)(g->n - i - 1) * sizeof *g->t);
+        g->n--;
+        return;
+    }
+}
+
+static inline double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
+
+/* ---- fixtures and reference folders ---- */
+
+/* root/fixture's expected.json (*expected) and config.json (returned); dir gets the folder */
+static inline json_t *load_cfg(const char *root, const char *fixture, char *dir, size_t n, json_t **expected) {
+    json_error_t err;
+    *expected = fixture_load(root, fixture, dir, n, &err);
+    CHECK_MSG(*expected != NULL, "%s: %s", fixture, err.text);
+    if (!*expected) return NULL;
+    char p[1200];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    json_t *cfg = json_load_file(p, 0, &err);
+    CHECK_MSG(cfg != NULL, "%s: %s", p, err.text);
+    return cfg;
+}
+
+/* A copy of the fixture folder dir in /tmp/vllmc_test_<tag>_<pid>_ref (out): config.json changed by edit, the
+ * weights and generation_config.json linked */
+static inline bool reference_dir(const char *tag, const char *dir, const json_t *cfg, void (*edit)(json_t *),
+                                 char *out, size_t n) {
+    snprintf(out, n, "/tmp/vllmc_test_%s_%d_ref", tag, (int)getpid());
+    if (mkdir(out, 0700) && access(out, F_OK)) return false;
+    json_t *c = json_deep_copy(cfg);
+    edit(c);
+    char p[1400], src[1400];
+    snprintf(p, sizeof p, "%s/config.json", out);
+    const bool ok = json_dump_file(c, p, JSON_INDENT(1)) == 0;
+    json_decref(c);
+    static const char *links[] = {"model.safetensors", "generation_config.json"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, links[i]);
+        snprintf(src, sizeof src, "%s/%s", dir, links[i]);
+        unlink(p);
+        if (symlink(src, p)) return false;
+    }
+    return ok;
+}
+
+static inline void remove_reference_dir(const char *out) {
+    static const char *files[] = {"config.json", "model.safetensors", "generation_config.json"};
+    char p[1400];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, files[i]);
+        unlink(p);
+    }
+    rmdir(out);
+}
+
+/* A small file of one fixture for the config and refusal checks: its config, expected.json, tensors and path. */
+typedef struct small {
+    json_t *cfg, *expected;
+    gfile g;
+    char path[256];
+} small;
+
+static inline void small_close(small *s) {
+    free_gfile(&s->g);
+    json_decref(s->cfg);
+    json_decref(s->expected);
+    unlink(s->path);
+}
+
+/* ggc_hf_config of the file, parsed (NULL on failure: the status in *st) */
+static inline json_t *config_of(const char *path, vllm_status *st) {
+    gguf_file *f = NULL;
+    char *text = NULL;
+    *st = gguf_open(path, &f);
+    if (!*st) *st = ggc_hf_config(f, "x.gguf", &text);
+    gguf_close(f);
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return j;
 }
 
 /* The device the GGUF tests run their engines on: VLLM_TEST_GGUF_DEVICE ("cuda" on a GPU machine:

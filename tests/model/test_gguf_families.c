@@ -136,52 +136,9 @@ static bool convert(const char *dir, const json_t *cfg, const char *arch, bool q
     return true;
 }
 
-static void drop_tensor(gfile *g, const char *name) {
-    for (int i = 0; i < g->n; i++) {
-        if (strcmp(g->t[i].name, name)) continue;
-        free(g->t[i].data);
-        memmove(&g->t[i], &g->t[i + 1], (size_t)(g->n - i - 1) * sizeof *g->t);
-        g->n--;
-        return;
-    }
-}
 
 /* ---- metadata ---- */
 
-typedef enum { K_U32, K_F32, K_STR, K_BOOLS, K_DEL } kind;
-
-typedef struct kvx {
-    char key[96];
-    kind k;
-    double v;      /* K_U32, K_F32; K_BOOLS: the count (true, false, true, ...) */
-    const char *s; /* K_STR */
-} kvx;
-
-#define MAXKV 48
-
-typedef struct kvlist {
-    kvx kv[MAXKV];
-    int n;
-} kvlist;
-
-/* sets key (replacing an earlier entry of the same key) */
-static void set(kvlist *l, const char *arch, const char *suffix, kind k, double v, const char *s) {
-    char key[96];
-    if (arch) snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    else snprintf(key, sizeof key, "%s", suffix);
-    int i = 0;
-    while (i < l->n && strcmp(l->kv[i].key, key)) i++;
-    if (i == l->n) {
-        if (l->n == MAXKV) return;
-        l->n++;
-    }
-    snprintf(l->kv[i].key, sizeof l->kv[i].key, "%s", key);
-    l->kv[i].k = k;
-    l->kv[i].v = v;
-    l->kv[i].s = s;
-}
-
-static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
 
 /* The keys each converter class writes (set_gguf_parameters at b10095) from the fixture's config.json. */
 static void metadata(kvlist *l, const json_t *cfg, const char *arch, bool q8) {
@@ -222,92 +179,32 @@ static void metadata(kvlist *l, const json_t *cfg, const char *arch, bool q8) {
         set(l, arch, "final_logit_softcapping", K_F32, json_number_value(fs), NULL);
 }
 
-static bool write_gguf(const char *path, const kvlist *l, const gfile *g) {
-    gb b = {0};
-    uint64_t nkv = 0;
-    for (int i = 0; i < l->n; i++) nkv += l->kv[i].k != K_DEL;
-    gb_header(&b, 3, (uint64_t)g->n, nkv);
-    for (int i = 0; i < l->n; i++) {
-        const kvx *kv = &l->kv[i];
-        switch (kv->k) {
-        case K_U32: gb_kv_u32(&b, kv->key, (uint32_t)kv->v); break;
-        case K_F32: kv_f32(&b, kv->key, (float)kv->v); break;
-        case K_STR: gb_kv_str(&b, kv->key, kv->s); break;
-        case K_BOOLS:
-            gb_key(&b, kv->key, GGUF_TYPE_ARRAY);
-            gb_arr(&b, GGUF_TYPE_BOOL, (uint64_t)kv->v);
-            for (int j = 0; j < (int)kv->v; j++) gb_u8(&b, (uint8_t)(j % 2 == 0));
-            break;
-        case K_DEL: break;
-        }
-    }
-    gf_write_tensors(&b, g);
-    const int rc = gb_write(&b, path);
-    gb_free(&b);
-    return rc == 0;
-}
 
 /* ---- the cases ---- */
 
+/* gemma2_softcap's reference: query_pre_attn_scalar 16 (see the top) */
+static void qpas16(json_t *cfg) { json_object_set_new(cfg, "query_pre_attn_scalar", json_integer(16)); }
+
 typedef struct fam_case {
     const char *fixture, *arch;
-    const char *qpas; /* non-NULL: the reference folder's query_pre_attn_scalar replaced by this (gemma2) */
+    void (*ref_edit)(json_t *cfg); /* the reference folder's config.json changed by this (NULL: the folder) */
 } fam_case;
 
-/* A copy of the fixture folder (config.json rewritten with query_pre_attn_scalar = qpas, the rest linked). */
-static bool reference_dir(const char *dir, const json_t *cfg, const char *qpas, char *out, size_t n) {
-    snprintf(out, n, "/tmp/vllmc_test_gfam_%d_ref", (int)getpid());
-    if (mkdir(out, 0700) && access(out, F_OK)) return false;
-    json_t *c = json_deep_copy(cfg);
-    json_object_set_new(c, "query_pre_attn_scalar", json_integer(atoi(qpas)));
-    char p[1400], src[1400];
-    snprintf(p, sizeof p, "%s/config.json", out);
-    const bool ok = json_dump_file(c, p, JSON_INDENT(1)) == 0;
-    json_decref(c);
-    static const char *links[] = {"model.safetensors", "generation_config.json"};
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/%s", out, links[i]);
-        snprintf(src, sizeof src, "%s/%s", dir, links[i]);
-        unlink(p);
-        if (symlink(src, p)) return false;
-    }
-    return ok;
-}
 
-static void remove_reference_dir(const char *out) {
-    static const char *files[] = {"config.json", "model.safetensors", "generation_config.json"};
-    char p[1400];
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", out, files[i]);
-        unlink(p);
-    }
-    rmdir(out);
-}
 
-static json_t *load_cfg(const char *fixture, char *dir, size_t n, json_t **expected) {
-    json_error_t err;
-    *expected = fixture_load(FIXTURES, fixture, dir, n, &err);
-    CHECK_MSG(*expected != NULL, "%s: %s", fixture, err.text);
-    if (!*expected) return NULL;
-    char p[1200];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    json_t *cfg = json_load_file(p, 0, &err);
-    CHECK_MSG(cfg != NULL, "%s: %s", p, err.text);
-    return cfg;
-}
 
 static void run_case(const fam_case *fc) {
     char dir[1024], refdir[256] = "";
-    json_t *expected = NULL, *cfg = load_cfg(fc->fixture, dir, sizeof dir, &expected);
+    json_t *expected = NULL, *cfg = load_cfg(FIXTURES, fc->fixture, dir, sizeof dir, &expected);
     if (!cfg) {
         json_decref(expected);
         return;
     }
     fixture_prompts fp;
     fixture_prompts_load(json_object_get(expected, "prompts"), &fp);
-    if (fc->qpas) CHECK(reference_dir(dir, cfg, fc->qpas, refdir, sizeof refdir));
+    if (fc->ref_edit) CHECK(reference_dir("gfam", dir, cfg, fc->ref_edit, refdir, sizeof refdir));
     vllm_status st;
-    vllm_completion *ref = run(fc->qpas ? refdir : dir, &fp, &st);
+    vllm_completion *ref = run(fc->ref_edit ? refdir : dir, &fp, &st);
     CHECK_MSG(ref != NULL, "%s: %s", fc->fixture, vllm_last_error());
     for (int q8 = 0; q8 < 2 && ref; q8++) {
         char path[1280];
@@ -332,7 +229,7 @@ static void run_case(const fam_case *fc) {
         size_t same, total;
         gf_compare(c, ref, &fp, &same, &total, &maxd);
         printf("GGUF %-15s %-7s %s: %zu of %zu tokens as the safetensors%s, max |dlogprob| %.2e\n", fc->fixture,
-               fc->arch, q8 ? "Q8_0" : "BF16", same, total, fc->qpas ? " (query_pre_attn_scalar 16)" : "", maxd);
+               fc->arch, q8 ? "Q8_0" : "BF16", same, total, fc->ref_edit ? " (query_pre_attn_scalar 16)" : "", maxd);
         if (!q8)
             CHECK_MSG(c && gf_same_run(same, total, maxd, 1e-6), "%s BF16: %zu of %zu tokens, max |dlogprob| %g",
                       fc->fixture, same, total, maxd);
@@ -344,7 +241,7 @@ static void run_case(const fam_case *fc) {
         if (!theirs) unlink(path);
     }
     if (ref) vllm_completions_free(ref, fp.n);
-    if (fc->qpas) remove_reference_dir(refdir);
+    if (fc->ref_edit) remove_reference_dir(refdir);
     fixture_prompts_free(&fp);
     json_decref(cfg);
     json_decref(expected);
@@ -352,41 +249,16 @@ static void run_case(const fam_case *fc) {
 
 /* ---- configs and refusals on small files ---- */
 
-typedef struct small {
-    const char *fixture, *arch;
-    json_t *cfg, *expected;
-    gfile g;
-    char path[256];
-} small;
 
 static bool small_open(small *s, const char *fixture, const char *arch) {
     char dir[1024];
-    s->fixture = fixture;
-    s->arch = arch;
     s->g.n = 0;
-    s->cfg = load_cfg(fixture, dir, sizeof dir, &s->expected);
+    s->cfg = load_cfg(FIXTURES, fixture, dir, sizeof dir, &s->expected);
     snprintf(s->path, sizeof s->path, "/tmp/vllmc_test_gfam_%d_small_%s.gguf", (int)getpid(), arch);
     return s->cfg && convert(dir, s->cfg, arch, false, &s->g);
 }
 
-static void small_close(small *s) {
-    free_gfile(&s->g);
-    json_decref(s->cfg);
-    json_decref(s->expected);
-    unlink(s->path);
-}
 
-/* ggc_hf_config of the file, parsed (NULL on failure: the status in *st) */
-static json_t *config_of(const char *path, vllm_status *st) {
-    gguf_file *f = NULL;
-    char *text = NULL;
-    *st = gguf_open(path, &f);
-    if (!*st) *st = ggc_hf_config(f, "x.gguf", &text);
-    gguf_close(f);
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-    free(text);
-    return j;
-}
 
 static const char *layer_type(const json_t *cfg, size_t i) {
     return json_string_value(json_array_get(json_object_get(cfg, "layer_types"), i));
@@ -532,7 +404,7 @@ static void refusals(void) {
 
 int main(void) {
     static const fam_case cases[] = {
-        {"gemma2_softcap", "gemma2", "16"},
+        {"gemma2_softcap", "gemma2", qpas16},
         {"gemma3_local", "gemma3", NULL},
         {"phi3_longrope", "phi3", NULL},
     };

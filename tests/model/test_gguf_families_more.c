@@ -123,7 +123,6 @@ static uint16_t *permuted(const uint16_t *bf, int64_t rows, int64_t cols, int he
 }
 
 static int cfg_int(const json_t *cfg, const char *key) { return (int)json_integer_value(json_object_get(cfg, key)); }
-static double num(const json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
 
 /* the experts of layer l: (E, out, in) per projection, or gate | up rows as one tensor */
 static void merge_experts(gfile *g, st_set *st, const fcase *fc, int l, int experts, bool q8) {
@@ -195,24 +194,6 @@ static void rope_freqs(gfile *g, const json_t *cfg) {
     put_f32(g, "rope_freqs.weight", 1, ne, v);
 }
 
-/* BF16 values -> an MXFP4 tensor (quantize_row_mxfp4_ref, as llama-quantize would requantize) */
-static void put_mxfp4(gfile *g, const char *name, const int64_t *ne, const uint16_t *bf) {
-    gtensor *t = &g->t[g->n++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->n_dims = 3;
-    const int64_t rows = ne[1] * ne[2];
-    for (int i = 0; i < 3; i++) t->ne[i] = ne[i];
-    t->type = GGML_TYPE_MXFP4;
-    const size_t rb = gq_row_bytes(GGML_TYPE_MXFP4, ne[0]);
-    t->nbytes = rb * (size_t)rows;
-    t->data = malloc(t->nbytes);
-    float *row = malloc((size_t)ne[0] * sizeof *row);
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < ne[0]; i++) row[i] = bf16f(bf[r * ne[0] + i]);
-        CHECK(gq_quantize_row(GGML_TYPE_MXFP4, row, t->data + (size_t)r * rb, ne[0]));
-    }
-    free(row);
-}
 
 /* GptOssModel.modify_tensors on a bf16 checkpoint: gate_up_proj (E, D, 2I) transposed to (E, 2I, D), its even
  * rows the gate, odd rows up; down_proj (E, I, D) transposed to (E, D, I); the biases split alike, F32 */
@@ -241,7 +222,7 @@ static void gptoss_experts(gfile *g, st_set *st, int l, bool mxfp4, bool q8) {
             }
         const int64_t ne[3] = {D, I, E}, nb[2] = {I, E};
         snprintf(gname, sizeof gname, "blk.%d.%s.weight", l, gg[h]);
-        if (mxfp4) put_mxfp4(g, gname, ne, w);
+        if (mxfp4) put_as(g, gname, 3, ne, w, GGML_TYPE_MXFP4); /* (as llama-quantize would requantize) */
         else put(g, gname, 3, ne, w, q8);
         snprintf(gname, sizeof gname, "blk.%d.%s.bias", l, gg[h]);
         put_f32(g, gname, 2, nb, b);
@@ -253,7 +234,7 @@ static void gptoss_experts(gfile *g, st_set *st, int l, bool mxfp4, bool q8) {
         }
     const int64_t ne[3] = {I, D, E}, nb[2] = {D, E};
     snprintf(gname, sizeof gname, "blk.%d.ffn_down_exps.weight", l);
-    if (mxfp4) put_mxfp4(g, gname, ne, w);
+    if (mxfp4) put_as(g, gname, 3, ne, w, GGML_TYPE_MXFP4); /* (as llama-quantize would requantize) */
     else put(g, gname, 3, ne, w, q8);
     snprintf(gname, sizeof gname, "blk.%d.ffn_down_exps.bias", l);
     put_f32(g, gname, 2, nb, b);
@@ -463,49 +444,10 @@ static bool convert(const char *dir, const json_t *cfg, const fcase *fc, bool q8
     return true;
 }
 
-static void drop_tensor(gfile *g, const char *name) {
-    for (int i = 0; i < g->n; i++) {
-        if (strcmp(g->t[i].name, name)) continue;
-        free(g->t[i].data);
-        memmove(&g->t[i], &g->t[i + 1], (size_t)(g->n - i - 1) * sizeof *g->t);
-        g->n--;
-        return;
-    }
-}
 
 /* ---- metadata ---- */
 
-typedef enum { K_U32, K_F32, K_STR, K_FLAGS, K_BOOL, K_DEL } kind; /* K_FLAGS: a BOOL array, s "1101..." */
 
-typedef struct kvx {
-    char key[96];
-    kind k;
-    double v;
-    const char *s;
-} kvx;
-
-#define MAXKV 40
-
-typedef struct kvlist {
-    kvx kv[MAXKV];
-    int n;
-} kvlist;
-
-static void set(kvlist *l, const char *arch, const char *suffix, kind k, double v, const char *s) {
-    char key[96];
-    if (arch) snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    else snprintf(key, sizeof key, "%s", suffix);
-    int i = 0;
-    while (i < l->n && strcmp(l->kv[i].key, key)) i++;
-    if (i == l->n) {
-        if (l->n == MAXKV) return;
-        l->n++;
-    }
-    snprintf(l->kv[i].key, sizeof l->kv[i].key, "%s", key);
-    l->kv[i].k = k;
-    l->kv[i].v = v;
-    l->kv[i].s = s;
-}
 
 /* TextModel.set_gguf_parameters (+ LlamaModel's vocab_size and rope.dimension_count, Qwen2MoeModel's expert
  * sizes) from the fixture's config.json */
@@ -642,56 +584,9 @@ static void metadata_deepseek2(kvlist *l, const json_t *cfg, bool legacy) {
     }
 }
 
-static bool write_gguf(const char *path, const kvlist *l, const gfile *g) {
-    gb b = {0};
-    uint64_t nkv = 0;
-    for (int i = 0; i < l->n; i++) nkv += l->kv[i].k != K_DEL;
-    gb_header(&b, 3, (uint64_t)g->n, nkv);
-    for (int i = 0; i < l->n; i++) {
-        const kvx *kv = &l->kv[i];
-        switch (kv->k) {
-        case K_U32: gb_kv_u32(&b, kv->key, (uint32_t)kv->v); break;
-        case K_F32: kv_f32(&b, kv->key, (float)kv->v); break;
-        case K_STR: gb_kv_str(&b, kv->key, kv->s); break;
-        case K_BOOL:
-            gb_key(&b, kv->key, GGUF_TYPE_BOOL);
-            gb_u8(&b, (uint8_t)(kv->v != 0));
-            break;
-        case K_FLAGS:
-            gb_key(&b, kv->key, GGUF_TYPE_ARRAY);
-            gb_arr(&b, GGUF_TYPE_BOOL, (uint64_t)strlen(kv->s));
-            for (const char *c = kv->s; *c; c++) gb_u8(&b, (uint8_t)(*c == '1'));
-            break;
-        case K_DEL: break;
-        }
-    }
-    gf_write_tensors(&b, g);
-    const int rc = gb_write(&b, path);
-    gb_free(&b);
-    return rc == 0;
-}
 
 /* ---- the cases ---- */
 
-/* A copy of the fixture folder with config.json changed by edit (the weights linked). */
-static bool reference_dir(const char *dir, const json_t *cfg, void (*edit)(json_t *), char *out, size_t n) {
-    snprintf(out, n, "/tmp/vllmc_test_gmore_%d_ref", (int)getpid());
-    if (mkdir(out, 0700) && access(out, F_OK)) return false;
-    json_t *c = json_deep_copy(cfg);
-    edit(c);
-    char p[1400], src[1400];
-    snprintf(p, sizeof p, "%s/config.json", out);
-    const bool ok = json_dump_file(c, p, JSON_INDENT(1)) == 0;
-    json_decref(c);
-    static const char *links[] = {"model.safetensors", "generation_config.json"};
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/%s", out, links[i]);
-        snprintf(src, sizeof src, "%s/%s", dir, links[i]);
-        unlink(p);
-        if (symlink(src, p)) return false;
-    }
-    return ok;
-}
 
 /* BF16 values v[i0 + k step] (k < n) replaced by their MXFP4 round trip (quantize_row_mxfp4_ref, then the exact
  * dequantisation): what a GGUF of MXFP4 experts made from them holds */
@@ -741,31 +636,11 @@ static bool write_mxfp4_rounded(const char *dir, const char *out) {
     return ok;
 }
 
-static void remove_reference_dir(const char *out) {
-    static const char *files[] = {"config.json", "model.safetensors", "generation_config.json"};
-    char p[1400];
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", out, files[i]);
-        unlink(p);
-    }
-    rmdir(out);
-}
 
-static json_t *load_cfg(const char *fixture, char *dir, size_t n, json_t **expected) {
-    json_error_t err;
-    *expected = fixture_load(FIXTURES, fixture, dir, n, &err);
-    CHECK_MSG(*expected != NULL, "%s: %s", fixture, err.text);
-    if (!*expected) return NULL;
-    char p[1200];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    json_t *cfg = json_load_file(p, 0, &err);
-    CHECK_MSG(cfg != NULL, "%s: %s", p, err.text);
-    return cfg;
-}
 
 static void run_case(const fcase *fc) {
     char dir[1024], refdir[256] = "";
-    json_t *expected = NULL, *cfg = load_cfg(fc->fixture, dir, sizeof dir, &expected);
+    json_t *expected = NULL, *cfg = load_cfg(FIXTURES, fc->fixture, dir, sizeof dir, &expected);
     if (!cfg) {
         json_decref(expected);
         return;
@@ -773,7 +648,7 @@ static void run_case(const fcase *fc) {
     fixture_prompts fp;
     fixture_prompts_load(json_object_get(expected, "prompts"), &fp);
     const bool mx = fc->fuse_gate_up && !strcmp(fc->arch, "gpt-oss"); /* MXFP4 experts: the reference holds them */
-    if (fc->ref_edit) CHECK(reference_dir(dir, cfg, fc->ref_edit, refdir, sizeof refdir));
+    if (fc->ref_edit) CHECK(reference_dir("gmore", dir, cfg, fc->ref_edit, refdir, sizeof refdir));
     if (mx) CHECK(write_mxfp4_rounded(dir, refdir));
     vllm_status st;
     vllm_completion *ref = run(fc->ref_edit ? refdir : dir, &fp, &st);
@@ -844,37 +719,16 @@ static void run_case(const fcase *fc) {
 
 /* ---- configs and refusals on small files ---- */
 
-typedef struct small {
-    json_t *cfg, *expected;
-    gfile g;
-    char path[256];
-} small;
 
 static bool small_open(small *s, const fcase *fc) {
     char dir[1024];
     s->g.n = 0;
-    s->cfg = load_cfg(fc->fixture, dir, sizeof dir, &s->expected);
+    s->cfg = load_cfg(FIXTURES, fc->fixture, dir, sizeof dir, &s->expected);
     snprintf(s->path, sizeof s->path, "/tmp/vllmc_test_gmore_%d_small_%s.gguf", (int)getpid(), fc->arch);
     return s->cfg && convert(dir, s->cfg, fc, false, &s->g);
 }
 
-static void small_close(small *s) {
-    free_gfile(&s->g);
-    json_decref(s->cfg);
-    json_decref(s->expected);
-    unlink(s->path);
-}
 
-static json_t *config_of(const char *path, vllm_status *st) {
-    gguf_file *f = NULL;
-    char *text = NULL;
-    *st = gguf_open(path, &f);
-    if (!*st) *st = ggc_hf_config(f, "x.gguf", &text);
-    gguf_close(f);
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-    free(text);
-    return j;
-}
 
 static const char *str(const json_t *o, const char *key) {
     const char *s = json_string_value(json_object_get(o, key));
@@ -1093,7 +947,7 @@ static void qwen35_nextn(void) {
               "%s", vllm_last_error());
     json_decref(c);
     char dir[1024];
-    json_t *expected = NULL, *cfg = load_cfg("qwen3_5", dir, sizeof dir, &expected);
+    json_t *expected = NULL, *cfg = load_cfg(FIXTURES, "qwen3_5", dir, sizeof dir, &expected);
     fixture_prompts fp;
     fixture_prompts_load(json_object_get(expected, "prompts"), &fp);
     vllm_completion *ref = run(dir, &fp, &st), *got = run(s.path, &fp, &st);

@@ -111,7 +111,7 @@ static bool convert(const char *dir, const json_t *cfg, const char *arch, bool q
 
 /* Writes the file: metadata from config.json (llama.cpp's keys), then the tensors. extra: one more u32
  * key (a refusal case) or NULL. */
-static bool write_gguf(const char *path, const json_t *cfg, const char *arch, const gfile *g, const char *extra_key,
+static bool write_model_gguf(const char *path, const json_t *cfg, const char *arch, const gfile *g, const char *extra_key,
                        uint32_t extra_val) {
     gb b = {0};
     char key[160];
@@ -165,7 +165,7 @@ static void run_case(const char *fixture, const char *arch) {
         snprintf(path, sizeof path, "/tmp/vllmc_test_gguf_%d_%s_%d.gguf", (int)getpid(), fixture, q8);
         static gfile g;
         CHECK(convert(dir, cfg, arch, q8, &g));
-        CHECK(write_gguf(path, cfg, arch, &g, NULL, 0));
+        CHECK(write_model_gguf(path, cfg, arch, &g, NULL, 0));
         free_gfile(&g);
         vllm_completion *c = run(path, &fp, &st);
         CHECK_MSG(c != NULL, "%s: %s", path, vllm_last_error());
@@ -214,7 +214,7 @@ static void refusals(void) {
         {"falcon", "falcon.foo", 1, "GGUF architecture 'falcon' is not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        CHECK(write_gguf(path, cfg, cases[i].arch, &g, cases[i].key, cases[i].val));
+        CHECK(write_model_gguf(path, cfg, cases[i].arch, &g, cases[i].key, cases[i].val));
         gguf_file *f = NULL;
         CHECK(gguf_open(path, &f) == VLLM_OK);
         char *json = NULL;

@@ -243,6 +243,14 @@ CQ_INLINE __m256 cq_f16x8(const uint8_t *p, size_t stride) {
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
 }
 
+/* The weight scales of 8 consecutive 32-element blocks at p (stride apart): their f16 d, or MXFP4's E8M0 byte */
+CQ_INLINE __m256 cq_scale8(ggml_type t, const uint8_t *p, size_t stride) {
+    if (t != GGML_TYPE_MXFP4) return cq_f16x8(p, stride);
+    return _mm256_setr_ps(cq_e8m0_half(p[0]), cq_e8m0_half(p[stride]), cq_e8m0_half(p[2 * stride]),
+                          cq_e8m0_half(p[3 * stride]), cq_e8m0_half(p[4 * stride]), cq_e8m0_half(p[5 * stride]),
+                          cq_e8m0_half(p[6 * stride]), cq_e8m0_half(p[7 * stride]));
+}
+
 /* Block i (bytes wb) with the nt rows, into accumulator j % 4 of each row: acc[4 (j % 4) + k] += dd[k] *
  * (integer dot), dd[k] = d_w d_x of this block for row k. */
 CQ_INLINE void cq_block32(ggml_type t, const uint8_t *wb, const void *const *x, int64_t i, int nt, int j,
@@ -275,11 +283,7 @@ CQ_INLINE void cq_k32(ggml_type t, size_t wsize, const void *vw, const void *con
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *wb = w + (size_t)i * wsize;
         cq_prefetch(wb, 8 * wsize);
-        const __m256 dw = t == GGML_TYPE_MXFP4 ? _mm256_setr_ps(cq_e8m0_half(wb[0]), cq_e8m0_half(wb[wsize]),
-                                                                 cq_e8m0_half(wb[2 * wsize]), cq_e8m0_half(wb[3 * wsize]),
-                                                                 cq_e8m0_half(wb[4 * wsize]), cq_e8m0_half(wb[5 * wsize]),
-                                                                 cq_e8m0_half(wb[6 * wsize]), cq_e8m0_half(wb[7 * wsize]))
-                                               : cq_f16x8(wb, wsize);
+        const __m256 dw = cq_scale8(t, wb, wsize);
         __m256 dd[CQ_NT];
         for (int k = 0; k < nt; k++) {
             const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
@@ -544,7 +548,7 @@ CQ_INLINE void cq_z32(ggml_type t, size_t wsize, const void *va, const void *vb,
     const uint8_t *wa = va, *wb = vb;
     const size_t xs = cq_is_1(t) ? sizeof(gq_block_q8_1) : sizeof(gq_block_q8_0);
     const size_t xo = cq_is_1(t) ? offsetof(gq_block_q8_1, qs) : offsetof(gq_block_q8_0, qs);
-    const __m256i table = cq_dup128(CQ_LOAD128(gq_kvalues_iq4nl));
+    const __m256i table = cq_dup128(CQ_LOAD128(t == GGML_TYPE_MXFP4 ? gq_kvalues_mxfp4 : gq_kvalues_iq4nl));
     const int64_t nb = n / GQ_QK;
     int64_t i = 0;
     __m512 acc[4 * CQ_NT2], summ[CQ_NT2]; /* acc[CQ_NT2 j + k]: accumulator j of row k */
@@ -556,7 +560,7 @@ CQ_INLINE void cq_z32(ggml_type t, size_t wsize, const void *va, const void *vb,
         const uint8_t *ba = wa + (size_t)i * wsize, *bb = wb + (size_t)i * wsize;
         cq_prefetch(ba, 8 * wsize);
         cq_prefetch(bb, 8 * wsize);
-        const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(cq_f16x8(ba, wsize)), cq_f16x8(bb, wsize), 1);
+        const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(cq_scale8(t, ba, wsize)), cq_scale8(t, bb, wsize), 1);
         __m512 dd[CQ_NT2];
         for (int k = 0; k < nt; k++) {
             const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
@@ -592,7 +596,7 @@ CQ_INLINE void cq_z32(ggml_type t, size_t wsize, const void *va, const void *vb,
         const __mmask64 neg = cq_is_1(t) ? 0 : _mm512_movepi8_mask(q);
         for (int k = 0; k < nt; k++) {
             const uint8_t *xb = (const uint8_t *)x[k] + (size_t)i * xs;
-            const __m512 ddj = cq_z_pair_ps(cq_f16(ba) * cq_f16(xb), cq_f16(bb) * cq_f16(xb));
+            const __m512 ddj = cq_z_pair_ps(cq_scale32(t, ba) * cq_f16(xb), cq_scale32(t, bb) * cq_f16(xb));
             if (cq_is_1(t)) {
                 taila[k] += cq_f16(ba + 2) * cq_f16(xb + offsetof(gq_block_q8_1, s));
                 tailb[k] += cq_f16(bb + 2) * cq_f16(xb + offsetof(gq_block_q8_1, s));
@@ -626,6 +630,7 @@ CQ_DEFINE_Z32(q4_1, GGML_TYPE_Q4_1, gq_block_q4_1)
 CQ_DEFINE_Z32(q5_0, GGML_TYPE_Q5_0, gq_block_q5_0)
 CQ_DEFINE_Z32(q5_1, GGML_TYPE_Q5_1, gq_block_q5_1)
 CQ_DEFINE_Z32(iq4_nl, GGML_TYPE_IQ4_NL, gq_block_iq4_nl)
+CQ_DEFINE_Z32(mxfp4, GGML_TYPE_MXFP4, gq_block_mxfp4)
 
 /* Q4_K (q5 false) and Q5_K rows wa, wb with nt activation rows: outa[k], outb[k] (the blocks share d, dmin and
  * scales at the start; Q5_K's qh comes before its qs) */
@@ -729,6 +734,7 @@ CQ_DEFINE_DOTN2(q4_1)
 CQ_DEFINE_DOTN2(q5_0)
 CQ_DEFINE_DOTN2(q5_1)
 CQ_DEFINE_DOTN2(iq4_nl)
+CQ_DEFINE_DOTN2(mxfp4)
 #endif /* CQ_Z */
 
 /* Q3_K's 16 scale codes - 32, as int8 (the 12 packed bytes read 4 at a time). */
@@ -1118,6 +1124,7 @@ static cq_dotn2_fn_t cq_kernel2(ggml_type t, int64_t T) {
     case GGML_TYPE_Q5_0: return cq_dotn2_q5_0;
     case GGML_TYPE_Q5_1: return cq_dotn2_q5_1;
     case GGML_TYPE_IQ4_NL: return cq_dotn2_iq4_nl;
+    case GGML_TYPE_MXFP4: return cq_dotn2_mxfp4;
     default: return NULL;
     }
 #else

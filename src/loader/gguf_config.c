@@ -507,13 +507,14 @@ static void expert_counts(ctx *c, const char *count) {
                (double)get_int(c, "num_experts_per_tok", 1), "");
 }
 
-static void moe(ctx *c, bool qwen2) {
+/* The expert count and width, and the shared expert's width (shared): expert_feed_forward_length (required, or else
+ * llama.cpp's feed_forward_length / expert_used_count), expert_shared_feed_forward_length (else
+ * feed_forward_length); intermediate_size already set. */
+static void expert_sizes(ctx *c, bool ffn_required, bool shared) {
     expert_counts(c, "num_experts");
     if (c->st) return;
-    const bool has_ff = put_int(c, "feed_forward_length", "intermediate_size", qwen2, 1);
-    if (c->st) return;
-    if (!put_int(c, "expert_feed_forward_length", "moe_intermediate_size", !qwen2, 1) && !c->st) {
-        const int64_t v = get_int(c, "intermediate_size", 1) / get_int(c, "num_experts_per_tok", 1);
+    if (!put_int(c, "expert_feed_forward_length", "moe_intermediate_size", ffn_required, 1) && !c->st) {
+        const int64_t v = get_int(c, "intermediate_size", 0) / get_int(c, "num_experts_per_tok", 1);
         if (v < 1) {
             refuse(c, VLLM_ERR_FORMAT, "%s: %s missing and feed_forward_length / expert_used_count is %g%s",
                    "expert_feed_forward_length", (double)v, "");
@@ -521,10 +522,19 @@ static void moe(ctx *c, bool qwen2) {
         }
         json_object_set_new(c->cfg, "moe_intermediate_size", json_integer(v));
     }
+    if (shared && !c->st && !put_int(c, "expert_shared_feed_forward_length", "shared_expert_intermediate_size", false, 1) &&
+        !c->st)
+        json_object_set_new(c->cfg, "shared_expert_intermediate_size",
+                            json_integer(get_int(c, "intermediate_size", 0)));
+    expert_weights_scale(c);
+}
+
+static void moe(ctx *c, bool qwen2) {
+    const bool has_ff = put_int(c, "feed_forward_length", "intermediate_size", qwen2, 1);
+    if (c->st) return;
+    expert_sizes(c, !qwen2, qwen2);
     if (c->st) return;
     if (!has_ff) json_object_set_new(c->cfg, "intermediate_size", json_integer(get_int(c, "moe_intermediate_size", 1)));
-    if (qwen2 && !put_int(c, "expert_shared_feed_forward_length", "shared_expert_intermediate_size", false, 1) && !c->st)
-        json_object_set_new(c->cfg, "shared_expert_intermediate_size", json_integer(get_int(c, "intermediate_size", 1)));
     json_object_set_new(c->cfg, "norm_topk_prob", json_boolean(!qwen2));
     json_object_set_new(c->cfg, "decoder_sparse_step", json_integer(1));
     /* a layer without a router keeps a dense MLP (llama.cpp's own graphs make every layer sparse;
@@ -536,7 +546,6 @@ static void moe(ctx *c, bool qwen2) {
         if (!gguf_find_tensor(c->f, tn)) json_array_append_new(dense, json_integer(l));
     }
     json_object_set_new(c->cfg, "mlp_only_layers", dense);
-    expert_weights_scale(c);
 }
 
 /* Mixtral as llama.cpp's llama graph runs it (src/models/llama.cpp): softmax routing, the top-k weights
@@ -657,24 +666,12 @@ static void hybrid(ctx *c, bool qwen35, bool moe_layers) {
     json_object_set_new(rp, "rope_theta", json_real(json_real_value(json_object_get(c->cfg, "rope_theta"))));
     json_object_set_new(c->cfg, "partial_rotary_factor", json_real(prf));
     if (moe_layers) {
-        expert_counts(c, "num_experts");
-        if (!put_int(c, "expert_feed_forward_length", "moe_intermediate_size", false, 1) && !c->st) {
-            const int64_t v = get_int(c, "intermediate_size", 0) / get_int(c, "num_experts_per_tok", 1);
-            if (v < 1) {
-                refuse(c, VLLM_ERR_FORMAT, "%s: %s missing and feed_forward_length / expert_used_count is %g%s",
-                       "expert_feed_forward_length", (double)v, "");
-                return;
-            }
-            json_object_set_new(c->cfg, "moe_intermediate_size", json_integer(v));
-        }
-        if (!put_int(c, "expert_shared_feed_forward_length", "shared_expert_intermediate_size", false, 1) && !c->st)
-            json_object_set_new(c->cfg, "shared_expert_intermediate_size",
-                                json_integer(get_int(c, "intermediate_size", 0)));
+        expert_sizes(c, false, true);
+        if (c->st) return;
         /* llama.cpp renormalises the top-k weights of both (build_moe_ffn norm_w true); every layer sparse */
         json_object_set_new(c->cfg, "norm_topk_prob", json_true());
         json_object_set_new(c->cfg, "decoder_sparse_step", json_integer(1));
         json_object_set_new(c->cfg, "mlp_only_layers", json_array());
-        expert_weights_scale(c);
     }
 }
 
@@ -967,10 +964,13 @@ vllm_status ggc_hf_config(const gguf_file *f, const char *what, char **config_js
     return *config_json ? VLLM_OK : vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
 }
 
-/* HF per-layer suffix -> GGUF per-layer name (blk.N.<gguf>) */
-static const struct {
+/* An HF name (a per-layer suffix, or a whole name for GLOBAL_NAMES) and its GGUF one. */
+typedef struct ggc_name {
     const char *hf, *gguf;
-} LAYER_NAMES[] = {
+} ggc_name;
+
+/* HF per-layer suffix -> GGUF per-layer name (blk.N.<gguf>) */
+static const ggc_name LAYER_NAMES[] = {
     {"input_layernorm.weight", "attn_norm.weight"},
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
     {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -996,15 +996,64 @@ static const struct {
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
 
-/* Gemma's sandwich norms (gguf-py tensor_mapping.py: ATTN_POST_NORM, FFN_PRE_NORM = ffn_norm, FFN_POST_NORM),
- * looked up before LAYER_NAMES (where post_attention_layernorm is Llama's MLP input norm) */
-static const struct {
-    const char *hf, *gguf;
-} GEMMA_NAMES[] = {
+
+/* Gemma's sandwich norms (gguf-py tensor_mapping.py: ATTN_POST_NORM, FFN_PRE_NORM = ffn_norm, FFN_POST_NORM) */
+static const ggc_name GEMMA_NAMES[] = {
     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
     {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
 };
+
+/* DeepSeek-V2 / V3's attention and MoE (gguf-py tensor_mapping.py for DEEPSEEK2; k_b_proj / v_b_proj are the
+ * converter's names for kv_b_proj's split, W_UK^T (H, L, N) and W_UV (H, V, L)) */
+static const ggc_name DEEPSEEK_NAMES[] = {
+    {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+    {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+    {"self_attn.k_b_proj.weight", "attn_k_b.weight"},
+    {"self_attn.v_b_proj.weight", "attn_v_b.weight"},
+    {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+};
+
+/* OLMo-2's post-norms (tensor_mapping.py ATTN_POST_NORM, FFN_POST_NORM): its post_attention_layernorm follows the
+ * attention */
+static const ggc_name OLMO2_NAMES[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+/* GLM-4's sandwich (its post_attention_layernorm is the MLP's input norm, LAYER_NAMES' ffn_norm) */
+static const ggc_name GLM4_NAMES[] = {
+    {"post_self_attn_layernorm.weight", "post_attention_norm.weight"},
+    {"post_mlp_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+/* gpt-oss (gguf-py tensor_mapping.py for GPT_OSS): its MLP's input norm is llama.cpp's post_attention_norm, the
+ * sinks a tensor of their own, the router with a bias */
+static const ggc_name GPTOSS_NAMES[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"self_attn.sinks", "attn_sinks.weight"},
+    {"mlp.router.weight", "ffn_gate_inp.weight"},
+    {"mlp.router.bias", "ffn_gate_inp.bias"},
+};
+
+#define GGC_NAMES(family, table) {family, table, sizeof table / sizeof *table}
+/* the families whose names differ from LAYER_NAMES' (looked up first) */
+static const struct {
+    ggc_family family;
+    const ggc_name *names;
+    size_t n;
+} FAMILY_NAMES[] = {
+    GGC_NAMES(GGC_GEMMA2, GEMMA_NAMES),      GGC_NAMES(GGC_GEMMA3, GEMMA_NAMES), GGC_NAMES(GGC_DEEPSEEK2, DEEPSEEK_NAMES),
+    GGC_NAMES(GGC_OLMO2, OLMO2_NAMES),       GGC_NAMES(GGC_GLM4, GLM4_NAMES),   GGC_NAMES(GGC_GPTOSS, GPTOSS_NAMES),
+};
+#undef GGC_NAMES
 
 /* one expert's matrices in the merged (E, out, in) tensors: Qwen's names and Mixtral's w1 / w3 / w2; half is the
  * row half of ffn_gate_up_exps (the converter's --fuse-gate-up-exps: gate rows, then up rows) holding it instead */
@@ -1020,48 +1069,10 @@ static const struct {
     {"down_proj.bias", "ffn_down_exps.bias", -1},
 };
 
-/* DeepSeek-V2 / V3's attention and MoE (gguf-py tensor_mapping.py for DEEPSEEK2; k_b_proj / v_b_proj are the
- * converter's names for kv_b_proj's split, W_UK^T (H, L, N) and W_UV (H, V, L)), before LAYER_NAMES */
-static const struct {
-    const char *hf, *gguf;
-} DEEPSEEK_NAMES[] = {
-    {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
-    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
-    {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
-    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
-    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
-    {"self_attn.k_b_proj.weight", "attn_k_b.weight"},
-    {"self_attn.v_b_proj.weight", "attn_v_b.weight"},
-    {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
-    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-};
 
-/* OLMo-2's and GLM-4's post-norms (tensor_mapping.py ATTN_POST_NORM, FFN_POST_NORM), before LAYER_NAMES */
-static const struct {
-    const char *hf, *gguf;
-} POSTNORM_NAMES[] = {
-    {"post_self_attn_layernorm.weight", "post_attention_norm.weight"}, /* GLM-4 */
-    {"post_mlp_layernorm.weight", "post_ffw_norm.weight"},             /* GLM-4 */
-    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},     /* OLMo-2 */
-};
 
-/* gpt-oss (gguf-py tensor_mapping.py for GPT_OSS): its MLP's input norm is llama.cpp's post_attention_norm, the
- * sinks a tensor of their own, the router with a bias; looked up before LAYER_NAMES */
-static const struct {
-    const char *hf, *gguf;
-} GPTOSS_NAMES[] = {
-    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
-    {"self_attn.sinks", "attn_sinks.weight"},
-    {"mlp.router.weight", "ffn_gate_inp.weight"},
-    {"mlp.router.bias", "ffn_gate_inp.bias"},
-};
 
-static const struct {
-    const char *hf, *gguf;
-} GLOBAL_NAMES[] = {
+static const ggc_name GLOBAL_NAMES[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
     {"lm_head.weight", "output.weight"},
@@ -1196,32 +1207,14 @@ bool ggc_find(const gguf_file *f, const char *hf_name, ggc_tensor_ref *ref) {
     const long l = parse_index(&s);
     if (l < 0 || *s != '.') return false;
     s++;
-    for (size_t i = 0; gemma && i < sizeof GEMMA_NAMES / sizeof *GEMMA_NAMES; i++) {
-        if (strcmp(s, GEMMA_NAMES[i].hf)) continue;
-        snprintf(name, sizeof name, "blk.%ld.%s", l, GEMMA_NAMES[i].gguf);
-        return (ref->t = gguf_find_tensor(f, name)) != NULL;
-    }
     if (hybrid && hybrid_find(f, a, l, s, ref)) return ref->t != NULL;
-    for (size_t i = 0; a && a->family == GGC_DEEPSEEK2 && i < sizeof DEEPSEEK_NAMES / sizeof *DEEPSEEK_NAMES; i++) {
-        if (strcmp(s, DEEPSEEK_NAMES[i].hf)) continue;
-        snprintf(name, sizeof name, "blk.%ld.%s", l, DEEPSEEK_NAMES[i].gguf);
-        return (ref->t = gguf_find_tensor(f, name)) != NULL;
-    }
-    /* OLMo-2's post_attention_layernorm follows the attention (llama.cpp's post_attention_norm) */
-    if (a && a->family == GGC_OLMO2 && !strcmp(s, "post_attention_layernorm.weight")) {
-        snprintf(name, sizeof name, "blk.%ld.post_attention_norm.weight", l);
-        return (ref->t = gguf_find_tensor(f, name)) != NULL;
-    }
-    for (size_t i = 0; a && (a->family == GGC_OLMO2 || a->family == GGC_GLM4) &&
-                       i < sizeof POSTNORM_NAMES / sizeof *POSTNORM_NAMES; i++) {
-        if (strcmp(s, POSTNORM_NAMES[i].hf)) continue;
-        snprintf(name, sizeof name, "blk.%ld.%s", l, POSTNORM_NAMES[i].gguf);
-        return (ref->t = gguf_find_tensor(f, name)) != NULL;
-    }
-    for (size_t i = 0; a && a->family == GGC_GPTOSS && i < sizeof GPTOSS_NAMES / sizeof *GPTOSS_NAMES; i++) {
-        if (strcmp(s, GPTOSS_NAMES[i].hf)) continue;
-        snprintf(name, sizeof name, "blk.%ld.%s", l, GPTOSS_NAMES[i].gguf);
-        return (ref->t = gguf_find_tensor(f, name)) != NULL;
+    for (size_t k = 0; a && k < sizeof FAMILY_NAMES / sizeof *FAMILY_NAMES; k++) {
+        if (FAMILY_NAMES[k].family != a->family) continue;
+        for (size_t i = 0; i < FAMILY_NAMES[k].n; i++) {
+            if (strcmp(s, FAMILY_NAMES[k].names[i].hf)) continue;
+            snprintf(name, sizeof name, "blk.%ld.%s", l, FAMILY_NAMES[k].names[i].gguf);
+            return (ref->t = gguf_find_tensor(f, name)) != NULL;
+        }
     }
     for (size_t i = 0; i < sizeof LAYER_NAMES / sizeof *LAYER_NAMES; i++) {
         if (strcmp(s, LAYER_NAMES[i].hf)) continue;

@@ -6,6 +6,7 @@
  * layouts (block sizes, chunked prefill, prefix caching with a second prompt sharing a prefix): the tokens
  * must agree and the logprobs within 1e-4. The KV cache holds (kv_lora_rank + qk_rope_head_dim) values per
  * token and layer (576 x layers for a V2-shaped config), no V. Config errors name their field.
+ * A quantized kv_b_proj (block FP8; AWQ 4-bit, I4_B128 blocks on the CPU) generates as its values in F32.
  * DeepSeek's plain shared experts as extra experts of the MoE op (n_shared_experts 1 and 2: sliced from the
  * shared MLP, block_moe.c) generate as the same checkpoint with its shared MLP in F32, which the BF16 experts
  * cannot take in, so the decoder runs it apart (the dense path); --load-format dummy loads them too.
@@ -52,14 +53,66 @@ static void add_rand_f32(ckpt *c, const char *name, int ndim, const int64_t *sha
 
 /* kv_lora_rank of the next checkpoint, and how its kv_b_proj is stored: BF16; block FP8 (F8_E4M3 values with a
  * weight_scale_inv per 128 x 128 block, DeepSeek-V3's format; the config then has a quantization_config); or F32
- * copies of that FP8 tensor's values */
-enum { KVB_BF16, KVB_FP8, KVB_FP8_AS_F32 };
+ * copies of that FP8 tensor's values; AWQ 4-bit (GEMM packing, one zero point and F16 scale per row and 128
+ * inputs, as AutoAWQ quantizes a V2-Lite's kv_b_proj) or F32 copies of its values */
+enum { KVB_BF16, KVB_FP8, KVB_FP8_AS_F32, KVB_AWQ, KVB_AWQ_AS_F32 };
 static int g_kl = KL, g_kvb = KVB_BF16;
+
+/* W (N, K) as AWQ's GEMM tensors (qweight (K, N / 8) in AWQ's nibble order, qzeros (K / 128, N / 8), F16 scales
+ * (K / 128, N)) under base, or (as_f32) the values they hold, (q - z) s, as base.weight in F32 */
+static void add_awq(ckpt *c, const char *name, const int64_t *shape, bool as_f32) {
+    static const int ORDER[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    const int64_t N = shape[0], K = shape[1], G = 128, GR = K / G;
+    float *w = malloc((size_t)(N * K) * sizeof *w);
+    int32_t *qw = calloc((size_t)(K * N / 8), sizeof *qw), *qz = calloc((size_t)(GR * N / 8), sizeof *qz);
+    uint16_t *sc = malloc((size_t)(GR * N) * sizeof *sc);
+    fill(w, (int)(N * K), 0.4f, 0);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < GR; g++) {
+            float mx = -INFINITY, mn = INFINITY;
+            for (int64_t k = g * G; k < (g + 1) * G; k++) mx = fmaxf(mx, w[n * K + k]), mn = fminf(mn, w[n * K + k]);
+            const uint16_t sh = f32_to_f16(fmaxf(mx - mn, 1e-5f) / 15.0f);
+            const float sf = f16_to_f32(sh);
+            const int z = (int)fminf(fmaxf(-nearbyintf(mn / sf), 0.0f), 15.0f);
+            sc[g * N + n] = sh;
+            for (int64_t k = g * G; k < (g + 1) * G; k++) {
+                const int q = (int)fminf(fmaxf(nearbyintf(w[n * K + k] / sf) + (float)z, 0.0f), 15.0f);
+                int p = 0;
+                while (ORDER[p] != n % 8) p++;
+                qw[k * (N / 8) + n / 8] |= (int32_t)((uint32_t)q << (4 * p));
+                if (k == g * G) qz[g * (N / 8) + n / 8] |= (int32_t)((uint32_t)z << (4 * p));
+                w[n * K + k] = (float)(q - z) * sf;
+            }
+        }
+    char base[200], nm[220];
+    snprintf(base, sizeof base, "%.*s", (int)strlen(name) - 7, name); /* name less ".weight" */
+    if (as_f32) {
+        free(qw), free(qz), free(sc);
+        c->owned[c->n] = w;
+        c->names[c->n] = strdup(name);
+        c->ts[c->n++] = tensor_make(DTYPE_F32, w, 2, shape);
+        return;
+    }
+    free(w);
+    const int64_t s_qw[2] = {K, N / 8}, s_qz[2] = {GR, N / 8}, s_sc[2] = {GR, N};
+    const struct { const char *suffix; void *p; dtype dt; const int64_t *shape; } parts[3] = {
+        {"qweight", qw, DTYPE_I32, s_qw}, {"qzeros", qz, DTYPE_I32, s_qz}, {"scales", sc, DTYPE_F16, s_sc}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(nm, sizeof nm, "%s.%s", base, parts[i].suffix);
+        c->owned[c->n] = parts[i].p;
+        c->names[c->n] = strdup(nm);
+        c->ts[c->n++] = tensor_make(parts[i].dt, parts[i].p, 2, parts[i].shape);
+    }
+}
 
 static void add_kv_b(ckpt *c, const char *name, const int64_t *shape) {
     const int64_t rows = shape[0], K = shape[1], rb = (rows + 127) / 128, kb = (K + 127) / 128;
     if (g_kvb == KVB_BF16) {
         add_rand(c, name, 2, shape, 0.4f, 0);
+        return;
+    }
+    if (g_kvb == KVB_AWQ || g_kvb == KVB_AWQ_AS_F32) {
+        add_awq(c, name, shape, g_kvb == KVB_AWQ_AS_F32);
         return;
     }
     float *w = malloc((size_t)(rows * K) * sizeof *w), *sc = calloc((size_t)(rb * kb), sizeof *sc);
@@ -112,9 +165,11 @@ static bool write_ckpt_shared(const char *dir, bool q_lora, int n_shared, bool s
                " \"max_position_embeddings\": %d, \"rope_theta\": 10000, \"tie_word_embeddings\": false,"
                " \"eos_token_id\": 63, \"dtype\": \"bfloat16\"%s}\n",
             D, I, NL, NH, NH, VOC, ql, g_kl, NOPE, ROPE, VD, E, n_shared, TOPK, MI, MAXPOS,
-            g_kvb == KVB_FP8 ? ", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": "
-                               "\"dynamic\", \"weight_block_size\": [128, 128]}"
-                             : "");
+            g_kvb == KVB_FP8   ? ", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": "
+                                 "\"dynamic\", \"weight_block_size\": [128, 128]}"
+            : g_kvb == KVB_AWQ ? ", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": "
+                                 "128, \"zero_point\": true, \"version\": \"gemm\"}"
+                               : "");
     fclose(f);
     ckpt *c = calloc(1, sizeof *c);
     const int64_t s_vd[2] = {VOC, D}, s_d[1] = {D}, s_qa[2] = {QL, D}, s_ql[1] = {QL},
@@ -448,19 +503,20 @@ static void test_fp8_cache(void) {
     for (int j = 0; j < 8; j++) CHECK(isfinite(lp[1][j]) && lp[1][j] <= 0.0f);
 }
 
-/* A block-FP8 kv_b_proj (DeepSeek-V3's checkpoints; kv_lora_rank 128: whole FP8 blocks) loads, dequantized before
- * W_UK / W_UV are split off, and generates what the same values stored in F32 do. */
-static void test_fp8_kv_b(void) {
+/* A quantized kv_b_proj loads, dequantized before W_UK / W_UV are split off, and generates what the same values
+ * stored in F32 do: block FP8 (DeepSeek-V3's checkpoints) and AWQ 4-bit (on the CPU the loader hands it out in
+ * I4_B128 blocks, which dequant_kv_b must read as such); kv_lora_rank 128: whole blocks of either. */
+static void test_quantized_kv_b(int kind, int as_f32, const char *what) {
     int32_t prompts[2][PROMPT];
     for (int i = 0; i < PROMPT; i++) prompts[0][i] = prompts[1][i] = (int32_t)rnd(VOC - 1);
     for (int i = 5; i < PROMPT; i++) prompts[1][i] = (int32_t)rnd(VOC - 1);
-    char dir[2][32] = {"/tmp/vllmc_dsfp8kvb_XXXXXX", "/tmp/vllmc_dsfp8kvb_XXXXXX"};
+    char dir[2][32] = {"/tmp/vllmc_dsqkvb_XXXXXX", "/tmp/vllmc_dsqkvb_XXXXXX"};
     const uint64_t seed = rng;
     g_kl = 128;
     for (int f = 0; f < 2; f++) {
         CHECK(mkdtemp(dir[f]) != NULL);
-        rng = seed; /* the same values: FP8 with scales, or their F32 copies */
-        g_kvb = f == 0 ? KVB_FP8 : KVB_FP8_AS_F32;
+        rng = seed; /* the same values: quantized, or their F32 copies */
+        g_kvb = f == 0 ? kind : as_f32;
         CHECK_MSG(write_ckpt_shared(dir[f], true, 1, false), "could not write %s", dir[f]);
     }
     g_kl = KL;
@@ -471,15 +527,15 @@ static void test_fp8_kv_b(void) {
         float worst = 0.0f;
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < NEW; j++) {
-                CHECK_MSG(r[0].tokens[i][j] == r[1].tokens[i][j], "FP8 kv_b_proj: prompt %d token %d: %d, F32 %d", i,
-                          j, r[0].tokens[i][j], r[1].tokens[i][j]);
+                CHECK_MSG(r[0].tokens[i][j] == r[1].tokens[i][j], "%s kv_b_proj: prompt %d token %d: %d, F32 %d",
+                          what, i, j, r[0].tokens[i][j], r[1].tokens[i][j]);
                 const float d = fabsf(r[0].logprobs[i][j] - r[1].logprobs[i][j]);
                 worst = d > worst ? d : worst;
             }
-        CHECK_MSG(worst <= 1e-5f, "FP8 kv_b_proj: logprobs differ from the F32 copy's by %g", (double)worst);
-        printf("block-FP8 kv_b_proj vs its F32 values: same tokens, logprobs within %.2g\n", (double)worst);
+        CHECK_MSG(worst <= 1e-5f, "%s kv_b_proj: logprobs differ from the F32 copy's by %g", what, (double)worst);
+        printf("%s kv_b_proj vs its F32 values: same tokens, logprobs within %.2g\n", what, (double)worst);
     } else {
-        CHECK_MSG(false, "FP8 kv_b_proj: the engine did not run: %s", vllm_last_error());
+        CHECK_MSG(false, "%s kv_b_proj: the engine did not run: %s", what, vllm_last_error());
     }
     for (int f = 0; f < 2; f++) {
         char cmd[128];
@@ -489,7 +545,8 @@ static void test_fp8_kv_b(void) {
 }
 
 int main(void) {
-    test_fp8_kv_b();
+    test_quantized_kv_b(KVB_FP8, KVB_FP8_AS_F32, "block-FP8");
+    test_quantized_kv_b(KVB_AWQ, KVB_AWQ_AS_F32, "AWQ 4-bit");
     test_v2_bytes();
     test_layouts();
     test_fp8_cache();

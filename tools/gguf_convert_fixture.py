@@ -24,7 +24,10 @@ def main():
     sys.path.insert(0, os.path.join(llama, "gguf-py"))
     sys.path.insert(0, llama)
     import convert_hf_to_gguf as conv  # noqa: E402  (llama.cpp's)
+    import conversion  # noqa: E402
     from conversion import base  # noqa: E402
+
+    conversion.load_all_models()  # the model modules load lazily: their classes must exist to be patched
 
     def no_vocab(self):
         return None

@@ -126,7 +126,8 @@ typedef struct cu_state {
     bool tc_hd256;                 /* the tensor-core prefill kernel's head_dim 256 fits the GPU's shared memory */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
-    int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 4, VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
+    int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
+                                      VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
     bool capturing;                /* between graph_begin and graph_end */
     cu_stage stage;                /* upload staging */

@@ -7,7 +7,7 @@
  * there (the host tensors are read once, in place), and the biases into one
  * F32 vector (zeros for parts without one). A forward is one GEMM with BF16
  * inputs, f32 accumulation and a BF16 or F32 output (the logits), plus a
- * bias pass when the layer has biases. Batches of up to 4 tokens (gemv_max_t) take a
+ * bias pass when the layer has biases. Batches of 1 token (2 for small layers: gemv_fits) take a
  * bandwidth-bound GEMV kernel instead (decode), which also carries
  * linear_fused's stages: the input RMSNorm, plain or Gemma's (1 + w) (each
  * CTA normalises the rows into shared memory), the gated product (SiLU,
@@ -736,15 +736,22 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
     }
 }
 
-/* The most tokens the BF16 GEMV takes (cu->gemv_max_t): 4 (VLLM_CUDA_GEMV_MAX_T=1..8 sets it, read when the
- * backend is made). Each weight chunk costs the GEMV T tokens' x conversions and FMAs, so at T 8 it is
- * instruction-bound: the H200 rows put it at 1.2-1.6 TB/s ((6144, 4096) 41.1 us, (4096, 4096) 39.2, (24576, 4096)
- * 127.9, (4096, 12288) 108.9) where cuBLAS at T 16 streams the same weights at 3.2-4.1 TB/s (15.5, -, 48.4, 27.7
- * us): batches of 5-8 take cuBLAS's tensor cores (the norm and residual add then run as their own kernels).
- * T 3-4 (half the work a chunk) stay on the GEMV until measured. */
+/* Which batches the BF16 GEMV takes (else cuBLAS's tensor cores, the norm and residual add then as their own
+ * kernels). Each weight chunk costs the GEMV T tokens' x conversions and FMAs, so it becomes instruction-bound as T
+ * grows: at T 8 the H200 rows put it at 1.2-1.6 TB/s ((6144, 4096) 41.1 us, (24576, 4096) 127.9, (4096, 12288)
+ * 108.9) where cuBLAS at T 16 streams the same weights at 3.2-4.1 TB/s (15.5, 48.4, 27.7 us). Decode steps on the
+ * H200 (2026-12-05, tools/device/bench_small_batch.sh, ms a step with the GEMV up to T 1 / 2 / 4 / 8):
+ *   Qwen3-8B    batch 2: 5.09 / 5.47 / 5.46,  batch 3: 5.18 / 5.20 / 8.26,  batch 4: 5.19 / 5.21 / 8.33,
+ *               batch 8: - / - / 5.41 / 13.85
+ *   Qwen3-0.6B  batch 2: 1.48 / 1.14 / 1.12,  batch 3: 1.39 / 1.40 / 1.49,  batch 4: 1.40 / 1.40 / 1.51
+ * So by default (cu->gemv_max_t 0) the GEMV takes one token, and two for layers of at most CU_GEMV_T2_ELEMS
+ * weights (the 0.6B's are latency-bound: at most 6.3M; the 8B's at least 16.8M); VLLM_CUDA_GEMV_MAX_T=1..8 sets a
+ * plain limit instead (test_cuda_ops: 8, to test the GEMV at every T it is built for). */
+#define CU_GEMV_T2_ELEMS ((int64_t)1 << 23)
 /* The GEMV takes BF16 x with K % 8 == 0 and 16-byte aligned rows. */
 static bool gemv_fits(const cu_state *cu, const be_linear *lin, const tensor *x, int64_t T) {
-    return T <= cu->gemv_max_t && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
+    const bool takes_t = cu->gemv_max_t ? T <= cu->gemv_max_t : T == 1 || (T == 2 && lin->out * lin->in <= CU_GEMV_T2_ELEMS);
+    return takes_t && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
            ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
 }
 

@@ -1023,15 +1023,21 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
 
     attn_params ap = {.scale = L->scale > 0 ? L->scale : 1.0f / sqrtf((float)hd), .sliding_window = L->window,
                       .num_heads = nh, .num_kv_heads = nkv, .head_dim = hd, .softcap = L->softcap};
-    /* sinks: head h % 4 == 0 far above the scores (its output shrinks by ~e^-6), 1 far below (no effect),
-     * the others near them (gpt-oss's trained sinks are O(1)); the CPU gets the values the GPU's dtype holds */
+    /* sinks: head h % 4 == 0 far above the scores (its output shrinks by ~e^-6: the sink is 6 above the log of
+     * the most keys a query sees, so that the check below holds at any context and random draw), 1 far below (no
+     * effect), the others near them (gpt-oss's trained sinks are O(1)); the CPU gets the values the GPU's dtype
+     * holds */
     tensor skc = {0}, skg = {0};
     attn_params apg = ap;
     if (L->sinks) {
         const dtype sdt = L->sinks == SINKS_BF16 ? DTYPE_BF16 : L->sinks == SINKS_F16 ? DTYPE_F16 : DTYPE_F32;
         float *sk = malloc((size_t)nh * sizeof *sk);
+        int keys = 1;
+        for (int s = 0; s < L->S; s++) keys = L->ctx[s] > keys ? L->ctx[s] : keys;
+        if (L->window > 0 && L->window < keys) keys = L->window;
+        const float high = 6.0f + logf((float)keys);
         for (int hh = 0; hh < nh; hh++)
-            sk[hh] = round_to(sdt, hh % 4 == 0 ? 6.0f + rnd() : hh % 4 == 1 ? -6.0f + rnd() : 1.5f * rnd());
+            sk[hh] = round_to(sdt, hh % 4 == 0 ? high + rnd() : hh % 4 == 1 ? -6.0f + rnd() : 1.5f * rnd());
         skc = put(cpu, DTYPE_F32, nh, 1, sk);
         skg = put(gpu, sdt, nh, 1, sk);
         ap.sinks = &skc;

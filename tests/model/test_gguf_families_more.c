@@ -678,30 +678,29 @@ static void run_case(const fcase *fc) {
             setenv("VLLM_GGUF_DEQUANTIZE", "1", 1);
             vllm_completion *cd = run(path, &fp, &st);
             unsetenv("VLLM_GGUF_DEQUANTIZE");
-            double dmax;
-            size_t dsame, dtotal;
-            gf_compare(cd, ref, &fp, &dsame, &dtotal, &dmax);
+            const gf_diff dd = gf_compare(cd, ref, &fp);
             printf("GGUF %-17s %-8s BF16 MXFP4 experts dequantized: %zu of %zu tokens as the safetensors, max "
-                   "|dlogprob| %.2e\n", fc->fixture, fc->arch, dsame, dtotal, dmax);
-            CHECK_MSG(cd && gf_same_run(dsame, dtotal, dmax, 1e-6), "%s MXFP4 dequantized: %zu of %zu, %g",
-                      fc->fixture, dsame, dtotal, dmax);
+                   "|dlogprob| %.2e\n", fc->fixture, fc->arch, dd.same, dd.total, dd.max);
+            CHECK_MSG(cd && gf_same_run(&dd, 1e-6), "%s MXFP4 dequantized: %zu of %zu, %g (mean %g)", fc->fixture,
+                      dd.same, dd.total, dd.max, dd.mean);
             if (cd) vllm_completions_free(cd, fp.n);
         }
         vllm_completion *c = run(path, &fp, &st);
         CHECK_MSG(c != NULL, "%s: %s", path, vllm_last_error());
-        double maxd;
-        size_t same, total;
-        gf_compare(c, ref, &fp, &same, &total, &maxd);
-        printf("GGUF %-17s %-8s %s%s: %zu of %zu tokens as the safetensors%s, max |dlogprob| %.2e\n", fc->fixture,
+        const gf_diff d = gf_compare(c, ref, &fp);
+        const size_t same = d.same, total = d.total;
+        const double maxd = d.max;
+        printf("GGUF %-17s %-8s %s%s: %zu of %zu tokens as the safetensors%s, max |dlogprob| %.2e (mean %.1e)\n",
+               fc->fixture,
                fc->arch, q8 ? "Q8_0" : "BF16", mx ? " MXFP4 experts" : fc->fuse_gate_up ? " gate_up_exps" : fc->legacy ? " attn_kv_b" : "", same,
                total, fc->ref_edit == no_window ? " (no sliding_window)"
                : mx                         ? " (YaRN truncated, its experts MXFP4-rounded)"
                : fc->ref_edit               ? " (YaRN truncated)"
                                             : "",
-               maxd);
+               maxd, d.mean);
         if (!q8 && !(mx && !gf_on_gpu())) /* (on a GPU the MXFP4 blocks are BF16 copies: exact) */
-            CHECK_MSG(c && gf_same_run(same, total, maxd, freqs ? 1e-4 : 1e-6),
-                      "%s BF16: %zu of %zu tokens, max |dlogprob| %g", fc->fixture, same, total, maxd);
+            CHECK_MSG(c && gf_same_run(&d, freqs ? 1e-4 : 1e-6), "%s BF16: %zu of %zu tokens, max |dlogprob| %g, "
+                      "mean %g", fc->fixture, same, total, maxd, d.mean);
         else /* 8-bit matrices on logits of std ~8 (test_gguf_model.c's bound, 0.5 seen on the dense llama3); 1 for
               * the MoE files, where a router's near-tie can pick other experts (0.68-0.88 seen) */
             CHECK_MSG(c && maxd <= (freqs ? 0.8 : 1.0) && same * 10 >= total * 7, "%s Q8_0: %zu of %zu tokens, max |dlogprob| %g",
@@ -951,11 +950,9 @@ static void qwen35_nextn(void) {
     fixture_prompts fp;
     fixture_prompts_load(json_object_get(expected, "prompts"), &fp);
     vllm_completion *ref = run(dir, &fp, &st), *got = run(s.path, &fp, &st);
-    double maxd;
-    size_t same, total;
-    gf_compare(got, ref, &fp, &same, &total, &maxd);
-    CHECK_MSG(got && ref && gf_same_run(same, total, maxd, 1e-6), "qwen35 with an MTP block: %zu of %zu, %g (%s)",
-              same, total, maxd, vllm_last_error());
+    const gf_diff d = gf_compare(got, ref, &fp);
+    CHECK_MSG(got && ref && gf_same_run(&d, 1e-6), "qwen35 with an MTP block: %zu of %zu, %g, mean %g (%s)", d.same,
+              d.total, d.max, d.mean, vllm_last_error());
     if (got) vllm_completions_free(got, fp.n);
     if (ref) vllm_completions_free(ref, fp.n);
     fixture_prompts_free(&fp);

@@ -19,13 +19,14 @@ W=${WORK:-/tmp/gconv}
 rm -rf "$W"; mkdir -p "$W/src"
 for f in llama3_mqa_tied mixtral_moe qwen2_moe_shared gptoss_moe olmo2_postnorm granite_mult glm4_partial \
          deepseek_v2_lite deepseek_v2_yarn deepseek_v3 qwen3_next gemma2_softcap phi3_longrope; do
-  cp -r "tests/fixtures/models/$f" "$W/src/$f"
-  if [ "$f" = deepseek_v3 ]; then
-    python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['scoring_func']='sigmoid'; json.dump(c,open(p,'w'),indent=1)" "$W/src/$f/config.json"
-  fi
-  python3 tools/gguf_convert_fixture.py "$L" "$W/src/$f" "$W/$f.gguf" > "$W/$f.log" 2>&1 \
-    && echo "converted $f ($(stat -c %s "$W/$f.gguf") bytes)" || { echo "convert $f failed:"; tail -5 "$W/$f.log"; }
+  ( cp -r "tests/fixtures/models/$f" "$W/src/$f"
+    if [ "$f" = deepseek_v3 ]; then
+      python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['scoring_func']='sigmoid'; json.dump(c,open(p,'w'),indent=1)" "$W/src/$f/config.json"
+    fi
+    python3 tools/gguf_convert_fixture.py "$L" "$W/src/$f" "$W/$f.gguf" > "$W/$f.log" 2>&1 \
+      && echo "converted $f ($(stat -c %s "$W/$f.gguf") bytes)" || { echo "convert $f failed:"; tail -5 "$W/$f.log"; } ) &
 done
+wait # (each conversion is a python start with torch: ~10 s; in parallel)
 rc=0
 for t in model_test_gguf_families model_test_gguf_families_more; do
   echo "== $t with llama.cpp's files"

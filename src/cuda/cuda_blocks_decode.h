@@ -36,6 +36,10 @@ template <int L> __device__ __forceinline__ uint32_t lds2(const uint8_t *p) {
     if constexpr (L == LD_GLOBAL) return __ldg((const unsigned short *)p);
     else return *(const unsigned short *)p;
 }
+template <int L> __device__ __forceinline__ uint32_t lds1(const uint8_t *p) {
+    if constexpr (L == LD_GLOBAL) return __ldg((const unsigned char *)p);
+    else return *p;
+}
 
 /* f16 bits (the low 16 of h) widened */
 __device__ __forceinline__ float h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xffffu))); }
@@ -58,19 +62,35 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) { return (w >> (8
 #define IQ4_T2 0xA6998D81u /* 129, 141, 153, 166 */
 #define IQ4_T3 0xF1D9C5B5u /* 181, 197, 217, 241 */
 
-/* The 8 nibbles of w (bytes b0..b3: low nibble = element j, high = element j + 16) as levels + 128, one per
- * byte: lo = levels of the low nibbles of b0..b3, hi = of the high nibbles. */
-__device__ __forceinline__ void iq4_levels(uint32_t w, uint32_t &lo, uint32_t &hi) {
+/* MXFP4's levels (gq_kvalues_mxfp4: twice the E2M1 values 0, 1, 2, 3, 4, 6, 8, 12, then negated) + 128 */
+#define MXFP4_T0 0x83828180u /* 128, 129, 130, 131 */
+#define MXFP4_T1 0x8C888684u /* 132, 134, 136, 140 */
+#define MXFP4_T2 0x7D7E7F80u /* 128, 127, 126, 125 */
+#define MXFP4_T3 0x74787A7Cu /* 124, 122, 120, 116 */
+
+/* The 8 nibbles of w (bytes b0..b3: low nibble = element j, high = element j + 16) as the levels of the table
+ * T0..T3 (16 bytes, 4 per word), one per byte: lo = levels of the low nibbles of b0..b3, hi = of the high
+ * nibbles. */
+template <uint32_t T0, uint32_t T1, uint32_t T2, uint32_t T3>
+__device__ __forceinline__ void nib_levels(uint32_t w, uint32_t &lo, uint32_t &hi) {
     uint32_t r[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const uint32_t s = w >> (16 * h); /* 4 nibbles: lo(b), hi(b), lo(b+1), hi(b+1) */
         const uint32_t sel = s & 0x7777u;
-        const uint32_t a = __byte_perm(IQ4_T0, IQ4_T1, sel), b = __byte_perm(IQ4_T2, IQ4_T3, sel);
+        const uint32_t a = __byte_perm(T0, T1, sel), b = __byte_perm(T2, T3, sel);
         r[h] = __byte_perm(a, b, 0x3210u | ((s & 0x8888u) >> 1)); /* nibble >= 8: from b */
     }
     lo = __byte_perm(r[0], r[1], 0x6420u);
     hi = __byte_perm(r[0], r[1], 0x7531u);
+}
+__device__ __forceinline__ void iq4_levels(uint32_t w, uint32_t &lo, uint32_t &hi) {
+    nib_levels<IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3>(w, lo, hi);
+}
+
+/* ggml_e8m0_to_fp32_half: 2^(e - 128) from the E8M0 byte e (a float subnormal for e < 2) */
+__device__ __forceinline__ float e8m0_half(uint32_t e) {
+    return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
 }
 
 /* ---- the block types ----
@@ -221,6 +241,28 @@ struct QK_IQ4_NL {
         f(16, hi[0], hi[1], hi[2], hi[3], r.d, -128.0f);
     }
     __device__ static int relayout(int i, bool &s) { return (s = i < 2) ? i : i - 2; }
+};
+
+/* MXFP4 (gpt-oss's experts): IQ4_NL's layout with an E8M0 scale byte and the FP4 levels */
+struct QK_MXFP4 {
+    static constexpr int BS = 17, ELEMS = 32, QB = 16, SB = 1, UPB = 1, U = 4;
+    static constexpr bool MIN = false;
+    struct raw { uint4 q; float d; };
+    template <int L> __device__ static void load(raw &r, const uint8_t *Q, const uint8_t *S, int) {
+        r.q = ldq16<L>(Q);
+        r.d = e8m0_half(lds1<L>(S));
+    }
+    template <class F> __device__ static void decode(const raw &r, int, F &&f) {
+        uint32_t lo[4], hi[4];
+        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.x, lo[0], hi[0]);
+        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.y, lo[1], hi[1]);
+        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.z, lo[2], hi[2]);
+        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.w, lo[3], hi[3]);
+        f(0, lo[0], lo[1], lo[2], lo[3], r.d, -128.0f);
+        f(16, hi[0], hi[1], hi[2], hi[3], r.d, -128.0f);
+    }
+    /* ggml: e[0], qs[1..17) */
+    __device__ static int relayout(int i, bool &s) { return (s = i < 1) ? i : i - 1; }
 };
 
 /* Q2_K: unit j = 2h + s: qs[32h + 16s ..+16); group g = elements 128h + 32g + 16s.. (bits 2g of those

@@ -1,6 +1,6 @@
 /*
  * ops_linear_blocks.cu: ggml's block-type weights (GGUF's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K, IQ4_NL, IQ4_XS) on the CUDA backend, read as they are (no dequantized copy of the model):
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) on the CUDA backend, read as they are (no dequantized copy of the model):
  *
  *  - the decode GEMV (T <= 8 tokens, k_qgemv): the activations quantized to int8 first (k_qx: per 32
  *    elements a scale d = max|x| / 127 and q = round(x / d), ggml's Q8_1 rule with d kept in f32, plus the
@@ -20,7 +20,7 @@
  * arrays of fixed strides:
  *      Q: R * nb blocks of QB bytes    (block (r, b) at Q + (r * nb + b) * QB; QB a multiple of 16)
  *      S: R * nb blocks of SB bytes    (at S + (r * nb + b) * SB, S 256-byte aligned after Q)
- * so that every quant load is an aligned 16-byte load (a file's blocks are 18, 22, 34, 84, 110 or 210
+ * so that every quant load is an aligned 16-byte load (a file's blocks are 17, 18, 22, 34, 84, 110 or 210
  * bytes: not aligned) and consecutive lanes read consecutive bytes. Per type (bytes of the ggml block,
  * ggml-common.h, moved as they are, little-endian):
  *      Q8_0   QB  32 qs[32]                   SB  2 d
@@ -29,6 +29,7 @@
  *      Q5_0   QB  16 qs[16]                   SB  8 qh[4], d, (pad 2)
  *      Q5_1   QB  16 qs[16]                   SB  8 qh[4], d, m
  *      IQ4_NL QB  16 qs[16]                   SB  2 d
+ *      MXFP4  QB  16 qs[16]                   SB  1 e (E8M0: d = 2^(e - 128))
  *      Q2_K   QB  64 qs[64]                   SB 20 scales[16], d, dmin
  *      Q3_K   QB  96 hmask[32], qs[64]        SB 16 scales[12], d, (pad 2)
  *      Q4_K   QB 128 qs[128]                  SB 16 d, dmin, scales[12]
@@ -45,7 +46,7 @@
  * packed one per byte in 4 words and turned into floats with one byte permute each (0x4B0000qq is the
  * float 2^23 + q) and one add (the offset, e.g. - (2^23 + 8) for Q4_0); the group's value is then
  * a * (q + c) (c an integer offset: the scale a multiplied once per group's dot product) or a * q + b
- * (the types with a min: fused per element). IQ4_NL / IQ4_XS map nibbles to their 16 levels with byte
+ * (the types with a min: fused per element). IQ4_NL / IQ4_XS / MXFP4 map nibbles to their 16 levels with byte
  * permutes over the level table held in 4 registers (llama.cpp's get_int_from_table_16 trick).
  *
  * k_qgemv: a warp per output row (two rows for the gated form), KS warps splitting a row's units (KS 1..8
@@ -447,6 +448,7 @@ static const qkern *qk(dtype dt) {
     case DTYPE_Q6_K: return qkern_make<QK_Q6_K>(dt);
     case DTYPE_IQ4_NL: return qkern_make<QK_IQ4_NL>(dt);
     case DTYPE_IQ4_XS: return qkern_make<QK_IQ4_XS>(dt);
+    case DTYPE_MXFP4: return qkern_make<QK_MXFP4>(dt);
     default: return NULL;
     }
 }

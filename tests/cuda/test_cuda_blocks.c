@@ -1,7 +1,7 @@
 /*
  * test_cuda_blocks.c: the CUDA backend on ggml block-type weights (GGUF matrices used as they are,
  * src/cuda/ops_linear_blocks.cu): for every block type the backend says it takes (backend.native_blocks,
- * which must be all twelve that tensor/ggml_quant.h reads):
+ * which must be all thirteen that tensor/ggml_quant.h reads):
  *
  *  - linear: random weights quantized with gq_quantize_row (per-row offsets so that the types with a min
  *    use it, plus an all-zero block and a constant block: zero scales), two parts with a bias, against a
@@ -212,7 +212,8 @@ static unsigned char *make_blocks(dtype dt, int64_t rows, int64_t in, float *deq
 }
 
 static const dtype BLOCK_TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q2_K,
-                                    DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS};
+                                    DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS,
+                                    DTYPE_MXFP4};
 #define NTYPES ((int)(sizeof BLOCK_TYPES / sizeof *BLOCK_TYPES))
 
 static bool takes(dtype dt) { return (gpu->native_blocks >> (dt - DTYPE_FIRST_BLOCK)) & 1u; }
@@ -1179,6 +1180,7 @@ int main(void) {
     test_experts(DTYPE_Q4_K, DTYPE_Q6_K, 40);  /* 80 pairs: the grouped GEMM */
     test_experts(DTYPE_Q8_0, DTYPE_Q8_0, 5);
     test_experts(DTYPE_IQ4_XS, DTYPE_Q5_K, 2);
+    test_experts(DTYPE_MXFP4, DTYPE_MXFP4, 3); /* gpt-oss's GGUF experts */
     test_mixed();
     test_refusals();
     test_norm_int8(DTYPE_Q4_K);

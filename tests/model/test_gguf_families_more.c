@@ -698,7 +698,7 @@ static void run_case(const fcase *fc) {
                : fc->ref_edit               ? " (YaRN truncated)"
                                             : "",
                maxd, d.mean);
-        if (!q8 && !(mx && !gf_on_gpu())) /* (on a GPU the MXFP4 blocks are BF16 copies: exact) */
+        if (!q8 && !(mx && !gf_on_gpu())) /* (on a GPU the MXFP4 experts are dequantized to BF16: exact) */
             CHECK_MSG(c && gf_same_run(&d, freqs ? 1e-4 : 1e-6), "%s BF16: %zu of %zu tokens, max |dlogprob| %g, "
                       "mean %g", fc->fixture, same, total, maxd, d.mean);
         else /* 8-bit matrices on logits of std ~8 (test_gguf_model.c's bound, 0.5 seen on the dense llama3); 1 for

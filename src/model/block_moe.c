@@ -332,7 +332,16 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
     if (!st && m->tp_size > 1) { /* tensor-parallel experts (vLLM's default for MoE under TP): every expert's
                                     gate / up rows and down columns split, the layer's output all-reduced */
         const int64_t Ir = I / m->tp_size, r0 = m->tp_rank * Ir;
-        for (int e = 0; e < E; e++) {
+        for (int e = 0; !st && e < E; e++) { /* a block-typed down projection (GGUF, FP8, int4) is cut between blocks */
+            const int64_t blk = dtype_block(t[2 * E + e].dtype);
+            if (blk > 1 && Ir % blk)
+                st = vt_error(VLLM_ERR_UNSUPPORTED, "%s: layer %d's experts' down projection is %s (blocks of %lld "
+                                "inputs): tensor parallelism %d would cut it at %lld of its %lld inputs, inside a "
+                                "block; use a tensor-parallel size that divides it into whole blocks",
+                                c->architecture, l, dtype_name(t[2 * E + e].dtype), (long long)blk, m->tp_size,
+                                (long long)Ir, (long long)I);
+        }
+        for (int e = 0; !st && e < E; e++) {
             t[e] = tensor_rows(&t[e], r0, Ir);
             t[E + e] = tensor_rows(&t[E + e], r0, Ir);
             t[2 * E + e] = tensor_cols(&t[2 * E + e], r0, Ir); /* (D, I / tp), rows I apart */

@@ -565,6 +565,16 @@ static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
         int max_batch = e->opt.max_num_seqs < 512 ? e->opt.max_num_seqs : 512;
         if (max_batch > e->opt.max_num_batched_tokens) max_batch = e->opt.max_num_batched_tokens;
         if ((st = model_enable_graphs(e->model, max_batch, e->max_model_len))) goto fail;
+        /* VLLM_GRAPH_CAPTURE=start: every capture size recorded now, as vLLM's capture_model at start-up, rather
+         * than on each size's first step (inside a request's time: a recording is an eager step, a synchronize,
+         * the recording and its instantiation) */
+        const char *cap = getenv("VLLM_GRAPH_CAPTURE");
+        if (cap && !strcmp(cap, "start")) {
+            const double t0 = progress_now();
+            int n = 0;
+            if ((st = model_capture_graphs(e->model, e->cache, sc.max_blocks_per_seq, &n))) goto fail;
+            if (n > 0) LOG_I("CUDA graphs: %d decode batch sizes recorded in %.1f s", n, progress_now() - t0);
+        }
     }
     e->next_seed = e->opt.seed;
     /* tokens: what every group can hold at once (vLLM's num_blocks // num_groups * block_size);

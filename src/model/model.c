@@ -318,6 +318,37 @@ vllm_status model_forward_rank(model *m, model_cache *cache, const fwd_batch *b,
     return st;
 }
 
+vllm_status model_capture_graphs(model *m, model_cache *cache, int max_blocks_per_seq, int *count) {
+    *count = 0;
+    if (!m->graphs || m->graph_max <= 0) return VLLM_OK;
+    const int n = m->graph_max, G = num_groups(m), mb = max_blocks_per_seq;
+    if (mb <= 0) return vt_error(VLLM_ERR_INTERNAL, "graph capture: no block table width");
+    int32_t *ints = calloc((size_t)(4 * n + 1) + (size_t)G * (size_t)n * (size_t)mb, sizeof *ints);
+    int64_t *slots = calloc((size_t)G * (size_t)n, sizeof *slots); /* slot 0 */
+    if (!ints || !slots) {
+        free(ints);
+        free(slots);
+        return vt_error(VLLM_ERR_NO_MEMORY, "out of memory (graph capture)");
+    }
+    int32_t *zeros = ints, *ones = ints + n, *iota = ones + n, *bt = iota + n + 1; /* token ids and positions 0 */
+    for (int i = 0; i < n; i++) ones[i] = 1;
+    for (int i = 0; i <= n; i++) iota[i] = i;
+    vllm_status st = VLLM_OK;
+    for (int g = n; g >= 1 && st == VLLM_OK; g = g > 8 ? g - 8 : g / 2) {
+        if (graph_size_for(g) != g || m->graphs[g]) continue;
+        const fwd_batch b = {.num_tokens = g, .num_seqs = g, .token_ids = zeros, .positions = zeros,
+                             .query_start_loc = iota, .seq_lens = ones, .num_kv_groups = G, .block_tables = bt,
+                             .max_blocks_per_seq = mb, .slot_mapping = slots, .num_logits = g, .logits_indices = iota};
+        const tensor *logits;
+        st = model_forward(m, cache, &b, &logits);
+        if (st == VLLM_OK && m->graphs[g]) ++*count;
+    }
+    if (st == VLLM_OK) st = m->be->ops->synchronize(m->be);
+    free(ints);
+    free(slots);
+    return st;
+}
+
 /* An FP8 KV cache's per-layer scales (vLLM's Attention k_scale / v_scale and the checkpoint names its
  * maybe_remap_kv_scale_name reads: "<attn>.k_scale" / "<attn>.v_scale" (compressed-tensors kv_cache_scheme),
  * "<attn>.k_proj.output_scale" / "<attn>.v_proj.output_scale", one "<attn>.kv_scale" for both, ModelOpt's

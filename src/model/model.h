@@ -153,6 +153,13 @@ vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks
  * contexts up to max_seq_len tokens. No-op on backends without graphs. */
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len);
 
+/* Records every capture size's graph now (vLLM's capture at start-up, outside any request's time) instead of on
+ * first use: a decode step of g dummy sequences (token 0 at position 0, their K/V written at slot 0 and read
+ * back: block 0 holds no request's data before the first step) run eagerly then recorded, largest first; its
+ * outputs are discarded. max_blocks_per_seq: the input builder's (the recorded metadata layout). Sets *count to
+ * the graphs recorded (0 where graphs are off). */
+vllm_status model_capture_graphs(model *m, model_cache *cache, int max_blocks_per_seq, int *count);
+
 /* Runs the batch; *logits receives a backend tensor (num_logits, vocab) F32
  * owned by the model, valid until the next forward. With b->hidden_out it
  * receives (num_logits, hidden_size) in the backend's activation dtype: the

@@ -88,6 +88,19 @@ __device__ __forceinline__ void iq4_levels(uint32_t w, uint32_t &lo, uint32_t &h
     nib_levels<IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3>(w, lo, hi);
 }
 
+/* A 32-element block of 16 nibble bytes (element j low, j + 16 high) whose levels + 128 are the table T0..T3, scale
+ * d: decode's two groups (IQ4_NL, MXFP4). */
+template <uint32_t T0, uint32_t T1, uint32_t T2, uint32_t T3, class F>
+__device__ __forceinline__ void nib_table_decode(const uint4 &q, float d, F &&f) {
+    uint32_t lo[4], hi[4];
+    nib_levels<T0, T1, T2, T3>(q.x, lo[0], hi[0]);
+    nib_levels<T0, T1, T2, T3>(q.y, lo[1], hi[1]);
+    nib_levels<T0, T1, T2, T3>(q.z, lo[2], hi[2]);
+    nib_levels<T0, T1, T2, T3>(q.w, lo[3], hi[3]);
+    f(0, lo[0], lo[1], lo[2], lo[3], d, -128.0f);
+    f(16, hi[0], hi[1], hi[2], hi[3], d, -128.0f);
+}
+
 /* ggml_e8m0_to_fp32_half: 2^(e - 128) from the E8M0 byte e (a float subnormal for e < 2) */
 __device__ __forceinline__ float e8m0_half(uint32_t e) {
     return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
@@ -232,13 +245,7 @@ struct QK_IQ4_NL {
         r.d = h2f(lds2<L>(S));
     }
     template <class F> __device__ static void decode(const raw &r, int, F &&f) {
-        uint32_t lo[4], hi[4];
-        iq4_levels(r.q.x, lo[0], hi[0]);
-        iq4_levels(r.q.y, lo[1], hi[1]);
-        iq4_levels(r.q.z, lo[2], hi[2]);
-        iq4_levels(r.q.w, lo[3], hi[3]);
-        f(0, lo[0], lo[1], lo[2], lo[3], r.d, -128.0f);
-        f(16, hi[0], hi[1], hi[2], hi[3], r.d, -128.0f);
+        nib_table_decode<IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3>(r.q, r.d, f);
     }
     __device__ static int relayout(int i, bool &s) { return (s = i < 2) ? i : i - 2; }
 };
@@ -253,13 +260,7 @@ struct QK_MXFP4 {
         r.d = e8m0_half(lds1<L>(S));
     }
     template <class F> __device__ static void decode(const raw &r, int, F &&f) {
-        uint32_t lo[4], hi[4];
-        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.x, lo[0], hi[0]);
-        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.y, lo[1], hi[1]);
-        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.z, lo[2], hi[2]);
-        nib_levels<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q.w, lo[3], hi[3]);
-        f(0, lo[0], lo[1], lo[2], lo[3], r.d, -128.0f);
-        f(16, hi[0], hi[1], hi[2], hi[3], r.d, -128.0f);
+        nib_table_decode<MXFP4_T0, MXFP4_T1, MXFP4_T2, MXFP4_T3>(r.q, r.d, f);
     }
     /* ggml: e[0], qs[1..17) */
     __device__ static int relayout(int i, bool &s) { return (s = i < 1) ? i : i - 1; }

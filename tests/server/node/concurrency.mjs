@@ -109,7 +109,10 @@ await part('64 concurrent streams', async () => {
     while (polling) {
       try {
         const m = await metrics(base);
-        peakRunning = Math.max(peakRunning, m.byName['vllm:num_requests_running'] || 0);
+        /* every engine's gauge summed (-dp N: one line per engine; the balancer may have put the burst on any) */
+        let running = 0;
+        for (const [k, v] of Object.entries(m)) if (k.startsWith('vllm:num_requests_running{')) running += v;
+        peakRunning = Math.max(peakRunning, running || m.byName['vllm:num_requests_running'] || 0);
       } catch {
         /* the server may be busy; the next poll retries */
       }

@@ -750,7 +750,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
 #define CU_GEMV_T2_ELEMS ((int64_t)1 << 23)
 /* The GEMV takes BF16 x with K % 8 == 0 and 16-byte aligned rows. */
 static bool gemv_fits(const cu_state *cu, const be_linear *lin, const tensor *x, int64_t T) {
-    const bool takes_t = cu->gemv_max_t ? T <= cu->gemv_max_t : T == 1 || (T == 2 && lin->out * lin->in <= CU_GEMV_T2_ELEMS);
+    const bool takes_t = cu->gemv_max_t ? T <= cu->gemv_max_t
+                                        : T == 1 || (T == 2 && lin->out * lin->in <= CU_GEMV_T2_ELEMS);
     return takes_t && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
            ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
 }

@@ -996,7 +996,6 @@ static const ggc_name LAYER_NAMES[] = {
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
 
-
 /* Gemma's sandwich norms (gguf-py tensor_mapping.py: ATTN_POST_NORM, FFN_PRE_NORM = ffn_norm, FFN_POST_NORM) */
 static const ggc_name GEMMA_NAMES[] = {
     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
@@ -1068,9 +1067,6 @@ static const struct {
     {"gate_proj.bias", "ffn_gate_exps.bias", -1},    {"up_proj.bias", "ffn_up_exps.bias", -1},
     {"down_proj.bias", "ffn_down_exps.bias", -1},
 };
-
-
-
 
 static const ggc_name GLOBAL_NAMES[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},

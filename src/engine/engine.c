@@ -565,11 +565,14 @@ static vllm_status engine_create_local(vllm_engine *e, const char *model_dir) {
         int max_batch = e->opt.max_num_seqs < 512 ? e->opt.max_num_seqs : 512;
         if (max_batch > e->opt.max_num_batched_tokens) max_batch = e->opt.max_num_batched_tokens;
         if ((st = model_enable_graphs(e->model, max_batch, e->max_model_len))) goto fail;
-        /* VLLM_GRAPH_CAPTURE=start: every capture size recorded now, as vLLM's capture_model at start-up, rather
-         * than on each size's first step (inside a request's time: a recording is an eager step, a synchronize,
-         * the recording and its instantiation) */
+        /* every capture size recorded now, as vLLM's capture_model at start-up, rather than on each size's first
+         * step (inside a request's time: a recording is an eager step, a synchronize, the recording and its
+         * instantiation): the 8B-shape throughput run is 5% faster so (docs/benchmarks.md, session 22);
+         * VLLM_GRAPH_CAPTURE=lazy records on first use instead */
         const char *cap = getenv("VLLM_GRAPH_CAPTURE");
-        if (cap && !strcmp(cap, "start")) {
+        if (cap && strcmp(cap, "start") != 0 && strcmp(cap, "lazy") != 0)
+            LOG_W("VLLM_GRAPH_CAPTURE=%s: not start or lazy; recording at start-up", cap);
+        if (!cap || strcmp(cap, "lazy") != 0) {
             const double t0 = progress_now();
             int n = 0;
             if ((st = model_capture_graphs(e->model, e->cache, sc.max_blocks_per_seq, &n))) goto fail;

@@ -6,9 +6,11 @@
  * backend ops as llama.c issues them (linear_fused with the norms, the
  * gated product and the residual adds; fused q/k norm +
  * rope + KV write, one metadata upload per step): a 512-token prefill, a
- * decode step at context 257 run eagerly and as a graph (batch 1, 8, 32),
- * each decode op alone in a graph over all layers, and sampling (greedy
- * and temperature 1) over the 151,936-token vocabulary. It checks that the
+ * decode step at context 257 run eagerly and as a graph (batch 1, 8, 32;
+ * VLLM_PERF_BATCHES="1 256" sets others, up to 512), each decode op alone
+ * in a graph over all layers (batch 1; VLLM_PERF_OP_BATCHES: those of the
+ * timed batches to break down), and sampling (greedy and temperature 1)
+ * over the 151,936-token vocabulary. It checks that the
  * outputs are finite and that a graph replay equals the eager step, and
  * prints a table; the times are for the reader (tools/device/check.sh).
  *
@@ -61,7 +63,11 @@ static const shape SHAPES[] = {
 #define BS 16          /* KV block size */
 #define CTX_BLOCKS 40  /* blocks per sequence: 640 tokens */
 #define MAX_T 512      /* the largest step (the prefill) */
-#define MAX_S 32       /* the largest decode batch */
+#define MAX_BATCHES 8
+/* the decode batches timed (VLLM_PERF_BATCHES="1 8 32 256": default 1 8 32) and those broken down per op
+ * (VLLM_PERF_OP_BATCHES: default 1); max_s, the largest, sizes the KV caches, the logits and the metadata */
+static int batches[MAX_BATCHES] = {1, 8, 32}, n_batches = 3, op_batches[MAX_BATCHES] = {1}, n_op_batches = 1;
+static int max_s = 32;
 #define DECODE_POS 256 /* decode steps run at position 256 (context 257) */
 #define MAX_POS 1024
 
@@ -162,7 +168,7 @@ static bool model_build(model *md, const shape *sh) {
     CHECK_OK(import_bf16(pool, sh->V, D, &md->embed));
     CHECK_OK(import_bf16(norm, 1, D, &md->final_norm));
     md->head = linear_from(pool, sh->V, D);
-    int64_t cshape[4] = {(int64_t)MAX_S * CTX_BLOCKS, BS, sh->nkv, sh->hd};
+    int64_t cshape[4] = {(int64_t)max_s * CTX_BLOCKS, BS, sh->nkv, sh->hd};
     for (int l = 0; l < L; l++) {
         CHECK_OK(import_bf16(norm, 1, D, &md->in_norm[l]));
         CHECK_OK(import_bf16(norm, 1, D, &md->post_norm[l]));
@@ -198,9 +204,9 @@ static bool model_build(model *md, const shape *sh) {
     md->ob = act(DTYPE_BF16, MAX_T, D);
     md->gu_b = act(DTYPE_BF16, MAX_T, 2 * I);
     md->a = act(DTYPE_BF16, MAX_T, I);
-    md->sel = act(DTYPE_BF16, MAX_S, D);
-    md->logits = act(DTYPE_F32, MAX_S, sh->V);
-    md->meta = tensor_1d(DTYPE_I32, NULL, 8 * MAX_T + MAX_S * (CTX_BLOCKS + 4));
+    md->sel = act(DTYPE_BF16, max_s, D);
+    md->logits = act(DTYPE_F32, max_s, sh->V);
+    md->meta = tensor_1d(DTYPE_I32, NULL, 8 * MAX_T + max_s * (CTX_BLOCKS + 4));
     CHECK_OK(gpu->ops->alloc(gpu, &md->meta));
     CHECK_OK(gpu->ops->synchronize(gpu));
     printf("  %s: weights uploaded in %.1f s\n", sh->name, now() - t0);
@@ -396,17 +402,18 @@ static int64_t count_nonfinite(const float *x, size_t n) {
 
 /* seconds per sample call over the step's logits rows */
 static double time_sample(model *md, step *s, float temperature) {
-    enum { R = MAX_S };
+    const int R = s->N;
     vllm_sampling_params p = vllm_sampling_default_params();
     p.temperature = temperature;
-    const vllm_sampling_params *pp[R];
-    sampler_context ctx[R];
-    int32_t rows[R], tok[R];
-    float lp[R];
-    double u[R];
+    const vllm_sampling_params **pp = calloc((size_t)R, sizeof *pp);
+    sampler_context *ctx = calloc((size_t)R, sizeof *ctx);
+    int32_t *rows = calloc((size_t)R, sizeof *rows), *tok = calloc((size_t)R, sizeof *tok);
+    float *lp = calloc((size_t)R, sizeof *lp);
+    double *u = calloc((size_t)R, sizeof *u);
+    CHECK(pp && ctx && rows && tok && lp && u);
+    if (!pp || !ctx || !rows || !tok || !lp || !u) return 0.0;
     for (int i = 0; i < R; i++) {
         pp[i] = &p;
-        ctx[i] = (sampler_context){0};
         rows[i] = i;
         u[i] = (i + 0.5) / R;
     }
@@ -420,6 +427,12 @@ static double time_sample(model *md, step *s, float temperature) {
         CHECK_MSG(st == VLLM_OK, "sample: %s", vllm_last_error());
     }
     for (int i = 0; i < s->N; i++) CHECK_MSG(tok[i] >= 0 && tok[i] < md->sh.V, "sampled token %d", tok[i]);
+    free(pp);
+    free(ctx);
+    free(rows);
+    free(tok);
+    free(lp);
+    free(u);
     return median(t, 15);
 }
 
@@ -450,9 +463,8 @@ static void run_shape(const shape *sh) {
         if (gn) gpu->ops->graph_free(gpu, gn);
     }
 
-    const int batches[3] = {1, 8, 32};
     double t_step1 = 0, t_sample_g = 0, t_sample_t = 0;
-    for (int bi = 0; bi < 3; bi++) {
+    for (int bi = 0; bi < n_batches; bi++) {
         const int S = batches[bi];
         step st;
         step_make(&md, &st, S, S);
@@ -472,7 +484,7 @@ static void run_shape(const shape *sh) {
         CHECK_MSG(count_nonfinite(le, n) == 0, "%s batch %d: non-finite logits", sh->name, S);
         CHECK_MSG(memcmp(le, lg, n * sizeof *le) == 0, "%s batch %d: graph replay differs from the eager step",
                   sh->name, S);
-        printf("  decode batch %2d: eager %7.3f ms, graph %7.3f ms/step = %8.0f tok/s (graph, sampling excluded)\n", S,
+        printf("  decode batch %3d: eager %7.3f ms, graph %7.3f ms/step = %8.0f tok/s (graph, sampling excluded)\n", S,
                1e3 * te, 1e3 * tg, S / tg);
         double ts_g = time_sample(&md, &st, 0.0f), ts_t = time_sample(&md, &st, 1.0f);
         printf("                   sample: greedy %.3f ms, temperature 1 %.3f ms\n", 1e3 * ts_g, 1e3 * ts_t);
@@ -480,8 +492,12 @@ static void run_shape(const shape *sh) {
             t_step1 = tg;
             t_sample_g = ts_g;
             t_sample_t = ts_t;
+        }
+        bool per_op = false;
+        for (int i = 0; i < n_op_batches; i++) per_op |= op_batches[i] == S;
+        if (per_op) {
             /* each op alone, over every layer, in a graph */
-            printf("  batch 1, per op: alone in a graph over all layers | in the step (step - step without it)\n");
+            printf("  batch %d, per op: alone in a graph over all layers | in the step (step - step without it)\n", S);
             double sum = 0, sum_in = 0;
             for (int k = OP_QKV; k < OP_KINDS; k++) {
                 be_graph *gk = record(&md, &st, k);
@@ -506,9 +522,9 @@ static void run_shape(const shape *sh) {
         free(lg);
         free(st.host);
     }
-    printf("  => %s batch-1 decode: %.0f tok/s with temperature-1 sampling, %.0f greedy (graph step + sample)\n",
+    if (t_step1 > 0) printf("  => %s batch-1 decode: %.0f tok/s with temperature-1 sampling, %.0f greedy (graph step + sample)\n",
            sh->name, 1.0 / (t_step1 + t_sample_t), 1.0 / (t_step1 + t_sample_g));
-    printf("PERF %s decode1_tok_s %.0f prefill512_tok_s %.0f\n", sh->name, 1.0 / (t_step1 + t_sample_t), MAX_T / t_pf);
+    if (t_step1 > 0) printf("PERF %s decode1_tok_s %.0f prefill512_tok_s %.0f\n", sh->name, 1.0 / (t_step1 + t_sample_t), MAX_T / t_pf);
     free(pf.host);
     model_free(&md);
     CHECK_OK(gpu->ops->synchronize(gpu));
@@ -892,7 +908,26 @@ static void run_mla(void) {
             for (int c = 0; c < 3; c++) run_mla_case(Hs[h], Bs[b], ctxs[c]);
 }
 
+/* a list of up to MAX_BATCHES decode batches (1..MAX_T) from the environment variable name, if set */
+static int parse_batches(const char *name, int *out, int n) {
+    const char *v = getenv(name);
+    if (!v || !*v) return n;
+    int k = 0;
+    for (char *end; *v && k < MAX_BATCHES; v = end) {
+        long b = strtol(v, &end, 10);
+        if (end == v) {
+            end = (char *)v + 1; /* a separator */
+            continue;
+        }
+        if (b >= 1 && b <= MAX_T) out[k++] = (int)b;
+    }
+    return k > 0 ? k : n;
+}
+
 int main(void) {
+    n_batches = parse_batches("VLLM_PERF_BATCHES", batches, n_batches);
+    n_op_batches = parse_batches("VLLM_PERF_OP_BATCHES", op_batches, n_op_batches);
+    for (int i = 0; i < n_batches; i++) max_s = batches[i] > max_s ? batches[i] : max_s;
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
         printf("no CUDA device: skipped (%s)\n", vllm_last_error());

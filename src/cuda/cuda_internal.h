@@ -124,6 +124,8 @@ typedef struct cu_state {
     bool pdl;                      /* programmatic dependent launch (sm_90+) */
     bool no_tc_attention;          /* VLLM_CUDA_NO_TC_ATTN: prefill attention on the CUDA cores (comparisons) */
     bool tc_hd256;                 /* the tensor-core prefill kernel's head_dim 256 fits the GPU's shared memory */
+    bool no_dtc_attention;         /* VLLM_CUDA_NO_DTC_ATTN: large decode batches on the CUDA-core kernel (comparisons) */
+    int dtc_stages;                /* VLLM_CUDA_DTC_STAGES: the tensor-core decode kernel's cp.async stages (2, 3) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
@@ -537,6 +539,13 @@ vllm_status cu_attention_tc_init(cu_state *cu);
 bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out, int hd, int max_query_len);
 void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                      const attn_params *p, tensor *out);
+/* ops_attention_dtc.cu: decode attention for large batches on the tensor cores (BF16 cache, q and out, head_dim
+ * 64 / 128, no softcap or sinks); tc: the prefill kernel takes the sequences of >= TC_MIN_Q new tokens */
+vllm_status cu_attention_dtc_init(cu_state *cu);
+bool cu_attention_dtc_fits(const cu_state *cu, const tensor *q, const tensor *out, const tensor *k_cache,
+                           const attn_params *p);
+void cu_attention_dtc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
+                      const attn_params *p, tensor *out, bool tc);
 /* Allocates the split-KV workspace at its largest (at creation). */
 vllm_status cu_attention_reserve(cu_state *cu);
 void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache, tensor *v_cache,

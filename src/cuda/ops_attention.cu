@@ -807,6 +807,7 @@ vllm_status cu_attention_reserve(cu_state *cu) {
         st = vt_error(VLLM_ERR_BACKEND, "cuda backend: clearing the split-KV counters failed");
     }
     if (st == VLLM_OK) st = cu_attention_tc_init(cu);
+    if (st == VLLM_OK) st = cu_attention_dtc_init(cu);
     return st;
 }
 
@@ -958,6 +959,11 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     dim3 grid((unsigned)T, (unsigned)(nkv * npass), (unsigned)nsplit);
     const bool tc = decode && cu_attention_tc_fits(cu, q, out, hd, m->max_query_len);
     if (tc) cu_attention_tc(cu, q, k_cache, v_cache, m, p, out); /* the prefill sequences */
+    if (decode && cap == 1 && cu_attention_dtc_fits(cu, q, out, k_cache, p)) {
+        /* enough (token, KV head) pairs to fill the GPU unsplit: the tensor cores (ops_attention_dtc.cu) */
+        cu_attention_dtc(cu, q, k_cache, v_cache, m, p, out, tc);
+        return;
+    }
     if (decode) {
         da_args d;
         attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);

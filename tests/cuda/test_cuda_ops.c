@@ -858,6 +858,8 @@ typedef struct attn_layout {
     float softcap;          /* attn_params.softcap (0 = off) */
     float scale;            /* the softmax scale; 0 = 1 / sqrt(head_dim) */
     int sinks;              /* attn_params.sinks (gpt-oss): 0 none, else SINKS_F32 / _BF16 / _F16 */
+    int gen_S, gen_ctx;     /* gen_S more decode sequences after the listed ones, contexts 1 .. gen_ctx (a large
+                               decode batch: T * kv heads >= 2 x SMs takes the tensor-core decode kernel) */
 } attn_layout;
 
 enum { SINKS_NONE, SINKS_F32, SINKS_BF16, SINKS_F16 };
@@ -865,56 +867,66 @@ enum { SINKS_NONE, SINKS_F32, SINKS_BF16, SINKS_F16 };
 static const attn_layout LAYOUTS[] = {
     /* name, heads, kv heads, head_dim, block size, window, sequences, q_len, ctx, softcap, scale (0: 1 / sqrt(hd)),
      * sinks */
-    {"mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0, SINKS_NONE},
-    {"MHA, head_dim 128, block 7", 4, 4, 128, 7, 0, 3, {3, 1, 12}, {30, 17, 12}, 0, 0, SINKS_NONE},
-    {"MQA, sliding window 16", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}, 0, 0, SINKS_NONE},
-    {"long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0, SINKS_NONE},
-    {"head_dim 256, group 8, block 7", 16, 2, 256, 7, 0, 2, {2, 1}, {300, 33}, 0, 0, SINKS_NONE},
-    {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}, 0, 0, SINKS_NONE},
-    {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}, 0, 0, SINKS_NONE},
-    {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}, 0, 0, SINKS_NONE},
+    {"mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0, SINKS_NONE, 0, 0},
+    {"MHA, head_dim 128, block 7", 4, 4, 128, 7, 0, 3, {3, 1, 12}, {30, 17, 12}, 0, 0, SINKS_NONE, 0, 0},
+    {"MQA, sliding window 16", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}, 0, 0, SINKS_NONE, 0, 0},
+    {"long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0, SINKS_NONE, 0, 0},
+    {"head_dim 256, group 8, block 7", 16, 2, 256, 7, 0, 2, {2, 1}, {300, 33}, 0, 0, SINKS_NONE, 0, 0},
+    {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}, 0, 0, SINKS_NONE, 0, 0},
+    {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}, 0, 0, SINKS_NONE, 0, 0},
+    {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}, 0, 0, SINKS_NONE, 0, 0},
     /* prefill chunks of >= 16 tokens take the tensor-core kernel (head_dim 64, 128, 256), the rest the decode kernel */
     {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 32, 8, 128, 16, 0, 2, {100, 1}, {300, 40},
-     0, 0, SINKS_NONE},
+     0, 0, SINKS_NONE, 0, 0},
     {"prefills, head_dim 64, sliding window 40, block 7 (tensor cores)", 8, 2, 64, 7, 40, 3, {70, 33, 2}, {70, 90, 50},
-     0, 0, SINKS_NONE},
-    {"prefill of 130, head_dim 128, group 16 (tensor cores)", 16, 1, 128, 16, 0, 1, {130}, {130}, 0, 0, SINKS_NONE},
+     0, 0, SINKS_NONE, 0, 0},
+    {"prefill of 130, head_dim 128, group 16 (tensor cores)", 16, 1, 128, 16, 0, 1, {130}, {130}, 0, 0, SINKS_NONE, 0, 0},
     /* head_dim 256 prefills on the tensor cores (Gemma), with a sliding window and block size 7 */
     {"prefill chunk after 20 cached, head_dim 256, GQA 2 (tensor cores)", 8, 4, 256, 16, 0, 2, {90, 1}, {110, 70}, 0, 0,
-     SINKS_NONE},
+     SINKS_NONE, 0, 0},
     {"prefills, head_dim 256, sliding window 48, block 7 (tensor cores)", 4, 1, 256, 7, 48, 3, {70, 16, 3},
-     {70, 100, 40}, 0, 0, SINKS_NONE},
+     {70, 100, 40}, 0, 0, SINKS_NONE, 0, 0},
     /* Gemma 2's score softcap on each kernel; scale 1 and small caps so the cap bends the scores */
     {"softcap 2, head_dim 128 prefill (tensor cores) + decode", 8, 2, 128, 16, 0, 2, {64, 1}, {80, 300}, 2.0f, 1.0f,
-     SINKS_NONE},
+     SINKS_NONE, 0, 0},
     {"softcap 3, head_dim 256, window 40 (tensor cores) + decode", 8, 2, 256, 16, 40, 2, {33, 2}, {33, 90}, 3.0f,
-     0.5f, SINKS_NONE},
-    {"softcap 2, long decode (split-KV)", 16, 8, 128, 16, 0, 2, {1, 1}, {2500, 900}, 2.0f, 1.0f, SINKS_NONE},
-    {"softcap 1.5, head_dim 32, MQA (generic kernel)", 8, 1, 32, 16, 0, 2, {1, 20}, {400, 60}, 1.5f, 1.0f, SINKS_NONE},
+     0.5f, SINKS_NONE, 0, 0},
+    {"softcap 2, long decode (split-KV)", 16, 8, 128, 16, 0, 2, {1, 1}, {2500, 900}, 2.0f, 1.0f, SINKS_NONE, 0, 0},
+    {"softcap 1.5, head_dim 32, MQA (generic kernel)", 8, 1, 32, 16, 0, 2, {1, 20}, {400, 60}, 1.5f, 1.0f, SINKS_NONE, 0, 0},
     {"softcap 50 (Gemma 2's), head_dim 256, query_pre_attn_scalar scale", 8, 4, 256, 16, 0, 2, {40, 1}, {40, 200},
-     50.0f, 0.0625f, SINKS_NONE},
+     50.0f, 0.0625f, SINKS_NONE, 0, 0},
     /* gpt-oss's attention sinks on every kernel (F32 / BF16 / F16 sinks; heads with a sink far above the
      * scores, far below and near them): decode, split-KV decode, the tensor cores, the generic kernel and its
      * split-KV combine, with sliding windows (gpt-oss: 128 on every other layer, head_dim 64, GQA 8) */
-    {"sinks, mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0, SINKS_F32},
-    {"sinks (BF16), long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0, SINKS_BF16},
+    {"sinks, mixed prefill/decode, GQA, block 16", 8, 2, 64, 16, 0, 4, {1, 7, 5, 1}, {50, 7, 40, 1}, 0, 0, SINKS_F32, 0, 0},
+    {"sinks (BF16), long decode (split-KV)", 32, 8, 128, 16, 0, 2, {1, 1}, {3000, 1500}, 0, 0, SINKS_BF16, 0, 0},
     {"sinks, gpt-oss window 128 over a long decode (split-KV)", 64, 8, 64, 16, 128, 2, {1, 1}, {2000, 100}, 0, 0,
-     SINKS_F32},
-    {"sinks, gpt-oss full layer, long decode (split-KV)", 64, 8, 64, 16, 0, 2, {1, 1}, {2000, 700}, 0, 0, SINKS_BF16},
+     SINKS_F32, 0, 0},
+    {"sinks, gpt-oss full layer, long decode (split-KV)", 64, 8, 64, 16, 0, 2, {1, 1}, {2000, 700}, 0, 0, SINKS_BF16, 0, 0},
     {"sinks (BF16), gpt-oss window 128, prefill chunk (tensor cores) + decodes", 64, 8, 64, 16, 128, 3, {200, 1, 17},
-     {300, 500, 17}, 0, 0, SINKS_BF16},
+     {300, 500, 17}, 0, 0, SINKS_BF16, 0, 0},
     {"sinks, gpt-oss full layer, prefills (tensor cores), block 7", 64, 8, 64, 7, 0, 2, {150, 40}, {150, 90}, 0, 0,
-     SINKS_F32},
+     SINKS_F32, 0, 0},
     {"sinks (F16), head_dim 128, window 40, prefill (tensor cores) + decode", 8, 2, 128, 16, 40, 2, {70, 1},
-     {100, 60}, 0, 0, SINKS_F16},
+     {100, 60}, 0, 0, SINKS_F16, 0, 0},
     {"sinks, head_dim 256, window 48, block 7 (tensor cores)", 8, 4, 256, 7, 48, 2, {40, 1}, {60, 200}, 0, 0,
-     SINKS_F32},
+     SINKS_F32, 0, 0},
     {"sinks (F16), MQA, head_dim 32, sliding window 16 (generic kernel)", 8, 1, 32, 16, 16, 2, {1, 20}, {100, 60}, 0,
-     0, SINKS_F16},
+     0, SINKS_F16, 0, 0},
     {"sinks, head_dim 48, long decode (generic kernel, split-KV combine)", 8, 2, 48, 16, 0, 2, {1, 1}, {1200, 700}, 0,
-     0, SINKS_F32},
+     0, SINKS_F32, 0, 0},
     {"sinks + softcap 2, head_dim 128 prefill (tensor cores) + decode", 8, 2, 128, 16, 0, 2, {64, 1}, {80, 300}, 2.0f,
-     1.0f, SINKS_BF16},
+     1.0f, SINKS_BF16, 0, 0},
+    /* large decode batches (ops_attention_dtc.cu, on GPUs of up to 160 SMs), with a prefill chunk (the tensor cores'
+     * prefill kernel), a short chunk and a long context among them */
+    {"large decode batch, head_dim 128, GQA 4 (tensor-core decode)", 32, 8, 128, 16, 0, 2, {1, 1}, {1, 1300}, 0, 0,
+     SINKS_NONE, 60, 700},
+    {"large decode batch, head_dim 64, GQA 8, window 100, block 7 (tensor-core decode)", 64, 8, 64, 7, 100, 1, {1},
+     {500}, 0, 0, SINKS_NONE, 45, 400},
+    {"large batch, MHA, head_dim 128, prefill chunk + short chunk (tensor-core decode)", 16, 16, 128, 16, 0, 2,
+     {100, 3}, {150, 50}, 0, 0, SINKS_NONE, 30, 200},
+    {"large decode batch, group 32 (two passes of 16), head_dim 64, block 32", 32, 1, 64, 32, 0, 1, {1}, {64}, 0, 0,
+     SINKS_NONE, 330, 130},
 };
 
 /* kv_fp8 > 0: the FP8 KV cache on both backends (F8_E4M3 caches, k scaled by kv_fp8, v by 1.3 times it): the
@@ -922,16 +934,21 @@ static const attn_layout LAYOUTS[] = {
 static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     const bool f8 = kv_fp8 > 0;
     const float ks = f8 ? kv_fp8 : 0.0f, vs = 1.3f * ks;
-    const int nh = L->nh, nkv = L->nkv, hd = L->hd, bs = L->bs, S = L->S;
+    const int nh = L->nh, nkv = L->nkv, hd = L->hd, bs = L->bs, S = L->S + L->gen_S;
     const int64_t kvd = (int64_t)nkv * hd, qd = (int64_t)nh * hd, W = qd + 2 * kvd + 3;
-    int32_t qsl[5] = {0}, seq_lens[4];
+    int32_t *qsl = calloc((size_t)S + 1, sizeof *qsl), *seq_lens = calloc((size_t)S, sizeof *seq_lens);
+    int *q_len = calloc((size_t)S, sizeof *q_len), *ctx = calloc((size_t)S, sizeof *ctx);
+    for (int s = 0; s < S; s++) {
+        q_len[s] = s < L->S ? L->q_len[s] : 1;
+        ctx[s] = s < L->S ? L->ctx[s] : 1 + rnd_int(L->gen_ctx);
+    }
     int max_q = 0, max_ctx = 0, max_blocks = 0, total_blocks = 0;
     for (int s = 0; s < S; s++) {
-        qsl[s + 1] = qsl[s] + L->q_len[s];
-        seq_lens[s] = L->ctx[s];
-        max_q = L->q_len[s] > max_q ? L->q_len[s] : max_q;
-        max_ctx = L->ctx[s] > max_ctx ? L->ctx[s] : max_ctx;
-        int nb = (L->ctx[s] + bs - 1) / bs;
+        qsl[s + 1] = qsl[s] + q_len[s];
+        seq_lens[s] = ctx[s];
+        max_q = q_len[s] > max_q ? q_len[s] : max_q;
+        max_ctx = ctx[s] > max_ctx ? ctx[s] : max_ctx;
+        int nb = (ctx[s] + bs - 1) / bs;
         max_blocks = nb > max_blocks ? nb : max_blocks;
         total_blocks += nb;
     }
@@ -947,17 +964,17 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     int32_t *bt = malloc((size_t)S * max_blocks * sizeof *bt);
     for (int i = 0; i < S * max_blocks; i++) bt[i] = -1;
     for (int s = 0, next = 0; s < S; s++)
-        for (int b = 0; b < (L->ctx[s] + bs - 1) / bs; b++) bt[s * max_blocks + b] = perm[next++];
+        for (int b = 0; b < (ctx[s] + bs - 1) / bs; b++) bt[s * max_blocks + b] = perm[next++];
     /* caches: NaN everywhere, random bf16 K/V at the cached (not new) positions that some query may read */
     const int64_t cache_n = (int64_t)num_blocks * bs * kvd;
     float *kh = malloc((size_t)cache_n * sizeof *kh), *vh = malloc((size_t)cache_n * sizeof *vh);
     for (int64_t i = 0; i < cache_n; i++) kh[i] = vh[i] = NAN;
     int64_t *slots = malloc((size_t)T * sizeof *slots);
     for (int s = 0; s < S; s++) {
-        int first_new = L->ctx[s] - L->q_len[s];
+        int first_new = ctx[s] - q_len[s];
         int lo = 0;
         if (L->window > 0 && first_new - L->window + 1 > 0) lo = first_new - L->window + 1;
-        for (int p = 0; p < L->ctx[s]; p++) {
+        for (int p = 0; p < ctx[s]; p++) {
             int64_t slot = (int64_t)bt[s * max_blocks + p / bs] * bs + p % bs;
             if (p >= first_new) {
                 slots[qsl[s] + p - first_new] = slot;
@@ -1033,7 +1050,7 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
         const dtype sdt = L->sinks == SINKS_BF16 ? DTYPE_BF16 : L->sinks == SINKS_F16 ? DTYPE_F16 : DTYPE_F32;
         float *sk = malloc((size_t)nh * sizeof *sk);
         int keys = 1;
-        for (int s = 0; s < L->S; s++) keys = L->ctx[s] > keys ? L->ctx[s] : keys;
+        for (int s = 0; s < S; s++) keys = ctx[s] > keys ? ctx[s] : keys;
         if (L->window > 0 && L->window < keys) keys = L->window;
         const float high = 6.0f + logf((float)keys);
         for (int hh = 0; hh < nh; hh++)
@@ -1111,8 +1128,8 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     free(c);
     free(g);
 
-    if (L == &LAYOUTS[0] && !f8) {
-        /* bad indices: a slot past the cache, a block id past the pool */
+    if ((L == &LAYOUTS[0] || (L->gen_S > 0 && L->window == 0 && L->q_len[0] == 1)) && !f8) {
+        /* bad indices: a slot past the cache, a block id past the pool (sequence 0 reads its block 0) */
         int64_t bad_slot = slots[2];
         slots[2] = (int64_t)num_blocks * bs;
         tensor sg = put_i64(gpu, slots, T);
@@ -1148,6 +1165,10 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     free(vh);
     free(slots);
     free(bt);
+    free(qsl);
+    free(seq_lens);
+    free(q_len);
+    free(ctx);
     free(perm);
 }
 

@@ -1,0 +1,330 @@
+/*
+ * ops_attention_dtc.cu: decode attention for large batches on the tensor cores (mma.sync m16n8k16, BF16 cache,
+ * f32 accumulation), head_dim 64 and 128, no softcap, no sinks.
+ *
+ * Where a step has enough (query token, KV head) pairs to fill the GPU without splitting the keys (cu_attention:
+ * T * nkv >= 2 x SMs, e.g. 256 decodes of the Qwen3-8B shape, 2,048 pairs), one CTA takes one query token and one
+ * KV head: its M = 16 rows are the token's query heads of that KV head (the GQA group, at most 16 a pass; rows
+ * past the group are zero), so each K / V row is read once for the whole group. Keys come DT_BN = 64 at a time,
+ * gathered from the paged cache into shared memory with cp.async, NST stages deep (the prefill kernel's loop,
+ * ops_attention_tc.cu); each of the 4 warps takes 16 keys of a tile with its own online softmax (base 2) and O
+ * accumulators, and the warps' partials are merged in shared memory at the end (flash-decoding's reduce inside
+ * the CTA). The CUDA-core decode kernel (ops_attention.cu) streamed the same KV at 1.6 TB/s on an H100 at batch
+ * 256 (164 registers a thread: 3 CTAs of 4 warps per SM, each warp loading, then computing, with 4 dot-product
+ * shuffles per key and head); here the loads of the next tiles are in flight while a tile is computed.
+ *
+ *   q (T, nh * HD) BF16, caches (num_blocks, block_size, nkv, HD) BF16 -> out (T, nh * HD) BF16
+ *   S = Q K^T over the token's keys [k_lo, pos] (the window), P = softmax(S * scale), out = P V
+ *
+ * Tokens of sequences with at least tc_min_q new tokens (when > 0) are the prefill kernel's and skipped.
+ */
+#include "cuda/cuda_internal.h"
+
+#define DT_BN 64      /* keys per tile */
+#define DT_ROWS 16    /* query heads per CTA (one m16 tile) */
+#define DT_WARPS 4    /* each takes 16 keys of a tile */
+#define DT_THREADS (DT_WARPS * 32)
+
+typedef struct dt_args {
+    const __nv_bfloat16 *q;
+    int64_t qs;
+    const void *kc, *vc;
+    float kscale, vscale;   /* 1 for a BF16 cache (cu_attn_fill_paged's fields) */
+    int64_t kvd, num_blocks;
+    int bs;
+    const int32_t *qsl, *seq_lens, *bt;
+    int64_t bt_stride;
+    int max_blocks;
+    int S, T, group, npass, window;
+    int tc_min_q;           /* > 0: sequences with this many new tokens are the prefill kernel's */
+    float scale_log2;       /* softmax scale * log2(e) */
+    __nv_bfloat16 *out;
+    int64_t os;
+    cu_dev_err *err;
+} dt_args;
+
+template <int HD, int NST>
+static constexpr size_t dt_smem_bytes() {
+    return (size_t)(DT_ROWS + 2 * NST * DT_BN) * (HD + 8) * sizeof(__nv_bfloat16);
+}
+
+// grid (T, nkv * npass), DT_THREADS threads, dt_smem_bytes<HD, NST>() of dynamic shared memory
+template <int HD, int NST>
+__global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
+    constexpr int LD = HD + 8;  /* padded rows: ldmatrix rows on distinct banks */
+    constexpr int CPR = HD / 8; /* 16-byte chunks per row */
+    extern __shared__ __align__(16) unsigned char dt_sm[];
+    __nv_bfloat16 *sq = (__nv_bfloat16 *)dt_sm;   /* (ROWS, LD) */
+    __nv_bfloat16 *sk = sq + DT_ROWS * LD;        /* NST stages of (BN, LD) */
+    __nv_bfloat16 *sv = sk + NST * DT_BN * LD;    /* NST stages of (BN, LD) */
+    __shared__ long long sslot[NST][DT_BN];
+    __shared__ int info[4];                       /* ok, seq, first key, last key + 1 */
+
+    pdl_launch();
+    const int t = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int kvh = blockIdx.y / a.npass, pass = blockIdx.y % a.npass;
+    const int h0 = kvh * a.group + pass * DT_ROWS, nhp = min(DT_ROWS, a.group - pass * DT_ROWS);
+
+    /* the metadata is an upload of this step (no kernel writes it): read before the wait */
+    if (tid == 0) {
+        /* the sequence that owns token t: the last s with qsl[s] <= t; in a decode batch, s = t */
+        int s = t < a.S ? t : a.S - 1, ok = 1;
+        int q0 = a.qsl[s], q1 = a.qsl[s + 1];
+        if (!(q0 <= t && t < q1)) {
+            int lo = 0, hi = a.S - 1;
+            while (lo < hi) {
+                const int mid = lo + (hi - lo + 1) / 2;
+                if (a.qsl[mid] <= t) lo = mid;
+                else hi = mid - 1;
+            }
+            s = lo;
+            q0 = a.qsl[s];
+            q1 = a.qsl[s + 1];
+        }
+        const int ctx = a.seq_lens[s];
+        const bool reporter = blockIdx.y == 0;
+        if (t == 0 && reporter && (a.qsl[0] != 0 || a.qsl[a.S] != a.T))
+            cu_report(a.err, CU_DEV_ATTN_QSL, a.qsl[0] != 0 ? 0 : a.S, a.qsl[0] != 0 ? a.qsl[0] : a.qsl[a.S], a.T);
+        if (!(q0 <= t && t < q1)) {
+            ok = 0;
+            if (reporter) cu_report(a.err, CU_DEV_ATTN_QSL, s + 1, q1, a.T);
+        } else if (ctx < q1 - q0 || (int64_t)ctx > (int64_t)a.max_blocks * a.bs) {
+            ok = 0;
+            if (reporter && t == q0) cu_report(a.err, CU_DEV_ATTN_META, s, q1 - q0, ctx);
+        }
+        if (ok && a.tc_min_q > 0 && q1 - q0 >= a.tc_min_q) ok = 0; /* ops_attention_tc.cu's */
+        const int pos = ctx - (q1 - q0) + (t - q0);                /* the query's absolute position */
+        info[0] = ok;
+        info[1] = s;
+        info[2] = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;
+        info[3] = pos + 1;
+    }
+    __syncthreads();
+    if (!info[0]) return;
+    const int s = info[1], k_lo = info[2], k_hi = info[3];
+    const int nkb = (k_hi - k_lo + DT_BN - 1) / DT_BN;
+    const int32_t *blocks = a.bt + (int64_t)s * a.bt_stride;
+    const __nv_bfloat16 *kbase = (const __nv_bfloat16 *)a.kc + (int64_t)kvh * HD;
+    const __nv_bfloat16 *vbase = (const __nv_bfloat16 *)a.vc + (int64_t)kvh * HD;
+
+    /* the keys [kb0, kb0 + BN) of the range into stage st (rows outside it zero-filled) */
+    auto issue = [&](int st, int kb0) {
+        if (tid < DT_BN) {
+            const int key = kb0 + tid;
+            long long slot = -1;
+            if (key >= k_lo && key < k_hi) {
+                const int col = key / a.bs;
+                const int32_t blk = blocks[col];
+                if (blk < 0 || blk >= a.num_blocks) cu_report(a.err, CU_DEV_ATTN_BLOCK, s, col, blk);
+                else slot = (long long)blk * a.bs + key % a.bs;
+            }
+            sslot[st][tid] = slot;
+        }
+        __syncthreads();
+        for (int i = tid; i < DT_BN * CPR; i += DT_THREADS) {
+            const int r = i / CPR, c = i % CPR;
+            const long long slot = sslot[st][r];
+            const bool valid = slot >= 0;
+            const int64_t off = valid ? slot * a.kvd + c * 8 : 0;
+            cp_async16(sk + (st * DT_BN + r) * LD + c * 8, kbase + off, valid);
+            cp_async16(sv + (st * DT_BN + r) * LD + c * 8, vbase + off, valid);
+        }
+        cp_async_commit();
+    };
+
+    /* q is the previous kernel's output (and the newest keys too): wait for it */
+    pdl_wait();
+    for (int i = tid; i < DT_ROWS * CPR; i += DT_THREADS) {
+        const int r = i / CPR, c = i % CPR;
+        const bool valid = r < nhp;
+        const __nv_bfloat16 *src = valid ? a.q + (int64_t)t * a.qs + (int64_t)(h0 + r) * HD + c * 8 : a.q;
+        cp_async16(sq + r * LD + c * 8, src, valid);
+    }
+    /* stages 0 .. NST - 2 (the first with the Q tile); an empty group past the range keeps the count */
+#pragma unroll
+    for (int st = 0; st < NST - 1; st++) {
+        if (st < nkb) issue(st, k_lo + st * DT_BN);
+        else cp_async_commit();
+    }
+
+    const int g = lane >> 2, qd = lane & 3; /* fragment row (and row + 8), column pair */
+    const int wk = warp * 16;               /* the warp's first key of a tile */
+    uint32_t qf[HD / 16][4];
+    float o[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+
+    for (int it = 0; it < nkb; it++) {
+        if (it + NST - 1 < nkb) issue((it + NST - 1) % NST, k_lo + (it + NST - 1) * DT_BN);
+        else cp_async_commit();
+        cp_async_wait<NST - 1>();
+        __syncthreads();
+        if (it == 0) {
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+                ldsm_x4(qf[kk], sq + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+        }
+        const __nv_bfloat16 *kt = sk + (it % NST) * DT_BN * LD, *vt = sv + (it % NST) * DT_BN * LD;
+        /* S = Q K^T: (16 rows, the warp's 16 keys) */
+        float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t b[4];
+            ldsm_x4(b, kt + (wk + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma16816(sc[0], qf[kk], b[0], b[1]);
+            mma16816(sc[1], qf[kk], b[2], b[3]);
+        }
+        /* mask (one position for every row), scale, online softmax */
+        const int kb0 = k_lo + it * DT_BN + wk;
+        float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kb0 + n * 8 + 2 * qd + (e & 1);
+                const float v = key < k_hi ? sc[n][e] * a.scale_log2 : -INFINITY;
+                sc[n][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float use = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(mrow[r] - use); /* 0 while the row had nothing */
+            mrow[r] = mx[r];
+            lrow[r] *= corr[r];
+        }
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float use = mrow[e >> 1] == -INFINITY ? 0.0f : mrow[e >> 1];
+                const float pv = exp2f(sc[n][e] - use);
+                sc[n][e] = pv;
+                lrow[e >> 1] += pv;
+            }
+#pragma unroll
+        for (int d = 0; d < HD / 8; d++) {
+            o[d][0] *= corr[0];
+            o[d][1] *= corr[0];
+            o[d][2] *= corr[1];
+            o[d][3] *= corr[1];
+        }
+        /* O += P V: the two score fragments are the A operand of the warp's 16 keys */
+        const uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]),
+                                pack_bf16(sc[1][0], sc[1][1]), pack_bf16(sc[1][2], sc[1][3])};
+#pragma unroll
+        for (int dp = 0; dp < HD / 16; dp++) {
+            uint32_t b[4];
+            ldsm_x4_t(b, vt + (wk + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+            mma16816(o[2 * dp], pa, b[0], b[1]);
+            mma16816(o[2 * dp + 1], pa, b[2], b[3]);
+        }
+        __syncthreads(); /* the stage is refilled by a later issue */
+    }
+    cp_async_wait<0>(); /* (only empty groups can be pending) */
+
+    /* the warps' partials through shared memory (the stages are free now): max, sum, O per row */
+    float *wo = (float *)sk;                      /* (WARPS, ROWS, HD) */
+    float *wm = wo + DT_WARPS * DT_ROWS * HD;     /* (WARPS, ROWS) */
+    float *wl = wm + DT_WARPS * DT_ROWS;          /* (WARPS, ROWS) */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+        lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+        if (qd == 0) {
+            wm[warp * DT_ROWS + g + 8 * r] = mrow[r];
+            wl[warp * DT_ROWS + g + 8 * r] = lrow[r];
+        }
+    }
+#pragma unroll
+    for (int d = 0; d < HD / 8; d++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            wo[(warp * DT_ROWS + g + 8 * (e >> 1)) * HD + d * 8 + 2 * qd + (e & 1)] = o[d][e];
+    __syncthreads();
+    for (int idx = tid; idx < nhp * HD; idx += DT_THREADS) {
+        const int r = idx / HD, d = idx % HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < DT_WARPS; w++) M = fmaxf(M, wm[w * DT_ROWS + r]);
+        float L = 0.0f, O = 0.0f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < DT_WARPS; w++) {
+                const float mw = wm[w * DT_ROWS + r];
+                if (mw == -INFINITY) continue;
+                const float f = exp2f(mw - M);
+                L += wl[w * DT_ROWS + r] * f;
+                O += wo[(w * DT_ROWS + r) * HD + d] * f;
+            }
+        }
+        a.out[(int64_t)t * a.os + (int64_t)(h0 + r) * HD + d] = __float2bfloat16(L > 0.0f ? O / L * a.vscale : 0.0f);
+    }
+}
+
+/* NST: VLLM_CUDA_DTC_STAGES (2 or 3; default 2) */
+template <int HD>
+static cudaError_t dt_set_smem() {
+    cudaError_t e = cudaFuncSetAttribute(k_attn_dtc<HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)dt_smem_bytes<HD, 2>());
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attn_dtc<HD, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)dt_smem_bytes<HD, 3>());
+    return e;
+}
+
+vllm_status cu_attention_dtc_init(cu_state *cu) {
+    const char *st = getenv("VLLM_CUDA_DTC_STAGES");
+    cu->dtc_stages = st && atoi(st) == 3 ? 3 : 2;
+    cu->no_dtc_attention = getenv("VLLM_CUDA_NO_DTC_ATTN") != NULL;
+    cudaError_t e = dt_set_smem<64>();
+    if (e == cudaSuccess) e = dt_set_smem<128>();
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vt_error(VLLM_ERR_BACKEND, "cuda backend: decode attention shared memory: %s", cudaGetErrorString(e));
+    }
+    return VLLM_OK;
+}
+
+bool cu_attention_dtc_fits(const cu_state *cu, const tensor *q, const tensor *out, const tensor *k_cache,
+                           const attn_params *p) {
+    return !cu->no_dtc_attention && (p->head_dim == 64 || p->head_dim == 128) && p->softcap == 0.0f && !p->sinks &&
+           k_cache->dtype == DTYPE_BF16 && q->dtype == DTYPE_BF16 && out->dtype == DTYPE_BF16 &&
+           ((uintptr_t)q->data & 15) == 0 && tensor_row_stride(q) % 8 == 0 && ((uintptr_t)k_cache->data & 15) == 0;
+}
+
+// the tokens of the batch that are not the prefill kernel's (tc: it runs too)
+void cu_attention_dtc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
+                      const attn_params *p, tensor *out, bool tc) {
+    dt_args a;
+    a.q = (const __nv_bfloat16 *)q->data;
+    a.qs = tensor_row_stride(q);
+    cu_attn_fill_paged(a, k_cache, v_cache, m, p);
+    a.S = (int)m->num_seqs;
+    a.T = (int)m->num_tokens;
+    a.group = p->num_heads / p->num_kv_heads;
+    a.npass = (a.group + DT_ROWS - 1) / DT_ROWS;
+    a.window = p->sliding_window;
+    a.tc_min_q = tc ? TC_MIN_Q : 0;
+    a.scale_log2 = p->scale * 1.4426950408889634f * a.kscale;
+    a.out = (__nv_bfloat16 *)out->data;
+    a.os = tensor_row_stride(out);
+    a.err = cu->derr_dev;
+    const dim3 grid((unsigned)m->num_tokens, (unsigned)(p->num_kv_heads * a.npass));
+    const bool three = cu->dtc_stages == 3;
+    if (p->head_dim == 64) {
+        if (three) cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<64, 3>, grid, dim3(DT_THREADS),
+                             dt_smem_bytes<64, 3>(), a);
+        else cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<64, 2>, grid, dim3(DT_THREADS),
+                       dt_smem_bytes<64, 2>(), a);
+    } else {
+        if (three) cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<128, 3>, grid, dim3(DT_THREADS),
+                             dt_smem_bytes<128, 3>(), a);
+        else cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<128, 2>, grid, dim3(DT_THREADS),
+                       dt_smem_bytes<128, 2>(), a);
+    }
+}

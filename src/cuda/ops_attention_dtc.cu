@@ -9,7 +9,9 @@
  * gathered from the paged cache into shared memory with cp.async, NST stages deep (the prefill kernel's loop,
  * ops_attention_tc.cu); each of the 4 warps takes 16 keys of a tile with its own online softmax (base 2) and O
  * accumulators, and the warps' partials are merged in shared memory at the end (flash-decoding's reduce inside
- * the CTA). The CUDA-core decode kernel (ops_attention.cu) streamed the same KV at 1.6 TB/s on an H100 at batch
+ * the CTA). The block ids of the range are staged in shared memory up front (DT_BLK at a time), so that a tile's
+ * loads wait for no other global read, and a first tile of earlier steps' keys goes out before the grid
+ * dependency wait (overlapping the previous kernel's tail). The CUDA-core decode kernel (ops_attention.cu) streamed the same KV at 1.6 TB/s on an H100 at batch
  * 256 (164 registers a thread: 3 CTAs of 4 warps per SM, each warp loading, then computing, with 4 dot-product
  * shuffles per key and head); here the loads of the next tiles are in flight while a tile is computed.
  *
@@ -24,6 +26,7 @@
 #define DT_ROWS 16    /* query heads per CTA (one m16 tile) */
 #define DT_WARPS 4    /* each takes 16 keys of a tile */
 #define DT_THREADS (DT_WARPS * 32)
+#define DT_BLK 256    /* block ids staged in shared memory at once */
 
 typedef struct dt_args {
     const __nv_bfloat16 *q;
@@ -58,14 +61,16 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
     __nv_bfloat16 *sk = sq + DT_ROWS * LD;        /* NST stages of (BN, LD) */
     __nv_bfloat16 *sv = sk + NST * DT_BN * LD;    /* NST stages of (BN, LD) */
     __shared__ long long sslot[NST][DT_BN];
-    __shared__ int info[4];                       /* ok, seq, first key, last key + 1 */
+    __shared__ int sblk[DT_BLK];                  /* block ids of columns sb0 .. sb0 + DT_BLK - 1 */
+    __shared__ int info[5];                       /* ok, seq, first key, last key + 1, first new position */
 
     pdl_launch();
     const int t = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int kvh = blockIdx.y / a.npass, pass = blockIdx.y % a.npass;
     const int h0 = kvh * a.group + pass * DT_ROWS, nhp = min(DT_ROWS, a.group - pass * DT_ROWS);
 
-    /* the metadata is an upload of this step (no kernel writes it): read before the wait */
+    /* Until pdl_wait() the CTA reads only what no kernel of this step writes (cuda_internal.h): the metadata (an
+     * upload), the block ids, and the K / V of keys before the step's new tokens (written by earlier steps). */
     if (tid == 0) {
         /* the sequence that owns token t: the last s with qsl[s] <= t; in a decode batch, s = t */
         int s = t < a.S ? t : a.S - 1, ok = 1;
@@ -98,25 +103,46 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
         info[1] = s;
         info[2] = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;
         info[3] = pos + 1;
+        info[4] = ctx - (q1 - q0);
     }
     __syncthreads();
     if (!info[0]) return;
-    const int s = info[1], k_lo = info[2], k_hi = info[3];
+    const int s = info[1], k_lo = info[2], k_hi = info[3], first_new = info[4];
     const int nkb = (k_hi - k_lo + DT_BN - 1) / DT_BN;
     const int32_t *blocks = a.bt + (int64_t)s * a.bt_stride;
     const __nv_bfloat16 *kbase = (const __nv_bfloat16 *)a.kc + (int64_t)kvh * HD;
     const __nv_bfloat16 *vbase = (const __nv_bfloat16 *)a.vc + (int64_t)kvh * HD;
 
-    /* the keys [kb0, kb0 + BN) of the range into stage st (rows outside it zero-filled) */
+    /* the block ids of columns col0 .. col0 + DT_BLK - 1 (those of the range) into sblk; every thread calls it */
+    int sb0 = 0;
+    const int col_end = (k_hi - 1) / a.bs + 1;
+    auto stage_blocks = [&](int col0) {
+        __syncthreads(); /* the last reader of sblk is done */
+        for (int i = tid; i < DT_BLK; i += DT_THREADS) {
+            const int col = col0 + i;
+            int32_t blk = -1;
+            if (col < col_end) {
+                blk = blocks[col];
+                if (blk < 0 || blk >= a.num_blocks) {
+                    cu_report(a.err, CU_DEV_ATTN_BLOCK, s, col, blk);
+                    blk = -1;
+                }
+            }
+            sblk[i] = blk;
+        }
+        sb0 = col0;
+        __syncthreads();
+    };
+    /* the keys [kb0, kb0 + BN) of the range into stage st (rows outside it, or of a bad block, zero-filled);
+     * every thread calls it */
     auto issue = [&](int st, int kb0) {
+        if ((min(kb0 + DT_BN, k_hi) - 1) / a.bs >= sb0 + DT_BLK) stage_blocks(kb0 / a.bs);
         if (tid < DT_BN) {
             const int key = kb0 + tid;
             long long slot = -1;
             if (key >= k_lo && key < k_hi) {
-                const int col = key / a.bs;
-                const int32_t blk = blocks[col];
-                if (blk < 0 || blk >= a.num_blocks) cu_report(a.err, CU_DEV_ATTN_BLOCK, s, col, blk);
-                else slot = (long long)blk * a.bs + key % a.bs;
+                const int32_t blk = sblk[key / a.bs - sb0];
+                if (blk >= 0) slot = (long long)blk * a.bs + key % a.bs;
             }
             sslot[st][tid] = slot;
         }
@@ -132,17 +158,22 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
         cp_async_commit();
     };
 
-    /* q is the previous kernel's output (and the newest keys too): wait for it */
+    stage_blocks(k_lo / a.bs);
+    /* the first tile goes out before the wait when it holds only keys of earlier steps */
+    const bool early = min(k_lo + DT_BN, k_hi) <= first_new;
+    if (early) issue(0, k_lo);
+    /* q is the previous kernel's output (and the newest keys this step's): wait for it */
     pdl_wait();
     for (int i = tid; i < DT_ROWS * CPR; i += DT_THREADS) {
         const int r = i / CPR, c = i % CPR;
-        const bool valid = r < nhp;
-        const __nv_bfloat16 *src = valid ? a.q + (int64_t)t * a.qs + (int64_t)(h0 + r) * HD + c * 8 : a.q;
-        cp_async16(sq + r * LD + c * 8, src, valid);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < nhp) v = *(const uint4 *)(a.q + (int64_t)t * a.qs + (int64_t)(h0 + r) * HD + c * 8);
+        *(uint4 *)(sq + r * LD + c * 8) = v; /* read after the loop's first barrier */
     }
-    /* stages 0 .. NST - 2 (the first with the Q tile); an empty group past the range keeps the count */
+    if (!early) issue(0, k_lo);
+    /* stages 1 .. NST - 2; an empty group past the range keeps the count */
 #pragma unroll
-    for (int st = 0; st < NST - 1; st++) {
+    for (int st = 1; st < NST - 1; st++) {
         if (st < nkb) issue(st, k_lo + st * DT_BN);
         else cp_async_commit();
     }

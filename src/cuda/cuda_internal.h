@@ -543,7 +543,7 @@ void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const
  * 64 / 128, no softcap or sinks); tc: the prefill kernel takes the sequences of >= TC_MIN_Q new tokens */
 vllm_status cu_attention_dtc_init(cu_state *cu);
 bool cu_attention_dtc_fits(const cu_state *cu, const tensor *q, const tensor *out, const tensor *k_cache,
-                           const attn_params *p);
+                           const tensor *v_cache, const attn_params *p);
 void cu_attention_dtc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                       const attn_params *p, tensor *out, bool tc);
 /* Allocates the split-KV workspace at its largest (at creation). */

@@ -959,7 +959,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     dim3 grid((unsigned)T, (unsigned)(nkv * npass), (unsigned)nsplit);
     const bool tc = decode && cu_attention_tc_fits(cu, q, out, hd, m->max_query_len);
     if (tc) cu_attention_tc(cu, q, k_cache, v_cache, m, p, out); /* the prefill sequences */
-    if (decode && cap == 1 && cu_attention_dtc_fits(cu, q, out, k_cache, p)) {
+    if (decode && cap == 1 && cu_attention_dtc_fits(cu, q, out, k_cache, v_cache, p)) {
         /* enough (token, KV head) pairs to fill the GPU unsplit: the tensor cores (ops_attention_dtc.cu) */
         cu_attention_dtc(cu, q, k_cache, v_cache, m, p, out, tc);
         return;

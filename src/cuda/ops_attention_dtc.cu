@@ -322,10 +322,11 @@ vllm_status cu_attention_dtc_init(cu_state *cu) {
 }
 
 bool cu_attention_dtc_fits(const cu_state *cu, const tensor *q, const tensor *out, const tensor *k_cache,
-                           const attn_params *p) {
+                           const tensor *v_cache, const attn_params *p) {
     return !cu->no_dtc_attention && (p->head_dim == 64 || p->head_dim == 128) && p->softcap == 0.0f && !p->sinks &&
-           k_cache->dtype == DTYPE_BF16 && q->dtype == DTYPE_BF16 && out->dtype == DTYPE_BF16 &&
-           ((uintptr_t)q->data & 15) == 0 && tensor_row_stride(q) % 8 == 0 && ((uintptr_t)k_cache->data & 15) == 0;
+           k_cache->dtype == DTYPE_BF16 && v_cache->dtype == DTYPE_BF16 && q->dtype == DTYPE_BF16 &&
+           out->dtype == DTYPE_BF16 && ((uintptr_t)q->data & 15) == 0 && tensor_row_stride(q) % 8 == 0 &&
+           ((uintptr_t)k_cache->data & 15) == 0 && ((uintptr_t)v_cache->data & 15) == 0;
 }
 
 // the tokens of the batch that are not the prefill kernel's (tc: it runs too)

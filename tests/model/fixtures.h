@@ -98,9 +98,6 @@ static inline void fixture_prompts_free(fixture_prompts *fp) {
     free(fp->ps);
 }
 
-/* Every recorded token's logprob (prompts: a fixture's "prompts") given the recorded context, through
- * prompt_logprobs on prompt + continuation, on device ("cpu", "cuda"): each within tf_max, their mean within
- * tf_mean; a PARITY line says what was seen, under the label what. */
 /* The engine on dir (max_model_len 128, 2 threads): the greedy continuation of one prompt, its first k tokens and
  * their logprobs in tok / lp; VLLM_OK, or the status of the engine's creation or generation. */
 static inline vllm_status fixture_greedy(const char *dir, const int32_t *ids, size_t n, int k, float *lp, int32_t *tok) {
@@ -127,9 +124,23 @@ static inline vllm_status fixture_greedy(const char *dir, const int32_t *ids, si
 /* the KV cache dtype fixture_teacher_forced's engines use (NULL: auto) */
 static const char *fixture_kv_cache_dtype;
 
-static inline void fixture_teacher_forced(const char *name, const char *dir, json_t *prompts, const char *device,
-                                          double tf_max, double tf_mean, const char *what) {
+/* Every recorded token's logprob (prompts: a fixture's "prompts") given the recorded context, through
+ * prompt_logprobs on prompt + continuation, on device ("cpu", "cuda"): each within tf_max, their mean within
+ * tf_mean; a PARITY line says what was seen, under the label what. flips (or NULL): set to a calloc'd
+ * (prompts, stride) array, 1 where the engine's own top-1 is not the recorded token (token j of prompt i at
+ * i * stride + j; the caller frees it). */
+static inline void fixture_teacher_forced_flips(const char *name, const char *dir, json_t *prompts, const char *device,
+                                                double tf_max, double tf_mean, const char *what,
+                                                unsigned char **flips, size_t *stride) {
     size_t np = json_array_size(prompts);
+    if (flips) {
+        *stride = 1;
+        for (size_t i = 0; i < np; i++) {
+            size_t nt = json_array_size(json_object_get(json_array_get(prompts, i), "token_ids"));
+            if (nt > *stride) *stride = nt;
+        }
+        *flips = calloc(np ? np * *stride : 1, 1);
+    }
     int fails_before = t_failures;
     vllm_engine_options o = vllm_engine_default_options();
     o.device = device;
@@ -139,7 +150,7 @@ static inline void fixture_teacher_forced(const char *name, const char *dir, jso
     vllm_status st = vllm_engine_create(dir, &o, &e);
     CHECK_MSG(st == VLLM_OK, "%s [%s]: %s", dir, what, vllm_last_error());
     double worst = 0, sum = 0, flip_gap = 0;
-    int n = 0, flips = 0;
+    int n = 0, nflips = 0;
     for (size_t i = 0; st == VLLM_OK && i < np; i++) {
         json_t *p = json_array_get(prompts, i);
         json_t *pids = json_object_get(p, "prompt_token_ids"), *toks = json_object_get(p, "token_ids"),
@@ -172,7 +183,8 @@ static inline void fixture_teacher_forced(const char *name, const char *dir, jso
                     c[0].prompt_top_logprob_ids[(P + j) * (size_t)k] != ids[P + j]) {
                     double gap = json_number_value(json_array_get(gaps, j));
                     if (gap > flip_gap) flip_gap = gap;
-                    flips++;
+                    nflips++;
+                    if (flips && *flips) (*flips)[i * *stride + j] = 1;
                 }
             }
         }
@@ -185,8 +197,13 @@ static inline void fixture_teacher_forced(const char *name, const char *dir, jso
     printf("PARITY %-18s %-30s %s  %d logprobs, max|d| %.4f, mean|d| %.4f (bounds %.3f / %.3f); own top-1 another "
            "token at %d (largest reference gap there %.4f)\n",
            name, what, t_failures == fails_before ? "pass" : "FAIL", n, worst, n ? sum / n : 0.0, tf_max,
-           tf_mean, flips, flip_gap);
+           tf_mean, nflips, flip_gap);
     fflush(stdout);
+}
+
+static inline void fixture_teacher_forced(const char *name, const char *dir, json_t *prompts, const char *device,
+                                          double tf_max, double tf_mean, const char *what) {
+    fixture_teacher_forced_flips(name, dir, prompts, device, tf_max, tf_mean, what, NULL, NULL);
 }
 
 #endif

@@ -174,8 +174,8 @@ static vllm_status kv_budget(vllm_engine *e, size_t *bytes) {
     double allowed = (double)total * o->gpu_memory_utilization, used = (double)(total - free_b);
     double left = allowed - used - (double)ENGINE_DEVICE_RESERVE;
     LOG_I("device memory: %.2f GiB total, %.2f GiB allowed (gpu_memory_utilization %.2f): weights %.2f GiB "
-          "(with the device context), activations %.2f GiB, %.2f GiB kept for CUDA graphs (recorded on first "
-          "use of each batch size), cuBLAS and sampling, the rest for the KV cache",
+          "(with the device context), activations %.2f GiB, %.2f GiB kept for CUDA graphs (every decode "
+          "batch size, recorded at start-up), cuBLAS and sampling, the rest for the KV cache",
           total / 1073741824.0, allowed / 1073741824.0, (double)o->gpu_memory_utilization,
           used_weights / 1073741824.0, (used - used_weights) / 1073741824.0,
           (double)ENGINE_DEVICE_RESERVE / 1073741824.0);

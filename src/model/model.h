@@ -149,8 +149,8 @@ vllm_status model_state_restore(model *m, model_cache *c, int ckpt, int slot);
 vllm_status model_reserve(model *m, int max_tokens, int max_seqs, int max_blocks_per_seq);  /* every group's tables */
 
 /* Replays decode-only steps of up to max_batch sequences as recorded graphs
- * (padded to 1, 2, 4, 8, 16, 24, ...), each recorded on first use, with
- * contexts up to max_seq_len tokens. No-op on backends without graphs. */
+ * (padded to 1, 2, 4, 8, 16, 24, ...), each recorded on first use (or all at once by model_capture_graphs,
+ * the engine's default), with contexts up to max_seq_len tokens. No-op on backends without graphs. */
 vllm_status model_enable_graphs(model *m, int max_batch, int max_seq_len);
 
 /* Records every capture size's graph now (vLLM's capture at start-up, outside any request's time) instead of on

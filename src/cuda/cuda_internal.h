@@ -524,6 +524,98 @@ static inline void cu_attn_fill_paged(A &a, const tensor *k_cache, const tensor 
     a.bt_stride = tensor_row_stride(&m->block_tables);
     a.max_blocks = m->max_blocks_per_seq;
 }
+/* The sequence that owns query token t of a varlen batch (the last s with qsl[s] <= t; in a decode batch, s = t),
+ * its new tokens [q0, q1) and context ctx, checked: qsl's ends (reported by token 0), t inside its sequence, the
+ * context within the block table; reporter: this CTA reports what it finds. Returns whether t can be attended.
+ * A: an attention kernel's arguments (qsl, seq_lens, S, T, max_blocks, bs, err). */
+template <typename A>
+__device__ __forceinline__ bool cu_attn_token_seq(const A &a, int t, bool reporter, int *s_out, int *q0_out,
+                                                  int *q1_out, int *ctx_out) {
+    int s = t < a.S ? t : a.S - 1;
+    int q0 = a.qsl[s], q1 = a.qsl[s + 1];
+    if (!(q0 <= t && t < q1)) {
+        int lo = 0, hi = a.S - 1;
+        while (lo < hi) {
+            const int mid = lo + (hi - lo + 1) / 2;
+            if (a.qsl[mid] <= t) lo = mid;
+            else hi = mid - 1;
+        }
+        s = lo;
+        q0 = a.qsl[s];
+        q1 = a.qsl[s + 1];
+    }
+    const int ctx = a.seq_lens[s];
+    bool ok = true;
+    if (t == 0 && reporter && (a.qsl[0] != 0 || a.qsl[a.S] != a.T))
+        cu_report(a.err, CU_DEV_ATTN_QSL, a.qsl[0] != 0 ? 0 : a.S, a.qsl[0] != 0 ? a.qsl[0] : a.qsl[a.S], a.T);
+    if (!(q0 <= t && t < q1)) {
+        ok = false;
+        if (reporter) cu_report(a.err, CU_DEV_ATTN_QSL, s + 1, q1, a.T);
+    } else if (ctx < q1 - q0 || (int64_t)ctx > (int64_t)a.max_blocks * a.bs) {
+        ok = false;
+        if (reporter) cu_report(a.err, CU_DEV_ATTN_META, s, q1 - q0, ctx);
+    }
+    *s_out = s;
+    *q0_out = q0;
+    *q1_out = q1;
+    *ctx_out = ctx;
+    return ok;
+}
+/* BN paged-cache rows of HD BF16 values (slots[r]: the row's cache slot, -1: zero-filled) of K and V into shared
+ * memory rows LD apart with cp.async, by the NT threads of the CTA (tid); kbase / vbase: the caches at the KV
+ * head's first element, kvd elements a slot. */
+template <int BN, int HD, int LD, int NT>
+__device__ __forceinline__ void cp_async_kv_rows(__nv_bfloat16 *sk, __nv_bfloat16 *sv, const __nv_bfloat16 *kbase,
+                                                 const __nv_bfloat16 *vbase, const long long *slots, int64_t kvd,
+                                                 int tid) {
+    constexpr int CPR = HD / 8; /* 16-byte chunks per row */
+    for (int i = tid; i < BN * CPR; i += NT) {
+        const int r = i / CPR, c = i % CPR;
+        const long long slot = slots[r];
+        const bool valid = slot >= 0;
+        const int64_t off = valid ? slot * kvd + c * 8 : 0;
+        cp_async16(sk + r * LD + c * 8, kbase + off, valid);
+        cp_async16(sv + r * LD + c * 8, vbase + off, valid);
+    }
+}
+/* One step of the online softmax (base 2) over mma.sync score fragments: sc[NT][4] holds a warp's masked, scaled
+ * scores of NT 8-key tiles (elements 0, 1 of row g = lane / 4, 2, 3 of row g + 8); each row's running max mrow and
+ * (per-lane partial) sum lrow are updated, sc becomes the probabilities 2^(s - max), and the ND output fragments o
+ * (the same rows) are rescaled to the new max (to 0 while the row had no key). */
+template <int NT, int ND>
+__device__ __forceinline__ void mma_softmax_step(float (*sc)[4], float *mrow, float *lrow, float (*o)[4]) {
+    float corr[2];
+    float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], sc[n][e]);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float use = mx[r] == -INFINITY ? 0.0f : mx[r];
+        corr[r] = exp2f(mrow[r] - use); /* 0 while the row had nothing */
+        mrow[r] = mx[r];
+        lrow[r] *= corr[r];
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float use = mrow[e >> 1] == -INFINITY ? 0.0f : mrow[e >> 1];
+            const float pv = exp2f(sc[n][e] - use);
+            sc[n][e] = pv;
+            lrow[e >> 1] += pv;
+        }
+#pragma unroll
+    for (int d = 0; d < ND; d++) {
+        o[d][0] *= corr[0];
+        o[d][1] *= corr[0];
+        o[d][2] *= corr[1];
+        o[d][3] *= corr[1];
+    }
+}
 /* Checks a paged cache: BF16 or F8_E4M3 (num_blocks, block_size, nkv, head_dim), an F8 one's qscale positive
  * and finite (or 0: 1). */
 bool cu_cache_check(cu_state *cu, const char *op, const char *arg, const tensor *c, int block_size, int nkv, int hd);

@@ -513,31 +513,8 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
      * (cuda_internal.h): the metadata (an upload), the block ids, and the K/V
      * of keys before the step's new tokens (written by earlier steps). */
     if (threadIdx.x == 0) {
-        /* the sequence that owns token t: the last s with qsl[s] <= t; in a decode batch, s = t */
-        int s = t < a.S ? t : a.S - 1, ok = 1;
-        int q0 = a.qsl[s], q1 = a.qsl[s + 1], ctx = a.seq_lens[s];
-        if (!(q0 <= t && t < q1)) {
-            int lo = 0, hi = a.S - 1;
-            while (lo < hi) {
-                int mid = lo + (hi - lo + 1) / 2;
-                if (a.qsl[mid] <= t) lo = mid;
-                else hi = mid - 1;
-            }
-            s = lo;
-            q0 = a.qsl[s];
-            q1 = a.qsl[s + 1];
-            ctx = a.seq_lens[s];
-        }
-        const bool reporter = blockIdx.y == 0 && split == 0;
-        if (t == 0 && reporter && (a.qsl[0] != 0 || a.qsl[a.S] != a.T))
-            cu_report(a.err, CU_DEV_ATTN_QSL, a.qsl[0] != 0 ? 0 : a.S, a.qsl[0] != 0 ? a.qsl[0] : a.qsl[a.S], a.T);
-        if (!(q0 <= t && t < q1)) {
-            ok = 0;
-            if (reporter) cu_report(a.err, CU_DEV_ATTN_QSL, s + 1, q1, a.T);
-        } else if (ctx < q1 - q0 || (int64_t)ctx > (int64_t)a.max_blocks * a.bs) {
-            ok = 0;
-            if (reporter) cu_report(a.err, CU_DEV_ATTN_META, s, q1 - q0, ctx);
-        }
+        int s, q0, q1, ctx;
+        int ok = cu_attn_token_seq(a, t, blockIdx.y == 0 && split == 0, &s, &q0, &q1, &ctx);
         if (ok && a.tc_min_q > 0 && q1 - q0 >= a.tc_min_q) ok = 0; /* ops_attention_tc.cu's */
         int splits = 1, klo = 0, khi = 0;
         if (ok) {

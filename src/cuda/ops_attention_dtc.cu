@@ -72,32 +72,9 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
     /* Until pdl_wait() the CTA reads only what no kernel of this step writes (cuda_internal.h): the metadata (an
      * upload), the block ids, and the K / V of keys before the step's new tokens (written by earlier steps). */
     if (tid == 0) {
-        /* the sequence that owns token t: the last s with qsl[s] <= t; in a decode batch, s = t */
-        int s = t < a.S ? t : a.S - 1, ok = 1;
-        int q0 = a.qsl[s], q1 = a.qsl[s + 1];
-        if (!(q0 <= t && t < q1)) {
-            int lo = 0, hi = a.S - 1;
-            while (lo < hi) {
-                const int mid = lo + (hi - lo + 1) / 2;
-                if (a.qsl[mid] <= t) lo = mid;
-                else hi = mid - 1;
-            }
-            s = lo;
-            q0 = a.qsl[s];
-            q1 = a.qsl[s + 1];
-        }
-        const int ctx = a.seq_lens[s];
-        const bool reporter = blockIdx.y == 0;
-        if (t == 0 && reporter && (a.qsl[0] != 0 || a.qsl[a.S] != a.T))
-            cu_report(a.err, CU_DEV_ATTN_QSL, a.qsl[0] != 0 ? 0 : a.S, a.qsl[0] != 0 ? a.qsl[0] : a.qsl[a.S], a.T);
-        if (!(q0 <= t && t < q1)) {
-            ok = 0;
-            if (reporter) cu_report(a.err, CU_DEV_ATTN_QSL, s + 1, q1, a.T);
-        } else if (ctx < q1 - q0 || (int64_t)ctx > (int64_t)a.max_blocks * a.bs) {
-            ok = 0;
-            if (reporter && t == q0) cu_report(a.err, CU_DEV_ATTN_META, s, q1 - q0, ctx);
-        }
-        if (ok && a.tc_min_q > 0 && q1 - q0 >= a.tc_min_q) ok = 0; /* ops_attention_tc.cu's */
+        int s, q0, q1, ctx;
+        bool ok = cu_attn_token_seq(a, t, blockIdx.y == 0, &s, &q0, &q1, &ctx);
+        if (ok && a.tc_min_q > 0 && q1 - q0 >= a.tc_min_q) ok = false; /* ops_attention_tc.cu's */
         const int pos = ctx - (q1 - q0) + (t - q0);                /* the query's absolute position */
         info[0] = ok;
         info[1] = s;
@@ -147,14 +124,8 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
             sslot[st][tid] = slot;
         }
         __syncthreads();
-        for (int i = tid; i < DT_BN * CPR; i += DT_THREADS) {
-            const int r = i / CPR, c = i % CPR;
-            const long long slot = sslot[st][r];
-            const bool valid = slot >= 0;
-            const int64_t off = valid ? slot * a.kvd + c * 8 : 0;
-            cp_async16(sk + (st * DT_BN + r) * LD + c * 8, kbase + off, valid);
-            cp_async16(sv + (st * DT_BN + r) * LD + c * 8, vbase + off, valid);
-        }
+        cp_async_kv_rows<DT_BN, HD, LD, DT_THREADS>(sk + st * DT_BN * LD, sv + st * DT_BN * LD, kbase, vbase,
+                                                   sslot[st], a.kvd, tid);
         cp_async_commit();
     };
 
@@ -208,42 +179,14 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
         }
         /* mask (one position for every row), scale, online softmax */
         const int kb0 = k_lo + it * DT_BN + wk;
-        float mx[2] = {mrow[0], mrow[1]};
 #pragma unroll
         for (int n = 0; n < 2; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = kb0 + n * 8 + 2 * qd + (e & 1);
-                const float v = key < k_hi ? sc[n][e] * a.scale_log2 : -INFINITY;
-                sc[n][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                sc[n][e] = key < k_hi ? sc[n][e] * a.scale_log2 : -INFINITY;
             }
-        float corr[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float use = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(mrow[r] - use); /* 0 while the row had nothing */
-            mrow[r] = mx[r];
-            lrow[r] *= corr[r];
-        }
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float use = mrow[e >> 1] == -INFINITY ? 0.0f : mrow[e >> 1];
-                const float pv = exp2f(sc[n][e] - use);
-                sc[n][e] = pv;
-                lrow[e >> 1] += pv;
-            }
-#pragma unroll
-        for (int d = 0; d < HD / 8; d++) {
-            o[d][0] *= corr[0];
-            o[d][1] *= corr[0];
-            o[d][2] *= corr[1];
-            o[d][3] *= corr[1];
-        }
+        mma_softmax_step<2, HD / 8>(sc, mrow, lrow, o);
         /* O += P V: the two score fragments are the A operand of the warp's 16 keys */
         const uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]),
                                 pack_bf16(sc[1][0], sc[1][1]), pack_bf16(sc[1][2], sc[1][3])};

@@ -151,20 +151,20 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
             sslot[st][tid] = slot;
         }
         __syncthreads();
-        for (int i = tid; i < TC_BN * CPR; i += TC_THREADS) {
-            const int r = i / CPR, c = i % CPR;
-            const long long slot = sslot[st][r];
-            const bool valid = slot >= 0;
-            const int64_t off = valid ? slot * a.kvd + c * 8 : 0;
-            if constexpr (sizeof(KT) == 1) { /* E4M3 -> BF16 through registers */
+        if constexpr (sizeof(KT) == 1) { /* E4M3 -> BF16 through registers */
+            for (int i = tid; i < TC_BN * CPR; i += TC_THREADS) {
+                const int r = i / CPR, c = i % CPR;
+                const long long slot = sslot[st][r];
+                const bool valid = slot >= 0;
+                const int64_t off = valid ? slot * a.kvd + c * 8 : 0;
                 const uint4 kr = valid ? kv8_to_bf16x8(kv_ldcg8(kbase + off), kbase) : make_uint4(0, 0, 0, 0);
                 const uint4 vr = valid ? kv8_to_bf16x8(kv_ldcg8(vbase + off), vbase) : make_uint4(0, 0, 0, 0);
                 *(uint4 *)(sk + (st * TC_BN + r) * LD + c * 8) = kr;
                 *(uint4 *)(sv + (st * TC_BN + r) * LD + c * 8) = vr;
-            } else {
-                cp_async16(sk + (st * TC_BN + r) * LD + c * 8, kbase + off, valid);
-                cp_async16(sv + (st * TC_BN + r) * LD + c * 8, vbase + off, valid);
             }
+        } else {
+            cp_async_kv_rows<TC_BN, HD, LD, TC_THREADS>(sk + st * TC_BN * LD, sv + st * TC_BN * LD, kbase, vbase,
+                                                       sslot[st], a.kvd, tid);
         }
         cp_async_commit();
     };
@@ -227,7 +227,6 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
         }
         /* mask, scale, online softmax (base 2) */
         const int kb0 = k_lo + it * TC_BN;
-        float mx[2] = {mrow[0], mrow[1]};
 #pragma unroll
         for (int n = 0; n < TC_BN / 8; n++)
 #pragma unroll
@@ -238,34 +237,8 @@ __global__ void __launch_bounds__(TC_THREADS) k_attn_tc(tc_args a) {
                 if constexpr (CAP) v = ok ? a.cap_log2 * tanhf(sc[n][e] * a.cap_mul) : -INFINITY;
                 else v = ok ? sc[n][e] * a.scale_log2 : -INFINITY;
                 sc[n][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
-        float corr[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float use = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(mrow[r] - use); /* 0 while the row had nothing */
-            mrow[r] = mx[r];
-            lrow[r] *= corr[r];
-        }
-#pragma unroll
-        for (int n = 0; n < TC_BN / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float use = mrow[e >> 1] == -INFINITY ? 0.0f : mrow[e >> 1];
-                const float pv = exp2f(sc[n][e] - use);
-                sc[n][e] = pv;
-                lrow[e >> 1] += pv;
-            }
-#pragma unroll
-        for (int d = 0; d < HD / 8; d++) {
-            o[d][0] *= corr[0];
-            o[d][1] *= corr[0];
-            o[d][2] *= corr[1];
-            o[d][3] *= corr[1];
-        }
+        mma_softmax_step<TC_BN / 8, HD / 8>(sc, mrow, lrow, o);
         /* O += P V: the score fragments of key tiles 2j, 2j + 1 are the A operand of keys 16j .. 16j + 15 */
 #pragma unroll
         for (int j = 0; j < TC_BN / 16; j++) {

@@ -119,6 +119,10 @@ typedef struct cu_state {
     cublasLtMatmulDesc_t mm_desc;  /* bf16 x bf16 -> f32 accumulate, A transposed */
     cu_buf lt_ws;                  /* cuBLASLt workspace (device) */
     cu_lt_plan *plans;             /* (CU_LT_PLANS) cache of layouts and algorithms per shape */
+    bool lt_tune;                  /* VLLM_CUDA_LT_TUNE=1: decode-sized GEMMs time cuBLASLt's candidates (ops_linear.cu) */
+    struct cu_lt_tuned *tuned;     /* (CU_LT_TUNED) the shapes timed and their fastest algorithm */
+    int ntuned;
+    cu_buf tune_out;               /* the timed runs' output (the real y may be accumulated into) */
     cu_dev_err *derr;              /* mapped pinned host memory (host address) */
     cu_dev_err *derr_dev;          /* the same memory's device address, given to kernels */
     bool pdl;                      /* programmatic dependent launch (sm_90+) */

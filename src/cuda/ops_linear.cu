@@ -43,6 +43,9 @@ extern "C" {
 }
 
 #define CU_LT_PLANS 256
+#define CU_LT_TUNED 512          /* shapes timed at most (VLLM_CUDA_LT_TUNE) */
+#define CU_LT_TUNE_CANDIDATES 16 /* cuBLASLt heuristics timed per shape */
+#define CU_LT_TUNE_MAX_OUT (64u << 20)
 
 struct be_linear {
     int64_t in;            /* input features (k) */
@@ -61,8 +64,17 @@ struct cu_qseg {
     cu_qweight *qw;
 };
 
+/* a shape whose algorithm was chosen by timing (the plans' key) */
+struct cu_lt_tuned {
+    int64_t m, n, k, ldb, ldc;
+    int ydt;
+    unsigned align;
+    cublasLtMatmulAlgo_t algo;
+};
+
 struct cu_lt_plan {
     bool used;
+    bool tuned;            /* algo is the timed choice (VLLM_CUDA_LT_TUNE), not the heuristic's first */
     bool lt_ok;            /* false: cuBLASLt had no algorithm, use GemmEx */
     int64_t m, n, k, ldb, ldc;
     int ydt;
@@ -364,6 +376,10 @@ static void plan_clear(cu_lt_plan *p) {
 }
 
 void cu_plans_free(cu_state *cu) {
+    free(cu->tuned);
+    cu->tuned = NULL;
+    cu->ntuned = 0;
+    cu_buf_free(&cu->tune_out);
     if (!cu->plans) return;
     for (int i = 0; i < CU_LT_PLANS; i++) plan_clear(&cu->plans[i]);
     free(cu->plans);
@@ -422,6 +438,15 @@ static cu_lt_plan *plan_get(cu_state *cu, int64_t m, int64_t n, int64_t k, int64
     if (s == CUBLAS_STATUS_SUCCESS && nres > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
         p->algo = res.algo;
         p->lt_ok = true;
+        for (int i = 0; i < cu->ntuned; i++) { /* timed before (the plan was replaced on a collision since) */
+            const cu_lt_tuned *t = &cu->tuned[i];
+            if (t->m == m && t->n == n && t->k == k && t->ldb == ldb && t->ldc == ldc && t->ydt == (int)ydt &&
+                t->align == align) {
+                p->algo = t->algo;
+                p->tuned = true;
+                break;
+            }
+        }
     } else {
         LOG_D("cuda linear: no cuBLASLt algorithm for m %lld n %lld k %lld; using cublasGemmEx", (long long)m,
               (long long)n, (long long)k);
@@ -909,6 +934,83 @@ void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
     linear_run(cu, lin, x, y, false);
 }
 
+/* VLLM_CUDA_LT_TUNE=1 (opt-in, as PyTorch's TunableOp): the first GEMM of each decode-sized shape (n up to 512 in
+ * steps of 8, the graph capture sizes' tokens, or fewer than 8) times up to CU_LT_TUNE_CANDIDATES of cuBLASLt's
+ * heuristic algorithms on its own operands (1 warm-up + 3 runs each, into a scratch output of at most
+ * CU_LT_TUNE_MAX_OUT bytes) and keeps the fastest for the shape. At M = 256 tokens the heuristic's first choice ran
+ * the Qwen3-8B shape's GEMMs at 430-530 TFLOP/s on an H100 (docs/benchmarks.md, session 22): its tiles can leave a
+ * partial last wave. Eager steps only (a recording keeps the plan), so the start-up capture's warm-up steps do it;
+ * the choice follows the timings, so it may differ between runs. */
+static bool tune_eligible(const cu_state *cu, int64_t m, int64_t n, dtype ydt, int64_t ldc) {
+    return cu->lt_tune && !cu->capturing && cu->ntuned < CU_LT_TUNED && n > 0 && n <= 512 && (n % 8 == 0 || n < 8) &&
+           (uint64_t)n * (uint64_t)ldc * dtype_size(ydt) <= CU_LT_TUNE_MAX_OUT && m > 0;
+}
+
+static void plan_tune(cu_state *cu, cu_lt_plan *p, const __nv_bfloat16 *W, const void *x, dtype ydt) {
+    p->tuned = true; /* once, whatever happens below */
+    if (!cu->tuned && !(cu->tuned = (cu_lt_tuned *)calloc(CU_LT_TUNED, sizeof *cu->tuned))) return;
+    const size_t out_bytes = (size_t)p->n * (size_t)p->ldc * dtype_size(ydt);
+    if (cu_buf_reserve(cu, &cu->tune_out, out_bytes, "cuBLASLt tuning output") != VLLM_OK) {
+        vt_error_clear();
+        return;
+    }
+    cublasLtMatmulPreference_t pref = NULL;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return;
+    size_t ws = cu->lt_ws.cap;
+    uint32_t al = p->align;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res[CU_LT_TUNE_CANDIDATES];
+    int nres = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(cu->lt, cu->mm_desc, p->a, p->b, p->c, p->c, pref,
+                                                      CU_LT_TUNE_CANDIDATES, res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    if (s != CUBLAS_STATUS_SUCCESS || nres < 2 || cudaEventCreate(&e0) != cudaSuccess ||
+        cudaEventCreate(&e1) != cudaSuccess) {
+        if (e0) cudaEventDestroy(e0);
+        cudaGetLastError();
+        return;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    void *out = cu->tune_out.p;
+    int best = -1;
+    float best_ms = 0.0f, first_ms = 0.0f;
+    for (int i = 0; i < nres; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        bool ok = true;
+        for (int r = 0; r < 4 && ok; r++) {
+            if (r == 1) ok = cudaEventRecord(e0, cu->stream) == cudaSuccess;
+            ok = ok && cublasLtMatmul(cu->lt, cu->mm_desc, &alpha, W, p->a, x, p->b, &beta, out, p->c, out, p->c,
+                                      &res[i].algo, cu->lt_ws.p, cu->lt_ws.cap, cu->stream) == CUBLAS_STATUS_SUCCESS;
+        }
+        float ms = 0.0f;
+        ok = ok && cudaEventRecord(e1, cu->stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+        if (!ok) {
+            cudaGetLastError();
+            continue;
+        }
+        if (i == 0) first_ms = ms;
+        if (best < 0 || ms < best_ms) {
+            best = i;
+            best_ms = ms;
+        }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (best < 0) return;
+    p->algo = res[best].algo;
+    cu_lt_tuned *t = &cu->tuned[cu->ntuned++];
+    *t = (cu_lt_tuned){.m = p->m, .n = p->n, .k = p->k, .ldb = p->ldb, .ldc = p->ldc, .ydt = p->ydt,
+                       .align = p->align, .algo = p->algo};
+    LOG_D("cuda linear: m %lld n %lld k %lld: candidate %d of %d, %.1f us (the heuristic's first %.1f us)",
+          (long long)p->m, (long long)p->n, (long long)p->k, best, nres, 1e3 * best_ms / 3, 1e3 * first_ms / 3);
+}
+
 /* y (T, m) = (accumulate: y +) x (T, k) W^T, W (m, k) BF16 on the device: cuBLASLt (cached plan) or
  * cublasGemmEx; false (and cu_fail) when both fail. y: dtype ydt, rows ys apart. */
 bool cu_gemm_bf16(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, const tensor *x, int64_t T, void *y,
@@ -922,6 +1024,7 @@ bool cu_gemm_bf16(cu_state *cu, const __nv_bfloat16 *W, int64_t m, int64_t k, co
     /* strides that are not multiples of the alignment lower it too */
     while (align > 2 && (((size_t)xs * 2) % align || ((size_t)ys * dtype_size(ydt)) % align)) align >>= 1;
     cu_lt_plan *p = plan_get(cu, m, T, k, xs, ys, ydt, align);
+    if (p && p->lt_ok && !p->tuned && tune_eligible(cu, m, T, ydt, ys)) plan_tune(cu, p, W, x->data, ydt);
     if (p && p->lt_ok) {
         cublasStatus_t s = cublasLtMatmul(cu->lt, cu->mm_desc, &alpha, W, p->a, x->data, p->b, &beta, y, p->c, y, p->c,
                                           &p->algo, cu->lt_ws.p, cu->lt_ws.cap, cu->stream);

@@ -1370,6 +1370,30 @@ static void test_linear_fused(void) {
     drop(gpu, &y);
 }
 
+/* VLLM_CUDA_LT_TUNE=1 (a second CUDA backend made with it): decode-sized GEMMs timed over cuBLASLt's candidates
+ * give the same results within the bounds, plain and accumulating (the timed runs write a scratch output, not y),
+ * for shapes timed (T 16, 64: multiples of 8 up to 512) and not (T 300), and again once the choice is cached */
+static void test_linear_tuned(void) {
+    backend *plain = gpu, *tuned = NULL;
+    setenv("VLLM_CUDA_LT_TUNE", "1", 1);
+    vllm_status st = backend_create("cuda", NULL, &tuned);
+    unsetenv("VLLM_CUDA_LT_TUNE");
+    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with VLLM_CUDA_LT_TUNE=1: %s", vllm_last_error());
+    if (st != VLLM_OK) return;
+    gpu = tuned;
+    const int qkv[3] = {128, 64, 64}, big[1] = {512};
+    for (int rep = 0; rep < 2; rep++) {
+        test_linear_case(DTYPE_BF16, 16, 96, 3, qkv, true, DTYPE_BF16);
+        test_linear_case(DTYPE_BF16, 64, 4096, 1, big, false, DTYPE_BF16);
+        test_linear_case(DTYPE_BF16, 64, 256, 1, big, false, DTYPE_F32);
+        test_linear_case(DTYPE_BF16, 300, 96, 3, qkv, false, DTYPE_BF16);
+        test_linear_fused_case(16, 1024, 384, LF_ACC, true);
+        test_linear_fused_case(24, 1024, 2 * 384, LF_NORM_SILU, false);
+    }
+    backend_free(tuned);
+    gpu = plain;
+}
+
 /* ---- sampling ---- */
 
 #define SV 3000   /* vocabulary of the sampling tests */
@@ -3075,6 +3099,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof F8 / sizeof *F8; i++) test_attention_layout(&LAYOUTS[F8[i].layout], F8[i].scale);
     test_linear();
     test_linear_fused();
+    test_linear_tuned();
     test_sampling();
     test_graph();
     test_supports();

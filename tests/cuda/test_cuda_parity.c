@@ -173,7 +173,7 @@ static void run_case(const char *name, const char *dir, json_t *expected, const 
         vllm_engine *e = NULL;
         vllm_status st = VLLM_OK;
         int compared = 0, total = 0, differ = 0;
-        char first_diff[80] = "none";
+        char first_diff[160] = "none";
         double max_dlp = 0;
         vllm_sampling_params sp = vllm_sampling_default_params();
         sp.temperature = 0;

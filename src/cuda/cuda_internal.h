@@ -130,6 +130,7 @@ typedef struct cu_state {
     bool tc_hd256;                 /* the tensor-core prefill kernel's head_dim 256 fits the GPU's shared memory */
     bool no_dtc_attention;         /* VLLM_CUDA_NO_DTC_ATTN: large decode batches on the CUDA-core kernel (comparisons) */
     int dtc_stages;                /* VLLM_CUDA_DTC_STAGES: the tensor-core decode kernel's cp.async stages (2, 3) */
+    bool dtc_hd256;                /* VLLM_CUDA_DTC_HD256=1: the tensor-core decode kernel at head_dim 256 (opt-in) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
@@ -636,7 +637,7 @@ bool cu_attention_tc_fits(const cu_state *cu, const tensor *q, const tensor *out
 void cu_attention_tc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                      const attn_params *p, tensor *out);
 /* ops_attention_dtc.cu: decode attention for large batches on the tensor cores (BF16 cache, q and out, head_dim
- * 64 / 128, no softcap or sinks); tc: the prefill kernel takes the sequences of >= TC_MIN_Q new tokens */
+ * 64 / 128, and 256 with VLLM_CUDA_DTC_HD256=1; no softcap or sinks); tc: the prefill kernel takes the sequences of >= TC_MIN_Q new tokens */
 vllm_status cu_attention_dtc_init(cu_state *cu);
 bool cu_attention_dtc_fits(const cu_state *cu, const tensor *q, const tensor *out, const tensor *k_cache,
                            const tensor *v_cache, const attn_params *p);

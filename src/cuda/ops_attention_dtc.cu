@@ -1,19 +1,21 @@
 /*
  * ops_attention_dtc.cu: decode attention for large batches on the tensor cores (mma.sync m16n8k16, BF16 cache,
- * f32 accumulation), head_dim 64 and 128, no softcap, no sinks.
+ * f32 accumulation), head_dim 64 and 128 (and 256, opt-in: VLLM_CUDA_DTC_HD256=1), no softcap, no sinks.
  *
  * Where a step has enough (query token, KV head) pairs to fill the GPU without splitting the keys (cu_attention:
  * T * nkv >= 2 x SMs, e.g. 256 decodes of the Qwen3-8B shape, 2,048 pairs), one CTA takes one query token and one
  * KV head: its M = 16 rows are the token's query heads of that KV head (the GQA group, at most 16 a pass; rows
- * past the group are zero), so each K / V row is read once for the whole group. Keys come DT_BN = 64 at a time,
- * gathered from the paged cache into shared memory with cp.async, NST stages deep (the prefill kernel's loop,
- * ops_attention_tc.cu); each of the 4 warps takes 16 keys of a tile with its own online softmax (base 2) and O
- * accumulators, and the warps' partials are merged in shared memory at the end (flash-decoding's reduce inside
- * the CTA). The block ids of the range are staged in shared memory up front (DT_BLK at a time), so that a tile's
- * loads wait for no other global read, and a first tile of earlier steps' keys goes out before the grid
- * dependency wait (overlapping the previous kernel's tail). The CUDA-core decode kernel (ops_attention.cu) streamed the same KV at 1.6 TB/s on an H100 at batch
- * 256 (164 registers a thread: 3 CTAs of 4 warps per SM, each warp loading, then computing, with 4 dot-product
- * shuffles per key and head); here the loads of the next tiles are in flight while a tile is computed.
+ * past the group are zero), so each K / V row is read once for the whole group. Keys come 16 NW at a time (NW
+ * warps: 4, so 64 keys, at head_dim 64 / 128; 2 at 256, whose Q fragments are re-read from shared memory at each
+ * k-step beside O's 128 accumulators), gathered from the paged cache into shared memory with cp.async, NST stages
+ * deep (the prefill kernel's loop, ops_attention_tc.cu); each warp takes 16 keys of a tile with its own online
+ * softmax (base 2) and O accumulators, and the warps' partials are merged in shared memory at the end
+ * (flash-decoding's reduce inside the CTA). The block ids of the range are staged in shared memory up front
+ * (DT_BLK at a time), so that a tile's loads wait for no other global read, and a first tile of earlier steps'
+ * keys goes out before the grid dependency wait (overlapping the previous kernel's tail). The CUDA-core decode
+ * kernel (ops_attention.cu) streamed the same KV at 1.6 TB/s on an H100 at batch 256 (164 registers a thread: 3
+ * CTAs of 4 warps per SM, each warp loading, then computing, with 4 dot-product shuffles per key and head); this
+ * one at 2.45 TB/s (docs/benchmarks.md, session 22), the next tiles' loads in flight while a tile is computed.
  *
  *   q (T, nh * HD) BF16, caches (num_blocks, block_size, nkv, HD) BF16 -> out (T, nh * HD) BF16
  *   S = Q K^T over the token's keys [k_lo, pos] (the window), P = softmax(S * scale), out = P V
@@ -22,10 +24,10 @@
  */
 #include "cuda/cuda_internal.h"
 
-#define DT_BN 64      /* keys per tile */
 #define DT_ROWS 16    /* query heads per CTA (one m16 tile) */
-#define DT_WARPS 4    /* each takes 16 keys of a tile */
-#define DT_THREADS (DT_WARPS * 32)
+/* NW warps a CTA (4 at head_dim 64 / 128, 2 at 256), each taking 16 keys of a tile of 16 NW keys */
+#define DT_BN(NW) ((NW) * 16)
+#define DT_NW(HD) ((HD) <= 128 ? 4 : 2)
 #define DT_BLK 256    /* block ids staged in shared memory at once */
 
 typedef struct dt_args {
@@ -48,19 +50,23 @@ typedef struct dt_args {
 
 template <int HD, int NST>
 static constexpr size_t dt_smem_bytes() {
-    return (size_t)(DT_ROWS + 2 * NST * DT_BN) * (HD + 8) * sizeof(__nv_bfloat16);
+    return (size_t)(DT_ROWS + 2 * NST * DT_BN(DT_NW(HD))) * (HD + 8) * sizeof(__nv_bfloat16);
 }
 
-// grid (T, nkv * npass), DT_THREADS threads, dt_smem_bytes<HD, NST>() of dynamic shared memory
+// grid (T, nkv * npass), 32 DT_NW(HD) threads, dt_smem_bytes<HD, NST>() of dynamic shared memory
 template <int HD, int NST>
-__global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
+__global__ void __launch_bounds__(DT_NW(HD) * 32, HD <= 128 ? 3 : 1) k_attn_dtc(dt_args a) {
+    constexpr int NW = DT_NW(HD), NT = NW * 32, BN = DT_BN(NW);
     constexpr int LD = HD + 8;  /* padded rows: ldmatrix rows on distinct banks */
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
+    /* Q's fragments stay in registers up to head_dim 128; at 256 (next to O's 128 accumulators) they are read
+     * from the Q tile at each k-step, as the prefill kernel does */
+    constexpr bool QREG = HD <= 128;
     extern __shared__ __align__(16) unsigned char dt_sm[];
     __nv_bfloat16 *sq = (__nv_bfloat16 *)dt_sm;   /* (ROWS, LD) */
     __nv_bfloat16 *sk = sq + DT_ROWS * LD;        /* NST stages of (BN, LD) */
-    __nv_bfloat16 *sv = sk + NST * DT_BN * LD;    /* NST stages of (BN, LD) */
-    __shared__ long long sslot[NST][DT_BN];
+    __nv_bfloat16 *sv = sk + NST * BN * LD;    /* NST stages of (BN, LD) */
+    __shared__ long long sslot[NST][BN];
     __shared__ int sblk[DT_BLK];                  /* block ids of columns sb0 .. sb0 + DT_BLK - 1 */
     __shared__ int info[5];                       /* ok, seq, first key, last key + 1, first new position */
 
@@ -85,7 +91,7 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
     __syncthreads();
     if (!info[0]) return;
     const int s = info[1], k_lo = info[2], k_hi = info[3], first_new = info[4];
-    const int nkb = (k_hi - k_lo + DT_BN - 1) / DT_BN;
+    const int nkb = (k_hi - k_lo + BN - 1) / BN;
     const int32_t *blocks = a.bt + (int64_t)s * a.bt_stride;
     const __nv_bfloat16 *kbase = (const __nv_bfloat16 *)a.kc + (int64_t)kvh * HD;
     const __nv_bfloat16 *vbase = (const __nv_bfloat16 *)a.vc + (int64_t)kvh * HD;
@@ -95,7 +101,7 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
     const int col_end = (k_hi - 1) / a.bs + 1;
     auto stage_blocks = [&](int col0) {
         __syncthreads(); /* the last reader of sblk is done */
-        for (int i = tid; i < DT_BLK; i += DT_THREADS) {
+        for (int i = tid; i < DT_BLK; i += NT) {
             const int col = col0 + i;
             int32_t blk = -1;
             if (col < col_end) {
@@ -113,8 +119,8 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
     /* the keys [kb0, kb0 + BN) of the range into stage st (rows outside it, or of a bad block, zero-filled);
      * every thread calls it */
     auto issue = [&](int st, int kb0) {
-        if ((min(kb0 + DT_BN, k_hi) - 1) / a.bs >= sb0 + DT_BLK) stage_blocks(kb0 / a.bs);
-        if (tid < DT_BN) {
+        if ((min(kb0 + BN, k_hi) - 1) / a.bs >= sb0 + DT_BLK) stage_blocks(kb0 / a.bs);
+        if (tid < BN) {
             const int key = kb0 + tid;
             long long slot = -1;
             if (key >= k_lo && key < k_hi) {
@@ -124,18 +130,18 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
             sslot[st][tid] = slot;
         }
         __syncthreads();
-        cp_async_kv_rows<DT_BN, HD, LD, DT_THREADS>(sk + st * DT_BN * LD, sv + st * DT_BN * LD, kbase, vbase,
+        cp_async_kv_rows<BN, HD, LD, NT>(sk + st * BN * LD, sv + st * BN * LD, kbase, vbase,
                                                    sslot[st], a.kvd, tid);
         cp_async_commit();
     };
 
     stage_blocks(k_lo / a.bs);
     /* the first tile goes out before the wait when it holds only keys of earlier steps */
-    const bool early = min(k_lo + DT_BN, k_hi) <= first_new;
+    const bool early = min(k_lo + BN, k_hi) <= first_new;
     if (early) issue(0, k_lo);
     /* q is the previous kernel's output (and the newest keys this step's): wait for it */
     pdl_wait();
-    for (int i = tid; i < DT_ROWS * CPR; i += DT_THREADS) {
+    for (int i = tid; i < DT_ROWS * CPR; i += NT) {
         const int r = i / CPR, c = i % CPR;
         uint4 v = make_uint4(0, 0, 0, 0);
         if (r < nhp) v = *(const uint4 *)(a.q + (int64_t)t * a.qs + (int64_t)(h0 + r) * HD + c * 8);
@@ -145,40 +151,49 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
     /* stages 1 .. NST - 2; an empty group past the range keeps the count */
 #pragma unroll
     for (int st = 1; st < NST - 1; st++) {
-        if (st < nkb) issue(st, k_lo + st * DT_BN);
+        if (st < nkb) issue(st, k_lo + st * BN);
         else cp_async_commit();
     }
 
     const int g = lane >> 2, qd = lane & 3; /* fragment row (and row + 8), column pair */
     const int wk = warp * 16;               /* the warp's first key of a tile */
-    uint32_t qf[HD / 16][4];
+    uint32_t qf[QREG ? HD / 16 : 1][4];
     float o[HD / 8][4];
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
 
     for (int it = 0; it < nkb; it++) {
-        if (it + NST - 1 < nkb) issue((it + NST - 1) % NST, k_lo + (it + NST - 1) * DT_BN);
+        if (it + NST - 1 < nkb) issue((it + NST - 1) % NST, k_lo + (it + NST - 1) * BN);
         else cp_async_commit();
         cp_async_wait<NST - 1>();
         __syncthreads();
-        if (it == 0) {
+        if constexpr (QREG) {
+            if (it == 0) {
 #pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++)
-                ldsm_x4(qf[kk], sq + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+                for (int kk = 0; kk < HD / 16; kk++)
+                    ldsm_x4(qf[kk], sq + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+            }
         }
-        const __nv_bfloat16 *kt = sk + (it % NST) * DT_BN * LD, *vt = sv + (it % NST) * DT_BN * LD;
+        const __nv_bfloat16 *kt = sk + (it % NST) * BN * LD, *vt = sv + (it % NST) * BN * LD;
         /* S = Q K^T: (16 rows, the warp's 16 keys) */
         float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             uint32_t b[4];
             ldsm_x4(b, kt + (wk + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-            mma16816(sc[0], qf[kk], b[0], b[1]);
-            mma16816(sc[1], qf[kk], b[2], b[3]);
+            if constexpr (QREG) {
+                mma16816(sc[0], qf[kk], b[0], b[1]);
+                mma16816(sc[1], qf[kk], b[2], b[3]);
+            } else {
+                uint32_t qa[4];
+                ldsm_x4(qa, sq + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+                mma16816(sc[0], qa, b[0], b[1]);
+                mma16816(sc[1], qa, b[2], b[3]);
+            }
         }
         /* mask (one position for every row), scale, online softmax */
-        const int kb0 = k_lo + it * DT_BN + wk;
+        const int kb0 = k_lo + it * BN + wk;
 #pragma unroll
         for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -203,8 +218,8 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
 
     /* the warps' partials through shared memory (the stages are free now): max, sum, O per row */
     float *wo = (float *)sk;                      /* (WARPS, ROWS, HD) */
-    float *wm = wo + DT_WARPS * DT_ROWS * HD;     /* (WARPS, ROWS) */
-    float *wl = wm + DT_WARPS * DT_ROWS;          /* (WARPS, ROWS) */
+    float *wm = wo + NW * DT_ROWS * HD;     /* (WARPS, ROWS) */
+    float *wl = wm + NW * DT_ROWS;          /* (WARPS, ROWS) */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
@@ -220,15 +235,15 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
         for (int e = 0; e < 4; e++)
             wo[(warp * DT_ROWS + g + 8 * (e >> 1)) * HD + d * 8 + 2 * qd + (e & 1)] = o[d][e];
     __syncthreads();
-    for (int idx = tid; idx < nhp * HD; idx += DT_THREADS) {
+    for (int idx = tid; idx < nhp * HD; idx += NT) {
         const int r = idx / HD, d = idx % HD;
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < DT_WARPS; w++) M = fmaxf(M, wm[w * DT_ROWS + r]);
+        for (int w = 0; w < NW; w++) M = fmaxf(M, wm[w * DT_ROWS + r]);
         float L = 0.0f, O = 0.0f;
         if (M != -INFINITY) {
 #pragma unroll
-            for (int w = 0; w < DT_WARPS; w++) {
+            for (int w = 0; w < NW; w++) {
                 const float mw = wm[w * DT_ROWS + r];
                 if (mw == -INFINITY) continue;
                 const float f = exp2f(mw - M);
@@ -240,23 +255,25 @@ __global__ void __launch_bounds__(DT_THREADS, 3) k_attn_dtc(dt_args a) {
     }
 }
 
-/* NST: VLLM_CUDA_DTC_STAGES (2 or 3; default 2) */
-template <int HD>
+/* NST: VLLM_CUDA_DTC_STAGES (2 or 3; default 2); head_dim 256 two stages only */
+template <int HD, int NST>
 static cudaError_t dt_set_smem() {
-    cudaError_t e = cudaFuncSetAttribute(k_attn_dtc<HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)dt_smem_bytes<HD, 2>());
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_attn_dtc<HD, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)dt_smem_bytes<HD, 3>());
-    return e;
+    return cudaFuncSetAttribute(k_attn_dtc<HD, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)dt_smem_bytes<HD, NST>());
 }
 
 vllm_status cu_attention_dtc_init(cu_state *cu) {
     const char *st = getenv("VLLM_CUDA_DTC_STAGES");
     cu->dtc_stages = st && atoi(st) == 3 ? 3 : 2;
     cu->no_dtc_attention = getenv("VLLM_CUDA_NO_DTC_ATTN") != NULL;
-    cudaError_t e = dt_set_smem<64>();
-    if (e == cudaSuccess) e = dt_set_smem<128>();
+    /* head_dim 256 (Gemma 3) is opt-in until measured on the device: VLLM_CUDA_DTC_HD256=1 */
+    const char *h256 = getenv("VLLM_CUDA_DTC_HD256");
+    cu->dtc_hd256 = h256 && strcmp(h256, "0") != 0;
+    cudaError_t e = dt_set_smem<64, 2>();
+    if (e == cudaSuccess) e = dt_set_smem<64, 3>();
+    if (e == cudaSuccess) e = dt_set_smem<128, 2>();
+    if (e == cudaSuccess) e = dt_set_smem<128, 3>();
+    if (e == cudaSuccess && cu->dtc_hd256) e = dt_set_smem<256, 2>();
     if (e != cudaSuccess) {
         cudaGetLastError();
         return vt_error(VLLM_ERR_BACKEND, "cuda backend: decode attention shared memory: %s", cudaGetErrorString(e));
@@ -266,10 +283,17 @@ vllm_status cu_attention_dtc_init(cu_state *cu) {
 
 bool cu_attention_dtc_fits(const cu_state *cu, const tensor *q, const tensor *out, const tensor *k_cache,
                            const tensor *v_cache, const attn_params *p) {
-    return !cu->no_dtc_attention && (p->head_dim == 64 || p->head_dim == 128) && p->softcap == 0.0f && !p->sinks &&
-           k_cache->dtype == DTYPE_BF16 && v_cache->dtype == DTYPE_BF16 && q->dtype == DTYPE_BF16 &&
-           out->dtype == DTYPE_BF16 && ((uintptr_t)q->data & 15) == 0 && tensor_row_stride(q) % 8 == 0 &&
-           ((uintptr_t)k_cache->data & 15) == 0 && ((uintptr_t)v_cache->data & 15) == 0;
+    const bool hd = p->head_dim == 64 || p->head_dim == 128 || (p->head_dim == 256 && cu->dtc_hd256);
+    return !cu->no_dtc_attention && hd && p->softcap == 0.0f && !p->sinks && k_cache->dtype == DTYPE_BF16 && v_cache->dtype == DTYPE_BF16 &&
+           q->dtype == DTYPE_BF16 && out->dtype == DTYPE_BF16 && ((uintptr_t)q->data & 15) == 0 &&
+           tensor_row_stride(q) % 8 == 0 && ((uintptr_t)k_cache->data & 15) == 0 &&
+           ((uintptr_t)v_cache->data & 15) == 0;
+}
+
+template <int HD, int NST>
+static void dt_launch(cu_state *cu, dim3 grid, const dt_args &a) {
+    cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<HD, NST>, grid, dim3(DT_NW(HD) * 32),
+              dt_smem_bytes<HD, NST>(), a);
 }
 
 // the tokens of the batch that are not the prefill kernel's (tc: it runs too)
@@ -291,15 +315,9 @@ void cu_attention_dtc(cu_state *cu, const tensor *q, const tensor *k_cache, cons
     a.err = cu->derr_dev;
     const dim3 grid((unsigned)m->num_tokens, (unsigned)(p->num_kv_heads * a.npass));
     const bool three = cu->dtc_stages == 3;
-    if (p->head_dim == 64) {
-        if (three) cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<64, 3>, grid, dim3(DT_THREADS),
-                             dt_smem_bytes<64, 3>(), a);
-        else cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<64, 2>, grid, dim3(DT_THREADS),
-                       dt_smem_bytes<64, 2>(), a);
-    } else {
-        if (three) cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<128, 3>, grid, dim3(DT_THREADS),
-                             dt_smem_bytes<128, 3>(), a);
-        else cu_launch(cu, "attention (decode, tensor cores)", true, k_attn_dtc<128, 2>, grid, dim3(DT_THREADS),
-                       dt_smem_bytes<128, 2>(), a);
+    switch (p->head_dim) {
+    case 64: three ? dt_launch<64, 3>(cu, grid, a) : dt_launch<64, 2>(cu, grid, a); break;
+    case 128: three ? dt_launch<128, 3>(cu, grid, a) : dt_launch<128, 2>(cu, grid, a); break;
+    default: dt_launch<256, 2>(cu, grid, a); break;
     }
 }

@@ -927,6 +927,11 @@ static const attn_layout LAYOUTS[] = {
      {100, 3}, {150, 50}, 0, 0, SINKS_NONE, 30, 200},
     {"large decode batch, group 32 (two passes of 16), head_dim 64, block 32", 32, 1, 64, 32, 0, 1, {1}, {64}, 0, 0,
      SINKS_NONE, 330, 130},
+    /* head_dim 256 (Gemma 3; VLLM_CUDA_DTC_HD256=1, set in main) */
+    {"large decode batch, head_dim 256, GQA 2, window 64 (tensor-core decode)", 16, 8, 256, 16, 64, 1, {1}, {400}, 0,
+     0, SINKS_NONE, 40, 300},
+    {"large batch, head_dim 256, GQA 4, block 7, prefill chunk + decodes (tensor-core decode)", 16, 4, 256, 7, 0, 2,
+     {40, 1}, {60, 1}, 0, 0, SINKS_NONE, 80, 250},
 };
 
 /* kv_fp8 > 0: the FP8 KV cache on both backends (F8_E4M3 caches, k scaled by kv_fp8, v by 1.3 times it): the
@@ -3070,6 +3075,8 @@ int main(void) {
     /* the BF16 GEMV kernels for every T they are built for (1..8: models send 5..8 to cuBLAS by default, the
      * path T > 8 takes here) */
     setenv("VLLM_CUDA_GEMV_MAX_T", "8", 0);
+    /* the tensor-core decode attention at head_dim 256 (opt-in in the backend until measured) */
+    setenv("VLLM_CUDA_DTC_HD256", "1", 0);
     vllm_status st = backend_create("cuda", NULL, &gpu);
     if (st != VLLM_OK) {
         printf("no CUDA device: skipped (%s)\n", vllm_last_error());

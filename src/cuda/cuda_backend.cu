@@ -740,6 +740,10 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->f8_lt = !(getenv("VLLM_CUDA_F8_GEMM") && strcmp(getenv("VLLM_CUDA_F8_GEMM"), "tiles") == 0);
     cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
     cu->lt_tune = getenv("VLLM_CUDA_LT_TUNE") && strcmp(getenv("VLLM_CUDA_LT_TUNE"), "0") != 0;
+    cu->no_dtc_attention = getenv("VLLM_CUDA_NO_DTC_ATTN") != NULL;
+    cu->dtc_stages = getenv("VLLM_CUDA_DTC_STAGES") && atoi(getenv("VLLM_CUDA_DTC_STAGES")) == 3 ? 3 : 2;
+    /* head_dim 256 (Gemma 3) on the tensor-core decode kernel: opt-in until measured on the device */
+    cu->dtc_hd256 = getenv("VLLM_CUDA_DTC_HD256") && strcmp(getenv("VLLM_CUDA_DTC_HD256"), "0") != 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     what = "cudaStreamCreate";
     if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;

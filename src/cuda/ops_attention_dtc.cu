@@ -263,12 +263,6 @@ static cudaError_t dt_set_smem() {
 }
 
 vllm_status cu_attention_dtc_init(cu_state *cu) {
-    const char *st = getenv("VLLM_CUDA_DTC_STAGES");
-    cu->dtc_stages = st && atoi(st) == 3 ? 3 : 2;
-    cu->no_dtc_attention = getenv("VLLM_CUDA_NO_DTC_ATTN") != NULL;
-    /* head_dim 256 (Gemma 3) is opt-in until measured on the device: VLLM_CUDA_DTC_HD256=1 */
-    const char *h256 = getenv("VLLM_CUDA_DTC_HD256");
-    cu->dtc_hd256 = h256 && strcmp(h256, "0") != 0;
     cudaError_t e = dt_set_smem<64, 2>();
     if (e == cudaSuccess) e = dt_set_smem<64, 3>();
     if (e == cudaSuccess) e = dt_set_smem<128, 2>();

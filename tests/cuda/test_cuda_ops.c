@@ -941,8 +941,8 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     const float ks = f8 ? kv_fp8 : 0.0f, vs = 1.3f * ks;
     const int nh = L->nh, nkv = L->nkv, hd = L->hd, bs = L->bs, S = L->S + L->gen_S;
     const int64_t kvd = (int64_t)nkv * hd, qd = (int64_t)nh * hd, W = qd + 2 * kvd + 3;
-    int32_t *qsl = calloc((size_t)S + 1, sizeof *qsl), *seq_lens = calloc((size_t)S, sizeof *seq_lens);
-    int *q_len = calloc((size_t)S, sizeof *q_len), *ctx = calloc((size_t)S, sizeof *ctx);
+    int32_t *qsl = calloc((size_t)S + 1, sizeof *qsl), *ctx = calloc((size_t)S, sizeof *ctx); /* ctx: seq_lens */
+    int *q_len = calloc((size_t)S, sizeof *q_len);
     for (int s = 0; s < S; s++) {
         q_len[s] = s < L->S ? L->q_len[s] : 1;
         ctx[s] = s < L->S ? L->ctx[s] : 1 + rnd_int(L->gen_ctx);
@@ -950,7 +950,6 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     int max_q = 0, max_ctx = 0, max_blocks = 0, total_blocks = 0;
     for (int s = 0; s < S; s++) {
         qsl[s + 1] = qsl[s] + q_len[s];
-        seq_lens[s] = ctx[s];
         max_q = q_len[s] > max_q ? q_len[s] : max_q;
         max_ctx = ctx[s] > max_ctx ? ctx[s] : max_ctx;
         int nb = (ctx[s] + bs - 1) / bs;
@@ -1030,8 +1029,8 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     attn_meta mg = mc;
     mc.query_start_loc = put_i32(cpu, qsl, S + 1);
     mg.query_start_loc = put_i32(gpu, qsl, S + 1);
-    mc.seq_lens = put_i32(cpu, seq_lens, S);
-    mg.seq_lens = put_i32(gpu, seq_lens, S);
+    mc.seq_lens = put_i32(cpu, ctx, S);
+    mg.seq_lens = put_i32(gpu, ctx, S);
     mc.block_tables = tensor_2d(DTYPE_I32, NULL, S, max_blocks);
     mg.block_tables = mc.block_tables;
     CHECK_OK(cpu->ops->alloc(cpu, &mc.block_tables));
@@ -1171,7 +1170,6 @@ static void test_attention_layout(const attn_layout *L, float kv_fp8) {
     free(slots);
     free(bt);
     free(qsl);
-    free(seq_lens);
     free(q_len);
     free(ctx);
     free(perm);

@@ -67,7 +67,7 @@ static const shape SHAPES[] = {
 /* the decode batches timed (VLLM_PERF_BATCHES="1 8 32 256": default 1 8 32) and those broken down per op
  * (VLLM_PERF_OP_BATCHES: default 1); max_s, the largest, sizes the KV caches, the logits and the metadata */
 static int batches[MAX_BATCHES] = {1, 8, 32}, n_batches = 3, op_batches[MAX_BATCHES] = {1}, n_op_batches = 1;
-static int max_s = 32;
+static int max_s = 1;
 #define DECODE_POS 256 /* decode steps run at position 256 (context 257) */
 #define MAX_POS 1024
 
@@ -522,9 +522,12 @@ static void run_shape(const shape *sh) {
         free(lg);
         free(st.host);
     }
-    if (t_step1 > 0) printf("  => %s batch-1 decode: %.0f tok/s with temperature-1 sampling, %.0f greedy (graph step + sample)\n",
-           sh->name, 1.0 / (t_step1 + t_sample_t), 1.0 / (t_step1 + t_sample_g));
-    if (t_step1 > 0) printf("PERF %s decode1_tok_s %.0f prefill512_tok_s %.0f\n", sh->name, 1.0 / (t_step1 + t_sample_t), MAX_T / t_pf);
+    if (t_step1 > 0) { /* batch 1 was timed */
+        printf("  => %s batch-1 decode: %.0f tok/s with temperature-1 sampling, %.0f greedy (graph step + sample)\n",
+               sh->name, 1.0 / (t_step1 + t_sample_t), 1.0 / (t_step1 + t_sample_g));
+        printf("PERF %s decode1_tok_s %.0f prefill512_tok_s %.0f\n", sh->name, 1.0 / (t_step1 + t_sample_t),
+               MAX_T / t_pf);
+    }
     free(pf.host);
     model_free(&md);
     CHECK_OK(gpu->ops->synchronize(gpu));

@@ -534,6 +534,8 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->f8x_ws);
         cu_buf_free(&cu->f8xb_ws);
         cu_buf_free(&cu->attn_cnt);
+        cu_buf_free(&cu->stack_ws);
+        cu_buf_free(&cu->stack_cnt);
         cu_hbuf_free(&cu->stage.buf);
         for (int i = 0; i < CU_STAGE_RECS; i++)
             if (cu->stage.recs[i].ev) cudaEventDestroy(cu->stage.recs[i].ev);
@@ -556,7 +558,6 @@ static vllm_status cu_mem_info(backend *be, size_t *free_bytes, size_t *total_by
 
 /* What the CUDA backend runs natively, as a composite, or refuses (backend.h supports). */
 static be_support cu_supports(backend *be, be_op op, const void *params) {
-    (void)be;
     switch (op) {
     case BE_OP_ATTENTION: { /* every head_dim the kernels take: even, up to 256 (ops_attention.cu AT_MAX_HD) */
         const attn_params *p = (const attn_params *)params;
@@ -586,6 +587,7 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
         return kernel_norm && !f->norm_b ? BE_NATIVE : BE_COMPOSITE;
     }
     case BE_OP_SOFTCAP: return BE_NATIVE;
+    case BE_OP_DENSE_STACK: return cu_dense_stack_supports(cu_of(be), (const be_dense_stack *)params);
     case BE_OP_MOE: { /* ops_moe.cu's kernels */
         const moe_params *p = (const moe_params *)params;
         /* be_moe_routing_check first: it bounds num_shared */
@@ -651,6 +653,7 @@ static const backend_ops CU_OPS = {
     .head_linear = cu_head_linear,     /* multi-head latent attention (ops_attention_mla.cu) */
     .attention_mla = cu_attention_mla,
     .mla_prep = cu_mla_prep,
+    .dense_stack_decode = cu_dense_stack_decode,
     .gather_rows = cu_gather_rows,
     .all_reduce = cu_all_reduce, /* tensor parallelism over NCCL (comm_nccl.cu) */
     .all_gather_cols = cu_all_gather_cols,
@@ -744,6 +747,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->dtc_stages = getenv("VLLM_CUDA_DTC_STAGES") && atoi(getenv("VLLM_CUDA_DTC_STAGES")) == 3 ? 3 : 2;
     /* head_dim 256 (Gemma 3) on the tensor-core decode kernel: opt-in until measured on the device */
     cu->dtc_hd256 = getenv("VLLM_CUDA_DTC_HD256") && strcmp(getenv("VLLM_CUDA_DTC_HD256"), "0") != 0;
+    cu->stack_on = getenv("VLLM_CUDA_STACK") && strcmp(getenv("VLLM_CUDA_STACK"), "0") != 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     what = "cudaStreamCreate";
     if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;
@@ -782,6 +786,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
         goto fail;
     }
     if ((st = cu_attention_reserve(cu))) goto fail;
+    if ((st = cu_stack_reserve(cu))) goto fail;
     {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);

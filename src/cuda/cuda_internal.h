@@ -131,6 +131,10 @@ typedef struct cu_state {
     bool no_dtc_attention;         /* VLLM_CUDA_NO_DTC_ATTN: large decode batches on the CUDA-core kernel (comparisons) */
     int dtc_stages;                /* VLLM_CUDA_DTC_STAGES: the tensor-core decode kernel's cp.async stages (2, 3) */
     bool dtc_hd256;                /* VLLM_CUDA_DTC_HD256=1: the tensor-core decode kernel at head_dim 256 (opt-in) */
+    bool stack_on;                 /* dense_stack_decode taken (VLLM_CUDA_STACK=1; ops_stack.cu) */
+    int stack_ready[3];            /* its kernel per head_dim 64 / 128 / 256: 1 fits an SM, -1 not, 0 not asked */
+    cu_buf stack_ws;               /* its attention partials (device) */
+    cu_buf stack_cnt;              /* its counters: per KV head, then the grid barrier's two (0 between launches) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
@@ -643,6 +647,16 @@ bool cu_attention_dtc_fits(const cu_state *cu, const tensor *q, const tensor *ou
                            const tensor *v_cache, const attn_params *p);
 void cu_attention_dtc(cu_state *cu, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,
                       const attn_params *p, tensor *out, bool tc);
+/* ops_stack.cu: a decode token through a stack of dense layers in one persistent kernel (dense_stack_decode) */
+#define CU_STACK_MAX_LAYERS 128
+be_support cu_dense_stack_supports(cu_state *cu, const be_dense_stack *st);
+vllm_status cu_stack_reserve(cu_state *cu);
+void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, const tensor *positions,
+                           const attn_meta *m, tensor *qkv, tensor *attn, tensor *act);
+/* ops_linear.cu: lin is plain BF16 weights (out, in) (not block, FP8 or int4 ones); its device weights and bias */
+bool cu_linear_plain_bf16(const be_linear *lin, int64_t out, int64_t in);
+const __nv_bfloat16 *cu_linear_weights(const be_linear *lin);
+const float *cu_linear_bias(const be_linear *lin);
 /* Allocates the split-KV workspace at its largest (at creation). */
 vllm_status cu_attention_reserve(cu_state *cu);
 void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache, tensor *v_cache,

@@ -354,6 +354,13 @@ static vllm_status upload_biases(cu_state *cu, be_linear *lin, const tensor *con
     return st;
 }
 
+bool cu_linear_plain_bf16(const be_linear *lin, int64_t out, int64_t in) {
+    return lin && lin->w && !lin->nq && !lin->f8 && !lin->i4 && lin->out == out && lin->in == in &&
+           (uintptr_t)lin->w % 16 == 0;
+}
+const __nv_bfloat16 *cu_linear_weights(const be_linear *lin) { return lin->w; }
+const float *cu_linear_bias(const be_linear *lin) { return lin->bias; }
+
 void cu_linear_free(backend *be, be_linear *lin) {
     (void)be;
     if (!lin) return;

@@ -86,6 +86,10 @@ typedef struct llama {
     moe_bufs moe;                /* the MoE layers' activations */
     mla_bufs mla;                /* the MLA layers' activations */
     tensor logits_view;
+    /* the whole stack in one op for one-token steps (backend.h dense_stack_decode), where the backend takes it */
+    be_dense_layer *stack_layers;
+    be_dense_stack stack;
+    bool stack_ok;
 } llama;
 
 /* *out = src's rows in the given order (out row r = src row order[r]), copied into a host buffer *host
@@ -306,6 +310,7 @@ static void llama_destroy(model *m) {
         }
         free(lm->layers);
     }
+    free(lm->stack_layers);
     if (lm->embed.data) be->ops->release_import(be, &lm->embed);
     if (lm->pos_embed.data) be->ops->release_import(be, &lm->pos_embed);
     blk_release_norm(be, &lm->final_norm);
@@ -341,6 +346,52 @@ static gdn_params gdn_params_of(const model_config *c) {
     return (gdn_params){.num_k_heads = c->linear_attn.num_k_heads, .num_v_heads = c->linear_attn.num_v_heads,
                         .head_k_dim = c->linear_attn.k_head_dim, .head_v_dim = c->linear_attn.v_head_dim,
                         .qk_l2norm = true, .conv_kernel = c->linear_attn.conv_kernel, .state_dtype = DTYPE_F32};
+}
+
+/* Whether one-token steps can run the whole stack as one op (dense_stack_decode): every layer the Llama layout's
+ * (pre norms, RMSNorm without bias, softmax attention over one RoPE table and window, no softcap, sinks or output
+ * gate, per-head q/k norms or none, a SiLU-gated dense MLP, no residual multiplier, one rank), and the backend
+ * takes the stack (supports). The caches are filled in at each step. */
+static vllm_status stack_prepare(model *m) {
+    llama *lm = m->impl;
+    const model_config *c = &m->cfg;
+    backend *be = m->be;
+    lm->stack_ok = false;
+    if (!be->ops->dense_stack_decode || c->num_layers < 1 || c->norm_layout != NORM_LAYOUT_PRE ||
+        blk_norm_kind(c) != BE_NORM_RMS || c->attn_softcap != 0 || c->attn_output_gate || !lm->rot_dim ||
+        (c->qk_norm && c->qk_norm_kind == QK_NORM_PROJ) || c->act != BE_ACT_SILU ||
+        (c->residual_multiplier != 0 && c->residual_multiplier != 1) || m->tp_size > 1)
+        return VLLM_OK;
+    const layer_spec *l0 = &c->layers[0];
+    for (int l = 0; l < c->num_layers; l++) {
+        const layer_spec *ls = &c->layers[l];
+        const llama_layer *L = &lm->layers[l];
+        if (ls->kind != LAYER_ATTENTION || ls->mlp != MLP_DENSE || ls->rope != l0->rope ||
+            ls->sliding_window != l0->sliding_window || L->sinks.data || L->in_norm.b.data || L->post_norm.b.data ||
+            !L->qkv || !L->o || !L->gate_up || !L->down)
+            return VLLM_OK;
+    }
+    lm->stack_layers = calloc((size_t)c->num_layers, sizeof *lm->stack_layers);
+    if (!lm->stack_layers) return vt_error(VLLM_ERR_NO_MEMORY, "out of memory");
+    const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
+    for (int l = 0; l < c->num_layers; l++) {
+        const llama_layer *L = &lm->layers[l];
+        lm->stack_layers[l] = (be_dense_layer){
+            .qkv = L->qkv, .o = L->o, .gate_up = L->gate_up, .down = L->down, .in_norm = &L->in_norm.w,
+            .post_norm = &L->post_norm.w, .q_norm = head_norm ? &L->q_norm.w : NULL,
+            .k_norm = head_norm ? &L->k_norm.w : NULL};
+    }
+    lm->stack = (be_dense_stack){
+        .layers = lm->stack_layers, .num_layers = c->num_layers, .hidden = c->hidden_size,
+        .intermediate = c->intermediate_size, .num_heads = c->num_heads, .num_kv_heads = c->num_kv_heads,
+        .head_dim = c->head_dim, .rot_dim = lm->rot_dim, .neox = !c->rope_interleaved,
+        .cos_sin = &lm->cos_sin[l0->rope], .eps = (float)c->rms_norm_eps,
+        .scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)c->head_dim),
+        .sliding_window = l0->sliding_window};
+    lm->stack_ok = backend_supports(be, BE_OP_DENSE_STACK, &lm->stack) == BE_NATIVE;
+    if (lm->stack_ok) LOG_I("%s: one-token steps run the %d layers as one kernel (dense_stack_decode)",
+                            c->architecture, c->num_layers);
+    return VLLM_OK;
 }
 
 static vllm_status decoder_build(model *m, weight_source *ws) {
@@ -507,6 +558,7 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
                   c->architecture, m->max_pos > c->rope.original_max_position ? "long" : "short", m->max_pos,
                   m->max_pos > c->rope.original_max_position ? ">" : "<=", c->rope.original_max_position);
     }
+    if ((st = stack_prepare(m))) return st;
     /* Gemma: torch.tensor(hidden_size ** 0.5, dtype=the activations' dtype) */
     lm->embed_scale = sqrtf((float)c->hidden_size);
     if (be->act_dtype == DTYPE_BF16) lm->embed_scale = bf16_to_f32(f32_to_bf16(lm->embed_scale));
@@ -684,7 +736,19 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         ops->add(be, &x, &h);
     }
     const linear_fuse add_to_x = {.accumulate = true, .mid = &o};
-    for (int l = 0; l < c->num_layers; l++) {
+    /* one token of one sequence: the whole stack as one op where the backend has it (every layer reads one
+     * KV cache group's metadata) */
+    bool stacked = lm->stack_ok && T == 1 && s->meta.num_seqs == 1;
+    for (int l = 0; stacked && l < c->num_layers; l++) {
+        stacked = model_step_meta(s, l) == model_step_meta(s, 0);
+        lm->stack_layers[l].k_cache = &cache->k[l];
+        lm->stack_layers[l].v_cache = &cache->v[l];
+    }
+    if (stacked) {
+        tensor act1 = tensor_cols(&a, 0, c->intermediate_size);
+        ops->dense_stack_decode(be, &lm->stack, &x, &s->positions, model_step_meta(s, 0), &qkv, &attn, &act1);
+    }
+    for (int l = 0; !stacked && l < c->num_layers; l++) {
         llama_layer *L = &lm->layers[l];
         const layer_spec *ls = &c->layers[l];
         const attn_meta *meta = model_step_meta(s, l);

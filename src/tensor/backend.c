@@ -40,7 +40,7 @@ const char *be_op_name(be_op op) {
         [BE_OP_NORM] = "norm",             [BE_OP_ADD_NORM] = "add_norm",
         [BE_OP_QK_NORM_ROPE_KV] = "qk_norm_rope_kv", [BE_OP_SOFTCAP] = "softcap",
         [BE_OP_MOE] = "moe",               [BE_OP_GATED_DELTA_NET] = "gated_delta_net",
-        [BE_OP_MLA] = "attention_mla",
+        [BE_OP_MLA] = "attention_mla",     [BE_OP_DENSE_STACK] = "dense_stack_decode",
     };
     return (unsigned)op < BE_OP_COUNT ? names[op] : "unknown op";
 }

@@ -283,8 +283,40 @@ typedef enum be_op {
                               gdn_gating, sigmoid_mul) */
     BE_OP_MLA,             /* params: const mla_params * (attention_mla over the backend's kv_dtype cache, and
                               head_linear's absorptions; the CUDA kernels' head and shared-memory limits) */
+    BE_OP_DENSE_STACK,     /* params: const be_dense_stack * (dense_stack_decode takes this stack: BE_NATIVE) */
     BE_OP_COUNT
 } be_op;
+
+/* One layer of a dense stack (dense_stack_decode): the Llama layout's weights and the layer's paged caches. */
+typedef struct be_dense_layer {
+    const be_linear *qkv;      /* (nh hd + 2 nkv hd, D) [+ bias] */
+    const be_linear *o;        /* (D, nh hd) [+ bias] */
+    const be_linear *gate_up;  /* (2 I, D): gate rows, then up rows [+ bias] */
+    const be_linear *down;     /* (D, I) [+ bias] */
+    const tensor *in_norm;     /* (D) RMSNorm weight before qkv */
+    const tensor *post_norm;   /* (D) RMSNorm weight before gate_up */
+    const tensor *q_norm;      /* (hd) per-head RMSNorm weights of q and k (Qwen3), or NULL for none */
+    const tensor *k_norm;
+    tensor *k_cache, *v_cache; /* (num_blocks, block_size, nkv, hd) */
+} be_dense_layer;
+
+/* A stack of uniform pre-norm dense layers (Llama, Mistral, Qwen2, Qwen3): per layer
+ *   x += o(attention(rope(qk_norm(q, k)), v))  with q, k, v = qkv(rms_norm(x) * in_norm)
+ *   x += down(silu(gate) * up)                   with gate, up = gate_up(rms_norm(x) * post_norm)
+ * one RoPE table and window for every layer, no softcap, no sinks. */
+typedef struct be_dense_stack {
+    const be_dense_layer *layers;
+    int num_layers;
+    int64_t hidden;            /* D */
+    int64_t intermediate;      /* I */
+    int num_heads, num_kv_heads, head_dim;
+    int rot_dim;               /* RoPE's first rot_dim dims of each head (> 0) */
+    bool neox;                 /* rotate halves (as rope()), else adjacent pairs */
+    const tensor *cos_sin;     /* (max_pos, rot_dim) F32 */
+    float eps;                 /* every RMSNorm's */
+    float scale;               /* attention's softmax scale */
+    int sliding_window;        /* 0: none */
+} be_dense_stack;
 
 /* What a backend does with an op and its parameters. */
 typedef enum be_support {
@@ -420,6 +452,14 @@ typedef struct backend_ops {
     void (*mla_prep)(backend *be, tensor *q_rope, tensor *kv, const tensor *norm_w, float eps,
                      const tensor *positions, const tensor *cos_sin, int rope_dim, bool neox, tensor *cache,
                      const attn_meta *m);
+    /* One token of one sequence (m: num_tokens 1, num_seqs 1; a decode step, or a prompt's last token)
+     * through every layer of st in one call: exactly the ops the decoder runs per layer (linear_fused with
+     * the norm, qk_norm_rope_kv, attention, linear_fused accumulating into x, the gated MLP), their
+     * roundings included, the new k and v written to each layer's caches at m->slot_mapping. x (1, D) in
+     * place; qkv (1, nh hd + 2 nkv hd), attn (1, nh hd), act (1, I): scratch of x's dtype. Optional (NULL:
+     * the per-layer ops); a backend takes the stacks supports(BE_OP_DENSE_STACK, st) answers BE_NATIVE. */
+    void (*dense_stack_decode)(backend *be, const be_dense_stack *st, tensor *x, const tensor *positions,
+                               const attn_meta *m, tensor *qkv, tensor *attn, tensor *act);
     /* out (N, D) = x[idx] ; idx (N) I32 */
     void (*gather_rows)(backend *be, const tensor *x, const tensor *idx, tensor *out);
     /* x (T, D) = the sum of x over the backend's tensor-parallel group (backend_options.tp_group), the same on

@@ -7,9 +7,11 @@
  *     run as one prompt with prompt_logprobs, so every recorded token's
  *     logprob is compared at the same context: max |d| <= TF_MAX and
  *     mean |d| <= TF_MEAN;
- *   - greedy generation under five engine layouts (one batch; chunked
+ *   - greedy generation under seven engine layouts (one batch; chunked
  *     prefill with block size 7; a KV cache small enough to force
- *     preemption; prefix caching off; block 2 with 6-token chunks), each prompt's tokens compared from the first until the
+ *     preemption; prefix caching off; block 2 with 6-token chunks; the hybrids'
+ *     chunked delta rule; one sequence at a time, whose decode steps take
+ *     dense_stack_decode where the model fits it), each prompt's tokens compared from the first until the
  *     first one that differs (the contexts part there): every compared
  *     logprob within TF_MAX, and the first difference only where BF16
  *     rounding can explain it, at a position whose recorded top1 - top2 gap
@@ -83,6 +85,9 @@ static const layout LAYOUTS[] = {
     {"block 2, 6-token chunks (sliding-window blocks freed)", 2, 6, 0, 256, 128, false, NULL},
     /* the hybrids' chunked gated delta rule on every step (it is chosen for prompts over 64 tokens) */
     {"one batch, chunked gated delta rule", 16, 8192, 0, 256, 128, false, "chunked"},
+    /* one sequence at a time: every decode step has one token (dense_stack_decode where the stack fits it: the
+     * Qwen3-0.6B-shaped model of check.sh) */
+    {"one sequence at a time", 16, 8192, 0, 1, 128, false, NULL},
 };
 
 /* The fewest KV blocks an engine with options o accepts, by bisection. */
@@ -251,6 +256,8 @@ int main(int argc, char **argv) {
         return 77;
     }
     backend_free(probe);
+    /* the one-token steps' whole-stack kernel (opt-in in the backend until measured) */
+    setenv("VLLM_CUDA_STACK", "1", 0);
     /* argv[1]: another folder of fixtures (check.sh's Qwen3-0.6B-shaped one) */
     const bool own = argc < 2;
     const char *root = own ? VLLM_SOURCE_DIR "/tests/fixtures/models" : argv[1];

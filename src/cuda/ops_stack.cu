@@ -44,7 +44,12 @@
 #define MK_TKE 4096                     /* attention: keys a tile x head_dim */
 #define MK_MINK 16                      /* attention: keys a split at least */
 #define MK_MAXG 16                      /* query heads per KV head at most */
-#define MK_SMEM ((size_t)MK_NSLOT * MK_SLOT + MK_WORK + 2 * MK_CW * MK_SROWS * 4 + MK_MAXR * 4)
+#define MK_SMEM ((size_t)MK_NSLOT * MK_SLOT + MK_WORK + 2 * MK_CW * 4 + MK_MAXR * 4)
+/* VLLM_CUDA_STACK_DBG bits, for timing the kernel's parts (the results are then wrong) */
+#define MK_DBG_NO_GEMV 2       /* the GEMVs' math skipped (the slots still stream) */
+#define MK_DBG_NO_ATTN 4       /* the attention phase skipped */
+#define MK_DBG_NO_BARRIER 8    /* no grid barriers */
+#define MK_DBG_NO_STREAM 16    /* no weight stream (the GEMVs read whatever the slots hold) */
 
 struct mk_layer {
     const __nv_bfloat16 *w[4];          /* qkv (NQ, D), o (D, QD), gate_up (2I, D), down (D, I) */
@@ -67,6 +72,7 @@ struct mk_args {
     unsigned *cnt;                      /* (nkv) arrivals, 0 between launches */
     unsigned *bar;                      /* [0] grid barrier arrivals, [1] CTAs done; 0 between launches */
     cu_dev_err *err;
+    int dbg;                            /* MK_DBG_* */
     mk_layer layer[CU_STACK_MAX_LAYERS];
 };
 
@@ -118,17 +124,23 @@ __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned by
 #endif
 }
 
+/* release: this thread's earlier writes, and those of the threads a bar.sync ordered before it, visible at gpu
+ * scope before what follows (cutlass/barrier.h's red_release: fence.acq_rel, then a relaxed atomic) */
+__device__ __forceinline__ void mk_fence() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ unsigned mk_ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 /* every CTA's consumers arrive; returns when all gridDim.x have (the k-th barrier waits for k * gridDim.x) */
 __device__ __forceinline__ void mk_grid_sync(unsigned *bar, unsigned target, int ctid) {
     mk_bar();
     if (ctid == 0) {
-        __threadfence();
-        atomicAdd(bar, 1u);
-        unsigned v;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(bar) : "memory");
-        } while (v < target);
-        __threadfence();
+        mk_fence();
+        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;\n" ::"l"(bar) : "memory");
+        while (mk_ld_acquire(bar) < target) {
+        }
     }
     mk_bar();
 }
@@ -167,13 +179,16 @@ struct mk {
         return 2;
     }
 
+    /* rows a slot: the largest power of two of whole rows in MK_SLOT bytes, at most MK_SROWS */
     static __device__ __forceinline__ int rows_per_slot(int K) {
-        const int r = MK_SLOT / (K * 2);
-        return r < MK_SROWS ? r : MK_SROWS;
+        int r = MK_SLOT / (K * 2);
+        if (r > MK_SROWS) r = MK_SROWS;
+        return 1 << (31 - __clz(r));
     }
 
     /* the producer (one lane): every slot of every phase of every layer, in order */
     static __device__ void produce(const mk_args &a, uint64_t *full, uint64_t *empty, unsigned char *slots) {
+        if (a.dbg & MK_DBG_NO_STREAM) return;
         const int b = blockIdx.x, nb = gridDim.x;
         unsigned it = 0;
         for (int l = 0; l < a.L; l++) {
@@ -198,58 +213,79 @@ struct mk {
         }
     }
 
-    /* Consumers: n rows of K from the ring into pacc[0..n) (xin: the input vector, K BF16 in shared memory). */
-    static __device__ void gemv(unsigned &it, const uint64_t *full_c, uint64_t *empty, const unsigned char *slots,
-                                int nrows, int K, const uint4 *xin, float *pacc, float (*pw)[MK_CW][MK_SROWS],
-                                int &pwb, int ctid) {
-        uint64_t *full = (uint64_t *)full_c;
+    /* a warp's dot of one slot row (its chunks c0 + lane + 32 i < c1) with the widened x chunks xr */
+    static __device__ __forceinline__ float row_dot(const uint4 *wr, int c0, int c1, int lane, const float (*xr)[8]) {
+        uint4 wv[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int c = c0 + lane + 32 * i;
+            wv[i] = c < c1 ? wr[c] : make_uint4(0, 0, 0, 0);
+        }
+        float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float wf[8];
+            bf16x8_to_f32(wv[i], wf);
+#pragma unroll
+            for (int e = 0; e < 8; e += 2) {
+                acc0 += wf[e] * xr[i][e];
+                acc1 += wf[e + 1] * xr[i][e + 1];
+            }
+        }
+        return cu_warp_sum(acc0 + acc1);
+    }
+
+    /* Consumers: nrows rows of K from the ring into pacc[0..nrows) (xin: the input vector, K BF16 in shared
+     * memory). A full slot holds rps rows (a power of two): with rps >= 16 each warp takes whole rows (cw,
+     * cw + 16, ...); below, wpr = 16 / rps warps share a row, each a contiguous range of its chunks. Either way a
+     * lane's chunks are the same columns in every slot of the phase (at most 4: a warp's range is at most 128
+     * chunks), so its x values are widened once, and a warp sums across its lanes once per row; the warps of a
+     * shared row are added in a fixed order (deterministic). */
+    static __device__ void gemv(unsigned &it, uint64_t *full, uint64_t *empty, const unsigned char *slots,
+                                int nrows, int K, const uint4 *xin, float *pacc, float (*pw)[MK_CW], int &pwb,
+                                int ctid, int dbg) {
         const int KC = K >> 3, rps = rows_per_slot(K);
         const int cw = ctid >> 5, lane = ctid & 31;
+        const int wpr = rps >= MK_CW ? 1 : MK_CW / rps;
+        const int q = cw % wpr, rw = cw / wpr;
+        const int c0 = q * KC / wpr, c1 = (q + 1) * KC / wpr;
+        float xr[4][8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int c = c0 + lane + 32 * i;
+            if (c < c1) bf16x8_to_f32(xin[c], xr[i]);
+            else
+#pragma unroll
+                for (int e = 0; e < 8; e++) xr[i][e] = 0.0f;
+        }
         for (int r = 0; r < nrows; r += rps) {
             const int n = min(rps, nrows - r);
             const int s = (int)(it % MK_NSLOT);
             const unsigned par = (it / MK_NSLOT) & 1;
             it++;
-            float *mine = pw[pwb][cw];
-            for (int i = lane; i < n; i += 32) mine[i] = 0.0f;
-            __syncwarp();
-            mbar_wait(&full[s], par);
+            if (!(dbg & MK_DBG_NO_STREAM)) mbar_wait(&full[s], par);
             const uint4 *sw = (const uint4 *)(slots + (size_t)s * MK_SLOT);
-            const int tot = n * KC; /* a multiple of 32: every lane of a warp runs the same iterations */
-            int row = ctid / KC, col = ctid - row * KC, prow = row;
-            float part = 0.0f;
-            for (int c = ctid; c < tot; c += MK_CT) {
-                if (row != prow) { /* uniform over the warp (its 32 chunks lie in one row) */
-                    part = cu_warp_sum(part);
-                    if (lane == 0) mine[prow] = part;
-                    part = 0.0f;
-                    prow = row;
+            const bool math = !(dbg & MK_DBG_NO_GEMV);
+            if (wpr == 1) {
+                for (int row = cw; row < n; row += MK_CW) {
+                    const float v = math ? row_dot(sw + (int64_t)row * KC, c0, c1, lane, xr) : 0.0f;
+                    if (lane == 0) pacc[r + row] = v;
                 }
-                float wf[8], xf[8];
-                bf16x8_to_f32(sw[c], wf);
-                bf16x8_to_f32(xin[col], xf);
-#pragma unroll
-                for (int i = 0; i < 8; i++) part += wf[i] * xf[i];
-                col += MK_CT;
-                while (col >= KC) {
-                    col -= KC;
-                    row++;
+                __syncwarp();
+                if (lane == 0 && !(dbg & MK_DBG_NO_STREAM)) mbar_arrive(&empty[s]);
+            } else {
+                const float v = math && rw < n ? row_dot(sw + (int64_t)rw * KC, c0, c1, lane, xr) : 0.0f;
+                if (lane == 0) pw[pwb][cw] = v;
+                __syncwarp();
+                if (lane == 0 && !(dbg & MK_DBG_NO_STREAM)) mbar_arrive(&empty[s]);
+                mk_bar();
+                if (ctid < n) {
+                    float sum = 0.0f;
+                    for (int k = 0; k < wpr; k++) sum += pw[pwb][ctid * wpr + k];
+                    pacc[r + ctid] = sum;
                 }
+                pwb ^= 1; /* the next slot's sums go to the other buffer (this one is read until the next barrier) */
             }
-            if (ctid < tot) {
-                part = cu_warp_sum(part);
-                if (lane == 0) mine[prow] = part;
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty[s]); /* this warp is done with the slot */
-            mk_bar();
-            if (ctid < n) {
-                float sum = 0.0f;
-#pragma unroll
-                for (int w = 0; w < MK_CW; w++) sum += pw[pwb][w][ctid];
-                pacc[r + ctid] = sum;
-            }
-            pwb ^= 1; /* the next slot's sums go to the other buffer (this one is read until its next barrier) */
         }
     }
 
@@ -482,12 +518,14 @@ struct mk {
             part(ctid, sp)[HD] = mrow[ctid];
             part(ctid, sp)[HD + 1] = lrow[ctid];
         }
-        __threadfence();
         mk_bar();
-        if (ctid == 0) info[0] = atomicAdd(&a.cnt[g], 1u) == (unsigned)(se - 1);
+        if (ctid == 0) {
+            mk_fence();
+            info[0] = atomicAdd(&a.cnt[g], 1u) == (unsigned)(se - 1);
+            if (info[0]) mk_fence(); /* (acquire: the other splits' partials) */
+        }
         mk_bar();
         if (!info[0]) return;
-        __threadfence();
         float *fs = (float *)sk; /* (G, se) the splits' factors exp2(m_s - M) (sk and sv: 2 TK HD BF16 >= G se floats) */
         for (int i = ctid; i < G * se; i += MK_CT) fs[i] = __ldcg(part(i / se, i % se) + HD);
         mk_bar();
@@ -525,8 +563,8 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
     __shared__ int info[4];
     unsigned char *slots = mk_smem;
     unsigned char *work = slots + (size_t)MK_NSLOT * MK_SLOT;
-    float(*pw)[MK_CW][MK_SROWS] = (float(*)[MK_CW][MK_SROWS])(work + MK_WORK);
-    float *pacc = (float *)(work + MK_WORK + 2 * MK_CW * MK_SROWS * 4);
+    float(*pw)[MK_CW] = (float(*)[MK_CW])(work + MK_WORK);
+    float *pacc = (float *)(work + MK_WORK + 2 * MK_CW * 4);
     uint4 *xin = (uint4 *)work;
     using K = mk<HD>;
 
@@ -560,7 +598,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
             int r0;
             const int ns = K::segs(a, ly, p, b, nb, sg, &r0);
             for (int q = 0; q < ns; q++)
-                K::gemv(it, full, empty, slots, sg[q].n, sg[q].K, xin, pacc + q * sg[0].n, pw, pwb, ctid);
+                K::gemv(it, full, empty, slots, sg[q].n, sg[q].K, xin, pacc + q * sg[0].n, pw, pwb, ctid, a.dbg);
             mk_bar();
             const float *bias = ly.b[p];
             const int n = sg[0].n;
@@ -576,19 +614,20 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
                     a.x[r] = __float2bfloat16(__bfloat162float(__ldcg(a.x + r)) + v);
                 }
             }
-            mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
+            const bool sync = !(a.dbg & MK_DBG_NO_BARRIER);
+            if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             if (p == 0) {
-                K::attention(a, ly, work, info, ctid);
-                mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
+                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid);
+                if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             }
         }
     }
     if (ctid == 0) { /* the last CTA out resets the barrier for the next launch */
-        __threadfence();
+        mk_fence();
         if (atomicAdd(&a.bar[1], 1u) == (unsigned)nb - 1) {
             a.bar[0] = 0;
             a.bar[1] = 0;
-            __threadfence();
+            mk_fence();
         }
     }
 }
@@ -616,6 +655,13 @@ static bool mk_ready(cu_state *cu, int hd) {
         cu->stack_ready[i] = ok ? 1 : -1;
     }
     return cu->stack_ready[i] == 1;
+}
+
+/* VLLM_CUDA_STACK_DBG (MK_DBG_* bits; read once) */
+static int mk_dbg() {
+    static int dbg = -1;
+    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 30 : 0;
+    return dbg;
 }
 
 static bool plain_bf16(const be_linear *l, int64_t out, int64_t in) { return cu_linear_plain_bf16(l, out, in); }
@@ -738,6 +784,7 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
     a.cnt = (unsigned *)cu->stack_cnt.p;
     a.bar = a.cnt + cu->num_sms;
     a.err = cu->derr_dev;
+    a.dbg = mk_dbg();
     for (int l = 0; l < a.L; l++) {
         const be_dense_layer *ly = &st->layers[l];
         if (!cu_cache_check(cu, op, "k_cache", ly->k_cache, m->block_size, nkv, hd) ||

@@ -50,6 +50,7 @@
 #define MK_DBG_NO_ATTN 4       /* the attention phase skipped */
 #define MK_DBG_NO_BARRIER 8    /* no grid barriers */
 #define MK_DBG_NO_STREAM 16    /* no weight stream (the GEMVs read whatever the slots hold) */
+#define MK_DBG_NO_PREFETCH 32  /* the attention's first tile loaded after the barrier (correct; for comparison) */
 
 struct mk_layer {
     const __nv_bfloat16 *w[4];          /* qkv (NQ, D), o (D, QD), gate_up (2I, D), down (D, I) */
@@ -335,11 +336,71 @@ struct mk {
         mk_bar();
     }
 
-    /* Phase 2 for CTA b: attention of KV head b / S over split b % S (nothing for b >= nkv S). */
-    static __device__ void attention(const mk_args &a, const mk_layer &ly, unsigned char *work, int *info, int ctid) {
+    /* CTA b's split of the keys: KV head g, split sp of se in use, keys [klo, khi) of the context ctx (ok: the
+     * metadata is sound); false when the CTA has no split this step */
+    struct split {
+        int g, sp, se, klo, khi, ctx;
+        bool ok;
+    };
+    static __device__ __forceinline__ bool split_of(const mk_args &a, split &r) {
         const int b = blockIdx.x;
-        if (b >= a.nkv * a.S) return;
-        const int G = a.nh / a.nkv, S = a.S, g = b / S, sp = b % S;
+        if (b >= a.nkv * a.S) return false;
+        r.g = b / a.S;
+        r.sp = b % a.S;
+        r.ctx = a.seq_lens[0];
+        r.ok = r.ctx >= 1 && (int64_t)r.ctx <= (int64_t)a.max_blocks * a.bs;
+        const int k_lo = a.window > 0 && r.ctx > a.window ? r.ctx - a.window : 0;
+        const int nk = r.ok ? r.ctx - k_lo : 0;
+        r.se = nk > 0 ? min(a.S, (nk + MK_MINK - 1) / MK_MINK) : 1; /* splits in use */
+        const int seg = nk > 0 ? (nk + r.se - 1) / r.se : 0;
+        r.klo = k_lo + r.sp * seg;
+        r.khi = r.ok ? min(r.klo + seg, r.ctx) : r.klo;
+        return r.sp < r.se;
+    }
+
+    /* this thread's chunk of the tile at t0: K and V of key t0 + ctid / (HD / 8), elements (ctid % (HD / 8)) * 8 on;
+     * keys before the newest only (new_too: the newest from kn / vn too), zeros past khi */
+    static __device__ __forceinline__ void tile_chunk(const mk_args &a, const mk_layer &ly, const split &r, int t0,
+                                                      int ctid, bool new_too, const __nv_bfloat16 *kn,
+                                                      const __nv_bfloat16 *vn, uint4 &kr, uint4 &vr) {
+        constexpr int CPR = HD / 8;
+        const int key = t0 + ctid / CPR, e = (ctid % CPR) * 8;
+        kr = vr = make_uint4(0, 0, 0, 0);
+        if (key >= r.khi) return;
+        if (key == r.ctx - 1) {
+            if (new_too) {
+                kr = *(const uint4 *)(kn + e);
+                vr = *(const uint4 *)(vn + e);
+            }
+            return;
+        }
+        const int blk = a.bt[key / a.bs];
+        if (blk >= 0 && blk < a.num_blocks) {
+            const int64_t off = ((int64_t)blk * a.bs + key % a.bs) * ((int64_t)a.nkv * HD) + (int64_t)r.g * HD + e;
+            kr = __ldcg((const uint4 *)(ly.kc + off));
+            vr = __ldcg((const uint4 *)(ly.vc + off));
+        } else if (e == 0) {
+            cu_report(a.err, CU_DEV_ATTN_BLOCK, 0, key / a.bs, blk);
+        }
+    }
+
+    /* Before the grid barrier that ends phase 1: the first tile's keys of earlier steps (nothing in this step
+     * writes them), so their DRAM round trip overlaps the barrier. */
+    static __device__ __forceinline__ void prefetch(const mk_args &a, const mk_layer &ly, int ctid, uint4 &kr,
+                                                    uint4 &vr) {
+        split r;
+        kr = vr = make_uint4(0, 0, 0, 0);
+        if (split_of(a, r) && r.klo < r.khi) tile_chunk(a, ly, r, r.klo, ctid, false, nullptr, nullptr, kr, vr);
+    }
+
+    /* Phase 2 for CTA b: attention of KV head b / S over split b % S (nothing for b >= nkv S); pk / pv: this
+     * thread's chunk of the first tile (prefetch), or pre false to load it here. */
+    static __device__ void attention(const mk_args &a, const mk_layer &ly, unsigned char *work, int *info, int ctid,
+                                     bool pre, uint4 pk, uint4 pv) {
+        const int b = blockIdx.x;
+        split r;
+        if (!split_of(a, r)) return;
+        const int G = a.nh / a.nkv, S = a.S, g = r.g, sp = r.sp, se = r.se, klo = r.klo, khi = r.khi, ctx = r.ctx;
         const int cw = ctid >> 5, lane = ctid & 31;
         const int64_t kvd = (int64_t)a.nkv * HD;
         float *sq = (float *)work;                            /* (G, HD) q, bf16-rounded, * qscale */
@@ -351,21 +412,13 @@ struct mk {
         __nv_bfloat16 *vn = kn + HD;                          /* (HD) the new v */
         float *mrow = (float *)(vn + HD), *lrow = mrow + MK_MAXG, *crow = lrow + MK_MAXG;
 
-        const int ctx = a.seq_lens[0];
         int pos = a.pos[0];
-        const bool ok = ctx >= 1 && (int64_t)ctx <= (int64_t)a.max_blocks * a.bs;
-        if (!ok && b == 0 && ctid == 0) cu_report(a.err, CU_DEV_ATTN_META, 0, 1, ctx);
+        if (!r.ok && b == 0 && ctid == 0) cu_report(a.err, CU_DEV_ATTN_META, 0, 1, ctx);
         if (pos < 0 || pos >= a.max_pos) {
             if (b == 0 && ctid == 0) cu_report(a.err, CU_DEV_ROPE_POS, 0, pos, a.max_pos);
             pos = 0;
         }
-        const int k_lo = a.window > 0 && ctx > a.window ? ctx - a.window : 0;
-        const int nk = ok ? ctx - k_lo : 0;
-        const int se = nk > 0 ? min(S, (nk + MK_MINK - 1) / MK_MINK) : 1; /* splits in use */
-        if (sp >= se) return;
-        const int seg = nk > 0 ? (nk + se - 1) / se : 0;
-        const int klo = k_lo + sp * seg, khi = ok ? min(klo + seg, ctx) : klo;
-        const bool has_new = ok && klo <= ctx - 1 && ctx - 1 < khi;
+        const bool has_new = r.ok && klo <= ctx - 1 && ctx - 1 < khi;
 
         /* q heads (h < G) and the new k (h == G): per-head RMSNorm, RoPE, rounded to BF16 */
         const float *cs = a.cs + (int64_t)pos * 2 * a.half, *sn = cs + a.half;
@@ -442,26 +495,16 @@ struct mk {
         }
         mk_bar();
 
-        const __nv_bfloat16 *kbase = ly.kc + (int64_t)g * HD, *vbase = ly.vc + (int64_t)g * HD;
-        constexpr int CPR = HD / 8; /* 16-byte chunks a row */
         for (int t0 = klo; t0 < khi; t0 += TK) {
             { /* the tile's K and V rows: one chunk of each per thread (TK * HD / 8 == MK_CT) */
-                const int key = t0 + ctid / CPR, e = (ctid % CPR) * 8;
-                uint4 kr = make_uint4(0, 0, 0, 0), vr = kr;
-                if (key < khi) {
-                    if (key == ctx - 1) {
-                        kr = *(const uint4 *)(kn + e);
-                        vr = *(const uint4 *)(vn + e);
-                    } else {
-                        const int blk = a.bt[key / a.bs];
-                        if (blk >= 0 && blk < a.num_blocks) {
-                            const int64_t off = ((int64_t)blk * a.bs + key % a.bs) * kvd + e;
-                            kr = __ldcg((const uint4 *)(kbase + off));
-                            vr = __ldcg((const uint4 *)(vbase + off));
-                        } else if (e == 0) {
-                            cu_report(a.err, CU_DEV_ATTN_BLOCK, 0, key / a.bs, blk);
-                        }
-                    }
+                uint4 kr, vr;
+                if (t0 == klo && pre) { /* prefetched: only the newest key is left to place */
+                    kr = pk;
+                    vr = pv;
+                    constexpr int CPR = HD / 8;
+                    if (t0 + ctid / CPR == ctx - 1) tile_chunk(a, ly, r, t0, ctid, true, kn, vn, kr, vr);
+                } else {
+                    tile_chunk(a, ly, r, t0, ctid, true, kn, vn, kr, vr);
                 }
                 ((uint4 *)sk)[ctid] = kr;
                 ((uint4 *)sv)[ctid] = vr;
@@ -614,10 +657,12 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
                     a.x[r] = __float2bfloat16(__bfloat162float(__ldcg(a.x + r)) + v);
                 }
             }
-            const bool sync = !(a.dbg & MK_DBG_NO_BARRIER);
+            const bool sync = !(a.dbg & MK_DBG_NO_BARRIER), pre = p == 0 && !(a.dbg & MK_DBG_NO_PREFETCH);
+            uint4 pk, pv;
+            if (pre) K::prefetch(a, ly, ctid, pk, pv);
             if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             if (p == 0) {
-                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid);
+                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid, pre, pk, pv);
                 if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             }
         }
@@ -660,7 +705,7 @@ static bool mk_ready(cu_state *cu, int hd) {
 /* VLLM_CUDA_STACK_DBG (MK_DBG_* bits; read once) */
 static int mk_dbg() {
     static int dbg = -1;
-    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 30 : 0;
+    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 62 : 0;
     return dbg;
 }
 

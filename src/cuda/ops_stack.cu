@@ -24,9 +24,10 @@
  * The roundings are those of the per-layer ops (linear_fused's GEMV, qk_norm_rope_kv, attention), so the two
  * paths differ by f32 summation order only (tests/cuda/test_cuda_stack.c compares them).
  *
- * A GEMV slot of n rows of K: the 512 consumer threads take its 16-byte chunks in turn (a warp's 32 chunks lie
- * in one row since K % 256 == 0), each warp sums a row's products across lanes once per row it touched, and the
- * warps' row sums are added in a fixed order (deterministic). Activations written by other CTAs are read with
+ * A GEMV slot holds rps rows of K (a power of two): with 16 or more, each warp takes whole rows; with fewer,
+ * 16 / rps warps share a row, each a contiguous range of its 16-byte chunks. A lane's chunks are the same columns
+ * in every slot of a phase (at most 4), so its x values are widened once per phase; a warp sums across its lanes
+ * once per row, and the warps sharing a row are added in a fixed order (deterministic). Activations written by other CTAs are read with
  * ld.global.cg (L1 is not coherent); the grid barrier is a counter in global memory (release / acquire) that the
  * last CTA to leave resets.
  */
@@ -359,44 +360,48 @@ struct mk {
     }
 
     /* this thread's chunk of the tile at t0: K and V of key t0 + ctid / (HD / 8), elements (ctid % (HD / 8)) * 8 on;
-     * keys before the newest only (new_too: the newest from kn / vn too), zeros past khi */
-    static __device__ __forceinline__ void tile_chunk(const mk_args &a, const mk_layer &ly, const split &r, int t0,
+     * keys before the newest only (new_too: the newest from kn / vn too), zeros past khi. Returns whether the key
+     * counts: false past khi and for a block id outside the cache (reported; masked as the attention op masks it) */
+    static __device__ __forceinline__ bool tile_chunk(const mk_args &a, const mk_layer &ly, const split &r, int t0,
                                                       int ctid, bool new_too, const __nv_bfloat16 *kn,
                                                       const __nv_bfloat16 *vn, uint4 &kr, uint4 &vr) {
         constexpr int CPR = HD / 8;
         const int key = t0 + ctid / CPR, e = (ctid % CPR) * 8;
         kr = vr = make_uint4(0, 0, 0, 0);
-        if (key >= r.khi) return;
+        if (key >= r.khi) return false;
         if (key == r.ctx - 1) {
             if (new_too) {
                 kr = *(const uint4 *)(kn + e);
                 vr = *(const uint4 *)(vn + e);
             }
-            return;
+            return true;
         }
         const int blk = a.bt[key / a.bs];
         if (blk >= 0 && blk < a.num_blocks) {
             const int64_t off = ((int64_t)blk * a.bs + key % a.bs) * ((int64_t)a.nkv * HD) + (int64_t)r.g * HD + e;
             kr = __ldcg((const uint4 *)(ly.kc + off));
             vr = __ldcg((const uint4 *)(ly.vc + off));
-        } else if (e == 0) {
-            cu_report(a.err, CU_DEV_ATTN_BLOCK, 0, key / a.bs, blk);
+            return true;
         }
+        if (e == 0) cu_report(a.err, CU_DEV_ATTN_BLOCK, 0, key / a.bs, blk);
+        return false;
     }
 
     /* Before the grid barrier that ends phase 1: the first tile's keys of earlier steps (nothing in this step
      * writes them), so their DRAM round trip overlaps the barrier. */
     static __device__ __forceinline__ void prefetch(const mk_args &a, const mk_layer &ly, int ctid, uint4 &kr,
-                                                    uint4 &vr) {
+                                                    uint4 &vr, bool &valid) {
         split r;
         kr = vr = make_uint4(0, 0, 0, 0);
-        if (split_of(a, r) && r.klo < r.khi) tile_chunk(a, ly, r, r.klo, ctid, false, nullptr, nullptr, kr, vr);
+        valid = false;
+        if (split_of(a, r) && r.klo < r.khi)
+            valid = tile_chunk(a, ly, r, r.klo, ctid, false, nullptr, nullptr, kr, vr);
     }
 
     /* Phase 2 for CTA b: attention of KV head b / S over split b % S (nothing for b >= nkv S); pk / pv: this
      * thread's chunk of the first tile (prefetch), or pre false to load it here. */
     static __device__ void attention(const mk_args &a, const mk_layer &ly, unsigned char *work, int *info, int ctid,
-                                     bool pre, uint4 pk, uint4 pv) {
+                                     bool pre, uint4 pk, uint4 pv, bool pvalid) {
         const int b = blockIdx.x;
         split r;
         if (!split_of(a, r)) return;
@@ -411,8 +416,10 @@ struct mk {
         __nv_bfloat16 *kn = (__nv_bfloat16 *)(sc + G * TK);  /* (HD) the new k (normed, roped) */
         __nv_bfloat16 *vn = kn + HD;                          /* (HD) the new v */
         float *mrow = (float *)(vn + HD), *lrow = mrow + MK_MAXG, *crow = lrow + MK_MAXG;
+        int *kval = (int *)(crow + MK_MAXG);                  /* (TK) the tile's keys that count */
 
         int pos = a.pos[0];
+        const bool pos_ok = pos >= 0 && pos < a.max_pos;
         if (!r.ok && b == 0 && ctid == 0) cu_report(a.err, CU_DEV_ATTN_META, 0, 1, ctx);
         if (pos < 0 || pos >= a.max_pos) {
             if (b == 0 && ctid == 0) cu_report(a.err, CU_DEV_ROPE_POS, 0, pos, a.max_pos);
@@ -472,7 +479,7 @@ struct mk {
                     sq[h * HD + lane + 32 * j] = __bfloat162float(__float2bfloat16(o[j])) * a.qscale;
             } else {
                 const int64_t slot = a.slots[0];
-                const bool put = slot >= 0 && slot < a.num_blocks * a.bs;
+                const bool put = slot >= 0 && slot < a.num_blocks * a.bs && pos_ok; /* (the op skips a bad position) */
                 if (slot >= a.num_blocks * a.bs && lane == 0) cu_report(a.err, CU_DEV_KV_SLOT, 0, slot, a.num_blocks * a.bs);
                 const __nv_bfloat16 *vsrc = a.qkv + (int64_t)a.nh * HD + kvd + g * HD;
 #pragma unroll
@@ -498,16 +505,19 @@ struct mk {
         for (int t0 = klo; t0 < khi; t0 += TK) {
             { /* the tile's K and V rows: one chunk of each per thread (TK * HD / 8 == MK_CT) */
                 uint4 kr, vr;
+                bool valid;
+                constexpr int CPR = HD / 8;
                 if (t0 == klo && pre) { /* prefetched: only the newest key is left to place */
                     kr = pk;
                     vr = pv;
-                    constexpr int CPR = HD / 8;
-                    if (t0 + ctid / CPR == ctx - 1) tile_chunk(a, ly, r, t0, ctid, true, kn, vn, kr, vr);
+                    valid = pvalid;
+                    if (t0 + ctid / CPR == ctx - 1) valid = tile_chunk(a, ly, r, t0, ctid, true, kn, vn, kr, vr);
                 } else {
-                    tile_chunk(a, ly, r, t0, ctid, true, kn, vn, kr, vr);
+                    valid = tile_chunk(a, ly, r, t0, ctid, true, kn, vn, kr, vr);
                 }
                 ((uint4 *)sk)[ctid] = kr;
                 ((uint4 *)sv)[ctid] = vr;
+                if (ctid % CPR == 0) kval[ctid / CPR] = valid;
             }
             mk_bar();
             /* scores: warp cw takes keys cw, cw + 16, ...; every head of the group */
@@ -520,7 +530,7 @@ struct mk {
 #pragma unroll
                     for (int q = 0; q < EPL; q++) d += sq[h * HD + lane + 32 * q] * kf[q];
                     d = cu_warp_sum(d);
-                    if (lane == 0) sc[h * TK + j] = t0 + j < khi ? d : -INFINITY;
+                    if (lane == 0) sc[h * TK + j] = kval[j] ? d : -INFINITY;
                 }
             }
             mk_bar();
@@ -659,10 +669,11 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
             }
             const bool sync = !(a.dbg & MK_DBG_NO_BARRIER), pre = p == 0 && !(a.dbg & MK_DBG_NO_PREFETCH);
             uint4 pk, pv;
-            if (pre) K::prefetch(a, ly, ctid, pk, pv);
+            bool pvalid = false;
+            if (pre) K::prefetch(a, ly, ctid, pk, pv, pvalid);
             if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             if (p == 0) {
-                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid, pre, pk, pv);
+                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid, pre, pk, pv, pvalid);
                 if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             }
         }

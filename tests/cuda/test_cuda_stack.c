@@ -4,7 +4,8 @@
  * qk_norm_rope_kv, attention, linear_fused accumulating, the SiLU-gated MLP), each of which test_cuda_ops checks
  * against the CPU backend. Same weights, caches and step: the residual stream x after the stack and every
  * layer's caches must agree (the new K / V slot included; every other slot bit for bit), for stacks of head_dim
- * 64 / 128 / 256, GQA groups 1 to 16, q/k norms or none, qkv / o / MLP biases, halves or adjacent-pair RoPE
+ * 64 / 128 / 256, GQA groups 1 to 16, widths 256 to 11,008 (every GEMV work mapping: 1 to 16 warps a row), q/k
+ * norms or none, qkv / o / MLP biases, halves or adjacent-pair RoPE
  * (partial rotary), a sliding window, block sizes 7 / 16 / 32, contexts 1 to 5,000 keys (many tiles per
  * split). A recorded graph replayed on a new x and step must equal the eager op; a bad block id must come back
  * from synchronize; supports() must refuse what the kernel does not take.
@@ -40,6 +41,8 @@ static const st_case CASES[] = {
      129},
     {"head_dim 256, block 32", 512, 8, 4, 256, 768, 2, 256, true, true, false, 0, 32, 40},
     {"group 16 (one kv head)", 512, 16, 1, 128, 512, 2, 128, true, false, true, 0, 16, 100},
+    /* wide rows: 8 warps a row (K 5120: qkv, gate_up) and 16 (K 11008: down) */
+    {"hidden 5120, intermediate 11008", 5120, 4, 2, 128, 11008, 2, 128, true, true, false, 0, 16, 70},
 };
 
 typedef struct st_model {

@@ -9,8 +9,12 @@
 #      parts of the kernel, for timing only: 2 the GEMV math, 4 the attention, 8 the grid barriers, 16 the weight
 #      stream, 32 the attention prefetch (this one correct)).
 #
+#   4. PARITY=1: the Qwen3-0.6B-shaped model against transformers (tools/make_fixtures.py, as check.sh) with the
+#      stack on, every layout of test_cuda_parity ("one sequence at a time" decodes every step through it).
+#
 #   tools/device/ab_stack.sh            (VARIANTS="0,0 1,0 1,32 1,2 1,4 1,8 1,16" by default)
-#   PREBUILT=DIR: DIR/vllmc and DIR/cuda_test_cuda_stack instead of building in /tmp/bstack.
+#   PREBUILT=DIR: DIR/vllmc, DIR/cuda_test_cuda_stack (and DIR/cuda_test_cuda_parity) instead of building in
+#   /tmp/bstack.
 # Device call: carry [".devdeps"] (and DIR). Logs under ${OUT:-/tmp/ab_stack}.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -22,7 +26,9 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 B=${PREBUILT:-/tmp/bstack}
 if [ -z "${PREBUILT:-}" ]; then
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON -DVLLM_CURL=OFF >/dev/null
-  cmake --build $B -j "$(nproc)" --target vllmc_cli cuda_test_cuda_stack 2>&1 | grep -E "error|warning" | head -20
+  targets=(vllmc_cli cuda_test_cuda_stack)
+  [ "${PARITY:-0}" = 1 ] && targets+=(cuda_test_cuda_parity)
+  cmake --build $B -j "$(nproc)" --target "${targets[@]}" 2>&1 | grep -E "error|warning" | head -20
 fi
 V=$B/vllmc
 echo "== ready in $(( $(date +%s) - t0 )) s (commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)})"
@@ -78,4 +84,14 @@ for d in /tmp/ab-q06 /tmp/ab-q3; do
   done
 done
 grep -iE "error" "$O/lat.log" | sort | uniq -c | head
+if [ "${PARITY:-0}" = 1 ]; then
+  if PYTHONUNBUFFERED=1 timeout 240 python3 tools/make_fixtures.py --out /tmp/ab-hf06 --device cuda \
+       --only qwen3_0.6b_shape > "$O/hf06_make.log" 2>&1; then
+    VLLM_CUDA_STACK=1 timeout 240 $B/cuda_test_cuda_parity /tmp/ab-hf06 > "$O/parity06.log" 2>&1
+    echo "parity (0.6B shape, stack on) rc $?"
+    grep -E "^PARITY|checks" "$O/parity06.log" | cut -c1-200
+  else
+    tail -5 "$O/hf06_make.log"
+  fi
+fi
 echo "== total $(( $(date +%s) - t0 )) s"

@@ -380,6 +380,11 @@ __device__ __forceinline__ float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+__device__ __forceinline__ float cu_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
 
 /* One element of float dtype dt (F32, F16, BF16) at p[i], widened. */
 __device__ __forceinline__ float cu_ld(const void *p, int dt, int64_t i) {

@@ -155,15 +155,6 @@ typedef struct at_args {
     cu_dev_err *err;
 } at_args;
 
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum_f(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* A (token t, head, element d) result of split `split`: the output O / L when the
  * keys were not split (single), else the unnormalised O with the split's max M and
@@ -322,14 +313,14 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(at_args a) {
                     x = sc[h] * a.scale;
                     if constexpr (CAP) x = tanhf(x / a.softcap) * a.softcap;
                 }
-                float cm = warp_max(x);
+                float cm = cu_warp_max(x);
                 float m_new = fmaxf(m[h], cm);
                 float p = 0.0f, corr = 1.0f;
                 if (m_new != -INFINITY) {
                     p = valid ? expf(x - m_new) : 0.0f;
                     corr = m[h] == -INFINITY ? 0.0f : expf(m[h] - m_new);
                 }
-                l[h] = l[h] * corr + warp_sum_f(p);
+                l[h] = l[h] * corr + cu_warp_sum(p);
                 m[h] = m_new;
 #pragma unroll
                 for (int e = 0; e < NACC; e++) acc[h][e] *= corr;

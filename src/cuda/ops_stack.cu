@@ -147,12 +147,6 @@ __device__ __forceinline__ void mk_grid_sync(unsigned *bar, unsigned target, int
     mk_bar();
 }
 
-__device__ __forceinline__ float mk_warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 /* ---- the weight stream ---- */
 
 /* a phase's rows of weights for one CTA: its first row, rows, K */
@@ -538,7 +532,7 @@ struct mk {
             for (int h = cw; h < G; h += MK_CW) {
                 float mx = mrow[h];
                 for (int j = lane; j < TK; j += 32) mx = fmaxf(mx, sc[h * TK + j]);
-                mx = mk_warp_max(mx);
+                mx = cu_warp_max(mx);
                 const float corr = mrow[h] == -INFINITY ? 0.0f : exp2f(mrow[h] - mx);
                 float ls = 0.0f;
                 for (int j = lane; j < TK; j += 32) {
@@ -585,7 +579,7 @@ struct mk {
         for (int h = cw; h < G; h += MK_CW) {
             float M = -INFINITY;
             for (int s = lane; s < se; s += 32) M = fmaxf(M, fs[h * se + s]);
-            M = mk_warp_max(M);
+            M = cu_warp_max(M);
             float L = 0.0f;
             for (int s = lane; s < se; s += 32) {
                 const float ms = fs[h * se + s];
@@ -613,7 +607,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
     extern __shared__ __align__(128) unsigned char mk_smem[];
     __shared__ __align__(8) uint64_t full[MK_NSLOT], empty[MK_NSLOT];
     __shared__ float red[MK_CW];
-    __shared__ int info[4];
+    __shared__ int info[1];
     unsigned char *slots = mk_smem;
     unsigned char *work = slots + (size_t)MK_NSLOT * MK_SLOT;
     float(*pw)[MK_CW] = (float(*)[MK_CW])(work + MK_WORK);

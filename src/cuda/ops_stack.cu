@@ -53,6 +53,12 @@
 #define MK_DBG_NO_STREAM 16    /* no weight stream (the GEMVs read whatever the slots hold) */
 #define MK_DBG_NO_PREFETCH 32  /* the attention's first tile loaded after the barrier (correct; for comparison) */
 
+/* VLLM_CUDA_STACK_TRACE=N (with --enforce-eager): the N-th launch records SM clock stamps, thread 0 of every CTA,
+ * four a (layer, phase) (MK_TR_*), and the landing of each of CTA 0's slots; the host prints where the time went
+ * (mk_trace_report). For profiling only. */
+#define MK_NPH 5                        /* phases a layer in the trace: qkv, attention, o, gate_up, down */
+#define MK_TR_SLOTS 16384               /* CTA 0's slot landings kept */
+
 struct mk_layer {
     const __nv_bfloat16 *w[4];          /* qkv (NQ, D), o (D, QD), gate_up (2I, D), down (D, I) */
     const float *b[4];                  /* their biases, or NULL */
@@ -75,6 +81,9 @@ struct mk_args {
     unsigned *bar;                      /* [0] grid barrier arrivals, [1] CTAs done; 0 between launches */
     cu_dev_err *err;
     int dbg;                            /* MK_DBG_* */
+    int nslot;                          /* ring slots in use (MK_NSLOT; fewer for experiments) */
+    long long *trace;                   /* NULL, or (nb, L, MK_NPH, 4) clock64 stamps, then 4 (start and end: clock64,
+                                           globaltimer), then MK_TR_SLOTS slot landings of CTA 0 */
     mk_layer layer[CU_STACK_MAX_LAYERS];
 };
 
@@ -196,8 +205,8 @@ struct mk {
                     const int rps = rows_per_slot(sg[q].K);
                     for (int r = 0; r < sg[q].n; r += rps) {
                         const int n = min(rps, sg[q].n - r);
-                        const int s = (int)(it % MK_NSLOT);
-                        const unsigned round = it / MK_NSLOT;
+                        const int s = (int)(it % (unsigned)a.nslot);
+                        const unsigned round = it / (unsigned)a.nslot;
                         if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);
                         const unsigned bytes = (unsigned)n * (unsigned)sg[q].K * 2u;
                         mbar_expect(&full[s], bytes);
@@ -239,7 +248,7 @@ struct mk {
      * shared row are added in a fixed order (deterministic). */
     static __device__ void gemv(unsigned &it, uint64_t *full, uint64_t *empty, const unsigned char *slots,
                                 int nrows, int K, const uint4 *xin, float *pacc, float (*pw)[MK_CW], int &pwb,
-                                int ctid, int dbg) {
+                                int ctid, int dbg, int nslot, long long *ts_first, long long *tr_slots) {
         const int KC = K >> 3, rps = rows_per_slot(K);
         const int cw = ctid >> 5, lane = ctid & 31;
         const int wpr = rps >= MK_CW ? 1 : MK_CW / rps;
@@ -256,10 +265,15 @@ struct mk {
         }
         for (int r = 0; r < nrows; r += rps) {
             const int n = min(rps, nrows - r);
-            const int s = (int)(it % MK_NSLOT);
-            const unsigned par = (it / MK_NSLOT) & 1;
+            const int s = (int)(it % (unsigned)nslot);
+            const unsigned par = (it / (unsigned)nslot) & 1;
             it++;
             if (!(dbg & MK_DBG_NO_STREAM)) mbar_wait(&full[s], par);
+            if (ctid == 0 && (ts_first || tr_slots)) {
+                const long long t = clock64();
+                if (ts_first && r == 0) ts_first[2] = t;
+                if (tr_slots && it - 1 < MK_TR_SLOTS) tr_slots[it - 1] = t;
+            }
             const uint4 *sw = (const uint4 *)(slots + (size_t)s * MK_SLOT);
             const bool math = !(dbg & MK_DBG_NO_GEMV);
             if (wpr == 1) {
@@ -395,7 +409,7 @@ struct mk {
     /* Phase 2 for CTA b: attention of KV head b / S over split b % S (nothing for b >= nkv S); pk / pv: this
      * thread's chunk of the first tile (prefetch), or pre false to load it here. */
     static __device__ void attention(const mk_args &a, const mk_layer &ly, unsigned char *work, int *info, int ctid,
-                                     bool pre, uint4 pk, uint4 pv, bool pvalid) {
+                                     bool pre, uint4 pk, uint4 pv, bool pvalid, long long *ts) {
         const int b = blockIdx.x;
         split r;
         if (!split_of(a, r)) return;
@@ -495,6 +509,7 @@ struct mk {
             lrow[ctid] = 0.0f;
         }
         mk_bar();
+        if (ts) ts[1] = clock64(); /* (trace: q, k normed and roped) */
 
         for (int t0 = klo; t0 < khi; t0 += TK) {
             { /* the tile's K and V rows: one chunk of each per thread (TK * HD / 8 == MK_CT) */
@@ -566,6 +581,7 @@ struct mk {
             part(ctid, sp)[HD + 1] = lrow[ctid];
         }
         mk_bar();
+        if (ts) ts[2] = clock64(); /* (trace: this split's keys done) */
         if (ctid == 0) {
             mk_fence();
             info[0] = atomicAdd(&a.cnt[g], 1u) == (unsigned)(se - 1);
@@ -630,22 +646,33 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
         return;
     }
     const int ctid = threadIdx.x, b = blockIdx.x, nb = gridDim.x;
+    long long *const tr = a.trace && ctid == 0 ? a.trace + (int64_t)b * a.L * MK_NPH * 4 : nullptr;
+    long long *const tr_end = a.trace ? a.trace + (int64_t)nb * a.L * MK_NPH * 4 : nullptr;
+    if (tr && b == 0) {
+        tr_end[0] = clock64();
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_end[1]));
+    }
     pdl_wait(); /* x, the step's metadata */
     unsigned it = 0, nbar = 0;
     int pwb = 0;
     for (int l = 0; l < a.L; l++) {
         const mk_layer &ly = a.layer[l];
         for (int p = 0; p < 4; p++) {
+            /* trace stamps of this phase: start, input ready, first slot landed, done (before the barrier) */
+            long long *ts = tr ? tr + ((int64_t)l * MK_NPH + (p == 0 ? 0 : p + 1)) * 4 : nullptr;
+            if (ts) ts[0] = clock64();
             /* the phase's input vector */
             if (p == 0) K::norm_in(a, ly.n_in, xin, red, ctid);
             else if (p == 1) K::load_in(a.attn, a.nh * HD, xin, ctid);
             else if (p == 2) K::norm_in(a, ly.n_post, xin, red, ctid);
             else K::load_in(a.act, a.I, xin, ctid);
+            if (ts) ts[1] = ts[2] = clock64();
             mk_seg sg[2];
             int r0;
             const int ns = K::segs(a, ly, p, b, nb, sg, &r0);
             for (int q = 0; q < ns; q++)
-                K::gemv(it, full, empty, slots, sg[q].n, sg[q].K, xin, pacc + q * sg[0].n, pw, pwb, ctid, a.dbg);
+                K::gemv(it, full, empty, slots, sg[q].n, sg[q].K, xin, pacc + q * sg[0].n, pw, pwb, ctid, a.dbg, a.nslot,
+                        q == 0 ? ts : nullptr, tr && b == 0 ? tr_end + 4 : nullptr);
             mk_bar();
             const float *bias = ly.b[p];
             const int n = sg[0].n;
@@ -661,16 +688,24 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
                     a.x[r] = __float2bfloat16(__bfloat162float(__ldcg(a.x + r)) + v);
                 }
             }
+            if (ts) ts[3] = clock64();
             const bool sync = !(a.dbg & MK_DBG_NO_BARRIER), pre = p == 0 && !(a.dbg & MK_DBG_NO_PREFETCH);
             uint4 pk, pv;
             bool pvalid = false;
             if (pre) K::prefetch(a, ly, ctid, pk, pv, pvalid);
             if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             if (p == 0) {
-                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid, pre, pk, pv, pvalid);
+                long long *ta = tr ? tr + ((int64_t)l * MK_NPH + 1) * 4 : nullptr;
+                if (ta) ta[0] = ta[1] = ta[2] = clock64();
+                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid, pre, pk, pv, pvalid, ta);
+                if (ta) ta[3] = clock64();
                 if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             }
         }
+    }
+    if (tr && b == 0) {
+        tr_end[2] = clock64();
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_end[3]));
     }
     if (ctid == 0) { /* the last CTA out resets the barrier for the next launch */
         mk_fence();
@@ -712,6 +747,115 @@ static int mk_dbg() {
     static int dbg = -1;
     if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 62 : 0;
     return dbg;
+}
+
+/* VLLM_CUDA_STACK_NSLOT: ring slots in use, 2..MK_NSLOT (experiments; default all) */
+static int mk_nslot() {
+    static int n = -1;
+    if (n < 0) {
+        n = getenv("VLLM_CUDA_STACK_NSLOT") ? atoi(getenv("VLLM_CUDA_STACK_NSLOT")) : MK_NSLOT;
+        if (n < 2 || n > MK_NSLOT) n = MK_NSLOT;
+    }
+    return n;
+}
+
+/* ---- the trace (VLLM_CUDA_STACK_TRACE=N, profiling only; one process-wide buffer, the first backend's) ---- */
+
+static struct {
+    int at, calls;      /* the launch to trace (0: off), launches so far */
+    long long *d;       /* device buffer */
+    size_t n;           /* its stamps */
+    int L, nb;
+} mk_tr = {-1, 0, NULL, 0, 0, 0};
+
+/* stamps for the next launch of L layers over nb CTAs, or NULL when this one is not traced */
+static long long *mk_trace_arm(cu_state *cu, int L, int nb) {
+    if (mk_tr.at < 0) mk_tr.at = getenv("VLLM_CUDA_STACK_TRACE") ? atoi(getenv("VLLM_CUDA_STACK_TRACE")) : 0;
+    if (mk_tr.at <= 0 || ++mk_tr.calls != mk_tr.at) return NULL;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(cu->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        LOG_W("dense stack trace: launch %d is inside a CUDA graph capture (use --enforce-eager); not traced", mk_tr.at);
+        return NULL;
+    }
+    mk_tr.n = (size_t)nb * L * MK_NPH * 4 + 4 + MK_TR_SLOTS;
+    if (cudaMalloc((void **)&mk_tr.d, mk_tr.n * sizeof(long long)) != cudaSuccess ||
+        cudaMemsetAsync(mk_tr.d, 0, mk_tr.n * sizeof(long long), cu->stream) != cudaSuccess) {
+        cudaGetLastError();
+        mk_tr.d = NULL;
+        return NULL;
+    }
+    mk_tr.L = L;
+    mk_tr.nb = nb;
+    return mk_tr.d;
+}
+
+/* after the traced launch: where the time went, per phase (means over layers 1.. and CTAs, in us) */
+static void mk_trace_report(cu_state *cu) {
+    const int L = mk_tr.L, nb = mk_tr.nb;
+    long long *h = (long long *)malloc(mk_tr.n * sizeof(long long));
+    if (!h || cudaStreamSynchronize(cu->stream) != cudaSuccess ||
+        cudaMemcpy(h, mk_tr.d, mk_tr.n * sizeof(long long), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        cudaGetLastError();
+        free(h);
+        return;
+    }
+    const long long *e = h + (size_t)nb * L * MK_NPH * 4, *sl = e + 4;
+    const double ghz = (double)(e[2] - e[0]) / (double)(e[3] - e[1] > 0 ? e[3] - e[1] : 1); /* clocks a ns */
+    auto us = [&](double c) { return c / ghz / 1000.0; };
+    auto at = [&](int b, int l, int ph, int k) { return h[(((size_t)b * L + l) * MK_NPH + ph) * 4 + k]; };
+    fprintf(stderr, "dense stack trace: %d layers, %d CTAs, kernel %.1f us (globaltimer), SM clock %.3f GHz\n", L, nb,
+            (double)(e[3] - e[1]) / 1000.0, ghz);
+    static const char *names[MK_NPH] = {"qkv", "attention", "o", "gate_up", "down"};
+    static const char *cols[2][4] = {{"input", "1st slot", "rest", "barrier"}, {"rope", "keys", "merge", "barrier"}};
+    double tot = 0.0;
+    for (int ph = 0; ph < MK_NPH; ph++) {
+        double m[4] = {0}, wmin = 1e30, wmax = 0.0, skew = 0.0;
+        int cnt = 0;
+        for (int l = 1; l < L; l++) {
+            double lo = 1e30, hi = -1e30;
+            for (int b = 0; b < nb; b++) {
+                /* the barrier ends at the next phase's start (the next layer's qkv after down) */
+                const bool last = ph == MK_NPH - 1 && l == L - 1;
+                const long long next = last ? at(b, l, ph, 3) : ph == MK_NPH - 1 ? at(b, l + 1, 0, 0) : at(b, l, ph + 1, 0);
+                const double d[4] = {(double)(at(b, l, ph, 1) - at(b, l, ph, 0)), (double)(at(b, l, ph, 2) - at(b, l, ph, 1)),
+                                     (double)(at(b, l, ph, 3) - at(b, l, ph, 2)), (double)(next - at(b, l, ph, 3))};
+                for (int k = 0; k < 4; k++) m[k] += d[k];
+                const double work = (double)(at(b, l, ph, 3) - at(b, l, ph, 0));
+                lo = work < lo ? work : lo;
+                hi = work > hi ? work : hi;
+                wmin = d[3] < wmin ? d[3] : wmin;
+                wmax = d[3] > wmax ? d[3] : wmax;
+                cnt++;
+            }
+            skew += hi - lo;
+        }
+        const double sum = (m[0] + m[1] + m[2] + m[3]) / cnt;
+        tot += sum;
+        fprintf(stderr,
+                "  %-9s %6.2f us: %s %.2f, %s %.2f, %s %.2f, %s %.2f (wait min %.2f max %.2f); work spread %.2f\n",
+                names[ph], us(sum), cols[ph == 1][0], us(m[0] / cnt), cols[ph == 1][1], us(m[1] / cnt),
+                cols[ph == 1][2], us(m[2] / cnt), cols[ph == 1][3], us(m[3] / cnt), us(wmin), us(wmax),
+                us(skew / (L - 1)));
+    }
+    fprintf(stderr, "  a layer %.2f us\n", us(tot));
+    /* CTA 0's slots: the gaps between landings, as a histogram (us) */
+    int ns = 0;
+    while (ns < MK_TR_SLOTS && sl[ns]) ns++;
+    int hist[8] = {0};
+    static const double edges[7] = {0.25, 0.5, 1.0, 1.5, 2.0, 4.0, 8.0};
+    for (int i = 1; i < ns; i++) {
+        const double g = us((double)(sl[i] - sl[i - 1]));
+        int k = 0;
+        while (k < 7 && g >= edges[k]) k++;
+        hist[k]++;
+    }
+    fprintf(stderr, "  CTA 0: %d slots landed over %.1f us; gaps <0.25 %d, <0.5 %d, <1 %d, <1.5 %d, <2 %d, <4 %d, <8 %d, "
+            ">=8 %d\n", ns, ns > 1 ? us((double)(sl[ns - 1] - sl[0])) : 0.0, hist[0], hist[1], hist[2], hist[3],
+            hist[4], hist[5], hist[6], hist[7]);
+    free(h);
+    cudaFree(mk_tr.d);
+    mk_tr.d = NULL;
 }
 
 static bool plain_bf16(const be_linear *l, int64_t out, int64_t in) { return cu_linear_plain_bf16(l, out, in); }
@@ -835,6 +979,7 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
     a.bar = a.cnt + cu->num_sms;
     a.err = cu->derr_dev;
     a.dbg = mk_dbg();
+    a.nslot = mk_nslot();
     for (int l = 0; l < a.L; l++) {
         const be_dense_layer *ly = &st->layers[l];
         if (!cu_cache_check(cu, op, "k_cache", ly->k_cache, m->block_size, nkv, hd) ||
@@ -867,5 +1012,7 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
         cu_fail(cu, "%s: workspace not reserved", op);
         return;
     }
+    a.trace = mk_trace_arm(cu, a.L, cu->num_sms);
     cu_launch(cu, op, true, mk_pick(hd), dim3((unsigned)cu->num_sms), dim3(MK_THREADS), MK_SMEM, a);
+    if (a.trace) mk_trace_report(cu);
 }

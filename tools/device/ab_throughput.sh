@@ -8,22 +8,25 @@
 #
 # ROUNDS=N (default 2) runs each setting's throughput N times, interleaved; PERF=0 skips test_cuda_perf
 # (PERF_BATCHES, default "1 64 256", the batches timed; 256 is broken down per op); PARITY=1 also runs
-# test_cuda_parity under each setting (its summary lines). Builds in /tmp/bab (kept while the machine is warm).
+# test_cuda_parity under each setting (its summary lines). Builds in /tmp/bab (kept while the machine is warm);
+# PREBUILT=DIR takes DIR/vllmc (and DIR/cuda_test_cuda_perf, DIR/cuda_test_cuda_parity) instead.
 # Device call: carry [".devdeps"]. Logs under ${OUT:-/tmp/ab}.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 source tools/device/env.sh
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64
 O=${OUT:-/tmp/ab}; mkdir -p "$O"
-B=/tmp/bab
+B=${PREBUILT:-/tmp/bab}
 [ $# -gt 0 ] || set -- default
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 t0=$(date +%s)
 targets=(vllmc_cli)
 [ "${PERF:-1}" = 1 ] && targets+=(cuda_test_cuda_perf)
 [ "${PARITY:-0}" = 1 ] && targets+=(cuda_test_cuda_parity)
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON -DVLLM_CURL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build $B -j "$(nproc)" --target "${targets[@]}" 2>&1 | grep -E "error|warning" | head -20
+if [ -z "${PREBUILT:-}" ]; then
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON -DVLLM_CURL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  cmake --build $B -j "$(nproc)" --target "${targets[@]}" 2>&1 | grep -E "error|warning" | head -20
+fi
 echo "== built in $(( $(date +%s) - t0 )) s (commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)})"
 python3 - <<'PY'
 import json, os

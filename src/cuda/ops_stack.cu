@@ -56,6 +56,7 @@
 #define MK_DBG_NO_BARRIER 8    /* no grid barriers */
 #define MK_DBG_NO_STREAM 16    /* no weight stream (the GEMVs read whatever the slots hold) */
 #define MK_DBG_NO_PREFETCH 32  /* the attention's first tile loaded after the barrier (correct; for comparison) */
+#define MK_DBG_NO_L2_PREFETCH 64 /* no L2 prefetch of that tile at the qkv phase's start (correct) */
 
 /* VLLM_CUDA_STACK_TRACE=N (with --enforce-eager): the N-th launch records SM clock stamps, thread 0 of every CTA,
  * four a (layer, phase) (MK_TR_*), and the landing of each of CTA 0's slots; the host prints where the time went
@@ -438,8 +439,22 @@ struct mk {
         return false;
     }
 
-    /* Before the grid barrier that ends phase 1: the first tile's keys of earlier steps (nothing in this step
-     * writes them), so their DRAM round trip overlaps the barrier. */
+    /* prefetch.global.L2 of what prefetch() will load (block ids read now; a bad one prefetches nothing) */
+    static __device__ __forceinline__ void prefetch_l2(const mk_args &a, const mk_layer &ly, int ctid) {
+        constexpr int CPR = HD / 8;
+        split r;
+        if (ctid == 0 || !split_of(a, r) || r.klo >= r.khi) return;
+        const int key = r.klo + ctid / CPR, e = (ctid % CPR) * 8;
+        if (key >= r.khi || key == r.ctx - 1) return;
+        const int blk = a.bt[key / a.bs];
+        if (blk < 0 || blk >= a.num_blocks) return;
+        const int64_t off = ((int64_t)blk * a.bs + key % a.bs) * ((int64_t)a.nkv * HD) + (int64_t)r.g * HD + e;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(ly.kc + off));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(ly.vc + off));
+    }
+
+    /* This thread's chunk of the attention's first tile, keys of earlier steps only (nothing in this step writes
+     * them), into registers before the grid barrier that ends the qkv phase (prefetch_l2 has brought it to L2). */
     static __device__ __forceinline__ void prefetch(const mk_args &a, const mk_layer &ly, int ctid, uint4 &kr,
                                                     uint4 &vr, bool &valid) {
         split r;
@@ -663,7 +678,7 @@ struct mk {
 };
 
 template <int HD>
-__global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_constant__ mk_args a) {
+__global__ void __maxnreg__(120) k_dense_stack(const __grid_constant__ mk_args a) {
     extern __shared__ __align__(128) unsigned char mk_smem[];
     __shared__ __align__(8) uint64_t full[MK_NSLOT], empty[MK_NSLOT];
     __shared__ float red[MK_CW];
@@ -706,6 +721,13 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
             /* trace stamps of this phase: start, input ready, first slot landed, done (before the barrier) */
             long long *ts = tr ? tr + ((int64_t)l * MK_NPH + (p == 0 ? 0 : p + 1)) * 4 : nullptr;
             if (ts) ts[0] = clock64();
+            /* The attention's first tile of earlier steps' keys (nothing in this step writes them) prefetched
+             * into L2 at the qkv phase's start: DRAM reads queue behind the weight stream (~6 us deep); loaded
+             * into registers before the barrier that ends the phase, they come from L2. */
+            const bool pre = p == 0 && !(a.dbg & MK_DBG_NO_PREFETCH);
+            uint4 pk, pv;
+            bool pvalid = false;
+            if (pre && !(a.dbg & MK_DBG_NO_L2_PREFETCH)) K::prefetch_l2(a, ly, ctid);
             /* the phase's input vector */
             if (p == 0) K::norm_in(a, ly.n_in, xin, xraw, red, ctid);
             else if (p == 1) K::load_in(a.attn, a.nh * HD, xin, ctid);
@@ -715,9 +737,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
             K::gemv(a, ly, p, it, full, empty, slots, meta, xin, (const __nv_bfloat16 *)xraw, pw, pwb, ctid, ts,
                     tr && b == 0 ? tr_end + 4 : nullptr);
             if (ts) ts[3] = clock64();
-            const bool sync = !(a.dbg & MK_DBG_NO_BARRIER), pre = p == 0 && !(a.dbg & MK_DBG_NO_PREFETCH);
-            uint4 pk, pv;
-            bool pvalid = false;
+            const bool sync = !(a.dbg & MK_DBG_NO_BARRIER);
             if (pre) K::prefetch(a, ly, ctid, pk, pv, pvalid);
             if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             if (p == 0) {
@@ -772,7 +792,7 @@ static bool mk_ready(cu_state *cu, int hd) {
 /* VLLM_CUDA_STACK_DBG (MK_DBG_* bits; read once) */
 static int mk_dbg() {
     static int dbg = -1;
-    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 62 : 0;
+    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 126 : 0;
     return dbg;
 }
 

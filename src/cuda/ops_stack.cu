@@ -222,11 +222,15 @@ struct mk {
                 const phase f = phase_of(a, p, nb);
                 const __nv_bfloat16 *w = ly.w[p];
                 for (int j = 0;; j++) {
-                    int u;
-                    if (j < f.s0) u = b * f.s0 + j;
-                    else if ((u = nb * f.s0 + (int)atomicAdd(&a.pool[l * 4 + p], 1u)) >= f.nu) break;
+                    const int s = next_slot(); /* (a unit is taken from the pool only once a slot is free for it) */
+                    const int u = j < f.s0 ? b * f.s0 + j : nb * f.s0 + (int)atomicAdd(&a.pool[l * 4 + p], 1u);
+                    if (u >= f.nu) {
+                        meta[s][0] = -1;
+                        meta[s][1] = 0;
+                        mbar_arrive(&full[s]);
+                        break;
+                    }
                     const int r0 = u * f.ur, n = min(f.ur, f.N - r0);
-                    const int s = next_slot();
                     meta[s][0] = r0;
                     meta[s][1] = n;
                     const unsigned bytes = (unsigned)n * (unsigned)f.K * 2u;
@@ -235,10 +239,6 @@ struct mk {
                     bulk_g2s(dst, w + (int64_t)r0 * f.K, bytes, &full[s]);
                     if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * f.K, bytes, &full[s]);
                 }
-                const int s = next_slot();
-                meta[s][0] = -1;
-                meta[s][1] = 0;
-                mbar_arrive(&full[s]);
             }
         }
     }

@@ -42,6 +42,7 @@
 #define MK_THREADS (MK_CT + 32)         /* and the producer warp */
 #define MK_SLOT (32 << 10)              /* bytes a ring slot */
 #define MK_NSLOT 5
+#define MK_AHEADQ 16                    /* the producer's queue of units taken ahead of the ring (L2 prefetch) */
 #define MK_SROWS 64                     /* rows a slot at most (K >= 256) */
 #define MK_MAXK 16384                   /* a GEMV's K at most (the input vector in shared memory, BF16) */
 #define MK_MAXD 8192                    /* hidden size at most (x kept in shared memory; gate + up rows a slot) */
@@ -86,6 +87,7 @@ struct mk_args {
     unsigned *bar;                      /* [0] grid barrier arrivals, [1] CTAs done; 0 between launches */
     unsigned *pool;                     /* (L, 4) units taken from each GEMV phase's shared pool; 0 between launches */
     int stat;                           /* percent of a phase's units split statically (the rest: the pool) */
+    int ahead;                          /* units prefetched into L2 ahead of the ring's copies (< MK_AHEADQ) */
     cu_dev_err *err;
     int dbg;                            /* MK_DBG_* */
     int nslot;                          /* ring slots in use (MK_NSLOT; fewer for experiments) */
@@ -163,6 +165,13 @@ __device__ __forceinline__ void mk_grid_sync(unsigned *bar, unsigned target, int
     mk_bar();
 }
 
+/* bytes (a multiple of 16) global -> L2, no completion to wait for */
+__device__ __forceinline__ void bulk_prefetch_l2(const void *src, unsigned bytes) {
+#if MK_SM90
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
 /* ---- the weight stream ---- */
 
 /* a phase's rows of weights for one CTA: its first row, rows, K */
@@ -203,43 +212,67 @@ struct mk {
     }
 
     /* The producer (one lane): every GEMV phase of every layer in order, its static units then units from the
-     * pool, then an end-of-phase slot (meta -1, no data). meta[s]: the slot's first row and rows. */
+     * pool, then an end-of-phase slot (meta -1, no data); meta[s]: the slot's first row and rows. A second cursor
+     * runs a.ahead units ahead of the copies into the ring, taking the units (pool ones too) and prefetching them
+     * into L2 (cp.async.bulk.prefetch), so that DRAM keeps streaming while the ring is full of slots waiting for
+     * the consumers, across barriers too; the ring's copies then come from L2. */
     static __device__ void produce(const mk_args &a, uint64_t *full, uint64_t *empty, unsigned char *slots,
                                    int (*meta)[2]) {
         if (a.dbg & MK_DBG_NO_STREAM) return;
         const int b = blockIdx.x, nb = gridDim.x;
         unsigned it = 0;
-        auto next_slot = [&]() {
-            const int s = (int)(it % (unsigned)a.nslot);
-            const unsigned round = it / (unsigned)a.nslot;
-            if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);
-            it++;
-            return s;
-        };
-        for (int l = 0; l < a.L; l++) {
-            const mk_layer &ly = a.layer[l];
-            for (int p = 0; p < 4; p++) {
-                const phase f = phase_of(a, p, nb);
-                const __nv_bfloat16 *w = ly.w[p];
-                for (int j = 0;; j++) {
-                    const int s = next_slot(); /* (a unit is taken from the pool only once a slot is free for it) */
-                    const int u = j < f.s0 ? b * f.s0 + j : nb * f.s0 + (int)atomicAdd(&a.pool[l * 4 + p], 1u);
-                    if (u >= f.nu) {
-                        meta[s][0] = -1;
-                        meta[s][1] = 0;
-                        mbar_arrive(&full[s]);
-                        break;
-                    }
-                    const int r0 = u * f.ur, n = min(f.ur, f.N - r0);
-                    meta[s][0] = r0;
-                    meta[s][1] = n;
-                    const unsigned bytes = (unsigned)n * (unsigned)f.K * 2u;
-                    unsigned char *dst = slots + (size_t)s * MK_SLOT;
-                    mbar_expect(&full[s], p == 2 ? 2u * bytes : bytes);
-                    bulk_g2s(dst, w + (int64_t)r0 * f.K, bytes, &full[s]);
-                    if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * f.K, bytes, &full[s]);
+        int ql[MK_AHEADQ], qr[MK_AHEADQ], qn[MK_AHEADQ]; /* the units taken, not yet copied: l * 4 + p, row, rows */
+        int head = 0, tail = 0, pl = 0, pp = 0, pj = 0;   /* the taking cursor: layer, phase, unit index */
+        auto take = [&]() { /* the next unit at the taking cursor into the queue; false when none is left */
+            if (pl >= a.L) return false;
+            const phase f = phase_of(a, pp, nb);
+            const int u = pj < f.s0 ? b * f.s0 + pj : nb * f.s0 + (int)atomicAdd(&a.pool[pl * 4 + pp], 1u);
+            const int k = tail % MK_AHEADQ;
+            ql[k] = pl * 4 + pp;
+            if (u >= f.nu) { /* the phase's end */
+                qr[k] = -1;
+                qn[k] = 0;
+                pj = 0;
+                if (++pp == 4) {
+                    pp = 0;
+                    pl++;
+                }
+            } else {
+                qr[k] = u * f.ur;
+                qn[k] = min(f.ur, f.N - qr[k]);
+                pj++;
+                if (a.ahead > 0) {
+                    const __nv_bfloat16 *w = a.layer[ql[k] >> 2].w[pp];
+                    const unsigned bytes = (unsigned)qn[k] * (unsigned)f.K * 2u;
+                    bulk_prefetch_l2(w + (int64_t)qr[k] * f.K, bytes);
+                    if (pp == 2) bulk_prefetch_l2(w + ((int64_t)a.I + qr[k]) * f.K, bytes);
                 }
             }
+            tail++;
+            return true;
+        };
+        for (;;) {
+            const int s = (int)(it % (unsigned)a.nslot);
+            const unsigned round = it / (unsigned)a.nslot;
+            if (round > 0) mbar_wait(&empty[s], (round - 1) & 1); /* (units are taken once a slot is free) */
+            while (tail - head <= a.ahead && take()) {
+            }
+            if (head == tail) return;
+            const int k = head++ % MK_AHEADQ, lp = ql[k], p = lp & 3, r0 = qr[k], n = qn[k];
+            it++;
+            meta[s][0] = r0;
+            meta[s][1] = n;
+            if (r0 < 0) {
+                mbar_arrive(&full[s]);
+                continue;
+            }
+            const int K = p == 0 || p == 2 ? a.D : p == 1 ? a.nh * HD : a.I;
+            const __nv_bfloat16 *w = a.layer[lp >> 2].w[p];
+            const unsigned bytes = (unsigned)n * (unsigned)K * 2u;
+            unsigned char *dst = slots + (size_t)s * MK_SLOT;
+            mbar_expect(&full[s], p == 2 ? 2u * bytes : bytes);
+            bulk_g2s(dst, w + (int64_t)r0 * K, bytes, &full[s]);
+            if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * K, bytes, &full[s]);
         }
     }
 
@@ -807,6 +840,16 @@ static int mk_static_pct() {
     return n;
 }
 
+/* VLLM_CUDA_STACK_AHEAD: units of weights prefetched into L2 ahead of the ring's copies (0..15, default 4) */
+static int mk_ahead() {
+    static int n = -1;
+    if (n < 0) {
+        n = getenv("VLLM_CUDA_STACK_AHEAD") ? atoi(getenv("VLLM_CUDA_STACK_AHEAD")) : 4;
+        if (n < 0 || n >= MK_AHEADQ) n = 4;
+    }
+    return n;
+}
+
 /* VLLM_CUDA_STACK_NSLOT: ring slots in use, 2..MK_NSLOT (experiments; default all) */
 static int mk_nslot() {
     static int n = -1;
@@ -1042,6 +1085,7 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
     a.bar = a.cnt + cu->num_sms;
     a.pool = a.bar + 2;
     a.stat = mk_static_pct();
+    a.ahead = mk_ahead();
     a.err = cu->derr_dev;
     a.dbg = mk_dbg();
     a.nslot = mk_nslot();

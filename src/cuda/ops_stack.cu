@@ -48,7 +48,7 @@
 #define MK_MAXD 8192                    /* hidden size at most (x kept in shared memory; gate + up rows a slot) */
 #define MK_WORK (44 << 10)              /* the input vector, or the attention's buffers */
 #define MK_TKE 4096                     /* attention: keys a tile x head_dim */
-#define MK_MINK 16                      /* attention: keys a split at least */
+#define MK_MINK 16                      /* attention: keys a split at least (default of mk_args.mink) */
 #define MK_MAXG 16                      /* query heads per KV head at most */
 #define MK_SMEM ((size_t)MK_NSLOT * MK_SLOT + MK_WORK + 2 * MK_SROWS * 4 + MK_MAXD * 2)
 /* VLLM_CUDA_STACK_DBG bits, for timing the kernel's parts (the results are then wrong) */
@@ -58,6 +58,7 @@
 #define MK_DBG_NO_STREAM 16    /* no weight stream (the GEMVs read whatever the slots hold) */
 #define MK_DBG_NO_PREFETCH 32  /* the attention's first tile loaded after the barrier (correct; for comparison) */
 #define MK_DBG_NO_L2_PREFETCH 64 /* no L2 prefetch of that tile at the qkv phase's start (correct) */
+#define MK_DBG_EVICT_FIRST 128  /* the ring's copies with an L2 evict_first hint (correct; an experiment) */
 
 /* VLLM_CUDA_STACK_TRACE=N (with --enforce-eager): the N-th launch records SM clock stamps, thread 0 of every CTA,
  * four a (layer, phase) (MK_TR_*), and the landing of each of CTA 0's slots; the host prints where the time went
@@ -88,6 +89,7 @@ struct mk_args {
     unsigned *pool;                     /* (L, 4) units taken from each GEMV phase's shared pool; 0 between launches */
     int stat;                           /* percent of a phase's units split statically (the rest: the pool) */
     int ahead;                          /* units prefetched into L2 ahead of the ring's copies (< MK_AHEADQ) */
+    int mink;                           /* attention: keys a split at least */
     cu_dev_err *err;
     int dbg;                            /* MK_DBG_* */
     int nslot;                          /* ring slots in use (MK_NSLOT; fewer for experiments) */
@@ -134,9 +136,20 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity) {
     } while (!done);
 #endif
 }
-/* bytes (a multiple of 16) global -> shared by the TMA, completing on bar */
-__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
+/* bytes (a multiple of 16) global -> shared by the TMA, completing on bar (evict_first: an L2 hint that the
+ * lines are not read again) */
+__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *bar,
+                                         bool evict_first = false) {
 #if MK_SM90
+    if (evict_first) {
+        uint64_t pol;
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], "
+                     "%2, [%3], %4;\n" ::"r"(smem_u32(dst)),
+                     "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+                     : "memory");
+        return;
+    }
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                      smem_u32(dst)),
                  "l"(src), "r"(bytes), "r"(smem_u32(bar))
@@ -223,6 +236,7 @@ struct mk {
         unsigned it = 0;
         int ql[MK_AHEADQ], qr[MK_AHEADQ], qn[MK_AHEADQ]; /* the units taken, not yet copied: l * 4 + p, row, rows */
         int head = 0, tail = 0, pl = 0, pp = 0, pj = 0;   /* the taking cursor: layer, phase, unit index */
+        const bool ef = a.dbg & MK_DBG_EVICT_FIRST;
         auto take = [&]() { /* the next unit at the taking cursor into the queue; false when none is left */
             if (pl >= a.L) return false;
             const phase f = phase_of(a, pp, nb);
@@ -271,8 +285,8 @@ struct mk {
             const unsigned bytes = (unsigned)n * (unsigned)K * 2u;
             unsigned char *dst = slots + (size_t)s * MK_SLOT;
             mbar_expect(&full[s], p == 2 ? 2u * bytes : bytes);
-            bulk_g2s(dst, w + (int64_t)r0 * K, bytes, &full[s]);
-            if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * K, bytes, &full[s]);
+            bulk_g2s(dst, w + (int64_t)r0 * K, bytes, &full[s], ef);
+            if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * K, bytes, &full[s], ef);
         }
     }
 
@@ -437,7 +451,7 @@ struct mk {
         r.ok = r.ctx >= 1 && (int64_t)r.ctx <= (int64_t)a.max_blocks * a.bs;
         const int k_lo = a.window > 0 && r.ctx > a.window ? r.ctx - a.window : 0;
         const int nk = r.ok ? r.ctx - k_lo : 0;
-        r.se = nk > 0 ? min(a.S, (nk + MK_MINK - 1) / MK_MINK) : 1; /* splits in use */
+        r.se = nk > 0 ? min(a.S, (nk + a.mink - 1) / a.mink) : 1; /* splits in use */
         const int seg = nk > 0 ? (nk + r.se - 1) / r.se : 0;
         r.klo = k_lo + r.sp * seg;
         r.khi = r.ok ? min(r.klo + seg, r.ctx) : r.klo;
@@ -825,7 +839,7 @@ static bool mk_ready(cu_state *cu, int hd) {
 /* VLLM_CUDA_STACK_DBG (MK_DBG_* bits; read once) */
 static int mk_dbg() {
     static int dbg = -1;
-    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 126 : 0;
+    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 254 : 0;
     return dbg;
 }
 
@@ -838,6 +852,13 @@ static int mk_static_pct() {
         if (n < 0 || n > 100) n = 50;
     }
     return n;
+}
+
+/* an integer knob from the environment, def when unset or outside [lo, hi] (read at every launch: host only) */
+static int mk_env_int(const char *name, int def, int lo, int hi) {
+    const char *v = getenv(name);
+    const int n = v ? atoi(v) : def;
+    return n < lo || n > hi ? def : n;
 }
 
 /* VLLM_CUDA_STACK_AHEAD: units of weights prefetched into L2 ahead of the ring's copies (0..15, default 4) */
@@ -1086,6 +1107,7 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
     a.pool = a.bar + 2;
     a.stat = mk_static_pct();
     a.ahead = mk_ahead();
+    a.mink = mk_env_int("VLLM_CUDA_STACK_MINK", MK_MINK, 1, 4096);
     a.err = cu->derr_dev;
     a.dbg = mk_dbg();
     a.nslot = mk_nslot();

@@ -12,7 +12,8 @@
 #   TRACE=1: VLLM_CUDA_STACK_TRACE's report of one eager step on each shape (before 3); a VARIANT may add a third
 #   field, the ring slots in use (VLLM_CUDA_STACK_NSLOT), and a fourth, the percent of each GEMV phase's units
 #   split statically (VLLM_CUDA_STACK_STATIC; the rest are taken from a pool), and a fifth, the units prefetched
-#   into L2 ahead of the ring (VLLM_CUDA_STACK_AHEAD).
+#   into L2 ahead of the ring (VLLM_CUDA_STACK_AHEAD), and a sixth, the attention's keys a split at least
+#   (VLLM_CUDA_STACK_MINK).
 #   4. PARITY=1: the Qwen3-0.6B-shaped model against transformers (tools/make_fixtures.py, as check.sh) with the
 #      stack on, every layout of test_cuda_parity ("one sequence at a time" decodes every step through it).
 #
@@ -81,9 +82,9 @@ if [ "${TRACE:-0}" = 1 ]; then # where a step's time goes inside the kernel (the
       2>&1 >/dev/null | grep -A20 "dense stack trace"
   done
 fi
-lat() { # dir stack dbg out [nslot [static [ahead]]] -> seconds
+lat() { # dir stack dbg out [nslot [static [ahead [mink]]]] -> seconds
   env VLLM_CUDA_STACK=$2 VLLM_CUDA_STACK_DBG=$3 VLLM_CUDA_STACK_NSLOT=${5:-5} VLLM_CUDA_STACK_STATIC=${6:-50} \
-    VLLM_CUDA_STACK_AHEAD=${7:-4} timeout 120 $V bench latency --model "$1" --load-format dummy \
+    VLLM_CUDA_STACK_AHEAD=${7:-4} VLLM_CUDA_STACK_MINK=${8:-16} timeout 120 $V bench latency --model "$1" --load-format dummy \
     --device cuda --num-iters-warmup 2 --num-iters 5 --batch-size 1 --input-len 128 --output-len "$4" \
     --max-model-len 1024 2>> "$O/lat.log" | awk '/^Avg latency/ {print $3}'
 }
@@ -91,8 +92,8 @@ for d in /tmp/ab-q06 /tmp/ab-q3; do
   p=$(lat $d 0 0 1)
   for v in ${VARIANTS:-0,0 1,0 1,32 1,2 1,4 1,8 1,16}; do
     set -- ${v//,/ }
-    f=$(lat $d "$1" "$2" 129 "${3:-5}" "${4:-50}" "${5:-4}")
-    echo "$(basename $d) stack=$1 dbg=$2 nslot=${3:-5} static=${4:-50}% ahead=${5:-4}: $(awk -v f="$f" -v p="$p" 'BEGIN { if (f == "" || p == "") print "failed";
+    f=$(lat $d "$1" "$2" 129 "${3:-5}" "${4:-50}" "${5:-4}" "${6:-16}")
+    echo "$(basename $d) stack=$1 dbg=$2 nslot=${3:-5} static=${4:-50}% ahead=${5:-4} mink=${6:-16}: $(awk -v f="$f" -v p="$p" 'BEGIN { if (f == "" || p == "") print "failed";
       else printf "%.1f tok/s (%.3f ms a step)", 128 / (f - p), (f - p) / 128 * 1000 }')"
   done
 done

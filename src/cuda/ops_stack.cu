@@ -268,25 +268,25 @@ struct mk {
         for (;;) {
             const int s = (int)(it % (unsigned)a.nslot);
             const unsigned round = it / (unsigned)a.nslot;
-            if (round > 0) mbar_wait(&empty[s], (round - 1) & 1); /* (units are taken once a slot is free) */
-            while (tail - head <= a.ahead && take()) {
-            }
-            if (head == tail) return;
+            if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);
+            if (head == tail && !take()) return; /* (with ahead 0, a unit is taken once a slot is free for it) */
             const int k = head++ % MK_AHEADQ, lp = ql[k], p = lp & 3, r0 = qr[k], n = qn[k];
             it++;
             meta[s][0] = r0;
             meta[s][1] = n;
             if (r0 < 0) {
                 mbar_arrive(&full[s]);
-                continue;
+            } else {
+                const int K = p == 0 || p == 2 ? a.D : p == 1 ? a.nh * HD : a.I;
+                const __nv_bfloat16 *w = a.layer[lp >> 2].w[p];
+                const unsigned bytes = (unsigned)n * (unsigned)K * 2u;
+                unsigned char *dst = slots + (size_t)s * MK_SLOT;
+                mbar_expect(&full[s], p == 2 ? 2u * bytes : bytes);
+                bulk_g2s(dst, w + (int64_t)r0 * K, bytes, &full[s], ef);
+                if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * K, bytes, &full[s], ef);
             }
-            const int K = p == 0 || p == 2 ? a.D : p == 1 ? a.nh * HD : a.I;
-            const __nv_bfloat16 *w = a.layer[lp >> 2].w[p];
-            const unsigned bytes = (unsigned)n * (unsigned)K * 2u;
-            unsigned char *dst = slots + (size_t)s * MK_SLOT;
-            mbar_expect(&full[s], p == 2 ? 2u * bytes : bytes);
-            bulk_g2s(dst, w + (int64_t)r0 * K, bytes, &full[s], ef);
-            if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * K, bytes, &full[s], ef);
+            while (tail - head < a.ahead && take()) { /* then the queue topped up (the copy is not kept waiting) */
+            }
         }
     }
 
@@ -490,7 +490,7 @@ struct mk {
     static __device__ __forceinline__ void prefetch_l2(const mk_args &a, const mk_layer &ly, int ctid) {
         constexpr int CPR = HD / 8;
         split r;
-        if (ctid == 0 || !split_of(a, r) || r.klo >= r.khi) return;
+        if (!split_of(a, r) || r.klo >= r.khi) return;
         const int key = r.klo + ctid / CPR, e = (ctid % CPR) * 8;
         if (key >= r.khi || key == r.ctx - 1) return;
         const int blk = a.bt[key / a.bs];
@@ -755,11 +755,11 @@ __global__ void __maxnreg__(120) k_dense_stack(const __grid_constant__ mk_args a
     const int ctid = threadIdx.x, b = blockIdx.x, nb = gridDim.x;
     long long *const tr = a.trace && ctid == 0 ? a.trace + (int64_t)b * a.L * MK_NPH * 4 : nullptr;
     long long *const tr_end = a.trace ? a.trace + (int64_t)nb * a.L * MK_NPH * 4 : nullptr;
+    pdl_wait(); /* x, the step's metadata */
     if (tr && b == 0) {
         tr_end[0] = clock64();
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tr_end[1]));
     }
-    pdl_wait(); /* x, the step's metadata */
     unsigned it = 0, nbar = 0;
     int pwb = 0;
     for (int l = 0; l < a.L; l++) {
@@ -803,6 +803,7 @@ __global__ void __maxnreg__(120) k_dense_stack(const __grid_constant__ mk_args a
     if (ctid == 0) { /* the last CTA out resets the barrier for the next launch */
         mk_fence();
         if (atomicAdd(&a.bar[1], 1u) == (unsigned)nb - 1) {
+            mk_fence(); /* (acquire: every CTA is done with the counters) */
             for (int i = 0; i < 4 * a.L; i++) a.pool[i] = 0;
             a.bar[0] = 0;
             a.bar[1] = 0;
@@ -893,7 +894,7 @@ static struct {
 /* stamps for the next launch of L layers over nb CTAs, or NULL when this one is not traced */
 static long long *mk_trace_arm(cu_state *cu, int L, int nb) {
     if (mk_tr.at < 0) mk_tr.at = getenv("VLLM_CUDA_STACK_TRACE") ? atoi(getenv("VLLM_CUDA_STACK_TRACE")) : 0;
-    if (mk_tr.at <= 0 || ++mk_tr.calls != mk_tr.at) return NULL;
+    if (mk_tr.at <= 0 || ++mk_tr.calls != mk_tr.at || L < 2) return NULL;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(cu->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
         cudaGetLastError();
@@ -901,9 +902,14 @@ static long long *mk_trace_arm(cu_state *cu, int L, int nb) {
         return NULL;
     }
     mk_tr.n = (size_t)nb * L * MK_NPH * 4 + 4 + MK_TR_SLOTS;
-    if (cudaMalloc((void **)&mk_tr.d, mk_tr.n * sizeof(long long)) != cudaSuccess ||
-        cudaMemsetAsync(mk_tr.d, 0, mk_tr.n * sizeof(long long), cu->stream) != cudaSuccess) {
+    if (cudaMalloc((void **)&mk_tr.d, mk_tr.n * sizeof(long long)) != cudaSuccess) {
         cudaGetLastError();
+        mk_tr.d = NULL;
+        return NULL;
+    }
+    if (cudaMemsetAsync(mk_tr.d, 0, mk_tr.n * sizeof(long long), cu->stream) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(mk_tr.d);
         mk_tr.d = NULL;
         return NULL;
     }
@@ -920,6 +926,8 @@ static void mk_trace_report(cu_state *cu) {
         cudaMemcpy(h, mk_tr.d, mk_tr.n * sizeof(long long), cudaMemcpyDeviceToHost) != cudaSuccess) {
         cudaGetLastError();
         free(h);
+        cudaFree(mk_tr.d);
+        mk_tr.d = NULL;
         return;
     }
     const long long *e = h + (size_t)nb * L * MK_NPH * 4, *sl = e + 4;

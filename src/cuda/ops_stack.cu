@@ -725,7 +725,7 @@ struct mk {
 };
 
 template <int HD>
-__global__ void __maxnreg__(120) k_dense_stack(const __grid_constant__ mk_args a) {
+__global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_constant__ mk_args a) {
     extern __shared__ __align__(128) unsigned char mk_smem[];
     __shared__ __align__(8) uint64_t full[MK_NSLOT], empty[MK_NSLOT];
     __shared__ float red[MK_CW];

@@ -13,7 +13,8 @@
 #   field, the ring slots in use (VLLM_CUDA_STACK_NSLOT), and a fourth, the percent of each GEMV phase's units
 #   split statically (VLLM_CUDA_STACK_STATIC; the rest are taken from a pool), and a fifth, the units prefetched
 #   into L2 ahead of the ring (VLLM_CUDA_STACK_AHEAD), and a sixth, the attention's keys a split at least
-#   (VLLM_CUDA_STACK_MINK).
+#   (VLLM_CUDA_STACK_MINK): the knobs of the work-stealing version (commit 707ddda, measured slower and not kept;
+#   the kernel now ignores them).
 #   4. PARITY=1: the Qwen3-0.6B-shaped model against transformers (tools/make_fixtures.py, as check.sh) with the
 #      stack on, every layout of test_cuda_parity ("one sequence at a time" decodes every step through it).
 #

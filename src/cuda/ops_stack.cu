@@ -6,13 +6,9 @@
  * first DRAM round trips and a drain: Qwen3-0.6B streamed 30 MB a layer in 26 us where the bandwidth floor is 7
  * (docs/benchmarks.md). Here one CTA per SM (all resident) runs every layer, and the weights never stop
  * streaming: a producer warp walks the CTA's share of every weight matrix of every layer in the order the
- * consumers use them, copying units of whole rows (a slot, MK_SLOT bytes at most) into a ring of MK_NSLOT slots
- * in shared memory with cp.async.bulk (the TMA), each slot's arrival and release signalled by mbarriers. The
- * copies run ahead of the compute across phases and grid barriers, as deep as the ring (160 KB a CTA). A phase's
- * units are split in two: half (VLLM_CUDA_STACK_STATIC) statically, the rest a pool that the producers take from
- * one unit at a time (an atomic counter) as their rings free. The SMs' shares of the memory system are not equal
- * (the trace saw CTAs finish one 8B layer's gate_up 20 us apart), so with fixed shares every phase lasted as long
- * as its slowest CTA; with the pool, the faster take more.
+ * consumers use them, copying slots of whole rows (MK_SLOT bytes at most) into a ring of MK_NSLOT slots in
+ * shared memory with cp.async.bulk (the TMA), each slot's arrival and release signalled by mbarriers. The copies
+ * run ahead of the compute across phases and grid barriers, as deep as the ring (160 KB a CTA).
  *
  * Per layer, the 16 consumer warps run five phases, each ended by a grid-wide barrier:
  *   1 qkv      xn = bf16(rms_norm(x) * in_norm) in shared memory (every CTA);
@@ -21,7 +17,7 @@
  *              the split holding the newest key also norms and ropes the new k and writes k, v to the caches at
  *              slot_mapping[0]; its keys -> (m, l, acc) partials in base 2; the last split of g to arrive (a
  *              counter per KV head) merges them: attn[g's heads] = bf16(O / L)
- *   3 o        rows of Wo over attn:        x[r] = bf16(x[r] + (attn . Wo[r] + b[r]))   (x[r]: as phase 1 read it)
+ *   3 o        rows of Wo over attn:        x[r] = bf16(x[r] + (attn . Wo[r] + b[r]))
  *   4 gate_up  xn = bf16(rms_norm(x) * post_norm); gate rows, then up rows:
  *              act[n] = bf16(silu(xn . Wg[n] + bg) * (xn . Wu[n] + bu))
  *   5 down     rows of Wd over act:         x[r] = bf16(x[r] + (act . Wd[r] + b[r]))
@@ -42,23 +38,20 @@
 #define MK_THREADS (MK_CT + 32)         /* and the producer warp */
 #define MK_SLOT (32 << 10)              /* bytes a ring slot */
 #define MK_NSLOT 5
-#define MK_AHEADQ 16                    /* the producer's queue of units taken ahead of the ring (L2 prefetch) */
 #define MK_SROWS 64                     /* rows a slot at most (K >= 256) */
 #define MK_MAXK 16384                   /* a GEMV's K at most (the input vector in shared memory, BF16) */
-#define MK_MAXD 8192                    /* hidden size at most (x kept in shared memory; gate + up rows a slot) */
+#define MK_MAXR 1024                    /* a CTA's rows in one phase at most (gate and up counted) */
 #define MK_WORK (44 << 10)              /* the input vector, or the attention's buffers */
 #define MK_TKE 4096                     /* attention: keys a tile x head_dim */
-#define MK_MINK 16                      /* attention: keys a split at least (default of mk_args.mink) */
+#define MK_MINK 16                      /* attention: keys a split at least */
 #define MK_MAXG 16                      /* query heads per KV head at most */
-#define MK_SMEM ((size_t)MK_NSLOT * MK_SLOT + MK_WORK + 2 * MK_SROWS * 4 + MK_MAXD * 2)
+#define MK_SMEM ((size_t)MK_NSLOT * MK_SLOT + MK_WORK + 2 * MK_CW * 4 + MK_MAXR * 4)
 /* VLLM_CUDA_STACK_DBG bits, for timing the kernel's parts (the results are then wrong) */
 #define MK_DBG_NO_GEMV 2       /* the GEMVs' math skipped (the slots still stream) */
 #define MK_DBG_NO_ATTN 4       /* the attention phase skipped */
 #define MK_DBG_NO_BARRIER 8    /* no grid barriers */
 #define MK_DBG_NO_STREAM 16    /* no weight stream (the GEMVs read whatever the slots hold) */
 #define MK_DBG_NO_PREFETCH 32  /* the attention's first tile loaded after the barrier (correct; for comparison) */
-#define MK_DBG_NO_L2_PREFETCH 64 /* no L2 prefetch of that tile at the qkv phase's start (correct) */
-#define MK_DBG_EVICT_FIRST 128  /* the ring's copies with an L2 evict_first hint (correct; an experiment) */
 
 /* VLLM_CUDA_STACK_TRACE=N (with --enforce-eager): the N-th launch records SM clock stamps, thread 0 of every CTA,
  * four a (layer, phase) (MK_TR_*), and the landing of each of CTA 0's slots; the host prints where the time went
@@ -86,10 +79,6 @@ struct mk_args {
     float *ws;                          /* (nh, S, HD + 2) partials */
     unsigned *cnt;                      /* (nkv) arrivals, 0 between launches */
     unsigned *bar;                      /* [0] grid barrier arrivals, [1] CTAs done; 0 between launches */
-    unsigned *pool;                     /* (L, 4) units taken from each GEMV phase's shared pool; 0 between launches */
-    int stat;                           /* percent of a phase's units split statically (the rest: the pool) */
-    int ahead;                          /* units prefetched into L2 ahead of the ring's copies (< MK_AHEADQ) */
-    int mink;                           /* attention: keys a split at least */
     cu_dev_err *err;
     int dbg;                            /* MK_DBG_* */
     int nslot;                          /* ring slots in use (MK_NSLOT; fewer for experiments) */
@@ -136,20 +125,9 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity) {
     } while (!done);
 #endif
 }
-/* bytes (a multiple of 16) global -> shared by the TMA, completing on bar (evict_first: an L2 hint that the
- * lines are not read again) */
-__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *bar,
-                                         bool evict_first = false) {
+/* bytes (a multiple of 16) global -> shared by the TMA, completing on bar */
+__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
 #if MK_SM90
-    if (evict_first) {
-        uint64_t pol;
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], "
-                     "%2, [%3], %4;\n" ::"r"(smem_u32(dst)),
-                     "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
-                     : "memory");
-        return;
-    }
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                      smem_u32(dst)),
                  "l"(src), "r"(bytes), "r"(smem_u32(bar))
@@ -178,13 +156,6 @@ __device__ __forceinline__ void mk_grid_sync(unsigned *bar, unsigned target, int
     mk_bar();
 }
 
-/* bytes (a multiple of 16) global -> L2, no completion to wait for */
-__device__ __forceinline__ void bulk_prefetch_l2(const void *src, unsigned bytes) {
-#if MK_SM90
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#endif
-}
-
 /* ---- the weight stream ---- */
 
 /* a phase's rows of weights for one CTA: its first row, rows, K */
@@ -198,23 +169,19 @@ struct mk {
     static constexpr int EPL = HD / 32;      /* a lane's elements of a head */
     static constexpr int TK = MK_TKE / HD;   /* keys a tile */
 
-    /* GEMV phase p (qkv, o, gate_up, down): N output rows of K, the rows of a unit (one slot: ur rows, or for
-     * gate_up ur gate rows then the same ur up rows), the units nu, and the units each CTA takes statically
-     * (CTA b: [b s0, b s0 + s0)); the units from nb s0 on are a pool that the CTAs' producers take one at a time
-     * as their rings free, so a CTA whose memory traffic is served faster takes more (work stealing). */
-    struct phase {
-        int N, K, ur, nu, s0;
-    };
-    static __device__ __forceinline__ phase phase_of(const mk_args &a, int p, int nb) {
+    /* phase p's segments: rows, K and first row of weights, for CTA b of nb (the producer and the consumers
+     * walk the same list) */
+    static __device__ __forceinline__ int segs(const mk_args &a, const mk_layer &ly, int p, int b, int nb,
+                                               mk_seg *sg, int *r0_out) {
         const int qd = a.nh * HD, nq = qd + 2 * a.nkv * HD;
-        phase f;
-        f.N = p == 0 ? nq : p == 2 ? a.I : a.D;
-        f.K = p == 0 || p == 2 ? a.D : p == 1 ? qd : a.I;
-        const int rps = rows_per_slot(f.K);
-        f.ur = p == 2 ? max(1, rps / 2) : rps;
-        f.nu = (f.N + f.ur - 1) / f.ur;
-        f.s0 = (int)((int64_t)f.nu * a.stat / 100 / nb);
-        return f;
+        const int N = p == 0 ? nq : p == 2 ? a.I : a.D;
+        const int K = p == 0 || p == 2 ? a.D : p == 1 ? qd : a.I;
+        const int r0 = (int)((int64_t)N * b / nb), r1 = (int)((int64_t)N * (b + 1) / nb);
+        *r0_out = r0;
+        sg[0] = mk_seg{ly.w[p] + (int64_t)r0 * K, r1 - r0, K};
+        if (p != 2) return 1;
+        sg[1] = mk_seg{ly.w[p] + ((int64_t)a.I + r0) * K, r1 - r0, K};
+        return 2;
     }
 
     /* rows a slot: the largest power of two of whole rows in MK_SLOT bytes, at most MK_SROWS */
@@ -224,68 +191,29 @@ struct mk {
         return 1 << (31 - __clz(r));
     }
 
-    /* The producer (one lane): every GEMV phase of every layer in order, its static units then units from the
-     * pool, then an end-of-phase slot (meta -1, no data); meta[s]: the slot's first row and rows. A second cursor
-     * runs a.ahead units ahead of the copies into the ring, taking the units (pool ones too) and prefetching them
-     * into L2 (cp.async.bulk.prefetch), so that DRAM keeps streaming while the ring is full of slots waiting for
-     * the consumers, across barriers too; the ring's copies then come from L2. */
-    static __device__ void produce(const mk_args &a, uint64_t *full, uint64_t *empty, unsigned char *slots,
-                                   int (*meta)[2]) {
+    /* the producer (one lane): every slot of every phase of every layer, in order */
+    static __device__ void produce(const mk_args &a, uint64_t *full, uint64_t *empty, unsigned char *slots) {
         if (a.dbg & MK_DBG_NO_STREAM) return;
         const int b = blockIdx.x, nb = gridDim.x;
         unsigned it = 0;
-        int ql[MK_AHEADQ], qr[MK_AHEADQ], qn[MK_AHEADQ]; /* the units taken, not yet copied: l * 4 + p, row, rows */
-        int head = 0, tail = 0, pl = 0, pp = 0, pj = 0;   /* the taking cursor: layer, phase, unit index */
-        const bool ef = a.dbg & MK_DBG_EVICT_FIRST;
-        auto take = [&]() { /* the next unit at the taking cursor into the queue; false when none is left */
-            if (pl >= a.L) return false;
-            const phase f = phase_of(a, pp, nb);
-            const int u = pj < f.s0 ? b * f.s0 + pj : nb * f.s0 + (int)atomicAdd(&a.pool[pl * 4 + pp], 1u);
-            const int k = tail % MK_AHEADQ;
-            ql[k] = pl * 4 + pp;
-            if (u >= f.nu) { /* the phase's end */
-                qr[k] = -1;
-                qn[k] = 0;
-                pj = 0;
-                if (++pp == 4) {
-                    pp = 0;
-                    pl++;
+        for (int l = 0; l < a.L; l++) {
+            for (int p = 0; p < 4; p++) {
+                mk_seg sg[2];
+                int r0;
+                const int ns = segs(a, a.layer[l], p, b, nb, sg, &r0);
+                for (int q = 0; q < ns; q++) {
+                    const int rps = rows_per_slot(sg[q].K);
+                    for (int r = 0; r < sg[q].n; r += rps) {
+                        const int n = min(rps, sg[q].n - r);
+                        const int s = (int)(it % (unsigned)a.nslot);
+                        const unsigned round = it / (unsigned)a.nslot;
+                        if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);
+                        const unsigned bytes = (unsigned)n * (unsigned)sg[q].K * 2u;
+                        mbar_expect(&full[s], bytes);
+                        bulk_g2s(slots + (size_t)s * MK_SLOT, sg[q].w + (int64_t)r * sg[q].K, bytes, &full[s]);
+                        it++;
+                    }
                 }
-            } else {
-                qr[k] = u * f.ur;
-                qn[k] = min(f.ur, f.N - qr[k]);
-                pj++;
-                if (a.ahead > 0) {
-                    const __nv_bfloat16 *w = a.layer[ql[k] >> 2].w[pp];
-                    const unsigned bytes = (unsigned)qn[k] * (unsigned)f.K * 2u;
-                    bulk_prefetch_l2(w + (int64_t)qr[k] * f.K, bytes);
-                    if (pp == 2) bulk_prefetch_l2(w + ((int64_t)a.I + qr[k]) * f.K, bytes);
-                }
-            }
-            tail++;
-            return true;
-        };
-        for (;;) {
-            const int s = (int)(it % (unsigned)a.nslot);
-            const unsigned round = it / (unsigned)a.nslot;
-            if (round > 0) mbar_wait(&empty[s], (round - 1) & 1);
-            if (head == tail && !take()) return; /* (with ahead 0, a unit is taken once a slot is free for it) */
-            const int k = head++ % MK_AHEADQ, lp = ql[k], p = lp & 3, r0 = qr[k], n = qn[k];
-            it++;
-            meta[s][0] = r0;
-            meta[s][1] = n;
-            if (r0 < 0) {
-                mbar_arrive(&full[s]);
-            } else {
-                const int K = p == 0 || p == 2 ? a.D : p == 1 ? a.nh * HD : a.I;
-                const __nv_bfloat16 *w = a.layer[lp >> 2].w[p];
-                const unsigned bytes = (unsigned)n * (unsigned)K * 2u;
-                unsigned char *dst = slots + (size_t)s * MK_SLOT;
-                mbar_expect(&full[s], p == 2 ? 2u * bytes : bytes);
-                bulk_g2s(dst, w + (int64_t)r0 * K, bytes, &full[s], ef);
-                if (p == 2) bulk_g2s(dst + bytes, w + ((int64_t)a.I + r0) * K, bytes, &full[s], ef);
-            }
-            while (tail - head < a.ahead && take()) { /* then the queue topped up (the copy is not kept waiting) */
             }
         }
     }
@@ -312,26 +240,20 @@ struct mk {
         return cu_warp_sum(acc0 + acc1);
     }
 
-    /* Consumers: GEMV phase p from the ring, slot by slot until the producer's end-of-phase slot (xin: the input
-     * vector, K BF16 in shared memory; xraw: x as this layer's phase read it, for the residual). A full slot holds
-     * at most rps rows (a power of two): with rps >= 16 each warp takes whole rows (cw, cw + 16, ...); below,
-     * wpr = 16 / rps warps share a row, each a contiguous range of its chunks. Either way a lane's chunks are the
-     * same columns in every slot of the phase (at most 4: a warp's range is at most 128 chunks), so its x values
-     * are widened once, and a warp sums across its lanes once per row; the warps of a shared row are added in a
-     * fixed order (deterministic, whichever CTA takes the row). Each slot's rows are written out at once:
-     *   qkv[r] = bf16(dot + b);  x[r] = bf16(x[r] + (dot + b));  act[r] = bf16(silu(gate + bg) * (up + bu)) */
-    static __device__ void gemv(const mk_args &a, const mk_layer &ly, int p, unsigned &it, uint64_t *full,
-                                uint64_t *empty, const unsigned char *slots, const int (*meta)[2], const uint4 *xin,
-                                const __nv_bfloat16 *xraw, float (*pw)[MK_SROWS], int &pwb, int ctid,
-                                long long *ts_first, long long *tr_slots) {
-        const int K = p == 0 || p == 2 ? a.D : p == 1 ? a.nh * HD : a.I;
+    /* Consumers: nrows rows of K from the ring into pacc[0..nrows) (xin: the input vector, K BF16 in shared
+     * memory). A full slot holds rps rows (a power of two): with rps >= 16 each warp takes whole rows (cw,
+     * cw + 16, ...); below, wpr = 16 / rps warps share a row, each a contiguous range of its chunks. Either way a
+     * lane's chunks are the same columns in every slot of the phase (at most 4: a warp's range is at most 128
+     * chunks), so its x values are widened once, and a warp sums across its lanes once per row; the warps of a
+     * shared row are added in a fixed order (deterministic). */
+    static __device__ void gemv(unsigned &it, uint64_t *full, uint64_t *empty, const unsigned char *slots,
+                                int nrows, int K, const uint4 *xin, float *pacc, float (*pw)[MK_CW], int &pwb,
+                                int ctid, int dbg, int nslot, long long *ts_first, long long *tr_slots) {
         const int KC = K >> 3, rps = rows_per_slot(K);
         const int cw = ctid >> 5, lane = ctid & 31;
         const int wpr = rps >= MK_CW ? 1 : MK_CW / rps;
-        const int q = cw % wpr;
+        const int q = cw % wpr, rw = cw / wpr;
         const int c0 = q * KC / wpr, c1 = (q + 1) * KC / wpr;
-        const bool math = !(a.dbg & MK_DBG_NO_GEMV), stream = !(a.dbg & MK_DBG_NO_STREAM);
-        const float *bias = ly.b[p];
         float xr[4][8];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -341,70 +263,44 @@ struct mk {
 #pragma unroll
                 for (int e = 0; e < 8; e++) xr[i][e] = 0.0f;
         }
-        for (bool first = true;; first = false) {
-            const int s = (int)(it % (unsigned)a.nslot);
-            const unsigned par = (it / (unsigned)a.nslot) & 1;
+        for (int r = 0; r < nrows; r += rps) {
+            const int n = min(rps, nrows - r);
+            const int s = (int)(it % (unsigned)nslot);
+            const unsigned par = (it / (unsigned)nslot) & 1;
             it++;
-            if (stream) mbar_wait(&full[s], par);
+            if (!(dbg & MK_DBG_NO_STREAM)) mbar_wait(&full[s], par);
             if (ctid == 0 && (ts_first || tr_slots)) {
                 const long long t = clock64();
-                if (ts_first && first) ts_first[2] = t;
+                if (ts_first && r == 0) ts_first[2] = t;
                 if (tr_slots && it - 1 < MK_TR_SLOTS) tr_slots[it - 1] = t;
             }
-            const int r0 = stream ? meta[s][0] : -1, n = stream ? meta[s][1] : 0;
             const uint4 *sw = (const uint4 *)(slots + (size_t)s * MK_SLOT);
-            /* the rows' outputs, each written by the warp that finishes it (no CTA-wide barrier a slot) */
-            auto put = [&](int i, float v, float up) { /* row i of the slot (gate_up: v the gate, up the up row) */
-                const int r = r0 + i;
-                if (p == 0) {
-                    a.qkv[r] = __float2bfloat16(v + (bias ? bias[r] : 0.0f));
-                } else if (p == 2) {
-                    const float gt = v + (bias ? bias[r] : 0.0f), u = up + (bias ? bias[a.I + r] : 0.0f);
-                    a.act[r] = __float2bfloat16(cu_act(BE_ACT_SILU, gt) * u);
-                } else {
-                    a.x[r] = __float2bfloat16(__bfloat162float(xraw[r]) + (v + (bias ? bias[r] : 0.0f)));
-                }
-            };
-            if (wpr == 1) { /* whole rows a warp; gate_up: gate row i and up row n + i together */
-                for (int i = cw; i < n; i += MK_CW) { /* (n is 0 in the end-of-phase slot) */
-                    const float v = math ? row_dot(sw + (int64_t)i * KC, c0, c1, lane, xr) : 0.0f;
-                    const float u = p == 2 && math ? row_dot(sw + (int64_t)(n + i) * KC, c0, c1, lane, xr) : 0.0f;
-                    if (lane == 0) put(i, v, u);
+            const bool math = !(dbg & MK_DBG_NO_GEMV);
+            if (wpr == 1) {
+                for (int row = cw; row < n; row += MK_CW) {
+                    const float v = math ? row_dot(sw + (int64_t)row * KC, c0, c1, lane, xr) : 0.0f;
+                    if (lane == 0) pacc[r + row] = v;
                 }
                 __syncwarp();
-                if (lane == 0 && stream) mbar_arrive(&empty[s]);
-                if (r0 < 0) return; /* the end of the phase (its slot held nothing) */
+                if (lane == 0 && !(dbg & MK_DBG_NO_STREAM)) mbar_arrive(&empty[s]);
             } else {
-                /* wpr warps a row (a group: rw); gate_up: a group of 2 wpr warps a pair, the first wpr on the gate
-                 * row, the others on the up row. The group meets at its own named barrier (2 + group). */
-                const int gw = p == 2 ? 2 * wpr : wpr, grp = cw / gw;
-                const int row = p == 2 ? (((cw / wpr) & 1) ? n + grp : grp) : grp;
-                const bool has = grp < n;
-                const float v = math && has ? row_dot(sw + (int64_t)row * KC, c0, c1, lane, xr) : 0.0f;
+                const float v = math && rw < n ? row_dot(sw + (int64_t)rw * KC, c0, c1, lane, xr) : 0.0f;
                 if (lane == 0) pw[pwb][cw] = v;
                 __syncwarp();
-                if (lane == 0 && stream) mbar_arrive(&empty[s]);
-                if (r0 < 0) return;
-                if (has) {
-                    asm volatile("bar.sync %0, %1;\n" ::"r"(2 + grp), "r"(gw * 32) : "memory");
-                    if (cw == grp * gw && lane == 0) {
-                        const float *g = pw[pwb] + grp * gw;
-                        float sv = 0.0f, su = 0.0f;
-                        for (int k = 0; k < wpr; k++) sv += g[k];
-                        if (p == 2)
-                            for (int k = 0; k < wpr; k++) su += g[wpr + k];
-                        put(grp, sv, su);
-                    }
+                if (lane == 0 && !(dbg & MK_DBG_NO_STREAM)) mbar_arrive(&empty[s]);
+                mk_bar();
+                if (ctid < n) {
+                    float sum = 0.0f;
+                    for (int k = 0; k < wpr; k++) sum += pw[pwb][ctid * wpr + k];
+                    pacc[r + ctid] = sum;
                 }
+                pwb ^= 1; /* the next slot's sums go to the other buffer (this one is read until the next barrier) */
             }
-            pwb ^= 1; /* the next slot's partials go to the other buffer (a group reads this one before its next
-                       * barrier) */
         }
     }
 
-    /* xin = bf16(rms_norm(x) * w) (D values), as the GEMV's norm prologue rounds them; xraw = x */
-    static __device__ void norm_in(const mk_args &a, const __nv_bfloat16 *w, uint4 *xin, uint4 *xraw, float *red,
-                                   int ctid) {
+    /* xin = bf16(rms_norm(x) * w) (D values), as the GEMV's norm prologue rounds them */
+    static __device__ void norm_in(const mk_args &a, const __nv_bfloat16 *w, uint4 *xin, float *red, int ctid) {
         constexpr int NJ = MK_MAXK / 8 / MK_CT;
         const int DC = a.D >> 3, lane = ctid & 31, cw = ctid >> 5;
         uint4 xr[NJ];
@@ -415,7 +311,6 @@ struct mk {
             xr[j] = make_uint4(0, 0, 0, 0);
             if (c < DC) {
                 xr[j] = __ldcg((const uint4 *)a.x + c);
-                xraw[c] = xr[j];
                 float f[8];
                 bf16x8_to_f32(xr[j], f);
 #pragma unroll
@@ -465,7 +360,7 @@ struct mk {
         r.ok = r.ctx >= 1 && (int64_t)r.ctx <= (int64_t)a.max_blocks * a.bs;
         const int k_lo = a.window > 0 && r.ctx > a.window ? r.ctx - a.window : 0;
         const int nk = r.ok ? r.ctx - k_lo : 0;
-        r.se = nk > 0 ? min(a.S, (nk + a.mink - 1) / a.mink) : 1; /* splits in use */
+        r.se = nk > 0 ? min(a.S, (nk + MK_MINK - 1) / MK_MINK) : 1; /* splits in use */
         const int seg = nk > 0 ? (nk + r.se - 1) / r.se : 0;
         r.klo = k_lo + r.sp * seg;
         r.khi = r.ok ? min(r.klo + seg, r.ctx) : r.klo;
@@ -500,28 +395,13 @@ struct mk {
         return false;
     }
 
-    /* prefetch.global.L2 of what prefetch() will load (block ids read now; a bad one prefetches nothing) */
-    static __device__ __forceinline__ void prefetch_l2(const mk_args &a, const mk_layer &ly, int ctid) {
-        constexpr int CPR = HD / 8;
-        split r;
-        if (!split_of(a, r) || r.klo >= r.khi) return;
-        const int key = r.klo + ctid / CPR, e = (ctid % CPR) * 8;
-        if (key >= r.khi || key == r.ctx - 1) return;
-        const int blk = a.bt[key / a.bs];
-        if (blk < 0 || blk >= a.num_blocks) return;
-        const int64_t off = ((int64_t)blk * a.bs + key % a.bs) * ((int64_t)a.nkv * HD) + (int64_t)r.g * HD + e;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(ly.kc + off));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(ly.vc + off));
-    }
-
-    /* This thread's chunk of the attention's first tile, keys of earlier steps only (nothing in this step writes
-     * them), into registers before the grid barrier that ends the qkv phase (prefetch_l2 has brought it to L2). */
+    /* Before the grid barrier that ends phase 1: the first tile's keys of earlier steps (nothing in this step
+     * writes them), so their DRAM round trip overlaps the barrier. */
     static __device__ __forceinline__ void prefetch(const mk_args &a, const mk_layer &ly, int ctid, uint4 &kr,
                                                     uint4 &vr, bool &valid) {
         split r;
         kr = vr = make_uint4(0, 0, 0, 0);
         valid = false;
-        if (ctid == 0) return; /* (the thread that fences at the grid barrier: it would wait for the loads there) */
         if (split_of(a, r) && r.klo < r.khi)
             valid = tile_chunk(a, ly, r, r.klo, ctid, false, nullptr, nullptr, kr, vr);
     }
@@ -636,7 +516,7 @@ struct mk {
                 uint4 kr, vr;
                 bool valid;
                 constexpr int CPR = HD / 8;
-                if (t0 == klo && pre && ctid != 0) { /* prefetched: only the newest key is left to place */
+                if (t0 == klo && pre) { /* prefetched: only the newest key is left to place */
                     kr = pk;
                     vr = pv;
                     valid = pvalid;
@@ -744,11 +624,10 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
     __shared__ __align__(8) uint64_t full[MK_NSLOT], empty[MK_NSLOT];
     __shared__ float red[MK_CW];
     __shared__ int info[1];
-    __shared__ int meta[MK_NSLOT][2];
     unsigned char *slots = mk_smem;
     unsigned char *work = slots + (size_t)MK_NSLOT * MK_SLOT;
-    float(*pw)[MK_SROWS] = (float(*)[MK_SROWS])(work + MK_WORK);
-    uint4 *xraw = (uint4 *)(work + MK_WORK + 2 * MK_SROWS * 4);
+    float(*pw)[MK_CW] = (float(*)[MK_CW])(work + MK_WORK);
+    float *pacc = (float *)(work + MK_WORK + 2 * MK_CW * 4);
     uint4 *xin = (uint4 *)work;
     using K = mk<HD>;
 
@@ -763,7 +642,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
     }
     __syncthreads();
     if (threadIdx.x >= MK_CT) { /* the producer warp: weights only, before any wait for the previous kernel */
-        if (threadIdx.x == MK_CT) K::produce(a, full, empty, slots, meta);
+        if (threadIdx.x == MK_CT) K::produce(a, full, empty, slots);
         return;
     }
     const int ctid = threadIdx.x, b = blockIdx.x, nb = gridDim.x;
@@ -782,23 +661,37 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
             /* trace stamps of this phase: start, input ready, first slot landed, done (before the barrier) */
             long long *ts = tr ? tr + ((int64_t)l * MK_NPH + (p == 0 ? 0 : p + 1)) * 4 : nullptr;
             if (ts) ts[0] = clock64();
-            /* The attention's first tile of earlier steps' keys (nothing in this step writes them) prefetched
-             * into L2 at the qkv phase's start: DRAM reads queue behind the weight stream (~6 us deep); loaded
-             * into registers before the barrier that ends the phase, they come from L2. */
-            const bool pre = p == 0 && !(a.dbg & MK_DBG_NO_PREFETCH);
-            uint4 pk, pv;
-            bool pvalid = false;
-            if (pre && !(a.dbg & MK_DBG_NO_L2_PREFETCH)) K::prefetch_l2(a, ly, ctid);
             /* the phase's input vector */
-            if (p == 0) K::norm_in(a, ly.n_in, xin, xraw, red, ctid);
+            if (p == 0) K::norm_in(a, ly.n_in, xin, red, ctid);
             else if (p == 1) K::load_in(a.attn, a.nh * HD, xin, ctid);
-            else if (p == 2) K::norm_in(a, ly.n_post, xin, xraw, red, ctid);
+            else if (p == 2) K::norm_in(a, ly.n_post, xin, red, ctid);
             else K::load_in(a.act, a.I, xin, ctid);
             if (ts) ts[1] = ts[2] = clock64();
-            K::gemv(a, ly, p, it, full, empty, slots, meta, xin, (const __nv_bfloat16 *)xraw, pw, pwb, ctid, ts,
-                    tr && b == 0 ? tr_end + 4 : nullptr);
+            mk_seg sg[2];
+            int r0;
+            const int ns = K::segs(a, ly, p, b, nb, sg, &r0);
+            for (int q = 0; q < ns; q++)
+                K::gemv(it, full, empty, slots, sg[q].n, sg[q].K, xin, pacc + q * sg[0].n, pw, pwb, ctid, a.dbg, a.nslot,
+                        q == 0 ? ts : nullptr, tr && b == 0 ? tr_end + 4 : nullptr);
+            mk_bar();
+            const float *bias = ly.b[p];
+            const int n = sg[0].n;
+            for (int i = ctid; i < n; i += MK_CT) {
+                const int r = r0 + i;
+                if (p == 0) {
+                    a.qkv[r] = __float2bfloat16(pacc[i] + (bias ? bias[r] : 0.0f));
+                } else if (p == 2) {
+                    const float gt = pacc[i] + (bias ? bias[r] : 0.0f), up = pacc[n + i] + (bias ? bias[a.I + r] : 0.0f);
+                    a.act[r] = __float2bfloat16(cu_act(BE_ACT_SILU, gt) * up);
+                } else {
+                    const float v = pacc[i] + (bias ? bias[r] : 0.0f);
+                    a.x[r] = __float2bfloat16(__bfloat162float(__ldcg(a.x + r)) + v);
+                }
+            }
             if (ts) ts[3] = clock64();
-            const bool sync = !(a.dbg & MK_DBG_NO_BARRIER);
+            const bool sync = !(a.dbg & MK_DBG_NO_BARRIER), pre = p == 0 && !(a.dbg & MK_DBG_NO_PREFETCH);
+            uint4 pk, pv;
+            bool pvalid = false;
             if (pre) K::prefetch(a, ly, ctid, pk, pv, pvalid);
             if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             if (p == 0) {
@@ -817,8 +710,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
     if (ctid == 0) { /* the last CTA out resets the barrier for the next launch */
         mk_fence();
         if (atomicAdd(&a.bar[1], 1u) == (unsigned)nb - 1) {
-            mk_fence(); /* (acquire: every CTA is done with the counters) */
-            for (int i = 0; i < 4 * a.L; i++) a.pool[i] = 0;
+            mk_fence(); /* (acquire: every CTA is done with the barrier) */
             a.bar[0] = 0;
             a.bar[1] = 0;
             mk_fence();
@@ -854,36 +746,8 @@ static bool mk_ready(cu_state *cu, int hd) {
 /* VLLM_CUDA_STACK_DBG (MK_DBG_* bits; read once) */
 static int mk_dbg() {
     static int dbg = -1;
-    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 254 : 0;
+    if (dbg < 0) dbg = getenv("VLLM_CUDA_STACK_DBG") ? atoi(getenv("VLLM_CUDA_STACK_DBG")) & 62 : 0;
     return dbg;
-}
-
-/* VLLM_CUDA_STACK_STATIC: percent of a GEMV phase's units split statically among the CTAs, the rest taken
- * from the pool as the CTAs' rings free (default 50) */
-static int mk_static_pct() {
-    static int n = -1;
-    if (n < 0) {
-        n = getenv("VLLM_CUDA_STACK_STATIC") ? atoi(getenv("VLLM_CUDA_STACK_STATIC")) : 50;
-        if (n < 0 || n > 100) n = 50;
-    }
-    return n;
-}
-
-/* an integer knob from the environment, def when unset or outside [lo, hi] (read at every launch: host only) */
-static int mk_env_int(const char *name, int def, int lo, int hi) {
-    const char *v = getenv(name);
-    const int n = v ? atoi(v) : def;
-    return n < lo || n > hi ? def : n;
-}
-
-/* VLLM_CUDA_STACK_AHEAD: units of weights prefetched into L2 ahead of the ring's copies (0..15, default 4) */
-static int mk_ahead() {
-    static int n = -1;
-    if (n < 0) {
-        n = getenv("VLLM_CUDA_STACK_AHEAD") ? atoi(getenv("VLLM_CUDA_STACK_AHEAD")) : 4;
-        if (n < 0 || n >= MK_AHEADQ) n = 4;
-    }
-    return n;
 }
 
 /* VLLM_CUDA_STACK_NSLOT: ring slots in use, 2..MK_NSLOT (experiments; default all) */
@@ -1030,7 +894,9 @@ static const char *stack_refusal(cu_state *cu, const be_dense_stack *st) {
     const int64_t ks[3] = {D, qd, I};
     for (int i = 0; i < 3; i++)
         if (ks[i] <= 0 || ks[i] % 256 || ks[i] > MK_MAXK) return "widths (need multiples of 256, at most 16384)";
-    if (D > MK_MAXD) return "hidden size above 8192";
+    const int64_t nb = cu->num_sms;
+    if ((nq + nb - 1) / nb > MK_MAXR || 2 * ((I + nb - 1) / nb) > MK_MAXR || (D + nb - 1) / nb > MK_MAXR)
+        return "rows per SM";
     if (st->sliding_window < 0 || !(st->scale > 0.0f)) return "window or scale";
     const tensor *cs = st->cos_sin;
     if (!cs || cs->dtype != DTYPE_F32 || cs->ndim != 2 || cs->shape[1] != st->rot_dim ||
@@ -1060,9 +926,8 @@ be_support cu_dense_stack_supports(cu_state *cu, const be_dense_stack *st) {
 vllm_status cu_stack_reserve(cu_state *cu) {
     const size_t ws = (size_t)MK_MAXG * cu->num_sms * (256 + 2) * sizeof(float);
     vllm_status st = cu_buf_reserve(cu, &cu->stack_ws, ws, "dense stack (attention partials)");
-    if (st == VLLM_OK) /* per KV head, the grid barrier's two, the GEMV pools' */
-        st = cu_buf_reserve(cu, &cu->stack_cnt, ((size_t)cu->num_sms + 2 + 4 * CU_STACK_MAX_LAYERS) * sizeof(unsigned),
-                            "dense stack (counters)");
+    if (st == VLLM_OK)
+        st = cu_buf_reserve(cu, &cu->stack_cnt, ((size_t)cu->num_sms + 2) * sizeof(unsigned), "dense stack (counters)");
     if (st == VLLM_OK && cudaMemsetAsync(cu->stack_cnt.p, 0, cu->stack_cnt.cap, cu->stream) != cudaSuccess) {
         cudaGetLastError();
         st = vt_error(VLLM_ERR_BACKEND, "cuda backend: clearing the dense stack's counters failed");
@@ -1126,10 +991,6 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
     a.ws = (float *)cu->stack_ws.p;
     a.cnt = (unsigned *)cu->stack_cnt.p;
     a.bar = a.cnt + cu->num_sms;
-    a.pool = a.bar + 2;
-    a.stat = mk_static_pct();
-    a.ahead = mk_ahead();
-    a.mink = mk_env_int("VLLM_CUDA_STACK_MINK", MK_MINK, 1, 4096);
     a.err = cu->derr_dev;
     a.dbg = mk_dbg();
     a.nslot = mk_nslot();

@@ -155,7 +155,6 @@ typedef struct at_args {
     cu_dev_err *err;
 } at_args;
 
-
 /* A (token t, head, element d) result of split `split`: the output O / L when the
  * keys were not split (single), else the unnormalised O with the split's max M and
  * sum L (at d == 0) into the split-KV workspace (A: at_args or da_args). */

@@ -27,9 +27,9 @@
  * A GEMV slot holds rps rows of K (a power of two): with 16 or more, each warp takes whole rows; with fewer,
  * 16 / rps warps share a row, each a contiguous range of its 16-byte chunks. A lane's chunks are the same columns
  * in every slot of a phase (at most 4), so its x values are widened once per phase; a warp sums across its lanes
- * once per row, and the warps sharing a row are added in a fixed order (deterministic). Activations written by other CTAs are read with
- * ld.global.cg (L1 is not coherent); the grid barrier is a counter in global memory (release / acquire) that the
- * last CTA to leave resets.
+ * once per row, and the warps sharing a row are added in a fixed order (deterministic). Activations written by
+ * other CTAs are read with ld.global.cg (L1 is not coherent); the grid barrier is a counter in global memory
+ * (release / acquire) that the last CTA to leave resets.
  */
 #include "cuda/cuda_internal.h"
 
@@ -54,8 +54,8 @@
 #define MK_DBG_NO_PREFETCH 32  /* the attention's first tile loaded after the barrier (correct; for comparison) */
 
 /* VLLM_CUDA_STACK_TRACE=N (with --enforce-eager): the N-th launch records SM clock stamps, thread 0 of every CTA,
- * four a (layer, phase) (MK_TR_*), and the landing of each of CTA 0's slots; the host prints where the time went
- * (mk_trace_report). For profiling only. */
+ * four a (layer, phase) (start, input ready, first slot landed, done), and the landing of each of CTA 0's slots;
+ * the host prints where the time went (mk_trace_report). For profiling only. */
 #define MK_NPH 5                        /* phases a layer in the trace: qkv, attention, o, gate_up, down */
 #define MK_TR_SLOTS 16384               /* CTA 0's slot landings kept */
 
@@ -760,7 +760,7 @@ static int mk_nslot() {
     return n;
 }
 
-/* ---- the trace (VLLM_CUDA_STACK_TRACE=N, profiling only; one process-wide buffer, the first backend's) ---- */
+/* ---- the trace (VLLM_CUDA_STACK_TRACE=N, profiling only; the process's N-th launch, whichever backend) ---- */
 
 static struct {
     int at, calls;      /* the launch to trace (0: off), launches so far */

@@ -15,10 +15,9 @@
  *              the CTA's rows r of Wqkv:   qkv[r] = bf16(xn . Wqkv[r] + b[r])
  *   2 attn     CTA (KV head g, split s): the group's q heads per-head normed and roped (bf16, as qk_norm_rope_kv),
  *              the split holding the newest key also norms and ropes the new k and writes k, v to the caches at
- *              slot_mapping[0]; its keys -> (m, l, acc) partials in base 2
- *   3 o        attn = bf16(O / L) merged from the splits' partials (every CTA, all heads: flash-decoding's
- *              reduce, after the grid barrier instead of a counter, a fence and a merge chain in phase 2);
- *              rows of Wo over attn:        x[r] = bf16(x[r] + (attn . Wo[r] + b[r]))
+ *              slot_mapping[0]; its keys -> (m, l, acc) partials in base 2; the last split of g to arrive (a
+ *              counter per KV head) merges them: attn[g's heads] = bf16(O / L)
+ *   3 o        rows of Wo over attn:        x[r] = bf16(x[r] + (attn . Wo[r] + b[r]))
  *   4 gate_up  xn = bf16(rms_norm(x) * post_norm); gate rows, then up rows:
  *              act[n] = bf16(silu(xn . Wg[n] + bg) * (xn . Wu[n] + bu))
  *   5 down     rows of Wd over act:         x[r] = bf16(x[r] + (act . Wd[r] + b[r]))
@@ -42,11 +41,10 @@
 #define MK_SROWS 64                     /* rows a slot at most (K >= 256) */
 #define MK_MAXK 16384                   /* a GEMV's K at most (the input vector in shared memory, BF16) */
 #define MK_MAXR 1024                    /* a CTA's rows in one phase at most (gate and up counted) */
-#define MK_WORK (44 << 10)              /* the input vector (phase 3: and merge_in's pairs), or the attention's buffers */
+#define MK_WORK (44 << 10)              /* the input vector, or the attention's buffers */
 #define MK_TKE 4096                     /* attention: keys a tile x head_dim */
 #define MK_MINK 16                      /* attention: keys a split at least */
 #define MK_MAXG 16                      /* query heads per KV head at most */
-#define MK_MPRE 8                       /* merge_in: splits' partials a thread loads at once */
 #define MK_SMEM ((size_t)MK_NSLOT * MK_SLOT + MK_WORK + 2 * MK_CW * 4 + MK_MAXR * 4)
 /* VLLM_CUDA_STACK_DBG bits, for timing the kernel's parts (the results are then wrong) */
 #define MK_DBG_NO_GEMV 2       /* the GEMVs' math skipped (the slots still stream) */
@@ -77,8 +75,9 @@ struct mk_args {
     int64_t max_pos, num_blocks;
     const int32_t *pos, *seq_lens, *bt; /* positions (1), seq_lens (1), block table row 0 */
     const int64_t *slots;               /* slot_mapping (1) */
-    __nv_bfloat16 *x, *qkv, *act;
-    float *ws;                          /* (nh, S, HD + 4) partials: acc (HD), m, l, 2 unused (16-byte rows) */
+    __nv_bfloat16 *x, *qkv, *attn, *act;
+    float *ws;                          /* (nh, S, HD + 2) partials */
+    unsigned *cnt;                      /* (nkv) arrivals, 0 between launches */
     unsigned *bar;                      /* [0] grid barrier arrivals, [1] CTAs done; 0 between launches */
     cu_dev_err *err;
     int dbg;                            /* MK_DBG_* */
@@ -352,26 +351,16 @@ struct mk {
         int g, sp, se, klo, khi, ctx;
         bool ok;
     };
-    /* the step's context, its first key (the window), its splits in use (the same in every CTA) */
-    static __device__ __forceinline__ int splits_in_use(const mk_args &a, int *ctx_out, int *k_lo_out, bool *ok_out) {
-        const int ctx = a.seq_lens[0];
-        const bool ok = ctx >= 1 && (int64_t)ctx <= (int64_t)a.max_blocks * a.bs;
-        const int k_lo = a.window > 0 && ctx > a.window ? ctx - a.window : 0;
-        const int nk = ok ? ctx - k_lo : 0;
-        *ctx_out = ctx;
-        *k_lo_out = k_lo;
-        *ok_out = ok;
-        return nk > 0 ? min(a.S, (nk + MK_MINK - 1) / MK_MINK) : 1;
-    }
-
     static __device__ __forceinline__ bool split_of(const mk_args &a, split &r) {
         const int b = blockIdx.x;
         if (b >= a.nkv * a.S) return false;
         r.g = b / a.S;
         r.sp = b % a.S;
-        int k_lo;
-        r.se = splits_in_use(a, &r.ctx, &k_lo, &r.ok);
+        r.ctx = a.seq_lens[0];
+        r.ok = r.ctx >= 1 && (int64_t)r.ctx <= (int64_t)a.max_blocks * a.bs;
+        const int k_lo = a.window > 0 && r.ctx > a.window ? r.ctx - a.window : 0;
         const int nk = r.ok ? r.ctx - k_lo : 0;
+        r.se = nk > 0 ? min(a.S, (nk + MK_MINK - 1) / MK_MINK) : 1; /* splits in use */
         const int seg = nk > 0 ? (nk + r.se - 1) / r.se : 0;
         r.klo = k_lo + r.sp * seg;
         r.khi = r.ok ? min(r.klo + seg, r.ctx) : r.klo;
@@ -419,12 +408,12 @@ struct mk {
 
     /* Phase 2 for CTA b: attention of KV head b / S over split b % S (nothing for b >= nkv S); pk / pv: this
      * thread's chunk of the first tile (prefetch), or pre false to load it here. */
-    static __device__ void attention(const mk_args &a, const mk_layer &ly, unsigned char *work, int ctid, bool pre,
-                                     uint4 pk, uint4 pv, bool pvalid, long long *ts) {
+    static __device__ void attention(const mk_args &a, const mk_layer &ly, unsigned char *work, int *info, int ctid,
+                                     bool pre, uint4 pk, uint4 pv, bool pvalid, long long *ts) {
         const int b = blockIdx.x;
         split r;
         if (!split_of(a, r)) return;
-        const int G = a.nh / a.nkv, S = a.S, g = r.g, sp = r.sp, klo = r.klo, khi = r.khi, ctx = r.ctx;
+        const int G = a.nh / a.nkv, S = a.S, g = r.g, sp = r.sp, se = r.se, klo = r.klo, khi = r.khi, ctx = r.ctx;
         const int cw = ctid >> 5, lane = ctid & 31;
         const int64_t kvd = (int64_t)a.nkv * HD;
         float *sq = (float *)work;                            /* (G, HD) q, bf16-rounded, * qscale */
@@ -584,77 +573,48 @@ struct mk {
             mk_bar();
         }
 
-        /* this split's partials (merged by every CTA after the grid barrier: merge_in) */
-        float *pt = a.ws + ((int64_t)g * G * S + sp) * (HD + 4); /* head g G + h at pt + h S (HD + 4) */
-        for (int i = ctid; i < G * HD; i += MK_CT) pt[(int64_t)(i / HD) * S * (HD + 4) + i % HD] = acc[i];
-        if (ctid < G) *(float2 *)(pt + (int64_t)ctid * S * (HD + 4) + HD) = make_float2(mrow[ctid], lrow[ctid]);
-        if (ts) ts[2] = clock64(); /* (trace: this split's keys done) */
-    }
-
-    /* Phase 3's input: xin = attn (nh HD values, BF16) merged from the splits' partials, every CTA all heads (the
-     * grid barrier after phase 2 orders them): per head h, M = max_s m_s, f_s = exp2(m_s - M), L = sum_s f_s l_s,
-     * attn = bf16(sum_s f_s acc_s / L) in s order (flash-decoding's reduce). A thread takes 4 values of a head;
-     * its first item's partials of the first MK_MPRE splits are loaded with the (m, l) pairs, one round trip. */
-    static __device__ void merge_in(const mk_args &a, uint4 *xin, int ctid) {
-        int ctx, k_lo;
-        bool ok;
-        const int se = splits_in_use(a, &ctx, &k_lo, &ok), S = a.S, nh = a.nh, nit = nh * HD / 4;
-        const int cw = ctid >> 5, lane = ctid & 31;
-        float2 *sml = (float2 *)((unsigned char *)xin + nh * HD * 2); /* (nh, se): (m, l), then (f, -) */
-        float *sL = (float *)(sml + nh * se);                        /* (nh) */
-        auto part = [&](int h, int sp) { return a.ws + ((int64_t)h * S + sp) * (HD + 4); };
-        float4 v[MK_MPRE]; /* a batch of one item's partials: the first item's first batch loaded here */
-        {
-            const int h = ctid * 4 / HD, d = ctid * 4 % HD;
-#pragma unroll
-            for (int u = 0; u < MK_MPRE; u++)
-                v[u] = ctid < nit && u < se ? __ldcg((const float4 *)(part(h, u) + d)) : make_float4(0, 0, 0, 0);
+        /* this split's partials, then the last split of head group g merges them all */
+        auto part = [&](int h, int s) { return a.ws + ((int64_t)(g * G + h) * S + s) * (HD + 2); };
+        for (int i = ctid; i < G * HD; i += MK_CT) part(i / HD, sp)[i % HD] = acc[i];
+        if (ctid < G) {
+            part(ctid, sp)[HD] = mrow[ctid];
+            part(ctid, sp)[HD + 1] = lrow[ctid];
         }
-        for (int i = ctid; i < nh * se; i += MK_CT) sml[i] = __ldcg((const float2 *)(part(i / se, i % se) + HD));
         mk_bar();
-        for (int h = cw; h < nh; h += MK_CW) { /* warp h: the head's factors and L (the lanes' splits disjoint) */
+        if (ts) ts[2] = clock64(); /* (trace: this split's keys done) */
+        if (ctid == 0) {
+            mk_fence();
+            info[0] = atomicAdd(&a.cnt[g], 1u) == (unsigned)(se - 1);
+            if (info[0]) mk_fence(); /* (acquire: the other splits' partials) */
+        }
+        mk_bar();
+        if (!info[0]) return;
+        float *fs = (float *)sk; /* (G, se) the splits' factors exp2(m_s - M) (sk and sv: 2 TK HD BF16 >= G se floats) */
+        for (int i = ctid; i < G * se; i += MK_CT) fs[i] = __ldcg(part(i / se, i % se) + HD);
+        mk_bar();
+        for (int h = cw; h < G; h += MK_CW) {
             float M = -INFINITY;
-            for (int sp = lane; sp < se; sp += 32) M = fmaxf(M, sml[h * se + sp].x);
+            for (int s = lane; s < se; s += 32) M = fmaxf(M, fs[h * se + s]);
             M = cu_warp_max(M);
             float L = 0.0f;
-            for (int sp = lane; sp < se; sp += 32) {
-                const float2 v = sml[h * se + sp];
-                const float f = v.x == -INFINITY ? 0.0f : exp2f(v.x - M);
-                sml[h * se + sp].x = f;
-                L += f * v.y;
+            for (int s = lane; s < se; s += 32) {
+                const float ms = fs[h * se + s];
+                const float f = ms == -INFINITY ? 0.0f : exp2f(ms - M);
+                fs[h * se + s] = f;
+                L += f * __ldcg(part(h, s) + HD + 1);
             }
             L = cu_warp_sum(L);
-            if (lane == 0) sL[h] = L;
+            if (lane == 0) lrow[h] = L;
         }
         mk_bar();
-        for (int it = ctid; it < nit; it += MK_CT) {
-            const int h = it * 4 / HD, d = it * 4 % HD;
-            float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int s0 = 0; s0 < se; s0 += MK_MPRE) {
-                if (it != ctid || s0 != 0)
-#pragma unroll
-                    for (int u = 0; u < MK_MPRE; u++)
-                        v[u] = s0 + u < se ? __ldcg((const float4 *)(part(h, s0 + u) + d)) : make_float4(0, 0, 0, 0);
-#pragma unroll
-                for (int u = 0; u < MK_MPRE; u++) {
-                    if (s0 + u < se) {
-                        const float f = sml[h * se + s0 + u].x;
-                        o[0] += f * v[u].x;
-                        o[1] += f * v[u].y;
-                        o[2] += f * v[u].z;
-                        o[3] += f * v[u].w;
-                    }
-                }
-            }
-            const float L = sL[h];
-            __nv_bfloat162 lo = __floats2bfloat162_rn(L > 0.0f ? o[0] / L : 0.0f, L > 0.0f ? o[1] / L : 0.0f);
-            __nv_bfloat162 hi = __floats2bfloat162_rn(L > 0.0f ? o[2] / L : 0.0f, L > 0.0f ? o[3] / L : 0.0f);
-            uint2 pk;
-            pk.x = *(unsigned *)&lo;
-            pk.y = *(unsigned *)&hi;
-            ((uint2 *)xin)[it] = pk;
+        for (int i = ctid; i < G * HD; i += MK_CT) {
+            const int h = i / HD, d = i % HD;
+            float O = 0.0f;
+            for (int s = 0; s < se; s++) O += fs[h * se + s] * __ldcg(part(h, s) + d);
+            const float L = lrow[h];
+            a.attn[(int64_t)(g * G + h) * HD + d] = __float2bfloat16(L > 0.0f ? O / L : 0.0f);
         }
-        mk_bar();
+        if (ctid == 0) a.cnt[g] = 0; /* ready for the next layer (after the grid barrier) */
     }
 };
 
@@ -663,6 +623,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
     extern __shared__ __align__(128) unsigned char mk_smem[];
     __shared__ __align__(8) uint64_t full[MK_NSLOT], empty[MK_NSLOT];
     __shared__ float red[MK_CW];
+    __shared__ int info[1];
     unsigned char *slots = mk_smem;
     unsigned char *work = slots + (size_t)MK_NSLOT * MK_SLOT;
     float(*pw)[MK_CW] = (float(*)[MK_CW])(work + MK_WORK);
@@ -702,7 +663,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
             if (ts) ts[0] = clock64();
             /* the phase's input vector */
             if (p == 0) K::norm_in(a, ly.n_in, xin, red, ctid);
-            else if (p == 1) K::merge_in(a, xin, ctid);
+            else if (p == 1) K::load_in(a.attn, a.nh * HD, xin, ctid);
             else if (p == 2) K::norm_in(a, ly.n_post, xin, red, ctid);
             else K::load_in(a.act, a.I, xin, ctid);
             if (ts) ts[1] = ts[2] = clock64();
@@ -736,7 +697,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1) k_dense_stack(const __grid_cons
             if (p == 0) {
                 long long *ta = tr ? tr + ((int64_t)l * MK_NPH + 1) * 4 : nullptr;
                 if (ta) ta[0] = ta[1] = ta[2] = clock64();
-                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, ctid, pre, pk, pv, pvalid, ta);
+                if (!(a.dbg & MK_DBG_NO_ATTN)) K::attention(a, ly, work, info, ctid, pre, pk, pv, pvalid, ta);
                 if (ta) ta[3] = clock64();
                 if (sync) mk_grid_sync(a.bar, ++nbar * (unsigned)nb, ctid);
             }
@@ -963,10 +924,10 @@ be_support cu_dense_stack_supports(cu_state *cu, const be_dense_stack *st) {
 }
 
 vllm_status cu_stack_reserve(cu_state *cu) {
-    const size_t ws = (size_t)MK_MAXG * cu->num_sms * (256 + 4) * sizeof(float);
+    const size_t ws = (size_t)MK_MAXG * cu->num_sms * (256 + 2) * sizeof(float);
     vllm_status st = cu_buf_reserve(cu, &cu->stack_ws, ws, "dense stack (attention partials)");
     if (st == VLLM_OK)
-        st = cu_buf_reserve(cu, &cu->stack_cnt, 2 * sizeof(unsigned), "dense stack (grid barrier)");
+        st = cu_buf_reserve(cu, &cu->stack_cnt, ((size_t)cu->num_sms + 2) * sizeof(unsigned), "dense stack (counters)");
     if (st == VLLM_OK && cudaMemsetAsync(cu->stack_cnt.p, 0, cu->stack_cnt.cap, cu->stream) != cudaSuccess) {
         cudaGetLastError();
         st = vt_error(VLLM_ERR_BACKEND, "cuda backend: clearing the dense stack's counters failed");
@@ -1009,10 +970,7 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
     a.I = (int)I;
     a.nh = nh;
     a.nkv = nkv;
-    /* splits per KV head: a CTA each, at most as many as merge_in's (m, l) pairs of every head fit beside its input */
     a.S = cu->num_sms / nkv;
-    const int s_fit = (int)((MK_WORK - qd * 2 - nh * 4) / (8 * nh));
-    if (a.S > s_fit) a.S = s_fit;
     a.half = st->rot_dim / 2;
     a.neox = st->neox;
     a.window = st->sliding_window;
@@ -1028,9 +986,11 @@ void cu_dense_stack_decode(backend *be, const be_dense_stack *st, tensor *x, con
     a.slots = (const int64_t *)m->slot_mapping.data;
     a.x = (__nv_bfloat16 *)x->data;
     a.qkv = (__nv_bfloat16 *)qkv->data;
+    a.attn = (__nv_bfloat16 *)attn->data;
     a.act = (__nv_bfloat16 *)act->data;
     a.ws = (float *)cu->stack_ws.p;
-    a.bar = (unsigned *)cu->stack_cnt.p;
+    a.cnt = (unsigned *)cu->stack_cnt.p;
+    a.bar = a.cnt + cu->num_sms;
     a.err = cu->derr_dev;
     a.dbg = mk_dbg();
     a.nslot = mk_nslot();

@@ -21,6 +21,9 @@
 #   tools/device/ab_stack.sh            (VARIANTS="0,0 1,0 1,32 1,2 1,4 1,8 1,16" by default)
 #   PREBUILT=DIR: DIR/vllmc, DIR/cuda_test_cuda_stack (and DIR/cuda_test_cuda_parity) instead of building in
 #   /tmp/bstack.
+#   ALTS="tree name ...": kernels compared in the same call, for a build that carries alternatives of ops_stack.cu
+#   (VLLM_CUDA_STACK_ALT=name picks one; "tree" sets none): each runs 1, 2 (against the per-layer ops), the trace
+#   and every VARIANT.
 # Device call: carry [".devdeps"] (and DIR). Logs under ${OUT:-/tmp/ab_stack}.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -38,9 +41,13 @@ if [ -z "${PREBUILT:-}" ]; then
 fi
 V=$B/vllmc
 echo "== ready in $(( $(date +%s) - t0 )) s (commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)})"
-timeout 120 $B/cuda_test_cuda_stack > "$O/stack.log" 2>&1
-echo "test_cuda_stack rc $?: $(grep -E 'checks, [0-9]+ failures' "$O/stack.log" | sed 's/.*: //')"
-grep -E "CHECK" "$O/stack.log" | head -10
+ALTS=${ALTS:-tree}
+alt() { [ "$1" = tree ] && echo "" || echo "$1"; }
+for k in $ALTS; do
+  VLLM_CUDA_STACK_ALT=$(alt $k) timeout 120 $B/cuda_test_cuda_stack > "$O/stack_$k.log" 2>&1
+  echo "test_cuda_stack ($k) rc $?: $(grep -E 'checks, [0-9]+ failures' "$O/stack_$k.log" | sed 's/.*: //')"
+  grep -E "CHECK" "$O/stack_$k.log" | head -10
+done
 python3 - <<'PY'
 import json, os
 base = dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", max_position_embeddings=40960,
@@ -56,12 +63,14 @@ PY
 IDS=$(python3 -c "print(','.join(str(7 + 13 * i) for i in range(40)))")
 for d in /tmp/ab-q06 /tmp/ab-q3; do
   n=$(basename $d)
-  for s in 0 1; do
-    VLLM_CUDA_STACK=$s timeout 120 $V generate --model $d --load-format dummy --device cuda --prompt-token-ids "$IDS" \
+  for s in 0 $ALTS; do
+    st=1; [ "$s" = 0 ] && st=0
+    VLLM_CUDA_STACK_ALT=$(alt $s) VLLM_CUDA_STACK=$st timeout 120 $V generate --model $d --load-format dummy --device cuda --prompt-token-ids "$IDS" \
       --max-tokens 48 --ignore-eos --temperature 0 --logprobs 1 --json --max-model-len 1024 \
       > "$O/gen_${n}_$s.json" 2>> "$O/gen.log"
   done
-  python3 - "$O/gen_${n}_0.json" "$O/gen_${n}_1.json" "$n" <<'PY'
+  for s in $ALTS; do
+  python3 - "$O/gen_${n}_0.json" "$O/gen_${n}_$s.json" "$n $s" <<'PY'
 import json, sys
 try:
     a, b = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:3])
@@ -73,30 +82,32 @@ while n < min(len(ta), len(tb)) and ta[n] == tb[n]: n += 1
 d = max((abs(a["logprobs"][i] - b["logprobs"][i]) for i in range(n)), default=float("nan"))
 print("%s greedy: tokens equal for %d of %d; max |dlogprob| over them %.4f" % (sys.argv[3], n, len(ta), d))
 PY
+  done
 done
 grep -iE "error|one kernel" "$O/gen.log" | sort | uniq -c | head
 if [ "${TRACE:-0}" = 1 ]; then # where a step's time goes inside the kernel (the 40th launch, eager)
-  for d in /tmp/ab-q06 /tmp/ab-q3; do
-    echo "== trace $(basename $d)"
-    VLLM_CUDA_STACK=1 VLLM_CUDA_STACK_TRACE=40 timeout 120 $V generate --model $d --load-format dummy --device cuda \
+  for d in /tmp/ab-q06 /tmp/ab-q3; do for k in $ALTS; do
+    echo "== trace $(basename $d) $k"
+    VLLM_CUDA_STACK_ALT=$(alt $k) VLLM_CUDA_STACK=1 VLLM_CUDA_STACK_TRACE=40 timeout 120 $V generate --model $d --load-format dummy --device cuda \
       --prompt-token-ids "$IDS" --max-tokens 48 --ignore-eos --temperature 0 --max-model-len 1024 --enforce-eager \
       2>&1 >/dev/null | grep -A20 "dense stack trace"
-  done
+  done; done
 fi
-lat() { # dir stack dbg out [nslot [static [ahead [mink]]]] -> seconds
-  env VLLM_CUDA_STACK=$2 VLLM_CUDA_STACK_DBG=$3 VLLM_CUDA_STACK_NSLOT=${5:-5} VLLM_CUDA_STACK_STATIC=${6:-50} \
+lat() { # dir stack dbg out [nslot [static [ahead [mink]]]] -> seconds (kernel $K of ALTS)
+  env VLLM_CUDA_STACK_ALT=$(alt ${K:-tree}) VLLM_CUDA_STACK=$2 VLLM_CUDA_STACK_DBG=$3 VLLM_CUDA_STACK_NSLOT=${5:-5} VLLM_CUDA_STACK_STATIC=${6:-50} \
     VLLM_CUDA_STACK_AHEAD=${7:-4} VLLM_CUDA_STACK_MINK=${8:-16} timeout 120 $V bench latency --model "$1" --load-format dummy \
     --device cuda --num-iters-warmup 2 --num-iters 5 --batch-size 1 --input-len 128 --output-len "$4" \
     --max-model-len 1024 2>> "$O/lat.log" | awk '/^Avg latency/ {print $3}'
 }
 for d in /tmp/ab-q06 /tmp/ab-q3; do
-  p=$(lat $d 0 0 1)
-  for v in ${VARIANTS:-0,0 1,0 1,32 1,2 1,4 1,8 1,16}; do
+  p=$(K=tree lat $d 0 0 1)
+  for v in ${VARIANTS:-0,0 1,0 1,32 1,2 1,4 1,8 1,16}; do for K in $ALTS; do
     set -- ${v//,/ }
+    [ "$1" = 0 ] && [ "$K" != "${ALTS%% *}" ] && continue
     f=$(lat $d "$1" "$2" 129 "${3:-5}" "${4:-50}" "${5:-4}" "${6:-16}")
-    echo "$(basename $d) stack=$1 dbg=$2 nslot=${3:-5} static=${4:-50}% ahead=${5:-4} mink=${6:-16}: $(awk -v f="$f" -v p="$p" 'BEGIN { if (f == "" || p == "") print "failed";
+    echo "$(basename $d) $K stack=$1 dbg=$2 nslot=${3:-5} static=${4:-50}% ahead=${5:-4} mink=${6:-16}: $(awk -v f="$f" -v p="$p" 'BEGIN { if (f == "" || p == "") print "failed";
       else printf "%.1f tok/s (%.3f ms a step)", 128 / (f - p), (f - p) / 128 * 1000 }')"
-  done
+  done; done
 done
 grep -iE "error" "$O/lat.log" | sort | uniq -c | head
 if [ "${PARITY:-0}" = 1 ]; then

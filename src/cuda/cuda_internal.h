@@ -140,6 +140,8 @@ typedef struct cu_state {
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
+    bool attn_cluster;             /* decode attention merges a token's splits inside a thread-block cluster where they
+                                      fit one (sm_90; VLLM_CUDA_ATTN_CLUSTER=0: through the workspace always) */
     bool capturing;                /* between graph_begin and graph_end */
     cu_stage stage;                /* upload staging */
     cu_buf attn_ws;                /* split-KV partial results (device) */
@@ -225,6 +227,33 @@ static inline bool cu_launch(cu_state *cu, const char *op, bool pdl, void (*kern
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = pdl && cu->pdl ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cu_fail(cu, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
+        return false;
+    }
+    return true;
+}
+
+/* cu_launch with thread-block clusters of cz CTAs along z (sm_90; grid.z % cz == 0). */
+template <typename... KArgs, typename... Args>
+static inline bool cu_launch_cluster(cu_state *cu, const char *op, bool pdl, void (*kernel)(KArgs...), dim3 grid,
+                                     dim3 block, size_t smem, int cz, Args &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = cu->stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = (unsigned)cz;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl && cu->pdl ? 2 : 1;
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
     if (e != cudaSuccess) {
         cudaGetLastError();

@@ -51,6 +51,8 @@
  */
 #include "cuda/cuda_internal.h"
 
+#include <cooperative_groups.h>
+
 #define AT_WARPS 4
 #define AT_THREADS (AT_WARPS * 32)
 #define AT_HP 8          /* query heads per CTA at most */
@@ -431,11 +433,19 @@ static size_t at_smem_bytes(int hp, int hd) {
  * its unnormalised output, max and sum, and the last CTA of the (token,
  * KV head) to arrive (an atomic counter, reset by it) merges them:
  * vLLM's flash-decoding reduce (triton_unified_attention.py's
- * reduce_segments) without a second launch. */
+ * reduce_segments) without a second launch. On sm_90 the splits run as
+ * thread-block clusters of csize CTAs along z, and a token whose splits
+ * fit one cluster (its context at most csize * MINK keys) merges them
+ * there instead: each CTA of cluster 0 (those past the token's splits with
+ * empty partials) keeps its partials in shared memory, and after a cluster
+ * barrier each reads the others' through distributed shared memory for its
+ * share of the outputs, in the same order and arithmetic as the merge
+ * through the workspace; no fence, counter or global round trip. */
 #define DA_WARPS 4
 #define DA_THREADS (DA_WARPS * 32)
 #define DA_CHUNK 256      /* keys whose block ids are staged in shared memory at once */
 #define DA_MAX_SPLIT 32
+#define DA_MAX_CLUSTER 8  /* CTAs a cluster at most (the portable size) */
 
 template <int HD, int GP, int KB = 2>
 struct da_shape {
@@ -460,6 +470,7 @@ typedef struct da_args {
     int max_blocks;
     int S, T, nh, group, hp, window, nsplit;
     int tc_min_q;           /* > 0: sequences with this many new tokens are the tensor-core kernel's */
+    int csize;              /* > 1: launched as clusters of csize CTAs along z (gridDim.z % csize == 0) */
     int min_keys;           /* keys per split at least */
     float qscale;           /* q's factor: the softmax scale * log2(e) (scores in base 2), or with a
                                softcap the softmax scale (the cap bends the natural score first) */
@@ -486,6 +497,8 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
     float *gacc = smem;                            /* (NGRP, hp, HD) */
     float *gm = gacc + NGRP * a.hp * HD;           /* (NGRP, GP) */
     float *gl = gm + NGRP * GP;                    /* (NGRP, GP) */
+    float *cpo = gl + NGRP * GP;                   /* csize > 1: this split's partials (hp, HD), max and sum (GP) */
+    float *cpm = cpo + a.hp * HD, *cpl = cpm + GP; /* (then the merge's factors (DA_MAX_CLUSTER, GP), sums (GP)) */
     __shared__ int blk_s[DA_CHUNK + 2];
     __shared__ int info[8];                        /* ok, seq, splits, lo, hi, first new position, last */
 
@@ -527,7 +540,9 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
     }
     __syncthreads();
     const int splits = info[2];
-    if (!info[0] || split >= splits) return;
+    /* the splits merge in the cluster (every CTA of cluster 0 takes part) or through the workspace */
+    const bool clus = a.csize > 1 && splits > 1 && splits <= a.csize;
+    if (!info[0] || split >= (clus ? a.csize : splits)) return;
     const int s = info[1], klo = info[3], khi = info[4], first_new = info[5];
     const int32_t *blocks = a.bt + (int64_t)s * a.bt_stride;
 
@@ -692,7 +707,52 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                 O += gacc[(g * a.hp + h) * HD + d] * f;
             }
         }
-        attn_put(a, t, h0 + h, d, HD, split, single, O, M, L);
+        if (clus) {
+            cpo[idx] = O * a.vscale; /* as attn_put's partial */
+            if (d == 0) {
+                cpm[h] = M;
+                cpl[h] = L;
+            }
+        } else {
+            attn_put(a, t, h0 + h, d, HD, split, single, O, M, L);
+        }
+    }
+    if (clus) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        float *csf = cpl + GP, *csl = csf + DA_MAX_CLUSTER * GP;
+        cl.sync(); /* every split's partials are in its shared memory */
+        if ((int)threadIdx.x < nhp) { /* head h's factors exp2(m_s - M) and sum over the splits */
+            const int h = threadIdx.x;
+            float M = -INFINITY;
+            for (int q = 0; q < splits; q++) M = fmaxf(M, cl.map_shared_rank(cpm, q)[h]);
+            float L = 0.0f;
+            for (int q = 0; q < splits; q++) {
+                const float ms = cl.map_shared_rank(cpm, q)[h];
+                const float f = ms == -INFINITY ? 0.0f : exp2f(ms - M);
+                csf[q * GP + h] = f;
+                L += f * cl.map_shared_rank(cpl, q)[h];
+            }
+            csl[h] = L;
+        }
+        __syncthreads();
+        const int r = (int)cl.block_rank();
+        for (int idx = r * DA_THREADS + threadIdx.x; idx < nhp * HD; idx += a.csize * DA_THREADS) {
+            const int h = idx / HD, d = idx % HD;
+            float o[DA_MAX_CLUSTER];
+#pragma unroll
+            for (int q = 0; q < DA_MAX_CLUSTER; q++) o[q] = q < splits ? cl.map_shared_rank(cpo, q)[idx] : 0.0f;
+            float O = 0.0f;
+#pragma unroll
+            for (int q = 0; q < DA_MAX_CLUSTER; q++)
+                if (q < splits) O += csf[q * GP + h] * o[q];
+            const float L = csl[h];
+            cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)(h0 + h) * HD + d, L > 0.0f ? O / L : 0.0f);
+        }
+        cl.sync(); /* the others are done reading this CTA's shared memory */
+#endif
+        return;
     }
     if (single) return;
 
@@ -782,13 +842,15 @@ template <int HD, int GP>
 static void da_launch(cu_state *cu, const da_args &a, dim3 grid, bool f8) {
     using SH = da_shape<HD, GP>;
     size_t smem = (size_t)(SH::NGRP * a.hp * HD + 2 * SH::NGRP * GP) * sizeof(float);
+    if (a.csize > 1) smem += (size_t)(a.hp * HD + (3 + DA_MAX_CLUSTER) * GP) * sizeof(float); /* the cluster merge's */
     const bool cap = a.cap_inv > 0.0f;
     typedef __nv_bfloat16 B;
     void (*k)(da_args) = a.sinks ? (cap ? k_attn_decode<B, HD, GP, true, true> : k_attn_decode<B, HD, GP, false, true>)
                                  : (cap ? k_attn_decode<B, HD, GP, true, false> : k_attn_decode<B, HD, GP, false, false>);
     if (f8) k = k_attn_decode<uint8_t, HD, GP, false, false>; /* cu_attention sends FP8 with a softcap or sinks to
                                                                   the generic kernel */
-    cu_launch(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a);
+    if (a.csize > 1) cu_launch_cluster(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a.csize, a);
+    else cu_launch(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a);
 }
 
 template <int HD>
@@ -906,6 +968,16 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         }
         if (nsplit < 1) nsplit = 1;
     }
+    /* the decode kernel's clusters: DA_MAX_CLUSTER CTAs (the splits cut to a multiple of it), or all the splits */
+    int csize = 1;
+    if (decode && nsplit > 1 && cu->attn_cluster) {
+        if (nsplit >= DA_MAX_CLUSTER) {
+            nsplit -= nsplit % DA_MAX_CLUSTER;
+            csize = DA_MAX_CLUSTER;
+        } else {
+            csize = nsplit;
+        }
+    }
     float *ws = NULL;
     int *cnt = NULL;
     if (cap > 1) {
@@ -935,6 +1007,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         da_args d;
         attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);
         d.tc_min_q = tc ? TC_MIN_Q : 0;
+        d.csize = csize;
         d.min_keys = da_min_keys(cu, hd, hp, f8);
         d.qscale = (p->softcap > 0.0f ? p->scale : p->scale * 1.4426950408889634f) * d.kscale;
         d.cap_inv = p->softcap > 0.0f ? 1.0f / p->softcap : 0.0f;

@@ -875,6 +875,10 @@ static const attn_layout LAYOUTS[] = {
     {"group 16 (two head passes)", 16, 1, 64, 16, 0, 2, {4, 1}, {20, 700}, 0, 0, SINKS_NONE, 0, 0},
     {"head_dim 6 (no 16-byte loads)", 2, 1, 6, 7, 0, 2, {3, 1}, {10, 4}, 0, 0, SINKS_NONE, 0, 0},
     {"sliding window 64 over a long decode (split-KV)", 8, 2, 64, 16, 64, 2, {1, 9}, {2000, 80}, 0, 0, SINKS_NONE, 0, 0},
+    /* decodes whose 5 and 8 splits merge inside a thread-block cluster of 8 (sm_90), the first with 3 idle CTAs */
+    {"decodes, splits merged in a cluster", 16, 8, 128, 16, 0, 2, {1, 1}, {150, 250}, 0, 0, SINKS_NONE, 0, 0},
+    {"sinks (F32), head_dim 64, splits merged in a cluster", 16, 4, 64, 16, 0, 2, {1, 1}, {200, 90}, 0, 0, SINKS_F32,
+     0, 0},
     /* prefill chunks of >= 16 tokens take the tensor-core kernel (head_dim 64, 128, 256), the rest the decode kernel */
     {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 32, 8, 128, 16, 0, 2, {100, 1}, {300, 40},
      0, 0, SINKS_NONE, 0, 0},

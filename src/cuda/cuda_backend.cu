@@ -742,6 +742,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
                  !(getenv("VLLM_CUDA_F8_GEMV") && strcmp(getenv("VLLM_CUDA_F8_GEMV"), "warp") == 0);
     cu->f8_lt = !(getenv("VLLM_CUDA_F8_GEMM") && strcmp(getenv("VLLM_CUDA_F8_GEMM"), "tiles") == 0);
     cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
+    cu->qkr_scalar = getenv("VLLM_CUDA_QKR") && !strcmp(getenv("VLLM_CUDA_QKR"), "scalar");
     cu->attn_cluster = prop.major >= 9 && !(getenv("VLLM_CUDA_ATTN_CLUSTER") && !strcmp(getenv("VLLM_CUDA_ATTN_CLUSTER"), "0"));
     cu->lt_tune = getenv("VLLM_CUDA_LT_TUNE") && strcmp(getenv("VLLM_CUDA_LT_TUNE"), "0") != 0;
     cu->no_dtc_attention = getenv("VLLM_CUDA_NO_DTC_ATTN") != NULL;

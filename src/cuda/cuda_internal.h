@@ -140,6 +140,7 @@ typedef struct cu_state {
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
+    bool qkr_scalar;               /* VLLM_CUDA_QKR=scalar: qk_norm_rope_kv's 32-lane form for BF16 too (comparisons) */
     bool attn_cluster;             /* decode attention merges a token's splits inside a thread-block cluster where they
                                       fit one (sm_90; VLLM_CUDA_ATTN_CLUSTER=0: through the workspace always) */
     bool capturing;                /* between graph_begin and graph_end */

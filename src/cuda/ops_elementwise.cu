@@ -1069,6 +1069,120 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
     }
 }
 
+/* The BF16 form for head_dim % 8 == 0 up to 256 (and, with neox pairs, rot_dim % 16 == 0): a head is
+ * LPH = head_dim / 8 lanes, each holding 8 consecutive elements (one 16-byte load or store), so a warp takes
+ * 32 / LPH items at once and the head and its v head come in two loads after pdl_wait() (the 32-lane form
+ * above issues 2 NJ two-byte loads through its dtype switch, and at head_dim 256 (Gemma 3) measured 10 us alone
+ * on an H100, 864 instructions a warp). The neox partner lives rot_dim / 16 lanes away (a shuffle), the
+ * interleaved one in the lane. Same arithmetic as the form above but for the order of the sum of squares. */
+template <int LPH, int OFF>
+__global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv8(
+    __nv_bfloat16 *q, int64_t qs, int nq, __nv_bfloat16 *k, int64_t ks, int nk, const __nv_bfloat16 *v, int64_t vs,
+    qkr_norm qn, qkr_norm kn, const int32_t *pos, int64_t T, const float *cs, int64_t css, int64_t max_pos, int hd,
+    int half, bool neox, void *kc, void *vc, bool f8, float kscale, float vscale, const int64_t *slots,
+    int64_t num_slots, cu_dev_err *err) {
+    constexpr int HPW = 32 / LPH; /* items a warp */
+    pdl_launch();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, sub = lane % LPH;
+    const int heads = nq + nk, e0 = sub * 8;
+    const int64_t kvd = (int64_t)nk * hd, items = T * heads;
+    const int64_t it = ((int64_t)blockIdx.x * QKR_WARPS + warp) * HPW + lane / LPH;
+    const bool live = it < items; /* (the whole warp stays for the shuffles) */
+    const int64_t t = live ? it / heads : 0;
+    const int h = live ? (int)(it % heads) : 0;
+    const bool isk = h >= nq;
+    const int hh = isk ? h - nq : h;
+    /* before the wait: position, slot, norm weights, cos / sin of the 8 elements */
+    const int32_t p = live ? pos[t] : 0;
+    int64_t slot = live && isk ? slots[t] : -1;
+    const bool offset = OFF == 0 ? false : OFF == (QKR_OFF_Q | QKR_OFF_K) ? true : isk ? (OFF & QKR_OFF_K) != 0
+                                                                                   : (OFF & QKR_OFF_Q) != 0;
+    const void *nw = isk ? kn.w : qn.w;
+    const int ndt = isk ? kn.wdt : qn.wdt;
+    float wv[8], cv[8], sv[8];
+    const bool ok = p >= 0 && p < max_pos;
+    const float *c = cs + (int64_t)(ok ? p : 0) * css, *sn = c + half;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int i = e0 + j;
+        if (OFF == 0) {
+            wv[j] = nw ? cu_ld(nw, ndt, i) : 1.0f;
+        } else {
+            const float w = nw ? cu_ld(nw, ndt, i) : (offset ? 0.0f : 1.0f);
+            wv[j] = offset ? 1.0f + w : w;
+        }
+        cv[j] = 1.0f;
+        sv[j] = 0.0f;
+        if (ok && i < 2 * half) {
+            const int f = neox ? (i < half ? i : i - half) : i / 2;
+            cv[j] = c[f];
+            sv[j] = sn[f];
+        }
+    }
+    pdl_wait();
+    __nv_bfloat16 *x = (isk ? k + t * ks : q + t * qs) + (int64_t)hh * hd + e0;
+    float xv[8], vv[8];
+    uint4 xr = make_uint4(0, 0, 0, 0), vr = make_uint4(0, 0, 0, 0);
+    if (live && sub * 8 < hd) {
+        xr = *(const uint4 *)x;
+        if (isk) vr = *(const uint4 *)(v + t * vs + (int64_t)hh * hd + e0);
+    }
+    bf16x8_to_f32(xr, xv);
+    bf16x8_to_f32(vr, vv);
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) ss += xv[j] * xv[j];
+#pragma unroll
+    for (int o = LPH / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float scale = (isk ? kn.on : qn.on) ? 1.0f / sqrtf(ss / (float)hd + (isk ? kn.eps : qn.eps)) : 1.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) xv[j] *= scale * wv[j];
+    /* the neox partners: element i < half pairs with i + half, half / 8 lanes on */
+    const int dl = half / 8;
+    const bool first_half = e0 < half;
+    const int src = lane + (first_half ? dl : -dl);
+    float pv[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const float y = __shfl_sync(0xffffffffu, xv[j], neox && e0 < 2 * half ? src : lane);
+        pv[j] = neox ? y : xv[j ^ 1];
+    }
+    float o[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int i = e0 + j;
+        o[j] = xv[j];
+        if (i < 2 * half) {
+            const bool first = neox ? first_half : (j & 1) == 0;
+            o[j] = first ? xv[j] * cv[j] - pv[j] * sv[j] : xv[j] * cv[j] + pv[j] * sv[j];
+        }
+    }
+    if (!live || sub * 8 >= hd) return;
+    if (!ok) {
+        if (sub == 0) cu_report(err, CU_DEV_ROPE_POS, t, p, max_pos);
+        return;
+    }
+    if (slot >= num_slots) {
+        if (sub == 0) cu_report(err, CU_DEV_KV_SLOT, t, slot, num_slots);
+        slot = -1;
+    }
+    const uint4 ob = f32_to_bf16x8(o);
+    *(uint4 *)x = ob;
+    if (slot >= 0) {
+        const int64_t ci = slot * kvd + (int64_t)hh * hd + e0;
+        if (!f8) {
+            *(uint4 *)((__nv_bfloat16 *)kc + ci) = ob;
+            *(uint4 *)((__nv_bfloat16 *)vc + ci) = vr;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                kv_store(kc, ci + j, o[j], true, kscale); /* E4M3 of o / scale */
+                kv_store(vc, ci + j, vv[j], true, vscale);
+            }
+        }
+    }
+}
+
 /* The fused prologue's norm of a be_norm (NULL: none); false for a kind it does not fuse (LayerNorm). */
 static bool qkr_norm_of(const be_norm *n, qkr_norm *out) {
     *out = qkr_norm{NULL, 0, false, false, 0.0f};
@@ -1089,6 +1203,25 @@ static qkr_kernel qkr_pick(int nj) {
     return nj <= 2 ? k_qk_norm_rope_kv<2, OFF> : nj <= 4 ? k_qk_norm_rope_kv<4, OFF>
                                                  : nj <= 8 ? k_qk_norm_rope_kv<8, OFF>
                                                            : k_qk_norm_rope_kv<16, OFF>;
+}
+
+typedef void (*qkr8_kernel)(__nv_bfloat16 *, int64_t, int, __nv_bfloat16 *, int64_t, int, const __nv_bfloat16 *,
+                            int64_t, qkr_norm, qkr_norm, const int32_t *, int64_t, const float *, int64_t, int64_t, int,
+                            int, bool, void *, void *, bool, float, float, const int64_t *, int64_t, cu_dev_err *);
+
+template <int LPH>
+static qkr8_kernel qkr8_pick_off(int off) {
+    switch (off) {
+    case 0: return k_qk_norm_rope_kv8<LPH, 0>;
+    case QKR_OFF_Q: return k_qk_norm_rope_kv8<LPH, QKR_OFF_Q>;
+    case QKR_OFF_K: return k_qk_norm_rope_kv8<LPH, QKR_OFF_K>;
+    default: return k_qk_norm_rope_kv8<LPH, QKR_OFF_Q | QKR_OFF_K>;
+    }
+}
+
+/* k_qk_norm_rope_kv8<lanes a head, OFF> */
+static qkr8_kernel qkr8_pick(int lph, int off) {
+    return lph == 8 ? qkr8_pick_off<8>(off) : lph == 16 ? qkr8_pick_off<16>(off) : qkr8_pick_off<32>(off);
 }
 
 // q (T, nq*hd) in place, k (T, nk*hd) in place, v (T, nk*hd); per-head norms (be_norm over hd) or NULL;
@@ -1156,6 +1289,23 @@ static void qk_norm_rope_kv_run(backend *be, const char *op, tensor *q, tensor *
     const int64_t items = T * (nq + nk);
     const int nj = (head_dim + 31) / 32;
     const int off = (qn.on && qn.offset ? QKR_OFF_Q : 0) | (kn.on && kn.offset ? QKR_OFF_K : 0);
+    const int half = rot_dim / 2;
+    const bool a16 = ((uintptr_t)q->data | (uintptr_t)k->data | (uintptr_t)v->data) % 16 == 0 &&
+                     (tensor_row_stride(q) | tensor_row_stride(k) | tensor_row_stride(v)) % 8 == 0;
+    if (q->dtype == DTYPE_BF16 && head_dim % 8 == 0 && head_dim <= 256 && (!neox || half % 8 == 0) && a16 &&
+        (k_cache->dtype == DTYPE_BF16 || k_cache->dtype == DTYPE_F8_E4M3) && !cu->qkr_scalar) {
+        const int lph = head_dim <= 64 ? 8 : head_dim <= 128 ? 16 : 32; /* lanes a head (a power of two) */
+        qkr8_kernel kern8 = qkr8_pick(lph, off);
+        const int64_t per_cta = (int64_t)QKR_WARPS * (32 / lph);
+        cu_launch(cu, op, true, kern8, dim3((unsigned)((items + per_cta - 1) / per_cta)), dim3(QKR_WARPS * 32), 0,
+                  (__nv_bfloat16 *)q->data, tensor_row_stride(q), nq, (__nv_bfloat16 *)k->data, tensor_row_stride(k),
+                  nk, (const __nv_bfloat16 *)v->data, tensor_row_stride(v), qn, kn, (const int32_t *)positions->data, T,
+                  (const float *)cos_sin->data, tensor_row_stride(cos_sin), cu_rows(cos_sin), head_dim, half, neox,
+                  k_cache->data, v_cache->data, k_cache->dtype == DTYPE_F8_E4M3, cu_cache_scale(k_cache),
+                  cu_cache_scale(v_cache), (const int64_t *)m->slot_mapping.data,
+                  k_cache->shape[0] * (int64_t)m->block_size, cu->derr_dev);
+        return;
+    }
     qkr_kernel kern;
     switch (off) {
     case 0: kern = qkr_pick<0>(nj); break;

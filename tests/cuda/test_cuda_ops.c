@@ -721,8 +721,11 @@ static void test_qk_norm_rope_kv(void) {
     const int T = 7, nq = 4, nk = 2, max_pos = 200, nb = 5, bs = 16;
     /* 0-5: qk_norm_rope_kv; 6-8: qk_norm_rope_kv_ex with Gemma's (1 + w) norm (fused, head_dim 128 and 256)
      * and a per-head LayerNorm (the composite); 9-11: variants 0, 8 and 7 into FP8 caches (E4M3 of x / scale: the
-     * fused kernel's stores and the composite's kv_write) */
-    for (int v9 = 0; v9 < 12; v9++) {
+     * fused kernel's stores and the composite's kv_write); each with rows of odd length (the 32-lane form) and
+     * with 16-byte rows (the 8-elements-a-lane BF16 form, head_dim up to 256) */
+    for (int v24 = 0; v24 < 24; v24++) {
+        const int v9 = v24 % 12;
+        const bool rows16 = v24 >= 12;
         const bool f8 = v9 >= 9;
         const int variant = v9 == 9 ? 0 : v9 == 10 ? 8 : v9 == 11 ? 7 : v9;
         const float ks = f8 ? 1.0f / 64 : 0.0f, vs = f8 ? 1.0f / 50 : 0.0f;
@@ -730,7 +733,7 @@ static void test_qk_norm_rope_kv(void) {
         const bool norm = variant != 1 && variant != 5, neox = variant != 2;
         const be_norm_kind kind = variant == 7 ? BE_NORM_LAYER : variant >= 6 ? BE_NORM_RMS_OFFSET : BE_NORM_RMS;
         const int rot = variant == 3 ? hd / 2 : hd;
-        const int64_t qd = (int64_t)nq * hd, kvd = (int64_t)nk * hd, W = qd + 2 * kvd + 3;
+        const int64_t qd = (int64_t)nq * hd, kvd = (int64_t)nk * hd, W = qd + 2 * kvd + (rows16 ? 8 : 3);
         float *h;
         tensor xc, xg;
         rand_pair(T, W, 1.0f, &h, &xc, &xg);
@@ -794,9 +797,10 @@ static void test_qk_norm_rope_kv(void) {
             gpu->ops->qk_norm_rope_kv_ex(gpu, &qg, &kg, &vg, &nqg, &nkg, &pg, &csg, hd, rot, neox, &kcg, &vcg, &mg);
         }
         char what[128];
-        snprintf(what, sizeof what, "qk_norm_rope_kv%s: q, k (hd %d, rot %d, %s, %s)", variant < 6 ? "" : "_ex", hd,
+        snprintf(what, sizeof what, "qk_norm_rope_kv%s: q, k (hd %d, rot %d, %s, %s%s)", variant < 6 ? "" : "_ex", hd,
                  rot, neox ? "neox" : "interleaved",
-                 !norm ? "no norm" : kind == BE_NORM_RMS ? "q/k norm" : kind == BE_NORM_LAYER ? "LayerNorm" : "(1 + w) norm");
+                 !norm ? "no norm" : kind == BE_NORM_RMS ? "q/k norm" : kind == BE_NORM_LAYER ? "LayerNorm" : "(1 + w) norm",
+                 rows16 ? ", 16-byte rows" : "");
         float *c = get(cpu, &xc), *g = get(gpu, &xg);
         /* q and k columns only (v is an input) */
         float *cq = malloc((size_t)T * (qd + kvd) * sizeof *cq), *gq = malloc((size_t)T * (qd + kvd) * sizeof *gq);
@@ -810,8 +814,8 @@ static void test_qk_norm_rope_kv(void) {
         free(gq);
         free(c);
         free(g);
-        snprintf(what, sizeof what, "qk_norm_rope_kv: k cache (hd %d, rot %d, padding slot)%s", hd, rot,
-                 f8 ? " (FP8)" : "");
+        snprintf(what, sizeof what, "qk_norm_rope_kv: k cache (hd %d, rot %d, padding slot)%s%s", hd, rot,
+                 f8 ? " (FP8)" : "", rows16 ? " (16-byte rows)" : "");
         c = get(cpu, &kcc);
         g = get(gpu, &kcg);
         /* FP8: E4M3 of the same k up to the GPU's f32 rounding (RoPE's cancellations included): equal, or a step
@@ -825,7 +829,7 @@ static void test_qk_norm_rope_kv(void) {
         compare(what, g, c, cn, 1e-6, 0);
         free(c);
         free(g);
-        if (v9 == 0) { /* a slot past the cache is reported */
+        if (v9 == 0) { /* a slot past the cache is reported (by both forms) */
             slots[4] = (int64_t)nb * bs;
             tensor bad = put_i64(gpu, slots, T);
             attn_meta mb = mg;
@@ -1514,12 +1518,13 @@ static void test_sampling(void) {
                 CHECK(tok_g[i] == SAMPLE_NAN_LOGITS && isnan(lp_g[i]));
                 continue;
             }
-            /* (a row whose mask and allowed ids leave no token: both NaN, the same token) */
-            CHECK_MSG((isnan(lp_g[i]) && isnan(lp_c[i])) || fabsf(lp_g[i] - lp_c[i]) <= 1e-4f,
+            /* (a row whose mask and allowed ids leave no token: both NaN, or both -inf, the same token) */
+            CHECK_MSG((isnan(lp_g[i]) && isnan(lp_c[i])) || lp_g[i] == lp_c[i] || fabsf(lp_g[i] - lp_c[i]) <= 1e-4f,
                       "sample row %d: logprob gpu %g cpu %g", i, (double)lp_g[i], (double)lp_c[i]);
             for (int j = 0; tig[i] && j < ps[i].logprobs; j++) {
                 CHECK_MSG(tig[i][j] == tic[i][j], "row %d top %d: gpu %d cpu %d", i, j, tig[i][j], tic[i][j]);
-                CHECK_MSG((isnan(tlg[i][j]) && isnan(tlc[i][j])) || fabsf(tlg[i][j] - tlc[i][j]) <= 1e-4f,
+                CHECK_MSG((isnan(tlg[i][j]) && isnan(tlc[i][j])) || tlg[i][j] == tlc[i][j] ||
+                              fabsf(tlg[i][j] - tlc[i][j]) <= 1e-4f,
                           "row %d top %d lp: gpu %g cpu %g", i, j,
                           (double)tlg[i][j], (double)tlc[i][j]);
             }

@@ -536,7 +536,6 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->attn_cnt);
         cu_buf_free(&cu->stack_ws);
         cu_buf_free(&cu->stack_cnt);
-        cu_buf_free(&cu->gemv_cnt);
         cu_hbuf_free(&cu->stage.buf);
         for (int i = 0; i < CU_STAGE_RECS; i++)
             if (cu->stage.recs[i].ev) cudaEventDestroy(cu->stage.recs[i].ev);
@@ -733,7 +732,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->pdl = prop.major >= 9 && !getenv("VLLM_CUDA_NO_PDL");
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
-    cu->gemv_dyn = getenv("VLLM_CUDA_GEMV_DYN") && !strcmp(getenv("VLLM_CUDA_GEMV_DYN"), "1");
     cu->gemv_ks = getenv("VLLM_CUDA_GEMV_KS") ? atoi(getenv("VLLM_CUDA_GEMV_KS")) : 0;
     cu->gemv_max_t = getenv("VLLM_CUDA_GEMV_MAX_T") ? atoi(getenv("VLLM_CUDA_GEMV_MAX_T")) : 0;
     if (cu->gemv_max_t < 1 || cu->gemv_max_t > CU_GEMV_MAX_T) cu->gemv_max_t = 0; /* by layer size (ops_linear.cu) */
@@ -791,7 +789,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     }
     if ((st = cu_attention_reserve(cu))) goto fail;
     if ((st = cu_stack_reserve(cu))) goto fail;
-    if ((st = cu_gemv_reserve(cu))) goto fail;
     {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);

@@ -136,9 +136,6 @@ typedef struct cu_state {
     cu_buf stack_ws;               /* its attention partials (device) */
     cu_buf stack_cnt;              /* its counters: per KV head, then the grid barrier's two (0 between launches) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
-    bool gemv_dyn;                 /* VLLM_CUDA_GEMV_DYN=1: batch-1 GEMVs take row groups at run time (k_gemv_dyn) */
-    cu_buf gemv_cnt;               /* its counter slots (0 between launches) */
-    unsigned gemv_cnt_next;        /* the slot of the next launch */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
@@ -697,7 +694,6 @@ const __nv_bfloat16 *cu_linear_weights(const be_linear *lin);
 const float *cu_linear_bias(const be_linear *lin);
 /* Allocates the split-KV workspace at its largest (at creation). */
 vllm_status cu_attention_reserve(cu_state *cu);
-vllm_status cu_gemv_reserve(cu_state *cu);
 void cu_kv_write(backend *be, const tensor *k, const tensor *v, tensor *k_cache, tensor *v_cache,
                  const attn_meta *m);
 void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const tensor *v_cache, const attn_meta *m,

@@ -710,107 +710,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
     }
 }
 
-/* VLLM_CUDA_GEMV_DYN=1 (experimental, batch 1): k_gemv with the row groups handed out at run time instead of in
- * equal contiguous ranges, so that a CTA whose share of the memory system is served faster takes more groups (the
- * whole-stack kernel's traces saw SMs finish equal byte counts up to 20 us apart). A CTA's first group is its index,
- * the next ones tickets from a counter (cnt[0], one of CU_GEMV_CNT slots per launch so that launches overlapping
- * under PDL never share one): thread 0 takes each ticket a group ahead (its round trip overlaps a row's stream) and
- * publishes it in a ring of four in shared memory when the load cursor crosses into the next group (a CTA barrier;
- * every lane crosses at the same iteration); the compute cursor reads the same slots later. The load cursor runs at
- * most two rows ahead when a lane has at least GV_U chunks a row (m >= GV_U, which the host ensures), so a slot is
- * never rewritten while read. The last CTA out (cnt[1]) resets the counter slot for the next launch. */
-#define CU_GEMV_CNT 8
-template <int KS, int NK>
-__global__ void __launch_bounds__(GEMV_WARPS * 32, 4) k_gemv_dyn(gv_args a, unsigned *cnt) {
-    __shared__ float red[GEMV_WARPS][1];
-    __shared__ int gq[4]; /* the groups of the CTA's sequence positions s (slot s & 3) */
-    extern __shared__ __align__(16) unsigned char gv_smem[];
-    constexpr int RPC = GEMV_WARPS / KS;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int rw = warp / KS, ks = warp % KS;
-    pdl_launch();
-    const int N = a.N, G = (N + RPC - 1) / RPC;
-    const int64_t row_chunks = a.K >> 3;
-    const int m = (int)(row_chunks / KS) >> 5;
-    const int c0 = ks * (int)(row_chunks / KS) + lane;
-    unsigned pending = 0; /* thread 0: the ticket for the next position */
-    if (threadIdx.x == 0) pending = atomicAdd(cnt, 1u);
-    /* the load cursor: position ls, its group lg, chunk li of the row */
-    int ls = 0, lg = blockIdx.x, li = 0;
-    const uint4 *lp = (const uint4 *)a.W + ((int64_t)lg * RPC + rw) * row_chunks + c0;
-    auto next = [&]() -> uint4 {
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (lg < G && lg * RPC + rw < N) v = ld_stream(lp + 32 * li);
-        if (++li == m) { /* into the next position: thread 0 publishes its group and takes the next ticket */
-            li = 0;
-            ls++;
-            if (threadIdx.x == 0) {
-                gq[ls & 3] = (int)(gridDim.x + pending);
-                pending = atomicAdd(cnt, 1u);
-            }
-            __syncthreads();
-            lg = gq[ls & 3];
-            lp = (const uint4 *)a.W + ((int64_t)lg * RPC + rw) * row_chunks + c0;
-        }
-        return v;
-    };
-    uint4 cur[GV_U];
-#pragma unroll
-    for (int u = 0; u < GV_U; u++) cur[u] = next();
-    pdl_wait();
-    int64_t xs;
-    const __nv_bfloat16 *xin = gemv_input<1, NK>(a, red, gv_smem, &xs);
-    float acc[1][1] = {{0.0f}};
-    int cs = 0, cg = blockIdx.x, ci = 0; /* the compute cursor: position, group, chunk */
-    float yold = ks == 0 ? gemv_old(a, lane, cg * RPC + rw) : 0.0f;
-    while (cg < G) {
-        uint4 nxt[GV_U];
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) nxt[u] = next();
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) {
-            if (cg < G) { /* uniform over the CTA */
-                gemv_fma<1, 1>(&cur[u], xin, xs, c0 + 32 * ci, 1, acc);
-                if (++ci == m) { /* the end of a row: reduce, write, on to the next position's group */
-                    const int crow = cg * RPC + rw;
-                    acc[0][0] = cu_warp_sum(acc[0][0]);
-                    if (KS > 1) {
-                        if (lane == 0) red[warp][0] = acc[0][0];
-                        __syncthreads();
-                        if (ks == 0) {
-                            float sum = 0.0f;
-#pragma unroll
-                            for (int q = 0; q < KS; q++) sum += red[warp + q][0];
-                            acc[0][0] = sum;
-                        }
-                    }
-                    if (ks == 0 && crow < N && lane == 0)
-                        gemv_put(a, 0, crow, acc[0][0] + (a.bias ? a.bias[crow] : 0.0f), yold);
-                    if (KS > 1) __syncthreads(); /* red is reused by the next row */
-                    acc[0][0] = 0.0f;
-                    ci = 0;
-                    cs++;
-                    cg = gq[cs & 3]; /* published at the load cursor's crossing, a barrier ago */
-                    if (ks == 0) yold = gemv_old(a, lane, cg * RPC + rw);
-                }
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) cur[u] = nxt[u];
-    }
-    /* the last CTA out resets the counter slot (thread 0's tickets are all taken: pending was used just above or is
-     * read here, before the arrival) */
-    if (threadIdx.x == 0) {
-        if (pending == 0xffffffffu) gq[0] = 0; /* (waits for the last ticket) */
-        __threadfence();
-        if (atomicAdd(cnt + 1, 1u) == gridDim.x - 1) {
-            cnt[0] = 0;
-            cnt[1] = 0;
-            __threadfence();
-        }
-    }
-}
-
 /* Any K % 8 == 0: one warp per output, a non-persistent grid (the general
  * fallback, and the large-N shapes). NR = 2 is the gated form: the warp
  * streams rows n and N + n and writes ACT(first) * second. */
@@ -967,24 +866,6 @@ static int gemv_occupancy(int *slot, gemv_kernel k, size_t smem) {
     return *slot;
 }
 
-typedef void (*gemv_dyn_kernel)(gv_args, unsigned *);
-
-template <int NK>
-static gemv_dyn_kernel gemv_dyn_pick_ks(int ks) {
-    switch (ks) {
-    case 1: return k_gemv_dyn<1, NK>;
-    case 2: return k_gemv_dyn<2, NK>;
-    case 4: return k_gemv_dyn<4, NK>;
-    default: return k_gemv_dyn<8, NK>;
-    }
-}
-
-/* k_gemv_dyn<ks, norm kind nk> */
-static gemv_dyn_kernel gemv_dyn_pick(int nk, int ks) {
-    return nk == GV_NORM_RMS ? gemv_dyn_pick_ks<GV_NORM_RMS>(ks) : nk == GV_NORM_OFFSET ? gemv_dyn_pick_ks<GV_NORM_OFFSET>(ks)
-                                                                                     : gemv_dyn_pick_ks<GV_NORM_NONE>(ks);
-}
-
 /* One GEMV launch for a (glu: the gated form, N = out / 2 outputs; a.nw: the norm, whose
  * rows must fit GEMV_NORM_SMEM). */
 static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
@@ -1032,24 +913,7 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
             best_grid = grid;
         }
     }
-    const int ks = 1 << best;
-    if (cu->gemv_dyn && T == 1 && K / (256 * ks) >= GV_U && cu->gemv_cnt.p) { /* (m >= GV_U: see k_gemv_dyn) */
-        unsigned *cnt = (unsigned *)cu->gemv_cnt.p + 2 * (cu->gemv_cnt_next++ % CU_GEMV_CNT);
-        cu_launch(cu, op, true, gemv_dyn_pick(nk, ks), dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), smem, a, cnt);
-        return;
-    }
     cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), smem, a);
-}
-
-/* k_gemv_dyn's counter slots (zero between launches; VLLM_CUDA_GEMV_DYN=1) */
-vllm_status cu_gemv_reserve(cu_state *cu) {
-    if (!cu->gemv_dyn) return VLLM_OK;
-    vllm_status st = cu_buf_reserve(cu, &cu->gemv_cnt, 2 * CU_GEMV_CNT * sizeof(unsigned), "GEMV (row-group counters)");
-    if (st == VLLM_OK && cudaMemsetAsync(cu->gemv_cnt.p, 0, cu->gemv_cnt.cap, cu->stream) != cudaSuccess) {
-        cudaGetLastError();
-        st = vt_error(VLLM_ERR_BACKEND, "cuda backend: clearing the GEMV counters failed");
-    }
-    return st;
 }
 
 static gv_args gemv_args(const tensor *x, tensor *y, int T, int N, int K) {

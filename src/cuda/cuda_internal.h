@@ -212,32 +212,9 @@ static inline int64_t cu_rows(const tensor *t) { return t->ndim > 0 ? t->shape[0
 
 /* ---- launches ---- */
 
-/* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream, with
- * programmatic dependent launch when pdl (the kernel calls pdl_wait()) and
- * the GPU has it; records a failure naming op. */
-template <typename... KArgs, typename... Args>
-static inline bool cu_launch(cu_state *cu, const char *op, bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block,
-                             size_t smem, Args &&...args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = cu->stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl && cu->pdl ? 1 : 0;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        cu_fail(cu, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
-        return false;
-    }
-    return true;
-}
-
-/* cu_launch with thread-block clusters of cz CTAs along z (sm_90; grid.z % cz == 0). */
+/* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream as thread-block clusters of cz CTAs along z
+ * (cz > 1: sm_90, grid.z % cz == 0; 1: none), with programmatic dependent launch when pdl (the kernel calls
+ * pdl_wait()) and the GPU has it; records a failure naming op. */
 template <typename... KArgs, typename... Args>
 static inline bool cu_launch_cluster(cu_state *cu, const char *op, bool pdl, void (*kernel)(KArgs...), dim3 grid,
                                      dim3 block, size_t smem, int cz, Args &&...args) {
@@ -247,14 +224,21 @@ static inline bool cu_launch_cluster(cu_state *cu, const char *op, bool pdl, voi
     cfg.dynamicSmemBytes = smem;
     cfg.stream = cu->stream;
     cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = (unsigned)cz;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    unsigned n = 0;
+    if (cz > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = 1;
+        attr[n].val.clusterDim.y = 1;
+        attr[n].val.clusterDim.z = (unsigned)cz;
+        n++;
+    }
+    if (pdl && cu->pdl) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = pdl && cu->pdl ? 2 : 1;
+    cfg.numAttrs = n;
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -262,6 +246,13 @@ static inline bool cu_launch_cluster(cu_state *cu, const char *op, bool pdl, voi
         return false;
     }
     return true;
+}
+
+/* cu_launch_cluster without clusters: the plain launch every op uses. */
+template <typename... KArgs, typename... Args>
+static inline bool cu_launch(cu_state *cu, const char *op, bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                             size_t smem, Args &&...args) {
+    return cu_launch_cluster(cu, op, pdl, kernel, grid, block, smem, 1, std::forward<Args>(args)...);
 }
 
 /* PDL: wait until the previous kernel's writes are visible (a no-op when

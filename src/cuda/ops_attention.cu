@@ -849,8 +849,7 @@ static void da_launch(cu_state *cu, const da_args &a, dim3 grid, bool f8) {
                                  : (cap ? k_attn_decode<B, HD, GP, true, false> : k_attn_decode<B, HD, GP, false, false>);
     if (f8) k = k_attn_decode<uint8_t, HD, GP, false, false>; /* cu_attention sends FP8 with a softcap or sinks to
                                                                   the generic kernel */
-    if (a.csize > 1) cu_launch_cluster(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a.csize, a);
-    else cu_launch(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a);
+    cu_launch_cluster(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a.csize, a); /* (csize 1: no clusters) */
 }
 
 template <int HD>

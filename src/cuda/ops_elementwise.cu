@@ -955,7 +955,7 @@ struct qkr_pre {
 template <int NJ, int OFF>
 __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool isk, const void *nw, int ndt,
                                              const int32_t *pos, const int64_t *slots, const float *cs, int64_t css,
-                                             int64_t max_pos, int hd, int half, bool neox, int lane) {
+                                             int64_t max_pos, int hd, int half, bool neox, int i0, int di) {
     pr.p = pos[t];
     pr.slot = isk ? slots[t] : -1;
     /* the (1 + w) kind: constant false without OFF bits (the plain RMSNorm's code as before it came) */
@@ -963,7 +963,7 @@ __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool is
                                                                                    : (OFF & QKR_OFF_Q) != 0;
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
-        const int i = lane + 32 * j;
+        const int i = i0 + di * j;
         if (OFF == 0) {
             pr.wv[j] = i < hd && nw ? cu_ld(nw, ndt, i) : 1.0f;
         } else {
@@ -975,7 +975,7 @@ __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool is
     const float *c = cs + (int64_t)(ok ? pr.p : 0) * css, *sn = c + half;
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
-        const int i = lane + 32 * j;
+        const int i = i0 + di * j;
         pr.cv[j] = 1.0f;
         pr.sv[j] = 0.0f;
         if (ok && i < 2 * half) {
@@ -1004,7 +1004,7 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
         const int h = (int)(it0 % heads);
         const bool isk = h >= nq;
         qkr_prefetch<NJ, OFF>(pr, it0 / heads, isk, isk ? kn.w : qn.w, isk ? kn.wdt : qn.wdt, pos, slots, cs, css,
-                              max_pos, hd, half, neox, lane);
+                              max_pos, hd, half, neox, lane, 32);
     }
     pdl_wait();
     for (int64_t it = it0; it < items; it += (int64_t)gridDim.x * QKR_WARPS) {
@@ -1017,7 +1017,7 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv(
         const void *nw = isk ? kn.w : qn.w;
         if (it != it0)
             qkr_prefetch<NJ, OFF>(pr, t, isk, nw, isk ? kn.wdt : qn.wdt, pos, slots, cs, css, max_pos, hd, half, neox,
-                                  lane);
+                                  lane, 32);
         float xv[NJ], vv[NJ];
 #pragma unroll
         for (int j = 0; j < NJ; j++) {
@@ -1092,33 +1092,14 @@ __global__ void __launch_bounds__(QKR_WARPS * 32) k_qk_norm_rope_kv8(
     const int h = live ? (int)(it % heads) : 0;
     const bool isk = h >= nq;
     const int hh = isk ? h - nq : h;
-    /* before the wait: position, slot, norm weights, cos / sin of the 8 elements */
-    const int32_t p = live ? pos[t] : 0;
-    int64_t slot = live && isk ? slots[t] : -1;
-    const bool offset = OFF == 0 ? false : OFF == (QKR_OFF_Q | QKR_OFF_K) ? true : isk ? (OFF & QKR_OFF_K) != 0
-                                                                                   : (OFF & QKR_OFF_Q) != 0;
-    const void *nw = isk ? kn.w : qn.w;
-    const int ndt = isk ? kn.wdt : qn.wdt;
-    float wv[8], cv[8], sv[8];
+    /* before the wait: position, slot, norm weights, cos / sin of the 8 elements (qkr_prefetch, elements e0 + j) */
+    qkr_pre<8> pr;
+    qkr_prefetch<8, OFF>(pr, t, isk, isk ? kn.w : qn.w, isk ? kn.wdt : qn.wdt, pos, slots, cs, css, max_pos, hd, half,
+                         neox, e0, 1);
+    const int32_t p = pr.p;
+    int64_t slot = live ? pr.slot : -1;
     const bool ok = p >= 0 && p < max_pos;
-    const float *c = cs + (int64_t)(ok ? p : 0) * css, *sn = c + half;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const int i = e0 + j;
-        if (OFF == 0) {
-            wv[j] = nw ? cu_ld(nw, ndt, i) : 1.0f;
-        } else {
-            const float w = nw ? cu_ld(nw, ndt, i) : (offset ? 0.0f : 1.0f);
-            wv[j] = offset ? 1.0f + w : w;
-        }
-        cv[j] = 1.0f;
-        sv[j] = 0.0f;
-        if (ok && i < 2 * half) {
-            const int f = neox ? (i < half ? i : i - half) : i / 2;
-            cv[j] = c[f];
-            sv[j] = sn[f];
-        }
-    }
+    const float *wv = pr.wv, *cv = pr.cv, *sv = pr.sv;
     pdl_wait();
     __nv_bfloat16 *x = (isk ? k + t * ks : q + t * qs) + (int64_t)hh * hd + e0;
     float xv[8], vv[8];

@@ -137,8 +137,6 @@ typedef struct cu_state {
     cu_buf stack_cnt;              /* its counters: per KV head, then the grid barrier's two (0 between launches) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
-    bool gemv_norm_cta;            /* VLLM_CUDA_GEMV_NORM=cta: a normed GEMV's norm by the whole CTA into shared
-                                      memory also for T <= 2 (comparisons; ops_linear.cu) */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
@@ -151,8 +149,8 @@ typedef struct cu_state {
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
     cu_buf gdn_ws;                 /* ops_linear_attn.cu: the chunked gated delta rule's per-chunk matrices (device) */
-    int gemv_occ[5][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
-    int gemv_rows_occ[2][5][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
+    int gemv_occ[3][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
+    int gemv_rows_occ[2][3][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     cu_buf qlin_ws;                /* ops_linear_blocks.cu: a block-type layer's rows dequantized to BF16 for the
                                       prefill GEMM (the largest layer's tile, reserved by linear_create) */
     cu_buf i4g_ws;                 /* ops_linear_int4.cu: k_i4_gemm's split-K partials (reserved by linear_create) */

@@ -520,51 +520,20 @@ struct gv_args {
 #define GV_NORM_NONE 0
 #define GV_NORM_RMS 1
 #define GV_NORM_OFFSET 2 /* RMSNorm * (1 + nw) */
-/* The same norms made per warp (the default for T <= 2; VLLM_CUDA_GEMV_NORM=cta keeps the kinds above): each
- * warp sums the squares of the whole rows itself (no CTA barrier, no shared memory) and normalises each x chunk as
- * its lanes use it, to the same BF16 value: the norm weights are prefetched into L1 before pdl_wait, so after it
- * one round trip (x) precedes the first FMA instead of two (x, then x and nw) and two CTA barriers. */
-#define GV_NORM_RMS_W 3
-#define GV_NORM_OFFSET_W 4
-__host__ __device__ constexpr bool gv_norm_warp(int nk) { return nk >= GV_NORM_RMS_W; }
-__host__ __device__ constexpr bool gv_norm_offset(int nk) { return nk == GV_NORM_OFFSET || nk == GV_NORM_OFFSET_W; }
 
-/* A GEMV's input rows after pdl_wait: x (or the normalised rows in shared memory) xs apart, and for the
- * per-warp norms each row's 1 / rms. */
-template <int TT>
-struct gv_in {
-    const __nv_bfloat16 *x;
-    int64_t xs;
-    float inv[TT];
-};
-
-/* acc[r][t] += dot(w[r] chunk, x[t] chunk c) for t < T, r < NR; x rows in.xs apart (global memory, or the
- * normalised rows in shared memory); the per-warp norms (NK) normalise x's chunk here: BF16(x * inv * nw), as the
- * shared-memory rows hold it. */
-template <int TT, int NR, int NK>
-__device__ __forceinline__ void gemv_fma(const uint4 *w, const gv_in<TT> &in, const gv_args &a, int c, int T,
+/* acc[r][t] += dot(w[r] chunk, x[t] chunk c) for t < T, r < NR; x rows xs apart
+ * (global memory, or the normalised rows in shared memory) */
+template <int TT, int NR>
+__device__ __forceinline__ void gemv_fma(const uint4 *w, const __nv_bfloat16 *x, int64_t xs, int c, int T,
                                          float (*acc)[TT]) {
     float wf[NR][8];
 #pragma unroll
     for (int r = 0; r < NR; r++) bf16x8_to_f32(w[r], wf[r]);
-    float nf[8];
-    if constexpr (gv_norm_warp(NK)) {
-        bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
-        if constexpr (gv_norm_offset(NK)) {
-#pragma unroll
-            for (int i = 0; i < 8; i++) nf[i] = 1.0f + nf[i];
-        }
-    }
 #pragma unroll
     for (int t = 0; t < TT; t++) {
         if (t < T) {
             float xf[8];
-            bf16x8_to_f32(*((const uint4 *)(in.x + (int64_t)t * in.xs) + c), xf);
-            if constexpr (gv_norm_warp(NK)) {
-#pragma unroll
-                for (int i = 0; i < 8; i++) xf[i] = xf[i] * in.inv[t] * nf[i];
-                bf16x8_to_f32(f32_to_bf16x8(xf), xf);
-            }
+            bf16x8_to_f32(*((const uint4 *)(x + (int64_t)t * xs) + c), xf);
 #pragma unroll
             for (int r = 0; r < NR; r++) {
                 float sum = acc[r][t];
@@ -631,68 +600,18 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
     __syncthreads();
 }
 
-/* The per-warp norms before pdl_wait: the norm weights into L1 (constant; the CTA's threads share the chunks). */
-template <int NK>
-__device__ __forceinline__ void gemv_norm_prefetch(const gv_args &a) {
-    if constexpr (gv_norm_warp(NK)) {
-        for (int c = threadIdx.x; c < (a.K >> 3); c += blockDim.x)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"((const uint4 *)a.nw + c));
-    }
-}
-
-/* The per-warp norms after pdl_wait: in->inv[t] = 1 / sqrt(mean(x_t^2) + eps), each warp over whole rows (the
- * same order in every warp, so the same bits); CTA 0 also stores the normalised rows to a.h when set. */
+/* The GEMV's input rows after pdl_wait: x itself, or (NK != GV_NORM_NONE) the normalised rows in
+ * shared memory. */
 template <int TT, int NK>
-__device__ __forceinline__ void gemv_norm_warp_rows(const gv_args &a, gv_in<TT> *in) {
-    const int nc = a.K >> 3, lane = threadIdx.x & 31;
-    float ss[TT];
-#pragma unroll
-    for (int t = 0; t < TT; t++) ss[t] = 0.0f;
-    for (int c = lane; c < nc; c += 32) {
-#pragma unroll
-        for (int t = 0; t < TT; t++) {
-            if (t < a.T) {
-                float xf[8];
-                bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
-#pragma unroll
-                for (int i = 0; i < 8; i++) ss[t] += xf[i] * xf[i];
-            }
-        }
+__device__ __forceinline__ const __nv_bfloat16 *gemv_input(const gv_args &a, float (*red)[TT], unsigned char *smem,
+                                                           int64_t *xs) {
+    if constexpr (NK == GV_NORM_NONE) {
+        *xs = a.xs;
+        return a.x;
     }
-#pragma unroll
-    for (int t = 0; t < TT; t++) in->inv[t] = 1.0f / sqrtf(cu_warp_sum(ss[t]) / (float)a.K + a.eps);
-    if (a.h && blockIdx.x == 0) {
-        for (int c = threadIdx.x; c < nc; c += blockDim.x) {
-            float nf[8];
-            bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
-#pragma unroll
-            for (int t = 0; t < TT; t++) {
-                if (t >= a.T) continue;
-                float xf[8];
-                bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf);
-#pragma unroll
-                for (int i = 0; i < 8; i++) xf[i] = xf[i] * in->inv[t] * (gv_norm_offset(NK) ? 1.0f + nf[i] : nf[i]);
-                ((uint4 *)(a.h + (int64_t)t * a.hs))[c] = f32_to_bf16x8(xf);
-            }
-        }
-    }
-}
-
-/* The GEMV's input rows after pdl_wait: x itself (also for the per-warp norms, with their 1 / rms), or (the
- * CTA-wide norms) the normalised rows in shared memory. */
-template <int TT, int NK>
-__device__ __forceinline__ gv_in<TT> gemv_input(const gv_args &a, float (*red)[TT], unsigned char *smem) {
-    gv_in<TT> in;
-    in.x = a.x;
-    in.xs = a.xs;
-    if constexpr (gv_norm_warp(NK)) {
-        gemv_norm_warp_rows<TT, NK>(a, &in);
-    } else if constexpr (NK != GV_NORM_NONE) {
-        gemv_norm_rows<TT, NK>(a, red, (__nv_bfloat16 *)smem);
-        in.x = (const __nv_bfloat16 *)smem;
-        in.xs = a.K;
-    }
-    return in;
+    gemv_norm_rows<TT, NK>(a, red, (__nv_bfloat16 *)smem);
+    *xs = a.K;
+    return (const __nv_bfloat16 *)smem;
 }
 
 /* y[t, n] = v, or (acc) yold + v */
@@ -737,9 +656,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
     uint4 cur[GV_U];
 #pragma unroll
     for (int u = 0; u < GV_U; u++) cur[u] = next();
-    gemv_norm_prefetch<NK>(a);
     pdl_wait();
-    const gv_in<TT> xin = gemv_input<TT, NK>(a, red, gv_smem);
+    int64_t xs;
+    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs);
     float acc[1][TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
@@ -752,7 +671,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             if (j0 + u < total) { /* uniform over the CTA */
-                gemv_fma<TT, 1, NK>(&cur[u], xin, a, c0 + 32 * ci, a.T, acc);
+                gemv_fma<TT, 1>(&cur[u], xin, xs, c0 + 32 * ci, a.T, acc);
                 if (++ci == m) { /* the end of a row: reduce, write */
 #pragma unroll
                     for (int t = 0; t < TT; t++) acc[0][t] = cu_warp_sum(acc[0][t]);
@@ -812,9 +731,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
 #pragma unroll
         for (int r = 0; r < NR; r++) cur[u][r] = n < N && c < KC ? ld_stream(w[r] + c) : make_uint4(0, 0, 0, 0);
     }
-    gemv_norm_prefetch<NK>(a);
     pdl_wait();
-    const gv_in<TT> xin = gemv_input<TT, NK>(a, red, gv_smem);
+    int64_t xs;
+    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs);
     const float yold = gemv_old(a, lane, n);
     float acc[NR][TT];
 #pragma unroll
@@ -832,7 +751,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv_rows(gv_args a) {
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             const int c = base + lane + 32 * u;
-            if (c < KC) gemv_fma<TT, NR, NK>(cur[u], xin, a, c, a.T, acc);
+            if (c < KC) gemv_fma<TT, NR>(cur[u], xin, xs, c, a.T, acc);
         }
 #pragma unroll
         for (int u = 0; u < GV_U; u++)
@@ -886,13 +805,10 @@ static gemv_kernel gemv_pick(int ks) {
     }
 }
 
-/* (the per-warp norms are built for T classes 0 and 1 only: gemv_norm_kind) */
 template <int NK>
 static gemv_kernel gemv_pick_t(int ti, int ks) {
-    if constexpr (gv_norm_warp(NK)) return ti == 0 ? gemv_pick<1, NK>(ks) : gemv_pick<2, NK>(ks);
-    else
-        return ti == 0 ? gemv_pick<1, NK>(ks) : ti == 1 ? gemv_pick<2, NK>(ks) : ti == 2 ? gemv_pick<4, NK>(ks)
-                                                                                          : gemv_pick<8, NK>(ks);
+    return ti == 0 ? gemv_pick<1, NK>(ks) : ti == 1 ? gemv_pick<2, NK>(ks) : ti == 2 ? gemv_pick<4, NK>(ks)
+                                                                                      : gemv_pick<8, NK>(ks);
 }
 
 /* k_gemv<T class ti, ks, norm kind nk> */
@@ -900,16 +816,13 @@ static gemv_kernel gemv_pick_nk(int nk, int ti, int ks) {
     switch (nk) {
     case GV_NORM_RMS: return gemv_pick_t<GV_NORM_RMS>(ti, ks);
     case GV_NORM_OFFSET: return gemv_pick_t<GV_NORM_OFFSET>(ti, ks);
-    case GV_NORM_RMS_W: return gemv_pick_t<GV_NORM_RMS_W>(ti, ks);
-    case GV_NORM_OFFSET_W: return gemv_pick_t<GV_NORM_OFFSET_W>(ti, ks);
     default: return gemv_pick_t<GV_NORM_NONE>(ti, ks);
     }
 }
 
 template <int NR, int NK, int ACT>
 static gemv_kernel gemv_rows_pick(int ti) {
-    if constexpr (gv_norm_warp(NK)) return ti == 0 ? k_gemv_rows<1, NR, NK, ACT> : k_gemv_rows<2, NR, NK, ACT>;
-    else return ti == 0 ? k_gemv_rows<1, NR, NK, ACT> : ti == 1 ? k_gemv_rows<2, NR, NK, ACT>
+    return ti == 0 ? k_gemv_rows<1, NR, NK, ACT> : ti == 1 ? k_gemv_rows<2, NR, NK, ACT>
                                                  : ti == 2 ? k_gemv_rows<4, NR, NK, ACT>
                                                            : k_gemv_rows<8, NR, NK, ACT>;
 }
@@ -936,8 +849,6 @@ static gemv_kernel gemv_rows_pick_nk(int nk, int act, int ti) {
     switch (nk) {
     case GV_NORM_RMS: return gemv_rows_pick_act<NR, GV_NORM_RMS>(act, ti);
     case GV_NORM_OFFSET: return gemv_rows_pick_act<NR, GV_NORM_OFFSET>(act, ti);
-    case GV_NORM_RMS_W: return gemv_rows_pick_act<NR, GV_NORM_RMS_W>(act, ti);
-    case GV_NORM_OFFSET_W: return gemv_rows_pick_act<NR, GV_NORM_OFFSET_W>(act, ti);
     default: return gemv_rows_pick_act<NR, GV_NORM_NONE>(act, ti);
     }
 }
@@ -959,12 +870,10 @@ static int gemv_occupancy(int *slot, gemv_kernel k, size_t smem) {
  * rows must fit GEMV_NORM_SMEM). */
 static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
     const int N = a.N, K = a.K, T = a.T;
+    const bool norm = a.nw != NULL;
+    const int nk = !norm ? GV_NORM_NONE : a.norm_offset ? GV_NORM_OFFSET : GV_NORM_RMS;
     const int ti = T == 1 ? 0 : T == 2 ? 1 : T <= 4 ? 2 : 3;
-    const bool norm = a.nw != NULL, warp_norm = norm && ti <= 1 && !cu->gemv_norm_cta;
-    const int nk = !norm ? GV_NORM_NONE
-                   : warp_norm ? (a.norm_offset ? GV_NORM_OFFSET_W : GV_NORM_RMS_W)
-                               : (a.norm_offset ? GV_NORM_OFFSET : GV_NORM_RMS);
-    const size_t smem = norm && !warp_norm ? (size_t)T * K * 2 : 0;
+    const size_t smem = norm ? (size_t)T * K * 2 : 0;
     gemv_kernel pick[4];
     for (int i = 0; i < 4; i++) pick[i] = gemv_pick_nk(nk, ti, 1 << i);
     const char *op = "linear (gemv)";
@@ -974,7 +883,7 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
     a.bias = lin->bias;
     /* occupancy depends on the smem of this T: cached per (kernel, T class); the norm's smem for
      * a T class is at most GEMV_NORM_SMEM, so the cache holds the worst case of the class */
-    const size_t occ_smem = norm && !warp_norm ? GEMV_NORM_SMEM : 0;
+    const size_t occ_smem = norm ? GEMV_NORM_SMEM : 0;
     /* One row per warp and a CTA per 8 rows streams best once the rows fill more than one wave of
      * resident CTAs (lm_head, gate_up: measured 4.2-4.4 TB/s on an H200); below that the
      * persistent split-K kernel keeps more warps streaming (H200, 2026-11-30: o / down projections

@@ -733,7 +733,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
     cu->gemv_ks = getenv("VLLM_CUDA_GEMV_KS") ? atoi(getenv("VLLM_CUDA_GEMV_KS")) : 0;
-    cu->gemv_ctas = getenv("VLLM_CUDA_GEMV_CTAS") ? atoi(getenv("VLLM_CUDA_GEMV_CTAS")) : 0;
     cu->gemv_max_t = getenv("VLLM_CUDA_GEMV_MAX_T") ? atoi(getenv("VLLM_CUDA_GEMV_MAX_T")) : 0;
     if (cu->gemv_max_t < 1 || cu->gemv_max_t > CU_GEMV_MAX_T) cu->gemv_max_t = 0; /* by layer size (ops_linear.cu) */
     cu->qgemv_ks = getenv("VLLM_CUDA_QGEMV_KS") ? atoi(getenv("VLLM_CUDA_QGEMV_KS")) : 0;

@@ -137,8 +137,6 @@ typedef struct cu_state {
     cu_buf stack_cnt;              /* its counters: per KV head, then the grid barrier's two (0 between launches) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
-    int gemv_ctas;                 /* VLLM_CUDA_GEMV_CTAS=n: the persistent GEMV's CTAs per SM at most (comparisons: room
-                                      for the next kernels' CTAs to become resident early) */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */

@@ -902,9 +902,7 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
     for (int i = K >= 2048 && K % 512 == 0 ? 1 : 0; i < 4; i++) {
         const int ks = 1 << i;
         if (K % (256 * ks) != 0) break;
-        int occ = gemv_occupancy(&cu->gemv_occ[nk][ti][i], pick[i], occ_smem);
-        if (cu->gemv_ctas > 0 && occ > cu->gemv_ctas) occ = cu->gemv_ctas;
-        const int64_t R = (int64_t)occ * cu->num_sms;
+        const int64_t R = (int64_t)gemv_occupancy(&cu->gemv_occ[nk][ti][i], pick[i], occ_smem) * cu->num_sms;
         const int64_t G = ((int64_t)N * ks + GEMV_WARPS - 1) / GEMV_WARPS;
         const int64_t grid = G < R ? G : R;
         const int64_t per_cta = (G + grid - 1) / grid;

@@ -567,7 +567,8 @@ template <typename A>
 __device__ __forceinline__ bool cu_attn_token_seq(const A &a, int t, bool reporter, int *s_out, int *q0_out,
                                                   int *q1_out, int *ctx_out) {
     int s = t < a.S ? t : a.S - 1;
-    int q0 = a.qsl[s], q1 = a.qsl[s + 1];
+    /* the guess s = t (decode: a token a sequence) loads its context with its bounds, in one round trip */
+    int q0 = a.qsl[s], q1 = a.qsl[s + 1], ctx = a.seq_lens[s];
     if (!(q0 <= t && t < q1)) {
         int lo = 0, hi = a.S - 1;
         while (lo < hi) {
@@ -578,8 +579,8 @@ __device__ __forceinline__ bool cu_attn_token_seq(const A &a, int t, bool report
         s = lo;
         q0 = a.qsl[s];
         q1 = a.qsl[s + 1];
+        ctx = a.seq_lens[s];
     }
-    const int ctx = a.seq_lens[s];
     bool ok = true;
     if (t == 0 && reporter && (a.qsl[0] != 0 || a.qsl[a.S] != a.T))
         cu_report(a.err, CU_DEV_ATTN_QSL, a.qsl[0] != 0 ? 0 : a.S, a.qsl[0] != 0 ? a.qsl[0] : a.qsl[a.S], a.T);

@@ -471,6 +471,7 @@ typedef struct da_args {
     int S, T, nh, group, hp, window, nsplit;
     int tc_min_q;           /* > 0: sequences with this many new tokens are the tensor-core kernel's */
     int csize;              /* > 1: launched as clusters of csize CTAs along z (gridDim.z % csize == 0) */
+    bool q16;               /* q is BF16 in 16-byte aligned rows: each lane's 8 elements of a head in one load */
     int min_keys;           /* keys per split at least */
     float qscale;           /* q's factor: the softmax scale * log2(e) (scores in base 2), or with a
                                softcap the softmax scale (the cap bends the natural score first) */
@@ -615,13 +616,29 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
                 load_keys(kb, c1, b0, true, kr, vr, val, pend);
                 pdl_wait();
                 first = false;
+                if (a.q16) { /* the GP heads' loads in flight together: one round trip */
+                    uint4 qr[GP];
 #pragma unroll
-                for (int h = 0; h < GP; h++)
+                    for (int h = 0; h < GP; h++)
+                        qr[h] = h < nhp ? *(const uint4 *)((const __nv_bfloat16 *)a.q + (int64_t)t * a.qs +
+                                                           (int64_t)(h0 + h) * HD + e0)
+                                        : make_uint4(0, 0, 0, 0);
 #pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        qv[h][i] = h < nhp ? cu_ld(a.q, a.qdt, (int64_t)t * a.qs + (int64_t)(h0 + h) * HD + e0 + i) *
-                                                 a.qscale
-                                           : 0.0f;
+                    for (int h = 0; h < GP; h++) {
+                        bf16x8_to_f32(qr[h], qv[h]);
+#pragma unroll
+                        for (int i = 0; i < 8; i++) qv[h][i] *= a.qscale;
+                    }
+                } else {
+#pragma unroll
+                    for (int h = 0; h < GP; h++)
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            qv[h][i] = h < nhp ? cu_ld(a.q, a.qdt,
+                                                       (int64_t)t * a.qs + (int64_t)(h0 + h) * HD + e0 + i) *
+                                                     a.qscale
+                                               : 0.0f;
+                }
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     if (pend[u]) {
@@ -692,20 +709,38 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
         }
     }
     __syncthreads();
+    /* each head's max M and sum L over the groups, and the groups' factors exp2(m_g - M) in place of their
+     * maxima (0 for a group without keys), once per head instead of once per output element */
+    __shared__ float hm_s[GP], hl_s[GP];
+    if ((int)threadIdx.x < nhp) {
+        const int h = threadIdx.x;
+        float M = -INFINITY;
+#pragma unroll
+        for (int g = 0; g < NGRP; g++) M = fmaxf(M, gm[g * GP + h]);
+        float L = 0.0f;
+#pragma unroll
+        for (int g = 0; g < NGRP; g++) {
+            const float mg = gm[g * GP + h];
+            float f = 0.0f;
+            if (M != -INFINITY && mg != -INFINITY) {
+                f = exp2f(mg - M);
+                L += gl[g * GP + h] * f;
+            }
+            gm[g * GP + h] = f;
+        }
+        hm_s[h] = M;
+        hl_s[h] = L;
+    }
+    __syncthreads();
     const bool single = splits == 1;
     for (int idx = threadIdx.x; idx < nhp * HD; idx += DA_THREADS) {
         const int h = idx / HD, d = idx % HD;
-        float M = -INFINITY;
-        for (int g = 0; g < NGRP; g++) M = fmaxf(M, gm[g * GP + h]);
-        float L = 0.0f, O = 0.0f;
-        if (M != -INFINITY) {
-            for (int g = 0; g < NGRP; g++) {
-                const float mg = gm[g * GP + h];
-                if (mg == -INFINITY) continue;
-                const float f = exp2f(mg - M);
-                L += gl[g * GP + h] * f;
-                O += gacc[(g * a.hp + h) * HD + d] * f;
-            }
+        const float M = hm_s[h], L = hl_s[h];
+        float O = 0.0f;
+#pragma unroll
+        for (int g = 0; g < NGRP; g++) {
+            const float f = gm[g * GP + h];
+            if (f != 0.0f) O += gacc[(g * a.hp + h) * HD + d] * f;
         }
         if (clus) {
             cpo[idx] = O * a.vscale; /* as attn_put's partial */
@@ -750,7 +785,10 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
             const float L = csl[h];
             cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)(h0 + h) * HD + d, L > 0.0f ? O / L : 0.0f);
         }
-        cl.sync(); /* the others are done reading this CTA's shared memory */
+        /* the others are done reading this CTA's shared memory: an execution barrier only (its reads have
+         * returned their values; a release here would wait for the output stores above) */
+        asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+        asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 #endif
         return;
     }
@@ -1007,6 +1045,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         attn_fill_common(d, q, k_cache, v_cache, m, p, out, (int)S, (int)T, nh, group, hp, nsplit, ws);
         d.tc_min_q = tc ? TC_MIN_Q : 0;
         d.csize = csize;
+        d.q16 = q->dtype == DTYPE_BF16 && (uintptr_t)q->data % 16 == 0 && tensor_row_stride(q) % 8 == 0;
         d.min_keys = da_min_keys(cu, hd, hp, f8);
         d.qscale = (p->softcap > 0.0f ? p->scale : p->scale * 1.4426950408889634f) * d.kscale;
         d.cap_inv = p->softcap > 0.0f ? 1.0f / p->softcap : 0.0f;

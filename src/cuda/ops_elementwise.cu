@@ -360,10 +360,12 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(__nv_bfloat16
     for (int r = blockIdx.x; r < T; r += gridDim.x) {
         uint4 *yr = (uint4 *)(y + (int64_t)r * ys), *xr = (uint4 *)(x + (int64_t)r * xs);
         float v[RMS_VPT][8];
+        uint4 xin[RMS_VPT]; /* x's chunks loaded with y's: one round trip, not a second after the first sum */
         float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < RMS_VPT; j++) {
             const int c = threadIdx.x + j * blockDim.x;
+            xin[j] = c < nc ? xr[c] : make_uint4(0, 0, 0, 0);
             if (c < nc) {
                 bf16x8_to_f32(yr[c], v[j]);
 #pragma unroll
@@ -381,7 +383,7 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(__nv_bfloat16
                 const uint4 py = f32_to_bf16x8(o);
                 yr[c] = py;
                 bf16x8_to_f32(py, o); /* the add sees the stored (rounded) norm */
-                bf16x8_to_f32(xr[c], xv);
+                bf16x8_to_f32(xin[j], xv);
 #pragma unroll
                 for (int i = 0; i < 8; i++) xv[i] += o[i];
                 const uint4 px = f32_to_bf16x8(xv);

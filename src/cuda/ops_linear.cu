@@ -545,12 +545,28 @@ __device__ __forceinline__ void gemv_fma(const uint4 *w, const __nv_bfloat16 *x,
     }
 }
 
+/* The norm weights' chunks a thread takes in the norm's prologue (threadIdx.x + j * blockDim.x, j < GV_NW_PRE(TT);
+ * none for T > 2, whose kernels have no registers to spare), loaded before pdl_wait (constant), so that the
+ * prologue's second pass needs no round trip. */
+#define GV_NW_PRE(TT) ((TT) <= 2 ? 2 : 0)
+#define GV_NW_ARR(TT) (GV_NW_PRE(TT) > 0 ? GV_NW_PRE(TT) : 1)
+template <int TT, int NK>
+__device__ __forceinline__ void gemv_nw_prefetch(const gv_args &a, uint4 *nwr) {
+#pragma unroll
+    for (int j = 0; j < GV_NW_PRE(TT); j++) {
+        const int c = threadIdx.x + j * blockDim.x;
+        nwr[j] = NK != GV_NORM_NONE && c < (a.K >> 3) ? __ldg((const uint4 *)a.nw + c) : make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* The norm's prologue (after pdl_wait), by the whole CTA: xn (T, K) in shared
  * memory = BF16(x / sqrt(mean(x^2) + eps) * nw) (NK GV_NORM_OFFSET: * (1 + nw)),
  * as the norm op writes h; CTA 0 also stores them to a.h (when set: h must not
- * overlap x, which the other CTAs still read). red: GEMV_WARPS x TT scratch. */
+ * overlap x, which the other CTAs still read). red: GEMV_WARPS x TT scratch;
+ * nwr: the thread's first GV_NW_PRE(TT) chunks of nw (gemv_nw_prefetch). */
 template <int TT, int NK>
-__device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn) {
+__device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn,
+                                               const uint4 *nwr) {
     const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     auto x_chunk = [&](int t, int c, float *xf) { bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf); };
     float ss[TT];
@@ -578,9 +594,9 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
         for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
         inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.eps);
     }
-    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+    auto put = [&](int c, uint4 nw) {
         float nf[8];
-        bf16x8_to_f32(__ldg((const uint4 *)a.nw + c), nf);
+        bf16x8_to_f32(nw, nf);
         if constexpr (NK == GV_NORM_OFFSET) {
 #pragma unroll
             for (int i = 0; i < 8; i++) nf[i] = 1.0f + nf[i];
@@ -589,14 +605,21 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
         for (int t = 0; t < TT; t++) {
             if (t >= a.T) continue;
             float xf[8];
-            x_chunk(t, c, xf);
+            x_chunk(t, c, xf); /* (an L1 hit: the first pass read it) */
 #pragma unroll
             for (int i = 0; i < 8; i++) xf[i] = xf[i] * inv[t] * nf[i];
             const uint4 v = f32_to_bf16x8(xf);
             ((uint4 *)(xn + (int64_t)t * a.K))[c] = v;
             if (a.h && blockIdx.x == 0) ((uint4 *)(a.h + (int64_t)t * a.hs))[c] = v;
         }
+    };
+#pragma unroll
+    for (int j = 0; j < GV_NW_PRE(TT); j++) {
+        const int c = threadIdx.x + j * blockDim.x;
+        if (c < nc) put(c, nwr[j]);
     }
+    for (int c = threadIdx.x + GV_NW_PRE(TT) * blockDim.x; c < nc; c += blockDim.x)
+        put(c, __ldg((const uint4 *)a.nw + c));
     __syncthreads();
 }
 
@@ -604,12 +627,12 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
  * shared memory. */
 template <int TT, int NK>
 __device__ __forceinline__ const __nv_bfloat16 *gemv_input(const gv_args &a, float (*red)[TT], unsigned char *smem,
-                                                           int64_t *xs) {
+                                                           int64_t *xs, const uint4 *nwr) {
     if constexpr (NK == GV_NORM_NONE) {
         *xs = a.xs;
         return a.x;
     }
-    gemv_norm_rows<TT, NK>(a, red, (__nv_bfloat16 *)smem);
+    gemv_norm_rows<TT, NK>(a, red, (__nv_bfloat16 *)smem, nwr);
     *xs = a.K;
     return (const __nv_bfloat16 *)smem;
 }
@@ -656,9 +679,11 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
     uint4 cur[GV_U];
 #pragma unroll
     for (int u = 0; u < GV_U; u++) cur[u] = next();
+    uint4 nwr[GV_NW_ARR(TT)];
+    gemv_nw_prefetch<TT, NK>(a, nwr);
     pdl_wait();
     int64_t xs;
-    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs);
+    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs, nwr);
     float acc[1][TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
@@ -740,9 +765,11 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, GV_ROWS_MIN_CTAS(TT, NR)) k_g
 #pragma unroll
         for (int r = 0; r < NR; r++) cur[u][r] = n < N && c < KC ? ld_stream(w[r] + c) : make_uint4(0, 0, 0, 0);
     }
+    uint4 nwr[GV_NW_ARR(TT)];
+    gemv_nw_prefetch<TT, NK>(a, nwr);
     pdl_wait();
     int64_t xs;
-    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs);
+    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs, nwr);
     const float yold = gemv_old(a, lane, n);
     float acc[NR][TT];
 #pragma unroll

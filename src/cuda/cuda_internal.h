@@ -143,6 +143,7 @@ typedef struct cu_state {
     bool qkr_scalar;               /* VLLM_CUDA_QKR=scalar: qk_norm_rope_kv's 32-lane form for BF16 too (comparisons) */
     bool attn_cluster;             /* decode attention merges a token's splits inside a thread-block cluster where they
                                       fit one (sm_90; VLLM_CUDA_ATTN_CLUSTER=0: through the workspace always) */
+    int attn_cmax;                 /* its largest cluster: 16 where schedulable, else 8 (ops_attention.cu) */
     bool capturing;                /* between graph_begin and graph_end */
     cu_stage stage;                /* upload staging */
     cu_buf attn_ws;                /* split-KV partial results (device) */

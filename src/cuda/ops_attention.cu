@@ -434,7 +434,8 @@ static size_t at_smem_bytes(int hp, int hd) {
  * KV head) to arrive (an atomic counter, reset by it) merges them:
  * vLLM's flash-decoding reduce (triton_unified_attention.py's
  * reduce_segments) without a second launch. On sm_90 the splits run as
- * thread-block clusters of csize CTAs along z, and a token whose splits
+ * thread-block clusters of csize CTAs along z (up to 16 where the GPU
+ * schedules them), and a token whose splits
  * fit one cluster (its context at most csize * MINK keys) merges them
  * there instead: each CTA of cluster 0 (those past the token's splits with
  * empty partials) keeps its partials in shared memory, and after a cluster
@@ -445,7 +446,9 @@ static size_t at_smem_bytes(int hp, int hd) {
 #define DA_THREADS (DA_WARPS * 32)
 #define DA_CHUNK 256      /* keys whose block ids are staged in shared memory at once */
 #define DA_MAX_SPLIT 32
-#define DA_MAX_CLUSTER 8  /* CTAs a cluster at most (the portable size) */
+#define DA_MAX_CLUSTER 16 /* CTAs a cluster at most: the non-portable size where the GPU schedules it (cu->attn_cmax,
+                             probed by cu_attention_reserve), else 8 (the portable size) */
+#define DA_PORTABLE_CLUSTER 8
 
 template <int HD, int GP, int KB = 2>
 struct da_shape {
@@ -857,6 +860,42 @@ static int attn_split_cap(const cu_state *cu, int64_t ctas) {
     return (int)(want < DA_MAX_SPLIT ? want : DA_MAX_SPLIT);
 }
 
+/* The decode kernel's largest cluster (cu->attn_cmax): 16 CTAs where the GPU schedules a cluster of 16 of its
+ * largest form (head_dim 256, 8 heads a CTA, softcap and sinks: the most registers and shared memory), else the
+ * portable 8; VLLM_CUDA_ATTN_CLUSTER=8 keeps 8 (comparisons). A split count from 9 to 16 then merges in the
+ * cluster instead of through the workspace (contexts up to 16 x MINK keys: 512 at head_dim 128, 256 at 256). */
+static void da_probe_clusters(cu_state *cu) {
+    cu->attn_cmax = DA_PORTABLE_CLUSTER;
+    const char *env = getenv("VLLM_CUDA_ATTN_CLUSTER");
+    if (!cu->attn_cluster || (env && !strcmp(env, "8"))) return;
+    using SH = da_shape<256, 8>;
+    void (*k)(da_args) = k_attn_decode<__nv_bfloat16, 256, 8, true, true>;
+    const size_t smem = (size_t)(SH::NGRP * 8 * 256 + 2 * SH::NGRP * 8 + 8 * 256 + (3 + DA_MAX_CLUSTER) * 8) *
+                        sizeof(float);
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, 1, 16);
+    cfg.blockDim = dim3(DA_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 16;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    if (n >= 1) cu->attn_cmax = 16;
+    LOG_D("cuda attention: decode clusters of up to %d CTAs (%d clusters of 16 resident)", cu->attn_cmax, n);
+}
+
 /* The split-KV workspace is made once, at its largest: with c = T * nkv *
  * npass CTAs below the 2 * SMs target and cap = ceil(target / c), the
  * partials T * nh * cap <= hp * c * cap < 2 * hp * target rows of
@@ -873,6 +912,7 @@ vllm_status cu_attention_reserve(cu_state *cu) {
     }
     if (st == VLLM_OK) st = cu_attention_tc_init(cu);
     if (st == VLLM_OK) st = cu_attention_dtc_init(cu);
+    if (st == VLLM_OK) da_probe_clusters(cu);
     return st;
 }
 
@@ -887,6 +927,10 @@ static void da_launch(cu_state *cu, const da_args &a, dim3 grid, bool f8) {
                                  : (cap ? k_attn_decode<B, HD, GP, true, false> : k_attn_decode<B, HD, GP, false, false>);
     if (f8) k = k_attn_decode<uint8_t, HD, GP, false, false>; /* cu_attention sends FP8 with a softcap or sinks to
                                                                   the generic kernel */
+    if (a.csize > DA_PORTABLE_CLUSTER &&
+        !cu_ok(cu, cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1), "attention",
+               "allowing clusters of 16 CTAs"))
+        return;
     cu_launch_cluster(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a.csize, a); /* (csize 1: no clusters) */
 }
 
@@ -1005,12 +1049,13 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         }
         if (nsplit < 1) nsplit = 1;
     }
-    /* the decode kernel's clusters: DA_MAX_CLUSTER CTAs (the splits cut to a multiple of it), or all the splits */
+    /* the decode kernel's clusters: cu->attn_cmax CTAs (the splits cut to a multiple of it), or all the splits */
     int csize = 1;
     if (decode && nsplit > 1 && cu->attn_cluster) {
-        if (nsplit >= DA_MAX_CLUSTER) {
-            nsplit -= nsplit % DA_MAX_CLUSTER;
-            csize = DA_MAX_CLUSTER;
+        const int cmax = cu->attn_cmax > 1 ? cu->attn_cmax : DA_PORTABLE_CLUSTER;
+        if (nsplit >= cmax) {
+            nsplit -= nsplit % cmax;
+            csize = cmax;
         } else {
             csize = nsplit;
         }

@@ -864,14 +864,20 @@ static int attn_split_cap(const cu_state *cu, int64_t ctas) {
  * largest form (head_dim 256, 8 heads a CTA, softcap and sinks: the most registers and shared memory), else the
  * portable 8; VLLM_CUDA_ATTN_CLUSTER=8 keeps 8 (comparisons). A split count from 9 to 16 then merges in the
  * cluster instead of through the workspace (contexts up to 16 x MINK keys: 512 at head_dim 128, 256 at 256). */
+template <int HD, int GP>
+static size_t da_smem_bytes(int hp, int csize) {
+    using SH = da_shape<HD, GP>;
+    size_t smem = (size_t)(SH::NGRP * hp * HD + 2 * SH::NGRP * GP) * sizeof(float);
+    if (csize > 1) smem += (size_t)(hp * HD + (3 + DA_MAX_CLUSTER) * GP) * sizeof(float); /* the cluster merge's */
+    return smem;
+}
+
 static void da_probe_clusters(cu_state *cu) {
     cu->attn_cmax = DA_PORTABLE_CLUSTER;
     const char *env = getenv("VLLM_CUDA_ATTN_CLUSTER");
     if (!cu->attn_cluster || (env && !strcmp(env, "8"))) return;
-    using SH = da_shape<256, 8>;
     void (*k)(da_args) = k_attn_decode<__nv_bfloat16, 256, 8, true, true>;
-    const size_t smem = (size_t)(SH::NGRP * 8 * 256 + 2 * SH::NGRP * 8 + 8 * 256 + (3 + DA_MAX_CLUSTER) * 8) *
-                        sizeof(float);
+    const size_t smem = da_smem_bytes<256, 8>(8, 16);
     if (cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
         cudaGetLastError();
         return;
@@ -918,9 +924,7 @@ vllm_status cu_attention_reserve(cu_state *cu) {
 
 template <int HD, int GP>
 static void da_launch(cu_state *cu, const da_args &a, dim3 grid, bool f8) {
-    using SH = da_shape<HD, GP>;
-    size_t smem = (size_t)(SH::NGRP * a.hp * HD + 2 * SH::NGRP * GP) * sizeof(float);
-    if (a.csize > 1) smem += (size_t)(a.hp * HD + (3 + DA_MAX_CLUSTER) * GP) * sizeof(float); /* the cluster merge's */
+    const size_t smem = da_smem_bytes<HD, GP>(a.hp, a.csize);
     const bool cap = a.cap_inv > 0.0f;
     typedef __nv_bfloat16 B;
     void (*k)(da_args) = a.sinks ? (cap ? k_attn_decode<B, HD, GP, true, true> : k_attn_decode<B, HD, GP, false, true>)

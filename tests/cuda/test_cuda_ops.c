@@ -883,6 +883,12 @@ static const attn_layout LAYOUTS[] = {
     {"decodes, splits merged in a cluster", 16, 8, 128, 16, 0, 2, {1, 1}, {150, 250}, 0, 0, SINKS_NONE, 0, 0},
     {"sinks (F32), head_dim 64, splits merged in a cluster", 16, 4, 64, 16, 0, 2, {1, 1}, {200, 90}, 0, 0, SINKS_F32,
      0, 0},
+    /* 13 and 16 splits of head_dim 256 (16 keys each): a cluster of 16 where the GPU schedules one (H100 / H200),
+     * the first with 3 idle CTAs; and 32 splits, more than a cluster holds: the merge through the workspace */
+    {"decodes, head_dim 256, 13 and 16 splits (a cluster of 16)", 16, 8, 256, 16, 0, 2, {1, 1}, {200, 250}, 0, 0,
+     SINKS_NONE, 0, 0},
+    {"decodes, 32 splits (merged through the workspace)", 8, 2, 128, 16, 0, 2, {1, 1}, {3000, 2500}, 0, 0, SINKS_NONE,
+     0, 0},
     /* prefill chunks of >= 16 tokens take the tensor-core kernel (head_dim 64, 128, 256), the rest the decode kernel */
     {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 32, 8, 128, 16, 0, 2, {100, 1}, {300, 40},
      0, 0, SINKS_NONE, 0, 0},

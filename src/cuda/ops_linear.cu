@@ -569,15 +569,10 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
                                                const uint4 *nwr) {
     const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     auto x_chunk = [&](int t, int c, float *xf) { bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf); };
-    /* the sum of squares: for T <= 2 each warp over the whole rows (lane-strided, then the warp's butterfly: the
-     * same order, so the same bits, in every warp and CTA), no CTA barrier; else the CTA's threads, then its
-     * warps' sums in turn through red */
-    constexpr bool PER_WARP = TT <= 2;
-    const int c0 = PER_WARP ? lane : (int)threadIdx.x, dc = PER_WARP ? 32 : (int)blockDim.x;
     float ss[TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) ss[t] = 0.0f;
-    for (int c = c0; c < nc; c += dc) {
+    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
 #pragma unroll
         for (int t = 0; t < TT; t++) {
             float xf[8];
@@ -586,25 +581,18 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
             for (int i = 0; i < 8; i++) ss[t] += t < a.T ? xf[i] * xf[i] : 0.0f;
         }
     }
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        ss[t] = cu_warp_sum(ss[t]);
+        if (lane == 0) red[warp][t] = ss[t];
+    }
+    __syncthreads();
     float inv[TT];
-    if constexpr (PER_WARP) {
-        (void)red;
-        (void)warp;
 #pragma unroll
-        for (int t = 0; t < TT; t++) inv[t] = 1.0f / sqrtf(cu_warp_sum(ss[t]) / (float)a.K + a.eps);
-    } else {
-#pragma unroll
-        for (int t = 0; t < TT; t++) {
-            ss[t] = cu_warp_sum(ss[t]);
-            if (lane == 0) red[warp][t] = ss[t];
-        }
-        __syncthreads();
-#pragma unroll
-        for (int t = 0; t < TT; t++) {
-            float tot = 0.0f;
-            for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
-            inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.eps);
-        }
+    for (int t = 0; t < TT; t++) {
+        float tot = 0.0f;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
+        inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.eps);
     }
     auto put = [&](int c, uint4 nw) {
         float nf[8];

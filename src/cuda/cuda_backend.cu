@@ -617,6 +617,25 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     }
 }
 
+/* An empty kernel whose attributes say which code of this build the GPU runs (sm_90a SASS, or compute_80 PTX). */
+__global__ void k_arch_probe() {}
+
+/* Whether the GPU runs the kernels' sm_90 code, which PDL and the decode attention's cluster merge need (pdl_wait
+ * and the cluster merge compile to nothing below it): Hopper runs the build's sm_90a code; a newer GPU runs the
+ * compute_80 PTX, JIT-compiled, unless the kernels were built for it (their PTX version says which). */
+static bool sm90_code(const cudaDeviceProp *prop) {
+    if (prop->major < 9) return false;
+    if (prop->major == 9) return true;
+    cudaFuncAttributes fa;
+    bool ok = false;
+    if (cudaFuncGetAttributes(&fa, (const void *)k_arch_probe) == cudaSuccess) ok = fa.ptxVersion >= 90;
+    else cudaGetLastError();
+    if (!ok)
+        LOG_I("cuda: sm_%d%d runs this build's compute_80 code: no programmatic dependent launch, no cluster merge",
+              prop->major, prop->minor);
+    return ok;
+}
+
 static const backend_ops CU_OPS = {
     .destroy = cu_destroy,
     .alloc = cu_alloc,
@@ -729,7 +748,11 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->tp_group = opt ? opt->tp_group : NULL;
     cu->tp_rank = opt ? opt->tp_rank : 0;
     cu->smem_optin = prop.sharedMemPerBlockOptin;
-    cu->pdl = prop.major >= 9 && !getenv("VLLM_CUDA_NO_PDL");
+    /* PDL and the decode attention's cluster merge need the kernels' sm_90 code (pdl_wait and the cluster merge
+     * compile to nothing below it): Hopper runs the build's sm_90a code; a newer GPU runs the compute_80 PTX,
+     * JIT-compiled, unless the kernels were built for it (their PTX version says which) */
+    cu->sm90 = sm90_code(&prop);
+    cu->pdl = cu->sm90 && !getenv("VLLM_CUDA_NO_PDL");
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
     cu->gemv_ks = getenv("VLLM_CUDA_GEMV_KS") ? atoi(getenv("VLLM_CUDA_GEMV_KS")) : 0;
@@ -743,7 +766,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->f8_lt = !(getenv("VLLM_CUDA_F8_GEMM") && strcmp(getenv("VLLM_CUDA_F8_GEMM"), "tiles") == 0);
     cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
     cu->qkr_scalar = getenv("VLLM_CUDA_QKR") && !strcmp(getenv("VLLM_CUDA_QKR"), "scalar");
-    cu->attn_cluster = prop.major >= 9 && !(getenv("VLLM_CUDA_ATTN_CLUSTER") && !strcmp(getenv("VLLM_CUDA_ATTN_CLUSTER"), "0"));
+    cu->attn_cluster = cu->sm90 && !(getenv("VLLM_CUDA_ATTN_CLUSTER") && !strcmp(getenv("VLLM_CUDA_ATTN_CLUSTER"), "0"));
     cu->lt_tune = getenv("VLLM_CUDA_LT_TUNE") && strcmp(getenv("VLLM_CUDA_LT_TUNE"), "0") != 0;
     cu->no_dtc_attention = getenv("VLLM_CUDA_NO_DTC_ATTN") != NULL;
     cu->dtc_stages = getenv("VLLM_CUDA_DTC_STAGES") && atoi(getenv("VLLM_CUDA_DTC_STAGES")) == 3 ? 3 : 2;

@@ -104,6 +104,9 @@ typedef struct cu_stage {
 typedef struct cu_lt_plan cu_lt_plan;  /* ops_linear.cu: cached cuBLASLt layouts + algorithm */
 typedef struct cu_sample_ws cu_sample_ws;  /* ops_sample.cu: sampling buffers */
 
+/* kernels of one device that may be given the non-portable cluster size (cu_nonportable_cluster) */
+#define CU_NONPORT_MAX 128
+
 typedef struct cu_state {
     int device;
     int num_sms;
@@ -141,9 +144,12 @@ typedef struct cu_state {
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
     bool qkr_scalar;               /* VLLM_CUDA_QKR=scalar: qk_norm_rope_kv's 32-lane form for BF16 too (comparisons) */
+    bool sm90;                     /* the GPU runs the kernels' sm_90 code (cuda_backend.cu sm90_code) */
     bool attn_cluster;             /* decode attention merges a token's splits inside a thread-block cluster where they
                                       fit one (sm_90; VLLM_CUDA_ATTN_CLUSTER=0: through the workspace always) */
     int attn_cmax;                 /* its largest cluster: 16 where schedulable, else 8 (ops_attention.cu) */
+    const void *nonport[CU_NONPORT_MAX]; /* kernels allowed non-portable cluster sizes on this device (so far) */
+    int n_nonport;
     bool capturing;                /* between graph_begin and graph_end */
     cu_stage stage;                /* upload staging */
     cu_buf attn_ws;                /* split-KV partial results (device) */
@@ -246,6 +252,21 @@ static inline bool cu_launch_cluster(cu_state *cu, const char *op, bool pdl, voi
         cu_fail(cu, "%s: kernel launch failed: %s", op, cudaGetErrorString(e));
         return false;
     }
+    return true;
+}
+
+/* Allows kernel clusters of more than 8 CTAs (cudaFuncAttributeNonPortableClusterSizeAllowed), once per kernel
+ * and device (the attribute call is host time on every eager launch otherwise); records a failure naming op. */
+static inline bool cu_nonportable_cluster(cu_state *cu, const void *kernel, const char *op) {
+    for (int i = 0; i < cu->n_nonport; i++)
+        if (cu->nonport[i] == kernel) return true;
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cu_fail(cu, "%s: allowing clusters of 16 CTAs: %s", op, cudaGetErrorString(e));
+        return false;
+    }
+    if (cu->n_nonport < CU_NONPORT_MAX) cu->nonport[cu->n_nonport++] = kernel;
     return true;
 }
 

@@ -786,10 +786,13 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
             for (int q = 0; q < DA_MAX_CLUSTER; q++)
                 if (q < splits) O += csf[q * GP + h] * o[q];
             const float L = csl[h];
+            asm volatile("" ::"f"(O)); /* O (every remote read) is computed here, whatever L: see below */
             cu_st(a.out, a.odt, (int64_t)t * a.os + (int64_t)(h0 + h) * HD + d, L > 0.0f ? O / L : 0.0f);
         }
-        /* the others are done reading this CTA's shared memory: an execution barrier only (its reads have
-         * returned their values; a release here would wait for the output stores above) */
+        /* the others are done reading this CTA's shared memory: an execution barrier only. A relaxed arrive
+         * orders no memory access, so it relies on every remote read having returned: each one feeds O, which
+         * the empty asm above consumes before the arrive (a release here would also wait for the output
+         * stores) */
         asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
         asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 #endif
@@ -860,10 +863,12 @@ static int attn_split_cap(const cu_state *cu, int64_t ctas) {
     return (int)(want < DA_MAX_SPLIT ? want : DA_MAX_SPLIT);
 }
 
-/* The decode kernel's largest cluster (cu->attn_cmax): 16 CTAs where the GPU schedules a cluster of 16 of its
- * largest form (head_dim 256, 8 heads a CTA, softcap and sinks: the most registers and shared memory), else the
- * portable 8; VLLM_CUDA_ATTN_CLUSTER=8 keeps 8 (comparisons). A split count from 9 to 16 then merges in the
- * cluster instead of through the workspace (contexts up to 16 x MINK keys: 512 at head_dim 128, 256 at 256). */
+/* The decode kernel's largest cluster (cu->attn_cmax): 16 CTAs where the GPU schedules a cluster of 16 of the
+ * form with the most shared memory (head_dim 256, 8 heads a CTA; its 225 registers, like every form's 255 or fewer
+ * at 128 threads, leave 2 CTAs an SM), else the portable 8; VLLM_CUDA_ATTN_CLUSTER=8 keeps 8 (comparisons). A
+ * split count from 9 to 16 then merges in the cluster instead of through the workspace (contexts up to 16 x MINK
+ * keys: BF16 caches with up to 4 heads a CTA 512 at head_dim 128, 256 at 256; half that with more heads, twice
+ * with the FP8 cache). */
 template <int HD, int GP>
 static size_t da_smem_bytes(int hp, int csize) {
     using SH = da_shape<HD, GP>;
@@ -931,10 +936,7 @@ static void da_launch(cu_state *cu, const da_args &a, dim3 grid, bool f8) {
                                  : (cap ? k_attn_decode<B, HD, GP, true, false> : k_attn_decode<B, HD, GP, false, false>);
     if (f8) k = k_attn_decode<uint8_t, HD, GP, false, false>; /* cu_attention sends FP8 with a softcap or sinks to
                                                                   the generic kernel */
-    if (a.csize > DA_PORTABLE_CLUSTER &&
-        !cu_ok(cu, cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1), "attention",
-               "allowing clusters of 16 CTAs"))
-        return;
+    if (a.csize > DA_PORTABLE_CLUSTER && !cu_nonportable_cluster(cu, (const void *)k, "attention")) return;
     cu_launch_cluster(cu, "attention", true, k, grid, dim3(DA_THREADS), smem, a.csize, a); /* (csize 1: no clusters) */
 }
 

@@ -3114,10 +3114,27 @@ int main(void) {
     /* the FP8 KV cache on each kernel: decode (head_dim 64 / 128 / 256, split-KV), the tensor cores (128, 256
      * with a window), the generic kernel (head_dim 6; and softcap / sinks, which FP8 sends there); scales that
      * spread the values over E4M3's range, 1, and one that saturates (|x| / 0.002 up to 500 > 448) */
-    const struct { int layout; float scale; } F8[] = {{0, 1.0f / 64}, {3, 1.0f / 128}, {4, 1.0f}, {6, 1.0f / 32},
-                                                      {8, 0.002f}, {12, 1.0f / 100}, {13, 1.0f / 64},
-                                                      {18, 1.0f / 64}, {20, 1.0f / 50}, {7, 1.0f / 90}};
-    for (size_t i = 0; i < sizeof F8 / sizeof *F8; i++) test_attention_layout(&LAYOUTS[F8[i].layout], F8[i].scale);
+    /* (by name: layouts inserted above must not shift this list, as two pairs of cluster layouts once did) */
+    const struct { const char *layout; float scale; } F8[] = {
+        {"mixed prefill/decode, GQA, block 16", 1.0f / 64},
+        {"long decode (split-KV)", 1.0f / 128},
+        {"head_dim 256, group 8, block 7", 1.0f},
+        {"head_dim 6 (no 16-byte loads)", 1.0f / 32},
+        {"prefill chunk after 200 cached, head_dim 128, GQA 4 (tensor cores)", 0.002f},
+        {"prefills, head_dim 256, sliding window 48, block 7 (tensor cores)", 1.0f / 100},
+        {"softcap 2, head_dim 128 prefill (tensor cores) + decode", 1.0f / 64},
+        {"sinks, mixed prefill/decode, GQA, block 16", 1.0f / 64},
+        {"sinks, gpt-oss window 128 over a long decode (split-KV)", 1.0f / 50},
+        {"sliding window 64 over a long decode (split-KV)", 1.0f / 90},
+        {"decodes, head_dim 256, 13 and 16 splits (a cluster of 16)", 1.0f / 64},
+    };
+    for (size_t i = 0; i < sizeof F8 / sizeof *F8; i++) {
+        const attn_layout *L = NULL;
+        for (size_t j = 0; j < sizeof LAYOUTS / sizeof *LAYOUTS && !L; j++)
+            if (!strcmp(LAYOUTS[j].name, F8[i].layout)) L = &LAYOUTS[j];
+        CHECK(L != NULL);
+        if (L) test_attention_layout(L, F8[i].scale);
+    }
     test_linear();
     test_linear_fused();
     test_linear_tuned();

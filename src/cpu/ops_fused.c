@@ -77,7 +77,8 @@ be_support cpu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_LINEAR_FUSED: {
         const linear_fuse *f = params;
         return !f || ((unsigned)f->act < BE_ACT_COUNT && (unsigned)f->norm_kind < BE_NORM_COUNT &&
-                      !(f->silu_mul && f->accumulate))
+                      !(f->silu_mul && f->accumulate) &&
+                      !(f->res && (!f->res_out || !f->res_norm || (unsigned)f->res_norm->kind >= BE_NORM_COUNT)))
                    ? BE_COMPOSITE
                    : BE_UNSUPPORTED;
     }

@@ -582,7 +582,8 @@ static be_support cu_supports(backend *be, be_op op, const void *params) {
     case BE_OP_LINEAR_FUSED: { /* NATIVE: decode-sized batches run as one GEMV kernel */
         const linear_fuse *f = (const linear_fuse *)params;
         if (!f) return BE_NATIVE;
-        if ((f->silu_mul && f->accumulate) || (unsigned)f->act >= CU_ACT_COUNT || (unsigned)f->norm_kind >= BE_NORM_COUNT)
+        if ((f->silu_mul && f->accumulate) || (unsigned)f->act >= CU_ACT_COUNT || (unsigned)f->norm_kind >= BE_NORM_COUNT ||
+            (f->res && (!f->res_out || !f->res_norm || (unsigned)f->res_norm->kind >= BE_NORM_COUNT)))
             return BE_UNSUPPORTED;
         const bool kernel_norm = f->norm_kind == BE_NORM_RMS || (f->norm_kind == BE_NORM_RMS_OFFSET && f->norm_w);
         return kernel_norm && !f->norm_b ? BE_NATIVE : BE_COMPOSITE;

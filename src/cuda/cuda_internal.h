@@ -160,9 +160,9 @@ typedef struct cu_state {
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
     cu_buf gdn_ws;                 /* ops_linear_attn.cu: the chunked gated delta rule's per-chunk matrices (device) */
-    int gemv_occ[3][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
-    int gemv_sk_occ[3][2];         /* the same for k_gemv_sk<T, NK> ([NK][T class]) */
-    int gemv_rows_occ[2][3][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
+    int gemv_occ[5][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
+    int gemv_sk_occ[5][2];         /* the same for k_gemv_sk<T, NK> ([NK][T class]) */
+    int gemv_rows_occ[2][5][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     cu_buf qlin_ws;                /* ops_linear_blocks.cu: a block-type layer's rows dequantized to BF16 for the
                                       prefill GEMM (the largest layer's tile, reserved by linear_create) */
     cu_buf i4g_ws;                 /* ops_linear_int4.cu: k_i4_gemm's split-K partials (reserved by linear_create) */

@@ -516,6 +516,14 @@ struct gv_args {
     __nv_bfloat16 *h;            /* NORM kernels: the normalised rows also stored here (T, K) by CTA 0
                                     (linear_fused's f->h, which its callers may read), rows hs apart; or NULL */
     int64_t hs;
+    /* RES kernels (linear_fuse res): x is first x + BF16(rms_norm(res) * rnw) (* (1 + rnw) with the offset
+     * kinds), rounded as norm and add round it, which CTA 0 stores to rout (rows routs apart) */
+    const __nv_bfloat16 *res;    /* (T, K), rows ress apart */
+    int64_t ress;
+    const __nv_bfloat16 *rnw;    /* (K) */
+    float reps;
+    __nv_bfloat16 *rout;
+    int64_t routs;
 };
 
 /* The norm kinds and the gate's activation are template arguments of the kernels (NK: GV_NORM_*,
@@ -525,6 +533,11 @@ struct gv_args {
 #define GV_NORM_NONE 0
 #define GV_NORM_RMS 1
 #define GV_NORM_OFFSET 2 /* RMSNorm * (1 + nw) */
+#define GV_NORM_RES_RMS 3    /* a pending residual add first (gv_args res), then RMSNorm; one token only */
+#define GV_NORM_RES_OFFSET 4 /* the same with (1 + w) norms (Gemma's sandwich) */
+#define GV_NK_COUNT 5
+__host__ __device__ constexpr bool gv_res(int nk) { return nk >= GV_NORM_RES_RMS; }
+__host__ __device__ constexpr bool gv_offset(int nk) { return nk == GV_NORM_OFFSET || nk == GV_NORM_RES_OFFSET; }
 
 /* acc[r][t] += dot(w[r] chunk, x[t] chunk c) for t < T, r < NR; x rows xs apart
  * (global memory, or the normalised rows in shared memory) */
@@ -555,12 +568,96 @@ __device__ __forceinline__ void gemv_fma(const uint4 *w, const __nv_bfloat16 *x,
  * prologue's second pass needs no round trip. */
 #define GV_NW_PRE(TT) ((TT) <= 2 ? 2 : 0)
 #define GV_NW_ARR(TT) (GV_NW_PRE(TT) > 0 ? GV_NW_PRE(TT) : 1)
+/* ... and the residual's norm weights' chunks after them (RES kinds) */
+#define GV_NW_ALL(TT, NK) (GV_NW_ARR(TT) * (gv_res(NK) ? 2 : 1))
 template <int TT, int NK>
 __device__ __forceinline__ void gemv_nw_prefetch(const gv_args &a, uint4 *nwr) {
 #pragma unroll
     for (int j = 0; j < GV_NW_PRE(TT); j++) {
         const int c = threadIdx.x + j * blockDim.x;
         nwr[j] = NK != GV_NORM_NONE && c < (a.K >> 3) ? __ldg((const uint4 *)a.nw + c) : make_uint4(0, 0, 0, 0);
+        if constexpr (gv_res(NK))
+            nwr[GV_NW_ARR(TT) + j] = c < (a.K >> 3) ? __ldg((const uint4 *)a.rnw + c) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* The RES kinds' first stage, by the whole CTA: xr (T, K) in shared memory = BF16(x + BF16(res / sqrt(mean(res^2)
+ * + reps) * rnw)) (offset kinds: * (1 + rnw)), as norm_add_norm rounds x; CTA 0 also stores it to a.rout. x's
+ * chunks are loaded with res's (one round trip). Each thread writes the chunks threadIdx.x + j blockDim.x, which
+ * the norm's passes after it read back (the same thread's). rnwr: gemv_nw_prefetch's residual norm chunks. */
+template <int TT, int NK>
+__device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xr,
+                                              const uint4 *rnwr) {
+    constexpr int PRE = GV_NW_PRE(TT);
+    const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    auto chunk = [&](const __nv_bfloat16 *p, int64_t stride, int t, int c) {
+        return *((const uint4 *)(p + (int64_t)t * stride) + c);
+    };
+    uint4 rv[GV_NW_ARR(TT)][TT], xv[GV_NW_ARR(TT)][TT];
+    float ss[TT];
+#pragma unroll
+    for (int t = 0; t < TT; t++) ss[t] = 0.0f;
+    auto sum_sq = [&](int t, uint4 v) {
+        float f[8];
+        bf16x8_to_f32(v, f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) ss[t] += f[i] * f[i];
+    };
+#pragma unroll
+    for (int j = 0; j < PRE; j++) {
+        const int c = threadIdx.x + j * blockDim.x;
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            const bool in = c < nc && t < a.T;
+            rv[j][t] = in ? chunk(a.res, a.ress, t, c) : make_uint4(0, 0, 0, 0);
+            xv[j][t] = in ? chunk(a.x, a.xs, t, c) : make_uint4(0, 0, 0, 0);
+            sum_sq(t, rv[j][t]);
+        }
+    }
+    for (int c = threadIdx.x + PRE * blockDim.x; c < nc; c += blockDim.x)
+#pragma unroll
+        for (int t = 0; t < TT; t++)
+            if (t < a.T) sum_sq(t, chunk(a.res, a.ress, t, c));
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        ss[t] = cu_warp_sum(ss[t]);
+        if (lane == 0) red[warp][t] = ss[t];
+    }
+    __syncthreads();
+    float inv[TT];
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        float tot = 0.0f;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
+        inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.reps);
+    }
+    __syncthreads(); /* red is the norm's next */
+    auto put = [&](int c, uint4 nw, int t, uint4 r, uint4 x) {
+        float nf[8], rf[8], xf[8];
+        bf16x8_to_f32(nw, nf);
+        bf16x8_to_f32(r, rf);
+        bf16x8_to_f32(x, xf);
+#pragma unroll
+        for (int i = 0; i < 8; i++) rf[i] = rf[i] * inv[t] * (gv_offset(NK) ? 1.0f + nf[i] : nf[i]);
+        bf16x8_to_f32(f32_to_bf16x8(rf), rf); /* the add sees the stored (rounded) norm */
+#pragma unroll
+        for (int i = 0; i < 8; i++) xf[i] += rf[i];
+        const uint4 v = f32_to_bf16x8(xf);
+        ((uint4 *)(xr + (int64_t)t * a.K))[c] = v;
+        if (blockIdx.x == 0) ((uint4 *)(a.rout + (int64_t)t * a.routs))[c] = v;
+    };
+#pragma unroll
+    for (int j = 0; j < PRE; j++) {
+        const int c = threadIdx.x + j * blockDim.x;
+#pragma unroll
+        for (int t = 0; t < TT; t++)
+            if (c < nc && t < a.T) put(c, rnwr[j], t, rv[j][t], xv[j][t]);
+    }
+    for (int c = threadIdx.x + PRE * blockDim.x; c < nc; c += blockDim.x) {
+        const uint4 nw = __ldg((const uint4 *)a.rnw + c);
+#pragma unroll
+        for (int t = 0; t < TT; t++)
+            if (t < a.T) put(c, nw, t, chunk(a.res, a.ress, t, c), chunk(a.x, a.xs, t, c));
     }
 }
 
@@ -573,7 +670,16 @@ template <int TT, int NK>
 __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn,
                                                const uint4 *nwr) {
     const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    auto x_chunk = [&](int t, int c, float *xf) { bf16x8_to_f32(*((const uint4 *)(a.x + (int64_t)t * a.xs) + c), xf); };
+    /* the rows to normalise: x, or (RES) x plus the residual, made in xn first (each thread's own chunks,
+     * normalised in place below) */
+    const __nv_bfloat16 *xsrc = a.x;
+    int64_t xstride = a.xs;
+    if constexpr (gv_res(NK)) {
+        gemv_res_rows<TT, NK>(a, red, xn, nwr + GV_NW_ARR(TT));
+        xsrc = xn;
+        xstride = a.K;
+    }
+    auto x_chunk = [&](int t, int c, float *xf) { bf16x8_to_f32(*((const uint4 *)(xsrc + (int64_t)t * xstride) + c), xf); };
     float ss[TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) ss[t] = 0.0f;
@@ -602,7 +708,7 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
     auto put = [&](int c, uint4 nw) {
         float nf[8];
         bf16x8_to_f32(nw, nf);
-        if constexpr (NK == GV_NORM_OFFSET) {
+        if constexpr (gv_offset(NK)) {
 #pragma unroll
             for (int i = 0; i < 8; i++) nf[i] = 1.0f + nf[i];
         }
@@ -684,7 +790,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
     uint4 cur[GV_U];
 #pragma unroll
     for (int u = 0; u < GV_U; u++) cur[u] = next();
-    uint4 nwr[GV_NW_ARR(TT)];
+    uint4 nwr[GV_NW_ALL(TT, NK)];
     gemv_nw_prefetch<TT, NK>(a, nwr);
     pdl_wait();
     int64_t xs;
@@ -780,7 +886,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, 4) k_gemv_sk(gv_args a, gv_sk
     uint4 cur[GV_U];
 #pragma unroll
     for (int u = 0; u < GV_U; u++) cur[u] = next();
-    uint4 nwr[GV_NW_ARR(TT)];
+    uint4 nwr[GV_NW_ALL(TT, NK)];
     gemv_nw_prefetch<TT, NK>(a, nwr);
     pdl_wait();
     int64_t xs;
@@ -882,7 +988,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, GV_ROWS_MIN_CTAS(TT, NR)) k_g
 #pragma unroll
         for (int r = 0; r < NR; r++) cur[u][r] = n < N && c < KC ? ld_stream(w[r] + c) : make_uint4(0, 0, 0, 0);
     }
-    uint4 nwr[GV_NW_ARR(TT)];
+    uint4 nwr[GV_NW_ALL(TT, NK)];
     gemv_nw_prefetch<TT, NK>(a, nwr);
     pdl_wait();
     int64_t xs;
@@ -954,6 +1060,8 @@ static gemv_sk_kernel gemv_sk_pick(int nk, int ti) {
     switch (nk) {
     case GV_NORM_RMS: return ti == 0 ? k_gemv_sk<1, GV_NORM_RMS> : k_gemv_sk<2, GV_NORM_RMS>;
     case GV_NORM_OFFSET: return ti == 0 ? k_gemv_sk<1, GV_NORM_OFFSET> : k_gemv_sk<2, GV_NORM_OFFSET>;
+    case GV_NORM_RES_RMS: return k_gemv_sk<1, GV_NORM_RES_RMS>; /* the RES kinds: one token */
+    case GV_NORM_RES_OFFSET: return k_gemv_sk<1, GV_NORM_RES_OFFSET>;
     default: return ti == 0 ? k_gemv_sk<1, GV_NORM_NONE> : k_gemv_sk<2, GV_NORM_NONE>;
     }
 }
@@ -973,8 +1081,11 @@ static gemv_kernel gemv_pick(int ks) {
 
 template <int NK>
 static gemv_kernel gemv_pick_t(int ti, int ks) {
-    return ti == 0 ? gemv_pick<1, NK>(ks) : ti == 1 ? gemv_pick<2, NK>(ks) : ti == 2 ? gemv_pick<4, NK>(ks)
-                                                                                      : gemv_pick<8, NK>(ks);
+    if constexpr (gv_res(NK)) /* the RES kinds: one token */
+        return gemv_pick<1, NK>(ks);
+    else
+        return ti == 0 ? gemv_pick<1, NK>(ks) : ti == 1 ? gemv_pick<2, NK>(ks) : ti == 2 ? gemv_pick<4, NK>(ks)
+                                                                                          : gemv_pick<8, NK>(ks);
 }
 
 /* k_gemv<T class ti, ks, norm kind nk> */
@@ -982,15 +1093,20 @@ static gemv_kernel gemv_pick_nk(int nk, int ti, int ks) {
     switch (nk) {
     case GV_NORM_RMS: return gemv_pick_t<GV_NORM_RMS>(ti, ks);
     case GV_NORM_OFFSET: return gemv_pick_t<GV_NORM_OFFSET>(ti, ks);
+    case GV_NORM_RES_RMS: return gemv_pick_t<GV_NORM_RES_RMS>(ti, ks);
+    case GV_NORM_RES_OFFSET: return gemv_pick_t<GV_NORM_RES_OFFSET>(ti, ks);
     default: return gemv_pick_t<GV_NORM_NONE>(ti, ks);
     }
 }
 
 template <int NR, int NK, int ACT>
 static gemv_kernel gemv_rows_pick(int ti) {
-    return ti == 0 ? k_gemv_rows<1, NR, NK, ACT> : ti == 1 ? k_gemv_rows<2, NR, NK, ACT>
-                                                 : ti == 2 ? k_gemv_rows<4, NR, NK, ACT>
-                                                           : k_gemv_rows<8, NR, NK, ACT>;
+    if constexpr (gv_res(NK)) /* the RES kinds: one token */
+        return k_gemv_rows<1, NR, NK, ACT>;
+    else
+        return ti == 0 ? k_gemv_rows<1, NR, NK, ACT> : ti == 1 ? k_gemv_rows<2, NR, NK, ACT>
+                                                     : ti == 2 ? k_gemv_rows<4, NR, NK, ACT>
+                                                               : k_gemv_rows<8, NR, NK, ACT>;
 }
 
 /* The gated form's activation (the plain form has none: SiLU's instantiation, unused). */
@@ -1015,6 +1131,8 @@ static gemv_kernel gemv_rows_pick_nk(int nk, int act, int ti) {
     switch (nk) {
     case GV_NORM_RMS: return gemv_rows_pick_act<NR, GV_NORM_RMS>(act, ti);
     case GV_NORM_OFFSET: return gemv_rows_pick_act<NR, GV_NORM_OFFSET>(act, ti);
+    case GV_NORM_RES_RMS: return gemv_rows_pick_act<NR, GV_NORM_RES_RMS>(act, ti);
+    case GV_NORM_RES_OFFSET: return gemv_rows_pick_act<NR, GV_NORM_RES_OFFSET>(act, ti);
     default: return gemv_rows_pick_act<NR, GV_NORM_NONE>(act, ti);
     }
 }
@@ -1038,7 +1156,9 @@ static int gemv_occupancy(int *slot, KERNEL k, size_t smem) {
 static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
     const int N = a.N, K = a.K, T = a.T;
     const bool norm = a.nw != NULL;
-    const int nk = !norm ? GV_NORM_NONE : a.norm_offset ? GV_NORM_OFFSET : GV_NORM_RMS;
+    const int nk = !norm ? GV_NORM_NONE
+                   : a.res  ? (a.norm_offset ? GV_NORM_RES_OFFSET : GV_NORM_RES_RMS)
+                            : (a.norm_offset ? GV_NORM_OFFSET : GV_NORM_RMS);
     const int ti = T == 1 ? 0 : T == 2 ? 1 : T <= 4 ? 2 : 3;
     const size_t smem = norm ? (size_t)T * K * 2 : 0;
     gemv_kernel pick[4];
@@ -1430,13 +1550,46 @@ static bool lf_overlap(const tensor *a, const tensor *b) {
     return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
+static bool aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
+
+/* Whether the GEMV's RES prologue takes f's pending residual add (f->res): one token, BF16 weights, the norm stage
+ * an RMS norm of the residual norm's kind, BF16 rows 16-byte aligned, res_out apart from what the kernel reads */
+static bool lf_res_fits(const be_linear *lin, const tensor *x, const linear_fuse *f, const tensor *y) {
+    const tensor *r = f->res, *ro = f->res_out;
+    const be_norm *rn = f->res_norm;
+    if (!lin->w || cu_rows(x) != 1 || !rn || !ro || !f->norm_w || rn->b || rn->kind != f->norm_kind ||
+        (rn->kind != BE_NORM_RMS && rn->kind != BE_NORM_RMS_OFFSET))
+        return false;
+    const tensor *w = rn->w;
+    return w && w->data && w->dtype == DTYPE_BF16 && w->ndim == 1 && w->shape[0] == lin->in && aligned16(w->data) &&
+           r->data && ro->data && r->dtype == DTYPE_BF16 && ro->dtype == DTYPE_BF16 && cu_rows(r) == 1 &&
+           cu_rows(ro) == 1 && tensor_row_len(r) == lin->in && tensor_row_len(ro) == lin->in && aligned16(r->data) &&
+           aligned16(ro->data) && !lf_overlap(ro, x) && !lf_overlap(ro, r) && !lf_overlap(ro, y) &&
+           (!f->h || (!lf_overlap(f->h, r) && !lf_overlap(f->h, ro)));
+}
+
 /* linear_fused (backend.h): decode-sized batches in one GEMV kernel (the
  * norm's factors computed by every CTA from x, the gated product and the
- * residual add in its epilogue); otherwise the composite of single ops. */
+ * residual add in its epilogue; for one token also a pending residual add
+ * before the norm, f->res); otherwise the composite of single ops. */
 void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y) {
     cu_state *cu = cu_of(be);
     if (!lin) {
         cu_fail(cu, "linear_fused: no layer");
+        return;
+    }
+    if (f && f->res && !lf_res_fits(lin, x, f, y)) { /* the residual add as its ops, then the rest */
+        const tensor *xr = x;
+        const char *err = linear_fuse_residual(be, &xr, f);
+        if (err) {
+            cu_fail(cu, "%s", err);
+            return;
+        }
+        linear_fuse rest = *f;
+        rest.res = NULL;
+        rest.res_norm = NULL;
+        rest.res_out = NULL;
+        cu_linear_fused(be, lin, xr, &rest, y);
         return;
     }
     if (lin->nq) {
@@ -1488,6 +1641,14 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
     }
     a.eps = f->eps;
     a.norm_offset = f->norm_kind == BE_NORM_RMS_OFFSET;
+    if (f->res) { /* lf_res_fits */
+        a.res = (const __nv_bfloat16 *)f->res->data;
+        a.ress = tensor_row_stride(f->res);
+        a.rnw = (const __nv_bfloat16 *)f->res_norm->w->data;
+        a.reps = f->res_norm->eps;
+        a.rout = (__nv_bfloat16 *)f->res_out->data;
+        a.routs = tensor_row_stride(f->res_out);
+    }
     a.acc = f->accumulate;
     a.act = (int)f->act;
     gemv(cu, lin, a, glu);

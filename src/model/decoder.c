@@ -80,6 +80,8 @@ typedef struct llama {
     int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
+    ws_buf x2;                   /* the sandwich layout's second residual buffer (one-token steps fold each block's
+                                    output into the next linear: x alternates between x and x2) */
     ws_buf logits_part;          /* vocab_split: the rank's (N, vr) logits before the all-gather */
     ws_buf proj, conv, g, beta, core; /* linear-attention layers: in_proj's output, the conv's, decay, strength,
                                          the delta rule's */
@@ -317,7 +319,7 @@ static void llama_destroy(model *m) {
     if (lm->lm_head) be->ops->linear_free(be, lm->lm_head);
     for (int r = 0; r < MODEL_MAX_ROPES; r++)
         if (lm->cos_sin[r].data) be->ops->release(be, &lm->cos_sin[r]);
-    ws_buf *bufs[] = {&lm->x,   &lm->h,      &lm->qkv,  &lm->attn, &lm->o,    &lm->gu, &lm->act,
+    ws_buf *bufs[] = {&lm->x2, &lm->x,   &lm->h,      &lm->qkv,  &lm->attn, &lm->o,    &lm->gu, &lm->act,
                       &lm->sel, &lm->logits, &lm->logits_part, &lm->proj, &lm->g,    &lm->beta, &lm->core, &lm->conv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_release(be, bufs[i]);
     moe_bufs_release(be, &lm->moe);
@@ -568,7 +570,7 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
 
 /* Views of the step's activations, T rows (N for the logits rows). */
 typedef struct llama_bufs {
-    tensor x, h, qkv, attn, o, gu, a, sel, lg, lp;
+    tensor x, x2, h, qkv, attn, o, gu, a, sel, lg, lp;
     tensor proj, conv, g, beta, core; /* linear-attention layers (data NULL without them) */
 } llama_bufs;
 
@@ -604,6 +606,7 @@ static vllm_status llama_buffers(model *m, int64_t T, int64_t N, bool hidden, ll
         (!hidden && (st = model_buf_ensure(m, &lm->logits, DTYPE_F32, N, c->vocab_size, &t->lg))) ||
         (!hidden && lm->vocab_split && (st = model_buf_ensure(m, &lm->logits_part, DTYPE_F32, N, lm->vr, &t->lp))))
         return st;
+    if (c->norm_layout == NORM_LAYOUT_SANDWICH && (st = model_buf_ensure(m, &lm->x2, act, 1, D, &t->x2))) return st;
     if ((st = mla_bufs_ensure(m, &lm->mla, T))) return st;
     return moe_bufs_ensure(m, &lm->moe, T);
 }
@@ -736,6 +739,14 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         ops->add(be, &x, &h);
     }
     const linear_fuse add_to_x = {.accumulate = true, .mid = &o};
+    /* The sandwich layout's residual adds in one-token steps: x += out_norm(o) rides in the next linear_fused
+     * (linear_fuse res: the GEMV's prologue, each CTA adding for itself), which writes the sum to the other
+     * residual buffer (xo); x and xo then swap. Larger steps keep norm_add_norm. */
+    const bool fold = c->norm_layout == NORM_LAYOUT_SANDWICH && T == 1 && t.x2.data && m->tp_size <= 1 &&
+                      (c->residual_multiplier == 0 || c->residual_multiplier == 1);
+    tensor xo = t.x2;
+    const dec_norm *pend = NULL; /* o, not yet added to x: its out norm */
+    be_norm pend_norm, attn_norm;
     /* one token of one sequence: the whole stack as one op where the backend has it (every layer reads one
      * KV cache group's metadata) */
     bool stacked = lm->stack_ok && T == 1 && s->meta.num_seqs == 1;
@@ -769,10 +780,22 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             if (post) {
                 ops->linear(be, L->qkv, &x, &qkv);                        /* (T, qd + 2 kvd) */
             } else {
-                const linear_fuse attn_in = {.norm_w = &L->in_norm.w,
-                                             .norm_b = L->in_norm.b.data ? &L->in_norm.b : NULL, .eps = eps, .h = &h,
-                                             .norm_kind = nk};
+                linear_fuse attn_in = {.norm_w = &L->in_norm.w,
+                                       .norm_b = L->in_norm.b.data ? &L->in_norm.b : NULL, .eps = eps, .h = &h,
+                                       .norm_kind = nk};
+                if (pend) {                                               /* xo = x + out_norm(o) first */
+                    pend_norm = blk_norm(c, pend);
+                    attn_in.res = &o;
+                    attn_in.res_norm = &pend_norm;
+                    attn_in.res_out = &xo;
+                }
                 ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);       /* norm(x) -> (T, qd + 2 kvd) */
+                if (pend) {
+                    const tensor sw = x;
+                    x = xo;
+                    xo = sw;
+                    pend = NULL;
+                }
             }
             /* q/k norms, rope, k/v into the paged cache */
             const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
@@ -797,7 +820,10 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             if (c->attn_output_gate) ops->sigmoid_mul(be, &attn, &gate);  /* attn *= sigmoid(gate) */
         }
         bool mlp_normed = false;                                      /* h = mlp_norm(x) already */
-        if (fused_residual) {
+        const bool fold_o = fold && ls->mlp != MLP_MOE && L->attn_out_norm.w.data; /* into the gate_up below */
+        if (fold_o) {
+            ops->linear(be, L->o, mix, &o);                           /* o = mix Wo (T, D) */
+        } else if (fused_residual) {
             ops->linear_fused(be, L->o, mix, &add_to_x, &x);          /* x += mix Wo */
         } else {
             ops->linear(be, L->o, mix, &o);                           /* o = mix Wo (T, D) */
@@ -839,18 +865,36 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         const bool gated = ls->mlp == MLP_DENSE;
         const tensor *mlp_x = mlp_normed ? &h : &x;
         const bool norm_here = !mlp_normed && !post;
-        const linear_fuse mlp_in = {.norm_w = norm_here ? &L->post_norm.w : NULL,
-                                    .norm_b = norm_here && L->post_norm.b.data ? &L->post_norm.b : NULL,
-                                    .norm_kind = norm_here ? nk : BE_NORM_RMS, .eps = eps, .h = &h,
-                                    .silu_mul = gated, .mid = &gu, .act = act};
+        linear_fuse mlp_in = {.norm_w = norm_here ? &L->post_norm.w : NULL,
+                              .norm_b = norm_here && L->post_norm.b.data ? &L->post_norm.b : NULL,
+                              .norm_kind = norm_here ? nk : BE_NORM_RMS, .eps = eps, .h = &h,
+                              .silu_mul = gated, .mid = &gu, .act = act};
+        if (fold_o) {                                                 /* xo = x + attn_out_norm(o) first */
+            attn_norm = blk_norm(c, &L->attn_out_norm);
+            mlp_in.norm_w = &L->post_norm.w;
+            mlp_in.norm_b = L->post_norm.b.data ? &L->post_norm.b : NULL;
+            mlp_in.norm_kind = nk;
+            mlp_in.res = &o;
+            mlp_in.res_norm = &attn_norm;
+            mlp_in.res_out = &xo;
+        }
         ops->linear_fused(be, L->gate_up, mlp_x, &mlp_in, &a);       /* (T, I) */
+        if (fold_o) {
+            const tensor sw = x;
+            x = xo;
+            xo = sw;
+        }
         if (!gated) ops->activation(be, act, &a);                      /* a = act(a) */
         if (fused_residual) {
             ops->linear_fused(be, L->down, &a, &add_to_x, &x);        /* x += a Wd */
         } else {
             ops->linear(be, L->down, &a, &o);                         /* o = a Wd */
             if (m->tp_size > 1) ops->all_reduce(be, &o);              /* the row-parallel down's partial sums */
-            residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
+            if (fold && L->mlp_out_norm.w.data && l + 1 < c->num_layers &&
+                c->layers[l + 1].kind == LAYER_ATTENTION)
+                pend = &L->mlp_out_norm;                              /* added by the next layer's qkv */
+            else
+                residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
         }
     }
     /* logits only for the sampled rows: gather them, then the final norm and

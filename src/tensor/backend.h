@@ -121,6 +121,9 @@ typedef struct be_norm {
 } be_norm;
 
 /* What linear_fused does around the layer, in order:
+ *   x   = res ? (res_out = x + res_norm(res)) : x              (T, in)
+ *         (a pending residual add, as norm then add round it: the sandwich
+ *         layout's block output folded into the next layer's linear)
  *   in  = norm_w ? rms_norm(x) * norm_w : x                    (T, in)
  *         (norm_kind != BE_NORM_RMS: that norm of be_norm, with norm_w, norm_b)
  *   mid = in @ W^T + b                                          (T, out)
@@ -131,7 +134,8 @@ typedef struct be_norm {
  * block's experts after the router's linear_fused); h must not overlap x.
  * mid (T, out) is scratch a backend may write (required with silu_mul or
  * accumulate). silu_mul and accumulate do not combine. y must not overlap
- * x, h or mid. Zero-initialised fields keep the Llama meaning. */
+ * x, h or mid; res_out must not overlap x, res, h, mid or y. Zero-initialised
+ * fields keep the Llama meaning. */
 typedef struct linear_fuse {
     const tensor *norm_w;  /* (in) RMSNorm weight, or NULL for none (see norm_kind) */
     float eps;             /* the norm's epsilon */
@@ -141,6 +145,9 @@ typedef struct linear_fuse {
     be_act act;            /* the gated product's activation; 0 = BE_ACT_SILU */
     be_norm_kind norm_kind;/* 0 = BE_NORM_RMS; another kind runs the norm stage even without norm_w */
     const tensor *norm_b;  /* (in) BE_NORM_LAYER's bias, or NULL */
+    const tensor *res;     /* (T, in) a block output to add to x first (left as it is), or NULL */
+    const be_norm *res_norm; /* its norm (required with res) */
+    tensor *res_out;       /* (T, in) receives x + res_norm(res) (required with res) */
 } linear_fuse;
 
 /* How a mixture-of-experts layer routes its tokens (transformers' MoE blocks). */

@@ -26,6 +26,8 @@ const char *linear_fused_composite(backend *be, const be_linear *lin, const tens
     const bool norm = linear_fuse_has_norm(f);
     if (norm && !f->h) return "linear_fused: a norm needs the h scratch tensor";
     if ((f->silu_mul || f->accumulate) && !f->mid) return "linear_fused: silu_mul and accumulate need the mid scratch";
+    const char *err = linear_fuse_residual(be, &x, f);
+    if (err) return err;
     const tensor *in = x;
     if (norm) {
         fuse_norm(be, x, f);
@@ -41,6 +43,15 @@ const char *linear_fused_composite(backend *be, const be_linear *lin, const tens
     } else {
         o->linear(be, lin, in, y);
     }
+    return NULL;
+}
+
+const char *linear_fuse_residual(backend *be, const tensor **x, const linear_fuse *f) {
+    if (!f || !f->res) return NULL;
+    if (!f->res_norm || !f->res_out) return "linear_fused: res needs res_norm and res_out";
+    be->ops->norm(be, f->res, f->res_norm, f->res_out); /* res_out (T, in) = res_norm(res) */
+    be->ops->add(be, f->res_out, *x);                   /* res_out += x */
+    *x = f->res_out;
     return NULL;
 }
 

@@ -26,6 +26,11 @@ static inline bool linear_fuse_has_norm(const linear_fuse *f) {
 const char *linear_fused_composite(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f,
                                    tensor *y);
 
+/* linear_fuse's pending residual add (f->res) as norm then add: res_out = x + res_norm(res), and *x becomes
+ * res_out for the stages after it. NULL (nothing to do, or done), or a message (res without res_norm or
+ * res_out). */
+const char *linear_fuse_residual(backend *be, const tensor **x, const linear_fuse *f);
+
 /* add_norm (backend.h) as add then norm. NULL, or a message (no be_norm). */
 const char *add_norm_composite(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
 

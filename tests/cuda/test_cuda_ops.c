@@ -1281,16 +1281,21 @@ static be_linear *rand_linear(int out, int in, float scale);
 
 /* ---- linear_fused: the GEMV kernel's stages (T <= 8) and the composite (T > 8) ---- */
 
-enum { LF_PLAIN, LF_NORM, LF_NORM_SILU, LF_ACC, LF_SILU, LF_GEMMA, LF_GELU, LF_OPT, LF_MODES };
+enum { LF_PLAIN, LF_NORM, LF_NORM_SILU, LF_ACC, LF_SILU, LF_GEMMA, LF_GELU, LF_OPT, LF_RES, LF_RES_GEMMA, LF_MODES };
 static const char *LF_NAMES[LF_MODES] = {"plain", "norm", "norm + silu_mul", "accumulate", "silu_mul",
-                                         "(1 + w) norm + gelu_tanh gate", "gelu_tanh gate", "LayerNorm + bias"};
+                                         "(1 + w) norm + gelu_tanh gate", "gelu_tanh gate", "LayerNorm + bias",
+                                         "residual + norm", "(1 + w) residual + norm + gelu_tanh gate"};
 
 static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) {
-    const bool norm = mode == LF_NORM || mode == LF_NORM_SILU || mode == LF_GEMMA || mode == LF_OPT,
-               glu = mode == LF_NORM_SILU || mode == LF_SILU || mode == LF_GEMMA || mode == LF_GELU,
+    const bool res = mode == LF_RES || mode == LF_RES_GEMMA,
+               norm = mode == LF_NORM || mode == LF_NORM_SILU || mode == LF_GEMMA || mode == LF_OPT || res,
+               glu = mode == LF_NORM_SILU || mode == LF_SILU || mode == LF_GEMMA || mode == LF_GELU ||
+                     mode == LF_RES_GEMMA,
                acc = mode == LF_ACC;
-    const be_norm_kind kind = mode == LF_GEMMA ? BE_NORM_RMS_OFFSET : mode == LF_OPT ? BE_NORM_LAYER : BE_NORM_RMS;
-    const be_act act = mode == LF_GEMMA || mode == LF_GELU ? BE_ACT_GELU_TANH : BE_ACT_SILU;
+    const be_norm_kind kind = mode == LF_GEMMA || mode == LF_RES_GEMMA ? BE_NORM_RMS_OFFSET
+                              : mode == LF_OPT                         ? BE_NORM_LAYER
+                                                                       : BE_NORM_RMS;
+    const be_act act = mode == LF_GEMMA || mode == LF_GELU || mode == LF_RES_GEMMA ? BE_ACT_GELU_TANH : BE_ACT_SILU;
     const int n = glu ? out / 2 : out;
     float *w = malloc((size_t)out * in * sizeof *w), *b = malloc((size_t)out * sizeof *b);
     float *nw = malloc((size_t)in * sizeof *nw), *y0 = malloc((size_t)T * n * sizeof *y0);
@@ -1321,13 +1326,28 @@ static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) 
     tensor yc = put(cpu, DTYPE_F32, T, n, y0), yg = put(gpu, DTYPE_BF16, T, n, y0);
     if (!acc) poison(&yg);
     poison(&hg); /* h must be written */
+    /* res: a block output (scale 3) and its norm's weight (x's reversed first row, small around 0 or 1) */
+    float *rw = malloc((size_t)in * sizeof *rw);
+    for (int i = 0; i < in; i++) rw[i] = round_to(DTYPE_BF16, (kind == BE_NORM_RMS_OFFSET ? 0.0f : 1.0f) + 0.2f * hx[in - 1 - i]);
+    float *hr;
+    tensor rc, rg;
+    rand_pair(T, in, 3.0f, &hr, &rc, &rg);
+    tensor rwc2 = put(cpu, DTYPE_F32, 1, in, rw), rwg2 = put(gpu, DTYPE_BF16, 1, in, rw);
+    tensor rwc = tensor_1d(DTYPE_F32, rwc2.data, in), rwg = tensor_1d(DTYPE_BF16, rwg2.data, in);
+    tensor roc = put(cpu, DTYPE_F32, T, in, NULL), rog = put(gpu, DTYPE_BF16, T, in, NULL);
+    poison(&rog); /* res_out must be written */
+    const be_norm rnc = {.kind = kind, .w = &rwc, .eps = 1e-6f}, rng = {.kind = kind, .w = &rwg, .eps = 1e-6f};
     linear_fuse fc = {.norm_w = norm ? &nwc : NULL, .eps = 1e-6f, .silu_mul = glu, .accumulate = acc, .h = &hc,
-                      .mid = &mc, .act = act, .norm_kind = kind, .norm_b = mode == LF_OPT ? &nbc : NULL};
+                      .mid = &mc, .act = act, .norm_kind = kind, .norm_b = mode == LF_OPT ? &nbc : NULL,
+                      .res = res ? &rc : NULL, .res_norm = res ? &rnc : NULL, .res_out = res ? &roc : NULL};
     linear_fuse fg = fc;
     fg.norm_w = norm ? &nwg : NULL;
     fg.norm_b = mode == LF_OPT ? &nbg : NULL;
     fg.h = &hg;
     fg.mid = &mg;
+    fg.res = res ? &rg : NULL;
+    fg.res_norm = res ? &rng : NULL;
+    fg.res_out = res ? &rog : NULL;
     if (lc && lg) {
         cpu->ops->linear_fused(cpu, lc, &xc, &fc, &yc);
         gpu->ops->linear_fused(gpu, lg, &xg, &fg, &yg);
@@ -1347,12 +1367,23 @@ static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) 
             free(c);
             free(g);
         }
+        if (res) { /* x + res_norm(res), the next residual stream */
+            c = get(cpu, &roc);
+            g = get(gpu, &rog);
+            snprintf(what, sizeof what, "linear_fused %s res_out (T %d, in %d, out %d)", LF_NAMES[mode], T, in, out);
+            compare(what, g, c, (int64_t)T * in, REL, ELEM);
+            free(c);
+            free(g);
+        }
     }
     cpu->ops->linear_free(cpu, lc);
     gpu->ops->linear_free(gpu, lg);
-    tensor *cs[] = {&xc, &nwc2, &nbc2, &hc, &mc, &yc}, *gs[] = {&xg, &nwg2, &nbg2, &hg, &mg, &yg};
-    drop_pairs(cs, gs, 6);
+    tensor *cs[] = {&xc, &nwc2, &nbc2, &hc, &mc, &yc, &rc, &rwc2, &roc},
+           *gs[] = {&xg, &nwg2, &nbg2, &hg, &mg, &yg, &rg, &rwg2, &rog};
+    drop_pairs(cs, gs, 9);
     free(hx);
+    free(hr);
+    free(rw);
     free(w);
     free(b);
     free(nw);
@@ -1366,7 +1397,8 @@ static void test_linear_fused(void) {
     for (int ti = 0; ti < 5; ti++) {
         const int T = Ts[ti];
         for (int mode = 0; mode < LF_MODES; mode++) {
-            const bool glu = mode == LF_NORM_SILU || mode == LF_SILU || mode == LF_GEMMA || mode == LF_GELU;
+            const bool glu = mode == LF_NORM_SILU || mode == LF_SILU || mode == LF_GEMMA || mode == LF_GELU ||
+                             mode == LF_RES_GEMMA;
             /* the persistent split-K kernel (or the row kernel for the gated form) */
             test_linear_fused_case(T, 1024, glu ? 2 * 384 : 384, mode, ti % 2 == 0);
             /* the row kernel: K % 256 != 0 */
@@ -1393,7 +1425,7 @@ static void test_linear_fused(void) {
  * 4 ways on an H100 / H200), and on the default one, where Gemma-3-12B's o projection (3,840 x 4,096) takes it */
 static void test_linear_sk(void) {
     static const int shapes[3][2] = {{1500, 1024}, {2000, 2560}, {3840, 4096}}; /* (out, in) */
-    static const int modes[3] = {LF_PLAIN, LF_NORM, LF_ACC};
+    static const int modes[4] = {LF_PLAIN, LF_NORM, LF_ACC, LF_RES};
     backend *plain = gpu, *sk = NULL;
     setenv("VLLM_CUDA_GEMV_SK", "2", 1);
     vllm_status st = backend_create("cuda", NULL, &sk);
@@ -1404,7 +1436,7 @@ static void test_linear_sk(void) {
         gpu = bi == 0 ? sk : plain;
         for (int si = bi == 0 ? 0 : 2; si < 3; si++)
             for (int T = 1; T <= 2; T++)
-                for (int mi = 0; mi < 3; mi++)
+                for (int mi = 0; mi < 4; mi++)
                     for (int rep = 0; rep < 2; rep++)
                         test_linear_fused_case(T, shapes[si][1], shapes[si][0], modes[mi], (mi + rep + T) % 2 == 0);
     }

@@ -770,7 +770,11 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->f8_lt = !(getenv("VLLM_CUDA_F8_GEMM") && strcmp(getenv("VLLM_CUDA_F8_GEMM"), "tiles") == 0);
     cu->attn_min_keys = getenv("VLLM_CUDA_ATTN_MIN_KEYS") ? atoi(getenv("VLLM_CUDA_ATTN_MIN_KEYS")) : 0;
     cu->qkr_scalar = getenv("VLLM_CUDA_QKR") && !strcmp(getenv("VLLM_CUDA_QKR"), "scalar");
-    cu->attn_cluster = cu->sm90 && !(getenv("VLLM_CUDA_ATTN_CLUSTER") && !strcmp(getenv("VLLM_CUDA_ATTN_CLUSTER"), "0"));
+    {
+        const char *ac = getenv("VLLM_CUDA_ATTN_CLUSTER");
+        cu->attn_climit = ac && !strcmp(ac, "0") ? 0 : ac && !strcmp(ac, "8") ? 8 : 16;
+    }
+    cu->attn_cluster = cu->sm90 && cu->attn_climit > 0;
     cu->lt_tune = getenv("VLLM_CUDA_LT_TUNE") && strcmp(getenv("VLLM_CUDA_LT_TUNE"), "0") != 0;
     cu->no_dtc_attention = getenv("VLLM_CUDA_NO_DTC_ATTN") != NULL;
     cu->dtc_stages = getenv("VLLM_CUDA_DTC_STAGES") && atoi(getenv("VLLM_CUDA_DTC_STAGES")) == 3 ? 3 : 2;

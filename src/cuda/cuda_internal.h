@@ -151,7 +151,8 @@ typedef struct cu_state {
     bool sm90;                     /* the GPU runs the kernels' sm_90 code (cuda_backend.cu sm90_code) */
     bool attn_cluster;             /* decode attention merges a token's splits inside a thread-block cluster where they
                                       fit one (sm_90; VLLM_CUDA_ATTN_CLUSTER=0: through the workspace always) */
-    int attn_cmax;                 /* its largest cluster: 16 where schedulable, else 8 (ops_attention.cu) */
+    int attn_climit;               /* VLLM_CUDA_ATTN_CLUSTER: 0 (no cluster merge), 8 (the portable size) or 16 (default) */
+    int attn_cmax;                 /* its largest cluster: 16 where schedulable and allowed, else 8 (ops_attention.cu) */
     const void *nonport[CU_NONPORT_MAX]; /* kernels allowed non-portable cluster sizes on this device (so far) */
     int n_nonport;
     bool capturing;                /* between graph_begin and graph_end */

@@ -879,8 +879,7 @@ static size_t da_smem_bytes(int hp, int csize) {
 
 static void da_probe_clusters(cu_state *cu) {
     cu->attn_cmax = DA_PORTABLE_CLUSTER;
-    const char *env = getenv("VLLM_CUDA_ATTN_CLUSTER");
-    if (!cu->attn_cluster || (env && !strcmp(env, "8"))) return;
+    if (!cu->attn_cluster || cu->attn_climit < 16) return;
     void (*k)(da_args) = k_attn_decode<__nv_bfloat16, 256, 8, true, true>;
     const size_t smem = da_smem_bytes<256, 8>(8, 16);
     if (cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {

@@ -321,6 +321,59 @@ static void test_linear_fused_kinds(backend *be) {
     be->ops->linear_free(be, lin);
 }
 
+/* linear_fused's pending residual add (res): res_out = x + res_norm(res), then the stages on res_out, against
+ * norm_add_norm (on copies) and linear_fused; x and res unchanged; res without res_norm or res_out refused */
+static void test_linear_fused_res(backend *be) {
+    enum { IN = 40, OUT = 24 };
+    static float x[T * IN], x0[T * IN], r[T * IN], r0[T * IN], xc[T * IN], rc[T * IN], wt[OUT * IN], nw[IN], rw[IN],
+        y1[T * OUT / 2], y2[T * OUT / 2], h[T * IN], hx[T * IN], ro[T * IN], mid[T * OUT];
+    ct_fill(x, T * IN, 2.0f);
+    ct_fill(r, T * IN, 3.0f);
+    ct_fill(wt, OUT * IN, 0.5f);
+    ct_fill(nw, IN, 0.5f);
+    ct_fill(rw, IN, 0.5f);
+    memcpy(x0, x, sizeof x);
+    memcpy(r0, r, sizeof r);
+    tensor X = tensor_2d(DTYPE_F32, x, T, IN), R = tensor_2d(DTYPE_F32, r, T, IN), Wt = tensor_2d(DTYPE_F32, wt, OUT, IN);
+    tensor XC = tensor_2d(DTYPE_F32, xc, T, IN), RC = tensor_2d(DTYPE_F32, rc, T, IN);
+    tensor NW = tensor_1d(DTYPE_F32, nw, IN), RW = tensor_1d(DTYPE_F32, rw, IN), H = tensor_2d(DTYPE_F32, h, T, IN);
+    tensor HX = tensor_2d(DTYPE_F32, hx, T, IN), RO = tensor_2d(DTYPE_F32, ro, T, IN);
+    tensor MID = tensor_2d(DTYPE_F32, mid, T, OUT);
+    tensor Y1 = tensor_2d(DTYPE_F32, y1, T, OUT / 2), Y2 = tensor_2d(DTYPE_F32, y2, T, OUT / 2);
+    const tensor *ws[1] = {&Wt};
+    be_linear *lin = NULL;
+    CHECK_OK(be->ops->linear_create(be, ws, NULL, 1, &lin));
+    for (int k = 0; k < 2; k++) { /* Gemma's (1 + w) norms and GELU-tanh gate; plain RMSNorm (GLM-4) */
+        const be_norm_kind kind = k == 0 ? BE_NORM_RMS_OFFSET : BE_NORM_RMS;
+        const be_norm rn = {.kind = kind, .w = &RW, .eps = 1e-6f}, xn = {.kind = kind, .w = &NW, .eps = 1e-5f};
+        linear_fuse f = {.norm_w = &NW, .eps = 1e-5f, .silu_mul = true, .h = &H, .mid = &MID,
+                         .act = k == 0 ? BE_ACT_GELU_TANH : BE_ACT_SILU, .norm_kind = kind, .res = &R,
+                         .res_norm = &rn, .res_out = &RO};
+        be->ops->linear_fused(be, lin, &X, &f, &Y1);
+        memcpy(xc, x0, sizeof xc);
+        memcpy(rc, r0, sizeof rc);
+        be->ops->norm_add_norm(be, &XC, &RC, &rn, &xn, &HX); /* xc += rn(rc); hx = xn(xc) */
+        linear_fuse g = f;
+        g.res = NULL;
+        g.res_norm = NULL;
+        g.res_out = NULL;
+        g.norm_w = NULL;
+        g.norm_kind = BE_NORM_RMS;
+        be->ops->linear_fused(be, lin, &HX, &g, &Y2);
+        CHECK_OK(be->ops->synchronize(be));
+        CHECK_MSG(!memcmp(ro, xc, sizeof ro), "linear_fused res %d: res_out is not x + res_norm(res)", k);
+        CHECK_MSG(!memcmp(h, hx, sizeof h), "linear_fused res %d: h is not norm(x + res_norm(res))", k);
+        CHECK_MSG(!memcmp(y1, y2, sizeof y1), "linear_fused res %d", k);
+        CHECK_MSG(!memcmp(x, x0, sizeof x) && !memcmp(r, r0, sizeof r), "linear_fused res %d: x or res changed", k);
+    }
+    linear_fuse bad = {.norm_w = &NW, .h = &H, .res = &R, .res_out = &RO}; /* no res_norm */
+    be->ops->linear_fused(be, lin, &X, &bad, &Y1);
+    CHECK(be->ops->synchronize(be) != VLLM_OK);
+    CHECK_MSG(strstr(vllm_last_error(), "res_norm") != NULL, "%s", vllm_last_error());
+    CHECK(backend_supports(be, BE_OP_LINEAR_FUSED, &bad) == BE_UNSUPPORTED);
+    be->ops->linear_free(be, lin);
+}
+
 /* supports(): the CPU runs everything in range, natively or as composites */
 static void test_supports(backend *be) {
     attn_params ap = {.scale = 0.1f, .num_heads = 8, .num_kv_heads = 2, .head_dim = 256, .softcap = 50.0f};
@@ -362,6 +415,7 @@ int main(void) {
         test_norm_add_norm(be[b]);
         for (int k = 0; k < BE_NORM_COUNT; k++) test_qk_norm_rope_kv_ex(be[b], (be_norm_kind)k);
         test_linear_fused_kinds(be[b]);
+        test_linear_fused_res(be[b]);
     }
     test_supports(be[0]);
     ct_backends_free(be);

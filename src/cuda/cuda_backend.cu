@@ -529,7 +529,6 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->gdn_ws);
         cu_buf_free(&cu->qlin_ws);
         cu_buf_free(&cu->i4g_ws);
-        cu_buf_free(&cu->gemv_sk_ws);
         cu_buf_free(&cu->qx_ws);
         cu_f8_plans_free(cu);
         cu_buf_free(&cu->f8x_ws);
@@ -758,8 +757,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->no_tc_attention = getenv("VLLM_CUDA_NO_TC_ATTN") != NULL;
     cu->gemv_rows = getenv("VLLM_CUDA_GEMV") && !strcmp(getenv("VLLM_CUDA_GEMV"), "rows");
     cu->gemv_ks = getenv("VLLM_CUDA_GEMV_KS") ? atoi(getenv("VLLM_CUDA_GEMV_KS")) : 0;
-    cu->gemv_sk = getenv("VLLM_CUDA_GEMV_SK") ? atoi(getenv("VLLM_CUDA_GEMV_SK")) : 1;
-    if (cu->gemv_sk < 0 || cu->gemv_sk > 2) cu->gemv_sk = 1;
     cu->gemv_max_t = getenv("VLLM_CUDA_GEMV_MAX_T") ? atoi(getenv("VLLM_CUDA_GEMV_MAX_T")) : 0;
     if (cu->gemv_max_t < 1 || cu->gemv_max_t > CU_GEMV_MAX_T) cu->gemv_max_t = 0; /* by layer size (ops_linear.cu) */
     cu->qgemv_ks = getenv("VLLM_CUDA_QGEMV_KS") ? atoi(getenv("VLLM_CUDA_QGEMV_KS")) : 0;

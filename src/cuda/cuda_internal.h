@@ -140,10 +140,6 @@ typedef struct cu_state {
     cu_buf stack_cnt;              /* its counters: per KV head, then the grid barrier's two (0 between launches) */
     bool gemv_rows;                /* VLLM_CUDA_GEMV=rows: the one-row-per-warp GEMV only (for comparisons) */
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
-    int gemv_sk;                   /* the GEMV's stream-K form: 1 where the rows leave warps idle (default), 2 wherever
-                                      it fits (VLLM_CUDA_GEMV_SK=2, tests), 0 never (VLLM_CUDA_GEMV_SK=0) */
-    cu_buf gemv_sk_ws;             /* its arrival counters (0 between launches), then its partial sums */
-    int64_t gemv_sk_rows;          /* the rows gemv_sk_ws covers */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
@@ -162,7 +158,6 @@ typedef struct cu_state {
     cu_sample_ws *sample;          /* lazily created */
     cu_buf gdn_ws;                 /* ops_linear_attn.cu: the chunked gated delta rule's per-chunk matrices (device) */
     int gemv_occ[5][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
-    int gemv_sk_occ[5][2];         /* the same for k_gemv_sk<T, NK> ([NK][T class]) */
     int gemv_rows_occ[2][5][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     cu_buf qlin_ws;                /* ops_linear_blocks.cu: a block-type layer's rows dequantized to BF16 for the
                                       prefill GEMM (the largest layer's tile, reserved by linear_create) */

@@ -87,10 +87,6 @@ struct cu_lt_plan {
 
 static vllm_status upload_biases(cu_state *cu, be_linear *lin, const tensor *const *weights,
                                  const tensor *const *biases, int n);
-static vllm_status gemv_sk_reserve(cu_state *cu, int64_t rows);
-/* BF16 layers of at most this many rows get the GEMV's stream-K workspace (36 bytes a row; ops_linear.cu's
- * k_gemv_sk) */
-#define GV_SK_MAX_N 65536
 
 /* every part FP8_B128 (one cu_f8w of their rows) or every part I4_B128 (one cu_i4w), the biases */
 static vllm_status packed_linear_create(cu_state *cu, const tensor *const *weights, const tensor *const *biases, int n,
@@ -309,7 +305,6 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
     }
 biases:
     if (st == VLLM_OK && any_bias) st = upload_biases(cu, lin, weights, biases, n);
-    if (st == VLLM_OK && lin->w && total <= GV_SK_MAX_N) st = gemv_sk_reserve(cu, total);
     if (st == VLLM_OK && cu->err != VLLM_OK) st = vt_error(cu->err, "linear: %s", cu->err_msg);
 done:
     if (stage) cudaFree(stage);
@@ -846,118 +841,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
     }
 }
 
-/* The stream-K form of the persistent GEMV, for layers with fewer row groups than the GPU has warps to
- * give them evenly (Gemma-3-12B's o and down projections: 3,840 rows over an H100 / H200's 4,224 resident
- * warps leave 9% of them idle whatever KS, for a row is the unit). A row is K / 256 steps (a step: 16 bytes a
- * lane, 32 lanes), the layer N * K / 256 steps, and warp w of the grid's W takes steps [w S / W, (w + 1) S / W):
- * every warp the same bytes +-1 step, one contiguous range of W's memory. A row inside one warp's range is
- * written as k_gemv writes it; a row split between warps (at most GV_SK_MAXC) leaves each its part in
- * part[row][slot], and the last to arrive at cnt[row] (an atomic; each part fenced before it) sums the parts in
- * slot order (the same roundings whichever arrives last), adds the bias and y's old value, writes y and sets
- * cnt[row] back to 0 for the next launch. No warp waits for another. */
-#define GV_SK_MAXC 4   /* warps sharing a row at most (the host keeps S / W large enough) */
-#define GV_SK_TT 2     /* the largest T it is built for */
-struct gv_sk {
-    int *cnt;          /* (N) arrivals of a split row, 0 between launches */
-    float *part;       /* (N, GV_SK_MAXC, GV_SK_TT) the split rows' partial sums */
-    int64_t S, W;      /* steps and warps */
-};
-
-/* the warp whose range holds step s */
-__device__ __forceinline__ int64_t gv_sk_warp(int64_t s, int64_t S, int64_t W) { return ((s + 1) * W - 1) / S; }
-
-template <int TT, int NK>
-__global__ void __launch_bounds__(GEMV_WARPS * 32, 4) k_gemv_sk(gv_args a, gv_sk sk) {
-    __shared__ float red[GEMV_WARPS][TT];
-    extern __shared__ __align__(16) unsigned char gv_smem[]; /* NK: the normalised rows (T, K) */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    pdl_launch();
-    const int m = a.K >> 8;                                   /* steps a row */
-    const int64_t gw = (int64_t)blockIdx.x * GEMV_WARPS + warp;
-    const int64_t s0 = gw * sk.S / sk.W, s1 = (gw + 1) * sk.S / sk.W;
-    const int total = (int)(s1 - s0);
-    const uint4 *lp = (const uint4 *)a.W + s0 * 32 + lane;    /* step s's chunk: W's chunk 32 s + lane */
-    int loaded = 0;
-    auto next = [&]() -> uint4 {
-        const uint4 v = loaded < total ? ld_stream(lp + 32 * loaded) : make_uint4(0, 0, 0, 0);
-        loaded++;
-        return v;
-    };
-    uint4 cur[GV_U];
-#pragma unroll
-    for (int u = 0; u < GV_U; u++) cur[u] = next();
-    uint4 nwr[GV_NW_ALL(TT, NK)];
-    gemv_nw_prefetch<TT, NK>(a, nwr);
-    pdl_wait();
-    int64_t xs;
-    const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs, nwr);
-    float acc[1][TT];
-#pragma unroll
-    for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
-    int row = (int)(s0 / m), ci = (int)(s0 % m);
-    bool started = ci == 0;                                   /* the row's first step is this warp's */
-    float yold = gemv_old(a, lane, row);
-    for (int j0 = 0; j0 < total; j0 += GV_U) {
-        uint4 nxt[GV_U];
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) nxt[u] = next();
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) {
-            if (j0 + u >= total) continue; /* uniform over the warp */
-            gemv_fma<TT, 1>(&cur[u], xin, xs, 32 * ci + lane, a.T, acc);
-            const bool row_end = ++ci == m;
-            if (!row_end && j0 + u + 1 < total) continue;
-            float v[TT];
-#pragma unroll
-            for (int t = 0; t < TT; t++) v[t] = cu_warp_sum(acc[0][t]);
-            bool put = started && row_end; /* the whole row: put it */
-            if (!put) {                    /* a part: leave it; the last part's warp sums them */
-                const int64_t rs = (int64_t)row * m;
-                const int64_t wf = gv_sk_warp(rs, sk.S, sk.W);
-                const int nc = (int)(gv_sk_warp(rs + m - 1, sk.S, sk.W) - wf + 1), slot = (int)(gw - wf);
-                float *pp = sk.part + (int64_t)row * (GV_SK_MAXC * GV_SK_TT);
-                int old = 0;
-                if (lane == 0) {
-#pragma unroll
-                    for (int t = 0; t < TT; t++)
-                        if (t < a.T) pp[slot * GV_SK_TT + t] = v[t];
-                    __threadfence();
-                    old = atomicAdd(sk.cnt + row, 1);
-                    if (old == nc - 1) {
-                        __threadfence();
-#pragma unroll
-                        for (int t = 0; t < TT; t++) {
-                            float sum = 0.0f;
-                            for (int i = 0; i < nc; i++) sum += i == slot ? v[t] : __ldcg(pp + i * GV_SK_TT + t);
-                            v[t] = sum;
-                        }
-                        sk.cnt[row] = 0;
-                    }
-                }
-                put = __shfl_sync(0xffffffffu, old, 0) == nc - 1;
-#pragma unroll
-                for (int t = 0; t < TT; t++) v[t] = __shfl_sync(0xffffffffu, v[t], 0);
-            }
-            if (put) {
-                const float b = a.bias ? a.bias[row] : 0.0f;
-#pragma unroll
-                for (int t = 0; t < TT; t++)
-                    if (lane == t && t < a.T) gemv_put(a, t, row, v[t] + b, yold);
-            }
-#pragma unroll
-            for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
-            if (row_end) {
-                ci = 0;
-                row++;
-                started = true;
-                yold = gemv_old(a, lane, row);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) cur[u] = nxt[u];
-    }
-}
-
 /* Any K % 8 == 0: one warp per output, a non-persistent grid (the general
  * fallback, and the large-N shapes). NR = 2 is the gated form: the warp
  * streams rows n and N + n and writes ACT(first) * second. Its one-token
@@ -1053,21 +936,6 @@ static bool gemv_fits(const cu_state *cu, const be_linear *lin, const tensor *x,
 #define GEMV_NORM_MAX_N 65536
 
 typedef void (*gemv_kernel)(gv_args);
-typedef void (*gemv_sk_kernel)(gv_args, gv_sk);
-
-/* k_gemv_sk<T class ti (T <= GV_SK_TT), norm kind nk> */
-static gemv_sk_kernel gemv_sk_pick(int nk, int ti) {
-    switch (nk) {
-    case GV_NORM_RMS: return ti == 0 ? k_gemv_sk<1, GV_NORM_RMS> : k_gemv_sk<2, GV_NORM_RMS>;
-    case GV_NORM_OFFSET: return ti == 0 ? k_gemv_sk<1, GV_NORM_OFFSET> : k_gemv_sk<2, GV_NORM_OFFSET>;
-    case GV_NORM_RES_RMS: return k_gemv_sk<1, GV_NORM_RES_RMS>; /* the RES kinds: one token */
-    case GV_NORM_RES_OFFSET: return k_gemv_sk<1, GV_NORM_RES_OFFSET>;
-    default: return ti == 0 ? k_gemv_sk<1, GV_NORM_NONE> : k_gemv_sk<2, GV_NORM_NONE>;
-    }
-}
-/* The stream-K form takes a layer (by default) whose best KS leaves more than this share of the resident warps
- * without rows. */
-#define GV_SK_BELOW 0.95
 
 template <int TT, int NK>
 static gemv_kernel gemv_pick(int ks) {
@@ -1200,37 +1068,9 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
             best_grid = grid;
         }
     }
-    if (T <= GV_SK_TT && !cu->gemv_ks && cu->gemv_sk && (cu->gemv_sk == 2 || best_u < GV_SK_BELOW) &&
-        N <= cu->gemv_sk_rows) {
-        gemv_sk_kernel sk_k = gemv_sk_pick(nk, ti);
-        const int64_t W = (int64_t)gemv_occupancy(&cu->gemv_sk_occ[nk][ti], sk_k, occ_smem) *
-                          cu->num_sms * GEMV_WARPS;
-        const int64_t m = K / 256, S = (int64_t)N * m, share = S / W;
-        if (share >= 1 && (m - 1 + share - 1) / share + 1 <= GV_SK_MAXC) { /* a row split GV_SK_MAXC ways at most */
-            gv_sk sk = {(int *)cu->gemv_sk_ws.p, (float *)((char *)cu->gemv_sk_ws.p + cu->gemv_sk_rows * sizeof(int)),
-                        S, W};
-            cu_launch(cu, op, true, sk_k, dim3((unsigned)(W / GEMV_WARPS)), dim3(GEMV_WARPS * 32), smem, a, sk);
-            return;
-        }
-    }
     cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), smem, a);
 }
 
-/* The stream-K form's counters and partial sums for layers of up to rows outputs (linear_create, BF16 layers of
- * at most GV_SK_MAX_N rows); the counters start at 0. */
-static vllm_status gemv_sk_reserve(cu_state *cu, int64_t rows) {
-    const size_t per_row = sizeof(int) + GV_SK_MAXC * GV_SK_TT * sizeof(float);
-    if (rows <= cu->gemv_sk_rows) return VLLM_OK;
-    vllm_status st = cu_buf_reserve(cu, &cu->gemv_sk_ws, (size_t)rows * per_row, "linear: GEMV stream-K partials");
-    if (st != VLLM_OK) return st;
-    if (cudaMemsetAsync(cu->gemv_sk_ws.p, 0, cu->gemv_sk_ws.cap, cu->stream) != cudaSuccess) {
-        cudaGetLastError();
-        cu->gemv_sk_rows = 0;
-        return vt_error(VLLM_ERR_BACKEND, "linear: clearing the GEMV stream-K counters failed");
-    }
-    cu->gemv_sk_rows = (int64_t)(cu->gemv_sk_ws.cap / per_row);
-    return VLLM_OK;
-}
 
 static gv_args gemv_args(const tensor *x, tensor *y, int T, int N, int K) {
     gv_args a = {};

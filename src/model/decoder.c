@@ -80,8 +80,8 @@ typedef struct llama {
     int rot_dim;                 /* 0: no rotary embedding */
     /* workspace */
     ws_buf x, h, qkv, attn, o, gu, act, sel, logits;
-    ws_buf x2;                   /* the sandwich layout's second residual buffer (one-token steps fold each block's
-                                    output into the next linear: x alternates between x and x2) */
+    ws_buf x2;                   /* the sandwich layout's second residual buffer, one row (one-token steps fold the
+                                    attention block's output into the gate_up: x alternates between x and x2) */
     ws_buf logits_part;          /* vocab_split: the rank's (N, vr) logits before the all-gather */
     ws_buf proj, conv, g, beta, core; /* linear-attention layers: in_proj's output, the conv's, decay, strength,
                                          the delta rule's */
@@ -739,14 +739,15 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         ops->add(be, &x, &h);
     }
     const linear_fuse add_to_x = {.accumulate = true, .mid = &o};
-    /* The sandwich layout's residual adds in one-token steps: x += out_norm(o) rides in the next linear_fused
-     * (linear_fuse res: the GEMV's prologue, each CTA adding for itself), which writes the sum to the other
-     * residual buffer (xo); x and xo then swap. Larger steps keep norm_add_norm. */
+    /* The sandwich layout's attention residual in one-token steps: x += attn_out_norm(o) rides in the gate_up's
+     * linear_fused (linear_fuse res: the GEMV's prologue, each CTA adding for itself), which writes the sum to the
+     * other residual buffer (xo); x and xo then swap. Measured on Gemma-3-12B's shape (H100, session 27): +1.0%
+     * there; the MLP's residual folded into the next layer's qkv the same way was 1.0% slower (every CTA of the
+     * persistent GEMV paying the second norm at once), so it stays norm_add_norm, as do larger steps. */
     const bool fold = c->norm_layout == NORM_LAYOUT_SANDWICH && T == 1 && t.x2.data && m->tp_size <= 1 &&
                       (c->residual_multiplier == 0 || c->residual_multiplier == 1);
     tensor xo = t.x2;
-    const dec_norm *pend = NULL; /* o, not yet added to x: its out norm */
-    be_norm pend_norm, attn_norm;
+    be_norm attn_norm;
     /* one token of one sequence: the whole stack as one op where the backend has it (every layer reads one
      * KV cache group's metadata) */
     bool stacked = lm->stack_ok && T == 1 && s->meta.num_seqs == 1;
@@ -780,22 +781,10 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             if (post) {
                 ops->linear(be, L->qkv, &x, &qkv);                        /* (T, qd + 2 kvd) */
             } else {
-                linear_fuse attn_in = {.norm_w = &L->in_norm.w,
-                                       .norm_b = L->in_norm.b.data ? &L->in_norm.b : NULL, .eps = eps, .h = &h,
-                                       .norm_kind = nk};
-                if (pend) {                                               /* xo = x + out_norm(o) first */
-                    pend_norm = blk_norm(c, pend);
-                    attn_in.res = &o;
-                    attn_in.res_norm = &pend_norm;
-                    attn_in.res_out = &xo;
-                }
+                const linear_fuse attn_in = {.norm_w = &L->in_norm.w,
+                                             .norm_b = L->in_norm.b.data ? &L->in_norm.b : NULL, .eps = eps, .h = &h,
+                                             .norm_kind = nk};
                 ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);       /* norm(x) -> (T, qd + 2 kvd) */
-                if (pend) {
-                    const tensor sw = x;
-                    x = xo;
-                    xo = sw;
-                    pend = NULL;
-                }
             }
             /* q/k norms, rope, k/v into the paged cache */
             const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
@@ -871,9 +860,6 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
                               .silu_mul = gated, .mid = &gu, .act = act};
         if (fold_o) {                                                 /* xo = x + attn_out_norm(o) first */
             attn_norm = blk_norm(c, &L->attn_out_norm);
-            mlp_in.norm_w = &L->post_norm.w;
-            mlp_in.norm_b = L->post_norm.b.data ? &L->post_norm.b : NULL;
-            mlp_in.norm_kind = nk;
             mlp_in.res = &o;
             mlp_in.res_norm = &attn_norm;
             mlp_in.res_out = &xo;
@@ -890,11 +876,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         } else {
             ops->linear(be, L->down, &a, &o);                         /* o = a Wd */
             if (m->tp_size > 1) ops->all_reduce(be, &o);              /* the row-parallel down's partial sums */
-            if (fold && L->mlp_out_norm.w.data && l + 1 < c->num_layers &&
-                c->layers[l + 1].kind == LAYER_ATTENTION)
-                pend = &L->mlp_out_norm;                              /* added by the next layer's qkv */
-            else
-                residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
+            residual_add(m, L, &x, &o, &h, &L->mlp_out_norm, false);
         }
     }
     /* logits only for the sampled rows: gather them, then the final norm and

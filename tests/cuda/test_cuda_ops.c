@@ -1419,31 +1419,6 @@ static void test_linear_fused(void) {
     drop(gpu, &y);
 }
 
-/* The GEMV's stream-K form (k_gemv_sk): layers of more rows than a third of the resident warps, every row split
- * between up to 4 warps whose parts the last to arrive sums, run twice (each launch leaves its counters at 0 for
- * the next): on a second backend that takes it wherever it fits (VLLM_CUDA_GEMV_SK=2; 1,500 rows of K 1024 split
- * 4 ways on an H100 / H200), and on the default one, where Gemma-3-12B's o projection (3,840 x 4,096) takes it */
-static void test_linear_sk(void) {
-    static const int shapes[3][2] = {{1500, 1024}, {2000, 2560}, {3840, 4096}}; /* (out, in) */
-    static const int modes[4] = {LF_PLAIN, LF_NORM, LF_ACC, LF_RES};
-    backend *plain = gpu, *sk = NULL;
-    setenv("VLLM_CUDA_GEMV_SK", "2", 1);
-    vllm_status st = backend_create("cuda", NULL, &sk);
-    unsetenv("VLLM_CUDA_GEMV_SK");
-    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with VLLM_CUDA_GEMV_SK=2: %s", vllm_last_error());
-    if (st != VLLM_OK) return;
-    for (int bi = 0; bi < 2; bi++) {
-        gpu = bi == 0 ? sk : plain;
-        for (int si = bi == 0 ? 0 : 2; si < 3; si++)
-            for (int T = 1; T <= 2; T++)
-                for (int mi = 0; mi < 4; mi++)
-                    for (int rep = 0; rep < 2; rep++)
-                        test_linear_fused_case(T, shapes[si][1], shapes[si][0], modes[mi], (mi + rep + T) % 2 == 0);
-    }
-    gpu = plain;
-    backend_free(sk);
-}
-
 /* VLLM_CUDA_LT_TUNE=1 (a second CUDA backend made with it): decode-sized GEMMs timed over cuBLASLt's candidates
  * give the same results within the bounds, plain and accumulating (the timed runs write a scratch output, not y),
  * for shapes timed (T 16, 64: multiples of 8 up to 512) and not (T 300), and again once the choice is cached */
@@ -3194,7 +3169,6 @@ int main(void) {
     }
     test_linear();
     test_linear_fused();
-    test_linear_sk();
     test_linear_tuned();
     test_sampling();
     test_graph();

@@ -507,6 +507,8 @@ void cu_scale(backend *be, tensor *x, float s);
 void cu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out);
 void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tensor *out);
 void cu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out);
+void cu_norm_add_norm_to(backend *be, const tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out,
+                         tensor *xo);
 void cu_qk_norm_rope_kv_ex(backend *be, tensor *q, tensor *k, const tensor *v, const be_norm *q_norm,
                            const be_norm *k_norm, const tensor *positions, const tensor *cos_sin, int head_dim,
                            int rot_dim, bool neox, tensor *k_cache, tensor *v_cache, const attn_meta *m);

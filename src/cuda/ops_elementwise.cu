@@ -339,13 +339,14 @@ __device__ __forceinline__ float rms_block_total(float v, float *part) {
 }
 
 /* The sandwich residual (norm_add_norm) on BF16 rows of D (k_rms_vec's layout, RMS kinds): y = ny(y) (stored,
- * rounded), x += y (stored, rounded), then (OUT) out = nx(x): the three ops of the composite in one kernel, each
- * sum of squares in the norm op's order. */
+ * rounded, unless keep_y), xo = x + y (stored, rounded; xo is x itself, or another buffer), then (OUT) out = nx(xo):
+ * the three ops of the composite in one kernel, each sum of squares in the norm op's order. */
 template <int KIND, bool OUT>
-__global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(__nv_bfloat16 *x, int64_t xs, __nv_bfloat16 *y,
-                                                                   int64_t ys, const void *wy, int wydt, float eps_y,
-                                                                   const void *wx, int wxdt, float eps_x, int D,
-                                                                   __nv_bfloat16 *out, int64_t os, int T) {
+__global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(const __nv_bfloat16 *x, int64_t xs,
+                                                                   __nv_bfloat16 *y, int64_t ys, const void *wy,
+                                                                   int wydt, float eps_y, const void *wx, int wxdt,
+                                                                   float eps_x, int D, __nv_bfloat16 *out, int64_t os,
+                                                                   int T, __nv_bfloat16 *xo, int64_t xos, bool keep_y) {
     __shared__ float part[RMS_MAX_THREADS / 32];
     const int nc = D / 8;
     pdl_launch();
@@ -358,7 +359,8 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(__nv_bfloat16
     }
     pdl_wait();
     for (int r = blockIdx.x; r < T; r += gridDim.x) {
-        uint4 *yr = (uint4 *)(y + (int64_t)r * ys), *xr = (uint4 *)(x + (int64_t)r * xs);
+        uint4 *yr = (uint4 *)(y + (int64_t)r * ys), *xw = (uint4 *)(xo + (int64_t)r * xos);
+        const uint4 *xr = (const uint4 *)(x + (int64_t)r * xs);
         float v[RMS_VPT][8];
         uint4 xin[RMS_VPT]; /* x's chunks loaded with y's: one round trip, not a second after the first sum */
         float ss = 0.0f;
@@ -381,13 +383,13 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(__nv_bfloat16
                 float o[8], xv[8];
                 rms_apply8<KIND>(v[j], scale_y, wyraw[j], wydt, wy, c, o);
                 const uint4 py = f32_to_bf16x8(o);
-                yr[c] = py;
+                if (!keep_y) yr[c] = py;
                 bf16x8_to_f32(py, o); /* the add sees the stored (rounded) norm */
                 bf16x8_to_f32(xin[j], xv);
 #pragma unroll
                 for (int i = 0; i < 8; i++) xv[i] += o[i];
                 const uint4 px = f32_to_bf16x8(xv);
-                xr[c] = px;
+                xw[c] = px;
                 if constexpr (OUT) {
                     bf16x8_to_f32(px, v[j]); /* the norm sees the stored (rounded) sum */
 #pragma unroll
@@ -616,27 +618,39 @@ void cu_add_norm(backend *be, tensor *x, const tensor *y, const be_norm *n, tens
 
 /* one k_norm_add_norm launch (OUT: nx given, out written) */
 template <int KIND, bool OUT>
-static void nan_launch(cu_state *cu, const char *op, dim3 grid, dim3 block, tensor *x, tensor *y, const be_norm *ny,
-                       const be_norm *nx, tensor *out) {
+static void nan_launch(cu_state *cu, const char *op, dim3 grid, dim3 block, const tensor *x, const tensor *y,
+                       const be_norm *ny, const be_norm *nx, tensor *out, tensor *xo, bool keep_y) {
     const tensor *wy = ny->w, *wx = OUT ? nx->w : NULL;
-    cu_launch(cu, op, true, k_norm_add_norm<KIND, OUT>, grid, block, 0, (__nv_bfloat16 *)x->data, tensor_row_stride(x),
-              (__nv_bfloat16 *)y->data, tensor_row_stride(y), (const void *)(wy ? wy->data : NULL),
-              wy ? (int)wy->dtype : -1, ny->eps, (const void *)(wx ? wx->data : NULL), wx ? (int)wx->dtype : -1,
-              OUT ? nx->eps : 0.0f, (int)tensor_row_len(x), OUT ? (__nv_bfloat16 *)out->data : (__nv_bfloat16 *)NULL,
-              OUT ? tensor_row_stride(out) : (int64_t)0, (int)cu_rows(x));
+    cu_launch(cu, op, true, k_norm_add_norm<KIND, OUT>, grid, block, 0, (const __nv_bfloat16 *)x->data,
+              tensor_row_stride(x), (__nv_bfloat16 *)y->data, tensor_row_stride(y),
+              (const void *)(wy ? wy->data : NULL), wy ? (int)wy->dtype : -1, ny->eps,
+              (const void *)(wx ? wx->data : NULL), wx ? (int)wx->dtype : -1, OUT ? nx->eps : 0.0f,
+              (int)tensor_row_len(x), OUT ? (__nv_bfloat16 *)out->data : (__nv_bfloat16 *)NULL,
+              OUT ? tensor_row_stride(out) : (int64_t)0, (int)cu_rows(x), (__nv_bfloat16 *)xo->data,
+              tensor_row_stride(xo), keep_y);
 }
 
 /* y = ny(y); x (T, D) += y; out (T, D) = nx(x) when nx is given: one kernel for BF16 rows normalised whole by
  * RMS norms of one kind, else the composite (norm, add [, norm]) */
 void cu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out) {
+    cu_norm_add_norm_to(be, x, y, ny, nx, out, x);
+}
+
+/* cu_norm_add_norm with the sum written to xo (x, or a buffer of its shape apart from x, y and out), x then left
+ * as it is, and y too (xo = x + ny(y), out = nx(xo)): linear_fused's pending residual add where the GEMV's
+ * prologue does not take it */
+void cu_norm_add_norm_to(backend *be, const tensor *x, tensor *y, const be_norm *ny, const be_norm *nx, tensor *out,
+                         tensor *xo) {
     cu_state *cu = cu_of(be);
     const char *op = "norm_add_norm";
+    const bool apart = xo->data != x->data;
     if (!ny || (nx && !out)) {
         cu_fail(cu, "%s: %s", op, !ny ? "no be_norm for y" : "a norm of x needs out");
         return;
     }
     if (!cu_check_mat(cu, op, "x", x, CU_ACT, -1, -1) ||
         !cu_check_mat(cu, op, "y", y, CU_ACT, cu_rows(x), tensor_row_len(x)) ||
+        !cu_check_mat(cu, op, "xo", xo, CU_DT(x->dtype), cu_rows(x), tensor_row_len(x)) ||
         (nx && !cu_check_mat(cu, op, "out", out, CU_DT(x->dtype), cu_rows(x), tensor_row_len(x))))
         return;
     const int64_t T = cu_rows(x), D = tensor_row_len(x);
@@ -645,21 +659,28 @@ void cu_norm_add_norm(backend *be, tensor *x, tensor *y, const be_norm *ny, cons
     const bool rms = kind == BE_NORM_RMS || kind == BE_NORM_RMS_OFFSET;
     if (rms && !ny->b && (!nx || (nx->kind == kind && !nx->b)) && (!ny->w || tensor_numel(ny->w) == D) &&
         (!nx || !nx->w || tensor_numel(nx->w) == D) && rms_vec_fits(x, D) && rms_vec_fits(y, D) &&
-        (!nx || rms_vec_fits(out, D)) && rms_vec_param(ny->w) && (!nx || rms_vec_param(nx->w)) && T <= INT32_MAX) {
+        (!nx || rms_vec_fits(out, D)) && rms_vec_fits(xo, D) && rms_vec_param(ny->w) && (!nx || rms_vec_param(nx->w)) &&
+        T <= INT32_MAX) {
         if ((ny->w && !cu_check_vec(cu, op, "ny.w", ny->w, CU_FLOAT, D)) ||
             (nx && nx->w && !cu_check_vec(cu, op, "nx.w", nx->w, CU_FLOAT, D)))
             return;
         const dim3 grid(cu_grid(T, 1)), block = rms_vec_block(D);
         if (kind == BE_NORM_RMS_OFFSET) {
-            if (nx) nan_launch<BE_NORM_RMS_OFFSET, true>(cu, op, grid, block, x, y, ny, nx, out);
-            else nan_launch<BE_NORM_RMS_OFFSET, false>(cu, op, grid, block, x, y, ny, nx, out);
+            if (nx) nan_launch<BE_NORM_RMS_OFFSET, true>(cu, op, grid, block, x, y, ny, nx, out, xo, apart);
+            else nan_launch<BE_NORM_RMS_OFFSET, false>(cu, op, grid, block, x, y, ny, nx, out, xo, apart);
         } else {
-            if (nx) nan_launch<BE_NORM_RMS, true>(cu, op, grid, block, x, y, ny, nx, out);
-            else nan_launch<BE_NORM_RMS, false>(cu, op, grid, block, x, y, ny, nx, out);
+            if (nx) nan_launch<BE_NORM_RMS, true>(cu, op, grid, block, x, y, ny, nx, out, xo, apart);
+            else nan_launch<BE_NORM_RMS, false>(cu, op, grid, block, x, y, ny, nx, out, xo, apart);
         }
         return;
     }
-    const char *err = norm_add_norm_composite(be, x, y, ny, nx, out);
+    if (apart) { /* xo = ny(y); xo += x [; out = nx(xo)] */
+        cu_norm(be, y, ny, xo);
+        cu_add(be, xo, x);
+        if (nx) cu_norm(be, xo, nx, out);
+        return;
+    }
+    const char *err = norm_add_norm_composite(be, (tensor *)x, y, ny, nx, out);
     if (err) cu_fail(cu, "%s", err);
 }
 

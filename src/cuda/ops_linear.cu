@@ -1404,7 +1404,7 @@ static bool lf_res_fits(const be_linear *lin, const tensor *x, const linear_fuse
     return w && w->data && w->dtype == DTYPE_BF16 && w->ndim == 1 && w->shape[0] == lin->in && aligned16(w->data) &&
            r->data && ro->data && r->dtype == DTYPE_BF16 && ro->dtype == DTYPE_BF16 && cu_rows(r) == 1 &&
            cu_rows(ro) == 1 && tensor_row_len(r) == lin->in && tensor_row_len(ro) == lin->in && aligned16(r->data) &&
-           aligned16(ro->data) && !lf_overlap(ro, x) && !lf_overlap(ro, r) && !lf_overlap(ro, y) &&
+           aligned16(ro->data) && !lf_overlap(ro, x) && !lf_overlap(ro, r) && !lf_overlap(ro, y) && !lf_overlap(y, r) &&
            (!f->h || (!lf_overlap(f->h, r) && !lf_overlap(f->h, ro)));
 }
 
@@ -1418,7 +1418,25 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
         cu_fail(cu, "linear_fused: no layer");
         return;
     }
-    if (f && f->res && !lf_res_fits(lin, x, f, y)) { /* the residual add as its ops, then the rest */
+    if (f && f->res && !lf_res_fits(lin, x, f, y)) {
+        const be_norm *rn = f->res_norm;
+        if (rn && f->res_out && f->h && f->norm_w && !f->norm_b && rn->kind == f->norm_kind &&
+            (rn->kind == BE_NORM_RMS || rn->kind == BE_NORM_RMS_OFFSET) && !lf_overlap(f->res_out, x) &&
+            !lf_overlap(f->res_out, f->res) && !lf_overlap(f->h, f->res) && !lf_overlap(f->h, f->res_out)) {
+            /* res_out = x + res_norm(res), h = norm(res_out) in one kernel (res left as it is: xo apart from x),
+             * then the layer on h: the launches of the unfolded sandwich (norm_add_norm, then the linear) */
+            const be_norm nx = {.kind = f->norm_kind, .w = f->norm_w, .b = NULL, .eps = f->eps};
+            cu_norm_add_norm_to(be, x, (tensor *)f->res, rn, &nx, f->h, f->res_out);
+            linear_fuse rest = *f;
+            rest.res = NULL;
+            rest.res_norm = NULL;
+            rest.res_out = NULL;
+            rest.norm_w = NULL;
+            rest.norm_kind = BE_NORM_RMS;
+            cu_linear_fused(be, lin, f->h, &rest, y);
+            return;
+        }
+        /* otherwise the residual add as its ops (norm, add), then the rest */
         const tensor *xr = x;
         const char *err = linear_fuse_residual(be, &xr, f);
         if (err) {

@@ -134,7 +134,7 @@ typedef struct be_norm {
  * block's experts after the router's linear_fused); h must not overlap x.
  * mid (T, out) is scratch a backend may write (required with silu_mul or
  * accumulate). silu_mul and accumulate do not combine. y must not overlap
- * x, h or mid; res_out must not overlap x, res, h, mid or y. Zero-initialised
+ * x, h, mid or res; res_out must not overlap x, res, h, mid or y. Zero-initialised
  * fields keep the Llama meaning. */
 typedef struct linear_fuse {
     const tensor *norm_w;  /* (in) RMSNorm weight, or NULL for none (see norm_kind) */

@@ -1281,18 +1281,19 @@ static be_linear *rand_linear(int out, int in, float scale);
 
 /* ---- linear_fused: the GEMV kernel's stages (T <= 8) and the composite (T > 8) ---- */
 
-enum { LF_PLAIN, LF_NORM, LF_NORM_SILU, LF_ACC, LF_SILU, LF_GEMMA, LF_GELU, LF_OPT, LF_RES, LF_RES_GEMMA, LF_MODES };
+enum { LF_PLAIN, LF_NORM, LF_NORM_SILU, LF_ACC, LF_SILU, LF_GEMMA, LF_GELU, LF_OPT, LF_RES, LF_RES_GEMMA, LF_RES_OFFSET, LF_MODES };
 static const char *LF_NAMES[LF_MODES] = {"plain", "norm", "norm + silu_mul", "accumulate", "silu_mul",
                                          "(1 + w) norm + gelu_tanh gate", "gelu_tanh gate", "LayerNorm + bias",
-                                         "residual + norm", "(1 + w) residual + norm + gelu_tanh gate"};
+                                         "residual + norm", "(1 + w) residual + norm + gelu_tanh gate",
+                                         "(1 + w) residual + norm"};
 
 static void test_linear_fused_case(int T, int in, int out, int mode, bool bias) {
-    const bool res = mode == LF_RES || mode == LF_RES_GEMMA,
+    const bool res = mode == LF_RES || mode == LF_RES_GEMMA || mode == LF_RES_OFFSET,
                norm = mode == LF_NORM || mode == LF_NORM_SILU || mode == LF_GEMMA || mode == LF_OPT || res,
                glu = mode == LF_NORM_SILU || mode == LF_SILU || mode == LF_GEMMA || mode == LF_GELU ||
                      mode == LF_RES_GEMMA,
                acc = mode == LF_ACC;
-    const be_norm_kind kind = mode == LF_GEMMA || mode == LF_RES_GEMMA ? BE_NORM_RMS_OFFSET
+    const be_norm_kind kind = mode == LF_GEMMA || mode == LF_RES_GEMMA || mode == LF_RES_OFFSET ? BE_NORM_RMS_OFFSET
                               : mode == LF_OPT                         ? BE_NORM_LAYER
                                                                        : BE_NORM_RMS;
     const be_act act = mode == LF_GEMMA || mode == LF_GELU || mode == LF_RES_GEMMA ? BE_ACT_GELU_TANH : BE_ACT_SILU;
@@ -1406,6 +1407,9 @@ static void test_linear_fused(void) {
         }
         /* rows filling more than a wave (the row kernel) with the norm, as lm_head */
         test_linear_fused_case(T, 256, 12000, LF_NORM, false);
+        /* the pending residual's prologue past 512 chunks a row (Gemma-3-27B's hidden 5376) */
+        test_linear_fused_case(T, 5376, 2 * 256, LF_RES_GEMMA, ti % 2 == 0);
+        test_linear_fused_case(T, 5376, 300, LF_RES_OFFSET, ti % 2 == 1);
     }
     /* refused on the GPU as on the CPU */
     be_linear *l = rand_linear(64, 64, 0.1f);

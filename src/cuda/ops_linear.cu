@@ -576,6 +576,25 @@ __device__ __forceinline__ void gemv_nw_prefetch(const gv_args &a, uint4 *nwr) {
     }
 }
 
+/* The CTA's RMS factors: inv[t] = 1 / sqrt(sum over the CTA of ss[t] / K + eps) (ss: each thread's partial sums
+ * of squares; red: GEMV_WARPS x TT scratch, free again only after a barrier) */
+template <int TT>
+__device__ __forceinline__ void gemv_rms_inv(float *ss, float (*red)[TT], int K, float eps, float *inv) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        ss[t] = cu_warp_sum(ss[t]);
+        if (lane == 0) red[warp][t] = ss[t];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        float tot = 0.0f;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
+        inv[t] = 1.0f / sqrtf(tot / (float)K + eps);
+    }
+}
+
 /* The RES kinds' first stage, by the whole CTA: xr (T, K) in shared memory = BF16(x + BF16(res / sqrt(mean(res^2)
  * + reps) * rnw)) (offset kinds: * (1 + rnw)), as norm_add_norm rounds x; CTA 0 also stores it to a.rout. x's
  * chunks are loaded with res's (one round trip). Each thread writes the chunks threadIdx.x + j blockDim.x, which
@@ -584,7 +603,7 @@ template <int TT, int NK>
 __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xr,
                                               const uint4 *rnwr) {
     constexpr int PRE = GV_NW_PRE(TT);
-    const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nc = a.K >> 3;
     auto chunk = [&](const __nv_bfloat16 *p, int64_t stride, int t, int c) {
         return *((const uint4 *)(p + (int64_t)t * stride) + c);
     };
@@ -613,19 +632,8 @@ __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT]
 #pragma unroll
         for (int t = 0; t < TT; t++)
             if (t < a.T) sum_sq(t, chunk(a.res, a.ress, t, c));
-#pragma unroll
-    for (int t = 0; t < TT; t++) {
-        ss[t] = cu_warp_sum(ss[t]);
-        if (lane == 0) red[warp][t] = ss[t];
-    }
-    __syncthreads();
     float inv[TT];
-#pragma unroll
-    for (int t = 0; t < TT; t++) {
-        float tot = 0.0f;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
-        inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.reps);
-    }
+    gemv_rms_inv<TT>(ss, red, a.K, a.reps, inv);
     __syncthreads(); /* red is the norm's next */
     auto put = [&](int c, uint4 nw, int t, uint4 r, uint4 x) {
         float nf[8], rf[8], xf[8];
@@ -664,7 +672,7 @@ __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT]
 template <int TT, int NK>
 __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xn,
                                                const uint4 *nwr) {
-    const int nc = a.K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nc = a.K >> 3;
     /* the rows to normalise: x, or (RES) x plus the residual, made in xn first (each thread's own chunks,
      * normalised in place below) */
     const __nv_bfloat16 *xsrc = a.x;
@@ -687,19 +695,8 @@ __device__ __forceinline__ void gemv_norm_rows(const gv_args &a, float (*red)[TT
             for (int i = 0; i < 8; i++) ss[t] += t < a.T ? xf[i] * xf[i] : 0.0f;
         }
     }
-#pragma unroll
-    for (int t = 0; t < TT; t++) {
-        ss[t] = cu_warp_sum(ss[t]);
-        if (lane == 0) red[warp][t] = ss[t];
-    }
-    __syncthreads();
     float inv[TT];
-#pragma unroll
-    for (int t = 0; t < TT; t++) {
-        float tot = 0.0f;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w][t];
-        inv[t] = 1.0f / sqrtf(tot / (float)a.K + a.eps);
-    }
+    gemv_rms_inv<TT>(ss, red, a.K, a.eps, inv);
     auto put = [&](int c, uint4 nw) {
         float nf[8];
         bf16x8_to_f32(nw, nf);

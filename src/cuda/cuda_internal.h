@@ -106,6 +106,8 @@ typedef struct cu_sample_ws cu_sample_ws;  /* ops_sample.cu: sampling buffers */
 
 /* kernels of one device that may be given the non-portable cluster size (cu_nonportable_cluster) */
 #define CU_NONPORT_MAX 128
+/* ops_linear.cu's GEMV norm kinds (GV_NORM_*), the first index of its occupancy caches */
+#define CU_GEMV_NK_COUNT 5
 
 typedef struct cu_state {
     int device;
@@ -157,8 +159,8 @@ typedef struct cu_state {
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
     cu_sample_ws *sample;          /* lazily created */
     cu_buf gdn_ws;                 /* ops_linear_attn.cu: the chunked gated delta rule's per-chunk matrices (device) */
-    int gemv_occ[5][4][4];         /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
-    int gemv_rows_occ[2][5][4];    /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
+    int gemv_occ[CU_GEMV_NK_COUNT][4][4]; /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
+    int gemv_rows_occ[2][CU_GEMV_NK_COUNT][4]; /* the same for k_gemv_rows<T, NR, NK, .> ([gated][NK][T class]) */
     cu_buf qlin_ws;                /* ops_linear_blocks.cu: a block-type layer's rows dequantized to BF16 for the
                                       prefill GEMM (the largest layer's tile, reserved by linear_create) */
     cu_buf i4g_ws;                 /* ops_linear_int4.cu: k_i4_gemm's split-K partials (reserved by linear_create) */
@@ -217,6 +219,8 @@ bool cu_check_mat(cu_state *cu, const char *op, const char *arg, const tensor *t
 bool cu_check_vec(cu_state *cu, const char *op, const char *arg, const tensor *t, unsigned mask, int64_t n);
 
 static inline int64_t cu_rows(const tensor *t) { return t->ndim > 0 ? t->shape[0] : 1; }
+/* p may be read as 16-byte vectors (uint4: 8 BF16 values). */
+static inline bool cu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* ---- launches ---- */
 

@@ -413,18 +413,16 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS) k_norm_add_norm(const __nv_bf
     }
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 /* The vector kernel takes BF16 rows of D % 8 == 0 with 16-byte aligned rows
  * and BF16 or F32 weights, D <= RMS_VPT * 8 * RMS_MAX_THREADS. */
 static bool rms_vec_fits(const tensor *t, int64_t D) {
-    return t->dtype == DTYPE_BF16 && D % 8 == 0 && D <= (int64_t)RMS_VPT * 8 * RMS_MAX_THREADS && aligned16(t->data) &&
+    return t->dtype == DTYPE_BF16 && D % 8 == 0 && D <= (int64_t)RMS_VPT * 8 * RMS_MAX_THREADS && cu_aligned16(t->data) &&
            tensor_row_stride(t) % 8 == 0;
 }
 
 /* A weight or bias the vector kernel reads: absent, F32, or 16-byte aligned BF16. */
 static bool rms_vec_param(const tensor *p) {
-    return !p || p->dtype == DTYPE_F32 || (p->dtype == DTYPE_BF16 && aligned16(p->data));
+    return !p || p->dtype == DTYPE_F32 || (p->dtype == DTYPE_BF16 && cu_aligned16(p->data));
 }
 
 static dim3 rms_vec_block(int64_t D) {
@@ -739,8 +737,8 @@ static void act_mul_run(cu_state *cu, const char *op, be_act act, float alpha, f
     }
     if (!cu_check_mat(cu, op, "out", out, CU_DT(gate_up->dtype), T, D / 2) || T == 0 || D == 0) return;
     int64_t I = D / 2, gs = tensor_row_stride(gate_up), os = tensor_row_stride(out);
-    if (gate_up->dtype == DTYPE_BF16 && I % 8 == 0 && gs % 8 == 0 && os % 8 == 0 && aligned16(gate_up->data) &&
-        aligned16(out->data)) {
+    if (gate_up->dtype == DTYPE_BF16 && I % 8 == 0 && gs % 8 == 0 && os % 8 == 0 && cu_aligned16(gate_up->data) &&
+        cu_aligned16(out->data)) {
         void (*k)(const __nv_bfloat16 *, int64_t, __nv_bfloat16 *, int64_t, int64_t, int64_t, float, float) =
             act == BE_ACT_GELU_TANH    ? k_act_mul_vec<BE_ACT_GELU_TANH>
             : act == BE_ACT_GELU       ? k_act_mul_vec<BE_ACT_GELU>

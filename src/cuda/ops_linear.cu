@@ -530,7 +530,7 @@ struct gv_args {
 #define GV_NORM_OFFSET 2 /* RMSNorm * (1 + nw) */
 #define GV_NORM_RES_RMS 3    /* a pending residual add first (gv_args res), then RMSNorm; one token only */
 #define GV_NORM_RES_OFFSET 4 /* the same with (1 + w) norms (Gemma's sandwich) */
-#define GV_NK_COUNT 5
+static_assert(GV_NORM_RES_OFFSET + 1 == CU_GEMV_NK_COUNT, "cuda_internal.h's occupancy caches hold every norm kind");
 __host__ __device__ constexpr bool gv_res(int nk) { return nk >= GV_NORM_RES_RMS; }
 __host__ __device__ constexpr bool gv_offset(int nk) { return nk == GV_NORM_OFFSET || nk == GV_NORM_RES_OFFSET; }
 
@@ -924,7 +924,7 @@ static bool gemv_fits(const cu_state *cu, const be_linear *lin, const tensor *x,
     const bool takes_t = cu->gemv_max_t ? T <= cu->gemv_max_t
                                         : T == 1 || (T == 2 && lin->out * lin->in <= CU_GEMV_T2_ELEMS);
     return takes_t && lin->in % 8 == 0 && lin->in <= INT_MAX && lin->out <= INT_MAX &&
-           ((uintptr_t)x->data % 16) == 0 && tensor_row_stride(x) % 8 == 0;
+           cu_aligned16(x->data) && tensor_row_stride(x) % 8 == 0;
 }
 
 /* The norm's rows staged in shared memory: at most this many bytes (T * K * 2). */
@@ -1003,8 +1003,7 @@ static gemv_kernel gemv_rows_pick_nk(int nk, int act, int ti) {
 }
 
 /* CTAs of a GEMV kernel resident per SM (the occupancy API with smem bytes, cached in *slot). */
-template <typename KERNEL>
-static int gemv_occupancy(int *slot, KERNEL k, size_t smem) {
+static int gemv_occupancy(int *slot, gemv_kernel k, size_t smem) {
     if (*slot == 0) {
         int n = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, GEMV_WARPS * 32, smem) != cudaSuccess || n < 1) {
@@ -1387,8 +1386,6 @@ static bool lf_overlap(const tensor *a, const tensor *b) {
     return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
-
 /* Whether the GEMV's RES prologue takes f's pending residual add (f->res): one token, BF16 weights, the norm stage
  * an RMS norm of the residual norm's kind, BF16 rows 16-byte aligned, res_out apart from what the kernel reads */
 static bool lf_res_fits(const be_linear *lin, const tensor *x, const linear_fuse *f, const tensor *y) {
@@ -1398,10 +1395,10 @@ static bool lf_res_fits(const be_linear *lin, const tensor *x, const linear_fuse
         (rn->kind != BE_NORM_RMS && rn->kind != BE_NORM_RMS_OFFSET))
         return false;
     const tensor *w = rn->w;
-    return w && w->data && w->dtype == DTYPE_BF16 && w->ndim == 1 && w->shape[0] == lin->in && aligned16(w->data) &&
+    return w && w->data && w->dtype == DTYPE_BF16 && w->ndim == 1 && w->shape[0] == lin->in && cu_aligned16(w->data) &&
            r->data && ro->data && r->dtype == DTYPE_BF16 && ro->dtype == DTYPE_BF16 && cu_rows(r) == 1 &&
-           cu_rows(ro) == 1 && tensor_row_len(r) == lin->in && tensor_row_len(ro) == lin->in && aligned16(r->data) &&
-           aligned16(ro->data) && !lf_overlap(ro, x) && !lf_overlap(ro, r) && !lf_overlap(ro, y) && !lf_overlap(y, r) &&
+           cu_rows(ro) == 1 && tensor_row_len(r) == lin->in && tensor_row_len(ro) == lin->in && cu_aligned16(r->data) &&
+           cu_aligned16(ro->data) && !lf_overlap(ro, x) && !lf_overlap(ro, r) && !lf_overlap(ro, y) && !lf_overlap(y, r) &&
            (!f->h || (!lf_overlap(f->h, r) && !lf_overlap(f->h, ro)));
 }
 
@@ -1469,9 +1466,9 @@ void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const l
      * composite (the norm op into h) */
     if (fused && nw)
         fused = nw->dtype == DTYPE_BF16 && nw->ndim == 1 && nw->shape[0] == lin->in && nw->data &&
-                ((uintptr_t)nw->data % 16) == 0 && T * lin->in * 2 <= GEMV_NORM_SMEM &&
+                cu_aligned16(nw->data) && T * lin->in * 2 <= GEMV_NORM_SMEM &&
                 (glu ? lin->out / 2 : lin->out) <= GEMV_NORM_MAX_N && f->h && f->h->dtype == DTYPE_BF16 &&
-                f->h->data && ((uintptr_t)f->h->data % 16) == 0 && tensor_row_stride(f->h) % 8 == 0 &&
+                f->h->data && cu_aligned16(f->h->data) && tensor_row_stride(f->h) % 8 == 0 &&
                 !lf_overlap(f->h, x);
     if (!fused && f && f->accumulate && !linear_fuse_has_norm(f) && !f->silu_mul) {
         linear_run(cu, lin, x, y, true); /* cuBLAS accumulates itself (beta 1) */

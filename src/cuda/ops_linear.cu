@@ -597,8 +597,10 @@ __device__ __forceinline__ void gemv_rms_inv(float *ss, float (*red)[TT], int K,
 
 /* The RES kinds' first stage, by the whole CTA: xr (T, K) in shared memory = BF16(x + BF16(res / sqrt(mean(res^2)
  * + reps) * rnw)) (offset kinds: * (1 + rnw)), as norm_add_norm rounds x; CTA 0 also stores it to a.rout. x's
- * chunks are loaded with res's (one round trip). Each thread writes the chunks threadIdx.x + j blockDim.x, which
- * the norm's passes after it read back (the same thread's). rnwr: gemv_nw_prefetch's residual norm chunks. */
+ * chunks are loaded with res's (one round trip) and parked in xr until the sum replaces them (registers held
+ * across the barrier spilled in the one-token gated kernel, held to 80). Each thread writes the chunks
+ * threadIdx.x + j blockDim.x, which the norm's passes after it read back (the same thread's). rnwr:
+ * gemv_nw_prefetch's residual norm chunks. */
 template <int TT, int NK>
 __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT], __nv_bfloat16 *xr,
                                               const uint4 *rnwr) {
@@ -607,7 +609,8 @@ __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT]
     auto chunk = [&](const __nv_bfloat16 *p, int64_t stride, int t, int c) {
         return *((const uint4 *)(p + (int64_t)t * stride) + c);
     };
-    uint4 rv[GV_NW_ARR(TT)][TT], xv[GV_NW_ARR(TT)][TT];
+    uint4 rv[GV_NW_ARR(TT)][TT];
+    auto xr_chunk = [&](int t, int c) -> uint4 & { return ((uint4 *)(xr + (int64_t)t * a.K))[c]; };
     float ss[TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) ss[t] = 0.0f;
@@ -624,7 +627,7 @@ __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT]
         for (int t = 0; t < TT; t++) {
             const bool in = c < nc && t < a.T;
             rv[j][t] = in ? chunk(a.res, a.ress, t, c) : make_uint4(0, 0, 0, 0);
-            xv[j][t] = in ? chunk(a.x, a.xs, t, c) : make_uint4(0, 0, 0, 0);
+            if (in) xr_chunk(t, c) = chunk(a.x, a.xs, t, c);
             sum_sq(t, rv[j][t]);
         }
     }
@@ -646,7 +649,7 @@ __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT]
 #pragma unroll
         for (int i = 0; i < 8; i++) xf[i] += rf[i];
         const uint4 v = f32_to_bf16x8(xf);
-        ((uint4 *)(xr + (int64_t)t * a.K))[c] = v;
+        xr_chunk(t, c) = v;
         if (blockIdx.x == 0) ((uint4 *)(a.rout + (int64_t)t * a.routs))[c] = v;
     };
 #pragma unroll
@@ -654,7 +657,7 @@ __device__ __forceinline__ void gemv_res_rows(const gv_args &a, float (*red)[TT]
         const int c = threadIdx.x + j * blockDim.x;
 #pragma unroll
         for (int t = 0; t < TT; t++)
-            if (c < nc && t < a.T) put(c, rnwr[j], t, rv[j][t], xv[j][t]);
+            if (c < nc && t < a.T) put(c, rnwr[j], t, rv[j][t], xr_chunk(t, c));
     }
     for (int c = threadIdx.x + PRE * blockDim.x; c < nc; c += blockDim.x) {
         const uint4 nw = __ldg((const uint4 *)a.rnw + c);

@@ -20,6 +20,8 @@
 
 #include <mma.h>
 
+#include <type_traits>
+
 #include "cuda/cuda_internal.h"
 
 #define LA_L2NORM_EPS 1e-6f  /* transformers' l2norm(eps=1e-6) */
@@ -52,24 +54,33 @@ __global__ void k_causal_conv1d(const void *x, int xdt, int64_t xs, const void *
                                 int odt, int64_t os, cu_dev_err *err) {
     constexpr int W = K - 1;
     pdl_launch();
-    pdl_wait();
     const int s = blockIdx.y;
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t t0, t1;
-    int slot;
-    if (!la_seq(qsl, slots, s, num_slots, err, &t0, &t1, &slot) || c >= C) return;
+    /* Before pdl_wait (cuda_internal.h): the metadata, the weights and the slot's state (only this op writes it,
+     * in an earlier step; a prefix-cache restore is a copy, which no kernel of the step starts before); x after. */
+    const int64_t t0 = qsl[s], t1 = qsl[s + 1];
+    const int slot = slots[s];
+    const bool run = slot < num_slots && t1 > t0 && c < C && slot >= 0; /* la_seq's tests */
+    float wr[K], win[W > 0 ? W : 1], b = 0.0f;
+    const int64_t base = ((int64_t)slot * C + c) * W; /* state[slot, c, :] */
+    if (run) {
+#pragma unroll
+        for (int j = 0; j < K; j++) wr[j] = cu_ld(w, wdt, c * ws + j);
+        if (bias) b = cu_ld(bias, bdt, c);
+        const bool from_state = init[s] != 0;
+#pragma unroll
+        for (int j = 0; j < W; j++) win[j] = from_state ? cu_ld(state, sdt, base + j) : 0.0f;
+    }
+    pdl_wait();
+    if (slot >= num_slots) {
+        if (threadIdx.x == 0) cu_report(err, CU_DEV_LA_SLOT, s, slot, num_slots);
+        return;
+    }
+    if (t1 <= t0 || c >= C) return;
     if (slot < 0) { /* padding: outputs 0, no state */
         for (int64_t t = t0; t < t1; t++) cu_st(out, odt, t * os + c, 0.0f);
         return;
     }
-    float wr[K], win[W > 0 ? W : 1];
-#pragma unroll
-    for (int j = 0; j < K; j++) wr[j] = cu_ld(w, wdt, c * ws + j);
-    const float b = bias ? cu_ld(bias, bdt, c) : 0.0f;
-    const int64_t base = ((int64_t)slot * C + c) * W; /* state[slot, c, :] */
-    const bool from_state = init[s] != 0;
-#pragma unroll
-    for (int j = 0; j < W; j++) win[j] = from_state ? cu_ld(state, sdt, base + j) : 0.0f;
     for (int64_t t = t0; t < t1; t++) {
         const float xt = cu_ld(x, xdt, t * xs + c); /* read before out (which may be x) is written */
         float acc = b;
@@ -290,6 +301,46 @@ struct gdr_args {
     cu_dev_err *err;
 };
 
+/* The state elements S[p + GDR_PARTS r, j] (r < R, rows below dk) of state rows dv apart from base, as float (none:
+ * zeros). One dtype test outside the unrolled loop: the R loads go out together (a test per element made them a
+ * chain of R round trips, 20 us a layer on an H100). */
+template <int R>
+__device__ __forceinline__ void gdr_state_load(float *S, const void *st, int sdt, int64_t base, int64_t dv, int j,
+                                               int p, int dk, bool any) {
+    auto rows = [&](auto dt) { /* dt: the dtype as a constant, so cu_ld's tests fold */
+#pragma unroll
+        for (int r = 0; r < R; r++) { /* rows past dk read row dk - 1 (no test between the loads) */
+            const int i = min(p + GDR_PARTS * r, dk - 1);
+            S[r] = cu_ld(st, decltype(dt)::value, base + (int64_t)i * dv + j);
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (p + GDR_PARTS * r >= dk) S[r] = 0.0f;
+    };
+    if (!any) {
+#pragma unroll
+        for (int r = 0; r < R; r++) S[r] = 0.0f;
+    } else if (sdt == DTYPE_BF16) rows(std::integral_constant<int, DTYPE_BF16>{});
+    else if (sdt == DTYPE_F16) rows(std::integral_constant<int, DTYPE_F16>{});
+    else rows(std::integral_constant<int, DTYPE_F32>{});
+}
+
+/* ... and back, rounded to the state's dtype */
+template <int R>
+__device__ __forceinline__ void gdr_state_store(const float *S, void *st, int sdt, int64_t base, int64_t dv, int j,
+                                                int p, int dk) {
+    auto rows = [&](auto dt) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int i = p + GDR_PARTS * r;
+            if (i < dk) cu_st(st, decltype(dt)::value, base + (int64_t)i * dv + j, S[r]);
+        }
+    };
+    if (sdt == DTYPE_BF16) rows(std::integral_constant<int, DTYPE_BF16>{});
+    else if (sdt == DTYPE_F16) rows(std::integral_constant<int, DTYPE_F16>{});
+    else rows(std::integral_constant<int, DTYPE_F32>{});
+}
+
 /* Block (column tile, v-head h, sequence s), 128 threads: thread = column c (0..31) * 4 + part p; it keeps
  * S[i, j0 + c] for the rows i = p + 4 r (r < R) in registers. Per token (backend.h's recurrence):
  *   S *= exp(g); u = (v - S^T k~) beta; S += k~ u^T; o = S^T q~
@@ -301,26 +352,28 @@ __global__ void __launch_bounds__(GDR_COLS *GDR_PARTS) k_gated_delta_rule(gdr_ar
     float *sv = sk + GDR_TOKENS * a.dk;                      /* (tokens, 32) v of the block's columns */
     float *sg = sv + GDR_TOKENS * GDR_COLS, *sb = sg + GDR_TOKENS; /* (tokens) decay, strength */
     pdl_launch();
-    pdl_wait();
     const int s = blockIdx.z, h = blockIdx.y, j0 = blockIdx.x * GDR_COLS;
     const int tid = threadIdx.x, c = tid / GDR_PARTS, p = tid % GDR_PARTS, j = j0 + c;
     const int kh = h / a.group, dk = a.dk;
-    int64_t t0, t1;
-    int slot;
-    if (!la_seq(a.qsl, a.slots, s, a.num_slots, a.err, &t0, &t1, &slot)) return;
+    /* Before pdl_wait (cuda_internal.h): the step's metadata (an upload) and the state slice, which only this
+     * op writes, in an earlier step (a prefix-cache restore is a copy, which no kernel of the step starts
+     * before); q, k, v, g and beta are the step's, read after it. */
+    const int64_t t0 = a.qsl[s], t1 = a.qsl[s + 1];
+    const int slot = a.slots[s];
+    const bool run = slot < a.num_slots && t1 > t0; /* la_seq's test, reported after the wait */
+    const bool col = j < a.dv;
+    const int64_t base = ((int64_t)(slot < 0 ? 0 : slot) * a.Hv + h) * dk * a.dv; /* state[slot, h, :, :] */
+    float S[R];
+    gdr_state_load<R>(S, a.state, a.sdt, base, a.dv, j, p, dk, run && slot >= 0 && a.init[s] != 0 && col);
+    pdl_wait();
+    if (!run) {
+        if (slot >= a.num_slots && threadIdx.x == 0) cu_report(a.err, CU_DEV_LA_SLOT, s, slot, a.num_slots);
+        return;
+    }
     if (slot < 0) { /* padding: outputs 0, no state */
         if (p == 0 && j < a.dv)
             for (int64_t t = t0; t < t1; t++) cu_st(a.out, a.odt, t * a.os + (int64_t)h * a.dv + j, 0.0f);
         return;
-    }
-    const bool col = j < a.dv;
-    const int64_t base = ((int64_t)slot * a.Hv + h) * dk * a.dv; /* state[slot, h, :, :] */
-    float S[R];
-    const bool from_state = a.init[s] != 0;
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int i = p + GDR_PARTS * r;
-        S[r] = from_state && col && i < dk ? cu_ld(a.state, a.sdt, base + (int64_t)i * a.dv + j) : 0.0f;
     }
     for (int64_t tb = t0; tb < t1; tb += GDR_TOKENS) {
         const int n = (int)min((int64_t)GDR_TOKENS, t1 - tb);
@@ -383,12 +436,7 @@ __global__ void __launch_bounds__(GDR_COLS *GDR_PARTS) k_gated_delta_rule(gdr_ar
             if (p == 0 && col) cu_st(a.out, a.odt, (tb + tt) * a.os + (int64_t)h * a.dv + j, o * qinv);
         }
     }
-    if (!col) return;
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int i = p + GDR_PARTS * r;
-        if (i < dk) cu_st(a.state, a.sdt, base + (int64_t)i * a.dv + j, S[r]);
-    }
+    if (col) gdr_state_store<R>(S, a.state, a.sdt, base, a.dv, j, p, dk);
 }
 
 /* ---- gated delta rule, chunked (prefill) ----

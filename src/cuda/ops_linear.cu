@@ -1042,8 +1042,19 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
      * resident CTAs (lm_head, gate_up: measured 4.2-4.4 TB/s on an H200); below that the
      * persistent split-K kernel keeps more warps streaming (H200, 2026-11-30: o / down projections
      * 1.6-2.4x faster, see ops_linear.cu's header). The gated form is the row kernel's. */
-    if (glu || K % 256 != 0 || cu->gemv_rows ||
-        rows_ctas > (int64_t)gemv_occupancy(&cu->gemv_rows_occ[glu][nk][ti], rows_k, occ_smem) * cu->num_sms) {
+    const int64_t rows_slots =
+        glu || K % 256 != 0 || cu->gemv_rows
+            ? 0
+            : (int64_t)gemv_occupancy(&cu->gemv_rows_occ[glu][nk][ti], rows_k, occ_smem) * cu->num_sms;
+    /* ... except a row grid whose second wave is at most a quarter full (the first tail-heavy, the second nearly
+     * empty), which the split-K kernel takes if it balances clearly better. H100, 2026-12-06, with the split-K
+     * kernel taking every row grid past one wave where it balanced clearly better: Qwen3.5-27B 18.72 ms a step
+     * against 19.33 (out_proj and down, N 5120: 640 CTAs for 528 resident, 1.21 waves; the attention layers'
+     * qkv, 3.4 waves), Qwen3-8B 5.68 against 5.65 (qkv, 768 CTAs, 1.45 waves): so only the short second waves */
+    const bool tail = rows_ctas > rows_slots && rows_ctas * 4 <= rows_slots * 5;
+    const int64_t waves = rows_slots > 0 ? (rows_ctas + rows_slots - 1) / rows_slots : 1;
+    const double rows_u = rows_slots > 0 ? (double)rows_ctas / ((double)waves * (double)rows_slots) : 1.0;
+    if (rows_slots == 0 || (rows_ctas > rows_slots && !tail)) {
         cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), smem, a);
         return;
     }
@@ -1066,6 +1077,10 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
             best = i;
             best_grid = grid;
         }
+    }
+    if (tail && best_u < rows_u + 0.05) {
+        cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), smem, a);
+        return;
     }
     cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), smem, a);
 }

@@ -557,9 +557,24 @@ void cu_norm(backend *be, const tensor *x, const be_norm *n, tensor *out) {
 __global__ void k_add(void *x, int xdt, int64_t xs, const void *y, int ydt, int64_t ys, int64_t T, int64_t D) {
     pdl_launch();
     pdl_wait();
-    for (int64_t r = blockIdx.x; r < T; r += gridDim.x)
-        for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-            cu_st(x, xdt, r * xs + i, cu_ld(x, xdt, r * xs + i) + cu_ld(y, ydt, r * ys + i));
+    cu_with_dt(xdt, [&](auto xd) {
+        cu_with_dt(ydt, [&](auto yd) {
+            constexpr int XD = decltype(xd)::value, YD = decltype(yd)::value;
+            for (int64_t r = blockIdx.x; r < T; r += gridDim.x)
+                /* CU_ROW_BATCH elements a thread loaded together (indices past D clamped), then stored */
+                for (int64_t i0 = threadIdx.x; i0 < D; i0 += (int64_t)blockDim.x * CU_ROW_BATCH) {
+                    float v[CU_ROW_BATCH];
+#pragma unroll
+                    for (int u = 0; u < CU_ROW_BATCH; u++) {
+                        const int64_t i = min(i0 + (int64_t)u * blockDim.x, D - 1);
+                        v[u] = cu_ld(x, XD, r * xs + i) + cu_ld(y, YD, r * ys + i);
+                    }
+#pragma unroll
+                    for (int u = 0; u < CU_ROW_BATCH; u++)
+                        if (i0 + (int64_t)u * blockDim.x < D) cu_st(x, XD, r * xs + i0 + (int64_t)u * blockDim.x, v[u]);
+                }
+        });
+    });
 }
 
 void cu_add(backend *be, tensor *x, const tensor *y) {

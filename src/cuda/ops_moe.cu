@@ -824,8 +824,11 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
     pdl_launch();
     pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if ((int)blockIdx.y >= *a.nact) return;
-    const int e = a.act[blockIdx.y], p0 = a.offs[e], n = a.offs[e + 1] - p0;
+    /* the count and this CTA's slot read together (one round trip, not two: act has gridDim.y >= nact entries, the
+     * slot's value used only below the count) */
+    const int nact = *a.nact, e = a.act[blockIdx.y];
+    if ((int)blockIdx.y >= nact) return;
+    const int p0 = a.offs[e], n = a.offs[e + 1] - p0;
     const int r = blockIdx.x * MGV_WARPS + warp;
     if (r >= a.R) return;
     const uint4 *w[NR];
@@ -1411,10 +1414,22 @@ __global__ void k_sigmoid_gate(void *x, int xdt, int64_t xs, int64_t T, int64_t 
                                int64_t gs) {
     pdl_launch();
     pdl_wait();
-    for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
-        const float s = 1.0f / (1.0f + expf(-cu_ld(g, gdt, t * gs)));
-        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) cu_st(x, xdt, t * xs + d, cu_ld(x, xdt, t * xs + d) * s);
-    }
+    cu_with_dt(xdt, [&](auto xd) {
+        for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
+            const float s = 1.0f / (1.0f + expf(-cu_ld(g, gdt, t * gs)));
+            /* CU_ROW_BATCH elements a thread loaded together (indices past D clamped), then stored */
+            for (int64_t d0 = threadIdx.x; d0 < D; d0 += (int64_t)blockDim.x * CU_ROW_BATCH) {
+                float v[CU_ROW_BATCH];
+#pragma unroll
+                for (int u = 0; u < CU_ROW_BATCH; u++)
+                    v[u] = cu_ld(x, decltype(xd)::value, t * xs + min(d0 + (int64_t)u * blockDim.x, D - 1));
+#pragma unroll
+                for (int u = 0; u < CU_ROW_BATCH; u++)
+                    if (d0 + (int64_t)u * blockDim.x < D)
+                        cu_st(x, decltype(xd)::value, t * xs + d0 + (int64_t)u * blockDim.x, v[u] * s);
+            }
+        }
+    });
 }
 
 // x (T, D) BF16 / F32 *= sigmoid(g (T, 1)) per row

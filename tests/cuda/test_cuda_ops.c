@@ -227,7 +227,7 @@ static void test_rms_norm(void) {
 
 static void test_add_silu_gather(void) {
     /* add: x (T, D) += y strided */
-    const int T = 13, D = 700;
+    const int T = 13, D = 2700; /* past one batch of CU_ROW_BATCH loads a thread (256 threads) */
     float *hx, *hy;
     tensor xc, xg, yc, yg;
     rand_pair(T, D, 1.0f, &hx, &xc, &xg);
@@ -2790,6 +2790,7 @@ static void test_moe(void) {
     test_sigmoid_gate_case(1, 256, DTYPE_BF16, DTYPE_BF16);
     test_sigmoid_gate_case(5, 200, DTYPE_BF16, DTYPE_F32);
     test_sigmoid_gate_case(33, 2048, DTYPE_F32, DTYPE_BF16);
+    test_sigmoid_gate_case(2, 5000, DTYPE_BF16, DTYPE_BF16); /* rows past one batch of CU_ROW_BATCH loads a thread */
 
     /* an expert id out of range: found on the device, named at synchronize */
     {

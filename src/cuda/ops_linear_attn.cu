@@ -20,8 +20,6 @@
 
 #include <mma.h>
 
-#include <type_traits>
-
 #include "cuda/cuda_internal.h"
 
 #define LA_L2NORM_EPS 1e-6f  /* transformers' l2norm(eps=1e-6) */
@@ -307,7 +305,12 @@ struct gdr_args {
 template <int R>
 __device__ __forceinline__ void gdr_state_load(float *S, const void *st, int sdt, int64_t base, int64_t dv, int j,
                                                int p, int dk, bool any) {
-    auto rows = [&](auto dt) { /* dt: the dtype as a constant, so cu_ld's tests fold */
+    if (!any) {
+#pragma unroll
+        for (int r = 0; r < R; r++) S[r] = 0.0f;
+        return;
+    }
+    cu_with_dt(sdt, [&](auto dt) {
 #pragma unroll
         for (int r = 0; r < R; r++) { /* rows past dk read row dk - 1 (no test between the loads) */
             const int i = min(p + GDR_PARTS * r, dk - 1);
@@ -316,29 +319,20 @@ __device__ __forceinline__ void gdr_state_load(float *S, const void *st, int sdt
 #pragma unroll
         for (int r = 0; r < R; r++)
             if (p + GDR_PARTS * r >= dk) S[r] = 0.0f;
-    };
-    if (!any) {
-#pragma unroll
-        for (int r = 0; r < R; r++) S[r] = 0.0f;
-    } else if (sdt == DTYPE_BF16) rows(std::integral_constant<int, DTYPE_BF16>{});
-    else if (sdt == DTYPE_F16) rows(std::integral_constant<int, DTYPE_F16>{});
-    else rows(std::integral_constant<int, DTYPE_F32>{});
+    });
 }
 
 /* ... and back, rounded to the state's dtype */
 template <int R>
 __device__ __forceinline__ void gdr_state_store(const float *S, void *st, int sdt, int64_t base, int64_t dv, int j,
                                                 int p, int dk) {
-    auto rows = [&](auto dt) {
+    cu_with_dt(sdt, [&](auto dt) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int i = p + GDR_PARTS * r;
             if (i < dk) cu_st(st, decltype(dt)::value, base + (int64_t)i * dv + j, S[r]);
         }
-    };
-    if (sdt == DTYPE_BF16) rows(std::integral_constant<int, DTYPE_BF16>{});
-    else if (sdt == DTYPE_F16) rows(std::integral_constant<int, DTYPE_F16>{});
-    else rows(std::integral_constant<int, DTYPE_F32>{});
+    });
 }
 
 /* Block (column tile, v-head h, sequence s), 128 threads: thread = column c (0..31) * 4 + part p; it keeps
@@ -932,17 +926,51 @@ extern "C" void cu_gated_delta_rule(backend *be, const tensor *q, const tensor *
 /* ---- gated RMSNorm ---- */
 
 /* One warp per (row t, group): out = rms_norm(x) * w * silu(z), with transformers' roundings to the
- * activation dtype (backend.h): the normalised x, its product with a BF16 weight, the result. */
+ * activation dtype (backend.h): the normalised x, its product with a BF16 weight, the result. Groups of at most
+ * 32 RNG_MAX elements (Qwen3.5's 128) and z of x's dtype keep a lane's x and z in registers, loaded together (out may be x: a loop
+ * of loads and stores would chain them), and w's before pdl_wait (a weight). */
+#define RNG_MAX 8
 __global__ void k_rms_norm_gated(const void *x, int xdt, int64_t xs, const void *z, int zdt, int64_t zs,
                                  const void *w, int wdt, int64_t G, int64_t groups, int64_t T, float eps, void *out,
                                  int odt, int64_t os) {
     pdl_launch();
-    pdl_wait();
     const int lane = threadIdx.x & 31;
     const int64_t item = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const bool regs = G <= 32 * RNG_MAX && zdt == xdt;
+    float wv[RNG_MAX];
+    if (regs)
+#pragma unroll
+        for (int u = 0; u < RNG_MAX; u++) wv[u] = cu_ld(w, wdt, min(lane + 32 * u, (int)G - 1));
+    pdl_wait();
     if (item >= T * groups) return;
     const int64_t t = item / groups, g0 = (item % groups) * G;
     const bool round = xdt == DTYPE_BF16, round_w = round && wdt == DTYPE_BF16;
+    if (regs) {
+        cu_with_dt(xdt, [&](auto xd) { /* (z has x's dtype) */
+            float xv[RNG_MAX], zv[RNG_MAX];
+#pragma unroll
+            for (int u = 0; u < RNG_MAX; u++) { /* (past G: the group's last element, not used) */
+                const int64_t i = min(lane + 32 * u, (int)G - 1);
+                xv[u] = cu_ld(x, decltype(xd)::value, t * xs + g0 + i);
+                zv[u] = cu_ld(z, decltype(xd)::value, t * zs + g0 + i);
+            }
+            float ss = 0.0f;
+#pragma unroll
+            for (int u = 0; u < RNG_MAX; u++)
+                if (lane + 32 * u < G) ss = fmaf(xv[u], xv[u], ss);
+            const float rstd = rsqrtf(cu_warp_sum(ss) / (float)G + eps);
+#pragma unroll
+            for (int u = 0; u < RNG_MAX; u++) {
+                if (lane + 32 * u >= G) continue;
+                float y = xv[u] * rstd;
+                if (round) y = __bfloat162float(__float2bfloat16(y));
+                y *= wv[u];
+                if (round_w) y = __bfloat162float(__float2bfloat16(y));
+                cu_st(out, odt, t * os + g0 + lane + 32 * u, y * la_silu(zv[u]));
+            }
+        });
+        return;
+    }
     float ss = 0.0f;
     for (int64_t i = lane; i < G; i += 32) {
         const float v = cu_ld(x, xdt, t * xs + g0 + i);
@@ -985,11 +1013,19 @@ __global__ void k_gdn_gating(const void *a, int adt, int64_t as, const void *b, 
                              const void *A_log, int ldt, const void *dt_bias, int ddt, int64_t T, int64_t H, float *g,
                              void *beta, int betadt) {
     pdl_launch();
+    /* the first element's head constants before pdl_wait (weights); a and b after */
+    const int64_t e0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float A0 = 0.0f, d0 = 0.0f;
+    if (e0 < T * H) {
+        A0 = cu_ld(A_log, ldt, e0 % H);
+        d0 = cu_ld(dt_bias, ddt, e0 % H);
+    }
     pdl_wait();
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < T * H; e += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t e = e0; e < T * H; e += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = e / H, h = e % H;
         const float av = cu_ld(a, adt, t * as + h), bv = cu_ld(b, bdt, t * bs + h);
-        g[e] = -expf(cu_ld(A_log, ldt, h)) * la_softplus(av + cu_ld(dt_bias, ddt, h));
+        const float Al = e == e0 ? A0 : cu_ld(A_log, ldt, h), db = e == e0 ? d0 : cu_ld(dt_bias, ddt, h);
+        g[e] = -expf(Al) * la_softplus(av + db);
         cu_st(beta, betadt, e, 1.0f / (1.0f + expf(-bv)));
     }
 }

@@ -997,13 +997,23 @@ __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool is
     /* the (1 + w) kind: constant false without OFF bits (the plain RMSNorm's code as before it came) */
     const bool offset = OFF == 0 ? false : OFF == (QKR_OFF_Q | QKR_OFF_K) ? true : isk ? (OFF & QKR_OFF_K) != 0
                                                                                    : (OFF & QKR_OFF_Q) != 0;
+    /* the weights' NJ loads together (the dtype tested once, indices past hd clamped): a test per element made
+     * them a chain of NJ round trips */
+    float wr[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) wr[j] = 0.0f;
+    if (nw)
+        cu_with_dt(ndt, [&](auto d) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++) wr[j] = cu_ld(nw, decltype(d)::value, min(i0 + di * j, hd - 1));
+        });
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
-        const int i = i0 + di * j;
+        const bool has = nw && i0 + di * j < hd;
         if (OFF == 0) {
-            pr.wv[j] = i < hd && nw ? cu_ld(nw, ndt, i) : 1.0f;
+            pr.wv[j] = has ? wr[j] : 1.0f;
         } else {
-            const float w = i < hd && nw ? cu_ld(nw, ndt, i) : (offset ? 0.0f : 1.0f);
+            const float w = has ? wr[j] : (offset ? 0.0f : 1.0f);
             pr.wv[j] = offset ? 1.0f + w : w;
         }
     }

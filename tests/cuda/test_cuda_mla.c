@@ -538,6 +538,7 @@ static void test_attention_mla(void) {
     test_mla_prep_case(16, 512, 64, MLA_BF16, 0.0f);
     test_mla_prep_case(4, 32, 8, MLA_BF16, 0.0f);
     test_mla_prep_case(40, 256, 32, MLA_BF16, 0.0f);
+    test_mla_prep_case(4, 640, 16, MLA_BF16, 0.0f); /* past k_mla_prep's register path (L > 128 MLP_N) */
     test_mla_prep_case(16, 512, 64, MLA_F32, 0.0f);
     test_mla_prep_case(16, 512, 64, MLA_FP8, 1.0f / 32);
 }

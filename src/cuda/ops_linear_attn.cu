@@ -372,20 +372,49 @@ __global__ void __launch_bounds__(GDR_COLS *GDR_PARTS) k_gated_delta_rule(gdr_ar
     for (int64_t tb = t0; tb < t1; tb += GDR_TOKENS) {
         const int n = (int)min((int64_t)GDR_TOKENS, t1 - tb);
         __syncthreads(); /* the previous tokens' reads are done */
-        for (int e = tid; e < n * dk; e += blockDim.x) {
-            const int64_t t = tb + e / dk;
-            const int i = e % dk;
-            sq[e] = cu_ld(a.q, a.qdt, t * a.qs + (int64_t)kh * dk + i);
-            sk[e] = cu_ld(a.k, a.kdt, t * a.ks + (int64_t)kh * dk + i);
-        }
-        for (int e = tid; e < n * GDR_COLS; e += blockDim.x) {
-            const int64_t t = tb + e / GDR_COLS;
-            const int jj = j0 + e % GDR_COLS;
-            sv[e] = jj < a.dv ? cu_ld(a.v, a.vdt, t * a.vs + (int64_t)h * a.dv + jj) : 0.0f;
-        }
-        if (tid < n) {
-            sg[tid] = expf(cu_ld(a.g, a.gdt, (tb + tid) * a.gs + h));
-            sb[tid] = cu_ld(a.beta, a.bdt, (tb + tid) * a.bs + h);
+        if (a.qdt == a.kdt && a.qdt == a.vdt) {
+            /* q, k and v of one dtype (the model's activations): one loop, each element's loads with the dtype a
+             * constant and indices clamped, so that a thread's q, k, v, g and beta loads go out together (a
+             * dtype test per element, its conversion inside, chained them: 5 round trips at decode) */
+            cu_with_dt(a.qdt, [&](auto d) {
+                constexpr int AD = decltype(d)::value;
+                const int nq = n * dk, nv = n * GDR_COLS, ne = nq > nv ? nq : nv;
+                for (int e = tid; e < ne; e += blockDim.x) {
+                    const int eq = min(e, nq - 1), ev = min(e, nv - 1), eg = min(e, n - 1);
+                    const int64_t tq = tb + eq / dk, tv = tb + ev / GDR_COLS;
+                    const int i = eq % dk, jj = j0 + ev % GDR_COLS;
+                    const float qv = cu_ld(a.q, AD, tq * a.qs + (int64_t)kh * dk + i);
+                    const float kv = cu_ld(a.k, AD, tq * a.ks + (int64_t)kh * dk + i);
+                    const float vv = cu_ld(a.v, AD, tv * a.vs + (int64_t)h * a.dv + min(jj, a.dv - 1));
+                    const float gv = cu_ld(a.g, a.gdt, (tb + eg) * a.gs + h);
+                    const float bv = cu_ld(a.beta, a.bdt, (tb + eg) * a.bs + h);
+                    if (e < nq) {
+                        sq[e] = qv;
+                        sk[e] = kv;
+                    }
+                    if (e < nv) sv[e] = jj < a.dv ? vv : 0.0f;
+                    if (e < n) {
+                        sg[e] = expf(gv);
+                        sb[e] = bv;
+                    }
+                }
+            });
+        } else {
+            for (int e = tid; e < n * dk; e += blockDim.x) {
+                const int64_t t = tb + e / dk;
+                const int i = e % dk;
+                sq[e] = cu_ld(a.q, a.qdt, t * a.qs + (int64_t)kh * dk + i);
+                sk[e] = cu_ld(a.k, a.kdt, t * a.ks + (int64_t)kh * dk + i);
+            }
+            for (int e = tid; e < n * GDR_COLS; e += blockDim.x) {
+                const int64_t t = tb + e / GDR_COLS;
+                const int jj = j0 + e % GDR_COLS;
+                sv[e] = jj < a.dv ? cu_ld(a.v, a.vdt, t * a.vs + (int64_t)h * a.dv + jj) : 0.0f;
+            }
+            if (tid < n) {
+                sg[tid] = expf(cu_ld(a.g, a.gdt, (tb + tid) * a.gs + h));
+                sb[tid] = cu_ld(a.beta, a.bdt, (tb + tid) * a.bs + h);
+            }
         }
         __syncthreads();
         for (int tt = 0; tt < n; tt++) {

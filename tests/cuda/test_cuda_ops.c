@@ -1407,6 +1407,10 @@ static void test_linear_fused(void) {
         }
         /* rows filling more than a wave (the row kernel) with the norm, as lm_head */
         test_linear_fused_case(T, 256, 12000, LF_NORM, false);
+        /* 640 row CTAs, a second wave at most a quarter full on 132 SMs of 4 (the split-K kernel's window: the
+         * out_proj / down of Qwen3.5-27B, N 5120), plain and with the norm */
+        test_linear_fused_case(T, 1024, 5120, LF_PLAIN, ti % 2 == 0);
+        test_linear_fused_case(T, 1024, 5120, LF_NORM, ti % 2 == 1);
         /* the pending residual's prologue past 512 chunks a row (Gemma-3-27B's hidden 5376) */
         test_linear_fused_case(T, 5376, 2 * 256, LF_RES_GEMMA, ti % 2 == 0);
         test_linear_fused_case(T, 5376, 300, LF_RES_OFFSET, ti % 2 == 1);
@@ -3112,6 +3116,8 @@ static void test_linear_attn(void) {
     test_gdr_case(3, 3, 64, 48, DTYPE_F32, LA_LONG, "chunked");
     test_gdr_case(2, 4, 16, 16, DTYPE_F32, LA_LONG, "recurrent");
     test_gdr_case(2, 4, 256, 64, DTYPE_F32, LA_LONG, NULL); /* d_k 256: the recurrent kernel */
+    /* d_k 48 (state rows past d_k clamped in the R = 16 kernel), d_v 320 (rms_norm_gated past its register path) */
+    test_gdr_case(2, 4, 48, 320, DTYPE_BF16, LA_LENS, NULL);
     gdn_params gp = {.num_k_heads = 16, .num_v_heads = 48, .head_k_dim = 128, .head_v_dim = 128, .qk_l2norm = true,
                      .conv_kernel = 4, .state_dtype = DTYPE_BF16};
     CHECK(backend_supports(gpu, BE_OP_GATED_DELTA_NET, &gp) == BE_NATIVE);

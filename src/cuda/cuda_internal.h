@@ -452,6 +452,19 @@ __device__ __forceinline__ void cu_with_dt(int dt, F &&f) {
     else f(std::integral_constant<int, DTYPE_F32>{});
 }
 
+/* dst[j] = p[min(i0 + di j, n - 1)] (j < N) as float, the N loads in flight together (cu_with_dt; indices clamped
+ * rather than tested); zeros when p is NULL */
+template <int N>
+__device__ __forceinline__ void cu_ld_batch(float *dst, const void *p, int dt, int i0, int di, int n) {
+#pragma unroll
+    for (int j = 0; j < N; j++) dst[j] = 0.0f;
+    if (!p) return;
+    cu_with_dt(dt, [&](auto d) {
+#pragma unroll
+        for (int j = 0; j < N; j++) dst[j] = cu_ld(p, decltype(d)::value, min(i0 + di * j, n - 1));
+    });
+}
+
 /* Elements a thread loads at once (loads first, then the stores) in the row kernels that read and write one
  * buffer: a loop of load, store, load... cannot start a load before the previous store (they may alias) */
 #define CU_ROW_BATCH 8

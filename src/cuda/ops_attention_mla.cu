@@ -525,13 +525,7 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
      * trips a token); the norm weight's elements are read before pdl_wait. */
     const bool regs = L <= 128 * MLP_N;
     float wv[MLP_N];
-#pragma unroll
-    for (int u = 0; u < MLP_N; u++) wv[u] = 0.0f;
-    if (regs)
-        cu_with_dt(wdt, [&](auto d) {
-#pragma unroll
-            for (int u = 0; u < MLP_N; u++) wv[u] = cu_ld(w, decltype(d)::value, min((int)threadIdx.x + 128 * u, L - 1));
-        });
+    cu_ld_batch<MLP_N>(wv, regs ? w : nullptr, wdt, threadIdx.x, 128, L);
     pdl_wait();
     for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
         const int64_t slot = slots[t];

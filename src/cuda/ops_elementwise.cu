@@ -1000,13 +1000,7 @@ __device__ __forceinline__ void qkr_prefetch(qkr_pre<NJ> &pr, int64_t t, bool is
     /* the weights' NJ loads together (the dtype tested once, indices past hd clamped): a test per element made
      * them a chain of NJ round trips */
     float wr[NJ];
-#pragma unroll
-    for (int j = 0; j < NJ; j++) wr[j] = 0.0f;
-    if (nw)
-        cu_with_dt(ndt, [&](auto d) {
-#pragma unroll
-            for (int j = 0; j < NJ; j++) wr[j] = cu_ld(nw, decltype(d)::value, min(i0 + di * j, hd - 1));
-        });
+    cu_ld_batch<NJ>(wr, nw, ndt, i0, di, hd);
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
         const bool has = nw && i0 + di * j < hd;

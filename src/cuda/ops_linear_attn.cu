@@ -967,9 +967,7 @@ __global__ void k_rms_norm_gated(const void *x, int xdt, int64_t xs, const void 
     const int64_t item = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const bool regs = G <= 32 * RNG_MAX && zdt == xdt;
     float wv[RNG_MAX];
-    if (regs)
-#pragma unroll
-        for (int u = 0; u < RNG_MAX; u++) wv[u] = cu_ld(w, wdt, min(lane + 32 * u, (int)G - 1));
+    cu_ld_batch<RNG_MAX>(wv, regs ? w : nullptr, wdt, lane, 32, regs ? (int)G : 1);
     pdl_wait();
     if (item >= T * groups) return;
     const int64_t t = item / groups, g0 = (item % groups) * G;

@@ -520,7 +520,7 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
     pdl_launch();
     const int W = L + R, half = R / 2;
     /* Latents of at most 128 MLP_N elements (DeepSeek's 512) keep a thread's elements in registers between the
-     * sum of squares and the store, and the rotary pairs go MLP_N at a time, their loads together before the
+     * sum of squares and the store (wider ones read them twice), and the rotary pairs go MLP_N at a time, their loads together before the
      * stores (a loop of load, store, load... could not start a load before the previous store: about 10 round
      * trips a token); the norm weight's elements are read before pdl_wait. */
     const bool regs = L <= 128 * MLP_N;
@@ -539,14 +539,23 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
         }
         const int64_t row = t * ks;
         const float *c = cs + (int64_t)p * css, *sn = c + half;
-        if (regs) {
-            cu_with_dt(adt, [&](auto d) {
-                constexpr int AD = decltype(d)::value;
-                /* the activation dtype's rounding of a stored value (what a re-read returns) */
-                auto rnd = [](float v) {
-                    return AD == DTYPE_BF16 ? __bfloat162float(__float2bfloat16(v))
-                                            : AD == DTYPE_F16 ? __half2float(__float2half(v)) : v;
-                };
+        cu_with_dt(adt, [&](auto d) {
+            constexpr int AD = decltype(d)::value;
+            /* the activation dtype's rounding of a stored value (what a re-read returns) */
+            auto rnd = [](float v) {
+                return AD == DTYPE_BF16 ? __bfloat162float(__float2bfloat16(v))
+                                        : AD == DTYPE_F16 ? __half2float(__float2half(v)) : v;
+            };
+            /* the block's sum of squares of the latent -> its RMS factor */
+            auto rms_inv = [&](float ss) {
+                ss = cu_warp_sum(ss);
+                if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
+                __syncthreads();
+                const float inv = 1.0f / sqrtf((part[0] + part[1] + part[2] + part[3]) / (float)L + eps);
+                __syncthreads(); /* part is rewritten by the next token */
+                return inv;
+            };
+            if (regs) { /* a thread's latent elements kept in registers */
                 float xv[MLP_N];
 #pragma unroll
                 for (int u = 0; u < MLP_N; u++) xv[u] = cu_ld(kv, AD, row + min((int)threadIdx.x + 128 * u, L - 1));
@@ -554,11 +563,7 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
 #pragma unroll
                 for (int u = 0; u < MLP_N; u++)
                     if ((int)threadIdx.x + 128 * u < L) ss += xv[u] * xv[u];
-                ss = cu_warp_sum(ss);
-                if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
-                __syncthreads();
-                const float inv = 1.0f / sqrtf((part[0] + part[1] + part[2] + part[3]) / (float)L + eps);
-                __syncthreads(); /* part is rewritten by the next token */
+                const float inv = rms_inv(ss);
 #pragma unroll
                 for (int u = 0; u < MLP_N; u++) {
                     const int i = threadIdx.x + 128 * u;
@@ -567,68 +572,52 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
                     cu_st(kv, AD, row + i, y);
                     if (slot >= 0) mla_store(cache, slot * W + i, y, scale);
                 }
-                /* the rotary pairs, MLP_N a thread at a time */
-                const int np = (H + 1) * half;
-                for (int j0 = threadIdx.x; j0 < np; j0 += 128 * MLP_N) {
-                    float x1[MLP_N], x2[MLP_N], cv[MLP_N], sv[MLP_N];
-                    int64_t i1[MLP_N], i2[MLP_N];
+            } else { /* wider latents: read twice */
+                float ss = 0.0f;
+                for (int i = threadIdx.x; i < L; i += 128) {
+                    const float v = cu_ld(kv, AD, row + i);
+                    ss += v * v;
+                }
+                const float inv = rms_inv(ss);
+                for (int i = threadIdx.x; i < L; i += 128) {
+                    const float y = rnd(cu_ld(kv, AD, row + i) * inv * cu_ld(w, wdt, i));
+                    cu_st(kv, AD, row + i, y);
+                    if (slot >= 0) mla_store(cache, slot * W + i, y, scale);
+                }
+            }
+            /* the rotary pairs, MLP_N a thread at a time */
+            const int np = (H + 1) * half;
+            for (int j0 = threadIdx.x; j0 < np; j0 += 128 * MLP_N) {
+                float x1[MLP_N], x2[MLP_N], cv[MLP_N], sv[MLP_N];
+                int64_t i1[MLP_N], i2[MLP_N];
 #pragma unroll
-                    for (int u = 0; u < MLP_N; u++) {
-                        const int j = min(j0 + 128 * u, np - 1), h = j / half, i = j % half;
-                        const int64_t base = h < H ? t * qs + (int64_t)h * R : row + L;
-                        i1[u] = neox ? base + i : base + 2 * i;
-                        i2[u] = neox ? base + i + half : base + 2 * i + 1;
-                        const void *x = h < H ? q : kv;
-                        x1[u] = cu_ld(x, AD, i1[u]);
-                        x2[u] = cu_ld(x, AD, i2[u]);
-                        cv[u] = c[i];
-                        sv[u] = sn[i];
-                    }
+                for (int u = 0; u < MLP_N; u++) {
+                    const int j = min(j0 + 128 * u, np - 1), h = j / half, i = j % half;
+                    const int64_t base = h < H ? t * qs + (int64_t)h * R : row + L;
+                    i1[u] = neox ? base + i : base + 2 * i;
+                    i2[u] = neox ? base + i + half : base + 2 * i + 1;
+                    const void *x = h < H ? q : kv;
+                    x1[u] = cu_ld(x, AD, i1[u]);
+                    x2[u] = cu_ld(x, AD, i2[u]);
+                    cv[u] = c[i];
+                    sv[u] = sn[i];
+                }
 #pragma unroll
-                    for (int u = 0; u < MLP_N; u++) {
-                        const int j = j0 + 128 * u;
-                        if (j >= np) continue;
-                        const int h = j / half;
-                        void *x = h < H ? q : kv;
-                        const float y1 = rnd(x1[u] * cv[u] - x2[u] * sv[u]), y2 = rnd(x2[u] * cv[u] + x1[u] * sv[u]);
-                        cu_st(x, AD, i1[u], y1);
-                        cu_st(x, AD, i2[u], y2);
-                        if (h == H && slot >= 0) {
-                            mla_store(cache, slot * W + (i1[u] - row), y1, scale);
-                            mla_store(cache, slot * W + (i2[u] - row), y2, scale);
-                        }
+                for (int u = 0; u < MLP_N; u++) {
+                    const int j = j0 + 128 * u;
+                    if (j >= np) continue;
+                    const int h = j / half;
+                    void *x = h < H ? q : kv;
+                    const float y1 = rnd(x1[u] * cv[u] - x2[u] * sv[u]), y2 = rnd(x2[u] * cv[u] + x1[u] * sv[u]);
+                    cu_st(x, AD, i1[u], y1);
+                    cu_st(x, AD, i2[u], y2);
+                    if (h == H && slot >= 0) {
+                        mla_store(cache, slot * W + (i1[u] - row), y1, scale);
+                        mla_store(cache, slot * W + (i2[u] - row), y2, scale);
                     }
                 }
-            });
-            continue;
-        }
-        float ss = 0.0f;
-        for (int i = threadIdx.x; i < L; i += 128) {
-            const float v = cu_ld(kv, adt, row + i);
-            ss += v * v;
-        }
-        ss = cu_warp_sum(ss);
-        if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
-        __syncthreads();
-        const float inv = 1.0f / sqrtf((part[0] + part[1] + part[2] + part[3]) / (float)L + eps);
-        __syncthreads(); /* part is rewritten by the next token */
-        for (int i = threadIdx.x; i < L; i += 128) {
-            cu_st(kv, adt, row + i, cu_ld(kv, adt, row + i) * inv * cu_ld(w, wdt, i));
-            if (slot >= 0) mla_store(cache, slot * W + i, cu_ld(kv, adt, row + i), scale);
-        }
-        for (int j = threadIdx.x; j < (H + 1) * half; j += 128) {
-            const int h = j / half, i = j % half;
-            void *x = h < H ? q : kv;
-            const int64_t base = h < H ? t * qs + (int64_t)h * R : row + L;
-            const int64_t i1 = neox ? base + i : base + 2 * i, i2 = neox ? base + i + half : base + 2 * i + 1;
-            const float x1 = cu_ld(x, adt, i1), x2 = cu_ld(x, adt, i2);
-            cu_st(x, adt, i1, x1 * c[i] - x2 * sn[i]);
-            cu_st(x, adt, i2, x2 * c[i] + x1 * sn[i]);
-            if (h == H && slot >= 0) {
-                mla_store(cache, slot * W + (i1 - row), cu_ld(x, adt, i1), scale);
-                mla_store(cache, slot * W + (i2 - row), cu_ld(x, adt, i2), scale);
             }
-        }
+        });
     }
 }
 

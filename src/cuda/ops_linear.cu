@@ -1052,19 +1052,14 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
      * against 19.33 (out_proj and down, N 5120: 640 CTAs for 528 resident, 1.21 waves; the attention layers'
      * qkv, 3.4 waves), Qwen3-8B 5.68 against 5.65 (qkv, 768 CTAs, 1.45 waves): so only the short second waves */
     const bool tail = rows_ctas > rows_slots && rows_ctas * 4 <= rows_slots * 5;
-    const int64_t waves = rows_slots > 0 ? (rows_ctas + rows_slots - 1) / rows_slots : 1;
-    const double rows_u = rows_slots > 0 ? (double)rows_ctas / ((double)waves * (double)rows_slots) : 1.0;
-    if (rows_slots == 0 || (rows_ctas > rows_slots && !tail)) {
-        cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), smem, a);
-        return;
-    }
+    bool rows = rows_slots == 0 || (rows_ctas > rows_slots && !tail);
     /* the split whose row groups fill the resident CTAs best (ties: less splitting, but at least
      * 2 for K >= 2048: two warps per row measured 5-10% faster than one on Qwen3-8B's o / down /
      * qkv at equal balance; Qwen3-0.6B's qkv (K 1024) is faster with one; H200 2026-11-30) */
     int best = 0;
     double best_u = -1.0;
     int64_t best_grid = 1;
-    for (int i = K >= 2048 && K % 512 == 0 ? 1 : 0; i < 4; i++) {
+    for (int i = K >= 2048 && K % 512 == 0 ? 1 : 0; !rows && i < 4; i++) {
         const int ks = 1 << i;
         if (K % (256 * ks) != 0) break;
         const int64_t R = (int64_t)gemv_occupancy(&cu->gemv_occ[nk][ti][i], pick[i], occ_smem) * cu->num_sms;
@@ -1078,13 +1073,13 @@ static void gemv(cu_state *cu, const be_linear *lin, gv_args a, bool glu) {
             best_grid = grid;
         }
     }
-    if (tail && best_u < rows_u + 0.05) {
+    /* the tail window's row grid runs two waves, the second part-filled: its balance rows_ctas / (2 slots) */
+    if (tail && best_u < (double)rows_ctas / (2.0 * (double)rows_slots) + 0.05) rows = true;
+    if (rows)
         cu_launch(cu, op, true, rows_k, dim3((unsigned)rows_ctas), dim3(GEMV_WARPS * 32), smem, a);
-        return;
-    }
-    cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), smem, a);
+    else
+        cu_launch(cu, op, true, pick[best], dim3((unsigned)best_grid), dim3(GEMV_WARPS * 32), smem, a);
 }
-
 
 static gv_args gemv_args(const tensor *x, tensor *y, int T, int N, int K) {
     gv_args a = {};

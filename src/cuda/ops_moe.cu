@@ -31,16 +31,22 @@
  *
  * moe_experts, on the device and in this order (pairs N = T * k, position p = the pair's place in the
  * expert-sorted order):
- *  1. k_moe_permute (one CTA of 512 threads): per-expert counts, their exclusive prefix sum offs[E + 2]
- *     (bucket E collects ids out of range, which are reported and skipped), the ids of the experts that
- *     got tokens in increasing order (act, nact), perm[p] = t * k + j and its inverse inv[t * k + j] = p.
+ *  1. k_moe_permute (one CTA of 512 threads; k_moe_permute_small, 64 threads, for N <= CU_MOE_GEMV_MAX_PAIRS):
+ *     per-expert counts, their exclusive prefix sum offs[E + 2] (bucket E collects ids out of range, which
+ *     are reported and skipped), the ids of the experts that got tokens in increasing order (act, nact),
+ *     perm[p] = t * k + j and its inverse inv[t * k + j] = p, pe[p] = the expert at position p, and a slot
+ *     table (expert, first position, pairs) of the experts with tokens (-1 past them) for the GEMV CTAs.
  *     No host round trip: the decode path below records into a CUDA graph.
- *  2a. decode (N <= CU_MOE_GEMV_MAX_PAIRS): k_moe_gemv<2, TT> on grid (ceil(I / 8), min(E, N)): CTA
- *     (x, a) takes the a-th expert that has tokens (the others exit at once) and 8 of its gate|up row
- *     pairs, a warp per pair, and streams each row once for all the expert's tokens (TT at a time, TT the
- *     smallest power of two <= 8 covering the batch; more tokens re-read the rows from L2), writing
- *     h[p] (N, I) = act(gate . x + bg) * (up . x + bu) in BF16; then k_moe_gemv<1, TT> on grid
- *     (ceil(D / 8), min(E, N)) streams down (D, I) the same way into o[p] (N, D) BF16 (+ bd).
+ *  2a. decode (N <= CU_MOE_GEMV_MAX_PAIRS, or forced): k_moe_gemv<2, TT> on grid (ceil(I / 8), min(E, N)):
+ *     CTA (x, a) takes slot a (the a-th expert that has tokens; the others exit at once) and 8 of its
+ *     gate|up row pairs, a warp per pair, and streams each row once for all the expert's tokens (TT at a
+ *     time, TT the smallest power of two <= 8 covering the batch; more tokens re-read the rows from L2),
+ *     writing h[p] (N, I) = act(gate . x + bg) * (up . x + bu) in BF16; then, N <= CU_MOE_GEMV_MAX_PAIRS,
+ *     k_moe_down_comb: a warp per output column d of down (D, I) takes every pair in position order (4
+ *     pairs' rows in flight), rounds o = down_e[d] . h[p] (+ bd) to BF16 and adds w * o into its token's sum:
+ *     step 3's combine with no (N, D) buffer and no launch (VLLM_CUDA_MOE_COMBINE=split keeps them apart);
+ *     forced past that size, k_moe_gemv<1, TT> on grid (ceil(D / 8), min(E, N)) streams down (D, I) the
+ *     same way into o[p] (N, D) BF16 (+ bd).
  *  2b. larger batches (D, I multiples of 8, x rows 16-byte aligned): k_moe_ggemm<2>, then <1>, the grouped
  *     GEMM on the tensor cores: CTA (x, y) computes a 64 x 64 tile (64 pairs of one expert, 64 outputs)
  *     with wmma (BF16 in, f32 accumulate), the tile list (each expert with tokens, ceil(n_e / 64) pair
@@ -63,9 +69,15 @@
  *    clocks): router GEMV 4.2 us, route 9.6, permutation 5.4, gate|up GEMV 24 (2.1 TB/s), down GEMV 16.5,
  *    combine ~12 before its rework. The GEMVs cannot load weights before pdl_wait() (the expert comes from
  *    the routing) and hold one batch of loads per lane in flight (no double buffering, unlike
- *    ops_linear.cu's k_gemv); the small kernels are latency chains of a single CTA. Next: route and
- *    permutation in one kernel for small batches, the combine in the down GEMV's epilogue, a persistent
- *    GEMV over (active expert, row block) work items with the dense GEMV's prefetch.
+ *    ops_linear.cu's k_gemv); the small kernels are latency chains of a single CTA.
+ *    Session 29 (H100, Qwen3-30B-A3B shape, ms a decode step): the 64-thread permutation with the slot table
+ *    (the GEMV CTAs' expert, first position and pairs in one load) and the fused down + combine 4.169 -> 4.011
+ *    (Qwen3.5-35B-A3B 4.390 -> 4.204); the fused kernel alone 4.024 -> 4.011 (DeepSeek-V2-Lite, I 1408: 2.927
+ *    -> 3.015, slower: hence its one-pass limit). ncu of that step, us a layer: gate|up GEMV 23.5 (2.1 TB/s),
+ *    down + combine 17.5 (1.4 TB/s), route 8.4, permutation 2.9. Measured and dropped: a persistent one-token
+ *    gate|up GEMV (k_gemv's flattened, double-buffered stream over the chosen experts' rows, 2 CTAs an SM):
+ *    4.011 -> 4.036, 35B-A3B 4.204 -> 4.183, V2-Lite 3.015 -> 3.197 (its 1408-row experts: 5.3 row groups a
+ *    CTA, and no loads before pdl_wait to hide the start).
  *    Measured and dropped (H200, test_cuda_perf's MoE rows, graphs): no permutation kernel, each GEMV CTA
  *    finding its expert and the expert's pairs from ids itself (a shared bitmask of the chosen experts, its
  *    a-th set bit, a ballot of the pairs; rows indexed by pair) was slower: batch 1 47.8 -> 49.6 us, batch 8
@@ -109,7 +121,7 @@ struct moe_ws {
     /* calls of up to CU_MOE_GEMV_MAX_PAIRS pairs (graphs): sized at experts_create, never moved after */
     cu_buf dmeta, dh, dout;
     /* larger calls (never recorded): grown as needed */
-    cu_buf meta;                /* int32: offs (E + 2), act (E), nact (1), perm (N), inv (N) */
+    cu_buf meta;                /* int32: meta_layout's offs, act, nact, perm, inv, slot, pe */
     cu_buf h;                   /* (N, I) BF16 */
     cu_buf o;                   /* (N, D) BF16 */
     cu_buf xg;                  /* (N, D) BF16, prefill */
@@ -155,9 +167,10 @@ static void ws_release(moe_ws *ws) {
     free(ws);
 }
 
-/* The int32 scratch of a call: offs (E + 2) | act (E) | nact (1) | perm (N) | inv (N), 256-byte aligned. */
+/* The int32 scratch of a call: offs (E + 2) | act (E) | nact (1) | perm (N) | inv (N) | slot (min(E, N) int4) |
+ * pe (N), 256-byte aligned. */
 typedef struct moe_meta {
-    size_t offs, act, nact, perm, inv, bytes;
+    size_t offs, act, nact, perm, inv, slot, pe, bytes;
 } moe_meta;
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -169,7 +182,9 @@ static moe_meta meta_layout(int E, int N) {
     m.nact = m.act + align256((size_t)E * 4);
     m.perm = m.nact + 256;
     m.inv = m.perm + align256((size_t)N * 4);
-    m.bytes = m.inv + align256((size_t)N * 4);
+    m.slot = m.inv + align256((size_t)N * 4);
+    m.pe = m.slot + align256((size_t)(N < E ? N : E) * 16);
+    m.bytes = m.pe + align256((size_t)N * 4);
     return m;
 }
 
@@ -194,6 +209,8 @@ struct be_experts {
     moe_ws *ws;
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
+    bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
+                                   the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
 };
 
 // the larger calls' scratch (meta, h, o) for up to max_pairs pairs of ex's shape; graphs may then record them
@@ -328,6 +345,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->I = I;
     const char *env = getenv("VLLM_CUDA_MOE");
     ex->path = !env ? 0 : !strcmp(env, "gemv") ? 1 : !strcmp(env, "gemm") ? 2 : !strcmp(env, "grouped") ? 3 : 0;
+    const char *cenv = getenv("VLLM_CUDA_MOE_COMBINE");
+    ex->split_comb = cenv && !strcmp(cenv, "split");
     ex->ws = ws_acquire(cu);
     vllm_status st = VLLM_OK;
     void *stage = NULL;
@@ -483,14 +502,23 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
     const bool sigmoid = a.scoring == BE_MOE_SIGMOID_NOAUX_TC;
     float p[EPL]; /* the scores: softmax or sigmoid */
     float c[EPL]; /* the choice scores: p (+ bias), 0 in the groups not kept */
+    /* the raw logits (and the bias) of lane + 32 i, loaded together (indices clamped, the dtype a constant: a test
+     * per element made the loads a chain of round trips) */
+    float raw[EPL], rb[EPL];
+    const int64_t row = (int64_t)t * a.ls;
+    cu_with_dt(a.ldt, [&](auto d) {
+#pragma unroll
+        for (int i = 0; i < EPL; i++) raw[i] = cu_ld(a.logits, decltype(d)::value, row + min(lane + 32 * i, a.E - 1));
+    });
+    cu_ld_batch<EPL>(rb, sigmoid ? a.bias : NULL, a.bdt, lane, 32, a.E);
     if (sigmoid) {
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
             const int e = lane + 32 * i;
             p[i] = c[i] = 0.0f;
             if (e < a.E) {
-                p[i] = 1.0f / (1.0f + expf(-cu_ld(a.logits, a.ldt, (int64_t)t * a.ls + e)));
-                c[i] = a.bias ? p[i] + cu_ld(a.bias, a.bdt, e) : p[i];
+                p[i] = 1.0f / (1.0f + expf(-raw[i]));
+                c[i] = a.bias ? p[i] + rb[i] : p[i];
             }
         }
     } else {
@@ -498,7 +526,7 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
             const int e = lane + 32 * i;
-            p[i] = e < a.E ? cu_ld(a.logits, a.ldt, (int64_t)t * a.ls + e) : -INFINITY;
+            p[i] = e < a.E ? raw[i] : -INFINITY;
             mx = p[i] > mx ? p[i] : mx; /* NaN never the max (as the CPU's compare) */
         }
 #pragma unroll
@@ -684,6 +712,9 @@ struct perm_args {
     int *nact;                  /* (1) */
     int *perm;                  /* (N): perm[p] = t * k + j */
     int *inv;                   /* (N): inv[t * k + j] = p */
+    int4 *slot;                 /* (min(E, N)): slot a < nact: (act[a], its first position, its pairs, 0); the
+                                   others (-1, 0, 0, 0): what an expert kernel's CTA needs, in one load */
+    int *pe;                    /* (N): pe[p] = the expert of position p (E: an id out of range) */
     cu_dev_err *err;
 };
 
@@ -723,7 +754,7 @@ __device__ __forceinline__ int mp_bucket(const perm_args &a, int i, bool report)
     return a.E;
 }
 
-// ids (T, k) -> offs, act, nact, perm, inv: a stable counting sort of the N pairs by expert, one CTA
+// ids (T, k) -> offs, act, nact, perm, inv, slot, pe: a stable counting sort of the N pairs by expert, one CTA
 __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
     __shared__ int hist[MP_WARPS][CU_MOE_MAX_E + 1]; /* a tile's pairs per (warp, bucket) */
     __shared__ int cur[CU_MOE_MAX_E + 1];            /* counts, then each bucket's next position */
@@ -749,7 +780,10 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
             a.offs[b] = run + ex;
             cur[b] = run + ex; /* only this thread reads cur[b] in this loop */
         }
-        if (f) a.act[arun + aex] = b;
+        if (f) {
+            a.act[arun + aex] = b;
+            a.slot[arun + aex] = make_int4(b, run + ex, c, 0);
+        }
         run += tot;
         arun += atot;
     }
@@ -757,6 +791,7 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
         a.offs[nb] = a.N;
         *a.nact = arun;
     }
+    for (int s = arun + tid; s < (a.N < a.E ? a.N : a.E); s += MP_THREADS) a.slot[s] = make_int4(-1, 0, 0, 0);
     __syncthreads();
     /* placement, a tile of MP_THREADS pairs at a time in pair order: a pair's position is its bucket's
      * cursor + the same bucket's pairs of earlier warps of the tile + of earlier lanes of its warp */
@@ -777,6 +812,7 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
             pos = cur[e] + before + __popc(peers & lt);
             a.perm[pos] = i;
             a.inv[i] = pos;
+            a.pe[pos] = e;
             last = last_lane;
             for (int w = warp + 1; w < MP_WARPS && last; w++) last = hist[w][e] == 0;
         }
@@ -785,6 +821,55 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
         if (valid && leader) hist[warp][e] = 0;
         __syncthreads();
     }
+}
+
+/* A decode call's permutation (N <= CU_MOE_GEMV_MAX_PAIRS), one CTA of CU_MOE_GEMV_MAX_PAIRS threads: thread i's
+ * pair goes to position (pairs of lower buckets) + (earlier pairs of its bucket), counted over the N buckets in
+ * shared memory; the first pair of each expert writes its slot (rank: the first pairs of lower experts). The same
+ * perm, inv, pe, slot, act and nact as k_moe_permute (a stable sort by bucket), and offs only when with_offs (the
+ * expert GEMV and the fused down + combine read slot and pe): no tile loops, one barrier. */
+__global__ void __launch_bounds__(CU_MOE_GEMV_MAX_PAIRS) k_moe_permute_small(perm_args a, bool with_offs) {
+    __shared__ int sb[CU_MOE_GEMV_MAX_PAIRS];
+    __shared__ bool sf[CU_MOE_GEMV_MAX_PAIRS]; /* the first pair of an expert */
+    pdl_launch();
+    pdl_wait();
+    const int i = threadIdx.x;
+    const int b = i < a.N ? mp_bucket(a, i, true) : INT_MAX;
+    sb[i] = b;
+    __syncthreads();
+    int below = 0, same_before = 0, same = 0;
+    for (int j = 0; j < a.N; j++) {
+        const int bj = sb[j];
+        below += bj < b;
+        same_before += bj == b && j < i;
+        same += bj == b;
+    }
+    sf[i] = i < a.N && same_before == 0 && b < a.E;
+    __syncthreads();
+    int rank = 0, nact = 0; /* experts with pairs below mine; all of them */
+    for (int j = 0; j < a.N; j++) {
+        rank += sf[j] && sb[j] < b;
+        nact += sf[j];
+    }
+    const int slots = a.N < a.E ? a.N : a.E;
+    if (i < a.N) {
+        const int pos = below + same_before;
+        a.perm[pos] = i;
+        a.inv[i] = pos;
+        a.pe[pos] = b;
+        if (same_before == 0 && b < a.E) {
+            a.act[rank] = b;
+            a.slot[rank] = make_int4(b, below, same, 0);
+        }
+    }
+    for (int s = nact + i; s < slots; s += blockDim.x) a.slot[s] = make_int4(-1, 0, 0, 0);
+    if (i == 0) *a.nact = nact;
+    if (with_offs)
+        for (int e = i; e <= a.E + 1; e += blockDim.x) {
+            int n = 0;
+            for (int j = 0; j < a.N; j++) n += sb[j] < e;
+            a.offs[e] = e == a.E + 1 ? a.N : n;
+        }
 }
 
 /* ---- decode: the expert GEMV ---- */
@@ -796,10 +881,12 @@ struct mgv_args {
     const __nv_bfloat16 *x;     /* input rows, row stride xs: of pair p, x[perm[p] / k] (by_token) or x[p] */
     int64_t xs;
     bool by_token;
+    bool one_token;             /* by_token with one token: every pair's x row is row 0 (no perm load) */
     int k;
     __nv_bfloat16 *out;         /* (N, R): out[p * os + r] */
     int64_t os;
     const int *offs, *act, *nact, *perm;
+    const int4 *slot;           /* the permutation's (expert, first position, pairs) of each slot */
     int act_fn;                 /* be_act of the gated form */
     float alpha, limit;         /* act_fn BE_ACT_SWIGLU_OAI's */
     const __nv_bfloat16 *bias;  /* NULL, or output r of expert e (NR = 2: gate r, up R + r) += bias[e * bes + r] in
@@ -824,11 +911,11 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
     pdl_launch();
     pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    /* the count and this CTA's slot read together (one round trip, not two: act has gridDim.y >= nact entries, the
-     * slot's value used only below the count) */
-    const int nact = *a.nact, e = a.act[blockIdx.y];
-    if ((int)blockIdx.y >= nact) return;
-    const int p0 = a.offs[e], n = a.offs[e + 1] - p0;
+    /* this CTA's expert, its first position and its pairs in one load (slot has gridDim.y = min(E, N) entries;
+     * expert -1: a slot past the experts with tokens) */
+    const int4 sl = a.slot[blockIdx.y];
+    const int e = sl.x, p0 = sl.y, n = sl.z;
+    if (e < 0) return;
     const int r = blockIdx.x * MGV_WARPS + warp;
     if (r >= a.R) return;
     const uint4 *w[NR];
@@ -842,7 +929,7 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
 #pragma unroll
         for (int tt = 0; tt < TT; tt++) {
             const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
-            const int64_t row = a.by_token ? a.perm[pp] / a.k : pp;
+            const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
             xr[tt] = (const uint4 *)(a.x + row * a.xs);
         }
         float acc[NR][TT];
@@ -895,6 +982,117 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
             }
         }
     }
+}
+
+/* ---- decode: the down projection and the combine in one kernel ---- */
+
+#define DC_WARPS 4              /* k_moe_down_comb: a warp per output column d, 4 per CTA */
+#define DC_PG 4                 /* pairs whose weight rows are in flight together */
+#define DC_U 4                  /* 16-byte chunks per lane per pair in flight (inputs 32 x 4 x 8 = 1024 a pass) */
+
+struct dc_args {
+    const __nv_bfloat16 *W;     /* down (E, D, K) */
+    int64_t wes;                /* elements per expert */
+    int D, K;
+    const __nv_bfloat16 *h;     /* (N, K): the gate|up GEMV's output, by pair position */
+    const int *perm, *pe;       /* the permutation's perm (position -> t * k + j) and pe (position -> expert) */
+    int E, k, N, T;             /* N = T * k <= CU_MOE_GEMV_MAX_PAIRS (so T <= 64: two tokens a lane) */
+    const float *w;             /* (T, k), row stride ws */
+    int64_t ws;
+    const __nv_bfloat16 *bias;  /* NULL, or expert e's down bias at bias[e * bes] */
+    int64_t bes;
+    void *y;                    /* (T, D) of ydt, row stride ys */
+    int ydt;
+    int64_t ys;
+    bool acc, stream;           /* y +=; the weights evict-first (no expert repeats: one token) */
+};
+
+/* A decode batch's (N <= CU_MOE_GEMV_MAX_PAIRS) down projection and combine: warp d computes output column d of
+ * every pair, o[p] = round_bf16(down_e[d] . h[p] (+ bias)), in position order (expert id, then token, then slot),
+ * DC_PG pairs' weight rows loaded together, and adds w[t, j] * o[p] into its token's sum (lane t % 32 keeps token
+ * t's) in that order, y[t, d] = (acc: y[t, d] +) sum: k_moe_gemv<1, TT>'s rows then k_moe_combine's sums, the same
+ * values without the (N, D) round trip and a launch. Pairs of a bad id (expert E, last in the order) are skipped,
+ * as the combine skips them. */
+__global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
+    pdl_launch();
+    pdl_wait(); /* the experts come from the permutation, h from the gate|up GEMV */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int d = blockIdx.x * DC_WARPS + warp;
+    if (d >= a.D) return;
+    /* pairs lane and lane + 32: expert, token, weight (the weight is needed only at the end) */
+    int pe[2], pt[2];
+    float pw[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int q = lane + 32 * i;
+        const int pm = q < a.N ? a.perm[q] : 0;
+        pe[i] = q < a.N ? a.pe[q] : a.E;
+        pt[i] = pm / a.k;
+        pw[i] = q < a.N ? a.w[(int64_t)pt[i] * a.ws + (pm - pt[i] * a.k)] : 0.0f;
+    }
+    /* token lane's and lane + 32's sums */
+    float s0 = 0.0f, s1 = 0.0f;
+    if (a.acc) {
+        if (lane < a.T) s0 = cu_ld(a.y, a.ydt, (int64_t)lane * a.ys + d);
+        if (lane + 32 < a.T) s1 = cu_ld(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d);
+    }
+    const int KC = a.K >> 3;
+    for (int g0 = 0; g0 < a.N; g0 += DC_PG) {
+        int eg[DC_PG];
+#pragma unroll
+        for (int i = 0; i < DC_PG; i++) {
+            const int q = g0 + i; /* uniform: the select below is too */
+            const int v = __shfl_sync(0xffffffffu, q < 32 ? pe[0] : pe[1], q & 31);
+            eg[i] = q < a.N ? v : a.E;
+        }
+        float part[DC_PG];
+#pragma unroll
+        for (int i = 0; i < DC_PG; i++) part[i] = 0.0f;
+        for (int base = 0; base < KC; base += 32 * DC_U) {
+            uint4 wv[DC_PG][DC_U];
+#pragma unroll
+            for (int i = 0; i < DC_PG; i++) {
+                const uint4 *wr = (const uint4 *)(a.W + (int64_t)eg[i] * a.wes + (int64_t)d * a.K);
+#pragma unroll
+                for (int u = 0; u < DC_U; u++) {
+                    const int c = base + lane + 32 * u;
+                    wv[i][u] = c < KC && eg[i] < a.E ? mgv_load(wr + c, a.stream) : make_uint4(0, 0, 0, 0);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < DC_PG; i++) {
+                const uint4 *hr = (const uint4 *)(a.h + (int64_t)(g0 + i) * a.K);
+#pragma unroll
+                for (int u = 0; u < DC_U; u++) {
+                    const int c = base + lane + 32 * u;
+                    if (c >= KC || eg[i] >= a.E) continue;
+                    float wf[8], xf[8];
+                    bf16x8_to_f32(wv[i][u], wf);
+                    bf16x8_to_f32(__ldg(hr + c), xf);
+                    float sp = part[i];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
+                    part[i] = sp;
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < DC_PG; i++) {
+            const int q = g0 + i;
+            if (eg[i] >= a.E) continue; /* uniform: past N, or a bad id */
+            float v = cu_warp_sum(part[i]);
+            if (a.bias) v += __bfloat162float(a.bias[(int64_t)eg[i] * a.bes + d]);
+            const float o = __bfloat162float(__float2bfloat16(v)); /* the expert output, rounded as stored */
+            const int t = __shfl_sync(0xffffffffu, q < 32 ? pt[0] : pt[1], q & 31);
+            const float wq = __shfl_sync(0xffffffffu, q < 32 ? pw[0] : pw[1], q & 31);
+            if (lane == (t & 31)) {
+                if (t < 32) s0 = fmaf(wq, o, s0);
+                else s1 = fmaf(wq, o, s1);
+            }
+        }
+    }
+    if (lane < a.T) cu_st(a.y, a.ydt, (int64_t)lane * a.ys + d, s0);
+    if (lane + 32 < a.T) cu_st(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d, s1);
 }
 
 /* ---- larger batches: the grouped GEMM on the tensor cores ---- */
@@ -1317,7 +1515,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     }
     char *mb = (char *)bmeta->p;
     int *offs = (int *)(mb + ml.offs), *act = (int *)(mb + ml.act), *nact = (int *)(mb + ml.nact),
-        *perm = (int *)(mb + ml.perm), *inv = (int *)(mb + ml.inv);
+        *perm = (int *)(mb + ml.perm), *inv = (int *)(mb + ml.inv), *pe = (int *)(mb + ml.pe);
+    int4 *slot = (int4 *)(mb + ml.slot);
     __nv_bfloat16 *h = (__nv_bfloat16 *)bh->p, *o = (__nv_bfloat16 *)bo->p;
 
     perm_args pa = {};
@@ -1331,8 +1530,13 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     pa.nact = nact;
     pa.perm = perm;
     pa.inv = inv;
+    pa.slot = slot;
+    pa.pe = pe;
     pa.err = cu->derr_dev;
-    if (!cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute, dim3(1), dim3(MP_THREADS), 0, pa)) return;
+    if (small ? !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute_small, dim3(1),
+                           dim3(CU_MOE_GEMV_MAX_PAIRS), 0, pa, !gemv)
+              : !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute, dim3(1), dim3(MP_THREADS), 0, pa))
+        return;
 
     if (gemv || grouped) {
         const unsigned slots = (unsigned)(N < E ? N : E); /* experts that can have tokens */
@@ -1344,6 +1548,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.x = (const __nv_bfloat16 *)x->data;
         g.xs = xs;
         g.by_token = true;
+        g.one_token = T == 1;
         g.k = k;
         g.out = h;
         g.os = I;
@@ -1351,6 +1556,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.act = act;
         g.nact = nact;
         g.perm = perm;
+        g.slot = slot;
         g.act_fn = (int)p->act;
         g.alpha = p->swiglu_alpha > 0.0f ? p->swiglu_alpha : BE_SWIGLU_OAI_ALPHA;
         g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
@@ -1367,6 +1573,34 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, k_moe_ggemm<2>,
                               dim3((unsigned)((I + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
             return;
+        /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
+         * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused: two passes of 4 pairs) */
+        if (gemv && small && !ex->split_comb && I <= 32 * DC_U * 8) {
+            dc_args dc = {};
+            dc.W = ex->down;
+            dc.wes = D * I;
+            dc.D = (int)D;
+            dc.K = (int)I;
+            dc.h = h;
+            dc.perm = perm;
+            dc.pe = pe;
+            dc.E = E;
+            dc.k = k;
+            dc.N = N;
+            dc.T = (int)T;
+            dc.w = (const float *)w->data;
+            dc.ws = tensor_row_stride(w);
+            dc.bias = ex->bias ? ex->bias + 2 * I : NULL; /* down at 2I */
+            dc.bes = 2 * I + D;
+            dc.y = y->data;
+            dc.ydt = (int)y->dtype;
+            dc.ys = tensor_row_stride(y);
+            dc.acc = accumulate;
+            dc.stream = T == 1;
+            cu_launch(cu, "moe_experts (down + combine)", true, k_moe_down_comb,
+                      dim3((unsigned)((D + DC_WARPS - 1) / DC_WARPS)), dim3(DC_WARPS * 32), 0, dc);
+            return;
+        }
         g.W = ex->down;
         g.wes = D * I;
         g.R = (int)D;
@@ -1374,6 +1608,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.x = h;
         g.xs = I;
         g.by_token = false;
+        g.one_token = false;
         g.out = o;
         g.os = D;
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */

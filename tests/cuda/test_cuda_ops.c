@@ -285,10 +285,10 @@ static void test_add_silu_gather(void) {
     expect_device_error("gather_rows");
 
     /* a host-side argument error: rms_norm's w length does not divide the row */
-    float w9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-    tensor w7g = tensor_1d(DTYPE_F32, NULL, 9);
+    float w7[7] = {1, 1, 1, 1, 1, 1, 1}; /* 7 does not divide D (2700) */
+    tensor w7g = tensor_1d(DTYPE_F32, NULL, 7);
     CHECK_OK(gpu->ops->alloc(gpu, &w7g));
-    CHECK_OK(gpu->ops->upload(gpu, &w7g, w9, sizeof w9));
+    CHECK_OK(gpu->ops->upload(gpu, &w7g, w7, sizeof w7));
     gpu->ops->rms_norm(gpu, &xg, &w7g, 1e-5f, &xg);
     expect_device_error("rms_norm");
 
@@ -2172,6 +2172,7 @@ typedef struct moe_case {
     dtype wdt, ydt;
     int xoff;             /* x is a column slice at this offset of a (T, D + xoff) buffer */
     const char *force;    /* VLLM_CUDA_MOE for the GPU's experts, or NULL */
+    const char *comb;     /* VLLM_CUDA_MOE_COMBINE for them ("split": decode's down GEMV and combine apart), or NULL */
     int bias;             /* MOE_BIAS_* (gpt-oss's expert biases) */
     float alpha, limit;   /* moe_params.swiglu_alpha / _limit (act BE_ACT_SWIGLU_OAI; 0 = the defaults) */
 } moe_case;
@@ -2179,10 +2180,12 @@ typedef struct moe_case {
 static void test_moe_experts_case(const moe_case *mc) {
     const int E = mc->E, k = mc->k, T = mc->T, D = mc->D, I = mc->I;
     if (mc->force) setenv("VLLM_CUDA_MOE", mc->force, 1);
+    if (mc->comb) setenv("VLLM_CUDA_MOE_COMBINE", mc->comb, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
     if (mc->force) unsetenv("VLLM_CUDA_MOE");
+    if (mc->comb) unsetenv("VLLM_CUDA_MOE_COMBINE");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2206,6 +2209,7 @@ static void test_moe_experts_case(const moe_case *mc) {
                  mc->wdt != DTYPE_BF16 ? " w " : "", mc->wdt != DTYPE_BF16 ? dtype_name(mc->wdt) : "",
                  mc->ydt != DTYPE_BF16 ? " y F32" : "", mc->xoff ? " x strided" : "", mc->force ? " forced " : "");
         if (mc->force) snprintf(what + strlen(what), sizeof what - strlen(what), "%s", mc->force);
+        if (mc->comb) snprintf(what + strlen(what), sizeof what - strlen(what), " combine %s", mc->comb);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
         if (mc->alpha > 0 || mc->limit > 0)
@@ -2774,6 +2778,21 @@ static void test_moe(void) {
          .force = "gemv"},
         {.E = 16, .k = 8, .T = 8, .D = 64, .I = 32, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
+        /* decode's fused down + combine (k_moe_down_comb) at its edges: 33 to 64 tokens of top 1 (a lane's second
+         * token), inputs of 1000 (one pass, its last chunks partly idle; 1400 takes the split kernels), a
+         * Qwen3-30B-A3B-like row (I 768), F32 y; and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
+        {.E = 16, .k = 1, .T = 64, .D = 128, .I = 64, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32},
+        {.E = 16, .k = 1, .T = 40, .D = 128, .I = 64, .pat = MOE_SAME, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 8, .k = 2, .T = 3, .D = 136, .I = 1000, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16},
+        {.E = 8, .k = 2, .T = 3, .D = 136, .I = 1400, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16},
+        {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
+        {.E = 16, .k = 8, .T = 8, .D = 64, .I = 32, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .comb = "split"},
     };
     for (size_t i = 0; i < sizeof x / sizeof *x; i++) test_moe_experts_case(&x[i]);
 

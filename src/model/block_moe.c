@@ -277,8 +277,14 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
     const int E = c->moe.num_experts;
     const int64_t D = c->hidden_size, I = c->moe.intermediate_size;
     vllm_status st;
-    const int64_t rrows[1] = {E};
-    if ((st = blk_load_linear(m, ws, l, NULL, &nm->router, rrows, 1, D, c->moe.router_bias, &L->router))) return st;
+    /* the shared expert's gate (1, D) rides as the router's last row where neither has a bias (Qwen2-MoE, Qwen3.5's
+     * and Qwen3-Next's MoE): one GEMV, its logit column E of the router's output */
+    L->gate_in_router = c->moe.shared_intermediate_size > 0 && !c->moe.router_bias;
+    const int64_t rrows[2] = {E, 1};
+    const char *rnames[2] = {nm->router, nm->shared_expert_gate};
+    if ((st = blk_load_linear(m, ws, l, NULL, rnames, rrows, L->gate_in_router ? 2 : 1, D, c->moe.router_bias,
+                              &L->router)))
+        return st;
     if (c->moe.score_bias) { /* DeepSeek-V3's "<prefix>layers.<l>.mlp.gate.e_score_correction_bias" (E) */
         const int64_t ne = E;
         tensor sb;
@@ -369,7 +375,8 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
         if ((st = blk_load_linear_split(m, ws, l, NULL, sh, shrows, 2, D, false, BLK_SPLIT_OUT, &L->sh_gate_up)) ||
             (st = blk_load_linear_split(m, ws, l, NULL, &nm->shared_down, dnrows, 1, Is, false, BLK_SPLIT_IN,
                                         &L->sh_down)) ||
-            (st = blk_load_linear(m, ws, l, NULL, &nm->shared_expert_gate, grows, 1, D, false, &L->sh_gate)))
+            (!L->gate_in_router &&
+             (st = blk_load_linear(m, ws, l, NULL, &nm->shared_expert_gate, grows, 1, D, false, &L->sh_gate))))
             return st;
     }
     return VLLM_OK;
@@ -395,7 +402,9 @@ vllm_status moe_bufs_ensure(model *m, moe_bufs *mb, int64_t T) {
                   D = c->hidden_size;
     tensor t;
     vllm_status st;
-    if ((st = model_buf_ensure(m, &mb->rl, act, T, E, &t)) || (st = model_buf_ensure(m, &mb->ids, DTYPE_I32, T, k, &t)) ||
+    /* rl: the router's logits, and the shared expert's gate logit after them (moe_block gate_in_router) */
+    if ((st = model_buf_ensure(m, &mb->rl, act, T, Is > 0 ? E + 1 : E, &t)) ||
+        (st = model_buf_ensure(m, &mb->ids, DTYPE_I32, T, k, &t)) ||
         (st = model_buf_ensure(m, &mb->rw, DTYPE_F32, T, k, &t)))
         return st;
     if (Is > 0 && ((st = model_buf_ensure(m, &mb->sgu, act, T, 2 * Is, &t)) ||
@@ -424,8 +433,10 @@ void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, 
     mp.score_bias = b->score_bias.data ? &b->score_bias : NULL;
     mp.num_shared = b->num_shared;                                /* DeepSeek's shared experts ride along */
     const int64_t kw = be_moe_width(&mp);
-    tensor rl = rows(&mb->rl, T), idb = rows(&mb->ids, T), rwb = rows(&mb->rw, T);
-    tensor ids = tensor_cols(&idb, 0, kw), rw = tensor_cols(&rwb, 0, kw);
+    tensor rlb = rows(&mb->rl, T), idb = rows(&mb->ids, T), rwb = rows(&mb->rw, T);
+    const int64_t E = mp.num_experts;
+    tensor rl = tensor_cols(&rlb, 0, b->gate_in_router ? E + 1 : E); /* the router's output */
+    tensor logits = tensor_cols(&rlb, 0, E), ids = tensor_cols(&idb, 0, kw), rw = tensor_cols(&rwb, 0, kw);
     if (norm) { /* h = norm(x) and the router logits in one op (a decode batch's GEMV normalises x itself) */
         const linear_fuse in = {.norm_w = norm->w, .norm_b = norm->b, .eps = norm->eps, .norm_kind = norm->kind,
                                 .h = hbuf};
@@ -433,14 +444,15 @@ void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, 
     } else {
         ops->linear(be, b->router, h, &rl);                       /* (T, E) router logits */
     }
-    ops->moe_route(be, &rl, &mp, &ids, &rw);                      /* top-k (+ shared) ids, weights (T, kw) */
+    ops->moe_route(be, &logits, &mp, &ids, &rw);                  /* top-k (+ shared) ids, weights (T, kw) */
     ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, accumulate, o); /* o (T, D) (+)= */
     if (b->sh_gate_up) {
         tensor sgu = rows(&mb->sgu, T), sa = rows(&mb->sa, T), sg = rows(&mb->sg, T), so = rows(&mb->so, T);
         const linear_fuse gated = {.silu_mul = true, .mid = &sgu, .act = (be_act)m->cfg.act};
         ops->linear_fused(be, b->sh_gate_up, h, &gated, &sa);   /* (T, Is) */
         ops->linear(be, b->sh_down, &sa, &so);                   /* (T, D) */
-        ops->linear(be, b->sh_gate, h, &sg);                     /* (T, 1) */
+        if (b->gate_in_router) sg = tensor_cols(&rlb, E, 1);     /* (T, 1): the router's last column */
+        else ops->linear(be, b->sh_gate, h, &sg);                /* (T, 1) */
         ops->sigmoid_gate(be, &so, &sg);                          /* so *= sigmoid(sg) */
         ops->add(be, o, &so);                                     /* o += so */
     }

@@ -54,7 +54,9 @@ typedef struct moe_block {
     int num_shared;                     /* DeepSeek's plain shared experts as experts E .. E + num_shared - 1
                                            (moe_params.num_shared); 0: none, or the decoder runs them apart */
     be_linear *sh_gate_up, *sh_down;    /* the shared expert: (2 Is, D), (D, Is); NULL when none */
-    be_linear *sh_gate;                 /* its gate (1, D) */
+    be_linear *sh_gate;                 /* its gate (1, D); NULL when it is the router's last row */
+    bool gate_in_router;                /* the router is (E + 1, D): the shared expert's gate its last row (one
+                                           GEMV for both; a router without a bias) */
     tensor score_bias;                  /* (E) the router's choice-score bias (moe.score_bias), or data NULL */
     void *host;                         /* expert weights rearranged on the host (gpt-oss), freed with the block
                                            (or once a copying backend has them) */

@@ -899,15 +899,17 @@ __device__ __forceinline__ float mgv_glu(const mgv_args &a, float g, float u) {
     return a.act_fn == BE_ACT_SWIGLU_OAI ? cu_swiglu_oai(g, u, a.alpha, a.limit) : cu_act(a.act_fn, g) * u;
 }
 
-__device__ __forceinline__ uint4 mgv_load(const uint4 *p, bool stream) { return stream ? __ldcs(p) : __ldg(p); }
+template <bool STREAM>
+__device__ __forceinline__ uint4 mgv_load(const uint4 *p) { return STREAM ? __ldcs(p) : __ldg(p); }
 
 /* CTA (x, a): the a-th expert with tokens, its rows [8 x, 8 x + 8), a warp per row; NR = 2: the gated
  * form (gate row r and up row R + r -> act(gate . x) * (up . x)). Writes BF16. TT: tokens per pass over a
  * row (the host picks the smallest power of two covering the batch's tokens: registers, hence occupancy,
  * grow with it; an expert with more tokens takes several passes, the rows then from L2). */
-template <int NR, int TT>
-__global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
-    constexpr int U = TT <= 2 ? 8 : MGV_U; /* 16-byte chunks per lane per row in flight: more when few tokens */
+template <int NR, int TT, int MINB = 1, int UO = 0>
+__global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
+    /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
+    constexpr int U = UO ? UO : TT <= 2 ? 8 : MGV_U;
     pdl_launch();
     pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -922,66 +924,73 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv(mgv_args a) {
 #pragma unroll
     for (int q = 0; q < NR; q++) w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)r + (int64_t)q * a.R) * a.K);
     const int KC = a.K >> 3;
-    const bool stream = n <= TT; /* one pass: evict-first; more: keep the rows for the next pass */
-    for (int g0 = 0; g0 < n; g0 += TT) {
-        const int ng = n - g0 < TT ? n - g0 : TT;
-        const uint4 *xr[TT];
+    /* one pass: evict-first; more: keep the rows for the next pass. A constant inside (a runtime flag made each
+     * weight load a branch between two load kinds) */
+    auto body = [&](auto st) {
+        constexpr bool stream = decltype(st)::value;
+        for (int g0 = 0; g0 < n; g0 += TT) {
+            const int ng = n - g0 < TT ? n - g0 : TT;
+            const uint4 *xr[TT];
 #pragma unroll
-        for (int tt = 0; tt < TT; tt++) {
-            const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
-            const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
-            xr[tt] = (const uint4 *)(a.x + row * a.xs);
-        }
-        float acc[NR][TT];
-#pragma unroll
-        for (int q = 0; q < NR; q++)
-#pragma unroll
-            for (int tt = 0; tt < TT; tt++) acc[q][tt] = 0.0f;
-        for (int base = 0; base < KC; base += 32 * U) {
-            uint4 wv[U][NR];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int c = base + lane + 32 * u;
-#pragma unroll
-                for (int q = 0; q < NR; q++) wv[u][q] = c < KC ? mgv_load(w[q] + c, stream) : make_uint4(0, 0, 0, 0);
+            for (int tt = 0; tt < TT; tt++) {
+                const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
+                const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
+                xr[tt] = (const uint4 *)(a.x + row * a.xs);
             }
+            float acc[NR][TT];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int c = base + lane + 32 * u;
-                if (c >= KC) continue;
-                float wf[NR][8];
+            for (int q = 0; q < NR; q++)
 #pragma unroll
-                for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
+                for (int tt = 0; tt < TT; tt++) acc[q][tt] = 0.0f;
+            for (int base = 0; base < KC; base += 32 * U) {
+                uint4 wv[U][NR];
 #pragma unroll
-                for (int tt = 0; tt < TT; tt++) {
-                    if (tt >= ng) continue;
-                    float xf[8];
-                    bf16x8_to_f32(__ldg(xr[tt] + c), xf);
+                for (int u = 0; u < U; u++) {
+                    const int c = base + lane + 32 * u;
 #pragma unroll
-                    for (int q = 0; q < NR; q++) {
-                        float s = acc[q][tt];
+                    for (int q = 0; q < NR; q++)
+                        wv[u][q] = c < KC ? mgv_load<stream>(w[q] + c) : make_uint4(0, 0, 0, 0);
+                }
 #pragma unroll
-                        for (int i = 0; i < 8; i++) s += wf[q][i] * xf[i];
-                        acc[q][tt] = s;
+                for (int u = 0; u < U; u++) {
+                    const int c = base + lane + 32 * u;
+                    if (c >= KC) continue;
+                    float wf[NR][8];
+#pragma unroll
+                    for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
+#pragma unroll
+                    for (int tt = 0; tt < TT; tt++) {
+                        if (tt >= ng) continue;
+                        float xf[8];
+                        bf16x8_to_f32(__ldg(xr[tt] + c), xf);
+#pragma unroll
+                        for (int q = 0; q < NR; q++) {
+                            float s = acc[q][tt];
+#pragma unroll
+                            for (int i = 0; i < 8; i++) s += wf[q][i] * xf[i];
+                            acc[q][tt] = s;
+                        }
                     }
                 }
             }
-        }
 #pragma unroll
-        for (int tt = 0; tt < TT; tt++) {
-            if (tt >= ng) break; /* uniform over the warp */
-            float v[NR];
+            for (int tt = 0; tt < TT; tt++) {
+                if (tt >= ng) break; /* uniform over the warp */
+                float v[NR];
 #pragma unroll
-            for (int q = 0; q < NR; q++) v[q] = cu_warp_sum(acc[q][tt]);
-            if (lane == tt) {
-                if (a.bias)
+                for (int q = 0; q < NR; q++) v[q] = cu_warp_sum(acc[q][tt]);
+                if (lane == tt) {
+                    if (a.bias)
 #pragma unroll
-                    for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
-                const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
-                a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
+                        for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
+                    const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
+                    a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
+                }
             }
         }
-    }
+    };
+    if (n <= TT) body(std::true_type{});
+    else body(std::false_type{});
 }
 
 /* ---- decode: the down projection and the combine in one kernel ---- */
@@ -1004,7 +1013,7 @@ struct dc_args {
     void *y;                    /* (T, D) of ydt, row stride ys */
     int ydt;
     int64_t ys;
-    bool acc, stream;           /* y +=; the weights evict-first (no expert repeats: one token) */
+    bool acc;                   /* y += */
 };
 
 /* A decode batch's (N <= CU_MOE_GEMV_MAX_PAIRS) down projection and combine: warp d computes output column d of
@@ -1013,6 +1022,7 @@ struct dc_args {
  * t's) in that order, y[t, d] = (acc: y[t, d] +) sum: k_moe_gemv<1, TT>'s rows then k_moe_combine's sums, the same
  * values without the (N, D) round trip and a launch. Pairs of a bad id (expert E, last in the order) are skipped,
  * as the combine skips them. */
+template <bool STREAM>
 __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     pdl_launch();
     pdl_wait(); /* the experts come from the permutation, h from the gate|up GEMV */
@@ -1056,7 +1066,7 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
 #pragma unroll
                 for (int u = 0; u < DC_U; u++) {
                     const int c = base + lane + 32 * u;
-                    wv[i][u] = c < KC && eg[i] < a.E ? mgv_load(wr + c, a.stream) : make_uint4(0, 0, 0, 0);
+                    wv[i][u] = c < KC && eg[i] < a.E ? mgv_load<STREAM>(wr + c) : make_uint4(0, 0, 0, 0);
                 }
             }
 #pragma unroll
@@ -1564,8 +1574,11 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.bes = 2 * I + D;
         const unsigned tiles = gg_tiles_bound(N, E);
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
-        void (*gv2)(mgv_args) = T <= 1 ? k_moe_gemv<2, 1> : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
-                                                                                           : k_moe_gemv<2, 8>;
+        /* one token: 4 chunks of each row a lane in flight and 4 CTAs an SM (60 registers), not 8 and 2: a grid of
+         * 512 CTAs (Qwen3.5-35B-A3B's 64 row blocks x 8 experts) in one wave, not 1.9 (H100: 4.125 -> 4.022 ms a
+         * step; Qwen3-30B-A3B and DeepSeek-V2-Lite unchanged within 0.4%) */
+        void (*gv2)(mgv_args) = T <= 1 ? k_moe_gemv<2, 1, 4, 4> : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
+                                                                                                 : k_moe_gemv<2, 8>;
         void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                            : k_moe_gemv<1, 8>;
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
@@ -1596,8 +1609,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             dc.ydt = (int)y->dtype;
             dc.ys = tensor_row_stride(y);
             dc.acc = accumulate;
-            dc.stream = T == 1;
-            cu_launch(cu, "moe_experts (down + combine)", true, k_moe_down_comb,
+            /* one token: the weights evict-first (no expert repeats) */
+            cu_launch(cu, "moe_experts (down + combine)", true, T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>,
                       dim3((unsigned)((D + DC_WARPS - 1) / DC_WARPS)), dim3(DC_WARPS * 32), 0, dc);
             return;
         }

@@ -490,6 +490,22 @@ __device__ __forceinline__ bool route_better(float av, int ai, float bv, int bi)
     return ai < bi;
 }
 
+/* route_better's order as one unsigned 64-bit key, larger = better: the score's bits mapped to an order-preserving
+ * unsigned (-0 as +0, NaN below every number) above the id's complement (the lower id first on equal scores);
+ * 0 is none. */
+__device__ __forceinline__ unsigned long long route_key(float v, int id) {
+    unsigned b = __float_as_uint(v), u;
+    if (v != v) u = 0u;
+    else {
+        if (b == 0x80000000u) b = 0u; /* -0 == +0: ties go to the lower id */
+        u = b & 0x80000000u ? ~b : b | 0x80000000u; /* -inf: 0x007fffff > 0 */
+    }
+    return (unsigned long long)u << 32 | (unsigned)(0x7fffffff - id);
+}
+__device__ __forceinline__ int route_key_id(unsigned long long key) {
+    return key ? 0x7fffffff - (int)(unsigned)(key & 0xffffffffull) : -1;
+}
+
 // logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
 // a warp per token, lane l holds experts l + 32 i
 template <int EPL>
@@ -597,41 +613,39 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
         for (int i = 0; i < EPL; i++)
             if (gi[i] >= 0 && !((kept >> gi[i]) & 1u)) c[i] = 0.0f;
     }
-    /* top k of c by repeated arg-max; taken: bit i = expert lane + 32 i chosen; slot j is kept by lane
-     * j % 32 (in my[j / 32]) and every slot is written at the end at once (no store-then-reload chain) */
+    /* top k of c by repeated arg-max over route_key's (a 64-bit max per butterfly level: route_better's branches
+     * made each level of the 8 x 5 a chain of ~20 dependent instructions, ncu 10 us a call at base clocks for
+     * E 128, k 8); taken: bit i = expert lane + 32 i chosen; slot j is kept by lane j % 32 (in my[j / 32]) and
+     * every slot is written at the end at once (no store-then-reload chain) */
+    unsigned long long key[EPL];
+#pragma unroll
+    for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < a.E ? route_key(c[i], lane + 32 * i) : 0ull;
     unsigned taken = 0;
     float wsum = 0.0f, myw[CU_MOE_MAX_K / 32] = {0.0f};
     int myi[CU_MOE_MAX_K / 32] = {0};
     int32_t *ids = a.ids + (int64_t)t * a.is;
     float *w = a.w + (int64_t)t * a.ws;
     for (int j = 0; j < a.k; j++) {
-        float bv = 0.0f;
-        int bi = -1;
+        unsigned long long best = 0ull;
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
-            const int e = lane + 32 * i;
-            if (e < a.E && !((taken >> i) & 1u) && route_better(c[i], e, bv, bi)) {
-                bv = c[i];
-                bi = e;
-            }
+            const unsigned long long ki = (taken >> i) & 1u ? 0ull : key[i];
+            best = ki > best ? ki : best;
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (route_better(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
+            const unsigned long long ob = __shfl_xor_sync(0xffffffffu, best, o);
+            best = ob > best ? ob : best;
         }
+        const int bi = route_key_id(best);
         if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
-        if (sigmoid) { /* the weight is the chosen expert's sigmoid score, from the lane holding it */
-            float mine = 0.0f;
+        /* the weight from the lane holding the expert: its choice score (softmax: c, 0 in a group not kept), or
+         * its sigmoid score (not c, which has the bias) */
+        float mine = 0.0f;
 #pragma unroll
-            for (int i = 0; i < EPL; i++)
-                if (i == (bi >> 5)) mine = p[i];
-            bv = __shfl_sync(0xffffffffu, mine, bi & 31);
-        }
+        for (int i = 0; i < EPL; i++)
+            if (i == (bi >> 5)) mine = sigmoid ? p[i] : c[i];
+        const float bv = __shfl_sync(0xffffffffu, mine, bi & 31);
         /* the butterfly left (bv, bi) in every lane */
 #pragma unroll
         for (int h = 0; h < CU_MOE_MAX_K / 32; h++)

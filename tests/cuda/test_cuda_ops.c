@@ -2230,7 +2230,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     free(hx);
 }
 
-enum { ROUTE_RANDOM, ROUTE_SAME, ROUTE_TIES };
+enum { ROUTE_RANDOM, ROUTE_SAME, ROUTE_TIES, ROUTE_ZEROS };
 
 static void test_moe_route_case(int E, int k, int T, bool renorm, dtype ldt, int pat) {
     float *l = malloc((size_t)T * E * sizeof *l);
@@ -2238,7 +2238,9 @@ static void test_moe_route_case(int E, int k, int T, bool renorm, dtype ldt, int
         for (int e = 0; e < E; e++)
             l[t * E + e] = pat == ROUTE_SAME && t > 0 ? l[e]
                            : pat == ROUTE_TIES       ? (float)(rnd_int(5) - 2) /* many exact ties: lower id first */
-                                                     : round_to(DTYPE_BF16, 4.0f * rnd());
+                           : pat == ROUTE_ZEROS /* -inf: p exactly 0, past the few finite ones a tie at 0 */
+                               ? (rnd_int(4) ? -INFINITY : (float)(rnd_int(3) - 1))
+                               : round_to(DTYPE_BF16, 4.0f * rnd());
     tensor lc = put(cpu, DTYPE_F32, T, E, l), lg = put(gpu, ldt, T, E, l);
     tensor ic = put_i32_2d(cpu, NULL, T, k), ig = put_i32_2d(gpu, NULL, T, k);
     tensor wc = put(cpu, DTYPE_F32, T, k, NULL), wg = put(gpu, DTYPE_F32, T, k, NULL);
@@ -2261,7 +2263,8 @@ static void test_moe_route_case(int E, int k, int T, bool renorm, dtype ldt, int
     float *c = get(cpu, &wc), *g = get(gpu, &wg);
     char what[128];
     snprintf(what, sizeof what, "moe_route E %d k %d T %d %s%s logits %s (ids exact, weights)", E, k, T,
-             pat == ROUTE_SAME ? "same rows" : pat == ROUTE_TIES ? "ties" : "random", renorm ? " renorm" : "",
+             pat == ROUTE_SAME ? "same rows" : pat == ROUTE_TIES ? "ties" : pat == ROUTE_ZEROS ? "-inf" : "random",
+             renorm ? " renorm" : "",
              dtype_name(ldt));
     compare(what, g, c, (int64_t)T * k, 1e-5, 1e-5);
     free(c);
@@ -2625,6 +2628,8 @@ static void test_moe(void) {
     test_moe_route_case(128, 8, 5, true, DTYPE_BF16, ROUTE_RANDOM);  /* Qwen3-MoE's E */
     test_moe_route_case(512, 4, 3, false, DTYPE_F32, ROUTE_TIES);    /* the largest E */
     test_moe_route_case(33, 33, 2, true, DTYPE_BF16, ROUTE_RANDOM);  /* k = E */
+    test_moe_route_case(64, 8, 6, false, DTYPE_F32, ROUTE_ZEROS);    /* zero scores tied past the finite ones */
+    test_moe_route_case(256, 8, 4, true, DTYPE_BF16, ROUTE_ZEROS);   /* Qwen3.5-MoE's E */
     /* DeepSeek's routings at the released shapes, T = 1, 7, 64: V3 / R1 (sigmoid + correction bias, 8
      * groups, 4 kept, top 8, renormalised, x 2.5), V2 (softmax, 8 groups, 3 kept, top 6, x 16), V2-Lite
      * (greedy softmax, top 6), Kimi-K2 (384 experts, one group, top 8, x 2.827), and odd ones */

@@ -841,7 +841,7 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
  * pair goes to position (pairs of lower buckets) + (earlier pairs of its bucket), counted over the N buckets in
  * shared memory; the first pair of each expert writes its slot (rank: the first pairs of lower experts). The same
  * perm, inv, pe, slot, act and nact as k_moe_permute (a stable sort by bucket), and offs only when with_offs (the
- * expert GEMV and the fused down + combine read slot and pe): no tile loops, one barrier. */
+ * expert GEMV and the fused down + combine read slot and pe): no tile loops, two barriers. */
 __global__ void __launch_bounds__(CU_MOE_GEMV_MAX_PAIRS) k_moe_permute_small(perm_args a, bool with_offs) {
     __shared__ int sb[CU_MOE_GEMV_MAX_PAIRS];
     __shared__ bool sf[CU_MOE_GEMV_MAX_PAIRS]; /* the first pair of an expert */

@@ -277,9 +277,19 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
     const int E = c->moe.num_experts;
     const int64_t D = c->hidden_size, I = c->moe.intermediate_size;
     vllm_status st;
-    /* the shared expert's gate (1, D) rides as the router's last row where neither has a bias (Qwen2-MoE, Qwen3.5's
-     * and Qwen3-Next's MoE): one GEMV, its logit column E of the router's output */
-    L->gate_in_router = c->moe.shared_intermediate_size > 0 && !c->moe.router_bias;
+    /* the shared expert's gate (1, D) rides as the router's last row where neither has a bias and both are stored
+     * in one float dtype, which linear_create concatenates (Qwen2-MoE, Qwen3.5's and Qwen3-Next's MoE): one GEMV,
+     * its logit column E of the router's output; else a linear of its own */
+    L->gate_in_router = false;
+    if (c->moe.shared_intermediate_size > 0 && !c->moe.router_bias) {
+        const int64_t rs[2] = {E, D}, gs[2] = {1, D};
+        tensor rw, gw;
+        if (blk_get(ws, c, l, nm->router, "weight", 2, rs, &rw) == VLLM_OK &&
+            blk_get(ws, c, l, nm->shared_expert_gate, "weight", 2, gs, &gw) == VLLM_OK)
+            L->gate_in_router = rw.dtype == gw.dtype &&
+                                (rw.dtype == DTYPE_BF16 || rw.dtype == DTYPE_F16 || rw.dtype == DTYPE_F32);
+        vt_error_clear(); /* a missing tensor is the loads' below to report */
+    }
     const int64_t rrows[2] = {E, 1};
     const char *rnames[2] = {nm->router, nm->shared_expert_gate};
     if ((st = blk_load_linear(m, ws, l, NULL, rnames, rrows, L->gate_in_router ? 2 : 1, D, c->moe.router_bias,
@@ -402,8 +412,9 @@ vllm_status moe_bufs_ensure(model *m, moe_bufs *mb, int64_t T) {
                   D = c->hidden_size;
     tensor t;
     vllm_status st;
-    /* rl: the router's logits, and the shared expert's gate logit after them (moe_block gate_in_router) */
-    if ((st = model_buf_ensure(m, &mb->rl, act, T, Is > 0 ? E + 1 : E, &t)) ||
+    /* rl: the router's logits, and the shared expert's gate logit after them (moe_block gate_in_router), in rows
+     * padded to 8 elements (16-byte aligned rows for the prefill GEMM's output) */
+    if ((st = model_buf_ensure(m, &mb->rl, act, T, Is > 0 ? (E + 8) / 8 * 8 : E, &t)) ||
         (st = model_buf_ensure(m, &mb->ids, DTYPE_I32, T, k, &t)) ||
         (st = model_buf_ensure(m, &mb->rw, DTYPE_F32, T, k, &t)))
         return st;

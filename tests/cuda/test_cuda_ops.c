@@ -2238,8 +2238,8 @@ static void test_moe_route_case(int E, int k, int T, bool renorm, dtype ldt, int
         for (int e = 0; e < E; e++)
             l[t * E + e] = pat == ROUTE_SAME && t > 0 ? l[e]
                            : pat == ROUTE_TIES       ? (float)(rnd_int(5) - 2) /* many exact ties: lower id first */
-                           : pat == ROUTE_ZEROS /* -inf: p exactly 0, past the few finite ones a tie at 0 */
-                               ? (rnd_int(4) ? -INFINITY : (float)(rnd_int(3) - 1))
+                           : pat == ROUTE_ZEROS /* -inf: p exactly 0; ~4 finite a row, fewer than k: a tie at 0 */
+                               ? (e == 0 || !rnd_int(E / 4) ? (float)(rnd_int(3) - 1) : -INFINITY)
                                : round_to(DTYPE_BF16, 4.0f * rnd());
     tensor lc = put(cpu, DTYPE_F32, T, E, l), lg = put(gpu, ldt, T, E, l);
     tensor ic = put_i32_2d(cpu, NULL, T, k), ig = put_i32_2d(gpu, NULL, T, k);
@@ -2794,6 +2794,10 @@ static void test_moe(void) {
         {.E = 8, .k = 2, .T = 3, .D = 136, .I = 1400, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
+        /* one token's gate|up GEMV over rows of 2048 (k_moe_gemv<2, 1, 4, 4>: two passes of 128 chunks) */
+        {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+         .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16},
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
         {.E = 16, .k = 8, .T = 8, .D = 64, .I = 32, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,

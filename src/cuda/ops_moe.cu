@@ -110,6 +110,7 @@ extern "C" {
 #define MGV_WARPS 8             /* k_moe_gemv: a warp per output row, 8 rows per CTA */
 #define MGV_U 4                 /* 16-byte chunks per lane per row in flight */
 #define MR_WARPS 8              /* k_moe_route: a warp per token */
+#define MCP_SMEM (96 * 1024)    /* k_moe_gemv_cp's shared memory at most (its rows of D up to 3072) */
 
 /* ---- the per-backend scratch ---- */
 
@@ -128,6 +129,7 @@ struct moe_ws {
     cu_buf gu;                  /* (N, 2I) BF16, prefill */
     cu_buf host;                /* pinned: offs (E + 2), prefill */
     bool recorded_large;        /* a recording uses meta / h / o: they must not move any more */
+    bool cp_attr;               /* k_moe_gemv_cp's shared memory limit raised on this device */
 };
 
 static std::mutex g_ws_mu;
@@ -209,6 +211,7 @@ struct be_experts {
     moe_ws *ws;
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
+    bool gemv_cp;               /* VLLM_CUDA_MOE_GEMV=cp at creation: one token's gate|up on k_moe_gemv_cp */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
 };
@@ -347,6 +350,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->path = !env ? 0 : !strcmp(env, "gemv") ? 1 : !strcmp(env, "gemm") ? 2 : !strcmp(env, "grouped") ? 3 : 0;
     const char *cenv = getenv("VLLM_CUDA_MOE_COMBINE");
     ex->split_comb = cenv && !strcmp(cenv, "split");
+    const char *genv = getenv("VLLM_CUDA_MOE_GEMV");
+    ex->gemv_cp = genv && !strcmp(genv, "cp");
     ex->ws = ws_acquire(cu);
     vllm_status st = VLLM_OK;
     void *stage = NULL;
@@ -1007,6 +1012,63 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     else body(std::false_type{});
 }
 
+/* One token, the same outputs as k_moe_gemv<NR, 1>: CTA (x, a) copies its 8 rows (NR each: gate and up) of slot a's
+ * expert into shared memory with cp.async, all at once (NR x 8 x K x 2 bytes: 64 KB at K 2048), then warp w dots
+ * row w with x from shared memory. The copies hold no registers, so 3 CTAs an SM keep 192 KB of weights in
+ * flight where the register form holds 128 KB (4 CTAs x 8 warps x 2 rows x 4 chunks x 512 bytes) in two passes a
+ * row. VLLM_CUDA_MOE_GEMV=cp (a measurement switch until a device call compares it). */
+template <int NR>
+__global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv_cp(mgv_args a) {
+    extern __shared__ __align__(16) unsigned char mcp_smem[]; /* (NR, rows, K) BF16 */
+    pdl_launch();
+    pdl_wait(); /* the expert comes from the permutation */
+    const int4 sl = a.slot[blockIdx.y];
+    const int e = sl.x, p0 = sl.y, n = sl.z;
+    if (e < 0) return; /* uniform over the CTA */
+    const int r0 = blockIdx.x * MGV_WARPS, rows = min(MGV_WARPS, a.R - r0), KC = a.K >> 3;
+    uint4 *sw = (uint4 *)mcp_smem;
+    const uint4 *W = (const uint4 *)(a.W + (int64_t)e * a.wes);
+    for (int q = 0; q < NR; q++)
+        for (int rr = 0; rr < rows; rr++) {
+            const uint4 *src = W + ((int64_t)r0 + rr + (int64_t)q * a.R) * KC;
+            uint4 *dst = sw + (q * MGV_WARPS + rr) * KC;
+            for (int c = threadIdx.x; c < KC; c += blockDim.x) cp_async16(dst + c, src + c, true);
+        }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp >= rows) return;
+    const uint4 *x = (const uint4 *)a.x; /* the one token's row (row 0) */
+    float acc[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++) acc[q] = 0.0f;
+    for (int c = lane; c < KC; c += 32) {
+        float xf[8];
+        bf16x8_to_f32(__ldg(x + c), xf);
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            float wf[8];
+            bf16x8_to_f32(sw[(q * MGV_WARPS + warp) * KC + c], wf);
+            float sum = acc[q];
+#pragma unroll
+            for (int i = 0; i < 8; i++) sum += wf[i] * xf[i];
+            acc[q] = sum;
+        }
+    }
+    float v[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++) v[q] = cu_warp_sum(acc[q]);
+    if (lane == 0) {
+        const int r = r0 + warp;
+        if (a.bias)
+#pragma unroll
+            for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
+        const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
+        for (int j = 0; j < n; j++) a.out[(int64_t)(p0 + j) * a.os + r] = __float2bfloat16(y); /* n > 1: a repeated id */
+    }
+}
+
 /* ---- decode: the down projection and the combine in one kernel ---- */
 
 #define DC_WARPS 4              /* k_moe_down_comb: a warp per output column d, 4 per CTA */
@@ -1595,7 +1657,19 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                                                                                                  : k_moe_gemv<2, 8>;
         void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                            : k_moe_gemv<1, 8>;
-        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
+        /* one token through shared memory (VLLM_CUDA_MOE_GEMV=cp): 8 rows x 2 x D BF16 a CTA, at most MCP_SMEM */
+        const size_t cp_smem = (size_t)2 * MGV_WARPS * (size_t)D * 2;
+        const bool cp = gemv && small && T == 1 && ex->gemv_cp && cp_smem <= MCP_SMEM;
+        if (cp && !ws->cp_attr) { /* the kernel's dynamic shared memory limit, raised once a device */
+            if (!cu_ok(cu, cudaFuncSetAttribute(k_moe_gemv_cp<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)MCP_SMEM),
+                       "moe_experts", "cudaFuncSetAttribute"))
+                return;
+            ws->cp_attr = true;
+        }
+        if (cp ? !cu_launch(cu, "moe_experts (gate|up, one token via shared memory)", true, k_moe_gemv_cp<2>,
+                            dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), cp_smem, g)
+               : gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, k_moe_ggemm<2>,
                               dim3((unsigned)((I + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))

@@ -129,7 +129,7 @@ struct moe_ws {
     cu_buf gu;                  /* (N, 2I) BF16, prefill */
     cu_buf host;                /* pinned: offs (E + 2), prefill */
     bool recorded_large;        /* a recording uses meta / h / o: they must not move any more */
-    bool cp_attr;               /* k_moe_gemv_cp's shared memory limit raised on this device */
+    bool cp_attr;               /* the cp kernels' shared memory limit raised on this device */
 };
 
 static std::mutex g_ws_mu;
@@ -211,7 +211,8 @@ struct be_experts {
     moe_ws *ws;
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
-    bool gemv_cp;               /* VLLM_CUDA_MOE_GEMV=cp at creation: one token's gate|up on k_moe_gemv_cp */
+    bool gemv_cp;               /* VLLM_CUDA_MOE_GEMV=cp at creation: decode's expert rows through shared memory
+                                   (k_moe_gemv_cp for one token's gate|up, k_moe_down_comb_cp where its tile fits) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
 };
@@ -1065,7 +1066,8 @@ __global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv_cp(mgv_args a) {
 #pragma unroll
             for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
         const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
-        for (int j = 0; j < n; j++) a.out[(int64_t)(p0 + j) * a.os + r] = __float2bfloat16(y); /* n > 1: a repeated id */
+        /* n > 1: an id repeated within the token */
+        for (int j = 0; j < n; j++) a.out[(int64_t)(p0 + j) * a.os + r] = __float2bfloat16(y);
     }
 }
 
@@ -1098,6 +1100,55 @@ struct dc_args {
  * t's) in that order, y[t, d] = (acc: y[t, d] +) sum: k_moe_gemv<1, TT>'s rows then k_moe_combine's sums, the same
  * values without the (N, D) round trip and a launch. Pairs of a bad id (expert E, last in the order) are skipped,
  * as the combine skips them. */
+/* The pairs lane and lane + 32 of a decode call: expert (E past N), token and weight (needed only at the end). */
+struct dc_pairs {
+    int pe[2], pt[2];
+    float pw[2];
+};
+__device__ __forceinline__ dc_pairs dc_load_pairs(const dc_args &a, int lane) {
+    dc_pairs r;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int q = lane + 32 * i;
+        const int pm = q < a.N ? a.perm[q] : 0;
+        r.pe[i] = q < a.N ? a.pe[q] : a.E;
+        r.pt[i] = pm / a.k;
+        r.pw[i] = q < a.N ? a.w[(int64_t)r.pt[i] * a.ws + (pm - r.pt[i] * a.k)] : 0.0f;
+    }
+    return r;
+}
+/* pair q's expert, in every lane (q uniform over the warp); E past N */
+__device__ __forceinline__ int dc_expert(const dc_args &a, const dc_pairs &pp, int q) {
+    const int v = __shfl_sync(0xffffffffu, q < 32 ? pp.pe[0] : pp.pe[1], q & 31);
+    return q < a.N ? v : a.E;
+}
+/* token lane's (s0) and lane + 32's (s1) sums: y's old values when accumulating */
+__device__ __forceinline__ void dc_init(const dc_args &a, int lane, int d, float &s0, float &s1) {
+    s0 = s1 = 0.0f;
+    if (a.acc) {
+        if (lane < a.T) s0 = cu_ld(a.y, a.ydt, (int64_t)lane * a.ys + d);
+        if (lane + 32 < a.T) s1 = cu_ld(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d);
+    }
+}
+/* pair q (expert e < E) of column d: its lanes' partial dot -> o = BF16(sum (+ bias)), added as w * o into its
+ * token's sum by the lane keeping it */
+__device__ __forceinline__ void dc_add(const dc_args &a, const dc_pairs &pp, int q, int e, float part, int d, int lane,
+                                       float &s0, float &s1) {
+    float v = cu_warp_sum(part);
+    if (a.bias) v += __bfloat162float(a.bias[(int64_t)e * a.bes + d]);
+    const float o = __bfloat162float(__float2bfloat16(v)); /* the expert output, rounded as stored */
+    const int t = __shfl_sync(0xffffffffu, q < 32 ? pp.pt[0] : pp.pt[1], q & 31);
+    const float wq = __shfl_sync(0xffffffffu, q < 32 ? pp.pw[0] : pp.pw[1], q & 31);
+    if (lane == (t & 31)) {
+        if (t < 32) s0 = fmaf(wq, o, s0);
+        else s1 = fmaf(wq, o, s1);
+    }
+}
+__device__ __forceinline__ void dc_store(const dc_args &a, int lane, int d, float s0, float s1) {
+    if (lane < a.T) cu_st(a.y, a.ydt, (int64_t)lane * a.ys + d, s0);
+    if (lane + 32 < a.T) cu_st(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d, s1);
+}
+
 template <bool STREAM>
 __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     pdl_launch();
@@ -1105,32 +1156,14 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int d = blockIdx.x * DC_WARPS + warp;
     if (d >= a.D) return;
-    /* pairs lane and lane + 32: expert, token, weight (the weight is needed only at the end) */
-    int pe[2], pt[2];
-    float pw[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int q = lane + 32 * i;
-        const int pm = q < a.N ? a.perm[q] : 0;
-        pe[i] = q < a.N ? a.pe[q] : a.E;
-        pt[i] = pm / a.k;
-        pw[i] = q < a.N ? a.w[(int64_t)pt[i] * a.ws + (pm - pt[i] * a.k)] : 0.0f;
-    }
-    /* token lane's and lane + 32's sums */
-    float s0 = 0.0f, s1 = 0.0f;
-    if (a.acc) {
-        if (lane < a.T) s0 = cu_ld(a.y, a.ydt, (int64_t)lane * a.ys + d);
-        if (lane + 32 < a.T) s1 = cu_ld(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d);
-    }
+    const dc_pairs pp = dc_load_pairs(a, lane);
+    float s0, s1;
+    dc_init(a, lane, d, s0, s1);
     const int KC = a.K >> 3;
     for (int g0 = 0; g0 < a.N; g0 += DC_PG) {
         int eg[DC_PG];
 #pragma unroll
-        for (int i = 0; i < DC_PG; i++) {
-            const int q = g0 + i; /* uniform: the select below is too */
-            const int v = __shfl_sync(0xffffffffu, q < 32 ? pe[0] : pe[1], q & 31);
-            eg[i] = q < a.N ? v : a.E;
-        }
+        for (int i = 0; i < DC_PG; i++) eg[i] = dc_expert(a, pp, g0 + i);
         float part[DC_PG];
 #pragma unroll
         for (int i = 0; i < DC_PG; i++) part[i] = 0.0f;
@@ -1163,22 +1196,54 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
             }
         }
 #pragma unroll
-        for (int i = 0; i < DC_PG; i++) {
-            const int q = g0 + i;
-            if (eg[i] >= a.E) continue; /* uniform: past N, or a bad id */
-            float v = cu_warp_sum(part[i]);
-            if (a.bias) v += __bfloat162float(a.bias[(int64_t)eg[i] * a.bes + d]);
-            const float o = __bfloat162float(__float2bfloat16(v)); /* the expert output, rounded as stored */
-            const int t = __shfl_sync(0xffffffffu, q < 32 ? pt[0] : pt[1], q & 31);
-            const float wq = __shfl_sync(0xffffffffu, q < 32 ? pw[0] : pw[1], q & 31);
-            if (lane == (t & 31)) {
-                if (t < 32) s0 = fmaf(wq, o, s0);
-                else s1 = fmaf(wq, o, s1);
-            }
-        }
+        for (int i = 0; i < DC_PG; i++)
+            if (eg[i] < a.E) dc_add(a, pp, g0 + i, eg[i], part[i], d, lane, s0, s1); /* uniform: past N, a bad id */
     }
-    if (lane < a.T) cu_st(a.y, a.ydt, (int64_t)lane * a.ys + d, s0);
-    if (lane + 32 < a.T) cu_st(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d, s1);
+    dc_store(a, lane, d, s0, s1);
+}
+
+/* The same sums with every pair's row of the CTA's DC_WARPS columns copied into shared memory by cp.async at once
+ * (DC_WARPS x N x K x 2 bytes: 48 KB for one token of top 8 at K 768; a call takes it up to MCP_SMEM), so the
+ * whole tile is one round trip and 4 CTAs an SM keep 192 KB in flight (the register form: two rounds of 4 pairs a
+ * warp, 96 KB an SM). VLLM_CUDA_MOE_GEMV=cp, as k_moe_gemv_cp. */
+__global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb_cp(dc_args a) {
+    extern __shared__ __align__(16) unsigned char dcp_smem[]; /* (DC_WARPS, N, K) BF16 */
+    pdl_launch();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int d0 = blockIdx.x * DC_WARPS, d = d0 + warp, KC = a.K >> 3;
+    const dc_pairs pp = dc_load_pairs(a, lane); /* every warp keeps the call's pairs */
+    uint4 *sw = (uint4 *)dcp_smem;
+    /* warp w copies column d0 + w's rows: pair q's expert from the pairs' lanes */
+    if (d < a.D)
+        for (int q = 0; q < a.N; q++) {
+            const int e = dc_expert(a, pp, q);
+            if (e >= a.E) continue; /* uniform */
+            const uint4 *src = (const uint4 *)(a.W + (int64_t)e * a.wes + (int64_t)d * a.K);
+            uint4 *dst = sw + ((int64_t)warp * a.N + q) * KC;
+            for (int c = lane; c < KC; c += 32) cp_async16(dst + c, src + c, true);
+        }
+    cp_async_commit();
+    float s0, s1;
+    if (d < a.D) dc_init(a, lane, d, s0, s1);
+    cp_async_wait<0>();
+    __syncwarp(); /* each warp reads only the rows it copied */
+    if (d >= a.D) return;
+    for (int q = 0; q < a.N; q++) {
+        const int e = dc_expert(a, pp, q);
+        if (e >= a.E) continue; /* uniform: a bad id */
+        const uint4 *wr = sw + ((int64_t)warp * a.N + q) * KC, *hr = (const uint4 *)(a.h + (int64_t)q * a.K);
+        float part = 0.0f;
+        for (int c = lane; c < KC; c += 32) {
+            float wf[8], xf[8];
+            bf16x8_to_f32(wr[c], wf);
+            bf16x8_to_f32(__ldg(hr + c), xf);
+#pragma unroll
+            for (int j = 0; j < 8; j++) part += wf[j] * xf[j];
+        }
+        dc_add(a, pp, q, e, part, d, lane, s0, s1);
+    }
+    dc_store(a, lane, d, s0, s1);
 }
 
 /* ---- larger batches: the grouped GEMM on the tensor cores ---- */
@@ -1660,8 +1725,11 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         /* one token through shared memory (VLLM_CUDA_MOE_GEMV=cp): 8 rows x 2 x D BF16 a CTA, at most MCP_SMEM */
         const size_t cp_smem = (size_t)2 * MGV_WARPS * (size_t)D * 2;
         const bool cp = gemv && small && T == 1 && ex->gemv_cp && cp_smem <= MCP_SMEM;
-        if (cp && !ws->cp_attr) { /* the kernel's dynamic shared memory limit, raised once a device */
+        if (ex->gemv_cp && !ws->cp_attr) { /* the cp kernels' dynamic shared memory limit, raised once a device */
             if (!cu_ok(cu, cudaFuncSetAttribute(k_moe_gemv_cp<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)MCP_SMEM),
+                       "moe_experts", "cudaFuncSetAttribute") ||
+                !cu_ok(cu, cudaFuncSetAttribute(k_moe_down_comb_cp, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 (int)MCP_SMEM),
                        "moe_experts", "cudaFuncSetAttribute"))
                 return;
@@ -1676,7 +1744,9 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             return;
         /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
          * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused: two passes of 4 pairs) */
-        if (gemv && small && !ex->split_comb && I <= 32 * DC_U * 8) {
+        const size_t dcp_smem = (size_t)DC_WARPS * (size_t)N * (size_t)I * 2;
+        const bool dcp = gemv && small && !ex->split_comb && ex->gemv_cp && dcp_smem <= MCP_SMEM;
+        if (dcp || (gemv && small && !ex->split_comb && I <= 32 * DC_U * 8)) {
             dc_args dc = {};
             dc.W = ex->down;
             dc.wes = D * I;
@@ -1697,9 +1767,13 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             dc.ydt = (int)y->dtype;
             dc.ys = tensor_row_stride(y);
             dc.acc = accumulate;
-            /* one token: the weights evict-first (no expert repeats) */
-            cu_launch(cu, "moe_experts (down + combine)", true, T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>,
-                      dim3((unsigned)((D + DC_WARPS - 1) / DC_WARPS)), dim3(DC_WARPS * 32), 0, dc);
+            const dim3 grid((unsigned)((D + DC_WARPS - 1) / DC_WARPS));
+            if (dcp)
+                cu_launch(cu, "moe_experts (down + combine via shared memory)", true, k_moe_down_comb_cp, grid,
+                          dim3(DC_WARPS * 32), dcp_smem, dc);
+            else /* one token: the weights evict-first (no expert repeats) */
+                cu_launch(cu, "moe_experts (down + combine)", true,
+                          T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>, grid, dim3(DC_WARPS * 32), 0, dc);
             return;
         }
         g.W = ex->down;

@@ -2812,6 +2812,17 @@ static void test_moe(void) {
          .gemv = "cp"},
         {.E = 8, .k = 2, .T = 3, .D = 256, .I = 64, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .gemv = "cp"}, /* more tokens: the register form */
+        /* ... and the fused down + combine through shared memory (k_moe_down_comb_cp): V2-Lite's I 1408 (past the
+         * register form's one pass), 33-40 tokens of top 1 (a lane's second token), biases with F32 y; 64 pairs of
+         * I 768 are past its shared memory (the register form) */
+        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .gemv = "cp"},
+        {.E = 8, .k = 1, .T = 40, .D = 128, .I = 64, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .gemv = "cp"},
+        {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .gemv = "cp"},
+        {.E = 16, .k = 8, .T = 8, .D = 128, .I = 768, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .gemv = "cp"},
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
         {.E = 16, .k = 8, .T = 8, .D = 64, .I = 32, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,

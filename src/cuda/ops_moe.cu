@@ -77,7 +77,11 @@
  *    down + combine 17.5 (1.4 TB/s), route 8.4, permutation 2.9. Measured and dropped: a persistent one-token
  *    gate|up GEMV (k_gemv's flattened, double-buffered stream over the chosen experts' rows, 2 CTAs an SM):
  *    4.011 -> 4.036, 35B-A3B 4.204 -> 4.183, V2-Lite 3.015 -> 3.197 (its 1408-row experts: 5.3 row groups a
- *    CTA, and no loads before pdl_wait to hide the start).
+ *    CTA, and no loads before pdl_wait to hide the start). k_moe_gemv<2, 1> at 3 CTAs an SM (8 chunks a lane):
+ *    slower on all three; at 4 CTAs with 4 chunks: the one-token default (35B-A3B 4.125 -> 4.022).
+ *    Not yet measured: VLLM_CUDA_MOE_GEMV=cp, decode's expert rows copied into shared memory by cp.async
+ *    (k_moe_gemv_cp, k_moe_down_comb_cp: more bytes in flight than registers hold; ncu put the register forms at
+ *    0.4-0.5 eligible warps a scheduler, latency-bound).
  *    Measured and dropped (H200, test_cuda_perf's MoE rows, graphs): no permutation kernel, each GEMV CTA
  *    finding its expert and the expert's pairs from ids itself (a shared bitmask of the chosen experts, its
  *    a-th set bit, a ballot of the pairs; rows indexed by pair) was slower: batch 1 47.8 -> 49.6 us, batch 8

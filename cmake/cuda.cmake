@@ -2,7 +2,8 @@
 # vllmc_cuda, linked into libvllmc when VLLM_CUDA is ON (the default when nvcc
 # is found; -DVLLM_CUDA=OFF disables it). Code is built for Hopper
 # (sm_90a machine code) with a compute_80 PTX fallback that the driver
-# compiles for other GPUs. Also labels the tests in tests/cuda "gpu".
+# compiles for other GPUs (-DVLLM_CUDA_PTX=OFF leaves it out). Also labels
+# the tests in tests/cuda "gpu".
 
 include(CheckLanguage)
 if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
@@ -19,6 +20,8 @@ if(CMAKE_CUDA_COMPILER AND NOT VLLM_SANITIZE AND NOT VLLM_TSAN AND NOT VLLM_FUZZ
   set(VLLM_CUDA_DEFAULT ON)
 endif()
 option(VLLM_CUDA "Build the CUDA backend (src/cuda)" ${VLLM_CUDA_DEFAULT})
+# OFF: sm_90a machine code only (about half of nvcc's time; binaries built for a Hopper device call)
+option(VLLM_CUDA_PTX "Embed the compute_80 PTX fallback for non-Hopper GPUs" ON)
 
 if(VLLM_CUDA)
   if(NOT CMAKE_CUDA_COMPILER)
@@ -41,10 +44,12 @@ if(VLLM_CUDA)
   target_compile_options(vllmc_cuda PRIVATE
     -std=c++20
     -gencode=arch=compute_90a,code=sm_90a
-    -gencode=arch=compute_80,code=compute_80
     --Werror=all-warnings
     -Xcompiler=-Wall,-Wextra,-Werror
     $<$<CONFIG:Release>:-O3>)
+  if(VLLM_CUDA_PTX)
+    target_compile_options(vllmc_cuda PRIVATE -gencode=arch=compute_80,code=compute_80)
+  endif()
   if(TARGET CUDA::cudart_static)
     target_link_libraries(vllmc_cuda PUBLIC CUDA::cudart_static)
   else()

@@ -114,7 +114,7 @@ extern "C" {
 #define MGV_WARPS 8             /* k_moe_gemv: a warp per output row, 8 rows per CTA */
 #define MGV_U 4                 /* 16-byte chunks per lane per row in flight */
 #define MR_WARPS 8              /* k_moe_route: a warp per token */
-#define MCP_SMEM (96 * 1024)    /* k_moe_gemv_cp's shared memory at most (its rows of D up to 3072) */
+#define MCP_SMEM (96 * 1024)    /* the cp kernels' shared memory at most (k_moe_gemv_cp: rows of D up to 3072) */
 
 /* ---- the per-backend scratch ---- */
 

@@ -47,11 +47,12 @@
  *     step 3's combine with no (N, D) buffer and no launch (VLLM_CUDA_MOE_COMBINE=split keeps them apart);
  *     forced past that size, k_moe_gemv<1, TT> on grid (ceil(D / 8), min(E, N)) streams down (D, I) the
  *     same way into o[p] (N, D) BF16 (+ bd).
- *  2b. larger batches (D, I multiples of 8, x rows 16-byte aligned): k_moe_ggemm<2>, then <1>, the grouped
- *     GEMM on the tensor cores: CTA (x, y) computes a 64 x 64 tile (64 pairs of one expert, 64 outputs)
- *     with wmma (BF16 in, f32 accumulate), the tile list (each expert with tokens, ceil(n_e / 64) pair
- *     blocks, in increasing id) found on the device from offs by a warp scan, so nothing is read on the
- *     host and the call records into a graph; same epilogues as 2a.
+ *  2b. larger batches (D, I multiples of 8, x rows 16-byte aligned): k_moe_mma<2, BM>, then <1, BM>, the
+ *     grouped GEMM on the tensor cores: CTA (x, y) computes a tile of BM pairs of one expert (BM 32, 64 or
+ *     128, from the pairs per expert) by 128 weight rows (64 outputs' gate and up rows, or 128 down rows) with
+ *     mma.sync (BF16 in, f32 accumulate) from a cp.async pipeline 3-4 K steps deep; the tile list (each
+ *     expert with tokens, ceil(n_e / BM) pair blocks, in increasing id) found on the device from offs by a
+ *     warp scan, so nothing is read on the host and the call records into a graph; same epilogues as 2a.
  *  2c. otherwise (unaligned shapes, or VLLM_CUDA_MOE=gemm): k_moe_gather copies the permuted x rows into
  *     xg (N, D); the counts are read back to the host (one synchronize: never recorded) and each expert
  *     with tokens runs two cuBLAS GEMMs (GemmEx) on its segment with act_mul between them.
@@ -90,9 +91,9 @@
  *    short-lived CTAs (a row per warp), so it costs more than the one-CTA permutation it replaces. A down
  *    GEMV with 4 rows per warp and the next row's loads in flight (a quarter of the CTAs, 3 per SM) was
  *    slower too at batch 1 (48.4 -> 50.1 us).
- *  - 256 tokens (2,048 pairs): 610 us per layer against 284 (all 128 experts read once): the grouped
- *    GEMM has no cp.async pipeline and 64-row tiles leave most of each tile empty at ~16 pairs per expert.
- *    Next: cp.async multi-stage loads, 16- or 32-row tiles when experts get few pairs.
+ *  - 256 tokens (2,048 pairs): 610 us per layer against 284 (all 128 experts read once) with the first
+ *    grouped GEMM (wmma 64 x 64 tiles, loads through registers one K step ahead, no cp.async pipeline, 64-row
+ *    tiles mostly empty at ~16 pairs per expert); k_moe_mma replaced it (session 30).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -134,7 +135,10 @@ struct moe_ws {
     cu_buf host;                /* pinned: offs (E + 2), prefill */
     bool recorded_large;        /* a recording uses meta / h / o: they must not move any more */
     bool cp_attr;               /* the cp kernels' shared memory limit raised on this device */
+    bool mm_attr;               /* the grouped GEMM's (k_moe_mma) */
 };
+
+static vllm_status mm_attrs(cu_state *cu, moe_ws *ws);
 
 static std::mutex g_ws_mu;
 static moe_ws *g_ws;            /* one per live backend that has experts */
@@ -404,6 +408,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
         }
     }
     if (st == VLLM_OK) st = ws_reserve_small(cu, ex->ws, E, D, I);
+    if (st == VLLM_OK) st = mm_attrs(cu, ex->ws);
     if (st == VLLM_OK && (e = cudaStreamSynchronize(cu->stream)) != cudaSuccess) { /* the host tensors may go */
         cudaGetLastError();
         st = vt_error(VLLM_ERR_BACKEND, "experts_create: upload failed: %s", cudaGetErrorString(e));
@@ -1252,59 +1257,86 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb_cp(dc_args a) {
 
 /* ---- larger batches: the grouped GEMM on the tensor cores ---- */
 
-#define GG_BM 64                /* pairs per tile */
-#define GG_BN 64                /* outputs per tile */
-#define GG_BK 32                /* inputs per step */
-#define GG_THREADS 128          /* 4 warps, each 32 x 32 of the tile */
-#define GG_LDS (GG_BK + 8)      /* smem row of A / B tiles (BF16; rows 80 bytes: 32-byte aligned fragments) */
-#define GG_LDC (GG_BN + 4)      /* smem row of the f32 result tile */
+/* mma.sync m16n8k16 (BF16 in, f32 accumulate) over tiles of MM_BM pairs x 128 weight rows, MM_BK inputs a step,
+ * loaded by cp.async MM_STAGES(BM) steps deep into XOR-swizzled shared memory and read by ldmatrix. The weight
+ * rows of a CTA: the gated form (NR 2) gate rows [c0, c0 + 64) then up rows [R + c0, R + c0 + 64), 64 outputs;
+ * NR 1 rows [c0, c0 + 128), 128 outputs. 8 warps: 2 along the pairs (BM / 2 each) x 4 along the rows (NR 2:
+ * 16 outputs' gate and up rows, so that act(gate) * up is formed in registers; NR 1: 32 rows). BM is the host's
+ * choice from the pairs per expert (a decode batch of 256 tokens of top 8 over 128 experts: ~16, BM 32; a 2,048-
+ * token prefill chunk: ~128, BM 128), so that few rows of a tile are idle. */
+#define MM_BK 64                /* inputs a step: 128-byte rows of 8 16-byte chunks */
+#define MM_BW 128               /* weight rows a CTA */
+#define MM_THREADS 256
+#define MM_STAGES(BM) ((BM) >= 128 ? 3 : 4)
+/* bytes of shared memory a CTA: the stages' A (BM x 64) and B (128 x 64) BF16 tiles */
+#define MM_SMEM(BM) ((size_t)MM_STAGES(BM) * ((BM) + MM_BW) * MM_BK * 2)
 
-/* The tiles of a call: over the experts with tokens in increasing id, ceil(n_e / GG_BM) pair blocks each.
- * At most ceil(N / GG_BM) + min(E, N) of them (the grid's y bound). */
-static unsigned gg_tiles_bound(int N, int E) { return (unsigned)((N + GG_BM - 1) / GG_BM + (N < E ? N : E)); }
+/* The tiles of a call: over the experts with tokens in increasing id, ceil(n_e / BM) pair blocks each.
+ * At most ceil(N / BM) + min(E, N) of them (the grid's y bound). */
+static unsigned gg_tiles_bound(int N, int E, int BM) { return (unsigned)((N + BM - 1) / BM + (N < E ? N : E)); }
 
-/* CTA (x, y): outputs [64 x, 64 x + 64) of pair block y (the list above; CTAs past its end exit), out = A W_e^T
- * over K in BF16 with f32 accumulation (wmma 16x16x16), A's rows the pairs' x rows (by_token: x[perm[p] / k])
- * or h[p]; NR = 2: the gated form (gate rows r and up rows R + r -> act(gate) * up). The next K step's tiles
- * are loaded into registers while the tensor cores work on the current one. Same args as k_moe_gemv. */
-template <int NR>
-__global__ void __launch_bounds__(GG_THREADS) k_moe_ggemm(mgv_args a) {
-    using namespace nvcuda;
+/* Warp 0 finds pair block `want` of the list above: a warp scan of the active experts' block counts, 32 at a
+ * time; *e = -1 past its end. */
+template <int BM>
+__device__ __forceinline__ void gg_find_tile(const mgv_args &a, int want, int lane, int *e_out, int *p0_out,
+                                             int *n_out) {
+    const int na = *a.nact;
+    int base = 0, e_found = -1, p0 = 0, n = 0;
+    for (int i0 = 0; i0 < na; i0 += 32) {
+        const int i = i0 + lane;
+        int nb = 0, e = -1;
+        if (i < na) {
+            e = a.act[i];
+            nb = (a.offs[e + 1] - a.offs[e] + BM - 1) / BM;
+        }
+        int inc = nb;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += v;
+        }
+        const int excl = inc - nb;
+        const bool mine = nb > 0 && want >= base + excl && want < base + inc;
+        const unsigned m = __ballot_sync(0xffffffffu, mine);
+        if (m) {
+            const int src = __ffs(m) - 1;
+            e_found = __shfl_sync(0xffffffffu, e, src);
+            const int ex = __shfl_sync(0xffffffffu, excl, src);
+            p0 = a.offs[e_found] + (want - base - ex) * BM;
+            n = min(BM, a.offs[e_found + 1] - p0);
+            break;
+        }
+        base += __shfl_sync(0xffffffffu, inc, 31);
+    }
+    *e_out = e_found;
+    *p0_out = p0;
+    *n_out = n;
+}
+
+/* byte offset of 16-byte chunk c of row r in a swizzled tile of 128-byte rows (ldmatrix's 8 rows of one chunk
+ * column land on 8 distinct bank groups) */
+__device__ __forceinline__ int mm_sw(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+
+/* CTA (x, y): outputs [64 x, 64 x + 64) (NR 2) or [128 x, 128 x + 128) (NR 1) of pair block y (CTAs past the
+ * list's end exit): out = A W_e^T over K, A's rows the pairs' x rows (by_token: x[perm[p] / k]) or h[p];
+ * NR 2: act(gate) * up. Rows past the block's pairs or the expert's outputs load a valid row and are not
+ * stored; inputs past K load as zeros (K % 8 == 0). Same args as k_moe_gemv. */
+template <int NR, int BM>
+__global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
+    constexpr int ST = MM_STAGES(BM), WM = BM / 2, MI = WM / 16; /* pairs a warp, its 16-row A tiles */
+    constexpr int A_BYTES = BM * MM_BK * 2, STAGE = A_BYTES + MM_BW * MM_BK * 2;
+    constexpr int AQ = BM * 8 / MM_THREADS; /* A chunks a thread a step (1, 2, 4) */
+    constexpr int OUT = MM_BW / NR;         /* outputs a CTA */
+    extern __shared__ __align__(128) unsigned char mm_smem[];
     pdl_launch();
     pdl_wait();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     __shared__ int s_e, s_p0, s_n;
-    if (warp == 0) { /* find the block: a warp scan of the active experts' block counts, 32 at a time */
-        const int na = *a.nact, want = (int)blockIdx.y;
-        int base = 0, e_found = -1, p0 = 0, n = 0;
-        for (int i0 = 0; i0 < na; i0 += 32) {
-            const int i = i0 + lane;
-            int nb = 0, e = -1;
-            if (i < na) {
-                e = a.act[i];
-                nb = (a.offs[e + 1] - a.offs[e] + GG_BM - 1) / GG_BM;
-            }
-            int inc = nb;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const int v = __shfl_up_sync(0xffffffffu, inc, o);
-                if (lane >= o) inc += v;
-            }
-            const int excl = inc - nb;
-            const bool mine = nb > 0 && want >= base + excl && want < base + inc;
-            const unsigned m = __ballot_sync(0xffffffffu, mine);
-            if (m) {
-                const int src = __ffs(m) - 1;
-                e_found = __shfl_sync(0xffffffffu, e, src);
-                const int ex = __shfl_sync(0xffffffffu, excl, src);
-                p0 = a.offs[e_found] + (want - base - ex) * GG_BM;
-                n = min(GG_BM, a.offs[e_found + 1] - p0);
-                break;
-            }
-            base += __shfl_sync(0xffffffffu, inc, 31);
-        }
+    if (warp == 0) {
+        int e, p0, n;
+        gg_find_tile<BM>(a, (int)blockIdx.y, lane, &e, &p0, &n);
         if (lane == 0) {
-            s_e = e_found;
+            s_e = e;
             s_p0 = p0;
             s_n = n;
         }
@@ -1312,105 +1344,150 @@ __global__ void __launch_bounds__(GG_THREADS) k_moe_ggemm(mgv_args a) {
     __syncthreads();
     const int e = s_e, p0 = s_p0, n = s_n;
     if (e < 0) return;
-    const int c0 = blockIdx.x * GG_BN;
+    const int c0 = blockIdx.x * OUT;
 
-    /* the smem: the A and B tiles, then (reused) the f32 result tiles */
-    constexpr int AB_BYTES = (GG_BM + NR * GG_BN) * GG_LDS * 2, C_BYTES = NR * GG_BM * GG_LDC * 4;
-    __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
-    __nv_bfloat16 *As = (__nv_bfloat16 *)smem, *Bs = As + GG_BM * GG_LDS;
-    float *Cs = (float *)smem;
-
-    /* each thread moves 2 16-byte chunks of the A tile and 2 per B tile per step: chunk q = tid + 128 j,
-     * row q / 4, columns 8 (q % 4) .. + 8 */
-    const int cq = threadIdx.x & 3, r0 = threadIdx.x >> 2;
-    const __nv_bfloat16 *ap[2], *bp[NR][2];
+    /* the chunks this thread copies each step: chunk column cq of rows r0 + 32 j */
+    const int cq = threadIdx.x & 7, r0 = threadIdx.x >> 3;
+    const __nv_bfloat16 *ap[AQ], *bp[4];
 #pragma unroll
-    for (int j = 0; j < 2; j++) {
-        const int row = r0 + 32 * j;
-        if (row < n) {
-            const int pp = p0 + row;
-            const int64_t src = a.by_token ? a.perm[pp] / a.k : pp;
-            ap[j] = a.x + src * a.xs + cq * 8;
-        } else {
-            ap[j] = nullptr;
-        }
-#pragma unroll
-        for (int q = 0; q < NR; q++) {
-            const int col = c0 + row;
-            bp[q][j] = col < a.R ? a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8 : nullptr;
-        }
+    for (int j = 0; j < AQ; j++) {
+        const int pp = p0 + min(r0 + 32 * j, n - 1);
+        ap[j] = a.x + (a.by_token ? (int64_t)(a.perm[pp] / a.k) : (int64_t)pp) * a.xs + cq * 8;
     }
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    uint4 ra[2], rb[NR][2];
-    auto load = [&](int k0) {
-        const bool in = k0 + cq * 8 < a.K; /* K % 8 == 0: a chunk is all in or all out */
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            ra[j] = in && ap[j] ? __ldg((const uint4 *)(ap[j] + k0)) : zero;
+    for (int j = 0; j < 4; j++) {
+        const int row = r0 + 32 * j;                        /* the CTA's weight row */
+        const int q = NR == 2 ? row / 64 : 0, o = NR == 2 ? row % 64 : row; /* gate / up, its output */
+        const int col = min(c0 + o, a.R - 1);
+        bp[j] = a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8;
+    }
+    const uint32_t sbase = smem_u32(mm_smem);
+    auto load = [&](int kt, int s) {
+        const int k0 = kt * MM_BK;
+        const bool in = k0 + cq * 8 < a.K;
+        unsigned char *st = mm_smem + s * STAGE;
 #pragma unroll
-            for (int q = 0; q < NR; q++) rb[q][j] = in && bp[q][j] ? __ldcs((const uint4 *)(bp[q][j] + k0)) : zero;
-        }
+        for (int j = 0; j < AQ; j++) cp_async16(st + mm_sw(r0 + 32 * j, cq), in ? ap[j] + k0 : ap[j], in);
+#pragma unroll
+        for (int j = 0; j < 4; j++) cp_async16(st + A_BYTES + mm_sw(r0 + 32 * j, cq), in ? bp[j] + k0 : bp[j], in);
     };
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NR][2][2];
+    float acc[MI][4][4];
 #pragma unroll
-    for (int q = 0; q < NR; q++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++)
 #pragma unroll
-            for (int jn = 0; jn < 2; jn++) wmma::fill_fragment(acc[q][i][jn], 0.0f);
-    const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+            for (int c = 0; c < 4; c++) acc[i][j][c] = 0.0f;
 
-    load(0);
-    for (int k0 = 0; k0 < a.K; k0 += GG_BK) {
+    const int wm = (warp >> 2) * WM, wn = warp & 3;
+    /* the warp's two 16-row groups of the B tile: NR 2 its outputs' gate rows and up rows, NR 1 32 rows */
+    const int nr0 = NR == 2 ? 16 * wn : 32 * wn, nr1 = NR == 2 ? 64 + 16 * wn : 32 * wn + 16;
+    /* ldmatrix lanes: A rows wm + 16 i + (lane & 15), chunk 2 kk + (lane >> 4); B rows (lane & 7) + 8 (lane >> 4),
+     * chunk 2 kk + ((lane >> 3) & 1) */
+    const int la_r = lane & 15, la_c = lane >> 4, lb_r = (lane & 7) + 8 * (lane >> 4), lb_c = (lane >> 3) & 1;
+
+    const int KT = (a.K + MM_BK - 1) / MM_BK;
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            *(uint4 *)(As + (r0 + 32 * j) * GG_LDS + cq * 8) = ra[j];
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < KT) load(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        cp_async_wait<ST - 2>();
+        __syncthreads(); /* step kt has landed for every thread; step kt - 1's stage is free */
+        if (kt + ST - 1 < KT) load(kt + ST - 1, (kt + ST - 1) % ST);
+        cp_async_commit();
+        const uint32_t sa = sbase + (kt % ST) * STAGE, sb = sa + A_BYTES;
 #pragma unroll
-            for (int q = 0; q < NR; q++) *(uint4 *)(Bs + (q * GG_BN + r0 + 32 * j) * GG_LDS + cq * 8) = rb[q][j];
-        }
-        __syncthreads();
-        if (k0 + GG_BK < a.K) load(k0 + GG_BK);
+        for (int kk = 0; kk < MM_BK / 16; kk++) {
+            uint32_t fa[MI][4], fb[2][4];
 #pragma unroll
-        for (int kk = 0; kk < GG_BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
+            for (int i = 0; i < MI; i++) {
+                const int r = wm + 16 * i + la_r;
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(fa[i][0]), "=r"(fa[i][1]), "=r"(fa[i][2]), "=r"(fa[i][3])
+                             : "r"(sa + mm_sw(r, 2 * kk + la_c)));
+            }
 #pragma unroll
-            for (int i = 0; i < 2; i++) wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * GG_LDS + kk, GG_LDS);
+            for (int j = 0; j < 2; j++) {
+                const int r = (j ? nr1 : nr0) + lb_r;
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(fb[j][0]), "=r"(fb[j][1]), "=r"(fb[j][2]), "=r"(fb[j][3])
+                             : "r"(sb + mm_sw(r, 2 * kk + lb_c)));
+            }
 #pragma unroll
-            for (int q = 0; q < NR; q++)
+            for (int i = 0; i < MI; i++)
 #pragma unroll
-                for (int jn = 0; jn < 2; jn++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-                    wmma::load_matrix_sync(fb, Bs + (q * GG_BN + wn + 16 * jn) * GG_LDS + kk, GG_LDS);
-#pragma unroll
-                    for (int i = 0; i < 2; i++) wmma::mma_sync(acc[q][i][jn], fa[i], fb, acc[q][i][jn]);
+                for (int j = 0; j < 2; j++) {
+                    mma16816(acc[i][2 * j], fa[i], fb[j][0], fb[j][1]);
+                    mma16816(acc[i][2 * j + 1], fa[i], fb[j][2], fb[j][3]);
                 }
         }
-        __syncthreads();
     }
+    cp_async_wait<0>();
+
+    /* the epilogue from registers: lane (g, t) holds rows g and g + 8 of each 16-row tile, columns 2t, 2t + 1 of
+     * each 8-column block (NR 2: blocks 0, 1 the gate of outputs 16 wn + 8 h, blocks 2, 3 their up) */
+    const int g = lane >> 2, t = lane & 3;
+    const __nv_bfloat16 *bias = a.bias ? a.bias + (int64_t)e * a.bes : nullptr;
 #pragma unroll
-    for (int q = 0; q < NR; q++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int i = 0; i < 2; i++)
+        for (int hh = 0; hh < 2; hh++) {
+            const int r = wm + 16 * i + g + 8 * hh; /* the pair in the block */
+            if (r >= n) continue;
+            __nv_bfloat16 *orow = a.out + (int64_t)(p0 + r) * a.os;
 #pragma unroll
-            for (int jn = 0; jn < 2; jn++)
-                wmma::store_matrix_sync(Cs + (q * GG_BM + wm + 16 * i) * GG_LDC + wn + 16 * jn, acc[q][i][jn], GG_LDC,
-                                        wmma::mem_row_major);
-    __syncthreads();
-    for (int i = threadIdx.x; i < GG_BM * GG_BN; i += GG_THREADS) {
-        const int r = i / GG_BN, c = i % GG_BN;
-        if (r >= n || c0 + c >= a.R) continue;
-        float g = Cs[r * GG_LDC + c], y;
-        if (a.bias) g += __bfloat162float(a.bias[(int64_t)e * a.bes + c0 + c]);
-        if constexpr (NR == 2) {
-            float u = Cs[(GG_BM + r) * GG_LDC + c];
-            if (a.bias) u += __bfloat162float(a.bias[(int64_t)e * a.bes + a.R + c0 + c]);
-            y = mgv_glu(a, g, u);
-        } else {
-            y = g;
+            for (int b = 0; b < 4 / NR; b++) {
+                const int col = c0 + (NR == 2 ? 16 * wn + 8 * b : 32 * wn + 8 * b) + 2 * t;
+                if (col >= a.R) continue; /* R % 8 == 0: col + 1 < R too */
+                float v0 = acc[i][b][2 * hh], v1 = acc[i][b][2 * hh + 1];
+                if (bias) {
+                    v0 += __bfloat162float(bias[col]);
+                    v1 += __bfloat162float(bias[col + 1]);
+                }
+                if constexpr (NR == 2) {
+                    float u0 = acc[i][b + 2][2 * hh], u1 = acc[i][b + 2][2 * hh + 1];
+                    if (bias) {
+                        u0 += __bfloat162float(bias[a.R + col]);
+                        u1 += __bfloat162float(bias[a.R + col + 1]);
+                    }
+                    v0 = mgv_glu(a, v0, u0);
+                    v1 = mgv_glu(a, v1, u1);
+                }
+                *(uint32_t *)(orow + col) = pack_bf16(v0, v1);
+            }
         }
-        a.out[(int64_t)(p0 + r) * a.os + c0 + c] = __float2bfloat16(y);
-    }
+}
+
+/* The pair rows of a call's tiles: the smallest of 32, 64, 128 that holds the pairs of an expert when they
+ * spread evenly over min(E, N) experts (a decode batch leaves most rows of a larger tile idle; a prefill chunk
+ * reads each expert's weights once per tile). */
+static int mm_bm(int N, int E) {
+    const int per = N / (N < E ? N : E);
+    return per <= 32 ? 32 : per <= 64 ? 64 : 128;
+}
+
+static void (*mm_kernel(int nr, int bm))(mgv_args) {
+    if (nr == 2) return bm == 32 ? k_moe_mma<2, 32> : bm == 64 ? k_moe_mma<2, 64> : k_moe_mma<2, 128>;
+    return bm == 32 ? k_moe_mma<1, 32> : bm == 64 ? k_moe_mma<1, 64> : k_moe_mma<1, 128>;
+}
+
+/* the grouped GEMM's dynamic shared memory limits (above the default 48 KB), raised once a device */
+static vllm_status mm_attrs(cu_state *cu, moe_ws *ws) {
+    if (ws->mm_attr) return VLLM_OK;
+    for (int nr = 1; nr <= 2; nr++)
+        for (int bm = 32; bm <= 128; bm *= 2) {
+            const cudaError_t e = cudaFuncSetAttribute(mm_kernel(nr, bm), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)MM_SMEM(bm));
+            if (e != cudaSuccess)
+                return vt_error(VLLM_ERR_BACKEND, "experts_create: the grouped GEMM's shared memory (%zu bytes): %s",
+                                MM_SMEM(bm), cudaGetErrorString(e));
+        }
+    ws->mm_attr = true;
+    (void)cu;
+    return VLLM_OK;
 }
 
 /* ---- prefill: the gather ---- */
@@ -1638,7 +1715,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     const bool gemv_ok = D % 8 == 0 && I % 8 == 0 && ((uintptr_t)x->data % 16) == 0 && xs % 8 == 0;
     const bool gemv = gemv_ok && (ex->path == 1 || (ex->path == 0 && decode));
     const bool grouped = !gemv && gemv_ok && (ex->path == 3 || ex->path == 0) &&
-                         gg_tiles_bound(N, E) <= 65535; /* else cuBLAS per expert */
+                         gg_tiles_bound(N, E, mm_bm(N, E)) <= 65535; /* else cuBLAS per expert */
     const bool cublas = !gemv && !grouped;
     moe_ws *ws = ex->ws;
     const moe_meta ml = meta_layout(E, N);
@@ -1717,7 +1794,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
-        const unsigned tiles = gg_tiles_bound(N, E);
+        const int bm = mm_bm(N, E);
+        const unsigned tiles = gg_tiles_bound(N, E, bm);
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
         /* one token: 4 chunks of each row a lane in flight and 4 CTAs an SM (60 registers), not 8 and 2: a grid of
          * 512 CTAs (Qwen3.5-35B-A3B's 64 row blocks x 8 experts) in one wave, not 1.9 (H100: 4.125 -> 4.022 ms a
@@ -1743,8 +1821,9 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                             dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), cp_smem, g)
                : gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, k_moe_ggemm<2>,
-                              dim3((unsigned)((I + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
+                 : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
+                              dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(MM_THREADS),
+                              MM_SMEM(bm), g))
             return;
         /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
          * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused: two passes of 4 pairs) */
@@ -1793,8 +1872,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
         if (gemv ? !cu_launch(cu, "moe_experts (down)", true, gv1,
                               dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, k_moe_ggemm<1>,
-                              dim3((unsigned)((D + GG_BN - 1) / GG_BN), tiles), dim3(GG_THREADS), 0, g))
+                 : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm),
+                              dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(MM_THREADS), MM_SMEM(bm), g))
             return;
     } else {
         moe_gemm_path(be, ex, x, N, k, p, offs, perm, h, o);

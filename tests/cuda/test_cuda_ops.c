@@ -2743,7 +2743,7 @@ static void test_moe(void) {
         {.E = 64, .k = 8, .T = 300, .D = 256, .I = 128, .pat = MOE_SAME, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .force = "gemv"},
         /* the grouped GEMM (the default past 64 pairs): forced on a decode batch; sizes a multiple of 8 but not
-         * of its 32-wide K steps or 64-wide tiles; experts with several 64-pair blocks; F32 y, accumulate */
+         * of its 64-wide K steps or 64 / 128-wide output tiles; experts with several pair blocks; F32 y, accumulate */
         {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .force = "grouped"},
         {.E = 16, .k = 4, .T = 70, .D = 264, .I = 136, .pat = MOE_RANDOM, .act = BE_ACT_GELU_TANH, .wdt = DTYPE_BF16,
@@ -2752,6 +2752,14 @@ static void test_moe(void) {
          .ydt = DTYPE_F32},
         {.E = 64, .k = 8, .T = 300, .D = 256, .I = 128, .pat = MOE_SUBSET, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 128, .k = 8, .T = 64, .D = 512, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        /* its tile heights (k_moe_mma: 32, 64, 128 pairs from the pairs per expert): above, 4 to 37 pairs an expert
+         * (32, 64); here 300 an expert (128: two full tiles and a partial one each, outputs 192 = 3 x 64, inputs 256
+         * and 192 = 3 K steps) and 50 (64, with outputs and inputs a multiple of 8 past the tiles: 200 = 3 x 64 + 8,
+         * 264 = 2 x 128 + 8) */
+        {.E = 4, .k = 2, .T = 600, .D = 256, .I = 192, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32},
+        {.E = 16, .k = 8, .T = 100, .D = 264, .I = 200, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16},
         /* gpt-oss: expert biases and the clamped SwiGLU (gate / up biases in +-8: values past the limit on both
          * sides) on the expert GEMV (up to 64 pairs), the grouped GEMM (more) and cuBLAS (forced; unaligned) */
         {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,

@@ -80,9 +80,11 @@
  *    4.011 -> 4.036, 35B-A3B 4.204 -> 4.183, V2-Lite 3.015 -> 3.197 (its 1408-row experts: 5.3 row groups a
  *    CTA, and no loads before pdl_wait to hide the start). k_moe_gemv<2, 1> at 3 CTAs an SM (8 chunks a lane):
  *    slower on all three; at 4 CTAs with 4 chunks: the one-token default (35B-A3B 4.125 -> 4.022).
- *    Not yet measured: VLLM_CUDA_MOE_GEMV=cp, decode's expert rows copied into shared memory by cp.async
- *    (k_moe_gemv_cp, k_moe_down_comb_cp: more bytes in flight than registers hold; ncu put the register forms at
- *    0.4-0.5 eligible warps a scheduler, latency-bound).
+ *    Measured and dropped (session 30, H100, ms a step): decode's expert rows copied into shared memory by
+ *    cp.async, all of a CTA's at once (k_moe_gemv_cp: 8 row pairs, 64 KB at D 2048, 3 CTAs an SM; the fused
+ *    down + combine with 4 columns x N pairs, up to 96 KB): more bytes in flight than registers hold (ncu put the
+ *    register forms at 0.4-0.5 eligible warps a scheduler), yet slower on all three: Qwen3-30B-A3B 3.83 -> 4.09,
+ *    35B-A3B 3.79 -> 4.03, DeepSeek-V2-Lite 2.86 -> 3.31 (no compute overlaps the one round trip a CTA).
  *    Measured and dropped (H200, test_cuda_perf's MoE rows, graphs): no permutation kernel, each GEMV CTA
  *    finding its expert and the expert's pairs from ids itself (a shared bitmask of the chosen experts, its
  *    a-th set bit, a ballot of the pairs; rows indexed by pair) was slower: batch 1 47.8 -> 49.6 us, batch 8
@@ -115,7 +117,6 @@ extern "C" {
 #define MGV_WARPS 8             /* k_moe_gemv: a warp per output row, 8 rows per CTA */
 #define MGV_U 4                 /* 16-byte chunks per lane per row in flight */
 #define MR_WARPS 8              /* k_moe_route: a warp per token */
-#define MCP_SMEM (96 * 1024)    /* the cp kernels' shared memory at most (k_moe_gemv_cp: rows of D up to 3072) */
 
 /* ---- the per-backend scratch ---- */
 
@@ -134,7 +135,6 @@ struct moe_ws {
     cu_buf gu;                  /* (N, 2I) BF16, prefill */
     cu_buf host;                /* pinned: offs (E + 2), prefill */
     bool recorded_large;        /* a recording uses meta / h / o: they must not move any more */
-    bool cp_attr;               /* the cp kernels' shared memory limit raised on this device */
     bool mm_attr;               /* the grouped GEMM's (k_moe_mma) */
 };
 
@@ -219,8 +219,6 @@ struct be_experts {
     moe_ws *ws;
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
-    bool gemv_cp;               /* VLLM_CUDA_MOE_GEMV=cp at creation: decode's expert rows through shared memory
-                                   (k_moe_gemv_cp for one token's gate|up, k_moe_down_comb_cp where its tile fits) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
 };
@@ -359,8 +357,6 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->path = !env ? 0 : !strcmp(env, "gemv") ? 1 : !strcmp(env, "gemm") ? 2 : !strcmp(env, "grouped") ? 3 : 0;
     const char *cenv = getenv("VLLM_CUDA_MOE_COMBINE");
     ex->split_comb = cenv && !strcmp(cenv, "split");
-    const char *genv = getenv("VLLM_CUDA_MOE_GEMV");
-    ex->gemv_cp = genv && !strcmp(genv, "cp");
     ex->ws = ws_acquire(cu);
     vllm_status st = VLLM_OK;
     void *stage = NULL;
@@ -1022,64 +1018,6 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     else body(std::false_type{});
 }
 
-/* One token, the same outputs as k_moe_gemv<NR, 1>: CTA (x, a) copies its 8 rows (NR each: gate and up) of slot a's
- * expert into shared memory with cp.async, all at once (NR x 8 x K x 2 bytes: 64 KB at K 2048), then warp w dots
- * row w with x from shared memory. The copies hold no registers, so 3 CTAs an SM keep 192 KB of weights in
- * flight where the register form holds 128 KB (4 CTAs x 8 warps x 2 rows x 4 chunks x 512 bytes) in two passes a
- * row. VLLM_CUDA_MOE_GEMV=cp (a measurement switch until a device call compares it). */
-template <int NR>
-__global__ void __launch_bounds__(MGV_WARPS * 32) k_moe_gemv_cp(mgv_args a) {
-    extern __shared__ __align__(16) unsigned char mcp_smem[]; /* (NR, rows, K) BF16 */
-    pdl_launch();
-    pdl_wait(); /* the expert comes from the permutation */
-    const int4 sl = a.slot[blockIdx.y];
-    const int e = sl.x, p0 = sl.y, n = sl.z;
-    if (e < 0) return; /* uniform over the CTA */
-    const int r0 = blockIdx.x * MGV_WARPS, rows = min(MGV_WARPS, a.R - r0), KC = a.K >> 3;
-    uint4 *sw = (uint4 *)mcp_smem;
-    const uint4 *W = (const uint4 *)(a.W + (int64_t)e * a.wes);
-    for (int q = 0; q < NR; q++)
-        for (int rr = 0; rr < rows; rr++) {
-            const uint4 *src = W + ((int64_t)r0 + rr + (int64_t)q * a.R) * KC;
-            uint4 *dst = sw + (q * MGV_WARPS + rr) * KC;
-            for (int c = threadIdx.x; c < KC; c += blockDim.x) cp_async16(dst + c, src + c, true);
-        }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp >= rows) return;
-    const uint4 *x = (const uint4 *)a.x; /* the one token's row (row 0) */
-    float acc[NR];
-#pragma unroll
-    for (int q = 0; q < NR; q++) acc[q] = 0.0f;
-    for (int c = lane; c < KC; c += 32) {
-        float xf[8];
-        bf16x8_to_f32(__ldg(x + c), xf);
-#pragma unroll
-        for (int q = 0; q < NR; q++) {
-            float wf[8];
-            bf16x8_to_f32(sw[(q * MGV_WARPS + warp) * KC + c], wf);
-            float sum = acc[q];
-#pragma unroll
-            for (int i = 0; i < 8; i++) sum += wf[i] * xf[i];
-            acc[q] = sum;
-        }
-    }
-    float v[NR];
-#pragma unroll
-    for (int q = 0; q < NR; q++) v[q] = cu_warp_sum(acc[q]);
-    if (lane == 0) {
-        const int r = r0 + warp;
-        if (a.bias)
-#pragma unroll
-            for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
-        const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
-        /* n > 1: an id repeated within the token */
-        for (int j = 0; j < n; j++) a.out[(int64_t)(p0 + j) * a.os + r] = __float2bfloat16(y);
-    }
-}
-
 /* ---- decode: the down projection and the combine in one kernel ---- */
 
 #define DC_WARPS 4              /* k_moe_down_comb: a warp per output column d, 4 per CTA */
@@ -1207,50 +1145,6 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
 #pragma unroll
         for (int i = 0; i < DC_PG; i++)
             if (eg[i] < a.E) dc_add(a, pp, g0 + i, eg[i], part[i], d, lane, s0, s1); /* uniform: past N, a bad id */
-    }
-    dc_store(a, lane, d, s0, s1);
-}
-
-/* The same sums with every pair's row of the CTA's DC_WARPS columns copied into shared memory by cp.async at once
- * (DC_WARPS x N x K x 2 bytes: 48 KB for one token of top 8 at K 768; a call takes it up to MCP_SMEM), so the
- * whole tile is one round trip and 4 CTAs an SM keep 192 KB in flight (the register form: two rounds of 4 pairs a
- * warp, 96 KB an SM). VLLM_CUDA_MOE_GEMV=cp, as k_moe_gemv_cp. */
-__global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb_cp(dc_args a) {
-    extern __shared__ __align__(16) unsigned char dcp_smem[]; /* (DC_WARPS, N, K) BF16 */
-    pdl_launch();
-    pdl_wait();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int d0 = blockIdx.x * DC_WARPS, d = d0 + warp, KC = a.K >> 3;
-    const dc_pairs pp = dc_load_pairs(a, lane); /* every warp keeps the call's pairs */
-    uint4 *sw = (uint4 *)dcp_smem;
-    /* warp w copies column d0 + w's rows: pair q's expert from the pairs' lanes */
-    if (d < a.D)
-        for (int q = 0; q < a.N; q++) {
-            const int e = dc_expert(a, pp, q);
-            if (e >= a.E) continue; /* uniform */
-            const uint4 *src = (const uint4 *)(a.W + (int64_t)e * a.wes + (int64_t)d * a.K);
-            uint4 *dst = sw + ((int64_t)warp * a.N + q) * KC;
-            for (int c = lane; c < KC; c += 32) cp_async16(dst + c, src + c, true);
-        }
-    cp_async_commit();
-    float s0, s1;
-    if (d < a.D) dc_init(a, lane, d, s0, s1);
-    cp_async_wait<0>();
-    __syncwarp(); /* each warp reads only the rows it copied */
-    if (d >= a.D) return;
-    for (int q = 0; q < a.N; q++) {
-        const int e = dc_expert(a, pp, q);
-        if (e >= a.E) continue; /* uniform: a bad id */
-        const uint4 *wr = sw + ((int64_t)warp * a.N + q) * KC, *hr = (const uint4 *)(a.h + (int64_t)q * a.K);
-        float part = 0.0f;
-        for (int c = lane; c < KC; c += 32) {
-            float wf[8], xf[8];
-            bf16x8_to_f32(wr[c], wf);
-            bf16x8_to_f32(__ldg(hr + c), xf);
-#pragma unroll
-            for (int j = 0; j < 8; j++) part += wf[j] * xf[j];
-        }
-        dc_add(a, pp, q, e, part, d, lane, s0, s1);
     }
     dc_store(a, lane, d, s0, s1);
 }
@@ -1804,22 +1698,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                                                                                                  : k_moe_gemv<2, 8>;
         void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                            : k_moe_gemv<1, 8>;
-        /* one token through shared memory (VLLM_CUDA_MOE_GEMV=cp): 8 rows x 2 x D BF16 a CTA, at most MCP_SMEM */
-        const size_t cp_smem = (size_t)2 * MGV_WARPS * (size_t)D * 2;
-        const bool cp = gemv && small && T == 1 && ex->gemv_cp && cp_smem <= MCP_SMEM;
-        if (ex->gemv_cp && !ws->cp_attr) { /* the cp kernels' dynamic shared memory limit, raised once a device */
-            if (!cu_ok(cu, cudaFuncSetAttribute(k_moe_gemv_cp<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                (int)MCP_SMEM),
-                       "moe_experts", "cudaFuncSetAttribute") ||
-                !cu_ok(cu, cudaFuncSetAttribute(k_moe_down_comb_cp, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                (int)MCP_SMEM),
-                       "moe_experts", "cudaFuncSetAttribute"))
-                return;
-            ws->cp_attr = true;
-        }
-        if (cp ? !cu_launch(cu, "moe_experts (gate|up, one token via shared memory)", true, k_moe_gemv_cp<2>,
-                            dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), cp_smem, g)
-               : gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
+        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
                               dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(MM_THREADS),
@@ -1827,9 +1706,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             return;
         /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
          * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused: two passes of 4 pairs) */
-        const size_t dcp_smem = (size_t)DC_WARPS * (size_t)N * (size_t)I * 2;
-        const bool dcp = gemv && small && !ex->split_comb && ex->gemv_cp && dcp_smem <= MCP_SMEM;
-        if (dcp || (gemv && small && !ex->split_comb && I <= 32 * DC_U * 8)) {
+        if (gemv && small && !ex->split_comb && I <= 32 * DC_U * 8) {
             dc_args dc = {};
             dc.W = ex->down;
             dc.wes = D * I;
@@ -1851,12 +1728,9 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             dc.ys = tensor_row_stride(y);
             dc.acc = accumulate;
             const dim3 grid((unsigned)((D + DC_WARPS - 1) / DC_WARPS));
-            if (dcp)
-                cu_launch(cu, "moe_experts (down + combine via shared memory)", true, k_moe_down_comb_cp, grid,
-                          dim3(DC_WARPS * 32), dcp_smem, dc);
-            else /* one token: the weights evict-first (no expert repeats) */
-                cu_launch(cu, "moe_experts (down + combine)", true,
-                          T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>, grid, dim3(DC_WARPS * 32), 0, dc);
+            /* one token: the weights evict-first (no expert repeats) */
+            cu_launch(cu, "moe_experts (down + combine)", true, T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>,
+                      grid, dim3(DC_WARPS * 32), 0, dc);
             return;
         }
         g.W = ex->down;

@@ -2173,7 +2173,6 @@ typedef struct moe_case {
     int xoff;             /* x is a column slice at this offset of a (T, D + xoff) buffer */
     const char *force;    /* VLLM_CUDA_MOE for the GPU's experts, or NULL */
     const char *comb;     /* VLLM_CUDA_MOE_COMBINE for them ("split": decode's down GEMV and combine apart), or NULL */
-    const char *gemv;     /* VLLM_CUDA_MOE_GEMV for them ("cp": one token's gate|up through shared memory), or NULL */
     int bias;             /* MOE_BIAS_* (gpt-oss's expert biases) */
     float alpha, limit;   /* moe_params.swiglu_alpha / _limit (act BE_ACT_SWIGLU_OAI; 0 = the defaults) */
 } moe_case;
@@ -2182,13 +2181,11 @@ static void test_moe_experts_case(const moe_case *mc) {
     const int E = mc->E, k = mc->k, T = mc->T, D = mc->D, I = mc->I;
     if (mc->force) setenv("VLLM_CUDA_MOE", mc->force, 1);
     if (mc->comb) setenv("VLLM_CUDA_MOE_COMBINE", mc->comb, 1);
-    if (mc->gemv) setenv("VLLM_CUDA_MOE_GEMV", mc->gemv, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
     if (mc->force) unsetenv("VLLM_CUDA_MOE");
     if (mc->comb) unsetenv("VLLM_CUDA_MOE_COMBINE");
-    if (mc->gemv) unsetenv("VLLM_CUDA_MOE_GEMV");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2213,7 +2210,6 @@ static void test_moe_experts_case(const moe_case *mc) {
                  mc->ydt != DTYPE_BF16 ? " y F32" : "", mc->xoff ? " x strided" : "", mc->force ? " forced " : "");
         if (mc->force) snprintf(what + strlen(what), sizeof what - strlen(what), "%s", mc->force);
         if (mc->comb) snprintf(what + strlen(what), sizeof what - strlen(what), " combine %s", mc->comb);
-        if (mc->gemv) snprintf(what + strlen(what), sizeof what - strlen(what), " gemv %s", mc->gemv);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
         if (mc->alpha > 0 || mc->limit > 0)
@@ -2810,27 +2806,14 @@ static void test_moe(void) {
         {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .acc = true,
          .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16},
-        /* ... through shared memory (VLLM_CUDA_MOE_GEMV=cp): rows of 2048, a last CTA of fewer than 8 rows (I 100),
-         * biases, a repeated id; D 4096 is past its shared memory and takes the register form */
+        /* a last CTA of fewer than 8 rows (I 100) at D 2048; rows of 4096; V2-Lite's I 1408 at one token (the split
+         * kernels: past the fused kernel's one pass) */
         {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 100, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .gemv = "cp"},
-        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .gemv = "cp"},
-        {.E = 8, .k = 2, .T = 1, .D = 4096, .I = 64, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .gemv = "cp"},
-        {.E = 8, .k = 2, .T = 3, .D = 256, .I = 64, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .gemv = "cp"}, /* more tokens: the register form */
-        /* ... and the fused down + combine through shared memory (k_moe_down_comb_cp): V2-Lite's I 1408 (past the
-         * register form's one pass), 33-40 tokens of top 1 (a lane's second token), biases with F32 y; 64 pairs of
-         * I 768 are past its shared memory (the register form) */
+         .ydt = DTYPE_BF16},
+        {.E = 8, .k = 2, .T = 1, .D = 4096, .I = 64, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .gemv = "cp"},
-        {.E = 8, .k = 1, .T = 40, .D = 128, .I = 64, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .gemv = "cp"},
-        {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .gemv = "cp"},
-        {.E = 16, .k = 8, .T = 8, .D = 128, .I = 768, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .gemv = "cp"},
+         .ydt = DTYPE_BF16},
+        /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
         {.E = 16, .k = 8, .T = 8, .D = 64, .I = 32, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,

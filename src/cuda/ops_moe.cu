@@ -138,7 +138,7 @@ struct moe_ws {
     bool mm_attr;               /* the grouped GEMM's (k_moe_mma) */
 };
 
-static vllm_status mm_attrs(cu_state *cu, moe_ws *ws);
+static vllm_status mm_attrs(moe_ws *ws);
 
 static std::mutex g_ws_mu;
 static moe_ws *g_ws;            /* one per live backend that has experts */
@@ -219,6 +219,9 @@ struct be_experts {
     moe_ws *ws;
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
+    int mm_bm, mm_wn;           /* VLLM_CUDA_MOE_BM=32|64|128, VLLM_CUDA_MOE_WN=2|4 at creation: the grouped GEMM's
+                                   pair rows a tile, warps along its weight rows (measurement switches; 0: mm_bm's
+                                   and mm_wn's choices) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
 };
@@ -357,6 +360,10 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->path = !env ? 0 : !strcmp(env, "gemv") ? 1 : !strcmp(env, "gemm") ? 2 : !strcmp(env, "grouped") ? 3 : 0;
     const char *cenv = getenv("VLLM_CUDA_MOE_COMBINE");
     ex->split_comb = cenv && !strcmp(cenv, "split");
+    const char *benv = getenv("VLLM_CUDA_MOE_BM");
+    ex->mm_bm = !benv ? 0 : atoi(benv) == 32 || atoi(benv) == 64 || atoi(benv) == 128 ? atoi(benv) : 0;
+    const char *wenv = getenv("VLLM_CUDA_MOE_WN");
+    ex->mm_wn = !wenv ? 0 : atoi(wenv) == 2 || atoi(wenv) == 4 ? atoi(wenv) : 0;
     ex->ws = ws_acquire(cu);
     vllm_status st = VLLM_OK;
     void *stage = NULL;
@@ -404,7 +411,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
         }
     }
     if (st == VLLM_OK) st = ws_reserve_small(cu, ex->ws, E, D, I);
-    if (st == VLLM_OK) st = mm_attrs(cu, ex->ws);
+    if (st == VLLM_OK) st = mm_attrs(ex->ws);
     if (st == VLLM_OK && (e = cudaStreamSynchronize(cu->stream)) != cudaSuccess) { /* the host tensors may go */
         cudaGetLastError();
         st = vt_error(VLLM_ERR_BACKEND, "experts_create: upload failed: %s", cudaGetErrorString(e));
@@ -1151,16 +1158,17 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
 
 /* ---- larger batches: the grouped GEMM on the tensor cores ---- */
 
-/* mma.sync m16n8k16 (BF16 in, f32 accumulate) over tiles of MM_BM pairs x 128 weight rows, MM_BK inputs a step,
+/* mma.sync m16n8k16 (BF16 in, f32 accumulate) over tiles of BM pairs x 128 weight rows, MM_BK inputs a step,
  * loaded by cp.async MM_STAGES(BM) steps deep into XOR-swizzled shared memory and read by ldmatrix. The weight
  * rows of a CTA: the gated form (NR 2) gate rows [c0, c0 + 64) then up rows [R + c0, R + c0 + 64), 64 outputs;
- * NR 1 rows [c0, c0 + 128), 128 outputs. 8 warps: 2 along the pairs (BM / 2 each) x 4 along the rows (NR 2:
- * 16 outputs' gate and up rows, so that act(gate) * up is formed in registers; NR 1: 32 rows). BM is the host's
- * choice from the pairs per expert (a decode batch of 256 tokens of top 8 over 128 experts: ~16, BM 32; a 2,048-
- * token prefill chunk: ~128, BM 128), so that few rows of a tile are idle. */
+ * NR 1 rows [c0, c0 + 128), 128 outputs. 2 x WN warps: 2 along the pairs (BM / 2 each) x WN along the rows (each
+ * 128 / WN rows: NR 2 the gate and up rows of 64 / WN outputs, so that act(gate) * up is formed in registers).
+ * WN 4 (8 warps, 32-row warp tiles) for the decode batches' short tiles, WN 2 (4 warps of 64 x 64: half the
+ * shared-memory reads a multiply of WN 4's) for prefill. BM is the host's choice from the pairs per expert (a
+ * decode batch of 256 tokens of top 8 over 128 experts: ~16, BM 32; a 2,048-token prefill chunk: ~128, BM 128),
+ * so that few rows of a tile are idle. */
 #define MM_BK 64                /* inputs a step: 128-byte rows of 8 16-byte chunks */
 #define MM_BW 128               /* weight rows a CTA */
-#define MM_THREADS 256
 #define MM_STAGES(BM) ((BM) >= 128 ? 3 : 4)
 /* bytes of shared memory a CTA: the stages' A (BM x 64) and B (128 x 64) BF16 tiles */
 #define MM_SMEM(BM) ((size_t)MM_STAGES(BM) * ((BM) + MM_BW) * MM_BK * 2)
@@ -1215,12 +1223,15 @@ __device__ __forceinline__ int mm_sw(int r, int c) { return r * 128 + ((c ^ (r &
  * list's end exit): out = A W_e^T over K, A's rows the pairs' x rows (by_token: x[perm[p] / k]) or h[p];
  * NR 2: act(gate) * up. Rows past the block's pairs or the expert's outputs load a valid row and are not
  * stored; inputs past K load as zeros (K % 8 == 0). Same args as k_moe_gemv. */
-template <int NR, int BM>
-__global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
-    constexpr int ST = MM_STAGES(BM), WM = BM / 2, MI = WM / 16; /* pairs a warp, its 16-row A tiles */
+template <int NR, int BM, int WN>
+__global__ void __launch_bounds__(64 * WN, 2) k_moe_mma(mgv_args a) {
+    constexpr int TH = 64 * WN, ST = MM_STAGES(BM), WM = BM / 2, MI = WM / 16; /* pairs a warp, its 16-row tiles */
     constexpr int A_BYTES = BM * MM_BK * 2, STAGE = A_BYTES + MM_BW * MM_BK * 2;
-    constexpr int AQ = BM * 8 / MM_THREADS; /* A chunks a thread a step (1, 2, 4) */
-    constexpr int OUT = MM_BW / NR;         /* outputs a CTA */
+    constexpr int AQ = BM * 8 / TH, BQ = MM_BW * 8 / TH; /* chunks a thread copies a step */
+    constexpr int OUT = MM_BW / NR;                      /* outputs a CTA */
+    constexpr int WR = MM_BW / WN, NJ = WR / 16;         /* weight rows a warp, its 16-row groups */
+    constexpr int RS = TH / 8;                           /* rows a copy pass covers */
+    static_assert(AQ >= 1 && BQ >= 1 && MI >= 1 && (NR == 1 || NJ % 2 == 0), "k_moe_mma: tile shape");
     extern __shared__ __align__(128) unsigned char mm_smem[];
     pdl_launch();
     pdl_wait();
@@ -1240,17 +1251,17 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
     if (e < 0) return;
     const int c0 = blockIdx.x * OUT;
 
-    /* the chunks this thread copies each step: chunk column cq of rows r0 + 32 j */
+    /* the chunks this thread copies each step: chunk column cq of rows r0 + RS j */
     const int cq = threadIdx.x & 7, r0 = threadIdx.x >> 3;
-    const __nv_bfloat16 *ap[AQ], *bp[4];
+    const __nv_bfloat16 *ap[AQ], *bp[BQ];
 #pragma unroll
     for (int j = 0; j < AQ; j++) {
-        const int pp = p0 + min(r0 + 32 * j, n - 1);
+        const int pp = p0 + min(r0 + RS * j, n - 1);
         ap[j] = a.x + (a.by_token ? (int64_t)(a.perm[pp] / a.k) : (int64_t)pp) * a.xs + cq * 8;
     }
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int row = r0 + 32 * j;                        /* the CTA's weight row */
+    for (int j = 0; j < BQ; j++) {
+        const int row = r0 + RS * j;                                        /* the CTA's weight row */
         const int q = NR == 2 ? row / 64 : 0, o = NR == 2 ? row % 64 : row; /* gate / up, its output */
         const int col = min(c0 + o, a.R - 1);
         bp[j] = a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8;
@@ -1261,22 +1272,25 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
         const bool in = k0 + cq * 8 < a.K;
         unsigned char *st = mm_smem + s * STAGE;
 #pragma unroll
-        for (int j = 0; j < AQ; j++) cp_async16(st + mm_sw(r0 + 32 * j, cq), in ? ap[j] + k0 : ap[j], in);
+        for (int j = 0; j < AQ; j++) cp_async16(st + mm_sw(r0 + RS * j, cq), in ? ap[j] + k0 : ap[j], in);
 #pragma unroll
-        for (int j = 0; j < 4; j++) cp_async16(st + A_BYTES + mm_sw(r0 + 32 * j, cq), in ? bp[j] + k0 : bp[j], in);
+        for (int j = 0; j < BQ; j++) cp_async16(st + A_BYTES + mm_sw(r0 + RS * j, cq), in ? bp[j] + k0 : bp[j], in);
     };
 
-    float acc[MI][4][4];
+    float acc[MI][2 * NJ][4];
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 2 * NJ; j++)
 #pragma unroll
             for (int c = 0; c < 4; c++) acc[i][j][c] = 0.0f;
 
-    const int wm = (warp >> 2) * WM, wn = warp & 3;
-    /* the warp's two 16-row groups of the B tile: NR 2 its outputs' gate rows and up rows, NR 1 32 rows */
-    const int nr0 = NR == 2 ? 16 * wn : 32 * wn, nr1 = NR == 2 ? 64 + 16 * wn : 32 * wn + 16;
+    const int wm = (warp / WN) * WM, wn = warp % WN;
+    /* the warp's 16-row groups of the B tile, j < NJ: NR 2 its outputs' gate rows (j < NJ / 2) then their up rows,
+     * NR 1 rows WR wn + 16 j */
+    auto nrow = [&](int j) {
+        return NR == 2 ? (j < NJ / 2 ? 0 : 64) + (WR / 2) * wn + 16 * (j % (NJ / 2 > 0 ? NJ / 2 : 1)) : WR * wn + 16 * j;
+    };
     /* ldmatrix lanes: A rows wm + 16 i + (lane & 15), chunk 2 kk + (lane >> 4); B rows (lane & 7) + 8 (lane >> 4),
      * chunk 2 kk + ((lane >> 3) & 1) */
     const int la_r = lane & 15, la_c = lane >> 4, lb_r = (lane & 7) + 8 * (lane >> 4), lb_c = (lane >> 3) & 1;
@@ -1295,7 +1309,7 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
         const uint32_t sa = sbase + (kt % ST) * STAGE, sb = sa + A_BYTES;
 #pragma unroll
         for (int kk = 0; kk < MM_BK / 16; kk++) {
-            uint32_t fa[MI][4], fb[2][4];
+            uint32_t fa[MI][4], fb[NJ][4];
 #pragma unroll
             for (int i = 0; i < MI; i++) {
                 const int r = wm + 16 * i + la_r;
@@ -1304,8 +1318,8 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
                              : "r"(sa + mm_sw(r, 2 * kk + la_c)));
             }
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                const int r = (j ? nr1 : nr0) + lb_r;
+            for (int j = 0; j < NJ; j++) {
+                const int r = nrow(j) + lb_r;
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(fb[j][0]), "=r"(fb[j][1]), "=r"(fb[j][2]), "=r"(fb[j][3])
                              : "r"(sb + mm_sw(r, 2 * kk + lb_c)));
@@ -1313,7 +1327,7 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
 #pragma unroll
             for (int i = 0; i < MI; i++)
 #pragma unroll
-                for (int j = 0; j < 2; j++) {
+                for (int j = 0; j < NJ; j++) {
                     mma16816(acc[i][2 * j], fa[i], fb[j][0], fb[j][1]);
                     mma16816(acc[i][2 * j + 1], fa[i], fb[j][2], fb[j][3]);
                 }
@@ -1322,7 +1336,8 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
     cp_async_wait<0>();
 
     /* the epilogue from registers: lane (g, t) holds rows g and g + 8 of each 16-row tile, columns 2t, 2t + 1 of
-     * each 8-column block (NR 2: blocks 0, 1 the gate of outputs 16 wn + 8 h, blocks 2, 3 their up) */
+     * each 8-row block b = 2 j + h of its groups (NR 2: blocks b < NJ the gate of outputs (WR / 2) wn + 8 b, block
+     * b + NJ their up) */
     const int g = lane >> 2, t = lane & 3;
     const __nv_bfloat16 *bias = a.bias ? a.bias + (int64_t)e * a.bes : nullptr;
 #pragma unroll
@@ -1333,8 +1348,8 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
             if (r >= n) continue;
             __nv_bfloat16 *orow = a.out + (int64_t)(p0 + r) * a.os;
 #pragma unroll
-            for (int b = 0; b < 4 / NR; b++) {
-                const int col = c0 + (NR == 2 ? 16 * wn + 8 * b : 32 * wn + 8 * b) + 2 * t;
+            for (int b = 0; b < 2 * NJ / NR; b++) {
+                const int col = c0 + (NR == 2 ? (WR / 2) * wn : WR * wn) + 8 * b + 2 * t;
                 if (col >= a.R) continue; /* R % 8 == 0: col + 1 < R too */
                 float v0 = acc[i][b][2 * hh], v1 = acc[i][b][2 * hh + 1];
                 if (bias) {
@@ -1342,7 +1357,7 @@ __global__ void __launch_bounds__(MM_THREADS, 2) k_moe_mma(mgv_args a) {
                     v1 += __bfloat162float(bias[col + 1]);
                 }
                 if constexpr (NR == 2) {
-                    float u0 = acc[i][b + 2][2 * hh], u1 = acc[i][b + 2][2 * hh + 1];
+                    float u0 = acc[i][b + NJ][2 * hh], u1 = acc[i][b + NJ][2 * hh + 1];
                     if (bias) {
                         u0 += __bfloat162float(bias[a.R + col]);
                         u1 += __bfloat162float(bias[a.R + col + 1]);
@@ -1363,24 +1378,37 @@ static int mm_bm(int N, int E) {
     return per <= 32 ? 32 : per <= 64 ? 64 : 128;
 }
 
-static void (*mm_kernel(int nr, int bm))(mgv_args) {
-    if (nr == 2) return bm == 32 ? k_moe_mma<2, 32> : bm == 64 ? k_moe_mma<2, 64> : k_moe_mma<2, 128>;
-    return bm == 32 ? k_moe_mma<1, 32> : bm == 64 ? k_moe_mma<1, 64> : k_moe_mma<1, 128>;
+/* warps along the weight rows: 4 (measured in session 30's first call); 2 (64 x 64 warp tiles) under
+ * VLLM_CUDA_MOE_WN=2 until a device call compares them */
+static int mm_wn(int bm) {
+    (void)bm;
+    return 4;
+}
+
+template <int NR, int WN>
+static void (*mm_kernel_wn(int bm))(mgv_args) {
+    return bm == 32 ? k_moe_mma<NR, 32, WN> : bm == 64 ? k_moe_mma<NR, 64, WN> : k_moe_mma<NR, 128, WN>;
+}
+
+static void (*mm_kernel(int nr, int bm, int wn))(mgv_args) {
+    if (nr == 2) return wn == 2 ? mm_kernel_wn<2, 2>(bm) : mm_kernel_wn<2, 4>(bm);
+    return wn == 2 ? mm_kernel_wn<1, 2>(bm) : mm_kernel_wn<1, 4>(bm);
 }
 
 /* the grouped GEMM's dynamic shared memory limits (above the default 48 KB), raised once a device */
-static vllm_status mm_attrs(cu_state *cu, moe_ws *ws) {
+static vllm_status mm_attrs(moe_ws *ws) {
     if (ws->mm_attr) return VLLM_OK;
     for (int nr = 1; nr <= 2; nr++)
-        for (int bm = 32; bm <= 128; bm *= 2) {
-            const cudaError_t e = cudaFuncSetAttribute(mm_kernel(nr, bm), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       (int)MM_SMEM(bm));
-            if (e != cudaSuccess)
-                return vt_error(VLLM_ERR_BACKEND, "experts_create: the grouped GEMM's shared memory (%zu bytes): %s",
-                                MM_SMEM(bm), cudaGetErrorString(e));
-        }
+        for (int bm = 32; bm <= 128; bm *= 2)
+            for (int wn = 2; wn <= 4; wn += 2) {
+                const cudaError_t e = cudaFuncSetAttribute(mm_kernel(nr, bm, wn),
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                           (int)MM_SMEM(bm));
+                if (e != cudaSuccess)
+                    return vt_error(VLLM_ERR_BACKEND, "experts_create: the grouped GEMM's shared memory (%zu bytes): %s",
+                                    MM_SMEM(bm), cudaGetErrorString(e));
+            }
     ws->mm_attr = true;
-    (void)cu;
     return VLLM_OK;
 }
 
@@ -1609,7 +1637,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     const bool gemv_ok = D % 8 == 0 && I % 8 == 0 && ((uintptr_t)x->data % 16) == 0 && xs % 8 == 0;
     const bool gemv = gemv_ok && (ex->path == 1 || (ex->path == 0 && decode));
     const bool grouped = !gemv && gemv_ok && (ex->path == 3 || ex->path == 0) &&
-                         gg_tiles_bound(N, E, mm_bm(N, E)) <= 65535; /* else cuBLAS per expert */
+                         gg_tiles_bound(N, E, 32) <= 65535; /* else cuBLAS per expert */
     const bool cublas = !gemv && !grouped;
     moe_ws *ws = ex->ws;
     const moe_meta ml = meta_layout(E, N);
@@ -1688,7 +1716,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
-        const int bm = mm_bm(N, E);
+        const int bm = ex->mm_bm ? ex->mm_bm : mm_bm(N, E), wn = ex->mm_wn ? ex->mm_wn : mm_wn(bm);
         const unsigned tiles = gg_tiles_bound(N, E, bm);
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
         /* one token: 4 chunks of each row a lane in flight and 4 CTAs an SM (60 registers), not 8 and 2: a grid of
@@ -1700,8 +1728,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                                                                                            : k_moe_gemv<1, 8>;
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
-                              dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(MM_THREADS),
+                 : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm, wn),
+                              dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(64 * wn),
                               MM_SMEM(bm), g))
             return;
         /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
@@ -1746,8 +1774,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
         if (gemv ? !cu_launch(cu, "moe_experts (down)", true, gv1,
                               dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm),
-                              dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(MM_THREADS), MM_SMEM(bm), g))
+                 : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm, wn),
+                              dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(64 * wn), MM_SMEM(bm), g))
             return;
     } else {
         moe_gemm_path(be, ex, x, N, k, p, offs, perm, h, o);

@@ -572,8 +572,15 @@ static void run_moe(const char *force) {
     printf("  MoE layer, Qwen3-30B-A3B shape (D %d, %d experts of %d, top %d), %d layers of distinct experts, path %s:\n",
            D, E, I, K, LAYERS, force ? force : "auto");
     const int Ts[5] = {1, 8, 64, 256, 2048};
+    const char *only_t = getenv("VLLM_PERF_T"); /* "256,2048": only those token counts (as run_quant) */
     for (int ti = force ? 2 : 0; ti < 5 && ok; ti++) {
         const int T = Ts[ti];
+        if (only_t && *only_t) {
+            char list[128], tb[16];
+            snprintf(list, sizeof list, ",%s,", only_t);
+            snprintf(tb, sizeof tb, ",%d,", T);
+            if (!strstr(list, tb)) continue;
+        }
         uint16_t *hx = rand_bf16((size_t)T * D, 1.0f);
         tensor x = act(DTYPE_BF16, T, D), y = act(DTYPE_BF16, T, D), lg = act(DTYPE_F32, T, E);
         tensor ids = tensor_2d(DTYPE_I32, NULL, T, K), w = tensor_2d(DTYPE_F32, NULL, T, K);

@@ -33,7 +33,8 @@
  * expert-sorted order):
  *  1. k_moe_permute (one CTA of 512 threads; k_moe_permute_small, 64 threads, for N <= CU_MOE_GEMV_MAX_PAIRS):
  *     per-expert counts, their exclusive prefix sum offs[E + 2] (bucket E collects ids out of range, which
- *     are reported and skipped), the ids of the experts that got tokens in increasing order (act, nact),
+ *     are reported and skipped), the grouped GEMM's tile list (tiles: each expert with tokens in increasing id,
+ *     ceil(n_e / BM) pair blocks of it, (-1) past them),
  *     perm[p] = t * k + j and its inverse inv[t * k + j] = p, pe[p] = the expert at position p, and a slot
  *     table (expert, first position, pairs) of the experts with tokens (-1 past them) for the GEMV CTAs.
  *     No host round trip: the decode path below records into a CUDA graph.
@@ -128,7 +129,7 @@ struct moe_ws {
     /* calls of up to CU_MOE_GEMV_MAX_PAIRS pairs (graphs): sized at experts_create, never moved after */
     cu_buf dmeta, dh, dout;
     /* larger calls (never recorded): grown as needed */
-    cu_buf meta;                /* int32: meta_layout's offs, act, nact, perm, inv, slot, pe */
+    cu_buf meta;                /* int32: meta_layout's offs, tiles, perm, inv, slot, pe */
     cu_buf h;                   /* (N, I) BF16 */
     cu_buf o;                   /* (N, D) BF16 */
     cu_buf xg;                  /* (N, D) BF16, prefill */
@@ -177,10 +178,14 @@ static void ws_release(moe_ws *ws) {
     free(ws);
 }
 
-/* The int32 scratch of a call: offs (E + 2) | act (E) | nact (1) | perm (N) | inv (N) | slot (min(E, N) int4) |
+/* The grouped GEMM's tiles of BM pairs: at most ceil(N / BM) + min(E, N) (the grid's y), and the table's entries
+ * (BM >= 32) */
+static unsigned gg_tiles_bound(int N, int E, int BM) { return (unsigned)((N + BM - 1) / BM + (N < E ? N : E)); }
+
+/* The int32 scratch of a call: offs (E + 2) | tiles (gg_tiles_bound(N, E, 32) int4) | perm (N) | inv (N) | slot (min(E, N) int4) |
  * pe (N), 256-byte aligned. */
 typedef struct moe_meta {
-    size_t offs, act, nact, perm, inv, slot, pe, bytes;
+    size_t offs, tiles, perm, inv, slot, pe, bytes;
 } moe_meta;
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -188,9 +193,8 @@ static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 static moe_meta meta_layout(int E, int N) {
     moe_meta m;
     m.offs = 0;
-    m.act = align256((size_t)(E + 2) * 4);
-    m.nact = m.act + align256((size_t)E * 4);
-    m.perm = m.nact + 256;
+    m.tiles = align256((size_t)(E + 2) * 4);
+    m.perm = m.tiles + align256((size_t)gg_tiles_bound(N, E, 32) * 16);
     m.inv = m.perm + align256((size_t)N * 4);
     m.slot = m.inv + align256((size_t)N * 4);
     m.pe = m.slot + align256((size_t)(N < E ? N : E) * 16);
@@ -740,11 +744,12 @@ struct perm_args {
     int64_t is;
     int N, k, E;
     int *offs;                  /* (E + 2): bucket b's pairs are [offs[b], offs[b + 1]); bucket E: bad ids */
-    int *act;                   /* (E): the experts with pairs, increasing */
-    int *nact;                  /* (1) */
+    int4 *tiles;                /* (ntiles) or NULL: the grouped GEMM's pair blocks of bm, (expert, first position,
+                                   pairs, 0) over the experts with pairs in increasing id, then (-1, 0, 0, 0) */
+    int bm, ntiles;
     int *perm;                  /* (N): perm[p] = t * k + j */
     int *inv;                   /* (N): inv[t * k + j] = p */
-    int4 *slot;                 /* (min(E, N)): slot a < nact: (act[a], its first position, its pairs, 0); the
+    int4 *slot;                 /* (min(E, N)): slot a: (the a-th expert with pairs, its first position, its pairs, 0); the
                                    others (-1, 0, 0, 0): what an expert kernel's CTA needs, in one load */
     int *pe;                    /* (N): pe[p] = the expert of position p (E: an id out of range) */
     cu_dev_err *err;
@@ -786,7 +791,7 @@ __device__ __forceinline__ int mp_bucket(const perm_args &a, int i, bool report)
     return a.E;
 }
 
-// ids (T, k) -> offs, act, nact, perm, inv, slot, pe: a stable counting sort of the N pairs by expert, one CTA
+// ids (T, k) -> offs, tiles, perm, inv, slot, pe: a stable counting sort of the N pairs by expert, one CTA
 __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
     __shared__ int hist[MP_WARPS][CU_MOE_MAX_E + 1]; /* a tile's pairs per (warp, bucket) */
     __shared__ int cur[CU_MOE_MAX_E + 1];            /* counts, then each bucket's next position */
@@ -799,31 +804,32 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
     __syncthreads();
     for (int i = tid; i < a.N; i += MP_THREADS) atomicAdd(&cur[mp_bucket(a, i, true)], 1);
     __syncthreads();
-    /* offs = the exclusive prefix sum of the counts; act = the experts with pairs */
-    int run = 0, arun = 0;
+    /* offs = the exclusive prefix sum of the counts; the slots and tiles of the experts with pairs */
+    int run = 0, arun = 0, trun = 0;
     for (int b0 = 0; b0 < nb; b0 += MP_THREADS) {
         const int b = b0 + tid;
         const int c = b < nb ? cur[b] : 0;
-        int tot, atot;
+        int tot, atot, ttot;
         const int ex = mp_scan(c, wsum, &tot);
         const int f = b < a.E && c > 0 ? 1 : 0;
         const int aex = mp_scan(f, wsum, &atot);
+        const int nt = f && a.tiles ? (c + a.bm - 1) / a.bm : 0;
+        const int tex = mp_scan(nt, wsum, &ttot);
         if (b < nb) {
             a.offs[b] = run + ex;
             cur[b] = run + ex; /* only this thread reads cur[b] in this loop */
         }
-        if (f) {
-            a.act[arun + aex] = b;
-            a.slot[arun + aex] = make_int4(b, run + ex, c, 0);
-        }
+        if (f) a.slot[arun + aex] = make_int4(b, run + ex, c, 0);
+        for (int q = 0; q < nt; q++)
+            a.tiles[trun + tex + q] = make_int4(b, run + ex + q * a.bm, min(a.bm, c - q * a.bm), 0);
         run += tot;
         arun += atot;
+        trun += ttot;
     }
-    if (tid == 0) {
-        a.offs[nb] = a.N;
-        *a.nact = arun;
-    }
+    if (tid == 0) a.offs[nb] = a.N;
     for (int s = arun + tid; s < (a.N < a.E ? a.N : a.E); s += MP_THREADS) a.slot[s] = make_int4(-1, 0, 0, 0);
+    if (a.tiles)
+        for (int s = trun + tid; s < a.ntiles; s += MP_THREADS) a.tiles[s] = make_int4(-1, 0, 0, 0);
     __syncthreads();
     /* placement, a tile of MP_THREADS pairs at a time in pair order: a pair's position is its bucket's
      * cursor + the same bucket's pairs of earlier warps of the tile + of earlier lanes of its warp */
@@ -858,11 +864,13 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
 /* A decode call's permutation (N <= CU_MOE_GEMV_MAX_PAIRS), one CTA of CU_MOE_GEMV_MAX_PAIRS threads: thread i's
  * pair goes to position (pairs of lower buckets) + (earlier pairs of its bucket), counted over the N buckets in
  * shared memory; the first pair of each expert writes its slot (rank: the first pairs of lower experts). The same
- * perm, inv, pe, slot, act and nact as k_moe_permute (a stable sort by bucket), and offs only when with_offs (the
- * expert GEMV and the fused down + combine read slot and pe): no tile loops, two barriers. */
+ * perm, inv, pe, slot and tiles (when not NULL: the grouped GEMM forced on a decode batch) as k_moe_permute (a
+ * stable sort by bucket), and offs only when with_offs (the expert GEMV and the fused down + combine read slot and
+ * pe): no tile loops, two barriers. */
 __global__ void __launch_bounds__(CU_MOE_GEMV_MAX_PAIRS) k_moe_permute_small(perm_args a, bool with_offs) {
     __shared__ int sb[CU_MOE_GEMV_MAX_PAIRS];
     __shared__ bool sf[CU_MOE_GEMV_MAX_PAIRS]; /* the first pair of an expert */
+    __shared__ int sn[CU_MOE_GEMV_MAX_PAIRS];  /* the first pair's tiles (its expert's, a.tiles) */
     pdl_launch();
     pdl_wait();
     const int i = threadIdx.x;
@@ -877,11 +885,15 @@ __global__ void __launch_bounds__(CU_MOE_GEMV_MAX_PAIRS) k_moe_permute_small(per
         same += bj == b;
     }
     sf[i] = i < a.N && same_before == 0 && b < a.E;
+    const int nt = sf[i] && a.tiles ? (same + a.bm - 1) / a.bm : 0;
+    sn[i] = nt;
     __syncthreads();
-    int rank = 0, nact = 0; /* experts with pairs below mine; all of them */
+    int rank = 0, nact = 0, tb = 0, ntot = 0; /* experts with pairs below mine; all of them; their tiles */
     for (int j = 0; j < a.N; j++) {
         rank += sf[j] && sb[j] < b;
         nact += sf[j];
+        tb += sb[j] < b ? sn[j] : 0;
+        ntot += sn[j];
     }
     const int slots = a.N < a.E ? a.N : a.E;
     if (i < a.N) {
@@ -889,13 +901,12 @@ __global__ void __launch_bounds__(CU_MOE_GEMV_MAX_PAIRS) k_moe_permute_small(per
         a.perm[pos] = i;
         a.inv[i] = pos;
         a.pe[pos] = b;
-        if (same_before == 0 && b < a.E) {
-            a.act[rank] = b;
-            a.slot[rank] = make_int4(b, below, same, 0);
-        }
+        if (same_before == 0 && b < a.E) a.slot[rank] = make_int4(b, below, same, 0);
+        for (int q = 0; q < nt; q++) a.tiles[tb + q] = make_int4(b, below + q * a.bm, min(a.bm, same - q * a.bm), 0);
     }
     for (int s = nact + i; s < slots; s += blockDim.x) a.slot[s] = make_int4(-1, 0, 0, 0);
-    if (i == 0) *a.nact = nact;
+    if (a.tiles)
+        for (int s = ntot + i; s < a.ntiles; s += blockDim.x) a.tiles[s] = make_int4(-1, 0, 0, 0);
     if (with_offs)
         for (int e = i; e <= a.E + 1; e += blockDim.x) {
             int n = 0;
@@ -917,7 +928,8 @@ struct mgv_args {
     int k;
     __nv_bfloat16 *out;         /* (N, R): out[p * os + r] */
     int64_t os;
-    const int *offs, *act, *nact, *perm;
+    const int *offs, *perm;
+    const int4 *tiles;          /* the grouped GEMM's pair blocks (perm_args) */
     const int4 *slot;           /* the permutation's (expert, first position, pairs) of each slot */
     int act_fn;                 /* be_act of the gated form */
     float alpha, limit;         /* act_fn BE_ACT_SWIGLU_OAI's */
@@ -1173,48 +1185,6 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
 /* bytes of shared memory a CTA: the stages' A (BM x 64) and B (128 x 64) BF16 tiles */
 #define MM_SMEM(BM) ((size_t)MM_STAGES(BM) * ((BM) + MM_BW) * MM_BK * 2)
 
-/* The tiles of a call: over the experts with tokens in increasing id, ceil(n_e / BM) pair blocks each.
- * At most ceil(N / BM) + min(E, N) of them (the grid's y bound). */
-static unsigned gg_tiles_bound(int N, int E, int BM) { return (unsigned)((N + BM - 1) / BM + (N < E ? N : E)); }
-
-/* Warp 0 finds pair block `want` of the list above: a warp scan of the active experts' block counts, 32 at a
- * time; *e = -1 past its end. */
-template <int BM>
-__device__ __forceinline__ void gg_find_tile(const mgv_args &a, int want, int lane, int *e_out, int *p0_out,
-                                             int *n_out) {
-    const int na = *a.nact;
-    int base = 0, e_found = -1, p0 = 0, n = 0;
-    for (int i0 = 0; i0 < na; i0 += 32) {
-        const int i = i0 + lane;
-        int nb = 0, e = -1;
-        if (i < na) {
-            e = a.act[i];
-            nb = (a.offs[e + 1] - a.offs[e] + BM - 1) / BM;
-        }
-        int inc = nb;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(0xffffffffu, inc, o);
-            if (lane >= o) inc += v;
-        }
-        const int excl = inc - nb;
-        const bool mine = nb > 0 && want >= base + excl && want < base + inc;
-        const unsigned m = __ballot_sync(0xffffffffu, mine);
-        if (m) {
-            const int src = __ffs(m) - 1;
-            e_found = __shfl_sync(0xffffffffu, e, src);
-            const int ex = __shfl_sync(0xffffffffu, excl, src);
-            p0 = a.offs[e_found] + (want - base - ex) * BM;
-            n = min(BM, a.offs[e_found + 1] - p0);
-            break;
-        }
-        base += __shfl_sync(0xffffffffu, inc, 31);
-    }
-    *e_out = e_found;
-    *p0_out = p0;
-    *n_out = n;
-}
-
 /* byte offset of 16-byte chunk c of row r in a swizzled tile of 128-byte rows (ldmatrix's 8 rows of one chunk
  * column land on 8 distinct bank groups) */
 __device__ __forceinline__ int mm_sw(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
@@ -1236,18 +1206,8 @@ __global__ void __launch_bounds__(64 * WN, 2) k_moe_mma(mgv_args a) {
     pdl_launch();
     pdl_wait();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    __shared__ int s_e, s_p0, s_n;
-    if (warp == 0) {
-        int e, p0, n;
-        gg_find_tile<BM>(a, (int)blockIdx.y, lane, &e, &p0, &n);
-        if (lane == 0) {
-            s_e = e;
-            s_p0 = p0;
-            s_n = n;
-        }
-    }
-    __syncthreads();
-    const int e = s_e, p0 = s_p0, n = s_n;
+    const int4 tl = a.tiles[blockIdx.y]; /* (expert, first position, pairs): the permutation's table */
+    const int e = tl.x, p0 = tl.y, n = tl.z;
     if (e < 0) return;
     const int c0 = blockIdx.x * OUT;
 
@@ -1668,9 +1628,12 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         return;
     }
     char *mb = (char *)bmeta->p;
-    int *offs = (int *)(mb + ml.offs), *act = (int *)(mb + ml.act), *nact = (int *)(mb + ml.nact),
-        *perm = (int *)(mb + ml.perm), *inv = (int *)(mb + ml.inv), *pe = (int *)(mb + ml.pe);
-    int4 *slot = (int4 *)(mb + ml.slot);
+    int *offs = (int *)(mb + ml.offs), *perm = (int *)(mb + ml.perm), *inv = (int *)(mb + ml.inv),
+        *pe = (int *)(mb + ml.pe);
+    int4 *slot = (int4 *)(mb + ml.slot), *tl = (int4 *)(mb + ml.tiles);
+    /* the grouped GEMM's tile height and warps along its rows, and its tiles (the grid's y) */
+    const int bm = ex->mm_bm ? ex->mm_bm : mm_bm(N, E), wn = ex->mm_wn ? ex->mm_wn : mm_wn(bm);
+    const unsigned tiles = gg_tiles_bound(N, E, bm);
     __nv_bfloat16 *h = (__nv_bfloat16 *)bh->p, *o = (__nv_bfloat16 *)bo->p;
 
     perm_args pa = {};
@@ -1680,8 +1643,9 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     pa.k = k;
     pa.E = E;
     pa.offs = offs;
-    pa.act = act;
-    pa.nact = nact;
+    pa.tiles = grouped ? tl : NULL;
+    pa.bm = bm;
+    pa.ntiles = (int)tiles;
     pa.perm = perm;
     pa.inv = inv;
     pa.slot = slot;
@@ -1707,8 +1671,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.out = h;
         g.os = I;
         g.offs = offs;
-        g.act = act;
-        g.nact = nact;
+        g.tiles = tl;
         g.perm = perm;
         g.slot = slot;
         g.act_fn = (int)p->act;
@@ -1716,8 +1679,6 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
-        const int bm = ex->mm_bm ? ex->mm_bm : mm_bm(N, E), wn = ex->mm_wn ? ex->mm_wn : mm_wn(bm);
-        const unsigned tiles = gg_tiles_bound(N, E, bm);
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
         /* one token: 4 chunks of each row a lane in flight and 4 CTAs an SM (60 registers), not 8 and 2: a grid of
          * 512 CTAs (Qwen3.5-35B-A3B's 64 row blocks x 8 experts) in one wave, not 1.9 (H100: 4.125 -> 4.022 ms a

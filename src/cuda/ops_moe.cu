@@ -37,7 +37,8 @@
  *     ceil(n_e / BM) pair blocks of it, (-1) past them),
  *     perm[p] = t * k + j and its inverse inv[t * k + j] = p, pe[p] = the expert at position p, and a slot
  *     table (expert, first position, pairs) of the experts with tokens (-1 past them) for the GEMV CTAs.
- *     No host round trip: the decode path below records into a CUDA graph.
+ *     No host round trip: the decode path below records into a CUDA graph. One token on the expert GEMV takes
+ *     no permutation: pair j is position j and slot j, the kernels read its expert from ids (session 30).
  *  2a. decode (N <= CU_MOE_GEMV_MAX_PAIRS, or forced): k_moe_gemv<2, TT> on grid (ceil(I / 8), min(E, N)):
  *     CTA (x, a) takes slot a (the a-th expert that has tokens; the others exit at once) and 8 of its
  *     gate|up row pairs, a warp per pair, and streams each row once for all the expert's tokens (TT at a
@@ -931,6 +932,10 @@ struct mgv_args {
     const int *offs, *perm;
     const int4 *tiles;          /* the grouped GEMM's pair blocks (perm_args) */
     const int4 *slot;           /* the permutation's (expert, first position, pairs) of each slot */
+    const int32_t *ids;         /* one token without a permutation (NULL otherwise): slot a is pair a, (ids[a], a, 1);
+                                   an id out of range (not in [0, E)) is reported by CTA (0, a) and skipped */
+    int E;
+    cu_dev_err *err;
     int act_fn;                 /* be_act of the gated form */
     float alpha, limit;         /* act_fn BE_ACT_SWIGLU_OAI's */
     const __nv_bfloat16 *bias;  /* NULL, or output r of expert e (NR = 2: gate r, up R + r) += bias[e * bes + r] in
@@ -958,10 +963,23 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     /* this CTA's expert, its first position and its pairs in one load (slot has gridDim.y = min(E, N) entries;
-     * expert -1: a slot past the experts with tokens) */
-    const int4 sl = a.slot[blockIdx.y];
-    const int e = sl.x, p0 = sl.y, n = sl.z;
-    if (e < 0) return;
+     * expert -1: a slot past the experts with tokens); one token without a permutation: pair blockIdx.y */
+    int e, p0, n;
+    if (a.ids) {
+        e = a.ids[blockIdx.y];
+        p0 = (int)blockIdx.y;
+        n = 1;
+        if (e < 0 || e >= a.E) {
+            if (blockIdx.x == 0 && threadIdx.x == 0) cu_report(a.err, CU_DEV_MOE_ID, 0, e, a.E);
+            return;
+        }
+    } else {
+        const int4 sl = a.slot[blockIdx.y];
+        e = sl.x;
+        p0 = sl.y;
+        n = sl.z;
+        if (e < 0) return;
+    }
     const int r = blockIdx.x * MGV_WARPS + warp;
     if (r >= a.R) return;
     const uint4 *w[NR];
@@ -1049,6 +1067,8 @@ struct dc_args {
     int D, K;
     const __nv_bfloat16 *h;     /* (N, K): the gate|up GEMV's output, by pair position */
     const int *perm, *pe;       /* the permutation's perm (position -> t * k + j) and pe (position -> expert) */
+    const int32_t *ids;         /* one token without a permutation (NULL otherwise): position p is pair p, ids[p] its
+                                   expert (E: out of range) */
     int E, k, N, T;             /* N = T * k <= CU_MOE_GEMV_MAX_PAIRS (so T <= 64: two tokens a lane) */
     const float *w;             /* (T, k), row stride ws */
     int64_t ws;
@@ -1076,8 +1096,13 @@ __device__ __forceinline__ dc_pairs dc_load_pairs(const dc_args &a, int lane) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int q = lane + 32 * i;
-        const int pm = q < a.N ? a.perm[q] : 0;
-        r.pe[i] = q < a.N ? a.pe[q] : a.E;
+        const int pm = q >= a.N ? 0 : a.ids ? q : a.perm[q];
+        int e = a.E;
+        if (q < a.N) {
+            e = a.ids ? a.ids[q] : a.pe[q];
+            if (e < 0 || e >= a.E) e = a.E;
+        }
+        r.pe[i] = e;
         r.pt[i] = pm / a.k;
         r.pw[i] = q < a.N ? a.w[(int64_t)r.pt[i] * a.ws + (pm - r.pt[i] * a.k)] : 0.0f;
     }
@@ -1395,7 +1420,7 @@ struct comb_args {
     int64_t is;
     const float *w;             /* (T, k), row stride ws */
     int64_t ws;
-    const int *inv;             /* (N) */
+    const int *inv;             /* (N), or NULL: position t * k + j (one token without a permutation) */
     int T, k, E;
     void *y;                    /* (T, D) of ydt, row stride ys */
     int ydt;
@@ -1418,7 +1443,7 @@ __global__ void k_moe_combine(comb_args a) {
         for (int j = threadIdx.x; j < a.k; j += blockDim.x) {
             const int e = a.ids[(int64_t)t * a.is + j];
             const bool ok = e >= 0 && e < a.E;
-            lpos[j] = ok ? a.inv[(int64_t)t * a.k + j] : -1;
+            lpos[j] = !ok ? -1 : a.inv ? a.inv[(int64_t)t * a.k + j] : (int)((int64_t)t * a.k + j);
             lw[j] = ok ? a.w[(int64_t)t * a.ws + j] : 0.0f;
         }
         __syncthreads();
@@ -1651,13 +1676,17 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     pa.slot = slot;
     pa.pe = pe;
     pa.err = cu->derr_dev;
-    if (small ? !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute_small, dim3(1),
-                           dim3(CU_MOE_GEMV_MAX_PAIRS), 0, pa, !gemv)
-              : !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute, dim3(1), dim3(MP_THREADS), 0, pa))
+    /* one token on the expert GEMV: no permutation (pair j is position j and its own slot; the kernels read ids) */
+    const bool direct = gemv && small && T == 1;
+    if (!direct && (small ? !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute_small, dim3(1),
+                                       dim3(CU_MOE_GEMV_MAX_PAIRS), 0, pa, !gemv)
+                          : !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute, dim3(1),
+                                       dim3(MP_THREADS), 0, pa)))
         return;
 
     if (gemv || grouped) {
-        const unsigned slots = (unsigned)(N < E ? N : E); /* experts that can have tokens */
+        /* slots: the experts that can have tokens; one token without a permutation, each pair */
+        const unsigned slots = direct ? (unsigned)N : (unsigned)(N < E ? N : E);
         mgv_args g = {};
         g.W = ex->gu;
         g.wes = 2 * I * D;
@@ -1672,6 +1701,9 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.os = I;
         g.offs = offs;
         g.tiles = tl;
+        g.ids = direct ? pa.ids : NULL;
+        g.E = E;
+        g.err = cu->derr_dev;
         g.perm = perm;
         g.slot = slot;
         g.act_fn = (int)p->act;
@@ -1703,6 +1735,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             dc.K = (int)I;
             dc.h = h;
             dc.perm = perm;
+            dc.ids = direct ? pa.ids : NULL;
             dc.pe = pe;
             dc.E = E;
             dc.k = k;
@@ -1750,7 +1783,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     c.is = pa.is;
     c.w = (const float *)w->data;
     c.ws = tensor_row_stride(w);
-    c.inv = inv;
+    c.inv = direct ? NULL : inv;
     c.T = (int)T;
     c.k = k;
     c.E = E;

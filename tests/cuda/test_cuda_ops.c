@@ -2828,6 +2828,12 @@ static void test_moe(void) {
         {.E = 8, .k = 2, .T = 1, .D = 4096, .I = 64, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
+        /* one token reads the ids directly (no permutation: pair j is position j): top 8 of 4 experts, repeats
+         * (more pairs than experts), on the fused and the split kernels */
+        {.E = 4, .k = 8, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32},
+        {.E = 4, .k = 8, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .comb = "split"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
@@ -2868,6 +2874,28 @@ static void test_moe(void) {
         const moe_params mp = {.num_experts = 8, .top_k = 2};
         gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);
         expect_device_error("moe_experts");
+        /* ... and at one token (no permutation: the expert GEMV reads the ids), above and below the range, on the
+         * fused down + combine and on the split kernels */
+        const int32_t bad1[2][2] = {{3, 8}, {-1, 2}};
+        for (int c = 0; c < 4; c++) {
+            be_experts *c1 = NULL, *g1 = eg;
+            float *keep1 = NULL;
+            if (c >= 2) { /* the split kernels: VLLM_CUDA_MOE_COMBINE=split at creation */
+                setenv("VLLM_CUDA_MOE_COMBINE", "split", 1);
+                moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &c1, &g1, &keep1);
+                unsetenv("VLLM_CUDA_MOE_COMBINE");
+            }
+            tensor x1 = tensor_rows(&xg, 0, 1), y1 = tensor_rows(&yg, 0, 1), w1 = tensor_rows(&wg, 0, 1);
+            tensor i1 = put_i32_2d(gpu, bad1[c % 2], 1, 2);
+            gpu->ops->moe_experts(gpu, g1, &x1, &i1, &w1, &mp, false, &y1);
+            expect_device_error("moe_experts");
+            drop(gpu, &i1);
+            if (c1) {
+                cpu->ops->experts_free(cpu, c1);
+                gpu->ops->experts_free(gpu, g1);
+                free(keep1);
+            }
+        }
         /* refused on the host: more experts than the kernels take */
         const moe_params big = {.num_experts = 600, .top_k = 2};
         tensor lg = put(gpu, DTYPE_BF16, 2, 600, NULL);

@@ -10,7 +10,7 @@
 # e.g.  base=vllmc_old  new=vllmc  new-rows=vllmc:VLLM_CUDA_GEMV=rows
 # SHAPES (default "g12 q8 q06 q35_27b q35_a3b"): config.json-only model shapes written here, dummy weights:
 #   g12 Gemma-3-12B, q8 Qwen3-8B, q06 Qwen3-0.6B, q30_a3b Qwen3-30B-A3B, q35_27b Qwen3.5-27B,
-#   q35_a3b Qwen3.5-35B-A3B, dsv2l DeepSeek-V2-Lite.
+#   q35_a3b Qwen3.5-35B-A3B, dsv2l DeepSeek-V2-Lite, goss gpt-oss-20b (BF16 experts).
 # ROUNDS (default 2): each shape's variants run in this many interleaved rounds.
 # step ms = (t(128 in, 129 out) - t(128 in, 1 out)) / 128, `vllmc bench latency` with 2 warm-up + ITERS (default 4)
 # iterations, --max-num-seqs 32. Device call: carry DIR and .devdeps (DEVICE.md); logs under $OUT.
@@ -72,7 +72,18 @@ q35_a3b = dict(q35, architectures=["Qwen3_5MoeForCausalLM"], model_type="qwen3_5
                linear_num_value_heads=32, moe_intermediate_size=512, shared_expert_intermediate_size=512,
                num_experts=256, num_experts_per_tok=8)
 dsv2l = json.load(open("tools/deepseek_v2_lite_config.json"))
-for n, c in dict(g12=gemma, q8=q8, q06=q06, q30_a3b=q30, q35_27b=q35_27b, q35_a3b=q35_a3b, dsv2l=dsv2l).items():
+# openai/gpt-oss-20b with BF16 experts (its MXFP4 ones dequantized: no quantization_config), as bench_moe.sh
+goss = dict(architectures=["GptOssForCausalLM"], model_type="gpt_oss", hidden_size=2880, intermediate_size=2880,
+            num_hidden_layers=24, num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=32,
+            num_experts_per_tok=4, experts_per_token=4, sliding_window=128,
+            layer_types=["sliding_attention", "full_attention"] * 12, vocab_size=201088, tie_word_embeddings=False,
+            max_position_embeddings=131072, rms_norm_eps=1e-5, swiglu_limit=7.0, attention_bias=True,
+            hidden_act="silu", torch_dtype="bfloat16", rope_theta=150000.0,
+            rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                          "original_max_position_embeddings": 4096, "truncate": False},
+            bos_token_id=199998, eos_token_id=200002, pad_token_id=199999)
+for n, c in dict(g12=gemma, q8=q8, q06=q06, q30_a3b=q30, q35_27b=q35_27b, q35_a3b=q35_a3b, dsv2l=dsv2l,
+                 goss=goss).items():
     os.makedirs(os.path.join(w, n), exist_ok=True)
     json.dump(c, open(os.path.join(w, n, "config.json"), "w"), indent=1)
 PY

@@ -162,6 +162,7 @@ typedef struct route_ctx {
     int64_t ws;
     int E, k;
     int ns;                 /* shared experts E .. E + ns - 1 appended after the top k, weight 1 */
+    bool shared_gate;       /* ... weight sigmoid(logits[t, E]) instead (moe_params.shared_gate) */
     be_moe_scoring scoring;
     bool renormalize;
     int G, kg;              /* groups (0: none) and the groups kept */
@@ -265,20 +266,23 @@ static void route_task(void *ctx, int64_t t0, int64_t t1, int tid) {
         }
         if (c->scale != 1.0f)
             for (int j = 0; j < k; j++) w[j] *= c->scale;
-        /* the shared experts: every token's, unscaled (transformers adds shared_experts(x) as is) */
+        /* the shared experts: every token's, unscaled (transformers adds shared_experts(x) as is), or gated by
+         * sigmoid(the gate logit after the router's, f32) */
+        const float sw = c->shared_gate ? 1.0f / (1.0f + expf(-cpu_load(row, c->logits_dt, E))) : 1.0f;
         for (int j = 0; j < c->ns; j++) {
             ids[k + j] = E + j;
-            w[k + j] = 1.0f;
+            w[k + j] = sw;
         }
     }
 }
 
-// logits (T, E) [+ score_bias (E)] -> ids (T, k + ns) I32, w (T, k + ns) F32 (ns = num_shared)
+// logits (T, E) (shared_gate: (T, E + 1)) [+ score_bias (E)] -> ids (T, k + ns) I32, w (T, k + ns) F32
+// (ns = num_shared)
 void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
     cpu_state *cpu = cpu_of(be);
     if (!moe_params_ok(cpu, "moe_route", p)) return;
     const int E = p->num_experts, k = p->top_k, G = p->num_groups > 1 ? p->num_groups : 0, kw = be_moe_width(p);
-    if (!cpu_check_mat(cpu, "moe_route", "logits", logits, CPU_ANY_FLOAT, -1, E) ||
+    if (!cpu_check_mat(cpu, "moe_route", "logits", logits, CPU_ANY_FLOAT, -1, p->shared_gate ? E + 1 : E) ||
         !cpu_check_mat(cpu, "moe_route", "ids", ids, DTYPE_I32, cpu_rows(logits), kw) ||
         !cpu_check_mat(cpu, "moe_route", "w", w, DTYPE_F32, cpu_rows(logits), kw))
         return;
@@ -296,7 +300,7 @@ void cpu_moe_route(backend *be, const tensor *logits, const moe_params *p, tenso
     route_ctx c = {
         .logits = logits->data, .logits_dt = logits->dtype, .ls = tensor_row_stride(logits),
         .ids = ids->data, .is = tensor_row_stride(ids), .w = w->data, .ws = tensor_row_stride(w),
-        .E = E, .k = k, .ns = p->num_shared, .scoring = p->scoring, .renormalize = p->renormalize, .G = G, .kg = p->topk_groups,
+        .E = E, .k = k, .ns = p->num_shared, .shared_gate = p->shared_gate, .scoring = p->scoring, .renormalize = p->renormalize, .G = G, .kg = p->topk_groups,
         .scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f,
         .bias = p->score_bias ? p->score_bias->data : NULL, .bias_dt = p->score_bias ? p->score_bias->dtype : DTYPE_F32,
         .scratch = scratch, .taken = taken,

@@ -493,6 +493,7 @@ struct route_args {
     int64_t ws;
     int T, E, k;
     int ns;                     /* shared experts E .. E + ns - 1 written after the top k with weight 1 */
+    bool shared_gate;           /* ... weight sigmoid(logits[t, E]) instead (moe_params.shared_gate) */
     bool renorm;
     int scoring;                /* be_moe_scoring */
     int G, kg;                  /* groups (0: none; at most 32) and the groups kept */
@@ -689,20 +690,23 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
             w[j] = v;
         }
     }
-    for (int j = lane; j < a.ns; j += 32) { /* the shared experts, unscaled */
+    /* the shared experts, unscaled, or gated by sigmoid(the gate logit after the router's, f32) */
+    const float sw = a.shared_gate && a.ns ? 1.0f / (1.0f + expf(-cu_ld(a.logits, a.ldt, row + a.E))) : 1.0f;
+    for (int j = lane; j < a.ns; j += 32) {
         ids[a.k + j] = a.E + j;
-        w[a.k + j] = 1.0f;
+        w[a.k + j] = sw;
     }
 }
 
 typedef void (*route_kernel)(route_args);
 
-// logits (T, E) BF16 / F16 / F32 [+ score_bias (E)] -> ids (T, k + ns) I32, w (T, k + ns) F32 (ns = num_shared)
+// logits (T, E) BF16 / F16 / F32 ((T, E + 1) with shared_gate) [+ score_bias (E)] -> ids (T, k + ns) I32,
+// w (T, k + ns) F32 (ns = num_shared)
 void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
     cu_state *cu = cu_of(be);
     if (!moe_params_ok(cu, "moe_route", p)) return; /* k + ns <= CU_MOE_MAX_K */
     const int E = p->num_experts, k = p->top_k, kw = be_moe_width(p);
-    if (!cu_check_mat(cu, "moe_route", "logits", logits, CU_FLOAT, -1, E) ||
+    if (!cu_check_mat(cu, "moe_route", "logits", logits, CU_FLOAT, -1, p->shared_gate ? E + 1 : E) ||
         !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), kw) ||
         !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), kw))
         return;
@@ -724,6 +728,7 @@ void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor
     a.E = E;
     a.k = k;
     a.ns = p->num_shared;
+    a.shared_gate = p->shared_gate;
     a.renorm = p->renormalize;
     a.scoring = (int)p->scoring;
     a.G = p->num_groups > 1 ? p->num_groups : 0;

@@ -13,8 +13,12 @@
  * expert op: down(act(gate h) * up h) over Is = n I splits exactly over the intermediate dimension, so it
  * is the sum of n experts of size I (rows [j I, (j + 1) I) of gate and up, columns [j I, (j + 1) I) of
  * down), loaded as experts E .. E + n - 1 of the same be_experts and always chosen with weight 1
- * (moe_params.num_shared). Where that cannot be (Is not a multiple of I, the backend's limits, shared
- * tensors of another dtype than the experts') the decoder runs them apart as before.
+ * (moe_params.num_shared). Qwen2-MoE's gated shared expert (Qwen3.5-MoE, Qwen3-Next: sigmoid(h . g) *
+ * shared(h)) rides the same way with weight sigmoid(h . g) (moe_params.shared_gate: the route reads its
+ * gate's logit from the router's output column E, gate_in_router), where Is = n I and the model runs on one
+ * device: its GEMVs, the sigmoid gate and the add leave the layer. Where that cannot be (Is not a multiple
+ * of I, the backend's limits, shared tensors of another dtype than the experts', a gate that cannot ride in
+ * the router) the decoder runs them apart as before.
  *
  * gpt-oss (GptOssMLP): the router has a bias, each expert biases on gate, up and down and the clamped
  * SwiGLU (BE_ACT_SWIGLU_OAI). Its fused tensors are rearranged on the host into experts_create's
@@ -53,10 +57,15 @@ moe_params blk_moe_params(const model_config *c) {
 
 int blk_moe_shared(const model *m) {
     const model_config *c = &m->cfg;
-    const int64_t Is = c->shared_experts_size, I = c->moe.intermediate_size;
+    /* DeepSeek's plain shared experts, or Qwen2-MoE's gated shared expert (one device, no router bias: its gate's
+     * logit rides as the router's last column, moe_block_load's gate_in_router) */
+    const bool gated = c->moe.shared_intermediate_size > 0;
+    const int64_t Is = gated ? c->moe.shared_intermediate_size : c->shared_experts_size, I = c->moe.intermediate_size;
     if (Is <= 0 || I <= 0 || Is % I || !blk_has_moe(c)) return 0;
+    if (gated && (m->tp_size > 1 || c->moe.router_bias)) return 0;
     moe_params mp = blk_moe_params(c);
     mp.num_shared = (int)(Is / I);
+    mp.shared_gate = gated;
     return backend_supports(m->be, BE_OP_MOE, &mp) != BE_UNSUPPORTED ? mp.num_shared : 0;
 }
 
@@ -344,7 +353,9 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
         }
     }
     L->num_shared = 0;
-    if (!st && ns > 0) st = shared_as_experts(m, ws, l, ns, &t[0], &t[2 * E], t + 6 * E, &L->num_shared);
+    /* the gated shared expert rides along only with its gate's logit in the router's output */
+    if (!st && ns > 0 && (c->moe.shared_intermediate_size == 0 || L->gate_in_router))
+        st = shared_as_experts(m, ws, l, ns, &t[0], &t[2 * E], t + 6 * E, &L->num_shared);
     if (!st && m->tp_size > 1) { /* tensor-parallel experts (vLLM's default for MoE under TP): every expert's
                                     gate / up rows and down columns split, the layer's output all-reduced */
         const int64_t Ir = I / m->tp_size, r0 = m->tp_rank * Ir;
@@ -377,7 +388,7 @@ vllm_status moe_block_load(model *m, weight_source *ws, int l, moe_block *L) {
         L->host = NULL;
     }
     if (st) return st;
-    if (c->moe.shared_intermediate_size > 0) {
+    if (c->moe.shared_intermediate_size > 0 && !L->num_shared) { /* the gated shared expert apart */
         const int64_t Is = c->moe.shared_intermediate_size;
         const char *sh[2] = {nm->shared_gate, nm->shared_up};
         const int64_t shrows[2] = {Is, Is}, dnrows[1] = {D}, grows[1] = {1};
@@ -442,12 +453,14 @@ void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, 
     const tensor *h = norm ? hbuf : x; /* the experts' input: norm(x), which the router's linear_fused writes */
     moe_params mp = blk_moe_params(&m->cfg);
     mp.score_bias = b->score_bias.data ? &b->score_bias : NULL;
-    mp.num_shared = b->num_shared;                                /* DeepSeek's shared experts ride along */
+    mp.num_shared = b->num_shared; /* DeepSeek's shared experts ride along, or Qwen2-MoE's gated by its logit */
+    mp.shared_gate = b->num_shared > 0 && m->cfg.moe.shared_intermediate_size > 0;
     const int64_t kw = be_moe_width(&mp);
     tensor rlb = rows(&mb->rl, T), idb = rows(&mb->ids, T), rwb = rows(&mb->rw, T);
     const int64_t E = mp.num_experts;
     tensor rl = tensor_cols(&rlb, 0, b->gate_in_router ? E + 1 : E); /* the router's output */
-    tensor logits = tensor_cols(&rlb, 0, E), ids = tensor_cols(&idb, 0, kw), rw = tensor_cols(&rwb, 0, kw);
+    tensor logits = tensor_cols(&rlb, 0, mp.shared_gate ? E + 1 : E), ids = tensor_cols(&idb, 0, kw),
+           rw = tensor_cols(&rwb, 0, kw);
     if (norm) { /* h = norm(x) and the router logits in one op (a decode batch's GEMV normalises x itself) */
         const linear_fuse in = {.norm_w = norm->w, .norm_b = norm->b, .eps = norm->eps, .norm_kind = norm->kind,
                                 .h = hbuf};
@@ -455,7 +468,8 @@ void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, 
     } else {
         ops->linear(be, b->router, h, &rl);                       /* (T, E) router logits */
     }
-    ops->moe_route(be, &logits, &mp, &ids, &rw);                  /* top-k (+ shared) ids, weights (T, kw) */
+    ops->moe_route(be, &logits, &mp, &ids, &rw); /* top-k (+ shared) ids, weights (T, kw): the shared gated by
+                                                    sigmoid(logits[:, E]) */
     ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, accumulate, o); /* o (T, D) (+)= */
     if (b->sh_gate_up) {
         tensor sgu = rows(&mb->sgu, T), sa = rows(&mb->sa, T), sg = rows(&mb->sg, T), so = rows(&mb->so, T);

@@ -533,14 +533,16 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
         if (be->import_copies) ws_release_copied(ws);
         progress_update(&pr, l + 1);
     }
-    if (c->shared_experts_size > 0) { /* where DeepSeek's shared experts run (block_moe.c) */
+    if (c->shared_experts_size > 0 || c->moe.shared_intermediate_size > 0) { /* where the shared experts run
+                                                                                (block_moe.c) */
         int in_op = 0, apart = 0;
         for (int l = 0; l < c->num_layers; l++)
             if (c->layers[l].mlp == MLP_MOE) {
                 in_op += lm->layers[l].moe.num_shared > 0;
                 apart += lm->layers[l].moe.num_shared == 0;
             }
-        LOG_I("%s: the shared experts (%d wide) run %s", c->architecture, c->shared_experts_size,
+        LOG_I("%s: the shared experts (%lld wide) run %s", c->architecture,
+              (long long)(c->shared_experts_size > 0 ? c->shared_experts_size : c->moe.shared_intermediate_size),
               !apart ? "as extra experts of the MoE op" : !in_op ? "apart, as a dense MLP" : "apart in some layers");
     }
 
@@ -828,7 +830,7 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             const bool norm_here = !mlp_normed && !post;
             const be_norm mlp_norm = blk_norm(c, &L->post_norm);
             const tensor *hin = post ? &x : &h;
-            /* DeepSeek's plain shared experts inside the expert op (moe.num_shared, weight 1): with nothing
+            /* shared experts inside the expert op (moe.num_shared: DeepSeek's, weight 1; Qwen2-MoE's gated): with nothing
              * between the MLP's output and the residual add (no out norm, no residual multiplier), the experts'
              * sum goes straight into x (transformers' DeepseekV2MoE: moe(...) + shared_experts(residuals),
              * then the decoder layer's residual + that) */

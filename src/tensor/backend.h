@@ -197,6 +197,10 @@ typedef struct moe_params {
                               (T, top_k + num_shared), the routed k first as without them, and moe_experts
                               takes experts of E + num_shared (be_experts made with that many) and ids / w
                               of that width. 0 = none */
+    bool shared_gate;      /* with num_shared: their weight is sigmoid(logits[t, E]) in f32 instead of 1, the
+                              logits then (T, E + 1) (Qwen2-MoE / Qwen3.5-MoE's shared expert, transformers'
+                              sigmoid(shared_expert_gate(x)) * shared_expert(x), its gate's logit after the
+                              router's); routing reads only the first E columns */
 } moe_params;
 
 /* The ids / weights per token of moe_route and moe_experts: top_k, then the shared experts. */
@@ -212,6 +216,7 @@ static inline const char *be_moe_routing_check(const moe_params *p) {
     if (p->num_shared < 0 || (int64_t)p->num_experts + p->num_shared > INT32_MAX / 2 ||
         (int64_t)p->top_k + p->num_shared > INT32_MAX / 2)
         return "num_shared must not be negative (nor E + num_shared or top_k + num_shared huge)";
+    if (p->shared_gate && p->num_shared < 1) return "shared_gate needs shared experts (num_shared >= 1)";
     if (p->num_groups > 1) {
         if (p->scoring == BE_MOE_SOFTMAX) return "BE_MOE_SOFTMAX takes no groups (BE_MOE_SOFTMAX_GROUPED does)";
         if (p->num_experts % p->num_groups) return "num_groups must divide num_experts";
@@ -496,11 +501,12 @@ typedef struct backend_ops {
      * max_pairs (token, expert) pairs on experts shaped like ex, so that such calls record into
      * graphs (graph_moe_pairs rises to max_pairs) and never move memory a recording uses. */
     vllm_status (*experts_reserve)(backend *be, const be_experts *ex, int64_t max_pairs);
-    /* The routing of router logits (T, E) (act dtype or F32) as p's scoring:
+    /* The routing of router logits (T, E) (act dtype or F32; (T, E + 1) with p->shared_gate) as p's scoring:
      * ids (T, k) I32 the chosen experts (best first by the choice score; equal
      * scores: the lower id first), w (T, k) F32 their weights (renormalised
      * when p says so, times p's routed_scaling). With p->num_shared: ids / w
-     * are (T, k + num_shared), columns k .. hold E, E + 1, .. with weight 1.
+     * are (T, k + num_shared), columns k .. hold E, E + 1, .. with weight 1
+     * (p->shared_gate: sigmoid(logits[t, E])).
      * On the device: no host round trip, so it records into a graph. */
     void (*moe_route)(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
     /* y (T, D) = (or +=, accumulate) sum over j < k (+ p->num_shared) of w[t, j] * expert_{ids[t, j]}(x_t)

@@ -2402,6 +2402,50 @@ static void test_moe_route_ds_ns(const char *name, int E, int k, be_moe_scoring 
     drop_pairs(cs, gs, 4);
 }
 
+/* Qwen2-MoE's gated shared experts riding after the top k (moe_params.shared_gate): logits (T, E + 1), the last
+ * column the gate's logit; the shared columns E + j with weight sigmoid(that logit), the routed ones as without */
+static void test_moe_route_shared_gate(int E, int k, int ns, int T, dtype ldt) {
+    const int kw = k + ns;
+    float *l = malloc((size_t)T * (E + 1) * sizeof *l);
+    for (int i = 0; i < T * (E + 1); i++) l[i] = round_to(ldt, 4.0f * rnd());
+    tensor lc = put(cpu, DTYPE_F32, T, E + 1, l), lg = put(gpu, ldt, T, E + 1, l);
+    tensor ic = put_i32_2d(cpu, NULL, T, kw), ig = put_i32_2d(gpu, NULL, T, kw);
+    tensor wc = put(cpu, DTYPE_F32, T, kw, NULL), wg = put(gpu, DTYPE_F32, T, kw, NULL);
+    poison(&ig);
+    poison(&wg);
+    const moe_params mp = {.num_experts = E, .top_k = k, .renormalize = true, .num_shared = ns, .shared_gate = true};
+    CHECK(backend_supports(gpu, BE_OP_MOE, &mp) == BE_NATIVE);
+    cpu->ops->moe_route(cpu, &lc, &mp, &ic, &wc);
+    gpu->ops->moe_route(gpu, &lg, &mp, &ig, &wg);
+    CHECK_OK(gpu->ops->synchronize(gpu));
+    int32_t *idc = malloc((size_t)T * kw * 4), *idg = malloc((size_t)T * kw * 4);
+    CHECK_OK(cpu->ops->download(cpu, idc, &ic, (size_t)T * kw * 4));
+    CHECK_OK(gpu->ops->download(gpu, idg, &ig, (size_t)T * kw * 4));
+    float *c = get(cpu, &wc), *g = get(gpu, &wg);
+    int bad = 0, idoff = 0;
+    for (int t = 0; t < T; t++) {
+        const float sg = 1.0f / (1.0f + expf(-l[t * (E + 1) + E]));
+        for (int j = 0; j < kw; j++) idoff += idc[t * kw + j] != idg[t * kw + j];
+        for (int j = k; j < kw; j++)
+            bad += idg[t * kw + j] != E + j - k || fabsf(g[t * kw + j] - sg) > 1e-6f || c[t * kw + j] != sg;
+    }
+    CHECK_MSG(bad == 0 && idoff == 0, "moe_route shared_gate E %d k %d + %d T %d %s: %d shared columns wrong, %d ids "
+              "differ", E, k, ns, T, dtype_name(ldt), bad, idoff);
+    char what[128];
+    snprintf(what, sizeof what, "moe_route E %d k %d + %d gated shared T %d %s (w)", E, k, ns, T, dtype_name(ldt));
+    compare(what, g, c, (int64_t)T * kw, 1e-5, 1e-5);
+    /* refused: a shared gate without shared experts */
+    const moe_params none = {.num_experts = E, .top_k = k, .renormalize = true, .shared_gate = true};
+    CHECK(backend_supports(gpu, BE_OP_MOE, &none) == BE_UNSUPPORTED);
+    free(c);
+    free(g);
+    free(idc);
+    free(idg);
+    free(l);
+    tensor *cs[] = {&lc, &ic, &wc}, *gs[] = {&lg, &ig, &wg};
+    drop_pairs(cs, gs, 3);
+}
+
 static void test_moe_route_ds_case(const char *name, int E, int k, be_moe_scoring sc, int G, int kg, bool renorm,
                                    float scale, int bias, int T, dtype ldt, int pat) {
     test_moe_route_ds_ns(name, E, k, sc, G, kg, renorm, scale, bias, T, ldt, pat, 0);
@@ -2672,6 +2716,10 @@ static void test_moe(void) {
                              ROUTE_TIES, 2);
     }
     test_moe_route_ds_ns("33 shared", 16, 2, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, 0, 5, DTYPE_BF16, ROUTE_RANDOM, 33);
+    /* Qwen2-MoE's gated shared experts (Qwen3.5-35B-A3B's shape: 256 + 1; Qwen1.5-MoE's: 60 + 4), 33 tokens */
+    test_moe_route_shared_gate(256, 8, 1, 1, DTYPE_BF16);
+    test_moe_route_shared_gate(60, 4, 4, 33, DTYPE_F32);
+    test_moe_route_shared_gate(8, 2, 2, 5, DTYPE_BF16);
     enum { MAX_K = 64, MAX_E = 512 }; /* cuda_internal.h's CU_MOE_MAX_K, CU_MOE_MAX_E */
     test_moe_route_ds_ns("widest", 128, 8, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, 0, 3, DTYPE_BF16, ROUTE_RANDOM, MAX_K - 8);
     {   /* refused: top_k + shared past CU_MOE_MAX_K, experts + shared past CU_MOE_MAX_E */

@@ -7,7 +7,10 @@
  * Built here from tests/fixtures/models: Qwen3-MoE with per-expert tensors and
  * one dense layer (mlp_only_layers), Qwen3-MoE with transformers 5's fused
  * expert tensors, Mixtral (block_sparse_moe w1 / w3 / w2) and Qwen2-MoE (all
- * experts, not renormalised, plus a shared expert whose down projection is 0).
+ * experts, not renormalised, plus a shared expert whose down projection is 0). And Qwen2-MoE whose shared
+ * expert is the dense MLP (its down doubled, its sigmoid gate's weight 0: sigmoid 1/2), twice the routed
+ * experts' width (so it rides in the expert op as two experts of weight sigmoid(0), moe_params.shared_gate),
+ * the routed experts' down projections 0.
  * The routing itself is tested op by op in tests/cpu/test_moe.c; the
  * transformers fixtures of the MoE families are made on the GPU machine.
  */
@@ -29,7 +32,7 @@
 #define LOGPROB_TOL 1e-3
 #define MAXT 4096
 
-typedef enum variant { QWEN3_PER_EXPERT, QWEN3_FUSED, MIXTRAL, QWEN2_SHARED } variant;
+typedef enum variant { QWEN3_PER_EXPERT, QWEN3_FUSED, MIXTRAL, QWEN2_SHARED, QWEN2_RIDE } variant;
 
 /* The tensors of the checkpoint being written; names and buffers owned here. */
 typedef struct ckpt {
@@ -96,7 +99,8 @@ static bool make_moe(const char *src, const char *dir, variant v, int E, int k) 
     const int D = (int)json_integer_value(json_object_get(cfg, "hidden_size"));
     const int I = (int)json_integer_value(json_object_get(cfg, "intermediate_size"));
     const int L = (int)json_integer_value(json_object_get(cfg, "num_hidden_layers"));
-    const char *arch = v == MIXTRAL ? "MixtralForCausalLM" : v == QWEN2_SHARED ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM";
+    const bool q2 = v == QWEN2_SHARED || v == QWEN2_RIDE;
+    const char *arch = v == MIXTRAL ? "MixtralForCausalLM" : q2 ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM";
     json_object_set_new(cfg, "architectures", json_pack("[s]", arch));
     json_object_del(cfg, "layer_types");
     if (v == MIXTRAL) {
@@ -104,13 +108,13 @@ static bool make_moe(const char *src, const char *dir, variant v, int E, int k) 
         json_object_set_new(cfg, "num_local_experts", json_integer(E));
         json_object_set_new(cfg, "sliding_window", json_null());
     } else {
-        json_object_set_new(cfg, "model_type", json_string(v == QWEN2_SHARED ? "qwen2_moe" : "qwen3_moe"));
+        json_object_set_new(cfg, "model_type", json_string(q2 ? "qwen2_moe" : "qwen3_moe"));
         json_object_set_new(cfg, "num_experts", json_integer(E));
-        json_object_set_new(cfg, "moe_intermediate_size", json_integer(I));
-        json_object_set_new(cfg, "norm_topk_prob", json_boolean(v != QWEN2_SHARED));
+        json_object_set_new(cfg, "moe_intermediate_size", json_integer(v == QWEN2_RIDE ? I / 2 : I));
+        json_object_set_new(cfg, "norm_topk_prob", json_boolean(!q2));
         json_object_set_new(cfg, "decoder_sparse_step", json_integer(1));
-        json_object_set_new(cfg, "mlp_only_layers", v == QWEN2_SHARED ? json_array() : json_pack("[i]", 1));
-        if (v == QWEN2_SHARED) json_object_set_new(cfg, "shared_expert_intermediate_size", json_integer(32));
+        json_object_set_new(cfg, "mlp_only_layers", q2 ? json_array() : json_pack("[i]", 1));
+        if (q2) json_object_set_new(cfg, "shared_expert_intermediate_size", json_integer(v == QWEN2_RIDE ? I : 32));
     }
     json_object_set_new(cfg, "num_experts_per_tok", json_integer(k));
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -148,7 +152,28 @@ static bool make_moe(const char *src, const char *dir, variant v, int E, int k) 
             snprintf(dn, sizeof dn, "model.layers.%d.mlp.down_proj.weight", l);
             const tensor *u = st_find(set, un), *d = st_find(set, dn);
             if (!g || !u || !d) continue;
-            if (v == QWEN3_FUSED) {
+            if (v == QWEN2_RIDE) {
+                /* routed experts of I / 2 that add nothing (down 0); the shared expert: the dense MLP, down x 2
+                 * (exact in BF16), gate weight 0 */
+                for (int e = 0; e < E; e++) {
+                    snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.gate_proj.weight", l, e);
+                    add(c, nm, random_bf16(c, I / 2, D, 0.3f, &seed));
+                    snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.up_proj.weight", l, e);
+                    add(c, nm, random_bf16(c, I / 2, D, 0.3f, &seed));
+                    snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.down_proj.weight", l, e);
+                    add(c, nm, tensor_2d(DTYPE_BF16, own(c, (size_t)D * (I / 2) * 2), D, I / 2));
+                }
+                uint16_t *d2 = own(c, (size_t)D * I * 2);
+                for (int64_t i = 0; i < (int64_t)D * I; i++) d2[i] = f32_to_bf16(2.0f * bf16_to_f32(((const uint16_t *)d->data)[i]));
+                snprintf(nm, sizeof nm, "model.layers.%d.mlp.shared_expert.gate_proj.weight", l);
+                add(c, nm, *g);
+                snprintf(nm, sizeof nm, "model.layers.%d.mlp.shared_expert.up_proj.weight", l);
+                add(c, nm, *u);
+                snprintf(nm, sizeof nm, "model.layers.%d.mlp.shared_expert.down_proj.weight", l);
+                add(c, nm, tensor_2d(DTYPE_BF16, d2, D, I));
+                snprintf(nm, sizeof nm, "model.layers.%d.mlp.shared_expert_gate.weight", l);
+                add(c, nm, tensor_2d(DTYPE_BF16, own(c, (size_t)D * 2), 1, D));
+            } else if (v == QWEN3_FUSED) {
                 /* gate_up (E, 2I, D): gate rows then up rows per expert; down (E, D, I) */
                 size_t gb = (size_t)I * D * 2, db = (size_t)D * I * 2;
                 char *gu = own(c, (size_t)E * 2 * gb), *dd = own(c, (size_t)E * db);
@@ -265,5 +290,6 @@ int main(void) {
     run_variant("qwen3_qknorm", QWEN3_FUSED, 8, 3, "Qwen3-MoE, fused expert tensors, top 3 of 8");
     run_variant("llama_gqa", MIXTRAL, 4, 2, "Mixtral, top 2 of 4");
     run_variant("qwen2_bias_tied", QWEN2_SHARED, 4, 4, "Qwen2-MoE, all 4 experts, shared expert");
+    run_variant("qwen2_bias_tied", QWEN2_RIDE, 4, 2, "Qwen2-MoE, shared expert riding as 2 experts");
     TEST_END();
 }

@@ -62,7 +62,9 @@ int blk_moe_shared(const model *m) {
     const bool gated = c->moe.shared_intermediate_size > 0;
     const int64_t Is = gated ? c->moe.shared_intermediate_size : c->shared_experts_size, I = c->moe.intermediate_size;
     if (Is <= 0 || I <= 0 || Is % I || !blk_has_moe(c)) return 0;
-    if (gated && (m->tp_size > 1 || c->moe.router_bias)) return 0;
+    /* VLLM_MOE_SHARED_APART=1 keeps the gated one apart (a measurement switch) */
+    const char *apart = getenv("VLLM_MOE_SHARED_APART");
+    if (gated && (m->tp_size > 1 || c->moe.router_bias || (apart && !strcmp(apart, "1")))) return 0;
     moe_params mp = blk_moe_params(c);
     mp.num_shared = (int)(Is / I);
     mp.shared_gate = gated;

@@ -224,9 +224,8 @@ struct be_experts {
     moe_ws *ws;
     int path;                   /* VLLM_CUDA_MOE at creation: 0 by batch size, 1 the expert GEMV ("gemv"),
                                    2 cuBLAS per expert ("gemm"), 3 the grouped GEMM ("grouped") */
-    int mm_bm, mm_wn;           /* VLLM_CUDA_MOE_BM=32|64|128, VLLM_CUDA_MOE_WN=2|4 at creation: the grouped GEMM's
-                                   pair rows a tile, warps along its weight rows (measurement switches; 0: mm_bm's
-                                   and mm_wn's choices) */
+    int mm_bm;                  /* VLLM_CUDA_MOE_BM=32|64|128 at creation: the grouped GEMM's pair rows a tile (a
+                                   measurement switch; 0: mm_bm's choice from the pairs an expert) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
 };
@@ -367,8 +366,6 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->split_comb = cenv && !strcmp(cenv, "split");
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
     ex->mm_bm = !benv ? 0 : atoi(benv) == 32 || atoi(benv) == 64 || atoi(benv) == 128 ? atoi(benv) : 0;
-    const char *wenv = getenv("VLLM_CUDA_MOE_WN");
-    ex->mm_wn = !wenv ? 0 : atoi(wenv) == 2 || atoi(wenv) == 4 ? atoi(wenv) : 0;
     ex->ws = ws_acquire(cu);
     vllm_status st = VLLM_OK;
     void *stage = NULL;
@@ -1205,8 +1202,8 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
  * rows of a CTA: the gated form (NR 2) gate rows [c0, c0 + 64) then up rows [R + c0, R + c0 + 64), 64 outputs;
  * NR 1 rows [c0, c0 + 128), 128 outputs. 2 x WN warps: 2 along the pairs (BM / 2 each) x WN along the rows (each
  * 128 / WN rows: NR 2 the gate and up rows of 64 / WN outputs, so that act(gate) * up is formed in registers).
- * WN 4 (8 warps, 32-row warp tiles) for the decode batches' short tiles, WN 2 (4 warps of 64 x 64: half the
- * shared-memory reads a multiply of WN 4's) for prefill. BM is the host's choice from the pairs per expert (a
+ * WN is MM_WN, 4 (8 warps, 32-row warp tiles; 2, 4 warps of 64 x 64, measured slower). BM is the host's choice
+ * from the pairs per expert (a
  * decode batch of 256 tokens of top 8 over 128 experts: ~16, BM 32; a 2,048-token prefill chunk: ~128, BM 128),
  * so that few rows of a tile are idle. */
 #define MM_BK 64                /* inputs a step: 128-byte rows of 8 16-byte chunks */
@@ -1368,36 +1365,27 @@ static int mm_bm(int N, int E) {
     return per <= 32 ? 32 : per <= 64 ? 64 : 128;
 }
 
-/* warps along the weight rows: 4 (measured in session 30's first call); 2 (64 x 64 warp tiles) under
- * VLLM_CUDA_MOE_WN=2 until a device call compares them */
-static int mm_wn(int bm) {
-    (void)bm;
-    return 4;
-}
+/* 4 warps along the weight rows (32-row warp tiles). 2 (4 warps of 64 x 64, half the shared-memory reads a
+ * multiply) measured slower in session 30 (H100, test_cuda_perf's MoE layer: 2,048 tokens 859 -> 935 us at 128
+ * pairs a tile, 879 at 64; 256 tokens 464 -> 478 at 64) */
+#define MM_WN 4
 
-template <int NR, int WN>
-static void (*mm_kernel_wn(int bm))(mgv_args) {
-    return bm == 32 ? k_moe_mma<NR, 32, WN> : bm == 64 ? k_moe_mma<NR, 64, WN> : k_moe_mma<NR, 128, WN>;
-}
-
-static void (*mm_kernel(int nr, int bm, int wn))(mgv_args) {
-    if (nr == 2) return wn == 2 ? mm_kernel_wn<2, 2>(bm) : mm_kernel_wn<2, 4>(bm);
-    return wn == 2 ? mm_kernel_wn<1, 2>(bm) : mm_kernel_wn<1, 4>(bm);
+static void (*mm_kernel(int nr, int bm))(mgv_args) {
+    if (nr == 2) return bm == 32 ? k_moe_mma<2, 32, MM_WN> : bm == 64 ? k_moe_mma<2, 64, MM_WN> : k_moe_mma<2, 128, MM_WN>;
+    return bm == 32 ? k_moe_mma<1, 32, MM_WN> : bm == 64 ? k_moe_mma<1, 64, MM_WN> : k_moe_mma<1, 128, MM_WN>;
 }
 
 /* the grouped GEMM's dynamic shared memory limits (above the default 48 KB), raised once a device */
 static vllm_status mm_attrs(moe_ws *ws) {
     if (ws->mm_attr) return VLLM_OK;
     for (int nr = 1; nr <= 2; nr++)
-        for (int bm = 32; bm <= 128; bm *= 2)
-            for (int wn = 2; wn <= 4; wn += 2) {
-                const cudaError_t e = cudaFuncSetAttribute(mm_kernel(nr, bm, wn),
-                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           (int)MM_SMEM(bm));
-                if (e != cudaSuccess)
-                    return vt_error(VLLM_ERR_BACKEND, "experts_create: the grouped GEMM's shared memory (%zu bytes): %s",
-                                    MM_SMEM(bm), cudaGetErrorString(e));
-            }
+        for (int bm = 32; bm <= 128; bm *= 2) {
+            const cudaError_t e = cudaFuncSetAttribute(mm_kernel(nr, bm), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)MM_SMEM(bm));
+            if (e != cudaSuccess)
+                return vt_error(VLLM_ERR_BACKEND, "experts_create: the grouped GEMM's shared memory (%zu bytes): %s",
+                                MM_SMEM(bm), cudaGetErrorString(e));
+        }
     ws->mm_attr = true;
     return VLLM_OK;
 }
@@ -1662,7 +1650,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         *pe = (int *)(mb + ml.pe);
     int4 *slot = (int4 *)(mb + ml.slot), *tl = (int4 *)(mb + ml.tiles);
     /* the grouped GEMM's tile height and warps along its rows, and its tiles (the grid's y) */
-    const int bm = ex->mm_bm ? ex->mm_bm : mm_bm(N, E), wn = ex->mm_wn ? ex->mm_wn : mm_wn(bm);
+    const int bm = ex->mm_bm ? ex->mm_bm : mm_bm(N, E);
     const unsigned tiles = gg_tiles_bound(N, E, bm);
     __nv_bfloat16 *h = (__nv_bfloat16 *)bh->p, *o = (__nv_bfloat16 *)bo->p;
 
@@ -1726,8 +1714,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                                                                                            : k_moe_gemv<1, 8>;
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm, wn),
-                              dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(64 * wn),
+                 : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
+                              dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(64 * MM_WN),
                               MM_SMEM(bm), g))
             return;
         /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
@@ -1773,8 +1761,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
         if (gemv ? !cu_launch(cu, "moe_experts (down)", true, gv1,
                               dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm, wn),
-                              dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(64 * wn), MM_SMEM(bm), g))
+                 : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm),
+                              dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(64 * MM_WN), MM_SMEM(bm), g))
             return;
     } else {
         moe_gemm_path(be, ex, x, N, k, p, offs, perm, h, o);

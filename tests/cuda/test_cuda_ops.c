@@ -2175,7 +2175,7 @@ typedef struct moe_case {
     const char *comb;     /* VLLM_CUDA_MOE_COMBINE for them ("split": decode's down GEMV and combine apart), or NULL */
     int bias;             /* MOE_BIAS_* (gpt-oss's expert biases) */
     float alpha, limit;   /* moe_params.swiglu_alpha / _limit (act BE_ACT_SWIGLU_OAI; 0 = the defaults) */
-    const char *bm, *wn;  /* VLLM_CUDA_MOE_BM / _WN for them (the grouped GEMM's tile height, warps), or NULL */
+    const char *bm;       /* VLLM_CUDA_MOE_BM for them (the grouped GEMM's tile height), or NULL */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2183,14 +2183,12 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->force) setenv("VLLM_CUDA_MOE", mc->force, 1);
     if (mc->comb) setenv("VLLM_CUDA_MOE_COMBINE", mc->comb, 1);
     if (mc->bm) setenv("VLLM_CUDA_MOE_BM", mc->bm, 1);
-    if (mc->wn) setenv("VLLM_CUDA_MOE_WN", mc->wn, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
     if (mc->force) unsetenv("VLLM_CUDA_MOE");
     if (mc->comb) unsetenv("VLLM_CUDA_MOE_COMBINE");
     if (mc->bm) unsetenv("VLLM_CUDA_MOE_BM");
-    if (mc->wn) unsetenv("VLLM_CUDA_MOE_WN");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2809,16 +2807,13 @@ static void test_moe(void) {
          .ydt = DTYPE_F32},
         {.E = 16, .k = 8, .T = 100, .D = 264, .I = 200, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16},
-        /* ... every tile height with both warp layouts (VLLM_CUDA_MOE_BM / _WN: the defaults are 32 and 64 with 4
-         * warps along the rows, 128 with 2) */
+        /* ... every tile height forced (VLLM_CUDA_MOE_BM) on shapes whose default is another */
         {.E = 4, .k = 2, .T = 600, .D = 256, .I = 192, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .bm = "128", .wn = "4"},
+         .bm = "32"},
         {.E = 16, .k = 8, .T = 100, .D = 264, .I = 200, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .acc = true,
-         .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .bm = "32", .wn = "2"},
+         .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .bm = "128"},
         {.E = 16, .k = 4, .T = 70, .D = 264, .I = 136, .pat = MOE_SUBSET, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .bm = "64", .wn = "2"},
-        {.E = 16, .k = 4, .T = 70, .D = 264, .I = 136, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .bm = "128"},
+         .bm = "64"},
         /* gpt-oss: expert biases and the clamped SwiGLU (gate / up biases in +-8: values past the limit on both
          * sides) on the expert GEMV (up to 64 pairs), the grouped GEMM (more) and cuBLAS (forced; unaligned) */
         {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
@@ -2876,11 +2871,11 @@ static void test_moe(void) {
         {.E = 8, .k = 2, .T = 1, .D = 4096, .I = 64, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
-        /* one token reads the ids directly (no permutation: pair j is position j): top 8 of 4 experts, repeats
-         * (more pairs than experts), on the fused and the split kernels */
-        {.E = 4, .k = 8, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
+        /* one token reads the ids directly (no permutation: pair j is position j): top 4 of 4 experts with repeats
+         * (ids drawn with replacement), on the fused and the split kernels */
+        {.E = 4, .k = 4, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32},
-        {.E = 4, .k = 8, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+        {.E = 4, .k = 4, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .comb = "split"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,

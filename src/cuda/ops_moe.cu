@@ -1202,12 +1202,14 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
  * rows of a CTA: the gated form (NR 2) gate rows [c0, c0 + 64) then up rows [R + c0, R + c0 + 64), 64 outputs;
  * NR 1 rows [c0, c0 + 128), 128 outputs. 2 x WN warps: 2 along the pairs (BM / 2 each) x WN along the rows (each
  * 128 / WN rows: NR 2 the gate and up rows of 64 / WN outputs, so that act(gate) * up is formed in registers).
- * WN is MM_WN, 4 (8 warps, 32-row warp tiles; 2, 4 warps of 64 x 64, measured slower). BM is the host's choice
- * from the pairs per expert (a
- * decode batch of 256 tokens of top 8 over 128 experts: ~16, BM 32; a 2,048-token prefill chunk: ~128, BM 128),
- * so that few rows of a tile are idle. */
+ * WN is MM_WN. BM is the host's choice from the pairs per expert (a decode batch of 256 tokens of top 8 over 128
+ * experts: ~16, BM 32; a 2,048-token prefill chunk: ~128, BM 128), so that few rows of a tile are idle. */
 #define MM_BK 64                /* inputs a step: 128-byte rows of 8 16-byte chunks */
 #define MM_BW 128               /* weight rows a CTA */
+/* 4 warps along the weight rows (32-row warp tiles). 2 (4 warps of 64 x 64, half the shared-memory reads a
+ * multiply) measured slower in session 30 (H100, test_cuda_perf's MoE layer: 2,048 tokens 859 -> 935 us at 128
+ * pairs a tile, 879 at 64; 256 tokens 464 -> 478 at 64) */
+#define MM_WN 4
 #define MM_STAGES(BM) ((BM) >= 128 ? 3 : 4)
 /* bytes of shared memory a CTA: the stages' A (BM x 64) and B (128 x 64) BF16 tiles */
 #define MM_SMEM(BM) ((size_t)MM_STAGES(BM) * ((BM) + MM_BW) * MM_BK * 2)
@@ -1220,9 +1222,10 @@ __device__ __forceinline__ int mm_sw(int r, int c) { return r * 128 + ((c ^ (r &
  * list's end exit): out = A W_e^T over K, A's rows the pairs' x rows (by_token: x[perm[p] / k]) or h[p];
  * NR 2: act(gate) * up. Rows past the block's pairs or the expert's outputs load a valid row and are not
  * stored; inputs past K load as zeros (K % 8 == 0). Same args as k_moe_gemv. */
-template <int NR, int BM, int WN>
-__global__ void __launch_bounds__(64 * WN, 2) k_moe_mma(mgv_args a) {
-    constexpr int TH = 64 * WN, ST = MM_STAGES(BM), WM = BM / 2, MI = WM / 16; /* pairs a warp, its 16-row tiles */
+template <int NR, int BM>
+__global__ void __launch_bounds__(64 * MM_WN, 2) k_moe_mma(mgv_args a) {
+    constexpr int WN = MM_WN, TH = 64 * WN, ST = MM_STAGES(BM);
+    constexpr int WM = BM / 2, MI = WM / 16;             /* pairs a warp, its 16-row tiles */
     constexpr int A_BYTES = BM * MM_BK * 2, STAGE = A_BYTES + MM_BW * MM_BK * 2;
     constexpr int AQ = BM * 8 / TH, BQ = MM_BW * 8 / TH; /* chunks a thread copies a step */
     constexpr int OUT = MM_BW / NR;                      /* outputs a CTA */
@@ -1276,7 +1279,7 @@ __global__ void __launch_bounds__(64 * WN, 2) k_moe_mma(mgv_args a) {
     /* the warp's 16-row groups of the B tile, j < NJ: NR 2 its outputs' gate rows (j < NJ / 2) then their up rows,
      * NR 1 rows WR wn + 16 j */
     auto nrow = [&](int j) {
-        return NR == 2 ? (j < NJ / 2 ? 0 : 64) + (WR / 2) * wn + 16 * (j % (NJ / 2 > 0 ? NJ / 2 : 1)) : WR * wn + 16 * j;
+        return NR == 2 ? (j < NJ / 2 ? 0 : 64) + (WR / 2) * wn + 16 * (j % (NJ / 2)) : WR * wn + 16 * j;
     };
     /* ldmatrix lanes: A rows wm + 16 i + (lane & 15), chunk 2 kk + (lane >> 4); B rows (lane & 7) + 8 (lane >> 4),
      * chunk 2 kk + ((lane >> 3) & 1) */
@@ -1365,14 +1368,10 @@ static int mm_bm(int N, int E) {
     return per <= 32 ? 32 : per <= 64 ? 64 : 128;
 }
 
-/* 4 warps along the weight rows (32-row warp tiles). 2 (4 warps of 64 x 64, half the shared-memory reads a
- * multiply) measured slower in session 30 (H100, test_cuda_perf's MoE layer: 2,048 tokens 859 -> 935 us at 128
- * pairs a tile, 879 at 64; 256 tokens 464 -> 478 at 64) */
-#define MM_WN 4
 
 static void (*mm_kernel(int nr, int bm))(mgv_args) {
-    if (nr == 2) return bm == 32 ? k_moe_mma<2, 32, MM_WN> : bm == 64 ? k_moe_mma<2, 64, MM_WN> : k_moe_mma<2, 128, MM_WN>;
-    return bm == 32 ? k_moe_mma<1, 32, MM_WN> : bm == 64 ? k_moe_mma<1, 64, MM_WN> : k_moe_mma<1, 128, MM_WN>;
+    if (nr == 2) return bm == 32 ? k_moe_mma<2, 32> : bm == 64 ? k_moe_mma<2, 64> : k_moe_mma<2, 128>;
+    return bm == 32 ? k_moe_mma<1, 32> : bm == 64 ? k_moe_mma<1, 64> : k_moe_mma<1, 128>;
 }
 
 /* the grouped GEMM's dynamic shared memory limits (above the default 48 KB), raised once a device */

@@ -228,6 +228,8 @@ struct be_experts {
                                    measurement switch; 0: mm_bm's choice from the pairs an expert) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
+    bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
+                                   measurement switch) */
     bool route_apart;           /* VLLM_CUDA_MOE_ROUTE=apart at creation: moe_route_experts runs k_moe_route before
                                    the experts at one token too (a measurement switch) */
 };
@@ -366,6 +368,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->path = !env ? 0 : !strcmp(env, "gemv") ? 1 : !strcmp(env, "gemm") ? 2 : !strcmp(env, "grouped") ? 3 : 0;
     const char *cenv = getenv("VLLM_CUDA_MOE_COMBINE");
     ex->split_comb = cenv && !strcmp(cenv, "split");
+    const char *wenv = getenv("VLLM_CUDA_MOE_WG");
+    ex->no_wg = wenv && !strcmp(wenv, "0");
     const char *renv = getenv("VLLM_CUDA_MOE_ROUTE");
     ex->route_apart = renv && !strcmp(renv, "apart");
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
@@ -1424,6 +1428,154 @@ __global__ void __launch_bounds__(64 * MM_WN, 2) k_moe_mma(mgv_args a) {
         }
 }
 
+/* ---- prefill: the grouped GEMM on wgmma (sm_90a) ---- */
+
+/* k_moe_mma's tiles of 128 pairs x 128 weight rows on the warpgroup MMA: the same cp.async pipeline and XOR-swizzled
+ * tiles (mm_sw is the 128-byte swizzle of wgmma's K-major canonical layout: 8-row atoms of 128-byte rows, 1,024
+ * bytes apart), read by wgmma.mma_async m64n128k16 straight from shared memory instead of ldmatrix into registers
+ * (k_moe_mma's limit at 128-pair tiles: its shared-memory reads). 2 warpgroups, warpgroup g the pairs [64 g, 64 g +
+ * 64) of the tile against all 128 weight rows; the accumulators (64 a thread) in mma.sync's C layout per 8 columns,
+ * so the epilogue is k_moe_mma's. Only where the compiler targets sm_90a (the `a` features); elsewhere the host
+ * keeps k_moe_mma. */
+#define WG_BM 128               /* pairs a tile (2 warpgroups of 64) */
+#define WG_ST 3                 /* stages: 3 x 32 KB, 2 CTAs an SM */
+#define WG_STAGE ((WG_BM + MM_BW) * MM_BK * 2)
+#define WG_SMEM ((size_t)WG_ST * WG_STAGE + 1024) /* + the 1,024-byte alignment of the atoms */
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MOE_WGMMA 1
+#endif
+
+/* a shared-memory matrix descriptor: K-major, 128-byte swizzle, atoms of 8 rows 1,024 bytes apart */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+}
+
+/* d (64 x 128 f32, this thread's 64) += A (64 x 16, descriptor da) B^T (128 x 16, descriptor db) */
+__device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db) {
+#ifdef MOE_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db));
+#else
+    (void)d;
+    (void)da;
+    (void)db;
+#endif
+}
+__device__ __forceinline__ void wg_fence() {
+#ifdef MOE_WGMMA
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit_wait() {
+#ifdef MOE_WGMMA
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+/* Same CTA grid and arguments as k_moe_mma<NR, 128>: CTA (x, y) outputs [64 x, 64 x + 64) (NR 2, act(gate) * up) or
+ * [128 x, 128 x + 128) (NR 1) of tile y's pairs. */
+template <int NR>
+__global__ void __launch_bounds__(256, 2) k_moe_wg(mgv_args a) {
+    constexpr int TH = 256, RS = TH / 8;                 /* threads; rows a copy pass covers */
+    constexpr int AQ = WG_BM * 8 / TH, BQ = MM_BW * 8 / TH; /* chunks a thread copies a step */
+    constexpr int A_BYTES = WG_BM * MM_BK * 2, OUT = MM_BW / NR;
+    extern __shared__ __align__(128) unsigned char wg_smem_raw[];
+#ifndef MOE_WGMMA
+    __trap(); /* never launched: the host takes it only where sm_90a's code runs (cu->sm90) */
+#endif
+    pdl_launch();
+    pdl_wait();
+    const int4 tl = a.tiles[blockIdx.y]; /* (expert, first position, pairs) */
+    const int e = tl.x, p0 = tl.y, n = tl.z;
+    if (e < 0) return;
+    const int c0 = blockIdx.x * OUT;
+    unsigned char *sm = wg_smem_raw + ((1024 - (smem_u32(wg_smem_raw) & 1023)) & 1023);
+    const int cq = threadIdx.x & 7, r0 = threadIdx.x >> 3;
+    const __nv_bfloat16 *ap[AQ], *bp[BQ];
+#pragma unroll
+    for (int j = 0; j < AQ; j++) {
+        const int pp = p0 + min(r0 + RS * j, n - 1);
+        ap[j] = a.x + (a.by_token ? (int64_t)(a.perm[pp] / a.k) : (int64_t)pp) * a.xs + cq * 8;
+    }
+#pragma unroll
+    for (int j = 0; j < BQ; j++) {
+        const int row = r0 + RS * j;
+        const int q = NR == 2 ? row / 64 : 0, o = NR == 2 ? row % 64 : row;
+        const int col = min(c0 + o, a.R - 1);
+        bp[j] = a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8;
+    }
+    auto load = [&](int kt, int s) {
+        const int k0 = kt * MM_BK;
+        const bool in = k0 + cq * 8 < a.K;
+        unsigned char *st = sm + s * WG_STAGE;
+#pragma unroll
+        for (int j = 0; j < AQ; j++) cp_async16(st + mm_sw(r0 + RS * j, cq), in ? ap[j] + k0 : ap[j], in);
+#pragma unroll
+        for (int j = 0; j < BQ; j++) cp_async16(st + A_BYTES + mm_sw(r0 + RS * j, cq), in ? bp[j] + k0 : bp[j], in);
+    };
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) d[i] = 0.0f;
+    const int wg = threadIdx.x >> 7;
+    const uint32_t sbase = smem_u32(sm);
+    const int KT = (a.K + MM_BK - 1) / MM_BK;
+#pragma unroll
+    for (int s = 0; s < WG_ST - 1; s++) {
+        if (s < KT) load(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        cp_async_wait<WG_ST - 2>();
+#ifdef MOE_WGMMA
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
+#endif
+        __syncthreads(); /* step kt has landed for every thread; step kt - 1's stage is free (its wgmma waited) */
+        if (kt + WG_ST - 1 < KT) load(kt + WG_ST - 1, (kt + WG_ST - 1) % WG_ST);
+        cp_async_commit();
+        const uint32_t sa = sbase + (kt % WG_ST) * WG_STAGE + wg * 64 * 128, sb = sbase + (kt % WG_ST) * WG_STAGE + A_BYTES;
+        const uint64_t da = wg_desc(sa), db = wg_desc(sb);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < MM_BK / 16; kk++) wg_mma(d, da + 2 * kk, db + 2 * kk); /* + 32 bytes a k16 step */
+        wg_commit_wait();
+    }
+    cp_async_wait<0>();
+
+    /* the epilogue: warp w of warpgroup g holds pairs 64 g + 16 (w % 4) + (lane >> 2) (+ 8), columns 8 j + 2 (lane & 3)
+     * (+ 1) in d[4 j + 2 hh + c]; NR 2: columns j < 8 the gate of outputs 8 j + .., j + 8 their up */
+    const int lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3, wr = 64 * wg + 16 * ((threadIdx.x >> 5) & 3);
+    const __nv_bfloat16 *bias = a.bias ? a.bias + (int64_t)e * a.bes : nullptr;
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int r = wr + g4 + 8 * hh;
+        if (r >= n) continue;
+        __nv_bfloat16 *orow = a.out + (int64_t)(p0 + r) * a.os;
+#pragma unroll
+        for (int j = 0; j < 16 / NR; j++) {
+            const int col = c0 + 8 * j + 2 * t4;
+            if (col >= a.R) continue;
+            float v0 = d[4 * j + 2 * hh], v1 = d[4 * j + 2 * hh + 1];
+            if (bias) {
+                v0 += __bfloat162float(bias[col]);
+                v1 += __bfloat162float(bias[col + 1]);
+            }
+            if constexpr (NR == 2) {
+                float u0 = d[4 * (j + 8) + 2 * hh], u1 = d[4 * (j + 8) + 2 * hh + 1];
+                if (bias) {
+                    u0 += __bfloat162float(bias[a.R + col]);
+                    u1 += __bfloat162float(bias[a.R + col + 1]);
+                }
+                v0 = mgv_glu(a, v0, u0);
+                v1 = mgv_glu(a, v1, u1);
+            }
+            *(uint32_t *)(orow + col) = pack_bf16(v0, v1);
+        }
+    }
+}
+
 /* The pair rows of a call's tiles: the smallest of 32, 64, 128 that holds the pairs of an expert when they
  * spread evenly over min(E, N) experts (a decode batch leaves most rows of a larger tile idle; a prefill chunk
  * reads each expert's weights once per tile). */
@@ -1441,6 +1593,13 @@ static void (*mm_kernel(int nr, int bm))(mgv_args) {
 /* the grouped GEMM's dynamic shared memory limits (above the default 48 KB), raised once a device */
 static vllm_status mm_attrs(moe_ws *ws) {
     if (ws->mm_attr) return VLLM_OK;
+    for (int nr = 1; nr <= 2; nr++) {
+        const cudaError_t e = cudaFuncSetAttribute(nr == 2 ? k_moe_wg<2> : k_moe_wg<1>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WG_SMEM);
+        if (e != cudaSuccess)
+            return vt_error(VLLM_ERR_BACKEND, "experts_create: the wgmma grouped GEMM's shared memory (%zu bytes): %s",
+                            WG_SMEM, cudaGetErrorString(e));
+    }
     for (int nr = 1; nr <= 2; nr++)
         for (int bm = 32; bm <= 128; bm *= 2) {
             const cudaError_t e = cudaFuncSetAttribute(mm_kernel(nr, bm), cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1787,8 +1946,12 @@ static void moe_experts_run(backend *be, const be_experts *ex, const tensor *x, 
         }
         void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                            : k_moe_gemv<1, 8>;
+        /* 128-pair tiles on wgmma where sm_90a's code runs */
+        const bool wg = grouped && bm == WG_BM && cu->sm90 && !ex->no_wg;
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
+                 : wg ? !cu_launch(cu, "moe_experts (gate|up, wgmma grouped GEMM)", true, k_moe_wg<2>,
+                                   dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
                               dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(64 * MM_WN),
                               MM_SMEM(bm), g))
@@ -1836,6 +1999,8 @@ static void moe_experts_run(backend *be, const be_experts *ex, const tensor *x, 
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
         if (gemv ? !cu_launch(cu, "moe_experts (down)", true, gv1,
                               dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
+                 : wg ? !cu_launch(cu, "moe_experts (down, wgmma grouped GEMM)", true, k_moe_wg<1>,
+                                   dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm),
                               dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(64 * MM_WN), MM_SMEM(bm), g))
             return;

@@ -2176,6 +2176,7 @@ typedef struct moe_case {
     int bias;             /* MOE_BIAS_* (gpt-oss's expert biases) */
     float alpha, limit;   /* moe_params.swiglu_alpha / _limit (act BE_ACT_SWIGLU_OAI; 0 = the defaults) */
     const char *bm;       /* VLLM_CUDA_MOE_BM for them (the grouped GEMM's tile height), or NULL */
+    const char *wg;       /* VLLM_CUDA_MOE_WG for them ("0": 128-pair tiles on k_moe_mma, not wgmma), or NULL */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2183,12 +2184,14 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->force) setenv("VLLM_CUDA_MOE", mc->force, 1);
     if (mc->comb) setenv("VLLM_CUDA_MOE_COMBINE", mc->comb, 1);
     if (mc->bm) setenv("VLLM_CUDA_MOE_BM", mc->bm, 1);
+    if (mc->wg) setenv("VLLM_CUDA_MOE_WG", mc->wg, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
     if (mc->force) unsetenv("VLLM_CUDA_MOE");
     if (mc->comb) unsetenv("VLLM_CUDA_MOE_COMBINE");
     if (mc->bm) unsetenv("VLLM_CUDA_MOE_BM");
+    if (mc->wg) unsetenv("VLLM_CUDA_MOE_WG");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2213,6 +2216,8 @@ static void test_moe_experts_case(const moe_case *mc) {
                  mc->ydt != DTYPE_BF16 ? " y F32" : "", mc->xoff ? " x strided" : "", mc->force ? " forced " : "");
         if (mc->force) snprintf(what + strlen(what), sizeof what - strlen(what), "%s", mc->force);
         if (mc->comb) snprintf(what + strlen(what), sizeof what - strlen(what), " combine %s", mc->comb);
+        if (mc->bm) snprintf(what + strlen(what), sizeof what - strlen(what), " bm %s", mc->bm);
+        if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
         if (mc->alpha > 0 || mc->limit > 0)
@@ -2940,6 +2945,13 @@ static void test_moe(void) {
          .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .bm = "128"},
         {.E = 16, .k = 4, .T = 70, .D = 264, .I = 136, .pat = MOE_SUBSET, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .bm = "64"},
+        /* 128-pair tiles run on wgmma (k_moe_wg) on sm_90a: above, and a prefill-like call (256 pairs an expert,
+         * 8 K steps); k_moe_mma's own 128-pair tiles under VLLM_CUDA_MOE_WG=0 */
+        {.E = 16, .k = 4, .T = 1024, .D = 512, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 4, .k = 2, .T = 600, .D = 256, .I = 192, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .wg = "0"},
+        {.E = 16, .k = 8, .T = 100, .D = 264, .I = 200, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .bm = "128", .wg = "0"},
         /* gpt-oss: expert biases and the clamped SwiGLU (gate / up biases in +-8: values past the limit on both
          * sides) on the expert GEMV (up to 64 pairs), the grouped GEMM (more) and cuBLAS (forced; unaligned) */
         {.E = 8, .k = 2, .T = 3, .D = 256, .I = 128, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,

@@ -571,9 +571,9 @@ static void run_moe(const char *force) {
     const moe_params mp = {.num_experts = E, .top_k = K, .renormalize = true, .act = BE_ACT_SILU};
     printf("  MoE layer, Qwen3-30B-A3B shape (D %d, %d experts of %d, top %d), %d layers of distinct experts, path %s:\n",
            D, E, I, K, LAYERS, force ? force : "auto");
-    const int Ts[5] = {1, 8, 64, 256, 2048};
+    const int Ts[6] = {1, 8, 64, 256, 2048, 8192}; /* 8192: the throughput run's prefill chunks */
     const char *only_t = getenv("VLLM_PERF_T"); /* "256,2048": only those token counts (as run_quant) */
-    for (int ti = force ? 2 : 0; ti < 5 && ok; ti++) {
+    for (int ti = force ? 2 : 0; ti < 6 && ok; ti++) {
         const int T = Ts[ti];
         if (only_t && *only_t) {
             char list[128], tb[16];

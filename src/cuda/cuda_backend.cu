@@ -685,7 +685,6 @@ static const backend_ops CU_OPS = {
     .experts_reserve = cu_experts_reserve,
     .moe_route = cu_moe_route,
     .moe_experts = cu_moe_experts,
-    .moe_route_experts = cu_moe_route_experts,
     .sigmoid_gate = cu_sigmoid_gate,
     /* the gated delta-net mixer (ops_linear_attn.cu) */
     .causal_conv1d = cu_causal_conv1d,

@@ -783,8 +783,6 @@ void cu_experts_free(backend *be, be_experts *ex);
 void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
 void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
                     const moe_params *p, bool accumulate, tensor *y);
-void cu_moe_route_experts(backend *be, const be_experts *ex, const tensor *logits, const tensor *x,
-                          const moe_params *p, tensor *ids, tensor *w, bool accumulate, tensor *y);
 void cu_sigmoid_gate(backend *be, tensor *x, const tensor *g);
 
 /* ops_linear_attn.cu: the gated delta-net mixer's ops (BE_OP_GATED_DELTA_NET) */

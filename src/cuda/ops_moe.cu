@@ -230,8 +230,6 @@ struct be_experts {
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
     bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
                                    measurement switch) */
-    bool route_apart;           /* VLLM_CUDA_MOE_ROUTE=apart at creation: moe_route_experts runs k_moe_route before
-                                   the experts at one token too (a measurement switch) */
 };
 
 // the larger calls' scratch (meta, h, o) for up to max_pairs pairs of ex's shape; graphs may then record them
@@ -370,8 +368,6 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->split_comb = cenv && !strcmp(cenv, "split");
     const char *wenv = getenv("VLLM_CUDA_MOE_WG");
     ex->no_wg = wenv && !strcmp(wenv, "0");
-    const char *renv = getenv("VLLM_CUDA_MOE_ROUTE");
-    ex->route_apart = renv && !strcmp(renv, "apart");
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
     ex->mm_bm = !benv ? 0 : atoi(benv) == 32 || atoi(benv) == 64 || atoi(benv) == 128 ? atoi(benv) : 0;
     ex->ws = ws_acquire(cu);
@@ -535,14 +531,15 @@ __device__ __forceinline__ int route_key_id(unsigned long long key) {
     return key ? 0x7fffffff - (int)(unsigned)(key & 0xffffffffull) : -1;
 }
 
-#define MR_SLOTS (CU_MOE_MAX_K / 32) /* the slots of ids / w a lane keeps */
-
-/* Token t's routing by one warp (lane l holds experts l + 32 i): lane l ends with slots l + 32 h (h < MR_SLOTS) of
- * its k + ns, ids in myi (best first, then the shared experts) and their final weights in myw (renormalised, scaled;
- * the shared experts' 1 or sigmoid gate); slots past k + ns are left as they came. */
+// logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
+// a warp per token, lane l holds experts l + 32 i
 template <int EPL>
-__device__ __forceinline__ void route_warp(const route_args &a, int t, int lane, int (&myi)[MR_SLOTS],
-                                           float (&myw)[MR_SLOTS]) {
+__global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
+    pdl_launch();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int t = blockIdx.x * MR_WARPS + warp;
+    if (t >= a.T) return;
     const bool sigmoid = a.scoring == BE_MOE_SIGMOID_NOAUX_TC;
     float p[EPL]; /* the scores: softmax or sigmoid */
     float c[EPL]; /* the choice scores: p (+ bias), 0 in the groups not kept */
@@ -649,7 +646,10 @@ __device__ __forceinline__ void route_warp(const route_args &a, int t, int lane,
 #pragma unroll
     for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < a.E ? route_key(c[i], lane + 32 * i) : 0ull;
     unsigned taken = 0;
-    float wsum = 0.0f;
+    float wsum = 0.0f, myw[CU_MOE_MAX_K / 32] = {0.0f};
+    int myi[CU_MOE_MAX_K / 32] = {0};
+    int32_t *ids = a.ids + (int64_t)t * a.is;
+    float *w = a.w + (int64_t)t * a.ws;
     for (int j = 0; j < a.k; j++) {
         unsigned long long best = 0ull;
 #pragma unroll
@@ -673,7 +673,7 @@ __device__ __forceinline__ void route_warp(const route_args &a, int t, int lane,
         const float bv = __shfl_sync(0xffffffffu, mine, bi & 31);
         /* the butterfly left (bv, bi) in every lane */
 #pragma unroll
-        for (int h = 0; h < MR_SLOTS; h++)
+        for (int h = 0; h < CU_MOE_MAX_K / 32; h++)
             if (j == lane + 32 * h) {
                 myi[h] = bi;
                 myw[h] = bv;
@@ -681,106 +681,67 @@ __device__ __forceinline__ void route_warp(const route_args &a, int t, int lane,
         wsum += bv; /* in slot order, as the CPU (the same sum in every lane) */
     }
     wsum += a.eps;
-    /* the shared experts, unscaled, or gated by sigmoid(the gate logit after the router's, f32) */
-    const float sw = a.shared_gate && a.ns ? 1.0f / (1.0f + expf(-cu_ld(a.logits, a.ldt, row + a.E))) : 1.0f;
 #pragma unroll
-    for (int h = 0; h < MR_SLOTS; h++) {
+    for (int h = 0; h < CU_MOE_MAX_K / 32; h++) {
         const int j = lane + 32 * h;
         if (j < a.k) {
+            ids[j] = myi[h];
             float v = a.renorm ? myw[h] / wsum : myw[h];
             if (a.scale != 1.0f) v *= a.scale;
-            myw[h] = v;
-        } else if (j < a.k + a.ns) {
-            myi[h] = a.E + (j - a.k);
-            myw[h] = sw;
+            w[j] = v;
         }
     }
-}
-
-// logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
-// a warp per token (route_warp)
-template <int EPL>
-__global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
-    pdl_launch();
-    pdl_wait();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int t = blockIdx.x * MR_WARPS + warp;
-    if (t >= a.T) return;
-    int myi[MR_SLOTS] = {0};
-    float myw[MR_SLOTS] = {0.0f};
-    route_warp<EPL>(a, t, lane, myi, myw);
-    int32_t *ids = a.ids + (int64_t)t * a.is;
-    float *w = a.w + (int64_t)t * a.ws;
-#pragma unroll
-    for (int h = 0; h < MR_SLOTS; h++) {
-        const int j = lane + 32 * h;
-        if (j < a.k + a.ns) {
-            ids[j] = myi[h];
-            w[j] = myw[h];
-        }
+    /* the shared experts, unscaled, or gated by sigmoid(the gate logit after the router's, f32) */
+    const float sw = a.shared_gate && a.ns ? 1.0f / (1.0f + expf(-cu_ld(a.logits, a.ldt, row + a.E))) : 1.0f;
+    for (int j = lane; j < a.ns; j += 32) {
+        ids[a.k + j] = a.E + j;
+        w[a.k + j] = sw;
     }
 }
 
 typedef void (*route_kernel)(route_args);
 
-/* route_args of a moe_route call (its checks; false: cu failed), T its tokens (0: nothing to do) */
-static bool route_setup(cu_state *cu, const char *op, const tensor *logits, const moe_params *p, tensor *ids,
-                        tensor *w, route_args *a) {
-    if (!moe_params_ok(cu, op, p)) return false; /* k + ns <= CU_MOE_MAX_K */
-    const int E = p->num_experts, k = p->top_k, kw = be_moe_width(p);
-    if (!cu_check_mat(cu, op, "logits", logits, CU_FLOAT, -1, p->shared_gate ? E + 1 : E) ||
-        !cu_check_mat(cu, op, "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), kw) ||
-        !cu_check_mat(cu, op, "w", w, CU_DT(DTYPE_F32), cu_rows(logits), kw))
-        return false;
-    const int64_t T = cu_rows(logits);
-    if (T > INT_MAX - MR_WARPS) {
-        cu_fail(cu, "%s: %lld tokens", op, (long long)T);
-        return false;
-    }
-    *a = route_args{};
-    a->logits = logits->data;
-    a->ldt = (int)logits->dtype;
-    a->ls = tensor_row_stride(logits);
-    a->ids = (int32_t *)ids->data;
-    a->is = tensor_row_stride(ids);
-    a->w = (float *)w->data;
-    a->ws = tensor_row_stride(w);
-    a->T = (int)T;
-    a->E = E;
-    a->k = k;
-    a->ns = p->num_shared;
-    a->shared_gate = p->shared_gate;
-    a->renorm = p->renormalize;
-    a->scoring = (int)p->scoring;
-    a->G = p->num_groups > 1 ? p->num_groups : 0;
-    a->kg = p->topk_groups;
-    a->eps = p->scoring == BE_MOE_SOFTMAX ? 0.0f : 1e-20f; /* transformers' DeepSeek routers */
-    a->scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f;
-    a->bias = p->score_bias ? p->score_bias->data : NULL;
-    a->bdt = p->score_bias ? (int)p->score_bias->dtype : (int)DTYPE_F32;
-    return true;
-}
-
-/* the experts a lane holds (E <= CU_MOE_MAX_E, moe_params_ok) */
-static int route_epl(int E) {
-    const int epl = (E + 31) / 32;
-    return epl <= 1 ? 1 : epl <= 2 ? 2 : epl <= 4 ? 4 : epl <= 8 ? 8 : 16;
-}
-
-static void route_launch(cu_state *cu, const route_args &a) {
-    const int epl = route_epl(a.E);
-    route_kernel kern = epl == 1 ? k_moe_route<1> : epl == 2 ? k_moe_route<2> : epl == 4 ? k_moe_route<4>
-                                                  : epl == 8 ? k_moe_route<8> : k_moe_route<16>;
-    cu_launch(cu, "moe_route", true, kern, dim3((unsigned)((a.T + MR_WARPS - 1) / MR_WARPS)), dim3(MR_WARPS * 32), 0,
-              a);
-}
-
 // logits (T, E) BF16 / F16 / F32 ((T, E + 1) with shared_gate) [+ score_bias (E)] -> ids (T, k + ns) I32,
 // w (T, k + ns) F32 (ns = num_shared)
 void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
     cu_state *cu = cu_of(be);
-    route_args a;
-    if (route_setup(cu, "moe_route", logits, p, ids, w, &a) && a.T > 0) route_launch(cu, a);
+    if (!moe_params_ok(cu, "moe_route", p)) return; /* k + ns <= CU_MOE_MAX_K */
+    const int E = p->num_experts, k = p->top_k, kw = be_moe_width(p);
+    if (!cu_check_mat(cu, "moe_route", "logits", logits, CU_FLOAT, -1, p->shared_gate ? E + 1 : E) ||
+        !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), kw) ||
+        !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), kw))
+        return;
+    const int64_t T = cu_rows(logits);
+    if (T == 0) return;
+    if (T > INT_MAX - MR_WARPS) {
+        cu_fail(cu, "moe_route: %lld tokens", (long long)T);
+        return;
+    }
+    route_args a = {};
+    a.logits = logits->data;
+    a.ldt = (int)logits->dtype;
+    a.ls = tensor_row_stride(logits);
+    a.ids = (int32_t *)ids->data;
+    a.is = tensor_row_stride(ids);
+    a.w = (float *)w->data;
+    a.ws = tensor_row_stride(w);
+    a.T = (int)T;
+    a.E = E;
+    a.k = k;
+    a.ns = p->num_shared;
+    a.shared_gate = p->shared_gate;
+    a.renorm = p->renormalize;
+    a.scoring = (int)p->scoring;
+    a.G = p->num_groups > 1 ? p->num_groups : 0;
+    a.kg = p->topk_groups;
+    a.eps = p->scoring == BE_MOE_SOFTMAX ? 0.0f : 1e-20f; /* transformers' DeepSeek routers */
+    a.scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f;
+    a.bias = p->score_bias ? p->score_bias->data : NULL;
+    a.bdt = p->score_bias ? (int)p->score_bias->dtype : (int)DTYPE_F32;
+    const int epl = (E + 31) / 32;
+    route_kernel kern = epl <= 1 ? k_moe_route<1> : epl <= 2 ? k_moe_route<2> : epl <= 4 ? k_moe_route<4>
+                                                 : epl <= 8 ? k_moe_route<8> : k_moe_route<16>; /* E <= 512 */
+    cu_launch(cu, "moe_route", true, kern, dim3((unsigned)((T + MR_WARPS - 1) / MR_WARPS)), dim3(MR_WARPS * 32), 0, a);
 }
 
 /* ---- the permutation ---- */
@@ -986,7 +947,6 @@ struct mgv_args {
     const __nv_bfloat16 *bias;  /* NULL, or output r of expert e (NR = 2: gate r, up R + r) += bias[e * bes + r] in
                                    f32 before the activation / the BF16 rounding (tested in the epilogues only) */
     int64_t bes;
-    route_args route;           /* k_moe_gemv<.., RE > 0>: one token's routing, done by each CTA (ids = route.ids) */
 };
 
 /* The gated form's product of a gate g and an up u: act(g) * u, or gpt-oss's clamped SwiGLU. */
@@ -1000,43 +960,19 @@ __device__ __forceinline__ uint4 mgv_load(const uint4 *p) { return STREAM ? __ld
 /* CTA (x, a): the a-th expert with tokens, its rows [8 x, 8 x + 8), a warp per row; NR = 2: the gated
  * form (gate row r and up row R + r -> act(gate . x) * (up . x)). Writes BF16. TT: tokens per pass over a
  * row (the host picks the smallest power of two covering the batch's tokens: registers, hence occupancy,
- * grow with it; an expert with more tokens takes several passes, the rows then from L2). RE > 0 (one token,
- * no permutation): warp 0 of each CTA first routes the token from its logits (route_warp<RE>, a.route), the CTA
- * taking slot blockIdx.y's expert, and CTAs (0, a) write slot a's id and weight (the down + combine reads them):
- * one kernel and one round trip fewer than k_moe_route before it. */
-template <int NR, int TT, int MINB = 1, int UO = 0, int RE = 0>
+ * grow with it; an expert with more tokens takes several passes, the rows then from L2). */
+template <int NR, int TT, int MINB = 1, int UO = 0>
 __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
     constexpr int U = UO ? UO : TT <= 2 ? 8 : MGV_U;
     pdl_launch();
-    pdl_wait(); /* the expert comes from the permutation (or the router's logits): nothing to prefetch before */
+    pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     /* this CTA's expert, its first position and its pairs in one load (slot has gridDim.y = min(E, N) entries;
      * expert -1: a slot past the experts with tokens); one token without a permutation: pair blockIdx.y */
     int e, p0, n;
-    if constexpr (RE > 0) {
-        static_assert(MR_SLOTS == 2, "k_moe_gemv: slot h of a lane");
-        __shared__ int s_e;
-        if (warp == 0) {
-            int myi[MR_SLOTS] = {0};
-            float myw[MR_SLOTS] = {0.0f};
-            route_warp<RE>(a.route, 0, lane, myi, myw);
-            const int j = (int)blockIdx.y;
-            if (lane == (j & 31)) {
-                const int ej = j >= 32 ? myi[1] : myi[0];
-                s_e = ej;
-                if (blockIdx.x == 0) {
-                    a.route.ids[j] = ej;
-                    a.route.w[j] = j >= 32 ? myw[1] : myw[0];
-                }
-            }
-        }
-        __syncthreads();
-        e = s_e;
-    } else if (a.ids) {
+    if (a.ids) {
         e = a.ids[blockIdx.y];
-    }
-    if (RE > 0 || a.ids) {
         p0 = (int)blockIdx.y;
         n = 1;
         if (e < 0 || e >= a.E) {
@@ -1796,11 +1732,9 @@ static void moe_gemm_path(backend *be, const be_experts *ex, const tensor *x, in
 }
 
 // x (T, D) BF16, ids (T, k) I32, w (T, k) F32 -> y (T, D) BF16 / F32 (+)= sum_j w[t, j] expert_{ids[t, j]}(x_t);
-// k = top_k + num_shared, the experts E + num_shared (the shared ones are experts like the others). fuse: the
-// routing that writes ids and w (route_setup's), run first: by the gate|up GEMV's CTAs on the one-token path,
-// else by k_moe_route.
-static void moe_experts_run(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
-                            const moe_params *p, bool accumulate, tensor *y, const route_args *fuse) {
+// k = top_k + num_shared, the experts E + num_shared (the shared ones are experts like the others)
+void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
+                    const moe_params *p, bool accumulate, tensor *y) {
     cu_state *cu = cu_of(be);
     if (!ex) {
         cu_fail(cu, "moe_experts: no experts");
@@ -1895,10 +1829,6 @@ static void moe_experts_run(backend *be, const be_experts *ex, const tensor *x, 
     pa.err = cu->derr_dev;
     /* one token on the expert GEMV: no permutation (pair j is position j and its own slot; the kernels read ids) */
     const bool direct = gemv && small && T == 1;
-    if (fuse && !direct) {
-        route_launch(cu, *fuse);
-        if (cu->err != VLLM_OK) return;
-    }
     if (!direct && (small ? !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute_small, dim3(1),
                                        dim3(CU_MOE_GEMV_MAX_PAIRS), 0, pa, !gemv)
                           : !cu_launch(cu, "moe_experts (permutation)", true, k_moe_permute, dim3(1),
@@ -1938,12 +1868,6 @@ static void moe_experts_run(backend *be, const be_experts *ex, const tensor *x, 
          * step; Qwen3-30B-A3B and DeepSeek-V2-Lite unchanged within 0.4%) */
         void (*gv2)(mgv_args) = T <= 1 ? k_moe_gemv<2, 1, 4, 4> : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
                                                                                                  : k_moe_gemv<2, 8>;
-        if (direct && fuse) { /* the routing in each CTA */
-            const int epl = route_epl(fuse->E);
-            g.route = *fuse;
-            gv2 = epl == 1 ? k_moe_gemv<2, 1, 4, 4, 1> : epl == 2 ? k_moe_gemv<2, 1, 4, 4, 2>
-                : epl == 4 ? k_moe_gemv<2, 1, 4, 4, 4> : epl == 8 ? k_moe_gemv<2, 1, 4, 4, 8> : k_moe_gemv<2, 1, 4, 4, 16>;
-        }
         void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                            : k_moe_gemv<1, 8>;
         /* 128-pair tiles on wgmma where sm_90a's code runs */
@@ -2027,28 +1951,6 @@ static void moe_experts_run(backend *be, const be_experts *ex, const tensor *x, 
     /* a CTA per (token, 2048 columns): decode batches spread the row over several CTAs */
     const unsigned cy = (unsigned)((D + 2047) / 2048);
     cu_launch(cu, "moe_experts (combine)", true, k_moe_combine, dim3(cu_grid(T, 1), cy), dim3(256), 0, c);
-}
-
-void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
-                    const moe_params *p, bool accumulate, tensor *y) {
-    moe_experts_run(be, ex, x, ids, w, p, accumulate, y, NULL);
-}
-
-// moe_route then moe_experts on its ids / w, the routing inside the gate|up GEMV for one token (unless the experts
-// were made under VLLM_CUDA_MOE_ROUTE=apart)
-void cu_moe_route_experts(backend *be, const be_experts *ex, const tensor *logits, const tensor *x,
-                          const moe_params *p, tensor *ids, tensor *w, bool accumulate, tensor *y) {
-    cu_state *cu = cu_of(be);
-    route_args a;
-    if (!route_setup(cu, "moe_route_experts", logits, p, ids, w, &a)) return;
-    if (!cu_check_mat(cu, "moe_route_experts", "x", x, CU_DT(DTYPE_BF16), a.T, -1)) return;
-    if (a.T == 0) return;
-    if (ex && ex->route_apart) {
-        route_launch(cu, a);
-        if (cu->err == VLLM_OK) moe_experts_run(be, ex, x, ids, w, p, accumulate, y, NULL);
-        return;
-    }
-    moe_experts_run(be, ex, x, ids, w, p, accumulate, y, &a);
 }
 
 /* ---- the shared expert's gate ---- */

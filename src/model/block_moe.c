@@ -470,14 +470,9 @@ void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, 
     } else {
         ops->linear(be, b->router, h, &rl);                       /* (T, E) router logits */
     }
-    /* top-k (+ shared) ids, weights (T, kw): the shared gated by sigmoid(logits[:, E]); then o (T, D) (+)= the
-     * experts' weighted sum (one op where the backend routes inside the experts' kernels) */
-    if (ops->moe_route_experts) {
-        ops->moe_route_experts(be, b->experts, &logits, h, &mp, &ids, &rw, accumulate, o);
-    } else {
-        ops->moe_route(be, &logits, &mp, &ids, &rw);
-        ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, accumulate, o);
-    }
+    ops->moe_route(be, &logits, &mp, &ids, &rw); /* top-k (+ shared) ids, weights (T, kw): the shared gated by
+                                                    sigmoid(logits[:, E]) */
+    ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, accumulate, o); /* o (T, D) (+)= */
     if (b->sh_gate_up) {
         tensor sgu = rows(&mb->sgu, T), sa = rows(&mb->sa, T), sg = rows(&mb->sg, T), so = rows(&mb->so, T);
         const linear_fuse gated = {.silu_mul = true, .mid = &sgu, .act = (be_act)m->cfg.act};

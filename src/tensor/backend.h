@@ -516,11 +516,6 @@ typedef struct backend_ops {
      * * w, index_add_ expert by expert); y must not overlap x. */
     void (*moe_experts)(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
                         const moe_params *p, bool accumulate, tensor *y);
-    /* Optional (NULL: moe_route, then moe_experts): both in one call, the same ids / w (written as moe_route
-     * writes them) and the same y, so that a backend may route inside the experts' kernels (CUDA: one token's
-     * routing in each gate|up CTA). logits (T, E) (+ 1) and x (T, D) of the same T. */
-    void (*moe_route_experts)(backend *be, const be_experts *ex, const tensor *logits, const tensor *x,
-                              const moe_params *p, tensor *ids, tensor *w, bool accumulate, tensor *y);
     /* x (T, D) *= sigmoid(g[t]) row by row; g (T, 1) (Qwen2-MoE's shared-expert gate). */
     void (*sigmoid_gate)(backend *be, tensor *x, const tensor *g);
 

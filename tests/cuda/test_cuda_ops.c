@@ -2551,110 +2551,6 @@ static void test_sigmoid_gate_case(int T, int D, dtype xdt, dtype gdt) {
     drop_pairs(cs, gs, 2);
 }
 
-/* moe_route_experts (the routing inside the gate|up GEMV's CTAs at one token, k_moe_route first otherwise, or
- * under VLLM_CUDA_MOE_ROUTE=apart) writes the same ids, w and y, bit for bit, as moe_route then moe_experts on
- * the GPU; with softmax scoring y also matches the CPU's route + experts. E routed + ns shared experts (sg: gated
- * by the logit after the router's), the scoring's groups G of which kg kept, top k; T 1 is also recorded into a
- * graph and replayed on new logits and x. */
-static void test_moe_route_experts_case(const char *name, int E, int k, int ns, bool sg, be_moe_scoring sc, int G,
-                                        int kg, bool renorm, int T, int D, int I, int bias, bool acc,
-                                        const char *env) {
-    const int kw = k + ns, L = E + (sg ? 1 : 0);
-    if (env) setenv("VLLM_CUDA_MOE_ROUTE", env, 1);
-    be_experts *ec, *eg;
-    float *keep;
-    moe_make(E + ns, D, I, DTYPE_BF16, bias, &ec, &eg, &keep);
-    if (env) unsetenv("VLLM_CUDA_MOE_ROUTE");
-    float *l = malloc((size_t)T * L * sizeof *l), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
-    for (int i = 0; i < T * L; i++) l[i] = round_to(DTYPE_BF16, 4.0f * rnd());
-    for (int64_t i = 0; i < (int64_t)T * D; i++) y0[i] = round_to(DTYPE_BF16, rnd());
-    float *sb = malloc((size_t)E * sizeof *sb);
-    for (int e = 0; e < E; e++) sb[e] = 0.5f * rnd01();
-    tensor xc, xg;
-    rand_pair(T, D, 1.0f, &hx, &xc, &xg);
-    tensor lc = put(cpu, DTYPE_F32, T, L, l), lg = put(gpu, DTYPE_BF16, T, L, l);
-    tensor bg = put(gpu, DTYPE_F32, 1, E, sb), bv = tensor_1d(DTYPE_F32, bg.data, E);
-    tensor ic = put_i32_2d(cpu, NULL, T, kw), wc = put(cpu, DTYPE_F32, T, kw, NULL), yc = put(cpu, DTYPE_F32, T, D, y0);
-    tensor ig[2], wg[2], yg[2]; /* [0] moe_route + moe_experts, [1] moe_route_experts */
-    for (int v = 0; v < 2; v++) {
-        ig[v] = put_i32_2d(gpu, NULL, T, kw);
-        wg[v] = put(gpu, DTYPE_F32, T, kw, NULL);
-        yg[v] = put(gpu, DTYPE_BF16, T, D, y0);
-        if (!acc) poison(&yg[v]);
-    }
-    const bool noaux = sc == BE_MOE_SIGMOID_NOAUX_TC;
-    const moe_params mp = {.num_experts = E, .top_k = k, .scoring = sc, .renormalize = renorm, .act = BE_ACT_SILU,
-                           .bias = bias != MOE_BIAS_NONE, .num_groups = G, .topk_groups = kg,
-                           .score_bias = noaux ? &bv : NULL, .num_shared = ns, .shared_gate = sg};
-    char what[200];
-    snprintf(what, sizeof what, "moe_route_experts %s E %d k %d + %d%s shared T %d D %d I %d%s%s%s%s", name, E, k, ns,
-             sg ? " gated" : "", T, D, I, bias ? " bias" : "", acc ? " acc" : "", env ? " route " : "", env ? env : "");
-    if (ec && eg) {
-        gpu->ops->moe_route(gpu, &lg, &mp, &ig[0], &wg[0]);
-        gpu->ops->moe_experts(gpu, eg, &xg, &ig[0], &wg[0], &mp, acc, &yg[0]);
-        gpu->ops->moe_route_experts(gpu, eg, &lg, &xg, &mp, &ig[1], &wg[1], acc, &yg[1]);
-        CHECK_OK(gpu->ops->synchronize(gpu));
-        int32_t *i0 = malloc((size_t)T * kw * sizeof *i0), *i1 = malloc((size_t)T * kw * sizeof *i1);
-        CHECK_OK(gpu->ops->download(gpu, i0, &ig[0], (size_t)T * kw * 4));
-        CHECK_OK(gpu->ops->download(gpu, i1, &ig[1], (size_t)T * kw * 4));
-        float *w0 = get(gpu, &wg[0]), *w1 = get(gpu, &wg[1]), *y0g = get(gpu, &yg[0]), *y1g = get(gpu, &yg[1]);
-        CHECK_MSG(!memcmp(i0, i1, (size_t)T * kw * sizeof *i0) && !memcmp(w0, w1, (size_t)T * kw * sizeof *w0) &&
-                      !memcmp(y0g, y1g, (size_t)T * D * sizeof *y0g),
-                  "%s: ids, w or y differ from moe_route + moe_experts", what);
-        if (!noaux) { /* the CPU's route + experts (softmax: no near-ties of distinct BF16 logits) */
-            cpu->ops->moe_route(cpu, &lc, &mp, &ic, &wc);
-            cpu->ops->moe_experts(cpu, ec, &xc, &ic, &wc, &mp, acc, &yc);
-            float *c = get(cpu, &yc);
-            compare(what, y1g, c, (int64_t)T * D, REL, ELEM);
-            free(c);
-        }
-        if (T == 1 && gpu->ops->graph_begin) { /* recorded, replayed on new logits and x: equal to eager */
-            be_graph *gr = NULL;
-            CHECK_OK(gpu->ops->graph_begin(gpu));
-            gpu->ops->moe_route_experts(gpu, eg, &lg, &xg, &mp, &ig[1], &wg[1], false, &yg[1]);
-            CHECK_OK(gpu->ops->graph_end(gpu, &gr));
-            for (int i = 0; i < L; i++) l[i] = round_to(DTYPE_BF16, 4.0f * rnd());
-            void *lb = pack(l, L, DTYPE_BF16), *xb = pack(hx, D, DTYPE_BF16);
-            for (int i = 0; i < D; i++) hx[i] = -hx[i];
-            free(xb);
-            xb = pack(hx, D, DTYPE_BF16);
-            CHECK_OK(gpu->ops->upload(gpu, &lg, lb, (size_t)L * 2));
-            CHECK_OK(gpu->ops->upload(gpu, &xg, xb, (size_t)D * 2));
-            if (gr) CHECK_OK(gpu->ops->graph_launch(gpu, gr));
-            float *yr = get(gpu, &yg[1]);
-            gpu->ops->moe_route(gpu, &lg, &mp, &ig[0], &wg[0]);
-            gpu->ops->moe_experts(gpu, eg, &xg, &ig[0], &wg[0], &mp, false, &yg[0]);
-            float *ye = get(gpu, &yg[0]);
-            CHECK_MSG(gr && !memcmp(yr, ye, (size_t)D * sizeof *yr) && memcmp(yr, y1g, (size_t)D * sizeof *yr),
-                      "%s: the graph's replay on new inputs differs from eager (or kept the old output)", what);
-            gpu->ops->graph_free(gpu, gr);
-            free(yr);
-            free(ye);
-            free(lb);
-            free(xb);
-        }
-        free(i0);
-        free(i1);
-        free(w0);
-        free(w1);
-        free(y0g);
-        free(y1g);
-    }
-    cpu->ops->experts_free(cpu, ec);
-    gpu->ops->experts_free(gpu, eg);
-    tensor *cs[] = {&xc, &lc, &ic, &wc, &yc}, *gs[] = {&xg, &lg, &ig[0], &wg[0], &yg[0]};
-    drop_pairs(cs, gs, 5);
-    drop(gpu, &ig[1]);
-    drop(gpu, &wg[1]);
-    drop(gpu, &yg[1]);
-    drop(gpu, &bg);
-    free(keep);
-    free(l);
-    free(y0);
-    free(hx);
-    free(sb);
-}
-
 /* A decode-sized route + experts recorded and replayed on new inputs equals the same eagerly. */
 /* T tokens: 4 (the expert GEMV's fixed buffers) or, large, more than 64 pairs (the grouped GEMM on the
  * scratch experts_reserve sized; with DeepSeek-V3's top 8 + 1 shared expert at 8 tokens, 72 pairs: the expert
@@ -2856,28 +2752,6 @@ static void test_moe(void) {
         drop(gpu, &lg);
         drop(gpu, &ig);
         drop(gpu, &wg);
-    }
-    /* the routing inside the experts' op (one token: in the gate|up GEMV's CTAs), against route + experts */
-    if (gpu->ops->moe_route_experts) {
-        const int rT[3] = {1, 1, 5};
-        for (int ti = 0; ti < 3; ti++) {
-            const int T = rT[ti];
-            const char *env = ti == 1 ? "apart" : NULL;
-            test_moe_route_experts_case("Qwen3-MoE", 128, 8, 0, false, BE_MOE_SOFTMAX, 0, 0, true, T, 256, 128,
-                                        MOE_BIAS_NONE, false, env);
-            test_moe_route_experts_case("Qwen3.5-MoE", 256, 8, 1, true, BE_MOE_SOFTMAX, 0, 0, true, T, 256, 64,
-                                        MOE_BIAS_NONE, true, env);
-            test_moe_route_experts_case("gpt-oss", 32, 4, 0, false, BE_MOE_SOFTMAX, 0, 0, true, T, 256, 128,
-                                        MOE_BIAS_BF16, false, env);
-            test_moe_route_experts_case("V2-Lite", 64, 6, 2, false, BE_MOE_SOFTMAX_GROUPED, 0, 0, false, T, 256, 64,
-                                        MOE_BIAS_NONE, true, env);
-            test_moe_route_experts_case("V3", 256, 8, 1, false, BE_MOE_SIGMOID_NOAUX_TC, 8, 4, true, T, 128, 64,
-                                        MOE_BIAS_NONE, false, env);
-            test_moe_route_experts_case("Kimi-K2", 384, 8, 1, false, BE_MOE_SIGMOID_NOAUX_TC, 1, 1, true, T, 128, 64,
-                                        MOE_BIAS_NONE, false, env);
-        }
-        test_moe_route_experts_case("33 slots", 40, 30, 3, true, BE_MOE_SOFTMAX, 0, 0, false, 1, 128, 64,
-                                    MOE_BIAS_NONE, false, NULL);
     }
     /* the experts: every (E, k, T), patterns, activations and accumulate cycling */
     int n = 0;

@@ -360,11 +360,14 @@ CASES = [
          head_dim=32,
          rope=dict(rope_type="default", rope_theta=10000.0)),
     # Qwen3.5-MoE as it ships (Qwen3_5MoeForConditionalGeneration: text_config, a vision tower whose
-    # weights the engine skips): 8 experts top 2, always renormalised, a shared expert in every layer.
+    # weights the engine skips): 8 experts top 2, always renormalised, a shared expert in every layer whose
+    # intermediate size is twice the experts' (64 = 2 x 32; Qwen3.5-35B-A3B's is 1 x 512), so the engine runs it
+    # as 2 extra experts of the expert op (moe_params.shared_gate); qwen2_moe_shared and qwen3_next (48) keep it
+    # as its own MLP.
     dict(name="qwen3_5_moe", cfg_cls=Qwen3_5MoeConfig, model_cls=Qwen3_5MoeForConditionalGeneration,
          dtype=torch.bfloat16, custom=True, bf16_reference=True,
          base=dict(text_config=dict(COMMON, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                                    head_dim=32, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                    head_dim=32, moe_intermediate_size=32, shared_expert_intermediate_size=64,
                                     num_experts=8, num_experts_per_tok=2,
                                     layer_types=["linear_attention", "full_attention", "linear_attention",
                                                  "linear_attention"],

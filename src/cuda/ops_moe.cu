@@ -228,8 +228,8 @@ struct be_experts {
                                    measurement switch; 0: mm_bm's choice from the pairs an expert) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
-    int wg;                     /* VLLM_CUDA_MOE_WG at creation (a measurement switch): 0 128-pair tiles on k_moe_mma,
-                                   1 (default) k_moe_wg of 3 stages, 2 of 4 with a K step's wgmma in flight */
+    bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
+                                   measurement switch) */
 };
 
 // the larger calls' scratch (meta, h, o) for up to max_pairs pairs of ex's shape; graphs may then record them
@@ -367,7 +367,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     const char *cenv = getenv("VLLM_CUDA_MOE_COMBINE");
     ex->split_comb = cenv && !strcmp(cenv, "split");
     const char *wenv = getenv("VLLM_CUDA_MOE_WG");
-    ex->wg = wenv && (!strcmp(wenv, "0") || !strcmp(wenv, "2")) ? atoi(wenv) : 1;
+    ex->no_wg = wenv && !strcmp(wenv, "0");
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
     ex->mm_bm = !benv ? 0 : atoi(benv) == 32 || atoi(benv) == 64 || atoi(benv) == 128 ? atoi(benv) : 0;
     ex->ws = ws_acquire(cu);
@@ -1374,9 +1374,9 @@ __global__ void __launch_bounds__(64 * MM_WN, 2) k_moe_mma(mgv_args a) {
  * so the epilogue is k_moe_mma's. Only where the compiler targets sm_90a (the `a` features); elsewhere the host
  * keeps k_moe_mma. */
 #define WG_BM 128               /* pairs a tile (2 warpgroups of 64) */
+#define WG_ST 3                 /* stages: 3 x 32 KB, 2 CTAs an SM */
 #define WG_STAGE ((WG_BM + MM_BW) * MM_BK * 2)
-/* bytes of shared memory of ST stages (+ the 1,024-byte alignment of the atoms) */
-#define WG_SMEM(ST) ((size_t)(ST) * WG_STAGE + 1024)
+#define WG_SMEM ((size_t)WG_ST * WG_STAGE + 1024) /* + the 1,024-byte alignment of the atoms */
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MOE_WGMMA 1
@@ -1405,28 +1405,16 @@ __device__ __forceinline__ void wg_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-/* commit this thread's wgmma since the last commit as a group, then wait until at most N groups are pending */
-template <int N>
 __device__ __forceinline__ void wg_commit_wait() {
 #ifdef MOE_WGMMA
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-#ifdef MOE_WGMMA
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
 }
 
 /* Same CTA grid and arguments as k_moe_mma<NR, 128>: CTA (x, y) outputs [64 x, 64 x + 64) (NR 2, act(gate) * up) or
- * [128 x, 128 x + 128) (NR 1) of tile y's pairs. ST stages; FLY: a K step's wgmma left in flight while the next
- * step's are issued (the copies then run ST - 2 steps ahead, not ST - 1, so that the stage they overwrite has no
- * reader left). ST 3 without FLY: 2 CTAs an SM; ST 4 with FLY: 1. */
-template <int NR, int ST, bool FLY>
-__global__ void __launch_bounds__(256, ST <= 3 ? 2 : 1) k_moe_wg(mgv_args a) {
-    constexpr int DIST = FLY ? ST - 2 : ST - 1;          /* K steps the copies run ahead */
-    static_assert(DIST >= 1, "k_moe_wg: stages");
+ * [128 x, 128 x + 128) (NR 1) of tile y's pairs. */
+template <int NR>
+__global__ void __launch_bounds__(256, 2) k_moe_wg(mgv_args a) {
     constexpr int TH = 256, RS = TH / 8;                 /* threads; rows a copy pass covers */
     constexpr int AQ = WG_BM * 8 / TH, BQ = MM_BW * 8 / TH; /* chunks a thread copies a step */
     constexpr int A_BYTES = WG_BM * MM_BK * 2, OUT = MM_BW / NR;
@@ -1471,28 +1459,25 @@ __global__ void __launch_bounds__(256, ST <= 3 ? 2 : 1) k_moe_wg(mgv_args a) {
     const uint32_t sbase = smem_u32(sm);
     const int KT = (a.K + MM_BK - 1) / MM_BK;
 #pragma unroll
-    for (int s = 0; s < DIST; s++) {
+    for (int s = 0; s < WG_ST - 1; s++) {
         if (s < KT) load(s, s);
         cp_async_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
-        cp_async_wait<DIST - 1>();
+        cp_async_wait<WG_ST - 2>();
 #ifdef MOE_WGMMA
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
 #endif
-        /* step kt has landed for every thread; the stage of step kt + DIST - ST is free (its wgmma waited: at step
-         * kt - 1, or kt - 2 with FLY, by every warpgroup) */
-        __syncthreads();
-        if (kt + DIST < KT) load(kt + DIST, (kt + DIST) % ST);
+        __syncthreads(); /* step kt has landed for every thread; step kt - 1's stage is free (its wgmma waited) */
+        if (kt + WG_ST - 1 < KT) load(kt + WG_ST - 1, (kt + WG_ST - 1) % WG_ST);
         cp_async_commit();
-        const uint32_t sa = sbase + (kt % ST) * WG_STAGE + wg * 64 * 128, sb = sbase + (kt % ST) * WG_STAGE + A_BYTES;
+        const uint32_t sa = sbase + (kt % WG_ST) * WG_STAGE + wg * 64 * 128, sb = sbase + (kt % WG_ST) * WG_STAGE + A_BYTES;
         const uint64_t da = wg_desc(sa), db = wg_desc(sb);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < MM_BK / 16; kk++) wg_mma(d, da + 2 * kk, db + 2 * kk); /* + 32 bytes a k16 step */
-        wg_commit_wait<FLY ? 1 : 0>();
+        wg_commit_wait();
     }
-    wg_wait<0>();
     cp_async_wait<0>();
 
     /* the epilogue: warp w of warpgroup g holds pairs 64 g + 16 (w % 4) + (lane >> 2) (+ 8), columns 8 j + 2 (lane & 3)
@@ -1527,13 +1512,6 @@ __global__ void __launch_bounds__(256, ST <= 3 ? 2 : 1) k_moe_wg(mgv_args a) {
     }
 }
 
-/* k_moe_wg's forms by be_experts.wg (1: 3 stages, 2: 4 with a step in flight) and their shared memory */
-static void (*wg_kernel(int nr, int v))(mgv_args) {
-    if (nr == 2) return v == 2 ? k_moe_wg<2, 4, true> : k_moe_wg<2, 3, false>;
-    return v == 2 ? k_moe_wg<1, 4, true> : k_moe_wg<1, 3, false>;
-}
-static size_t wg_smem(int v) { return WG_SMEM(v == 2 ? 4 : 3); }
-
 /* The pair rows of a call's tiles: the smallest of 32, 64, 128 that holds the pairs of an expert when they
  * spread evenly over min(E, N) experts (a decode batch leaves most rows of a larger tile idle; a prefill chunk
  * reads each expert's weights once per tile). */
@@ -1552,13 +1530,11 @@ static void (*mm_kernel(int nr, int bm))(mgv_args) {
 static vllm_status mm_attrs(moe_ws *ws) {
     if (ws->mm_attr) return VLLM_OK;
     for (int nr = 1; nr <= 2; nr++) {
-        for (int v = 1; v <= 2; v++) {
-            const cudaError_t e = cudaFuncSetAttribute(wg_kernel(nr, v), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       (int)wg_smem(v));
-            if (e != cudaSuccess)
-                return vt_error(VLLM_ERR_BACKEND, "experts_create: the wgmma grouped GEMM's shared memory (%zu bytes): %s",
-                                wg_smem(v), cudaGetErrorString(e));
-        }
+        const cudaError_t e = cudaFuncSetAttribute(nr == 2 ? k_moe_wg<2> : k_moe_wg<1>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WG_SMEM);
+        if (e != cudaSuccess)
+            return vt_error(VLLM_ERR_BACKEND, "experts_create: the wgmma grouped GEMM's shared memory (%zu bytes): %s",
+                            WG_SMEM, cudaGetErrorString(e));
     }
     for (int nr = 1; nr <= 2; nr++)
         for (int bm = 32; bm <= 128; bm *= 2) {
@@ -1895,12 +1871,11 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                            : k_moe_gemv<1, 8>;
         /* 128-pair tiles on wgmma where sm_90a's code runs */
-        const bool wg = grouped && bm == WG_BM && cu->sm90 && ex->wg;
+        const bool wg = grouped && bm == WG_BM && cu->sm90 && !ex->no_wg;
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
                               dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : wg ? !cu_launch(cu, "moe_experts (gate|up, wgmma grouped GEMM)", true, wg_kernel(2, ex->wg),
-                                   dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(256),
-                                   wg_smem(ex->wg), g)
+                 : wg ? !cu_launch(cu, "moe_experts (gate|up, wgmma grouped GEMM)", true, k_moe_wg<2>,
+                                   dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
                               dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(64 * MM_WN),
                               MM_SMEM(bm), g))
@@ -1948,8 +1923,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
         if (gemv ? !cu_launch(cu, "moe_experts (down)", true, gv1,
                               dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
-                 : wg ? !cu_launch(cu, "moe_experts (down, wgmma grouped GEMM)", true, wg_kernel(1, ex->wg),
-                                   dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(256), wg_smem(ex->wg), g)
+                 : wg ? !cu_launch(cu, "moe_experts (down, wgmma grouped GEMM)", true, k_moe_wg<1>,
+                                   dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm),
                               dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(64 * MM_WN), MM_SMEM(bm), g))
             return;

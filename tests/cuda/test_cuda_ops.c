@@ -2820,13 +2820,8 @@ static void test_moe(void) {
         {.E = 16, .k = 4, .T = 70, .D = 264, .I = 136, .pat = MOE_SUBSET, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .bm = "64"},
         /* 128-pair tiles run on wgmma (k_moe_wg) on sm_90a: above, and a prefill-like call (256 pairs an expert,
-         * 8 K steps), also in the 4-stage form with a step in flight (VLLM_CUDA_MOE_WG=2); k_moe_mma's own 128-pair
-         * tiles under VLLM_CUDA_MOE_WG=0 */
+         * 8 K steps); k_moe_mma's own 128-pair tiles under VLLM_CUDA_MOE_WG=0 */
         {.E = 16, .k = 4, .T = 1024, .D = 512, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
-        {.E = 16, .k = 4, .T = 1024, .D = 512, .I = 256, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .wg = "2"},
-        {.E = 16, .k = 8, .T = 100, .D = 264, .I = 200, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .bm = "128", .wg = "2"},
         {.E = 4, .k = 2, .T = 600, .D = 256, .I = 192, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .wg = "0"},
         {.E = 16, .k = 8, .T = 100, .D = 264, .I = 200, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,

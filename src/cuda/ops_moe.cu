@@ -1222,6 +1222,66 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
  * column land on 8 distinct bank groups) */
 __device__ __forceinline__ int mm_sw(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
+/* A grouped-GEMM CTA's copies (TH threads; k_moe_mma and k_moe_wg): each K step, its BM pair rows (A: the pairs' x
+ * rows, x[perm[p] / k] by_token, else h[p]; rows past the block's n repeat its last) and MM_BW weight rows (B: NR 2
+ * expert e's gate rows [c0, c0 + 64) then its up rows [R + c0, ..), NR 1 rows [c0, c0 + 128); rows past R repeat
+ * the last) into a stage, A then B, of XOR-swizzled 128-byte rows; a thread copies 16-byte chunk column cq of
+ * rows r0 + RS j; inputs past K are zeros (K % 8 == 0). */
+template <int NR, int BM, int TH>
+struct mm_copier {
+    static constexpr int RS = TH / 8, AQ = BM * 8 / TH, BQ = MM_BW * 8 / TH, A_BYTES = BM * MM_BK * 2;
+    static_assert(AQ >= 1 && BQ >= 1, "mm_copier: tile shape");
+    const __nv_bfloat16 *ap[AQ], *bp[BQ];
+    int cq, r0, K;
+    __device__ __forceinline__ mm_copier(const mgv_args &a, int e, int p0, int n, int c0)
+        : cq(threadIdx.x & 7), r0(threadIdx.x >> 3), K(a.K) {
+#pragma unroll
+        for (int j = 0; j < AQ; j++) {
+            const int pp = p0 + min(r0 + RS * j, n - 1);
+            ap[j] = a.x + (a.by_token ? (int64_t)(a.perm[pp] / a.k) : (int64_t)pp) * a.xs + cq * 8;
+        }
+#pragma unroll
+        for (int j = 0; j < BQ; j++) {
+            const int row = r0 + RS * j;                                        /* the CTA's weight row */
+            const int q = NR == 2 ? row / 64 : 0, o = NR == 2 ? row % 64 : row; /* gate / up, its output */
+            const int col = min(c0 + o, a.R - 1);
+            bp[j] = a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8;
+        }
+    }
+    /* K step kt into the stage at st */
+    __device__ __forceinline__ void load(unsigned char *st, int kt) const {
+        const int k0 = kt * MM_BK;
+        const bool in = k0 + cq * 8 < K;
+#pragma unroll
+        for (int j = 0; j < AQ; j++) cp_async16(st + mm_sw(r0 + RS * j, cq), in ? ap[j] + k0 : ap[j], in);
+#pragma unroll
+        for (int j = 0; j < BQ; j++) cp_async16(st + A_BYTES + mm_sw(r0 + RS * j, cq), in ? bp[j] + k0 : bp[j], in);
+    }
+};
+
+/* The grouped GEMMs' epilogue for one pair row and two outputs col, col + 1 (col < R, even): v (+ the bias), NR 2:
+ * act(v + gate bias) * (u + up bias) (mgv_glu), stored as BF16 at orow + col. bias: expert e's, or NULL. */
+template <int NR>
+__device__ __forceinline__ void mm_store2(const mgv_args &a, const __nv_bfloat16 *bias, __nv_bfloat16 *orow, int col,
+                                          float v0, float v1, float u0, float u1) {
+    if (bias) {
+        v0 += __bfloat162float(bias[col]);
+        v1 += __bfloat162float(bias[col + 1]);
+    }
+    if constexpr (NR == 2) {
+        if (bias) {
+            u0 += __bfloat162float(bias[a.R + col]);
+            u1 += __bfloat162float(bias[a.R + col + 1]);
+        }
+        v0 = mgv_glu(a, v0, u0);
+        v1 = mgv_glu(a, v1, u1);
+    } else {
+        (void)u0;
+        (void)u1;
+    }
+    *(uint32_t *)(orow + col) = pack_bf16(v0, v1);
+}
+
 /* CTA (x, y): outputs [64 x, 64 x + 64) (NR 2) or [128 x, 128 x + 128) (NR 1) of pair block y (CTAs past the
  * list's end exit): out = A W_e^T over K, A's rows the pairs' x rows (by_token: x[perm[p] / k]) or h[p];
  * NR 2: act(gate) * up. Rows past the block's pairs or the expert's outputs load a valid row and are not
@@ -1231,11 +1291,9 @@ __global__ void __launch_bounds__(64 * MM_WN, 2) k_moe_mma(mgv_args a) {
     constexpr int WN = MM_WN, TH = 64 * WN, ST = MM_STAGES(BM);
     constexpr int WM = BM / 2, MI = WM / 16;             /* pairs a warp, its 16-row tiles */
     constexpr int A_BYTES = BM * MM_BK * 2, STAGE = A_BYTES + MM_BW * MM_BK * 2;
-    constexpr int AQ = BM * 8 / TH, BQ = MM_BW * 8 / TH; /* chunks a thread copies a step */
     constexpr int OUT = MM_BW / NR;                      /* outputs a CTA */
     constexpr int WR = MM_BW / WN, NJ = WR / 16;         /* weight rows a warp, its 16-row groups */
-    constexpr int RS = TH / 8;                           /* rows a copy pass covers */
-    static_assert(AQ >= 1 && BQ >= 1 && MI >= 1 && (NR == 1 || NJ % 2 == 0), "k_moe_mma: tile shape");
+    static_assert(MI >= 1 && (NR == 1 || NJ % 2 == 0), "k_moe_mma: tile shape");
     extern __shared__ __align__(128) unsigned char mm_smem[];
     pdl_launch();
     pdl_wait();
@@ -1244,32 +1302,9 @@ __global__ void __launch_bounds__(64 * MM_WN, 2) k_moe_mma(mgv_args a) {
     const int e = tl.x, p0 = tl.y, n = tl.z;
     if (e < 0) return;
     const int c0 = blockIdx.x * OUT;
-
-    /* the chunks this thread copies each step: chunk column cq of rows r0 + RS j */
-    const int cq = threadIdx.x & 7, r0 = threadIdx.x >> 3;
-    const __nv_bfloat16 *ap[AQ], *bp[BQ];
-#pragma unroll
-    for (int j = 0; j < AQ; j++) {
-        const int pp = p0 + min(r0 + RS * j, n - 1);
-        ap[j] = a.x + (a.by_token ? (int64_t)(a.perm[pp] / a.k) : (int64_t)pp) * a.xs + cq * 8;
-    }
-#pragma unroll
-    for (int j = 0; j < BQ; j++) {
-        const int row = r0 + RS * j;                                        /* the CTA's weight row */
-        const int q = NR == 2 ? row / 64 : 0, o = NR == 2 ? row % 64 : row; /* gate / up, its output */
-        const int col = min(c0 + o, a.R - 1);
-        bp[j] = a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8;
-    }
+    const mm_copier<NR, BM, TH> cp(a, e, p0, n, c0);
     const uint32_t sbase = smem_u32(mm_smem);
-    auto load = [&](int kt, int s) {
-        const int k0 = kt * MM_BK;
-        const bool in = k0 + cq * 8 < a.K;
-        unsigned char *st = mm_smem + s * STAGE;
-#pragma unroll
-        for (int j = 0; j < AQ; j++) cp_async16(st + mm_sw(r0 + RS * j, cq), in ? ap[j] + k0 : ap[j], in);
-#pragma unroll
-        for (int j = 0; j < BQ; j++) cp_async16(st + A_BYTES + mm_sw(r0 + RS * j, cq), in ? bp[j] + k0 : bp[j], in);
-    };
+    auto load = [&](int kt, int s) { cp.load(mm_smem + s * STAGE, kt); };
 
     float acc[MI][2 * NJ][4];
 #pragma unroll
@@ -1345,21 +1380,9 @@ __global__ void __launch_bounds__(64 * MM_WN, 2) k_moe_mma(mgv_args a) {
             for (int b = 0; b < 2 * NJ / NR; b++) {
                 const int col = c0 + (NR == 2 ? (WR / 2) * wn : WR * wn) + 8 * b + 2 * t;
                 if (col >= a.R) continue; /* R % 8 == 0: col + 1 < R too */
-                float v0 = acc[i][b][2 * hh], v1 = acc[i][b][2 * hh + 1];
-                if (bias) {
-                    v0 += __bfloat162float(bias[col]);
-                    v1 += __bfloat162float(bias[col + 1]);
-                }
-                if constexpr (NR == 2) {
-                    float u0 = acc[i][b + NJ][2 * hh], u1 = acc[i][b + NJ][2 * hh + 1];
-                    if (bias) {
-                        u0 += __bfloat162float(bias[a.R + col]);
-                        u1 += __bfloat162float(bias[a.R + col + 1]);
-                    }
-                    v0 = mgv_glu(a, v0, u0);
-                    v1 = mgv_glu(a, v1, u1);
-                }
-                *(uint32_t *)(orow + col) = pack_bf16(v0, v1);
+                const int bu = NR == 2 ? b + NJ : b; /* NR 2: the up of the same outputs */
+                mm_store2<NR>(a, bias, orow, col, acc[i][b][2 * hh], acc[i][b][2 * hh + 1], acc[i][bu][2 * hh],
+                              acc[i][bu][2 * hh + 1]);
             }
         }
 }
@@ -1415,8 +1438,6 @@ __device__ __forceinline__ void wg_commit_wait() {
  * [128 x, 128 x + 128) (NR 1) of tile y's pairs. */
 template <int NR>
 __global__ void __launch_bounds__(256, 2) k_moe_wg(mgv_args a) {
-    constexpr int TH = 256, RS = TH / 8;                 /* threads; rows a copy pass covers */
-    constexpr int AQ = WG_BM * 8 / TH, BQ = MM_BW * 8 / TH; /* chunks a thread copies a step */
     constexpr int A_BYTES = WG_BM * MM_BK * 2, OUT = MM_BW / NR;
     extern __shared__ __align__(128) unsigned char wg_smem_raw[];
 #ifndef MOE_WGMMA
@@ -1429,29 +1450,8 @@ __global__ void __launch_bounds__(256, 2) k_moe_wg(mgv_args a) {
     if (e < 0) return;
     const int c0 = blockIdx.x * OUT;
     unsigned char *sm = wg_smem_raw + ((1024 - (smem_u32(wg_smem_raw) & 1023)) & 1023);
-    const int cq = threadIdx.x & 7, r0 = threadIdx.x >> 3;
-    const __nv_bfloat16 *ap[AQ], *bp[BQ];
-#pragma unroll
-    for (int j = 0; j < AQ; j++) {
-        const int pp = p0 + min(r0 + RS * j, n - 1);
-        ap[j] = a.x + (a.by_token ? (int64_t)(a.perm[pp] / a.k) : (int64_t)pp) * a.xs + cq * 8;
-    }
-#pragma unroll
-    for (int j = 0; j < BQ; j++) {
-        const int row = r0 + RS * j;
-        const int q = NR == 2 ? row / 64 : 0, o = NR == 2 ? row % 64 : row;
-        const int col = min(c0 + o, a.R - 1);
-        bp[j] = a.W + (int64_t)e * a.wes + ((int64_t)q * a.R + col) * a.K + cq * 8;
-    }
-    auto load = [&](int kt, int s) {
-        const int k0 = kt * MM_BK;
-        const bool in = k0 + cq * 8 < a.K;
-        unsigned char *st = sm + s * WG_STAGE;
-#pragma unroll
-        for (int j = 0; j < AQ; j++) cp_async16(st + mm_sw(r0 + RS * j, cq), in ? ap[j] + k0 : ap[j], in);
-#pragma unroll
-        for (int j = 0; j < BQ; j++) cp_async16(st + A_BYTES + mm_sw(r0 + RS * j, cq), in ? bp[j] + k0 : bp[j], in);
-    };
+    const mm_copier<NR, WG_BM, 256> cp(a, e, p0, n, c0);
+    auto load = [&](int kt, int s) { cp.load(sm + s * WG_STAGE, kt); };
     float d[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) d[i] = 0.0f;
@@ -1493,21 +1493,9 @@ __global__ void __launch_bounds__(256, 2) k_moe_wg(mgv_args a) {
         for (int j = 0; j < 16 / NR; j++) {
             const int col = c0 + 8 * j + 2 * t4;
             if (col >= a.R) continue;
-            float v0 = d[4 * j + 2 * hh], v1 = d[4 * j + 2 * hh + 1];
-            if (bias) {
-                v0 += __bfloat162float(bias[col]);
-                v1 += __bfloat162float(bias[col + 1]);
-            }
-            if constexpr (NR == 2) {
-                float u0 = d[4 * (j + 8) + 2 * hh], u1 = d[4 * (j + 8) + 2 * hh + 1];
-                if (bias) {
-                    u0 += __bfloat162float(bias[a.R + col]);
-                    u1 += __bfloat162float(bias[a.R + col + 1]);
-                }
-                v0 = mgv_glu(a, v0, u0);
-                v1 = mgv_glu(a, v1, u1);
-            }
-            *(uint32_t *)(orow + col) = pack_bf16(v0, v1);
+            const int ju = NR == 2 ? j + 8 : j; /* NR 2: the up of the same outputs */
+            mm_store2<NR>(a, bias, orow, col, d[4 * j + 2 * hh], d[4 * j + 2 * hh + 1], d[4 * ju + 2 * hh],
+                          d[4 * ju + 2 * hh + 1]);
         }
     }
 }

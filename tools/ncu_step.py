@@ -8,7 +8,10 @@ are different shapes' choices) and prints, per group, the launches, the total an
 of the step; then the step's sum. ncu serialises the kernels (no PDL overlap, one at a time), so the sum is longer
 than the step in a CUDA graph: the table says where the time goes, not how long the step is.
 
-    python3 tools/ncu_step.py ncu.csv [--steps N]   (--steps: the last N steps, averaged per step; default 1)
+    python3 tools/ncu_step.py ncu.csv [--steps N] [--skip-last M]
+    (--steps: the last N steps, averaged per step; default 1. --skip-last: leave the final M steps out first: a
+    batch whose prompts were prefilled in C chunks decodes all its sequences together only up to the last C - 1
+    steps, where the first chunks' sequences have finished)
 """
 import argparse
 import csv
@@ -60,11 +63,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv")
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--skip-last", type=int, default=0)
     a = ap.parse_args()
     ks = read_kernels(a.csv)
     ends = [i for i, (n, _) in enumerate(ks) if n.split("<")[0] in SAMPLERS]
+    if a.skip_last > 0:
+        ends = ends[:-a.skip_last]
     if len(ends) < a.steps + 1:
-        sys.exit("%s: %d sampling kernels, need %d for %d step(s)" % (a.csv, len(ends), a.steps + 1, a.steps))
+        sys.exit("%s: %d sampling kernels (after skipping %d), need %d for %d step(s)" %
+                 (a.csv, len(ends), a.skip_last, a.steps + 1, a.steps))
     step = ks[ends[-a.steps - 1] + 1:ends[-1] + 1]
     groups = {}
     for n, us in step:

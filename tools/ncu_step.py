@@ -8,7 +8,7 @@ are different shapes' choices) and prints, per group, the launches, the total an
 of the step; then the step's sum. ncu serialises the kernels (no PDL overlap, one at a time), so the sum is longer
 than the step in a CUDA graph: the table says where the time goes, not how long the step is.
 
-    python3 tools/ncu_step.py ncu.csv [--steps N] [--skip-last M]
+    python3 tools/ncu_step.py ncu.csv [--steps N] [--skip-last M] [--list]
     (--steps: the last N steps, averaged per step; default 1. --skip-last: leave the final M steps out first: a
     batch whose prompts were prefilled in C chunks decodes all its sequences together only up to the last C - 1
     steps, where the first chunks' sequences have finished)
@@ -64,9 +64,14 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--skip-last", type=int, default=0)
+    ap.add_argument("--list", action="store_true", help="first a line per step: its kernels and summed us")
     a = ap.parse_args()
     ks = read_kernels(a.csv)
     ends = [i for i, (n, _) in enumerate(ks) if n.split("<")[0] in SAMPLERS]
+    if a.list:
+        for s, e in enumerate(ends):
+            lo = ends[s - 1] + 1 if s else 0
+            print("step %3d: %5d kernels, %10.1f us" % (s, e + 1 - lo, sum(us for _, us in ks[lo:e + 1])))
     if a.skip_last > 0:
         ends = ends[:-a.skip_last]
     if len(ends) < a.steps + 1:

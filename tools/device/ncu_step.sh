@@ -10,7 +10,8 @@
 #   tools/device/ncu_step.sh MODEL_DIR [STEPS]      (VLLMC_BIN=path: a prebuilt vllmc; dummy weights)
 # BATCH=N: a decode step of N sequences instead (`vllmc bench latency --enforce-eager --batch-size N`, 128-token
 # prompts prefilled in chunks of 8,192 tokens, STEPS + 8 outputs; the table skips the final steps, in which the
-# first chunks' sequences have finished, so every step it averages decodes all N).
+# first chunks' sequences have finished, so every step it averages decodes all N; --list prints each step's kernel
+# count and time first, to check that).
 # Device call: carry [".devdeps"] (and the prebuilt binary). Logs under ${OUT:-/tmp/ncu_step}.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -36,7 +37,7 @@ if [ "$N" -gt 1 ]; then
     --num-iters 1 --batch-size "$N" --input-len 128 --output-len $((STEPS + 8)) --max-num-batched-tokens 8192 \
     --max-num-seqs "$N" --max-model-len 1024 > "$O/ncu_$name.csv" 2> "$O/ncu_$name.err"
   echo "ncu rc $? ($(grep -c '^"' "$O/ncu_$name.csv") kernels profiled)"
-  python3 tools/ncu_step.py "$O/ncu_$name.csv" --steps "$STEPS" --skip-last $((chunks > 1 ? chunks - 1 : 0))
+  python3 tools/ncu_step.py "$O/ncu_$name.csv" --steps "$STEPS" --skip-last $((chunks > 1 ? chunks - 1 : 0)) --list
   exit
 fi
 timeout 300 "$NCU" --metrics gpu__time_duration.sum --csv --cache-control none --clock-control none \

@@ -1414,8 +1414,22 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
 __device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db) {
 #ifdef MOE_WGMMA
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63])
                  : "l"(da), "l"(db));
 #else
     (void)d;
@@ -1471,8 +1485,8 @@ __global__ void __launch_bounds__(256, 2) k_moe_wg(mgv_args a) {
         __syncthreads(); /* step kt has landed for every thread; step kt - 1's stage is free (its wgmma waited) */
         if (kt + WG_ST - 1 < KT) load(kt + WG_ST - 1, (kt + WG_ST - 1) % WG_ST);
         cp_async_commit();
-        const uint32_t sa = sbase + (kt % WG_ST) * WG_STAGE + wg * 64 * 128, sb = sbase + (kt % WG_ST) * WG_STAGE + A_BYTES;
-        const uint64_t da = wg_desc(sa), db = wg_desc(sb);
+        const uint32_t stage = sbase + (kt % WG_ST) * WG_STAGE; /* A (this warpgroup's 64 pair rows), then B */
+        const uint64_t da = wg_desc(stage + wg * 64 * 128), db = wg_desc(stage + A_BYTES);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < MM_BK / 16; kk++) wg_mma(d, da + 2 * kk, db + 2 * kk); /* + 32 bytes a k16 step */
@@ -1507,7 +1521,6 @@ static int mm_bm(int N, int E) {
     const int per = N / (N < E ? N : E);
     return per <= 32 ? 32 : per <= 64 ? 64 : 128;
 }
-
 
 static void (*mm_kernel(int nr, int bm))(mgv_args) {
     if (nr == 2) return bm == 32 ? k_moe_mma<2, 32> : bm == 64 ? k_moe_mma<2, 64> : k_moe_mma<2, 128>;
@@ -1795,7 +1808,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
     int *offs = (int *)(mb + ml.offs), *perm = (int *)(mb + ml.perm), *inv = (int *)(mb + ml.inv),
         *pe = (int *)(mb + ml.pe);
     int4 *slot = (int4 *)(mb + ml.slot), *tl = (int4 *)(mb + ml.tiles);
-    /* the grouped GEMM's tile height and warps along its rows, and its tiles (the grid's y) */
+    /* the grouped GEMM's tile height and its tiles (the grid's y) */
     const int bm = ex->mm_bm ? ex->mm_bm : mm_bm(N, E);
     const unsigned tiles = gg_tiles_bound(N, E, bm);
     __nv_bfloat16 *h = (__nv_bfloat16 *)bh->p, *o = (__nv_bfloat16 *)bo->p;

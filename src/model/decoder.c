@@ -92,6 +92,8 @@ typedef struct llama {
     be_dense_layer *stack_layers;
     be_dense_stack stack;
     bool stack_ok;
+    bool moe_add_apart;          /* VLLM_MOE_ADD_APART=1: routed-only MoE layers write o, then x += o (a measurement
+                                    switch; by default their combine accumulates into x) */
 } llama;
 
 /* *out = src's rows in the given order (out row r = src row order[r]), copied into a host buffer *host
@@ -563,6 +565,8 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
                   m->max_pos > c->rope.original_max_position ? ">" : "<=", c->rope.original_max_position);
     }
     if ((st = stack_prepare(m))) return st;
+    const char *apart = getenv("VLLM_MOE_ADD_APART");
+    lm->moe_add_apart = apart && !strcmp(apart, "1");
     /* Gemma: torch.tensor(hidden_size ** 0.5, dtype=the activations' dtype) */
     lm->embed_scale = sqrtf((float)c->hidden_size);
     if (be->act_dtype == DTYPE_BF16) lm->embed_scale = bf16_to_f32(f32_to_bf16(lm->embed_scale));
@@ -830,11 +834,13 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             const bool norm_here = !mlp_normed && !post;
             const be_norm mlp_norm = blk_norm(c, &L->post_norm);
             const tensor *hin = post ? &x : &h;
-            /* shared experts inside the expert op (moe.num_shared: DeepSeek's, weight 1; Qwen2-MoE's gated): with nothing
-             * between the MLP's output and the residual add (no out norm, no residual multiplier), the experts'
-             * sum goes straight into x (transformers' DeepseekV2MoE: moe(...) + shared_experts(residuals),
-             * then the decoder layer's residual + that) */
-            const bool into_x = L->moe.num_shared > 0 && hin != &x && !L->mlp_out_norm.w.data &&
+            /* With nothing between the MLP's output and the residual add (no out norm, no residual multiplier, one
+             * rank, no shared experts apart in L->gate_up), the experts' sum goes straight into x: the combine
+             * accumulates (x + its f32 sum, rounded once) and no add follows. Shared experts inside the expert op
+             * (moe.num_shared: DeepSeek's, weight 1; Qwen2-MoE's gated) are part of that sum (transformers'
+             * DeepseekV2MoE: moe(...) + shared_experts(residuals), then the decoder layer's residual + that); a
+             * Qwen2-MoE shared expert run apart adds into x after it (moe_block_run). */
+            const bool into_x = hin != &x && !L->mlp_out_norm.w.data && !L->gate_up && !lm->moe_add_apart &&
                                 (c->residual_multiplier == 0 || c->residual_multiplier == 1) && m->tp_size <= 1;
             moe_block_run(m, &L->moe, &lm->moe, norm_here ? &x : hin, norm_here ? &mlp_norm : NULL, &h, into_x,
                           into_x ? &x : &o);                      /* x += / o = (T, D) */

@@ -762,31 +762,34 @@ struct perm_args {
     cu_dev_err *err;
 };
 
-/* Exclusive prefix sum of v over the CTA (MP_THREADS threads, every thread calls); *total: the sum. */
-__device__ __forceinline__ int mp_scan(int v, int *wsum, int *total) {
+/* Exclusive prefix sums of v's three fields over the CTA at once (MP_THREADS threads, every thread calls); *total:
+ * their sums. */
+__device__ __forceinline__ int3 mp_scan3(int3 v, int3 *wsum, int3 *total) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int inc = v;
+    int3 inc = v;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        const int n = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o) inc += n;
+        const int x = __shfl_up_sync(0xffffffffu, inc.x, o), y = __shfl_up_sync(0xffffffffu, inc.y, o),
+                  z = __shfl_up_sync(0xffffffffu, inc.z, o);
+        if (lane >= o) inc = make_int3(inc.x + x, inc.y + y, inc.z + z);
     }
     if (lane == 31) wsum[warp] = inc;
     __syncthreads();
     if (warp == 0) {
-        int s = lane < MP_WARPS ? wsum[lane] : 0;
+        int3 s = lane < MP_WARPS ? wsum[lane] : make_int3(0, 0, 0);
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const int n = __shfl_up_sync(0xffffffffu, s, o);
-            if (lane >= o) s += n;
+            const int x = __shfl_up_sync(0xffffffffu, s.x, o), y = __shfl_up_sync(0xffffffffu, s.y, o),
+                      z = __shfl_up_sync(0xffffffffu, s.z, o);
+            if (lane >= o) s = make_int3(s.x + x, s.y + y, s.z + z);
         }
         if (lane < MP_WARPS) wsum[lane] = s;
     }
     __syncthreads();
-    const int before = warp ? wsum[warp - 1] : 0;
+    const int3 before = warp ? wsum[warp - 1] : make_int3(0, 0, 0);
     *total = wsum[MP_WARPS - 1];
     __syncthreads(); /* wsum is reused by the next call */
-    return before + inc - v;
+    return make_int3(before.x + inc.x - v.x, before.y + inc.y - v.y, before.z + inc.z - v.z);
 }
 
 /* The bucket of pair i: its expert, or E for an id out of range (reported when report). */
@@ -798,40 +801,52 @@ __device__ __forceinline__ int mp_bucket(const perm_args &a, int i, bool report)
     return a.E;
 }
 
+#define MP_KEEP 8               /* k_moe_permute: the first MP_KEEP tiles' buckets stay in registers between passes */
+
 // ids (T, k) -> offs, tiles, perm, inv, slot, pe: a stable counting sort of the N pairs by expert, one CTA
 __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
     __shared__ int hist[MP_WARPS][CU_MOE_MAX_E + 1]; /* a tile's pairs per (warp, bucket) */
     __shared__ int cur[CU_MOE_MAX_E + 1];            /* counts, then each bucket's next position */
-    __shared__ int wsum[MP_WARPS];
+    __shared__ int3 wsum[MP_WARPS];
     pdl_launch();
     pdl_wait();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = a.E + 1;
+    /* the buckets of the first MP_KEEP tiles' pairs, loaded together (a decode batch of 256 tokens x 8 is 4 tiles)
+     * and kept for the placement: no second round trip to the ids a tile */
+    int kb[MP_KEEP];
+#pragma unroll
+    for (int r = 0; r < MP_KEEP; r++) {
+        const int i = r * MP_THREADS + tid;
+        kb[r] = i < a.N ? mp_bucket(a, i, true) : -1;
+    }
     for (int b = tid; b < nb; b += MP_THREADS) cur[b] = 0;
     for (int i = tid; i < MP_WARPS * nb; i += MP_THREADS) hist[i / nb][i % nb] = 0;
     __syncthreads();
-    for (int i = tid; i < a.N; i += MP_THREADS) atomicAdd(&cur[mp_bucket(a, i, true)], 1);
+#pragma unroll
+    for (int r = 0; r < MP_KEEP; r++)
+        if (kb[r] >= 0) atomicAdd(&cur[kb[r]], 1);
+    for (int i = MP_KEEP * MP_THREADS + tid; i < a.N; i += MP_THREADS) atomicAdd(&cur[mp_bucket(a, i, true)], 1);
     __syncthreads();
-    /* offs = the exclusive prefix sum of the counts; the slots and tiles of the experts with pairs */
+    /* offs = the exclusive prefix sum of the counts; the slots and tiles of the experts with pairs (one scan of
+     * (pairs, has pairs, tiles)) */
     int run = 0, arun = 0, trun = 0;
     for (int b0 = 0; b0 < nb; b0 += MP_THREADS) {
         const int b = b0 + tid;
         const int c = b < nb ? cur[b] : 0;
-        int tot, atot, ttot;
-        const int ex = mp_scan(c, wsum, &tot);
         const int f = b < a.E && c > 0 ? 1 : 0;
-        const int aex = mp_scan(f, wsum, &atot);
         const int nt = f && a.tiles ? (c + a.bm - 1) / a.bm : 0;
-        const int tex = mp_scan(nt, wsum, &ttot);
+        int3 tot;
+        const int3 ex = mp_scan3(make_int3(c, f, nt), wsum, &tot);
         if (b < nb) {
-            a.offs[b] = run + ex;
-            cur[b] = run + ex; /* only this thread reads cur[b] in this loop */
+            a.offs[b] = run + ex.x;
+            cur[b] = run + ex.x; /* only this thread reads cur[b] in this loop */
         }
-        if (f) a.slot[arun + aex] = make_int4(b, run + ex, c, 0);
+        if (f) a.slot[arun + ex.y] = make_int4(b, run + ex.x, c, 0);
         for (int q = 0; q < nt; q++)
-            a.tiles[trun + tex + q] = make_int4(b, run + ex + q * a.bm, min(a.bm, c - q * a.bm), 0);
-        run += tot;
-        arun += atot;
-        trun += ttot;
+            a.tiles[trun + ex.z + q] = make_int4(b, run + ex.x + q * a.bm, min(a.bm, c - q * a.bm), 0);
+        run += tot.x;
+        arun += tot.y;
+        trun += tot.z;
     }
     if (tid == 0) a.offs[nb] = a.N;
     for (int s = arun + tid; s < (a.N < a.E ? a.N : a.E); s += MP_THREADS) a.slot[s] = make_int4(-1, 0, 0, 0);
@@ -841,10 +856,8 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
     /* placement, a tile of MP_THREADS pairs at a time in pair order: a pair's position is its bucket's
      * cursor + the same bucket's pairs of earlier warps of the tile + of earlier lanes of its warp */
     const unsigned lt = (1u << lane) - 1u;
-    for (int base = 0; base < a.N; base += MP_THREADS) {
-        const int i = base + tid;
-        const bool valid = i < a.N;
-        const int e = valid ? mp_bucket(a, i, false) : -1;
+    auto place = [&](int i, int e) { /* e: pair i's bucket, -1 past N; uniform call over the CTA */
+        const bool valid = e >= 0;
         const unsigned peers = __match_any_sync(0xffffffffu, e);
         const bool leader = (int)(__ffs(peers) - 1) == lane, last_lane = 31 - __clz(peers) == lane;
         if (valid && leader) hist[warp][e] = __popc(peers);
@@ -865,6 +878,13 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
         if (last) cur[e] = pos + 1;
         if (valid && leader) hist[warp][e] = 0;
         __syncthreads();
+    };
+#pragma unroll
+    for (int r = 0; r < MP_KEEP; r++)
+        if (r * MP_THREADS < a.N) place(r * MP_THREADS + tid, kb[r]);
+    for (int base = MP_KEEP * MP_THREADS; base < a.N; base += MP_THREADS) {
+        const int i = base + tid;
+        place(i, i < a.N ? mp_bucket(a, i, false) : -1);
     }
 }
 
@@ -965,8 +985,10 @@ template <int NR, int TT, int MINB = 1, int UO = 0>
 __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
     constexpr int U = UO ? UO : TT <= 2 ? 8 : MGV_U;
+    /* the expert comes from the permutation: nothing to prefetch before the wait; and the next kernel (the down +
+     * combine) is let in only after it, so that it may read the routing and the permutation before its own wait */
+    pdl_wait();
     pdl_launch();
-    pdl_wait(); /* the expert comes from the permutation: nothing to prefetch before */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     /* this CTA's expert, its first position and its pairs in one load (slot has gridDim.y = min(E, N) entries;
      * expert -1: a slot past the experts with tokens); one token without a permutation: pair blockIdx.y */
@@ -1066,6 +1088,7 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
 #define DC_WARPS 4              /* k_moe_down_comb: a warp per output column d, 4 per CTA */
 #define DC_PG 4                 /* pairs whose weight rows are in flight together */
 #define DC_U 4                  /* 16-byte chunks per lane per pair in flight (inputs 32 x 4 x 8 = 1024 a pass) */
+#define DC_PF 8                 /* pairs whose weight rows are prefetched into L2 before the PDL wait */
 
 struct dc_args {
     const __nv_bfloat16 *W;     /* down (E, D, K) */
@@ -1149,11 +1172,26 @@ __device__ __forceinline__ void dc_store(const dc_args &a, int lane, int d, floa
 template <bool STREAM>
 __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     pdl_launch();
-    pdl_wait(); /* the experts come from the permutation, h from the gate|up GEMV */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int d = blockIdx.x * DC_WARPS + warp;
     if (d >= a.D) return;
+    /* The pairs (the routing's ids and weights, the permutation's perm and pe) are final here: the gate|up GEMV
+     * before lets this kernel in only after its own wait, so they come from finished kernels; h (the gate|up
+     * GEMV's output) only after the wait. Before it, this warp's weight rows of the first DC_PF pairs (a
+     * one-token step's all) are prefetched into L2 while the gate|up GEMV finishes. */
     const dc_pairs pp = dc_load_pairs(a, lane);
+    {
+        const int lines = (a.K * 2 + 127) / 128, npf = a.N < DC_PF ? a.N : DC_PF;
+        for (int i0 = 0; i0 < npf * lines; i0 += 32) { /* uniform: every lane at each shuffle */
+            const int i = i0 + lane, q = min(i / lines, npf - 1);
+            const int e = __shfl_sync(0xffffffffu, pp.pe[0], q);
+            if (i < npf * lines && e < a.E) {
+                const char *line = (const char *)(a.W + (int64_t)e * a.wes + (int64_t)d * a.K) + (i - q * lines) * 128;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+            }
+        }
+    }
+    pdl_wait();
     float s0, s1;
     dc_init(a, lane, d, s0, s1);
     const int KC = a.K >> 3;
@@ -1599,20 +1637,21 @@ __global__ void k_moe_combine(comb_args a) {
             lw[j] = ok ? a.w[(int64_t)t * a.ws + j] : 0.0f;
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int n = 0;
-            for (int j = 0; j < a.k; j++) {
-                const int pos = lpos[j];
-                if (pos < 0) continue;
-                int q = n++;
-                for (; q > 0 && spos[q - 1] > pos; q--) {
-                    spos[q] = spos[q - 1];
-                    sw[q] = sw[q - 1];
-                }
-                spos[q] = pos;
-                sw[q] = lw[j];
+        /* slot j's rank among the valid slots by position (the positions are distinct), each slot's thread at once
+         * (thread 0 inserting them one by one was a serial chain of shared-memory round trips) */
+        for (int j = threadIdx.x; j < a.k; j += blockDim.x) {
+            const int pos = lpos[j];
+            int rank = 0, n = 0;
+            for (int i = 0; i < a.k; i++) {
+                const int pi = lpos[i];
+                n += pi >= 0;
+                rank += pi >= 0 && pi < pos;
             }
-            sn = n;
+            if (pos >= 0) {
+                spos[rank] = pos;
+                sw[rank] = lw[j];
+            }
+            if (j == 0) sn = n;
         }
         __syncthreads();
         const int n = sn;

@@ -2822,6 +2822,11 @@ static void test_moe(void) {
         /* 128-pair tiles run on wgmma (k_moe_wg) on sm_90a: above, and a prefill-like call (256 pairs an expert,
          * 8 K steps); k_moe_mma's own 128-pair tiles under VLLM_CUDA_MOE_WG=0 */
         {.E = 16, .k = 4, .T = 1024, .D = 512, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        /* more pairs than k_moe_permute keeps in registers (MP_KEEP tiles of 512: 4,096), so its later tiles reload
+         * their ids: 5,600 pairs (random; repeated ids) */
+        {.E = 64, .k = 8, .T = 700, .D = 256, .I = 128, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
+        {.E = 128, .k = 8, .T = 700, .D = 256, .I = 128, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32},
         {.E = 4, .k = 2, .T = 600, .D = 256, .I = 192, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .wg = "0"},
         {.E = 16, .k = 8, .T = 100, .D = 264, .I = 200, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,

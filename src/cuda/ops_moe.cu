@@ -138,6 +138,7 @@ struct moe_ws {
     cu_buf host;                /* pinned: offs (E + 2), prefill */
     bool recorded_large;        /* a recording uses meta / h / o: they must not move any more */
     bool mm_attr;               /* the grouped GEMM's (k_moe_mma) */
+    int gv_occ[2][3];           /* CTAs an SM of the one-token expert GEMV, [NR - 1][split-K 1, 2, 4] (mm_attrs) */
 };
 
 static vllm_status mm_attrs(moe_ws *ws);
@@ -228,6 +229,8 @@ struct be_experts {
                                    measurement switch; 0: mm_bm's choice from the pairs an expert) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
+    int gv_ks;                  /* VLLM_CUDA_MOE_KS=1|2|4 at creation: the one-token expert GEMV's split-K (a
+                                   measurement switch; 0: gv_pick_ks's choice) */
     bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
                                    measurement switch) */
 };
@@ -368,6 +371,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->split_comb = cenv && !strcmp(cenv, "split");
     const char *wenv = getenv("VLLM_CUDA_MOE_WG");
     ex->no_wg = wenv && !strcmp(wenv, "0");
+    const char *kenv = getenv("VLLM_CUDA_MOE_KS");
+    ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
     ex->mm_bm = !benv ? 0 : atoi(benv) == 32 || atoi(benv) == 64 || atoi(benv) == 128 ? atoi(benv) : 0;
     ex->ws = ws_acquire(cu);
@@ -980,9 +985,14 @@ __device__ __forceinline__ uint4 mgv_load(const uint4 *p) { return STREAM ? __ld
 /* CTA (x, a): the a-th expert with tokens, its rows [8 x, 8 x + 8), a warp per row; NR = 2: the gated
  * form (gate row r and up row R + r -> act(gate . x) * (up . x)). Writes BF16. TT: tokens per pass over a
  * row (the host picks the smallest power of two covering the batch's tokens: registers, hence occupancy,
- * grow with it; an expert with more tokens takes several passes, the rows then from L2). */
-template <int NR, int TT, int MINB = 1, int UO = 0>
+ * grow with it; an expert with more tokens takes several passes, the rows then from L2).
+ * KS > 1 (split-K): KS warps a row, each a contiguous KS-th of its chunks, their partial dots summed in shared
+ * memory (in warp order) before the epilogue; a CTA then covers 8 / KS rows. The host picks it so that the grid
+ * fills its last wave of resident CTAs (a one-token step of Qwen3-30B-A3B: 768 CTAs of whole rows are 1.45 waves
+ * at 4 an SM on 132 SMs, the second wave half idle; 1,536 of half rows are 2.9). */
+template <int NR, int TT, int MINB = 1, int UO = 0, int KS = 1>
 __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
+    static_assert(MGV_WARPS % KS == 0, "a CTA holds whole rows");
     /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
     constexpr int U = UO ? UO : TT <= 2 ? 8 : MGV_U;
     /* the expert comes from the permutation: nothing to prefetch before the wait; and the next kernel (the down +
@@ -1008,12 +1018,20 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
         n = sl.z;
         if (e < 0) return;
     }
-    const int r = blockIdx.x * MGV_WARPS + warp;
-    if (r >= a.R) return;
+    const int r = blockIdx.x * (MGV_WARPS / KS) + warp / KS, kp = warp % KS;
+    if (KS == 1 && r >= a.R) return; /* split-K: every warp stays for the barriers (a row past R: no chunks) */
+    /* this warp's chunks [c0, c0 + KC) of each row (the weight and input pointers start at c0) */
+    int c0 = 0, KC = a.K >> 3;
+    if constexpr (KS > 1) {
+        const int per = (KC + KS - 1) / KS;
+        c0 = r < a.R ? min(kp * per, KC) : 0;
+        KC = r < a.R ? min(KC - c0, per) : 0;
+    }
     const uint4 *w[NR];
 #pragma unroll
-    for (int q = 0; q < NR; q++) w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)r + (int64_t)q * a.R) * a.K);
-    const int KC = a.K >> 3;
+    for (int q = 0; q < NR; q++)
+        w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)min(r, a.R - 1) + (int64_t)q * a.R) * a.K) + c0;
+    __shared__ float red[KS > 1 ? MGV_WARPS : 1][NR][TT]; /* split-K: each warp's partial dots */
     /* one pass: evict-first; more: keep the rows for the next pass. A constant inside (a runtime flag made each
      * weight load a branch between two load kinds) */
     auto body = [&](auto st) {
@@ -1025,7 +1043,7 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
             for (int tt = 0; tt < TT; tt++) {
                 const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
                 const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
-                xr[tt] = (const uint4 *)(a.x + row * a.xs);
+                xr[tt] = (const uint4 *)(a.x + row * a.xs) + c0;
             }
             float acc[NR][TT];
 #pragma unroll
@@ -1063,12 +1081,34 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
                     }
                 }
             }
+            if constexpr (KS > 1) {
+#pragma unroll
+                for (int tt = 0; tt < TT; tt++)
+#pragma unroll
+                    for (int q = 0; q < NR; q++) {
+                        const float v = cu_warp_sum(acc[q][tt]);
+                        if (lane == 0) red[warp][q][tt] = v;
+                    }
+                __syncthreads();
+                if (kp == 0 && r < a.R)
+#pragma unroll
+                    for (int tt = 0; tt < TT; tt++)
+#pragma unroll
+                        for (int q = 0; q < NR; q++) {
+                            float v = red[warp][q][tt];
+#pragma unroll
+                            for (int j = 1; j < KS; j++) v += red[warp + j][q][tt];
+                            acc[q][tt] = v; /* the row's dot, in every lane */
+                        }
+                __syncthreads(); /* red is the next pass's */
+                if (kp != 0 || r >= a.R) continue;
+            }
 #pragma unroll
             for (int tt = 0; tt < TT; tt++) {
                 if (tt >= ng) break; /* uniform over the warp */
                 float v[NR];
 #pragma unroll
-                for (int q = 0; q < NR; q++) v[q] = cu_warp_sum(acc[q][tt]);
+                for (int q = 0; q < NR; q++) v[q] = KS > 1 ? acc[q][tt] : cu_warp_sum(acc[q][tt]);
                 if (lane == tt) {
                     if (a.bias)
 #pragma unroll
@@ -1565,9 +1605,50 @@ static void (*mm_kernel(int nr, int bm))(mgv_args) {
     return bm == 32 ? k_moe_mma<1, 32> : bm == 64 ? k_moe_mma<1, 64> : k_moe_mma<1, 128>;
 }
 
-/* the grouped GEMM's dynamic shared memory limits (above the default 48 KB), raised once a device */
+/* The one-token expert GEMV of NR (1, 2) split ks ways (1, 2, 4). */
+typedef void (*mgv_kernel)(mgv_args);
+static mgv_kernel gv_one_token(int nr, int ks) {
+    if (nr == 2)
+        return ks == 1 ? k_moe_gemv<2, 1, 4, 4> : ks == 2 ? k_moe_gemv<2, 1, 4, 4, 2> : k_moe_gemv<2, 1, 4, 4, 4>;
+    return ks == 1 ? k_moe_gemv<1, 1> : ks == 2 ? k_moe_gemv<1, 1, 1, 0, 2> : k_moe_gemv<1, 1, 1, 0, 4>;
+}
+
+/* The one-token GEMV's split-K for rows output rows of slots experts: of 1, 2, 4, the first whose grid fills at
+ * least 90% of the resident CTAs of its last wave, each finer split taken only where it fills 10 points more than
+ * the coarser choice (the rows stream at the same rate whatever the split; a half-empty last wave is time with
+ * half the SMs idle). */
+static int gv_pick_ks(const be_experts *ex, int nr, int64_t rows, unsigned slots, int sms) {
+    if (ex->gv_ks) return ex->gv_ks;
+    int best = 1;
+    double best_fill = 0.0;
+    for (int i = 0; i < 3; i++) {
+        const int ks = 1 << i, res = ex->ws->gv_occ[nr - 1][i] * sms;
+        if (res <= 0) continue;
+        const double ctas = (double)((rows + MGV_WARPS / ks - 1) / (MGV_WARPS / ks)) * slots;
+        const double fill = ctas / (ceil(ctas / res) * res);
+        if (best_fill >= 0.9) break;
+        if (fill > best_fill + 0.1) { /* a finer split only for a clearly fuller last wave */
+            best = ks;
+            best_fill = fill;
+        }
+    }
+    return best;
+}
+
+/* the grouped GEMM's dynamic shared memory limits (above the default 48 KB), raised once a device; the one-token
+ * expert GEMV's occupancies */
 static vllm_status mm_attrs(moe_ws *ws) {
     if (ws->mm_attr) return VLLM_OK;
+    for (int nr = 1; nr <= 2; nr++)
+        for (int i = 0; i < 3; i++) {
+            int n = 0;
+            const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gv_one_token(nr, 1 << i),
+                                                                                MGV_WARPS * 32, 0);
+            if (e != cudaSuccess)
+                return vt_error(VLLM_ERR_BACKEND, "experts_create: the expert GEMV's occupancy: %s",
+                                cudaGetErrorString(e));
+            ws->gv_occ[nr - 1][i] = n;
+        }
     for (int nr = 1; nr <= 2; nr++) {
         const cudaError_t e = cudaFuncSetAttribute(nr == 2 ? k_moe_wg<2> : k_moe_wg<1>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WG_SMEM);
@@ -1906,14 +1987,18 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         /* one token: 4 chunks of each row a lane in flight and 4 CTAs an SM (60 registers), not 8 and 2: a grid of
          * 512 CTAs (Qwen3.5-35B-A3B's 64 row blocks x 8 experts) in one wave, not 1.9 (H100: 4.125 -> 4.022 ms a
          * step; Qwen3-30B-A3B and DeepSeek-V2-Lite unchanged within 0.4%) */
-        void (*gv2)(mgv_args) = T <= 1 ? k_moe_gemv<2, 1, 4, 4> : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
-                                                                                                 : k_moe_gemv<2, 8>;
-        void (*gv1)(mgv_args) = T <= 1 ? k_moe_gemv<1, 1> : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
-                                                                                           : k_moe_gemv<1, 8>;
+        /* one token: split-K where whole rows leave the grid's last wave half empty (gv_pick_ks) */
+        const int ks2 = T <= 1 ? gv_pick_ks(ex, 2, I, slots, cu->num_sms) : 1,
+                  ks1 = T <= 1 ? gv_pick_ks(ex, 1, D, slots, cu->num_sms) : 1;
+        mgv_kernel gv2 = T <= 1 ? gv_one_token(2, ks2) : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
+                                                                                     : k_moe_gemv<2, 8>;
+        mgv_kernel gv1 = T <= 1 ? gv_one_token(1, ks1) : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
+                                                                                     : k_moe_gemv<1, 8>;
         /* 128-pair tiles on wgmma where sm_90a's code runs */
         const bool wg = grouped && bm == WG_BM && cu->sm90 && !ex->no_wg;
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
-                              dim3((unsigned)((I + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
+                              dim3((unsigned)((I + MGV_WARPS / ks2 - 1) / (MGV_WARPS / ks2)), slots),
+                              dim3(MGV_WARPS * 32), 0, g)
                  : wg ? !cu_launch(cu, "moe_experts (gate|up, wgmma grouped GEMM)", true, k_moe_wg<2>,
                                    dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
@@ -1962,7 +2047,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.os = D;
         if (ex->bias) g.bias = ex->bias + 2 * I; /* down at 2I */
         if (gemv ? !cu_launch(cu, "moe_experts (down)", true, gv1,
-                              dim3((unsigned)((D + MGV_WARPS - 1) / MGV_WARPS), slots), dim3(MGV_WARPS * 32), 0, g)
+                              dim3((unsigned)((D + MGV_WARPS / ks1 - 1) / (MGV_WARPS / ks1)), slots),
+                              dim3(MGV_WARPS * 32), 0, g)
                  : wg ? !cu_launch(cu, "moe_experts (down, wgmma grouped GEMM)", true, k_moe_wg<1>,
                                    dim3((unsigned)((D + MM_BW - 1) / MM_BW), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (down, grouped GEMM)", true, mm_kernel(1, bm),

@@ -2177,6 +2177,7 @@ typedef struct moe_case {
     float alpha, limit;   /* moe_params.swiglu_alpha / _limit (act BE_ACT_SWIGLU_OAI; 0 = the defaults) */
     const char *bm;       /* VLLM_CUDA_MOE_BM for them (the grouped GEMM's tile height), or NULL */
     const char *wg;       /* VLLM_CUDA_MOE_WG for them ("0": 128-pair tiles on k_moe_mma, not wgmma), or NULL */
+    const char *ks;       /* VLLM_CUDA_MOE_KS for them (the one-token expert GEMV's split-K: 1, 2, 4), or NULL */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2185,6 +2186,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->comb) setenv("VLLM_CUDA_MOE_COMBINE", mc->comb, 1);
     if (mc->bm) setenv("VLLM_CUDA_MOE_BM", mc->bm, 1);
     if (mc->wg) setenv("VLLM_CUDA_MOE_WG", mc->wg, 1);
+    if (mc->ks) setenv("VLLM_CUDA_MOE_KS", mc->ks, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
@@ -2192,6 +2194,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->comb) unsetenv("VLLM_CUDA_MOE_COMBINE");
     if (mc->bm) unsetenv("VLLM_CUDA_MOE_BM");
     if (mc->wg) unsetenv("VLLM_CUDA_MOE_WG");
+    if (mc->ks) unsetenv("VLLM_CUDA_MOE_KS");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2217,6 +2220,7 @@ static void test_moe_experts_case(const moe_case *mc) {
         if (mc->force) snprintf(what + strlen(what), sizeof what - strlen(what), "%s", mc->force);
         if (mc->comb) snprintf(what + strlen(what), sizeof what - strlen(what), " combine %s", mc->comb);
         if (mc->bm) snprintf(what + strlen(what), sizeof what - strlen(what), " bm %s", mc->bm);
+        if (mc->ks) snprintf(what + strlen(what), sizeof what - strlen(what), " ks %s", mc->ks);
         if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
@@ -2888,6 +2892,19 @@ static void test_moe(void) {
         {.E = 8, .k = 2, .T = 1, .D = 4096, .I = 64, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
+        /* one token's GEMVs split along K (k_moe_gemv's KS: gv_pick_ks takes 2 or 4 on the small grids above),
+         * each split forced, on the fused down + combine and the split kernels, rows of 129 chunks (D 1032: ragged
+         * splits of 33 / 32 and 65 / 64) and a last CTA of fewer rows (I 100) */
+        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+         .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .ks = "1"},
+        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .ks = "2", .comb = "split"},
+        {.E = 16, .k = 8, .T = 1, .D = 1032, .I = 100, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .ks = "4"},
+        {.E = 8, .k = 2, .T = 1, .D = 264, .I = 1400, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .comb = "split"},
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .ks = "1"},
         /* one token reads the ids directly (no permutation: pair j is position j): top 4 of 4 experts with repeats
          * (ids drawn with replacement), on the fused and the split kernels */
         {.E = 4, .k = 4, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,

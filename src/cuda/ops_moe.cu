@@ -797,13 +797,19 @@ __device__ __forceinline__ int3 mp_scan3(int3 v, int3 *wsum, int3 *total) {
     return make_int3(before.x + inc.x - v.x, before.y + inc.y - v.y, before.z + inc.z - v.z);
 }
 
-/* The bucket of pair i: its expert, or E for an id out of range (reported when report). */
-__device__ __forceinline__ int mp_bucket(const perm_args &a, int i, bool report) {
-    const int t = i / a.k, j = i - t * a.k;
-    const int e = a.ids[(int64_t)t * a.is + j];
+/* Pair i's id as the ids tensor holds it. */
+__device__ __forceinline__ int mp_id(const perm_args &a, int i) {
+    const int t = i / a.k;
+    return a.ids[(int64_t)t * a.is + (i - t * a.k)];
+}
+/* The bucket of pair i of id e: its expert, or E for an id out of range (reported when report). */
+__device__ __forceinline__ int mp_check(const perm_args &a, int i, int e, bool report) {
     if (e >= 0 && e < a.E) return e;
-    if (report) cu_report(a.err, CU_DEV_MOE_ID, t, e, a.E);
+    if (report) cu_report(a.err, CU_DEV_MOE_ID, i / a.k, e, a.E);
     return a.E;
+}
+__device__ __forceinline__ int mp_bucket(const perm_args &a, int i, bool report) {
+    return mp_check(a, i, mp_id(a, i), report);
 }
 
 #define MP_KEEP 8               /* k_moe_permute: the first MP_KEEP tiles' buckets stay in registers between passes */
@@ -820,9 +826,14 @@ __global__ void __launch_bounds__(MP_THREADS) k_moe_permute(perm_args a) {
      * and kept for the placement: no second round trip to the ids a tile */
     int kb[MP_KEEP];
 #pragma unroll
+    for (int r = 0; r < MP_KEEP; r++) { /* every load issued before any report (a store the loads could alias) */
+        const int i = r * MP_THREADS + tid;
+        kb[r] = i < a.N ? mp_id(a, i) : 0;
+    }
+#pragma unroll
     for (int r = 0; r < MP_KEEP; r++) {
         const int i = r * MP_THREADS + tid;
-        kb[r] = i < a.N ? mp_bucket(a, i, true) : -1;
+        kb[r] = i < a.N ? mp_check(a, i, kb[r], true) : -1;
     }
     for (int b = tid; b < nb; b += MP_THREADS) cur[b] = 0;
     for (int i = tid; i < MP_WARPS * nb; i += MP_THREADS) hist[i / nb][i % nb] = 0;

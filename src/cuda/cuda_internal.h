@@ -18,7 +18,11 @@
  * positions before the step's new tokens, which uploads and earlier steps
  * wrote (every step starts with an upload, a copy that waits for all
  * earlier work). It calls pdl_launch() early to let the next kernel start
- * likewise. cu_launch() launches with or without the attribute (without on
+ * likewise. One exception, by construction: a kernel whose predecessor calls
+ * pdl_launch() only after its own pdl_wait() starts after every kernel
+ * before that predecessor has finished, so it may read their outputs (through
+ * L2: __ldcg, as L1 is not coherent) before its wait (ops_moe.cu: the expert
+ * GEMV lets the down + combine read the routing and the permutation early). cu_launch() launches with or without the attribute (without on
  * GPUs before sm_90, or with VLLM_CUDA_NO_PDL set).
  *
  * Graph capture (graph_begin .. graph_end): ops only queue work; anything

@@ -1176,15 +1176,17 @@ __device__ __forceinline__ dc_pairs dc_load_pairs(const dc_args &a, int lane) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int q = lane + 32 * i;
-        const int pm = q >= a.N ? 0 : a.ids ? q : a.perm[q];
+        /* read through L2 only (ld.global.cg): k_moe_down_comb loads them before its PDL wait, and this SM's L1
+         * may still hold the previous layer's values at these addresses */
+        const int pm = q >= a.N ? 0 : a.ids ? q : __ldcg(a.perm + q);
         int e = a.E;
         if (q < a.N) {
-            e = a.ids ? a.ids[q] : a.pe[q];
+            e = a.ids ? __ldcg(a.ids + q) : __ldcg(a.pe + q);
             if (e < 0 || e >= a.E) e = a.E;
         }
         r.pe[i] = e;
         r.pt[i] = pm / a.k;
-        r.pw[i] = q < a.N ? a.w[(int64_t)r.pt[i] * a.ws + (pm - r.pt[i] * a.k)] : 0.0f;
+        r.pw[i] = q < a.N ? __ldcg(a.w + (int64_t)r.pt[i] * a.ws + (pm - r.pt[i] * a.k)) : 0.0f;
     }
     return r;
 }
@@ -1721,7 +1723,7 @@ __global__ void k_moe_combine(comb_args a) {
     __shared__ float lw[CU_MOE_MAX_K];
     for (int t = blockIdx.x; t < a.T; t += gridDim.x) {
         /* the k slots' (position, weight) loaded at once (-1: an id out of range, reported by the
-         * permutation), then put in increasing position by one thread from shared memory */
+         * permutation), then put in increasing position (each slot's thread its rank) in shared memory */
         for (int j = threadIdx.x; j < a.k; j += blockDim.x) {
             const int e = a.ids[(int64_t)t * a.is + j];
             const bool ok = e >= 0 && e < a.E;

@@ -85,7 +85,7 @@ void moe_bufs_release(backend *be, moe_bufs *mb);
 /* o (T, D) = (accumulate: +=) the MoE of h (T, D): sum over the top k of w_e expert_e(h) [+ the plain shared
  * experts (num_shared)] [+ sigmoid(h . g) shared(h)]. With norm, h = norm(x) is written into *hbuf by the
  * router's linear_fused (the norm folded into the router's GEMV) and read by the experts; without, h = x
- * (hbuf unused). o must not overlap h (it may be x when norm is given: the residual stream). */
+ * (hbuf unused). o must not overlap h (it may be x, the residual stream, when h is another buffer). */
 void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, const be_norm *norm, tensor *hbuf,
                    bool accumulate, tensor *o);
 

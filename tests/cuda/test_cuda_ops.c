@@ -2894,12 +2894,12 @@ static void test_moe(void) {
          .ydt = DTYPE_BF16},
         /* one token's GEMVs split along K (k_moe_gemv's KS: gv_pick_ks takes 2 or 4 on the small grids above),
          * each split forced, on the fused down + combine and the split kernels, rows of 129 chunks (D 1032: ragged
-         * splits of 33 / 32 and 65 / 64) and a last CTA of fewer rows (I 100) */
+         * splits of 65 + 64 and 33 + 33 + 33 + 30) */
         {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .acc = true,
          .wdt = DTYPE_BF16, .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .ks = "1"},
         {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .ks = "2", .comb = "split"},
-        {.E = 16, .k = 8, .T = 1, .D = 1032, .I = 100, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+        {.E = 16, .k = 8, .T = 1, .D = 1032, .I = 104, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16, .ks = "4"},
         {.E = 8, .k = 2, .T = 1, .D = 264, .I = 1400, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .comb = "split"},

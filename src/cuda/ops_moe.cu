@@ -229,6 +229,8 @@ struct be_experts {
                                    measurement switch; 0: mm_bm's choice from the pairs an expert) */
     bool split_comb;            /* VLLM_CUDA_MOE_COMBINE=split at creation: decode batches keep the down GEMV and
                                    the combine as two kernels (a measurement switch; k_moe_down_comb otherwise) */
+    bool late_off;              /* VLLM_CUDA_MOE_EARLY=0 at creation: the down + combine reads the pairs and loads
+                                   its weights only after its PDL wait (a measurement switch) */
     int gv_ks;                  /* VLLM_CUDA_MOE_KS=1|2|4 at creation: the one-token expert GEMV's split-K (a
                                    measurement switch; 0: gv_pick_ks's choice) */
     bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
@@ -371,6 +373,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->split_comb = cenv && !strcmp(cenv, "split");
     const char *wenv = getenv("VLLM_CUDA_MOE_WG");
     ex->no_wg = wenv && !strcmp(wenv, "0");
+    const char *eenv = getenv("VLLM_CUDA_MOE_EARLY");
+    ex->late_off = eenv && !strcmp(eenv, "0");
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
@@ -983,6 +987,8 @@ struct mgv_args {
     const __nv_bfloat16 *bias;  /* NULL, or output r of expert e (NR = 2: gate r, up R + r) += bias[e * bes + r] in
                                    f32 before the activation / the BF16 rounding (tested in the epilogues only) */
     int64_t bes;
+    bool late_launch;           /* pdl_launch() after pdl_wait(), so that the next kernel (the down + combine) may read
+                                   the routing and the permutation before its own wait (be_experts.early) */
 };
 
 /* The gated form's product of a gate g and an up u: act(g) * u, or gpt-oss's clamped SwiGLU. */
@@ -1007,9 +1013,15 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
     constexpr int U = UO ? UO : TT <= 2 ? 8 : MGV_U;
     /* the expert comes from the permutation: nothing to prefetch before the wait; and the next kernel (the down +
-     * combine) is let in only after it, so that it may read the routing and the permutation before its own wait */
-    pdl_wait();
-    pdl_launch();
+     * combine) is let in only after it (late_launch), so that it may read the routing and the permutation before
+     * its own wait */
+    if (a.late_launch) {
+        pdl_wait();
+        pdl_launch();
+    } else {
+        pdl_launch();
+        pdl_wait();
+    }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     /* this CTA's expert, its first position and its pairs in one load (slot has gridDim.y = min(E, N) entries;
      * expert -1: a slot past the experts with tokens); one token without a permutation: pair blockIdx.y */
@@ -1158,6 +1170,8 @@ struct dc_args {
     int ydt;
     int64_t ys;
     bool acc;                   /* y += */
+    bool early;                 /* the pairs read and the first weight rows prefetched before the PDL wait (the
+                                   gate|up GEMV before ran with late_launch) */
 };
 
 /* A decode batch's (N <= CU_MOE_GEMV_MAX_PAIRS) down projection and combine: warp d computes output column d of
@@ -1228,12 +1242,13 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int d = blockIdx.x * DC_WARPS + warp;
     if (d >= a.D) return;
-    /* The pairs (the routing's ids and weights, the permutation's perm and pe) are final here: the gate|up GEMV
-     * before lets this kernel in only after its own wait, so they come from finished kernels; h (the gate|up
-     * GEMV's output) only after the wait. Before it, this warp's weight rows of the first DC_PF pairs (a
-     * one-token step's all) are prefetched into L2 while the gate|up GEMV finishes. */
+    if (!a.early) pdl_wait();
+    /* early: the pairs (the routing's ids and weights, the permutation's perm and pe) are final here: the gate|up
+     * GEMV before lets this kernel in only after its own wait (late_launch), so they come from finished kernels;
+     * h (the gate|up GEMV's output) only after the wait. Before it, this warp's weight rows of the first DC_PF
+     * pairs (a one-token step's all) are prefetched into L2 while the gate|up GEMV finishes. */
     const dc_pairs pp = dc_load_pairs(a, lane);
-    {
+    if (a.early) {
         const int lines = (a.K * 2 + 127) / 128, npf = a.N < DC_PF ? a.N : DC_PF;
         for (int i0 = 0; i0 < npf * lines; i0 += 32) { /* uniform: every lane at each shuffle */
             const int i = i0 + lane, q = min(i / lines, npf - 1);
@@ -1243,8 +1258,8 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
             }
         }
+        pdl_wait();
     }
-    pdl_wait();
     float s0, s1;
     dc_init(a, lane, d, s0, s1);
     const int KC = a.K >> 3;
@@ -1996,6 +2011,11 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
+        /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
+         * kernel (below) */
+        const bool fused_dc = gemv && small && !ex->split_comb && I <= 32 * DC_U * 8;
+        const bool early = fused_dc && !ex->late_off;
+        g.late_launch = early; /* the down + combine follows and reads the pairs before its wait */
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
         /* one token: 4 chunks of each row a lane in flight and 4 CTAs an SM (60 registers), not 8 and 2: a grid of
          * 512 CTAs (Qwen3.5-35B-A3B's 64 row blocks x 8 experts) in one wave, not 1.9 (H100: 4.125 -> 4.022 ms a
@@ -2020,7 +2040,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             return;
         /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
          * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused: two passes of 4 pairs) */
-        if (gemv && small && !ex->split_comb && I <= 32 * DC_U * 8) {
+        if (fused_dc) {
             dc_args dc = {};
             dc.W = ex->down;
             dc.wes = D * I;
@@ -2042,6 +2062,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             dc.ydt = (int)y->dtype;
             dc.ys = tensor_row_stride(y);
             dc.acc = accumulate;
+            dc.early = early;
             const dim3 grid((unsigned)((D + DC_WARPS - 1) / DC_WARPS));
             /* one token: the weights evict-first (no expert repeats) */
             cu_launch(cu, "moe_experts (down + combine)", true, T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>,

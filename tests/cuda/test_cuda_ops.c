@@ -2178,6 +2178,7 @@ typedef struct moe_case {
     const char *bm;       /* VLLM_CUDA_MOE_BM for them (the grouped GEMM's tile height), or NULL */
     const char *wg;       /* VLLM_CUDA_MOE_WG for them ("0": 128-pair tiles on k_moe_mma, not wgmma), or NULL */
     const char *ks;       /* VLLM_CUDA_MOE_KS for them (the one-token expert GEMV's split-K: 1, 2, 4), or NULL */
+    const char *early;    /* VLLM_CUDA_MOE_EARLY for them ("0": the down + combine reads its pairs after its wait) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2187,6 +2188,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->bm) setenv("VLLM_CUDA_MOE_BM", mc->bm, 1);
     if (mc->wg) setenv("VLLM_CUDA_MOE_WG", mc->wg, 1);
     if (mc->ks) setenv("VLLM_CUDA_MOE_KS", mc->ks, 1);
+    if (mc->early) setenv("VLLM_CUDA_MOE_EARLY", mc->early, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
@@ -2195,6 +2197,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->bm) unsetenv("VLLM_CUDA_MOE_BM");
     if (mc->wg) unsetenv("VLLM_CUDA_MOE_WG");
     if (mc->ks) unsetenv("VLLM_CUDA_MOE_KS");
+    if (mc->early) unsetenv("VLLM_CUDA_MOE_EARLY");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2221,6 +2224,7 @@ static void test_moe_experts_case(const moe_case *mc) {
         if (mc->comb) snprintf(what + strlen(what), sizeof what - strlen(what), " combine %s", mc->comb);
         if (mc->bm) snprintf(what + strlen(what), sizeof what - strlen(what), " bm %s", mc->bm);
         if (mc->ks) snprintf(what + strlen(what), sizeof what - strlen(what), " ks %s", mc->ks);
+        if (mc->early) snprintf(what + strlen(what), sizeof what - strlen(what), " early %s", mc->early);
         if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
@@ -2905,6 +2909,11 @@ static void test_moe(void) {
          .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .comb = "split"},
         {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .ks = "1"},
+        /* ... and the down + combine reading its pairs after its wait (VLLM_CUDA_MOE_EARLY=0), one token and four */
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .early = "0"},
+        {.E = 16, .k = 4, .T = 4, .D = 264, .I = 136, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .early = "0"},
         /* one token reads the ids directly (no permutation: pair j is position j): top 4 of 4 experts with repeats
          * (ids drawn with replacement), on the fused and the split kernels */
         {.E = 4, .k = 4, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,

@@ -22,7 +22,8 @@
  * pdl_launch() only after its own pdl_wait() starts after every kernel
  * before that predecessor has finished, so it may read their outputs (through
  * L2: __ldcg, as L1 is not coherent) before its wait (ops_moe.cu: the expert
- * GEMV lets the down + combine read the routing and the permutation early). cu_launch() launches with or without the attribute (without on
+ * GEMV lets the down + combine read the routing and the permutation early).
+ * cu_launch() launches with or without the attribute (without on
  * GPUs before sm_90, or with VLLM_CUDA_NO_PDL set).
  *
  * Graph capture (graph_begin .. graph_end): ops only queue work; anything

@@ -988,7 +988,7 @@ struct mgv_args {
                                    f32 before the activation / the BF16 rounding (tested in the epilogues only) */
     int64_t bes;
     bool late_launch;           /* pdl_launch() after pdl_wait(), so that the next kernel (the down + combine) may read
-                                   the routing and the permutation before its own wait (be_experts.early) */
+                                   the routing and the permutation before its own wait (dc_args.early) */
 };
 
 /* The gated form's product of a gate g and an up u: act(g) * u, or gpt-oss's clamped SwiGLU. */
@@ -1649,12 +1649,11 @@ static int gv_pick_ks(const be_experts *ex, int nr, int64_t rows, unsigned slots
     if (ex->gv_ks) return ex->gv_ks;
     int best = 1;
     double best_fill = 0.0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && best_fill < 0.9; i++) {
         const int ks = 1 << i, res = ex->ws->gv_occ[nr - 1][i] * sms;
         if (res <= 0) continue;
         const double ctas = (double)((rows + MGV_WARPS / ks - 1) / (MGV_WARPS / ks)) * slots;
         const double fill = ctas / (ceil(ctas / res) * res);
-        if (best_fill >= 0.9) break;
         if (fill > best_fill + 0.1) { /* a finer split only for a clearly fuller last wave */
             best = ks;
             best_fill = fill;
@@ -2011,8 +2010,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
-        /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
-         * kernel (below) */
+        /* the down GEMV and the combine in one kernel (below) */
         const bool fused_dc = gemv && small && !ex->split_comb && I <= 32 * DC_U * 8;
         const bool early = fused_dc && !ex->late_off;
         g.late_launch = early; /* the down + combine follows and reads the pairs before its wait */

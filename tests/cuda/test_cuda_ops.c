@@ -2179,6 +2179,7 @@ typedef struct moe_case {
     const char *wg;       /* VLLM_CUDA_MOE_WG for them ("0": 128-pair tiles on k_moe_mma, not wgmma), or NULL */
     const char *ks;       /* VLLM_CUDA_MOE_KS for them (the one-token expert GEMV's split-K: 1, 2, 4), or NULL */
     const char *early;    /* VLLM_CUDA_MOE_EARLY for them ("0": the down + combine reads its pairs after its wait) */
+    const char *dch;      /* VLLM_CUDA_MOE_DCH for them ("0": the down + combine reads h through L2) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2189,6 +2190,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->wg) setenv("VLLM_CUDA_MOE_WG", mc->wg, 1);
     if (mc->ks) setenv("VLLM_CUDA_MOE_KS", mc->ks, 1);
     if (mc->early) setenv("VLLM_CUDA_MOE_EARLY", mc->early, 1);
+    if (mc->dch) setenv("VLLM_CUDA_MOE_DCH", mc->dch, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
@@ -2198,6 +2200,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->wg) unsetenv("VLLM_CUDA_MOE_WG");
     if (mc->ks) unsetenv("VLLM_CUDA_MOE_KS");
     if (mc->early) unsetenv("VLLM_CUDA_MOE_EARLY");
+    if (mc->dch) unsetenv("VLLM_CUDA_MOE_DCH");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2225,6 +2228,7 @@ static void test_moe_experts_case(const moe_case *mc) {
         if (mc->bm) snprintf(what + strlen(what), sizeof what - strlen(what), " bm %s", mc->bm);
         if (mc->ks) snprintf(what + strlen(what), sizeof what - strlen(what), " ks %s", mc->ks);
         if (mc->early) snprintf(what + strlen(what), sizeof what - strlen(what), " early %s", mc->early);
+        if (mc->dch) snprintf(what + strlen(what), sizeof what - strlen(what), " dch %s", mc->dch);
         if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
@@ -2920,6 +2924,14 @@ static void test_moe(void) {
          .ydt = DTYPE_F32},
         {.E = 4, .k = 4, .T = 1, .D = 128, .I = 64, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .comb = "split"},
+        /* the down + combine reading h through L2 (VLLM_CUDA_MOE_DCH=0; from shared memory otherwise, as above
+         * where N x I BF16 fit 48 KB), one token and 40; past 48 KB (64 pairs of 1000) the L2 reads */
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .dch = "0"},
+        {.E = 16, .k = 1, .T = 40, .D = 128, .I = 64, .pat = MOE_SAME, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .dch = "0"},
+        {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},

@@ -45,7 +45,8 @@
  *     time, TT the smallest power of two <= 8 covering the batch; more tokens re-read the rows from L2),
  *     writing h[p] (N, I) = act(gate . x + bg) * (up . x + bu) in BF16; then, N <= CU_MOE_GEMV_MAX_PAIRS,
  *     k_moe_down_comb: a warp per output column d of down (D, I) takes every pair in position order (4
- *     pairs' rows in flight), rounds o = down_e[d] . h[p] (+ bd) to BF16 and adds w * o into its token's sum:
+ *     pairs' rows in flight; h copied into the CTA's shared memory first where N x I BF16 fit 48 KB), rounds
+ *     o = down_e[d] . h[p] (+ bd) to BF16 and adds w * o into its token's sum:
  *     step 3's combine with no (N, D) buffer and no launch (VLLM_CUDA_MOE_COMBINE=split keeps them apart);
  *     forced past that size, k_moe_gemv<1, TT> on grid (ceil(D / 8), min(E, N)) streams down (D, I) the
  *     same way into o[p] (N, D) BF16 (+ bd).
@@ -87,6 +88,15 @@
  *    down + combine with 4 columns x N pairs, up to 96 KB): more bytes in flight than registers hold (ncu put the
  *    register forms at 0.4-0.5 eligible warps a scheduler), yet slower on all three: Qwen3-30B-A3B 3.83 -> 4.09,
  *    35B-A3B 3.79 -> 4.03, DeepSeek-V2-Lite 2.86 -> 3.31 (no compute overlaps the one round trip a CTA).
+ *    Session 33 (H100, ms a step): the down + combine copies h into shared memory once a CTA (cp.async, while the
+ *    first pairs' weight rows load) instead of each warp reading it through L2 after them: Qwen3-30B-A3B 3.677 ->
+ *    3.391, 35B-A3B 3.476 -> 3.300 (ncu before: 18.2 us, 0.97 TB/s, 46% L2 hits). Measured and dropped the same
+ *    session: one token's whole MoE in one kernel of one CTA an SM (gate|up rows by every warp of the grid in turn,
+ *    the CTA's down rows copied into shared memory meanwhile, a grid barrier, then the down + combine from shared
+ *    memory): 4.08 ms (8 warps a CTA), 3.69-3.72 (16), 3.72 (32) against 3.62 for the two kernels before the h change;
+ *    ncu 45.7 / 35.7 / 42.8 us against 21.4 + 18.2: its DRAM throughput followed its warps a SM (1.2-1.6 TB/s at 8-16
+ *    warps against the gate|up GEMV's 2.35 at 28), and it overlaps nothing before or after it (208 KB of shared memory
+ *    an SM).
  *    Measured and dropped (H200, test_cuda_perf's MoE rows, graphs): no permutation kernel, each GEMV CTA
  *    finding its expert and the expert's pairs from ids itself (a shared bitmask of the chosen experts, its
  *    a-th set bit, a ballot of the pairs; rows indexed by pair) was slower: batch 1 47.8 -> 49.6 us, batch 8
@@ -1270,7 +1280,8 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     const int KC = a.K >> 3;
     const uint4 *hs = (const uint4 *)dc_sm;
     if constexpr (HS) {
-        for (int i = threadIdx.x; i < a.N * KC; i += DC_WARPS * 32) cp_async16(dc_sm + i * 16, (const uint4 *)a.h + i, true);
+        for (int i = threadIdx.x; i < a.N * KC; i += DC_WARPS * 32)
+            cp_async16(dc_sm + i * 16, (const uint4 *)a.h + i, true);
         cp_async_commit();
     }
     if (d >= a.D) { /* (HS: never, D % DC_WARPS == 0, so that every warp reaches the barrier below) */

@@ -243,6 +243,8 @@ struct be_experts {
                                    its weights only after its PDL wait (a measurement switch) */
     bool dc_hs_off;             /* VLLM_CUDA_MOE_DCH=0 at creation: the down + combine reads h through L2, not from
                                    shared memory (a measurement switch) */
+    bool dc_cp;                 /* VLLM_CUDA_MOE_DCCP=1 at creation: the down + combine copies its weight rows into
+                                   shared memory (k_moe_down_cp) where they fit (a measurement switch) */
     int gv_ks;                  /* VLLM_CUDA_MOE_KS=1|2|4 at creation: the one-token expert GEMV's split-K (a
                                    measurement switch; 0: gv_pick_ks's choice) */
     bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
@@ -389,6 +391,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->late_off = eenv && !strcmp(eenv, "0");
     const char *henv = getenv("VLLM_CUDA_MOE_DCH");
     ex->dc_hs_off = henv && !strcmp(henv, "0");
+    const char *cpenv = getenv("VLLM_CUDA_MOE_DCCP");
+    ex->dc_cp = cpenv && !strcmp(cpenv, "1");
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
@@ -1336,6 +1340,65 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     dc_store(a, lane, d, s0, s1);
 }
 
+/* The same down + combine with every weight row of the CTA's DCP_COLS columns copied into shared memory by cp.async
+ * at once (issued before the PDL wait where the pairs are read early: the rows do not depend on the gate|up GEMV),
+ * then h, then the columns from shared memory: one round trip a CTA for all its bytes, not one a pass of DC_PG
+ * pairs in registers. The host takes it (VLLM_CUDA_MOE_DCCP=1, a measurement switch) where DCP_COLS + 1 rows of N
+ * pairs fit DCP_SMEM (two CTAs an SM: a one-token step of Qwen3-30B-A3B, 8 pairs of 768, is 256 CTAs of 108 KB in
+ * one wave). The same values as k_moe_down_comb (the same chunk order in each lane, the same sums). */
+#define DCP_COLS 8
+#define DCP_SMEM ((size_t)112 << 10)
+__global__ void __launch_bounds__(DCP_COLS * 32) k_moe_down_cp(dc_args a) {
+    extern __shared__ __align__(16) unsigned char dcp_sm[];
+    __shared__ int se[CU_MOE_GEMV_MAX_PAIRS]; /* pair q's expert (E: past N, or a bad id) */
+    pdl_launch();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int d0 = blockIdx.x * DCP_COLS, d = d0 + warp, KC = a.K >> 3;
+    __nv_bfloat16 *hs = (__nv_bfloat16 *)dcp_sm;  /* (N, K) */
+    __nv_bfloat16 *wsm = hs + (int64_t)a.N * a.K; /* (DCP_COLS, N, K): column c's row of pair q at (c N + q) K */
+    if (!a.early) pdl_wait();
+    const dc_pairs pp = dc_load_pairs(a, lane); /* (early: final here, see k_moe_down_comb) */
+    if (warp == 0) {
+        se[lane] = pp.pe[0];
+        se[lane + 32] = pp.pe[1];
+    }
+    __syncthreads();
+    const int ncol = min(DCP_COLS, a.D - d0);
+    for (int i = threadIdx.x; i < ncol * a.N * KC; i += DCP_COLS * 32) {
+        const int row = i / KC, c = i - row * KC, col = row / a.N, q = row - col * a.N, e = se[q];
+        if (e < a.E)
+            cp_async16(wsm + (int64_t)row * a.K + c * 8, a.W + (int64_t)e * a.wes + (int64_t)(d0 + col) * a.K + c * 8,
+                       true);
+    }
+    cp_async_commit();
+    if (a.early) pdl_wait();
+    for (int i = threadIdx.x; i < a.N * KC; i += DCP_COLS * 32)
+        cp_async16(dcp_sm + i * 16, (const uint4 *)a.h + i, true);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    if (d >= a.D) return;
+    float s0, s1;
+    dc_init(a, lane, d, s0, s1);
+    for (int q = 0; q < a.N; q++) {
+        const int e = se[q];
+        if (e >= a.E) continue; /* uniform: a bad id */
+        const uint4 *wr = (const uint4 *)(wsm + (int64_t)(warp * a.N + q) * a.K),
+                    *hr = (const uint4 *)(hs + (int64_t)q * a.K);
+        float part = 0.0f;
+        for (int c = lane; c < KC; c += 32) {
+            float wf[8], xf[8];
+            bf16x8_to_f32(wr[c], wf);
+            bf16x8_to_f32(hr[c], xf);
+#pragma unroll
+            for (int j = 0; j < 8; j++) part += wf[j] * xf[j];
+        }
+        dc_add(a, pp, q, e, part, d, lane, s0, s1);
+    }
+    dc_store(a, lane, d, s0, s1);
+}
+static size_t dcp_smem(int N, int64_t K) { return (size_t)(DCP_COLS + 1) * (size_t)N * (size_t)K * 2; }
+
 /* ---- larger batches: the grouped GEMM on the tensor cores ---- */
 
 /* mma.sync m16n8k16 (BF16 in, f32 accumulate) over tiles of BM pairs x 128 weight rows, MM_BK inputs a step,
@@ -1707,6 +1770,13 @@ static vllm_status mm_attrs(moe_ws *ws) {
                                 cudaGetErrorString(e));
             ws->gv_occ[nr - 1][i] = n;
         }
+    if ((size_t)ws->cu->smem_optin >= DCP_SMEM + 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(k_moe_down_cp, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)DCP_SMEM);
+        if (e != cudaSuccess)
+            return vt_error(VLLM_ERR_BACKEND, "experts_create: the down + combine's shared memory (%zu bytes): %s",
+                            DCP_SMEM, cudaGetErrorString(e));
+    }
     for (int nr = 1; nr <= 2; nr++) {
         const cudaError_t e = cudaFuncSetAttribute(nr == 2 ? k_moe_wg<2> : k_moe_wg<1>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WG_SMEM);
@@ -2094,6 +2164,11 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             dc.early = early;
             const dim3 grid((unsigned)((D + DC_WARPS - 1) / DC_WARPS));
             /* one token: the weights evict-first (no expert repeats) */
+            if (ex->dc_cp && (size_t)cu->smem_optin >= DCP_SMEM + 1024 && dcp_smem(N, I) <= DCP_SMEM) {
+                cu_launch(cu, "moe_experts (down + combine, rows in shared memory)", true, k_moe_down_cp,
+                          dim3((unsigned)((D + DCP_COLS - 1) / DCP_COLS)), dim3(DCP_COLS * 32), dcp_smem(N, I), dc);
+                return;
+            }
             /* h in shared memory where it fits the default 48 KB (a one-token step of Qwen3-30B-A3B: 8 x 768 BF16,
              * 12 KB; H100 3.637 -> 3.424 ms a step) and every CTA's warps have columns */
             const size_t hsb = (size_t)N * (size_t)I * 2;

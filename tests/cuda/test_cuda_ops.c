@@ -2180,6 +2180,7 @@ typedef struct moe_case {
     const char *ks;       /* VLLM_CUDA_MOE_KS for them (the one-token expert GEMV's split-K: 1, 2, 4), or NULL */
     const char *early;    /* VLLM_CUDA_MOE_EARLY for them ("0": the down + combine reads its pairs after its wait) */
     const char *dch;      /* VLLM_CUDA_MOE_DCH for them ("0": the down + combine reads h through L2) */
+    const char *dccp;     /* VLLM_CUDA_MOE_DCCP for them ("1": its weight rows copied into shared memory) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2191,6 +2192,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->ks) setenv("VLLM_CUDA_MOE_KS", mc->ks, 1);
     if (mc->early) setenv("VLLM_CUDA_MOE_EARLY", mc->early, 1);
     if (mc->dch) setenv("VLLM_CUDA_MOE_DCH", mc->dch, 1);
+    if (mc->dccp) setenv("VLLM_CUDA_MOE_DCCP", mc->dccp, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
@@ -2201,6 +2203,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->ks) unsetenv("VLLM_CUDA_MOE_KS");
     if (mc->early) unsetenv("VLLM_CUDA_MOE_EARLY");
     if (mc->dch) unsetenv("VLLM_CUDA_MOE_DCH");
+    if (mc->dccp) unsetenv("VLLM_CUDA_MOE_DCCP");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2229,6 +2232,7 @@ static void test_moe_experts_case(const moe_case *mc) {
         if (mc->ks) snprintf(what + strlen(what), sizeof what - strlen(what), " ks %s", mc->ks);
         if (mc->early) snprintf(what + strlen(what), sizeof what - strlen(what), " early %s", mc->early);
         if (mc->dch) snprintf(what + strlen(what), sizeof what - strlen(what), " dch %s", mc->dch);
+        if (mc->dccp) snprintf(what + strlen(what), sizeof what - strlen(what), " dccp %s", mc->dccp);
         if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
@@ -2932,6 +2936,19 @@ static void test_moe(void) {
          .dch = "0"},
         {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
+        /* ... and its weight rows copied into shared memory (VLLM_CUDA_MOE_DCCP=1, k_moe_down_cp): one token (early
+         * and not), repeated ids with biases, four tokens; 8 tokens of top 8 past its shared memory (the register
+         * kernel) */
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .dccp = "1"},
+        {.E = 32, .k = 8, .T = 1, .D = 2048, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .early = "0", .dccp = "1"},
+        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+         .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .dccp = "1"},
+        {.E = 16, .k = 4, .T = 4, .D = 264, .I = 136, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
+         .dccp = "1"},
+        {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .dccp = "1"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
@@ -2973,15 +2990,16 @@ static void test_moe(void) {
         gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);
         expect_device_error("moe_experts");
         /* ... and at one token (no permutation: the expert GEMV reads the ids), above and below the range, on the
-         * fused down + combine and on the split kernels */
+         * fused down + combine, the split kernels and the down + combine from shared memory */
         const int32_t bad1[2][2] = {{3, 8}, {-1, 2}};
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < 6; c++) {
             be_experts *c1 = NULL, *g1 = eg;
             float *keep1 = NULL;
-            if (c >= 2) { /* the split kernels: VLLM_CUDA_MOE_COMBINE=split at creation */
-                setenv("VLLM_CUDA_MOE_COMBINE", "split", 1);
+            if (c >= 2) { /* the split kernels (VLLM_CUDA_MOE_COMBINE=split), k_moe_down_cp (DCCP=1) at creation */
+                const char *var = c < 4 ? "VLLM_CUDA_MOE_COMBINE" : "VLLM_CUDA_MOE_DCCP";
+                setenv(var, c < 4 ? "split" : "1", 1);
                 moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &c1, &g1, &keep1);
-                unsetenv("VLLM_CUDA_MOE_COMBINE");
+                unsetenv(var);
             }
             tensor x1 = tensor_rows(&xg, 0, 1), y1 = tensor_rows(&yg, 0, 1), w1 = tensor_rows(&wg, 0, 1);
             tensor i1 = put_i32_2d(gpu, bad1[c % 2], 1, 2);

@@ -243,6 +243,11 @@ struct be_experts {
                                    its weights only after its PDL wait (a measurement switch) */
     bool dc_hs_off;             /* VLLM_CUDA_MOE_DCH=0 at creation: the down + combine reads h through L2, not from
                                    shared memory (a measurement switch) */
+    bool dc_long;               /* VLLM_CUDA_MOE_DCLONG=1 at creation: the fused down + combine also for rows of more
+                                   than 1024 inputs where h fits its shared memory (a measurement switch) */
+    bool xpf;                   /* VLLM_CUDA_MOE_XPF=1 at creation: the one-token down GEMV (the split kernels)
+                                   prefetches each pass's input chunks into L1 before its weight loads (a measurement
+                                   switch) */
     bool dc_cp;                 /* VLLM_CUDA_MOE_DCCP=1 at creation: the down + combine copies its weight rows into
                                    shared memory (k_moe_down_cp) where they fit (a measurement switch) */
     int gv_ks;                  /* VLLM_CUDA_MOE_KS=1|2|4 at creation: the one-token expert GEMV's split-K (a
@@ -391,6 +396,10 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->late_off = eenv && !strcmp(eenv, "0");
     const char *henv = getenv("VLLM_CUDA_MOE_DCH");
     ex->dc_hs_off = henv && !strcmp(henv, "0");
+    const char *lenv = getenv("VLLM_CUDA_MOE_DCLONG");
+    ex->dc_long = lenv && !strcmp(lenv, "1");
+    const char *xenv = getenv("VLLM_CUDA_MOE_XPF");
+    ex->xpf = xenv && !strcmp(xenv, "1");
     const char *cpenv = getenv("VLLM_CUDA_MOE_DCCP");
     ex->dc_cp = cpenv && !strcmp(cpenv, "1");
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
@@ -1025,7 +1034,7 @@ __device__ __forceinline__ uint4 mgv_load(const uint4 *p) { return STREAM ? __ld
  * memory (in warp order) before the epilogue; a CTA then covers 8 / KS rows. The host picks it so that the grid
  * fills its last wave of resident CTAs (a one-token step of Qwen3-30B-A3B: 768 CTAs of whole rows are 1.45 waves
  * at 4 an SM on 132 SMs, the second wave half idle; 1,536 of half rows are 2.9). */
-template <int NR, int TT, int MINB = 1, int UO = 0, int KS = 1>
+template <int NR, int TT, int MINB = 1, int UO = 0, int KS = 1, bool XPF = false>
 __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     static_assert(MGV_WARPS % KS == 0, "a CTA holds whole rows");
     /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
@@ -1086,6 +1095,14 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
                 const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
                 xr[tt] = (const uint4 *)(a.x + row * a.xs) + c0;
             }
+            if constexpr (XPF) /* the input's lines land in L1 while the weight rows load, not after them */
+#pragma unroll
+                for (int tt = 0; tt < TT; tt++)
+                    if (tt < ng)
+#pragma unroll
+                        for (int u = 0; u < U; u++)
+                            if (lane + 32 * u < KC)
+                                asm volatile("prefetch.global.L1 [%0];" ::"l"(xr[tt] + lane + 32 * u));
             float acc[NR][TT];
 #pragma unroll
             for (int q = 0; q < NR; q++)
@@ -1729,9 +1746,12 @@ static void (*mm_kernel(int nr, int bm))(mgv_args) {
 
 /* The one-token expert GEMV of NR (1, 2) split ks ways (1, 2, 4). */
 typedef void (*mgv_kernel)(mgv_args);
-static mgv_kernel gv_one_token(int nr, int ks) {
+static mgv_kernel gv_one_token(int nr, int ks, bool xpf = false) {
     if (nr == 2)
         return ks == 1 ? k_moe_gemv<2, 1, 4, 4> : ks == 2 ? k_moe_gemv<2, 1, 4, 4, 2> : k_moe_gemv<2, 1, 4, 4, 4>;
+    if (xpf) /* (be_experts.xpf: the down GEMV's input is the gate|up's output, not yet in any L1) */
+        return ks == 1 ? k_moe_gemv<1, 1, 1, 0, 1, true> : ks == 2 ? k_moe_gemv<1, 1, 1, 0, 2, true>
+                                                         : k_moe_gemv<1, 1, 1, 0, 4, true>;
     return ks == 1 ? k_moe_gemv<1, 1> : ks == 2 ? k_moe_gemv<1, 1, 1, 0, 2> : k_moe_gemv<1, 1, 1, 0, 4>;
 }
 
@@ -2112,7 +2132,11 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
         /* the down GEMV and the combine in one kernel (below) */
-        const bool fused_dc = gemv && small && !ex->split_comb && I <= 32 * DC_U * 8;
+        /* (longer rows: VLLM_CUDA_MOE_DCLONG=1 where h fits the down + combine's shared memory, a measurement
+         * switch; their several passes measured slower with h read through L2, session 29) */
+        const bool fused_dc = gemv && small && !ex->split_comb &&
+                              (I <= 32 * DC_U * 8 || (ex->dc_long && !ex->dc_hs_off && D % DC_WARPS == 0 &&
+                                                      (size_t)N * (size_t)I * 2 <= 48 * 1024));
         const bool early = fused_dc && !ex->late_off;
         g.late_launch = early; /* the down + combine follows and reads the pairs before its wait */
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
@@ -2124,7 +2148,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                   ks1 = T <= 1 ? gv_pick_ks(ex, 1, D, slots, cu->num_sms) : 1;
         mgv_kernel gv2 = T <= 1 ? gv_one_token(2, ks2) : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
                                                                                      : k_moe_gemv<2, 8>;
-        mgv_kernel gv1 = T <= 1 ? gv_one_token(1, ks1) : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
+        mgv_kernel gv1 = T <= 1 ? gv_one_token(1, ks1, ex->xpf) : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                      : k_moe_gemv<1, 8>;
         /* 128-pair tiles on wgmma where sm_90a's code runs */
         const bool wg = grouped && bm == WG_BM && cu->sm90 && !ex->no_wg;

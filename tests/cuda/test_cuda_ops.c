@@ -2181,6 +2181,8 @@ typedef struct moe_case {
     const char *early;    /* VLLM_CUDA_MOE_EARLY for them ("0": the down + combine reads its pairs after its wait) */
     const char *dch;      /* VLLM_CUDA_MOE_DCH for them ("0": the down + combine reads h through L2) */
     const char *dccp;     /* VLLM_CUDA_MOE_DCCP for them ("1": its weight rows copied into shared memory) */
+    const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("1": the fused down + combine past 1024 inputs) */
+    const char *xpf;      /* VLLM_CUDA_MOE_XPF for them ("1": the one-token down GEMV prefetches its input) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2193,6 +2195,8 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->early) setenv("VLLM_CUDA_MOE_EARLY", mc->early, 1);
     if (mc->dch) setenv("VLLM_CUDA_MOE_DCH", mc->dch, 1);
     if (mc->dccp) setenv("VLLM_CUDA_MOE_DCCP", mc->dccp, 1);
+    if (mc->dclong) setenv("VLLM_CUDA_MOE_DCLONG", mc->dclong, 1);
+    if (mc->xpf) setenv("VLLM_CUDA_MOE_XPF", mc->xpf, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
@@ -2204,6 +2208,8 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->early) unsetenv("VLLM_CUDA_MOE_EARLY");
     if (mc->dch) unsetenv("VLLM_CUDA_MOE_DCH");
     if (mc->dccp) unsetenv("VLLM_CUDA_MOE_DCCP");
+    if (mc->dclong) unsetenv("VLLM_CUDA_MOE_DCLONG");
+    if (mc->xpf) unsetenv("VLLM_CUDA_MOE_XPF");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2233,6 +2239,8 @@ static void test_moe_experts_case(const moe_case *mc) {
         if (mc->early) snprintf(what + strlen(what), sizeof what - strlen(what), " early %s", mc->early);
         if (mc->dch) snprintf(what + strlen(what), sizeof what - strlen(what), " dch %s", mc->dch);
         if (mc->dccp) snprintf(what + strlen(what), sizeof what - strlen(what), " dccp %s", mc->dccp);
+        if (mc->dclong) snprintf(what + strlen(what), sizeof what - strlen(what), " dclong %s", mc->dclong);
+        if (mc->xpf) snprintf(what + strlen(what), sizeof what - strlen(what), " xpf %s", mc->xpf);
         if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
@@ -2949,6 +2957,21 @@ static void test_moe(void) {
          .dccp = "1"},
         {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .dccp = "1"},
+        /* the fused down + combine past 1024 inputs (VLLM_CUDA_MOE_DCLONG=1: DeepSeek-V2-Lite's 1408, gpt-oss's 2880
+         * with biases, three tokens) and the one-token down GEMV prefetching its input (VLLM_CUDA_MOE_XPF=1: the
+         * split kernels, each split-K) */
+        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .dclong = "1"},
+        {.E = 8, .k = 4, .T = 1, .D = 264, .I = 2880, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .dclong = "1"},
+        {.E = 8, .k = 2, .T = 3, .D = 136, .I = 1400, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .dclong = "1"},
+        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .xpf = "1"},
+        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .ks = "2", .comb = "split", .xpf = "1"},
+        {.E = 8, .k = 2, .T = 1, .D = 264, .I = 1400, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .comb = "split", .xpf = "1"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},

@@ -248,6 +248,8 @@ struct be_experts {
     bool xpf;                   /* VLLM_CUDA_MOE_XPF=1 at creation: the one-token down GEMV (the split kernels)
                                    prefetches each pass's input chunks into L1 before its weight loads (a measurement
                                    switch) */
+    bool pers;                  /* VLLM_CUDA_MOE_PERSIST=1 at creation: the one-token gate|up GEMV on a grid of at most
+                                   the resident CTAs, each looping over its row blocks (a measurement switch) */
     bool dc_cp;                 /* VLLM_CUDA_MOE_DCCP=1 at creation: the down + combine copies its weight rows into
                                    shared memory (k_moe_down_cp) where they fit (a measurement switch) */
     int gv_ks;                  /* VLLM_CUDA_MOE_KS=1|2|4 at creation: the one-token expert GEMV's split-K (a
@@ -400,6 +402,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->dc_long = lenv && !strcmp(lenv, "1");
     const char *xenv = getenv("VLLM_CUDA_MOE_XPF");
     ex->xpf = xenv && !strcmp(xenv, "1");
+    const char *penv = getenv("VLLM_CUDA_MOE_PERSIST");
+    ex->pers = penv && !strcmp(penv, "1");
     const char *cpenv = getenv("VLLM_CUDA_MOE_DCCP");
     ex->dc_cp = cpenv && !strcmp(cpenv, "1");
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
@@ -1014,6 +1018,7 @@ struct mgv_args {
     const __nv_bfloat16 *bias;  /* NULL, or output r of expert e (NR = 2: gate r, up R + r) += bias[e * bes + r] in
                                    f32 before the activation / the BF16 rounding (tested in the epilogues only) */
     int64_t bes;
+    int pnbx, pslots;           /* k_moe_gemv's PERS: row blocks a slot, slots (one token: the pairs) */
     bool late_launch;           /* pdl_launch() after pdl_wait(), so that the next kernel (the down + combine) may read
                                    the routing and the permutation before its own wait (dc_args.early) */
 };
@@ -1034,7 +1039,7 @@ __device__ __forceinline__ uint4 mgv_load(const uint4 *p) { return STREAM ? __ld
  * memory (in warp order) before the epilogue; a CTA then covers 8 / KS rows. The host picks it so that the grid
  * fills its last wave of resident CTAs (a one-token step of Qwen3-30B-A3B: 768 CTAs of whole rows are 1.45 waves
  * at 4 an SM on 132 SMs, the second wave half idle; 1,536 of half rows are 2.9). */
-template <int NR, int TT, int MINB = 1, int UO = 0, int KS = 1, bool XPF = false>
+template <int NR, int TT, int MINB = 1, int UO = 0, int KS = 1, bool XPF = false, bool PERS = false>
 __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     static_assert(MGV_WARPS % KS == 0, "a CTA holds whole rows");
     /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
@@ -1050,135 +1055,151 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
         pdl_wait();
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    /* this CTA's expert, its first position and its pairs in one load (slot has gridDim.y = min(E, N) entries;
-     * expert -1: a slot past the experts with tokens); one token without a permutation: pair blockIdx.y */
-    int e, p0, n;
-    if (a.ids) {
-        e = a.ids[blockIdx.y];
-        p0 = (int)blockIdx.y;
-        n = 1;
-        if (e < 0 || e >= a.E) {
-            if (blockIdx.x == 0 && threadIdx.x == 0) cu_report(a.err, CU_DEV_MOE_ID, 0, e, a.E);
-            return;
-        }
-    } else {
-        const int4 sl = a.slot[blockIdx.y];
-        e = sl.x;
-        p0 = sl.y;
-        n = sl.z;
-        if (e < 0) return;
-    }
-    const int r = blockIdx.x * (MGV_WARPS / KS) + warp / KS, kp = warp % KS;
-    if (KS == 1 && r >= a.R) return; /* split-K: every warp stays for the barriers (a row past R: no chunks) */
-    /* this warp's chunks [c0, c0 + KC) of each row (the weight and input pointers start at c0) */
-    int c0 = 0, KC = a.K >> 3;
-    if constexpr (KS > 1) {
-        const int per = (KC + KS - 1) / KS;
-        c0 = r < a.R ? min(kp * per, KC) : 0;
-        KC = r < a.R ? min(KC - c0, per) : 0;
-    }
-    const uint4 *w[NR];
-#pragma unroll
-    for (int q = 0; q < NR; q++)
-        w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)min(r, a.R - 1) + (int64_t)q * a.R) * a.K) + c0;
     __shared__ float red[KS > 1 ? MGV_WARPS : 1][NR][TT]; /* split-K: each warp's partial dots */
-    /* one pass: evict-first; more: keep the rows for the next pass. A constant inside (a runtime flag made each
-     * weight load a branch between two load kinds) */
-    auto body = [&](auto st) {
-        constexpr bool stream = decltype(st)::value;
-        for (int g0 = 0; g0 < n; g0 += TT) {
-            const int ng = n - g0 < TT ? n - g0 : TT;
-            const uint4 *xr[TT];
-#pragma unroll
-            for (int tt = 0; tt < TT; tt++) {
-                const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
-                const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
-                xr[tt] = (const uint4 *)(a.x + row * a.xs) + c0;
+    /* PERS (one token, ids): a grid of at most the resident CTAs, each taking blocks (bx, by) = (vb % pnbx,
+     * vb / pnbx) for vb = blockIdx.x, + gridDim.x, ...; the ids read once into shared memory */
+    __shared__ int sid[PERS ? CU_MOE_GEMV_MAX_PAIRS : 1];
+    if constexpr (PERS) {
+        if (threadIdx.x < a.pslots) sid[threadIdx.x] = a.ids[threadIdx.x];
+        __syncthreads();
+    }
+    /* block (bx, by) (the CTA (blockIdx.x, blockIdx.y) without PERS): slot by's expert, its first position and
+     * its pairs in one load (slot has min(E, N) entries; expert -1: a slot past the experts with tokens); one
+     * token without a permutation: pair by */
+    auto block = [&](const int bx, const int by) {
+        int e, p0, n;
+        if (a.ids) {
+            e = PERS ? sid[by] : a.ids[by];
+            p0 = by;
+            n = 1;
+            if (e < 0 || e >= a.E) {
+                if (bx == 0 && threadIdx.x == 0) cu_report(a.err, CU_DEV_MOE_ID, 0, e, a.E);
+                return;
             }
-            if constexpr (XPF) /* the input's lines land in L1 while the weight rows load, not after them */
+        } else {
+            const int4 sl = a.slot[by];
+            e = sl.x;
+            p0 = sl.y;
+            n = sl.z;
+            if (e < 0) return;
+        }
+        const int r = bx * (MGV_WARPS / KS) + warp / KS, kp = warp % KS;
+        if (KS == 1 && r >= a.R) return; /* split-K: every warp stays for the barriers (a row past R: no chunks) */
+        /* this warp's chunks [c0, c0 + KC) of each row (the weight and input pointers start at c0) */
+        int c0 = 0, KC = a.K >> 3;
+        if constexpr (KS > 1) {
+            const int per = (KC + KS - 1) / KS;
+            c0 = r < a.R ? min(kp * per, KC) : 0;
+            KC = r < a.R ? min(KC - c0, per) : 0;
+        }
+        const uint4 *w[NR];
 #pragma unroll
-                for (int tt = 0; tt < TT; tt++)
-                    if (tt < ng)
+        for (int q = 0; q < NR; q++)
+            w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)min(r, a.R - 1) + (int64_t)q * a.R) * a.K) +
+                   c0;
+        /* one pass: evict-first; more: keep the rows for the next pass. A constant inside (a runtime flag made each
+         * weight load a branch between two load kinds) */
+        auto body = [&](auto st) {
+            constexpr bool stream = decltype(st)::value;
+            for (int g0 = 0; g0 < n; g0 += TT) {
+                const int ng = n - g0 < TT ? n - g0 : TT;
+                const uint4 *xr[TT];
 #pragma unroll
-                        for (int u = 0; u < U; u++)
-                            if (lane + 32 * u < KC)
-                                asm volatile("prefetch.global.L1 [%0];" ::"l"(xr[tt] + lane + 32 * u));
-            float acc[NR][TT];
-#pragma unroll
-            for (int q = 0; q < NR; q++)
-#pragma unroll
-                for (int tt = 0; tt < TT; tt++) acc[q][tt] = 0.0f;
-            for (int base = 0; base < KC; base += 32 * U) {
-                uint4 wv[U][NR];
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const int c = base + lane + 32 * u;
-#pragma unroll
-                    for (int q = 0; q < NR; q++)
-                        wv[u][q] = c < KC ? mgv_load<stream>(w[q] + c) : make_uint4(0, 0, 0, 0);
+                for (int tt = 0; tt < TT; tt++) {
+                    const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
+                    const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
+                    xr[tt] = (const uint4 *)(a.x + row * a.xs) + c0;
                 }
+                if constexpr (XPF) /* the input's lines land in L1 while the weight rows load, not after them */
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const int c = base + lane + 32 * u;
-                    if (c >= KC) continue;
-                    float wf[NR][8];
+                    for (int tt = 0; tt < TT; tt++)
+                        if (tt < ng)
 #pragma unroll
-                    for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
+                            for (int u = 0; u < U; u++)
+                                if (lane + 32 * u < KC)
+                                    asm volatile("prefetch.global.L1 [%0];" ::"l"(xr[tt] + lane + 32 * u));
+                float acc[NR][TT];
 #pragma unroll
-                    for (int tt = 0; tt < TT; tt++) {
-                        if (tt >= ng) continue;
-                        float xf[8];
-                        bf16x8_to_f32(__ldg(xr[tt] + c), xf);
+                for (int q = 0; q < NR; q++)
 #pragma unroll
-                        for (int q = 0; q < NR; q++) {
-                            float s = acc[q][tt];
+                    for (int tt = 0; tt < TT; tt++) acc[q][tt] = 0.0f;
+                for (int base = 0; base < KC; base += 32 * U) {
+                    uint4 wv[U][NR];
 #pragma unroll
-                            for (int i = 0; i < 8; i++) s += wf[q][i] * xf[i];
-                            acc[q][tt] = s;
+                    for (int u = 0; u < U; u++) {
+                        const int c = base + lane + 32 * u;
+#pragma unroll
+                        for (int q = 0; q < NR; q++)
+                            wv[u][q] = c < KC ? mgv_load<stream>(w[q] + c) : make_uint4(0, 0, 0, 0);
+                    }
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        const int c = base + lane + 32 * u;
+                        if (c >= KC) continue;
+                        float wf[NR][8];
+#pragma unroll
+                        for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
+#pragma unroll
+                        for (int tt = 0; tt < TT; tt++) {
+                            if (tt >= ng) continue;
+                            float xf[8];
+                            bf16x8_to_f32(__ldg(xr[tt] + c), xf);
+#pragma unroll
+                            for (int q = 0; q < NR; q++) {
+                                float s = acc[q][tt];
+#pragma unroll
+                                for (int i = 0; i < 8; i++) s += wf[q][i] * xf[i];
+                                acc[q][tt] = s;
+                            }
                         }
                     }
                 }
-            }
-            if constexpr (KS > 1) {
-#pragma unroll
-                for (int tt = 0; tt < TT; tt++)
-#pragma unroll
-                    for (int q = 0; q < NR; q++) {
-                        const float v = cu_warp_sum(acc[q][tt]);
-                        if (lane == 0) red[warp][q][tt] = v;
-                    }
-                __syncthreads();
-                if (kp == 0 && r < a.R)
+                if constexpr (KS > 1) {
 #pragma unroll
                     for (int tt = 0; tt < TT; tt++)
 #pragma unroll
                         for (int q = 0; q < NR; q++) {
-                            float v = red[warp][q][tt];
-#pragma unroll
-                            for (int j = 1; j < KS; j++) v += red[warp + j][q][tt];
-                            acc[q][tt] = v; /* the row's dot, in every lane */
+                            const float v = cu_warp_sum(acc[q][tt]);
+                            if (lane == 0) red[warp][q][tt] = v;
                         }
-                __syncthreads(); /* red is the next pass's */
-                if (kp != 0 || r >= a.R) continue;
-            }
+                    __syncthreads();
+                    if (kp == 0 && r < a.R)
 #pragma unroll
-            for (int tt = 0; tt < TT; tt++) {
-                if (tt >= ng) break; /* uniform over the warp */
-                float v[NR];
+                        for (int tt = 0; tt < TT; tt++)
 #pragma unroll
-                for (int q = 0; q < NR; q++) v[q] = KS > 1 ? acc[q][tt] : cu_warp_sum(acc[q][tt]);
-                if (lane == tt) {
-                    if (a.bias)
+                            for (int q = 0; q < NR; q++) {
+                                float v = red[warp][q][tt];
 #pragma unroll
-                        for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
-                    const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
-                    a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
+                                for (int j = 1; j < KS; j++) v += red[warp + j][q][tt];
+                                acc[q][tt] = v; /* the row's dot, in every lane */
+                            }
+                    __syncthreads(); /* red is the next pass's */
+                    if (kp != 0 || r >= a.R) continue;
+                }
+#pragma unroll
+                for (int tt = 0; tt < TT; tt++) {
+                    if (tt >= ng) break; /* uniform over the warp */
+                    float v[NR];
+#pragma unroll
+                    for (int q = 0; q < NR; q++) v[q] = KS > 1 ? acc[q][tt] : cu_warp_sum(acc[q][tt]);
+                    if (lane == tt) {
+                        if (a.bias)
+#pragma unroll
+                            for (int q = 0; q < NR; q++)
+                                v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
+                        const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
+                        a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
+                    }
                 }
             }
-        }
+        };
+        if (n <= TT) body(std::true_type{});
+        else body(std::false_type{});
     };
-    if (n <= TT) body(std::true_type{});
-    else body(std::false_type{});
+    if constexpr (PERS)
+        for (int vb = blockIdx.x; vb < a.pnbx * a.pslots; vb += gridDim.x) block(vb % a.pnbx, vb / a.pnbx);
+    else
+        block((int)blockIdx.x, (int)blockIdx.y);
 }
 
 /* ---- decode: the down projection and the combine in one kernel ---- */
@@ -1746,7 +1767,10 @@ static void (*mm_kernel(int nr, int bm))(mgv_args) {
 
 /* The one-token expert GEMV of NR (1, 2) split ks ways (1, 2, 4). */
 typedef void (*mgv_kernel)(mgv_args);
-static mgv_kernel gv_one_token(int nr, int ks, bool xpf = false) {
+static mgv_kernel gv_one_token(int nr, int ks, bool xpf = false, bool pers = false) {
+    if (nr == 2 && pers) /* (be_experts.pers) */
+        return ks == 1 ? k_moe_gemv<2, 1, 4, 4, 1, false, true> : ks == 2 ? k_moe_gemv<2, 1, 4, 4, 2, false, true>
+                                                                 : k_moe_gemv<2, 1, 4, 4, 4, false, true>;
     if (nr == 2)
         return ks == 1 ? k_moe_gemv<2, 1, 4, 4> : ks == 2 ? k_moe_gemv<2, 1, 4, 4, 2> : k_moe_gemv<2, 1, 4, 4, 4>;
     if (xpf) /* (be_experts.xpf: the down GEMV's input is the gate|up's output, not yet in any L1) */
@@ -2146,15 +2170,21 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         /* one token: split-K where whole rows leave the grid's last wave half empty (gv_pick_ks) */
         const int ks2 = T <= 1 ? gv_pick_ks(ex, 2, I, slots, cu->num_sms) : 1,
                   ks1 = T <= 1 ? gv_pick_ks(ex, 1, D, slots, cu->num_sms) : 1;
-        mgv_kernel gv2 = T <= 1 ? gv_one_token(2, ks2) : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
+        /* one token without a permutation, VLLM_CUDA_MOE_PERSIST=1: the gate|up GEMV on at most the resident CTAs,
+         * each taking its blocks in turn (its ids read once) */
+        const bool pers = direct && ex->pers;
+        const unsigned gx2 = (unsigned)((I + MGV_WARPS / ks2 - 1) / (MGV_WARPS / ks2));
+        g.pnbx = (int)gx2;
+        g.pslots = (int)slots;
+        const unsigned pres = (unsigned)(ex->ws->gv_occ[1][ks2 == 1 ? 0 : ks2 == 2 ? 1 : 2] * cu->num_sms);
+        const dim3 grid2 = pers ? dim3(pres > 0 && pres < gx2 * slots ? pres : gx2 * slots) : dim3(gx2, slots);
+        mgv_kernel gv2 = T <= 1 ? gv_one_token(2, ks2, false, pers) : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
                                                                                      : k_moe_gemv<2, 8>;
         mgv_kernel gv1 = T <= 1 ? gv_one_token(1, ks1, ex->xpf) : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                      : k_moe_gemv<1, 8>;
         /* 128-pair tiles on wgmma where sm_90a's code runs */
         const bool wg = grouped && bm == WG_BM && cu->sm90 && !ex->no_wg;
-        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
-                              dim3((unsigned)((I + MGV_WARPS / ks2 - 1) / (MGV_WARPS / ks2)), slots),
-                              dim3(MGV_WARPS * 32), 0, g)
+        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2, grid2, dim3(MGV_WARPS * 32), 0, g)
                  : wg ? !cu_launch(cu, "moe_experts (gate|up, wgmma grouped GEMM)", true, k_moe_wg<2>,
                                    dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),

@@ -2183,6 +2183,7 @@ typedef struct moe_case {
     const char *dccp;     /* VLLM_CUDA_MOE_DCCP for them ("1": its weight rows copied into shared memory) */
     const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("1": the fused down + combine past 1024 inputs) */
     const char *xpf;      /* VLLM_CUDA_MOE_XPF for them ("1": the one-token down GEMV prefetches its input) */
+    const char *pers;     /* VLLM_CUDA_MOE_PERSIST for them ("1": the one-token gate|up GEMV loops over its blocks) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2197,6 +2198,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->dccp) setenv("VLLM_CUDA_MOE_DCCP", mc->dccp, 1);
     if (mc->dclong) setenv("VLLM_CUDA_MOE_DCLONG", mc->dclong, 1);
     if (mc->xpf) setenv("VLLM_CUDA_MOE_XPF", mc->xpf, 1);
+    if (mc->pers) setenv("VLLM_CUDA_MOE_PERSIST", mc->pers, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
@@ -2210,6 +2212,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     if (mc->dccp) unsetenv("VLLM_CUDA_MOE_DCCP");
     if (mc->dclong) unsetenv("VLLM_CUDA_MOE_DCLONG");
     if (mc->xpf) unsetenv("VLLM_CUDA_MOE_XPF");
+    if (mc->pers) unsetenv("VLLM_CUDA_MOE_PERSIST");
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2241,6 +2244,7 @@ static void test_moe_experts_case(const moe_case *mc) {
         if (mc->dccp) snprintf(what + strlen(what), sizeof what - strlen(what), " dccp %s", mc->dccp);
         if (mc->dclong) snprintf(what + strlen(what), sizeof what - strlen(what), " dclong %s", mc->dclong);
         if (mc->xpf) snprintf(what + strlen(what), sizeof what - strlen(what), " xpf %s", mc->xpf);
+        if (mc->pers) snprintf(what + strlen(what), sizeof what - strlen(what), " persist %s", mc->pers);
         if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
@@ -2972,6 +2976,18 @@ static void test_moe(void) {
          .ks = "2", .comb = "split", .xpf = "1"},
         {.E = 8, .k = 2, .T = 1, .D = 264, .I = 1400, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .comb = "split", .xpf = "1"},
+        /* the one-token gate|up GEMV on at most the resident CTAs, each looping over its blocks
+         * (VLLM_CUDA_MOE_PERSIST=1): each split-K, biases, repeated ids, the split kernels after it, 64 pairs */
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .pers = "1"},
+        {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 256, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .ks = "2", .pers = "1"},
+        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+         .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .pers = "1"},
+        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .ks = "1", .pers = "1"},
+        {.E = 128, .k = 64, .T = 1, .D = 256, .I = 64, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
+         .pers = "1"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
@@ -3013,13 +3029,16 @@ static void test_moe(void) {
         gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);
         expect_device_error("moe_experts");
         /* ... and at one token (no permutation: the expert GEMV reads the ids), above and below the range, on the
-         * fused down + combine, the split kernels and the down + combine from shared memory */
+         * fused down + combine, the split kernels, the down + combine from shared memory and the looping GEMV */
         const int32_t bad1[2][2] = {{3, 8}, {-1, 2}};
-        for (int c = 0; c < 6; c++) {
+        for (int c = 0; c < 8; c++) {
             be_experts *c1 = NULL, *g1 = eg;
             float *keep1 = NULL;
-            if (c >= 2) { /* the split kernels (VLLM_CUDA_MOE_COMBINE=split), k_moe_down_cp (DCCP=1) at creation */
-                const char *var = c < 4 ? "VLLM_CUDA_MOE_COMBINE" : "VLLM_CUDA_MOE_DCCP";
+            if (c >= 2) { /* at creation: the split kernels (VLLM_CUDA_MOE_COMBINE=split), k_moe_down_cp (DCCP=1), the
+                             looping gate|up GEMV (PERSIST=1) */
+                const char *var = c < 4   ? "VLLM_CUDA_MOE_COMBINE"
+                                  : c < 6 ? "VLLM_CUDA_MOE_DCCP"
+                                          : "VLLM_CUDA_MOE_PERSIST";
                 setenv(var, c < 4 ? "split" : "1", 1);
                 moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &c1, &g1, &keep1);
                 unsetenv(var);

@@ -246,8 +246,8 @@ struct be_experts {
     bool dc_long;               /* VLLM_CUDA_MOE_DCLONG=1 at creation: the fused down + combine also for rows of more
                                    than 1024 inputs where h fits its shared memory (a measurement switch) */
     bool xpf;                   /* VLLM_CUDA_MOE_XPF=1 at creation: the one-token down GEMV (the split kernels)
-                                   prefetches each pass's input chunks into L1 before its weight loads (a measurement
-                                   switch) */
+                                   prefetches its first pass's input chunks into L1 before its weight loads (a
+                                   measurement switch) */
     bool pers;                  /* VLLM_CUDA_MOE_PERSIST=1 at creation: the one-token gate|up GEMV on a grid of at most
                                    the resident CTAs, each looping over its row blocks (a measurement switch) */
     bool dc_cp;                 /* VLLM_CUDA_MOE_DCCP=1 at creation: the down + combine copies its weight rows into
@@ -1110,7 +1110,7 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
                     const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
                     xr[tt] = (const uint4 *)(a.x + row * a.xs) + c0;
                 }
-                if constexpr (XPF) /* the input's lines land in L1 while the weight rows load, not after them */
+                if constexpr (XPF) /* the first pass's input lines land in L1 while its weight rows load */
 #pragma unroll
                     for (int tt = 0; tt < TT; tt++)
                         if (tt < ng)
@@ -1814,9 +1814,11 @@ static vllm_status mm_attrs(moe_ws *ws) {
                                 cudaGetErrorString(e));
             ws->gv_occ[nr - 1][i] = n;
         }
-    if ((size_t)ws->cu->smem_optin >= DCP_SMEM + 1024) {
-        const cudaError_t e = cudaFuncSetAttribute(k_moe_down_cp, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)DCP_SMEM);
+    if ((size_t)ws->cu->smem_optin >= DCP_SMEM + 1024) { /* (and the largest carveout: two CTAs an SM) */
+        cudaError_t e = cudaFuncSetAttribute(k_moe_down_cp, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DCP_SMEM);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(k_moe_down_cp, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess)
             return vt_error(VLLM_ERR_BACKEND, "experts_create: the down + combine's shared memory (%zu bytes): %s",
                             DCP_SMEM, cudaGetErrorString(e));

@@ -2961,6 +2961,8 @@ static void test_moe(void) {
          .dccp = "1"},
         {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .dccp = "1"},
+        {.E = 16, .k = 8, .T = 5, .D = 264, .I = 152, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .dccp = "1"}, /* 40 pairs (a lane's second pair) in 107 KB */
         /* the fused down + combine past 1024 inputs (VLLM_CUDA_MOE_DCLONG=1: DeepSeek-V2-Lite's 1408, gpt-oss's 2880
          * with biases, three tokens) and the one-token down GEMV prefetching its input (VLLM_CUDA_MOE_XPF=1: the
          * split kernels, each split-K) */
@@ -2977,16 +2979,17 @@ static void test_moe(void) {
         {.E = 8, .k = 2, .T = 1, .D = 264, .I = 1400, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .comb = "split", .xpf = "1"},
         /* the one-token gate|up GEMV on at most the resident CTAs, each looping over its blocks
-         * (VLLM_CUDA_MOE_PERSIST=1): each split-K, biases, repeated ids, the split kernels after it, 64 pairs */
+         * (VLLM_CUDA_MOE_PERSIST=1; more blocks than the 528 resident CTAs of 132 SMs, so that CTAs loop): each
+         * split-K, biases, repeated ids, the split kernels after it, 64 pairs */
         {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .pers = "1"},
-        {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 256, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+        {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 768, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .ks = "2", .pers = "1"},
-        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .acc = true,
+        {.E = 16, .k = 8, .T = 1, .D = 1032, .I = 776, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .acc = true,
          .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .pers = "1"},
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
          .ks = "1", .pers = "1"},
-        {.E = 128, .k = 64, .T = 1, .D = 256, .I = 64, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
+        {.E = 128, .k = 64, .T = 1, .D = 256, .I = 256, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
          .pers = "1"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,

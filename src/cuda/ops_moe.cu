@@ -288,6 +288,12 @@ void cu_experts_free(backend *be, be_experts *ex) {
     free(ex);
 }
 
+/* the environment variable name is set to v (the measurement switches, read at experts_create) */
+static bool env_is(const char *name, const char *v) {
+    const char *e = getenv(name);
+    return e && !strcmp(e, v);
+}
+
 static bool moe_weight_ok(const tensor *w, int64_t rows, int64_t cols, dtype dt) {
     if (!w || w->ndim != 2 || w->shape[0] != rows || w->shape[1] != cols || w->dtype != dt || !w->data) return false;
     if (dtype_is_block(dt) && (cols % dtype_block(dt) || (w->row_stride && w->row_stride % dtype_block(dt))))
@@ -390,22 +396,14 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->I = I;
     const char *env = getenv("VLLM_CUDA_MOE");
     ex->path = !env ? 0 : !strcmp(env, "gemv") ? 1 : !strcmp(env, "gemm") ? 2 : !strcmp(env, "grouped") ? 3 : 0;
-    const char *cenv = getenv("VLLM_CUDA_MOE_COMBINE");
-    ex->split_comb = cenv && !strcmp(cenv, "split");
-    const char *wenv = getenv("VLLM_CUDA_MOE_WG");
-    ex->no_wg = wenv && !strcmp(wenv, "0");
-    const char *eenv = getenv("VLLM_CUDA_MOE_EARLY");
-    ex->late_off = eenv && !strcmp(eenv, "0");
-    const char *henv = getenv("VLLM_CUDA_MOE_DCH");
-    ex->dc_hs_off = henv && !strcmp(henv, "0");
-    const char *lenv = getenv("VLLM_CUDA_MOE_DCLONG");
-    ex->dc_long = lenv && !strcmp(lenv, "1");
-    const char *xenv = getenv("VLLM_CUDA_MOE_XPF");
-    ex->xpf = xenv && !strcmp(xenv, "1");
-    const char *penv = getenv("VLLM_CUDA_MOE_PERSIST");
-    ex->pers = penv && !strcmp(penv, "1");
-    const char *cpenv = getenv("VLLM_CUDA_MOE_DCCP");
-    ex->dc_cp = cpenv && !strcmp(cpenv, "1");
+    ex->split_comb = env_is("VLLM_CUDA_MOE_COMBINE", "split");
+    ex->no_wg = env_is("VLLM_CUDA_MOE_WG", "0");
+    ex->late_off = env_is("VLLM_CUDA_MOE_EARLY", "0");
+    ex->dc_hs_off = env_is("VLLM_CUDA_MOE_DCH", "0");
+    ex->dc_long = env_is("VLLM_CUDA_MOE_DCLONG", "1");
+    ex->xpf = env_is("VLLM_CUDA_MOE_XPF", "1");
+    ex->pers = env_is("VLLM_CUDA_MOE_PERSIST", "1");
+    ex->dc_cp = env_is("VLLM_CUDA_MOE_DCCP", "1");
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
     const char *benv = getenv("VLLM_CUDA_MOE_BM");

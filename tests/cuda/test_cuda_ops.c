@@ -2188,31 +2188,23 @@ typedef struct moe_case {
 
 static void test_moe_experts_case(const moe_case *mc) {
     const int E = mc->E, k = mc->k, T = mc->T, D = mc->D, I = mc->I;
-    if (mc->force) setenv("VLLM_CUDA_MOE", mc->force, 1);
-    if (mc->comb) setenv("VLLM_CUDA_MOE_COMBINE", mc->comb, 1);
-    if (mc->bm) setenv("VLLM_CUDA_MOE_BM", mc->bm, 1);
-    if (mc->wg) setenv("VLLM_CUDA_MOE_WG", mc->wg, 1);
-    if (mc->ks) setenv("VLLM_CUDA_MOE_KS", mc->ks, 1);
-    if (mc->early) setenv("VLLM_CUDA_MOE_EARLY", mc->early, 1);
-    if (mc->dch) setenv("VLLM_CUDA_MOE_DCH", mc->dch, 1);
-    if (mc->dccp) setenv("VLLM_CUDA_MOE_DCCP", mc->dccp, 1);
-    if (mc->dclong) setenv("VLLM_CUDA_MOE_DCLONG", mc->dclong, 1);
-    if (mc->xpf) setenv("VLLM_CUDA_MOE_XPF", mc->xpf, 1);
-    if (mc->pers) setenv("VLLM_CUDA_MOE_PERSIST", mc->pers, 1);
+    /* the case's measurement switches: (value, variable, label in the check's name) */
+    const struct {
+        const char *v, *name, *label;
+    } sw[] = {{mc->force, "VLLM_CUDA_MOE", NULL},         {mc->comb, "VLLM_CUDA_MOE_COMBINE", "combine"},
+              {mc->bm, "VLLM_CUDA_MOE_BM", "bm"},         {mc->ks, "VLLM_CUDA_MOE_KS", "ks"},
+              {mc->early, "VLLM_CUDA_MOE_EARLY", "early"}, {mc->dch, "VLLM_CUDA_MOE_DCH", "dch"},
+              {mc->dccp, "VLLM_CUDA_MOE_DCCP", "dccp"},    {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"},
+              {mc->xpf, "VLLM_CUDA_MOE_XPF", "xpf"},       {mc->pers, "VLLM_CUDA_MOE_PERSIST", "persist"},
+              {mc->wg, "VLLM_CUDA_MOE_WG", "wg"}};
+    const size_t nsw = sizeof sw / sizeof *sw;
+    for (size_t i = 0; i < nsw; i++)
+        if (sw[i].v) setenv(sw[i].name, sw[i].v, 1);
     be_experts *ec, *eg;
     float *keep;
     moe_make(E, D, I, mc->wdt, mc->bias, &ec, &eg, &keep);
-    if (mc->force) unsetenv("VLLM_CUDA_MOE");
-    if (mc->comb) unsetenv("VLLM_CUDA_MOE_COMBINE");
-    if (mc->bm) unsetenv("VLLM_CUDA_MOE_BM");
-    if (mc->wg) unsetenv("VLLM_CUDA_MOE_WG");
-    if (mc->ks) unsetenv("VLLM_CUDA_MOE_KS");
-    if (mc->early) unsetenv("VLLM_CUDA_MOE_EARLY");
-    if (mc->dch) unsetenv("VLLM_CUDA_MOE_DCH");
-    if (mc->dccp) unsetenv("VLLM_CUDA_MOE_DCCP");
-    if (mc->dclong) unsetenv("VLLM_CUDA_MOE_DCLONG");
-    if (mc->xpf) unsetenv("VLLM_CUDA_MOE_XPF");
-    if (mc->pers) unsetenv("VLLM_CUDA_MOE_PERSIST");
+    for (size_t i = 0; i < nsw; i++)
+        if (sw[i].v) unsetenv(sw[i].name);
     int32_t *ids = malloc((size_t)T * k * sizeof *ids);
     float *w = malloc((size_t)T * k * sizeof *w), *y0 = malloc((size_t)T * D * sizeof *y0), *hx;
     moe_ids(E, k, T, mc->pat, ids, w);
@@ -2230,22 +2222,15 @@ static void test_moe_experts_case(const moe_case *mc) {
         cpu->ops->moe_experts(cpu, ec, &xvc, &ic, &wc, &mp, mc->acc, &yc);
         gpu->ops->moe_experts(gpu, eg, &xvg, &ig, &wg, &mp, mc->acc, &yg);
         float *c = get(cpu, &yc), *g = get(gpu, &yg);
-        char what[160];
+        char what[224];
         snprintf(what, sizeof what, "moe_experts E %d k %d T %d D %d I %d %s %s%s%s%s%s%s%s", E, k, T, D, I,
                  MOE_PAT[mc->pat], be_act_name(mc->act), mc->acc ? " acc" : "",
                  mc->wdt != DTYPE_BF16 ? " w " : "", mc->wdt != DTYPE_BF16 ? dtype_name(mc->wdt) : "",
                  mc->ydt != DTYPE_BF16 ? " y F32" : "", mc->xoff ? " x strided" : "", mc->force ? " forced " : "");
         if (mc->force) snprintf(what + strlen(what), sizeof what - strlen(what), "%s", mc->force);
-        if (mc->comb) snprintf(what + strlen(what), sizeof what - strlen(what), " combine %s", mc->comb);
-        if (mc->bm) snprintf(what + strlen(what), sizeof what - strlen(what), " bm %s", mc->bm);
-        if (mc->ks) snprintf(what + strlen(what), sizeof what - strlen(what), " ks %s", mc->ks);
-        if (mc->early) snprintf(what + strlen(what), sizeof what - strlen(what), " early %s", mc->early);
-        if (mc->dch) snprintf(what + strlen(what), sizeof what - strlen(what), " dch %s", mc->dch);
-        if (mc->dccp) snprintf(what + strlen(what), sizeof what - strlen(what), " dccp %s", mc->dccp);
-        if (mc->dclong) snprintf(what + strlen(what), sizeof what - strlen(what), " dclong %s", mc->dclong);
-        if (mc->xpf) snprintf(what + strlen(what), sizeof what - strlen(what), " xpf %s", mc->xpf);
-        if (mc->pers) snprintf(what + strlen(what), sizeof what - strlen(what), " persist %s", mc->pers);
-        if (mc->wg) snprintf(what + strlen(what), sizeof what - strlen(what), " wg %s", mc->wg);
+        for (size_t i = 0; i < nsw; i++)
+            if (sw[i].v && sw[i].label)
+                snprintf(what + strlen(what), sizeof what - strlen(what), " %s %s", sw[i].label, sw[i].v);
         if (mc->bias) snprintf(what + strlen(what), sizeof what - strlen(what), " bias %s",
                                mc->bias == MOE_BIAS_BF16 ? "BF16" : "F32 no down");
         if (mc->alpha > 0 || mc->limit > 0)

@@ -1194,9 +1194,20 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
         if (n <= TT) body(std::true_type{});
         else body(std::false_type{});
     };
-    if constexpr (PERS)
-        for (int vb = blockIdx.x; vb < a.pnbx * a.pslots; vb += gridDim.x) block(vb % a.pnbx, vb / a.pnbx);
-    else
+    if constexpr (PERS) {
+        /* (bx, by) stepped by gridDim.x blocks without a division (gridDim.x <= pnbx * pslots) */
+        const int sy = (int)gridDim.x / a.pnbx, sx = (int)gridDim.x - sy * a.pnbx;
+        int by = (int)blockIdx.x / a.pnbx, bx = (int)blockIdx.x - by * a.pnbx;
+        while (by < a.pslots) {
+            block(bx, by);
+            bx += sx;
+            by += sy;
+            if (bx >= a.pnbx) {
+                bx -= a.pnbx;
+                by++;
+            }
+        }
+    } else
         block((int)blockIdx.x, (int)blockIdx.y);
 }
 

@@ -1217,6 +1217,7 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
 #define DC_PG 4                 /* pairs whose weight rows are in flight together */
 #define DC_U 4                  /* 16-byte chunks per lane per pair in flight (inputs 32 x 4 x 8 = 1024 a pass) */
 #define DC_PF 8                 /* pairs whose weight rows are prefetched into L2 before the PDL wait */
+#define DC_HS_MAX (48 << 10)    /* h (N, K) BF16 copied into shared memory up to this (the default dynamic limit) */
 
 struct dc_args {
     const __nv_bfloat16 *W;     /* down (E, D, K) */
@@ -1307,7 +1308,7 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     pdl_launch();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int d = blockIdx.x * DC_WARPS + warp;
-    if (!HS && d >= a.D) return;
+    if (!HS && d >= a.D) return; /* (HS: the host has D % DC_WARPS == 0, so every warp reaches the barrier below) */
     if (!a.early) pdl_wait();
     /* early: the pairs (the routing's ids and weights, the permutation's perm and pe) are final here: the gate|up
      * GEMV before lets this kernel in only after its own wait (late_launch), so they come from finished kernels;
@@ -1334,10 +1335,6 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
         for (int i = threadIdx.x; i < a.N * KC; i += DC_WARPS * 32)
             cp_async16(dc_sm + i * 16, (const uint4 *)a.h + i, true);
         cp_async_commit();
-    }
-    if (d >= a.D) { /* (HS: never, D % DC_WARPS == 0, so that every warp reaches the barrier below) */
-        cp_async_wait<0>();
-        return;
     }
     float s0, s1;
     dc_init(a, lane, d, s0, s1);
@@ -2166,12 +2163,12 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.limit = p->swiglu_limit > 0.0f ? p->swiglu_limit : BE_SWIGLU_OAI_LIMIT;
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
-        /* the down GEMV and the combine in one kernel (below) */
-        /* (longer rows: VLLM_CUDA_MOE_DCLONG=1 where h fits the down + combine's shared memory, a measurement
-         * switch; their several passes measured slower with h read through L2, session 29) */
-        const bool fused_dc = gemv && small && !ex->split_comb &&
-                              (I <= 32 * DC_U * 8 || (ex->dc_long && !ex->dc_hs_off && D % DC_WARPS == 0 &&
-                                                      (size_t)N * (size_t)I * 2 <= 48 * 1024));
+        /* the down GEMV and the combine in one kernel (below), h in its shared memory where it fits (D % DC_WARPS
+         * == 0 by gemv_ok's D % 8: every CTA's warps have columns); longer rows than one pass only with that
+         * (VLLM_CUDA_MOE_DCLONG=1, a measurement switch: several passes measured slower with h read through L2,
+         * session 29) */
+        const bool dc_hs = !ex->dc_hs_off && (size_t)N * (size_t)I * 2 <= DC_HS_MAX;
+        const bool fused_dc = gemv && small && !ex->split_comb && (I <= 32 * DC_U * 8 || (ex->dc_long && dc_hs));
         const bool early = fused_dc && !ex->late_off;
         g.late_launch = early; /* the down + combine follows and reads the pairs before its wait */
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
@@ -2203,7 +2200,8 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                               MM_SMEM(bm), g))
             return;
         /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
-         * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused: two passes of 4 pairs) */
+         * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused with h read through L2: two
+         * passes of 4 pairs) */
         if (fused_dc) {
             dc_args dc = {};
             dc.W = ex->down;
@@ -2234,14 +2232,12 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                           dim3((unsigned)((D + DCP_COLS - 1) / DCP_COLS)), dim3(DCP_COLS * 32), dcp_smem(N, I), dc);
                 return;
             }
-            /* h in shared memory where it fits the default 48 KB (a one-token step of Qwen3-30B-A3B: 8 x 768 BF16,
-             * 12 KB; H100 3.637 -> 3.424 ms a step) and every CTA's warps have columns */
-            const size_t hsb = (size_t)N * (size_t)I * 2;
-            const bool hs = !ex->dc_hs_off && hsb <= 48 * 1024 && D % DC_WARPS == 0;
+            /* h in shared memory (a one-token step of Qwen3-30B-A3B: 8 x 768 BF16, 12 KB; H100, VLLM_CUDA_MOE_DCH=0
+             * against it: 3.606 -> 3.391 ms a step) */
             cu_launch(cu, "moe_experts (down + combine)", true,
-                      hs ? (T == 1 ? k_moe_down_comb<true, true> : k_moe_down_comb<false, true>)
-                         : (T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>),
-                      grid, dim3(DC_WARPS * 32), hs ? hsb : 0, dc);
+                      dc_hs ? (T == 1 ? k_moe_down_comb<true, true> : k_moe_down_comb<false, true>)
+                            : (T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>),
+                      grid, dim3(DC_WARPS * 32), dc_hs ? (size_t)N * (size_t)I * 2 : 0, dc);
             return;
         }
         g.W = ex->down;

@@ -1451,6 +1451,73 @@ static void test_linear_tuned(void) {
     gpu = plain;
 }
 
+/* prefetch_linear (VLLM_CUDA_L2PF=1 / last: a second CUDA backend made with it; the default one takes the hint as a
+ * no-op): a hint that changes no result, eagerly and recorded (its side stream forks from the recording and joins
+ * it before graph_end, also when the prefetch is the recording's last op), over graph replays */
+static void test_prefetch(void) {
+    backend *plain = gpu;
+    const char *modes[3] = {NULL, "1", "last"};
+    for (int mi = 0; mi < 3; mi++) {
+        backend *b = plain;
+        if (modes[mi]) {
+            setenv("VLLM_CUDA_L2PF", modes[mi], 1);
+            vllm_status st = backend_create("cuda", NULL, &b);
+            unsetenv("VLLM_CUDA_L2PF");
+            CHECK_MSG(st == VLLM_OK, "a CUDA backend with VLLM_CUDA_L2PF=%s: %s", modes[mi], vllm_last_error());
+            if (st != VLLM_OK) continue;
+        }
+        gpu = b;
+        CHECK(b->ops->prefetch_linear != NULL);
+        const int out = 520, in = 4096; /* 4.1 MB of weights: ~260 bulk prefetches */
+        float *wf = malloc((size_t)out * in * sizeof *wf);
+        for (int64_t j = 0; j < (int64_t)out * in; j++) wf[j] = rnd() * 0.05f;
+        void *wb = pack(wf, (int64_t)out * in, DTYPE_BF16);
+        tensor wt = tensor_2d(DTYPE_BF16, wb, out, in);
+        const tensor *wh[1] = {&wt};
+        be_linear *lin = NULL;
+        CHECK_OK(b->ops->linear_create(b, wh, NULL, 1, &lin));
+        float *h;
+        tensor xc, xg;
+        rand_pair(1, in, 1.0f, &h, &xc, &xg);
+        tensor ye = put(b, DTYPE_BF16, 1, out, NULL), yg = put(b, DTYPE_BF16, 1, out, NULL);
+        if (lin) {
+            b->ops->prefetch_linear(b, lin);
+            b->ops->linear(b, lin, &xg, &ye);
+            float *e = get(b, &ye);
+            for (int last = 0; last < 2; last++) {
+                be_graph *gr = NULL;
+                poison(&yg);
+                CHECK_OK(b->ops->graph_begin(b));
+                if (!last) b->ops->prefetch_linear(b, lin);
+                b->ops->linear(b, lin, &xg, &yg);
+                if (last) b->ops->prefetch_linear(b, lin); /* nothing after it: the join alone */
+                CHECK_OK(b->ops->graph_end(b, &gr));
+                for (int rep = 0; rep < 2 && gr; rep++) {
+                    CHECK_OK(b->ops->graph_launch(b, gr));
+                    float *g = get(b, &yg);
+                    CHECK_MSG(memcmp(g, e, (size_t)out * sizeof *g) == 0,
+                              "prefetch_linear (L2PF %s, %s) changed the linear's output (replay %d)",
+                              modes[mi] ? modes[mi] : "off", last ? "last op" : "first op", rep);
+                    free(g);
+                }
+                if (gr) b->ops->graph_free(b, gr);
+            }
+            free(e);
+            CHECK_OK(b->ops->synchronize(b));
+        }
+        b->ops->linear_free(b, lin);
+        drop(b, &xg);
+        drop(cpu, &xc);
+        drop(b, &ye);
+        drop(b, &yg);
+        free(h);
+        free(wf);
+        free(wb);
+        if (b != plain) backend_free(b);
+    }
+    gpu = plain;
+}
+
 /* ---- sampling ---- */
 
 #define SV 3000   /* vocabulary of the sampling tests */
@@ -3414,6 +3481,7 @@ int main(void) {
     test_linear();
     test_linear_fused();
     test_linear_tuned();
+    test_prefetch();
     test_sampling();
     test_graph();
     test_supports();

@@ -1,0 +1,95 @@
+/*
+ * ops_prefetch.cu: the L2 prefetch of weights on a side stream (backend_ops.prefetch_linear's device half).
+ *
+ * A one-token decode step is a chain of kernels, each waiting for the one before; between the bandwidth-bound
+ * GEMVs come latency-bound ones (the q/k norm + RoPE, the attention, the routing) during which the DRAM is all
+ * but idle. cu_l2_prefetch asks the L2 to fetch a weight range meanwhile: at its call point on the stream, a side
+ * stream waits for the work queued so far (an event), then runs k_l2_prefetch, a few CTAs whose threads issue
+ * sm_90's bulk prefetches (cp.async.bulk.prefetch.L2: the TMA unit fetches the range into L2, nothing returns to
+ * the SM, the CTA exits at once). The main stream does not wait for it: a prefetch writes nothing, so no result
+ * depends on it. A graph recording joins the side stream back before it ends (cu_prefetch_join: CUDA requires
+ * it); the prefetch nodes are then leaves of the step's graph, concurrent with the chain after their fork.
+ *
+ * VLLM_CUDA_L2PF: 0 (default: no prefetch), 1 (bulk prefetches with the default eviction policy), last (with an
+ * L2::evict_last cache policy, so that the streaming loads of other weights in between do not evict them first).
+ * GPUs before sm_90 prefetch line by line (prefetch.global.L2).
+ */
+#include "cuda/cuda_internal.h"
+
+#define PF_CHUNK (16 << 10) /* bytes a bulk prefetch instruction */
+#define PF_THREADS 32
+#define PF_MAX_CTAS 32
+
+__global__ void __launch_bounds__(PF_THREADS) k_l2_prefetch(const unsigned char *p, size_t bytes, bool last) {
+    const size_t nthr = (size_t)gridDim.x * PF_THREADS, tid = (size_t)blockIdx.x * PF_THREADS + threadIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint64_t pol = 0;
+    if (last) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    for (size_t off = tid * PF_CHUNK; off < bytes; off += nthr * PF_CHUNK) {
+        const unsigned n = (unsigned)(bytes - off < PF_CHUNK ? bytes - off : PF_CHUNK); /* a multiple of 16 */
+        if (last)
+            asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p + off), "r"(n),
+                         "l"(pol)
+                         : "memory");
+        else
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
+    }
+#else
+    (void)last;
+    for (size_t off = tid * 128; off < bytes; off += nthr * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+#endif
+}
+
+/* The side stream and its two events, made at the first prefetch. */
+static bool pf_ready(cu_state *cu) {
+    if (cu->pf_stream) return true;
+    if (cudaStreamCreateWithFlags(&cu->pf_stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&cu->pf_fork, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&cu->pf_join, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        cu_prefetch_free(cu);
+        cu->l2pf = 0; /* a hint: without its stream, none */
+        return false;
+    }
+    return true;
+}
+
+void cu_l2_prefetch(cu_state *cu, const void *p, size_t bytes) {
+    if (!cu->l2pf || !p || bytes < 16 || ((uintptr_t)p & 15) || !pf_ready(cu)) return;
+    bytes &= ~(size_t)15;
+    const size_t chunks = (bytes + PF_CHUNK - 1) / PF_CHUNK;
+    size_t ctas = (chunks + 4 * PF_THREADS - 1) / (4 * PF_THREADS); /* ~4 chunks a thread */
+    if (ctas < 1) ctas = 1;
+    if (ctas > PF_MAX_CTAS) ctas = PF_MAX_CTAS;
+    if (cudaEventRecord(cu->pf_fork, cu->stream) != cudaSuccess ||
+        cudaStreamWaitEvent(cu->pf_stream, cu->pf_fork, 0) != cudaSuccess) {
+        cudaGetLastError();
+        cu_fail(cu, "prefetch: forking the side stream failed");
+        return;
+    }
+    k_l2_prefetch<<<(unsigned)ctas, PF_THREADS, 0, cu->pf_stream>>>((const unsigned char *)p, bytes, cu->l2pf == 2);
+    if (cudaGetLastError() != cudaSuccess) cu_fail(cu, "prefetch: the launch failed");
+    if (cu->capturing) cu->pf_forked = true;
+}
+
+void cu_prefetch_join(cu_state *cu) {
+    if (!cu->pf_forked) return;
+    cu->pf_forked = false;
+    if (cudaEventRecord(cu->pf_join, cu->pf_stream) != cudaSuccess ||
+        cudaStreamWaitEvent(cu->stream, cu->pf_join, 0) != cudaSuccess) {
+        cudaGetLastError();
+        cu_fail(cu, "prefetch: joining the side stream failed");
+    }
+}
+
+void cu_prefetch_free(cu_state *cu) {
+    if (cu->pf_stream) {
+        cudaStreamSynchronize(cu->pf_stream);
+        cudaStreamDestroy(cu->pf_stream);
+    }
+    if (cu->pf_fork) cudaEventDestroy(cu->pf_fork);
+    if (cu->pf_join) cudaEventDestroy(cu->pf_join);
+    cu->pf_stream = NULL;
+    cu->pf_fork = cu->pf_join = NULL;
+    cu->pf_forked = false;
+}

@@ -533,6 +533,10 @@ void cu_plans_free(cu_state *cu);
 /* ops_prefetch.cu: bytes from p into L2 on the side stream, concurrent with what the stream runs next (no-op unless
  * VLLM_CUDA_L2PF); the recording's join before its end; the stream and events freed */
 void cu_l2_prefetch(cu_state *cu, const void *p, size_t bytes);
+/* ... and each of n blocks ids[j] (in [0, E), device ints the work queued so far wrote): bytes at base + ids[j] *
+ * stride + off (whatever VLLM_CUDA_L2PF says: the caller's switch); last: an L2 evict_last policy */
+void cu_l2_prefetch_ids(cu_state *cu, const void *base, const int32_t *ids, int n, int E, size_t stride, size_t off,
+                        size_t bytes, bool last);
 void cu_prefetch_join(cu_state *cu);
 void cu_prefetch_free(cu_state *cu);
 void cu_linear_prefetch(backend *be, const be_linear *lin);

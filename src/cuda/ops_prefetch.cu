@@ -54,22 +54,65 @@ static bool pf_ready(cu_state *cu) {
     return true;
 }
 
-void cu_l2_prefetch(cu_state *cu, const void *p, size_t bytes) {
-    if (!cu->l2pf || !p || bytes < 16 || ((uintptr_t)p & 15) || !pf_ready(cu)) return;
-    bytes &= ~(size_t)15;
-    const size_t chunks = (bytes + PF_CHUNK - 1) / PF_CHUNK;
-    size_t ctas = (chunks + 4 * PF_THREADS - 1) / (4 * PF_THREADS); /* ~4 chunks a thread */
-    if (ctas < 1) ctas = 1;
-    if (ctas > PF_MAX_CTAS) ctas = PF_MAX_CTAS;
+/* The side stream waits for what cu->stream has queued so far. */
+static bool pf_fork(cu_state *cu) {
+    if (!pf_ready(cu)) return false;
     if (cudaEventRecord(cu->pf_fork, cu->stream) != cudaSuccess ||
         cudaStreamWaitEvent(cu->pf_stream, cu->pf_fork, 0) != cudaSuccess) {
         cudaGetLastError();
         cu_fail(cu, "prefetch: forking the side stream failed");
-        return;
+        return false;
     }
-    k_l2_prefetch<<<(unsigned)ctas, PF_THREADS, 0, cu->pf_stream>>>((const unsigned char *)p, bytes, cu->l2pf == 2);
-    if (cudaGetLastError() != cudaSuccess) cu_fail(cu, "prefetch: the launch failed");
     if (cu->capturing) cu->pf_forked = true;
+    return true;
+}
+
+static unsigned pf_ctas(size_t bytes) {
+    const size_t chunks = (bytes + PF_CHUNK - 1) / PF_CHUNK;
+    size_t ctas = (chunks + 4 * PF_THREADS - 1) / (4 * PF_THREADS); /* ~4 chunks a thread */
+    return (unsigned)(ctas < 1 ? 1 : ctas > PF_MAX_CTAS ? PF_MAX_CTAS : ctas);
+}
+
+void cu_l2_prefetch(cu_state *cu, const void *p, size_t bytes) {
+    if (!cu->l2pf || !p || bytes < 16 || ((uintptr_t)p & 15) || !pf_fork(cu)) return;
+    bytes &= ~(size_t)15;
+    k_l2_prefetch<<<pf_ctas(bytes), PF_THREADS, 0, cu->pf_stream>>>((const unsigned char *)p, bytes, cu->l2pf == 2);
+    if (cudaGetLastError() != cudaSuccess) cu_fail(cu, "prefetch: the launch failed");
+}
+
+/* CTA (x, j): the x-th share of block ids[j]'s bytes [off, off + bytes) of base + ids[j] * stride (ids out of
+ * [0, E): none). The ids are read after the fork: the work before it wrote them. */
+__global__ void __launch_bounds__(PF_THREADS) k_l2_prefetch_ids(const unsigned char *base, const int32_t *ids, int E,
+                                                                 size_t stride, size_t off, size_t bytes, bool last) {
+    const int e = ids[blockIdx.y];
+    if (e < 0 || e >= E) return;
+    const unsigned char *p = base + (size_t)e * stride + off;
+    const size_t nthr = (size_t)gridDim.x * PF_THREADS, tid = (size_t)blockIdx.x * PF_THREADS + threadIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint64_t pol = 0;
+    if (last) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    for (size_t o = tid * PF_CHUNK; o < bytes; o += nthr * PF_CHUNK) {
+        const unsigned n = (unsigned)(bytes - o < PF_CHUNK ? bytes - o : PF_CHUNK);
+        if (last)
+            asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p + o), "r"(n), "l"(pol)
+                         : "memory");
+        else
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"(n) : "memory");
+    }
+#else
+    (void)last;
+    for (size_t o = tid * 128; o < bytes; o += nthr * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+#endif
+}
+
+void cu_l2_prefetch_ids(cu_state *cu, const void *base, const int32_t *ids, int n, int E, size_t stride, size_t off,
+                        size_t bytes, bool last) {
+    if (n <= 0 || bytes < 16 || (((uintptr_t)base + off) & 15) || (stride & 15) || !pf_fork(cu)) return;
+    bytes &= ~(size_t)15;
+    unsigned cx = pf_ctas(bytes);
+    k_l2_prefetch_ids<<<dim3(cx, (unsigned)n), PF_THREADS, 0, cu->pf_stream>>>((const unsigned char *)base, ids, E,
+                                                                                stride, off, bytes, last);
+    if (cudaGetLastError() != cudaSuccess) cu_fail(cu, "prefetch: the launch failed");
 }
 
 void cu_prefetch_join(cu_state *cu) {

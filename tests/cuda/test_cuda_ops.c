@@ -2251,6 +2251,7 @@ typedef struct moe_case {
     const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("1": the fused down + combine past 1024 inputs) */
     const char *xpf;      /* VLLM_CUDA_MOE_XPF for them ("1": the one-token down GEMV prefetches its input) */
     const char *pers;     /* VLLM_CUDA_MOE_PERSIST for them ("1": the one-token gate|up GEMV loops over its blocks) */
+    const char *pfd;      /* VLLM_CUDA_MOE_PFD for them ("1", "2": the chosen experts' rows prefetched into L2) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2263,7 +2264,7 @@ static void test_moe_experts_case(const moe_case *mc) {
               {mc->early, "VLLM_CUDA_MOE_EARLY", "early"}, {mc->dch, "VLLM_CUDA_MOE_DCH", "dch"},
               {mc->dccp, "VLLM_CUDA_MOE_DCCP", "dccp"},    {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"},
               {mc->xpf, "VLLM_CUDA_MOE_XPF", "xpf"},       {mc->pers, "VLLM_CUDA_MOE_PERSIST", "persist"},
-              {mc->wg, "VLLM_CUDA_MOE_WG", "wg"}};
+              {mc->wg, "VLLM_CUDA_MOE_WG", "wg"},          {mc->pfd, "VLLM_CUDA_MOE_PFD", "pfd"}};
     const size_t nsw = sizeof sw / sizeof *sw;
     for (size_t i = 0; i < nsw; i++)
         if (sw[i].v) setenv(sw[i].name, sw[i].v, 1);
@@ -3043,6 +3044,16 @@ static void test_moe(void) {
          .ks = "1", .pers = "1"},
         {.E = 128, .k = 64, .T = 1, .D = 256, .I = 256, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
          .pers = "1"},
+        /* the chosen experts' rows prefetched into L2 on the side stream (VLLM_CUDA_MOE_PFD=1: down; 2: and the last
+         * pairs' gate|up; 3: every pair's gate|up): the same values, repeated ids, the split kernels after it */
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .pfd = "1"},
+        {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 768, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .pfd = "2"},
+        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
+         .comb = "split", .pfd = "2"},
+        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .pfd = "3"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
@@ -3084,17 +3095,19 @@ static void test_moe(void) {
         gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);
         expect_device_error("moe_experts");
         /* ... and at one token (no permutation: the expert GEMV reads the ids), above and below the range, on the
-         * fused down + combine, the split kernels, the down + combine from shared memory and the looping GEMV */
+         * fused down + combine, the split kernels, the down + combine from shared memory, the looping GEMV and with
+         * the experts' rows prefetched (the prefetch skips them) */
         const int32_t bad1[2][2] = {{3, 8}, {-1, 2}};
-        for (int c = 0; c < 8; c++) {
+        for (int c = 0; c < 10; c++) {
             be_experts *c1 = NULL, *g1 = eg;
             float *keep1 = NULL;
             if (c >= 2) { /* at creation: the split kernels (VLLM_CUDA_MOE_COMBINE=split), k_moe_down_cp (DCCP=1), the
-                             looping gate|up GEMV (PERSIST=1) */
+                             looping gate|up GEMV (PERSIST=1), the prefetch (PFD=2) */
                 const char *var = c < 4   ? "VLLM_CUDA_MOE_COMBINE"
                                   : c < 6 ? "VLLM_CUDA_MOE_DCCP"
-                                          : "VLLM_CUDA_MOE_PERSIST";
-                setenv(var, c < 4 ? "split" : "1", 1);
+                                  : c < 8 ? "VLLM_CUDA_MOE_PERSIST"
+                                          : "VLLM_CUDA_MOE_PFD";
+                setenv(var, c < 4 ? "split" : c < 8 ? "1" : "2", 1);
                 moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &c1, &g1, &keep1);
                 unsetenv(var);
             }

@@ -20,13 +20,13 @@
 #define PF_THREADS 32
 #define PF_MAX_CTAS 32
 
-__global__ void __launch_bounds__(PF_THREADS) k_l2_prefetch(const unsigned char *p, size_t bytes, bool last) {
-    const size_t nthr = (size_t)gridDim.x * PF_THREADS, tid = (size_t)blockIdx.x * PF_THREADS + threadIdx.x;
+/* Thread tid of nthr: its 16 KB chunks of [p, p + bytes) toward L2 (bytes a multiple of 16). */
+__device__ __forceinline__ void pf_range(const unsigned char *p, size_t bytes, size_t tid, size_t nthr, bool last) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     uint64_t pol = 0;
     if (last) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
     for (size_t off = tid * PF_CHUNK; off < bytes; off += nthr * PF_CHUNK) {
-        const unsigned n = (unsigned)(bytes - off < PF_CHUNK ? bytes - off : PF_CHUNK); /* a multiple of 16 */
+        const unsigned n = (unsigned)(bytes - off < PF_CHUNK ? bytes - off : PF_CHUNK);
         if (last)
             asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p + off), "r"(n),
                          "l"(pol)
@@ -38,6 +38,10 @@ __global__ void __launch_bounds__(PF_THREADS) k_l2_prefetch(const unsigned char 
     (void)last;
     for (size_t off = tid * 128; off < bytes; off += nthr * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
 #endif
+}
+
+__global__ void __launch_bounds__(PF_THREADS) k_l2_prefetch(const unsigned char *p, size_t bytes, bool last) {
+    pf_range(p, bytes, (size_t)blockIdx.x * PF_THREADS + threadIdx.x, (size_t)gridDim.x * PF_THREADS, last);
 }
 
 /* The side stream and its two events, made at the first prefetch. */
@@ -81,28 +85,15 @@ void cu_l2_prefetch(cu_state *cu, const void *p, size_t bytes) {
 }
 
 /* CTA (x, j): the x-th share of block ids[j]'s bytes [off, off + bytes) of base + ids[j] * stride (ids out of
- * [0, E): none). The ids are read after the fork: the work before it wrote them. */
+ * [0, E): none). The ids are read after the fork: the work before it wrote them. Run eagerly, the stream may
+ * already be rewriting them for a later call (a buffer the layers share): the prefetch then fetches other blocks,
+ * a wasted hint and no wrong result (every id is checked against E). */
 __global__ void __launch_bounds__(PF_THREADS) k_l2_prefetch_ids(const unsigned char *base, const int32_t *ids, int E,
                                                                  size_t stride, size_t off, size_t bytes, bool last) {
     const int e = ids[blockIdx.y];
     if (e < 0 || e >= E) return;
-    const unsigned char *p = base + (size_t)e * stride + off;
-    const size_t nthr = (size_t)gridDim.x * PF_THREADS, tid = (size_t)blockIdx.x * PF_THREADS + threadIdx.x;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint64_t pol = 0;
-    if (last) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    for (size_t o = tid * PF_CHUNK; o < bytes; o += nthr * PF_CHUNK) {
-        const unsigned n = (unsigned)(bytes - o < PF_CHUNK ? bytes - o : PF_CHUNK);
-        if (last)
-            asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p + o), "r"(n), "l"(pol)
-                         : "memory");
-        else
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"(n) : "memory");
-    }
-#else
-    (void)last;
-    for (size_t o = tid * 128; o < bytes; o += nthr * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
-#endif
+    pf_range(base + (size_t)e * stride + off, bytes, (size_t)blockIdx.x * PF_THREADS + threadIdx.x,
+             (size_t)gridDim.x * PF_THREADS, last);
 }
 
 void cu_l2_prefetch_ids(cu_state *cu, const void *base, const int32_t *ids, int n, int E, size_t stride, size_t off,

@@ -453,7 +453,6 @@ static vllm_status cu_graph_end(backend *be, be_graph **out) {
     *out = NULL;
     if (!cu->capturing) return vt_error(VLLM_ERR_INVALID_ARG, "cuda graph_end: no graph is being recorded");
     cudaGraph_t graph = NULL;
-    cu_prefetch_join(cu); /* a forked side stream rejoins before the end */
     cudaError_t e = cudaStreamEndCapture(cu->stream, &graph);
     cu->capturing = false;
     if (e != cudaSuccess) {
@@ -513,13 +512,11 @@ static void cu_destroy(backend *be) {
     if (cu) {
         if (cu->capturing) {
             cudaGraph_t g = NULL;
-            cu_prefetch_join(cu);
             cudaStreamEndCapture(cu->stream, &g);
             if (g) cudaGraphDestroy(g);
             cudaGetLastError();
         }
         if (cu->stream) cudaStreamSynchronize(cu->stream);
-        cu_prefetch_free(cu);
         cu_comm_free(cu);
         LOG_D("cuda backend: %zu MiB of device memory held at exit", cu->bytes_allocated >> 20);
         cu_sample_free(cu);
@@ -656,7 +653,6 @@ static const backend_ops CU_OPS = {
     .linear_free = cu_linear_free,
     .linear = cu_linear,
     .linear_fused = cu_linear_fused,
-    .prefetch_linear = cu_linear_prefetch,
     .embedding = cu_embedding,
     .rms_norm = cu_rms_norm,
     .add = cu_add,
@@ -782,10 +778,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     /* head_dim 256 (Gemma 3) on the tensor-core decode kernel: opt-in until measured on the device */
     cu->dtc_hd256 = getenv("VLLM_CUDA_DTC_HD256") && strcmp(getenv("VLLM_CUDA_DTC_HD256"), "0") != 0;
     cu->stack_on = getenv("VLLM_CUDA_STACK") && strcmp(getenv("VLLM_CUDA_STACK"), "0") != 0;
-    {
-        const char *pf = getenv("VLLM_CUDA_L2PF");
-        cu->l2pf = !pf ? 0 : !strcmp(pf, "1") ? 1 : !strcmp(pf, "last") ? 2 : 0;
-    }
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     what = "cudaStreamCreate";
     if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;

@@ -160,10 +160,6 @@ typedef struct cu_state {
     const void *nonport[CU_NONPORT_MAX]; /* kernels allowed non-portable cluster sizes on this device (so far) */
     int n_nonport;
     bool capturing;                /* between graph_begin and graph_end */
-    int l2pf;                      /* VLLM_CUDA_L2PF: weight prefetches into L2 (ops_prefetch.cu): 0 off, 1, 2 evict_last */
-    cudaStream_t pf_stream;        /* their side stream and its fork / join events (made at the first prefetch) */
-    cudaEvent_t pf_fork, pf_join;
-    bool pf_forked;                /* a prefetch forked the side stream in the recording: join it before its end */
     cu_stage stage;                /* upload staging */
     cu_buf attn_ws;                /* split-KV partial results (device) */
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
@@ -529,17 +525,6 @@ void cu_linear_free(backend *be, be_linear *lin);
 void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y);
 void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
 void cu_plans_free(cu_state *cu);
-
-/* ops_prefetch.cu: bytes from p into L2 on the side stream, concurrent with what the stream runs next (no-op unless
- * VLLM_CUDA_L2PF); the recording's join before its end; the stream and events freed */
-void cu_l2_prefetch(cu_state *cu, const void *p, size_t bytes);
-/* ... and each of n blocks ids[j] (in [0, E), device ints the work queued so far wrote): bytes at base + ids[j] *
- * stride + off (whatever VLLM_CUDA_L2PF says: the caller's switch); last: an L2 evict_last policy */
-void cu_l2_prefetch_ids(cu_state *cu, const void *base, const int32_t *ids, int n, int E, size_t stride, size_t off,
-                        size_t bytes, bool last);
-void cu_prefetch_join(cu_state *cu);
-void cu_prefetch_free(cu_state *cu);
-void cu_linear_prefetch(backend *be, const be_linear *lin);
 
 /* ops_elementwise.cu */
 void cu_add_rms_norm(backend *be, tensor *x, const tensor *y, const tensor *w, float eps, tensor *out);

@@ -1097,11 +1097,6 @@ static gv_args gemv_args(const tensor *x, tensor *y, int T, int N, int K) {
 static void linear_run(cu_state *cu, const be_linear *lin, const tensor *x, tensor *y, bool accumulate);
 
 // x (T, in) BF16, W (out, in) -> y (T, out) BF16 or F32; y must not overlap x
-/* backend_ops.prefetch_linear: a BF16 layer's weights into L2 (ops_prefetch.cu; block, FP8 and int4 layers: none) */
-void cu_linear_prefetch(backend *be, const be_linear *lin) {
-    if (lin && lin->w && !lin->nq && !lin->f8 && !lin->i4) cu_l2_prefetch(cu_of(be), lin->w, (size_t)lin->out * (size_t)lin->in * sizeof(__nv_bfloat16));
-}
-
 void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y) {
     cu_state *cu = cu_of(be);
     if (!lin) {

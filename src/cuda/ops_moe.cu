@@ -248,10 +248,6 @@ struct be_experts {
     bool xpf;                   /* VLLM_CUDA_MOE_XPF=1 at creation: the one-token down GEMV (the split kernels)
                                    prefetches its first pass's input chunks into L1 before its weight loads (a
                                    measurement switch) */
-    int pfd;                    /* VLLM_CUDA_MOE_PFD=1 at creation: one token's chosen experts' down rows prefetched into
-                                   L2 on the side stream while the gate|up GEMV runs (ops_prefetch.cu); 2: and the
-                                   gate|up rows of its second half of the pairs; 3: every pair's gate|up rows (no
-                                   down); 0 (default) none */
     bool pers;                  /* VLLM_CUDA_MOE_PERSIST=1 at creation: the one-token gate|up GEMV on a grid of at most
                                    the resident CTAs, each looping over its row blocks (a measurement switch) */
     bool dc_cp;                 /* VLLM_CUDA_MOE_DCCP=1 at creation: the down + combine copies its weight rows into
@@ -407,8 +403,6 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->dc_long = env_is("VLLM_CUDA_MOE_DCLONG", "1");
     ex->xpf = env_is("VLLM_CUDA_MOE_XPF", "1");
     ex->pers = env_is("VLLM_CUDA_MOE_PERSIST", "1");
-    for (int v = 1; v <= 3; v++)
-        if (env_is("VLLM_CUDA_MOE_PFD", v == 1 ? "1" : v == 2 ? "2" : "3")) ex->pfd = v;
     ex->dc_cp = env_is("VLLM_CUDA_MOE_DCCP", "1");
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
@@ -2196,16 +2190,6 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
                                                                                      : k_moe_gemv<2, 8>;
         mgv_kernel gv1 = T <= 1 ? gv_one_token(1, ks1, ex->xpf) : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                      : k_moe_gemv<1, 8>;
-        /* VLLM_CUDA_MOE_PFD: the chosen experts' down rows (and the last pairs' gate|up rows) toward L2 beside the
-         * gate|up GEMV (a side stream forked here, after the routing wrote ids) */
-        if (direct && ex->pfd) {
-            const size_t eb = (size_t)D * (size_t)I * 2;
-            if (ex->pfd <= 2) cu_l2_prefetch_ids(cu, ex->down, pa.ids, N, E, eb, 0, eb, false);
-            if (ex->pfd >= 2) {
-                const int j0 = ex->pfd == 2 ? N / 2 : 0;
-                cu_l2_prefetch_ids(cu, ex->gu, pa.ids + j0, N - j0, E, 2 * eb, 0, 2 * eb, false);
-            }
-        }
         /* 128-pair tiles on wgmma where sm_90a's code runs */
         const bool wg = grouped && bm == WG_BM && cu->sm90 && !ex->no_wg;
         if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2, grid2, dim3(MGV_WARPS * 32), 0, g)

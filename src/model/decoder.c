@@ -92,8 +92,6 @@ typedef struct llama {
     be_dense_layer *stack_layers;
     be_dense_stack stack;
     bool stack_ok;
-    bool pf_next;                /* VLLM_PF_NEXT=1: decode steps hint the next layer's qkv weights after the o
-                                    projection (backend.h prefetch_linear; a measurement switch) */
     bool moe_add_apart;          /* VLLM_MOE_ADD_APART=1: routed-only MoE layers write o, then x += o (a measurement
                                     switch; by default their combine accumulates into x) */
 } llama;
@@ -569,8 +567,6 @@ static vllm_status decoder_build(model *m, weight_source *ws) {
     if ((st = stack_prepare(m))) return st;
     const char *apart = getenv("VLLM_MOE_ADD_APART");
     lm->moe_add_apart = apart && !strcmp(apart, "1");
-    const char *pfn = getenv("VLLM_PF_NEXT");
-    lm->pf_next = pfn && !strcmp(pfn, "1");
     /* Gemma: torch.tensor(hidden_size ** 0.5, dtype=the activations' dtype) */
     lm->embed_scale = sqrtf((float)c->hidden_size);
     if (be->act_dtype == DTYPE_BF16) lm->embed_scale = bf16_to_f32(f32_to_bf16(lm->embed_scale));
@@ -770,8 +766,6 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
         tensor act1 = tensor_cols(&a, 0, c->intermediate_size);
         ops->dense_stack_decode(be, &lm->stack, &x, &s->positions, model_step_meta(s, 0), &qkv, &attn, &act1);
     }
-    /* decode-sized steps hint the weights of the GEMV after a latency-bound stretch (backend.h prefetch_linear) */
-    const bool pf = ops->prefetch_linear && T <= 8;
     for (int l = 0; !stacked && l < c->num_layers; l++) {
         llama_layer *L = &lm->layers[l];
         const layer_spec *ls = &c->layers[l];
@@ -798,7 +792,6 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
                                              .norm_kind = nk};
                 ops->linear_fused(be, L->qkv, &x, &attn_in, &qkv);       /* norm(x) -> (T, qd + 2 kvd) */
             }
-            if (pf) ops->prefetch_linear(be, L->o); /* o's weights toward the cache while the attention runs */
             /* q/k norms, rope, k/v into the paged cache */
             const bool head_norm = c->qk_norm && c->qk_norm_kind != QK_NORM_PROJ;
             if (c->qk_norm && !head_norm) {                               /* over the whole projection (OLMo-2) */
@@ -833,8 +826,6 @@ static vllm_status llama_run(model *m, model_cache *cache, const model_step *s, 
             mlp_normed = c->norm_layout == NORM_LAYOUT_SANDWICH;
             residual_add(m, L, &x, &o, &h, &L->attn_out_norm, mlp_normed);
         }
-        if (pf && lm->pf_next && l + 1 < c->num_layers && lm->layers[l + 1].qkv)
-            ops->prefetch_linear(be, lm->layers[l + 1].qkv);          /* the next layer's, during this one's MLP */
 
         if (ls->mlp == MLP_MOE) {
             /* h = mlp_norm(x); o = sum over the top k of w_e expert_e(h) [+ sigmoid(h.g) shared(h)]. The norm

@@ -379,10 +379,6 @@ typedef struct backend_ops {
      * GPU runs decode-sized batches of it as one kernel; as
      * linear_fused_composite (tensor/op_composite.h) otherwise. */
     void (*linear_fused)(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
-    /* A hint, NULL where a backend has no use for it: lin's weights are read soon (a decode step's next
-     * GEMV), so the backend may start bringing them into its cache alongside the ops queued next. No result
-     * depends on it. */
-    void (*prefetch_linear)(backend *be, const be_linear *lin);
     /* out (T, D) = table[ids] ; table (V, D) any float dtype, ids (T) I32 */
     void (*embedding)(backend *be, const tensor *table, const tensor *ids, tensor *out);
     /* RMSNorm over groups of w's length along each row:

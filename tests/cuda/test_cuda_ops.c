@@ -1451,73 +1451,6 @@ static void test_linear_tuned(void) {
     gpu = plain;
 }
 
-/* prefetch_linear (VLLM_CUDA_L2PF=1 / last: a second CUDA backend made with it; the default one takes the hint as a
- * no-op): a hint that changes no result, eagerly and recorded (its side stream forks from the recording and joins
- * it before graph_end, also when the prefetch is the recording's last op), over graph replays */
-static void test_prefetch(void) {
-    backend *plain = gpu;
-    const char *modes[3] = {NULL, "1", "last"};
-    for (int mi = 0; mi < 3; mi++) {
-        backend *b = plain;
-        if (modes[mi]) {
-            setenv("VLLM_CUDA_L2PF", modes[mi], 1);
-            vllm_status st = backend_create("cuda", NULL, &b);
-            unsetenv("VLLM_CUDA_L2PF");
-            CHECK_MSG(st == VLLM_OK, "a CUDA backend with VLLM_CUDA_L2PF=%s: %s", modes[mi], vllm_last_error());
-            if (st != VLLM_OK) continue;
-        }
-        gpu = b;
-        CHECK(b->ops->prefetch_linear != NULL);
-        const int out = 520, in = 4096; /* 4.1 MB of weights: ~260 bulk prefetches */
-        float *wf = malloc((size_t)out * in * sizeof *wf);
-        for (int64_t j = 0; j < (int64_t)out * in; j++) wf[j] = rnd() * 0.05f;
-        void *wb = pack(wf, (int64_t)out * in, DTYPE_BF16);
-        tensor wt = tensor_2d(DTYPE_BF16, wb, out, in);
-        const tensor *wh[1] = {&wt};
-        be_linear *lin = NULL;
-        CHECK_OK(b->ops->linear_create(b, wh, NULL, 1, &lin));
-        float *h;
-        tensor xc, xg;
-        rand_pair(1, in, 1.0f, &h, &xc, &xg);
-        tensor ye = put(b, DTYPE_BF16, 1, out, NULL), yg = put(b, DTYPE_BF16, 1, out, NULL);
-        if (lin) {
-            b->ops->prefetch_linear(b, lin);
-            b->ops->linear(b, lin, &xg, &ye);
-            float *e = get(b, &ye);
-            for (int last = 0; last < 2; last++) {
-                be_graph *gr = NULL;
-                poison(&yg);
-                CHECK_OK(b->ops->graph_begin(b));
-                if (!last) b->ops->prefetch_linear(b, lin);
-                b->ops->linear(b, lin, &xg, &yg);
-                if (last) b->ops->prefetch_linear(b, lin); /* nothing after it: the join alone */
-                CHECK_OK(b->ops->graph_end(b, &gr));
-                for (int rep = 0; rep < 2 && gr; rep++) {
-                    CHECK_OK(b->ops->graph_launch(b, gr));
-                    float *g = get(b, &yg);
-                    CHECK_MSG(memcmp(g, e, (size_t)out * sizeof *g) == 0,
-                              "prefetch_linear (L2PF %s, %s) changed the linear's output (replay %d)",
-                              modes[mi] ? modes[mi] : "off", last ? "last op" : "first op", rep);
-                    free(g);
-                }
-                if (gr) b->ops->graph_free(b, gr);
-            }
-            free(e);
-            CHECK_OK(b->ops->synchronize(b));
-        }
-        b->ops->linear_free(b, lin);
-        drop(b, &xg);
-        drop(cpu, &xc);
-        drop(b, &ye);
-        drop(b, &yg);
-        free(h);
-        free(wf);
-        free(wb);
-        if (b != plain) backend_free(b);
-    }
-    gpu = plain;
-}
-
 /* ---- sampling ---- */
 
 #define SV 3000   /* vocabulary of the sampling tests */
@@ -2251,7 +2184,6 @@ typedef struct moe_case {
     const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("1": the fused down + combine past 1024 inputs) */
     const char *xpf;      /* VLLM_CUDA_MOE_XPF for them ("1": the one-token down GEMV prefetches its input) */
     const char *pers;     /* VLLM_CUDA_MOE_PERSIST for them ("1": the one-token gate|up GEMV loops over its blocks) */
-    const char *pfd;      /* VLLM_CUDA_MOE_PFD for them ("1", "2": the chosen experts' rows prefetched into L2) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2264,7 +2196,7 @@ static void test_moe_experts_case(const moe_case *mc) {
               {mc->early, "VLLM_CUDA_MOE_EARLY", "early"}, {mc->dch, "VLLM_CUDA_MOE_DCH", "dch"},
               {mc->dccp, "VLLM_CUDA_MOE_DCCP", "dccp"},    {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"},
               {mc->xpf, "VLLM_CUDA_MOE_XPF", "xpf"},       {mc->pers, "VLLM_CUDA_MOE_PERSIST", "persist"},
-              {mc->wg, "VLLM_CUDA_MOE_WG", "wg"},          {mc->pfd, "VLLM_CUDA_MOE_PFD", "pfd"}};
+              {mc->wg, "VLLM_CUDA_MOE_WG", "wg"}};
     const size_t nsw = sizeof sw / sizeof *sw;
     for (size_t i = 0; i < nsw; i++)
         if (sw[i].v) setenv(sw[i].name, sw[i].v, 1);
@@ -3044,16 +2976,6 @@ static void test_moe(void) {
          .ks = "1", .pers = "1"},
         {.E = 128, .k = 64, .T = 1, .D = 256, .I = 256, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
          .pers = "1"},
-        /* the chosen experts' rows prefetched into L2 on the side stream (VLLM_CUDA_MOE_PFD=1: down; 2: and the last
-         * pairs' gate|up; 3: every pair's gate|up): the same values, repeated ids, the split kernels after it */
-        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .pfd = "1"},
-        {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 768, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .pfd = "2"},
-        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .comb = "split", .pfd = "2"},
-        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .pfd = "3"},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
@@ -3095,19 +3017,17 @@ static void test_moe(void) {
         gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);
         expect_device_error("moe_experts");
         /* ... and at one token (no permutation: the expert GEMV reads the ids), above and below the range, on the
-         * fused down + combine, the split kernels, the down + combine from shared memory, the looping GEMV and with
-         * the experts' rows prefetched (the prefetch skips them) */
+         * fused down + combine, the split kernels, the down + combine from shared memory and the looping GEMV */
         const int32_t bad1[2][2] = {{3, 8}, {-1, 2}};
-        for (int c = 0; c < 10; c++) {
+        for (int c = 0; c < 8; c++) {
             be_experts *c1 = NULL, *g1 = eg;
             float *keep1 = NULL;
             if (c >= 2) { /* at creation: the split kernels (VLLM_CUDA_MOE_COMBINE=split), k_moe_down_cp (DCCP=1), the
-                             looping gate|up GEMV (PERSIST=1), the prefetch (PFD=2) */
+                             looping gate|up GEMV (PERSIST=1) */
                 const char *var = c < 4   ? "VLLM_CUDA_MOE_COMBINE"
                                   : c < 6 ? "VLLM_CUDA_MOE_DCCP"
-                                  : c < 8 ? "VLLM_CUDA_MOE_PERSIST"
-                                          : "VLLM_CUDA_MOE_PFD";
-                setenv(var, c < 4 ? "split" : c < 8 ? "1" : "2", 1);
+                                          : "VLLM_CUDA_MOE_PERSIST";
+                setenv(var, c < 4 ? "split" : "1", 1);
                 moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &c1, &g1, &keep1);
                 unsetenv(var);
             }
@@ -3494,7 +3414,6 @@ int main(void) {
     test_linear();
     test_linear_fused();
     test_linear_tuned();
-    test_prefetch();
     test_sampling();
     test_graph();
     test_supports();

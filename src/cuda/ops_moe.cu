@@ -97,6 +97,18 @@
  *    ncu 45.7 / 35.7 / 42.8 us against 21.4 + 18.2: its DRAM throughput followed its warps a SM (1.2-1.6 TB/s at 8-16
  *    warps against the gate|up GEMV's 2.35 at 28), and it overlaps nothing before or after it (208 KB of shared memory
  *    an SM).
+ *    Session 34 (H100, ms a step, one call): the fused down + combine with h in shared memory past one pass of 1024
+ *    inputs: DeepSeek-V2-Lite (1408, two passes) 3.139 -> 2.72, now the default up to two passes; gpt-oss-20b (2880,
+ *    three) 3.141 -> 3.236, not. Measured and dropped the same call (Qwen3-30B-A3B 3.393; gpt-oss-20b 3.141;
+ *    DeepSeek-V2-Lite 3.132; Qwen3.5-35B-A3B 3.288): the down + combine with all its weight rows copied into shared
+ *    memory before the PDL wait (k_moe_down_cp, 8 columns a CTA, two CTAs an SM) 3.510 on Qwen3-30B-A3B; the
+ *    one-token gate|up GEMV on at most the resident CTAs looping over its blocks, its ids read once: 3.422, 3.171,
+ *    3.244, 3.302; the split kernels' down GEMV prefetching its input into L1: 3.470 (gpt-oss), 3.723 (V2-Lite); the
+ *    chosen experts' rows prefetched into L2 by bulk prefetches (cp.async.bulk.prefetch.L2) on a side stream forked
+ *    after the routing: their down rows 3.600, with half the gate|up rows 4.093, every gate|up row 3.770 (the
+ *    prefetches compete with the GEMV's own loads for the same DRAM time; the step has no idle bandwidth to fill
+ *    while the experts stream). The same side-stream prefetch of o_proj's weights during the attention: 3.442
+ *    (gpt-oss 3.184), and of the next layer's qkv during the MoE: 3.613.
  *    Measured and dropped (H200, test_cuda_perf's MoE rows, graphs): no permutation kernel, each GEMV CTA
  *    finding its expert and the expert's pairs from ids itself (a shared bitmask of the chosen experts, its
  *    a-th set bit, a ballot of the pairs; rows indexed by pair) was slower: batch 1 47.8 -> 49.6 us, batch 8
@@ -243,15 +255,9 @@ struct be_experts {
                                    its weights only after its PDL wait (a measurement switch) */
     bool dc_hs_off;             /* VLLM_CUDA_MOE_DCH=0 at creation: the down + combine reads h through L2, not from
                                    shared memory (a measurement switch) */
-    bool dc_long;               /* VLLM_CUDA_MOE_DCLONG=1 at creation: the fused down + combine also for rows of more
-                                   than 1024 inputs where h fits its shared memory (a measurement switch) */
-    bool xpf;                   /* VLLM_CUDA_MOE_XPF=1 at creation: the one-token down GEMV (the split kernels)
-                                   prefetches its first pass's input chunks into L1 before its weight loads (a
-                                   measurement switch) */
-    bool pers;                  /* VLLM_CUDA_MOE_PERSIST=1 at creation: the one-token gate|up GEMV on a grid of at most
-                                   the resident CTAs, each looping over its row blocks (a measurement switch) */
-    bool dc_cp;                 /* VLLM_CUDA_MOE_DCCP=1 at creation: the down + combine copies its weight rows into
-                                   shared memory (k_moe_down_cp) where they fit (a measurement switch) */
+    int dc_long;                /* the fused down + combine for rows of more than one pass (1024 inputs), where h fits
+                                   its shared memory: 1 (default) up to two passes, 0 none (VLLM_CUDA_MOE_DCLONG=0 at
+                                   creation), 2 any length (=1; measurement switches) */
     int gv_ks;                  /* VLLM_CUDA_MOE_KS=1|2|4 at creation: the one-token expert GEMV's split-K (a
                                    measurement switch; 0: gv_pick_ks's choice) */
     bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
@@ -400,10 +406,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->no_wg = env_is("VLLM_CUDA_MOE_WG", "0");
     ex->late_off = env_is("VLLM_CUDA_MOE_EARLY", "0");
     ex->dc_hs_off = env_is("VLLM_CUDA_MOE_DCH", "0");
-    ex->dc_long = env_is("VLLM_CUDA_MOE_DCLONG", "1");
-    ex->xpf = env_is("VLLM_CUDA_MOE_XPF", "1");
-    ex->pers = env_is("VLLM_CUDA_MOE_PERSIST", "1");
-    ex->dc_cp = env_is("VLLM_CUDA_MOE_DCCP", "1");
+    ex->dc_long = env_is("VLLM_CUDA_MOE_DCLONG", "0") ? 0 : env_is("VLLM_CUDA_MOE_DCLONG", "1") ? 2 : 1;
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
@@ -1016,7 +1019,6 @@ struct mgv_args {
     const __nv_bfloat16 *bias;  /* NULL, or output r of expert e (NR = 2: gate r, up R + r) += bias[e * bes + r] in
                                    f32 before the activation / the BF16 rounding (tested in the epilogues only) */
     int64_t bes;
-    int pnbx, pslots;           /* k_moe_gemv's PERS: row blocks a slot, slots (one token: the pairs) */
     bool late_launch;           /* pdl_launch() after pdl_wait(), so that the next kernel (the down + combine) may read
                                    the routing and the permutation before its own wait (dc_args.early) */
 };
@@ -1037,7 +1039,7 @@ __device__ __forceinline__ uint4 mgv_load(const uint4 *p) { return STREAM ? __ld
  * memory (in warp order) before the epilogue; a CTA then covers 8 / KS rows. The host picks it so that the grid
  * fills its last wave of resident CTAs (a one-token step of Qwen3-30B-A3B: 768 CTAs of whole rows are 1.45 waves
  * at 4 an SM on 132 SMs, the second wave half idle; 1,536 of half rows are 2.9). */
-template <int NR, int TT, int MINB = 1, int UO = 0, int KS = 1, bool XPF = false, bool PERS = false>
+template <int NR, int TT, int MINB = 1, int UO = 0, int KS = 1>
 __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     static_assert(MGV_WARPS % KS == 0, "a CTA holds whole rows");
     /* 16-byte chunks per lane per row in flight: more when few tokens (UO: the launch's choice) */
@@ -1053,162 +1055,127 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
         pdl_wait();
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    __shared__ float red[KS > 1 ? MGV_WARPS : 1][NR][TT]; /* split-K: each warp's partial dots */
-    /* PERS (one token, ids): a grid of at most the resident CTAs, each taking blocks (bx, by) = (vb % pnbx,
-     * vb / pnbx) for vb = blockIdx.x, + gridDim.x, ...; the ids read once into shared memory */
-    __shared__ int sid[PERS ? CU_MOE_GEMV_MAX_PAIRS : 1];
-    if constexpr (PERS) {
-        if (threadIdx.x < a.pslots) sid[threadIdx.x] = a.ids[threadIdx.x];
-        __syncthreads();
+    /* this CTA's expert, its first position and its pairs in one load (slot has gridDim.y = min(E, N) entries;
+     * expert -1: a slot past the experts with tokens); one token without a permutation: pair blockIdx.y */
+    int e, p0, n;
+    if (a.ids) {
+        e = a.ids[blockIdx.y];
+        p0 = (int)blockIdx.y;
+        n = 1;
+        if (e < 0 || e >= a.E) {
+            if (blockIdx.x == 0 && threadIdx.x == 0) cu_report(a.err, CU_DEV_MOE_ID, 0, e, a.E);
+            return;
+        }
+    } else {
+        const int4 sl = a.slot[blockIdx.y];
+        e = sl.x;
+        p0 = sl.y;
+        n = sl.z;
+        if (e < 0) return;
     }
-    /* block (bx, by) (the CTA (blockIdx.x, blockIdx.y) without PERS): slot by's expert, its first position and
-     * its pairs in one load (slot has min(E, N) entries; expert -1: a slot past the experts with tokens); one
-     * token without a permutation: pair by */
-    auto block = [&](const int bx, const int by) {
-        int e, p0, n;
-        if (a.ids) {
-            e = PERS ? sid[by] : a.ids[by];
-            p0 = by;
-            n = 1;
-            if (e < 0 || e >= a.E) {
-                if (bx == 0 && threadIdx.x == 0) cu_report(a.err, CU_DEV_MOE_ID, 0, e, a.E);
-                return;
+    const int r = blockIdx.x * (MGV_WARPS / KS) + warp / KS, kp = warp % KS;
+    if (KS == 1 && r >= a.R) return; /* split-K: every warp stays for the barriers (a row past R: no chunks) */
+    /* this warp's chunks [c0, c0 + KC) of each row (the weight and input pointers start at c0) */
+    int c0 = 0, KC = a.K >> 3;
+    if constexpr (KS > 1) {
+        const int per = (KC + KS - 1) / KS;
+        c0 = r < a.R ? min(kp * per, KC) : 0;
+        KC = r < a.R ? min(KC - c0, per) : 0;
+    }
+    const uint4 *w[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++)
+        w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)min(r, a.R - 1) + (int64_t)q * a.R) * a.K) + c0;
+    __shared__ float red[KS > 1 ? MGV_WARPS : 1][NR][TT]; /* split-K: each warp's partial dots */
+    /* one pass: evict-first; more: keep the rows for the next pass. A constant inside (a runtime flag made each
+     * weight load a branch between two load kinds) */
+    auto body = [&](auto st) {
+        constexpr bool stream = decltype(st)::value;
+        for (int g0 = 0; g0 < n; g0 += TT) {
+            const int ng = n - g0 < TT ? n - g0 : TT;
+            const uint4 *xr[TT];
+#pragma unroll
+            for (int tt = 0; tt < TT; tt++) {
+                const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
+                const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
+                xr[tt] = (const uint4 *)(a.x + row * a.xs) + c0;
             }
-        } else {
-            const int4 sl = a.slot[by];
-            e = sl.x;
-            p0 = sl.y;
-            n = sl.z;
-            if (e < 0) return;
-        }
-        const int r = bx * (MGV_WARPS / KS) + warp / KS, kp = warp % KS;
-        if (KS == 1 && r >= a.R) return; /* split-K: every warp stays for the barriers (a row past R: no chunks) */
-        /* this warp's chunks [c0, c0 + KC) of each row (the weight and input pointers start at c0) */
-        int c0 = 0, KC = a.K >> 3;
-        if constexpr (KS > 1) {
-            const int per = (KC + KS - 1) / KS;
-            c0 = r < a.R ? min(kp * per, KC) : 0;
-            KC = r < a.R ? min(KC - c0, per) : 0;
-        }
-        const uint4 *w[NR];
+            float acc[NR][TT];
 #pragma unroll
-        for (int q = 0; q < NR; q++)
-            w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)min(r, a.R - 1) + (int64_t)q * a.R) * a.K) +
-                   c0;
-        /* one pass: evict-first; more: keep the rows for the next pass. A constant inside (a runtime flag made each
-         * weight load a branch between two load kinds) */
-        auto body = [&](auto st) {
-            constexpr bool stream = decltype(st)::value;
-            for (int g0 = 0; g0 < n; g0 += TT) {
-                const int ng = n - g0 < TT ? n - g0 : TT;
-                const uint4 *xr[TT];
+            for (int q = 0; q < NR; q++)
 #pragma unroll
-                for (int tt = 0; tt < TT; tt++) {
-                    const int pp = p0 + g0 + (tt < ng ? tt : ng - 1);
-                    const int64_t row = a.one_token ? 0 : a.by_token ? a.perm[pp] / a.k : pp;
-                    xr[tt] = (const uint4 *)(a.x + row * a.xs) + c0;
+                for (int tt = 0; tt < TT; tt++) acc[q][tt] = 0.0f;
+            for (int base = 0; base < KC; base += 32 * U) {
+                uint4 wv[U][NR];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int c = base + lane + 32 * u;
+#pragma unroll
+                    for (int q = 0; q < NR; q++)
+                        wv[u][q] = c < KC ? mgv_load<stream>(w[q] + c) : make_uint4(0, 0, 0, 0);
                 }
-                if constexpr (XPF) /* the first pass's input lines land in L1 while its weight rows load */
 #pragma unroll
-                    for (int tt = 0; tt < TT; tt++)
-                        if (tt < ng)
+                for (int u = 0; u < U; u++) {
+                    const int c = base + lane + 32 * u;
+                    if (c >= KC) continue;
+                    float wf[NR][8];
 #pragma unroll
-                            for (int u = 0; u < U; u++)
-                                if (lane + 32 * u < KC)
-                                    asm volatile("prefetch.global.L1 [%0];" ::"l"(xr[tt] + lane + 32 * u));
-                float acc[NR][TT];
+                    for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
 #pragma unroll
-                for (int q = 0; q < NR; q++)
+                    for (int tt = 0; tt < TT; tt++) {
+                        if (tt >= ng) continue;
+                        float xf[8];
+                        bf16x8_to_f32(__ldg(xr[tt] + c), xf);
 #pragma unroll
-                    for (int tt = 0; tt < TT; tt++) acc[q][tt] = 0.0f;
-                for (int base = 0; base < KC; base += 32 * U) {
-                    uint4 wv[U][NR];
+                        for (int q = 0; q < NR; q++) {
+                            float s = acc[q][tt];
 #pragma unroll
-                    for (int u = 0; u < U; u++) {
-                        const int c = base + lane + 32 * u;
-#pragma unroll
-                        for (int q = 0; q < NR; q++)
-                            wv[u][q] = c < KC ? mgv_load<stream>(w[q] + c) : make_uint4(0, 0, 0, 0);
-                    }
-#pragma unroll
-                    for (int u = 0; u < U; u++) {
-                        const int c = base + lane + 32 * u;
-                        if (c >= KC) continue;
-                        float wf[NR][8];
-#pragma unroll
-                        for (int q = 0; q < NR; q++) bf16x8_to_f32(wv[u][q], wf[q]);
-#pragma unroll
-                        for (int tt = 0; tt < TT; tt++) {
-                            if (tt >= ng) continue;
-                            float xf[8];
-                            bf16x8_to_f32(__ldg(xr[tt] + c), xf);
-#pragma unroll
-                            for (int q = 0; q < NR; q++) {
-                                float s = acc[q][tt];
-#pragma unroll
-                                for (int i = 0; i < 8; i++) s += wf[q][i] * xf[i];
-                                acc[q][tt] = s;
-                            }
+                            for (int i = 0; i < 8; i++) s += wf[q][i] * xf[i];
+                            acc[q][tt] = s;
                         }
                     }
                 }
-                if constexpr (KS > 1) {
+            }
+            if constexpr (KS > 1) {
+#pragma unroll
+                for (int tt = 0; tt < TT; tt++)
+#pragma unroll
+                    for (int q = 0; q < NR; q++) {
+                        const float v = cu_warp_sum(acc[q][tt]);
+                        if (lane == 0) red[warp][q][tt] = v;
+                    }
+                __syncthreads();
+                if (kp == 0 && r < a.R)
 #pragma unroll
                     for (int tt = 0; tt < TT; tt++)
 #pragma unroll
                         for (int q = 0; q < NR; q++) {
-                            const float v = cu_warp_sum(acc[q][tt]);
-                            if (lane == 0) red[warp][q][tt] = v;
+                            float v = red[warp][q][tt];
+#pragma unroll
+                            for (int j = 1; j < KS; j++) v += red[warp + j][q][tt];
+                            acc[q][tt] = v; /* the row's dot, in every lane */
                         }
-                    __syncthreads();
-                    if (kp == 0 && r < a.R)
-#pragma unroll
-                        for (int tt = 0; tt < TT; tt++)
-#pragma unroll
-                            for (int q = 0; q < NR; q++) {
-                                float v = red[warp][q][tt];
-#pragma unroll
-                                for (int j = 1; j < KS; j++) v += red[warp + j][q][tt];
-                                acc[q][tt] = v; /* the row's dot, in every lane */
-                            }
-                    __syncthreads(); /* red is the next pass's */
-                    if (kp != 0 || r >= a.R) continue;
-                }
-#pragma unroll
-                for (int tt = 0; tt < TT; tt++) {
-                    if (tt >= ng) break; /* uniform over the warp */
-                    float v[NR];
-#pragma unroll
-                    for (int q = 0; q < NR; q++) v[q] = KS > 1 ? acc[q][tt] : cu_warp_sum(acc[q][tt]);
-                    if (lane == tt) {
-                        if (a.bias)
-#pragma unroll
-                            for (int q = 0; q < NR; q++)
-                                v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
-                        const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
-                        a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
-                    }
-                }
+                __syncthreads(); /* red is the next pass's */
+                if (kp != 0 || r >= a.R) continue;
             }
-        };
-        if (n <= TT) body(std::true_type{});
-        else body(std::false_type{});
-    };
-    if constexpr (PERS) {
-        /* (bx, by) stepped by gridDim.x blocks without a division (gridDim.x <= pnbx * pslots) */
-        const int sy = (int)gridDim.x / a.pnbx, sx = (int)gridDim.x - sy * a.pnbx;
-        int by = (int)blockIdx.x / a.pnbx, bx = (int)blockIdx.x - by * a.pnbx;
-        while (by < a.pslots) {
-            block(bx, by);
-            bx += sx;
-            by += sy;
-            if (bx >= a.pnbx) {
-                bx -= a.pnbx;
-                by++;
+#pragma unroll
+            for (int tt = 0; tt < TT; tt++) {
+                if (tt >= ng) break; /* uniform over the warp */
+                float v[NR];
+#pragma unroll
+                for (int q = 0; q < NR; q++) v[q] = KS > 1 ? acc[q][tt] : cu_warp_sum(acc[q][tt]);
+                if (lane == tt) {
+                    if (a.bias)
+#pragma unroll
+                        for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
+                    const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
+                    a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
+                }
             }
         }
-    } else
-        block((int)blockIdx.x, (int)blockIdx.y);
+    };
+    if (n <= TT) body(std::true_type{});
+    else body(std::false_type{});
 }
 
 /* ---- decode: the down projection and the combine in one kernel ---- */
@@ -1384,64 +1351,6 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     dc_store(a, lane, d, s0, s1);
 }
 
-/* The same down + combine with every weight row of the CTA's DCP_COLS columns copied into shared memory by cp.async
- * at once (issued before the PDL wait where the pairs are read early: the rows do not depend on the gate|up GEMV),
- * then h, then the columns from shared memory: one round trip a CTA for all its bytes, not one a pass of DC_PG
- * pairs in registers. The host takes it (VLLM_CUDA_MOE_DCCP=1, a measurement switch) where DCP_COLS + 1 rows of N
- * pairs fit DCP_SMEM (two CTAs an SM: a one-token step of Qwen3-30B-A3B, 8 pairs of 768, is 256 CTAs of 108 KB in
- * one wave). The same values as k_moe_down_comb (the same chunk order in each lane, the same sums). */
-#define DCP_COLS 8
-#define DCP_SMEM ((size_t)112 << 10)
-__global__ void __launch_bounds__(DCP_COLS * 32) k_moe_down_cp(dc_args a) {
-    extern __shared__ __align__(16) unsigned char dcp_sm[];
-    __shared__ int se[CU_MOE_GEMV_MAX_PAIRS]; /* pair q's expert (E: past N, or a bad id) */
-    pdl_launch();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int d0 = blockIdx.x * DCP_COLS, d = d0 + warp, KC = a.K >> 3;
-    __nv_bfloat16 *hs = (__nv_bfloat16 *)dcp_sm;  /* (N, K) */
-    __nv_bfloat16 *wsm = hs + (int64_t)a.N * a.K; /* (DCP_COLS, N, K): column c's row of pair q at (c N + q) K */
-    if (!a.early) pdl_wait();
-    const dc_pairs pp = dc_load_pairs(a, lane); /* (early: final here, see k_moe_down_comb) */
-    if (warp == 0) {
-        se[lane] = pp.pe[0];
-        se[lane + 32] = pp.pe[1];
-    }
-    __syncthreads();
-    const int ncol = min(DCP_COLS, a.D - d0);
-    for (int i = threadIdx.x; i < ncol * a.N * KC; i += DCP_COLS * 32) {
-        const int row = i / KC, c = i - row * KC, col = row / a.N, q = row - col * a.N, e = se[q];
-        if (e < a.E)
-            cp_async16(wsm + (int64_t)row * a.K + c * 8, a.W + (int64_t)e * a.wes + (int64_t)(d0 + col) * a.K + c * 8,
-                       true);
-    }
-    cp_async_commit();
-    if (a.early) pdl_wait();
-    for (int i = threadIdx.x; i < a.N * KC; i += DCP_COLS * 32)
-        cp_async16(dcp_sm + i * 16, (const uint4 *)a.h + i, true);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-    if (d >= a.D) return;
-    float s0, s1;
-    dc_init(a, lane, d, s0, s1);
-    for (int q = 0; q < a.N; q++) {
-        const int e = se[q];
-        if (e >= a.E) continue; /* uniform: a bad id */
-        const uint4 *wr = (const uint4 *)(wsm + (int64_t)(warp * a.N + q) * a.K),
-                    *hr = (const uint4 *)(hs + (int64_t)q * a.K);
-        float part = 0.0f;
-        for (int c = lane; c < KC; c += 32) {
-            float wf[8], xf[8];
-            bf16x8_to_f32(wr[c], wf);
-            bf16x8_to_f32(hr[c], xf);
-#pragma unroll
-            for (int j = 0; j < 8; j++) part += wf[j] * xf[j];
-        }
-        dc_add(a, pp, q, e, part, d, lane, s0, s1);
-    }
-    dc_store(a, lane, d, s0, s1);
-}
-static size_t dcp_smem(int N, int64_t K) { return (size_t)(DCP_COLS + 1) * (size_t)N * (size_t)K * 2; }
 
 /* ---- larger batches: the grouped GEMM on the tensor cores ---- */
 
@@ -1773,15 +1682,9 @@ static void (*mm_kernel(int nr, int bm))(mgv_args) {
 
 /* The one-token expert GEMV of NR (1, 2) split ks ways (1, 2, 4). */
 typedef void (*mgv_kernel)(mgv_args);
-static mgv_kernel gv_one_token(int nr, int ks, bool xpf = false, bool pers = false) {
-    if (nr == 2 && pers) /* (be_experts.pers) */
-        return ks == 1 ? k_moe_gemv<2, 1, 4, 4, 1, false, true> : ks == 2 ? k_moe_gemv<2, 1, 4, 4, 2, false, true>
-                                                                 : k_moe_gemv<2, 1, 4, 4, 4, false, true>;
+static mgv_kernel gv_one_token(int nr, int ks) {
     if (nr == 2)
         return ks == 1 ? k_moe_gemv<2, 1, 4, 4> : ks == 2 ? k_moe_gemv<2, 1, 4, 4, 2> : k_moe_gemv<2, 1, 4, 4, 4>;
-    if (xpf) /* (be_experts.xpf: the down GEMV's input is the gate|up's output, not yet in any L1) */
-        return ks == 1 ? k_moe_gemv<1, 1, 1, 0, 1, true> : ks == 2 ? k_moe_gemv<1, 1, 1, 0, 2, true>
-                                                         : k_moe_gemv<1, 1, 1, 0, 4, true>;
     return ks == 1 ? k_moe_gemv<1, 1> : ks == 2 ? k_moe_gemv<1, 1, 1, 0, 2> : k_moe_gemv<1, 1, 1, 0, 4>;
 }
 
@@ -1820,15 +1723,6 @@ static vllm_status mm_attrs(moe_ws *ws) {
                                 cudaGetErrorString(e));
             ws->gv_occ[nr - 1][i] = n;
         }
-    if ((size_t)ws->cu->smem_optin >= DCP_SMEM + 1024) { /* (and the largest carveout: two CTAs an SM) */
-        cudaError_t e = cudaFuncSetAttribute(k_moe_down_cp, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)DCP_SMEM);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(k_moe_down_cp, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     (int)cudaSharedmemCarveoutMaxShared);
-        if (e != cudaSuccess)
-            return vt_error(VLLM_ERR_BACKEND, "experts_create: the down + combine's shared memory (%zu bytes): %s",
-                            DCP_SMEM, cudaGetErrorString(e));
-    }
     for (int nr = 1; nr <= 2; nr++) {
         const cudaError_t e = cudaFuncSetAttribute(nr == 2 ? k_moe_wg<2> : k_moe_wg<1>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WG_SMEM);
@@ -2164,11 +2058,13 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         g.bias = ex->bias; /* gate at 0, up at I of each expert's 2I + D */
         g.bes = 2 * I + D;
         /* the down GEMV and the combine in one kernel (below), h in its shared memory where it fits (D % DC_WARPS
-         * == 0 by gemv_ok's D % 8: every CTA's warps have columns); longer rows than one pass only with that
-         * (VLLM_CUDA_MOE_DCLONG=1, a measurement switch: several passes measured slower with h read through L2,
-         * session 29) */
+         * == 0 by gemv_ok's D % 8: every CTA's warps have columns); rows of two passes only with that (two passes
+         * measured slower with h read through L2, session 29; with h in shared memory DeepSeek-V2-Lite's 1408 inputs
+         * 3.139 -> 2.72 ms a step, H100 session 34), three or more not (gpt-oss-20b's 2880: 3.141 -> 3.236) */
+        const int64_t dc_pass = 32 * DC_U * 8; /* inputs a pass */
         const bool dc_hs = !ex->dc_hs_off && (size_t)N * (size_t)I * 2 <= DC_HS_MAX;
-        const bool fused_dc = gemv && small && !ex->split_comb && (I <= 32 * DC_U * 8 || (ex->dc_long && dc_hs));
+        const bool fused_dc = gemv && small && !ex->split_comb &&
+                              (I <= dc_pass || (dc_hs && (ex->dc_long == 2 || (ex->dc_long == 1 && I <= 2 * dc_pass))));
         const bool early = fused_dc && !ex->late_off;
         g.late_launch = early; /* the down + combine follows and reads the pairs before its wait */
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */
@@ -2178,30 +2074,24 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         /* one token: split-K where whole rows leave the grid's last wave half empty (gv_pick_ks) */
         const int ks2 = T <= 1 ? gv_pick_ks(ex, 2, I, slots, cu->num_sms) : 1,
                   ks1 = T <= 1 ? gv_pick_ks(ex, 1, D, slots, cu->num_sms) : 1;
-        /* one token without a permutation, VLLM_CUDA_MOE_PERSIST=1: the gate|up GEMV on at most the resident CTAs,
-         * each taking its blocks in turn (its ids read once) */
-        const bool pers = direct && ex->pers;
-        const unsigned gx2 = (unsigned)((I + MGV_WARPS / ks2 - 1) / (MGV_WARPS / ks2));
-        g.pnbx = (int)gx2;
-        g.pslots = (int)slots;
-        const unsigned pres = (unsigned)(ex->ws->gv_occ[1][ks2 == 1 ? 0 : ks2 == 2 ? 1 : 2] * cu->num_sms);
-        const dim3 grid2 = pers ? dim3(pres > 0 && pres < gx2 * slots ? pres : gx2 * slots) : dim3(gx2, slots);
-        mgv_kernel gv2 = T <= 1 ? gv_one_token(2, ks2, false, pers) : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
+        mgv_kernel gv2 = T <= 1 ? gv_one_token(2, ks2) : T <= 2 ? k_moe_gemv<2, 2> : T <= 4 ? k_moe_gemv<2, 4>
                                                                                      : k_moe_gemv<2, 8>;
-        mgv_kernel gv1 = T <= 1 ? gv_one_token(1, ks1, ex->xpf) : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
+        mgv_kernel gv1 = T <= 1 ? gv_one_token(1, ks1) : T <= 2 ? k_moe_gemv<1, 2> : T <= 4 ? k_moe_gemv<1, 4>
                                                                                      : k_moe_gemv<1, 8>;
         /* 128-pair tiles on wgmma where sm_90a's code runs */
         const bool wg = grouped && bm == WG_BM && cu->sm90 && !ex->no_wg;
-        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2, grid2, dim3(MGV_WARPS * 32), 0, g)
+        if (gemv ? !cu_launch(cu, "moe_experts (gate|up)", true, gv2,
+                              dim3((unsigned)((I + MGV_WARPS / ks2 - 1) / (MGV_WARPS / ks2)), slots),
+                              dim3(MGV_WARPS * 32), 0, g)
                  : wg ? !cu_launch(cu, "moe_experts (gate|up, wgmma grouped GEMM)", true, k_moe_wg<2>,
                                    dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(256), WG_SMEM, g)
                  : !cu_launch(cu, "moe_experts (gate|up, grouped GEMM)", true, mm_kernel(2, bm),
                               dim3((unsigned)((I + MM_BW / 2 - 1) / (MM_BW / 2)), tiles), dim3(64 * MM_WN),
                               MM_SMEM(bm), g))
             return;
-        /* a decode batch whose expert rows take one pass of DC_U chunks a lane: the down GEMV and the combine in one
-         * kernel (longer rows, DeepSeek-V2-Lite's I 1408, ran 3% slower a step fused with h read through L2: two
-         * passes of 4 pairs) */
+        /* a decode batch whose expert rows take one pass of DC_U chunks a lane (two with h in shared memory, above):
+         * the down GEMV and the combine in one kernel (with h read through L2, DeepSeek-V2-Lite's I 1408 ran 3%
+         * slower a step fused: two passes of 4 pairs) */
         if (fused_dc) {
             dc_args dc = {};
             dc.W = ex->down;
@@ -2227,11 +2117,6 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             dc.early = early;
             const dim3 grid((unsigned)((D + DC_WARPS - 1) / DC_WARPS));
             /* one token: the weights evict-first (no expert repeats) */
-            if (ex->dc_cp && (size_t)cu->smem_optin >= DCP_SMEM + 1024 && dcp_smem(N, I) <= DCP_SMEM) {
-                cu_launch(cu, "moe_experts (down + combine, rows in shared memory)", true, k_moe_down_cp,
-                          dim3((unsigned)((D + DCP_COLS - 1) / DCP_COLS)), dim3(DCP_COLS * 32), dcp_smem(N, I), dc);
-                return;
-            }
             /* h in shared memory (a one-token step of Qwen3-30B-A3B: 8 x 768 BF16, 12 KB; H100, VLLM_CUDA_MOE_DCH=0
              * against it: 3.606 -> 3.391 ms a step) */
             cu_launch(cu, "moe_experts (down + combine)", true,

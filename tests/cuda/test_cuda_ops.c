@@ -2180,10 +2180,8 @@ typedef struct moe_case {
     const char *ks;       /* VLLM_CUDA_MOE_KS for them (the one-token expert GEMV's split-K: 1, 2, 4), or NULL */
     const char *early;    /* VLLM_CUDA_MOE_EARLY for them ("0": the down + combine reads its pairs after its wait) */
     const char *dch;      /* VLLM_CUDA_MOE_DCH for them ("0": the down + combine reads h through L2) */
-    const char *dccp;     /* VLLM_CUDA_MOE_DCCP for them ("1": its weight rows copied into shared memory) */
-    const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("1": the fused down + combine past 1024 inputs) */
-    const char *xpf;      /* VLLM_CUDA_MOE_XPF for them ("1": the one-token down GEMV prefetches its input) */
-    const char *pers;     /* VLLM_CUDA_MOE_PERSIST for them ("1": the one-token gate|up GEMV loops over its blocks) */
+    const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("0": the split kernels past 1024 inputs; "1": the fused
+                             down + combine at any length where h fits) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2194,8 +2192,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     } sw[] = {{mc->force, "VLLM_CUDA_MOE", NULL},         {mc->comb, "VLLM_CUDA_MOE_COMBINE", "combine"},
               {mc->bm, "VLLM_CUDA_MOE_BM", "bm"},         {mc->ks, "VLLM_CUDA_MOE_KS", "ks"},
               {mc->early, "VLLM_CUDA_MOE_EARLY", "early"}, {mc->dch, "VLLM_CUDA_MOE_DCH", "dch"},
-              {mc->dccp, "VLLM_CUDA_MOE_DCCP", "dccp"},    {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"},
-              {mc->xpf, "VLLM_CUDA_MOE_XPF", "xpf"},       {mc->pers, "VLLM_CUDA_MOE_PERSIST", "persist"},
+              {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"},
               {mc->wg, "VLLM_CUDA_MOE_WG", "wg"}};
     const size_t nsw = sizeof sw / sizeof *sw;
     for (size_t i = 0; i < nsw; i++)
@@ -2933,49 +2930,29 @@ static void test_moe(void) {
          .dch = "0"},
         {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
-        /* ... and its weight rows copied into shared memory (VLLM_CUDA_MOE_DCCP=1, k_moe_down_cp): one token (early
-         * and not), repeated ids with biases, four tokens; 8 tokens of top 8 past its shared memory (the register
-         * kernel) */
-        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .dccp = "1"},
-        {.E = 32, .k = 8, .T = 1, .D = 2048, .I = 256, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .early = "0", .dccp = "1"},
-        {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .acc = true,
-         .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .dccp = "1"},
-        {.E = 16, .k = 4, .T = 4, .D = 264, .I = 136, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
-         .dccp = "1"},
-        {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .dccp = "1"},
-        {.E = 16, .k = 8, .T = 5, .D = 264, .I = 152, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .dccp = "1"}, /* 40 pairs (a lane's second pair) in 107 KB */
-        /* the fused down + combine past 1024 inputs (VLLM_CUDA_MOE_DCLONG=1: DeepSeek-V2-Lite's 1408, gpt-oss's 2880
-         * with biases, three tokens) and the one-token down GEMV prefetching its input (VLLM_CUDA_MOE_XPF=1: the
-         * split kernels, each split-K) */
+        /* the fused down + combine past 1024 inputs: by default up to two passes (DeepSeek-V2-Lite's 1408, three
+         * tokens of 1400), VLLM_CUDA_MOE_DCLONG=1 any length (gpt-oss's 2880 with biases), =0 the split kernels
+         * (each split-K) */
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .dclong = "1"},
+         .ydt = DTYPE_BF16},
         {.E = 8, .k = 4, .T = 1, .D = 264, .I = 2880, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .dclong = "1"},
-        {.E = 8, .k = 2, .T = 3, .D = 136, .I = 1400, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .dclong = "1"},
+        {.E = 8, .k = 2, .T = 3, .D = 136, .I = 1400, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16},
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .xpf = "1"},
+         .ydt = DTYPE_F32, .dclong = "0"},
         {.E = 16, .k = 4, .T = 1, .D = 1032, .I = 136, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .ks = "2", .comb = "split", .xpf = "1"},
+         .ks = "2", .comb = "split"},
         {.E = 8, .k = 2, .T = 1, .D = 264, .I = 1400, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .comb = "split", .xpf = "1"},
-        /* the one-token gate|up GEMV on at most the resident CTAs, each looping over its blocks
-         * (VLLM_CUDA_MOE_PERSIST=1; more blocks than the 528 resident CTAs of 132 SMs, so that CTAs loop): each
-         * split-K, biases, repeated ids, the split kernels after it, 64 pairs */
+         .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .dclong = "0"},
+        /* one token over more row blocks than the 528 resident CTAs of 132 SMs: each split-K, biases, repeated ids,
+         * 64 pairs */
         {.E = 32, .k = 8, .T = 1, .D = 512, .I = 768, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .pers = "1"},
+         .ydt = DTYPE_F32},
         {.E = 16, .k = 8, .T = 1, .D = 2048, .I = 768, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .ks = "2", .pers = "1"},
+         .ks = "2"},
         {.E = 16, .k = 8, .T = 1, .D = 1032, .I = 776, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .acc = true,
-         .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4", .pers = "1"},
-        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_BF16,
-         .ks = "1", .pers = "1"},
-        {.E = 128, .k = 64, .T = 1, .D = 256, .I = 256, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
-         .pers = "1"},
+         .wdt = DTYPE_BF16, .ydt = DTYPE_BF16, .bias = MOE_BIAS_BF16, .ks = "4"},
+        {.E = 128, .k = 64, .T = 1, .D = 256, .I = 256, .pat = MOE_REPEAT, .wdt = DTYPE_BF16, .ydt = DTYPE_F32},
         /* and the split kernels forced (VLLM_CUDA_MOE_COMBINE=split) */
         {.E = 32, .k = 4, .T = 2, .D = 512, .I = 256, .pat = MOE_RANDOM, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
          .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .comb = "split"},
@@ -3017,17 +2994,14 @@ static void test_moe(void) {
         gpu->ops->moe_experts(gpu, eg, &xg, &ig, &wg, &mp, false, &yg);
         expect_device_error("moe_experts");
         /* ... and at one token (no permutation: the expert GEMV reads the ids), above and below the range, on the
-         * fused down + combine, the split kernels, the down + combine from shared memory and the looping GEMV */
+         * fused down + combine and the split kernels */
         const int32_t bad1[2][2] = {{3, 8}, {-1, 2}};
-        for (int c = 0; c < 8; c++) {
+        for (int c = 0; c < 4; c++) {
             be_experts *c1 = NULL, *g1 = eg;
             float *keep1 = NULL;
-            if (c >= 2) { /* at creation: the split kernels (VLLM_CUDA_MOE_COMBINE=split), k_moe_down_cp (DCCP=1), the
-                             looping gate|up GEMV (PERSIST=1) */
-                const char *var = c < 4   ? "VLLM_CUDA_MOE_COMBINE"
-                                  : c < 6 ? "VLLM_CUDA_MOE_DCCP"
-                                          : "VLLM_CUDA_MOE_PERSIST";
-                setenv(var, c < 4 ? "split" : "1", 1);
+            if (c >= 2) { /* at creation: the split kernels (VLLM_CUDA_MOE_COMBINE=split) */
+                const char *var = "VLLM_CUDA_MOE_COMBINE";
+                setenv(var, "split", 1);
                 moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &c1, &g1, &keep1);
                 unsetenv(var);
             }

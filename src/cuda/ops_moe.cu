@@ -47,9 +47,10 @@
  *     k_moe_down_comb: a warp per output column d of down (D, I) takes every pair in position order (4
  *     pairs' rows in flight; h copied into the CTA's shared memory first where N x I BF16 fit 48 KB), rounds
  *     o = down_e[d] . h[p] (+ bd) to BF16 and adds w * o into its token's sum:
- *     step 3's combine with no (N, D) buffer and no launch (VLLM_CUDA_MOE_COMBINE=split keeps them apart);
- *     forced past that size, k_moe_gemv<1, TT> on grid (ceil(D / 8), min(E, N)) streams down (D, I) the
- *     same way into o[p] (N, D) BF16 (+ bd).
+ *     step 3's combine with no (N, D) buffer and no launch (VLLM_CUDA_MOE_COMBINE=split keeps them apart), for
+ *     rows of up to 1024 inputs, 2048 where h is in shared memory (VLLM_CUDA_MOE_DCLONG); longer rows and
+ *     calls forced past that size: k_moe_gemv<1, TT> on grid (ceil(D / 8), min(E, N)) streams down (D, I) the
+ *     same way into o[p] (N, D) BF16 (+ bd), then step 3.
  *  2b. larger batches (D, I multiples of 8, x rows 16-byte aligned): k_moe_mma<2, BM>, then <1, BM>, the
  *     grouped GEMM on the tensor cores: CTA (x, y) computes a tile of BM pairs of one expert (BM 32, 64 or
  *     128, from the pairs per expert) by 128 weight rows (64 outputs' gate and up rows, or 128 down rows) with

@@ -256,9 +256,9 @@ struct be_experts {
                                    its weights only after its PDL wait (a measurement switch) */
     bool dc_hs_off;             /* VLLM_CUDA_MOE_DCH=0 at creation: the down + combine reads h through L2, not from
                                    shared memory (a measurement switch) */
-    int dc_long;                /* the fused down + combine for rows of more than one pass (1024 inputs), where h fits
-                                   its shared memory: 1 (default) up to two passes, 0 none (VLLM_CUDA_MOE_DCLONG=0 at
-                                   creation), 2 any length (=1; measurement switches) */
+    int dc_passes;              /* the most passes of 1024 inputs a row of the fused down + combine takes where h fits its
+                                   shared memory (one pass: always): 2 by default, 1 with VLLM_CUDA_MOE_DCLONG=0, any
+                                   with =1 (measurement switches) */
     int gv_ks;                  /* VLLM_CUDA_MOE_KS=1|2|4 at creation: the one-token expert GEMV's split-K (a
                                    measurement switch; 0: gv_pick_ks's choice) */
     bool no_wg;                 /* VLLM_CUDA_MOE_WG=0 at creation: 128-pair tiles on k_moe_mma, not k_moe_wg (a
@@ -407,7 +407,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->no_wg = env_is("VLLM_CUDA_MOE_WG", "0");
     ex->late_off = env_is("VLLM_CUDA_MOE_EARLY", "0");
     ex->dc_hs_off = env_is("VLLM_CUDA_MOE_DCH", "0");
-    ex->dc_long = env_is("VLLM_CUDA_MOE_DCLONG", "0") ? 0 : env_is("VLLM_CUDA_MOE_DCLONG", "1") ? 2 : 1;
+    ex->dc_passes = env_is("VLLM_CUDA_MOE_DCLONG", "0") ? 1 : env_is("VLLM_CUDA_MOE_DCLONG", "1") ? INT_MAX : 2;
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
     const char *benv = getenv("VLLM_CUDA_MOE_BM");
@@ -2065,7 +2065,7 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         const int64_t dc_pass = 32 * DC_U * 8; /* inputs a pass */
         const bool dc_hs = !ex->dc_hs_off && (size_t)N * (size_t)I * 2 <= DC_HS_MAX;
         const bool fused_dc = gemv && small && !ex->split_comb &&
-                              (I <= dc_pass || (dc_hs && (ex->dc_long == 2 || (ex->dc_long == 1 && I <= 2 * dc_pass))));
+                              (I <= dc_pass || (dc_hs && (I + dc_pass - 1) / dc_pass <= ex->dc_passes));
         const bool early = fused_dc && !ex->late_off;
         g.late_launch = early; /* the down + combine follows and reads the pairs before its wait */
         /* tokens per GEMV pass: an expert has at most T of them (bar repeated ids, which take more passes) */

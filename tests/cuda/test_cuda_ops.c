@@ -3000,10 +3000,9 @@ static void test_moe(void) {
             be_experts *c1 = NULL, *g1 = eg;
             float *keep1 = NULL;
             if (c >= 2) { /* at creation: the split kernels (VLLM_CUDA_MOE_COMBINE=split) */
-                const char *var = "VLLM_CUDA_MOE_COMBINE";
-                setenv(var, "split", 1);
+                setenv("VLLM_CUDA_MOE_COMBINE", "split", 1);
                 moe_make(8, 64, 32, DTYPE_BF16, MOE_BIAS_NONE, &c1, &g1, &keep1);
-                unsetenv(var);
+                unsetenv("VLLM_CUDA_MOE_COMBINE");
             }
             tensor x1 = tensor_rows(&xg, 0, 1), y1 = tensor_rows(&yg, 0, 1), w1 = tensor_rows(&wg, 0, 1);
             tensor i1 = put_i32_2d(gpu, bad1[c % 2], 1, 2);

@@ -1030,7 +1030,8 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         return;
     }
     const int group = nh / nkv;
-    const int hp = group < AT_HP ? group : AT_HP;
+    const int hpmax = cu->attn_hp > 0 ? cu->attn_hp : AT_HP;
+    const int hp = group < hpmax ? group : hpmax;
     const int npass = (group + hp - 1) / hp;
     if ((int64_t)nkv * npass > 65535) {
         cu_fail(cu, "attention: %d kv heads x %d head passes exceed the grid", nkv, npass);

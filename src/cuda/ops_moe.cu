@@ -1,16 +1,9 @@
 /*
- * ops_moe.cu: the CUDA mixture-of-experts ops: expert weights, routing on the device, the experts' MLPs
- * (a token permutation by expert, a bandwidth-bound expert GEMV for decode batches, per-expert cuBLAS
- * GEMMs for prefill, the weighted combine) and the shared expert's sigmoid gate.
+ * ops_moe.cu: the CUDA mixture-of-experts ops: expert weights, the experts' MLPs (a token permutation by
+ * expert, a bandwidth-bound expert GEMV for decode batches, per-expert cuBLAS GEMMs for prefill, the weighted
+ * combine) and the shared expert's sigmoid gate; the routing is ops_moe_route.cu's.
  *
  * The semantics are the CPU reference's (src/cpu/ops_moe.c, backend.h):
- *  - moe_route: p = softmax(logits) in f32 (max-subtracted), the top k of p by repeated arg-max (best
- *    first; equal scores: the lower id first; NaN never preferred), renormalised when asked. DeepSeek's
- *    routings (BE_MOE_SOFTMAX_GROUPED: V2's group-limited greedy; BE_MOE_SIGMOID_NOAUX_TC: V3's sigmoid
- *    + correction bias, groups scored by their top two) in the same kernel: the group scores reduced
- *    over the warp (a lane per group, up to 32 groups), the groups kept by repeated arg-max, the
- *    others' choice scores set to 0 (transformers' masked_fill), then the same top k; weights gathered
- *    from the unbiased scores, / (sum + 1e-20) when renormalised, times routed_scaling.
  *  - DeepSeek's plain shared experts (moe_params.num_shared): experts E .. E + num_shared - 1 of the same
  *    be_experts, which moe_route appends to every token's top k with weight 1 (k_moe_route's last
  *    lanes), so moe_experts below runs them as any expert: k there is top_k + num_shared, E the routed
@@ -141,7 +134,6 @@ extern "C" {
 #define MP_WARPS (MP_THREADS / 32)
 #define MGV_WARPS 8             /* k_moe_gemv: a warp per output row, 8 rows per CTA */
 #define MGV_U 4                 /* 16-byte chunks per lane per row in flight */
-#define MR_WARPS 8              /* k_moe_route: a warp per token */
 
 /* ---- the per-backend scratch ---- */
 
@@ -477,7 +469,7 @@ done:
 
 /* ---- argument checks ---- */
 
-static bool moe_params_ok(cu_state *cu, const char *op, const moe_params *p) {
+bool cu_moe_params_ok(cu_state *cu, const char *op, const moe_params *p) {
     if (!p) {
         cu_fail(cu, "%s: no moe_params", op);
         return false;
@@ -522,268 +514,6 @@ static bool moe_overlap(const tensor *a, const tensor *b) {
     const int64_t na = tensor_extent_bytes(a), nb = tensor_extent_bytes(b);
     const char *pa = (const char *)a->data, *pb = (const char *)b->data;
     return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
-}
-
-/* ---- routing ---- */
-
-struct route_args {
-    const void *logits;         /* (T, E) of ldt, row stride ls */
-    int ldt;
-    int64_t ls;
-    int32_t *ids;               /* (T, k), row stride is */
-    int64_t is;
-    float *w;                   /* (T, k), row stride ws */
-    int64_t ws;
-    int T, E, k;
-    int ns;                     /* shared experts E .. E + ns - 1 written after the top k with weight 1 */
-    bool shared_gate;           /* ... weight sigmoid(logits[t, E]) instead (moe_params.shared_gate) */
-    bool renorm;
-    int scoring;                /* be_moe_scoring */
-    int G, kg;                  /* groups (0: none; at most 32) and the groups kept */
-    float eps;                  /* added to the renormalisation's sum (the grouped scorings: 1e-20) */
-    float scale;                /* routed_scaling (1: none) */
-    const void *bias;           /* (E) of bdt: the choice scores' bias, or NULL */
-    int bdt;
-};
-
-/* (av, ai) ranks before (bv, bi): a real id before none (-1), a number before NaN, the larger
- * score, then the lower id (a total order on real ids, so any reduction tree picks the same). */
-__device__ __forceinline__ bool route_better(float av, int ai, float bv, int bi) {
-    if (bi < 0) return ai >= 0;
-    if (ai < 0) return false;
-    const bool an = av != av, bn = bv != bv;
-    if (an != bn) return bn;
-    if (!an && av != bv) return av > bv;
-    return ai < bi;
-}
-
-/* route_better's order as one unsigned 64-bit key, larger = better: the score's bits mapped to an order-preserving
- * unsigned (-0 as +0, NaN below every number) above the id's complement (the lower id first on equal scores);
- * 0 is none. */
-__device__ __forceinline__ unsigned long long route_key(float v, int id) {
-    unsigned b = __float_as_uint(v), u;
-    if (v != v) u = 0u;
-    else {
-        if (b == 0x80000000u) b = 0u; /* -0 == +0: ties go to the lower id */
-        u = b & 0x80000000u ? ~b : b | 0x80000000u; /* -inf: 0x007fffff > 0 */
-    }
-    return (unsigned long long)u << 32 | (unsigned)(0x7fffffff - id);
-}
-__device__ __forceinline__ int route_key_id(unsigned long long key) {
-    return key ? 0x7fffffff - (int)(unsigned)(key & 0xffffffffull) : -1;
-}
-
-// logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
-// a warp per token, lane l holds experts l + 32 i
-template <int EPL>
-__global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
-    pdl_launch();
-    pdl_wait();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int t = blockIdx.x * MR_WARPS + warp;
-    if (t >= a.T) return;
-    const bool sigmoid = a.scoring == BE_MOE_SIGMOID_NOAUX_TC;
-    float p[EPL]; /* the scores: softmax or sigmoid */
-    float c[EPL]; /* the choice scores: p (+ bias), 0 in the groups not kept */
-    /* the raw logits (and the bias) of lane + 32 i, loaded together (indices clamped, the dtype a constant: a test
-     * per element made the loads a chain of round trips) */
-    float raw[EPL], rb[EPL];
-    const int64_t row = (int64_t)t * a.ls;
-    cu_with_dt(a.ldt, [&](auto d) {
-#pragma unroll
-        for (int i = 0; i < EPL; i++) raw[i] = cu_ld(a.logits, decltype(d)::value, row + min(lane + 32 * i, a.E - 1));
-    });
-    cu_ld_batch<EPL>(rb, sigmoid ? a.bias : NULL, a.bdt, lane, 32, a.E);
-    if (sigmoid) {
-#pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            const int e = lane + 32 * i;
-            p[i] = c[i] = 0.0f;
-            if (e < a.E) {
-                p[i] = 1.0f / (1.0f + expf(-raw[i]));
-                c[i] = a.bias ? p[i] + rb[i] : p[i];
-            }
-        }
-    } else {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            const int e = lane + 32 * i;
-            p[i] = e < a.E ? raw[i] : -INFINITY;
-            mx = p[i] > mx ? p[i] : mx; /* NaN never the max (as the CPU's compare) */
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float v = __shfl_xor_sync(0xffffffffu, mx, o);
-            mx = v > mx ? v : mx;
-        }
-        float sum = 0.0f;
-#pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            p[i] = lane + 32 * i < a.E ? expf(p[i] - mx) : 0.0f;
-            sum += p[i];
-        }
-        sum = cu_warp_sum(sum);
-#pragma unroll
-        for (int i = 0; i < EPL; i++) c[i] = p[i] /= sum;
-    }
-    if (a.G > 1) {
-        /* group g's score (lane g keeps it): the max of its c (V2) or the sum of its two largest (V3),
-         * NaN skipped; the two largest of the warp by a butterfly of (largest, second) pairs */
-        const int per = a.E / a.G;
-        int gi[EPL];
-#pragma unroll
-        for (int i = 0; i < EPL; i++) gi[i] = lane + 32 * i < a.E ? (lane + 32 * i) / per : -1;
-        float gsc = 0.0f;
-        for (int g = 0; g < a.G; g++) {
-            float m1 = -INFINITY, m2 = -INFINITY;
-#pragma unroll
-            for (int i = 0; i < EPL; i++)
-                if (gi[i] == g) {
-                    if (c[i] > m1) {
-                        m2 = m1;
-                        m1 = c[i];
-                    } else if (c[i] > m2) {
-                        m2 = c[i];
-                    }
-                }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                const float o1 = __shfl_xor_sync(0xffffffffu, m1, o), o2 = __shfl_xor_sync(0xffffffffu, m2, o);
-                const float hi = m1 > o1 ? m1 : o1, lo = m1 > o1 ? o1 : m1, r2 = m2 > o2 ? m2 : o2;
-                m1 = hi;
-                m2 = lo > r2 ? lo : r2;
-            }
-            if (lane == g) gsc = sigmoid ? m1 + m2 : m1;
-        }
-        /* keep the kg best groups (repeated arg-max, the lower group first on ties) */
-        unsigned kept = 0;
-        for (int j = 0; j < a.kg; j++) {
-            float bv = 0.0f;
-            int bi = -1;
-            if (lane < a.G && !((kept >> lane) & 1u)) {
-                bv = gsc;
-                bi = lane;
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                if (route_better(ov, oi, bv, bi)) {
-                    bv = ov;
-                    bi = oi;
-                }
-            }
-            if (bi >= 0) kept |= 1u << bi;
-        }
-#pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (gi[i] >= 0 && !((kept >> gi[i]) & 1u)) c[i] = 0.0f;
-    }
-    /* top k of c by repeated arg-max over route_key's (a 64-bit max per butterfly level: route_better's branches
-     * made each level of the 8 x 5 a chain of ~20 dependent instructions, ncu 10 us a call at base clocks for
-     * E 128, k 8); taken: bit i = expert lane + 32 i chosen; slot j is kept by lane j % 32 (in my[j / 32]) and
-     * every slot is written at the end at once (no store-then-reload chain) */
-    unsigned long long key[EPL];
-#pragma unroll
-    for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < a.E ? route_key(c[i], lane + 32 * i) : 0ull;
-    unsigned taken = 0;
-    float wsum = 0.0f, myw[CU_MOE_MAX_K / 32] = {0.0f};
-    int myi[CU_MOE_MAX_K / 32] = {0};
-    int32_t *ids = a.ids + (int64_t)t * a.is;
-    float *w = a.w + (int64_t)t * a.ws;
-    for (int j = 0; j < a.k; j++) {
-        unsigned long long best = 0ull;
-#pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            const unsigned long long ki = (taken >> i) & 1u ? 0ull : key[i];
-            best = ki > best ? ki : best;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const unsigned long long ob = __shfl_xor_sync(0xffffffffu, best, o);
-            best = ob > best ? ob : best;
-        }
-        const int bi = route_key_id(best);
-        if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
-        /* the weight from the lane holding the expert: its choice score (softmax: c, 0 in a group not kept), or
-         * its sigmoid score (not c, which has the bias) */
-        float mine = 0.0f;
-#pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (i == (bi >> 5)) mine = sigmoid ? p[i] : c[i];
-        const float bv = __shfl_sync(0xffffffffu, mine, bi & 31);
-        /* the butterfly left (bv, bi) in every lane */
-#pragma unroll
-        for (int h = 0; h < CU_MOE_MAX_K / 32; h++)
-            if (j == lane + 32 * h) {
-                myi[h] = bi;
-                myw[h] = bv;
-            }
-        wsum += bv; /* in slot order, as the CPU (the same sum in every lane) */
-    }
-    wsum += a.eps;
-#pragma unroll
-    for (int h = 0; h < CU_MOE_MAX_K / 32; h++) {
-        const int j = lane + 32 * h;
-        if (j < a.k) {
-            ids[j] = myi[h];
-            float v = a.renorm ? myw[h] / wsum : myw[h];
-            if (a.scale != 1.0f) v *= a.scale;
-            w[j] = v;
-        }
-    }
-    /* the shared experts, unscaled, or gated by sigmoid(the gate logit after the router's, f32) */
-    const float sw = a.shared_gate && a.ns ? 1.0f / (1.0f + expf(-cu_ld(a.logits, a.ldt, row + a.E))) : 1.0f;
-    for (int j = lane; j < a.ns; j += 32) {
-        ids[a.k + j] = a.E + j;
-        w[a.k + j] = sw;
-    }
-}
-
-typedef void (*route_kernel)(route_args);
-
-// logits (T, E) BF16 / F16 / F32 ((T, E + 1) with shared_gate) [+ score_bias (E)] -> ids (T, k + ns) I32,
-// w (T, k + ns) F32 (ns = num_shared)
-void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
-    cu_state *cu = cu_of(be);
-    if (!moe_params_ok(cu, "moe_route", p)) return; /* k + ns <= CU_MOE_MAX_K */
-    const int E = p->num_experts, k = p->top_k, kw = be_moe_width(p);
-    if (!cu_check_mat(cu, "moe_route", "logits", logits, CU_FLOAT, -1, p->shared_gate ? E + 1 : E) ||
-        !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), kw) ||
-        !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), kw))
-        return;
-    const int64_t T = cu_rows(logits);
-    if (T == 0) return;
-    if (T > INT_MAX - MR_WARPS) {
-        cu_fail(cu, "moe_route: %lld tokens", (long long)T);
-        return;
-    }
-    route_args a = {};
-    a.logits = logits->data;
-    a.ldt = (int)logits->dtype;
-    a.ls = tensor_row_stride(logits);
-    a.ids = (int32_t *)ids->data;
-    a.is = tensor_row_stride(ids);
-    a.w = (float *)w->data;
-    a.ws = tensor_row_stride(w);
-    a.T = (int)T;
-    a.E = E;
-    a.k = k;
-    a.ns = p->num_shared;
-    a.shared_gate = p->shared_gate;
-    a.renorm = p->renormalize;
-    a.scoring = (int)p->scoring;
-    a.G = p->num_groups > 1 ? p->num_groups : 0;
-    a.kg = p->topk_groups;
-    a.eps = p->scoring == BE_MOE_SOFTMAX ? 0.0f : 1e-20f; /* transformers' DeepSeek routers */
-    a.scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f;
-    a.bias = p->score_bias ? p->score_bias->data : NULL;
-    a.bdt = p->score_bias ? (int)p->score_bias->dtype : (int)DTYPE_F32;
-    const int epl = (E + 31) / 32;
-    route_kernel kern = epl <= 1 ? k_moe_route<1> : epl <= 2 ? k_moe_route<2> : epl <= 4 ? k_moe_route<4>
-                                                 : epl <= 8 ? k_moe_route<8> : k_moe_route<16>; /* E <= 512 */
-    cu_launch(cu, "moe_route", true, kern, dim3((unsigned)((T + MR_WARPS - 1) / MR_WARPS)), dim3(MR_WARPS * 32), 0, a);
 }
 
 /* ---- the permutation ---- */
@@ -1936,13 +1666,13 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
         cu_fail(cu, "moe_experts: no experts");
         return;
     }
-    if (!moe_params_ok(cu, "moe_experts", p)) return;
+    if (!cu_moe_params_ok(cu, "moe_experts", p)) return;
     if (p->num_experts + p->num_shared != ex->E) {
         cu_fail(cu, "moe_experts: moe_params has %d experts (%d routed, %d shared), the layer %d",
                 p->num_experts + p->num_shared, p->num_experts, p->num_shared, ex->E);
         return;
     }
-    const int E = ex->E, k = be_moe_width(p); /* k <= CU_MOE_MAX_K (moe_params_ok) */
+    const int E = ex->E, k = be_moe_width(p); /* k <= CU_MOE_MAX_K (cu_moe_params_ok) */
     const int64_t D = ex->D, I = ex->I;
     if (!cu_check_mat(cu, "moe_experts", "x", x, CU_DT(DTYPE_BF16), -1, D)) return;
     const int64_t T = cu_rows(x);

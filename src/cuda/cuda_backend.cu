@@ -534,7 +534,6 @@ static void cu_destroy(backend *be) {
         cu_buf_free(&cu->f8x_ws);
         cu_buf_free(&cu->f8xb_ws);
         cu_buf_free(&cu->attn_cnt);
-        cu_buf_free(&cu->route_cnt);
         cu_buf_free(&cu->stack_ws);
         cu_buf_free(&cu->stack_cnt);
         cu_hbuf_free(&cu->stage.buf);
@@ -685,7 +684,6 @@ static const backend_ops CU_OPS = {
     .experts_free = cu_experts_free,
     .experts_reserve = cu_experts_reserve,
     .moe_route = cu_moe_route,
-    .moe_router_route = cu_moe_router_route,
     .moe_experts = cu_moe_experts,
     .sigmoid_gate = cu_sigmoid_gate,
     /* the gated delta-net mixer (ops_linear_attn.cu) */
@@ -779,7 +777,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->dtc_stages = getenv("VLLM_CUDA_DTC_STAGES") && atoi(getenv("VLLM_CUDA_DTC_STAGES")) == 3 ? 3 : 2;
     /* head_dim 256 (Gemma 3) on the tensor-core decode kernel: opt-in until measured on the device */
     cu->dtc_hd256 = getenv("VLLM_CUDA_DTC_HD256") && strcmp(getenv("VLLM_CUDA_DTC_HD256"), "0") != 0;
-    cu->router_split = getenv("VLLM_CUDA_MOE_ROUTER") && !strcmp(getenv("VLLM_CUDA_MOE_ROUTER"), "split");
     cu->stack_on = getenv("VLLM_CUDA_STACK") && strcmp(getenv("VLLM_CUDA_STACK"), "0") != 0;
     cu->attn_hp = getenv("VLLM_CUDA_ATTN_HP") ? atoi(getenv("VLLM_CUDA_ATTN_HP")) : 0;
     if (cu->attn_hp < 0 || cu->attn_hp > 8) cu->attn_hp = 0;
@@ -821,9 +818,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
         goto fail;
     }
     if ((st = cu_attention_reserve(cu))) goto fail;
-    if ((st = cu_buf_reserve(cu, &cu->route_cnt, 256, "moe routing (arrival counter)"))) goto fail;
-    what = "cudaMemset (arrival counter)";
-    if ((e = cudaMemsetAsync(cu->route_cnt.p, 0, cu->route_cnt.cap, cu->stream)) != cudaSuccess) goto cuda_fail;
     if ((st = cu_stack_reserve(cu))) goto fail;
     {
         size_t free_b = 0, total_b = 0;

@@ -150,7 +150,7 @@ typedef struct cu_state {
     int gemv_ks;                   /* VLLM_CUDA_GEMV_KS=1|2|4|8: the persistent GEMV's split-K forced (comparisons) */
     int gemv_max_t;                /* the most tokens the BF16 GEMV takes: 0 = by layer size (gemv_fits), else
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
-    int attn_hp;                   /* VLLM_CUDA_ATTN_HP=1|2|4: query heads a decode attention CTA at most (0: 8) */
+    int attn_hp;                   /* VLLM_CUDA_ATTN_HP=1..8: query heads an attention CTA at most (0: the default) */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
     bool qkr_scalar;               /* VLLM_CUDA_QKR=scalar: qk_norm_rope_kv's 32-lane form for BF16 too (comparisons) */
     bool sm90;                     /* the GPU runs the kernels' sm_90 code (cuda_backend.cu sm90_code) */
@@ -164,8 +164,6 @@ typedef struct cu_state {
     cu_stage stage;                /* upload staging */
     cu_buf attn_ws;                /* split-KV partial results (device) */
     cu_buf attn_cnt;               /* split-KV arrival counters (device, kept at 0 between launches) */
-    cu_buf route_cnt;              /* k_moe_router's arrival counter (device, kept at 0 between launches) */
-    bool router_split;             /* VLLM_CUDA_MOE_ROUTER=split: moe_router_route as its two ops (comparisons) */
     cu_sample_ws *sample;          /* lazily created */
     cu_buf gdn_ws;                 /* ops_linear_attn.cu: the chunked gated delta rule's per-chunk matrices (device) */
     int gemv_occ[CU_GEMV_NK_COUNT][4][4]; /* ops_linear.cu: resident CTAs per SM of k_gemv<T, KS, NK> ([NK][T class][KS]), 0 = not asked yet */
@@ -527,9 +525,6 @@ vllm_status cu_linear_create(backend *be, const tensor *const *weights, const te
 void cu_linear_free(backend *be, be_linear *lin);
 void cu_linear(backend *be, const be_linear *lin, const tensor *x, tensor *y);
 void cu_linear_fused(backend *be, const be_linear *lin, const tensor *x, const linear_fuse *f, tensor *y);
-/* lin's BF16 weights (out, in) on the device, its F32 bias (or NULL) and shape; NULL where lin holds block, FP8 or
- * 4-bit weights */
-const __nv_bfloat16 *cu_linear_bf16(const be_linear *lin, const float **bias, int64_t *in, int64_t *out);
 void cu_plans_free(cu_state *cu);
 
 /* ops_elementwise.cu */
@@ -792,10 +787,8 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
                               const tensor *const *down, const be_expert_bias *bias, int E, be_experts **out);
 void cu_experts_free(backend *be, be_experts *ex);
 bool cu_moe_params_ok(cu_state *cu, const char *op, const moe_params *p); /* false (cu_fail naming op) if bad */
-/* ops_moe_route.cu: the routing, and the router's linear_fused with it */
+/* ops_moe_route.cu: the routing */
 void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
-void cu_moe_router_route(backend *be, const be_linear *router, const tensor *x, const linear_fuse *f, tensor *rl,
-                         const moe_params *p, tensor *ids, tensor *w);
 void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const tensor *ids, const tensor *w,
                     const moe_params *p, bool accumulate, tensor *y);
 void cu_sigmoid_gate(backend *be, tensor *x, const tensor *g);

@@ -361,14 +361,6 @@ bool cu_linear_plain_bf16(const be_linear *lin, int64_t out, int64_t in) {
 const __nv_bfloat16 *cu_linear_weights(const be_linear *lin) { return lin->w; }
 const float *cu_linear_bias(const be_linear *lin) { return lin->bias; }
 
-const __nv_bfloat16 *cu_linear_bf16(const be_linear *lin, const float **bias, int64_t *in, int64_t *out) {
-    if (!lin || !lin->w || lin->nq || lin->f8 || lin->i4) return NULL;
-    *bias = lin->bias;
-    *in = lin->in;
-    *out = lin->out;
-    return lin->w;
-}
-
 void cu_linear_free(backend *be, be_linear *lin) {
     (void)be;
     if (!lin) return;

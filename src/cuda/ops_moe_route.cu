@@ -1,6 +1,5 @@
 /*
- * ops_moe_route.cu: the CUDA mixture-of-experts routing (backend.h moe_route) and the router GEMV fused with it
- * (moe_router_route).
+ * ops_moe_route.cu: the CUDA mixture-of-experts routing (backend.h moe_route), on the device.
  *
  * The semantics are the CPU reference's (src/cpu/ops_moe.c, backend.h): p = softmax(logits) in f32 (max-subtracted),
  * the top k of p by repeated arg-max (best first; equal scores: the lower id first; NaN never preferred),
@@ -12,15 +11,14 @@
  * (moe_params.num_shared) follow every token's top k with weight 1 (or Qwen2-MoE's sigmoid of the gate logit after
  * the router's), so that moe_experts (ops_moe.cu) runs them as any expert.
  *
- * k_moe_route: a warp per token (route_token), lane l holding experts l + 32 i.
+ * k_moe_route: a warp per token, lane l holding experts l + 32 i.
  *
- * k_moe_router (moe_router_route, one token: a decode step of one sequence): the router's linear_fused (the RMSNorm
- * of x into h, the GEMV, its bias) as a CTA per router row whose weights load before the PDL wait, and the routing
- * by the last CTA to finish (an arrival counter after a fence: the CUDA programming guide's threadfence reduction), so
- * that the step has one kernel boundary fewer between the attention's output and the experts
- * (VLLM_CUDA_MOE_ROUTER=split runs the two ops instead, for comparisons). The timing-only
- * measure that motivated it (H100, session 35, the routing kernel left out of the graph): Qwen3-30B-A3B 3.395 ->
- * 3.242 ms a step, Qwen3.5-35B-A3B 3.284 -> 3.100, DeepSeek-V2-Lite 2.731 -> 2.684, gpt-oss-20b 3.143 -> 3.099.
+ * Measured and dropped (session 35, H100, ms a batch-1 decode step, one call): the router's GEMV and the routing as
+ * one kernel for one token (a CTA per router row, its weights loaded before the PDL wait; the last CTA to arrive, by
+ * a fence and an atomic count, routing the logits): Qwen3-30B-A3B 3.392 (two kernels) -> 3.399, Qwen3.5-35B-A3B
+ * 3.319 -> 3.303, DeepSeek-V2-Lite 2.740 -> 2.777, gpt-oss-20b 3.159 -> 3.150, where leaving the routing kernel out
+ * of the graph altogether (timing only) had saved 0.05-0.18 ms: what costs is the routing's own chain (the logits'
+ * round trip, the softmax, k arg-max rounds), which the fused form keeps, plus its fence and atomic.
  */
 #include <limits.h>
 
@@ -308,166 +306,4 @@ void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor
                                                   : epl == 8 ? k_moe_route<8> : k_moe_route<16>;
     cu_launch(cu, "moe_route", true, kern, dim3((unsigned)((a.T + MR_WARPS - 1) / MR_WARPS)), dim3(MR_WARPS * 32), 0,
               a);
-}
-
-
-/* ---- the router GEMV and the routing in one kernel (one token) ---- */
-
-#define RR_THREADS 256          /* k_moe_router: a CTA per router row */
-#define RR_MAXC 4               /* 16-byte chunks of a row a thread takes at most: K <= 8 * RR_THREADS * RR_MAXC */
-
-struct rr_args {
-    const __nv_bfloat16 *x;     /* (1, K) */
-    const __nv_bfloat16 *W;     /* (N, K) the router */
-    const float *bias;          /* (N) or NULL */
-    const __nv_bfloat16 *nw;    /* (K) the norm's weight, or NULL: no norm */
-    bool offset;                /* the norm multiplies by (1 + nw) */
-    float eps;
-    __nv_bfloat16 *h;           /* (1, K) receives the normalised x (with nw) */
-    void *y;                    /* (1, N) the logits, of ydt */
-    int ydt;
-    int N, K;
-    unsigned *cnt;              /* the CTAs' arrival counter, 0 between launches */
-    route_args r;               /* the routing of y's first E (+ 1) columns, T 1 */
-};
-
-/* The CTA's sum of v (every thread calls; red: RR_THREADS / 32 floats, free again after the call's second barrier). */
-__device__ __forceinline__ float rr_cta_sum(float v, float *red) {
-    v = cu_warp_sum(v);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int w = 0; w < RR_THREADS / 32; w++) tot += red[w];
-    __syncthreads();
-    return tot;
-}
-
-// x (1, K) BF16 -> [h = BF16(rms_norm(x) * nw)] -> y[n] = h . W[n] (+ b[n]) for n = blockIdx.x (grid N), rounded to
-// y's dtype, as linear_fused's GEMV; the last CTA to finish (an atomic arrival count) then routes y as k_moe_route
-// (warp 0), so the routing costs no launch and no wait for one.
-template <int EPL>
-__global__ void __launch_bounds__(RR_THREADS) k_moe_router(rr_args a) {
-    __shared__ float red[RR_THREADS / 32];
-    __shared__ bool last;
-    pdl_launch();
-    const int n = blockIdx.x, nc = a.K >> 3;
-    /* the row's weights and the norm's: constants, loaded before the wait (they overlap the previous kernel) */
-    uint4 wr[RR_MAXC], nwr[RR_MAXC];
-#pragma unroll
-    for (int j = 0; j < RR_MAXC; j++) {
-        const int c = threadIdx.x + j * RR_THREADS;
-        wr[j] = c < nc ? __ldg((const uint4 *)(a.W + (int64_t)n * a.K) + c) : make_uint4(0, 0, 0, 0);
-        nwr[j] = a.nw && c < nc ? __ldg((const uint4 *)a.nw + c) : make_uint4(0, 0, 0, 0);
-    }
-    const float b = a.bias && threadIdx.x == 0 ? __ldg(a.bias + n) : 0.0f;
-    pdl_wait();
-    float xf[RR_MAXC][8];
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < RR_MAXC; j++) {
-        const int c = threadIdx.x + j * RR_THREADS;
-        bf16x8_to_f32(c < nc ? *((const uint4 *)a.x + c) : make_uint4(0, 0, 0, 0), xf[j]);
-#pragma unroll
-        for (int i = 0; i < 8; i++) ss += xf[j][i] * xf[j][i];
-    }
-    if (a.nw) {
-        /* the norm as linear_fused's prologue rounds it: BF16(x * inv * nw) */
-        const float inv = 1.0f / sqrtf(rr_cta_sum(ss, red) / (float)a.K + a.eps);
-#pragma unroll
-        for (int j = 0; j < RR_MAXC; j++) {
-            const int c = threadIdx.x + j * RR_THREADS;
-            float nf[8];
-            bf16x8_to_f32(nwr[j], nf);
-#pragma unroll
-            for (int i = 0; i < 8; i++) xf[j][i] = xf[j][i] * inv * (a.offset ? 1.0f + nf[i] : nf[i]);
-            const uint4 v = f32_to_bf16x8(xf[j]);
-            bf16x8_to_f32(v, xf[j]);
-            if (n == 0 && c < nc) ((uint4 *)a.h)[c] = v;
-        }
-    }
-    float d = 0.0f;
-#pragma unroll
-    for (int j = 0; j < RR_MAXC; j++) {
-        float wf[8];
-        bf16x8_to_f32(wr[j], wf);
-#pragma unroll
-        for (int i = 0; i < 8; i++) d += wf[i] * xf[j][i];
-    }
-    d = rr_cta_sum(d, red);
-    if (threadIdx.x == 0) {
-        cu_st(a.y, a.ydt, n, d + b);
-        __threadfence(); /* the logit is visible to every CTA before this one counts as arrived */
-        last = atomicAdd(a.cnt, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence(); /* every CTA's logit, written before its arrival, is read after it */
-    if (threadIdx.x < 32) route_token<EPL>(a.r, 0, threadIdx.x);
-    if (threadIdx.x == 0) *a.cnt = 0; /* for the next launch (the counter's users are ordered by the stream) */
-}
-
-typedef void (*rr_kernel)(rr_args);
-
-static bool rr_overlap(const tensor *a, const tensor *b) {
-    const int64_t na = tensor_extent_bytes(a), nb = tensor_extent_bytes(b);
-    const char *pa = (const char *)a->data, *pb = (const char *)b->data;
-    return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
-}
-
-void cu_moe_router_route(backend *be, const be_linear *router, const tensor *x, const linear_fuse *f, tensor *rl,
-                         const moe_params *p, tensor *ids, tensor *w) {
-    cu_state *cu = cu_of(be);
-    const char *op = "moe_router_route";
-    if (!router || !x || !rl || !p) {
-        cu_fail(cu, "%s: no router, x, logits or moe_params", op);
-        return;
-    }
-    const int E = p->num_experts;
-    if (E < 1 || rl->ndim != 2 || rl->shape[1] < (p->shared_gate ? E + 1 : E)) {
-        cu_fail(cu, "%s: the router's output has fewer columns than the routing reads", op);
-        return;
-    }
-    tensor logits = tensor_cols(rl, 0, p->shared_gate ? E + 1 : E);
-    int64_t K = 0, N = 0;
-    const float *bias = NULL;
-    const __nv_bfloat16 *W = cu_linear_bf16(router, &bias, &K, &N);
-    const tensor *nw = f ? f->norm_w : NULL;
-    /* the kernel's cases: one token, plain BF16 weights, at most RR_MAXC chunks a thread, the norm (RMS, plain or
-     * 1 + w, with a BF16 weight) or none, nothing else of linear_fuse; the rest as the two ops */
-    bool fused = !cu->router_split && W && cu_rows(x) == 1 && x->dtype == DTYPE_BF16 && x->ndim == 2 &&
-                 x->shape[1] == K && K % 8 == 0 && K <= 8 * RR_THREADS * RR_MAXC && cu_aligned16(x->data) &&
-                 cu_aligned16(W) && rl->shape[0] == 1 && rl->shape[1] == N && N <= INT_MAX && cu->route_cnt.p &&
-                 (!f || (!f->silu_mul && !f->accumulate && !f->res && !f->norm_b &&
-                         (nw ? (f->norm_kind == BE_NORM_RMS || f->norm_kind == BE_NORM_RMS_OFFSET)
-                             : f->norm_kind == BE_NORM_RMS)));
-    if (fused && nw)
-        fused = nw->dtype == DTYPE_BF16 && nw->ndim == 1 && nw->shape[0] == K && nw->data && cu_aligned16(nw->data) &&
-                f->h && f->h->dtype == DTYPE_BF16 && f->h->data && cu_aligned16(f->h->data) && cu_rows(f->h) == 1 &&
-                f->h->shape[f->h->ndim - 1] == K && !rr_overlap(f->h, x);
-    if (!fused) {
-        if (f) cu_linear_fused(be, router, x, f, rl);
-        else cu_linear(be, router, x, rl);
-        cu_moe_route(be, &logits, p, ids, w);
-        return;
-    }
-    if (!cu_check_mat(cu, op, "logits", rl, CU_FLOAT, 1, N)) return;
-    rr_args a = {};
-    if (!route_prepare(cu, op, &logits, p, ids, w, a.r)) return;
-    a.x = (const __nv_bfloat16 *)x->data;
-    a.W = W;
-    a.bias = bias;
-    a.nw = nw ? (const __nv_bfloat16 *)nw->data : NULL;
-    a.offset = nw && f->norm_kind == BE_NORM_RMS_OFFSET;
-    a.eps = f ? f->eps : 0.0f;
-    a.h = nw ? (__nv_bfloat16 *)f->h->data : NULL;
-    a.y = rl->data;
-    a.ydt = (int)rl->dtype;
-    a.N = (int)N;
-    a.K = (int)K;
-    a.cnt = (unsigned *)cu->route_cnt.p;
-    const int epl = route_epl(E);
-    rr_kernel kern = epl == 1 ? k_moe_router<1> : epl == 2 ? k_moe_router<2> : epl == 4 ? k_moe_router<4>
-                                                : epl == 8 ? k_moe_router<8> : k_moe_router<16>;
-    cu_launch(cu, op, true, kern, dim3((unsigned)N), dim3(RR_THREADS), 0, a);
 }

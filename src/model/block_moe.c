@@ -463,19 +463,15 @@ void moe_block_run(model *m, const moe_block *b, moe_bufs *mb, const tensor *x, 
     tensor rl = tensor_cols(&rlb, 0, b->gate_in_router ? E + 1 : E); /* the router's output */
     tensor logits = tensor_cols(&rlb, 0, mp.shared_gate ? E + 1 : E), ids = tensor_cols(&idb, 0, kw),
            rw = tensor_cols(&rwb, 0, kw);
-    const linear_fuse in = norm ? (linear_fuse){.norm_w = norm->w, .norm_b = norm->b, .eps = norm->eps,
-                                                .norm_kind = norm->kind, .h = hbuf}
-                                : (linear_fuse){0};
-    if (ops->moe_router_route) { /* the two below as one op (the CUDA backend's one-token kernel) */
-        ops->moe_router_route(be, b->router, x, norm ? &in : NULL, &rl, &mp, &ids, &rw);
+    if (norm) { /* h = norm(x) and the router logits in one op (a decode batch's GEMV normalises x itself) */
+        const linear_fuse in = {.norm_w = norm->w, .norm_b = norm->b, .eps = norm->eps, .norm_kind = norm->kind,
+                                .h = hbuf};
+        ops->linear_fused(be, b->router, x, &in, &rl);            /* (T, E) router logits; h (T, D) */
     } else {
-        if (norm) /* h = norm(x) and the router logits in one op (a decode batch's GEMV normalises x itself) */
-            ops->linear_fused(be, b->router, x, &in, &rl);        /* (T, E) router logits; h (T, D) */
-        else
-            ops->linear(be, b->router, h, &rl);                   /* (T, E) router logits */
-        ops->moe_route(be, &logits, &mp, &ids, &rw); /* top-k (+ shared) ids, weights (T, kw): the shared gated by
-                                                        sigmoid(logits[:, E]) */
+        ops->linear(be, b->router, h, &rl);                       /* (T, E) router logits */
     }
+    ops->moe_route(be, &logits, &mp, &ids, &rw); /* top-k (+ shared) ids, weights (T, kw): the shared gated by
+                                                    sigmoid(logits[:, E]) */
     ops->moe_experts(be, b->experts, h, &ids, &rw, &mp, accumulate, o); /* o (T, D) (+)= */
     if (b->sh_gate_up) {
         tensor sgu = rows(&mb->sgu, T), sa = rows(&mb->sa, T), sg = rows(&mb->sg, T), so = rows(&mb->so, T);

@@ -509,12 +509,6 @@ typedef struct backend_ops {
      * (p->shared_gate: sigmoid(logits[t, E])).
      * On the device: no host round trip, so it records into a graph. */
     void (*moe_route)(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w);
-    /* The router and the routing as one op: linear_fused(router, x, f, rl) (f NULL: linear(router, x, rl)), then
-     * moe_route of rl's first E columns (E + 1 with p->shared_gate), which it equals up to the GEMV's summation
-     * order: rl (T, router's rows) and f's h written as linear_fused writes them. Optional (NULL: the two ops; a
-     * backend runs them itself for the cases its fused form does not take). */
-    void (*moe_router_route)(backend *be, const be_linear *router, const tensor *x, const linear_fuse *f, tensor *rl,
-                             const moe_params *p, tensor *ids, tensor *w);
     /* y (T, D) = (or +=, accumulate) sum over j < k (+ p->num_shared) of w[t, j] * expert_{ids[t, j]}(x_t)
      * (ex holds p->num_experts + p->num_shared experts);
      * x (T, D); each expert's output rounded to the activation dtype, then

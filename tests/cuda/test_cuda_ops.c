@@ -16,8 +16,8 @@
  * LayerNorm), the activations (act_mul, activation: SiLU, GELU tanh / erf,
  * ReLU) and the softcap run on each of their kernels. The fused ops
  * (add_rms_norm, add_norm, qk_norm_rope_kv and _ex, linear_fused with
- * Gemma's and OPT's stages, moe_router_route's router) are compared with
- * the CPU backend's composites, padding slots (-1) must leave the caches alone, and a
+ * Gemma's and OPT's stages) are compared with the CPU backend's
+ * composites, padding slots (-1) must leave the caches alone, and a
  * recorded graph replayed on new inputs must equal the eager ops; failures
  * while recording are reported by graph_end.
  * Sampling is compared with the reference of src/sample/ (sample_row_ref):
@@ -2669,153 +2669,6 @@ static void test_moe_graph(int T, bool large, int k, int ns) {
     free(xb);
 }
 
-/* moe_router_route (the router's linear_fused and moe_route as one op: the CUDA backend's one-token kernel, the two
- * ops otherwise) on three inputs in turn (the arrival counter must be back at 0 after each call): h and the logits
- * against the CPU's linear_fused (BF16 tolerances), the ids / weights exactly those of the GPU's moe_route over the
- * op's own logits (the last CTA's routing must see every CTA's logit). graph: the second input's call recorded,
- * then replayed on the second and the third. norm: 0 none (f NULL), 1 RMSNorm, 2 (1 + w). */
-static void test_moe_router_route_case(const char *name, int E, int N, int K, int k, be_moe_scoring sc, int G, int kg,
-                                       bool renorm, float scale, bool rbias, int norm, int ns, bool sgate, int T,
-                                       dtype ldt, bool graph) {
-    CHECK(gpu->ops->moe_router_route != NULL);
-    if (!gpu->ops->moe_router_route) return;
-    const int kw = k + ns;
-    const be_norm_kind kind = norm == 2 ? BE_NORM_RMS_OFFSET : BE_NORM_RMS;
-    float *w = malloc((size_t)N * K * sizeof *w), *b = malloc((size_t)N * sizeof *b);
-    float *nw = malloc((size_t)K * sizeof *nw);
-    float *sb = malloc((size_t)E * sizeof *sb), *hx = malloc((size_t)T * K * sizeof *hx);
-    for (int64_t i = 0; i < (int64_t)N * K; i++) w[i] = round_to(DTYPE_BF16, rnd() * 0.05f);
-    for (int i = 0; i < N; i++) b[i] = round_to(DTYPE_BF16, rnd());
-    for (int i = 0; i < K; i++) nw[i] = round_to(DTYPE_BF16, (norm == 2 ? 0.0f : 1.0f) + 0.3f * rnd());
-    for (int i = 0; i < E; i++) sb[i] = 0.1f * rnd();
-    void *wb = pack(w, (int64_t)N * K, DTYPE_BF16), *bb = pack(b, N, DTYPE_BF16);
-    tensor wc = tensor_2d(DTYPE_F32, w, N, K), wg = tensor_2d(DTYPE_BF16, wb, N, K);
-    tensor bc = tensor_1d(DTYPE_F32, b, N), bg = tensor_1d(DTYPE_BF16, bb, N);
-    const tensor *ws[1] = {&wc}, *bs[1] = {&bc};
-    be_linear *lc = NULL, *lg = NULL;
-    CHECK_OK(cpu->ops->linear_create(cpu, ws, rbias ? bs : NULL, 1, &lc));
-    ws[0] = &wg;
-    bs[0] = &bg;
-    CHECK_OK(gpu->ops->linear_create(gpu, ws, rbias ? bs : NULL, 1, &lg));
-    tensor nwc2 = put(cpu, DTYPE_F32, 1, K, nw), nwg2 = put(gpu, DTYPE_BF16, 1, K, nw);
-    tensor nwc = tensor_1d(DTYPE_F32, nwc2.data, K), nwg = tensor_1d(DTYPE_BF16, nwg2.data, K);
-    tensor sbc2 = put(cpu, DTYPE_F32, 1, E, sb), sbg2 = put(gpu, DTYPE_F32, 1, E, sb);
-    tensor sbg = tensor_1d(DTYPE_F32, sbg2.data, E);
-    tensor xc = put(cpu, DTYPE_F32, T, K, NULL), xg = put(gpu, DTYPE_BF16, T, K, NULL);
-    tensor hc = put(cpu, DTYPE_F32, T, K, NULL), hg = put(gpu, DTYPE_BF16, T, K, NULL);
-    tensor rlc = put(cpu, DTYPE_F32, T, N, NULL), rlg = put(gpu, ldt, T, N, NULL);
-    tensor ig = put_i32_2d(gpu, NULL, T, kw), wgt = put(gpu, DTYPE_F32, T, kw, NULL);
-    tensor ig2 = put_i32_2d(gpu, NULL, T, kw), wgt2 = put(gpu, DTYPE_F32, T, kw, NULL);
-    const moe_params mp = {.num_experts = E, .top_k = k, .scoring = sc, .renormalize = renorm, .num_groups = G,
-                           .topk_groups = kg, .routed_scaling = scale,
-                           .score_bias = sc == BE_MOE_SIGMOID_NOAUX_TC ? &sbg : NULL, .num_shared = ns,
-                           .shared_gate = sgate};
-    const linear_fuse fc = {.norm_w = &nwc, .eps = 1e-6f, .h = &hc, .norm_kind = kind},
-                      fg = {.norm_w = &nwg, .eps = 1e-6f, .h = &hg, .norm_kind = kind};
-    tensor lview = tensor_cols(&rlg, 0, sgate ? E + 1 : E);
-    be_graph *gr = NULL;
-    for (int rep = 0; rep < 3; rep++) {
-        for (int64_t i = 0; i < (int64_t)T * K; i++) hx[i] = round_to(DTYPE_BF16, rnd() * 1.5f);
-        void *xb = pack(hx, (int64_t)T * K, DTYPE_BF16);
-        CHECK_OK(cpu->ops->upload(cpu, &xc, hx, (size_t)T * K * sizeof *hx));
-        CHECK_OK(gpu->ops->upload(gpu, &xg, xb, (size_t)T * K * 2));
-        free(xb);
-        poison(&hg);
-        poison(&rlg);
-        poison(&ig);
-        poison(&wgt);
-        if (norm) cpu->ops->linear_fused(cpu, lc, &xc, &fc, &rlc);
-        else cpu->ops->linear(cpu, lc, &xc, &rlc);
-        if (graph && rep == 1) {
-            CHECK_OK(gpu->ops->graph_begin(gpu));
-            gpu->ops->moe_router_route(gpu, lg, &xg, norm ? &fg : NULL, &rlg, &mp, &ig, &wgt);
-            CHECK_OK(gpu->ops->graph_end(gpu, &gr));
-        }
-        if (graph && rep >= 1) {
-            CHECK(gr != NULL);
-            if (gr) CHECK_OK(gpu->ops->graph_launch(gpu, gr));
-        } else {
-            gpu->ops->moe_router_route(gpu, lg, &xg, norm ? &fg : NULL, &rlg, &mp, &ig, &wgt);
-        }
-        CHECK_OK(gpu->ops->synchronize(gpu));
-        char what[192];
-        const char *how = graph && rep ? (rep == 1 ? "graph" : "graph replay") : "eager";
-        snprintf(what, sizeof what, "moe_router_route %s N %d K %d T %d%s%s %s logits, call %d (%s)", name, N, K, T,
-                 norm == 2 ? " (1+w) norm" : norm ? " norm" : "", rbias ? " bias" : "", dtype_name(ldt), rep + 1, how);
-        float *c = get(cpu, &rlc), *g = get(gpu, &rlg);
-        compare(what, g, c, (int64_t)T * N, REL, ELEM);
-        free(c);
-        free(g);
-        if (norm) {
-            c = get(cpu, &hc);
-            g = get(gpu, &hg);
-            snprintf(what, sizeof what, "moe_router_route %s K %d T %d h, call %d (%s)", name, K, T, rep + 1, how);
-            compare(what, g, c, (int64_t)T * K, REL, ELEM);
-            free(c);
-            free(g);
-        }
-        /* the routing of these logits by moe_route: the same ids and weights, bit for bit */
-        gpu->ops->moe_route(gpu, &lview, &mp, &ig2, &wgt2);
-        CHECK_OK(gpu->ops->synchronize(gpu));
-        int32_t *i1 = malloc((size_t)T * kw * 4), *i2 = malloc((size_t)T * kw * 4);
-        float *w1 = malloc((size_t)T * kw * 4), *w2 = malloc((size_t)T * kw * 4);
-        CHECK_OK(gpu->ops->download(gpu, i1, &ig, (size_t)T * kw * 4));
-        CHECK_OK(gpu->ops->download(gpu, i2, &ig2, (size_t)T * kw * 4));
-        CHECK_OK(gpu->ops->download(gpu, w1, &wgt, (size_t)T * kw * 4));
-        CHECK_OK(gpu->ops->download(gpu, w2, &wgt2, (size_t)T * kw * 4));
-        CHECK_MSG(!memcmp(i1, i2, (size_t)T * kw * 4) && !memcmp(w1, w2, (size_t)T * kw * 4),
-                  "%s: the ids / weights differ from moe_route's of the same logits (first: %d / %d, %g / %g)", what,
-                  i1[0], i2[0], (double)w1[0], (double)w2[0]);
-        free(i1);
-        free(i2);
-        free(w1);
-        free(w2);
-    }
-    if (gr) gpu->ops->graph_free(gpu, gr);
-    cpu->ops->linear_free(cpu, lc);
-    gpu->ops->linear_free(gpu, lg);
-    tensor *cs[] = {&nwc2, &sbc2, &xc, &hc, &rlc}, *gs[] = {&nwg2, &sbg2, &xg, &hg, &rlg};
-    drop_pairs(cs, gs, 5);
-    drop(gpu, &ig);
-    drop(gpu, &wgt);
-    drop(gpu, &ig2);
-    drop(gpu, &wgt2);
-    free(wb);
-    free(bb);
-    free(w);
-    free(b);
-    free(nw);
-    free(sb);
-    free(hx);
-}
-
-static void test_moe_router_route(void) {
-    /* Qwen3-30B-A3B (graph too), gpt-oss-20b (router bias, K 2880: two chunks for some threads), DeepSeek-V2-Lite
-     * (2 shared experts), Qwen3.5-35B-A3B (the shared expert's gate as the router's last row), Qwen2-MoE's gated
-     * shared expert, DeepSeek-V3 (sigmoid + correction bias + groups, K 7168), (1 + w) norm, no norm, F32 logits */
-    test_moe_router_route_case("Qwen3-30B-A3B", 128, 128, 2048, 8, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, false, 1, 0,
-                               false, 1, DTYPE_BF16, true);
-    test_moe_router_route_case("gpt-oss-20b", 32, 32, 2880, 4, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, true, 1, 0, false, 1,
-                               DTYPE_BF16, true);
-    test_moe_router_route_case("V2-Lite", 64, 64, 2048, 6, BE_MOE_SOFTMAX_GROUPED, 0, 0, false, 1.0f, false, 1, 2,
-                               false, 1, DTYPE_BF16, false);
-    test_moe_router_route_case("Qwen3.5-35B-A3B", 256, 257, 2048, 8, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, false, 1, 0,
-                               false, 1, DTYPE_BF16, true);
-    test_moe_router_route_case("gated shared", 60, 61, 2048, 4, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, false, 1, 4, true, 1,
-                               DTYPE_BF16, false);
-    test_moe_router_route_case("V3", 256, 256, 7168, 8, BE_MOE_SIGMOID_NOAUX_TC, 8, 4, true, 2.5f, false, 1, 1, false,
-                               1, DTYPE_BF16, false);
-    test_moe_router_route_case("(1+w)", 128, 128, 1024, 8, BE_MOE_SOFTMAX, 0, 0, false, 0.0f, true, 2, 0, false, 1,
-                               DTYPE_F32, false);
-    test_moe_router_route_case("no norm", 512, 512, 520, 8, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, false, 0, 0, false, 1,
-                               DTYPE_BF16, false);
-    /* the two ops: more than one token, a row past the kernel's chunks (K 8200) */
-    test_moe_router_route_case("T 5", 128, 128, 2048, 8, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, false, 1, 0, false, 5,
-                               DTYPE_BF16, true);
-    test_moe_router_route_case("K 8200", 64, 64, 8200, 4, BE_MOE_SOFTMAX, 0, 0, true, 0.0f, false, 1, 0, false, 1,
-                               DTYPE_BF16, false);
-}
-
 static void test_moe(void) {
     CHECK(gpu->ops->experts_create && gpu->ops->experts_free && gpu->ops->moe_route && gpu->ops->moe_experts &&
           gpu->ops->sigmoid_gate);
@@ -3538,7 +3391,6 @@ int main(void) {
     test_graph();
     test_supports();
     test_moe();
-    test_moe_router_route();
     test_linear_attn();
     test_dummy_fill();
 

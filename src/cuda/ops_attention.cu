@@ -449,6 +449,7 @@ static size_t at_smem_bytes(int hp, int hd) {
 #define DA_MAX_CLUSTER 16 /* CTAs a cluster at most: the non-portable size where the GPU schedules it (cu->attn_cmax,
                              probed by cu_attention_reserve), else 8 (the portable size) */
 #define DA_PORTABLE_CLUSTER 8
+#define DA_SMALL_HP 4     /* query heads a CTA at most in batches too small to fill the GPU (cu_attention) */
 
 template <int HD, int GP, int KB = 2>
 struct da_shape {
@@ -1030,8 +1031,18 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         return;
     }
     const int group = nh / nkv;
-    const int hpmax = cu->attn_hp > 0 ? cu->attn_hp : AT_HP;
-    const int hp = group < hpmax ? group : hpmax;
+    /* the FP8 cache: the decode and tensor-core kernels' FP8 instances have no softcap and no sinks */
+    const bool f8 = k_cache->dtype == DTYPE_F8_E4M3;
+    const bool decode = (hd == 64 || hd == 128 || hd == 256) && !(f8 && (p->softcap > 0.0f || p->sinks));
+    /* query heads a CTA: up to AT_HP (their KV head's keys read once for them all); a decode batch whose CTAs stay
+     * below the split target (attn_split_cap) even with DA_SMALL_HP heads a CTA takes at most that many: twice the
+     * CTAs for 8-head groups, each with half the registers and twice the keys an iteration, so fewer splits (H100,
+     * session 35, ms a batch-1 decode step: Qwen3-30B-A3B 3.399 -> 3.282, Qwen3.5-35B-A3B 3.298 -> 3.086, gpt-oss-20b
+     * 3.152 -> 3.127). VLLM_CUDA_ATTN_HP=N pins the most at N (comparisons). */
+    int hp = group < AT_HP ? group : AT_HP;
+    if (cu->attn_hp > 0) hp = group < cu->attn_hp ? group : cu->attn_hp;
+    else if (decode && hp > DA_SMALL_HP && attn_split_cap(cu, T * nkv * ((group + DA_SMALL_HP - 1) / DA_SMALL_HP)) > 1)
+        hp = DA_SMALL_HP;
     const int npass = (group + hp - 1) / hp;
     if ((int64_t)nkv * npass > 65535) {
         cu_fail(cu, "attention: %d kv heads x %d head passes exceed the grid", nkv, npass);
@@ -1039,9 +1050,6 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     }
     const int64_t ctas = T * nkv * npass;
     const int cap = attn_split_cap(cu, ctas);
-    /* the FP8 cache: the decode and tensor-core kernels' FP8 instances have no softcap and no sinks */
-    const bool f8 = k_cache->dtype == DTYPE_F8_E4M3;
-    const bool decode = (hd == 64 || hd == 128 || hd == 256) && !(f8 && (p->softcap > 0.0f || p->sinks));
     /* split the keys (device-side, each token to its own length; max_seq_len bounds them) */
     const int64_t max_len = m->max_seq_len > 0 ? m->max_seq_len : (int64_t)m->max_blocks_per_seq * bs;
     int nsplit = 1;

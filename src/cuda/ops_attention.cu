@@ -1037,8 +1037,8 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
     /* query heads a CTA: up to AT_HP (their KV head's keys read once for them all); a decode batch whose CTAs stay
      * below the split target (attn_split_cap) even with DA_SMALL_HP heads a CTA takes at most that many: twice the
      * CTAs for 8-head groups, each with half the registers and twice the keys an iteration, so fewer splits (H100,
-     * session 35, ms a batch-1 decode step: Qwen3-30B-A3B 3.399 -> 3.282, Qwen3.5-35B-A3B 3.298 -> 3.086, gpt-oss-20b
-     * 3.152 -> 3.127). VLLM_CUDA_ATTN_HP=N pins the most at N (comparisons). */
+     * session 35, ms a batch-1 decode step: Qwen3-30B-A3B 3.399 -> 3.282, Qwen3.5-35B-A3B 3.303 -> 3.086, gpt-oss-20b
+     * 3.150 -> 3.127). VLLM_CUDA_ATTN_HP=N pins the most at N (comparisons). */
     int hp = group < AT_HP ? group : AT_HP;
     if (cu->attn_hp > 0) hp = group < cu->attn_hp ? group : cu->attn_hp;
     else if (decode && hp > DA_SMALL_HP && attn_split_cap(cu, T * nkv * ((group + DA_SMALL_HP - 1) / DA_SMALL_HP)) > 1)

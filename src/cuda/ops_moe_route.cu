@@ -75,10 +75,15 @@ __device__ __forceinline__ int route_key_id(unsigned long long key) {
     return key ? 0x7fffffff - (int)(unsigned)(key & 0xffffffffull) : -1;
 }
 
-// token t's logits (E) [+ bias (E)] -> ids (k + ns) I32 best first (then the shared experts), w (k + ns) F32, by one
-// warp (every lane calls): lane l holds experts l + 32 i
+// logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
+// a warp per token, lane l holds experts l + 32 i
 template <int EPL>
-__device__ __forceinline__ void route_token(const route_args &a, int t, int lane) {
+__global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
+    pdl_launch();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int t = blockIdx.x * MR_WARPS + warp;
+    if (t >= a.T) return;
     const bool sigmoid = a.scoring == BE_MOE_SIGMOID_NOAUX_TC;
     float p[EPL]; /* the scores: softmax or sigmoid */
     float c[EPL]; /* the choice scores: p (+ bias), 0 in the groups not kept */
@@ -238,36 +243,25 @@ __device__ __forceinline__ void route_token(const route_args &a, int t, int lane
     }
 }
 
-// logits (T, E) [+ bias (E)] -> ids (T, k + ns), w (T, k + ns): a warp per token
-template <int EPL>
-__global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
-    pdl_launch();
-    pdl_wait();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int t = blockIdx.x * MR_WARPS + warp;
-    if (t >= a.T) return;
-    route_token<EPL>(a, t, lane);
-}
-
 typedef void (*route_kernel)(route_args);
 
 // logits (T, E) BF16 / F16 / F32 ((T, E + 1) with shared_gate) [+ score_bias (E)] -> ids (T, k + ns) I32,
 // w (T, k + ns) F32 (ns = num_shared)
-/* Checks moe_route's arguments (op names them) and fills a; false (cu_fail) when they are bad. */
-static bool route_prepare(cu_state *cu, const char *op, const tensor *logits, const moe_params *p, tensor *ids,
-                          tensor *w, route_args &a) {
-    if (!cu_moe_params_ok(cu, op, p)) return false; /* k + ns <= CU_MOE_MAX_K */
+void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
+    cu_state *cu = cu_of(be);
+    if (!cu_moe_params_ok(cu, "moe_route", p)) return; /* k + ns <= CU_MOE_MAX_K */
     const int E = p->num_experts, k = p->top_k, kw = be_moe_width(p);
-    if (!cu_check_mat(cu, op, "logits", logits, CU_FLOAT, -1, p->shared_gate ? E + 1 : E) ||
-        !cu_check_mat(cu, op, "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), kw) ||
-        !cu_check_mat(cu, op, "w", w, CU_DT(DTYPE_F32), cu_rows(logits), kw))
-        return false;
+    if (!cu_check_mat(cu, "moe_route", "logits", logits, CU_FLOAT, -1, p->shared_gate ? E + 1 : E) ||
+        !cu_check_mat(cu, "moe_route", "ids", ids, CU_DT(DTYPE_I32), cu_rows(logits), kw) ||
+        !cu_check_mat(cu, "moe_route", "w", w, CU_DT(DTYPE_F32), cu_rows(logits), kw))
+        return;
     const int64_t T = cu_rows(logits);
+    if (T == 0) return;
     if (T > INT_MAX - MR_WARPS) {
-        cu_fail(cu, "%s: %lld tokens", op, (long long)T);
-        return false;
+        cu_fail(cu, "moe_route: %lld tokens", (long long)T);
+        return;
     }
-    a = route_args{};
+    route_args a = {};
     a.logits = logits->data;
     a.ldt = (int)logits->dtype;
     a.ls = tensor_row_stride(logits);
@@ -288,22 +282,8 @@ static bool route_prepare(cu_state *cu, const char *op, const tensor *logits, co
     a.scale = p->routed_scaling > 0.0f ? p->routed_scaling : 1.0f;
     a.bias = p->score_bias ? p->score_bias->data : NULL;
     a.bdt = p->score_bias ? (int)p->score_bias->dtype : (int)DTYPE_F32;
-    return true;
-}
-
-/* The lanes' experts EPL of a routing over E experts (E <= CU_MOE_MAX_E = 512). */
-static int route_epl(int E) {
     const int epl = (E + 31) / 32;
-    return epl <= 1 ? 1 : epl <= 2 ? 2 : epl <= 4 ? 4 : epl <= 8 ? 8 : 16;
-}
-
-void cu_moe_route(backend *be, const tensor *logits, const moe_params *p, tensor *ids, tensor *w) {
-    cu_state *cu = cu_of(be);
-    route_args a;
-    if (!route_prepare(cu, "moe_route", logits, p, ids, w, a) || a.T == 0) return;
-    const int epl = route_epl(a.E);
-    route_kernel kern = epl == 1 ? k_moe_route<1> : epl == 2 ? k_moe_route<2> : epl == 4 ? k_moe_route<4>
-                                                  : epl == 8 ? k_moe_route<8> : k_moe_route<16>;
-    cu_launch(cu, "moe_route", true, kern, dim3((unsigned)((a.T + MR_WARPS - 1) / MR_WARPS)), dim3(MR_WARPS * 32), 0,
-              a);
+    route_kernel kern = epl <= 1 ? k_moe_route<1> : epl <= 2 ? k_moe_route<2> : epl <= 4 ? k_moe_route<4>
+                                                 : epl <= 8 ? k_moe_route<8> : k_moe_route<16>; /* E <= 512 */
+    cu_launch(cu, "moe_route", true, kern, dim3((unsigned)((T + MR_WARPS - 1) / MR_WARPS)), dim3(MR_WARPS * 32), 0, a);
 }

@@ -11,7 +11,8 @@
  * (moe_params.num_shared) follow every token's top k with weight 1 (or Qwen2-MoE's sigmoid of the gate logit after
  * the router's), so that moe_experts (ops_moe.cu) runs them as any expert.
  *
- * k_moe_route: a warp per token, lane l holding experts l + 32 i.
+ * k_moe_route: a warp per token, lane l holding experts l + 32 i. The softmax's max and each top-k round's arg-max
+ * are redux.sync reductions of 32-bit order-preserving keys (route_key32), not butterflies of shuffles.
  *
  * Measured and dropped (session 35, H100, ms a batch-1 decode step, one call): the router's GEMV and the routing as
  * one kernel for one token (a CTA per router row, its weights loaded before the PDL wait; the last CTA to arrive, by
@@ -59,20 +60,14 @@ __device__ __forceinline__ bool route_better(float av, int ai, float bv, int bi)
     return ai < bi;
 }
 
-/* route_better's order as one unsigned 64-bit key, larger = better: the score's bits mapped to an order-preserving
- * unsigned (-0 as +0, NaN below every number) above the id's complement (the lower id first on equal scores);
- * 0 is none. */
-__device__ __forceinline__ unsigned long long route_key(float v, int id) {
-    unsigned b = __float_as_uint(v), u;
-    if (v != v) u = 0u;
-    else {
-        if (b == 0x80000000u) b = 0u; /* -0 == +0: ties go to the lower id */
-        u = b & 0x80000000u ? ~b : b | 0x80000000u; /* -inf: 0x007fffff > 0 */
-    }
-    return (unsigned long long)u << 32 | (unsigned)(0x7fffffff - id);
-}
-__device__ __forceinline__ int route_key_id(unsigned long long key) {
-    return key ? 0x7fffffff - (int)(unsigned)(key & 0xffffffffull) : -1;
+/* route_better's order of scores as one unsigned key, larger = better: the score's bits mapped to an order-preserving
+ * unsigned (-0 as +0; NaN 1, below every number: -inf is 0x007fffff); 0 is none (an expert taken, a lane past E).
+ * Equal keys are equal scores, which go to the lower id. */
+__device__ __forceinline__ unsigned route_key32(float v) {
+    unsigned b = __float_as_uint(v);
+    if (v != v) return 1u;
+    if (b == 0x80000000u) b = 0u; /* -0 == +0: ties go to the lower id */
+    return b & 0x80000000u ? ~b : b | 0x80000000u;
 }
 
 // logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
@@ -107,22 +102,18 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
             }
         }
     } else {
-        float mx = -INFINITY;
+        /* the largest logit (NaN never the max, as the CPU's compare) by one redux.sync over route_key32's
+         * (NaN 1, below -inf's key) */
+        unsigned mk = route_key32(-INFINITY);
 #pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            const int e = lane + 32 * i;
-            p[i] = e < a.E ? raw[i] : -INFINITY;
-            mx = p[i] > mx ? p[i] : mx; /* NaN never the max (as the CPU's compare) */
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float v = __shfl_xor_sync(0xffffffffu, mx, o);
-            mx = v > mx ? v : mx;
-        }
+        for (int i = 0; i < EPL; i++)
+            if (lane + 32 * i < a.E) mk = max(mk, route_key32(raw[i]));
+        mk = __reduce_max_sync(0xffffffffu, mk);
+        const float mx = __uint_as_float(mk & 0x80000000u ? mk & 0x7fffffffu : ~mk);
         float sum = 0.0f;
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
-            p[i] = lane + 32 * i < a.E ? expf(p[i] - mx) : 0.0f;
+            p[i] = lane + 32 * i < a.E ? expf(raw[i] - mx) : 0.0f;
             sum += p[i];
         }
         sum = cu_warp_sum(sum);
@@ -182,32 +173,31 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
         for (int i = 0; i < EPL; i++)
             if (gi[i] >= 0 && !((kept >> gi[i]) & 1u)) c[i] = 0.0f;
     }
-    /* top k of c by repeated arg-max over route_key's (a 64-bit max per butterfly level: route_better's branches
-     * made each level of the 8 x 5 a chain of ~20 dependent instructions, ncu 10 us a call at base clocks for
-     * E 128, k 8); taken: bit i = expert lane + 32 i chosen; slot j is kept by lane j % 32 (in my[j / 32]) and
-     * every slot is written at the end at once (no store-then-reload chain) */
-    unsigned long long key[EPL];
+    /* top k of c by repeated arg-max: each round the warp's largest route_key32 by one redux.sync max, then the
+     * lowest id holding it by one redux.sync min (session 36: the 64-bit keys' five butterfly levels a round, two
+     * shuffles and a 64-bit compare each, were the chain; route_better's order exactly: a number before NaN, the larger
+     * score, then the lower id); a chosen expert's key becomes 0 (none). Slot j is kept by lane j % 32 (in
+     * my[j / 32]) and every slot is written at the end at once (no store-then-reload chain) */
+    unsigned key[EPL];
 #pragma unroll
-    for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < a.E ? route_key(c[i], lane + 32 * i) : 0ull;
-    unsigned taken = 0;
+    for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < a.E ? route_key32(c[i]) : 0u;
     float wsum = 0.0f, myw[CU_MOE_MAX_K / 32] = {0.0f};
     int myi[CU_MOE_MAX_K / 32] = {0};
     int32_t *ids = a.ids + (int64_t)t * a.is;
     float *w = a.w + (int64_t)t * a.ws;
     for (int j = 0; j < a.k; j++) {
-        unsigned long long best = 0ull;
+        unsigned best = 0u;
 #pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            const unsigned long long ki = (taken >> i) & 1u ? 0ull : key[i];
-            best = ki > best ? ki : best;
-        }
+        for (int i = 0; i < EPL; i++) best = max(best, key[i]);
+        best = __reduce_max_sync(0xffffffffu, best);
+        unsigned mine_id = 0xffffffffu; /* my lowest id holding best (ids grow with i) */
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const unsigned long long ob = __shfl_xor_sync(0xffffffffu, best, o);
-            best = ob > best ? ob : best;
-        }
-        const int bi = route_key_id(best);
-        if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+        for (int i = EPL - 1; i >= 0; i--)
+            if (best && key[i] == best) mine_id = (unsigned)(lane + 32 * i);
+        const int bi = best ? (int)__reduce_min_sync(0xffffffffu, mine_id) : -1;
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            if (bi == lane + 32 * i) key[i] = 0u;
         /* the weight from the lane holding the expert: its choice score (softmax: c, 0 in a group not kept), or
          * its sigmoid score (not c, which has the bias) */
         float mine = 0.0f;
@@ -215,7 +205,7 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
         for (int i = 0; i < EPL; i++)
             if (i == (bi >> 5)) mine = sigmoid ? p[i] : c[i];
         const float bv = __shfl_sync(0xffffffffu, mine, bi & 31);
-        /* the butterfly left (bv, bi) in every lane */
+        /* the reductions left (bv, bi) in every lane */
 #pragma unroll
         for (int h = 0; h < CU_MOE_MAX_K / 32; h++)
             if (j == lane + 32 * h) {

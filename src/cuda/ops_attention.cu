@@ -763,16 +763,28 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
         float *csf = cpl + GP, *csl = csf + DA_MAX_CLUSTER * GP;
         cl.sync(); /* every split's partials are in its shared memory */
         if ((int)threadIdx.x < nhp) { /* head h's factors exp2(m_s - M) and sum over the splits */
+            /* every split's max and sum read at once, one distributed-shared-memory round trip (the loops over the
+             * splits read them one after another: generic loads that may not pass the csf stores between them) */
             const int h = threadIdx.x;
-            float M = -INFINITY;
-            for (int q = 0; q < splits; q++) M = fmaxf(M, cl.map_shared_rank(cpm, q)[h]);
-            float L = 0.0f;
-            for (int q = 0; q < splits; q++) {
-                const float ms = cl.map_shared_rank(cpm, q)[h];
-                const float f = ms == -INFINITY ? 0.0f : exp2f(ms - M);
-                csf[q * GP + h] = f;
-                L += f * cl.map_shared_rank(cpl, q)[h];
+            float ms[DA_MAX_CLUSTER], ls[DA_MAX_CLUSTER];
+#pragma unroll
+            for (int q = 0; q < DA_MAX_CLUSTER; q++) { /* past the splits: rank 0's, masked (no branch a load) */
+                const int qq = q < splits ? q : 0;
+                const float mv = cl.map_shared_rank(cpm, qq)[h], lv = cl.map_shared_rank(cpl, qq)[h];
+                ms[q] = q < splits ? mv : -INFINITY;
+                ls[q] = q < splits ? lv : 0.0f;
             }
+            float M = -INFINITY;
+#pragma unroll
+            for (int q = 0; q < DA_MAX_CLUSTER; q++) M = fmaxf(M, ms[q]);
+            float L = 0.0f;
+#pragma unroll
+            for (int q = 0; q < DA_MAX_CLUSTER; q++)
+                if (q < splits) {
+                    const float f = ms[q] == -INFINITY ? 0.0f : exp2f(ms[q] - M);
+                    csf[q * GP + h] = f;
+                    L += f * ls[q];
+                }
             csl[h] = L;
         }
         __syncthreads();
@@ -781,7 +793,10 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
             const int h = idx / HD, d = idx % HD;
             float o[DA_MAX_CLUSTER];
 #pragma unroll
-            for (int q = 0; q < DA_MAX_CLUSTER; q++) o[q] = q < splits ? cl.map_shared_rank(cpo, q)[idx] : 0.0f;
+            for (int q = 0; q < DA_MAX_CLUSTER; q++) { /* as above: every load unconditional */
+                const float v = cl.map_shared_rank(cpo, q < splits ? q : 0)[idx];
+                o[q] = q < splits ? v : 0.0f;
+            }
             float O = 0.0f;
 #pragma unroll
             for (int q = 0; q < DA_MAX_CLUSTER; q++)

@@ -781,6 +781,8 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->attn_hp = getenv("VLLM_CUDA_ATTN_HP") ? atoi(getenv("VLLM_CUDA_ATTN_HP")) : 0;
     if (cu->attn_hp < 0 || cu->attn_hp > 8) cu->attn_hp = 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
+    cu->attn_splits = getenv("VLLM_CUDA_ATTN_SPLITS") ? atoi(getenv("VLLM_CUDA_ATTN_SPLITS")) : 0;
+    if (cu->attn_splits < 0 || cu->attn_splits > 32) cu->attn_splits = 0;
     what = "cudaStreamCreate";
     if ((e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking)) != cudaSuccess) goto cuda_fail;
     what = "cudaEventCreate";

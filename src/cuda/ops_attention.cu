@@ -1072,6 +1072,7 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
         if (decode) {
             int64_t by_len = (max_len + da_min_keys(cu, hd, hp, f8) - 1) / da_min_keys(cu, hd, hp, f8);
             nsplit = (int)(by_len < cap ? by_len : cap);
+            if (cu->attn_splits > 0 && nsplit > cu->attn_splits) nsplit = cu->attn_splits; /* comparisons */
         } else if (max_len > 256) {
             int64_t by_len = (max_len + 127) / 128;
             nsplit = (int)(by_len < cap ? by_len : cap);

@@ -793,10 +793,7 @@ __global__ void __launch_bounds__(DA_THREADS) k_attn_decode(da_args a) {
             const int h = idx / HD, d = idx % HD;
             float o[DA_MAX_CLUSTER];
 #pragma unroll
-            for (int q = 0; q < DA_MAX_CLUSTER; q++) { /* as above: every load unconditional */
-                const float v = cl.map_shared_rank(cpo, q < splits ? q : 0)[idx];
-                o[q] = q < splits ? v : 0.0f;
-            }
+            for (int q = 0; q < DA_MAX_CLUSTER; q++) o[q] = q < splits ? cl.map_shared_rank(cpo, q)[idx] : 0.0f;
             float O = 0.0f;
 #pragma unroll
             for (int q = 0; q < DA_MAX_CLUSTER; q++)

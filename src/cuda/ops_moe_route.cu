@@ -11,8 +11,8 @@
  * (moe_params.num_shared) follow every token's top k with weight 1 (or Qwen2-MoE's sigmoid of the gate logit after
  * the router's), so that moe_experts (ops_moe.cu) runs them as any expert.
  *
- * k_moe_route: a warp per token, lane l holding experts l + 32 i. The softmax's max and each top-k round's arg-max
- * are redux.sync reductions of 32-bit order-preserving keys (route_key32), not butterflies of shuffles.
+ * k_moe_route: a warp per token, lane l holding experts l + 32 i. Up to 128 experts the softmax's max and each
+ * top-k round's arg-max are redux.sync reductions of 32-bit order-preserving keys (route_key32, route_pick).
  *
  * Measured and dropped (session 35, H100, ms a batch-1 decode step, one call): the router's GEMV and the routing as
  * one kernel for one token (a CTA per router row, its weights loaded before the PDL wait; the last CTA to arrive, by
@@ -70,6 +70,71 @@ __device__ __forceinline__ unsigned route_key32(float v) {
     return b & 0x80000000u ? ~b : b | 0x80000000u;
 }
 
+/* route_better's order as one unsigned 64-bit key, larger = better: the score's bits mapped to an order-preserving
+ * unsigned (-0 as +0, NaN below every number) above the id's complement (the lower id first on equal scores);
+ * 0 is none. */
+__device__ __forceinline__ unsigned long long route_key(float v, int id) {
+    return (unsigned long long)route_key32(v) << 32 | (unsigned)(0x7fffffff - id); /* NaN: 1 << 32, above none */
+}
+__device__ __forceinline__ int route_key_id(unsigned long long key) {
+    return key ? 0x7fffffff - (int)(unsigned)(key & 0xffffffffull) : -1;
+}
+
+/* The top-k rounds' arg-max over a lane's EPL candidates (lane + 32 i), the chosen one then removed: next() returns
+ * the chosen id in every lane (-1: none left). Up to 4 a lane (E <= 128): the warp's largest route_key32 by one
+ * redux.sync max, then the lowest id holding it by one redux.sync min; more: a 64-bit key (route_key) a candidate
+ * and a five-level butterfly of 64-bit maxima (H100, session 36, ms a batch-1 decode step against the butterfly:
+ * Qwen3-30B-A3B, E 128, 3.324 -> 3.290; Qwen3.5-35B-A3B, E 256, 3.090 -> 3.113, hence not there). */
+template <int EPL, bool REDUX = (EPL <= 4)>
+struct route_pick {
+    unsigned key[EPL]; /* route_key32; 0: none (taken, or past E) */
+    __device__ __forceinline__ void init(const float *c, int lane, int E) {
+#pragma unroll
+        for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < E ? route_key32(c[i]) : 0u;
+    }
+    __device__ __forceinline__ int next(int lane) {
+        unsigned best = 0u;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) best = max(best, key[i]);
+        best = __reduce_max_sync(0xffffffffu, best);
+        unsigned mine = 0xffffffffu; /* my lowest id holding best (ids grow with i) */
+#pragma unroll
+        for (int i = EPL - 1; i >= 0; i--)
+            if (best && key[i] == best) mine = (unsigned)(lane + 32 * i);
+        const int bi = best ? (int)__reduce_min_sync(0xffffffffu, mine) : -1;
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            if (bi == lane + 32 * i) key[i] = 0u;
+        return bi;
+    }
+};
+template <int EPL>
+struct route_pick<EPL, false> {
+    unsigned long long key[EPL]; /* route_key; 0: none */
+    unsigned taken;              /* bit i: lane + 32 i chosen */
+    __device__ __forceinline__ void init(const float *c, int lane, int E) {
+        taken = 0;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < E ? route_key(c[i], lane + 32 * i) : 0ull;
+    }
+    __device__ __forceinline__ int next(int lane) {
+        unsigned long long best = 0ull;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) {
+            const unsigned long long ki = (taken >> i) & 1u ? 0ull : key[i];
+            best = ki > best ? ki : best;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const unsigned long long ob = __shfl_xor_sync(0xffffffffu, best, o);
+            best = ob > best ? ob : best;
+        }
+        const int bi = route_key_id(best);
+        if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+        return bi;
+    }
+};
+
 // logits (T, E) [+ bias (E)] -> ids (T, k + ns) I32 best first (then the shared experts), w (T, k + ns) F32;
 // a warp per token, lane l holds experts l + 32 i
 template <int EPL>
@@ -102,14 +167,26 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
             }
         }
     } else {
-        /* the largest logit (NaN never the max, as the CPU's compare) by one redux.sync over route_key32's
-         * (NaN 1, below -inf's key) */
-        unsigned mk = route_key32(-INFINITY);
+        /* the largest logit, NaN never the max (as the CPU's compare): up to 4 a lane one redux.sync over
+         * route_key32's (NaN 1, below -inf's key), else a butterfly */
+        float mx = -INFINITY;
+        if constexpr (EPL <= 4) {
+            unsigned mk = route_key32(-INFINITY);
 #pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (lane + 32 * i < a.E) mk = max(mk, route_key32(raw[i]));
-        mk = __reduce_max_sync(0xffffffffu, mk);
-        const float mx = __uint_as_float(mk & 0x80000000u ? mk & 0x7fffffffu : ~mk);
+            for (int i = 0; i < EPL; i++)
+                if (lane + 32 * i < a.E) mk = max(mk, route_key32(raw[i]));
+            mk = __reduce_max_sync(0xffffffffu, mk);
+            mx = __uint_as_float(mk & 0x80000000u ? mk & 0x7fffffffu : ~mk);
+        } else {
+#pragma unroll
+            for (int i = 0; i < EPL; i++)
+                if (lane + 32 * i < a.E && raw[i] > mx) mx = raw[i];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const float v = __shfl_xor_sync(0xffffffffu, mx, o);
+                mx = v > mx ? v : mx;
+            }
+        }
         float sum = 0.0f;
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
@@ -173,31 +250,16 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
         for (int i = 0; i < EPL; i++)
             if (gi[i] >= 0 && !((kept >> gi[i]) & 1u)) c[i] = 0.0f;
     }
-    /* top k of c by repeated arg-max: each round the warp's largest route_key32 by one redux.sync max, then the
-     * lowest id holding it by one redux.sync min (session 36: the 64-bit keys' five butterfly levels a round, two
-     * shuffles and a 64-bit compare each, were the chain; route_better's order exactly: a number before NaN, the larger
-     * score, then the lower id); a chosen expert's key becomes 0 (none). Slot j is kept by lane j % 32 (in
-     * my[j / 32]) and every slot is written at the end at once (no store-then-reload chain) */
-    unsigned key[EPL];
-#pragma unroll
-    for (int i = 0; i < EPL; i++) key[i] = lane + 32 * i < a.E ? route_key32(c[i]) : 0u;
+    /* top k of c by repeated arg-max (route_pick); slot j is kept by lane j % 32 (in my[j / 32]) and every slot is
+     * written at the end at once (no store-then-reload chain) */
+    route_pick<EPL> pick;
+    pick.init(c, lane, a.E);
     float wsum = 0.0f, myw[CU_MOE_MAX_K / 32] = {0.0f};
     int myi[CU_MOE_MAX_K / 32] = {0};
     int32_t *ids = a.ids + (int64_t)t * a.is;
     float *w = a.w + (int64_t)t * a.ws;
     for (int j = 0; j < a.k; j++) {
-        unsigned best = 0u;
-#pragma unroll
-        for (int i = 0; i < EPL; i++) best = max(best, key[i]);
-        best = __reduce_max_sync(0xffffffffu, best);
-        unsigned mine_id = 0xffffffffu; /* my lowest id holding best (ids grow with i) */
-#pragma unroll
-        for (int i = EPL - 1; i >= 0; i--)
-            if (best && key[i] == best) mine_id = (unsigned)(lane + 32 * i);
-        const int bi = best ? (int)__reduce_min_sync(0xffffffffu, mine_id) : -1;
-#pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (bi == lane + 32 * i) key[i] = 0u;
+        const int bi = pick.next(lane);
         /* the weight from the lane holding the expert: its choice score (softmax: c, 0 in a group not kept), or
          * its sigmoid score (not c, which has the bias) */
         float mine = 0.0f;
@@ -205,7 +267,7 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
         for (int i = 0; i < EPL; i++)
             if (i == (bi >> 5)) mine = sigmoid ? p[i] : c[i];
         const float bv = __shfl_sync(0xffffffffu, mine, bi & 31);
-        /* the reductions left (bv, bi) in every lane */
+        /* (bv, bi) in every lane */
 #pragma unroll
         for (int h = 0; h < CU_MOE_MAX_K / 32; h++)
             if (j == lane + 32 * h) {

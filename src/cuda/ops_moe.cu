@@ -248,6 +248,9 @@ struct be_experts {
                                    its weights only after its PDL wait (a measurement switch) */
     bool dc_hs_off;             /* VLLM_CUDA_MOE_DCH=0 at creation: the down + combine reads h through L2, not from
                                    shared memory (a measurement switch) */
+    bool dc_sel;                /* VLLM_CUDA_MOE_DCSEL=1 at creation: the down + combine reads h unconditionally (a
+                                   clamped index) and masks the sum, so that the reads of a pass go out together (the
+                                   guarded reads may each wait for the previous pair's FMAs; opt-in until measured) */
     int dc_passes;              /* the most passes of 1024 inputs a row of the fused down + combine takes where h fits its
                                    shared memory (one pass: always): 2 by default, 1 with VLLM_CUDA_MOE_DCLONG=0, any
                                    with =1 (measurement switches) */
@@ -399,6 +402,7 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->no_wg = env_is("VLLM_CUDA_MOE_WG", "0");
     ex->late_off = env_is("VLLM_CUDA_MOE_EARLY", "0");
     ex->dc_hs_off = env_is("VLLM_CUDA_MOE_DCH", "0");
+    ex->dc_sel = env_is("VLLM_CUDA_MOE_DCSEL", "1");
     ex->dc_passes = env_is("VLLM_CUDA_MOE_DCLONG", "0") ? 1 : env_is("VLLM_CUDA_MOE_DCLONG", "1") ? INT_MAX : 2;
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
@@ -1000,7 +1004,7 @@ __device__ __forceinline__ void dc_store(const dc_args &a, int lane, int d, floa
     if (lane + 32 < a.T) cu_st(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d, s1);
 }
 
-template <bool STREAM, bool HS = false>
+template <bool STREAM, bool HS = false, bool SEL = false>
 __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     extern __shared__ __align__(16) unsigned char dc_sm[];
     pdl_launch();
@@ -1058,20 +1062,47 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
                 cp_async_wait<0>();
                 __syncthreads();
             }
+            if constexpr (SEL) { /* every h read of the pass at a clamped (row, chunk), then the guarded sums */
+                uint4 hv[DC_PG][DC_U];
 #pragma unroll
-            for (int i = 0; i < DC_PG; i++) {
-                const uint4 *hr = (const uint4 *)(a.h + (int64_t)(g0 + i) * a.K);
+                for (int i = 0; i < DC_PG; i++)
 #pragma unroll
-                for (int u = 0; u < DC_U; u++) {
-                    const int c = base + lane + 32 * u;
-                    if (c >= KC || eg[i] >= a.E) continue;
-                    float wf[8], xf[8];
-                    bf16x8_to_f32(wv[i][u], wf);
-                    bf16x8_to_f32(HS ? hs[(int64_t)(g0 + i) * KC + c] : __ldg(hr + c), xf);
-                    float sp = part[i];
+                    for (int u = 0; u < DC_U; u++) {
+                        const int c = base + lane + 32 * u;
+                        const bool ok = c < KC && eg[i] < a.E;
+                        const int64_t row = ok ? g0 + i : 0, cc = ok ? c : 0;
+                        hv[i][u] = HS ? hs[row * KC + cc] : __ldg((const uint4 *)(a.h + row * a.K) + cc);
+                    }
 #pragma unroll
-                    for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
-                    part[i] = sp;
+                for (int i = 0; i < DC_PG; i++)
+#pragma unroll
+                    for (int u = 0; u < DC_U; u++) {
+                        const int c = base + lane + 32 * u;
+                        if (c >= KC || eg[i] >= a.E) continue;
+                        float wf[8], xf[8];
+                        bf16x8_to_f32(wv[i][u], wf);
+                        bf16x8_to_f32(hv[i][u], xf);
+                        float sp = part[i];
+#pragma unroll
+                        for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
+                        part[i] = sp;
+                    }
+            } else {
+#pragma unroll
+                for (int i = 0; i < DC_PG; i++) {
+                    const uint4 *hr = (const uint4 *)(a.h + (int64_t)(g0 + i) * a.K);
+#pragma unroll
+                    for (int u = 0; u < DC_U; u++) {
+                        const int c = base + lane + 32 * u;
+                        if (c >= KC || eg[i] >= a.E) continue;
+                        float wf[8], xf[8];
+                        bf16x8_to_f32(wv[i][u], wf);
+                        bf16x8_to_f32(HS ? hs[(int64_t)(g0 + i) * KC + c] : __ldg(hr + c), xf);
+                        float sp = part[i];
+#pragma unroll
+                        for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
+                        part[i] = sp;
+                    }
                 }
             }
         }
@@ -1850,10 +1881,13 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             /* one token: the weights evict-first (no expert repeats) */
             /* h in shared memory (a one-token step of Qwen3-30B-A3B: 8 x 768 BF16, 12 KB; H100, VLLM_CUDA_MOE_DCH=0
              * against it: 3.606 -> 3.391 ms a step) */
-            cu_launch(cu, "moe_experts (down + combine)", true,
-                      dc_hs ? (T == 1 ? k_moe_down_comb<true, true> : k_moe_down_comb<false, true>)
-                            : (T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>),
-                      grid, dim3(DC_WARPS * 32), dc_hs ? (size_t)N * (size_t)I * 2 : 0, dc);
+            void (*dck)(dc_args) =
+                ex->dc_sel ? (dc_hs ? (T == 1 ? k_moe_down_comb<true, true, true> : k_moe_down_comb<false, true, true>)
+                                    : (T == 1 ? k_moe_down_comb<true, false, true> : k_moe_down_comb<false, false, true>))
+                           : (dc_hs ? (T == 1 ? k_moe_down_comb<true, true> : k_moe_down_comb<false, true>)
+                                    : (T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>));
+            cu_launch(cu, "moe_experts (down + combine)", true, dck, grid, dim3(DC_WARPS * 32),
+                      dc_hs ? (size_t)N * (size_t)I * 2 : 0, dc);
             return;
         }
         g.W = ex->down;

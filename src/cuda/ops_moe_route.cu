@@ -151,9 +151,12 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
      * per element made the loads a chain of round trips) */
     float raw[EPL], rb[EPL];
     const int64_t row = (int64_t)t * a.ls;
+    float gate_logit = 0.0f; /* shared_gate: the gate's logit after the router's, loaded with them (helper review,
+                                session 36: loaded after the ids / w stores it was a round trip at the tail) */
     cu_with_dt(a.ldt, [&](auto d) {
 #pragma unroll
         for (int i = 0; i < EPL; i++) raw[i] = cu_ld(a.logits, decltype(d)::value, row + min(lane + 32 * i, a.E - 1));
+        if (a.shared_gate && a.ns) gate_logit = cu_ld(a.logits, decltype(d)::value, row + a.E);
     });
     cu_ld_batch<EPL>(rb, sigmoid ? a.bias : NULL, a.bdt, lane, 32, a.E);
     if (sigmoid) {
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(MR_WARPS * 32) k_moe_route(route_args a) {
         }
     }
     /* the shared experts, unscaled, or gated by sigmoid(the gate logit after the router's, f32) */
-    const float sw = a.shared_gate && a.ns ? 1.0f / (1.0f + expf(-cu_ld(a.logits, a.ldt, row + a.E))) : 1.0f;
+    const float sw = a.shared_gate && a.ns ? 1.0f / (1.0f + expf(-gate_logit)) : 1.0f;
     for (int j = lane; j < a.ns; j += 32) {
         ids[a.k + j] = a.E + j;
         w[a.k + j] = sw;

@@ -240,21 +240,46 @@ __device__ long long bscan_ll(long long v, sm_red *r) {
     return off + ex;
 }
 
-/* tokens with probability >= tau (tau >= 0, so dropped tokens never count) */
+/* tokens with probability >= tau (tau >= 0, so dropped tokens never count). B > 1 (the batched form, VLLM_CUDA_SAMPLE_BATCHED=1): B of a
+ * thread's loads in flight at once instead of a round trip or so each (a pass over V = 151,936 is 297 loads a
+ * thread), the same elements in the same order, so the same counts and sums */
+template <int B = 1>
 __device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
     long long c = 0;
-    for (int v = threadIdx.x; v < V; v += SM_THREADS) c += w[v] >= tau;
+    int v = threadIdx.x;
+    if constexpr (B > 1)
+        for (; v + (B - 1) * SM_THREADS < V; v += B * SM_THREADS) {
+            float x[B];
+#pragma unroll
+            for (int i = 0; i < B; i++) x[i] = w[v + i * SM_THREADS];
+#pragma unroll
+            for (int i = 0; i < B; i++) c += x[i] >= tau;
+        }
+    for (; v < V; v += SM_THREADS) c += w[v] >= tau;
     return bsum_ll(c, r);
 }
 
+template <int B = 1>
 __device__ double sum_ge(const float *w, int V, float tau, sm_red *r) {
     double s = 0.0;
-    for (int v = threadIdx.x; v < V; v += SM_THREADS) {
+    int v = threadIdx.x;
+    if constexpr (B > 1)
+        for (; v + (B - 1) * SM_THREADS < V; v += B * SM_THREADS) {
+            float x[B];
+#pragma unroll
+            for (int i = 0; i < B; i++) x[i] = w[v + i * SM_THREADS];
+#pragma unroll
+            for (int i = 0; i < B; i++)
+                if (x[i] >= tau) s += x[i];
+        }
+    for (; v < V; v += SM_THREADS) {
         float x = w[v];
         if (x >= tau) s += x;
     }
     return bsum_d(s, r);
 }
+
+#define SM_RB 16 /* the batched form's loads in flight a thread */
 
 /* This thread's contiguous slice of [0, V) (for the ordered walks). */
 __device__ __forceinline__ void my_slice(int V, int *v0, int *v1) {
@@ -292,7 +317,7 @@ __device__ __forceinline__ float raw_at(const void *logits, int ldt, int64_t bas
 // logits (B, V) row-major with row stride ls; one CTA per packed row
 __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int ldt, int64_t ls, int V,
                                                        const cu_srow *rows, const cu_edit *edits, float *work,
-                                                       cu_sout *outs) {
+                                                       cu_sout *outs, bool batched) {
     __shared__ sm_red red;
     __shared__ int top_id[SM_MAXK];
     __shared__ float top_lp[SM_MAXK];
@@ -302,6 +327,10 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
     const int64_t base = (int64_t)r.row * ls;
     float *w = work + (int64_t)blockIdx.x * V;
     const int tid = threadIdx.x;
+    /* the bisections' passes over w: batched (VLLM_CUDA_SAMPLE_BATCHED=1, uniform over the block) with SM_RB loads a
+     * thread in flight; the same counts and sums either way */
+    auto cnt_ge = [&](float tau) { return batched ? count_ge<SM_RB>(w, V, tau, &red) : count_ge(w, V, tau, &red); };
+    auto sm_ge = [&](float tau) { return batched ? sum_ge<SM_RB>(w, V, tau, &red) : sum_ge(w, V, tau, &red); };
 
     /* 1. NaN check and max of the raw row */
     float mx = -INFINITY;
@@ -430,7 +459,7 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
                 unsigned lo = 0, hi = hi0;
                 while (hi - lo > 1) {
                     unsigned mid = lo + (hi - lo) / 2;
-                    if (count_ge(w, V, __uint_as_float(mid), &red) >= r.top_k) lo = mid;
+                    if (cnt_ge(__uint_as_float(mid)) >= r.top_k) lo = mid;
                     else hi = mid;
                 }
                 const float kth = __uint_as_float(lo);
@@ -441,19 +470,19 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
             }
             /* top_p: the cut is at the largest tau with mass(p >= tau) / mass >= top_p */
             if (r.top_p < 1.0f) {
-                const double mass = sum_ge(w, V, 0.0f, &red);
+                const double mass = sm_ge(0.0f);
                 const double top_p = (double)r.top_p;
-                if (sum_ge(w, V, 0.0f, &red) / mass >= top_p) {
+                if (sm_ge(0.0f) / mass >= top_p) {
                     unsigned lo = 0, hi = hi0;
                     while (hi - lo > 1) {
                         unsigned mid = lo + (hi - lo) / 2;
-                        if (sum_ge(w, V, __uint_as_float(mid), &red) / mass >= top_p) lo = mid;
+                        if (sm_ge(__uint_as_float(mid)) / mass >= top_p) lo = mid;
                         else hi = mid;
                     }
                     const float tau = __uint_as_float(lo);
                     if (lo > 0) { /* tau == 0: the positive mass never reaches top_p, keep all (sampler.c keep == 0) */
-                        const double cum_gt = sum_ge(w, V, __uint_as_float(lo + 1), &red) / mass;
-                        const long long ties = count_ge(w, V, tau, &red) - count_ge(w, V, __uint_as_float(lo + 1), &red);
+                        const double cum_gt = sm_ge(__uint_as_float(lo + 1)) / mass;
+                        const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
                         /* ties at the cut, in id order: keep the first j that reach top_p */
                         long long j = (long long)ceil((top_p - cum_gt) / ((double)tau / mass));
                         if (j < 1) j = 1;
@@ -478,7 +507,7 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
                 sorted = true;
             }
             /* 5. the draw: target = u * mass of the survivors */
-            const double mass = sum_ge(w, V, 0.0f, &red);
+            const double mass = sm_ge(0.0f);
             const double target = r.u * mass;
             int pick = INT_MAX;
             if (!sorted) {
@@ -506,17 +535,17 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
                 }
             } else {
                 /* (probability desc, id asc) order: the level tau where the mass of p >= tau first passes target */
-                if (sum_ge(w, V, 0.0f, &red) > target) {
+                if (sm_ge(0.0f) > target) {
                     unsigned lo = 0, hi = hi0;
                     while (hi - lo > 1) {
                         unsigned mid = lo + (hi - lo) / 2;
-                        if (sum_ge(w, V, __uint_as_float(mid), &red) > target) lo = mid;
+                        if (sm_ge(__uint_as_float(mid)) > target) lo = mid;
                         else hi = mid;
                     }
                     if (lo > 0) {
                         const float tau = __uint_as_float(lo);
-                        const double cum_gt = sum_ge(w, V, __uint_as_float(lo + 1), &red);
-                        const long long ties = count_ge(w, V, tau, &red) - count_ge(w, V, __uint_as_float(lo + 1), &red);
+                        const double cum_gt = sm_ge(__uint_as_float(lo + 1));
+                        const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
                         long long j = (long long)floor((target - cum_gt) / (double)tau) + 1;
                         if (j < 1) j = 1;
                         if (j > ties) j = ties;
@@ -982,7 +1011,7 @@ static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t 
         if (n > n_fast)
             k_sample<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, rows,
                                                                 (const cu_edit *)s->d_edits.p, (float *)s->d_work.p,
-                                                                outs);
+                                                                outs, cu->sample_batched);
         if (n_fast) {
             dim3 grid((unsigned)chunks, (unsigned)n);
             k_fast_stats<<<grid, FS_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, chunk, rows, stats,

@@ -1427,6 +1427,23 @@ static void test_linear_fused(void) {
     drop(gpu, &y);
 }
 
+static void test_sampling(void);
+
+/* VLLM_CUDA_SAMPLE_BATCHED=1 (a second CUDA backend made with it): the one-CTA sampler's passes with their loads
+ * batched give the same tokens and logprobs as the CPU (the same checks as the default) */
+static void test_sampling_batched(void) {
+    backend *plain = gpu, *batched = NULL;
+    setenv("VLLM_CUDA_SAMPLE_BATCHED", "1", 1);
+    vllm_status st = backend_create("cuda", NULL, &batched);
+    unsetenv("VLLM_CUDA_SAMPLE_BATCHED");
+    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with VLLM_CUDA_SAMPLE_BATCHED=1: %s", vllm_last_error());
+    if (st != VLLM_OK) return;
+    gpu = batched;
+    test_sampling();
+    gpu = plain;
+    backend_free(batched);
+}
+
 /* VLLM_CUDA_LT_TUNE=1 (a second CUDA backend made with it): decode-sized GEMMs timed over cuBLASLt's candidates
  * give the same results within the bounds, plain and accumulating (the timed runs write a scratch output, not y),
  * for shapes timed (T 16, 64: multiples of 8 up to 512) and not (T 300), and again once the choice is cached */
@@ -2182,6 +2199,7 @@ typedef struct moe_case {
     const char *dch;      /* VLLM_CUDA_MOE_DCH for them ("0": the down + combine reads h through L2) */
     const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("0": the split kernels past 1024 inputs; "1": the fused
                              down + combine at any length where h fits) */
+    const char *dcsel;    /* VLLM_CUDA_MOE_DCSEL for them ("1": the down + combine's h reads unconditional, masked) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2192,7 +2210,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     } sw[] = {{mc->force, "VLLM_CUDA_MOE", NULL},         {mc->comb, "VLLM_CUDA_MOE_COMBINE", "combine"},
               {mc->bm, "VLLM_CUDA_MOE_BM", "bm"},         {mc->ks, "VLLM_CUDA_MOE_KS", "ks"},
               {mc->early, "VLLM_CUDA_MOE_EARLY", "early"}, {mc->dch, "VLLM_CUDA_MOE_DCH", "dch"},
-              {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"},
+              {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"}, {mc->dcsel, "VLLM_CUDA_MOE_DCSEL", "dcsel"},
               {mc->wg, "VLLM_CUDA_MOE_WG", "wg"}};
     const size_t nsw = sizeof sw / sizeof *sw;
     for (size_t i = 0; i < nsw; i++)
@@ -2930,6 +2948,16 @@ static void test_moe(void) {
          .dch = "0"},
         {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
+        /* VLLM_CUDA_MOE_DCSEL=1: the same down + combine with its h reads unconditional: from shared memory (one
+         * token, two passes of 1408 with repeats; 8 tokens), through L2, and with biases past one pass */
+        {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_BF16, .dcsel = "1"},
+        {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
+         .dcsel = "1"},
+        {.E = 32, .k = 8, .T = 1, .D = 512, .I = 776, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .dch = "0", .dcsel = "1"},
+        {.E = 8, .k = 4, .T = 1, .D = 264, .I = 2880, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
+         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .dclong = "1", .dcsel = "1"},
         /* the fused down + combine past 1024 inputs: by default up to two passes (DeepSeek-V2-Lite's 1408, three
          * tokens of 1400), VLLM_CUDA_MOE_DCLONG=1 any length (gpt-oss's 2880 with biases), =0 the split kernels
          * (each split-K) */
@@ -3388,6 +3416,7 @@ int main(void) {
     test_linear_fused();
     test_linear_tuned();
     test_sampling();
+    test_sampling_batched();
     test_graph();
     test_supports();
     test_moe();

@@ -401,10 +401,12 @@ static int64_t count_nonfinite(const float *x, size_t n) {
 }
 
 /* seconds per sample call over the step's logits rows */
-static double time_sample(model *md, step *s, float temperature) {
+static double time_sample(model *md, step *s, float temperature, int top_k, float top_p) {
     const int R = s->N;
     vllm_sampling_params p = vllm_sampling_default_params();
     p.temperature = temperature;
+    p.top_k = top_k;
+    p.top_p = top_p;
     const vllm_sampling_params **pp = calloc((size_t)R, sizeof *pp);
     sampler_context *ctx = calloc((size_t)R, sizeof *ctx);
     int32_t *rows = calloc((size_t)R, sizeof *rows), *tok = calloc((size_t)R, sizeof *tok);
@@ -486,8 +488,11 @@ static void run_shape(const shape *sh) {
                   sh->name, S);
         printf("  decode batch %3d: eager %7.3f ms, graph %7.3f ms/step = %8.0f tok/s (graph, sampling excluded)\n", S,
                1e3 * te, 1e3 * tg, S / tg);
-        double ts_g = time_sample(&md, &st, 0.0f), ts_t = time_sample(&md, &st, 1.0f);
-        printf("                   sample: greedy %.3f ms, temperature 1 %.3f ms\n", 1e3 * ts_g, 1e3 * ts_t);
+        double ts_g = time_sample(&md, &st, 0.0f, 0, 1.0f), ts_t = time_sample(&md, &st, 1.0f, 0, 1.0f);
+        /* Qwen3's generation_config (the server's default sampling): the one-CTA path */
+        double ts_q = time_sample(&md, &st, 0.6f, 20, 0.95f);
+        printf("                   sample: greedy %.3f ms, temperature 1 %.3f ms, top_k 20 top_p 0.95 %.3f ms\n",
+               1e3 * ts_g, 1e3 * ts_t, 1e3 * ts_q);
         if (S == 1) {
             t_step1 = tg;
             t_sample_g = ts_g;

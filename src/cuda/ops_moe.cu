@@ -1881,11 +1881,13 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             /* one token: the weights evict-first (no expert repeats) */
             /* h in shared memory (a one-token step of Qwen3-30B-A3B: 8 x 768 BF16, 12 KB; H100, VLLM_CUDA_MOE_DCH=0
              * against it: 3.606 -> 3.391 ms a step) */
-            void (*dck)(dc_args) =
-                ex->dc_sel ? (dc_hs ? (T == 1 ? k_moe_down_comb<true, true, true> : k_moe_down_comb<false, true, true>)
-                                    : (T == 1 ? k_moe_down_comb<true, false, true> : k_moe_down_comb<false, false, true>))
-                           : (dc_hs ? (T == 1 ? k_moe_down_comb<true, true> : k_moe_down_comb<false, true>)
-                                    : (T == 1 ? k_moe_down_comb<true> : k_moe_down_comb<false>));
+            typedef void (*dc_kernel)(dc_args);
+            static const dc_kernel dcks[2][2][2] = { /* [SEL][HS][STREAM] */
+                {{k_moe_down_comb<false, false, false>, k_moe_down_comb<true, false, false>},
+                 {k_moe_down_comb<false, true, false>, k_moe_down_comb<true, true, false>}},
+                {{k_moe_down_comb<false, false, true>, k_moe_down_comb<true, false, true>},
+                 {k_moe_down_comb<false, true, true>, k_moe_down_comb<true, true, true>}}};
+            const dc_kernel dck = dcks[ex->dc_sel][dc_hs][T == 1];
             cu_launch(cu, "moe_experts (down + combine)", true, dck, grid, dim3(DC_WARPS * 32),
                       dc_hs ? (size_t)N * (size_t)I * 2 : 0, dc);
             return;

@@ -240,9 +240,9 @@ __device__ long long bscan_ll(long long v, sm_red *r) {
     return off + ex;
 }
 
-/* tokens with probability >= tau (tau >= 0, so dropped tokens never count). B > 1 (the batched form, VLLM_CUDA_SAMPLE_BATCHED=1): B of a
- * thread's loads in flight at once instead of a round trip or so each (a pass over V = 151,936 is 297 loads a
- * thread), the same elements in the same order, so the same counts and sums */
+/* tokens with probability >= tau (tau >= 0, so dropped tokens never count). B > 1 (the batched form,
+ * VLLM_CUDA_SAMPLE_BATCHED=1): B of a thread's loads in flight at once instead of a round trip or so each (a pass
+ * over V = 151,936 is 297 loads a thread), the same elements in the same order, so the same counts and sums */
 template <int B = 1>
 __device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
     long long c = 0;

@@ -1062,6 +1062,18 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
                 cp_async_wait<0>();
                 __syncthreads();
             }
+            /* pair i's chunk u into its partial dot, h's chunk from ld(c) */
+            auto fma_chunk = [&](int i, int u, auto ld) {
+                const int c = base + lane + 32 * u;
+                if (c >= KC || eg[i] >= a.E) return;
+                float wf[8], xf[8];
+                bf16x8_to_f32(wv[i][u], wf);
+                bf16x8_to_f32(ld(c), xf);
+                float sp = part[i];
+#pragma unroll
+                for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
+                part[i] = sp;
+            };
             if constexpr (SEL) { /* every h read of the pass at a clamped (row, chunk), then the guarded sums */
                 uint4 hv[DC_PG][DC_U];
 #pragma unroll
@@ -1076,33 +1088,14 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
 #pragma unroll
                 for (int i = 0; i < DC_PG; i++)
 #pragma unroll
-                    for (int u = 0; u < DC_U; u++) {
-                        const int c = base + lane + 32 * u;
-                        if (c >= KC || eg[i] >= a.E) continue;
-                        float wf[8], xf[8];
-                        bf16x8_to_f32(wv[i][u], wf);
-                        bf16x8_to_f32(hv[i][u], xf);
-                        float sp = part[i];
-#pragma unroll
-                        for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
-                        part[i] = sp;
-                    }
-            } else {
+                    for (int u = 0; u < DC_U; u++) fma_chunk(i, u, [&](int) { return hv[i][u]; });
+            } else { /* each read behind its guard */
 #pragma unroll
                 for (int i = 0; i < DC_PG; i++) {
                     const uint4 *hr = (const uint4 *)(a.h + (int64_t)(g0 + i) * a.K);
 #pragma unroll
-                    for (int u = 0; u < DC_U; u++) {
-                        const int c = base + lane + 32 * u;
-                        if (c >= KC || eg[i] >= a.E) continue;
-                        float wf[8], xf[8];
-                        bf16x8_to_f32(wv[i][u], wf);
-                        bf16x8_to_f32(HS ? hs[(int64_t)(g0 + i) * KC + c] : __ldg(hr + c), xf);
-                        float sp = part[i];
-#pragma unroll
-                        for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
-                        part[i] = sp;
-                    }
+                    for (int u = 0; u < DC_U; u++)
+                        fma_chunk(i, u, [&](int c) { return HS ? hs[(int64_t)(g0 + i) * KC + c] : __ldg(hr + c); });
                 }
             }
         }

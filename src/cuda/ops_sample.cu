@@ -240,12 +240,11 @@ __device__ long long bscan_ll(long long v, sm_red *r) {
     return off + ex;
 }
 
-/* tokens with probability >= tau (tau >= 0, so dropped tokens never count). B > 1 (the batched form,
+/* f(w[v]) over this thread's elements v = tid + SM_THREADS i, in increasing v. B > 1 (the batched form,
  * VLLM_CUDA_SAMPLE_BATCHED=1): B of a thread's loads in flight at once instead of a round trip or so each (a pass
- * over V = 151,936 is 297 loads a thread), the same elements in the same order, so the same counts and sums */
-template <int B = 1>
-__device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
-    long long c = 0;
+ * over V = 151,936 is 297 loads a thread); the same elements in the same order, so the same counts and sums */
+template <int B, typename F>
+__device__ __forceinline__ void row_pass(const float *w, int V, F f) {
     int v = threadIdx.x;
     if constexpr (B > 1)
         for (; v + (B - 1) * SM_THREADS < V; v += B * SM_THREADS) {
@@ -253,29 +252,25 @@ __device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
 #pragma unroll
             for (int i = 0; i < B; i++) x[i] = w[v + i * SM_THREADS];
 #pragma unroll
-            for (int i = 0; i < B; i++) c += x[i] >= tau;
+            for (int i = 0; i < B; i++) f(x[i]);
         }
-    for (; v < V; v += SM_THREADS) c += w[v] >= tau;
+    for (; v < V; v += SM_THREADS) f(w[v]);
+}
+
+/* tokens with probability >= tau (tau >= 0, so dropped tokens never count) */
+template <int B = 1>
+__device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
+    long long c = 0;
+    row_pass<B>(w, V, [&](float x) { c += x >= tau; });
     return bsum_ll(c, r);
 }
 
 template <int B = 1>
 __device__ double sum_ge(const float *w, int V, float tau, sm_red *r) {
     double s = 0.0;
-    int v = threadIdx.x;
-    if constexpr (B > 1)
-        for (; v + (B - 1) * SM_THREADS < V; v += B * SM_THREADS) {
-            float x[B];
-#pragma unroll
-            for (int i = 0; i < B; i++) x[i] = w[v + i * SM_THREADS];
-#pragma unroll
-            for (int i = 0; i < B; i++)
-                if (x[i] >= tau) s += x[i];
-        }
-    for (; v < V; v += SM_THREADS) {
-        float x = w[v];
+    row_pass<B>(w, V, [&](float x) {
         if (x >= tau) s += x;
-    }
+    });
     return bsum_d(s, r);
 }
 
@@ -315,9 +310,10 @@ __device__ __forceinline__ float raw_at(const void *logits, int ldt, int64_t bas
 }
 
 // logits (B, V) row-major with row stride ls; one CTA per packed row
+template <bool BATCHED>
 __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int ldt, int64_t ls, int V,
                                                        const cu_srow *rows, const cu_edit *edits, float *work,
-                                                       cu_sout *outs, bool batched) {
+                                                       cu_sout *outs) {
     __shared__ sm_red red;
     __shared__ int top_id[SM_MAXK];
     __shared__ float top_lp[SM_MAXK];
@@ -327,10 +323,10 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
     const int64_t base = (int64_t)r.row * ls;
     float *w = work + (int64_t)blockIdx.x * V;
     const int tid = threadIdx.x;
-    /* the bisections' passes over w: batched (VLLM_CUDA_SAMPLE_BATCHED=1, uniform over the block) with SM_RB loads a
-     * thread in flight; the same counts and sums either way */
-    auto cnt_ge = [&](float tau) { return batched ? count_ge<SM_RB>(w, V, tau, &red) : count_ge(w, V, tau, &red); };
-    auto sm_ge = [&](float tau) { return batched ? sum_ge<SM_RB>(w, V, tau, &red) : sum_ge(w, V, tau, &red); };
+    /* the bisections' passes over w: BATCHED (VLLM_CUDA_SAMPLE_BATCHED=1) with SM_RB loads a thread in flight; the
+     * same counts and sums either way */
+    auto cnt_ge = [&](float tau) { return count_ge<BATCHED ? SM_RB : 1>(w, V, tau, &red); };
+    auto sm_ge = [&](float tau) { return sum_ge<BATCHED ? SM_RB : 1>(w, V, tau, &red); };
 
     /* 1. NaN check and max of the raw row */
     float mx = -INFINITY;
@@ -1009,9 +1005,8 @@ static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t 
         cu_chunk_stats *stats = (cu_chunk_stats *)s->d_stats.p;
         cu_sout *outs = (cu_sout *)s->d_outs.p;
         if (n > n_fast)
-            k_sample<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, rows,
-                                                                (const cu_edit *)s->d_edits.p, (float *)s->d_work.p,
-                                                                outs, cu->sample_batched);
+            (cu->sample_batched ? k_sample<true> : k_sample<false>)<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(
+                logits->data, logits->dtype, ls, V, rows, (const cu_edit *)s->d_edits.p, (float *)s->d_work.p, outs);
         if (n_fast) {
             dim3 grid((unsigned)chunks, (unsigned)n);
             k_fast_stats<<<grid, FS_THREADS, 0, cu->stream>>>(logits->data, logits->dtype, ls, V, chunk, rows, stats,

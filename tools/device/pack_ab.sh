@@ -7,7 +7,8 @@
 #   tools/device/pack_ab.sh OUT.tar.xz REV [REV ...]
 #
 # The tar holds vllmc_<REV as given> for each revision (REV "." is the working tree as it is, uncommitted edits
-# included, named vllmc) and the first revision's tests. A device call then unpacks it and runs, for instance,
+# included, named vllmc) and the first revision's tests (PERF=1: cuda_test_cuda_perf as well). A device call then
+# unpacks it and runs, for instance,
 #   tools/device/ab_decode.sh DIR base=vllmc_37c192a new=vllmc
 # Build directories stay under /tmp/pack_ab (incremental on the next run of the same revision). About 5 minutes
 # for a revision's first build on 2 cores, a minute or two after a change to one .cu file.
@@ -28,7 +29,9 @@ for rev in "$@"; do
     fi
   fi
   targets=(vllmc_cli)
-  [ $first = 1 ] && targets+=(cuda_test_cuda_ops cuda_test_cuda_mla cuda_test_cuda_parity)
+  tests=(cuda_test_cuda_ops cuda_test_cuda_mla cuda_test_cuda_parity)
+  [ "${PERF:-0}" = 1 ] && tests+=(cuda_test_cuda_perf) # PERF=1: test_cuda_perf too (its per-op and sampling rows)
+  [ $first = 1 ] && targets+=("${tests[@]}")
   echo "pack_ab: $rev -> $name (${targets[*]})"
   # sm_90a only (VLLM_CUDA_PTX=OFF): the compute_80 PTX fallback doubles nvcc's time and the device is a Hopper
   cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DVLLM_CUDA=ON -DVLLM_CUDA_PTX=OFF -DVLLM_CURL=OFF \
@@ -37,7 +40,7 @@ for rev in "$@"; do
     { grep -m20 -E "error" "$bdir.log"; exit 1; }
   strip -o "$P/$name" "$bdir/vllmc"
   if [ $first = 1 ]; then
-    for t in cuda_test_cuda_ops cuda_test_cuda_mla cuda_test_cuda_parity; do strip -o "$P/$t" "$bdir/$t"; done
+    for t in "${tests[@]}"; do strip -o "$P/$t" "$bdir/$t"; done
   fi
   first=0
 done

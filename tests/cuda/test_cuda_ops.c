@@ -1429,15 +1429,22 @@ static void test_linear_fused(void) {
 
 static void test_sampling(void);
 
+/* A second CUDA backend made with the environment variable name=value (a backend reads its switches when created);
+ * NULL, and a failed check, if it cannot be made. */
+static backend *gpu_with_env(const char *name, const char *value) {
+    backend *b = NULL;
+    setenv(name, value, 1);
+    vllm_status st = backend_create("cuda", NULL, &b);
+    unsetenv(name);
+    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with %s=%s: %s", name, value, vllm_last_error());
+    return st == VLLM_OK ? b : NULL;
+}
+
 /* VLLM_CUDA_SAMPLE_BATCHED=1 (a second CUDA backend made with it): the one-CTA sampler's passes with their loads
  * batched give the same tokens and logprobs as the CPU (the same checks as the default) */
 static void test_sampling_batched(void) {
-    backend *plain = gpu, *batched = NULL;
-    setenv("VLLM_CUDA_SAMPLE_BATCHED", "1", 1);
-    vllm_status st = backend_create("cuda", NULL, &batched);
-    unsetenv("VLLM_CUDA_SAMPLE_BATCHED");
-    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with VLLM_CUDA_SAMPLE_BATCHED=1: %s", vllm_last_error());
-    if (st != VLLM_OK) return;
+    backend *plain = gpu, *batched = gpu_with_env("VLLM_CUDA_SAMPLE_BATCHED", "1");
+    if (!batched) return;
     gpu = batched;
     test_sampling();
     gpu = plain;
@@ -1448,12 +1455,8 @@ static void test_sampling_batched(void) {
  * give the same results within the bounds, plain and accumulating (the timed runs write a scratch output, not y),
  * for shapes timed (T 16, 64: multiples of 8 up to 512) and not (T 300), and again once the choice is cached */
 static void test_linear_tuned(void) {
-    backend *plain = gpu, *tuned = NULL;
-    setenv("VLLM_CUDA_LT_TUNE", "1", 1);
-    vllm_status st = backend_create("cuda", NULL, &tuned);
-    unsetenv("VLLM_CUDA_LT_TUNE");
-    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with VLLM_CUDA_LT_TUNE=1: %s", vllm_last_error());
-    if (st != VLLM_OK) return;
+    backend *plain = gpu, *tuned = gpu_with_env("VLLM_CUDA_LT_TUNE", "1");
+    if (!tuned) return;
     gpu = tuned;
     const int qkv[3] = {128, 64, 64}, big[1] = {512};
     for (int rep = 0; rep < 2; rep++) {

@@ -21,11 +21,13 @@
  *      double, rounded to float, divided by the double sum), then min_p,
  *      top_k (the k-th largest probability and every tie with it), top_p
  *      (the shortest prefix in (probability desc, id asc) order whose mass
- *      reaches top_p; ties at the cut taken by lowest id), found by
- *      bisection on the float bits of a threshold (non-negative floats
- *      order as their bits), and the inverse-CDF draw of b->uniform over
- *      the survivors, walked in sampler.c's order: token id order when
- *      neither top_k nor top_p cut, else (probability desc, id asc).
+ *      reaches top_p; ties at the cut taken by lowest id), and the
+ *      inverse-CDF draw of b->uniform over the survivors, walked in
+ *      sampler.c's order: token id order when neither top_k nor top_p cut,
+ *      else (probability desc, id asc). The cuts and the draw run on the
+ *      few candidates that can survive them, sorted (cand_draw), or, when
+ *      those do not fit, by bisection on the float bits of a threshold over
+ *      the whole row (non-negative floats order as their bits).
  * Dropped tokens are marked by a probability of -1 in the workspace.
  * Rows with no edits, cuts or top logprobs (greedy, or plain temperature
  * sampling) take a path over many CTAs per row instead (k_fast_*).
@@ -47,6 +49,7 @@
 #define SR_ALLOWED 2   /* the row has allowed_token_ids: unlisted tokens -> -inf */
 #define SR_LOGPROBS 4  /* the logprobs op: target logprob + top k only */
 #define SR_FAST 8      /* no edits, cuts or top logprobs: the multi-CTA path (k_fast_*) */
+#define SR_NO_CAND 16  /* top_k / top_p by the bisections only (VLLM_CUDA_SAMPLE_BISECT=1) */
 
 /* cu_edit.flags */
 #define ED_ALLOWED 1
@@ -302,6 +305,147 @@ __device__ int nth_tie(const float *w, int V, float tau, long long rank, sm_red 
 }
 
 /* ------------------------------------------------------------------ */
+/* top_k / top_p on candidates                                         */
+/* ------------------------------------------------------------------ */
+
+/* Qwen3's generation_config (top_k 20, top_p 0.95), which `vllmc serve` applies, sends every row here; the bisections
+ * below take ~100 passes over the row (about a millisecond a row on an H100). Instead, t0, a threshold that keeps
+ * every token the cuts can keep, comes from the threads' maxima (m_1 >= m_2 >= ..., each a surviving token):
+ *   top_k: t0 = m_k, as k tokens are >= it, the k-th probability is >= t0;
+ *   top_p alone: t0 = m_j, the first j with m_1 + .. + m_j >= top_p * mass (with a margin), as the tokens >= t0
+ *   already hold top_p of the mass, the shortest prefix that does ends at or before the last of them.
+ * One pass gathers the tokens >= t0 (about k of them on LLM rows), a bitonic sort puts them in (probability desc,
+ * id asc) order, and one thread applies the cuts and the draw on them as sampler.c walks its sorted ids. Rows
+ * whose candidates do not fit (ties, flat rows, top_k > SM_THREADS) take the bisections (CAND_FAIL). */
+#define SM_CAND 2048 /* candidates at most (a power of two): 16 KB of keys */
+#define CAND_FAIL (-2)
+
+typedef struct sm_cand {
+    unsigned long long key[SM_CAND]; /* float bits of p << 32 | ~id (p >= 0 orders as its bits); 0 pads */
+    float tm[SM_THREADS];            /* the threads' maxima (-1: no survivor), then sorted, largest first */
+    float t0;
+    int n, pick;
+} sm_cand;
+
+__device__ __forceinline__ float cand_p(unsigned long long key) { return __uint_as_float((unsigned)(key >> 32)); }
+__device__ __forceinline__ int cand_id(unsigned long long key) { return (int)~(unsigned)key; }
+
+/* The token drawn with u after top_k (0: off; else 0 < top_k < survivors) and top_p (1: off), or CAND_FAIL. w: the
+ * row's probabilities (-1: dropped), only read; tmax: this thread's largest surviving w (-1: none); mass_all: the
+ * survivors' mass (used by top_p without top_k). Every thread gets the answer. */
+__device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top_p, double mass_all, double u,
+                         sm_cand *cs, sm_red *red) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (top_k > SM_THREADS) return CAND_FAIL;
+    /* the maxima in descending order: each thread's rank (ties by thread index) */
+    cs->tm[tid] = tmax;
+    if (tid == 0) cs->n = 0;
+    __syncthreads();
+    int rank = 0;
+    for (int j = 0; j < SM_THREADS; j++) {
+        float m = cs->tm[j];
+        rank += m > tmax || (m == tmax && j < tid);
+    }
+    __syncthreads();
+    cs->tm[rank] = tmax;
+    __syncthreads();
+    if (tid == 0) {
+        float t0 = 0.0f; /* no bound found: every survivor is a candidate */
+        if (top_k > 0) {
+            t0 = cs->tm[top_k - 1];
+        } else {
+            const double need = (double)top_p * mass_all * (1.0 + 1e-6);
+            double cum = 0.0;
+            for (int j = 0; j < SM_THREADS && cs->tm[j] >= 0.0f; j++)
+                if ((cum += cs->tm[j]) >= need) {
+                    t0 = cs->tm[j];
+                    break;
+                }
+        }
+        cs->t0 = fmaxf(t0, 0.0f);
+    }
+    __syncthreads();
+    /* gather the tokens >= t0 (dropped ones are -1): a warp's hits take consecutive slots */
+    const float t0 = cs->t0;
+    for (int v = tid; v - lane < V; v += SM_THREADS) {
+        const float x = v < V ? w[v] : -1.0f;
+        const bool hit = x >= t0;
+        const unsigned b = __ballot_sync(FULL_MASK, hit);
+        if (!b) continue;
+        int slot = 0;
+        if (lane == 0) slot = atomicAdd(&cs->n, __popc(b));
+        slot = __shfl_sync(FULL_MASK, slot, 0) + __popc(b & ((1u << lane) - 1u));
+        if (hit && slot < SM_CAND)
+            cs->key[slot] = (unsigned long long)__float_as_uint(x) << 32 | (unsigned)~(unsigned)v;
+    }
+    __syncthreads();
+    const int n = cs->n;
+    if (n > SM_CAND || n < top_k) return CAND_FAIL; /* (n < top_k cannot happen: k tokens are >= t0) */
+    /* bitonic sort, descending, over a power of two of keys (0 pads sort last) */
+    int P = 2;
+    while (P < n) P <<= 1;
+    for (int i = n + tid; i < P; i += SM_THREADS) cs->key[i] = 0ull;
+    __syncthreads();
+    for (int k = 2; k <= P; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < P; i += SM_THREADS) {
+                const int l = i ^ j;
+                if (l > i) {
+                    const unsigned long long a = cs->key[i], b = cs->key[l];
+                    if ((i & k) == 0 ? a < b : a > b) {
+                        cs->key[i] = b;
+                        cs->key[l] = a;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    /* sampler.c's cuts and draw over the sorted candidates */
+    if (tid == 0) {
+        const unsigned long long *key = cs->key;
+        int pick = CAND_FAIL, nk = n; /* top_k's survivors: the k largest and every tie with the k-th */
+        if (top_k > 0) {
+            const float kth = cand_p(key[top_k - 1]);
+            for (nk = top_k; nk < n && cand_p(key[nk]) >= kth;) nk++;
+        }
+        int keep = nk;
+        bool ok = true;
+        if (top_p < 1.0f) {
+            double mass = mass_all;
+            if (top_k > 0) {
+                mass = 0.0;
+                for (int i = 0; i < nk; i++) mass += cand_p(key[i]);
+            }
+            double cum = 0.0;
+            int kp = 0;
+            for (int i = 0; i < nk; i++) {
+                cum += (double)cand_p(key[i]) / mass;
+                if (cum >= (double)top_p) {
+                    kp = i + 1;
+                    break;
+                }
+            }
+            if (kp) keep = kp;
+            else ok = top_k > 0; /* top_p alone: the prefix must end among the candidates */
+        }
+        if (ok) {
+            double mass = 0.0, cum = 0.0;
+            for (int i = 0; i < keep; i++) mass += cand_p(key[i]);
+            const double target = u * mass;
+            pick = cand_id(key[keep - 1]); /* rounding: the last survivor */
+            for (int i = 0; i < keep; i++)
+                if (target < (cum += cand_p(key[i]))) {
+                    pick = cand_id(key[i]);
+                    break;
+                }
+        }
+        cs->pick = pick;
+    }
+    __syncthreads();
+    return cs->pick;
+}
+
+/* ------------------------------------------------------------------ */
 /* the kernel                                                          */
 /* ------------------------------------------------------------------ */
 
@@ -317,6 +461,7 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
     __shared__ sm_red red;
     __shared__ int top_id[SM_MAXK];
     __shared__ float top_lp[SM_MAXK];
+    __shared__ sm_cand cs;
     const cu_srow r = rows[blockIdx.x];
     if (r.flags & SR_FAST) return; /* k_fast_* */
     cu_sout *out = outs + blockIdx.x;
@@ -436,6 +581,7 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
                 w[v] = p;
                 pmax = fmaxf(pmax, p);
             }
+            float tmax = pmax; /* this thread's largest surviving probability (-1: none) */
             pmax = bmax_f(pmax, &red);
             long long n = V;
             /* min_p: drop p < min_p * max p */
@@ -446,120 +592,131 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
                     if (w[v] < thresh) w[v] = -1.0f;
                     else c++;
                 }
+                if (tmax < thresh) tmax = -1.0f;
                 n = bsum_ll(c, &red);
             }
-            bool sorted = false;
-            const unsigned hi0 = __float_as_uint(pmax) + 1u; /* no probability reaches this */
-            /* top_k: the largest tau with count(p >= tau) >= k is the k-th probability */
-            if (r.top_k > 0 && r.top_k < n) {
-                unsigned lo = 0, hi = hi0;
-                while (hi - lo > 1) {
-                    unsigned mid = lo + (hi - lo) / 2;
-                    if (cnt_ge(__uint_as_float(mid)) >= r.top_k) lo = mid;
-                    else hi = mid;
-                }
-                const float kth = __uint_as_float(lo);
-                for (int v = tid; v < V; v += SM_THREADS)
-                    if (w[v] >= 0.0f && w[v] < kth) w[v] = -1.0f;
-                __syncthreads();
-                sorted = true;
-            }
-            /* top_p: the cut is at the largest tau with mass(p >= tau) / mass >= top_p */
-            if (r.top_p < 1.0f) {
-                const double mass = sm_ge(0.0f);
-                const double top_p = (double)r.top_p;
-                if (sm_ge(0.0f) / mass >= top_p) {
-                    unsigned lo = 0, hi = hi0;
-                    while (hi - lo > 1) {
-                        unsigned mid = lo + (hi - lo) / 2;
-                        if (sm_ge(__uint_as_float(mid)) / mass >= top_p) lo = mid;
-                        else hi = mid;
-                    }
-                    const float tau = __uint_as_float(lo);
-                    if (lo > 0) { /* tau == 0: the positive mass never reaches top_p, keep all (sampler.c keep == 0) */
-                        const double cum_gt = sm_ge(__uint_as_float(lo + 1)) / mass;
-                        const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
-                        /* ties at the cut, in id order: keep the first j that reach top_p */
-                        long long j = (long long)ceil((top_p - cum_gt) / ((double)tau / mass));
-                        if (j < 1) j = 1;
-                        if (j > ties) j = ties;
-                        int v0, v1;
-                        my_slice(V, &v0, &v1);
-                        long long c = 0;
-                        for (int v = v0; v < v1; v++) c += w[v] == tau;
-                        long long rank = bscan_ll(c, &red);
-                        for (int v = v0; v < v1; v++) {
-                            float x = w[v];
-                            if (x < 0.0f) continue;
-                            if (x < tau) w[v] = -1.0f;
-                            else if (x == tau) {
-                                if (rank >= j) w[v] = -1.0f;
-                                rank++;
-                            }
-                        }
-                        __syncthreads();
-                    }
-                }
-                sorted = true;
-            }
-            /* 5. the draw: target = u * mass of the survivors */
-            const double mass = sm_ge(0.0f);
-            const double target = r.u * mass;
-            int pick = INT_MAX;
-            if (!sorted) {
-                /* id order: the first token whose running mass passes target */
-                int v0, v1;
-                my_slice(V, &v0, &v1);
-                double part = 0.0;
-                for (int v = v0; v < v1; v++)
-                    if (w[v] >= 0.0f) part += w[v];
-                double cum = bscan_d(part, &red);
-                for (int v = v0; v < v1; v++) {
-                    if (w[v] < 0.0f) continue;
-                    cum += w[v];
-                    if (target < cum) {
-                        pick = v;
-                        break;
-                    }
-                }
-                pick = bmin_i(pick, &red);
-                if (pick == INT_MAX) { /* rounding: the last survivor */
-                    int last = -1;
-                    for (int v = tid; v < V; v += SM_THREADS)
-                        if (w[v] >= 0.0f) last = v;
-                    pick = bmax_i(last, &red);
-                }
+            /* top_k / top_p on the candidates; the bisections below when they do not fit */
+            const bool cut_k = r.top_k > 0 && r.top_k < n, cut_p = r.top_p < 1.0f;
+            int cpick = CAND_FAIL;
+            if ((cut_k || cut_p) && !(r.flags & SR_NO_CAND))
+                cpick = cand_draw(w, V, tmax, cut_k ? r.top_k : 0, r.top_p, cut_k ? 0.0 : sm_ge(0.0f), r.u, &cs,
+                                  &red);
+            if (cpick != CAND_FAIL) {
+                token = cpick >= 0 && cpick < V ? cpick : SAMPLE_ALL_BANNED;
             } else {
-                /* (probability desc, id asc) order: the level tau where the mass of p >= tau first passes target */
-                if (sm_ge(0.0f) > target) {
+                bool sorted = false;
+                const unsigned hi0 = __float_as_uint(pmax) + 1u; /* no probability reaches this */
+                /* top_k: the largest tau with count(p >= tau) >= k is the k-th probability */
+                if (r.top_k > 0 && r.top_k < n) {
                     unsigned lo = 0, hi = hi0;
                     while (hi - lo > 1) {
                         unsigned mid = lo + (hi - lo) / 2;
-                        if (sm_ge(__uint_as_float(mid)) > target) lo = mid;
+                        if (cnt_ge(__uint_as_float(mid)) >= r.top_k) lo = mid;
                         else hi = mid;
                     }
-                    if (lo > 0) {
+                    const float kth = __uint_as_float(lo);
+                    for (int v = tid; v < V; v += SM_THREADS)
+                        if (w[v] >= 0.0f && w[v] < kth) w[v] = -1.0f;
+                    __syncthreads();
+                    sorted = true;
+                }
+                /* top_p: the cut is at the largest tau with mass(p >= tau) / mass >= top_p */
+                if (r.top_p < 1.0f) {
+                    const double mass = sm_ge(0.0f);
+                    const double top_p = (double)r.top_p;
+                    if (sm_ge(0.0f) / mass >= top_p) {
+                        unsigned lo = 0, hi = hi0;
+                        while (hi - lo > 1) {
+                            unsigned mid = lo + (hi - lo) / 2;
+                            if (sm_ge(__uint_as_float(mid)) / mass >= top_p) lo = mid;
+                            else hi = mid;
+                        }
                         const float tau = __uint_as_float(lo);
-                        const double cum_gt = sm_ge(__uint_as_float(lo + 1));
-                        const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
-                        long long j = (long long)floor((target - cum_gt) / (double)tau) + 1;
-                        if (j < 1) j = 1;
-                        if (j > ties) j = ties;
-                        pick = nth_tie(w, V, tau, j - 1, &red);
+                        if (lo > 0) { /* tau == 0: the positive mass never reaches top_p, keep all (sampler.c keep == 0) */
+                            const double cum_gt = sm_ge(__uint_as_float(lo + 1)) / mass;
+                            const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
+                            /* ties at the cut, in id order: keep the first j that reach top_p */
+                            long long j = (long long)ceil((top_p - cum_gt) / ((double)tau / mass));
+                            if (j < 1) j = 1;
+                            if (j > ties) j = ties;
+                            int v0, v1;
+                            my_slice(V, &v0, &v1);
+                            long long c = 0;
+                            for (int v = v0; v < v1; v++) c += w[v] == tau;
+                            long long rank = bscan_ll(c, &red);
+                            for (int v = v0; v < v1; v++) {
+                                float x = w[v];
+                                if (x < 0.0f) continue;
+                                if (x < tau) w[v] = -1.0f;
+                                else if (x == tau) {
+                                    if (rank >= j) w[v] = -1.0f;
+                                    rank++;
+                                }
+                            }
+                            __syncthreads();
+                        }
+                    }
+                    sorted = true;
+                }
+                /* 5. the draw: target = u * mass of the survivors */
+                const double mass = sm_ge(0.0f);
+                const double target = r.u * mass;
+                int pick = INT_MAX;
+                if (!sorted) {
+                    /* id order: the first token whose running mass passes target */
+                    int v0, v1;
+                    my_slice(V, &v0, &v1);
+                    double part = 0.0;
+                    for (int v = v0; v < v1; v++)
+                        if (w[v] >= 0.0f) part += w[v];
+                    double cum = bscan_d(part, &red);
+                    for (int v = v0; v < v1; v++) {
+                        if (w[v] < 0.0f) continue;
+                        cum += w[v];
+                        if (target < cum) {
+                            pick = v;
+                            break;
+                        }
+                    }
+                    pick = bmin_i(pick, &red);
+                    if (pick == INT_MAX) { /* rounding: the last survivor */
+                        int last = -1;
+                        for (int v = tid; v < V; v += SM_THREADS)
+                            if (w[v] >= 0.0f) last = v;
+                        pick = bmax_i(last, &red);
+                    }
+                } else {
+                    /* (probability desc, id asc) order: the level tau where the mass of p >= tau first passes target */
+                    if (sm_ge(0.0f) > target) {
+                        unsigned lo = 0, hi = hi0;
+                        while (hi - lo > 1) {
+                            unsigned mid = lo + (hi - lo) / 2;
+                            if (sm_ge(__uint_as_float(mid)) > target) lo = mid;
+                            else hi = mid;
+                        }
+                        if (lo > 0) {
+                            const float tau = __uint_as_float(lo);
+                            const double cum_gt = sm_ge(__uint_as_float(lo + 1));
+                            const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
+                            long long j = (long long)floor((target - cum_gt) / (double)tau) + 1;
+                            if (j < 1) j = 1;
+                            if (j > ties) j = ties;
+                            pick = nth_tie(w, V, tau, j - 1, &red);
+                        }
+                    }
+                    if (pick == INT_MAX) { /* rounding: the last in that order (lowest p, highest id) */
+                        float pmin = INFINITY;
+                        for (int v = tid; v < V; v += SM_THREADS)
+                            if (w[v] >= 0.0f) pmin = fminf(pmin, w[v]);
+                        pmin = bmin_f(pmin, &red);
+                        int last = -1;
+                        for (int v = tid; v < V; v += SM_THREADS)
+                            if (w[v] == pmin) last = v;
+                        pick = bmax_i(last, &red);
                     }
                 }
-                if (pick == INT_MAX) { /* rounding: the last in that order (lowest p, highest id) */
-                    float pmin = INFINITY;
-                    for (int v = tid; v < V; v += SM_THREADS)
-                        if (w[v] >= 0.0f) pmin = fminf(pmin, w[v]);
-                    pmin = bmin_f(pmin, &red);
-                    int last = -1;
-                    for (int v = tid; v < V; v += SM_THREADS)
-                        if (w[v] == pmin) last = v;
-                    pick = bmax_i(last, &red);
-                }
+                token = pick >= 0 && pick < V ? pick : SAMPLE_ALL_BANNED;
             }
-            token = pick >= 0 && pick < V ? pick : SAMPLE_ALL_BANNED;
         }
     }
 
@@ -1072,6 +1229,7 @@ vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b) {
         r->fp = p->frequency_penalty;
         r->pp = p->presence_penalty;
         pack_edits(s, p, &b->ctx[i], V, r, &n_edits);
+        if (cu->sample_bisect) r->flags |= SR_NO_CAND;
         const bool greedy = (r->flags & SR_GREEDY) != 0;
         if (r->n_edit == 0 && !(r->flags & SR_ALLOWED) && r->k_top == 0 &&
             (greedy || (!(r->min_p > 0.0f) && (r->top_k <= 0 || r->top_k >= V) && !(r->top_p < 1.0f)))) {

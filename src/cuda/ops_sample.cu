@@ -246,18 +246,23 @@ __device__ long long bscan_ll(long long v, sm_red *r) {
 /* f(w[v]) over this thread's elements v = tid + SM_THREADS i, in increasing v. B > 1 (the batched form,
  * VLLM_CUDA_SAMPLE_BATCHED=1): B of a thread's loads in flight at once instead of a round trip or so each (a pass
  * over V = 151,936 is 297 loads a thread); the same elements in the same order, so the same counts and sums */
-template <int B, typename F>
-__device__ __forceinline__ void row_pass(const float *w, int V, F f) {
+template <int B, typename L, typename F>
+__device__ __forceinline__ void row_pass_at(int V, L ld, F f) {
     int v = threadIdx.x;
     if constexpr (B > 1)
         for (; v + (B - 1) * SM_THREADS < V; v += B * SM_THREADS) {
             float x[B];
 #pragma unroll
-            for (int i = 0; i < B; i++) x[i] = w[v + i * SM_THREADS];
+            for (int i = 0; i < B; i++) x[i] = ld(v + i * SM_THREADS);
 #pragma unroll
-            for (int i = 0; i < B; i++) f(x[i]);
+            for (int i = 0; i < B; i++) f(x[i], v + i * SM_THREADS);
         }
-    for (; v < V; v += SM_THREADS) f(w[v]);
+    for (; v < V; v += SM_THREADS) f(ld(v), v);
+}
+
+template <int B, typename F>
+__device__ __forceinline__ void row_pass(const float *w, int V, F f) {
+    row_pass_at<B>(V, [&](int v) { return w[v]; }, [&](float x, int) { f(x); });
 }
 
 /* tokens with probability >= tau (tau >= 0, so dropped tokens never count) */
@@ -278,6 +283,7 @@ __device__ double sum_ge(const float *w, int V, float tau, sm_red *r) {
 }
 
 #define SM_RB 16 /* the batched form's loads in flight a thread */
+#define SM_RP 8  /* loads in flight a thread in the passes before the cuts */
 
 /* This thread's contiguous slice of [0, V) (for the ordered walks). */
 __device__ __forceinline__ void my_slice(int V, int *v0, int *v1) {
@@ -331,10 +337,11 @@ __device__ __forceinline__ float cand_p(unsigned long long key) { return __uint_
 __device__ __forceinline__ int cand_id(unsigned long long key) { return (int)~(unsigned)key; }
 
 /* The token drawn with u after top_k (0: off; else 0 < top_k < survivors) and top_p (1: off), or CAND_FAIL. w: the
- * row's probabilities (-1: dropped), only read; tmax: this thread's largest surviving w (-1: none); mass_all: the
- * survivors' mass (used by top_p without top_k). Every thread gets the answer. */
+ * row's probabilities (-1: dropped), or with esum > 0 its exponentials e (every token a survivor: p = (float)(e /
+ * esum), sampler.c's), only read; tmax: this thread's largest surviving w (-1: none); mass_all: the survivors' mass
+ * (used by top_p without top_k). Every thread gets the answer. */
 __device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top_p, double mass_all, double u,
-                         sm_cand *cs, sm_red *red) {
+                         double esum, sm_cand *cs, sm_red *red) {
     const int tid = threadIdx.x, lane = tid & 31;
     if (top_k > SM_THREADS) return CAND_FAIL;
     /* the maxima in descending order: each thread's rank (ties by thread index) */
@@ -362,21 +369,32 @@ __device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top
                     break;
                 }
         }
+        /* exponentials: p = (float)(e / esum) can tie two e up to about 4 ulps apart, so 8 ulps lower keeps every
+         * token tied with the k-th probability */
+        if (esum != 0.0) t0 = __float_as_uint(t0) > 8u ? __uint_as_float(__float_as_uint(t0) - 8u) : 0.0f;
         cs->t0 = fmaxf(t0, 0.0f);
     }
     __syncthreads();
     /* gather the tokens >= t0 (dropped ones are -1): a warp's hits take consecutive slots */
     const float t0 = cs->t0;
-    for (int v = tid; v - lane < V; v += SM_THREADS) {
-        const float x = v < V ? w[v] : -1.0f;
-        const bool hit = x >= t0;
-        const unsigned b = __ballot_sync(FULL_MASK, hit);
-        if (!b) continue;
-        int slot = 0;
-        if (lane == 0) slot = atomicAdd(&cs->n, __popc(b));
-        slot = __shfl_sync(FULL_MASK, slot, 0) + __popc(b & ((1u << lane) - 1u));
-        if (hit && slot < SM_CAND)
-            cs->key[slot] = (unsigned long long)__float_as_uint(x) << 32 | (unsigned)~(unsigned)v;
+    for (int v0 = tid; v0 - lane < V; v0 += SM_RP * SM_THREADS) {
+        float xs[SM_RP];
+#pragma unroll
+        for (int i = 0; i < SM_RP; i++) xs[i] = v0 + i * SM_THREADS < V ? w[v0 + i * SM_THREADS] : -1.0f;
+#pragma unroll
+        for (int i = 0; i < SM_RP; i++) {
+            const int v = v0 + i * SM_THREADS;
+            float x = xs[i];
+            const bool hit = x >= t0;
+            const unsigned b = __ballot_sync(FULL_MASK, hit);
+            if (!b) continue;
+            if (hit && esum != 0.0) x = (float)((double)x / esum);
+            int slot = 0;
+            if (lane == 0) slot = atomicAdd(&cs->n, __popc(b));
+            slot = __shfl_sync(FULL_MASK, slot, 0) + __popc(b & ((1u << lane) - 1u));
+            if (hit && slot < SM_CAND)
+                cs->key[slot] = (unsigned long long)__float_as_uint(x) << 32 | (unsigned)~(unsigned)v;
+        }
     }
     __syncthreads();
     const int n = cs->n;
@@ -455,7 +473,7 @@ __device__ __forceinline__ float raw_at(const void *logits, int ldt, int64_t bas
 
 // logits (B, V) row-major with row stride ls; one CTA per packed row
 template <bool BATCHED>
-__global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int ldt, int64_t ls, int V,
+__global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, int ldt, int64_t ls, int V,
                                                        const cu_srow *rows, const cu_edit *edits, float *work,
                                                        cu_sout *outs) {
     __shared__ sm_red red;
@@ -473,17 +491,25 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
     auto cnt_ge = [&](float tau) { return count_ge<BATCHED ? SM_RB : 1>(w, V, tau, &red); };
     auto sm_ge = [&](float tau) { return sum_ge<BATCHED ? SM_RB : 1>(w, V, tau, &red); };
 
-    /* 1. NaN check and max of the raw row */
+    /* 1. NaN check, max and argmax (lowest id) of the raw row */
     float mx = -INFINITY;
-    int nan = 0;
-    for (int v = tid; v < V; v += SM_THREADS) {
-        float x = raw_at(logits, ldt, base, v);
+    int mxid = INT_MAX, nan = 0;
+    /* (the row's one-CTA passes keep SM_RP loads a thread in flight: each is a ~300-load walk on a 151,936 vocabulary) */
+    auto raw = [&](int v) { return raw_at(logits, ldt, base, v); };
+    row_pass_at<SM_RP>(V, raw, [&](float x, int v) {
         if (isnan(x)) nan = 1;
-        mx = fmaxf(mx, x);
-    }
+        if (better(x, v, mx, mxid)) {
+            mx = x;
+            mxid = v;
+        }
+    });
     nan = bmax_i(nan, &red);
-    mx = bmax_f(mx, &red);
+    bargmax(&mx, &mxid, &red);
     const int k_top = r.k_top;
+    /* a row without edits samples from the raw logits (no processed copy, no second argmax); a sampled one without
+     * top logprobs sums the log-sum-exp's exponentials in its probabilities' pass */
+    const bool plain = !(r.flags & (SR_ALLOWED | SR_LOGPROBS)) && r.n_edit == 0;
+    const bool fuse_lse = plain && !(r.flags & SR_GREEDY) && k_top == 0;
     if (nan) {
         if (tid == 0) {
             out->token = SAMPLE_NAN_LOGITS;
@@ -496,10 +522,13 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
         return;
     }
     /* log-sum-exp in double (sampler_logprob) */
-    double se = 0.0;  /* f32 exponentials (relative error ~1e-7), summed in double */
-    for (int v = tid; v < V; v += SM_THREADS) se += (double)expf(raw_at(logits, ldt, base, v) - mx);
-    se = bsum_d(se, &red);
-    const double lse = (double)mx + log(se);
+    double lse = 0.0;
+    if (!fuse_lse) {
+        double se = 0.0; /* f32 exponentials (relative error ~1e-7), summed in double */
+        row_pass_at<SM_RP>(V, raw, [&](float x, int) { se += (double)expf(x - mx); });
+        se = bsum_d(se, &red);
+        lse = (double)mx + log(se);
+    }
 
     /* top-k raw logprobs: the next pick is the best of the tokens after the
      * previous one in (logit desc, id asc) order */
@@ -532,10 +561,9 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
     if (r.flags & SR_LOGPROBS) {
         token = r.target;  /* the logprob of a given token */
     } else {
-        /* 2. the processed row (a greedy row without edits takes the raw row's argmax) */
+        /* 2. the processed row (a row without edits keeps the raw one) */
         const bool allowed = (r.flags & SR_ALLOWED) != 0;
-        const bool raw_argmax = (r.flags & SR_GREEDY) && !allowed && r.n_edit == 0;
-        if (!raw_argmax)
+        if (!plain)
             for (int v = tid; v < V; v += SM_THREADS) w[v] = allowed ? -INFINITY : raw_at(logits, ldt, base, v);
         __syncthreads();
         for (int i = tid; i < r.n_edit; i += SM_THREADS) {
@@ -553,54 +581,66 @@ __global__ void __launch_bounds__(SM_THREADS) k_sample(const void *logits, int l
         }
         __syncthreads();
         /* 3. argmax of the processed row (greedy; its max for sampling) */
-        float bv = -INFINITY;
-        int bid = INT_MAX;
-        for (int v = tid; v < V; v += SM_THREADS) {
-            float x = raw_argmax ? raw_at(logits, ldt, base, v) : w[v];
-            if (better(x, v, bv, bid)) {
-                bv = x;
-                bid = v;
-            }
+        float bv = mx;
+        int bid = mxid;
+        if (!plain) {
+            bv = -INFINITY;
+            bid = INT_MAX;
+            for (int v = tid; v < V; v += SM_THREADS)
+                if (better(w[v], v, bv, bid)) {
+                    bv = w[v];
+                    bid = v;
+                }
+            bargmax(&bv, &bid, &red);
         }
-        bargmax(&bv, &bid, &red);
         if (r.flags & SR_GREEDY) {
             token = bid == INT_MAX ? 0 : bid;  /* all -inf: token 0, as argmax */
         } else if (bv != -INFINITY) {
             /* 4. probabilities as sampler.c */
             const double m2 = (double)bv, inv_t = 1.0 / (double)r.temperature;
-            double s = 0.0;
-            for (int v = tid; v < V; v += SM_THREADS) {
-                double e = exp(((double)w[v] - m2) * inv_t);
+            double s = 0.0, se = 0.0;
+            float tmax = -1.0f; /* this thread's largest exponential, then probability, of a survivor (-1: none) */
+            row_pass_at<SM_RP>(V, [&](int v) { return plain ? raw(v) : w[v]; }, [&](float l, int v) {
+                double e = exp(((double)l - m2) * inv_t);
                 w[v] = (float)e;
+                tmax = fmaxf(tmax, (float)e);
                 s += e;
-            }
+                if (fuse_lse) se += (double)expf(l - mx);
+            });
             s = bsum_d(s, &red);
+            if (fuse_lse) lse = (double)mx + log(bsum_d(se, &red));
+            /* top_k without min_p: the candidates straight from the exponentials (their probabilities computed for
+             * them alone); else every probability first */
+            const bool cut_p = r.top_p < 1.0f, no_cand = (r.flags & SR_NO_CAND) != 0;
+            const bool early = !no_cand && !(r.min_p > 0.0f) && r.top_k > 0 && r.top_k < V && r.top_k <= SM_THREADS;
+            int cpick = early ? cand_draw(w, V, tmax, r.top_k, r.top_p, 0.0, r.u, s, &cs, &red) : CAND_FAIL;
             float pmax = 0.0f;
-            for (int v = tid; v < V; v += SM_THREADS) {
-                float p = (float)((double)w[v] / s);
-                w[v] = p;
-                pmax = fmaxf(pmax, p);
-            }
-            float tmax = pmax; /* this thread's largest surviving probability (-1: none) */
-            pmax = bmax_f(pmax, &red);
             long long n = V;
-            /* min_p: drop p < min_p * max p */
-            if (r.min_p > 0.0f) {
-                const float thresh = __fmul_rn(r.min_p, pmax);
-                long long c = 0;
+            if (cpick == CAND_FAIL) {
+                tmax = -1.0f;
                 for (int v = tid; v < V; v += SM_THREADS) {
-                    if (w[v] < thresh) w[v] = -1.0f;
-                    else c++;
+                    float p = (float)((double)w[v] / s);
+                    w[v] = p;
+                    tmax = fmaxf(tmax, p);
                 }
-                if (tmax < thresh) tmax = -1.0f;
-                n = bsum_ll(c, &red);
+                pmax = bmax_f(fmaxf(tmax, 0.0f), &red);
+                /* min_p: drop p < min_p * max p */
+                if (r.min_p > 0.0f) {
+                    const float thresh = __fmul_rn(r.min_p, pmax);
+                    long long c = 0;
+                    for (int v = tid; v < V; v += SM_THREADS) {
+                        if (w[v] < thresh) w[v] = -1.0f;
+                        else c++;
+                    }
+                    if (tmax < thresh) tmax = -1.0f;
+                    n = bsum_ll(c, &red);
+                }
+                /* top_k / top_p on the candidates; the bisections below when they do not fit */
+                const bool cut_k = r.top_k > 0 && r.top_k < n;
+                if ((cut_k || cut_p) && !no_cand && !early)
+                    cpick = cand_draw(w, V, tmax, cut_k ? r.top_k : 0, r.top_p, cut_k ? 0.0 : sm_ge(0.0f), r.u, 0.0,
+                                      &cs, &red);
             }
-            /* top_k / top_p on the candidates; the bisections below when they do not fit */
-            const bool cut_k = r.top_k > 0 && r.top_k < n, cut_p = r.top_p < 1.0f;
-            int cpick = CAND_FAIL;
-            if ((cut_k || cut_p) && !(r.flags & SR_NO_CAND))
-                cpick = cand_draw(w, V, tmax, cut_k ? r.top_k : 0, r.top_p, cut_k ? 0.0 : sm_ge(0.0f), r.u, &cs,
-                                  &red);
             if (cpick != CAND_FAIL) {
                 token = cpick >= 0 && cpick < V ? cpick : SAMPLE_ALL_BANNED;
             } else {

@@ -450,6 +450,7 @@ static size_t at_smem_bytes(int hp, int hd) {
                              probed by cu_attention_reserve), else 8 (the portable size) */
 #define DA_PORTABLE_CLUSTER 8
 #define DA_SMALL_HP 4     /* query heads a CTA at most in batches too small to fill the GPU (cu_attention) */
+#define DA_ONE_HP_CAP 8   /* one query head a CTA where the split cap at that many CTAs is still this or more */
 
 template <int HD, int GP, int KB = 2>
 struct da_shape {
@@ -1050,9 +1051,13 @@ void cu_attention(backend *be, const tensor *q, const tensor *k_cache, const ten
      * below the split target (attn_split_cap) even with DA_SMALL_HP heads a CTA takes at most that many: twice the
      * CTAs for 8-head groups, each with half the registers and twice the keys an iteration, so fewer splits (H100,
      * session 35, ms a batch-1 decode step: Qwen3-30B-A3B 3.399 -> 3.282, Qwen3.5-35B-A3B 3.303 -> 3.086, gpt-oss-20b
-     * 3.150 -> 3.127). VLLM_CUDA_ATTN_HP=N pins the most at N (comparisons). */
+     * 3.150 -> 3.127). A batch so small that even one head a CTA leaves DA_ONE_HP_CAP splits or more (batch 1 with
+     * up to 32 query heads) takes one (H100, ms a batch-1 step, sessions 36 / 37, 4 -> 1 head a CTA: Qwen3-30B-A3B
+     * 3.264 -> 3.194, Qwen3.5-35B-A3B 3.078 -> 3.046, Qwen3-8B 5.554 -> 5.465 / 5.548 -> 5.461, Gemma-3-12B 8.566 ->
+     * 8.494, Qwen3-0.6B 0.872 -> 0.840 / 0.846 -> 0.853). VLLM_CUDA_ATTN_HP=N pins the most at N (comparisons). */
     int hp = group < AT_HP ? group : AT_HP;
     if (cu->attn_hp > 0) hp = group < cu->attn_hp ? group : cu->attn_hp;
+    else if (decode && hp > 1 && attn_split_cap(cu, T * nh) >= DA_ONE_HP_CAP) hp = 1;
     else if (decode && hp > DA_SMALL_HP && attn_split_cap(cu, T * nkv * ((group + DA_SMALL_HP - 1) / DA_SMALL_HP)) > 1)
         hp = DA_SMALL_HP;
     const int npass = (group + hp - 1) / hp;

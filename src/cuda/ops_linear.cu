@@ -787,13 +787,17 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
     for (int u = 0; u < GV_U; u++) cur[u] = next();
     uint4 nwr[GV_NW_ALL(TT, NK)];
     gemv_nw_prefetch<TT, NK>(a, nwr);
+    int ci = 0, crow = g0 * RPC + rw; /* the compute cursor */
+    /* the row's bias (a weight): the first before the wait, each next one as its row starts, not after the dot
+     * product (a round trip at every row's tail) */
+    auto bias_of = [&](int row) { return ks == 0 && a.bias && row < N ? a.bias[row] : 0.0f; };
+    float bcur = bias_of(crow);
     pdl_wait();
     int64_t xs;
     const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs, nwr);
     float acc[1][TT];
 #pragma unroll
     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
-    int ci = 0, crow = g0 * RPC + rw; /* the compute cursor */
     float yold = ks == 0 ? gemv_old(a, lane, crow) : 0.0f;
     for (int j0 = 0; j0 < total; j0 += GV_U) {
         uint4 nxt[GV_U];
@@ -822,16 +826,16 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, TT <= 2 ? 4 : 3) k_gemv(gv_ar
                         }
                     }
                     if (ks == 0 && crow < N) {
-                        const float b = a.bias ? a.bias[crow] : 0.0f;
 #pragma unroll
                         for (int t = 0; t < TT; t++)
-                            if (lane == t && t < a.T) gemv_put(a, t, crow, acc[0][t] + b, yold);
+                            if (lane == t && t < a.T) gemv_put(a, t, crow, acc[0][t] + bcur, yold);
                     }
                     if (KS > 1) __syncthreads(); /* red is reused by the next row */
 #pragma unroll
                     for (int t = 0; t < TT; t++) acc[0][t] = 0.0f;
                     ci = 0;
                     crow += RPC;
+                    bcur = bias_of(crow);
                     if (ks == 0) yold = gemv_old(a, lane, crow);
                 }
             }
@@ -873,6 +877,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, GV_ROWS_MIN_CTAS(TT, NR)) k_g
     }
     uint4 nwr[GV_NW_ALL(TT, NK)];
     gemv_nw_prefetch<TT, NK>(a, nwr);
+    float bias[NR]; /* a weight: loaded before the wait, not after the dot product (a round trip at the tail) */
+#pragma unroll
+    for (int r = 0; r < NR; r++) bias[r] = a.bias && n < N ? a.bias[n + r * N] : 0.0f;
     pdl_wait();
     int64_t xs;
     const __nv_bfloat16 *xin = gemv_input<TT, NK>(a, red, gv_smem, &xs, nwr);
@@ -905,7 +912,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, GV_ROWS_MIN_CTAS(TT, NR)) k_g
     for (int t = 0; t < TT; t++) {
         float v[NR];
 #pragma unroll
-        for (int r = 0; r < NR; r++) v[r] = cu_warp_sum(acc[r][t]) + (a.bias ? a.bias[n + r * N] : 0.0f);
+        for (int r = 0; r < NR; r++) v[r] = cu_warp_sum(acc[r][t]) + bias[r];
         if (lane == t && t < a.T) gemv_put(a, t, n, NR == 2 ? cu_act(ACT, v[0]) * v[NR - 1] : v[0], yold);
     }
 }

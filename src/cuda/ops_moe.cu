@@ -822,6 +822,11 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
     for (int q = 0; q < NR; q++)
         w[q] = (const uint4 *)(a.W + (int64_t)e * a.wes + ((int64_t)min(r, a.R - 1) + (int64_t)q * a.R) * a.K) + c0;
     __shared__ float red[KS > 1 ? MGV_WARPS : 1][NR][TT]; /* split-K: each warp's partial dots */
+    /* the row's biases with the expert id, not after the dot product (a round trip at the tail) */
+    float bias[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++)
+        bias[q] = a.bias && r < a.R ? __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]) : 0.0f;
     /* one pass: evict-first; more: keep the rows for the next pass. A constant inside (a runtime flag made each
      * weight load a branch between two load kinds) */
     auto body = [&](auto st) {
@@ -900,9 +905,8 @@ __global__ void __launch_bounds__(MGV_WARPS * 32, MINB) k_moe_gemv(mgv_args a) {
 #pragma unroll
                 for (int q = 0; q < NR; q++) v[q] = KS > 1 ? acc[q][tt] : cu_warp_sum(acc[q][tt]);
                 if (lane == tt) {
-                    if (a.bias)
 #pragma unroll
-                        for (int q = 0; q < NR; q++) v[q] += __bfloat162float(a.bias[(int64_t)e * a.bes + q * a.R + r]);
+                    for (int q = 0; q < NR; q++) v[q] += bias[q];
                     const float y = NR == 2 ? mgv_glu(a, v[0], v[NR - 1]) : v[0];
                     a.out[(int64_t)(p0 + g0 + tt) * a.os + r] = __float2bfloat16(y);
                 }
@@ -1541,10 +1545,14 @@ __global__ void k_moe_combine(comb_args a) {
         /* the k slots' (position, weight) loaded at once (-1: an id out of range, reported by the
          * permutation), then put in increasing position (each slot's thread its rank) in shared memory */
         for (int j = threadIdx.x; j < a.k; j += blockDim.x) {
+            /* the id, position and weight loads issued together (each index is valid whatever the id; loads
+             * under the id's check waited for it: two round trips) */
             const int e = a.ids[(int64_t)t * a.is + j];
+            const int pos = a.inv ? a.inv[(int64_t)t * a.k + j] : (int)((int64_t)t * a.k + j);
+            const float wj = a.w[(int64_t)t * a.ws + j];
             const bool ok = e >= 0 && e < a.E;
-            lpos[j] = !ok ? -1 : a.inv ? a.inv[(int64_t)t * a.k + j] : (int)((int64_t)t * a.k + j);
-            lw[j] = ok ? a.w[(int64_t)t * a.ws + j] : 0.0f;
+            lpos[j] = ok ? pos : -1;
+            lw[j] = ok ? wj : 0.0f;
         }
         __syncthreads();
         /* slot j's rank among the valid slots by position (the positions are distinct), each slot's thread at once

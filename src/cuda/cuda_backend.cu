@@ -781,7 +781,6 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     cu->attn_hp = getenv("VLLM_CUDA_ATTN_HP") ? atoi(getenv("VLLM_CUDA_ATTN_HP")) : 0;
     if (cu->attn_hp < 0 || cu->attn_hp > 8) cu->attn_hp = 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
-    cu->sample_batched = getenv("VLLM_CUDA_SAMPLE_BATCHED") && strcmp(getenv("VLLM_CUDA_SAMPLE_BATCHED"), "0") != 0;
     cu->sample_bisect = getenv("VLLM_CUDA_SAMPLE_BISECT") && strcmp(getenv("VLLM_CUDA_SAMPLE_BISECT"), "0") != 0;
     cu->attn_splits = getenv("VLLM_CUDA_ATTN_SPLITS") ? atoi(getenv("VLLM_CUDA_ATTN_SPLITS")) : 0;
     if (cu->attn_splits < 0 || cu->attn_splits > 32) cu->attn_splits = 0;

@@ -152,8 +152,6 @@ typedef struct cu_state {
                                       VLLM_CUDA_GEMV_MAX_T=1..CU_GEMV_MAX_T */
     int attn_hp;                   /* VLLM_CUDA_ATTN_HP=1..8: query heads an attention CTA at most (0: the default) */
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
-    bool sample_batched;           /* VLLM_CUDA_SAMPLE_BATCHED=1: the one-CTA sampler's passes with 16 loads a thread in
-                                      flight (ops_sample.cu; the same results; opt-in until run on a GPU) */
     bool sample_bisect;            /* VLLM_CUDA_SAMPLE_BISECT=1: top_k / top_p by the bisections over the whole row only,
                                       never on candidates (ops_sample.cu cand_draw; comparisons and its tests) */
     int attn_splits;               /* VLLM_CUDA_ATTN_SPLITS=1..32: decode attention splits at most (0: the default cap) */

@@ -248,9 +248,6 @@ struct be_experts {
                                    its weights only after its PDL wait (a measurement switch) */
     bool dc_hs_off;             /* VLLM_CUDA_MOE_DCH=0 at creation: the down + combine reads h through L2, not from
                                    shared memory (a measurement switch) */
-    bool dc_sel;                /* VLLM_CUDA_MOE_DCSEL=1 at creation: the down + combine reads h unconditionally (a
-                                   clamped index) and masks the sum, so that the reads of a pass go out together (the
-                                   guarded reads may each wait for the previous pair's FMAs; opt-in until measured) */
     int dc_passes;              /* the most passes of 1024 inputs a row of the fused down + combine takes where h fits its
                                    shared memory (one pass: always): 2 by default, 1 with VLLM_CUDA_MOE_DCLONG=0, any
                                    with =1 (measurement switches) */
@@ -402,7 +399,6 @@ vllm_status cu_experts_create(backend *be, const tensor *const *gate, const tens
     ex->no_wg = env_is("VLLM_CUDA_MOE_WG", "0");
     ex->late_off = env_is("VLLM_CUDA_MOE_EARLY", "0");
     ex->dc_hs_off = env_is("VLLM_CUDA_MOE_DCH", "0");
-    ex->dc_sel = env_is("VLLM_CUDA_MOE_DCSEL", "1");
     ex->dc_passes = env_is("VLLM_CUDA_MOE_DCLONG", "0") ? 1 : env_is("VLLM_CUDA_MOE_DCLONG", "1") ? INT_MAX : 2;
     const char *kenv = getenv("VLLM_CUDA_MOE_KS");
     ex->gv_ks = kenv && (!strcmp(kenv, "1") || !strcmp(kenv, "2") || !strcmp(kenv, "4")) ? atoi(kenv) : 0;
@@ -1008,7 +1004,7 @@ __device__ __forceinline__ void dc_store(const dc_args &a, int lane, int d, floa
     if (lane + 32 < a.T) cu_st(a.y, a.ydt, (int64_t)(lane + 32) * a.ys + d, s1);
 }
 
-template <bool STREAM, bool HS = false, bool SEL = false>
+template <bool STREAM, bool HS = false>
 __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
     extern __shared__ __align__(16) unsigned char dc_sm[];
     pdl_launch();
@@ -1066,40 +1062,22 @@ __global__ void __launch_bounds__(DC_WARPS * 32) k_moe_down_comb(dc_args a) {
                 cp_async_wait<0>();
                 __syncthreads();
             }
-            /* pair i's chunk u into its partial dot, h's chunk from ld(c) */
-            auto fma_chunk = [&](int i, int u, auto ld) {
-                const int c = base + lane + 32 * u;
-                if (c >= KC || eg[i] >= a.E) return;
-                float wf[8], xf[8];
-                bf16x8_to_f32(wv[i][u], wf);
-                bf16x8_to_f32(ld(c), xf);
-                float sp = part[i];
+            /* pair i's chunk u into its partial dot, each h read behind its guard (reading them all first at clamped
+             * indices, VLLM_CUDA_MOE_DCSEL=1 of session 36, took 146 registers and lost 5%: session 37) */
 #pragma unroll
-                for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
-                part[i] = sp;
-            };
-            if constexpr (SEL) { /* every h read of the pass at a clamped (row, chunk), then the guarded sums */
-                uint4 hv[DC_PG][DC_U];
+            for (int i = 0; i < DC_PG; i++) {
+                const uint4 *hr = (const uint4 *)(a.h + (int64_t)(g0 + i) * a.K);
 #pragma unroll
-                for (int i = 0; i < DC_PG; i++)
+                for (int u = 0; u < DC_U; u++) {
+                    const int c = base + lane + 32 * u;
+                    if (c >= KC || eg[i] >= a.E) continue;
+                    float wf[8], xf[8];
+                    bf16x8_to_f32(wv[i][u], wf);
+                    bf16x8_to_f32(HS ? hs[(int64_t)(g0 + i) * KC + c] : __ldg(hr + c), xf);
+                    float sp = part[i];
 #pragma unroll
-                    for (int u = 0; u < DC_U; u++) {
-                        const int c = base + lane + 32 * u;
-                        const bool ok = c < KC && eg[i] < a.E;
-                        const int64_t row = ok ? g0 + i : 0, cc = ok ? c : 0;
-                        hv[i][u] = HS ? hs[row * KC + cc] : __ldg((const uint4 *)(a.h + row * a.K) + cc);
-                    }
-#pragma unroll
-                for (int i = 0; i < DC_PG; i++)
-#pragma unroll
-                    for (int u = 0; u < DC_U; u++) fma_chunk(i, u, [&](int) { return hv[i][u]; });
-            } else { /* each read behind its guard */
-#pragma unroll
-                for (int i = 0; i < DC_PG; i++) {
-                    const uint4 *hr = (const uint4 *)(a.h + (int64_t)(g0 + i) * a.K);
-#pragma unroll
-                    for (int u = 0; u < DC_U; u++)
-                        fma_chunk(i, u, [&](int c) { return HS ? hs[(int64_t)(g0 + i) * KC + c] : __ldg(hr + c); });
+                    for (int j = 0; j < 8; j++) sp += wf[j] * xf[j];
+                    part[i] = sp;
                 }
             }
         }
@@ -1883,12 +1861,10 @@ void cu_moe_experts(backend *be, const be_experts *ex, const tensor *x, const te
             /* h in shared memory (a one-token step of Qwen3-30B-A3B: 8 x 768 BF16, 12 KB; H100, VLLM_CUDA_MOE_DCH=0
              * against it: 3.606 -> 3.391 ms a step) */
             typedef void (*dc_kernel)(dc_args);
-            static const dc_kernel dcks[2][2][2] = { /* [SEL][HS][STREAM] */
-                {{k_moe_down_comb<false, false, false>, k_moe_down_comb<true, false, false>},
-                 {k_moe_down_comb<false, true, false>, k_moe_down_comb<true, true, false>}},
-                {{k_moe_down_comb<false, false, true>, k_moe_down_comb<true, false, true>},
-                 {k_moe_down_comb<false, true, true>, k_moe_down_comb<true, true, true>}}};
-            const dc_kernel dck = dcks[ex->dc_sel][dc_hs][T == 1];
+            static const dc_kernel dcks[2][2] = { /* [HS][STREAM] */
+                {k_moe_down_comb<false, false>, k_moe_down_comb<true, false>},
+                {k_moe_down_comb<false, true>, k_moe_down_comb<true, true>}};
+            const dc_kernel dck = dcks[dc_hs][T == 1];
             cu_launch(cu, "moe_experts (down + combine)", true, dck, grid, dim3(DC_WARPS * 32),
                       dc_hs ? (size_t)N * (size_t)I * 2 : 0, dc);
             return;

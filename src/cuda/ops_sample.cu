@@ -243,9 +243,8 @@ __device__ long long bscan_ll(long long v, sm_red *r) {
     return off + ex;
 }
 
-/* f(w[v]) over this thread's elements v = tid + SM_THREADS i, in increasing v. B > 1 (the batched form,
- * VLLM_CUDA_SAMPLE_BATCHED=1): B of a thread's loads in flight at once instead of a round trip or so each (a pass
- * over V = 151,936 is 297 loads a thread); the same elements in the same order, so the same counts and sums */
+/* f(ld(v), v) over this thread's elements v = tid + SM_THREADS i, in increasing v, B of its loads in flight at once
+ * instead of a round trip or so each (a pass over V = 151,936 is 297 loads a thread) */
 template <int B, typename L, typename F>
 __device__ __forceinline__ void row_pass_at(int V, L ld, F f) {
     int v = threadIdx.x;
@@ -282,8 +281,7 @@ __device__ double sum_ge(const float *w, int V, float tau, sm_red *r) {
     return bsum_d(s, r);
 }
 
-#define SM_RB 16 /* the batched form's loads in flight a thread */
-#define SM_RP 8  /* loads in flight a thread in the passes before the cuts */
+#define SM_RP 8 /* loads in flight a thread in the row's passes (16 measured no faster: session 37) */
 
 /* This thread's contiguous slice of [0, V) (for the ordered walks). */
 __device__ __forceinline__ void my_slice(int V, int *v0, int *v1) {
@@ -472,7 +470,6 @@ __device__ __forceinline__ float raw_at(const void *logits, int ldt, int64_t bas
 }
 
 // logits (B, V) row-major with row stride ls; one CTA per packed row
-template <bool BATCHED>
 __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, int ldt, int64_t ls, int V,
                                                        const cu_srow *rows, const cu_edit *edits, float *work,
                                                        cu_sout *outs) {
@@ -486,10 +483,9 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
     const int64_t base = (int64_t)r.row * ls;
     float *w = work + (int64_t)blockIdx.x * V;
     const int tid = threadIdx.x;
-    /* the bisections' passes over w: BATCHED (VLLM_CUDA_SAMPLE_BATCHED=1) with SM_RB loads a thread in flight; the
-     * same counts and sums either way */
-    auto cnt_ge = [&](float tau) { return count_ge<BATCHED ? SM_RB : 1>(w, V, tau, &red); };
-    auto sm_ge = [&](float tau) { return sum_ge<BATCHED ? SM_RB : 1>(w, V, tau, &red); };
+    /* the bisections' passes over w */
+    auto cnt_ge = [&](float tau) { return count_ge<SM_RP>(w, V, tau, &red); };
+    auto sm_ge = [&](float tau) { return sum_ge<SM_RP>(w, V, tau, &red); };
 
     /* 1. NaN check, max and argmax (lowest id) of the raw row */
     float mx = -INFINITY;
@@ -1202,7 +1198,7 @@ static vllm_status sample_run(backend *be, const tensor *logits, int n, int32_t 
         cu_chunk_stats *stats = (cu_chunk_stats *)s->d_stats.p;
         cu_sout *outs = (cu_sout *)s->d_outs.p;
         if (n > n_fast)
-            (cu->sample_batched ? k_sample<true> : k_sample<false>)<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(
+            k_sample<<<(unsigned)n, SM_THREADS, 0, cu->stream>>>(
                 logits->data, logits->dtype, ls, V, rows, (const cu_edit *)s->d_edits.p, (float *)s->d_work.p, outs);
         if (n_fast) {
             dim3 grid((unsigned)chunks, (unsigned)n);

@@ -1442,17 +1442,6 @@ static backend *gpu_with_env(const char *name, const char *value) {
     return st == VLLM_OK ? b : NULL;
 }
 
-/* VLLM_CUDA_SAMPLE_BATCHED=1 (a second CUDA backend made with it): the one-CTA sampler's passes with their loads
- * batched give the same tokens and logprobs as the CPU (the same checks as the default) */
-static void test_sampling_batched(void) {
-    backend *plain = gpu, *batched = gpu_with_env("VLLM_CUDA_SAMPLE_BATCHED", "1");
-    if (!batched) return;
-    gpu = batched;
-    test_sampling();
-    gpu = plain;
-    backend_free(batched);
-}
-
 /* VLLM_CUDA_LT_TUNE=1 (a second CUDA backend made with it): decode-sized GEMMs timed over cuBLASLt's candidates
  * give the same results within the bounds, plain and accumulating (the timed runs write a scratch output, not y),
  * for shapes timed (T 16, 64: multiples of 8 up to 512) and not (T 300), and again once the choice is cached */
@@ -1483,6 +1472,7 @@ static void test_sampling_bisect(void) {
     backend *plain = gpu, *bisect = gpu_with_env("VLLM_CUDA_SAMPLE_BISECT", "1");
     if (!bisect) return;
     gpu = bisect;
+    test_sampling();
     test_sampling_cuts();
     gpu = plain;
     backend_free(bisect);
@@ -2279,7 +2269,6 @@ typedef struct moe_case {
     const char *dch;      /* VLLM_CUDA_MOE_DCH for them ("0": the down + combine reads h through L2) */
     const char *dclong;   /* VLLM_CUDA_MOE_DCLONG for them ("0": the split kernels past 1024 inputs; "1": the fused
                              down + combine at any length where h fits) */
-    const char *dcsel;    /* VLLM_CUDA_MOE_DCSEL for them ("1": the down + combine's h reads unconditional, masked) */
 } moe_case;
 
 static void test_moe_experts_case(const moe_case *mc) {
@@ -2290,8 +2279,7 @@ static void test_moe_experts_case(const moe_case *mc) {
     } sw[] = {{mc->force, "VLLM_CUDA_MOE", NULL},         {mc->comb, "VLLM_CUDA_MOE_COMBINE", "combine"},
               {mc->bm, "VLLM_CUDA_MOE_BM", "bm"},         {mc->ks, "VLLM_CUDA_MOE_KS", "ks"},
               {mc->early, "VLLM_CUDA_MOE_EARLY", "early"}, {mc->dch, "VLLM_CUDA_MOE_DCH", "dch"},
-              {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"}, {mc->dcsel, "VLLM_CUDA_MOE_DCSEL", "dcsel"},
-              {mc->wg, "VLLM_CUDA_MOE_WG", "wg"}};
+              {mc->dclong, "VLLM_CUDA_MOE_DCLONG", "dclong"}, {mc->wg, "VLLM_CUDA_MOE_WG", "wg"}};
     const size_t nsw = sizeof sw / sizeof *sw;
     for (size_t i = 0; i < nsw; i++)
         if (sw[i].v) setenv(sw[i].name, sw[i].v, 1);
@@ -3028,16 +3016,15 @@ static void test_moe(void) {
          .dch = "0"},
         {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
          .ydt = DTYPE_BF16},
-        /* VLLM_CUDA_MOE_DCSEL=1: the same down + combine with its h reads unconditional: from shared memory (one
-         * token, two passes of 1408 with repeats; 8 tokens), through L2, and with biases past one pass */
+        /* more down + combine shapes: from shared memory (one token, two passes of 1408 with repeats; 8 tokens),
+         * through L2, and with biases past one pass */
         {.E = 16, .k = 8, .T = 1, .D = 256, .I = 1408, .pat = MOE_REPEAT, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_BF16, .dcsel = "1"},
-        {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_F32,
-         .dcsel = "1"},
+         .ydt = DTYPE_BF16},
+        {.E = 16, .k = 8, .T = 8, .D = 136, .I = 1000, .pat = MOE_RANDOM, .wdt = DTYPE_BF16, .ydt = DTYPE_F32},
         {.E = 32, .k = 8, .T = 1, .D = 512, .I = 776, .pat = MOE_RANDOM, .acc = true, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .dch = "0", .dcsel = "1"},
+         .ydt = DTYPE_F32, .dch = "0"},
         {.E = 8, .k = 4, .T = 1, .D = 264, .I = 2880, .pat = MOE_REPEAT, .act = BE_ACT_SWIGLU_OAI, .wdt = DTYPE_BF16,
-         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .dclong = "1", .dcsel = "1"},
+         .ydt = DTYPE_F32, .bias = MOE_BIAS_BF16, .dclong = "1"},
         /* the fused down + combine past 1024 inputs: by default up to two passes (DeepSeek-V2-Lite's 1408, three
          * tokens of 1400), VLLM_CUDA_MOE_DCLONG=1 any length (gpt-oss's 2880 with biases), =0 the split kernels
          * (each split-K) */
@@ -3496,7 +3483,6 @@ int main(void) {
     test_linear_fused();
     test_linear_tuned();
     test_sampling();
-    test_sampling_batched();
     test_sampling_cuts();
     test_sampling_bisect();
     test_graph();

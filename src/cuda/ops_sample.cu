@@ -336,10 +336,10 @@ __device__ __forceinline__ int cand_id(unsigned long long key) { return (int)~(u
 
 /* The token drawn with u after top_k (0: off; else 0 < top_k < survivors) and top_p (1: off), or CAND_FAIL. w: the
  * row's probabilities (-1: dropped), or with esum > 0 its exponentials e (every token a survivor: p = (float)(e /
- * esum), sampler.c's), only read; tmax: this thread's largest surviving w (-1: none); mass_all: the survivors' mass
- * (used by top_p without top_k). Every thread gets the answer. */
-__device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top_p, double mass_all, double u,
-                         double esum, sm_cand *cs, sm_red *red) {
+ * esum), sampler.c's), only read; n_surv: the survivors; tmax: this thread's largest surviving w (-1: none);
+ * mass_all: the survivors' mass (used by top_p without top_k). Every thread gets the answer. */
+__device__ int cand_draw(const float *w, int V, long long n_surv, float tmax, int top_k, float top_p, double mass_all,
+                         double u, double esum, sm_cand *cs) {
     const int tid = threadIdx.x, lane = tid & 31;
     if (top_k > SM_THREADS) return CAND_FAIL;
     /* the maxima in descending order: each thread's rank (ties by thread index) */
@@ -356,25 +356,36 @@ __device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top
     __syncthreads();
     if (tid == 0) {
         float t0 = 0.0f; /* no bound found: every survivor is a candidate */
+        bool broad = false;
         if (top_k > 0) {
             t0 = cs->tm[top_k - 1];
         } else {
             const double need = (double)top_p * mass_all * (1.0 + 1e-6);
             double cum = 0.0;
+            /* the maxima never reach top_p: every survivor a candidate, so with more than SM_CAND survivors no gather
+             * pass for nothing */
+            broad = n_surv > SM_CAND;
             for (int j = 0; j < SM_THREADS && cs->tm[j] >= 0.0f; j++)
                 if ((cum += cs->tm[j]) >= need) {
                     t0 = cs->tm[j];
+                    broad = false;
                     break;
                 }
         }
-        /* exponentials: p = (float)(e / esum) can tie two e up to about 4 ulps apart, so 8 ulps lower keeps every
-         * token tied with the k-th probability */
+        cs->pick = broad ? CAND_FAIL : 0;
+        /* exponentials: p = (float)(e / esum) can tie two normal e up to about 4 ulps apart, so 8 ulps lower keeps
+         * every token tied with the k-th probability (a subnormal or zero p can tie e further apart, but such p add
+         * nothing to a sum of probabilities of at least 1 / V and are never drawn) */
         if (esum != 0.0) t0 = __float_as_uint(t0) > 8u ? __uint_as_float(__float_as_uint(t0) - 8u) : 0.0f;
         cs->t0 = fmaxf(t0, 0.0f);
     }
     __syncthreads();
-    /* gather the tokens >= t0 (dropped ones are -1): a warp's hits take consecutive slots */
+    if (cs->pick == CAND_FAIL) return CAND_FAIL;
+    /* gather the tokens >= t0 (dropped ones are -1): a warp's hits take consecutive slots. A bound of 0 (top_k with
+     * fewer than k threads holding a positive maximum: few allowed tokens, a low temperature) gathers the positive
+     * ones only: zero probabilities add nothing to a sum and are never drawn (u * mass < mass) */
     const float t0 = cs->t0;
+    const bool pos_only = t0 == 0.0f;
     for (int v0 = tid; v0 - lane < V; v0 += SM_RP * SM_THREADS) {
         float xs[SM_RP];
 #pragma unroll
@@ -383,7 +394,7 @@ __device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top
         for (int i = 0; i < SM_RP; i++) {
             const int v = v0 + i * SM_THREADS;
             float x = xs[i];
-            const bool hit = x >= t0;
+            const bool hit = pos_only ? x > 0.0f : x >= t0;
             const unsigned b = __ballot_sync(FULL_MASK, hit);
             if (!b) continue;
             if (hit && esum != 0.0) x = (float)((double)x / esum);
@@ -396,7 +407,7 @@ __device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top
     }
     __syncthreads();
     const int n = cs->n;
-    if (n > SM_CAND || n < top_k) return CAND_FAIL; /* (n < top_k cannot happen: k tokens are >= t0) */
+    if (n > SM_CAND || n == 0 || (n < top_k && !pos_only)) return CAND_FAIL; /* (k tokens are >= a bound above 0) */
     /* bitonic sort, descending, over a power of two of keys (0 pads sort last) */
     int P = 2;
     while (P < n) P <<= 1;
@@ -420,7 +431,7 @@ __device__ int cand_draw(const float *w, int V, float tmax, int top_k, float top
     if (tid == 0) {
         const unsigned long long *key = cs->key;
         int pick = CAND_FAIL, nk = n; /* top_k's survivors: the k largest and every tie with the k-th */
-        if (top_k > 0) {
+        if (top_k > 0 && top_k <= n) { /* (fewer positive candidates than k: the k-th is 0, all are kept) */
             const float kth = cand_p(key[top_k - 1]);
             for (nk = top_k; nk < n && cand_p(key[nk]) >= kth;) nk++;
         }
@@ -609,7 +620,7 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
              * them alone); else every probability first */
             const bool cut_p = r.top_p < 1.0f, no_cand = (r.flags & SR_NO_CAND) != 0;
             const bool early = !no_cand && !(r.min_p > 0.0f) && r.top_k > 0 && r.top_k < V && r.top_k <= SM_THREADS;
-            int cpick = early ? cand_draw(w, V, tmax, r.top_k, r.top_p, 0.0, r.u, s, &cs, &red) : CAND_FAIL;
+            int cpick = early ? cand_draw(w, V, V, tmax, r.top_k, r.top_p, 0.0, r.u, s, &cs) : CAND_FAIL;
             float pmax = 0.0f;
             long long n = V;
             if (cpick == CAND_FAIL) {
@@ -634,8 +645,8 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
                 /* top_k / top_p on the candidates; the bisections below when they do not fit */
                 const bool cut_k = r.top_k > 0 && r.top_k < n;
                 if ((cut_k || cut_p) && !no_cand && !early)
-                    cpick = cand_draw(w, V, tmax, cut_k ? r.top_k : 0, r.top_p, cut_k ? 0.0 : sm_ge(0.0f), r.u, 0.0,
-                                      &cs, &red);
+                    cpick = cand_draw(w, V, n, tmax, cut_k ? r.top_k : 0, r.top_p, cut_k ? 0.0 : sm_ge(0.0f), r.u,
+                                      0.0, &cs);
             }
             if (cpick != CAND_FAIL) {
                 token = cpick >= 0 && cpick < V ? cpick : SAMPLE_ALL_BANNED;

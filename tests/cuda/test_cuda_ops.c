@@ -1465,6 +1465,7 @@ static void test_linear_tuned(void) {
 /* ---- sampling ---- */
 
 static void test_sampling_cuts(void);
+static void test_sampling_cuts_mixed(int V);
 
 /* VLLM_CUDA_SAMPLE_BISECT=1 (a second CUDA backend made with it): top_k / top_p by the bisections over the whole row
  * only, the path the candidates fall back to, against the CPU on the same rows */
@@ -1474,8 +1475,97 @@ static void test_sampling_bisect(void) {
     gpu = bisect;
     test_sampling();
     test_sampling_cuts();
+    test_sampling_cuts_mixed(1000);
     gpu = plain;
     backend_free(bisect);
+}
+
+/* top_k / top_p with everything else a row can carry, against the CPU sampler (the token exactly, the logprob within
+ * 1e-4), on a vocabulary of V (1000: fewer than 2 tokens a thread, every row's candidates fit): few allowed tokens
+ * under top_k 20 (fewer positive probabilities than k: the candidates' bound is 0), a temperature of 0.02, top_k = V
+ * with top_p, top logprobs with top_k (the log-sum-exp in its own pass), penalties and a logit bias with top_k and
+ * top_p (the processed row), min_p with top_k, top_p alone, bad words with top_k */
+static void test_sampling_cuts_mixed(int V) {
+    enum { B = 8, TRIALS = 4 };
+    float *lg = malloc((size_t)B * V * sizeof *lg), *row = malloc((size_t)V * sizeof *row);
+    for (int i = 0; i < B * V; i++) lg[i] = 3.0f * rnd();
+    tensor lgg = put(gpu, DTYPE_F32, B, V, lg);
+    static vllm_sampling_params ps[B];
+    const vllm_sampling_params *pp[B];
+    sampler_context ctx[B];
+    double uni[B];
+    int32_t rows[B], tok_c[B], tok_g[B], allowed[5], prompt[6], output[4], bias_ids[2], bw_ids[1], tic[B][4], tig[B][4];
+    int32_t *tcp[B], *tgp[B];
+    float lp_c[B], lp_g[B], bias_v[2] = {4.0f, -2.0f}, tlc[B][4], tlg[B][4];
+    float *tlcp[B], *tlgp[B];
+    size_t bw_off[2] = {0, 1};
+    sampler_token_seqs bw = {bw_ids, bw_off, 1};
+    for (int trial = 0; trial < TRIALS; trial++) {
+        for (int i = 0; i < 5; i++) allowed[i] = rnd_int(V);
+        for (int i = 0; i < 6; i++) prompt[i] = rnd_int(V);
+        for (int i = 0; i < 4; i++) output[i] = rnd_int(V);
+        for (int i = 0; i < 2; i++) bias_ids[i] = rnd_int(V);
+        bw_ids[0] = rnd_int(V);
+        for (int i = 0; i < B; i++) {
+            vllm_sampling_params *p = &ps[i];
+            *p = vllm_sampling_default_params();
+            p->temperature = 0.7f;
+            p->top_k = 20;
+            ctx[i] = (sampler_context){0};
+            tcp[i] = tgp[i] = NULL;
+            tlcp[i] = tlgp[i] = NULL;
+            switch (i) {
+            case 0: p->allowed_token_ids = allowed; p->num_allowed_token_ids = 5; break;
+            case 1: p->temperature = 0.02f; break;
+            case 2: p->top_k = V; p->top_p = 0.9f; break;
+            case 3:
+                p->logprobs = 3;
+                tcp[i] = tic[i], tgp[i] = tig[i], tlcp[i] = tlc[i], tlgp[i] = tlg[i];
+                break;
+            case 4:
+                p->top_p = 0.95f;
+                p->repetition_penalty = 1.2f;
+                p->presence_penalty = 0.5f;
+                p->logit_bias_ids = bias_ids;
+                p->logit_bias_values = bias_v;
+                p->num_logit_bias = 2;
+                ctx[i] = (sampler_context){.prompt = prompt, .n_prompt = 6, .output = output, .n_output = 4};
+                break;
+            case 5: p->min_p = 0.1f; break;
+            case 6: p->top_k = 0; p->top_p = 0.9f; break;
+            default: ctx[i].bad_words = &bw; break;
+            }
+            pp[i] = p;
+            rows[i] = (i + trial) % B;
+            uni[i] = rnd01();
+        }
+        sample_batch sg = {.num_rows = B, .rows = rows, .params = pp, .ctx = ctx, .uniform = uni, .tokens = tok_g,
+                           .logprobs = lp_g, .top_ids = tgp, .top_lps = tlgp};
+        sample_batch sc = sg;
+        sc.tokens = tok_c;
+        sc.logprobs = lp_c;
+        sc.top_ids = tcp;
+        sc.top_lps = tlcp;
+        vllm_status st = gpu->ops->sample(gpu, &lgg, &sg);
+        CHECK_MSG(st == VLLM_OK, "sample (cuts, mixed): %s", vllm_last_error());
+        if (st != VLLM_OK) break;
+        sample_ws ws = {0};
+        CHECK_OK(sample_ws_init(&ws, V));
+        for (int i = 0; i < B; i++) {
+            memcpy(row, lg + (size_t)rows[i] * V, (size_t)V * sizeof *row);
+            sample_row_ref(row, V, &sc, i, &ws);
+            CHECK_MSG(tok_g[i] == tok_c[i] && (lp_g[i] == lp_c[i] || fabsf(lp_g[i] - lp_c[i]) <= 1e-4f),
+                      "sample cuts (mixed, V %d) trial %d row %d: gpu %d (%g) cpu %d (%g)", V, trial, i, tok_g[i],
+                      (double)lp_g[i], tok_c[i], (double)lp_c[i]);
+            for (int j = 0; tgp[i] && j < 3; j++)
+                CHECK_MSG(tig[i][j] == tic[i][j] && fabsf(tlg[i][j] - tlc[i][j]) <= 1e-4f,
+                          "sample cuts (mixed) row %d top %d: gpu %d cpu %d", i, j, tig[i][j], tic[i][j]);
+        }
+        sample_ws_free(&ws);
+    }
+    drop(gpu, &lgg);
+    free(lg);
+    free(row);
 }
 
 /* top_k / top_p (ops_sample.cu cand_draw: candidates above a bound from the threads' maxima, sorted; the bisections
@@ -3484,6 +3574,8 @@ int main(void) {
     test_linear_tuned();
     test_sampling();
     test_sampling_cuts();
+    test_sampling_cuts_mixed(1000);
+    test_sampling_cuts_mixed(32000);
     test_sampling_bisect();
     test_graph();
     test_supports();

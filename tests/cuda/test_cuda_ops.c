@@ -1467,6 +1467,24 @@ static void test_linear_tuned(void) {
 static void test_sampling_cuts(void);
 static void test_sampling_cuts_mixed(int V);
 
+/* The batch g sampled on the GPU from lgg, and c (the same rows and parameters, its own outputs) by the CPU reference
+ * from the host logits lg (rows of V); false (a failed check) when the GPU op fails */
+static bool sample_both(const float *lg, int V, tensor *lgg, sample_batch *g, sample_batch *c, const char *what) {
+    vllm_status st = gpu->ops->sample(gpu, lgg, g);
+    CHECK_MSG(st == VLLM_OK, "%s: %s", what, vllm_last_error());
+    if (st != VLLM_OK) return false;
+    sample_ws ws = {0};
+    CHECK_OK(sample_ws_init(&ws, V));
+    float *row = malloc((size_t)V * sizeof *row);
+    for (int i = 0; i < c->num_rows; i++) {
+        memcpy(row, lg + (size_t)c->rows[i] * V, (size_t)V * sizeof *row);
+        sample_row_ref(row, V, c, i, &ws);
+    }
+    free(row);
+    sample_ws_free(&ws);
+    return true;
+}
+
 /* VLLM_CUDA_SAMPLE_BISECT=1 (a second CUDA backend made with it): top_k / top_p by the bisections over the whole row
  * only, the path the candidates fall back to, against the CPU on the same rows */
 static void test_sampling_bisect(void) {
@@ -1487,7 +1505,7 @@ static void test_sampling_bisect(void) {
  * top_p (the processed row), min_p with top_k, top_p alone, bad words with top_k */
 static void test_sampling_cuts_mixed(int V) {
     enum { B = 8, TRIALS = 4 };
-    float *lg = malloc((size_t)B * V * sizeof *lg), *row = malloc((size_t)V * sizeof *row);
+    float *lg = malloc((size_t)B * V * sizeof *lg);
     for (int i = 0; i < B * V; i++) lg[i] = 3.0f * rnd();
     tensor lgg = put(gpu, DTYPE_F32, B, V, lg);
     static vllm_sampling_params ps[B];
@@ -1546,14 +1564,8 @@ static void test_sampling_cuts_mixed(int V) {
         sc.logprobs = lp_c;
         sc.top_ids = tcp;
         sc.top_lps = tlcp;
-        vllm_status st = gpu->ops->sample(gpu, &lgg, &sg);
-        CHECK_MSG(st == VLLM_OK, "sample (cuts, mixed): %s", vllm_last_error());
-        if (st != VLLM_OK) break;
-        sample_ws ws = {0};
-        CHECK_OK(sample_ws_init(&ws, V));
+        if (!sample_both(lg, V, &lgg, &sg, &sc, "sample (cuts, mixed)")) break;
         for (int i = 0; i < B; i++) {
-            memcpy(row, lg + (size_t)rows[i] * V, (size_t)V * sizeof *row);
-            sample_row_ref(row, V, &sc, i, &ws);
             CHECK_MSG(tok_g[i] == tok_c[i] && (lp_g[i] == lp_c[i] || fabsf(lp_g[i] - lp_c[i]) <= 1e-4f),
                       "sample cuts (mixed, V %d) trial %d row %d: gpu %d (%g) cpu %d (%g)", V, trial, i, tok_g[i],
                       (double)lp_g[i], tok_c[i], (double)lp_c[i]);
@@ -1561,11 +1573,9 @@ static void test_sampling_cuts_mixed(int V) {
                 CHECK_MSG(tig[i][j] == tic[i][j] && fabsf(tlg[i][j] - tlc[i][j]) <= 1e-4f,
                           "sample cuts (mixed) row %d top %d: gpu %d cpu %d", i, j, tig[i][j], tic[i][j]);
         }
-        sample_ws_free(&ws);
     }
     drop(gpu, &lgg);
     free(lg);
-    free(row);
 }
 
 /* top_k / top_p (ops_sample.cu cand_draw: candidates above a bound from the threads' maxima, sorted; the bisections
@@ -1576,7 +1586,7 @@ static void test_sampling_cuts_mixed(int V) {
  * tokens, where the bisections' sum and sampler.c's running sum round to either side.) */
 static void test_sampling_cuts(void) {
     enum { V = 32000, B = 20, TRIALS = 6 };
-    float *lg = malloc((size_t)B * V * sizeof *lg), *row = malloc((size_t)V * sizeof *row);
+    float *lg = malloc((size_t)B * V * sizeof *lg);
     for (int i = 0; i < B; i++)
         for (int v = 0; v < V; v++) {
             float g = rnd() + rnd() + rnd(); /* about normal, sd 1 */
@@ -1618,25 +1628,16 @@ static void test_sampling_cuts(void) {
         sample_batch sc = sg;
         sc.tokens = tok_c;
         sc.logprobs = lp_c;
-        vllm_status st = gpu->ops->sample(gpu, &lgg, &sg);
-        CHECK_MSG(st == VLLM_OK, "sample (cuts): %s", vllm_last_error());
-        if (st != VLLM_OK) break;
-        sample_ws ws = {0};
-        CHECK_OK(sample_ws_init(&ws, V));
-        for (int i = 0; i < B; i++) {
-            memcpy(row, lg + (size_t)rows[i] * V, (size_t)V * sizeof *row);
-            sample_row_ref(row, V, &sc, i, &ws);
+        if (!sample_both(lg, V, &lgg, &sg, &sc, "sample (cuts)")) break;
+        for (int i = 0; i < B; i++)
             CHECK_MSG(tok_g[i] == tok_c[i] && (lp_g[i] == lp_c[i] || fabsf(lp_g[i] - lp_c[i]) <= 1e-4f),
                       "sample cuts trial %d row %d (logits row %d, T %.1f, top_k %d, top_p %.2f, min_p %.2f, u %.4f): "
                       "gpu %d (%g) cpu %d (%g)",
                       trial, i, rows[i], (double)ps[i].temperature, ps[i].top_k, (double)ps[i].top_p,
                       (double)ps[i].min_p, uni[i], tok_g[i], (double)lp_g[i], tok_c[i], (double)lp_c[i]);
-        }
-        sample_ws_free(&ws);
     }
     drop(gpu, &lgg);
     free(lg);
-    free(row);
 }
 
 #define SV 3000   /* vocabulary of the sampling tests */
@@ -1722,16 +1723,7 @@ static void test_sampling(void) {
         sc.logprobs = lp_c;
         sc.top_ids = tic;
         sc.top_lps = tlc;
-        vllm_status st = gpu->ops->sample(gpu, &lgg, &sg);
-        CHECK_MSG(st == VLLM_OK, "sample: %s", vllm_last_error());
-        if (st != VLLM_OK) break;
-        sample_ws ws = {0};
-        CHECK_OK(sample_ws_init(&ws, V));
-        float *row = malloc((size_t)V * sizeof *row);
-        for (int i = 0; i < B; i++) {
-            memcpy(row, lg + (size_t)rows[i] * V, (size_t)V * sizeof *row);
-            sample_row_ref(row, V, &sc, i, &ws);
-        }
+        if (!sample_both(lg, V, &lgg, &sg, &sc, "sample")) break;
         for (int i = 0; i < B; i++) {
             bool nan_row = rows[i] == 7;
             CHECK_MSG(tok_g[i] == tok_c[i], "sample trial %d row %d (logits row %d, T %.2f): gpu %d cpu %d", trial, i,
@@ -1752,8 +1744,6 @@ static void test_sampling(void) {
                           (double)tlg[i][j], (double)tlc[i][j]);
             }
         }
-        free(row);
-        sample_ws_free(&ws);
     }
     /* the masked rows were set to -inf on the device: the raw logits again for the tests below */
     CHECK_OK(gpu->ops->upload(gpu, &lgg, lg, (size_t)B * V * sizeof *lg));
@@ -1838,24 +1828,18 @@ static void test_sampling(void) {
         double u2[NR] = {0.5, 0.37, 0.61, 0.05, 0.999, 0.5, 0.5};
         sample_batch b2 = {.num_rows = NR, .rows = r2, .params = pp2, .ctx = c2, .uniform = u2, .tokens = tg,
                            .logprobs = lpg};
-        CHECK_OK(gpu->ops->sample(gpu, &t2, &b2));
-        b2.tokens = tc;
-        b2.logprobs = lpc;
-        sample_ws ws = {0};
-        CHECK_OK(sample_ws_init(&ws, V2));
-        float *row = malloc((size_t)V2 * sizeof *row);
-        for (int i = 0; i < NR; i++) {
-            memcpy(row, l2 + (size_t)r2[i] * V2, (size_t)V2 * sizeof *row);
-            sample_row_ref(row, V2, &b2, i, &ws);
+        sample_batch b2c = b2;
+        b2c.tokens = tc;
+        b2c.logprobs = lpc;
+        if (sample_both(l2, V2, &t2, &b2, &b2c, "sample (vocab 151936)")) {
+            for (int i = 0; i < NR; i++) {
+                bool nans = isnan(lpg[i]) && isnan(lpc[i]);
+                CHECK_MSG(tg[i] == tc[i] && (nans || fabsf(lpg[i] - lpc[i]) <= 1e-4f),
+                          "vocab 151936 row %d: gpu %d (%g) cpu %d (%g)", i, tg[i], (double)lpg[i], tc[i],
+                          (double)lpc[i]);
+            }
+            CHECK(tg[5] == SAMPLE_NAN_LOGITS && tg[6] == SAMPLE_NAN_LOGITS);
         }
-        for (int i = 0; i < NR; i++) {
-            bool nans = isnan(lpg[i]) && isnan(lpc[i]);
-            CHECK_MSG(tg[i] == tc[i] && (nans || fabsf(lpg[i] - lpc[i]) <= 1e-4f),
-                      "vocab 151936 row %d: gpu %d (%g) cpu %d (%g)", i, tg[i], (double)lpg[i], tc[i], (double)lpc[i]);
-        }
-        CHECK(tg[5] == SAMPLE_NAN_LOGITS && tg[6] == SAMPLE_NAN_LOGITS);
-        free(row);
-        sample_ws_free(&ws);
         drop(gpu, &t2);
         free(l2);
     }

@@ -264,24 +264,22 @@ __device__ __forceinline__ void row_pass(const float *w, int V, F f) {
     row_pass_at<B>(V, [&](int v) { return w[v]; }, [&](float x, int) { f(x); });
 }
 
+#define SM_RP 8 /* loads in flight a thread in the row's passes (16 measured no faster: session 37) */
+
 /* tokens with probability >= tau (tau >= 0, so dropped tokens never count) */
-template <int B = 1>
 __device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
     long long c = 0;
-    row_pass<B>(w, V, [&](float x) { c += x >= tau; });
+    row_pass<SM_RP>(w, V, [&](float x) { c += x >= tau; });
     return bsum_ll(c, r);
 }
 
-template <int B = 1>
 __device__ double sum_ge(const float *w, int V, float tau, sm_red *r) {
     double s = 0.0;
-    row_pass<B>(w, V, [&](float x) {
+    row_pass<SM_RP>(w, V, [&](float x) {
         if (x >= tau) s += x;
     });
     return bsum_d(s, r);
 }
-
-#define SM_RP 8 /* loads in flight a thread in the row's passes (16 measured no faster: session 37) */
 
 /* This thread's contiguous slice of [0, V) (for the ordered walks). */
 __device__ __forceinline__ void my_slice(int V, int *v0, int *v1) {
@@ -495,8 +493,8 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
     float *w = work + (int64_t)blockIdx.x * V;
     const int tid = threadIdx.x;
     /* the bisections' passes over w */
-    auto cnt_ge = [&](float tau) { return count_ge<SM_RP>(w, V, tau, &red); };
-    auto sm_ge = [&](float tau) { return sum_ge<SM_RP>(w, V, tau, &red); };
+    auto cnt_ge = [&](float tau) { return count_ge(w, V, tau, &red); };
+    auto sm_ge = [&](float tau) { return sum_ge(w, V, tau, &red); };
 
     /* 1. NaN check, max and argmax (lowest id) of the raw row */
     float mx = -INFINITY;
@@ -671,7 +669,7 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
                 if (r.top_p < 1.0f) {
                     const double mass = sm_ge(0.0f);
                     const double top_p = (double)r.top_p;
-                    if (sm_ge(0.0f) / mass >= top_p) {
+                    if (mass > 0.0) { /* (no positive mass: sampler.c's keep == 0, all kept) */
                         unsigned lo = 0, hi = hi0;
                         while (hi - lo > 1) {
                             unsigned mid = lo + (hi - lo) / 2;

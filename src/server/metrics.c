@@ -360,6 +360,7 @@ vllm_status metrics_render(metrics *m, const vllm_engine_stats *stats, const int
     PER_ENGINE("gauge", "vllmc:num_free_kv_blocks", "Free KV cache blocks (cached but evictable ones included).",
                st->num_free_kv_blocks);
     PER_ENGINE("gauge", "vllmc:num_kv_blocks", "KV cache blocks in the pool.", num_kv_blocks[e]);
+    PER_ENGINE("counter", "vllmc:engine_steps_total", "Engine steps (forward passes) run.", st->steps);
     gauge(&b, "vllmc:num_requests_in_flight", "Generation requests being served (capped by --max-pending).",
           m->eng[0].label, m->in_flight);
     pthread_mutex_unlock(&m->mu);

@@ -12,12 +12,15 @@
  * prompt / generation tokens, finished requests by reason) are observed by
  * the HTTP handlers as they read each request's stream.
  *
- * Besides vLLM's, three vllmc debug gauges (prefix "vllmc:"):
+ * Besides vLLM's, four vllmc debug series (prefix "vllmc:"):
  *   vllmc:num_free_kv_blocks       free KV blocks (cached-but-evictable included)
  *   vllmc:num_kv_blocks            KV blocks in the pool
  *   vllmc:num_requests_in_flight   generation requests the server is serving
  *                                  (what --max-pending caps)
- * so a test can check that a disconnected client's blocks come back.
+ *   vllmc:engine_steps_total       engine steps (forward passes) run
+ * so a test can check that a disconnected client's blocks come back, and that
+ * requests were batched (fewer steps than tokens generated) without racing a
+ * poller against the running gauge.
  */
 #ifndef VLLM_SERVER_METRICS_H
 #define VLLM_SERVER_METRICS_H

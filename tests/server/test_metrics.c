@@ -129,7 +129,7 @@ static void test_engines(void) {
     metrics_generated(m, 0, 2);
     metrics_finished(m, 1, VLLM_FINISH_STOP, 0.4, 7, 5);
     metrics_finished(m, 7, VLLM_FINISH_ABORT, 0.4, 7, 0); /* out of range: engine 0's */
-    vllm_engine_stats st[2] = {{.num_running = 2}, {.num_running = 5, .num_waiting = 1}};
+    vllm_engine_stats st[2] = {{.num_running = 2, .steps = 11}, {.num_running = 5, .num_waiting = 1, .steps = 4}};
     char *text = NULL;
     size_t len = 0;
     const int blocks[2] = {64, 48};
@@ -142,6 +142,9 @@ static void test_engines(void) {
     CHECK(has_line(text, "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 2.0"));
     CHECK(has_line(text, "vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 5.0"));
     CHECK(has_line(text, "vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"} 1.0"));
+    CHECK(has_line(text, "vllmc:engine_steps_total{engine=\"0\",model_name=\"m\"} 11.0"));
+    CHECK(has_line(text, "vllmc:engine_steps_total{engine=\"1\",model_name=\"m\"} 4.0"));
+    CHECK(strstr(text, "# TYPE vllmc:engine_steps_total counter\n") != NULL);
     CHECK(has_line(text, "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 2.0"));
     CHECK(has_line(text, "vllm:generation_tokens_total{engine=\"1\",model_name=\"m\"} 5.0"));
     CHECK(has_line(text, "vllm:request_success_total{engine=\"1\",finished_reason=\"stop\",model_name=\"m\"} 1.0"));

@@ -782,6 +782,7 @@ extern "C" vllm_status cuda_backend_create(const backend_options *opt, backend *
     if (cu->attn_hp < 0 || cu->attn_hp > 8) cu->attn_hp = 0;
     if (cu->attn_min_keys < 0 || cu->attn_min_keys > 4096) cu->attn_min_keys = 0;
     cu->sample_bisect = getenv("VLLM_CUDA_SAMPLE_BISECT") && strcmp(getenv("VLLM_CUDA_SAMPLE_BISECT"), "0") != 0;
+    cu->sample_radix = getenv("VLLM_CUDA_SAMPLE_RADIX") && strcmp(getenv("VLLM_CUDA_SAMPLE_RADIX"), "0") != 0;
     cu->attn_splits = getenv("VLLM_CUDA_ATTN_SPLITS") ? atoi(getenv("VLLM_CUDA_ATTN_SPLITS")) : 0;
     if (cu->attn_splits < 0 || cu->attn_splits > 32) cu->attn_splits = 0;
     what = "cudaStreamCreate";

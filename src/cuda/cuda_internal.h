@@ -154,6 +154,8 @@ typedef struct cu_state {
     int attn_min_keys;             /* VLLM_CUDA_ATTN_MIN_KEYS: decode attention keys per split at least (0: the kernel's) */
     bool sample_bisect;            /* VLLM_CUDA_SAMPLE_BISECT=1: top_k / top_p by the bisections over the whole row only,
                                       never on candidates (ops_sample.cu cand_draw; comparisons and its tests) */
+    bool sample_radix;             /* VLLM_CUDA_SAMPLE_RADIX=1: the cuts and the draw that the candidates cannot take by
+                                      the radix select (ops_sample.cu rx_find) instead of the bisections */
     int attn_splits;               /* VLLM_CUDA_ATTN_SPLITS=1..32: decode attention splits at most (0: the default cap) */
     bool qkr_scalar;               /* VLLM_CUDA_QKR=scalar: qk_norm_rope_kv's 32-lane form for BF16 too (comparisons) */
     bool sm90;                     /* the GPU runs the kernels' sm_90 code (cuda_backend.cu sm90_code) */

@@ -50,6 +50,7 @@
 #define SR_LOGPROBS 4  /* the logprobs op: target logprob + top k only */
 #define SR_FAST 8      /* no edits, cuts or top logprobs: the multi-CTA path (k_fast_*) */
 #define SR_NO_CAND 16  /* top_k / top_p by the bisections only (VLLM_CUDA_SAMPLE_BISECT=1) */
+#define SR_RADIX 32    /* the radix select instead of the bisections (VLLM_CUDA_SAMPLE_RADIX=1) */
 
 /* cu_edit.flags */
 #define ED_ALLOWED 1
@@ -306,6 +307,25 @@ __device__ int nth_tie(const float *w, int V, float tau, long long rank, sm_red 
     return bmin_i(found, r);
 }
 
+/* top_p's cut at level tau: drops the survivors below tau and the ties at tau after the first j in id order */
+__device__ void cut_at(float *w, int V, float tau, long long j, sm_red *r) {
+    int v0, v1;
+    my_slice(V, &v0, &v1);
+    long long c = 0;
+    for (int v = v0; v < v1; v++) c += w[v] == tau;
+    long long rank = bscan_ll(c, r);
+    for (int v = v0; v < v1; v++) {
+        float x = w[v];
+        if (x < 0.0f) continue;
+        if (x < tau) w[v] = -1.0f;
+        else if (x == tau) {
+            if (rank >= j) w[v] = -1.0f;
+            rank++;
+        }
+    }
+    __syncthreads();
+}
+
 /* ------------------------------------------------------------------ */
 /* top_k / top_p on candidates                                         */
 /* ------------------------------------------------------------------ */
@@ -471,6 +491,151 @@ __device__ int cand_draw(const float *w, int V, long long n_surv, float tmax, in
 }
 
 /* ------------------------------------------------------------------ */
+/* the radix select (VLLM_CUDA_SAMPLE_RADIX=1): the cuts and the draw  */
+/* where the candidates do not fit                                     */
+/* ------------------------------------------------------------------ */
+
+/* The bisections find a level tau by ~31 passes over the row each (the largest tau with count(p >= tau) >= k, with
+ * mass(p >= tau) >= top_p * mass, with mass(p >= tau) > u * mass). The radix select finds the same tau in three: a
+ * non-negative float orders as its bits, so one pass histograms the survivors by bits 30..20 of p (the count and the
+ * mass of each digit), a scan from the top digit down picks the largest digit whose running total satisfies the
+ * predicate, and two more passes do the same for bits 19..10 and 9..0 among the tokens of the digits picked so far.
+ * Masses are sums of p in fixed point (p * 2^62, truncated: exact for p >= 2^-39, and every sum of probabilities is
+ * below 2^63), so they are exact and the same whatever order the atomics land in: no run-to-run rounding at a cut.
+ * A warp adds its lanes of one digit together (__match_any_sync, __reduce_add_sync on 21-bit pieces) before one
+ * shared-memory atomic. */
+#define RX_BUCKETS 2048 /* 11 bits, the first level's digit */
+#define RX_COUNT 0      /* count(p >= tau) >= k */
+#define RX_TOPP 1       /* mass(p >= tau) / mass >= top_p */
+#define RX_DRAW 2       /* mass(p >= tau) > u * mass */
+
+typedef struct sm_radix {
+    unsigned long long s[RX_BUCKETS]; /* a digit's mass (p * 2^62) */
+    int c[RX_BUCKETS];                /* a digit's tokens */
+    unsigned long long s_gt, s_eq;    /* the mass of the tokens above the digit picked, of the digit picked */
+    long long c_gt, c_eq;             /* their counts */
+} sm_radix;
+
+/* p in fixed point: p in [0, 1] times 2^62 is exact in float, the conversion truncates */
+__device__ __forceinline__ unsigned long long p_fx(float p) { return __float2ull_rz(p * 0x1p62f); }
+
+typedef struct rx_out {
+    float tau;                   /* the level */
+    unsigned long long s_gt, s_eq; /* mass (p * 2^62) of the tokens > tau, == tau */
+    long long c_gt, c_eq;        /* their counts */
+    double mass;                 /* the survivors' mass (p * 2^62) */
+} rx_out;
+
+/* The largest tau (a probability, bit by bit) whose totals over the survivors (w >= 0; -1 dropped) p >= tau satisfy
+ * the mode's predicate (k for RX_COUNT, top_p for RX_TOPP, u for RX_DRAW); false when none does (no survivor, or
+ * RX_TOPP / RX_DRAW with no mass). The predicates grow with the totals, which grow as tau falls, so each level's
+ * digit is the largest one that satisfies it, given the digits above. Every thread gets the answer. */
+__device__ bool rx_find(const float *w, int V, int mode, long long k, double top_p, double u, sm_radix *rx,
+                        sm_red *red, rx_out *o) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    unsigned prefix = 0;             /* the digits picked so far, in place */
+    unsigned long long s_gt = 0;     /* mass and count of the tokens above them */
+    long long c_gt = 0;
+    double mass = 0.0, target = 0.0;
+    __syncthreads(); /* (rx shares its memory with the candidates, read until now) */
+    for (int lvl = 0; lvl < 3; lvl++) {
+        /* bits [sh, sh + width) of p; the tokens whose bits above them are the digits so far (level 0: bit 31, the
+         * sign, is 0: dropped tokens are -1) */
+        const int sh = lvl == 0 ? 20 : lvl == 1 ? 10 : 0, nb = lvl == 0 ? RX_BUCKETS : 1024, hs = lvl == 0 ? 31 : sh + 10;
+        const unsigned hp = prefix >> hs;
+        for (int d = tid; d < nb; d += SM_THREADS) {
+            rx->s[d] = 0ull;
+            rx->c[d] = 0;
+        }
+        __syncthreads();
+        /* the histogram: a warp-uniform walk (ballots), SM_RP loads a thread in flight */
+        for (int v0 = tid; v0 - lane < V; v0 += SM_RP * SM_THREADS) {
+            float xs[SM_RP];
+#pragma unroll
+            for (int i = 0; i < SM_RP; i++) xs[i] = v0 + i * SM_THREADS < V ? w[v0 + i * SM_THREADS] : -1.0f;
+#pragma unroll
+            for (int i = 0; i < SM_RP; i++) {
+                const unsigned b = __float_as_uint(xs[i]);
+                const bool hit = (b >> hs) == hp;
+                const unsigned act = __ballot_sync(FULL_MASK, hit);
+                if (hit) {
+                    const unsigned d = (b >> sh) & (unsigned)(nb - 1);
+                    const unsigned long long f = p_fx(xs[i]); /* < 2^63 */
+                    const unsigned grp = __match_any_sync(act, d);
+                    /* 32 lanes of 21-bit pieces cannot overflow 32 bits */
+                    const unsigned long long s0 = __reduce_add_sync(grp, (unsigned)(f & 0x1FFFFFull));
+                    const unsigned long long s1 = __reduce_add_sync(grp, (unsigned)((f >> 21) & 0x1FFFFFull));
+                    const unsigned long long s2 = __reduce_add_sync(grp, (unsigned)(f >> 42));
+                    if (lane == __ffs(grp) - 1) {
+                        atomicAdd(&rx->s[d], s0 + (s1 << 21) + (s2 << 42));
+                        atomicAdd(&rx->c[d], __popc(grp));
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        /* the scan, top digit down: thread t owns digits nb-1-per*t .. nb-per*(t+1) */
+        const int per = nb / SM_THREADS;
+        unsigned long long ts = 0;
+        long long tc = 0;
+        for (int i = 0; i < per; i++) {
+            const int d = nb - 1 - (tid * per + i);
+            ts += rx->s[d];
+            tc += rx->c[d];
+        }
+        if (lvl == 0) {
+            mass = (double)(unsigned long long)bsum_ll((long long)ts, red);
+            target = u * mass;
+        }
+        unsigned long long cum = s_gt + (unsigned long long)bscan_ll((long long)ts, red);
+        long long cc = c_gt + bscan_ll(tc, red);
+        int mine = -1; /* this thread's largest digit that satisfies it */
+        unsigned long long m_gt = 0, m_eq = 0;
+        long long n_gt = 0, n_eq = 0;
+        for (int i = 0; i < per; i++) {
+            const int d = nb - 1 - (tid * per + i);
+            const unsigned long long sd = rx->s[d];
+            const int cd = rx->c[d];
+            cum += sd;
+            cc += cd;
+            const bool ok = mode == RX_COUNT ? cc >= k
+                            : mode == RX_TOPP ? mass > 0.0 && (double)cum / mass >= top_p
+                                              : (double)cum > target;
+            if (ok) {
+                mine = d;
+                m_gt = cum - sd;
+                n_gt = cc - cd;
+                m_eq = sd;
+                n_eq = cd;
+                break;
+            }
+        }
+        const int pick = bmax_i(mine, red);
+        if (pick < 0) return false;
+        if (mine == pick) { /* one thread: the digits are each one thread's */
+            rx->s_gt = m_gt;
+            rx->c_gt = n_gt;
+            rx->s_eq = m_eq;
+            rx->c_eq = n_eq;
+        }
+        __syncthreads();
+        s_gt = rx->s_gt;
+        c_gt = rx->c_gt;
+        prefix |= (unsigned)pick << sh;
+        if (lvl == 2) {
+            o->s_eq = rx->s_eq;
+            o->c_eq = rx->c_eq;
+        }
+        __syncthreads();
+    }
+    o->tau = __uint_as_float(prefix);
+    o->s_gt = s_gt;
+    o->c_gt = c_gt;
+    o->mass = mass;
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
 /* the kernel                                                          */
 /* ------------------------------------------------------------------ */
 
@@ -485,7 +650,11 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
     __shared__ sm_red red;
     __shared__ int top_id[SM_MAXK];
     __shared__ float top_lp[SM_MAXK];
-    __shared__ sm_cand cs;
+    __shared__ union {
+        sm_cand c;  /* the candidates */
+        sm_radix x; /* then, when they do not fit, the radix select */
+    } sel;
+    sm_cand &cs = sel.c;
     const cu_srow r = rows[blockIdx.x];
     if (r.flags & SR_FAST) return; /* k_fast_* */
     cu_sout *out = outs + blockIdx.x;
@@ -650,14 +819,21 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
                 token = cpick >= 0 && cpick < V ? cpick : SAMPLE_ALL_BANNED;
             } else {
                 bool sorted = false;
+                const bool radix = (r.flags & SR_RADIX) != 0;
+                rx_out ro;
                 const unsigned hi0 = __float_as_uint(pmax) + 1u; /* no probability reaches this */
                 /* top_k: the largest tau with count(p >= tau) >= k is the k-th probability */
                 if (r.top_k > 0 && r.top_k < n) {
                     unsigned lo = 0, hi = hi0;
-                    while (hi - lo > 1) {
-                        unsigned mid = lo + (hi - lo) / 2;
-                        if (cnt_ge(__uint_as_float(mid)) >= r.top_k) lo = mid;
-                        else hi = mid;
+                    if (radix) {
+                        lo = rx_find(w, V, RX_COUNT, r.top_k, 0.0, 0.0, &sel.x, &red, &ro) ? __float_as_uint(ro.tau)
+                                                                                         : 0u;
+                    } else {
+                        while (hi - lo > 1) {
+                            unsigned mid = lo + (hi - lo) / 2;
+                            if (cnt_ge(__uint_as_float(mid)) >= r.top_k) lo = mid;
+                            else hi = mid;
+                        }
                     }
                     const float kth = __uint_as_float(lo);
                     for (int v = tid; v < V; v += SM_THREADS)
@@ -666,7 +842,16 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
                     sorted = true;
                 }
                 /* top_p: the cut is at the largest tau with mass(p >= tau) / mass >= top_p */
-                if (r.top_p < 1.0f) {
+                if (r.top_p < 1.0f && radix) {
+                    /* the level, then as below with the fixed-point sums: the first j ties in id order that reach it */
+                    if (rx_find(w, V, RX_TOPP, 0, (double)r.top_p, 0.0, &sel.x, &red, &ro) && ro.tau > 0.0f) {
+                        const float tau = ro.tau;
+                        long long j = (long long)ceil(((double)r.top_p - (double)ro.s_gt / ro.mass) /
+                                                      ((double)p_fx(tau) / ro.mass));
+                        cut_at(w, V, tau, j < 1 ? 1 : j > ro.c_eq ? ro.c_eq : j, &red);
+                    }
+                    sorted = true;
+                } else if (r.top_p < 1.0f) {
                     const double mass = sm_ge(0.0f);
                     const double top_p = (double)r.top_p;
                     if (mass > 0.0) { /* (no positive mass: sampler.c's keep == 0, all kept) */
@@ -682,32 +867,15 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
                             const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
                             /* ties at the cut, in id order: keep the first j that reach top_p */
                             long long j = (long long)ceil((top_p - cum_gt) / ((double)tau / mass));
-                            if (j < 1) j = 1;
-                            if (j > ties) j = ties;
-                            int v0, v1;
-                            my_slice(V, &v0, &v1);
-                            long long c = 0;
-                            for (int v = v0; v < v1; v++) c += w[v] == tau;
-                            long long rank = bscan_ll(c, &red);
-                            for (int v = v0; v < v1; v++) {
-                                float x = w[v];
-                                if (x < 0.0f) continue;
-                                if (x < tau) w[v] = -1.0f;
-                                else if (x == tau) {
-                                    if (rank >= j) w[v] = -1.0f;
-                                    rank++;
-                                }
-                            }
-                            __syncthreads();
+                            cut_at(w, V, tau, j < 1 ? 1 : j > ties ? ties : j, &red);
                         }
                     }
                     sorted = true;
                 }
                 /* 5. the draw: target = u * mass of the survivors */
-                const double mass = sm_ge(0.0f);
-                const double target = r.u * mass;
                 int pick = INT_MAX;
                 if (!sorted) {
+                    const double target = r.u * sm_ge(0.0f);
                     /* id order: the first token whose running mass passes target */
                     int v0, v1;
                     my_slice(V, &v0, &v1);
@@ -731,22 +899,30 @@ __global__ void __launch_bounds__(SM_THREADS, 1) k_sample(const void *logits, in
                         pick = bmax_i(last, &red);
                     }
                 } else {
-                    /* (probability desc, id asc) order: the level tau where the mass of p >= tau first passes target */
-                    if (sm_ge(0.0f) > target) {
-                        unsigned lo = 0, hi = hi0;
-                        while (hi - lo > 1) {
-                            unsigned mid = lo + (hi - lo) / 2;
-                            if (sm_ge(__uint_as_float(mid)) > target) lo = mid;
-                            else hi = mid;
+                    /* (probability desc, id asc) order: the level tau where the mass of p >= tau first passes
+                     * target = u * mass, then the j-th tie there in id order */
+                    if (radix) {
+                        if (rx_find(w, V, RX_DRAW, 0, 0.0, r.u, &sel.x, &red, &ro) && ro.tau > 0.0f && ro.c_eq > 0) {
+                            long long j =
+                                (long long)floor((r.u * ro.mass - (double)ro.s_gt) / (double)p_fx(ro.tau)) + 1;
+                            pick = nth_tie(w, V, ro.tau, (j < 1 ? 1 : j > ro.c_eq ? ro.c_eq : j) - 1, &red);
                         }
-                        if (lo > 0) {
-                            const float tau = __uint_as_float(lo);
-                            const double cum_gt = sm_ge(__uint_as_float(lo + 1));
-                            const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
-                            long long j = (long long)floor((target - cum_gt) / (double)tau) + 1;
-                            if (j < 1) j = 1;
-                            if (j > ties) j = ties;
-                            pick = nth_tie(w, V, tau, j - 1, &red);
+                    } else {
+                        const double mass = sm_ge(0.0f), target = r.u * mass;
+                        if (mass > target) {
+                            unsigned lo = 0, hi = hi0;
+                            while (hi - lo > 1) {
+                                unsigned mid = lo + (hi - lo) / 2;
+                                if (sm_ge(__uint_as_float(mid)) > target) lo = mid;
+                                else hi = mid;
+                            }
+                            if (lo > 0) {
+                                const float tau = __uint_as_float(lo);
+                                const double cum_gt = sm_ge(__uint_as_float(lo + 1));
+                                const long long ties = cnt_ge(tau) - cnt_ge(__uint_as_float(lo + 1));
+                                long long j = (long long)floor((target - cum_gt) / (double)tau) + 1;
+                                pick = nth_tie(w, V, tau, (j < 1 ? 1 : j > ties ? ties : j) - 1, &red);
+                            }
                         }
                     }
                     if (pick == INT_MAX) { /* rounding: the last in that order (lowest p, highest id) */
@@ -1275,6 +1451,7 @@ vllm_status cu_sample(backend *be, tensor *logits, const sample_batch *b) {
         r->pp = p->presence_penalty;
         pack_edits(s, p, &b->ctx[i], V, r, &n_edits);
         if (cu->sample_bisect) r->flags |= SR_NO_CAND;
+        if (cu->sample_radix) r->flags |= SR_RADIX;
         const bool greedy = (r->flags & SR_GREEDY) != 0;
         if (r->n_edit == 0 && !(r->flags & SR_ALLOWED) && r->k_top == 0 &&
             (greedy || (!(r->min_p > 0.0f) && (r->top_k <= 0 || r->top_k >= V) && !(r->top_p < 1.0f)))) {

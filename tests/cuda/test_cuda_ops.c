@@ -1433,14 +1433,19 @@ static void test_sampling(void);
 
 /* A second CUDA backend made with the environment variable name=value (a backend reads its switches when created);
  * NULL, and a failed check, if it cannot be made. */
-static backend *gpu_with_env(const char *name, const char *value) {
+static backend *gpu_with_env2(const char *name, const char *value, const char *name2, const char *value2) {
     backend *b = NULL;
     setenv(name, value, 1);
+    if (name2) setenv(name2, value2, 1);
     vllm_status st = backend_create("cuda", NULL, &b);
     unsetenv(name);
-    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with %s=%s: %s", name, value, vllm_last_error());
+    if (name2) unsetenv(name2);
+    CHECK_MSG(st == VLLM_OK, "a second CUDA backend with %s=%s%s%s%s: %s", name, value, name2 ? " " : "",
+              name2 ? name2 : "", name2 ? "=..." : "", vllm_last_error());
     return st == VLLM_OK ? b : NULL;
 }
+
+static backend *gpu_with_env(const char *name, const char *value) { return gpu_with_env2(name, value, NULL, NULL); }
 
 /* VLLM_CUDA_LT_TUNE=1 (a second CUDA backend made with it): decode-sized GEMMs timed over cuBLASLt's candidates
  * give the same results within the bounds, plain and accumulating (the timed runs write a scratch output, not y),
@@ -1496,6 +1501,30 @@ static void test_sampling_bisect(void) {
     test_sampling_cuts_mixed(1000);
     gpu = plain;
     backend_free(bisect);
+}
+
+/* VLLM_CUDA_SAMPLE_RADIX=1: the radix select instead of the bisections, alone (with VLLM_CUDA_SAMPLE_BISECT=1 every
+ * cut and draw takes it) and behind the candidates (the rows they cannot take: V 32000's broad rows) */
+static void test_sampling_radix(void) {
+    backend *plain = gpu;
+    backend *alone = gpu_with_env2("VLLM_CUDA_SAMPLE_RADIX", "1", "VLLM_CUDA_SAMPLE_BISECT", "1");
+    if (alone) {
+        gpu = alone;
+        test_sampling();
+        test_sampling_cuts();
+        test_sampling_cuts_mixed(1000);
+        test_sampling_cuts_mixed(32000);
+        gpu = plain;
+        backend_free(alone);
+    }
+    backend *behind = gpu_with_env("VLLM_CUDA_SAMPLE_RADIX", "1");
+    if (behind) {
+        gpu = behind;
+        test_sampling_cuts();
+        test_sampling_cuts_mixed(32000);
+        gpu = plain;
+        backend_free(behind);
+    }
 }
 
 /* top_k / top_p with everything else a row can carry, against the CPU sampler (the token exactly, the logprob within
@@ -3561,6 +3590,7 @@ int main(void) {
     test_sampling_cuts_mixed(1000);
     test_sampling_cuts_mixed(32000);
     test_sampling_bisect();
+    test_sampling_radix();
     test_graph();
     test_supports();
     test_moe();

@@ -17,6 +17,12 @@ void async_engine_fail_next_step(vllm_async_engine *ae);
  * for tests of timeouts and aborts. */
 void async_engine_pause(vllm_async_engine *ae, bool paused);
 
+/* Unpaused, each engine thread runs `steps` more steps (> 0), then pauses
+ * itself as async_engine_pause(ae, true) does: a request stopped at a known
+ * step whatever the threads' scheduling (a short request cannot finish while
+ * the test thread is descheduled). */
+void async_engine_pause_after(vllm_async_engine *ae, int steps);
+
 /* Engine steps run so far (read under the engine's lock). */
 size_t async_engine_steps(vllm_async_engine *ae);
 

@@ -339,6 +339,10 @@ void async_engine_pause(vllm_async_engine *ae, bool paused) {
     for (int r = 0; r < ae->n; r++) replica_pause(ae->reps[r], paused);
 }
 
+void async_engine_pause_after(vllm_async_engine *ae, int steps) {
+    for (int r = 0; r < ae->n; r++) replica_pause_after(ae->reps[r], steps);
+}
+
 size_t async_engine_steps(vllm_async_engine *ae) {
     size_t n = 0;
     for (int r = 0; r < ae->n; r++) n += replica_steps(ae->reps[r]);

@@ -80,6 +80,7 @@ struct ae_replica {
     int callers;                 /* threads inside add / abort */
     bool fail_next_step;         /* test hooks */
     bool paused;
+    int pause_after;             /* > 0: steps to run before pausing */
     size_t steps;
     vllm_engine_stats stats;     /* the engine's stats after its last step (under mu) */
     vllm_stream **live;          /* (num_live) streams of unfinished requests */
@@ -494,6 +495,7 @@ static void run_step(ae_replica *ae) {
     vllm_engine_get_stats(ae->e, &stats);
     pthread_mutex_lock(&ae->mu);
     ae->steps++;
+    if (ae->pause_after > 0 && --ae->pause_after == 0) ae->paused = true;
     ae->stats = stats;
     pthread_mutex_unlock(&ae->mu);
     if (st != VLLM_OK) {
@@ -775,8 +777,13 @@ void replica_fail_next_step(ae_replica *ae) {
 }
 
 void replica_pause(ae_replica *ae, bool paused) {
+    replica_pause_after(ae, paused ? -1 : 0);
+}
+
+void replica_pause_after(ae_replica *ae, int steps) {
     pthread_mutex_lock(&ae->mu);
-    ae->paused = paused;
+    ae->paused = steps < 0;
+    ae->pause_after = steps > 0 ? steps : 0;
     pthread_cond_signal(&ae->wake);
     pthread_mutex_unlock(&ae->mu);
 }

@@ -44,6 +44,7 @@ vllm_status replica_abort(ae_replica *r, const char *request_id);
 /* test hooks (async_engine.h) */
 void replica_fail_next_step(ae_replica *r);
 void replica_pause(ae_replica *r, bool paused);
+void replica_pause_after(ae_replica *r, int steps);
 size_t replica_steps(ae_replica *r);
 
 #endif

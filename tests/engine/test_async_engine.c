@@ -100,6 +100,23 @@ static vllm_status collect(vllm_stream *s, collected *c, int max_chunks) {
     }
 }
 
+/* Reads chunks until at least ntok tokens or the finish (a request paused after a known number of steps: the reader
+ * may see its tokens merged into fewer chunks) */
+static vllm_status collect_tokens(vllm_stream *s, collected *c, size_t ntok) {
+    memset(c, 0, sizeof *c);
+    while (c->n < ntok) {
+        vllm_stream_chunk ch;
+        vllm_status st = vllm_stream_next(s, &ch, -1);
+        if (st != VLLM_OK) return st;
+        for (size_t j = 0; j < ch.num_tokens && c->n < 256; j++) c->ids[c->n++] = ch.token_ids[j];
+        c->finish = ch.finish_reason;
+        c->chunks++;
+        vllm_stream_chunk_clear(&ch);
+        if (c->finish != VLLM_FINISH_NONE) break;
+    }
+    return VLLM_OK;
+}
+
 /* ---- 8 producers per engine, two engines at once ---- */
 
 typedef struct workload {
@@ -227,8 +244,10 @@ static void test_abort_free_timeout(void) {
     sp.ignore_eos = true;
     vllm_prompt p = {.text = "Once upon a time"};
 
-    /* abort from another thread mid-stream; b waits behind a meanwhile */
+    /* abort from another thread mid-stream; b waits behind a meanwhile. a runs 3 steps (3 tokens), then no step runs
+     * until unpaused: a cannot finish meanwhile, however late this thread reads (240 tokens take ~20 ms) */
     vllm_stream *a = NULL, *b = NULL;
+    async_engine_pause_after(ae, 3);
     CHECK_OK(vllm_async_add_request(ae, "a", &p, &sp, &a));
     CHECK_OK(vllm_async_add_request(ae, "b", &p, &sp, &b));
     vllm_stream *dup = NULL;
@@ -239,9 +258,8 @@ static void test_abort_free_timeout(void) {
         return;
     }
     collected c;
-    CHECK_OK(collect(a, &c, 3));
-    CHECK(c.chunks == 3 && c.finish == VLLM_FINISH_NONE);
-    async_engine_pause(ae, true); /* no step runs until unpaused: a cannot finish meanwhile */
+    CHECK_OK(collect_tokens(a, &c, 3));
+    CHECK_MSG(c.n == 3 && c.finish == VLLM_FINISH_NONE, "%zu tokens, finish %d", c.n, (int)c.finish);
 
     /* timeouts: b has nothing yet (a runs alone) */
     vllm_stream_chunk ch;
@@ -262,7 +280,7 @@ static void test_abort_free_timeout(void) {
     CHECK(pthread_create(&th, NULL, abort_main, &ab) == 0);
     pthread_join(th, NULL);
     CHECK_OK(ab.st);
-    async_engine_pause(ae, false);
+    async_engine_pause_after(ae, 3); /* the abort, then b's first 3 steps */
     collected rest;
     CHECK_OK(collect(a, &rest, 0));
     CHECK(rest.finish == VLLM_FINISH_ABORT && rest.error[0] == '\0');
@@ -273,8 +291,9 @@ static void test_abort_free_timeout(void) {
     vllm_stream_free(a);
 
     /* free b early: its request is aborted and the engine goes idle */
-    CHECK_OK(collect(b, &c, 2));
+    CHECK_OK(collect_tokens(b, &c, 2));
     CHECK(c.finish == VLLM_FINISH_NONE);
+    async_engine_pause(ae, false);
     vllm_stream_free(b);
     int tries = 0;
     while (vllm_async_abort(ae, "b") == VLLM_OK && tries++ < 2000) sleep_ms(1); /* until the engine drops it */
@@ -360,9 +379,10 @@ static void test_errors_and_shutdown(void) {
         vllm_stream_free(s);
     }
 
-    /* free with requests in flight: consumers blocked in next get an abort */
+    /* free with requests in flight: consumers blocked in next get an abort (paused: none can finish first) */
     sp = greedy(240);
     sp.ignore_eos = true;
+    async_engine_pause(ae, true);
     for (int i = 0; i < 3; i++) {
         snprintf(id, sizeof id, "g%d", i);
         memset(&cs[i], 0, sizeof cs[i]);
@@ -497,15 +517,17 @@ static void test_samples(void) {
         }
         vllm_stream_free(s);
     }
-    /* abort mid-stream: every sample ends, the last chunk once */
+    /* abort mid-stream: every sample ends, the last chunk once (one step, then paused until the abort is in) */
     sp.max_tokens = 200;
     sp.ignore_eos = true;
+    async_engine_pause_after(ae, 1);
     CHECK_OK(vllm_async_add_request(ae, "n3", &p, &sp, &s));
     if (s) {
         vllm_stream_chunk ch;
         CHECK_OK(vllm_stream_next(s, &ch, -1));
         vllm_stream_chunk_clear(&ch);
         CHECK_OK(vllm_async_abort(ae, "n3"));
+        async_engine_pause(ae, false);
         CHECK(collect_samples(s, got, 3, false));
         for (int i = 0; i < 3; i++) CHECK(got[i].finish == VLLM_FINISH_ABORT && got[i].finishes == 1);
         vllm_stream_free(s);

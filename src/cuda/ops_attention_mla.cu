@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(256) k_head_linear(const void *x, int xdt, int
 #define HG_MAXT 8
 #define HG_RPW 4
 #define HG_MAXK 1024
-template <int TT>
+template <int TT, int KC>
 __global__ void __launch_bounds__(128) k_head_gemv(const __nv_bfloat16 *x, int64_t xs, const __nv_bfloat16 *w,
                                                    void *y, int ydt, int T, int H, int N, int K) {
     __shared__ float xsm[TT * HG_MAXK];
@@ -110,11 +110,16 @@ __global__ void __launch_bounds__(128) k_head_gemv(const __nv_bfloat16 *x, int64
     const int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n0 = (blockIdx.x * 4 + warp) * HG_RPW;
     const __nv_bfloat16 *wh = w + (int64_t)h * N * K;
-    /* the weights do not depend on the previous kernel: the first chunks are requested before waiting */
-    uint4 pre[HG_RPW];
+    /* the weights do not depend on the previous kernel: all of a lane's chunks (KC = ceil(K / 256) a row: K 512,
+     * W_UV's, takes two) are requested before waiting, none after */
+    uint4 pre[HG_RPW][KC];
 #pragma unroll
     for (int r = 0; r < HG_RPW; r++)
-        pre[r] = n0 + r < N && lane * 8 < K ? *(const uint4 *)(wh + (int64_t)(n0 + r) * K + lane * 8) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++) {
+            const int k0 = lane * 8 + 256 * kc;
+            pre[r][kc] = n0 + r < N && k0 < K ? *(const uint4 *)(wh + (int64_t)(n0 + r) * K + k0) : make_uint4(0, 0, 0, 0);
+        }
     pdl_wait();
     for (int i = threadIdx.x; i < T * (K / 8); i += 128) {
         const int t = i / (K / 8), c = i % (K / 8);
@@ -129,13 +134,14 @@ __global__ void __launch_bounds__(128) k_head_gemv(const __nv_bfloat16 *x, int64
     for (int r = 0; r < HG_RPW; r++)
 #pragma unroll
         for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-    for (int k0 = lane * 8; k0 < K; k0 += 256) {
+#pragma unroll
+    for (int kc = 0; kc < KC; kc++) {
+        const int k0 = lane * 8 + 256 * kc;
+        if (k0 >= K) break;
 #pragma unroll
         for (int r = 0; r < HG_RPW; r++) {
-            uint4 raw = pre[r];
-            if (k0 != lane * 8) raw = n0 + r < N ? *(const uint4 *)(wh + (int64_t)(n0 + r) * K + k0) : make_uint4(0, 0, 0, 0);
             float wf[8];
-            bf16x8_to_f32(raw, wf);
+            bf16x8_to_f32(pre[r][kc], wf);
 #pragma unroll
             for (int t = 0; t < TT; t++) {
                 if (t >= T) break;
@@ -185,18 +191,23 @@ void cu_head_linear(backend *be, const tensor *x, const tensor *w, tensor *y) {
         xs % 8 == 0 && (uintptr_t)x->data % 16 == 0 && (uintptr_t)w->data % 16 == 0) {
         const dim3 grid((unsigned)((N + 4 * HG_RPW - 1) / (4 * HG_RPW)), (unsigned)H);
         const __nv_bfloat16 *xb = (const __nv_bfloat16 *)x->data, *wb = (const __nv_bfloat16 *)w->data;
-        if (T == 1)
-            cu_launch(cu, op, true, k_head_gemv<1>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
-                      N, K);
-        else if (T <= 2)
-            cu_launch(cu, op, true, k_head_gemv<2>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
-                      N, K);
-        else if (T <= 4)
-            cu_launch(cu, op, true, k_head_gemv<4>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
-                      N, K);
-        else
-            cu_launch(cu, op, true, k_head_gemv<8>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype, (int)T, H,
-                      N, K);
+        /* the kernel for (tokens, chunks a lane) */
+        auto go = [&](auto tt) {
+            constexpr int TT = decltype(tt)::value;
+            if (K <= 256)
+                cu_launch(cu, op, true, k_head_gemv<TT, 1>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype,
+                          (int)T, H, N, K);
+            else if (K <= 512)
+                cu_launch(cu, op, true, k_head_gemv<TT, 2>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype,
+                          (int)T, H, N, K);
+            else
+                cu_launch(cu, op, true, k_head_gemv<TT, 4>, grid, dim3(128), 0, xb, xs, wb, y->data, (int)y->dtype,
+                          (int)T, H, N, K);
+        };
+        if (T == 1) go(std::integral_constant<int, 1>{});
+        else if (T <= 2) go(std::integral_constant<int, 2>{});
+        else if (T <= 4) go(std::integral_constant<int, 4>{});
+        else go(std::integral_constant<int, 8>{});
         return;
     }
     /* x, w of one dtype: one strided-batched GEMM. Column-major per head h: Y_h^T (N, T) ldc H*N =
@@ -526,10 +537,19 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
     const bool regs = L <= 128 * MLP_N;
     float wv[MLP_N];
     cu_ld_batch<MLP_N>(wv, regs ? w : nullptr, wdt, threadIdx.x, 128, L);
+    /* the first token's slot and position too (the step's metadata, which no kernel of the step writes) */
+    int64_t slot = 0;
+    int32_t p = 0;
+    if ((int64_t)blockIdx.x < T) {
+        slot = slots[blockIdx.x];
+        p = pos[blockIdx.x];
+    }
     pdl_wait();
     for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
-        const int64_t slot = slots[t];
-        const int32_t p = pos[t];
+        if (t != (int64_t)blockIdx.x) { /* (a grid smaller than T) */
+            slot = slots[t];
+            p = pos[t];
+        }
         if (p < 0 || p >= max_pos || slot >= num_slots) { /* uniform over the block */
             if (threadIdx.x == 0) {
                 if (p < 0 || p >= max_pos) cu_report(err, CU_DEV_ROPE_POS, t, p, max_pos);
@@ -546,6 +566,32 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
                 return AD == DTYPE_BF16 ? __bfloat162float(__float2bfloat16(v))
                                         : AD == DTYPE_F16 ? __half2float(__float2half(v)) : v;
             };
+            /* the rotary pairs, MLP_N a thread at a time: the query heads' and the key's (kv's last R columns, apart
+             * from the latent the norm rewrites), the first batch's loads issued with the latent's */
+            const int np = (H + 1) * half;
+            float x1[MLP_N], x2[MLP_N], cv[MLP_N], sv[MLP_N];
+            /* pair j's two elements (in q, or in kv for the key: h == H) and its index in the rotary table */
+            auto pair_at = [&](int j, int64_t *a1, int64_t *a2) {
+                const int h = j / half, i = j % half;
+                const int64_t base = h < H ? t * qs + (int64_t)h * R : row + L;
+                *a1 = neox ? base + i : base + 2 * i;
+                *a2 = neox ? base + i + half : base + 2 * i + 1;
+                return i;
+            };
+            auto load_pairs = [&](int j0) {
+#pragma unroll
+                for (int u = 0; u < MLP_N; u++) {
+                    const int j = min(j0 + 128 * u, np - 1);
+                    int64_t a1, a2;
+                    const int i = pair_at(j, &a1, &a2);
+                    const void *x = j / half < H ? q : kv;
+                    x1[u] = cu_ld(x, AD, a1);
+                    x2[u] = cu_ld(x, AD, a2);
+                    cv[u] = c[i];
+                    sv[u] = sn[i];
+                }
+            };
+            load_pairs(threadIdx.x);
             /* the block's sum of squares of the latent -> its RMS factor */
             auto rms_inv = [&](float ss) {
                 ss = cu_warp_sum(ss);
@@ -585,35 +631,22 @@ __global__ void __launch_bounds__(128) k_mla_prep(void *q, int64_t qs, int H, vo
                     if (slot >= 0) mla_store(cache, slot * W + i, y, scale);
                 }
             }
-            /* the rotary pairs, MLP_N a thread at a time */
-            const int np = (H + 1) * half;
             for (int j0 = threadIdx.x; j0 < np; j0 += 128 * MLP_N) {
-                float x1[MLP_N], x2[MLP_N], cv[MLP_N], sv[MLP_N];
-                int64_t i1[MLP_N], i2[MLP_N];
-#pragma unroll
-                for (int u = 0; u < MLP_N; u++) {
-                    const int j = min(j0 + 128 * u, np - 1), h = j / half, i = j % half;
-                    const int64_t base = h < H ? t * qs + (int64_t)h * R : row + L;
-                    i1[u] = neox ? base + i : base + 2 * i;
-                    i2[u] = neox ? base + i + half : base + 2 * i + 1;
-                    const void *x = h < H ? q : kv;
-                    x1[u] = cu_ld(x, AD, i1[u]);
-                    x2[u] = cu_ld(x, AD, i2[u]);
-                    cv[u] = c[i];
-                    sv[u] = sn[i];
-                }
+                if (j0 != (int)threadIdx.x) load_pairs(j0);
 #pragma unroll
                 for (int u = 0; u < MLP_N; u++) {
                     const int j = j0 + 128 * u;
                     if (j >= np) continue;
                     const int h = j / half;
+                    int64_t a1, a2;
+                    pair_at(j, &a1, &a2);
                     void *x = h < H ? q : kv;
                     const float y1 = rnd(x1[u] * cv[u] - x2[u] * sv[u]), y2 = rnd(x2[u] * cv[u] + x1[u] * sv[u]);
-                    cu_st(x, AD, i1[u], y1);
-                    cu_st(x, AD, i2[u], y2);
+                    cu_st(x, AD, a1, y1);
+                    cu_st(x, AD, a2, y2);
                     if (h == H && slot >= 0) {
-                        mla_store(cache, slot * W + (i1[u] - row), y1, scale);
-                        mla_store(cache, slot * W + (i2[u] - row), y2, scale);
+                        mla_store(cache, slot * W + (a1 - row), y1, scale);
+                        mla_store(cache, slot * W + (a2 - row), y2, scale);
                     }
                 }
             }

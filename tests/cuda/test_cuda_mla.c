@@ -95,6 +95,10 @@ static void test_head_linear(void) {
     test_head_linear_case(16, 512, 128, 5, 16, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);  /* decode batches 2 .. 8 */
     test_head_linear_case(16, 128, 512, 8, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);
     test_head_linear_case(5, 9, 96, 2, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_F32);        /* rows past N, F32 out */
+    /* k_head_gemv's chunks a lane (ceil(K / 256)): 2 with the second partial, 4 (K up to 1024) */
+    test_head_linear_case(3, 40, 264, 3, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);
+    test_head_linear_case(3, 24, 1024, 1, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);
+    test_head_linear_case(2, 20, 776, 6, 8, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);
     test_head_linear_case(3, 20, 1024, 3, 0, DTYPE_BF16, DTYPE_BF16, DTYPE_BF16);    /* its largest K */
     test_head_linear_case(16, 128, 512, 70, 0, DTYPE_BF16, DTYPE_F32, DTYPE_BF16);   /* the kernel at K 512 */
     test_head_linear_case(16, 512, 128, 2, 0, DTYPE_BF16, DTYPE_F16, DTYPE_BF16);

@@ -463,6 +463,12 @@ __device__ __forceinline__ void cu_with_dt(int dt, F &&f) {
     else f(std::integral_constant<int, DTYPE_F32>{});
 }
 
+/* A float dtype known only at run time, passed where cu_with_dt's constant would be: code written with d.value
+ * takes either (the constant folds cu_ld's tests; this one keeps them, for mixes of dtypes) */
+struct cu_any_dt {
+    int value;
+};
+
 /* dst[j] = p[min(i0 + di j, n - 1)] (j < N) as float, the N loads in flight together (cu_with_dt; indices clamped
  * rather than tested); zeros when p is NULL */
 template <int N>

@@ -372,10 +372,11 @@ __global__ void __launch_bounds__(GDR_COLS *GDR_PARTS) k_gated_delta_rule(gdr_ar
     for (int64_t tb = t0; tb < t1; tb += GDR_TOKENS) {
         const int n = (int)min((int64_t)GDR_TOKENS, t1 - tb);
         __syncthreads(); /* the previous tokens' reads are done */
-        if (a.qdt == a.kdt && a.qdt == a.vdt) {
-            /* q, k and v of one dtype (the model's activations): one loop, each element's loads with the dtype a
-             * constant and indices clamped, so that a thread's q, k, v, g and beta loads go out together (a
-             * dtype test per element, its conversion inside, chained them: 5 round trips at decode) */
+        if (a.qdt == a.kdt && a.qdt == a.vdt && a.bdt == a.qdt && a.gdt == DTYPE_F32) {
+            /* q, k, v and beta of one dtype (the model's activations), g F32 (gdn_gating's): one loop, each
+             * element's loads with the dtypes constants and indices clamped, so that a thread's q, k, v, g and
+             * beta loads go out together (a dtype test per element, its conversion inside, chained them: 5 round
+             * trips at decode, then 3 while g's and beta's dtypes were tested) */
             cu_with_dt(a.qdt, [&](auto d) {
                 constexpr int AD = decltype(d)::value;
                 const int nq = n * dk, nv = n * GDR_COLS, ne = nq > nv ? nq : nv;
@@ -386,8 +387,8 @@ __global__ void __launch_bounds__(GDR_COLS *GDR_PARTS) k_gated_delta_rule(gdr_ar
                     const float qv = cu_ld(a.q, AD, tq * a.qs + (int64_t)kh * dk + i);
                     const float kv = cu_ld(a.k, AD, tq * a.ks + (int64_t)kh * dk + i);
                     const float vv = cu_ld(a.v, AD, tv * a.vs + (int64_t)h * a.dv + min(jj, a.dv - 1));
-                    const float gv = cu_ld(a.g, a.gdt, (tb + eg) * a.gs + h);
-                    const float bv = cu_ld(a.beta, a.bdt, (tb + eg) * a.bs + h);
+                    const float gv = cu_ld(a.g, DTYPE_F32, (tb + eg) * a.gs + h);
+                    const float bv = cu_ld(a.beta, AD, (tb + eg) * a.bs + h);
                     if (e < nq) {
                         sq[e] = qv;
                         sk[e] = kv;
@@ -978,8 +979,8 @@ __global__ void k_rms_norm_gated(const void *x, int xdt, int64_t xs, const void 
 #pragma unroll
             for (int u = 0; u < RNG_MAX; u++) { /* (past G: the group's last element, not used) */
                 const int64_t i = min(lane + 32 * u, (int)G - 1);
-                xv[u] = cu_ld(x, decltype(xd)::value, t * xs + g0 + i);
-                zv[u] = cu_ld(z, decltype(xd)::value, t * zs + g0 + i);
+                xv[u] = cu_ld(x, xd.value, t * xs + g0 + i);
+                zv[u] = cu_ld(z, xd.value, t * zs + g0 + i);
             }
             float ss = 0.0f;
 #pragma unroll
@@ -1048,13 +1049,19 @@ __global__ void k_gdn_gating(const void *a, int adt, int64_t as, const void *b, 
         d0 = cu_ld(dt_bias, ddt, e0 % H);
     }
     pdl_wait();
-    for (int64_t e = e0; e < T * H; e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = e / H, h = e % H;
-        const float av = cu_ld(a, adt, t * as + h), bv = cu_ld(b, bdt, t * bs + h);
-        const float Al = e == e0 ? A0 : cu_ld(A_log, ldt, h), db = e == e0 ? d0 : cu_ld(dt_bias, ddt, h);
-        g[e] = -expf(Al) * la_softplus(av + db);
-        cu_st(beta, betadt, e, 1.0f / (1.0f + expf(-bv)));
-    }
+    /* a and b of one dtype (the activations'): their loads with it a constant go out together (a dtype test each,
+     * its conversion inside, chained them) */
+    auto run = [&](auto ad, auto bd) {
+        for (int64_t e = e0; e < T * H; e += (int64_t)gridDim.x * blockDim.x) {
+            const int64_t t = e / H, h = e % H;
+            const float av = cu_ld(a, ad.value, t * as + h), bv = cu_ld(b, bd.value, t * bs + h);
+            const float Al = e == e0 ? A0 : cu_ld(A_log, ldt, h), db = e == e0 ? d0 : cu_ld(dt_bias, ddt, h);
+            g[e] = -expf(Al) * la_softplus(av + db);
+            cu_st(beta, betadt, e, 1.0f / (1.0f + expf(-bv)));
+        }
+    };
+    if (adt == bdt) cu_with_dt(adt, [&](auto d) { run(d, d); });
+    else run(cu_any_dt{adt}, cu_any_dt{bdt});
 }
 
 // a, b (T, H) act, A_log, dt_bias (H) -> g (T, H) F32, beta (T, H) float, both contiguous
@@ -1082,11 +1089,18 @@ __global__ void k_sigmoid_mul(void *x, int xdt, int64_t xs, const void *gate, in
                               int64_t D) {
     pdl_launch();
     pdl_wait();
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < T * D; e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = e / D, d = e % D;
-        const float gv = cu_ld(gate, gdt, t * gs + d);
-        cu_st(x, xdt, t * xs + d, cu_ld(x, xdt, t * xs + d) * (1.0f / (1.0f + expf(-gv))));
-    }
+    /* x and gate of one dtype: both loads out together (a dtype test each chained them) */
+    auto run = [&](auto xd, auto gd) {
+        for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < T * D;
+             e += (int64_t)gridDim.x * blockDim.x) {
+            const int64_t t = e / D, d = e % D;
+            const float gv = cu_ld(gate, gd.value, t * gs + d);
+            const float xv = cu_ld(x, xd.value, t * xs + d);
+            cu_st(x, xd.value, t * xs + d, xv * (1.0f / (1.0f + expf(-gv))));
+        }
+    };
+    if (xdt == gdt) cu_with_dt(xdt, [&](auto d) { run(d, d); });
+    else run(cu_any_dt{xdt}, cu_any_dt{gdt});
 }
 
 // x (T, D) act *= sigmoid(gate (T, D) act)

@@ -267,6 +267,20 @@ __device__ __forceinline__ void row_pass(const float *w, int V, F f) {
 
 #define SM_RP 8 /* loads in flight a thread in the row's passes (16 measured no faster: session 37) */
 
+/* f(x, v) over w as row_pass does, but warp-uniform: every lane of a warp calls f as often (x = -1 past V, a dropped
+ * token's value), so f may use warp collectives (ballots, matches) */
+template <int B, typename F>
+__device__ __forceinline__ void row_pass_warp(const float *w, int V, F f) {
+    const int lane = threadIdx.x & 31;
+    for (int v0 = threadIdx.x; v0 - lane < V; v0 += B * SM_THREADS) {
+        float xs[B];
+#pragma unroll
+        for (int i = 0; i < B; i++) xs[i] = v0 + i * SM_THREADS < V ? w[v0 + i * SM_THREADS] : -1.0f;
+#pragma unroll
+        for (int i = 0; i < B; i++) f(xs[i], v0 + i * SM_THREADS);
+    }
+}
+
 /* tokens with probability >= tau (tau >= 0, so dropped tokens never count) */
 __device__ long long count_ge(const float *w, int V, float tau, sm_red *r) {
     long long c = 0;
@@ -404,25 +418,16 @@ __device__ int cand_draw(const float *w, int V, long long n_surv, float tmax, in
      * ones only: zero probabilities add nothing to a sum and are never drawn (u * mass < mass) */
     const float t0 = cs->t0;
     const bool pos_only = t0 == 0.0f;
-    for (int v0 = tid; v0 - lane < V; v0 += SM_RP * SM_THREADS) {
-        float xs[SM_RP];
-#pragma unroll
-        for (int i = 0; i < SM_RP; i++) xs[i] = v0 + i * SM_THREADS < V ? w[v0 + i * SM_THREADS] : -1.0f;
-#pragma unroll
-        for (int i = 0; i < SM_RP; i++) {
-            const int v = v0 + i * SM_THREADS;
-            float x = xs[i];
-            const bool hit = pos_only ? x > 0.0f : x >= t0;
-            const unsigned b = __ballot_sync(FULL_MASK, hit);
-            if (!b) continue;
-            if (hit && esum != 0.0) x = (float)((double)x / esum);
-            int slot = 0;
-            if (lane == 0) slot = atomicAdd(&cs->n, __popc(b));
-            slot = __shfl_sync(FULL_MASK, slot, 0) + __popc(b & ((1u << lane) - 1u));
-            if (hit && slot < SM_CAND)
-                cs->key[slot] = (unsigned long long)__float_as_uint(x) << 32 | (unsigned)~(unsigned)v;
-        }
-    }
+    row_pass_warp<SM_RP>(w, V, [&](float x, int v) {
+        const bool hit = pos_only ? x > 0.0f : x >= t0;
+        const unsigned b = __ballot_sync(FULL_MASK, hit);
+        if (!b) return;
+        if (hit && esum != 0.0) x = (float)((double)x / esum);
+        int slot = 0;
+        if (lane == 0) slot = atomicAdd(&cs->n, __popc(b));
+        slot = __shfl_sync(FULL_MASK, slot, 0) + __popc(b & ((1u << lane) - 1u));
+        if (hit && slot < SM_CAND) cs->key[slot] = (unsigned long long)__float_as_uint(x) << 32 | (unsigned)~(unsigned)v;
+    });
     __syncthreads();
     const int n = cs->n;
     if (n > SM_CAND || n == 0 || (n < top_k && !pos_only)) return CAND_FAIL; /* (k tokens are >= a bound above 0) */
@@ -548,31 +553,24 @@ __device__ bool rx_find(const float *w, int V, int mode, long long k, double top
             rx->c[d] = 0;
         }
         __syncthreads();
-        /* the histogram: a warp-uniform walk (ballots), SM_RP loads a thread in flight */
-        for (int v0 = tid; v0 - lane < V; v0 += SM_RP * SM_THREADS) {
-            float xs[SM_RP];
-#pragma unroll
-            for (int i = 0; i < SM_RP; i++) xs[i] = v0 + i * SM_THREADS < V ? w[v0 + i * SM_THREADS] : -1.0f;
-#pragma unroll
-            for (int i = 0; i < SM_RP; i++) {
-                const unsigned b = __float_as_uint(xs[i]);
-                const bool hit = (b >> hs) == hp;
-                const unsigned act = __ballot_sync(FULL_MASK, hit);
-                if (hit) {
-                    const unsigned d = (b >> sh) & (unsigned)(nb - 1);
-                    const unsigned long long f = p_fx(xs[i]); /* < 2^63 */
-                    const unsigned grp = __match_any_sync(act, d);
-                    /* 32 lanes of 21-bit pieces cannot overflow 32 bits */
-                    const unsigned long long s0 = __reduce_add_sync(grp, (unsigned)(f & 0x1FFFFFull));
-                    const unsigned long long s1 = __reduce_add_sync(grp, (unsigned)((f >> 21) & 0x1FFFFFull));
-                    const unsigned long long s2 = __reduce_add_sync(grp, (unsigned)(f >> 42));
-                    if (lane == __ffs(grp) - 1) {
-                        atomicAdd(&rx->s[d], s0 + (s1 << 21) + (s2 << 42));
-                        atomicAdd(&rx->c[d], __popc(grp));
-                    }
-                }
+        /* the histogram (warp-uniform: ballots and matches) */
+        row_pass_warp<SM_RP>(w, V, [&](float x, int) {
+            const unsigned b = __float_as_uint(x);
+            const bool hit = (b >> hs) == hp;
+            const unsigned act = __ballot_sync(FULL_MASK, hit);
+            if (!hit) return;
+            const unsigned d = (b >> sh) & (unsigned)(nb - 1);
+            const unsigned long long f = p_fx(x); /* < 2^63 */
+            const unsigned grp = __match_any_sync(act, d);
+            /* 32 lanes of 21-bit pieces cannot overflow 32 bits */
+            const unsigned long long s0 = __reduce_add_sync(grp, (unsigned)(f & 0x1FFFFFull));
+            const unsigned long long s1 = __reduce_add_sync(grp, (unsigned)((f >> 21) & 0x1FFFFFull));
+            const unsigned long long s2 = __reduce_add_sync(grp, (unsigned)(f >> 42));
+            if (lane == __ffs(grp) - 1) {
+                atomicAdd(&rx->s[d], s0 + (s1 << 21) + (s2 << 42));
+                atomicAdd(&rx->c[d], __popc(grp));
             }
-        }
+        });
         __syncthreads();
         /* the scan, top digit down: thread t owns digits nb-1-per*t .. nb-per*(t+1) */
         const int per = nb / SM_THREADS;

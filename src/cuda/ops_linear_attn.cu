@@ -979,8 +979,8 @@ __global__ void k_rms_norm_gated(const void *x, int xdt, int64_t xs, const void 
 #pragma unroll
             for (int u = 0; u < RNG_MAX; u++) { /* (past G: the group's last element, not used) */
                 const int64_t i = min(lane + 32 * u, (int)G - 1);
-                xv[u] = cu_ld(x, xd.value, t * xs + g0 + i);
-                zv[u] = cu_ld(z, xd.value, t * zs + g0 + i);
+                xv[u] = cu_ld(x, decltype(xd)::value, t * xs + g0 + i);
+                zv[u] = cu_ld(z, decltype(xd)::value, t * zs + g0 + i);
             }
             float ss = 0.0f;
 #pragma unroll

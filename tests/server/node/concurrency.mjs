@@ -118,9 +118,7 @@ await part('64 concurrent streams', async () => {
       try {
         const m = await metrics(base);
         /* every engine's gauge summed (-dp N: one line per engine; the balancer may have put the burst on any) */
-        let running = 0;
-        for (const [k, v] of Object.entries(m)) if (k.startsWith('vllm:num_requests_running{')) running += v;
-        peakRunning = Math.max(peakRunning, running || m.byName['vllm:num_requests_running'] || 0);
+        peakRunning = Math.max(peakRunning, sumOver(m, 'vllm:num_requests_running'));
       } catch {
         /* the server may be busy; the next poll retries */
       }
